@@ -1,0 +1,45 @@
+# One command each: `make demo` (set up + run the main job), `make test` (set up + run every test tier).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: venv demo test lint unit e2e bench dev-cluster clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[controller,test]'
+	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+venv: $(STAMP)
+
+## demo: the main job on its embedded default scenario (no external data needed)
+demo: $(STAMP)
+	$(BIN)/trainjob-advisor simulate --report out/demo-report
+
+## test: lint, type-check, the import contract, then every test tier (e2e builds/starts a real API server when Go is present)
+test: $(STAMP) lint
+	@mkdir -p out
+	$(BIN)/python -m pytest --junitxml=out/junit.xml $(PYTEST_ARGS) || { rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; else exit $$rc; fi; }
+
+lint: $(STAMP)
+	$(BIN)/ruff check advisor policies simulator tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+e2e: $(STAMP)
+	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python bench/forecast_bench.py
+
+dev-cluster: $(STAMP)
+	scripts/dev-control-plane up
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""One module per ``trainjob-advisor`` subcommand (see ``advisor.cli``)."""

@@ -1,0 +1,292 @@
+"""Frozen value types shared by every layer: sources, forecasting, policies, the core loop,
+the controller and the simulator.
+
+Why one module: the controller and the simulator are two adapters around one core loop, and the
+moment either grows a private copy of ``JobView`` or ``Decision`` the two drift apart (the Pollux
+simulator's ``JobInfo`` is the cautionary tale). Everything here is plain data: no I/O, no clock,
+no numpy (so that it is cheap to import everywhere and trivially serialisable).
+
+Times are seconds (wall-clock epoch seconds in the controller, virtual seconds in the simulator);
+nothing here cares which.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = [
+    "ActionKind",
+    "Action",
+    "ActionRecord",
+    "CheckpointState",
+    "ClusterQueueView",
+    "ClusterView",
+    "Curve",
+    "Decision",
+    "Forecast",
+    "Interval",
+    "JobView",
+    "Mode",
+    "ProgressSample",
+    "WorkloadView",
+    "job_key",
+]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def job_key(namespace: str, name: str) -> str:
+    """The one spelling of a job's identity across layers: ``namespace/name``."""
+    return f"{namespace}/{name}"
+
+
+# --------------------------------------------------------------------------------------------
+# Observations
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressSample:
+    """One observation of a run's progress, normalised from any source.
+
+    Sources differ wildly (strings in upstream ``trainerStatus``, JSON numbers in the RHOAI
+    annotation, rows of a CSV); parsers turn each into this shape and record in ``warnings``
+    whatever they had to drop or coerce, so that bad input is counted rather than fatal.
+    """
+
+    step: int
+    time: float | None = None
+    loss: float | None = None
+    total_steps: int | None = None
+    epoch: float | None = None
+    learning_rate: float | None = None
+    eval_loss: float | None = None
+    progress_percentage: float | None = None
+    estimated_remaining_seconds: float | None = None
+    last_checkpoint_step: int | None = None
+    last_checkpoint_request: str | None = None
+    metrics: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    warnings: tuple[str, ...] = ()
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """A loss history as parallel tuples (what the forecaster consumes).
+
+    ``segments`` holds the start index of each contiguous segment: a step going backwards (a
+    restart from checkpoint) starts a new one, so no fit ever spans a restart.
+    """
+
+    steps: tuple[float, ...]
+    values: tuple[float, ...]
+    times: tuple[float, ...] | None = None
+    learning_rates: tuple[float, ...] | None = None
+    epochs: tuple[float, ...] | None = None
+    segments: tuple[int, ...] = (0,)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+# --------------------------------------------------------------------------------------------
+# Forecast (the stable contract of ``advisor.forecast.forecast``)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A point estimate with its 80% interval (p10..p90). Invariant: p10 <= mean <= p90."""
+
+    mean: float
+    p10: float
+    p90: float
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """Where a run is heading, with its uncertainty.
+
+    Field semantics are the contract in DESIGN.md; ``warnings`` explains anything that made the
+    forecast less trustworthy (dropped points, too little data, a restart), so that policies can
+    refuse to act on a weak forecast rather than act rashly.
+    """
+
+    final_loss: Interval
+    plateau_probability: float
+    divergence_probability: float
+    eta_seconds: Interval | None = None
+    steps_per_second: float | None = None
+    model: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    warnings: tuple[str, ...] = ()
+    current_loss: float | None = None
+    last_step: float | None = None
+    total_steps: int | None = None
+    n_points: int = 0
+    n_dropped: int = 0
+
+
+# --------------------------------------------------------------------------------------------
+# What policies see
+# --------------------------------------------------------------------------------------------
+
+
+class Mode(str, enum.Enum):
+    """Whether a policy only recommends or also mutates the cluster."""
+
+    RECOMMEND = "Recommend"
+    APPLY = "Apply"
+
+
+class ActionKind(str, enum.Enum):
+    """What the advisor can do to a job. ``RECOMMEND`` never mutates user objects."""
+
+    RECOMMEND = "recommend"
+    CHECKPOINT = "checkpoint"
+    RELEASE_QUOTA = "release-quota"
+    BOOST_PRIORITY = "boost-priority"
+    DROP_BOOST = "drop-boost"
+    SCALE = "scale"
+    STOP = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointState:
+    """What is known of a job's checkpoints (from acknowledgements in its progress stream)."""
+
+    last_step: int | None = None
+    last_time: float | None = None
+    cost_seconds: float | None = None
+    pending_request: str | None = None
+    pending_since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRecord:
+    """One action the advisor took (or requested) on a job; the log that enforces cooldowns,
+    caps and "never twice", and that survives controller restarts."""
+
+    kind: ActionKind
+    time: float
+    request_id: str
+    policy: str = ""
+    rule: str = ""
+    outcome: str = "requested"  # requested | done | acknowledged | timed-out | failed | recommended
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """A frozen snapshot of one training job, as every policy sees it."""
+
+    namespace: str
+    name: str
+    kind: str = "TrainJob"
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    queue_name: str | None = None
+    cluster_queue: str | None = None
+    priority: int = 0
+    gpus: int = 0
+    nodes: int = 1
+    min_nodes: int | None = None
+    max_nodes: int | None = None
+    active: bool = True
+    admitted: bool = True
+    started_at: float | None = None
+    step: int = 0
+    total_steps: int | None = None
+    last_step_change: float | None = None
+    last_sample_time: float | None = None
+    forecast: Forecast | None = None
+    checkpoint: CheckpointState = field(default_factory=CheckpointState)
+    throughput: tuple[tuple[int, float], ...] = ()
+    actions: tuple[ActionRecord, ...] = ()
+    rule_state: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    namespace_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def key(self) -> str:
+        return job_key(self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueueView:
+    """One Kueue ClusterQueue reduced to GPUs (ResourceFlavors folded into one count)."""
+
+    name: str
+    cohort: str | None = None
+    nominal_gpus: int = 0
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+    usage_gpus: int = 0
+    within_cluster_queue: str = "Never"  # Never | LowerPriority | LowerOrNewerEqualPriority
+    reclaim_within_cohort: str = "Never"  # Never | LowerPriority | Any
+    borrow_within_cohort: str = "Never"  # Never | LowerPriority
+    borrow_max_priority_threshold: int | None = None
+    queueing_strategy: str = "BestEffortFIFO"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadView:
+    """One Kueue Workload (admitted or pending)."""
+
+    namespace: str
+    name: str
+    cluster_queue: str
+    gpus: int
+    priority: int = 0
+    admitted: bool = False
+    active: bool = True
+    job: str | None = None  # job_key of the owning job, when known
+    admitted_at: float | None = None
+    created_at: float | None = None
+    priority_boost: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """A frozen snapshot of the quota side of the cluster."""
+
+    cluster_queues: Mapping[str, ClusterQueueView] = field(default_factory=lambda: _EMPTY)
+    workloads: tuple[WorkloadView, ...] = ()
+    preemption_rate: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    """Observed evictions (preemptions + failures) per workload-second, per ClusterQueue."""
+    priority_boost_enabled: bool = False
+
+
+# --------------------------------------------------------------------------------------------
+# What policies return
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One thing to do, with the numbers that justified it (for Events, the CLI and ``explain``)."""
+
+    kind: ActionKind
+    rule: str
+    reason: str
+    params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of evaluating one job against its policy.
+
+    ``state`` is the rules' explicit memory (e.g. when a condition first held, for ``for: 30m``):
+    rules are stateless, so the caller stores ``state`` and passes it back as
+    ``JobView.rule_state`` next time.
+    """
+
+    job: str
+    policy: str | None = None
+    mode: Mode = Mode.RECOMMEND
+    actions: tuple[Action, ...] = ()
+    reasons: tuple[str, ...] = ()
+    state: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    advice: str = ""
