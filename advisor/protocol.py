@@ -1,0 +1,35 @@
+"""Names shared by the controller (which asks) and the training process (which answers).
+
+One definition, imported on both sides, so that the request annotation, the acknowledgement
+metrics and the default timeout can never be spelled two ways.
+"""
+
+from __future__ import annotations
+
+GROUP = "advisor.trainjob-advisor.io"
+VERSION = "v1alpha1"
+
+#: pod annotation carrying the id of the latest checkpoint request (read through a downward-API volume)
+CHECKPOINT_REQUEST_ANNOTATION = f"{GROUP}/checkpoint-request"
+#: default path of the downward-API file with the pod's annotations
+DOWNWARD_API_ANNOTATIONS_PATH = "/etc/podinfo/annotations"
+#: progress metric: the step of the last completed checkpoint
+ACK_STEP_METRIC = "last_checkpoint_step"
+#: progress metric: the request id the last checkpoint answered
+ACK_REQUEST_METRIC = "last_checkpoint_request"
+#: how long the controller waits for an acknowledgement before recording a timeout
+DEFAULT_CHECKPOINT_TIMEOUT_S = 600.0
+
+#: annotation (on a TrainJob / PyTorchJob) with a deadline, RFC 3339 or epoch seconds
+DEADLINE_ANNOTATION = f"{GROUP}/deadline"
+#: default label that exempts a job from every policy
+DEFAULT_EXEMPT_LABEL = f"{GROUP}/exempt"
+#: PyTorchJob (Trainer v1) annotation where our training helper writes progress JSON
+PYTORCHJOB_PROGRESS_ANNOTATION = f"{GROUP}/progress"
+
+#: Kueue
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
+
+#: progress sources
+RHOAI_TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
