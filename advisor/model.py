@@ -19,8 +19,8 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = [
-    "ActionKind",
     "Action",
+    "ActionKind",
     "ActionRecord",
     "CheckpointState",
     "ClusterQueueView",
@@ -135,14 +135,14 @@ class Forecast:
 # --------------------------------------------------------------------------------------------
 
 
-class Mode(str, enum.Enum):
+class Mode(enum.StrEnum):
     """Whether a policy only recommends or also mutates the cluster."""
 
     RECOMMEND = "Recommend"
     APPLY = "Apply"
 
 
-class ActionKind(str, enum.Enum):
+class ActionKind(enum.StrEnum):
     """What the advisor can do to a job. ``RECOMMEND`` never mutates user objects."""
 
     RECOMMEND = "recommend"
@@ -177,6 +177,8 @@ class ActionRecord:
     rule: str = ""
     outcome: str = "requested"  # requested | done | acknowledged | timed-out | failed | recommended
     reason: str = ""
+    timeout_s: float | None = None
+    """For a checkpoint request: how long to wait for the acknowledgement (None: the protocol default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +210,8 @@ class JobView:
     actions: tuple[ActionRecord, ...] = ()
     rule_state: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     namespace_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    last_loss: float | None = None
+    """The latest raw loss reported (may be NaN/inf: the forecaster drops those, policies must not)."""
 
     @property
     def key(self) -> str:
@@ -257,6 +261,9 @@ class ClusterView:
     preemption_rate: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     """Observed evictions (preemptions + failures) per workload-second, per ClusterQueue."""
     priority_boost_enabled: bool = False
+    policy_action_times: Mapping[str, tuple[float, ...]] = field(default_factory=lambda: _EMPTY)
+    """Times of the mutating actions each policy (by name) took recently, on any job: for the
+    per-policy cap of actions per hour, which a one-job view cannot see."""
 
 
 # --------------------------------------------------------------------------------------------

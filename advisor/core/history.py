@@ -1,0 +1,218 @@
+"""A run's loss history, as the advisor keeps it.
+
+The controller only ever sees the *latest* progress value of a TrainJob (each status update
+replaces the previous one), so the advisor must keep the history itself, and keep it small:
+it is persisted inside a Kubernetes object (``TrainJobForecast.status``), which should stay far
+below etcd's object size limit even for a run with a million steps.
+
+Three rules shape it:
+
+* **Append only what is new.** A repeated step is a duplicate; a sample older than the newest
+  one is stale (watch events can arrive re-ordered after a reconnect). Neither changes anything.
+* **A step going backwards is a restart**, not a bad point: the run resumed from a checkpoint.
+  A new *segment* starts, so the forecaster never fits across a restart.
+* **Bounded, shape-preserving downsampling.** When the history is full, every second point of
+  the older part is dropped (the first and last point of each segment are kept). Repeated thinning
+  spaces old points out geometrically while the recent part, which matters most for the
+  forecast and for plateau detection, stays dense.
+
+Losses that are not finite are kept (as NaN) because a NaN loss is itself evidence of
+divergence; the forecaster drops and counts them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.model import Curve, ProgressSample
+
+__all__ = ["History", "Point"]
+
+#: fraction of the newest points that are never thinned when the history is full
+_DENSE_TAIL = 0.35
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One stored observation (the subset of a ProgressSample the forecaster uses)."""
+
+    step: int
+    time: float | None
+    loss: float
+    learning_rate: float | None = None
+    epoch: float | None = None
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+class History:
+    """A bounded, downsampled, restart-segmented loss history.
+
+    Mutable by design (one per job, owned by the core loop); ``curve()`` hands out an immutable
+    snapshot.
+    """
+
+    __slots__ = ("_points", "_segments", "dropped", "max_points", "restarts")
+
+    def __init__(self, max_points: int = 300) -> None:
+        if max_points < 16:
+            raise ValueError(f"max_points must be >= 16, got {max_points}")
+        self.max_points = max_points
+        self._points: list[Point] = []
+        self._segments: list[int] = [0]
+        self.restarts = 0
+        self.dropped = 0
+
+    # ----------------------------------------------------------------------------------- access
+    def __len__(self) -> int:
+        return len(self._points)
+
+    @property
+    def points(self) -> tuple[Point, ...]:
+        return tuple(self._points)
+
+    @property
+    def last(self) -> Point | None:
+        return self._points[-1] if self._points else None
+
+    @property
+    def segments(self) -> tuple[int, ...]:
+        return tuple(self._segments)
+
+    def curve(self) -> Curve:
+        """An immutable snapshot for the forecaster."""
+        pts = self._points
+        times = tuple(p.time for p in pts)
+        lrs = tuple(p.learning_rate for p in pts)
+        epochs = tuple(p.epoch for p in pts)
+        return Curve(
+            steps=tuple(float(p.step) for p in pts),
+            values=tuple(p.loss for p in pts),
+            times=times if pts and all(t is not None for t in times) else None,  # type: ignore[arg-type]
+            learning_rates=lrs if pts and all(v is not None for v in lrs) else None,  # type: ignore[arg-type]
+            epochs=epochs if pts and all(v is not None for v in epochs) else None,  # type: ignore[arg-type]
+            segments=tuple(self._segments),
+        )
+
+    # ----------------------------------------------------------------------------------- update
+    def append(self, sample: ProgressSample) -> str:
+        """Add a sample; returns what happened: ``appended``, ``restart`` (appended as the
+        first point of a new segment), ``duplicate``, ``stale`` or ``invalid`` (no loss or a
+        negative step: nothing to learn from)."""
+        if sample.loss is None or sample.step is None or sample.step < 0:
+            return "invalid"
+        loss = float(sample.loss)
+        if not math.isfinite(loss):
+            loss = math.nan
+        point = Point(
+            step=int(sample.step),
+            time=_finite_or_none(sample.time),
+            loss=loss,
+            learning_rate=_finite_or_none(sample.learning_rate),
+            epoch=_finite_or_none(sample.epoch),
+        )
+        last = self.last
+        outcome = "appended"
+        if last is not None:
+            if point.time is not None and last.time is not None and point.time < last.time:
+                return "stale"
+            if point.step == last.step:
+                return "duplicate"
+            if point.step < last.step:
+                self._segments.append(len(self._points))
+                self.restarts += 1
+                outcome = "restart"
+        self._points.append(point)
+        if len(self._points) > self.max_points:
+            self._thin()
+        return outcome
+
+    def _thin(self) -> None:
+        """Drop every second point of the older part, keeping the first and last point of
+        every segment (where a restart came from is part of the shape)."""
+        n = len(self._points)
+        dense_from = int(n * (1.0 - _DENSE_TAIL))
+        keep_always = set(self._segments) | {s - 1 for s in self._segments if s > 0} | {0}
+        kept: list[Point] = []
+        new_segments: list[int] = []
+        parity = 0
+        for i, p in enumerate(self._points):
+            if i in keep_always:
+                parity = 0
+            if i >= dense_from or i in keep_always or parity % 2 == 0:
+                if i in self._segments:
+                    new_segments.append(len(kept))
+                kept.append(p)
+            else:
+                self.dropped += 1
+            parity += 1
+        self._points = kept
+        self._segments = new_segments or [0]
+        excess = len(self._points) - self.max_points
+        if excess > 0:  # so many restarts that their boundaries alone overflow: forget the oldest
+            del self._points[:excess]
+            self.dropped += excess
+            self._segments = [0] + [s - excess for s in self._segments if s - excess > 0]
+
+    # ----------------------------------------------------------------------------- persistence
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe and compact: parallel lists (non-finite losses become null)."""
+        pts = self._points
+        return {
+            "maxPoints": self.max_points,
+            "steps": [p.step for p in pts],
+            "times": [p.time for p in pts],
+            "losses": [p.loss if math.isfinite(p.loss) else None for p in pts],
+            "learningRates": [p.learning_rate for p in pts],
+            "epochs": [p.epoch for p in pts],
+            "segments": list(self._segments),
+            "restarts": self.restarts,
+            "dropped": self.dropped,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> History:
+        """Rebuild from ``to_dict`` output; tolerant of damaged input (a corrupt entry is
+        skipped rather than poisoning the whole history)."""
+        hist = cls(max_points=int(data.get("maxPoints", 300) or 300))
+        steps = list(data.get("steps") or [])
+        n = len(steps)
+
+        def col(name: str) -> list[Any]:
+            values = list(data.get(name) or [])
+            return values + [None] * (n - len(values))
+
+        times, losses, lrs, epochs = col("times"), col("losses"), col("learningRates"), col("epochs")
+        for i in range(n):
+            try:
+                step = int(steps[i])
+            except (TypeError, ValueError):
+                continue
+            loss = _finite_or_none(losses[i])
+            hist._points.append(
+                Point(
+                    step=step,
+                    time=_finite_or_none(times[i]),
+                    loss=math.nan if loss is None else loss,
+                    learning_rate=_finite_or_none(lrs[i]),
+                    epoch=_finite_or_none(epochs[i]),
+                )
+            )
+        segments = sorted(
+            {int(s) for s in data.get("segments") or [0] if isinstance(s, int) and 0 <= s < max(n, 1)}
+        )
+        hist._segments = segments if segments and segments[0] == 0 else [0, *segments]
+        hist.restarts = int(data.get("restarts", len(hist._segments) - 1) or 0)
+        hist.dropped = int(data.get("dropped", 0) or 0)
+        return hist

@@ -1,0 +1,415 @@
+"""The advisor's core loop: observe → forecast → decide, written once.
+
+The kopf controller and the trace-driven simulator are two thin adapters around this class.
+Each owns a clock (wall time vs a virtual clock), a source of observations (TrainJob watch
+events vs simulated progress reports) and an actuator (API writes vs state changes in the
+simulated cluster); everything between those — keeping each run's history, deciding when to
+re-forecast, recognising checkpoint acknowledgements, remembering what was done and when, and
+asking the policies — lives here, so the simulator's verdict on a policy is a verdict on the
+code that runs in the cluster.
+
+The loop never acts: ``evaluate`` returns a :class:`~advisor.model.Decision`, and the adapter
+carries it out and reports back with :meth:`AdvisorCore.record_action`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from advisor.core.codec import (
+    action_from_dict,
+    action_to_dict,
+    checkpoint_from_dict,
+    checkpoint_to_dict,
+    forecast_from_dict,
+    forecast_to_dict,
+)
+from advisor.core.history import History
+from advisor.model import (
+    ActionKind,
+    ActionRecord,
+    CheckpointState,
+    ClusterView,
+    Curve,
+    Decision,
+    Forecast,
+    JobView,
+    ProgressSample,
+)
+from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S
+
+__all__ = ["AdvisorCore", "JobRecord", "PolicyLike"]
+
+#: actions kept per job (older ones only matter for caps/cooldowns, which look back an hour or so)
+MAX_ACTIONS_KEPT = 50
+#: weight of the newest throughput measurement in the per-node-count moving average
+THROUGHPUT_EWMA = 0.3
+
+
+class PolicyLike(Protocol):
+    """What the loop needs of a policy (``policies.Policy`` satisfies it)."""
+
+    name: str
+
+
+Forecaster = Callable[[Curve, "int | None"], Forecast]
+Selector = Callable[[Sequence[Any], JobView], Any]
+Decider = Callable[..., Decision]
+
+
+@dataclass
+class JobRecord:
+    """Everything the loop remembers about one job; persisted by the adapter (``dump``)."""
+
+    history: History
+    total_steps: int | None = None
+    forecast: Forecast | None = None
+    forecast_at: float | None = None
+    fresh_data: bool = False
+    checkpoint: CheckpointState = field(default_factory=CheckpointState)
+    actions: list[ActionRecord] = field(default_factory=list)
+    rule_state: dict[str, float] = field(default_factory=dict)
+    first_seen: float | None = None
+    last_step_change: float | None = None
+    last_sample_time: float | None = None
+    throughput: dict[int, float] = field(default_factory=dict)
+    last_decision: Decision | None = None
+    sample_warnings: int = 0
+    _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
+
+    @property
+    def step(self) -> int:
+        last = self.history.last
+        return last.step if last is not None else 0
+
+
+def _default_forecaster(curve: Curve, total_steps: int | None) -> Forecast:
+    from advisor.forecast import forecast_curve
+
+    return forecast_curve(curve, total_steps=total_steps)
+
+
+def _default_selector(policies: Sequence[Any], job: JobView) -> Any:
+    from policies import select_policy
+
+    return select_policy(policies, job)
+
+
+def _default_decider(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+    from policies import decide
+
+    return decide(job, cluster, policy, now=now)
+
+
+class AdvisorCore:
+    """Per-job history, forecasts and decisions for any number of jobs.
+
+    Parameters
+    ----------
+    policies:
+        The admin policies in force (``policies.Policy`` objects).
+    forecast_interval_s:
+        A job is re-forecast at most this often (and only when new data arrived): the cost
+        bound that lets one controller follow thousands of jobs reporting every few seconds.
+    max_history_points:
+        Bound of each job's stored history (see :class:`~advisor.core.history.History`).
+    forecaster, selector, decider:
+        Injection points for tests; the defaults are ``advisor.forecast.forecast_curve``,
+        ``policies.select_policy`` and ``policies.decide``.
+    """
+
+    def __init__(
+        self,
+        policies: Sequence[Any] = (),
+        *,
+        forecast_interval_s: float = 30.0,
+        max_history_points: int = 300,
+        forecaster: Forecaster | None = None,
+        selector: Selector | None = None,
+        decider: Decider | None = None,
+    ) -> None:
+        if forecast_interval_s < 0:
+            raise ValueError(f"forecast_interval_s must be >= 0, got {forecast_interval_s}")
+        self._policies: tuple[Any, ...] = tuple(policies)
+        self.forecast_interval_s = forecast_interval_s
+        self.max_history_points = max_history_points
+        self._forecaster = forecaster or _default_forecaster
+        self._selector = selector or _default_selector
+        self._decider = decider or _default_decider
+        self._records: dict[str, JobRecord] = {}
+        self.forecasts_made = 0
+
+    # -------------------------------------------------------------------------------- policies
+    @property
+    def policies(self) -> tuple[Any, ...]:
+        return self._policies
+
+    def set_policies(self, policies: Sequence[Any]) -> None:
+        self._policies = tuple(policies)
+
+    # --------------------------------------------------------------------------------- observe
+    def _record_for(self, key: str, now: float) -> JobRecord:
+        rec = self._records.get(key)
+        if rec is None:
+            rec = JobRecord(history=History(self.max_history_points), first_seen=now)
+            self._records[key] = rec
+        return rec
+
+    def observe(self, key: str, sample: ProgressSample, *, now: float, nodes: int = 1) -> bool:
+        """Feed one progress sample; returns False when it carried nothing new.
+
+        Checkpoint acknowledgements are read from every sample, even one whose loss is a
+        duplicate: the training process may report the ack on its own.
+        """
+        rec = self._record_for(key, now)
+        if sample.warnings:
+            rec.sample_warnings += len(sample.warnings)
+        if sample.total_steps is not None and sample.total_steps > 0:
+            rec.total_steps = int(sample.total_steps)
+        acked = self._note_checkpoint(rec, sample, now)
+        prev_step = rec.step if len(rec.history) else None
+        outcome = rec.history.append(sample)
+        when = sample.time if sample.time is not None else now
+        if outcome in ("appended", "restart"):
+            rec.fresh_data = True
+            rec.last_sample_time = when
+            if prev_step is None or sample.step != prev_step:
+                rec.last_step_change = when
+            self._note_throughput(rec, sample.step, when, nodes, restart=outcome == "restart")
+            return True
+        if outcome == "invalid" and sample.loss is None and prev_step is not None and sample.step > prev_step:
+            # progress without a loss value still proves the job is not hung
+            rec.last_step_change = when
+            rec.last_sample_time = when
+            return True
+        return acked
+
+    def _note_checkpoint(self, rec: JobRecord, sample: ProgressSample, now: float) -> bool:
+        step = sample.last_checkpoint_step
+        request = sample.last_checkpoint_request
+        cp = rec.checkpoint
+        if step is None and request is None:
+            return False
+        answers_pending = cp.pending_request is not None and request == cp.pending_request
+        new_step = step is not None and step != cp.last_step
+        if not (answers_pending or new_step):
+            return False
+        when = sample.time if sample.time is not None else now
+        cost = cp.cost_seconds
+        if answers_pending and cp.pending_since is not None:
+            latency = max(0.0, when - cp.pending_since)
+            cost = latency if cost is None else 0.5 * cost + 0.5 * latency
+        rec.checkpoint = CheckpointState(
+            last_step=step if step is not None else cp.last_step,
+            last_time=when,
+            cost_seconds=cost,
+            pending_request=None if answers_pending else cp.pending_request,
+            pending_since=None if answers_pending else cp.pending_since,
+        )
+        if answers_pending and request is not None:
+            self._set_outcome(rec, request, "acknowledged")
+        return True
+
+    def _note_throughput(self, rec: JobRecord, step: int, when: float, nodes: int, *, restart: bool) -> None:
+        anchor = rec._rate_anchor
+        rec._rate_anchor = (step, when, nodes)
+        if anchor is None or restart or anchor[2] != nodes:
+            return
+        dt = when - anchor[1]
+        ds = step - anchor[0]
+        if dt <= 0 or ds <= 0:
+            return
+        rate = ds / dt
+        old = rec.throughput.get(nodes)
+        rec.throughput[nodes] = rate if old is None else (1 - THROUGHPUT_EWMA) * old + THROUGHPUT_EWMA * rate
+
+    # -------------------------------------------------------------------------------- forecast
+    def _refresh_forecast(self, rec: JobRecord, now: float) -> None:
+        if not rec.fresh_data or len(rec.history) == 0:
+            return
+        if rec.forecast_at is not None and now - rec.forecast_at < self.forecast_interval_s:
+            return
+        rec.forecast = self._forecaster(rec.history.curve(), rec.total_steps)
+        rec.forecast_at = now
+        rec.fresh_data = False
+        self.forecasts_made += 1
+
+    # ---------------------------------------------------------------------------------- decide
+    def view(self, job: JobView, *, now: float | None = None) -> JobView:
+        """The adapter's base view with every history-derived field filled in."""
+        rec = self._records.get(job.key)
+        if rec is None:
+            return job
+        if now is not None:
+            self._refresh_forecast(rec, now)
+        return dataclasses.replace(
+            job,
+            step=rec.step,
+            total_steps=rec.total_steps if rec.total_steps is not None else job.total_steps,
+            last_step_change=rec.last_step_change,
+            last_sample_time=rec.last_sample_time,
+            started_at=job.started_at if job.started_at is not None else rec.first_seen,
+            forecast=rec.forecast,
+            checkpoint=rec.checkpoint,
+            throughput=tuple(sorted(rec.throughput.items())),
+            actions=tuple(rec.actions),
+            rule_state=dict(rec.rule_state),
+        )
+
+    def evaluate(self, job: JobView, cluster: ClusterView, *, now: float) -> Decision:
+        """Re-forecast if due, select the job's policy and ask it what to do (pure)."""
+        rec = self._record_for(job.key, now)
+        self._expire_checkpoint(rec, now)
+        view = self.view(job, now=now)
+        policy = self._selector(self._policies, view) if self._policies else None
+        if policy is None:
+            decision = Decision(
+                job=job.key,
+                reasons=("no AdvisorPolicy selects this job",),
+                advice=_default_advice(view),
+            )
+        else:
+            decision = self._decider(view, cluster, policy, now=now)
+        rec.rule_state = {k: float(v) for k, v in decision.state.items()}
+        rec.last_decision = decision
+        return decision
+
+    def _expire_checkpoint(self, rec: JobRecord, now: float) -> None:
+        cp = rec.checkpoint
+        if cp.pending_request is None or cp.pending_since is None:
+            return
+        timeout = DEFAULT_CHECKPOINT_TIMEOUT_S
+        for action in reversed(rec.actions):
+            if action.request_id == cp.pending_request:
+                timeout = action.timeout_s if action.timeout_s is not None else timeout
+                break
+        if now - cp.pending_since >= timeout:
+            self._set_outcome(rec, cp.pending_request, "timed-out")
+            rec.checkpoint = dataclasses.replace(cp, pending_request=None, pending_since=None)
+
+    # ------------------------------------------------------------------------------------- act
+    def record_action(self, key: str, action: ActionRecord) -> bool:
+        """Remember an action the adapter took or requested (call it before the mutation).
+
+        Returns False when an action with that request id is already recorded (a retried write
+        after a restart), so the adapter can skip it. A checkpoint request becomes the job's
+        pending request until it is acknowledged in the progress stream or times out
+        (``action.timeout_s``, default the protocol's).
+        """
+        rec = self._record_for(key, action.time)
+        if any(a.request_id == action.request_id for a in rec.actions):
+            return False
+        rec.actions.append(action)
+        del rec.actions[:-MAX_ACTIONS_KEPT]
+        if action.kind is ActionKind.CHECKPOINT and action.outcome == "requested":
+            rec.checkpoint = dataclasses.replace(
+                rec.checkpoint, pending_request=action.request_id, pending_since=action.time
+            )
+        return True
+
+    def update_action(self, key: str, request_id: str, outcome: str) -> bool:
+        rec = self._records.get(key)
+        return rec is not None and self._set_outcome(rec, request_id, outcome)
+
+    @staticmethod
+    def _set_outcome(rec: JobRecord, request_id: str, outcome: str) -> bool:
+        for i in range(len(rec.actions) - 1, -1, -1):
+            if rec.actions[i].request_id == request_id:
+                rec.actions[i] = dataclasses.replace(rec.actions[i], outcome=outcome)
+                return True
+        return False
+
+    # ------------------------------------------------------------------------------ bookkeeping
+    def record(self, key: str) -> JobRecord | None:
+        return self._records.get(key)
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(self._records)
+
+    def forget(self, key: str) -> None:
+        self._records.pop(key, None)
+
+    def dump(self, key: str) -> dict[str, Any]:
+        """JSON-safe state of one job, for ``TrainJobForecast.status`` or a report."""
+        rec = self._records.get(key)
+        if rec is None:
+            return {}
+        return {
+            "history": rec.history.to_dict(),
+            "totalSteps": rec.total_steps,
+            "forecast": forecast_to_dict(rec.forecast),
+            "forecastAt": rec.forecast_at,
+            "checkpoint": checkpoint_to_dict(rec.checkpoint),
+            "actions": [action_to_dict(a) for a in rec.actions],
+            "ruleState": {k: v for k, v in rec.rule_state.items() if math.isfinite(v)},
+            "firstSeen": rec.first_seen,
+            "lastStepChange": rec.last_step_change,
+            "lastSampleTime": rec.last_sample_time,
+            "throughput": [{"nodes": n, "stepsPerSecond": r} for n, r in sorted(rec.throughput.items())],
+            "sampleWarnings": rec.sample_warnings,
+        }
+
+    def restore(self, key: str, data: Mapping[str, Any]) -> JobRecord:
+        """Adopt persisted state (after a controller restart). Damaged parts are dropped, not fatal."""
+        hist_data = data.get("history")
+        history = (
+            History.from_dict(hist_data)
+            if isinstance(hist_data, Mapping)
+            else History(self.max_history_points)
+        )
+        rec = JobRecord(history=history)
+        rec.total_steps = _opt_int(data.get("totalSteps"))
+        rec.forecast = forecast_from_dict(data.get("forecast"))
+        rec.forecast_at = _opt_float(data.get("forecastAt"))
+        rec.checkpoint = checkpoint_from_dict(data.get("checkpoint"))
+        rec.actions = [a for a in map(action_from_dict, data.get("actions") or []) if a is not None]
+        state = data.get("ruleState")
+        if isinstance(state, Mapping):
+            rec.rule_state = {
+                str(k): f for k, f in ((k, _opt_float(v)) for k, v in state.items()) if f is not None
+            }
+        rec.first_seen = _opt_float(data.get("firstSeen"))
+        rec.last_step_change = _opt_float(data.get("lastStepChange"))
+        rec.last_sample_time = _opt_float(data.get("lastSampleTime"))
+        for item in data.get("throughput") or []:
+            if isinstance(item, Mapping):
+                nodes, rate = _opt_int(item.get("nodes")), _opt_float(item.get("stepsPerSecond"))
+                if nodes is not None and rate is not None and rate > 0:
+                    rec.throughput[nodes] = rate
+        rec.sample_warnings = _opt_int(data.get("sampleWarnings")) or 0
+        last = history.last
+        if last is not None and last.time is not None:
+            rec._rate_anchor = (last.step, last.time, min(rec.throughput) if rec.throughput else 1)
+        rec.fresh_data = rec.forecast is None and len(history) > 0
+        self._records[key] = rec
+        return rec
+
+
+def _default_advice(view: JobView) -> str:
+    fc = view.forecast
+    if fc is None:
+        return "observing"
+    if fc.divergence_probability >= 0.5:
+        return "diverging?"
+    if fc.plateau_probability >= 0.5:
+        return "plateau?"
+    return "learning"
+
+
+def _opt_float(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    out = _opt_float(value)
+    return None if out is None else int(out)

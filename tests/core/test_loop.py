@@ -1,0 +1,181 @@
+"""The core loop: observation bookkeeping, forecast rate limit, policy selection, action log,
+checkpoint acknowledgement and timeout, and persistence across a restart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from advisor.core import AdvisorCore
+from advisor.model import (
+    ActionKind,
+    ActionRecord,
+    ClusterView,
+    Curve,
+    Decision,
+    Forecast,
+    Interval,
+    JobView,
+    ProgressSample,
+)
+
+JOB = JobView(namespace="ml", name="run-1", gpus=8)
+CLUSTER = ClusterView()
+
+
+@dataclass
+class FakePolicy:
+    name: str
+
+
+class Recorder:
+    """A forecaster + decider pair that records what the loop hands them."""
+
+    def __init__(self) -> None:
+        self.curves: list[Curve] = []
+        self.views: list[JobView] = []
+
+    def forecaster(self, curve: Curve, total: int | None) -> Forecast:
+        self.curves.append(curve)
+        last = curve.values[-1]
+        return Forecast(final_loss=Interval(last, last * 0.9, last * 1.1), plateau_probability=0.2,
+                        divergence_probability=0.0, total_steps=total, n_points=len(curve))
+
+    def selector(self, policies: Sequence[Any], job: JobView) -> Any:
+        return policies[0] if policies else None
+
+    def decider(self, job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+        self.views.append(job)
+        held = job.rule_state.get("plateau", now)
+        return Decision(job=job.key, policy=policy.name, state={"plateau": held}, advice="continue")
+
+
+def make_core(rec: Recorder, **kw: Any) -> AdvisorCore:
+    return AdvisorCore([FakePolicy("p")], forecaster=rec.forecaster, selector=rec.selector,
+                       decider=rec.decider, **kw)
+
+
+def feed(core: AdvisorCore, steps: range, *, t0: float = 0.0, dt: float = 10.0, nodes: int = 1) -> None:
+    for i in steps:
+        core.observe(JOB.key, ProgressSample(step=i, loss=10.0 / (i + 1), time=t0 + i * dt, total_steps=1000),
+                     now=t0 + i * dt, nodes=nodes)
+
+
+class TestObserve:
+    def test_new_samples_fill_the_view(self) -> None:
+        rec = Recorder()
+        core = make_core(rec)
+        feed(core, range(1, 11))
+        view = core.view(JOB)
+        assert view.step == 10 and view.total_steps == 1000
+        assert view.last_step_change == 100.0 and view.gpus == 8
+
+    def test_duplicate_sample_reports_nothing_new(self) -> None:
+        core = make_core(Recorder())
+        feed(core, range(1, 3))
+        assert core.observe(JOB.key, ProgressSample(step=2, loss=1.0, time=50.0), now=50.0) is False
+
+    def test_throughput_is_tracked_per_node_count(self) -> None:
+        core = make_core(Recorder())
+        feed(core, range(0, 20), dt=2.0, nodes=2)
+        view = core.view(JOB)
+        assert view.throughput == ((2, pytest.approx(0.5)),)
+
+    def test_progress_without_loss_still_counts_as_step_advance(self) -> None:
+        core = make_core(Recorder())
+        feed(core, range(1, 3))
+        assert core.observe(JOB.key, ProgressSample(step=9, time=500.0), now=500.0)
+        assert core.view(JOB).last_step_change == 500.0
+
+
+class TestForecastRateLimit:
+    def test_reforecast_only_with_new_data_and_after_the_interval(self) -> None:
+        rec = Recorder()
+        core = make_core(rec, forecast_interval_s=60.0)
+        feed(core, range(1, 5))
+        core.evaluate(JOB, CLUSTER, now=100.0)
+        core.evaluate(JOB, CLUSTER, now=110.0)  # no new data
+        feed(core, range(5, 7))
+        core.evaluate(JOB, CLUSTER, now=120.0)  # new data, but within the interval
+        assert len(rec.curves) == 1
+        core.evaluate(JOB, CLUSTER, now=161.0)
+        assert len(rec.curves) == 2 and rec.curves[-1].steps[-1] == 6.0
+
+
+class TestDecide:
+    def test_rule_state_round_trips_through_the_decision(self) -> None:
+        rec = Recorder()
+        core = make_core(rec)
+        feed(core, range(1, 5))
+        core.evaluate(JOB, CLUSTER, now=100.0)
+        core.evaluate(JOB, CLUSTER, now=200.0)
+        assert rec.views[-1].rule_state == {"plateau": 100.0}
+
+    def test_without_policies_the_decision_says_so(self) -> None:
+        rec = Recorder()
+        core = AdvisorCore([], forecaster=rec.forecaster)
+        feed(core, range(1, 5))
+        d = core.evaluate(JOB, CLUSTER, now=100.0)
+        assert d.actions == () and "no AdvisorPolicy" in d.reasons[0] and d.advice == "learning"
+
+
+class TestActions:
+    def test_a_request_id_is_recorded_once(self) -> None:
+        core = make_core(Recorder())
+        a = ActionRecord(kind=ActionKind.RELEASE_QUOTA, time=5.0, request_id="r1")
+        assert core.record_action(JOB.key, a) is True
+        assert core.record_action(JOB.key, a) is False
+        assert len(core.view(JOB).actions) == 1
+
+    def test_checkpoint_request_is_acknowledged_through_the_progress_stream(self) -> None:
+        core = make_core(Recorder())
+        feed(core, range(1, 5))
+        core.record_action(JOB.key, ActionRecord(kind=ActionKind.CHECKPOINT, time=50.0, request_id="ck-1"))
+        assert core.view(JOB).checkpoint.pending_request == "ck-1"
+        core.observe(JOB.key, ProgressSample(step=5, loss=1.0, time=80.0, last_checkpoint_step=5,
+                                             last_checkpoint_request="ck-1"), now=80.0)
+        view = core.view(JOB)
+        assert view.checkpoint.pending_request is None and view.checkpoint.last_step == 5
+        assert view.checkpoint.cost_seconds == 30.0
+        assert view.actions[-1].outcome == "acknowledged"
+
+    def test_unanswered_checkpoint_request_times_out_once(self) -> None:
+        core = make_core(Recorder())
+        feed(core, range(1, 3))
+        core.record_action(JOB.key, ActionRecord(kind=ActionKind.CHECKPOINT, time=50.0, request_id="ck-2",
+                                                 timeout_s=100.0))
+        core.evaluate(JOB, CLUSTER, now=120.0)
+        assert core.view(JOB).checkpoint.pending_request == "ck-2"
+        core.evaluate(JOB, CLUSTER, now=151.0)
+        view = core.view(JOB)
+        assert view.checkpoint.pending_request is None and view.actions[-1].outcome == "timed-out"
+
+
+class TestPersistence:
+    def test_dump_and_restore_resume_where_it_left_off(self) -> None:
+        rec = Recorder()
+        core = make_core(rec)
+        feed(core, range(1, 40), nodes=4)
+        core.record_action(JOB.key, ActionRecord(kind=ActionKind.CHECKPOINT, time=300.0, request_id="ck"))
+        core.evaluate(JOB, CLUSTER, now=400.0)
+        data = json.loads(json.dumps(core.dump(JOB.key), allow_nan=False))
+
+        fresh = make_core(Recorder())
+        fresh.restore(JOB.key, data)
+        before, after = core.view(JOB), fresh.view(JOB)
+        assert after.step == before.step and after.forecast == before.forecast
+        assert after.checkpoint == before.checkpoint and after.actions == before.actions
+        assert after.throughput == before.throughput and after.rule_state == before.rule_state
+        # the restored record keeps accepting samples without treating them as a restart
+        fresh.observe(JOB.key, ProgressSample(step=40, loss=0.2, time=400.0), now=400.0)
+        assert fresh.view(JOB).step == 40 and fresh.record(JOB.key).history.restarts == 0  # type: ignore[union-attr]
+
+    def test_restore_tolerates_garbage(self) -> None:
+        core = make_core(Recorder())
+        rec = core.restore(JOB.key, {"history": "nope", "actions": [1, {"kind": "x"}], "forecast": [],
+                                     "throughput": [{"nodes": "a"}], "ruleState": {"a": "b"}})
+        assert len(rec.history) == 0 and rec.actions == [] and rec.forecast is None
