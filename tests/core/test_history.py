@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -127,7 +128,7 @@ def test_arbitrary_streams_keep_the_invariants(items: list[tuple[int, float | No
     assert len(curve) <= 32
     assert curve.segments[0] == 0 and list(curve.segments) == sorted(set(curve.segments))
     bounds = [*curve.segments, len(curve)]
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         seg = curve.steps[a:b]
         assert list(seg) == sorted(seg) and len(set(seg)) == len(seg)
     json.dumps(h.to_dict(), allow_nan=False)

@@ -42,8 +42,13 @@ class Recorder:
     def forecaster(self, curve: Curve, total: int | None) -> Forecast:
         self.curves.append(curve)
         last = curve.values[-1]
-        return Forecast(final_loss=Interval(last, last * 0.9, last * 1.1), plateau_probability=0.2,
-                        divergence_probability=0.0, total_steps=total, n_points=len(curve))
+        return Forecast(
+            final_loss=Interval(last, last * 0.9, last * 1.1),
+            plateau_probability=0.2,
+            divergence_probability=0.0,
+            total_steps=total,
+            n_points=len(curve),
+        )
 
     def selector(self, policies: Sequence[Any], job: JobView) -> Any:
         return policies[0] if policies else None
@@ -55,14 +60,19 @@ class Recorder:
 
 
 def make_core(rec: Recorder, **kw: Any) -> AdvisorCore:
-    return AdvisorCore([FakePolicy("p")], forecaster=rec.forecaster, selector=rec.selector,
-                       decider=rec.decider, **kw)
+    return AdvisorCore(
+        [FakePolicy("p")], forecaster=rec.forecaster, selector=rec.selector, decider=rec.decider, **kw
+    )
 
 
 def feed(core: AdvisorCore, steps: range, *, t0: float = 0.0, dt: float = 10.0, nodes: int = 1) -> None:
     for i in steps:
-        core.observe(JOB.key, ProgressSample(step=i, loss=10.0 / (i + 1), time=t0 + i * dt, total_steps=1000),
-                     now=t0 + i * dt, nodes=nodes)
+        core.observe(
+            JOB.key,
+            ProgressSample(step=i, loss=10.0 / (i + 1), time=t0 + i * dt, total_steps=1000),
+            now=t0 + i * dt,
+            nodes=nodes,
+        )
 
 
 class TestObserve:
@@ -136,8 +146,13 @@ class TestActions:
         feed(core, range(1, 5))
         core.record_action(JOB.key, ActionRecord(kind=ActionKind.CHECKPOINT, time=50.0, request_id="ck-1"))
         assert core.view(JOB).checkpoint.pending_request == "ck-1"
-        core.observe(JOB.key, ProgressSample(step=5, loss=1.0, time=80.0, last_checkpoint_step=5,
-                                             last_checkpoint_request="ck-1"), now=80.0)
+        core.observe(
+            JOB.key,
+            ProgressSample(
+                step=5, loss=1.0, time=80.0, last_checkpoint_step=5, last_checkpoint_request="ck-1"
+            ),
+            now=80.0,
+        )
         view = core.view(JOB)
         assert view.checkpoint.pending_request is None and view.checkpoint.last_step == 5
         assert view.checkpoint.cost_seconds == 30.0
@@ -146,8 +161,9 @@ class TestActions:
     def test_unanswered_checkpoint_request_times_out_once(self) -> None:
         core = make_core(Recorder())
         feed(core, range(1, 3))
-        core.record_action(JOB.key, ActionRecord(kind=ActionKind.CHECKPOINT, time=50.0, request_id="ck-2",
-                                                 timeout_s=100.0))
+        core.record_action(
+            JOB.key, ActionRecord(kind=ActionKind.CHECKPOINT, time=50.0, request_id="ck-2", timeout_s=100.0)
+        )
         core.evaluate(JOB, CLUSTER, now=120.0)
         assert core.view(JOB).checkpoint.pending_request == "ck-2"
         core.evaluate(JOB, CLUSTER, now=151.0)
@@ -176,6 +192,14 @@ class TestPersistence:
 
     def test_restore_tolerates_garbage(self) -> None:
         core = make_core(Recorder())
-        rec = core.restore(JOB.key, {"history": "nope", "actions": [1, {"kind": "x"}], "forecast": [],
-                                     "throughput": [{"nodes": "a"}], "ruleState": {"a": "b"}})
+        rec = core.restore(
+            JOB.key,
+            {
+                "history": "nope",
+                "actions": [1, {"kind": "x"}],
+                "forecast": [],
+                "throughput": [{"nodes": "a"}],
+                "ruleState": {"a": "b"},
+            },
+        )
         assert len(rec.history) == 0 and rec.actions == [] and rec.forecast is None
