@@ -1,0 +1,353 @@
+"""``trainjob-advisor forecast``: where will this run end, when, and is it still learning?
+
+The command an ML engineer runs on a loss log (CSV/TSV, JSONL or a HF ``trainer_state.json``)
+without any cluster: it loads the history with ``advisor.sources``, calls the same
+``advisor.forecast.forecast`` the controller uses, and prints a short summary, JSON that mirrors
+the ``Forecast`` fields, and optionally a plot. ``--upto-step`` replays the forecast as it would
+have been at an earlier step and, when the file goes on to the end, shows what actually happened,
+which is the quickest way to judge the forecaster on one's own runs. ``--demo`` needs no file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.cli import CommandError
+from advisor.model import Forecast, Interval
+from advisor.sources.files import METRICS, LoadedCurve, SourceError, load_curve
+
+__all__ = ["register", "run"]
+
+#: ``--demo`` forecasts from this fraction of the synthetic run unless ``--upto-step`` is given
+DEMO_CUT = 0.4
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Everything the renderers need: the input, the forecast, and the hindsight if any."""
+
+    curve: LoadedCurve  # the points the forecast saw
+    full: LoadedCurve  # the whole file (equal to ``curve`` without --upto-step)
+    forecast: Forecast
+    total_steps: int | None
+    notes: tuple[str, ...]
+    observed_final: float | None  # what the file shows at the end, when the cut hides it
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "forecast",
+        help="forecast final loss, ETA and plateau probability from a loss log",
+        description="Forecast the final loss (with an 80%% interval), the ETA and the probability "
+        "that the run has plateaued or diverged, from a loss log: CSV/TSV "
+        "(step,loss[,time][,learning_rate][,epoch]), JSONL, or a HuggingFace trainer_state.json.",
+    )
+    parser.add_argument("file", nargs="?", metavar="FILE", help="loss log to read (omit with --demo)")
+    parser.add_argument(
+        "--total-steps", type=int, metavar="N", help="planned total steps (default: from the file)"
+    )
+    parser.add_argument(
+        "--upto-step", type=float, metavar="K", help="forecast from the points up to step K only"
+    )
+    parser.add_argument(
+        "--metric", choices=METRICS, help="loss to forecast (default: training loss if present)"
+    )
+    parser.add_argument(
+        "--curve", metavar="ID", help="which run, in a file holding several (curve_id/run_id column)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON mirroring the Forecast fields")
+    parser.add_argument("--plot", metavar="OUT.png", help="also write a plot of the curve and the forecast")
+    parser.add_argument("--demo", action="store_true", help="forecast a synthetic run generated on the spot")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --demo run (default 0)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    outcome = compute(args)
+    if args.plot:
+        write_plot(outcome, args.plot)
+    if args.json:
+        print(json.dumps(to_json(outcome), indent=2, allow_nan=False))
+    else:
+        print(render_text(outcome))
+        if args.plot:
+            print(f"  plot            {args.plot}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# Loading and forecasting
+# --------------------------------------------------------------------------------------------
+
+
+def _load(args: argparse.Namespace) -> tuple[LoadedCurve, list[str]]:
+    if args.demo == bool(args.file):
+        raise CommandError("give a FILE or --demo (exactly one)")
+    if args.total_steps is not None and args.total_steps <= 0:
+        raise CommandError(f"--total-steps must be positive, got {args.total_steps}")
+    if args.upto_step is not None and not (math.isfinite(args.upto_step) and args.upto_step >= 0):
+        raise CommandError(f"--upto-step must be a non-negative number, got {args.upto_step}")
+    if args.demo:
+        from advisor.sources.synthetic import synthetic_curve
+
+        curve = synthetic_curve(seed=args.seed)
+        if args.upto_step is None:
+            args.upto_step = DEMO_CUT * (curve.total_steps or 0)
+        return curve, [f"demo: {curve.source}; forecast from step {args.upto_step:,.0f}"]
+    try:
+        return load_curve(args.file, metric=args.metric, curve_id=args.curve), []
+    except SourceError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def compute(args: argparse.Namespace) -> Outcome:
+    from advisor.forecast import forecast
+
+    full, notes = _load(args)
+    curve = full
+    if args.upto_step is not None:
+        curve = full.upto(args.upto_step)
+        if not curve.steps:
+            raise CommandError(
+                f"no points at or before step {args.upto_step:g} (first step {full.steps[0]:g})"
+            )
+    truncated = len(curve) < len(full)
+    total = args.total_steps or full.total_steps
+    if total is None and truncated:
+        total = math.ceil(max(full.steps))
+        notes.append(f"total steps taken from the file's last step ({total:,})")
+    fc = forecast(
+        curve.steps,
+        curve.values,
+        total_steps=total,
+        times=curve.times,
+        learning_rates=curve.learning_rates,
+        epochs=curve.epochs,
+    )
+    observed = None
+    if truncated and total is not None and max(full.steps) >= 0.99 * total:
+        observed = _final_level(full.values)
+    return Outcome(curve, full, fc, total, tuple(notes), observed)
+
+
+def _final_level(values: tuple[float, ...]) -> float | None:
+    """The run's actual end: the median of its last 5% of finite points (at least one)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return None
+    return statistics.median(finite[-max(1, len(finite) // 20) :])
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------------
+
+
+def _num(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:.4g}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "n/a"
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    minutes = seconds / 60
+    if minutes < 90:
+        return f"{minutes:.0f}m"
+    hours = minutes / 60
+    if hours < 48:
+        return f"{int(hours)}h {int(minutes % 60):02d}m"
+    return f"{int(hours // 24)}d {int(hours % 24)}h"
+
+
+def _interval(interval: Interval, fmt: Any = _num) -> str:
+    return f"{fmt(interval.mean)}  (80%: {fmt(interval.p10)} .. {fmt(interval.p90)})"
+
+
+def _label(text: str) -> str:
+    return f"{text:<15} "
+
+
+def render_text(outcome: Outcome) -> str:
+    fc, curve = outcome.forecast, outcome.curve
+    lines = [f"trainjob-advisor forecast: {curve.source}"]
+    lines += [f"  note            {note}" for note in outcome.notes]
+    last = fc.last_step if fc.last_step is not None else (curve.steps[-1] if curve.steps else None)
+    progress = f"step {last:,.0f}" if last is not None else "no usable step"
+    if outcome.total_steps and last is not None:
+        progress += f" of {outcome.total_steps:,} ({100 * last / outcome.total_steps:.0f}%)"
+    dropped = f", {fc.n_dropped} dropped" if fc.n_dropped else ""
+    lines.append(f"  progress        {progress}; {fc.n_points} points used{dropped}")
+    lines.append(f"  {_label('current ' + curve.metric)}{_num(fc.current_loss)} (smoothed)")
+    where = (
+        f" at step {outcome.total_steps:,}" if outcome.total_steps else " (asymptote: total steps unknown)"
+    )
+    lines.append(f"  {_label('final ' + curve.metric)}{_interval(fc.final_loss)}{where}")
+    if outcome.observed_final is not None:
+        lo, hi = fc.final_loss.p10, fc.final_loss.p90
+        inside = "inside" if lo <= outcome.observed_final <= hi else "outside"
+        error = abs(fc.final_loss.mean - outcome.observed_final) / abs(outcome.observed_final or 1.0)
+        lines.append(
+            f"  observed end    {_num(outcome.observed_final)} in the file ({inside} the 80% interval; "
+            f"mean off by {100 * error:.1f}%)"
+        )
+    lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
+    lines.append(f"  divergence      P = {fc.divergence_probability:.2f}")
+    if fc.eta_seconds is not None:
+        rate = f" at {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
+        lines.append(f"  ETA             {_interval(fc.eta_seconds, _duration)}{rate}")
+    else:
+        why = "no timestamps in the input" if curve.times is None else "total steps unknown"
+        rate = f"; {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
+        lines.append(f"  ETA             n/a ({why}{rate})")
+    if fc.model:
+        weights = sorted(fc.model.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{name} {weight:.2f}" for name, weight in weights[:5] if weight >= 0.005)
+        lines.append(f"  model           {shown or 'none'}")
+    warnings = [*curve.warnings, *fc.warnings]
+    if warnings:
+        lines.append("  warnings")
+        lines += [f"    - {warning}" for warning in warnings]
+    return "\n".join(lines)
+
+
+def _plain(value: Any) -> Any:
+    """Forecast fields as JSON values: Intervals as objects, non-finite floats as null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def to_json(outcome: Outcome) -> dict[str, Any]:
+    result: dict[str, Any] = _plain(outcome.forecast)
+    curve = outcome.curve
+    result["input"] = {
+        "source": curve.source,
+        "metric": curve.metric,
+        "points": len(curve),
+        "first_step": curve.steps[0] if curve.steps else None,
+        "last_step": curve.steps[-1] if curve.steps else None,
+        "total_steps": outcome.total_steps,
+        "has_times": curve.times is not None,
+        "has_learning_rates": curve.learning_rates is not None,
+        "has_epochs": curve.epochs is not None,
+        "notes": list(outcome.notes),
+        "warnings": list(curve.warnings),
+    }
+    if outcome.observed_final is not None:
+        result["observed_final_loss"] = _plain(outcome.observed_final)
+    return result
+
+
+def write_plot(outcome: Outcome, path: str) -> None:
+    """The curve, the forecast interval at the end, and (with ``--upto-step``) what came after.
+
+    The forecaster returns the distribution of the final loss, not a fitted path, so the plot
+    joins the current smoothed loss to the predicted end with a fan labelled as such rather than
+    drawing a curve the model never produced.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fc, curve, full = outcome.forecast, outcome.curve, outcome.full
+    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+    try:
+        ax.plot(
+            curve.steps, curve.values, ".", ms=3, color="#1f77b4", alpha=0.6, label=f"observed {curve.metric}"
+        )
+        smooth = _rolling_median(curve.steps, curve.values)
+        if smooth is not None:
+            ax.plot(*smooth, "-", color="#1f77b4", lw=1.4, label="observed, rolling median")
+        if len(full) > len(curve):
+            later = slice(len(curve), len(full))
+            ax.plot(
+                full.steps[later],
+                full.values[later],
+                ".",
+                ms=2,
+                color="0.65",
+                alpha=0.6,
+                label="after the cut (not seen by the forecast)",
+            )
+            ax.axvline(curve.steps[-1], color="0.4", lw=0.8, ls=":")
+        end = outcome.total_steps
+        last, level, final = fc.last_step, fc.current_loss, fc.final_loss
+        drawable = all(
+            v is not None and math.isfinite(v) for v in (last, level, final.mean, final.p10, final.p90)
+        )
+        if end is not None and drawable and last is not None and level is not None:
+            ax.fill_between(
+                [last, end],
+                [level, final.p10],
+                [level, final.p90],
+                color="#ff7f0e",
+                alpha=0.18,
+                label="current loss to 80% interval at the end",
+            )
+            ax.plot([last, end], [level, final.mean], "--", color="#ff7f0e", lw=1.2)
+            ax.errorbar(
+                [end],
+                [final.mean],
+                yerr=[[final.mean - final.p10], [final.p90 - final.mean]],
+                fmt="o",
+                color="#d62728",
+                capsize=5,
+                label=f"predicted final {curve.metric} (p10..p90)",
+            )
+        elif drawable and last is not None:
+            ax.axhspan(
+                final.p10, final.p90, color="#ff7f0e", alpha=0.18, label="80% interval of the asymptote"
+            )
+            ax.axhline(final.mean, color="#d62728", ls="--", lw=1.2, label="predicted asymptote")
+        finite = sorted(v for v in full.values if math.isfinite(v))
+        if finite:
+            low = min(finite[0], final.p10 if math.isfinite(final.p10) else finite[0])
+            high = finite[min(len(finite) - 1, int(0.98 * len(finite)))]
+            high = max(high, final.p90 if math.isfinite(final.p90) else high)
+            pad = 0.05 * (high - low or abs(high) or 1.0)
+            ax.set_ylim(low - pad, high + pad)
+        ax.set_xlabel("step")
+        ax.set_ylabel(curve.metric)
+        title = curve.source if len(curve.source) <= 90 else curve.source[:87] + "..."
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper right")
+        fig.tight_layout()
+        fig.savefig(path)
+    except (OSError, ValueError) as exc:  # unwritable path, unknown image format
+        raise CommandError(f"cannot write plot {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    finally:
+        plt.close(fig)
+
+
+def _rolling_median(
+    steps: tuple[float, ...], values: tuple[float, ...]
+) -> tuple[list[float], list[float]] | None:
+    """A spike-robust trace of the observed curve (window ~4% of the points), for the plot only."""
+    from scipy.ndimage import median_filter
+
+    points = [(s, v) for s, v in zip(steps, values, strict=True) if math.isfinite(v)]
+    if len(points) < 10:
+        return None
+    window = max(3, len(points) // 25) | 1
+    smoothed = median_filter([v for _, v in points], size=window, mode="nearest")
+    return [s for s, _ in points], [float(v) for v in smoothed]

@@ -1,0 +1,97 @@
+"""Which column of a loss log means what.
+
+Loss logs name their columns in a dozen ways (``step``/``global_step``/``iter``, ``loss``/
+``train_loss``, ``val_loss``/``eval_loss``, ``train_time_ms``/``elapsed_time``/``_runtime``, ``lr``
+/``learning_rate``). This table maps a column name to its role, by priority, once for every file
+format; ``canonical_name`` first folds case, camelCase and ``/``, ``.``, ``-`` separators so that
+``train/loss`` and ``trainLoss`` are both ``train_loss``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from advisor.sources.normalize import canonical_name
+
+__all__ = ["HF_ROLES", "ROLES", "Column", "resolve_columns"]
+
+#: role -> accepted canonical column names, best first
+ROLES: dict[str, tuple[str, ...]] = {
+    "step": (
+        "step",
+        "steps",
+        "global_step",
+        "current_step",
+        "current_steps",
+        "trainer_global_step",
+        "iteration",
+        "iter",
+        "it",
+        "_step",
+    ),
+    "loss": ("loss", "train_loss", "training_loss", "train_loss_step"),
+    "eval_loss": ("eval_loss", "val_loss", "validation_loss", "valid_loss", "dev_loss", "test_loss"),
+    "time": (
+        "time",
+        "wall_time",
+        "walltime",
+        "elapsed",
+        "elapsed_time",
+        "time_s",
+        "seconds",
+        "train_time",
+        "train_time_s",
+        "runtime",
+        "_runtime",
+        "relative_time",
+        "timestamp",
+        "_timestamp",
+        "train_time_ms",
+        "time_ms",
+        "elapsed_ms",
+        "wall_time_ms",
+        "elapsed_time_ms",
+    ),
+    "learning_rate": ("learning_rate", "lr", "train_learning_rate", "train_lr"),
+    "epoch": ("epoch", "epochs", "current_epoch", "train_epoch"),
+    "total_steps": ("total_steps", "max_steps", "num_steps", "num_training_steps"),
+    "curve_id": ("curve_id", "run_id", "run", "run_name"),
+}
+
+#: HF ``log_history``: only the per-interval ``loss`` is a training loss (``train_loss`` is the mean
+#: over the whole run, written once in the final summary entry), and ``step`` is the optimizer step
+HF_ROLES: dict[str, tuple[str, ...]] = {
+    "step": ("step",),
+    "loss": ("loss",),
+    "eval_loss": ("eval_loss",),
+    "learning_rate": ("learning_rate",),
+    "epoch": ("epoch",),
+}
+
+
+class Column:
+    """One resolved column: the name in the file and how its numbers convert to our units."""
+
+    __slots__ = ("name", "scale")
+
+    def __init__(self, name: str, scale: float = 1.0) -> None:
+        self.name = name
+        self.scale = scale
+
+    def describe(self) -> str:
+        return f"'{self.name}' (ms)" if self.scale != 1.0 else f"'{self.name}'"
+
+
+def resolve_columns(names: Iterable[str], roles: dict[str, tuple[str, ...]] = ROLES) -> dict[str, Column]:
+    """Map roles to the best matching column among ``names`` (first occurrence wins ties)."""
+    canonical: dict[str, str] = {}
+    for name in names:
+        canonical.setdefault(canonical_name(name), name)
+    resolved: dict[str, Column] = {}
+    for role, accepted in roles.items():
+        for candidate in accepted:
+            if candidate in canonical:
+                scale = 1e-3 if role == "time" and candidate.endswith("_ms") else 1.0
+                resolved[role] = Column(canonical[candidate], scale)
+                break
+    return resolved

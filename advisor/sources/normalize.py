@@ -1,0 +1,250 @@
+"""From a bag of (name, value) metric pairs to one ``ProgressSample``.
+
+Every progress source ends up as name/value pairs: upstream Trainer's ``metrics`` list, the RHOAI
+annotation's top-level fields plus ``trainMetrics``/``evalMetrics``, our own PyTorchJob annotation.
+The names are free-form (``current_step``, ``global_step``, ``currentStep``, ``lr``...), so this
+module owns the one alias table that maps them to ``ProgressSample`` fields, and the bounds that
+keep hostile input cheap: at most ``MAX_METRICS`` pairs are read, at most ``MAX_WARNINGS`` warnings
+are kept, and everything that was dropped or coerced is counted in the sample's warnings.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from advisor.model import ProgressSample
+from advisor.protocol import ACK_REQUEST_METRIC, ACK_STEP_METRIC
+from advisor.sources.coerce import parse_float, parse_int, parse_timestamp, short_repr
+
+__all__ = [
+    "MAX_METRICS",
+    "MAX_METRIC_NAME_CHARS",
+    "MAX_WARNINGS",
+    "UNKNOWN_STEP",
+    "MetricPairs",
+    "bounded_warnings",
+    "build_sample",
+    "canonical_name",
+]
+
+#: ``ProgressSample.step`` when the source reported no usable step (e.g. the final upstream update,
+#: which replaces the whole status and drops ``current_step``). Such a sample still carries the
+#: progress percentage, the ETA and checkpoint acknowledgements, but must not enter a loss history.
+UNKNOWN_STEP = -1
+#: metric pairs read per sample (upstream's CRD allows 256 metrics); the rest are counted, not read
+MAX_METRICS = 256
+#: upstream validates metric names to 1..64 characters
+MAX_METRIC_NAME_CHARS = 64
+#: warnings kept per sample; the rest are summarised in one last line
+MAX_WARNINGS = 20
+#: an update time further than this ahead of the observation time is flagged (the reporter's clock)
+CLOCK_SKEW_S = 300.0
+
+#: canonical (snake_case) metric name -> (ProgressSample field, priority: lower wins)
+_ALIASES: dict[str, tuple[str, int]] = {
+    "current_step": ("step", 0),
+    "step": ("step", 1),
+    "global_step": ("step", 2),
+    "current_steps": ("step", 3),
+    "total_steps": ("total_steps", 0),
+    "max_steps": ("total_steps", 1),
+    "loss": ("loss", 0),
+    "train_loss": ("loss", 1),
+    "training_loss": ("loss", 2),
+    "learning_rate": ("learning_rate", 0),
+    "lr": ("learning_rate", 1),
+    "eval_loss": ("eval_loss", 0),
+    "val_loss": ("eval_loss", 1),
+    "validation_loss": ("eval_loss", 2),
+    "current_epoch": ("epoch", 0),
+    "epoch": ("epoch", 1),
+    ACK_STEP_METRIC: ("last_checkpoint_step", 0),
+    ACK_REQUEST_METRIC: ("last_checkpoint_request", 0),
+}
+
+#: how typed source fields are named in warnings (the spelling users see in their objects)
+_FIELD_LABELS = {
+    "progress_percentage": "progressPercentage",
+    "estimated_remaining_seconds": "estimatedRemainingSeconds",
+    "time": "lastUpdatedTime",
+}
+
+_CAMEL_RE = re.compile(r"(?<=[a-z0-9])([A-Z])")
+_SEPARATORS_RE = re.compile(r"[\s/.\-]+")
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical_name(name: str) -> str:
+    """``currentStep`` -> ``current_step``, ``train/loss`` -> ``train_loss``, ``LR`` -> ``lr``."""
+    return _SEPARATORS_RE.sub("_", _CAMEL_RE.sub(r"_\1", name.strip())).lower()
+
+
+@dataclass(slots=True)
+class MetricPairs:
+    """Raw (name, value) pairs collected from one source, plus the warnings met so far."""
+
+    pairs: list[tuple[object, object]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    skipped: int = 0
+
+    def extend(self, items: Iterable[tuple[object, object]]) -> None:
+        """Append pairs, reading at most ``MAX_METRICS`` in total and counting the rest."""
+        for item in items:
+            if len(self.pairs) >= MAX_METRICS:
+                self.skipped += 1
+            else:
+                self.pairs.append(item)
+
+
+def bounded_warnings(warnings: list[str]) -> tuple[str, ...]:
+    if len(warnings) <= MAX_WARNINGS:
+        return tuple(warnings)
+    extra = len(warnings) - (MAX_WARNINGS - 1)
+    return (*warnings[: MAX_WARNINGS - 1], f"... and {extra} more warnings")
+
+
+def build_sample(
+    collected: MetricPairs,
+    *,
+    source: str,
+    now: float | None,
+    fields: Mapping[str, object] | None = None,
+) -> ProgressSample:
+    """Resolve aliases, coerce values and check consistency; never raises.
+
+    ``fields`` holds values the source reports in typed slots of its own (RHOAI's ``currentStep``,
+    upstream's ``progressPercentage``, ``lastUpdatedTime``), keyed by ``ProgressSample`` field
+    name; they win over free-form metrics. ``now`` is the observation time, used when the source
+    gives no usable update time.
+    """
+    warnings = collected.warnings
+    if collected.skipped:
+        warnings.append(f"{collected.skipped} metrics beyond the cap of {MAX_METRICS} ignored")
+    chosen: dict[str, tuple[int, str, object]] = {}  # field -> (priority, name, raw value)
+    metrics: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    bad_names = 0
+    for raw_name, raw_value in collected.pairs:
+        if not isinstance(raw_name, str) or not raw_name.strip() or len(raw_name) > MAX_METRIC_NAME_CHARS:
+            bad_names += 1
+            continue
+        name = raw_name.strip()
+        canonical = canonical_name(name)
+        seen[canonical] = seen.get(canonical, 0) + 1
+        alias = _ALIASES.get(canonical)
+        if alias is not None and raw_value is not None:  # null means "not reported" (RHOAI)
+            target, priority = alias
+            current = chosen.get(target)
+            if current is None or priority <= current[0]:
+                chosen[target] = (priority, name, raw_value)
+        value = parse_float(raw_value, name, [], allow_nonfinite=True)
+        if value is not None and math.isfinite(value):
+            metrics[name] = value
+    if bad_names:
+        limit = MAX_METRIC_NAME_CHARS
+        warnings.append(f"{bad_names} metrics without a usable name (1..{limit} chars) ignored")
+    duplicated = sorted(name for name, count in seen.items() if count > 1)
+    if duplicated:
+        warnings.append(f"metrics given more than once (last value used): {', '.join(duplicated[:5])}")
+    for key, typed in (fields or {}).items():
+        if typed is not None:
+            chosen[key] = (-1, _FIELD_LABELS.get(key, key), typed)
+
+    def raw(target: str) -> tuple[str, object]:
+        entry = chosen.get(target)
+        return (entry[1], entry[2]) if entry is not None else (target, None)
+
+    def number(target: str, *, nonfinite: bool = False) -> float | None:
+        name, value = raw(target)
+        return parse_float(value, name, warnings, allow_nonfinite=nonfinite)
+
+    def integer(target: str, *, minimum: int = 0) -> int | None:
+        name, value = raw(target)
+        return None if value is None else parse_int(value, name, warnings, minimum=minimum)
+
+    step = integer("step")
+    total = integer("total_steps", minimum=1)
+    ckpt = integer("last_checkpoint_step")
+    loss = number("loss", nonfinite=True)
+    eval_loss = number("eval_loss", nonfinite=True)
+    for label, checked in (("loss", loss), ("eval_loss", eval_loss)):
+        if checked is not None and not math.isfinite(checked):
+            warnings.append(f"{label} is non-finite ({checked}); kept as evidence of divergence")
+    learning_rate = _non_negative(number("learning_rate"), "learning_rate", warnings)
+    epoch = _non_negative(number("epoch"), "epoch", warnings)
+    percent = number("progress_percentage")
+    if percent is not None and not 0.0 <= percent <= 100.0:
+        clamped = min(max(percent, 0.0), 100.0)
+        warnings.append(f"progressPercentage {percent} outside 0..100; clamped to {clamped}")
+        percent = clamped
+    remaining = _non_negative(number("estimated_remaining_seconds"), "estimatedRemainingSeconds", warnings)
+    request = _request_id(*raw("last_checkpoint_request"), warnings)
+
+    time_name, time_raw = raw("time")
+    time = parse_timestamp(time_raw, time_name, warnings)
+    if time is None:
+        if time_raw is None:
+            warnings.append("no update time reported; using the observation time")
+        time = now
+    elif now is not None and time > now + CLOCK_SKEW_S:
+        warnings.append(f"update time is {time - now:.0f}s ahead of the observation time (clock skew?)")
+
+    if step is not None and total is not None and step > total:
+        warnings.append(f"step {step} exceeds total_steps {total}; total_steps dropped")
+        total = None
+    if step is None:
+        if percent is not None and total is not None:
+            step = math.floor(percent / 100.0 * total)
+            warnings.append(f"no step reported; estimated {step} from progressPercentage and total_steps")
+        else:
+            warnings.append("no step reported")
+            step = UNKNOWN_STEP
+    if ckpt is not None and step != UNKNOWN_STEP and ckpt > step:
+        warnings.append(f"{ACK_STEP_METRIC} {ckpt} is ahead of step {step}")
+
+    return ProgressSample(
+        step=step,
+        time=time,
+        loss=loss,
+        total_steps=total,
+        epoch=epoch,
+        learning_rate=learning_rate,
+        eval_loss=eval_loss,
+        progress_percentage=percent,
+        estimated_remaining_seconds=remaining,
+        last_checkpoint_step=ckpt,
+        last_checkpoint_request=request,
+        metrics=MappingProxyType(metrics),
+        warnings=bounded_warnings(warnings),
+        source=source,
+    )
+
+
+def _non_negative(value: float | None, label: str, warnings: list[str]) -> float | None:
+    if value is not None and value < 0:
+        warnings.append(f"{label} {value} is negative; dropped")
+        return None
+    return value
+
+
+def _request_id(name: str, value: object, warnings: list[str]) -> str | None:
+    """Checkpoint request ids are opaque strings; numbers are accepted (some reporters stringify
+    everything, others send a numeric id) and normalised to their text."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        warnings.append(f"{name}: boolean is not a request id; dropped")
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() else str(value)
+    if isinstance(value, str) and 0 < len(value.strip()) <= MAX_METRIC_NAME_CHARS:
+        return value.strip()
+    warnings.append(f"{name}: {short_repr(value)} is not a request id; dropped")
+    return None

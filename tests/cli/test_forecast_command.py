@@ -1,0 +1,172 @@
+"""``trainjob-advisor forecast`` on every file format, as JSON, with a plot, and on bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from advisor.model import Forecast
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["forecast", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("name", ["run.csv", "run.tsv", "run.jsonl", "trainer_state.json"])
+def test_each_format_gives_a_summary(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    code, out, err = run(capsys, str(FIXTURES / name))
+    assert code == 0, err
+    assert out.startswith("trainjob-advisor forecast: ")
+    assert "step 1,200 of 2,000 (60%)" in out or (name == "run.tsv" and "step 1,200;" in out)
+    assert "final loss" in out and "(80%: " in out
+    assert "plateau         P = " in out and "divergence      P = " in out
+
+
+def test_summary_has_an_eta_when_times_and_total_are_known(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(FIXTURES / "run.csv"))
+    assert code == 0
+    eta = next(line for line in out.splitlines() if line.strip().startswith("ETA"))
+    assert "steps/s" in eta and "n/a" not in eta
+
+
+def test_summary_explains_a_missing_eta(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, str(FIXTURES / "trainer_state.json"))
+    assert "ETA             n/a (no timestamps in the input" in out
+
+
+def test_json_mirrors_the_forecast_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, str(FIXTURES / "run.csv"), "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    assert {f.name for f in dataclasses.fields(Forecast)} <= document.keys()
+    final = document["final_loss"]
+    assert final["p10"] <= final["mean"] <= final["p90"]
+    assert 0.0 <= document["plateau_probability"] <= 1.0
+    assert 0.0 <= document["divergence_probability"] <= 1.0
+    assert set(document["eta_seconds"]) == {"mean", "p10", "p90"}
+    assert document["total_steps"] == 2000 and document["n_points"] > 0
+    assert document["input"]["metric"] == "loss" and document["input"]["has_times"] is True
+    assert "observed_final_loss" not in document
+
+
+def test_total_steps_option_overrides_the_file(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, str(FIXTURES / "run.csv"), "--json", "--total-steps", "5000")
+    assert json.loads(out)["total_steps"] == 5000
+
+
+def test_upto_step_replays_an_earlier_forecast_and_shows_the_outcome(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(
+        capsys, str(FIXTURES / "run.csv"), "--upto-step", "400", "--total-steps", "1200", "--json"
+    )
+    assert code == 0
+    document = json.loads(out)
+    assert document["input"]["last_step"] == 400.0 and document["last_step"] == 400.0
+    assert document["observed_final_loss"] == pytest.approx(1.9 + 2.6 * 1230**-0.45 * 4, rel=0.03)
+
+
+def test_eval_loss_metric_from_a_trainer_state(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(FIXTURES / "trainer_state.json"), "--metric", "eval_loss", "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["input"]["metric"] == "eval_loss" and document["input"]["points"] == 6
+
+
+def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "forecast.png"
+    code, out, err = run(capsys, str(FIXTURES / "run.csv"), "--upto-step", "600", "--plot", str(target))
+    assert code == 0, err
+    assert target.read_bytes()[:8] == PNG_MAGIC
+    assert target.stat().st_size > 10_000
+    assert f"plot            {target}" in out
+
+
+def test_plot_without_total_steps_draws_the_asymptote(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    target = tmp_path / "asymptote.png"
+    code, _, err = run(capsys, str(FIXTURES / "run.tsv"), "--plot", str(target))
+    assert code == 0, err
+    assert target.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_demo_needs_no_file_and_compares_with_the_hidden_end(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--demo")
+    assert code == 0, err
+    assert "demo: synthetic cosine run" in out
+    assert "observed end" in out
+    assert "step 1,200 of 3,000 (40%)" in out
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("trainjob-advisor forecast: error: ")
+    return lines[0]
+
+
+def test_a_bad_file_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("step,loss\n0,3.0\n10,oops\n")
+    code, out, err = run(capsys, str(path))
+    assert code == 2 and out == ""
+    assert f"{path}:3: column 'loss': 'oops' is not a number" in _one_error_line(err)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ((), "give a FILE or --demo"),
+        (("x.csv", "--demo"), "give a FILE or --demo"),
+        (("{missing}",), "no such file"),
+        (("{fixture}", "--total-steps", "0"), "--total-steps must be positive"),
+        (("{fixture}", "--upto-step", "-5"), "--upto-step must be a non-negative number"),
+        (("{fixture}", "--metric", "eval_loss"), "no evaluation-loss field"),
+        (("{fixture}", "--plot", "/nonexistent-dir/out.png"), "cannot write plot"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: tuple[str, ...], message: str
+) -> None:
+    fixture = tmp_path / "t.tsv"
+    fixture.write_text("step\tloss\n10\t3.0\n20\t2.9\n")
+    filled = [a.format(missing=tmp_path / "missing.csv", fixture=fixture) for a in argv]
+    code, _, err = run(capsys, *filled)
+    assert code == 2
+    assert message in _one_error_line(err)
+
+
+def test_upto_step_before_the_first_point(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, str(FIXTURES / "trainer_state.json"), "--upto-step", "5")
+    assert code == 2
+    assert "no points at or before step 5 (first step 20)" in _one_error_line(err)
+
+
+def test_the_console_script_runs_and_the_cli_imports_no_matplotlib() -> None:
+    code = (
+        "import sys\n"
+        "from advisor.cli import build_parser\n"
+        "build_parser()\n"
+        "print(sorted(m for m in ('matplotlib', 'kopf', 'kubernetes') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+    done = subprocess.run(
+        [sys.executable, "-m", "advisor", "forecast", str(FIXTURES / "run.jsonl"), "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["input"]["metric"] == "loss"

@@ -1,0 +1,118 @@
+"""A file that cannot be read as a loss history raises SourceError naming the file, the line
+(or log_history entry) and the reason, in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.sources import SourceError, load_curve
+
+
+def _error(tmp_path: Path, name: str, content: str | bytes, **kwargs: str) -> SourceError:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    with pytest.raises(SourceError) as info:
+        load_curve(path, **kwargs)
+    message = str(info.value)
+    assert message.startswith(str(path))
+    assert "\n" not in message
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "line", "reason"),
+    [
+        ("garbage.csv", "step,loss\n0,3.0\n10,abc\n", 3, "'abc' is not a number"),
+        ("ragged.csv", "step,loss\n0,3.0\n10,2.5,7\n", 3, "expected 2 fields, found 3"),
+        ("negative.csv", "step,loss\n0,3.0\n-10,2.5\n", 3, "step -10.0 is not a non-negative number"),
+        ("nostep.csv", "step,loss\n0,3.0\n,2.5\n", 3, "missing step"),
+        ("badtime.tsv", "step\tloss\ttime\n0\t3.0\t0\n10\t2.5\tlater\n", 3, "'later' is not a number"),
+        ("bad.jsonl", '{"step": 0, "loss": 3.0}\n{"step": 10, "loss": \n', 2, "invalid JSON"),
+        ("list.jsonl", '{"step": 0, "loss": 3.0}\n[1, 2]\n', 2, "expected a JSON object"),
+        (
+            "strloss.jsonl",
+            '{"step": 0, "loss": 3.0}\n\n{"step": 1, "loss": "high"}\n',
+            3,
+            "'high' is not a number",
+        ),
+        ("binary.csv", b"step,loss\n0,3.0\n\xff\xfe\x00\n", 3, "not UTF-8"),
+        ("header.csv", "step,loss,loss\n0,1,2\n", 1, "duplicate column names"),
+    ],
+)
+def test_bad_rows_name_their_line(
+    tmp_path: Path, name: str, content: str | bytes, line: int, reason: str
+) -> None:
+    error = _error(tmp_path, name, content)
+    assert error.line == line
+    assert f":{line}: " in str(error)
+    assert reason in error.reason
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("empty.csv", "", "empty file"),
+        ("blank.csv", "\n  \n", "empty file"),
+        ("comments.csv", "# nothing here\n", "no data lines"),
+        ("headeronly.csv", "step,loss\n", "no data rows"),
+        ("noloss.csv", "step,accuracy\n0,0.5\n", "no loss field (found: step, accuracy)"),
+        ("nostep.csv", "epoch_time,loss\n0,3.0\n", "no step field"),
+        ("allempty.csv", "step,loss\n0,\n1,\n", "no row has a value for 'loss'"),
+        ("wide.csv", "1,2,3,4,5,6\n", "no header and 6 columns"),
+        (
+            "many.csv",
+            "run_id,step,loss\na,0,1\nb,0,2\n",
+            "holds 2 curves (column 'run_id': a, b); choose one",
+        ),
+    ],
+)
+def test_bad_files_say_why(tmp_path: Path, name: str, content: str, reason: str) -> None:
+    assert reason in _error(tmp_path, name, content).reason
+
+
+def test_trainer_state_errors_point_at_the_entry(tmp_path: Path) -> None:
+    state = {"max_steps": 10, "log_history": [{"step": 1, "loss": 2.0}, {"step": 2, "loss": [1]}]}
+    error = _error(tmp_path, "trainer_state.json", json.dumps(state))
+    assert "(log_history[1])" in str(error)
+    assert "is not a number" in error.reason
+
+
+def test_trainer_state_with_a_non_object_entry(tmp_path: Path) -> None:
+    error = _error(tmp_path, "trainer_state.json", json.dumps({"log_history": [{"step": 1, "loss": 2.0}, 7]}))
+    assert "(log_history[1])" in str(error)
+
+
+def test_trainer_state_without_eval_loss_suggests_the_training_loss(tmp_path: Path) -> None:
+    state = {"log_history": [{"step": 1, "loss": 2.0}]}
+    error = _error(tmp_path, "trainer_state.json", json.dumps(state), metric="eval_loss")
+    assert "no evaluation-loss field" in error.reason and "use metric loss" in error.reason
+
+
+def test_trainer_state_with_non_list_history(tmp_path: Path) -> None:
+    assert "'log_history' is not a list" in _error(tmp_path, "t.json", '{"log_history": {}}').reason
+
+
+def test_a_missing_file_and_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="no such file"):
+        load_curve(tmp_path / "absent.csv")
+    with pytest.raises(SourceError, match="is a directory"):
+        load_curve(tmp_path)
+
+
+def test_an_unknown_metric_or_curve_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text("curve_id,step,loss\n1,0,3.0\n")
+    with pytest.raises(SourceError, match="unknown metric 'accuracy'"):
+        load_curve(path, metric="accuracy")
+    with pytest.raises(SourceError, match=r"no curve '9' in column 'curve_id' \(found: 1\)"):
+        load_curve(path, curve_id="9")
+    single = tmp_path / "b.csv"
+    single.write_text("step,loss\n0,3.0\n")
+    with pytest.raises(SourceError, match="a curve was chosen"):
+        load_curve(single, curve_id="1")

@@ -1,0 +1,160 @@
+"""Every loss-log format loads into the same LoadedCurve, with sparse columns aligned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.sources import LoadedCurve, load_curve
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_csv_with_train_and_sparse_val_loss_ms_time_and_total_steps() -> None:
+    curve = load_curve(FIXTURES / "run.csv")
+    assert curve.metric == "loss"
+    assert len(curve) == 61
+    assert curve.steps[:3] == (0.0, 20.0, 40.0)
+    assert curve.values[:2] == (4.1508, 3.6996)
+    assert curve.times is not None and curve.times[1] == pytest.approx(16.0)  # train_time_ms -> seconds
+    assert curve.learning_rates is not None and curve.learning_rates[0] == pytest.approx(2e-4)
+    assert curve.epochs is None
+    assert curve.total_steps == 2000
+    assert curve.warnings == ()
+    assert "CSV run.csv" in curve.source and "'train_loss'" in curve.source
+
+
+def test_csv_eval_loss_keeps_only_rows_that_have_it() -> None:
+    curve = load_curve(FIXTURES / "run.csv", metric="eval_loss")
+    assert curve.metric == "eval_loss"
+    assert curve.steps == tuple(float(s) for s in range(0, 1201, 200))
+    assert curve.times is not None and len(curve.times) == len(curve.steps)
+
+
+def test_tsv_with_plain_seconds_learning_rate_and_epoch() -> None:
+    curve = load_curve(FIXTURES / "run.tsv")
+    reference = load_curve(FIXTURES / "run.csv")
+    assert curve.steps == reference.steps and curve.values == reference.values
+    assert curve.epochs is not None and curve.epochs[-1] == pytest.approx(1.5)
+    assert curve.total_steps is None
+    assert "TSV" in curve.source
+
+
+def test_jsonl_with_logger_style_keys_and_hms_elapsed_time() -> None:
+    curve = load_curve(FIXTURES / "run.jsonl")
+    reference = load_curve(FIXTURES / "run.csv")
+    assert curve.steps == reference.steps and curve.values == reference.values
+    assert curve.total_steps == 2000
+    assert curve.times is not None
+    assert curve.times[-1] == pytest.approx(reference.times[-1] if reference.times else 0, abs=1.0)
+    assert curve.learning_rates is not None and curve.epochs is not None
+
+
+def test_trainer_state_train_loss_skips_eval_and_summary_entries() -> None:
+    curve = load_curve(FIXTURES / "trainer_state.json")
+    assert curve.metric == "loss"
+    assert len(curve) == 60  # one train entry every 20 steps from 20 to 1200
+    assert curve.total_steps == 2000  # max_steps
+    assert curve.times is None  # log_history carries no wall time
+    assert curve.learning_rates is not None and curve.epochs is not None
+    assert "trainer_state.json" in curve.source
+
+
+def test_trainer_state_eval_loss_gets_the_learning_rate_of_its_step() -> None:
+    curve = load_curve(FIXTURES / "trainer_state.json", metric="eval_loss")
+    train = load_curve(FIXTURES / "trainer_state.json")
+    assert curve.steps == tuple(float(s) for s in range(200, 1201, 200))
+    assert curve.learning_rates is not None and train.learning_rates is not None
+    by_step = dict(zip(train.steps, train.learning_rates, strict=True))
+    assert curve.learning_rates == tuple(by_step[s] for s in curve.steps)
+    assert any("learning_rate missing" in w for w in curve.warnings)
+
+
+def test_trainer_state_summary_train_loss_is_not_a_training_point(tmp_path: Path) -> None:
+    state = {
+        "max_steps": 10,
+        "log_history": [
+            {"step": 5, "loss": 2.0, "learning_rate": 1e-4, "epoch": 0.5},
+            {"step": 10, "loss": 1.5, "learning_rate": 0.0, "epoch": 1.0},
+            {"step": 10, "train_loss": 1.75, "train_runtime": 12.0, "epoch": 1.0},
+        ],
+    }
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps(state))
+    curve = load_curve(path)
+    assert curve.values == (2.0, 1.5)
+
+
+def test_headerless_csv_is_read_positionally_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "plain.csv"
+    path.write_text("0,3.0,0.0\n10,2.5,5.0\n20,2.2,10.0\n")
+    curve = load_curve(path)
+    assert curve.values == (3.0, 2.5, 2.2) and curve.times == (0.0, 5.0, 10.0)
+    assert any("no header" in w for w in curve.warnings)
+
+
+def test_whitespace_separated_table_with_comments(tmp_path: Path) -> None:
+    path = tmp_path / "log.txt"
+    path.write_text(
+        "# produced by a training script\nstep  loss   lr\n0     3.0    1e-3\n\n10    2.5    1e-3\n"
+    )
+    curve = load_curve(path)
+    assert curve.steps == (0.0, 10.0) and curve.learning_rates == (1e-3, 1e-3)
+
+
+def test_json_array_of_records(tmp_path: Path) -> None:
+    path = tmp_path / "log.json"
+    path.write_text(
+        json.dumps([{"global_step": 1, "train/loss": 2.0}, {"global_step": 2, "train/loss": 1.9}])
+    )
+    assert load_curve(path).values == (2.0, 1.9)
+
+
+def test_single_line_jsonl_is_not_mistaken_for_a_trainer_state(tmp_path: Path) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text('{"step": 3, "loss": 1.0}\n')
+    assert load_curve(path).steps == (3.0,)
+
+
+def test_nan_and_inf_losses_are_kept_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "diverged.csv"
+    path.write_text("step,loss\n0,3.0\n10,nan\n20,inf\n")
+    curve = load_curve(path)
+    assert len(curve) == 3
+    assert any("2 non-finite" in w for w in curve.warnings)
+
+
+def test_restarts_are_kept_in_file_order_and_segmented(tmp_path: Path) -> None:
+    path = tmp_path / "restart.csv"
+    path.write_text("step,loss\n0,3.0\n10,2.8\n20,2.6\n10,2.7\n20,2.55\n30,2.5\n")
+    curve = load_curve(path)
+    assert curve.steps == (0.0, 10.0, 20.0, 10.0, 20.0, 30.0)
+    assert curve.as_curve().segments == (0, 3)
+    assert any("backwards 1 time" in w for w in curve.warnings)
+
+
+def test_multi_curve_file_needs_a_choice(tmp_path: Path) -> None:
+    path = tmp_path / "many.csv"
+    path.write_text("curve_id,step,val_loss\n1,0,3.0\n1,10,2.0\n2,0,4.0\n2,10,3.5\n2,20,3.0\n")
+    curve = load_curve(path, curve_id="2")
+    assert curve.values == (4.0, 3.5, 3.0) and curve.metric == "eval_loss"
+
+
+def test_upto_is_the_prefix_until_the_step_is_first_passed() -> None:
+    curve = LoadedCurve(
+        steps=(0, 10, 20, 10, 20, 30), values=(6, 5, 4, 4.5, 3.9, 3.5), times=(0, 1, 2, 3, 4, 5)
+    )
+    cut = curve.upto(15)
+    assert cut.steps == (0, 10) and cut.times == (0, 1)
+    assert curve.upto(1e9) == curve
+    assert len(curve.upto(-1)) == 0
+
+
+def test_missing_optional_values_are_filled_from_neighbours(tmp_path: Path) -> None:
+    path = tmp_path / "gaps.csv"
+    path.write_text("step,loss,lr\n0,3.0,\n10,2.8,1e-3\n20,2.6,\n30,2.5,5e-4\n")
+    curve = load_curve(path)
+    assert curve.learning_rates == (1e-3, 1e-3, 1e-3, 5e-4)
+    assert any("missing on 2 of 4" in w for w in curve.warnings)
