@@ -36,7 +36,8 @@ e2e: $(STAMP)
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(BIN)/python bench/forecast_bench.py
+	$(BIN)/python bench/forecast_bench.py --quick
+	$(BIN)/python bench/policy_bench.py
 
 dev-cluster: $(STAMP)
 	scripts/dev-control-plane up

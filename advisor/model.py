@@ -262,8 +262,9 @@ class ClusterView:
     """Observed evictions (preemptions + failures) per workload-second, per ClusterQueue."""
     priority_boost_enabled: bool = False
     policy_action_times: Mapping[str, tuple[float, ...]] = field(default_factory=lambda: _EMPTY)
-    """Times of the mutating actions each policy (by name) took recently, on any job: for the
-    per-policy cap of actions per hour, which a one-job view cannot see."""
+    """Times of the disruptive actions (release-quota, stop, scale) each policy (by name) took
+    recently, on any job: for the per-policy cap of actions per hour, which a one-job view cannot
+    see. Checkpoints and priority boosts are not counted (they have their own pacing)."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -48,6 +48,11 @@ __all__ = ["AdvisorCore", "JobRecord", "PolicyLike"]
 MAX_ACTIONS_KEPT = 50
 #: weight of the newest throughput measurement in the per-node-count moving average
 THROUGHPUT_EWMA = 0.3
+#: actions that count towards a policy's cap of actions per hour (checkpoints and boosts are
+#: paced by their own rules)
+CAPPED_KINDS = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP, ActionKind.SCALE})
+#: how far back the per-policy action log reaches (the cap is per hour)
+CAP_WINDOW_S = 3600.0
 
 
 class PolicyLike(Protocol):
@@ -141,6 +146,7 @@ class AdvisorCore:
         self._selector = selector or _default_selector
         self._decider = decider or _default_decider
         self._records: dict[str, JobRecord] = {}
+        self._policy_actions: dict[str, list[float]] = {}
         self.forecasts_made = 0
 
     # -------------------------------------------------------------------------------- policies
@@ -258,7 +264,21 @@ class AdvisorCore:
             throughput=tuple(sorted(rec.throughput.items())),
             actions=tuple(rec.actions),
             rule_state=dict(rec.rule_state),
+            last_loss=rec.history.last.loss if rec.history.last is not None else None,
         )
+
+    def _with_policy_actions(self, cluster: ClusterView, now: float) -> ClusterView:
+        """The cluster view plus the recent capped actions of every policy, on any job: the
+        loop sees all jobs, a one-job view does not, so the hourly cap is counted here."""
+        if cluster.policy_action_times or not self._policy_actions:
+            return cluster
+        horizon = now - CAP_WINDOW_S
+        recent: dict[str, tuple[float, ...]] = {}
+        for name, times in self._policy_actions.items():
+            times[:] = [t for t in times if t > horizon]
+            if times:
+                recent[name] = tuple(times)
+        return dataclasses.replace(cluster, policy_action_times=recent)
 
     def evaluate(self, job: JobView, cluster: ClusterView, *, now: float) -> Decision:
         """Re-forecast if due, select the job's policy and ask it what to do (pure)."""
@@ -273,7 +293,7 @@ class AdvisorCore:
                 advice=_default_advice(view),
             )
         else:
-            decision = self._decider(view, cluster, policy, now=now)
+            decision = self._decider(view, self._with_policy_actions(cluster, now), policy, now=now)
         rec.rule_state = {k: float(v) for k, v in decision.state.items()}
         rec.last_decision = decision
         return decision
@@ -305,6 +325,8 @@ class AdvisorCore:
             return False
         rec.actions.append(action)
         del rec.actions[:-MAX_ACTIONS_KEPT]
+        if action.kind in CAPPED_KINDS and action.policy and action.outcome != "recommended":
+            self._policy_actions.setdefault(action.policy, []).append(action.time)
         if action.kind is ActionKind.CHECKPOINT and action.outcome == "requested":
             rec.checkpoint = dataclasses.replace(
                 rec.checkpoint, pending_request=action.request_id, pending_since=action.time

@@ -203,3 +203,32 @@ class TestPersistence:
             },
         )
         assert len(rec.history) == 0 and rec.actions == [] and rec.forecast is None
+
+
+class TestClusterWideBookkeeping:
+    def test_policy_caps_see_capped_actions_on_every_job_within_the_hour(self) -> None:
+        seen: list[ClusterView] = []
+
+        def decider(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+            seen.append(cluster)
+            return Decision(job=job.key, policy=policy.name)
+
+        rec = Recorder()
+        core = AdvisorCore(
+            [FakePolicy("p")], forecaster=rec.forecaster, selector=rec.selector, decider=decider
+        )
+        for i, kind in enumerate([ActionKind.RELEASE_QUOTA, ActionKind.CHECKPOINT, ActionKind.SCALE]):
+            core.record_action(
+                f"ml/j{i}", ActionRecord(kind=kind, time=100.0 * i, request_id=f"r{i}", policy="p")
+            )
+        core.evaluate(JOB, CLUSTER, now=300.0)
+        assert seen[-1].policy_action_times == {"p": (0.0, 200.0)}
+        core.evaluate(JOB, CLUSTER, now=3700.0)
+        assert seen[-1].policy_action_times == {"p": (200.0,)}
+
+    def test_view_carries_the_raw_last_loss_even_when_not_finite(self) -> None:
+        core = make_core(Recorder())
+        feed(core, range(1, 3))
+        core.observe(JOB.key, ProgressSample(step=3, loss=float("nan"), time=40.0), now=40.0)
+        last = core.view(JOB).last_loss
+        assert last is not None and last != last

@@ -1,0 +1,163 @@
+"""``trainjob-advisor policy``: check AdvisorPolicy files and see what they would decide.
+
+* ``policy validate FILE...`` prints ``OK`` per file or every error with its field path; exit 1
+  when any file is invalid (what an admin runs before ``kubectl apply``, and what CI runs).
+* ``policy explain FILE --job-state STATE.json`` selects the policy that governs the job, as the
+  controller would, and prints each rule's verdict with its numbers, then the merged decision.
+* ``policy crd`` prints the CRD generated from the policy model (``manifests/crds/`` holds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from advisor.cli import CommandError
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("policy", help="validate AdvisorPolicy files, explain their decisions")
+    sub = parser.add_subparsers(dest="policy_command", metavar="ACTION")
+    v = sub.add_parser("validate", help="check AdvisorPolicy YAML/JSON files (exit 1 on errors)")
+    v.add_argument("files", nargs="+", metavar="FILE")
+    e = sub.add_parser("explain", help="what each rule of the selected policy would decide for a job")
+    e.add_argument("file", metavar="FILE", help="AdvisorPolicy YAML (one or several documents)")
+    e.add_argument("--job-state", required=True, metavar="STATE.json", help="job (and cluster) snapshot")
+    e.add_argument(
+        "--now",
+        type=float,
+        default=None,
+        help="evaluation time, epoch seconds (default: the state's 'now', else the current time)",
+    )
+    e.add_argument("--policy", default=None, help="use this policy instead of selecting one")
+    e.add_argument("--json", action="store_true", help="print the decision as JSON")
+    sub.add_parser("crd", help="print the AdvisorPolicy CRD generated from the policy model")
+    parser.set_defaults(func=run, _policy_parser=parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    command = getattr(args, "policy_command", None)
+    if command == "validate":
+        return _validate(args.files)
+    if command == "explain":
+        return _explain(args)
+    if command == "crd":
+        from policies.crd import crd_yaml
+
+        sys.stdout.write(crd_yaml())
+        return 0
+    args._policy_parser.print_help()
+    return 2
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _validate(files: list[str]) -> int:
+    from policies import PolicyError, load_policies
+
+    failed = False
+    for path in files:
+        text = _read(path)
+        try:
+            policies = load_policies(text)
+        except PolicyError as exc:
+            failed = True
+            for field, reason in exc.errors:
+                print(f"{path}: {field}: {reason}" if field else f"{path}: {reason}")
+            continue
+        if not policies:
+            failed = True
+            print(f"{path}: no AdvisorPolicy found")
+            continue
+        names = ", ".join(f"{p.name} ({p.mode.value})" for p in policies)
+        print(f"{path}: OK: {names}")
+    return 1 if failed else 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from policies import PolicyError, load_policies, select_policy, specificity
+    from policies.engine import decide, evaluate_rules, is_exempt
+    from policies.jobstate import JobStateError, state_from_dict
+
+    try:
+        policies = load_policies(_read(args.file))
+    except PolicyError as exc:
+        raise CommandError(
+            f"{args.file} is not a valid AdvisorPolicy: {exc.errors[0][0]}: {exc.errors[0][1]}"
+        ) from None
+    try:
+        raw = json.loads(_read(args.job_state))
+    except ValueError as exc:
+        raise CommandError(f"{args.job_state} is not JSON: {exc}") from None
+    try:
+        job, cluster, state_now = state_from_dict(raw)
+    except JobStateError as exc:
+        raise CommandError(f"{args.job_state}: {exc}") from None
+    now = args.now if args.now is not None else state_now if state_now is not None else time.time()
+    if args.policy is not None:
+        chosen = next((p for p in policies if p.name == args.policy), None)
+        if chosen is None:
+            raise CommandError(f"no policy named {args.policy!r} in {args.file}")
+        why = "chosen with --policy"
+    else:
+        chosen = select_policy(policies, job)
+        if chosen is None:
+            print(f"{job.key}: no policy in {args.file} selects this job")
+            return 0
+        why = f"most specific match (specificity {specificity(chosen.selector)}, priority {chosen.priority})"
+    decision = decide(job, cluster, chosen, now=now)
+    if args.json:
+        print(json.dumps(_decision_json(decision), indent=2))
+        return 0
+    print(f"job {job.key} at t={now:.0f}: policy {chosen.name} ({chosen.mode.value}), {why}")
+    if is_exempt(job, chosen):
+        print(f"  exempt: {decision.reasons[0]}")
+        return 0
+    ctx, outcomes = evaluate_rules(job, cluster, chosen, now=now)
+    print(f"  judgement:  {'yes' if ctx.judge else 'not yet: ' + ctx.judge_reason}")
+    print(f"  forecast:   {'usable' if ctx.forecast is not None else 'not used: ' + ctx.forecast_reason}")
+    print(f"  disruptive actions: {'allowed' if ctx.blocked is None else 'held back: ' + ctx.blocked}")
+    for name, out in outcomes:
+        verdict = "; ".join(f"{a.kind.value}: {a.reason}" for a in out.actions) or "nothing to do"
+        print(f"  {name:<17} {verdict}")
+        for reason in out.reasons:
+            print(f"  {'':<17} · {reason}")
+    print(f"decision: advice={decision.advice}")
+    for a in decision.actions:
+        params = ", ".join(
+            f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in a.params.items()
+            if v is not None
+        )
+        print(f"  {a.kind.value} [{a.rule}] {a.reason}" + (f" ({params})" if params else ""))
+    if not decision.actions:
+        print("  no action")
+    if decision.state:
+        print("state: " + ", ".join(f"{k}={v:g}" for k, v in sorted(decision.state.items())))
+    return 0
+
+
+def _decision_json(decision: Any) -> dict[str, Any]:
+    return {
+        "job": decision.job,
+        "policy": decision.policy,
+        "mode": decision.mode.value,
+        "advice": decision.advice,
+        "actions": [
+            {"kind": a.kind.value, "rule": a.rule, "reason": a.reason, "params": dict(a.params)}
+            for a in decision.actions
+        ],
+        "reasons": list(decision.reasons),
+        "state": dict(decision.state),
+    }

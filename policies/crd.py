@@ -1,0 +1,244 @@
+"""The AdvisorPolicy CRD, generated from the policy model.
+
+``manifests/crds/advisorpolicy.yaml`` is the output of ``crd_manifest()`` (write it with
+``trainjob-advisor policy crd > manifests/crds/advisorpolicy.yaml``); a test fails when the two
+differ, so the schema the API server enforces is always the one the loader enforces.
+
+Limits of the schema, by design: cross-field rules are CEL ``x-kubernetes-validations`` where CEL
+can express them, and the loader alone checks the rest (a policy the API server accepted but the
+loader rejects gets an ``Invalid`` condition and applies to nothing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from advisor.protocol import GROUP, VERSION
+from policies.fields import (
+    DURATION_PATTERN,
+    MAX_DURATION,
+    MAX_ITEMS,
+    MAX_STRING,
+    ZERO_DURATION_PATTERN,
+    FieldSpec,
+    field_specs,
+)
+from policies.loader import KIND, NAME_PATTERN
+from policies.spec import PolicySpec
+
+__all__ = ["crd_manifest", "crd_yaml", "json_schema", "object_schema"]
+
+PLURAL = "advisorpolicies"
+
+
+def _field_schema(spec: FieldSpec) -> dict[str, Any]:
+    kind = spec.kind
+    out: dict[str, Any]
+    if kind == "object":
+        assert spec.cls is not None
+        out = object_schema(spec.cls)
+    elif kind == "objlist":
+        assert spec.cls is not None
+        out = {"type": "array", "maxItems": MAX_ITEMS, "items": object_schema(spec.cls)}
+    elif kind == "strlist":
+        out = {
+            "type": "array",
+            "maxItems": MAX_ITEMS,
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_STRING},
+        }
+    elif kind == "strmap":
+        out = {
+            "type": "object",
+            "maxProperties": MAX_ITEMS,
+            "additionalProperties": {"type": "string", "maxLength": MAX_STRING},
+        }
+    elif kind == "duration":
+        # the canonical structural int-or-string form; pattern and minimum apply to their own type
+        out = {
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": DURATION_PATTERN,
+            "maxLength": MAX_DURATION,
+            "minimum": 0,
+        }
+        if spec.exclusive_minimum:
+            out["exclusiveMinimum"] = True
+            out["x-kubernetes-validations"] = [
+                {
+                    "rule": f"type(self) != string || !self.matches('{ZERO_DURATION_PATTERN}')",
+                    "message": "must be more than zero",
+                }
+            ]
+    elif kind == "bool":
+        out = {"type": "boolean"}
+    elif kind in ("int", "float"):
+        out = {"type": "integer" if kind == "int" else "number"}
+        if spec.minimum is not None:
+            out["minimum"] = spec.minimum
+            if spec.exclusive_minimum:
+                out["exclusiveMinimum"] = True
+        if spec.maximum is not None:
+            out["maximum"] = spec.maximum
+            if spec.exclusive_maximum:
+                out["exclusiveMaximum"] = True
+    elif kind == "enum":
+        out = {"type": "string", "enum": list(spec.enum)}
+    else:
+        out = {"type": "string"}
+        if spec.min_length is not None:
+            out["minLength"] = spec.min_length
+        out["maxLength"] = spec.max_length if spec.max_length is not None else MAX_STRING
+    if kind in ("int", "float") and isinstance(spec.minimum, float) and spec.minimum.is_integer():
+        out["minimum"] = int(spec.minimum) if kind == "int" else spec.minimum
+    if spec.nullable:
+        out["nullable"] = True
+    return {"description": spec.doc.strip(), **out} if spec.doc else out
+
+
+def object_schema(cls: type) -> dict[str, Any]:
+    """The OpenAPI v3 (structural) schema of one policy dataclass."""
+    props = {spec.key: _field_schema(spec) for _, spec, _ in field_specs(cls)}
+    out: dict[str, Any] = {"type": "object", "properties": props}
+    if cls.__doc__:
+        out = {"description": " ".join(cls.__doc__.split()), **out}
+    required = [spec.key for _, spec, _ in field_specs(cls) if spec.required]
+    if required:
+        out["required"] = required
+    cel = getattr(cls, "CEL", ())
+    if cel:
+        out["x-kubernetes-validations"] = [{"rule": rule, "message": msg} for rule, msg in cel]
+    return out
+
+
+def _status_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": "Written by the controller only.",
+        "properties": {
+            "observedGeneration": {"type": "integer"},
+            "conditions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["type", "status"],
+                    "properties": {
+                        "type": {"type": "string"},
+                        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                        "reason": {"type": "string"},
+                        "message": {"type": "string"},
+                        "lastTransitionTime": {"type": "string", "format": "date-time"},
+                        "observedGeneration": {"type": "integer"},
+                    },
+                },
+            },
+            "jobsMatched": {"type": "integer", "minimum": 0},
+            "actionsTaken": {"type": "integer", "minimum": 0},
+            "gpuHoursSaved": {"type": "number"},
+            "matchedJobs": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+
+
+def crd_manifest() -> dict[str, Any]:
+    """The CustomResourceDefinition object for AdvisorPolicy."""
+    spec_schema = object_schema(PolicySpec)
+    schema = {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": _status_schema(),
+        },
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "scope": "Cluster",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": "advisorpolicy",
+                "shortNames": ["advpol"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Mode", "type": "string", "jsonPath": ".spec.mode"},
+                        {"name": "Priority", "type": "integer", "jsonPath": ".spec.priority"},
+                        {
+                            "name": "Valid",
+                            "type": "string",
+                            "jsonPath": ".status.conditions[?(@.type=='Valid')].status",
+                        },
+                        {"name": "Jobs", "type": "integer", "jsonPath": ".status.jobsMatched"},
+                        {"name": "Actions", "type": "integer", "jsonPath": ".status.actionsTaken"},
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
+
+
+HEADER = (
+    "# Generated from policies/spec.py by `trainjob-advisor policy crd`; do not edit by hand.\n"
+    "# tests/policies/test_crd.py fails when this file and the model disagree.\n"
+)
+
+
+def crd_yaml() -> str:
+    return HEADER + yaml.safe_dump(crd_manifest(), sort_keys=False, width=110)
+
+
+def json_schema() -> dict[str, Any]:
+    """The CRD's object schema as plain JSON Schema (draft 4), for validating outside a cluster.
+
+    Differences from the API server are made explicit: unknown fields are rejected
+    (``kubectl``'s strict field validation), ``metadata.name`` is checked, the
+    Kubernetes-only keys (``x-kubernetes-*``, ``nullable``) are dropped, and the one CEL rule JSON
+    Schema can say (a duration "more than zero") is translated.
+    """
+
+    def convert(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {
+                k: convert(v)
+                for k, v in node.items()
+                if not k.startswith("x-kubernetes") and k not in ("nullable", "description")
+            }
+            if node.get("type") == "object" and "properties" in node:
+                out["additionalProperties"] = False
+            if node.get("x-kubernetes-int-or-string") and node.get("exclusiveMinimum"):
+                out["not"] = {
+                    "type": "string",
+                    "pattern": ZERO_DURATION_PATTERN,
+                }  # the CEL rule, in JSON Schema
+            return out
+        if isinstance(node, list):
+            return [convert(v) for v in node]
+        return node
+
+    schema = convert(crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    schema["required"] = ["apiVersion", "kind", "metadata"]
+    schema["properties"]["apiVersion"] = {"enum": [f"{GROUP}/{VERSION}"]}
+    schema["properties"]["kind"] = {"enum": [KIND]}
+    schema["properties"]["metadata"] = {
+        "type": "object",
+        "required": ["name"],
+        "properties": {"name": {"type": "string", "pattern": NAME_PATTERN, "maxLength": 253}},
+    }
+    schema["properties"]["status"] = {}
+    return schema

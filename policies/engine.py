@@ -1,0 +1,212 @@
+"""``decide``: one job, one policy, one instant → one ``Decision``. Pure and deterministic.
+
+The engine owns everything rules must not decide alone:
+
+* exemption (the policy's ``exemptLabel``): an exempt job gets no action at all;
+* the gates: minimum runtime / steps / progress before judging learning, and a forecast strong
+  enough to act on (enough points, finite numbers, not mostly dropped data);
+* cooldown (per job) and the cap of actions per hour (per policy) for disruptive actions;
+* merging: once a rule releases or stops the job, growth and periodic checkpoints are moot; at
+  most one checkpoint, one release/stop and one scale per decision;
+* Recommend mode: every action becomes a ``RECOMMEND`` that says what Apply would do.
+
+``Decision.state`` carries the rules' timers (``<rule>.since``) for the caller to pass back as
+``JobView.rule_state``.
+
+``Decision.advice`` (the ADVICE printer column) is the label of the most serious rule that spoke:
+``diverging`` / ``diverging?``, ``hung`` / ``stalled?``, ``plateau:release`` / ``plateau:stop`` /
+``plateau`` (recommend only) / ``plateau?`` (holding, not yet long enough), ``scale-up:N`` /
+``scale-down:N``, ``deadline-miss``, ``guard:checkpoint``, ``checkpoint``; else ``continue``,
+``released`` (inactive job) or ``exempt``. A trailing ``?`` means "condition seen, still waiting".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from advisor.model import Action, ActionKind, ClusterView, Decision, Forecast, JobView, Mode
+from policies.rules import RULES
+from policies.rules.base import DISRUPTIVE, Context, Outcome, dur
+from policies.spec import Policy
+
+__all__ = ["decide", "evaluate_rules", "is_exempt"]
+
+HOUR = 3600.0
+
+
+def is_exempt(job: JobView, policy: Policy) -> bool:
+    value = job.labels.get(policy.safety.exempt_label)
+    return value is not None and value.strip().lower() != "false"
+
+
+def _judge(job: JobView, policy: Policy, now: float) -> tuple[bool, str]:
+    s = policy.safety
+    if s.min_runtime > 0:
+        if job.started_at is None:
+            return False, "start time unknown"
+        ran = now - job.started_at
+        if ran < s.min_runtime:
+            return False, f"ran {dur(max(ran, 0.0))} < minRuntime {dur(s.min_runtime)}"
+    if job.step < s.min_steps:
+        return False, f"step {job.step} < minSteps {s.min_steps}"
+    if s.min_progress > 0:
+        if not job.total_steps:
+            return False, "total steps unknown, minProgress cannot be checked"
+        done = job.step / job.total_steps
+        if done < s.min_progress:
+            return False, f"progress {done:.0%} < minProgress {s.min_progress:.0%}"
+    return True, ""
+
+
+def _forecast(job: JobView, policy: Policy) -> tuple[Forecast | None, str]:
+    fc = job.forecast
+    if fc is None:
+        return None, "no forecast"
+    try:
+        finite = math.isfinite(fc.final_loss.mean)
+        in_range = 0.0 <= fc.plateau_probability <= 1.0 and 0.0 <= fc.divergence_probability <= 1.0
+    except TypeError:
+        return None, "forecast has non-numeric fields"
+    if not finite:
+        return None, "forecast has a non-finite final loss"
+    if not in_range:  # NaN compares false, so it lands here too
+        return None, "forecast probabilities are not in [0, 1]"
+    if fc.n_points < policy.safety.min_forecast_points:
+        return (
+            None,
+            f"forecast on {fc.n_points} points < minForecastPoints {policy.safety.min_forecast_points}",
+        )
+    if fc.n_dropped > fc.n_points:
+        return None, f"forecast dropped {fc.n_dropped} of {fc.n_points + fc.n_dropped} points"
+    if fc.eta_seconds is not None and not math.isfinite(fc.eta_seconds.p90):
+        fc = dataclasses.replace(fc, eta_seconds=None)
+    return fc, ""
+
+
+def _blocked(job: JobView, cluster: ClusterView, policy: Policy, now: float) -> str | None:
+    s = policy.safety
+    last = None
+    mine = 0
+    for rec in job.actions:
+        if rec.kind in DISRUPTIVE and rec.outcome not in ("failed", "recommended"):
+            last = rec.time if last is None or rec.time > last else last
+            if rec.policy == policy.name and now - HOUR < rec.time <= now:
+                mine += 1
+    if last is not None and now - last < s.cooldown:
+        return f"cooldown {dur(s.cooldown)} (last action {dur(now - last)} ago)"
+    times = cluster.policy_action_times.get(policy.name, ())
+    count = max(mine, sum(1 for t in times if now - HOUR < t <= now))
+    if count >= s.max_actions_per_hour:
+        return f"policy cap of {s.max_actions_per_hour} actions/hour reached ({count} in the last hour)"
+    return None
+
+
+def _recommend(action: Action) -> Action:
+    if action.kind is ActionKind.RECOMMEND:
+        return action
+    reason = (
+        action.reason if action.reason.startswith("would ") else f"would {action.kind.value}: {action.reason}"
+    )
+    params: dict[str, Any] = {"would": action.kind.value, **action.params}
+    return Action(kind=ActionKind.RECOMMEND, rule=action.rule, reason=reason, params=params)
+
+
+def _merge(outcomes: list[tuple[str, Outcome]]) -> list[Action]:
+    """One coherent list: the most serious releasing rule owns the job; the rest is cleanup only."""
+    owner = next((o for _, o in outcomes if o.terminal), None)
+    moot_kinds = (ActionKind.SCALE, ActionKind.CHECKPOINT, ActionKind.BOOST_PRIORITY)
+    moot = {k.value for k in moot_kinds}
+    actions: list[Action] = []
+    seen: set[ActionKind] = set()
+    for name, o in outcomes:
+        for a in o.actions:
+            if owner is not None and o is not owner:
+                # another rule releases the job: its sequence brings its own checkpoint, growth and
+                # boosts are moot, and a second release is never added; dropping a boost still is
+                if o.terminal or a.kind in moot_kinds:
+                    continue
+                if a.kind is ActionKind.RECOMMEND and a.params.get("would") in moot:
+                    continue
+            key = ActionKind.RELEASE_QUOTA if a.kind is ActionKind.STOP else a.kind
+            if key is not ActionKind.RECOMMEND and key in seen:
+                continue
+            if a.kind is ActionKind.SCALE and name == "elastic" and ActionKind.SCALE in seen:
+                continue
+            seen.add(key)
+            actions.append(a)
+    return actions
+
+
+def evaluate_rules(
+    job: JobView, cluster: ClusterView, policy: Policy, *, now: float
+) -> tuple[Context, list[tuple[str, Outcome]]]:
+    """Each enabled rule's own outcome, before merging and Recommend mode (for ``explain``).
+
+    Exempt jobs are not special-cased here; ``decide`` never calls this for them.
+    """
+    if not math.isfinite(now):
+        raise ValueError(f"now must be finite, got {now!r}")
+    apply = policy.mode is Mode.APPLY
+    judge, judge_reason = _judge(job, policy, now)
+    fc, fc_reason = _forecast(job, policy)
+    ctx = Context(
+        job=job,
+        cluster=cluster,
+        policy=policy,
+        now=now,
+        apply=apply,
+        judge=judge,
+        judge_reason=judge_reason,
+        forecast=fc,
+        forecast_reason=fc_reason,
+        blocked=_blocked(job, cluster, policy, now) if apply else None,
+    )
+    outcomes: list[tuple[str, Outcome]] = []
+    for name, module, attr in RULES:
+        spec = getattr(policy.rules, attr)
+        if spec is None or not spec.enabled:
+            continue
+        outcomes.append((name, module.evaluate(ctx, spec)))
+    return ctx, outcomes
+
+
+def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) -> Decision:
+    """What ``policy`` says about ``job`` at ``now``: pure (no clock, no I/O), deterministic."""
+    if not math.isfinite(now):
+        raise ValueError(f"now must be finite, got {now!r}")
+    if is_exempt(job, policy):
+        label = policy.safety.exempt_label
+        return Decision(
+            job=job.key,
+            policy=policy.name,
+            mode=policy.mode,
+            advice="exempt",
+            reasons=(f"exempt: label {label}={job.labels[label]}",),
+        )
+    ctx, outcomes = evaluate_rules(job, cluster, policy, now=now)
+    actions = _merge(outcomes)
+    if not ctx.apply:
+        actions = [_recommend(a) for a in actions]
+    reasons: list[str] = []
+    if not ctx.judge:
+        reasons.append(f"no judgement yet: {ctx.judge_reason}")
+    for a in actions:
+        reasons.append(f"{a.rule}: {a.reason}")
+    for _, o in outcomes:
+        reasons.extend(o.reasons)
+    state: dict[str, float] = {}
+    for _, o in outcomes:
+        state.update(o.state)
+    best = max((o for _, o in outcomes if o.advice), key=lambda o: o.severity, default=None)
+    advice = best.advice if best is not None else ("released" if not job.active else "continue")
+    return Decision(
+        job=job.key,
+        policy=policy.name,
+        mode=policy.mode,
+        actions=tuple(actions),
+        reasons=tuple(reasons),
+        state=state,
+        advice=advice,
+    )

@@ -1,0 +1,228 @@
+"""Job and cluster views from JSON, for ``trainjob-advisor policy explain`` and for tests.
+
+The format is the camelCase spelling of ``JobView`` / ``ClusterView`` (forecast, checkpoint and
+action entries in the same shape the core loop persists in ``TrainJobForecast.status``), so a
+snapshot taken from a live cluster or a simulator report can be replayed through a policy:
+
+    {"now": 1764590400,
+     "job": {"namespace": "team-a", "name": "ft-7", "startedAt": ..., "step": 1200,
+             "forecast": {"finalLoss": {"mean": 1.1, "p10": 1.0, "p90": 1.2}, "plateauProbability": 0.93,
+                          "divergenceProbability": 0.0, "points": 80}, ...},
+     "cluster": {"clusterQueues": [{"name": "spot", "nominalGpus": 16, "usageGpus": 16}],
+                 "workloads": [...], "preemptionRate": {"spot": 0.0002}}}
+
+Unknown keys and wrong types are errors that name the key: a typo must not silently become a
+default in an explanation meant to be trusted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from advisor.core.codec import action_from_dict, checkpoint_from_dict, forecast_from_dict
+from advisor.model import ClusterQueueView, ClusterView, JobView, WorkloadView
+
+__all__ = ["JobStateError", "cluster_from_dict", "job_from_dict", "state_from_dict"]
+
+
+class JobStateError(ValueError):
+    """A malformed job-state document (the message names the key)."""
+
+
+def _str(v: Any, path: str) -> str:
+    if not isinstance(v, str):
+        raise JobStateError(f"{path}: must be a string, got {v!r}")
+    return v
+
+
+def _int(v: Any, path: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not float(v).is_integer():
+        raise JobStateError(f"{path}: must be an integer, got {v!r}")
+    return int(v)
+
+
+def _num(v: Any, path: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
+        raise JobStateError(f"{path}: must be a number, got {v!r}")
+    try:
+        return float(v)  # strings allow "NaN" / "Infinity" for a diverged loss
+    except ValueError:
+        raise JobStateError(f"{path}: must be a number, got {v!r}") from None
+
+
+def _bool(v: Any, path: str) -> bool:
+    if not isinstance(v, bool):
+        raise JobStateError(f"{path}: must be true or false, got {v!r}")
+    return v
+
+
+def _strmap(v: Any, path: str) -> dict[str, str]:
+    if not isinstance(v, Mapping) or not all(isinstance(x, str) for x in v.values()):
+        raise JobStateError(f"{path}: must be a map of strings")
+    return {str(k): x for k, x in v.items()}
+
+
+def _nummap(v: Any, path: str) -> dict[str, float]:
+    if not isinstance(v, Mapping):
+        raise JobStateError(f"{path}: must be a map of numbers")
+    return {str(k): _num(x, f"{path}.{k}") for k, x in v.items()}
+
+
+def _obj(v: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(v, Mapping):
+        raise JobStateError(f"{path}: must be an object")
+    return v
+
+
+def _list(v: Any, path: str) -> list[Any]:
+    if not isinstance(v, list):
+        raise JobStateError(f"{path}: must be a list")
+    return v
+
+
+def _throughput(v: Any, path: str) -> tuple[tuple[int, float], ...]:
+    out = []
+    for i, pair in enumerate(_list(v, path)):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise JobStateError(f"{path}[{i}]: must be [nodes, stepsPerSecond]")
+        out.append((_int(pair[0], f"{path}[{i}][0]"), _num(pair[1], f"{path}[{i}][1]")))
+    return tuple(out)
+
+
+def _actions(v: Any, path: str) -> tuple[Any, ...]:
+    out = []
+    for i, item in enumerate(_list(v, path)):
+        rec = action_from_dict(item)
+        if rec is None:
+            raise JobStateError(f"{path}[{i}]: needs kind, time and requestId")
+        out.append(rec)
+    return tuple(out)
+
+
+Conv = Callable[[Any, str], Any]
+_JOB: dict[str, tuple[str, Conv]] = {
+    "namespace": ("namespace", _str),
+    "name": ("name", _str),
+    "kind": ("kind", _str),
+    "labels": ("labels", _strmap),
+    "annotations": ("annotations", _strmap),
+    "namespaceLabels": ("namespace_labels", _strmap),
+    "queueName": ("queue_name", _str),
+    "clusterQueue": ("cluster_queue", _str),
+    "priority": ("priority", _int),
+    "gpus": ("gpus", _int),
+    "nodes": ("nodes", _int),
+    "minNodes": ("min_nodes", _int),
+    "maxNodes": ("max_nodes", _int),
+    "active": ("active", _bool),
+    "admitted": ("admitted", _bool),
+    "startedAt": ("started_at", _num),
+    "step": ("step", _int),
+    "totalSteps": ("total_steps", _int),
+    "lastStepChange": ("last_step_change", _num),
+    "lastSampleTime": ("last_sample_time", _num),
+    "lastLoss": ("last_loss", _num),
+    "forecast": ("forecast", lambda v, p: forecast_from_dict(_obj(v, p))),
+    "checkpoint": ("checkpoint", lambda v, p: checkpoint_from_dict(_obj(v, p))),
+    "throughput": ("throughput", _throughput),
+    "actions": ("actions", _actions),
+    "ruleState": ("rule_state", _nummap),
+}
+_CQ: dict[str, tuple[str, Conv]] = {
+    "name": ("name", _str),
+    "cohort": ("cohort", _str),
+    "nominalGpus": ("nominal_gpus", _int),
+    "borrowingLimit": ("borrowing_limit", _int),
+    "lendingLimit": ("lending_limit", _int),
+    "usageGpus": ("usage_gpus", _int),
+    "withinClusterQueue": ("within_cluster_queue", _str),
+    "reclaimWithinCohort": ("reclaim_within_cohort", _str),
+    "borrowWithinCohort": ("borrow_within_cohort", _str),
+    "borrowMaxPriorityThreshold": ("borrow_max_priority_threshold", _int),
+    "queueingStrategy": ("queueing_strategy", _str),
+}
+_WL: dict[str, tuple[str, Conv]] = {
+    "namespace": ("namespace", _str),
+    "name": ("name", _str),
+    "clusterQueue": ("cluster_queue", _str),
+    "gpus": ("gpus", _int),
+    "priority": ("priority", _int),
+    "admitted": ("admitted", _bool),
+    "active": ("active", _bool),
+    "job": ("job", _str),
+    "admittedAt": ("admitted_at", _num),
+    "createdAt": ("created_at", _num),
+    "priorityBoost": ("priority_boost", _int),
+}
+
+
+def _fields(
+    data: Any, table: dict[str, tuple[str, Conv]], path: str, required: tuple[str, ...]
+) -> dict[str, Any]:
+    data = _obj(data, path)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in table:
+            raise JobStateError(f"{path}.{key}: unknown key (known: {', '.join(sorted(table))})")
+        if value is None:
+            continue
+        attr, conv = table[key]
+        out[attr] = conv(value, f"{path}.{key}")
+    for key in required:
+        if table[key][0] not in out:
+            raise JobStateError(f"{path}.{key}: is required")
+    return out
+
+
+def job_from_dict(data: Any, path: str = "job") -> JobView:
+    return JobView(**_fields(data, _JOB, path, ("namespace", "name")))
+
+
+def cluster_from_dict(data: Any, path: str = "cluster") -> ClusterView:
+    if data is None:
+        return ClusterView()
+    data = _obj(data, path)
+    known = {"clusterQueues", "workloads", "preemptionRate", "priorityBoostEnabled", "policyActionTimes"}
+    for key in data:
+        if key not in known:
+            raise JobStateError(f"{path}.{key}: unknown key (known: {', '.join(sorted(known))})")
+    cqs = [
+        ClusterQueueView(**_fields(q, _CQ, f"{path}.clusterQueues[{i}]", ("name",)))
+        for i, q in enumerate(_list(data.get("clusterQueues", []), f"{path}.clusterQueues"))
+    ]
+    wls = tuple(
+        WorkloadView(
+            **_fields(w, _WL, f"{path}.workloads[{i}]", ("namespace", "name", "clusterQueue", "gpus"))
+        )
+        for i, w in enumerate(_list(data.get("workloads", []), f"{path}.workloads"))
+    )
+    times_raw = _obj(data.get("policyActionTimes", {}), f"{path}.policyActionTimes")
+    times = {
+        str(k): tuple(
+            _num(t, f"{path}.policyActionTimes.{k}") for t in _list(v, f"{path}.policyActionTimes.{k}")
+        )
+        for k, v in times_raw.items()
+    }
+    return ClusterView(
+        cluster_queues={q.name: q for q in cqs},
+        workloads=wls,
+        preemption_rate=_nummap(data.get("preemptionRate", {}), f"{path}.preemptionRate"),
+        priority_boost_enabled=_bool(data.get("priorityBoostEnabled", False), f"{path}.priorityBoostEnabled"),
+        policy_action_times=times,
+    )
+
+
+def state_from_dict(data: Any) -> tuple[JobView, ClusterView, float | None]:
+    """``(job, cluster, now)`` from a job-state document; ``now`` is None when absent."""
+    data = _obj(data, "state")
+    for key in data:
+        if key not in ("now", "job", "cluster"):
+            raise JobStateError(f"{key}: unknown key (known: cluster, job, now)")
+    if "job" not in data:
+        raise JobStateError("job: is required")
+    now = None if data.get("now") is None else _num(data["now"], "now")
+    if now is not None and not math.isfinite(now):
+        raise JobStateError(f"now: must be finite, got {now}")
+    return job_from_dict(data["job"]), cluster_from_dict(data.get("cluster")), now

@@ -1,0 +1,251 @@
+"""Loading AdvisorPolicy objects from YAML, JSON or dicts into validated ``Policy`` values.
+
+The loader walks the ``FieldSpec`` of each dataclass (``policies.fields``), so it knows exactly
+what the CRD schema knows. It collects every problem with its field path before raising one
+``PolicyError``, and it rejects unknown fields (a misspelt ``probabilty`` must not silently fall
+back to a default), as ``kubectl`` does with strict field validation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from advisor.protocol import GROUP, VERSION
+from policies.errors import PolicyError
+from policies.fields import MAX_ITEMS, MAX_STRING, FieldSpec, field_specs, parse_duration
+from policies.spec import Policy, PolicySpec
+
+__all__ = ["API_VERSION", "KIND", "load_policies", "load_policy", "parse_spec"]
+
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "AdvisorPolicy"
+#: metadata.name of a cluster-scoped object: a DNS-1123 subdomain
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+_NAME_RE = re.compile(NAME_PATTERN)
+
+Errors = list[tuple[str, str]]
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _scalar(spec: FieldSpec, value: Any, path: str, errors: Errors) -> Any:
+    kind = spec.kind
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        errors.append((path, f"must be a boolean, got {value!r}"))
+        return None
+    if kind in ("int", "float"):
+        ok = isinstance(value, int) if kind == "int" else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok:
+            errors.append((path, f"must be {'an integer' if kind == 'int' else 'a number'}, got {value!r}"))
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            errors.append((path, f"must be finite, got {value!r}"))
+            return None
+        _check_range(spec, value, path, errors)
+        return float(value) if kind == "float" else int(value)
+    if kind == "duration":
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            errors.append((path, str(exc)))
+            return None
+        _check_range(spec, seconds, path, errors)
+        return seconds
+    if kind in ("str", "enum"):
+        if not isinstance(value, str):
+            errors.append((path, f"must be a string, got {value!r}"))
+            return None
+        if kind == "enum" and value not in spec.enum:
+            errors.append((path, f"must be one of {', '.join(spec.enum)}, got {value!r}"))
+            return None
+        if spec.min_length is not None and len(value) < spec.min_length:
+            errors.append(
+                (
+                    path,
+                    "must not be empty"
+                    if spec.min_length == 1
+                    else f"must be at least {spec.min_length} characters",
+                )
+            )
+        limit = spec.max_length if spec.max_length is not None else MAX_STRING
+        if len(value) > limit:
+            errors.append((path, f"must be at most {limit} characters"))
+        return spec.cls(value) if spec.cls is not None else value
+    raise AssertionError(kind)
+
+
+def _check_range(spec: FieldSpec, value: float, path: str, errors: Errors) -> None:
+    lo, hi = spec.minimum, spec.maximum
+    bad = (lo is not None and (value <= lo if spec.exclusive_minimum else value < lo)) or (
+        hi is not None and (value >= hi if spec.exclusive_maximum else value > hi)
+    )
+    if bad:
+        shown = int(value) if float(value).is_integer() else value
+        errors.append((path, f"must be in {spec.bounds_text()}, got {shown}"))
+
+
+def _value(spec: FieldSpec, value: Any, path: str, errors: Errors) -> Any:
+    if spec.kind == "object":
+        assert spec.cls is not None
+        return _bind(spec.cls, value, path, errors)
+    if spec.kind in ("objlist", "strlist"):
+        if not isinstance(value, list | tuple):
+            errors.append((path, f"must be a list, got {value!r}"))
+            return None
+        if len(value) > MAX_ITEMS:
+            errors.append((path, f"must have at most {MAX_ITEMS} items, got {len(value)}"))
+            return None
+        out = []
+        for i, item in enumerate(value):
+            ipath = f"{path}[{i}]"
+            if spec.kind == "objlist":
+                assert spec.cls is not None
+                out.append(_bind(spec.cls, item, ipath, errors))
+            elif isinstance(item, str) and 0 < len(item) <= MAX_STRING:
+                out.append(item)
+            else:
+                errors.append(
+                    (ipath, f"must be a non-empty string of at most {MAX_STRING} characters, got {item!r}")
+                )
+        return tuple(out)
+    if spec.kind == "strmap":
+        if not isinstance(value, Mapping):
+            errors.append((path, f"must be a map of strings, got {value!r}"))
+            return None
+        if len(value) > MAX_ITEMS:
+            errors.append((path, f"must have at most {MAX_ITEMS} entries, got {len(value)}"))
+            return None
+        for k, v in value.items():
+            if not isinstance(v, str) or len(v) > MAX_STRING:
+                errors.append(
+                    (_join(path, str(k)), f"must be a string of at most {MAX_STRING} characters, got {v!r}")
+                )
+        return {str(k): v for k, v in value.items() if isinstance(v, str)}  # a dict: policies must pickle
+    return _scalar(spec, value, path, errors)
+
+
+def _bind(cls: type, data: Any, path: str, errors: Errors) -> Any:
+    """Build ``cls`` from a mapping, appending every problem to ``errors``."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        errors.append((path, f"must be an object, got {data!r}"))
+        return None
+    specs = field_specs(cls)
+    known = {spec.key for _, spec, _ in specs}
+    for key in data:
+        if key not in known:
+            errors.append((_join(path, str(key)), f"unknown field (known: {', '.join(sorted(known))})"))
+    kwargs: dict[str, Any] = {}
+    before = len(errors)
+    for attr, spec, _ in specs:
+        if spec.required and data.get(spec.key) is None:
+            errors.append((_join(path, spec.key), "is required"))
+            continue
+        if spec.key not in data:
+            continue
+        raw = data[spec.key]
+        fpath = _join(path, spec.key)
+        if raw is None:  # the API server drops nulls before validating; so do we (default applies)
+            continue
+        value = _value(spec, raw, fpath, errors)
+        if value is not None:
+            kwargs[attr] = value
+    if len(errors) > before:
+        return None
+    obj = cls(**kwargs)
+    check = getattr(obj, "check", None)
+    if check is not None:
+        errors.extend((_join(path, sub), reason) for sub, reason in check())
+    return obj
+
+
+def parse_spec(spec: Any, *, path: str = "spec") -> PolicySpec:
+    """Validate a bare ``spec`` mapping (raises ``PolicyError`` listing every problem)."""
+    errors: Errors = []
+    out = _bind(PolicySpec, spec, path, errors)
+    if errors or out is None:
+        raise PolicyError("", errors=errors or [(path, "invalid")])
+    return out
+
+
+def _parse_text(text: str) -> list[Any]:
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        try:  # JSON is YAML, but JSON's own error message is clearer for JSON input
+            return [json.loads(text)]
+        except ValueError:
+            raise PolicyError("", f"not valid YAML or JSON: {exc}") from None
+
+
+def load_policy(obj: Mapping[str, Any] | str) -> Policy:
+    """One AdvisorPolicy from a dict or YAML/JSON text; raises ``PolicyError(path, reason)``."""
+    if isinstance(obj, str):
+        docs = _parse_text(obj)
+        if len(docs) != 1:
+            raise PolicyError("", f"expected exactly one AdvisorPolicy document, got {len(docs)}")
+        obj = docs[0]
+    if not isinstance(obj, Mapping):
+        raise PolicyError("", f"an AdvisorPolicy must be an object, got {type(obj).__name__}")
+    errors: Errors = []
+    if obj.get("apiVersion") != API_VERSION:
+        errors.append(("apiVersion", f"must be {API_VERSION}, got {obj.get('apiVersion')!r}"))
+    if obj.get("kind") != KIND:
+        errors.append(("kind", f"must be {KIND}, got {obj.get('kind')!r}"))
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not isinstance(name, str) or not name:
+        errors.append(("metadata.name", "is required"))
+    elif len(name) > 253 or not _NAME_RE.match(name):
+        errors.append(("metadata.name", f"must be a DNS-1123 subdomain, got {name!r}"))
+    for key in obj:
+        if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
+            errors.append((str(key), "unknown field"))
+    spec = _bind(PolicySpec, obj.get("spec"), "spec", errors)
+    if errors or spec is None:
+        raise PolicyError("", errors=errors)
+    assert isinstance(name, str)
+    return Policy(name=name, spec=spec)
+
+
+def load_policies(source: str | Path) -> list[Policy]:
+    """Every AdvisorPolicy in a multi-document YAML file (a path) or text.
+
+    A ``str`` that names an existing file is read; any other string is parsed as YAML/JSON text.
+    Errors from document *i* are reported with the path prefixed ``[i]``.
+    """
+    text: str
+    if isinstance(source, Path):
+        text = source.read_text()
+    elif "\n" not in source and len(source) < 4096 and Path(source).is_file():
+        text = Path(source).read_text()
+    else:
+        text = source
+    docs = _parse_text(text)
+    policies: list[Policy] = []
+    errors: Errors = []
+    for i, doc in enumerate(docs):
+        try:
+            policies.append(load_policy(doc))
+        except PolicyError as exc:
+            prefix = f"[{i}]" if len(docs) > 1 else ""
+            errors.extend((f"{prefix}.{p}" if prefix and p else prefix + p, r) for p, r in exc.errors)
+    if errors:
+        raise PolicyError("", errors=errors)
+    names = [p.name for p in policies]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise PolicyError("metadata.name", f"duplicate policy name(s): {', '.join(dupes)}")
+    return policies

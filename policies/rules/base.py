@@ -1,0 +1,95 @@
+"""The one interface every rule implements, and the helpers they share.
+
+A rule is a function ``evaluate(ctx, rule_spec) -> Outcome``: it reads the frozen ``Context``
+(job, cluster, policy, ``now``, the gates the engine already computed) and returns the actions it
+proposes in their *Apply* form, the reasons with their numbers, the state keys it wants to keep
+(e.g. when its condition first held) and an advice label. The engine (``policies.engine``) merges
+the outcomes, applies Recommend mode, cooldowns and caps, and builds the ``Decision``: rules never
+see each other and never see the mode except through ``ctx.apply``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.model import Action, ActionKind, ActionRecord, ClusterView, Forecast, JobView
+from policies.fields import format_duration
+from policies.spec import Policy
+
+__all__ = ["DISRUPTIVE", "Context", "Outcome", "held_since", "last_record", "pct"]
+
+#: kinds that cooldowns and caps govern (checkpoints and priority boosts protect work; they have
+#: their own pacing: one checkpoint in flight, a minimum interval, a boost timeout)
+DISRUPTIVE = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP, ActionKind.SCALE})
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    job: JobView
+    cluster: ClusterView
+    policy: Policy
+    now: float
+    apply: bool
+    judge: bool
+    """Minimum runtime/progress reached: rules that judge learning may speak."""
+    judge_reason: str
+    forecast: Forecast | None
+    """The job's forecast when strong enough to act on, else None."""
+    forecast_reason: str
+    blocked: str | None
+    """Why disruptive actions may not start now (cooldown or cap), or None."""
+
+
+class Outcome:
+    """What one rule proposes (a plain slotted class: one is built per rule per decision)."""
+
+    __slots__ = ("actions", "advice", "reasons", "severity", "state", "terminal")
+
+    def __init__(self) -> None:
+        self.actions: list[Action] = []
+        self.reasons: list[str] = []
+        self.state: dict[str, float] = {}
+        self.advice = ""
+        #: which advice wins in the printer column (higher wins)
+        self.severity = 0
+        #: the rule started or continues releasing/stopping the job: other rules' growth is moot
+        self.terminal = False
+
+    def act(self, kind: ActionKind, rule: str, reason: str, **params: Any) -> None:
+        self.actions.append(Action(kind=kind, rule=rule, reason=reason, params=params))
+
+
+def held_since(state: Mapping[str, float], key: str, now: float, condition: bool) -> float | None:
+    """When ``condition`` started holding without interruption (``None`` if it does not hold now)."""
+    if not condition:
+        return None
+    since = state.get(key)
+    if since is None or not math.isfinite(since) or since > now:
+        return now
+    return since
+
+
+def last_record(
+    job: JobView, kinds: frozenset[ActionKind] | set[ActionKind], *, rule: str | None = None
+) -> ActionRecord | None:
+    """The most recent action of those kinds (optionally by one rule) in the job's log."""
+    best: ActionRecord | None = None
+    for rec in job.actions:
+        if (
+            rec.kind in kinds
+            and (rule is None or rec.rule == rule)
+            and (best is None or rec.time >= best.time)
+        ):
+            best = rec
+    return best
+
+
+def pct(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def dur(seconds: float) -> str:
+    return format_duration(seconds)

@@ -1,0 +1,58 @@
+"""Periodic checkpoints at the Young/Daly interval for this job on this queue.
+
+The cost is the one the job reported (``CheckpointState.cost_seconds``) or the policy's default;
+the hazard is the eviction rate observed on the job's ClusterQueue (``ClusterView.preemption_rate``)
+or the policy's default. So a calm queue checkpoints rarely and a preemptible one often. One
+request at a time: nothing new while one is pending.
+"""
+
+from __future__ import annotations
+
+import math
+
+from advisor.model import ActionKind
+from policies.rules.base import Context, Outcome, dur
+from policies.spec import CheckpointRule
+from policies.youngdaly import checkpoint_interval
+
+NAME = "checkpoint"
+
+
+def interval(ctx: Context, rule: CheckpointRule) -> tuple[float, float, float]:
+    """``(interval_s, cost_s, hazard_per_s)`` for the job, clamped to the rule's bounds."""
+    job, cluster = ctx.job, ctx.cluster
+    cost = job.checkpoint.cost_seconds
+    if cost is None or not math.isfinite(cost) or cost < 0:
+        cost = rule.default_cost
+    hazard = cluster.preemption_rate.get(job.cluster_queue or "")
+    if hazard is None or not math.isfinite(hazard) or hazard < 0:
+        hazard = rule.default_hazard_per_hour / 3600.0
+    ideal = checkpoint_interval(cost, hazard)
+    return min(max(ideal, rule.min_interval), rule.max_interval), cost, hazard
+
+
+def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
+    out = Outcome()
+    job, now = ctx.job, ctx.now
+    if not job.active or not job.admitted:
+        return out
+    every, cost, hazard = interval(ctx, rule)
+    if job.checkpoint.pending_request is not None:
+        return out
+    last = job.checkpoint.last_time if job.checkpoint.last_time is not None else job.started_at
+    if last is None:
+        return out
+    age = now - last
+    if age < every:
+        return out
+    mtbf = "∞" if hazard == 0 else dur(1.0 / hazard)
+    reason = (
+        f"last checkpoint {dur(age)} ago >= interval {dur(every)} (Young/Daly for cost {dur(cost)}, "
+        f"MTBF {mtbf} on queue {job.cluster_queue or '-'})"
+    )
+    out.advice, out.severity = "checkpoint", 1
+    if ctx.apply:
+        out.act(ActionKind.CHECKPOINT, NAME, reason, interval_s=every)
+    else:
+        out.act(ActionKind.RECOMMEND, NAME, "would checkpoint: " + reason, would=ActionKind.CHECKPOINT.value)
+    return out

@@ -1,0 +1,60 @@
+"""Divergence: a non-finite loss, or a loss rising away, gets checkpointed then released or stopped.
+
+A NaN/inf latest loss is a fact, not a forecast, so it acts at once (after the policy's minimum
+runtime, since mixed-precision runs report inf losses while their loss scale settles). A high
+``divergence_probability`` must hold for the ``for`` window like any forecast-based condition.
+"""
+
+from __future__ import annotations
+
+import math
+
+from advisor.model import ActionKind
+from policies.rules.base import Context, Outcome, dur, held_since, pct
+from policies.rules.release import release
+from policies.spec import RECOMMEND, STOP, DivergenceRule
+
+NAME = "divergence"
+KEY = "divergence.since"
+
+
+def _non_finite(ctx: Context) -> float | None:
+    job = ctx.job
+    if job.last_loss is not None and not math.isfinite(job.last_loss):
+        return job.last_loss
+    fc = job.forecast
+    if fc is not None and fc.current_loss is not None and not math.isfinite(fc.current_loss):
+        return fc.current_loss
+    return None
+
+
+def evaluate(ctx: Context, rule: DivergenceRule) -> Outcome:
+    out = Outcome()
+    if not ctx.judge:
+        return out
+    bad = _non_finite(ctx) if rule.non_finite else None
+    fc = ctx.forecast
+    p = fc.divergence_probability if fc is not None else 0.0
+    probable = fc is not None and p >= rule.probability
+    since = held_since(ctx.job.rule_state, KEY, ctx.now, bad is not None or probable)
+    if since is None:
+        if fc is None and rule.non_finite:
+            out.reasons.append(f"{NAME}: only the non-finite check runs ({ctx.forecast_reason})")
+        return out
+    out.state[KEY] = since
+    held = ctx.now - since
+    if bad is not None:
+        numbers = f"latest loss is {bad}"
+    else:
+        numbers = f"P(diverge)={pct(p)} >= {pct(rule.probability)} for {dur(held)}"
+        if held < rule.hold:
+            out.reasons.append(f"{NAME}: {numbers} (acting after {dur(rule.hold)})")
+            out.advice, out.severity = "diverging?", 3
+            return out
+    out.advice, out.severity = "diverging", 8
+    if rule.action == RECOMMEND:
+        out.act(ActionKind.RECOMMEND, NAME, f"diverged: {numbers}; consider stopping it", would="none")
+        return out
+    final = ActionKind.STOP if rule.action == STOP else ActionKind.RELEASE_QUOTA
+    release(ctx, out, rule=NAME, final=final, why=f"diverged: {numbers}", since=since)
+    return out

@@ -1,0 +1,184 @@
+"""Elastic: grow into idle quota while it pays, shrink when it does not or when others starve.
+
+Growth needs all of: a trustworthy forecast that the run still converges (P(plateau) below the
+policy's bound, no divergence), a marginal throughput per added node, from the Amdahl fit of the
+job's own observed ``(nodes, steps/s)`` pairs, of at least ``minMarginalEfficiency`` of the
+current per-node rate, free quota for the extra GPUs, and no pending workload of equal or higher
+priority in the queue or its cohort (idle quota is theirs first). Shrinking happens when P(plateau)
+is high (to the minimum) or when such a workload cannot be admitted (by just enough nodes).
+Targets always stay within the job's and the policy's min/max; a job that declares no maximum
+(not elastic) is never resized.
+"""
+
+from __future__ import annotations
+
+import math
+
+from advisor.model import ActionKind, WorkloadView
+from policies.index import cluster_index
+from policies.quota import effective_priority, free_gpus
+from policies.rules.base import Context, Outcome, pct
+from policies.spec import ElasticRule
+from policies.throughput import ThroughputModel, fit_throughput
+
+NAME = "elastic"
+
+
+def bounds(ctx: Context, rule: ElasticRule) -> tuple[int, int]:
+    job = ctx.job
+    lo = max(job.min_nodes or 1, rule.min_nodes or 1)
+    hi_job = job.max_nodes if job.max_nodes is not None else job.nodes
+    hi = min(hi_job, rule.max_nodes) if rule.max_nodes is not None else hi_job
+    return lo, hi
+
+
+def gpus_per_node(ctx: Context) -> int:
+    job = ctx.job
+    return max(1, math.ceil(job.gpus / job.nodes)) if job.nodes > 0 and job.gpus > 0 else 1
+
+
+def _competitors(ctx: Context) -> list[WorkloadView]:
+    """Pending workloads of equal or higher priority that share quota with this job."""
+    job = ctx.job
+    index = cluster_index(ctx.cluster)
+    sharing = index.sharing.get(job.cluster_queue or "")
+    if sharing is None:
+        return []
+    key = job.key
+    return [
+        w
+        for w in index.pending
+        if w.cluster_queue in sharing and effective_priority(w) >= job.priority and w.job != key
+    ]
+
+
+def model(ctx: Context, rule: ElasticRule) -> ThroughputModel | None:
+    return fit_throughput(ctx.job.throughput, prior_serial=rule.prior_serial_fraction)
+
+
+def grow_target(ctx: Context, rule: ElasticRule, *, need_factor: float | None = None) -> tuple[int, str]:
+    """The node count growth would reach now (``job.nodes`` when none), and why.
+
+    Without ``need_factor``: the largest count, at most ``maxStep`` more, whose every added node
+    is efficient enough. With it (the deadline rule): the smallest count whose predicted speed-up
+    reaches ``need_factor``, ignoring ``maxStep`` and efficiency but not quota or bounds.
+    """
+    job = ctx.job
+    _, hi = bounds(ctx, rule)
+    if job.nodes >= hi:
+        return job.nodes, f"already at the maximum of {hi} nodes"
+    competitors = _competitors(ctx)
+    if competitors:
+        w = competitors[0]
+        return (
+            job.nodes,
+            f"{len(competitors)} workload(s) of priority >= {job.priority} pending "
+            f"(first {w.namespace}/{w.name})",
+        )
+    m = model(ctx, rule)
+    if m is None:
+        return job.nodes, "no throughput observed yet"
+    gpn = gpus_per_node(ctx)
+    free = free_gpus(ctx.cluster, job.cluster_queue)
+    base = m.steps_per_second(job.nodes)
+    best, why = job.nodes, f"no idle quota ({free} GPUs free, {gpn} per node)"
+    limit = hi if need_factor is not None else min(hi, job.nodes + rule.max_step)
+    for n in range(job.nodes + 1, limit + 1):
+        if (n - job.nodes) * gpn > free:
+            break
+        speedup = m.steps_per_second(n) / base if base > 0 else 0.0
+        if need_factor is not None:
+            best, why = n, f"{n} nodes predicted {speedup:.2f}x faster"
+            if speedup >= need_factor:
+                return n, why + f" (needs {need_factor:.2f}x)"
+            continue
+        eff = m.marginal_efficiency(n)
+        if eff < rule.min_marginal_efficiency:
+            if best == job.nodes:
+                why = (
+                    f"node {n} would add only {pct(eff)} of a node's throughput "
+                    f"(< {pct(rule.min_marginal_efficiency)})"
+                )
+            break
+        best = n
+        why = (
+            f"{n} nodes: {m.steps_per_second(n):.3g} steps/s predicted ({speedup:.2f}x), marginal efficiency "
+            f"{pct(eff)} >= {pct(rule.min_marginal_efficiency)}, {free} GPUs free (serial fraction "
+            f"{m.serial:.3f} from {m.observed} observation(s))"
+        )
+    if need_factor is not None and best > job.nodes:
+        return best, why + f" (needs {need_factor:.2f}x: not enough)"
+    return best, why
+
+
+def evaluate(ctx: Context, rule: ElasticRule) -> Outcome:
+    out = Outcome()
+    job, fc = ctx.job, ctx.forecast
+    if not job.active or not job.admitted:
+        return out
+    if job.max_nodes is None:
+        return out  # a fixed-size job: the policy's bounds can tighten a job's range, never create one
+    lo, hi = bounds(ctx, rule)
+    if lo > hi:
+        out.reasons.append(f"{NAME}: bounds empty (min {lo} > max {hi}); not scaling")
+        return out
+    gpn = gpus_per_node(ctx)
+    if rule.shrink_when_starving and job.nodes > lo:
+        cq_free = free_gpus(ctx.cluster, job.cluster_queue)
+        starving = [w for w in _competitors(ctx) if w.gpus > cq_free]
+        if starving:
+            w = starving[0]
+            give = min(job.nodes - lo, math.ceil((w.gpus - cq_free) / gpn))
+            _scale(
+                ctx,
+                out,
+                job.nodes - give,
+                f"{w.namespace}/{w.name} (priority {effective_priority(w)}, "
+                f"{w.gpus} GPUs) cannot be admitted with {cq_free} GPUs free",
+            )
+            return out
+    if not ctx.judge:
+        return out
+    if fc is None:
+        out.reasons.append(f"{NAME}: not scaling ({ctx.forecast_reason})")
+        return out
+    if fc.plateau_probability >= rule.shrink_plateau_probability and job.nodes > lo:
+        _scale(
+            ctx,
+            out,
+            lo,
+            f"P(plateau)={pct(fc.plateau_probability)} >= {pct(rule.shrink_plateau_probability)}",
+        )
+        return out
+    if fc.plateau_probability >= rule.max_plateau_for_growth or fc.divergence_probability >= 0.5:
+        out.reasons.append(
+            f"{NAME}: not growing: P(plateau)={pct(fc.plateau_probability)}, "
+            f"P(diverge)={pct(fc.divergence_probability)}"
+        )
+        return out
+    target, why = grow_target(ctx, rule)
+    if target > job.nodes:
+        _scale(ctx, out, target, why)
+    else:
+        out.reasons.append(f"{NAME}: staying at {job.nodes} nodes: {why}")
+    return out
+
+
+def _scale(ctx: Context, out: Outcome, nodes: int, why: str) -> None:
+    job = ctx.job
+    direction = "up" if nodes > job.nodes else "down"
+    reason = f"scale {direction} {job.nodes} → {nodes} nodes: {why}"
+    out.advice, out.severity = f"scale-{direction}:{nodes}", 4
+    if not ctx.apply:
+        out.act(ActionKind.RECOMMEND, NAME, "would " + reason, would=ActionKind.SCALE.value, nodes=nodes)
+    elif ctx.blocked:
+        out.act(
+            ActionKind.RECOMMEND,
+            NAME,
+            f"would {reason}; held back: {ctx.blocked}",
+            would=ActionKind.SCALE.value,
+            nodes=nodes,
+            held=ctx.blocked,
+        )
+    else:
+        out.act(ActionKind.SCALE, NAME, reason, nodes=nodes, from_nodes=job.nodes)

@@ -1,0 +1,134 @@
+"""Quota release (and stop): what to do, in which order, and never twice.
+
+The order is the one in DESIGN.md: checkpoint first (unless a fresh one exists), wait for its
+acknowledgement or its timeout, then deactivate the Kueue Workload (``spec.active=false``) or stop
+the job. The sequence is stateless: which step comes next is read from the job's action log and
+checkpoint state, so it survives controller restarts. A job that was already released or stopped,
+or that is inactive, is never released again.
+
+In Recommend mode the whole sequence is one recommendation that describes it.
+"""
+
+from __future__ import annotations
+
+from advisor.model import ActionKind
+from policies.rules.base import Context, Outcome, dur, last_record
+from policies.spec import QuotaReleaseRule
+
+__all__ = ["already_released", "release"]
+
+_FINAL = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
+_CHECKPOINT = frozenset({ActionKind.CHECKPOINT})
+
+
+def already_released(ctx: Context) -> bool:
+    rec = last_record(ctx.job, _FINAL)
+    return rec is not None and rec.outcome != "failed"
+
+
+def release(
+    ctx: Context,
+    out: Outcome,
+    *,
+    rule: str,
+    final: ActionKind,
+    why: str,
+    since: float,
+    checkpoint_first: bool | None = None,
+) -> None:
+    """Append the next step of the release/stop sequence started by ``rule`` to ``out``."""
+    spec = ctx.policy.rules.quota_release or QuotaReleaseRule()
+    want_checkpoint = spec.checkpoint_first if checkpoint_first is None else checkpoint_first
+    verb = "release quota" if final is ActionKind.RELEASE_QUOTA else "stop"
+    job, now = ctx.job, ctx.now
+    out.terminal = True
+    if already_released(ctx) or not job.active:
+        out.reasons.append(f"{rule}: job already released or inactive; nothing more to do")
+        return
+    cp = job.checkpoint
+    fresh = cp.last_time is not None and now - cp.last_time <= spec.max_checkpoint_age
+    fresh = fresh or (cp.last_step is not None and cp.last_step >= job.step > 0)
+    if not ctx.apply:
+        after = " after a checkpoint" if want_checkpoint and not fresh else ""
+        out.act(
+            ActionKind.RECOMMEND,
+            rule,
+            f"would {verb}{after}: {why}",
+            would=final.value,
+            after="checkpoint" if after else None,
+        )
+        return
+    request = last_record(job, _CHECKPOINT, rule=rule)  # our own request, not a periodic one
+    request = request if request is not None and request.time >= since else None
+    if not want_checkpoint or fresh:
+        start = request is None  # no checkpoint of ours in between: this is the sequence's first step
+        note = "" if not want_checkpoint else f" (checkpoint {dur(now - (cp.last_time or now))} old is fresh)"
+        _final(ctx, out, rule, final, f"{verb}: {why}{note}", followup=not start)
+        return
+    if request is None:
+        if ctx.blocked:
+            out.act(
+                ActionKind.RECOMMEND,
+                rule,
+                f"would checkpoint then {verb}, held back: {ctx.blocked}; {why}",
+                would=final.value,
+                after="checkpoint",
+                held=ctx.blocked,
+            )
+            return
+        out.act(
+            ActionKind.CHECKPOINT,
+            rule,
+            f"checkpoint before {verb}: {why}",
+            before=final.value,
+            timeout_s=spec.checkpoint_timeout,
+        )
+        return
+    acked = request.outcome in ("acknowledged", "done") or (
+        cp.last_time is not None and cp.last_time >= request.time
+    )
+    waited = now - request.time
+    if acked:
+        _final(
+            ctx,
+            out,
+            rule,
+            final,
+            f"{verb} after checkpoint {request.request_id or ''}: {why}".replace("  ", " "),
+            followup=True,
+        )
+    elif request.outcome in ("timed-out", "failed") or waited >= spec.checkpoint_timeout:
+        if spec.release_on_timeout:
+            _final(
+                ctx,
+                out,
+                rule,
+                final,
+                f"{verb}, checkpoint not acknowledged after {dur(waited)} (releaseOnTimeout): {why}",
+                followup=True,
+            )
+        else:
+            out.act(
+                ActionKind.RECOMMEND,
+                rule,
+                f"would {verb}, but the checkpoint was not acknowledged and releaseOnTimeout is false: {why}",
+                would=final.value,
+            )
+    else:
+        out.reasons.append(
+            f"{rule}: waiting for checkpoint acknowledgement "
+            f"({dur(waited)} of {dur(spec.checkpoint_timeout)}) before {verb}"
+        )
+
+
+def _final(ctx: Context, out: Outcome, rule: str, final: ActionKind, reason: str, *, followup: bool) -> None:
+    if not followup and ctx.blocked:
+        out.act(
+            ActionKind.RECOMMEND,
+            rule,
+            f"would {reason}; held back: {ctx.blocked}",
+            would=final.value,
+            held=ctx.blocked,
+        )
+        return
+    out.act(final, rule, reason, followup=followup)

@@ -1,0 +1,56 @@
+"""Stall: no step advance for the ``for`` window; a hung collective looks exactly like this.
+
+Measured from the time the step last changed (or the job started), so it needs no forecast. The
+reason says whether progress reports still arrive with a stuck step (hung training) or stopped
+arriving altogether (which may also be a broken reporter). By default no checkpoint is requested
+first: a hung process cannot answer one.
+"""
+
+from __future__ import annotations
+
+from advisor.model import ActionKind
+from policies.rules.base import Context, Outcome, dur
+from policies.rules.release import release
+from policies.spec import RECOMMEND, StallRule
+
+NAME = "stall"
+
+
+def evaluate(ctx: Context, rule: StallRule) -> Outcome:
+    out = Outcome()
+    job, now = ctx.job, ctx.now
+    if not ctx.judge or not job.active or not job.admitted:
+        return out
+    if job.total_steps is not None and job.step >= job.total_steps:
+        return out
+    since = job.last_step_change if job.last_step_change is not None else job.started_at
+    if since is None or since > now:
+        return out
+    idle = now - since
+    if idle < rule.hold / 2:
+        return out
+    if job.last_sample_time is not None and now - job.last_sample_time < idle:
+        detail = (
+            f"step stuck at {job.step} for {dur(idle)} while progress reports still arrive "
+            f"(last {dur(now - job.last_sample_time)} ago)"
+        )
+    else:
+        detail = f"no step advance and no progress report for {dur(idle)} (step {job.step})"
+    if idle < rule.hold:
+        out.reasons.append(f"{NAME}: {detail} (acting after {dur(rule.hold)})")
+        out.advice, out.severity = "stalled?", 3
+        return out
+    out.advice, out.severity = "hung", 7
+    if rule.action == RECOMMEND:
+        out.act(ActionKind.RECOMMEND, NAME, f"stalled: {detail}; consider releasing its quota", would="none")
+        return out
+    release(
+        ctx,
+        out,
+        rule=NAME,
+        final=ActionKind.RELEASE_QUOTA,
+        why=f"stalled: {detail}",
+        since=since,
+        checkpoint_first=rule.checkpoint_first,
+    )
+    return out

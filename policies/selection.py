@@ -1,0 +1,61 @@
+"""Which AdvisorPolicy governs a job, deterministically.
+
+Every criterion a policy's selector gives must hold. Among the matching policies the most specific
+wins: the one whose selector constrains more (one point per constrained dimension: namespaces,
+local queues, cluster queues, kinds; one per label requirement of the namespace and job
+selectors), then the higher ``priority``, then the name in lexical order. The input order of the
+policies never matters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from advisor.model import JobView
+from advisor.protocol import KUEUE_QUEUE_LABEL
+from policies.spec import Policy, Selector
+
+__all__ = ["matches", "select_policy", "specificity"]
+
+
+def specificity(selector: Selector) -> int:
+    score = sum(
+        1
+        for dim in (selector.namespaces, selector.local_queues, selector.cluster_queues, selector.kinds)
+        if dim
+    )
+    for ls in (selector.namespace_selector, selector.job_selector):
+        if ls is not None:
+            score += ls.size
+    return score
+
+
+def matches(selector: Selector, job: JobView) -> bool:
+    if selector.namespaces and job.namespace not in selector.namespaces:
+        return False
+    if selector.kinds and job.kind not in selector.kinds:
+        return False
+    if selector.local_queues:
+        queue = job.queue_name if job.queue_name is not None else job.labels.get(KUEUE_QUEUE_LABEL)
+        if queue not in selector.local_queues:
+            return False
+    if selector.cluster_queues and job.cluster_queue not in selector.cluster_queues:
+        return False
+    if selector.namespace_selector is not None and not selector.namespace_selector.matches(
+        job.namespace_labels
+    ):
+        return False
+    return selector.job_selector is None or selector.job_selector.matches(job.labels)
+
+
+def select_policy(policies: Sequence[Policy], job: JobView) -> Policy | None:
+    """The policy that governs ``job`` (``None`` when none matches)."""
+    best: Policy | None = None
+    best_key: tuple[int, int, str] | None = None
+    for p in policies:
+        if not matches(p.selector, job):
+            continue
+        key = (-specificity(p.selector), -p.priority, p.name)
+        if best_key is None or key < best_key:
+            best, best_key = p, key
+    return best

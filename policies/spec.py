@@ -1,0 +1,259 @@
+"""The AdvisorPolicy model: frozen dataclasses, their defaults and their documentation.
+
+Each field is described once (``spec_field``): ``policies.loader`` validates input against
+these descriptions and ``policies.crd`` generates the CRD schema from them. A rule that is absent
+from ``spec.rules`` is off; a rule that is present gets the defaults below for whatever it omits.
+
+Cross-field constraints (``minNodes <= maxNodes``) live in ``check()`` for the loader and in
+``CEL`` for the API server (``x-kubernetes-validations``); a test keeps the two in step.
+"""
+
+# ruff: noqa: RUF009  (spec_field is a dataclasses.field wrapper: it builds a Field, not a shared default)
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from advisor.model import Mode
+from advisor.protocol import DEFAULT_EXEMPT_LABEL
+from policies.fields import spec_field
+from policies.spec_rules import (
+    RECOMMEND,
+    RELEASE,
+    STOP,
+    CheckpointRule,
+    DeadlineRule,
+    DivergenceRule,
+    ElasticRule,
+    PlateauRule,
+    PreemptionGuardRule,
+    QuotaReleaseRule,
+    Rules,
+    StallRule,
+)
+
+__all__ = [
+    "RECOMMEND",
+    "RELEASE",
+    "STOP",
+    "CheckpointRule",
+    "DeadlineRule",
+    "DivergenceRule",
+    "ElasticRule",
+    "LabelRequirement",
+    "LabelSelector",
+    "PlateauRule",
+    "Policy",
+    "PolicySpec",
+    "PreemptionGuardRule",
+    "QuotaReleaseRule",
+    "Rules",
+    "Safety",
+    "Selector",
+    "StallRule",
+]
+
+Errors = list[tuple[str, str]]
+
+
+# --------------------------------------------------------------------------------------------
+# Selection
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    """One ``matchExpressions`` entry of a Kubernetes label selector."""
+
+    CEL: ClassVar[tuple[tuple[str, str], ...]] = (
+        (
+            "(self.operator in ['In', 'NotIn']) == (has(self.values) && size(self.values) > 0)",
+            "values must be non-empty for In/NotIn and empty for Exists/DoesNotExist",
+        ),
+    )
+    key: str = spec_field("key", "Label key.", "str", default="", min_length=1, required=True)
+    operator: str = spec_field(
+        "operator",
+        "How the label is compared.",
+        "enum",
+        default="In",
+        enum=("In", "NotIn", "Exists", "DoesNotExist"),
+        required=True,
+    )
+    values: tuple[str, ...] = spec_field("values", "Values for In/NotIn.", "strlist", default=())
+
+    def check(self) -> Errors:
+        if self.operator in ("In", "NotIn") and not self.values:
+            return [("values", f"must be non-empty for operator {self.operator}")]
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            return [("values", f"must be empty for operator {self.operator}")]
+        return []
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.operator == "In":
+            return labels.get(self.key) in self.values
+        if self.operator == "NotIn":
+            return labels.get(self.key) not in self.values
+        if self.operator == "Exists":
+            return self.key in labels
+        return self.key not in labels
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Kubernetes label selector (all requirements must hold)."""
+
+    match_labels: Mapping[str, str] = spec_field(
+        "matchLabels",
+        "Labels that must be present with exactly these values.",
+        "strmap",
+        default_factory=dict,
+    )
+    match_expressions: tuple[LabelRequirement, ...] = spec_field(
+        "matchExpressions", "Set-based requirements.", "objlist", default=(), cls=LabelRequirement
+    )
+
+    @property
+    def size(self) -> int:
+        return len(self.match_labels) + len(self.match_expressions)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in self.match_labels.items()) and all(
+            r.matches(labels) for r in self.match_expressions
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """Which jobs a policy governs. Every given criterion must hold; an empty selector matches all."""
+
+    namespaces: tuple[str, ...] = spec_field("namespaces", "Namespaces by name.", "strlist", default=())
+    namespace_selector: LabelSelector | None = spec_field(
+        "namespaceSelector", "Namespaces by label.", "object", default=None, cls=LabelSelector
+    )
+    job_selector: LabelSelector | None = spec_field(
+        "jobSelector", "Jobs by label.", "object", default=None, cls=LabelSelector
+    )
+    local_queues: tuple[str, ...] = spec_field(
+        "localQueues", "Kueue LocalQueue names (the job's queue-name label).", "strlist", default=()
+    )
+    cluster_queues: tuple[str, ...] = spec_field(
+        "clusterQueues", "Kueue ClusterQueue names.", "strlist", default=()
+    )
+    kinds: tuple[str, ...] = spec_field(
+        "kinds", "Job kinds, e.g. TrainJob, PyTorchJob.", "strlist", default=()
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Safety
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Safety:
+    """Guard rails that apply to every rule of the policy."""
+
+    exempt_label: str = spec_field(
+        "exemptLabel",
+        "A job carrying this label (any value but 'false') is never touched.",
+        "str",
+        default=DEFAULT_EXEMPT_LABEL,
+        min_length=1,
+    )
+    min_runtime: float = spec_field(
+        "minRuntime",
+        "Runtime before any judgement of learning, stall or deadline.",
+        "duration",
+        default=900.0,
+    )
+    min_progress: float = spec_field(
+        "minProgress",
+        "Fraction of total steps done before any judgement (needs total steps).",
+        "float",
+        default=0.0,
+        minimum=0.0,
+        maximum=1.0,
+    )
+    min_steps: int = spec_field("minSteps", "Steps done before any judgement.", "int", default=0, minimum=0)
+    min_forecast_points: int = spec_field(
+        "minForecastPoints",
+        "A forecast built on fewer points is too weak to act on.",
+        "int",
+        default=10,
+        minimum=0,
+    )
+    cooldown: float = spec_field(
+        "cooldown",
+        "Quiet time after a disruptive action (release, stop, scale) on a job before the next one starts; "
+        "checkpoints and priority boosts have their own pacing.",
+        "duration",
+        default=1800.0,
+    )
+    max_actions_per_hour: int = spec_field(
+        "maxActionsPerHour",
+        "Cap on disruptive actions (release, stop, scale) per hour by this policy, over all its jobs.",
+        "int",
+        default=20,
+        minimum=1,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """``spec`` of an AdvisorPolicy."""
+
+    mode: Mode = spec_field(
+        "mode",
+        "Recommend (default) never mutates anything; Apply acts.",
+        "enum",
+        default=Mode.RECOMMEND,
+        enum=tuple(m.value for m in Mode),
+        cls=Mode,
+    )
+    priority: int = spec_field(
+        "priority",
+        "Breaks ties between equally specific policies (higher wins).",
+        "int",
+        default=0,
+        minimum=-(2**31),
+        maximum=2**31 - 1,
+    )
+    selector: Selector = spec_field(
+        "selector", Selector.__doc__ or "", "object", default_factory=Selector, cls=Selector
+    )
+    safety: Safety = spec_field("safety", Safety.__doc__ or "", "object", default_factory=Safety, cls=Safety)
+    rules: Rules = spec_field("rules", Rules.__doc__ or "", "object", default_factory=Rules, cls=Rules)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A validated AdvisorPolicy: its name and spec (what ``decide`` and ``select_policy`` take)."""
+
+    name: str
+    spec: PolicySpec = PolicySpec()
+
+    def __hash__(self) -> int:  # usable as a dict key although label maps inside are not hashable
+        return hash(self.name)
+
+    @property
+    def mode(self) -> Mode:
+        return self.spec.mode
+
+    @property
+    def priority(self) -> int:
+        return self.spec.priority
+
+    @property
+    def selector(self) -> Selector:
+        return self.spec.selector
+
+    @property
+    def safety(self) -> Safety:
+        return self.spec.safety
+
+    @property
+    def rules(self) -> Rules:
+        return self.spec.rules

@@ -1,0 +1,179 @@
+"""Which running workloads Kueue would preempt next, predicted from a ``ClusterView``.
+
+The preemption guard checkpoints a job *before* Kueue picks it as a victim, because Kueue gives no
+notice (``../shared/reference/kueue.md`` §3.4). This follows Kueue's classic preemption:
+
+* pending workloads are considered in queue order (effective priority, then creation time); one
+  that fits is admitted in the model and uses up quota; by default only the first preempting
+  workload of each ClusterQueue is played out (Kueue's next scheduling cycle);
+* for one that does not fit, candidates are the admitted workloads its ClusterQueue's
+  ``preemption`` settings allow: ``withinClusterQueue`` (LowerPriority /
+  LowerOrNewerEqualPriority) in its own queue, ``reclaimWithinCohort`` (LowerPriority / Any) and
+  ``borrowWithinCohort`` (LowerPriority, below ``maxPriorityThreshold``; the only cohort rule
+  left when the preemptor must borrow itself) in cohort members that are borrowing, and only
+  while they still are;
+* candidates are ordered as in ``CandidatesOrdering``: other ClusterQueues first, lower effective
+  priority (``priority + priority-boost``) first, most recently admitted first, then name (for UID);
+* targets are added greedily until the preemptor fits, then dropped in reverse order when not
+  needed. A preemptor that cannot fit even so preempts nobody.
+
+Simplifications, stated: GPUs only (no flavors), no fair sharing, no admission checks. The
+simulator scores this prediction against its own, independent quota model.
+"""
+
+from __future__ import annotations
+
+from advisor.model import ClusterQueueView, ClusterView, WorkloadView
+from policies.quota import cohort_members, effective_priority, fits, pending_workloads
+
+__all__ = ["first_in_line", "predict_victims"]
+
+_cache: tuple[ClusterView, int | None, tuple[WorkloadView, ...]] | None = None
+
+
+def _candidates(
+    cluster: ClusterView,
+    p: WorkloadView,
+    cq: ClusterQueueView,
+    admitted: list[WorkloadView],
+    usage: dict[str, int],
+    taken: set[int],
+) -> list[WorkloadView]:
+    prio = effective_priority(p)
+    out: list[WorkloadView] = []
+    cohort = {q.name: q for q in cohort_members(cluster, cq)} if cq.cohort is not None else {}
+    would_borrow = usage.get(cq.name, cq.usage_gpus) + p.gpus > cq.nominal_gpus
+    for w in admitted:
+        if id(w) in taken:
+            continue
+        wp = effective_priority(w)
+        if w.cluster_queue == cq.name:
+            policy = cq.within_cluster_queue
+            newer = (w.created_at or 0.0) > (p.created_at or 0.0)
+            if (policy == "LowerPriority" and wp < prio) or (
+                policy == "LowerOrNewerEqualPriority" and (wp < prio or (wp == prio and newer))
+            ):
+                out.append(w)
+            continue
+        other = cohort.get(w.cluster_queue)
+        if other is None or usage.get(other.name, other.usage_gpus) <= other.nominal_gpus:
+            continue  # only members borrowing from the cohort can be reclaimed from
+        if cq.reclaim_within_cohort == "Never":
+            continue
+        if not would_borrow:  # reclaiming its own nominal quota
+            ok = cq.reclaim_within_cohort == "Any" or wp < prio
+        else:  # it needs to borrow itself: only borrowWithinCohort allows preempting in the cohort
+            threshold = cq.borrow_max_priority_threshold
+            ok = (
+                cq.borrow_within_cohort == "LowerPriority"
+                and wp < prio
+                and (threshold is None or wp <= threshold)
+            )
+        if ok:
+            out.append(w)
+    out.sort(
+        key=lambda w: (
+            w.cluster_queue == cq.name,
+            effective_priority(w),
+            -(w.admitted_at if w.admitted_at is not None else float("-inf")),
+            w.namespace,
+            w.name,
+        )
+    )
+    return out
+
+
+def predict_victims(cluster: ClusterView, *, per_queue: int | None = 1) -> list[WorkloadView]:
+    """The admitted workloads Kueue would evict next to admit pending ones, most likely first.
+
+    ``per_queue``: how many preempting workloads per ClusterQueue to play out (default 1: the
+    head that Kueue's next scheduling cycle would preempt for; later ones usually find quota
+    freed by then). ``None`` plays out every pending workload. Pending workloads that fit are
+    admitted in the model and do not count. The result for the last snapshot is cached.
+    """
+    global _cache
+    if _cache is not None and _cache[0] is cluster and _cache[1] == per_queue:
+        return list(_cache[2])
+    usage = {name: q.usage_gpus for name, q in cluster.cluster_queues.items()}
+    admitted = [w for w in cluster.workloads if w.admitted and w.active]
+    taken: set[int] = set()
+    victims: list[WorkloadView] = []
+    preempting: dict[str, int] = {}
+    for p in pending_workloads(cluster):
+        cq = cluster.cluster_queues.get(p.cluster_queue)
+        if cq is None or p.gpus <= 0:
+            continue
+        if per_queue is not None and preempting.get(cq.name, 0) >= per_queue:
+            continue
+        if fits(cluster, p, usage):
+            usage[cq.name] = usage.get(cq.name, 0) + p.gpus
+            continue
+        targets: list[WorkloadView] = []
+        trial = dict(usage)
+        for w in _candidates(cluster, p, cq, admitted, usage, taken):
+            other = cluster.cluster_queues.get(w.cluster_queue)
+            if (
+                w.cluster_queue != cq.name
+                and other is not None
+                and trial.get(other.name, 0) <= other.nominal_gpus
+            ):
+                continue  # that queue stopped borrowing: nothing left to reclaim from it
+            targets.append(w)
+            trial[w.cluster_queue] = trial.get(w.cluster_queue, 0) - w.gpus
+            if fits(cluster, p, trial):
+                break
+        if not targets or not fits(cluster, p, trial):
+            continue
+        for w in reversed(list(targets)):
+            trial[w.cluster_queue] += w.gpus
+            if fits(cluster, p, trial):
+                targets.remove(w)
+            else:
+                trial[w.cluster_queue] -= w.gpus
+        trial[cq.name] = trial.get(cq.name, 0) + p.gpus
+        usage = trial
+        taken.update(id(w) for w in targets)
+        victims.extend(targets)
+        preempting[cq.name] = preempting.get(cq.name, 0) + 1
+    _cache = (cluster, per_queue, tuple(victims))
+    return victims
+
+
+def first_in_line(cluster: ClusterView, *, per_queue: int = 1) -> list[WorkloadView]:
+    """The admitted workloads Kueue would take first from each ClusterQueue if a preemptor came.
+
+    Kueue preempts in the same scheduling cycle that a higher-priority workload arrives in, so a
+    pending preemptor is rarely visible in advance; what *is* visible is who stands first in
+    Kueue's victim order: lowest effective priority, then most recently admitted. Only queues that
+    preemption can reach count: those whose own ``withinClusterQueue`` allows it, and borrowing
+    members of a cohort where some queue may reclaim.
+    """
+    reclaimers = {
+        q.cohort
+        for q in cluster.cluster_queues.values()
+        if q.cohort is not None and q.reclaim_within_cohort != "Never"
+    }
+    by_queue: dict[str, list[WorkloadView]] = {}
+    for w in cluster.workloads:
+        if w.admitted and w.active:
+            by_queue.setdefault(w.cluster_queue, []).append(w)
+    out: list[WorkloadView] = []
+    for name, members in sorted(by_queue.items()):
+        cq = cluster.cluster_queues.get(name)
+        if cq is None:
+            continue
+        reachable = cq.within_cluster_queue != "Never" or (
+            cq.cohort in reclaimers and cq.usage_gpus > cq.nominal_gpus
+        )
+        if not reachable:
+            continue
+        members.sort(
+            key=lambda w: (
+                effective_priority(w),
+                -(w.admitted_at if w.admitted_at is not None else float("-inf")),
+                w.namespace,
+                w.name,
+            )
+        )
+        out.extend(members[:per_queue])
+    return out

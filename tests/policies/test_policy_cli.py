@@ -1,0 +1,119 @@
+"""``trainjob-advisor policy validate | explain | crd``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from policy_builders import HOUR, T0
+
+from advisor.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((ROOT / "manifests" / "samples").glob("policy-*.yaml"))
+BAD = """apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: bad}
+spec:
+  rules:
+    plateau: {probability: 1.5}
+    stall: {for: whenever}
+"""
+
+
+def test_validate_prints_ok_for_every_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "validate", *map(str, SAMPLES)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(SAMPLES) and all(": OK: " in line for line in out)
+
+
+def test_validate_prints_each_error_with_its_path_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    assert main(["policy", "validate", str(SAMPLES[0]), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert f"{bad}: spec.rules.plateau.probability: must be in (0, 1], got 1.5" in out
+    assert f"{bad}: spec.rules.stall.for: must be a duration" in out
+    assert ": OK: " in out
+
+
+def test_validate_unreadable_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["policy", "validate", str(tmp_path / "missing.yaml")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def _state(tmp_path: Path, **job: object) -> Path:
+    state = {
+        "now": T0,
+        "job": {
+            "namespace": "team-a",
+            "name": "ft-1",
+            "startedAt": T0 - 3 * HOUR,
+            "step": 9000,
+            "totalSteps": 20000,
+            "lastStepChange": T0 - 30,
+            "clusterQueue": "cq",
+            "gpus": 8,
+            "forecast": {
+                "finalLoss": {"mean": 1.2, "p10": 1.1, "p90": 1.3},
+                "plateauProbability": 0.97,
+                "divergenceProbability": 0.01,
+                "points": 80,
+                "currentLoss": 1.21,
+            },
+            "checkpoint": {"lastTime": T0 - 2 * HOUR, "costSeconds": 45},
+            "ruleState": {"plateau.since": T0 - 2 * HOUR},
+            **job,
+        },
+        "cluster": {
+            "clusterQueues": [{"name": "cq", "nominalGpus": 16, "usageGpus": 8}],
+            "preemptionRate": {"cq": 0.0001},
+        },
+    }
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(state))
+    return path
+
+
+def test_explain_shows_the_selected_policy_each_rule_and_the_decision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sample = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+    assert main(["policy", "explain", str(sample), "--job-state", str(_state(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "policy plateau-release (Apply), most specific match" in out
+    assert "plateau" in out and "P(plateau)=0.97 >= 0.90 for 2h" in out
+    assert "stall             nothing to do" in out
+    assert "decision: advice=plateau:release" in out
+    assert "checkpoint [plateau] checkpoint before release quota" in out
+
+
+def test_explain_json_and_policy_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sample = ROOT / "manifests" / "samples" / "policy-preemption-guard.yaml"
+    args = ["policy", "explain", str(sample), "--job-state", str(_state(tmp_path)), "--json"]
+    assert main(args) == 0
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["policy"] == "preemption-guard" and decision["mode"] == "Apply"
+    assert [a["kind"] for a in decision["actions"]] == ["checkpoint"]  # 2 h old, interval far shorter
+    assert main([*args[:-1], "--policy", "nope"]) == 2
+
+
+def test_explain_rejects_bad_state_with_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sample = str(SAMPLES[0])
+    assert main(["policy", "explain", sample, "--job-state", str(_state(tmp_path, step="many"))]) == 2
+    assert "job.step: must be an integer" in capsys.readouterr().err
+    assert main(["policy", "explain", sample, "--job-state", str(_state(tmp_path, stpe=3))]) == 2
+    assert "job.stpe: unknown key" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    assert main(["policy", "explain", str(bad), "--job-state", str(_state(tmp_path))]) == 2
+
+
+def test_crd_prints_the_committed_manifest(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "crd"]) == 0
+    assert capsys.readouterr().out == (ROOT / "manifests" / "crds" / "advisorpolicy.yaml").read_text()

@@ -1,0 +1,154 @@
+"""Throughput model, elastic growth/shrink, and deadlines (with deadline-driven scale-up)."""
+
+from __future__ import annotations
+
+import pytest
+from policy_builders import HOUR, T0, cluster, forecast, job, policy, record
+
+from advisor.model import ActionKind, ClusterQueueView, WorkloadView
+from policies import decide, fit_throughput
+from policies.rules.deadline import parse_deadline
+
+ELASTIC = {"elastic": {"minNodes": 1, "maxNodes": 8, "maxStep": 2, "minMarginalEfficiency": 0.6}}
+
+
+def amdahl(n: int, single: float = 1.0, serial: float = 0.1) -> float:
+    return n * single / (1 + serial * (n - 1))
+
+
+def test_throughput_fit_recovers_amdahl_and_falls_back_to_the_prior() -> None:
+    m = fit_throughput([(n, amdahl(n, 2.0, 0.2)) for n in (1, 2, 4)], prior_serial=0.5)
+    assert m is not None and m.single == pytest.approx(2.0) and m.serial == pytest.approx(0.2)
+    one = fit_throughput([(2, 3.0), (2, 3.2)], prior_serial=0.1)
+    assert one is not None and one.serial == 0.1 and one.steps_per_second(2) == pytest.approx(3.1)
+    assert fit_throughput([(0, 1.0), (2, float("nan")), (3, -1.0)], prior_serial=0.1) is None
+    linear = fit_throughput([(1, 1.0), (2, 2.2)], prior_serial=0.1)  # super-linear noise: no negative serial
+    assert linear is not None and linear.serial == 0.0
+    assert m.marginal_efficiency(2) > m.marginal_efficiency(6)
+
+
+def _elastic_job(**kw: object):
+    return job(nodes=2, gpus=16, min_nodes=1, max_nodes=8, throughput=((1, amdahl(1)), (2, amdahl(2))), **kw)
+
+
+def test_grows_into_idle_quota_while_it_pays() -> None:
+    q = ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)
+    d = decide(_elastic_job(), cluster([q]), policy(ELASTIC), now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.SCALE]
+    assert d.actions[0].params["nodes"] == 4 and d.advice == "scale-up:4"  # maxStep 2
+    assert "marginal efficiency" in d.actions[0].reason
+
+
+def test_does_not_grow_without_quota_with_poor_scaling_or_when_others_wait() -> None:
+    tight = cluster([ClusterQueueView(name="cq", nominal_gpus=20, usage_gpus=16)])
+    d = decide(_elastic_job(), tight, policy(ELASTIC), now=T0)
+    assert d.actions == () and any("no idle quota" in r for r in d.reasons)
+    poor = job(nodes=2, gpus=16, max_nodes=8, throughput=((1, 1.0), (2, 1.1)))
+    d = decide(
+        poor, cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)]), policy(ELASTIC), now=T0
+    )
+    assert d.actions == () and any("would add only" in r for r in d.reasons)
+    waiting = WorkloadView(namespace="x", name="w", cluster_queue="cq", gpus=8, priority=0, admitted=False)
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)], [waiting])
+    assert decide(_elastic_job(), c, policy(ELASTIC), now=T0).actions == ()
+
+
+def test_does_not_grow_a_plateaued_run_and_shrinks_it_to_the_minimum() -> None:
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)])
+    assert decide(_elastic_job(forecast=forecast(plateau=0.5)), c, policy(ELASTIC), now=T0).actions == ()
+    d = decide(_elastic_job(forecast=forecast(plateau=0.9)), c, policy(ELASTIC), now=T0)
+    assert [(a.kind, a.params["nodes"]) for a in d.actions] == [
+        (ActionKind.SCALE, 1)
+    ] and d.advice == "scale-down:1"
+
+
+def test_shrinks_just_enough_when_a_higher_priority_workload_starves() -> None:
+    q = ClusterQueueView(name="cq", nominal_gpus=32, usage_gpus=32)
+    starving = WorkloadView(
+        namespace="x", name="big", cluster_queue="cq", gpus=12, priority=5, admitted=False
+    )
+    j = job(nodes=4, gpus=32, min_nodes=1, max_nodes=8, throughput=((4, 3.0),))
+    d = decide(j, cluster([q], [starving]), policy(ELASTIC), now=T0)
+    assert [(a.kind, a.params["nodes"]) for a in d.actions] == [
+        (ActionKind.SCALE, 2)
+    ]  # 12 GPUs = 2 nodes of 8
+    assert "x/big" in d.actions[0].reason
+
+
+def test_bounds_are_the_tighter_of_the_job_and_the_policy() -> None:
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=256, usage_gpus=16)])
+    p = policy({"elastic": {"maxNodes": 3, "maxStep": 8}})
+    d = decide(_elastic_job(), c, p, now=T0)
+    assert [a.params["nodes"] for a in d.actions] == [3]
+    fixed = job(nodes=2, gpus=16, throughput=((2, 2.0),))  # no max on the job: not elastic
+    assert decide(fixed, c, p, now=T0).actions == ()
+
+
+def test_scaling_respects_cooldown_and_recommend_mode() -> None:
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)])
+    recent = _elastic_job(actions=(record(ActionKind.SCALE, T0 - 600, rule="elastic", outcome="done"),))
+    d = decide(recent, c, policy(ELASTIC, safety={"cooldown": "30m"}), now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.RECOMMEND] and "cooldown" in d.actions[0].reason
+    d = decide(_elastic_job(), c, policy(ELASTIC, mode="Recommend"), now=T0)
+    assert [(a.kind, a.params["would"], a.params["nodes"]) for a in d.actions] == [
+        (ActionKind.RECOMMEND, "scale", 4)
+    ]
+
+
+# --- deadlines -----------------------------------------------------------------------------------
+
+
+def test_deadline_parsing() -> None:
+    assert (
+        parse_deadline("2026-12-01T00:00:00Z") == parse_deadline("2026-12-01T00:00:00+00:00") == 1796083200.0
+    )
+    assert parse_deadline("1796083200") == 1796083200.0
+    assert parse_deadline("2026-12-01T00:00:00") == 1796083200.0  # naive means UTC
+    assert parse_deadline("next tuesday") is None
+
+
+def test_a_late_eta_p90_warns_with_the_numbers() -> None:
+    p = policy({"deadline": {"margin": "30m"}})
+    # ETA p90 = 1.25 h; deadline in 1 h
+    j = job(annotations={"advisor.trainjob-advisor.io/deadline": str(T0 + HOUR)}, forecast=forecast(eta=HOUR))
+    d = decide(j, cluster(), p, now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.RECOMMEND] and d.advice == "deadline-miss"
+    assert "ETA p90 1h15m ends 15m after the deadline" in d.actions[0].reason
+    on_time = job(
+        annotations={"advisor.trainjob-advisor.io/deadline": str(T0 + 3 * HOUR)}, forecast=forecast(eta=HOUR)
+    )
+    assert decide(on_time, cluster(), p, now=T0).actions == ()
+    no_eta = job(
+        annotations={"advisor.trainjob-advisor.io/deadline": str(T0 + 60)}, forecast=forecast(eta=None)
+    )
+    assert decide(no_eta, cluster(), p, now=T0).actions == ()
+    garbage = job(annotations={"advisor.trainjob-advisor.io/deadline": "soon"})
+    assert any("not a time" in r for r in decide(garbage, cluster(), p, now=T0).reasons)
+
+
+def test_max_runtime_is_the_deadline_for_jobs_without_an_annotation() -> None:
+    p = policy({"deadline": {"maxRuntime": "2h30m"}})
+    assert (
+        decide(job(forecast=forecast(eta=HOUR)), cluster(), p, now=T0).advice == "deadline-miss"
+    )  # started 2h ago
+    assert decide(job(forecast=forecast(eta=0.3 * HOUR)), cluster(), p, now=T0).actions == ()
+
+
+def test_deadline_scale_up_picks_the_smallest_count_that_makes_it() -> None:
+    p = policy({"deadline": {"scaleUp": True}, "elastic": {"enabled": False, "maxNodes": 8}})
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=128, usage_gpus=16)])
+    # needs (1.25 h)/(1 h) = 1.25x over 2 nodes; Amdahl(0.1): 3 nodes → 1.31x
+    j = _elastic_job(
+        annotations={"advisor.trainjob-advisor.io/deadline": str(T0 + HOUR)}, forecast=forecast(eta=HOUR)
+    )
+    d = decide(j, c, p, now=T0)
+    assert [(a.kind, a.params["nodes"]) for a in d.actions] == [
+        (ActionKind.SCALE, 3)
+    ] and d.advice == "scale-up:3"
+    hopeless = _elastic_job(
+        annotations={"advisor.trainjob-advisor.io/deadline": str(T0 + 600)}, forecast=forecast(eta=HOUR)
+    )
+    d = decide(hopeless, c, p, now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.RECOMMEND] and "scaling cannot fix it" in d.actions[
+        0
+    ].reason

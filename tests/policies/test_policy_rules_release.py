@@ -1,0 +1,161 @@
+"""Plateau, divergence and stall, and the release sequence they share (checkpoint, wait, release, once)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from policy_builders import HOUR, T0, forecast, job, policy, record, with_state
+
+from advisor.model import ActionKind, ClusterView, Mode
+from policies import decide
+
+CV = ClusterView()
+
+
+def kinds(decision) -> list[ActionKind]:
+    return [a.kind for a in decision.actions]
+
+
+def test_plateau_must_hold_for_the_window_before_acting() -> None:
+    p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
+    j = job(forecast=forecast(plateau=0.95))
+    d1 = decide(j, CV, p, now=T0)
+    assert kinds(d1) == [] and d1.advice == "plateau?" and d1.state["plateau.since"] == T0
+    d2 = decide(with_state(j, d1.state), CV, p, now=T0 + 29 * 60)
+    assert kinds(d2) == []
+    d3 = decide(with_state(j, d2.state), CV, p, now=T0 + 31 * 60)
+    assert kinds(d3) == [ActionKind.CHECKPOINT] and d3.advice == "plateau:release"
+    assert d3.actions[0].rule == "plateau" and d3.actions[0].params["before"] == "release-quota"
+    assert "P(plateau)=0.95 >= 0.90 for 31m" in d3.actions[0].reason
+
+
+def test_a_dip_below_the_threshold_restarts_the_window() -> None:
+    p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
+    d1 = decide(job(forecast=forecast(plateau=0.95)), CV, p, now=T0)
+    dip = decide(with_state(job(forecast=forecast(plateau=0.5)), d1.state), CV, p, now=T0 + 600)
+    assert "plateau.since" not in dip.state
+    again = decide(with_state(job(forecast=forecast(plateau=0.95)), dip.state), CV, p, now=T0 + 1900)
+    assert again.state["plateau.since"] == T0 + 1900 and kinds(again) == []
+
+
+def test_release_follows_the_acknowledged_checkpoint_and_never_repeats() -> None:
+    p = policy({"plateau": {"for": "10m"}})
+    since = T0 - HOUR
+    base = job(forecast=forecast(plateau=0.97), rule_state={"plateau.since": since})
+    asked = record(ActionKind.CHECKPOINT, T0 - 120, rule="plateau", rid="ck-1")
+    waiting = dataclasses.replace(base, actions=(asked,))
+    d = decide(waiting, CV, p, now=T0)
+    assert kinds(d) == [] and any("waiting for checkpoint" in r for r in d.reasons)
+    acked = dataclasses.replace(
+        waiting,
+        actions=(dataclasses.replace(asked, outcome="acknowledged"),),
+        checkpoint=dataclasses.replace(base.checkpoint, last_time=T0 - 60, last_step=base.step),
+    )
+    d = decide(acked, CV, p, now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and d.actions[0].params["followup"] is True
+    released = dataclasses.replace(
+        acked, actions=(*acked.actions, record(ActionKind.RELEASE_QUOTA, T0, rule="plateau"))
+    )
+    assert kinds(decide(released, CV, p, now=T0 + 60)) == []
+    assert kinds(decide(dataclasses.replace(acked, active=False), CV, p, now=T0)) == []
+
+
+def test_checkpoint_timeout_releases_only_when_the_policy_says_so() -> None:
+    base = job(
+        forecast=forecast(plateau=0.97),
+        rule_state={"plateau.since": T0 - HOUR},
+        checkpoint=dataclasses.replace(job().checkpoint, last_time=T0 - 2 * HOUR, last_step=100),
+    )
+    stuck = dataclasses.replace(base, actions=(record(ActionKind.CHECKPOINT, T0 - 700, rule="plateau"),))
+    d = decide(stuck, CV, policy({"plateau": {"for": "10m"}}), now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "not acknowledged after 11m40s" in d.actions[0].reason
+    strict = policy({"plateau": {"for": "10m"}, "quotaRelease": {"releaseOnTimeout": False}})
+    assert kinds(decide(stuck, CV, strict, now=T0)) == [ActionKind.RECOMMEND]
+
+
+def test_a_fresh_checkpoint_means_release_at_once() -> None:
+    fresh = job(
+        forecast=forecast(plateau=0.97),
+        rule_state={"plateau.since": T0 - HOUR},
+        checkpoint=dataclasses.replace(job().checkpoint, last_time=T0 - 60),
+    )
+    d = decide(fresh, CV, policy({"plateau": {"for": "10m"}}), now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "fresh" in d.actions[0].reason
+
+
+def test_plateau_stop_and_recommend_actions() -> None:
+    j = job(
+        forecast=forecast(plateau=0.97),
+        rule_state={"plateau.since": T0 - HOUR},
+        checkpoint=dataclasses.replace(job().checkpoint, last_time=T0 - 10),
+    )
+    assert kinds(decide(j, CV, policy({"plateau": {"for": "10m", "action": "Stop"}}), now=T0)) == [
+        ActionKind.STOP
+    ]
+    d = decide(j, CV, policy({"plateau": {"for": "10m", "action": "Recommend"}}), now=T0)
+    assert kinds(d) == [ActionKind.RECOMMEND] and d.advice == "plateau"
+
+
+def test_recommend_mode_describes_the_whole_sequence_in_one_recommendation() -> None:
+    j = job(
+        forecast=forecast(plateau=0.97),
+        rule_state={"plateau.since": T0 - HOUR},
+        checkpoint=dataclasses.replace(job().checkpoint, last_time=T0 - 2 * HOUR),
+    )
+    d = decide(j, CV, policy({"plateau": {"for": "10m"}}, mode="Recommend"), now=T0)
+    assert d.mode is Mode.RECOMMEND and kinds(d) == [ActionKind.RECOMMEND]
+    assert d.actions[0].params["would"] == "release-quota" and d.actions[0].params["after"] == "checkpoint"
+    assert d.advice == "plateau:release"
+
+
+def test_a_finished_run_is_not_a_plateau() -> None:
+    j = job(step=20000, forecast=forecast(plateau=1.0), rule_state={"plateau.since": T0 - HOUR})
+    assert kinds(decide(j, CV, policy({"plateau": {"for": "10m"}}), now=T0)) == []
+
+
+def test_non_finite_loss_diverges_at_once_and_checkpoints_first() -> None:
+    p = policy({"divergence": {"action": "Stop"}})
+    for bad in (math.nan, math.inf):
+        d = decide(job(last_loss=bad), CV, p, now=T0)
+        assert kinds(d) == [ActionKind.CHECKPOINT] and d.advice == "diverging"
+        assert d.state["divergence.since"] == T0 and "latest loss is" in d.actions[0].reason
+
+
+def test_divergence_probability_must_hold_and_non_finite_can_be_turned_off() -> None:
+    p = policy({"divergence": {"probability": 0.9, "for": "10m", "nonFinite": False}})
+    assert kinds(decide(job(last_loss=math.nan), CV, p, now=T0)) == []
+    j = job(forecast=forecast(diverge=0.99))
+    d = decide(j, CV, p, now=T0)
+    assert kinds(d) == [] and d.advice == "diverging?"
+    d = decide(with_state(j, d.state), CV, p, now=T0 + 601)
+    assert kinds(d) == [ActionKind.CHECKPOINT] and "P(diverge)=0.99" in d.actions[0].reason
+
+
+def test_stall_releases_without_a_checkpoint_by_default_and_says_why() -> None:
+    p = policy({"stall": {"for": "30m"}})
+    hung = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 30)
+    d = decide(hung, CV, p, now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and d.advice == "hung"
+    assert "step stuck at 5000 for 40m while progress reports still arrive" in d.actions[0].reason
+    silent = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 40 * 60)
+    assert "no progress report" in decide(silent, CV, p, now=T0).actions[0].reason
+    early = job(last_step_change=T0 - 20 * 60)
+    assert kinds(decide(early, CV, p, now=T0)) == [] and decide(early, CV, p, now=T0).advice == "stalled?"
+    careful = policy({"stall": {"for": "30m", "checkpointFirst": True}})
+    assert kinds(decide(hung, CV, careful, now=T0)) == [ActionKind.CHECKPOINT]
+
+
+def test_the_most_serious_rule_owns_the_release_and_only_one_happens() -> None:
+    p = policy({"plateau": {"for": "10m"}, "divergence": {}, "stall": {"for": "30m"}, "checkpoint": {}})
+    j = job(
+        last_loss=math.nan,
+        forecast=forecast(plateau=0.99),
+        rule_state={"plateau.since": T0 - HOUR},
+        last_step_change=T0 - 2 * HOUR,
+        checkpoint=dataclasses.replace(job().checkpoint, last_time=T0 - 30),
+    )
+    d = decide(j, CV, p, now=T0)
+    finals = [a for a in d.actions if a.kind in (ActionKind.RELEASE_QUOTA, ActionKind.STOP)]
+    assert len(finals) == 1 and finals[0].rule == "divergence" and d.advice == "diverging"
+    assert ActionKind.CHECKPOINT not in kinds(d)

@@ -1,0 +1,84 @@
+"""The sample policies load, pass the CRD schema, and do what their comments promise."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from policy_builders import HOUR, T0, cluster, forecast, job
+
+from advisor.model import ActionKind, CheckpointState, ClusterQueueView, Mode, WorkloadView
+from policies import Policy, decide, load_policies
+from policies.crd import json_schema
+
+SAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "samples"
+REQUIRED = ["plateau-release", "preemption-guard", "elastic-growth", "deadline"]
+
+
+def sample(name: str) -> Policy:
+    (p,) = load_policies(str(SAMPLES / f"policy-{name}.yaml"))
+    return p
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_required_samples_exist_load_and_pass_the_schema(name: str) -> None:
+    p = sample(name)
+    assert p.name == name and p.mode is Mode.APPLY
+    text = (SAMPLES / f"policy-{name}.yaml").read_text()
+    assert text.count("#") >= 5, "samples must be commented"
+    jsonschema.validate(yaml.safe_load(text), json_schema(), cls=jsonschema.Draft4Validator)
+
+
+def test_plateau_release_releases_a_plateaued_fine_tune_but_not_pretraining() -> None:
+    p = sample("plateau-release")
+    j = job(
+        forecast=forecast(plateau=0.96),
+        rule_state={"plateau.since": T0 - HOUR},
+        checkpoint=CheckpointState(last_time=T0 - 60),
+    )
+    assert [a.kind for a in decide(j, cluster(), p, now=T0).actions] == [ActionKind.RELEASE_QUOTA]
+    assert [a.kind for a in decide(dataclasses.replace(j, rule_state={}), cluster(), p, now=T0).actions] == []
+    from policies import select_policy
+
+    assert select_policy([p], dataclasses.replace(j, labels={"workload-type": "pretraining"})) is None
+
+
+def test_preemption_guard_checkpoints_the_next_victim() -> None:
+    p = sample("preemption-guard")
+    q = ClusterQueueView(name="cq", nominal_gpus=8, usage_gpus=8, within_cluster_queue="LowerPriority")
+    c = cluster(
+        [q],
+        [
+            WorkloadView(
+                namespace="team-a", name="ft-1", cluster_queue="cq", gpus=8, admitted=True, job="team-a/ft-1"
+            ),
+            WorkloadView(namespace="x", name="hi", cluster_queue="cq", gpus=8, priority=9, admitted=False),
+        ],
+        priority_boost_enabled=True,
+    )
+    j = job(checkpoint=CheckpointState(last_time=T0 - 20 * 60, cost_seconds=30))
+    kinds = [a.kind for a in decide(j, c, p, now=T0).actions]
+    assert kinds == [ActionKind.BOOST_PRIORITY, ActionKind.CHECKPOINT]
+
+
+def test_elastic_growth_grows_a_converging_job_into_idle_quota() -> None:
+    p = sample("elastic-growth")
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=8)])
+    j = job(nodes=1, gpus=8, max_nodes=8, throughput=((1, 1.0),))
+    d = decide(j, c, p, now=T0)
+    assert [(a.kind, a.params.get("nodes")) for a in d.actions] == [(ActionKind.SCALE, 3)]
+
+
+def test_deadline_warns_and_scales_only_for_deadlines() -> None:
+    p = sample("deadline")
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=8)])
+    relaxed = job(nodes=1, gpus=8, max_nodes=8, throughput=((1, 1.0),), forecast=forecast(eta=HOUR))
+    assert decide(relaxed, c, p, now=T0).actions == ()  # elastic disabled: no growth for its own sake
+    late = dataclasses.replace(
+        relaxed, annotations={"advisor.trainjob-advisor.io/deadline": str(T0 + 1.5 * HOUR)}
+    )
+    d = decide(late, c, p, now=T0)
+    assert d.advice.startswith("scale-up:") and d.actions[0].kind is ActionKind.SCALE
