@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[controller,test]'
+	$(BIN)/python -m pip install --quiet -e '.[controller,test,training-test]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 venv: $(STAMP)

@@ -6,6 +6,8 @@ metrics and the default timeout can never be spelled two ways.
 
 from __future__ import annotations
 
+import secrets
+
 GROUP = "advisor.trainjob-advisor.io"
 VERSION = "v1alpha1"
 
@@ -33,3 +35,13 @@ KUEUE_PRIORITY_BOOST_ANNOTATION = "kueue.x-k8s.io/priority-boost"
 
 #: progress sources
 RHOAI_TRAINER_STATUS_ANNOTATION = "trainer.opendatahub.io/trainerStatus"
+
+
+def new_checkpoint_request_id() -> str:
+    """A fresh checkpoint request id: 15 decimal digits.
+
+    Numeric on purpose: the id travels back as a progress metric, and some channels keep only
+    numeric metric values (HF's ``KubeflowCallback``, the RHOAI metrics JSON). 15 digits stay
+    below 2**53, so a JSON number carries it exactly.
+    """
+    return str(10**14 + secrets.randbelow(9 * 10**14))

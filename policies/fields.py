@@ -32,7 +32,7 @@ DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(s|m|h|d))+$"
 _DURATION_RE = re.compile(DURATION_PATTERN)
 _PART_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m|h|d)")
 #: a duration string that amounts to zero (``0s``, ``0m0.0s``): what "more than zero" excludes
-ZERO_DURATION_PATTERN = r"^(0+(\.0+)?(s|m|h|d))+$"
+ZERO_DURATION_PATTERN = r"^(0+([.]0+)?(s|m|h|d))+$"  # [.] not \.: CEL string literals reject the \. escape
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 #: bounds on every list, map and string (the API server needs them to cost CEL rules, and a
