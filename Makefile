@@ -21,11 +21,12 @@ demo: $(STAMP)
 ## test: lint, type-check, the import contract, then every test tier (e2e builds/starts a real API server when Go is present)
 test: $(STAMP) lint
 	@mkdir -p out
+	scripts/dev-control-plane build --if-go
 	$(BIN)/python -m pytest --junitxml=out/junit.xml $(PYTEST_ARGS) || { rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; else exit $$rc; fi; }
 
 lint: $(STAMP)
-	$(BIN)/ruff check advisor policies simulator tests bench
+	$(BIN)/ruff check advisor policies simulator tests bench scripts examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
