@@ -1,0 +1,188 @@
+"""``trainjob-advisor explain NS/NAME``: why the advisor says what it says about one run.
+
+Reads the run's TrainJobForecast and prints the progress, throughput, the forecast (final loss
+with its interval, ETA, plateau and divergence probabilities, which curve families carried the
+weight, and every warning), the policy decision with its reasons, checkpoints and the action log.
+``--plot FILE`` draws the stored history with the forecast band.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from advisor.cli import CommandError
+
+__all__ = ["explain_lines", "register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    from advisor.controller.cliutil import add_cluster_args
+
+    p = subparsers.add_parser(
+        "explain",
+        help="explain the forecast and advice for one run",
+        description="Print everything the advisor knows about one run and why it advises what it does.",
+    )
+    add_cluster_args(p)
+    p.add_argument("ref", metavar="NS/NAME", help="the TrainJob (and its TrainJobForecast)")
+    p.add_argument("--plot", metavar="FILE", help="write a plot of the history and forecast (PNG/SVG/PDF)")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    p.set_defaults(func=run)
+
+
+def _iv(d: Mapping[str, Any] | None, fmt: str = "{:.4g}") -> str:
+    if not d or d.get("mean") is None:
+        return "unknown"
+    return f"{fmt.format(d['mean'])} (80% interval {fmt.format(d['p10'])} .. {fmt.format(d['p90'])})"
+
+
+def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
+    from advisor.controller.render import format_duration
+
+    prog = status.get("progress") or {}
+    fc = status.get("forecast") or {}
+    rec = status.get("recommendation") or {}
+    ck = status.get("checkpoint") or {}
+    job = status.get("job") or {}
+    pct = prog.get("percent")
+    lines = [
+        f"{job.get('kind', 'TrainJob')} {ns}/{name}: {status.get('state', 'unknown')}",
+        f"  progress      step {prog.get('step')} of {prog.get('totalSteps') or '?'}"
+        + (f" ({pct:.1f}%)" if isinstance(pct, int | float) else ""),
+        f"  queue         {job.get('queueName') or '-'} -> ClusterQueue {job.get('clusterQueue') or '-'}; "
+        f"{job.get('gpus', 0)} GPU(s) on {job.get('nodes', 1)} node(s); "
+        f"{'active' if job.get('active', True) else 'deactivated'}",
+        f"  last sample   {status.get('lastSampleTime') or '-'} "
+        f"(step last advanced {status.get('lastStepChange') or '-'})",
+    ]
+    tput = (status.get("throughput") or {}).get("byNodes") or []
+    if tput:
+        lines.append(
+            "  throughput    "
+            + ", ".join(
+                f"{t['nodes']} node(s): {t['stepsPerSecond']:.3g} steps/s"
+                for t in tput
+                if t.get("stepsPerSecond") is not None
+            )
+        )
+    if fc:
+        eta = fc.get("etaSeconds")
+        lines += [
+            f"  final loss    {_iv(fc.get('finalLoss'))}; current {fc.get('currentLoss')}",
+            "  ETA           "
+            + (
+                f"{format_duration(eta['mean'])} (80%: {format_duration(eta['p10'])} .. "
+                f"{format_duration(eta['p90'])})"
+                if eta and eta.get("mean") is not None
+                else "unknown (no total steps or no timestamps)"
+            ),
+            f"  P(plateau)    {fc.get('plateauProbability')}    P(diverge) {fc.get('divergenceProbability')}",
+            "  model         "
+            + (
+                ", ".join(
+                    f"{k} {v:.2f}"
+                    for k, v in ((m.get("name"), m.get("weight")) for m in fc.get("model") or [])
+                    if v is not None
+                )
+                or "-"
+            ),
+            f"  fitted on     {fc.get('points')} point(s), {fc.get('dropped')} dropped; "
+            f"at {fc.get('updatedAt')}",
+        ]
+        lines += [f"  warning       {w}" for w in fc.get("warnings") or []]
+    else:
+        lines.append("  forecast      none yet (too few progress samples)")
+    lines.append(
+        f"  policy        {rec.get('policy') or 'none selects this run'} (mode {rec.get('mode') or '-'})"
+    )
+    lines.append(f"  advice        {rec.get('advice') or '-'}")
+    lines += [f"  because       {r}" for r in rec.get("reasons") or []]
+    lines += [
+        f"  wants         {a['kind']} (rule {a['rule']}): {a['reason']}" for a in rec.get("actions") or []
+    ]
+    if ck.get("lastStep") is not None or ck.get("pendingRequest"):
+        lines.append(
+            f"  checkpoint    last at step {ck.get('lastStep')} ({ck.get('lastTime') or '-'}); "
+            f"pending request {ck.get('pendingRequest') or 'none'}"
+        )
+    for a in status.get("actions") or []:
+        lines.append(
+            f"  action        {a['time']} {a['kind']} -> {a['outcome']} [{a['requestId']}] "
+            f"{a.get('policy') or ''}/{a.get('rule') or ''}: {a.get('reason') or ''}"
+        )
+    return lines
+
+
+def plot(status: Mapping[str, Any], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from advisor.core import History
+
+    raw = status.get("coreState")
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else {}
+        curve = History.from_dict(data.get("history") or {}).curve()
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CommandError(f"the stored history cannot be read: {exc}") from exc
+    if len(curve) == 0:
+        raise CommandError("no history stored yet: nothing to plot")
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    bounds = [*curve.segments, len(curve)]
+    for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        ax.plot(
+            curve.steps[lo:hi], curve.values[lo:hi], ".-", ms=3, lw=1, label="history" if i == 0 else None
+        )
+    fc = status.get("forecast") or {}
+    total = (status.get("progress") or {}).get("totalSteps")
+    final = fc.get("finalLoss") or {}
+    if total and final.get("mean") is not None:
+        ax.errorbar(
+            [total],
+            [final["mean"]],
+            yerr=[[final["mean"] - final["p10"]], [final["p90"] - final["mean"]]],
+            fmt="o",
+            color="C3",
+            capsize=4,
+            label="forecast final loss (80%)",
+        )
+        ax.axvline(total, color="0.7", lw=0.8, ls="--")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot write {path}: {exc}") from exc
+    finally:
+        plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from advisor.controller.cliutil import api_error, cluster_api, parse_ref, status_of
+
+    ns, name = parse_ref(args.ref)
+    api = cluster_api(args)
+    try:
+        obj = api.get_forecast(ns, name)
+    except Exception as exc:
+        raise api_error(exc, f"TrainJobForecast {ns}/{name}") from exc
+    if obj is None:
+        raise CommandError(f"no TrainJobForecast {ns}/{name} (no such TrainJob, or no progress reported yet)")
+    status = status_of(obj)
+    if args.output == "json":
+        print(json.dumps({k: v for k, v in status.items() if k != "coreState"}, indent=2))
+    else:
+        print("\n".join(explain_lines(ns, name, status)))
+    if args.plot:
+        plot(status, args.plot, f"{ns}/{name}")
+        print(f"plot written to {args.plot}")
+    return 0

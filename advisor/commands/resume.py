@@ -1,0 +1,73 @@
+"""``trainjob-advisor resume NS/NAME``: give a released run its quota back.
+
+The advisor releases quota only by setting the run's Kueue ``Workload.spec.active=false``; this
+sets it back to ``true`` (Kueue requeues the workload in its original place) and posts an Event
+on the job, so the run's history shows who resumed it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from typing import Any
+
+from advisor.cli import CommandError
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    from advisor.controller.cliutil import add_cluster_args
+
+    p = subparsers.add_parser(
+        "resume",
+        help="reactivate a run whose quota the advisor released",
+        description="Set the run's Kueue Workload spec.active back to true.",
+    )
+    add_cluster_args(p)
+    p.add_argument("ref", metavar="NS/NAME", help="the TrainJob (or PyTorchJob with --kind)")
+    p.add_argument("--kind", choices=("TrainJob", "PyTorchJob"), default="TrainJob")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from advisor.controller.cliutil import api_error, cluster_api, parse_ref
+    from advisor.controller.jobs import JOB_KINDS
+
+    ns, name = parse_ref(args.ref)
+    api = cluster_api(args)
+    try:
+        job = api.get_job(args.kind, ns, name)
+    except Exception as exc:
+        raise api_error(exc, f"{args.kind} {ns}/{name}") from exc
+    uid = (job.get("metadata") or {}).get("uid")
+    try:
+        workload = api.kueue.workload_for_job(ns, uid)
+    except Exception as exc:
+        raise api_error(exc, f"Kueue Workloads in {ns}") from exc
+    if workload is None:
+        raise CommandError(
+            f"{args.kind} {ns}/{name} has no Kueue Workload: there is no released quota to resume"
+        )
+    if workload.active:
+        print(f"Workload {ns}/{workload.name} of {args.kind} {ns}/{name} is already active")
+        return 0
+    try:
+        api.kueue.set_active(ns, workload.name, True)
+    except Exception as exc:
+        raise api_error(exc, f"Workload {ns}/{workload.name}") from exc
+    jk = JOB_KINDS[args.kind]
+    with contextlib.suppress(Exception):  # the Event is a courtesy; the reactivation is what matters
+        api.create_event(
+            {
+                "apiVersion": f"{jk.group}/{jk.version}",
+                "kind": jk.kind,
+                "name": name,
+                "namespace": ns,
+                "uid": uid,
+            },
+            reason="Resumed",
+            message=f"Workload {workload.name} reactivated by trainjob-advisor resume",
+        )
+    print(f"Workload {ns}/{workload.name} of {args.kind} {ns}/{name} reactivated; Kueue will requeue it")
+    return 0

@@ -1,0 +1,132 @@
+"""``trainjob-advisor run``: the controller (a kopf operator) as platform teams deploy it.
+
+Flags cover what a Deployment needs: which namespaces to watch, the metrics/probe port, a kopf
+liveness endpoint, the log format, and the write-rate limits that keep a big cluster's API
+server calm. kopf and the kubernetes client are imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from advisor.cli import CommandError
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any) -> None:
+    from advisor.controller.cliutil import add_cluster_args
+
+    p = subparsers.add_parser(
+        "run",
+        help="run the controller (kopf operator)",
+        description="Watch TrainJobs (and PyTorchJobs, Kueue queues and workloads), "
+        "forecast each run and apply the AdvisorPolicies.",
+    )
+    add_cluster_args(p)
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
+    scope.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch only this namespace (repeatable)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="port of /metrics, /healthz, /readyz (0 disables; default 8080)",
+    )
+    p.add_argument("--metrics-host", default="0.0.0.0", help="address to bind the metrics port to")
+    p.add_argument(
+        "--liveness", metavar="URL", help="kopf's liveness endpoint, e.g. http://0.0.0.0:8081/healthz"
+    )
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    p.add_argument(
+        "--write-interval",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="at most one TrainJobForecast write per object per S seconds (default 5)",
+    )
+    p.add_argument(
+        "--max-writes-per-second",
+        type=float,
+        default=100.0,
+        metavar="N",
+        help="global cap on status writes (default 100/s)",
+    )
+    p.add_argument(
+        "--forecast-interval",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="re-forecast a job at most every S seconds (default 30)",
+    )
+    p.add_argument(
+        "--evaluate-interval",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="re-evaluate idle jobs every S seconds, for stalls and timeouts (default 30)",
+    )
+    p.add_argument(
+        "--priority-boost",
+        action="store_true",
+        help="Kueue runs with the PriorityBoost feature gate (enables the preemption guard's boost)",
+    )
+    p.add_argument(
+        "--writer-threads",
+        type=int,
+        default=16,
+        metavar="N",
+        help="status writes in flight at once (default 16)",
+    )
+    p.add_argument("--no-kueue", action="store_true", help="do not watch Kueue objects")
+    p.add_argument("--no-pytorchjobs", action="store_true", help="do not watch Kubeflow v1 PyTorchJobs")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("write_interval", "max_writes_per_second", "forecast_interval", "evaluate_interval"):
+        if getattr(args, name) < 0 or (name == "max_writes_per_second" and args.max_writes_per_second == 0):
+            raise CommandError(f"--{name.replace('_', '-')} must be positive")
+    if not 1 <= args.writer_threads <= 64:
+        raise CommandError(f"--writer-threads must be between 1 and 64, got {args.writer_threads}")
+    if not 0 <= args.metrics_port <= 65535:
+        raise CommandError(f"--metrics-port must be a port number, got {args.metrics_port}")
+    import asyncio
+
+    from advisor.controller.cliutil import configure_logging
+    from advisor.controller.engine import EngineConfig
+    from advisor.controller.operator import OperatorOptions, run_operator
+
+    configure_logging(args.log_format, args.log_level)
+    options = OperatorOptions(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespaces=tuple(args.namespace),
+        metrics_port=args.metrics_port or None,
+        metrics_host=args.metrics_host,
+        liveness_endpoint=args.liveness,
+        watch_kueue=not args.no_kueue,
+        watch_pytorchjobs=not args.no_pytorchjobs,
+        engine=EngineConfig(
+            write_interval_s=args.write_interval,
+            max_writes_per_second=args.max_writes_per_second,
+            forecast_interval_s=args.forecast_interval,
+            evaluate_interval_s=args.evaluate_interval,
+            priority_boost_enabled=args.priority_boost,
+            writer_workers=args.writer_threads,
+        ),
+    )
+    try:
+        asyncio.run(run_operator(options))
+    except OSError as exc:
+        raise CommandError(f"cannot start: {exc}") from exc
+    return 0

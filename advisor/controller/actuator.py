@@ -1,0 +1,356 @@
+"""Carrying out a ``Decision``: the only code that mutates other people's objects.
+
+Every mutating action follows one protocol, so that a controller killed at any point neither
+loses an action nor repeats it:
+
+1. pick a request id; record the action (``requested``) in the core and in ``pending`` with the
+   parameters needed to finish it;
+2. persist both synchronously in the ``TrainJobForecast`` status (``persist``); if that fails,
+   nothing is mutated;
+3. mutate (merge patches of exactly the fields concerned; setting a value twice is a no-op);
+4. record the outcome, emit one Event on the job, count it in Prometheus.
+
+On restart, ``resume`` redoes step 3-4 for whatever step 2 left pending. Recommend mode (and
+``recommend`` actions) only records, emits an Event and counts: it never touches user objects.
+Releasing quota is always ``Workload.spec.active=false`` (never ``suspend``, never deleting the
+Workload); without a Kueue Workload, the action fails with a clear reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.controller.jobs import JOB_KINDS, PYTORCHJOB, TRAINJOB
+from advisor.controller.kueue import Workload
+from advisor.model import Action, ActionKind, ActionRecord, Decision, JobView, Mode
+from advisor.protocol import (
+    CHECKPOINT_REQUEST_ANNOTATION,
+    DEFAULT_CHECKPOINT_TIMEOUT_S,
+    new_checkpoint_request_id,
+)
+
+__all__ = ["DEFAULT_BOOST", "Actuator", "Outcome"]
+
+log = logging.getLogger(__name__)
+
+#: priority boost set on a likely preemption victim while it checkpoints
+DEFAULT_BOOST = 1000
+#: a recommendation of the same kind and rule is not repeated (Event, record) within this window
+RECOMMEND_REPEAT_S = 3600.0
+_RETRIES = 3
+_EVENT_REASONS = {
+    ActionKind.CHECKPOINT: "CheckpointRequested",
+    ActionKind.RELEASE_QUOTA: "QuotaReleased",
+    ActionKind.BOOST_PRIORITY: "PriorityBoosted",
+    ActionKind.DROP_BOOST: "PriorityBoostDropped",
+    ActionKind.SCALE: "Scaled",
+    ActionKind.STOP: "Stopped",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    outcome: str  # done | requested | failed
+    detail: str
+
+
+class Actuator:
+    def __init__(
+        self,
+        api: Any,
+        core: Any,
+        persist: Callable[[str], None],
+        *,
+        metrics: Any | None = None,
+        boost: int = DEFAULT_BOOST,
+    ) -> None:
+        self.api = api
+        self.core = core
+        self.persist = persist
+        self.metrics = metrics
+        self.boost = boost
+        #: key -> request id -> what is needed to finish the action (persisted with the status)
+        self.pending: dict[str, dict[str, dict[str, Any]]] = {}
+
+    # ------------------------------------------------------------------------------ bookkeeping
+    def pending_for(self, key: str) -> dict[str, dict[str, Any]]:
+        return dict(self.pending.get(key, {}))
+
+    def restore_pending(self, key: str, data: Mapping[str, Any] | None) -> None:
+        if data:
+            self.pending[key] = {str(k): dict(v) for k, v in data.items() if isinstance(v, Mapping)}
+
+    def forget(self, key: str) -> None:
+        self.pending.pop(key, None)
+
+    def _count(self, kind: ActionKind, mode: str, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.actions.labels(kind.value, mode, outcome).inc()
+
+    def _event(
+        self, job: JobView, body: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+    ) -> None:
+        meta = body.get("metadata") or {}
+        jk = JOB_KINDS.get(job.kind, TRAINJOB)
+        involved = {
+            "apiVersion": f"{jk.group}/{jk.version}",
+            "kind": jk.kind,
+            "name": job.name,
+            "namespace": job.namespace,
+            "uid": meta.get("uid"),
+        }
+        try:
+            self.api.create_event(involved, reason=reason, message=message, warning=warning)
+        except Exception as exc:  # an Event is best effort; the status keeps the record
+            log.warning("event %s on %s not posted: %s", reason, job.key, exc)
+
+    # ----------------------------------------------------------------------------------- entry
+    def execute(
+        self,
+        job: JobView,
+        decision: Decision,
+        *,
+        body: Mapping[str, Any],
+        workload: Workload | None,
+        now: float,
+    ) -> list[ActionRecord]:
+        """Carry out (Apply) or record (Recommend) each action of ``decision``."""
+        done: list[ActionRecord] = []
+        for action in decision.actions:
+            if decision.mode is Mode.APPLY and action.kind is not ActionKind.RECOMMEND:
+                rec = self._apply(job, decision, action, body=body, workload=workload, now=now)
+            else:
+                rec = self._recommend(job, decision, action, body=body, now=now)
+            if rec is not None:
+                done.append(rec)
+        return done
+
+    def _recommend(
+        self, job: JobView, decision: Decision, action: Action, *, body: Mapping[str, Any], now: float
+    ) -> ActionRecord | None:
+        for prev in reversed(job.actions):
+            if (
+                prev.outcome == "recommended"
+                and prev.kind is action.kind
+                and prev.rule == action.rule
+                and now - prev.time < RECOMMEND_REPEAT_S
+            ):
+                return None
+        rec = ActionRecord(
+            kind=action.kind,
+            time=now,
+            request_id=f"rec-{uuid.uuid4().hex[:10]}",
+            policy=decision.policy or "",
+            rule=action.rule,
+            outcome="recommended",
+            reason=action.reason,
+        )
+        self.core.record_action(job.key, rec)
+        what = "" if action.kind is ActionKind.RECOMMEND else f"{action.kind.value}: "
+        self._event(
+            job,
+            body,
+            "Recommendation",
+            f"{what}{action.reason} (policy {decision.policy}, rule {action.rule}, mode Recommend)",
+        )
+        self._count(action.kind, Mode.RECOMMEND.value, "recommended")
+        return rec
+
+    def _apply(
+        self,
+        job: JobView,
+        decision: Decision,
+        action: Action,
+        *,
+        body: Mapping[str, Any],
+        workload: Workload | None,
+        now: float,
+    ) -> ActionRecord | None:
+        rid = (
+            new_checkpoint_request_id()  # numeric: it travels back as a progress metric
+            if action.kind is ActionKind.CHECKPOINT
+            else f"{action.kind.value}-{uuid.uuid4().hex[:10]}"
+        )
+        params = {
+            str(k): v for k, v in action.params.items() if isinstance(v, str | int | float | bool | None)
+        }
+        timeout = float(
+            action.params.get("timeout_s", DEFAULT_CHECKPOINT_TIMEOUT_S) or DEFAULT_CHECKPOINT_TIMEOUT_S
+        )
+        rec = ActionRecord(
+            kind=action.kind,
+            time=now,
+            request_id=rid,
+            policy=decision.policy or "",
+            rule=action.rule,
+            outcome="requested",
+            reason=action.reason,
+            timeout_s=timeout if action.kind is ActionKind.CHECKPOINT else None,
+        )
+        self.core.record_action(job.key, rec)
+        self.pending.setdefault(job.key, {})[rid] = {
+            "kind": action.kind.value,
+            "params": params,
+            "stage": "recorded",
+            "time": now,
+            "timeoutSeconds": timeout,
+            "rule": action.rule,
+            "reason": action.reason,
+        }
+        try:
+            self.persist(job.key)
+        except Exception as exc:
+            log.error("not acting on %s: could not record request %s first: %s", job.key, rid, exc)
+            self.pending[job.key].pop(rid, None)
+            self.core.update_action(job.key, rid, "failed")
+            self._count(action.kind, Mode.APPLY.value, "failed")
+            return rec
+        self.finish(job, rid, body=body, workload=workload)
+        return rec
+
+    # ------------------------------------------------------------------------- step 3 and 4
+    def finish(
+        self, job: JobView, rid: str, *, body: Mapping[str, Any], workload: Workload | None
+    ) -> Outcome | None:
+        """Carry out a recorded action (first time, or after a restart). Idempotent."""
+        entry = self.pending.get(job.key, {}).get(rid)
+        if entry is None or entry.get("stage") != "recorded":
+            return None
+        kind = ActionKind(entry["kind"])
+        result = self._with_retries(
+            lambda: self._mutate(kind, entry.get("params") or {}, job, body, workload, rid)
+        )
+        if kind is ActionKind.CHECKPOINT and result.outcome == "requested":
+            entry["stage"] = "awaiting-ack"  # stays pending until acknowledged or timed out
+        else:
+            self.pending[job.key].pop(rid, None)
+            self.core.update_action(job.key, rid, result.outcome)
+        reason = _EVENT_REASONS[kind] if result.outcome != "failed" else f"{_EVENT_REASONS[kind]}Failed"
+        self._event(
+            job,
+            body,
+            reason,
+            f"{result.detail}; {entry.get('reason', '')} (rule {entry.get('rule')}, request {rid})",
+            warning=result.outcome == "failed",
+        )
+        self._count(kind, Mode.APPLY.value, result.outcome)
+        return result
+
+    def _with_retries(self, fn: Callable[[], Outcome]) -> Outcome:
+        last: Exception | None = None
+        for _ in range(_RETRIES):
+            try:
+                return fn()
+            except Exception as exc:  # conflicts and transient errors: retry with fresh reads
+                last = exc
+                status = getattr(exc, "status", None)
+                if isinstance(status, int) and status not in (409, 429, 500, 502, 503, 504):
+                    break
+        return Outcome("failed", f"API error: {getattr(last, 'reason', None) or last}")
+
+    def _mutate(
+        self,
+        kind: ActionKind,
+        params: Mapping[str, Any],
+        job: JobView,
+        body: Mapping[str, Any],
+        workload: Workload | None,
+        rid: str,
+    ) -> Outcome:
+        ns = job.namespace
+        if kind is ActionKind.CHECKPOINT:
+            jk = JOB_KINDS.get(job.kind, TRAINJOB)
+            pods = self.api.list_pod_names(ns, f"{jk.pod_label}={job.name}")
+            if not pods:
+                return Outcome("failed", f"no running pods found with {jk.pod_label}={job.name}")
+            for pod in pods:
+                self.api.annotate_pod(ns, pod, {CHECKPOINT_REQUEST_ANNOTATION: rid})
+            return Outcome("requested", f"checkpoint requested on {len(pods)} pod(s)")
+        if kind in (ActionKind.RELEASE_QUOTA, ActionKind.STOP):
+            if workload is None:
+                return Outcome(
+                    "failed",
+                    "no Kueue Workload found for the job; quota is released only through "
+                    "Workload.spec.active=false",
+                )
+            wl = self.api.kueue.set_active(ns, workload.name, False)
+            return Outcome(
+                "done", f"Workload {workload.name} deactivated (active={wl.active}, {job.gpus} GPU(s))"
+            )
+        if kind in (ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST):
+            if workload is None:
+                return Outcome("failed", "no Kueue Workload found for the job")
+            value = int(params.get("boost", self.boost)) if kind is ActionKind.BOOST_PRIORITY else None
+            self.api.kueue.set_priority_boost(ns, workload.name, value)
+            return Outcome("done", f"priority boost on Workload {workload.name} set to {value}")
+        if kind is ActionKind.SCALE:
+            return self._scale(job, params, workload)
+        return Outcome("failed", f"unsupported action kind {kind.value}")
+
+    def _scale(self, job: JobView, params: Mapping[str, Any], workload: Workload | None) -> Outcome:
+        target = params.get("nodes", params.get("replicas"))
+        if not isinstance(target, int | float) or isinstance(target, bool) or target < 1:
+            return Outcome("failed", f"scale needs a positive target node count, got {target!r}")
+        nodes = int(target)
+        if job.kind == PYTORCHJOB.kind:
+            lo = job.min_nodes if job.min_nodes is not None else 1
+            hi = job.max_nodes if job.max_nodes is not None else nodes
+            if not lo <= nodes <= hi:
+                return Outcome("failed", f"target {nodes} outside elasticPolicy bounds [{lo}, {hi}]")
+            workers = nodes - 1 if job.nodes > 1 or nodes > 1 else nodes  # the Master counts as one node
+            self.api.scale_job(PYTORCHJOB.kind, job.namespace, job.name, max(workers, 0))
+            return Outcome("done", f"PyTorchJob scaled from {job.nodes} to {nodes} node(s)")
+        patch = {"spec": {"trainer": {"numNodes": nodes}}}
+        try:
+            self.api.patch_job(TRAINJOB.kind, job.namespace, job.name, patch, dry_run=True)
+        except Exception as exc:
+            if getattr(exc, "status", None) in (400, 403, 422):
+                return Outcome(
+                    "failed",
+                    "this TrainJob API does not allow changing spec.trainer.numNodes "
+                    f"(immutable since Trainer v2.2); recreate the job with {nodes} node(s)",
+                )
+            raise
+        if workload is not None and workload.active:
+            self.api.kueue.set_active(job.namespace, workload.name, False)
+        self.api.patch_job(TRAINJOB.kind, job.namespace, job.name, patch)
+        if workload is not None:
+            self.api.kueue.set_active(job.namespace, workload.name, True)
+        return Outcome(
+            "done", f"TrainJob numNodes changed from {job.nodes} to {nodes} (deactivate, patch, reactivate)"
+        )
+
+    # ----------------------------------------------------------------- checkpoint completion
+    def checkpoint_done(
+        self, job: JobView, rid: str, outcome: str, *, body: Mapping[str, Any], detail: str = ""
+    ) -> bool:
+        """Close a checkpoint request (``acknowledged`` or ``timed-out``); False if not pending."""
+        entry = self.pending.get(job.key, {}).get(rid)
+        if entry is None or entry.get("kind") != ActionKind.CHECKPOINT.value:
+            return False
+        self.pending[job.key].pop(rid, None)
+        self.core.update_action(job.key, rid, outcome)
+        if outcome == "acknowledged":
+            self._event(job, body, "CheckpointAcknowledged", f"checkpoint {rid} saved {detail}".strip())
+        else:
+            self._event(
+                job,
+                body,
+                "CheckpointTimedOut",
+                f"no acknowledgement of checkpoint {rid} within {entry.get('timeoutSeconds')}s",
+                warning=True,
+            )
+        self._count(ActionKind.CHECKPOINT, Mode.APPLY.value, outcome)
+        return True
+
+    def awaiting_ack(self, key: str) -> list[tuple[str, float, float]]:
+        """(request id, requested at, timeout) of checkpoint requests waiting for their acknowledgement."""
+        return [
+            (rid, float(e.get("time", 0.0)), float(e.get("timeoutSeconds", DEFAULT_CHECKPOINT_TIMEOUT_S)))
+            for rid, e in self.pending.get(key, {}).items()
+            if e.get("stage") == "awaiting-ack"
+        ]

@@ -1,0 +1,222 @@
+"""The controller's only door to the API server.
+
+``ClusterApi`` wraps the kubernetes client for the handful of calls the controller makes (our
+``TrainJobForecast`` objects, pod annotations, Events, job patches, Kueue through
+``KueueClient``), so that the engine and the actuator can be unit-tested against a fake with the
+same methods, and so that every write is visible in one file (RBAC in ``manifests/rbac`` mirrors
+it). Patches are JSON merge patches of exactly the fields changed.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from advisor.controller.jobs import JOB_KINDS
+from advisor.controller.kueue import KueueClient
+from advisor.protocol import GROUP, VERSION
+
+__all__ = ["FORECAST_KIND", "FORECAST_PLURAL", "ClusterApi", "is_conflict", "is_not_found", "load_api_client"]
+
+FORECAST_KIND = "TrainJobForecast"
+FORECAST_PLURAL = "trainjobforecasts"
+MERGE_PATCH = "application/merge-patch+json"
+COMPONENT = "trainjob-advisor"
+
+
+def _status_code(exc: BaseException) -> int | None:
+    status = getattr(exc, "status", None)
+    return int(status) if isinstance(status, int) else None
+
+
+def is_not_found(exc: BaseException) -> bool:
+    return _status_code(exc) == 404
+
+
+def is_conflict(exc: BaseException) -> bool:
+    return _status_code(exc) == 409
+
+
+def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """A kubernetes ``ApiClient`` from a kubeconfig file, ``$KUBECONFIG``, or the in-cluster account."""
+    from kubernetes import client, config
+
+    if kubeconfig is None:
+        try:
+            config.load_incluster_config()
+            return client.ApiClient()
+        except config.ConfigException:
+            pass
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 32)
+    return client.ApiClient(cfg)
+
+
+def _as_dict(obj: object) -> dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise TypeError(f"expected a JSON object from the API server, got {type(obj).__name__}")
+    return obj
+
+
+def _now_iso() -> str:
+    return datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ClusterApi:
+    def __init__(self, api_client: Any) -> None:
+        from kubernetes import client
+
+        self.api_client = api_client
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.kueue = KueueClient(self.custom)
+        self._event_model = client.CoreV1Event
+
+    # ---------------------------------------------------------------- TrainJobForecast objects
+    def list_forecasts(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        if namespace:
+            resp = _as_dict(
+                self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace, FORECAST_PLURAL)
+            )
+        else:
+            resp = _as_dict(self.custom.list_cluster_custom_object(GROUP, VERSION, FORECAST_PLURAL))
+        return list(resp.get("items") or [])
+
+    def get_forecast(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return _as_dict(
+                self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, FORECAST_PLURAL, name)
+            )
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    def create_forecast(self, namespace: str, name: str, owner: Mapping[str, Any]) -> None:
+        """Create the (empty) TrainJobForecast for a job, owned by it; an existing one is kept."""
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": FORECAST_KIND,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {"app.kubernetes.io/managed-by": COMPONENT},
+                "ownerReferences": [
+                    {
+                        "apiVersion": owner["apiVersion"],
+                        "kind": owner["kind"],
+                        "name": name,
+                        "uid": owner["uid"],
+                    }
+                ]
+                if owner.get("uid")
+                else [],
+            },
+            "spec": {
+                "jobRef": {
+                    "apiVersion": owner["apiVersion"],
+                    "kind": owner["kind"],
+                    "name": name,
+                    "uid": owner.get("uid", ""),
+                }
+            },
+        }
+        try:
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, FORECAST_PLURAL, body)
+        except Exception as exc:
+            if _status_code(exc) != 409:
+                raise
+
+    def patch_forecast_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, FORECAST_PLURAL, name, {"status": status}
+        )
+
+    def write_forecast(
+        self, namespace: str, name: str, owner: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> None:
+        """Patch the status, creating the object first if it does not exist yet."""
+        try:
+            self.patch_forecast_status(namespace, name, status)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+            self.create_forecast(namespace, name, owner)
+            self.patch_forecast_status(namespace, name, status)
+
+    def patch_policy_status(self, name: str, status: Mapping[str, Any]) -> None:
+        self.custom.patch_cluster_custom_object_status(
+            GROUP, VERSION, "advisorpolicies", name, {"status": status}
+        )
+
+    # ---------------------------------------------------------------------------------- jobs
+    def get_job(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        jk = JOB_KINDS[kind]
+        return _as_dict(
+            self.custom.get_namespaced_custom_object(jk.group, jk.version, namespace, jk.plural, name)
+        )
+
+    def patch_job(
+        self, kind: str, namespace: str, name: str, patch: Mapping[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        jk = JOB_KINDS[kind]
+        kwargs: dict[str, Any] = {"dry_run": "All"} if dry_run else {}
+        return _as_dict(
+            self.custom.patch_namespaced_custom_object(
+                jk.group, jk.version, namespace, jk.plural, name, dict(patch), **kwargs
+            )
+        )
+
+    def scale_job(self, kind: str, namespace: str, name: str, replicas: int) -> None:
+        """Set replicas through the scale subresource (PyTorchJob: the Worker replicas)."""
+        jk = JOB_KINDS[kind]
+        self.custom.patch_namespaced_custom_object_scale(
+            jk.group, jk.version, namespace, jk.plural, name, {"spec": {"replicas": int(replicas)}}
+        )
+
+    # ---------------------------------------------------------------------------------- pods
+    def list_pod_names(self, namespace: str, label_selector: str) -> list[str]:
+        pods = self.core.list_namespaced_pod(namespace, label_selector=label_selector)
+        return [
+            str(p.metadata.name)
+            for p in pods.items
+            if p.metadata is not None and p.metadata.name and p.metadata.deletion_timestamp is None
+        ]
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        self.core.patch_namespaced_pod(
+            name, namespace, {"metadata": {"annotations": dict(annotations)}}, _content_type=MERGE_PATCH
+        )
+
+    # -------------------------------------------------------------------------------- events
+    def create_event(
+        self, involved: Mapping[str, Any], *, reason: str, message: str, warning: bool = False
+    ) -> None:
+        namespace = str(involved["namespace"])
+        now = _now_iso()
+        body = self._event_model.from_dict(
+            {
+                "metadata": {"name": f"{involved['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+                "involvedObject": dict(involved),
+                "reason": reason[:128],
+                "message": message[:1024],
+                "type": "Warning" if warning else "Normal",
+                "source": {"component": COMPONENT},
+                "reportingComponent": COMPONENT,
+                "reportingInstance": COMPONENT,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
+            }
+        )
+        if body is None:
+            raise ValueError("could not build the Event")
+        self.core.create_namespaced_event(namespace, body)
+
+
+def dumps_compact(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"), sort_keys=True, allow_nan=False)

@@ -1,0 +1,122 @@
+"""Helpers shared by the cluster-facing subcommands (status, explain, compare, resume, run).
+
+Kept apart from the command modules so that each stays small, and free of module-level
+kubernetes imports so that ``trainjob-advisor --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = [
+    "JsonFormatter",
+    "add_cluster_args",
+    "age",
+    "cluster_api",
+    "configure_logging",
+    "parse_ref",
+    "print_table",
+]
+
+
+def add_cluster_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or the in-cluster service account)",
+    )
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context")
+
+
+def cluster_api(args: argparse.Namespace) -> Any:
+    from advisor.cli import CommandError
+    from advisor.controller.api import ClusterApi, load_api_client
+
+    try:
+        return ClusterApi(load_api_client(getattr(args, "kubeconfig", None), getattr(args, "context", None)))
+    except Exception as exc:  # kubeconfig missing or unreadable
+        raise CommandError(f"cannot connect to the cluster: {exc}") from exc
+
+
+def api_error(exc: BaseException, what: str) -> Exception:
+    from advisor.cli import CommandError
+
+    status = getattr(exc, "status", None)
+    if status == 404:
+        return CommandError(f"{what} not found (is the controller running and the CRD installed?)")
+    if status == 403:
+        return CommandError(f"forbidden: your credentials may not read {what}")
+    return CommandError(f"API error reading {what}: {getattr(exc, 'reason', None) or exc}")
+
+
+def parse_ref(text: str) -> tuple[str, str]:
+    """``NS/NAME`` → (ns, name); raises CommandError on anything else."""
+    from advisor.cli import CommandError
+
+    ns, sep, name = text.partition("/")
+    if not sep or not ns or not name or "/" in name:
+        raise CommandError(f"expected NAMESPACE/NAME, got {text!r}")
+    return ns, name
+
+
+def age(timestamp: str | None, now: datetime | None = None) -> str:
+    from advisor.controller.render import format_duration
+
+    if not timestamp:
+        return "-"
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "-"
+    return format_duration(((now or datetime.now(tz=UTC)) - then).total_seconds())
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: Any = None) -> None:
+    """kubectl-style columns: upper-case headers, padded with three spaces."""
+    out = out or sys.stdout
+    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    for row in cells:
+        print("   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line (time, level, logger, message, and the exception if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        return json.dumps(data)
+
+
+def configure_logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # kopf reports every handler call at INFO: at thousands of progress updates a minute that
+    # drowns the advisor's own lines, so it is shown only when debugging
+    quiet = logging.DEBUG if level.lower() == "debug" else logging.WARNING
+    for name in ("kopf.objects", "kopf.activities"):
+        logging.getLogger(name).setLevel(quiet)
+
+
+def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else {}

@@ -1,0 +1,432 @@
+"""The controller's adapter around the core loop: watch events in, statuses and actions out.
+
+Single-threaded by design. kopf's handlers (on the event loop) only ``enqueue`` the objects they
+see; one worker calls ``step(now)`` repeatedly, which applies the queued events, evaluates the
+jobs that got new data (and every job every ``evaluate_interval_s``, for stall detection and
+checkpoint timeouts), carries out decisions through the ``Actuator``, and hands the rendered
+``TrainJobForecast`` statuses to the coalescing ``StatusWriter``. Keeping every piece of state on
+one thread means no locks around the core, and a handler never waits on a forecast.
+
+The clock is an argument (``now``), so the engine is unit-tested with a fake API and a fake time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.controller.actuator import Actuator
+from advisor.controller.api import dumps_compact
+from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
+from advisor.controller.kueue import (
+    ClusterQueue,
+    LocalQueue,
+    Workload,
+    parse_cluster_queue,
+    parse_local_queue,
+    parse_workload,
+)
+from advisor.controller.metrics import Metrics
+from advisor.controller.render import render_status
+from advisor.controller.summary import NOT_LEARNING, summarize
+from advisor.controller.writer import StatusWriter
+from advisor.core import AdvisorCore
+from advisor.model import ActionKind, ClusterView, Decision, JobView, job_key
+
+__all__ = ["Engine", "EngineConfig"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    evaluate_interval_s: float = 30.0
+    forecast_interval_s: float = 30.0
+    write_interval_s: float = 5.0
+    max_writes_per_second: float = 100.0
+    writer_workers: int = 16
+    queue_metrics_interval_s: float = 15.0
+    priority_boost_enabled: bool = False
+    hung_after_s: float = 900.0
+
+
+@dataclass
+class _Job:
+    body: Mapping[str, Any]
+    dirty: bool = True
+    unwritten_since: float | None = None  # when the oldest data not yet in a written status was observed
+    last_eval: float | None = None
+    last_decision: Decision | None = None
+    restored: bool = False
+
+
+class Engine:
+    def __init__(
+        self,
+        api: Any,
+        *,
+        config: EngineConfig | None = None,
+        metrics: Metrics | None = None,
+        core: AdvisorCore | None = None,
+    ) -> None:
+        self.api = api
+        self.config = cfg = config or EngineConfig()
+        self.metrics = metrics or Metrics()
+        self.core = core or AdvisorCore(forecast_interval_s=cfg.forecast_interval_s)
+        self.events: queue.SimpleQueue[tuple[str, str, Any]] = queue.SimpleQueue()
+        self.jobs: dict[str, _Job] = {}
+        self.workloads: dict[str, Workload] = {}
+        self.cluster_queues: dict[str, ClusterQueue] = {}
+        self.local_queues: dict[str, LocalQueue] = {}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.policies: dict[str, Any] = {}
+        self.policy_errors: dict[str, str] = {}
+        self.saved: dict[str, Mapping[str, Any]] = {}
+        self._by_owner: dict[tuple[str, str], list[Workload]] | None = None
+        self.writer = StatusWriter(
+            self._write,
+            min_interval_s=cfg.write_interval_s,
+            max_per_second=cfg.max_writes_per_second,
+            workers=cfg.writer_workers,
+            on_written=self._written,
+        )
+        self.actuator = Actuator(api, self.core, self._persist_now, metrics=self.metrics)
+        self._last_queue_metrics = -1e18
+        self._statuses: dict[str, dict[str, Any]] = {}
+        self.ready = False
+
+    # ---------------------------------------------------------------------------- intake (any thread)
+    def enqueue(self, kind: str, event_type: str, body: Any) -> None:
+        """``kind``: job | workload | clusterqueue | localqueue | namespace | policy;
+        ``event_type``: the watch event type (ADDED, MODIFIED, DELETED, or None for a listing)."""
+        self.events.put((kind, str(event_type or "ADDED"), body))
+
+    # ------------------------------------------------------------------------------------- startup
+    def load_saved(self, forecasts: Sequence[Mapping[str, Any]]) -> int:
+        """Adopt the persisted TrainJobForecasts (listed once at startup); restored on first sight."""
+        for obj in forecasts:
+            meta = obj.get("metadata") or {}
+            status = obj.get("status") or {}
+            if meta.get("namespace") and meta.get("name") and status:
+                self.saved[job_key(meta["namespace"], meta["name"])] = status
+        return len(self.saved)
+
+    def _restore(self, key: str) -> None:
+        status = self.saved.pop(key, None)
+        if not status:
+            return
+        raw = status.get("coreState")
+        try:
+            data = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            data = None
+        if isinstance(data, Mapping):
+            self.core.restore(key, data)
+        pending = status.get("pendingActions")
+        try:
+            pending = json.loads(pending) if isinstance(pending, str) else pending
+        except ValueError:
+            pending = None
+        if isinstance(pending, Mapping):
+            self.actuator.restore_pending(key, pending)
+
+    # ------------------------------------------------------------------------------------ the loop
+    def step(self, now: float | None = None) -> int:
+        """Apply queued events, evaluate what is due, start due writes. Returns jobs evaluated."""
+        now = time.time() if now is None else now
+        while True:
+            try:
+                kind, event_type, body = self.events.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                self._apply_event(kind, event_type, body, now)
+            except Exception:  # one malformed object must never stop the loop
+                log.exception("ignoring a %s %s event that could not be handled", kind, event_type)
+        evaluated = 0
+        cluster = self._cluster_view()
+        for key, job in list(self.jobs.items()):
+            due = job.last_eval is None or now - job.last_eval >= self.config.evaluate_interval_s
+            if job.dirty or due:
+                try:
+                    self._evaluate(key, job, cluster, now)
+                except Exception:
+                    log.exception("evaluating %s failed; will retry", key)
+                job.dirty = False
+                job.last_eval = now
+                evaluated += 1
+        self.writer.flush(now)
+        if now - self._last_queue_metrics >= self.config.queue_metrics_interval_s:
+            self._last_queue_metrics = now
+            self.metrics.set_queues(summarize((k.split("/", 1)[0], s) for k, s in self._statuses.items()))
+            self.metrics.jobs.set(len(self.jobs))
+        return evaluated
+
+    def _apply_event(self, kind: str, event_type: str, body: Any, now: float) -> None:
+        if kind == "job":
+            self._on_job(event_type, body, now)
+        elif kind == "workload":
+            self._on_workload(event_type, body)
+        elif kind == "clusterqueue":
+            cq = parse_cluster_queue(body)
+            if event_type == "DELETED":
+                self.cluster_queues.pop(cq.name, None)
+            else:
+                self.cluster_queues[cq.name] = cq
+        elif kind == "localqueue":
+            lq = parse_local_queue(body)
+            if event_type == "DELETED":
+                self.local_queues.pop(job_key(lq.namespace, lq.name), None)
+            else:
+                self.local_queues[job_key(lq.namespace, lq.name)] = lq
+        elif kind == "namespace":
+            meta = body.get("metadata") or {}
+            if event_type == "DELETED":
+                self.namespace_labels.pop(str(meta.get("name")), None)
+            else:
+                self.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
+        elif kind == "policy":
+            self._on_policy(event_type, body)
+        else:
+            raise ValueError(f"unknown event kind {kind!r}")
+
+    # ----------------------------------------------------------------------------------- jobs
+    def _on_job(self, event_type: str, body: Mapping[str, Any], now: float) -> None:
+        from advisor.sources import sample_from_object
+
+        meta = body.get("metadata") or {}
+        if (
+            not meta.get("namespace")
+            or not meta.get("name")
+            or str(body.get("kind") or "TrainJob") not in JOB_KINDS
+        ):
+            log.warning("ignoring a job event without namespace/name or of an unknown kind")
+            return
+        key = job_key(str(meta["namespace"]), str(meta["name"]))
+        if event_type == "DELETED":
+            self.jobs.pop(key, None)
+            self.core.forget(key)
+            self.actuator.forget(key)
+            self.writer.forget(key)
+            self._statuses.pop(key, None)
+            self.metrics.forget_job(*key.split("/", 1))
+            return
+        job = self.jobs.get(key)
+        if job is None:
+            job = self.jobs[key] = _Job(body)
+            self._restore(key)
+        job.body = body
+        sample = sample_from_object(body, now=now)
+        if sample is None:
+            return
+        nodes = base_view(body).nodes
+        if self.core.observe(key, sample, now=now, nodes=nodes):
+            self.metrics.samples.labels("new").inc()
+            job.dirty = True
+            job.unwritten_since = now if job.unwritten_since is None else job.unwritten_since
+        else:
+            self.metrics.samples.labels("ignored").inc()
+        if sample.warnings:
+            self.metrics.samples.labels("with-warnings").inc()
+
+    def _on_workload(self, event_type: str, body: Mapping[str, Any]) -> None:
+        wl = parse_workload(body)
+        wkey = job_key(wl.namespace, wl.name)
+        if event_type == "DELETED":
+            self.workloads.pop(wkey, None)
+        else:
+            self.workloads[wkey] = wl
+        self._by_owner = None  # rebuilt lazily, at most once per step
+        if wl.owner_name:
+            job = self.jobs.get(job_key(wl.namespace, wl.owner_name))
+            if job is not None:
+                job.dirty = True
+
+    def workload_for(self, body: Mapping[str, Any]) -> Workload | None:
+        meta = body.get("metadata") or {}
+        uid, ns = meta.get("uid"), meta.get("namespace")
+        if not uid:
+            return None
+        if self._by_owner is None:
+            index: dict[tuple[str, str], list[Workload]] = {}
+            for w in self.workloads.values():
+                if w.owner_uid:
+                    index.setdefault((w.namespace, w.owner_uid), []).append(w)
+            self._by_owner = index
+        found = self._by_owner.get((str(ns), str(uid)), [])
+        live = [w for w in found if not w.finished] or found
+        return max(live, key=lambda w: w.created_at or 0.0) if live else None
+
+    def base_view(self, body: Mapping[str, Any]) -> JobView:
+        meta = body.get("metadata") or {}
+        ns = str(meta.get("namespace") or "")
+        queue_name = (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+        lq = self.local_queues.get(job_key(ns, queue_name)) if queue_name else None
+        return base_view(
+            body,
+            workload=self.workload_for(body),
+            cluster_queue=lq.cluster_queue if lq else None,
+            namespace_labels=self.namespace_labels.get(ns),
+        )
+
+    def _cluster_view(self) -> ClusterView:
+        exposure: dict[str, float] = {}
+        evictions: dict[str, int] = {}
+        for wl in self.workloads.values():
+            if wl.cluster_queue:
+                exposure[wl.cluster_queue] = exposure.get(wl.cluster_queue, 0.0) + wl.past_execution_seconds
+                evictions[wl.cluster_queue] = evictions.get(wl.cluster_queue, 0) + wl.evictions
+        rates = {
+            cq: evictions[cq] / exposure[cq] for cq in exposure if exposure[cq] > 0 and evictions.get(cq)
+        }
+        return ClusterView(
+            cluster_queues={name: cq.view() for name, cq in self.cluster_queues.items()},
+            workloads=tuple(w.view() for w in self.workloads.values() if not w.finished),
+            preemption_rate=rates,
+            priority_boost_enabled=self.config.priority_boost_enabled,
+        )
+
+    def _evaluate(self, key: str, job: _Job, cluster: ClusterView, now: float) -> None:
+        body = job.body
+        workload = self.workload_for(body)
+        base = self.base_view(body)
+        # a restart may have left recorded-but-unfinished actions: finish them first, exactly once
+        for rid, entry in list(self.actuator.pending_for(key).items()):
+            if entry.get("stage") == "recorded":
+                self.actuator.finish(self.core.view(base), rid, body=body, workload=workload)
+        started = time.perf_counter()
+        decision = self.core.evaluate(base, cluster, now=now)
+        self.metrics.forecast_latency.observe(time.perf_counter() - started)
+        self._sync_checkpoints(key, base, body, workload, now)
+        if decision.actions:
+            self.actuator.execute(self.core.view(base), decision, body=body, workload=workload, now=now)
+        job.last_decision = decision
+        view = self.core.view(base)
+        status = self._render(key, view, decision, now)
+        if job.last_eval is not None and status["state"] in NOT_LEARNING and view.active:
+            self.metrics.non_learning_gpu_hours.labels(view.namespace).inc(
+                view.gpus * max(0.0, now - job.last_eval) / 3600.0
+            )
+        self.metrics.observe_job(view)
+        self.writer.submit(
+            key,
+            {"owner": self._owner(body), "status": status},
+            observed_at=job.unwritten_since if job.unwritten_since is not None else now,
+        )
+        job.unwritten_since = None
+
+    def _sync_checkpoints(
+        self, key: str, base: JobView, body: Mapping[str, Any], workload: Workload | None, now: float
+    ) -> None:
+        """Close checkpoint requests the core saw acknowledged or timed out; then drop our boost."""
+        rec = self.core.record(key)
+        if rec is None:
+            return
+        outcomes = {a.request_id: a for a in rec.actions}
+        for rid, _, _ in self.actuator.awaiting_ack(key):
+            action = outcomes.get(rid)
+            if action is None or action.outcome not in ("acknowledged", "timed-out"):
+                continue
+            detail = f"at step {rec.checkpoint.last_step}" if action.outcome == "acknowledged" else ""
+            self.actuator.checkpoint_done(self.core.view(base), rid, action.outcome, body=body, detail=detail)
+            boosts = [
+                a
+                for a in rec.actions
+                if a.kind in (ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST) and a.outcome == "done"
+            ]
+            if boosts and boosts[-1].kind is ActionKind.BOOST_PRIORITY:
+                from advisor.model import Action, Mode
+
+                drop = Decision(
+                    job=key,
+                    policy=boosts[-1].policy,
+                    mode=Mode.APPLY,
+                    actions=(
+                        Action(
+                            ActionKind.DROP_BOOST, "preemption-guard", f"checkpoint {rid} {action.outcome}"
+                        ),
+                    ),
+                )
+                self.actuator.execute(self.core.view(base), drop, body=body, workload=workload, now=now)
+
+    # ----------------------------------------------------------------------------- rendering
+    @staticmethod
+    def _owner(body: Mapping[str, Any]) -> dict[str, Any]:
+        meta = body.get("metadata") or {}
+        jk = JOB_KINDS.get(str(body.get("kind") or ""), TRAINJOB)
+        return {"apiVersion": f"{jk.group}/{jk.version}", "kind": jk.kind, "uid": meta.get("uid")}
+
+    def _render(self, key: str, view: JobView, decision: Decision | None, now: float) -> dict[str, Any]:
+        rec = self.core.record(key)
+        status = render_status(
+            view,
+            decision,
+            now=now,
+            forecast_at=rec.forecast_at if rec else None,
+            core_state=dumps_compact(self.core.dump(key)) if rec else None,
+            pending_actions=self.actuator.pending_for(key),
+            hung_after_s=self.config.hung_after_s,
+        )
+        self._statuses[key] = status
+        return status
+
+    def _persist_now(self, key: str) -> None:
+        job = self.jobs.get(key)
+        if job is None:
+            raise KeyError(f"unknown job {key}")
+        status = self._render(key, self.core.view(self.base_view(job.body)), job.last_decision, time.time())
+        self.writer.write_now(key, {"owner": self._owner(job.body), "status": status})
+
+    def _write(self, key: str, payload: Mapping[str, Any]) -> None:
+        ns, name = key.split("/", 1)
+        self.api.write_forecast(ns, name, payload["owner"], payload["status"])
+        self.metrics.api_writes.labels("trainjobforecast-status").inc()
+
+    def _written(self, key: str, since: float) -> None:
+        self.metrics.update_latency.observe(max(0.0, time.time() - since))
+
+    # ------------------------------------------------------------------------------- policies
+    def _on_policy(self, event_type: str, body: Mapping[str, Any]) -> None:
+        from policies import PolicyError, load_policy
+
+        name = str((body.get("metadata") or {}).get("name"))
+        self.policies.pop(name, None)
+        self.policy_errors.pop(name, None)
+        if event_type != "DELETED":
+            try:
+                self.policies[name] = load_policy({k: v for k, v in body.items() if k != "status"})
+            except PolicyError as exc:
+                self.policy_errors[name] = str(exc).replace("\n", "; ")
+        self.core.set_policies(sorted(self.policies.values(), key=lambda p: p.name))
+        for job in self.jobs.values():
+            job.dirty = True
+        if event_type != "DELETED":
+            self._write_policy_status(name, body)
+
+    def _write_policy_status(self, name: str, body: Mapping[str, Any]) -> None:
+        error = self.policy_errors.get(name)
+        cond = {
+            "type": "Valid",
+            "status": "False" if error else "True",
+            "reason": "Invalid" if error else "Valid",
+            "message": error or "the policy is valid",
+        }
+        old = [c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") == "Valid"]
+        if old and all(old[0].get(k) == v for k, v in cond.items()):
+            return
+        cond["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        generation = (body.get("metadata") or {}).get("generation")
+        status = {"conditions": [cond], **({"observedGeneration": generation} if generation else {})}
+        try:
+            self.api.patch_policy_status(name, status)
+            self.metrics.api_writes.labels("advisorpolicy-status").inc()
+        except Exception as exc:
+            log.warning("AdvisorPolicy %s status not written: %s", name, exc)
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,133 @@
+"""What the controller knows about each kind of training job it watches.
+
+One small ``JobKind`` record per kind (TrainJob v2, PyTorchJob v1) carries its API coordinates,
+how to find its pods, and how to read nodes/GPUs/elastic bounds from its spec, so that the rest
+of the controller is written once. ``base_view`` builds the adapter's half of a ``JobView`` (the
+identity and cluster-facing fields); the core loop fills in the history-derived half.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.controller.kueue import Workload, gpus_in, parse_time
+from advisor.model import JobView
+from advisor.protocol import KUEUE_QUEUE_LABEL
+
+__all__ = ["JOB_KINDS", "PYTORCHJOB", "TRAINJOB", "JobKind", "base_view", "kind_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobKind:
+    kind: str
+    group: str
+    version: str
+    plural: str
+    #: label on the job's pods whose value is the job name
+    pod_label: str
+
+
+TRAINJOB = JobKind(
+    "TrainJob", "trainer.kubeflow.org", "v1alpha1", "trainjobs", "jobset.sigs.k8s.io/jobset-name"
+)
+PYTORCHJOB = JobKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", "training.kubeflow.org/job-name")
+JOB_KINDS: Mapping[str, JobKind] = {k.kind: k for k in (TRAINJOB, PYTORCHJOB)}
+
+
+def kind_of(body: Mapping[str, Any]) -> JobKind:
+    kind = str(body.get("kind") or "TrainJob")
+    if kind not in JOB_KINDS:
+        raise ValueError(f"unsupported job kind {kind!r}; expected one of {sorted(JOB_KINDS)}")
+    return JOB_KINDS[kind]
+
+
+def _int(value: Any, default: int | None) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else default
+    except (TypeError, ValueError):
+        return default
+
+
+def _suspended(body: Mapping[str, Any]) -> bool:
+    spec = body.get("spec") or {}
+    if body.get("kind") == "PyTorchJob":
+        return bool((spec.get("runPolicy") or {}).get("suspend"))
+    return bool(spec.get("suspend"))
+
+
+def _trainjob_shape(spec: Mapping[str, Any]) -> tuple[int, int, int | None, int | None]:
+    trainer = spec.get("trainer") or {}
+    nodes = max(_int(trainer.get("numNodes"), 1) or 1, 1)
+    per_node = trainer.get("resourcesPerNode") or {}
+    gpus_per_node = max(gpus_in(per_node.get("limits")), gpus_in(per_node.get("requests")))
+    return nodes, nodes * gpus_per_node, None, None
+
+
+def _pytorchjob_shape(spec: Mapping[str, Any]) -> tuple[int, int, int | None, int | None]:
+    replicas = spec.get("pytorchReplicaSpecs") or {}
+    nodes = gpus = 0
+    for role in ("Master", "Worker"):
+        rs = replicas.get(role) or {}
+        count = _int(rs.get("replicas"), 1 if rs else 0) or 0
+        nodes += count
+        containers = ((rs.get("template") or {}).get("spec") or {}).get("containers") or []
+        per_pod = sum(
+            max(
+                gpus_in((c.get("resources") or {}).get("limits")),
+                gpus_in((c.get("resources") or {}).get("requests")),
+            )
+            for c in containers
+        )
+        gpus += per_pod * count
+    elastic = spec.get("elasticPolicy") or {}
+    return max(nodes, 1), gpus, _int(elastic.get("minReplicas"), None), _int(elastic.get("maxReplicas"), None)
+
+
+def base_view(
+    body: Mapping[str, Any],
+    *,
+    workload: Workload | None = None,
+    cluster_queue: str | None = None,
+    namespace_labels: Mapping[str, str] | None = None,
+) -> JobView:
+    """The adapter's part of a ``JobView`` from a TrainJob or PyTorchJob object (dict).
+
+    With a Kueue ``workload``, activity/admission/priority come from it (Kueue is the authority
+    on whether a job holds quota); without one, from the job's own ``suspend``.
+    """
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    kind = kind_of(body)
+    if kind is PYTORCHJOB:
+        nodes, gpus, min_nodes, max_nodes = _pytorchjob_shape(spec)
+    else:
+        nodes, gpus, min_nodes, max_nodes = _trainjob_shape(spec)
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    if workload is not None:
+        active, admitted, priority = workload.active, workload.admitted, workload.priority
+        cluster_queue = workload.cluster_queue or cluster_queue
+        gpus = gpus or workload.gpus
+    else:
+        active = admitted = not _suspended(body)
+        priority = 0
+    return JobView(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        kind=kind.kind,
+        labels=labels,
+        annotations=annotations,
+        queue_name=labels.get(KUEUE_QUEUE_LABEL),
+        cluster_queue=cluster_queue,
+        priority=priority,
+        gpus=gpus,
+        nodes=nodes,
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        active=active,
+        admitted=admitted,
+        started_at=parse_time(meta.get("creationTimestamp")),
+        namespace_labels=dict(namespace_labels or {}),
+    )

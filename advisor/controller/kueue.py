@@ -1,0 +1,390 @@
+"""A thin, typed Kueue client over the kubernetes client's ``CustomObjectsApi``.
+
+Kueue publishes no Python client (its docs recommend ``CustomObjectsApi``), so this module is the
+one place that knows Kueue's ``v1beta2`` field paths: everything else in the controller works with
+the small dataclasses below and the shared ``WorkloadView`` / ``ClusterQueueView`` value types.
+Only the fields the advisor uses are parsed; Kueue-owned status is read-only here, and the only
+writes are the two the advisor is allowed to make on a Workload: ``spec.active`` and the
+``kueue.x-k8s.io/priority-boost`` annotation (merge patches on the main resource, never ``/status``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from advisor.model import ClusterQueueView, WorkloadView, job_key
+from advisor.protocol import KUEUE_PRIORITY_BOOST_ANNOTATION
+
+__all__ = [
+    "GPU_RESOURCES",
+    "JOB_UID_LABEL",
+    "KUEUE_GROUP",
+    "KUEUE_VERSION",
+    "ClusterQueue",
+    "KueueClient",
+    "LocalQueue",
+    "Workload",
+    "parse_cluster_queue",
+    "parse_local_queue",
+    "parse_quantity",
+    "parse_time",
+    "parse_workload",
+]
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+#: extended resources counted as GPUs (ResourceFlavors are folded into one count)
+GPU_RESOURCES: tuple[str, ...] = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915")
+
+_SUFFIXES = {
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+}
+
+
+def parse_quantity(value: Any) -> float:
+    """A Kubernetes quantity ("8", "500m", "1Gi", 4) as a float; 0 for anything unparseable."""
+    if isinstance(value, bool):
+        return 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str) or not value.strip():
+        return 0.0
+    text = value.strip()
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)]) * _SUFFIXES[suffix]
+            except ValueError:
+                return 0.0
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
+
+
+def parse_time(value: Any) -> float | None:
+    """An RFC 3339 timestamp (as the API server writes it) as epoch seconds, or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def gpus_in(resources: Mapping[str, Any] | None) -> int:
+    """The GPU count in a resources map (requests, limits, resourceUsage)."""
+    if not isinstance(resources, Mapping):
+        return 0
+    return round(sum(parse_quantity(resources.get(name)) for name in GPU_RESOURCES))
+
+
+def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    conds = (obj.get("status") or {}).get("conditions") or []
+    return {c["type"]: c for c in conds if isinstance(c, Mapping) and "type" in c}
+
+
+def _is_true(conds: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
+    return conds.get(kind, {}).get("status") == "True"
+
+
+def _pod_gpus(template: Mapping[str, Any] | None) -> int:
+    spec = (template or {}).get("spec") or {}
+    total = 0
+    for container in spec.get("containers") or []:
+        res = container.get("resources") or {}
+        total += max(gpus_in(res.get("requests")), gpus_in(res.get("limits")))
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# Typed views of the three Kueue kinds
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    queue_name: str = ""
+    priority: int = 0
+    active: bool = True
+    quota_reserved: bool = False
+    admitted: bool = False
+    evicted: bool = False
+    finished: bool = False
+    cluster_queue: str | None = None
+    gpus: int = 0
+    owner_uid: str | None = None
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    created_at: float | None = None
+    admitted_at: float | None = None
+    priority_boost: int = 0
+    evictions: int = 0
+    past_execution_seconds: float = 0.0
+
+    def view(self) -> WorkloadView:
+        owner = job_key(self.namespace, self.owner_name) if self.owner_name else None
+        return WorkloadView(
+            namespace=self.namespace,
+            name=self.name,
+            cluster_queue=self.cluster_queue or "",
+            gpus=self.gpus,
+            priority=self.priority,
+            admitted=self.admitted,
+            active=self.active,
+            job=owner,
+            admitted_at=self.admitted_at,
+            created_at=self.created_at,
+            priority_boost=self.priority_boost,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueue:
+    name: str
+    cohort: str | None = None
+    nominal_gpus: int = 0
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+    usage_gpus: int = 0
+    reservation_gpus: int = 0
+    pending_workloads: int = 0
+    admitted_workloads: int = 0
+    within_cluster_queue: str = "Never"
+    reclaim_within_cohort: str = "Never"
+    borrow_within_cohort: str = "Never"
+    borrow_max_priority_threshold: int | None = None
+    queueing_strategy: str = "BestEffortFIFO"
+
+    def view(self) -> ClusterQueueView:
+        return ClusterQueueView(
+            name=self.name,
+            cohort=self.cohort,
+            nominal_gpus=self.nominal_gpus,
+            borrowing_limit=self.borrowing_limit,
+            lending_limit=self.lending_limit,
+            usage_gpus=max(self.usage_gpus, self.reservation_gpus),
+            within_cluster_queue=self.within_cluster_queue,
+            reclaim_within_cohort=self.reclaim_within_cohort,
+            borrow_within_cohort=self.borrow_within_cohort,
+            borrow_max_priority_threshold=self.borrow_max_priority_threshold,
+            queueing_strategy=self.queueing_strategy,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    namespace: str
+    name: str
+    cluster_queue: str
+    pending_workloads: int = 0
+    admitted_workloads: int = 0
+
+
+def parse_workload(obj: Mapping[str, Any]) -> Workload:
+    """A ``kueue.x-k8s.io/v1beta2`` Workload object (dict) as a typed ``Workload``."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    conds = _conditions(obj)
+    admission = status.get("admission") or {}
+    gpus = 0
+    for assignment in admission.get("podSetAssignments") or []:
+        gpus += gpus_in(assignment.get("resourceUsage"))
+    if not gpus:  # not admitted: count the requests of every pod set
+        for podset in spec.get("podSets") or []:
+            gpus += _pod_gpus(podset.get("template")) * int(podset.get("count") or 1)
+    owner_uid = (meta.get("labels") or {}).get(JOB_UID_LABEL)
+    owner_kind = owner_name = None
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") or len(meta.get("ownerReferences") or []) == 1:
+            owner_uid = owner_uid or ref.get("uid")
+            owner_kind, owner_name = ref.get("kind"), ref.get("name")
+            break
+    boost_raw = (meta.get("annotations") or {}).get(KUEUE_PRIORITY_BOOST_ANNOTATION)
+    try:
+        boost = int(boost_raw) if boost_raw is not None else 0
+    except ValueError:
+        boost = 0
+    evictions = sum(
+        int(e.get("count") or 0) for e in (status.get("schedulingStats") or {}).get("evictions") or []
+    )
+    admitted_at = (
+        parse_time(conds["Admitted"].get("lastTransitionTime")) if _is_true(conds, "Admitted") else None
+    )
+    return Workload(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        queue_name=str(spec.get("queueName") or ""),
+        priority=int(spec.get("priority") or 0),
+        active=spec.get("active", True) is not False,
+        quota_reserved=_is_true(conds, "QuotaReserved"),
+        admitted=_is_true(conds, "Admitted"),
+        evicted=_is_true(conds, "Evicted"),
+        finished=_is_true(conds, "Finished"),
+        cluster_queue=admission.get("clusterQueue"),
+        gpus=gpus,
+        owner_uid=owner_uid,
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        created_at=parse_time(meta.get("creationTimestamp")),
+        admitted_at=admitted_at,
+        priority_boost=boost,
+        evictions=evictions,
+        past_execution_seconds=float(status.get("accumulatedPastExecutionTimeSeconds") or 0.0),
+    )
+
+
+def _flavor_gpus(flavors: Iterable[Mapping[str, Any]] | None, key: str) -> int:
+    total = 0.0
+    for flavor in flavors or []:
+        for res in flavor.get("resources") or []:
+            if res.get("name") in GPU_RESOURCES:
+                total += parse_quantity(res.get(key))
+    return round(total)
+
+
+def _optional_flavor_gpus(flavors: Iterable[Mapping[str, Any]] | None, key: str) -> int | None:
+    found = [
+        res
+        for flavor in flavors or []
+        for res in flavor.get("resources") or []
+        if res.get("name") in GPU_RESOURCES and res.get(key) is not None
+    ]
+    return round(sum(parse_quantity(r.get(key)) for r in found)) if found else None
+
+
+def parse_cluster_queue(obj: Mapping[str, Any]) -> ClusterQueue:
+    """A ``v1beta2`` ClusterQueue as a typed ``ClusterQueue`` (GPU resources only)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    flavors = [f for group in spec.get("resourceGroups") or [] for f in group.get("flavors") or []]
+    preemption = spec.get("preemption") or {}
+    borrow = preemption.get("borrowWithinCohort") or {}
+    return ClusterQueue(
+        name=str(meta.get("name") or ""),
+        cohort=spec.get("cohortName") or spec.get("cohort"),
+        nominal_gpus=_flavor_gpus(flavors, "nominalQuota"),
+        borrowing_limit=_optional_flavor_gpus(flavors, "borrowingLimit"),
+        lending_limit=_optional_flavor_gpus(flavors, "lendingLimit"),
+        usage_gpus=_flavor_gpus(status.get("flavorsUsage"), "total"),
+        reservation_gpus=_flavor_gpus(status.get("flavorsReservation"), "total"),
+        pending_workloads=int(status.get("pendingWorkloads") or 0),
+        admitted_workloads=int(status.get("admittedWorkloads") or 0),
+        within_cluster_queue=str(preemption.get("withinClusterQueue") or "Never"),
+        reclaim_within_cohort=str(preemption.get("reclaimWithinCohort") or "Never"),
+        borrow_within_cohort=str(borrow.get("policy") or "Never"),
+        borrow_max_priority_threshold=borrow.get("maxPriorityThreshold"),
+        queueing_strategy=str(spec.get("queueingStrategy") or "BestEffortFIFO"),
+    )
+
+
+def parse_local_queue(obj: Mapping[str, Any]) -> LocalQueue:
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    return LocalQueue(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        cluster_queue=str((obj.get("spec") or {}).get("clusterQueue") or ""),
+        pending_workloads=int(status.get("pendingWorkloads") or 0),
+        admitted_workloads=int(status.get("admittedWorkloads") or 0),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The client
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class KueueClient:
+    """Reads Kueue objects and makes the advisor's two Workload writes.
+
+    ``api`` is a ``kubernetes.client.CustomObjectsApi`` (or anything with the same methods, for
+    unit tests). Writes are JSON merge patches of exactly the field they change, so they never
+    race with Kueue's server-side-apply ownership of other fields.
+    """
+
+    api: Any
+    version: str = KUEUE_VERSION
+
+    # ------------------------------------------------------------------------------ reads
+    def list_workloads(self, namespace: str | None = None, label_selector: str = "") -> list[Workload]:
+        if namespace:
+            resp = self.api.list_namespaced_custom_object(
+                KUEUE_GROUP, self.version, namespace, "workloads", label_selector=label_selector
+            )
+        else:
+            resp = self.api.list_cluster_custom_object(
+                KUEUE_GROUP, self.version, "workloads", label_selector=label_selector
+            )
+        return [parse_workload(item) for item in resp.get("items") or []]
+
+    def get_workload(self, namespace: str, name: str) -> Workload:
+        return parse_workload(
+            self.api.get_namespaced_custom_object(KUEUE_GROUP, self.version, namespace, "workloads", name)
+        )
+
+    def workload_for_job(self, namespace: str, job_uid: str) -> Workload | None:
+        """The live (unfinished) Workload owned by the job with this uid, if any."""
+        found = self.list_workloads(namespace, label_selector=f"{JOB_UID_LABEL}={job_uid}")
+        if not found:  # the label is Kueue's convention; fall back to ownerReferences
+            found = [w for w in self.list_workloads(namespace) if w.owner_uid == job_uid]
+        live = [w for w in found if not w.finished]
+        return sorted(live or found, key=lambda w: w.created_at or 0.0)[-1] if (live or found) else None
+
+    def list_cluster_queues(self) -> list[ClusterQueue]:
+        resp = self.api.list_cluster_custom_object(KUEUE_GROUP, self.version, "clusterqueues")
+        return [parse_cluster_queue(item) for item in resp.get("items") or []]
+
+    def list_local_queues(self, namespace: str | None = None) -> list[LocalQueue]:
+        if namespace:
+            resp = self.api.list_namespaced_custom_object(KUEUE_GROUP, self.version, namespace, "localqueues")
+        else:
+            resp = self.api.list_cluster_custom_object(KUEUE_GROUP, self.version, "localqueues")
+        return [parse_local_queue(item) for item in resp.get("items") or []]
+
+    # ------------------------------------------------------------------------------ writes
+    def set_active(self, namespace: str, name: str, active: bool) -> Workload:
+        """Deactivate (release quota; Kueue evicts and holds it) or reactivate a Workload."""
+        body = {"spec": {"active": bool(active)}}
+        return parse_workload(
+            self.api.patch_namespaced_custom_object(
+                KUEUE_GROUP, self.version, namespace, "workloads", name, body
+            )
+        )
+
+    def set_priority_boost(self, namespace: str, name: str, boost: int | None) -> Workload:
+        """Set (``boost`` int) or remove (``None``) the ``kueue.x-k8s.io/priority-boost`` annotation."""
+        value = None if boost is None else str(int(boost))
+        body = {"metadata": {"annotations": {KUEUE_PRIORITY_BOOST_ANNOTATION: value}}}
+        return parse_workload(
+            self.api.patch_namespaced_custom_object(
+                KUEUE_GROUP, self.version, namespace, "workloads", name, body
+            )
+        )

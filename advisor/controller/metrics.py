@@ -1,0 +1,127 @@
+"""Prometheus metrics of the controller (``trainjob_advisor_*``).
+
+A dedicated ``CollectorRegistry`` per ``Metrics`` object, so that tests and benchmarks can run
+several controllers in one process. Per-job gauges are removed when a job goes away, and the
+per-queue gauges are rebuilt from the same ``summarize`` the CLI uses, so a dashboard and
+``trainjob-advisor status --by queue`` never disagree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from advisor.controller.summary import HORIZONS, QueueSummary
+from advisor.model import JobView
+
+__all__ = ["Metrics"]
+
+_JOB = ("namespace", "job")
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.progress = Gauge(
+            "trainjob_advisor_job_progress_ratio", "Fraction of total steps done", _JOB, registry=r
+        )
+        self.step = Gauge("trainjob_advisor_job_step", "Latest observed step", _JOB, registry=r)
+        self.eta = Gauge(
+            "trainjob_advisor_job_eta_seconds", "Forecast time to completion (mean)", _JOB, registry=r
+        )
+        self.plateau = Gauge("trainjob_advisor_job_plateau_probability", "P(plateau)", _JOB, registry=r)
+        self.divergence = Gauge(
+            "trainjob_advisor_job_divergence_probability", "P(divergence)", _JOB, registry=r
+        )
+        self.final_loss = Gauge(
+            "trainjob_advisor_job_predicted_final_loss", "Predicted final loss (mean)", _JOB, registry=r
+        )
+        self.actions = Counter(
+            "trainjob_advisor_actions_total",
+            "Actions by kind, mode and outcome",
+            ("kind", "mode", "outcome"),
+            registry=r,
+        )
+        self.forecast_latency = Histogram(
+            "trainjob_advisor_forecast_duration_seconds",
+            "Time to evaluate one job (forecast + policy)",
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+        )
+        self.update_latency = Histogram(
+            "trainjob_advisor_update_to_status_seconds",
+            "Time from observing a progress update to writing the TrainJobForecast that reflects it",
+            registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0),
+        )
+        self.non_learning_gpu_hours = Counter(
+            "trainjob_advisor_non_learning_gpu_hours_total",
+            "GPU-hours held by runs flagged plateaued, hung or diverging",
+            ("namespace",),
+            registry=r,
+        )
+        self.samples = Counter(
+            "trainjob_advisor_samples_total", "Progress samples by outcome", ("result",), registry=r
+        )
+        self.api_writes = Counter(
+            "trainjob_advisor_api_writes_total", "Writes to the API server by kind", ("kind",), registry=r
+        )
+        self.write_errors = Counter(
+            "trainjob_advisor_api_write_errors_total", "Failed writes by kind", ("kind",), registry=r
+        )
+        self.jobs = Gauge("trainjob_advisor_watched_jobs", "Jobs the controller currently tracks", registry=r)
+        self.queue_jobs = Gauge(
+            "trainjob_advisor_queue_jobs", "Runs per queue and state", ("queue", "state"), registry=r
+        )
+        self.queue_gpus = Gauge(
+            "trainjob_advisor_queue_gpus", "GPUs held by advised runs", ("queue",), registry=r
+        )
+        self.queue_not_learning = Gauge(
+            "trainjob_advisor_queue_gpus_not_learning",
+            "GPUs held by runs that no longer learn",
+            ("queue",),
+            registry=r,
+        )
+        self.queue_freeing = Gauge(
+            "trainjob_advisor_queue_gpus_expected_free",
+            "GPUs expected to free up within the horizon (from ETA intervals)",
+            ("queue", "horizon"),
+            registry=r,
+        )
+
+    # ---------------------------------------------------------------------------------- per job
+    def observe_job(self, view: JobView) -> None:
+        labels = (view.namespace, view.name)
+        self.step.labels(*labels).set(view.step)
+        if view.total_steps:
+            self.progress.labels(*labels).set(min(1.0, view.step / view.total_steps))
+        fc = view.forecast
+        if fc is None:
+            return
+        self.plateau.labels(*labels).set(fc.plateau_probability)
+        self.divergence.labels(*labels).set(fc.divergence_probability)
+        if math.isfinite(fc.final_loss.mean):
+            self.final_loss.labels(*labels).set(fc.final_loss.mean)
+        if fc.eta_seconds is not None and math.isfinite(fc.eta_seconds.mean):
+            self.eta.labels(*labels).set(fc.eta_seconds.mean)
+
+    def forget_job(self, namespace: str, name: str) -> None:
+        for gauge in (self.progress, self.step, self.eta, self.plateau, self.divergence, self.final_loss):
+            with contextlib.suppress(KeyError):
+                gauge.remove(namespace, name)
+
+    # -------------------------------------------------------------------------------- per queue
+    def set_queues(self, summaries: Iterable[QueueSummary]) -> None:
+        for gauge in (self.queue_jobs, self.queue_gpus, self.queue_not_learning, self.queue_freeing):
+            gauge.clear()
+        for s in summaries:
+            for state, count in s.states.items():
+                self.queue_jobs.labels(s.queue, state).set(count)
+            self.queue_gpus.labels(s.queue).set(s.gpus)
+            self.queue_not_learning.labels(s.queue).set(s.gpus_not_learning)
+            for label, _ in HORIZONS:
+                self.queue_freeing.labels(s.queue, label).set(s.gpus_freeing[label])

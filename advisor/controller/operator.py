@@ -1,0 +1,260 @@
+"""kopf wiring: thin event handlers that feed the ``Engine``, plus the process around it.
+
+Only ``@kopf.on.event`` handlers are used: they need no per-object kopf state, so kopf never
+writes its bookkeeping into a TrainJob (whose structural schema would prune ``status.kopf``) and
+never adds finalizers. Persistence is still pointed at annotations with our own prefix, so that
+a future change-detecting handler cannot write into status by accident. kopf's own Event posting
+is off: the advisor posts its Events itself, with its reasons and numbers.
+
+The engine runs on one worker thread (see ``advisor.controller.engine``); a small HTTP server
+serves ``/metrics``, ``/healthz`` and ``/readyz``; kopf's own liveness endpoint is optional.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from advisor.controller.api import ClusterApi
+from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.jobs import PYTORCHJOB, TRAINJOB
+from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
+from advisor.protocol import GROUP, VERSION
+
+__all__ = ["OperatorOptions", "build_registry", "configure_settings", "run_operator", "serve_http"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class OperatorOptions:
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespaces: Sequence[str] = ()
+    metrics_port: int | None = 8080
+    metrics_host: str = "0.0.0.0"
+    liveness_endpoint: str | None = None
+    watch_pytorchjobs: bool = True
+    watch_kueue: bool = True
+    tick_s: float = 0.2
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+
+def _connection_info(api_client: Any) -> kopf.ConnectionInfo:
+    cfg = api_client.configuration
+    header = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (
+        (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    )
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+    )
+
+
+def configure_settings(settings: kopf.OperatorSettings) -> None:
+    settings.posting.enabled = False
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 60
+
+
+def build_registry(engine: Engine, api: ClusterApi, options: OperatorOptions) -> kopf.OperatorRegistry:
+    """A kopf registry whose handlers only enqueue what they see into ``engine``."""
+    registry = kopf.OperatorRegistry()
+
+    def feed(kind: str) -> Any:
+        async def handler(event: kopf.RawEvent, **_: Any) -> None:
+            engine.enqueue(kind, event.get("type") or "ADDED", event["object"])
+
+        handler.__name__ = f"feed_{kind}"
+        return handler
+
+    kopf.on.event(TRAINJOB.group, TRAINJOB.version, TRAINJOB.plural, registry=registry)(feed("job"))
+    if options.watch_pytorchjobs:
+        kopf.on.event(PYTORCHJOB.group, PYTORCHJOB.version, PYTORCHJOB.plural, registry=registry)(feed("job"))
+    if options.watch_kueue:
+        for plural, kind in (
+            ("workloads", "workload"),
+            ("clusterqueues", "clusterqueue"),
+            ("localqueues", "localqueue"),
+        ):
+            kopf.on.event(KUEUE_GROUP, KUEUE_VERSION, plural, registry=registry)(feed(kind))
+    kopf.on.event("", "v1", "namespaces", registry=registry)(feed("namespace"))
+    kopf.on.event(GROUP, VERSION, "advisorpolicies", registry=registry)(feed("policy"))
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return _connection_info(api.api_client)
+
+    @kopf.on.probe(id="advisor", registry=registry)
+    def probe(**_: Any) -> dict[str, Any]:
+        return {"jobs": len(engine.jobs), "pendingWrites": engine.writer.pending(), "ready": engine.ready}
+
+    return registry
+
+
+def serve_http(engine: Engine, host: str, port: int, worker: threading.Thread | None) -> Any:
+    """``/metrics`` (Prometheus), ``/healthz`` (worker alive) and ``/readyz`` (startup done) on one port."""
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client import make_wsgi_app
+
+    metrics_app = make_wsgi_app(engine.metrics.registry)
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        path = environ.get("PATH_INFO", "")
+        if path in ("/healthz", "/readyz"):
+            ok = (worker is None or worker.is_alive()) and (path == "/healthz" or engine.ready)
+            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [b"ok\n" if ok else b"not ready\n"]
+        return metrics_app(environ, start_response)
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = make_server(host, port, app, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, name="advisor-http", daemon=True).start()
+    return server
+
+
+def _worker(engine: Engine, stop: threading.Event, tick_s: float) -> None:
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            engine.step()
+        except Exception:
+            log.exception("engine step failed")
+        stop.wait(max(0.0, tick_s - (time.monotonic() - started)))
+
+
+async def run_operator(
+    options: OperatorOptions,
+    *,
+    stop_flag: Any = None,
+    ready_flag: Any = None,
+    on_engine: Callable[[Engine], None] | None = None,
+) -> Engine:
+    """Run the controller until ``stop_flag`` (an asyncio/threading Event or Future) is set.
+
+    ``on_engine`` is called with the engine before it starts (for embedding and tests)."""
+    from advisor.controller.api import load_api_client
+
+    api_client = load_api_client(options.kubeconfig, options.context)
+    api = ClusterApi(api_client)
+    engine = Engine(api, config=options.engine)
+    saved = await asyncio.to_thread(_list_saved, api, options.namespaces)
+    log.info("restoring %d TrainJobForecast(s)", engine.load_saved(saved))
+    await asyncio.to_thread(prime, engine, api, options)
+    if on_engine is not None:
+        on_engine(engine)
+    stop = threading.Event()
+    worker = threading.Thread(
+        target=_worker, args=(engine, stop, options.tick_s), name="advisor-engine", daemon=True
+    )
+    worker.start()
+    server = (
+        serve_http(engine, options.metrics_host, options.metrics_port, worker)
+        if options.metrics_port is not None
+        else None
+    )
+    settings = kopf.OperatorSettings()
+    configure_settings(settings)
+    engine.ready = True
+    try:
+        await kopf.operator(
+            registry=build_registry(engine, api, options),
+            settings=settings,
+            standalone=True,
+            clusterwide=not options.namespaces,
+            namespaces=list(options.namespaces),
+            liveness_endpoint=options.liveness_endpoint,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+        )
+    finally:
+        stop.set()
+        worker.join(timeout=10)
+        engine.step()  # apply what arrived last and start the due writes
+        engine.writer.flush(time.time() + engine.config.write_interval_s, wait=True)
+        engine.close()
+        if server is not None:
+            server.shutdown()
+    return engine
+
+
+def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
+    """Queue a first listing of policies, namespaces and Kueue objects before any job event, so
+    that the first evaluation of a job (and the resumption of an action interrupted by a restart)
+    already sees its policy and its Workload. kopf's watches keep them current afterwards."""
+    from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
+
+    custom = api.custom
+    listings: list[tuple[str, Callable[[], Any]]] = [
+        ("policy", lambda: custom.list_cluster_custom_object(GROUP, VERSION, "advisorpolicies")),
+        ("namespace", lambda: api.core.list_namespace().to_dict()),
+    ]
+    if options.watch_kueue:
+        listings += [
+            (
+                "clusterqueue",
+                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues"),
+            ),
+            (
+                "localqueue",
+                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, "localqueues"),
+            ),
+        ]
+        if options.namespaces:
+            listings += [
+                (
+                    "workload",
+                    functools.partial(
+                        custom.list_namespaced_custom_object, KUEUE_GROUP, KUEUE_VERSION, ns, "workloads"
+                    ),
+                )
+                for ns in options.namespaces
+            ]
+        else:
+            listings.append(
+                (
+                    "workload",
+                    lambda: custom.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, "workloads"),
+                )
+            )
+    for kind, fetch in listings:
+        try:
+            items = fetch().get("items") or []
+        except Exception as exc:  # a missing CRD or permission: kopf's watch will tell the rest
+            log.warning("initial listing of %s objects failed: %s", kind, getattr(exc, "reason", None) or exc)
+            continue
+        for item in items:
+            if kind == "namespace":  # the typed client's dict uses snake_case; only name/labels matter
+                meta = item.get("metadata") or {}
+                item = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
+            engine.enqueue(kind, "ADDED", item)
+
+
+def _list_saved(api: ClusterApi, namespaces: Sequence[str]) -> Sequence[Mapping[str, Any]]:
+    if not namespaces:
+        return api.list_forecasts()
+    return [obj for ns in namespaces for obj in api.list_forecasts(ns)]

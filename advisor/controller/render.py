@@ -1,0 +1,208 @@
+"""What a ``TrainJobForecast`` says: rendering the core's view of a job into the object's status.
+
+Pure functions (no API calls) so that the status layout, the printer-column strings and the
+run-state classification are unit-tested once and shared by the controller, ``status``,
+``explain`` and the per-queue summary. The status keeps the persisted core state in
+``status.coreState`` (``AdvisorCore.dump`` as one JSON string: a merge patch then replaces it
+whole instead of merging stale keys; the model weights are a list for the same reason) and
+the actuator's unfinished actions in ``status.pendingActions`` (JSON too), separate from the
+human-facing fields, so that a restart restores exactly what was written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from advisor.model import ActionRecord, Decision, Forecast, Interval, JobView
+
+__all__ = [
+    "DIVERGING_P",
+    "PLATEAU_P",
+    "STATES",
+    "classify",
+    "format_duration",
+    "iso",
+    "render_status",
+]
+
+#: run states shown by ``status --by queue`` and exported per queue
+STATES: tuple[str, ...] = ("converging", "plateaued", "hung", "diverging", "near-completion", "unknown")
+PLATEAU_P = 0.5
+DIVERGING_P = 0.5
+#: a run whose step has not advanced for this long (and at least 10 sample intervals) counts as hung
+HUNG_AFTER_S = 900.0
+NEAR_COMPLETION_PERCENT = 90.0
+#: how many action records the human-facing status lists (the core keeps its own bounded log)
+MAX_LISTED_ACTIONS = 20
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None or not math.isfinite(ts):
+        return None
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_duration(seconds: float | None) -> str:
+    """Compact kubectl-style duration: 45s, 13m, 2h5m, 3d4h; '-' when unknown."""
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        h, m = divmod(s // 60, 60)
+        return f"{h}h{m}m" if m else f"{h}h"
+    d, h = divmod(s // 3600, 24)
+    return f"{d}d{h}h" if h else f"{d}d"
+
+
+def _num(value: float | None, digits: int = 6) -> float | None:
+    if value is None:
+        return None
+    value = float(value)
+    return round(value, digits) if math.isfinite(value) else None
+
+
+def _interval(iv: Interval | None) -> dict[str, float | None] | None:
+    if iv is None:
+        return None
+    return {"mean": _num(iv.mean), "p10": _num(iv.p10), "p90": _num(iv.p90)}
+
+
+def percent(view: JobView) -> float | None:
+    if view.total_steps and view.total_steps > 0:
+        return max(0.0, min(100.0, 100.0 * view.step / view.total_steps))
+    return None
+
+
+def classify(view: JobView, *, now: float, hung_after_s: float = HUNG_AFTER_S) -> str:
+    """One word for where a run stands (the GPU-as-a-service view)."""
+    fc = view.forecast
+    pct = percent(view)
+    if view.last_step_change is not None and view.active and now - view.last_step_change > hung_after_s:
+        return "hung"
+    if fc is None:
+        return "near-completion" if pct is not None and pct >= NEAR_COMPLETION_PERCENT else "unknown"
+    if fc.divergence_probability >= DIVERGING_P:
+        return "diverging"
+    if (pct is not None and pct >= NEAR_COMPLETION_PERCENT) or (
+        fc.eta_seconds is not None and fc.eta_seconds.p90 <= 3600.0
+    ):
+        return "near-completion"
+    if fc.plateau_probability >= PLATEAU_P:
+        return "plateaued"
+    return "converging"
+
+
+def _loss_text(fc: Forecast | None) -> str:
+    if fc is None or not math.isfinite(fc.final_loss.mean):
+        return "-"
+    half = (fc.final_loss.p90 - fc.final_loss.p10) / 2.0
+    return f"{fc.final_loss.mean:.4g}±{half:.2g}" if math.isfinite(half) else f"{fc.final_loss.mean:.4g}"
+
+
+def _action_dict(rec: ActionRecord) -> dict[str, Any]:
+    return {
+        "kind": rec.kind.value,
+        "time": iso(rec.time),
+        "requestId": rec.request_id,
+        "policy": rec.policy,
+        "rule": rec.rule,
+        "outcome": rec.outcome,
+        "reason": rec.reason,
+    }
+
+
+def forecast_dict(fc: Forecast | None, *, at: float | None = None) -> dict[str, Any] | None:
+    if fc is None:
+        return None
+    return {
+        "finalLoss": _interval(fc.final_loss),
+        "plateauProbability": _num(fc.plateau_probability, 4),
+        "divergenceProbability": _num(fc.divergence_probability, 4),
+        "etaSeconds": _interval(fc.eta_seconds),
+        "stepsPerSecond": _num(fc.steps_per_second),
+        "currentLoss": _num(fc.current_loss),
+        "model": [
+            {"name": str(k), "weight": _num(v, 4)} for k, v in sorted(fc.model.items(), key=lambda kv: -kv[1])
+        ],
+        "warnings": [str(w)[:200] for w in fc.warnings[:20]],
+        "points": fc.n_points,
+        "dropped": fc.n_dropped,
+        "updatedAt": iso(at),
+    }
+
+
+def render_status(
+    view: JobView,
+    decision: Decision | None,
+    *,
+    now: float,
+    core_state: str | None = None,
+    pending_actions: Mapping[str, Any] | None = None,
+    forecast_at: float | None = None,
+    hung_after_s: float = HUNG_AFTER_S,
+) -> dict[str, Any]:
+    """The full ``TrainJobForecast.status`` for one job."""
+    fc = view.forecast
+    pct = percent(view)
+    state = classify(view, now=now, hung_after_s=hung_after_s)
+    advice = (decision.advice if decision else "") or ""
+    throughput = [{"nodes": int(n), "stepsPerSecond": _num(v)} for n, v in view.throughput]
+    ck = view.checkpoint
+    return {
+        "observedAt": iso(now),
+        "lastSampleTime": iso(view.last_sample_time),
+        "lastStepChange": iso(view.last_step_change),
+        "state": state,
+        "job": {
+            "kind": view.kind,
+            "name": view.name,
+            "queueName": view.queue_name,
+            "clusterQueue": view.cluster_queue,
+            "gpus": view.gpus,
+            "nodes": view.nodes,
+            "active": view.active,
+            "admitted": view.admitted,
+        },
+        "progress": {
+            "step": view.step,
+            "totalSteps": view.total_steps,
+            "percent": None if pct is None else round(pct, 2),
+        },
+        "throughput": {"stepsPerSecond": _num(fc.steps_per_second) if fc else None, "byNodes": throughput},
+        "forecast": forecast_dict(fc, at=forecast_at),
+        "recommendation": {
+            "policy": decision.policy if decision else None,
+            "mode": decision.mode.value if decision else None,
+            "advice": advice,
+            "reasons": list(decision.reasons) if decision else [],
+            "actions": [
+                {"kind": a.kind.value, "rule": a.rule, "reason": a.reason}
+                for a in (decision.actions if decision else ())
+            ],
+        },
+        "checkpoint": {
+            "lastStep": ck.last_step,
+            "lastTime": iso(ck.last_time),
+            "costSeconds": _num(ck.cost_seconds),
+            "pendingRequest": ck.pending_request,
+            "pendingSince": iso(ck.pending_since),
+        },
+        "actions": [_action_dict(r) for r in view.actions[-MAX_LISTED_ACTIONS:]],
+        "summary": {
+            "progress": "-" if pct is None else f"{pct:.0f}%",
+            "eta": format_duration(fc.eta_seconds.mean) if fc and fc.eta_seconds else "-",
+            "loss": _loss_text(fc),
+            "plateau": f"{fc.plateau_probability * 100:.0f}%" if fc else "-",
+            "advice": (advice or state)[:80],
+        },
+        "pendingActions": json.dumps(dict(pending_actions or {}), sort_keys=True, separators=(",", ":")),
+        "coreState": core_state,
+    }

@@ -1,0 +1,91 @@
+"""The GPU-as-a-service view: per ClusterQueue (or namespace) summaries of every advised run.
+
+Computed from rendered ``TrainJobForecast`` statuses only, so that ``trainjob-advisor status
+--by queue`` (reading the objects) and the controller's per-queue metrics (reading its own
+renders) give the same figures. GPUs expected to free up within a horizon are the sum over
+runs of ``gpus x P(ETA <= horizon)``, with the ETA's 80% interval read as a split normal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.controller.render import STATES
+
+__all__ = ["HORIZONS", "QueueSummary", "eta_cdf", "summarize"]
+
+#: capacity-planning horizons, in seconds, with their labels
+HORIZONS: tuple[tuple[str, float], ...] = (("1h", 3600.0), ("6h", 6 * 3600.0), ("24h", 24 * 3600.0))
+_Z90 = 1.2815515655446004  # the standard normal's 90th percentile
+NOT_LEARNING = ("plateaued", "hung", "diverging")
+
+
+def eta_cdf(eta: Mapping[str, Any] | None, horizon: float) -> float:
+    """P(ETA <= horizon) from an interval dict ``{mean, p10, p90}`` (split normal); 0 when unknown."""
+    if not eta:
+        return 0.0
+    try:
+        mean, p10, p90 = float(eta["mean"]), float(eta["p10"]), float(eta["p90"])
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+    if not all(math.isfinite(v) for v in (mean, p10, p90)):
+        return 0.0
+    sigma = (mean - p10) / _Z90 if horizon < mean else (p90 - mean) / _Z90
+    if sigma <= 0:
+        return 1.0 if horizon >= mean else 0.0
+    return 0.5 * (1.0 + math.erf((horizon - mean) / (sigma * math.sqrt(2.0))))
+
+
+@dataclass
+class QueueSummary:
+    queue: str
+    jobs: int = 0
+    gpus: int = 0
+    states: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STATES, 0))
+    gpus_not_learning: int = 0
+    gpus_freeing: dict[str, float] = field(default_factory=lambda: {label: 0.0 for label, _ in HORIZONS})
+
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "jobs": self.jobs,
+            "gpus": self.gpus,
+            **self.states,
+            "gpus_not_learning": self.gpus_not_learning,
+            **{f"free_{k}": round(v, 1) for k, v in self.gpus_freeing.items()},
+        }
+
+
+def _queue_of(namespace: str, status: Mapping[str, Any], by: str) -> str:
+    job = status.get("job") or {}
+    if by == "namespace":
+        return namespace
+    return str(job.get("clusterQueue") or job.get("queueName") or f"(no queue) {namespace}")
+
+
+def summarize(items: Iterable[tuple[str, Mapping[str, Any]]], *, by: str = "queue") -> list[QueueSummary]:
+    """Summaries from ``(namespace, status)`` pairs, grouped by ClusterQueue (``by="queue"``) or
+    namespace (``by="namespace"``), sorted by name."""
+    if by not in ("queue", "namespace"):
+        raise ValueError(f"by must be 'queue' or 'namespace', got {by!r}")
+    out: dict[str, QueueSummary] = {}
+    for namespace, status in items:
+        if not isinstance(status, Mapping):
+            continue
+        key = _queue_of(namespace, status, by)
+        summary = out.setdefault(key, QueueSummary(key))
+        job = status.get("job") or {}
+        gpus = int(job.get("gpus") or 0) if job.get("active", True) else 0
+        state = str(status.get("state") or "unknown")
+        summary.jobs += 1
+        summary.gpus += gpus
+        summary.states[state if state in summary.states else "unknown"] += 1
+        if state in NOT_LEARNING:
+            summary.gpus_not_learning += gpus
+        eta = (status.get("forecast") or {}).get("etaSeconds")
+        for label, horizon in HORIZONS:
+            summary.gpus_freeing[label] += gpus * eta_cdf(eta, horizon)
+    return [out[k] for k in sorted(out)]

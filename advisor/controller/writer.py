@@ -1,0 +1,182 @@
+"""Coalesced, rate-limited writes of ``TrainJobForecast`` statuses.
+
+A thousand jobs reporting every 5 s must not become a thousand writes every 5 s plus retries.
+Two limits apply. Per object, on average at most one write per ``min_interval_s``, newer renders
+replacing the pending one so that only the latest state is written; it is a per-object token
+bucket of ``object_burst`` writes, because a strict "interval since the last write" locks onto
+any delay: one late write would delay every later update of a job that reports exactly as often.
+Globally, a token bucket of ``max_per_second`` with a small burst. Objects whose pending data is
+oldest go first, so no object starves. Urgent writes (an action recorded before its mutation)
+bypass the per-object limit, and are still counted in the global bucket.
+
+Writes run on a small thread pool (the kubernetes client is blocking); one object never has two
+writes in flight. The clock is injected, so the policy is unit-tested without sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["StatusWriter", "WriteStats"]
+
+log = logging.getLogger(__name__)
+
+WriteFn = Callable[[str, Mapping[str, Any]], None]
+
+
+@dataclass
+class WriteStats:
+    writes: int = 0
+    errors: int = 0
+    coalesced: int = 0
+
+
+@dataclass
+class _Pending:
+    payload: Mapping[str, Any]
+    since: float  # when the oldest data in this payload was observed
+    urgent: bool = False
+
+
+class StatusWriter:
+    def __init__(
+        self,
+        write: WriteFn,
+        *,
+        min_interval_s: float = 5.0,
+        max_per_second: float = 100.0,
+        burst: int | None = None,
+        workers: int = 4,
+        object_burst: float = 2.0,
+        error_backoff_s: float = 5.0,
+        on_written: Callable[[str, float], None] | None = None,
+    ) -> None:
+        if min_interval_s < 0 or max_per_second <= 0:
+            raise ValueError("min_interval_s must be >= 0 and max_per_second > 0")
+        self._write = write
+        self.min_interval_s = float(min_interval_s)
+        self.max_per_second = float(max_per_second)
+        self.burst = int(burst if burst is not None else max(1, round(max_per_second)))
+        self.error_backoff_s = error_backoff_s
+        self._on_written = on_written
+        self._lock = threading.Lock()
+        self._pending: dict[str, _Pending] = {}
+        self.object_burst = max(1.0, float(object_burst))
+        self._credit: dict[str, tuple[float, float]] = {}  # key -> (tokens, when)
+        self._blocked_until: dict[str, float] = {}  # error backoff
+        self._in_flight: set[str] = set()
+        self._tokens = float(self.burst)
+        self._refilled_at: float | None = None
+        self._pool = (
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tjf-writer") if workers else None
+        )
+        self.stats = WriteStats()
+
+    # ------------------------------------------------------------------------------- intake
+    def submit(
+        self, key: str, payload: Mapping[str, Any], *, observed_at: float, urgent: bool = False
+    ) -> None:
+        """Queue ``payload`` as the next state of ``key``, replacing any pending one."""
+        with self._lock:
+            old = self._pending.get(key)
+            if old is not None:
+                self.stats.coalesced += 1
+                observed_at = min(observed_at, old.since)
+                urgent = urgent or old.urgent
+            self._pending[key] = _Pending(payload, observed_at, urgent)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._pending.pop(key, None)
+            self._credit.pop(key, None)
+            self._blocked_until.pop(key, None)
+
+    # ------------------------------------------------------------------------------- output
+    def _refill(self, now: float) -> None:
+        if self._refilled_at is not None:
+            self._tokens = min(
+                float(self.burst), self._tokens + (now - self._refilled_at) * self.max_per_second
+            )
+        self._refilled_at = now
+
+    def _object_tokens(self, key: str, now: float) -> float:
+        if self.min_interval_s <= 0:
+            return self.object_burst
+        tokens, at = self._credit.get(key, (self.object_burst, now))
+        return min(self.object_burst, tokens + (now - at) / self.min_interval_s)
+
+    def _due(self, now: float) -> list[str]:
+        ready = [
+            (p.since, key)
+            for key, p in self._pending.items()
+            if key not in self._in_flight
+            and now >= self._blocked_until.get(key, -1e18)
+            and (p.urgent or self._object_tokens(key, now) >= 1.0)
+        ]
+        ready.sort()
+        return [key for _, key in ready]
+
+    def flush(self, now: float, *, wait: bool = False) -> int:
+        """Start the writes that are due and allowed now; returns how many were started."""
+        batch: list[tuple[str, _Pending]] = []
+        with self._lock:
+            self._refill(now)
+            for key in self._due(now):
+                if self._tokens < 1.0:
+                    break
+                self._tokens -= 1.0
+                batch.append((key, self._pending.pop(key)))
+                self._in_flight.add(key)
+                self._credit[key] = (max(0.0, self._object_tokens(key, now) - 1.0), now)
+        futures: list[Future[None]] = []
+        for key, item in batch:
+            if self._pool is None:
+                self._run(key, item, now)
+            else:
+                futures.append(self._pool.submit(self._run, key, item, now))
+        if wait:
+            for f in futures:
+                f.result()
+        return len(batch)
+
+    def _run(self, key: str, item: _Pending, started: float) -> None:
+        try:
+            self._write(key, item.payload)
+        except Exception as exc:
+            log.warning("status write for %s failed (retrying in %.0fs): %s", key, self.error_backoff_s, exc)
+            with self._lock:
+                self.stats.errors += 1
+                # keep the newest data if something newer arrived meanwhile; retry after a backoff
+                if key not in self._pending:
+                    self._pending[key] = item
+                self._blocked_until[key] = started + self.error_backoff_s
+                self._in_flight.discard(key)
+            return
+        with self._lock:
+            self.stats.writes += 1
+            self._in_flight.discard(key)
+        if self._on_written is not None:
+            self._on_written(key, item.since)
+
+    def write_now(self, key: str, payload: Mapping[str, Any]) -> None:
+        """Write synchronously, bypassing the per-object interval (for records that must be durable
+        before a mutation). Any pending payload for ``key`` is superseded. Raises on failure."""
+        with self._lock:
+            self._pending.pop(key, None)
+            self._tokens -= 1.0  # may go negative: the bucket pays it back before the next batch
+        self._write(key, payload)
+        with self._lock:
+            self.stats.writes += 1
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

@@ -1,0 +1,232 @@
+"""In-memory stand-ins for the API (unit tier only; the e2e tier uses a real API server)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from advisor.controller.kueue import Workload, parse_workload
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str = "") -> None:
+        super().__init__(f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+
+
+class FakeKueue:
+    def __init__(self, log: list[tuple[Any, ...]], workloads: dict[str, dict[str, Any]]) -> None:
+        self.log = log
+        self.workloads = workloads
+
+    def set_active(self, namespace: str, name: str, active: bool) -> Workload:
+        self.log.append(("set_active", namespace, name, active))
+        obj = self.workloads[f"{namespace}/{name}"]
+        obj.setdefault("spec", {})["active"] = active
+        return parse_workload(obj)
+
+    def set_priority_boost(self, namespace: str, name: str, boost: int | None) -> Workload:
+        self.log.append(("set_priority_boost", namespace, name, boost))
+        obj = self.workloads[f"{namespace}/{name}"]
+        ann = obj.setdefault("metadata", {}).setdefault("annotations", {})
+        if boost is None:
+            ann.pop("kueue.x-k8s.io/priority-boost", None)
+        else:
+            ann["kueue.x-k8s.io/priority-boost"] = str(boost)
+        return parse_workload(obj)
+
+
+class FakeApi:
+    """Records every call in ``log``; keeps TrainJobForecast statuses in ``forecasts``."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[Any, ...]] = []
+        self.forecasts: dict[str, dict[str, Any]] = {}
+        self.workloads: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, list[str]] = {}
+        self.pod_annotations: dict[str, dict[str, str]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.kueue = FakeKueue(self.log, self.workloads)
+        self.fail_writes = 0
+        self.immutable_num_nodes = True
+
+    def write_forecast(
+        self, namespace: str, name: str, owner: Mapping[str, Any], status: Mapping[str, Any]
+    ) -> None:
+        if self.fail_writes:
+            self.fail_writes -= 1
+            raise ApiError(503, "unavailable")
+        self.log.append(("write_forecast", namespace, name))
+        self.forecasts[f"{namespace}/{name}"] = {
+            "metadata": {"namespace": namespace, "name": name},
+            "status": copy.deepcopy(dict(status)),
+            "owner": dict(owner),
+        }
+
+    def list_forecasts(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        return [copy.deepcopy(v) for v in self.forecasts.values()]
+
+    def list_pod_names(self, namespace: str, label_selector: str) -> list[str]:
+        self.log.append(("list_pods", namespace, label_selector))
+        return list(self.pods.get(f"{namespace}/{label_selector}", []))
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        self.log.append(("annotate_pod", namespace, name, dict(annotations)))
+        self.pod_annotations.setdefault(f"{namespace}/{name}", {}).update(
+            {k: v for k, v in annotations.items() if v is not None}
+        )
+
+    def create_event(
+        self, involved: Mapping[str, Any], *, reason: str, message: str, warning: bool = False
+    ) -> None:
+        self.log.append(("event", reason))
+        self.events.append(
+            {"involved": dict(involved), "reason": reason, "message": message, "warning": warning}
+        )
+
+    def patch_job(
+        self, kind: str, namespace: str, name: str, patch: Mapping[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        if kind == "TrainJob" and self.immutable_num_nodes:
+            raise ApiError(422, "Invalid: spec.trainer: field is immutable")
+        self.log.append(("patch_job", kind, namespace, name, dict(patch), dry_run))
+        return {}
+
+    def scale_job(self, kind: str, namespace: str, name: str, replicas: int) -> None:
+        self.log.append(("scale_job", kind, namespace, name, replicas))
+
+    def patch_policy_status(self, name: str, status: Mapping[str, Any]) -> None:
+        self.log.append(("policy_status", name, copy.deepcopy(dict(status))))
+
+    def mutations(self) -> list[tuple[Any, ...]]:
+        """Calls that change a user's object (everything but our own status, Events and reads)."""
+        return [
+            c
+            for c in self.log
+            if c[0] in ("set_active", "set_priority_boost", "annotate_pod", "patch_job", "scale_job")
+        ]
+
+
+def trainjob(
+    name: str = "llm",
+    namespace: str = "team-a",
+    *,
+    step: int | None = None,
+    loss: Any = None,
+    total: int = 1000,
+    updated: str = "2026-08-21T10:30:45Z",
+    uid: str = "uid-1",
+    queue: str | None = "team-a-lq",
+    nodes: int = 2,
+    gpus_per_node: int = 8,
+    metrics: list[dict[str, Any]] | None = None,
+    extra_metrics: list[dict[str, str]] = (),
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "labels": {},
+            "creationTimestamp": "2026-08-21T10:00:00Z",
+        },
+        "spec": {
+            "trainer": {
+                "numNodes": nodes,
+                "resourcesPerNode": {"limits": {"nvidia.com/gpu": str(gpus_per_node)}},
+            }
+        },
+    }
+    if queue:
+        body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = queue
+    if step is not None or metrics is not None:
+        ms = (
+            metrics
+            if metrics is not None
+            else [
+                {"name": "current_step", "value": str(step)},
+                {"name": "total_steps", "value": str(total)},
+                {"name": "loss", "value": str(loss)},
+                *extra_metrics,
+            ]
+        )
+        body["status"] = {"trainerStatus": {"metrics": ms, "lastUpdatedTime": updated}}
+    return body
+
+
+def workload(
+    job_name: str = "llm",
+    namespace: str = "team-a",
+    *,
+    uid: str = "uid-1",
+    active: bool = True,
+    admitted: bool = True,
+    cq: str = "gpu-cq",
+    gpus: int = 16,
+    priority: int = 0,
+) -> dict[str, Any]:
+    conds = [
+        {"type": "QuotaReserved", "status": "True" if admitted else "False"},
+        {
+            "type": "Admitted",
+            "status": "True" if admitted else "False",
+            "lastTransitionTime": "2026-08-21T10:00:05Z",
+        },
+    ]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": f"trainjob-{job_name}-abcde",
+            "namespace": namespace,
+            "uid": f"wl-{uid}",
+            "labels": {"kueue.x-k8s.io/job-uid": uid},
+            "ownerReferences": [
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "TrainJob",
+                    "name": job_name,
+                    "uid": uid,
+                    "controller": True,
+                }
+            ],
+            "creationTimestamp": "2026-08-21T10:00:01Z",
+        },
+        "spec": {
+            "active": active,
+            "queueName": "team-a-lq",
+            "priority": priority,
+            "podSets": [
+                {
+                    "name": "node",
+                    "count": 2,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"name": "node", "resources": {"requests": {"nvidia.com/gpu": "8"}}}
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+        "status": {
+            "conditions": conds,
+            **(
+                {
+                    "admission": {
+                        "clusterQueue": cq,
+                        "podSetAssignments": [
+                            {"name": "node", "count": 2, "resourceUsage": {"nvidia.com/gpu": str(gpus)}}
+                        ],
+                    }
+                }
+                if admitted
+                else {}
+            ),
+        },
+    }

@@ -1,0 +1,173 @@
+"""Carrying out decisions: Recommend mutates nothing; Apply records before it mutates; resumes once."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.controller.actuator import Actuator
+from advisor.controller.kueue import parse_workload
+from advisor.core import AdvisorCore
+from advisor.model import Action, ActionKind, Decision, JobView, Mode, ProgressSample
+from tests.controller.fakes import FakeApi, trainjob, workload
+
+NOW = 1_800_000_000.0
+KEY = "team-a/llm"
+
+
+class Setup:
+    def __init__(self, *, persist_fails: bool = False) -> None:
+        self.api = FakeApi()
+        self.api.workloads["team-a/trainjob-llm-abcde"] = workload()
+        self.api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-node-0-0", "llm-node-0-1"]
+        self.core = AdvisorCore()
+        self.core.observe(KEY, ProgressSample(step=10, loss=1.0, time=NOW - 60), now=NOW - 60)
+        self.persisted: list[list[str]] = []
+        self.persist_fails = persist_fails
+        self.actuator = Actuator(self.api, self.core, self.persist)
+        self.body = trainjob()
+        self.job = JobView(namespace="team-a", name="llm", gpus=16)
+
+    def persist(self, key: str) -> None:
+        if self.persist_fails:
+            raise RuntimeError("API server unavailable")
+        # what would be in the TrainJobForecast at this instant
+        self.persisted.append([c[0] for c in self.api.log])
+        self.saved_pending = self.actuator.pending_for(key)
+        self.saved_core = self.core.dump(key)
+
+    @property
+    def wl(self):
+        return parse_workload(self.api.workloads["team-a/trainjob-llm-abcde"])
+
+    def run(self, mode: Mode, *actions: Action) -> None:
+        decision = Decision(job=KEY, policy="p", mode=mode, actions=actions)
+        self.actuator.execute(self.core.view(self.job), decision, body=self.body, workload=self.wl, now=NOW)
+
+
+RELEASE = Action(ActionKind.RELEASE_QUOTA, "plateau", "no 1% gain in 2h")
+
+
+def test_recommend_mode_only_records_and_posts_one_event() -> None:
+    s = Setup()
+    s.run(Mode.RECOMMEND, RELEASE, Action(ActionKind.CHECKPOINT, "checkpoint", "before release"))
+    assert s.api.mutations() == []
+    assert [e["reason"] for e in s.api.events] == ["Recommendation", "Recommendation"]
+    rec = s.core.record(KEY)
+    assert rec is not None and [a.outcome for a in rec.actions] == ["recommended", "recommended"]
+    s.run(Mode.RECOMMEND, RELEASE)  # the same advice again soon: no second Event
+    assert len(s.api.events) == 2
+
+
+def test_apply_release_records_the_request_before_patching_the_workload() -> None:
+    s = Setup()
+    s.run(Mode.APPLY, RELEASE)
+    assert s.api.mutations() == [("set_active", "team-a", "trainjob-llm-abcde", False)]
+    assert s.persisted == [[]]  # persisted before any mutation
+    ((rid, entry),) = s.saved_pending.items()
+    assert entry["stage"] == "recorded" and entry["kind"] == "release-quota"
+    assert [a["requestId"] for a in s.saved_core["actions"]] == [rid]
+    rec = s.core.record(KEY)
+    assert rec is not None and rec.actions[-1].outcome == "done"
+    assert s.actuator.pending_for(KEY) == {}
+    assert [e["reason"] for e in s.api.events] == ["QuotaReleased"]
+    assert s.wl.active is False
+
+
+def test_no_mutation_when_the_request_cannot_be_recorded() -> None:
+    s = Setup(persist_fails=True)
+    s.run(Mode.APPLY, RELEASE)
+    assert s.api.mutations() == []
+    rec = s.core.record(KEY)
+    assert rec is not None and rec.actions[-1].outcome == "failed"
+
+
+def test_a_restart_between_record_and_patch_finishes_exactly_once() -> None:
+    s = Setup()
+    crashed = Actuator(s.api, s.core, s.persist)
+    s.actuator = crashed  # persist() snapshots this process's pending actions
+    crashed.finish = lambda *a, **k: None  # type: ignore[method-assign]  # the process dies after persisting
+    decision = Decision(job=KEY, policy="p", mode=Mode.APPLY, actions=(RELEASE,))
+    crashed.execute(s.core.view(s.job), decision, body=s.body, workload=s.wl, now=NOW)
+    assert s.api.mutations() == []
+    # a new process restores what was persisted
+    core2 = AdvisorCore()
+    core2.restore(KEY, s.saved_core)
+    fresh = Actuator(s.api, core2, s.persist)
+    fresh.restore_pending(KEY, s.saved_pending)
+    (rid,) = s.saved_pending
+    for _ in range(2):  # resumed twice (e.g. two evaluations): still one mutation, one Event
+        fresh.finish(core2.view(s.job), rid, body=s.body, workload=s.wl)
+    assert s.api.mutations() == [("set_active", "team-a", "trainjob-llm-abcde", False)]
+    assert [e["reason"] for e in s.api.events] == ["QuotaReleased"]
+    rec = core2.record(KEY)
+    assert rec is not None and [(a.request_id, a.outcome) for a in rec.actions] == [(rid, "done")]
+
+
+def test_checkpoint_request_annotates_every_pod_and_waits_for_the_ack() -> None:
+    s = Setup()
+    s.run(Mode.APPLY, Action(ActionKind.CHECKPOINT, "checkpoint", "periodic", {"timeout_s": 120}))
+    annotated = [c for c in s.api.mutations() if c[0] == "annotate_pod"]
+    assert [c[2] for c in annotated] == ["llm-node-0-0", "llm-node-0-1"]
+    rid = annotated[0][3]["advisor.trainjob-advisor.io/checkpoint-request"]
+    assert s.actuator.awaiting_ack(KEY) == [(rid, NOW, 120.0)]
+    assert s.core.view(s.job).checkpoint.pending_request == rid
+    # the training side answers through the progress stream
+    s.core.observe(
+        KEY,
+        ProgressSample(
+            step=11, loss=0.9, time=NOW + 30, last_checkpoint_step=11, last_checkpoint_request=rid
+        ),
+        now=NOW + 30,
+    )
+    assert s.actuator.checkpoint_done(s.core.view(s.job), rid, "acknowledged", body=s.body)
+    assert s.actuator.awaiting_ack(KEY) == []
+    assert [e["reason"] for e in s.api.events] == ["CheckpointRequested", "CheckpointAcknowledged"]
+    assert not s.actuator.checkpoint_done(s.core.view(s.job), rid, "acknowledged", body=s.body)
+
+
+def test_checkpoint_without_pods_fails_clearly() -> None:
+    s = Setup()
+    s.api.pods.clear()
+    s.run(Mode.APPLY, Action(ActionKind.CHECKPOINT, "checkpoint", "periodic"))
+    assert s.api.events[-1]["reason"] == "CheckpointRequestedFailed" and s.api.events[-1]["warning"]
+    assert "no running pods" in s.api.events[-1]["message"]
+
+
+def test_release_without_a_workload_never_suspends_the_job() -> None:
+    s = Setup()
+    decision = Decision(job=KEY, policy="p", mode=Mode.APPLY, actions=(RELEASE,))
+    s.actuator.execute(s.core.view(s.job), decision, body=s.body, workload=None, now=NOW)
+    assert s.api.mutations() == []
+    assert "Workload.spec.active=false" in s.api.events[-1]["message"]
+
+
+def test_priority_boost_set_and_dropped() -> None:
+    s = Setup()
+    s.run(Mode.APPLY, Action(ActionKind.BOOST_PRIORITY, "guard", "likely victim", {"boost": 500}))
+    assert s.wl.priority_boost == 500
+    s.run(Mode.APPLY, Action(ActionKind.DROP_BOOST, "guard", "checkpoint done"))
+    assert s.wl.priority_boost == 0
+
+
+@pytest.mark.parametrize("immutable", [True, False])
+def test_trainjob_scale_detects_an_immutable_num_nodes(immutable: bool) -> None:
+    s = Setup()
+    s.api.immutable_num_nodes = immutable
+    s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 4}))
+    if immutable:
+        assert s.api.mutations() == []
+        assert "does not allow changing spec.trainer.numNodes" in s.api.events[-1]["message"]
+    else:
+        kinds = [c[0] for c in s.api.mutations()]
+        assert kinds == ["patch_job", "set_active", "patch_job", "set_active"]  # dry run, off, patch, on
+        assert s.wl.active is True
+
+
+def test_pytorchjob_scale_respects_elastic_bounds() -> None:
+    s = Setup()
+    s.job = JobView(namespace="team-a", name="llm", kind="PyTorchJob", nodes=2, min_nodes=1, max_nodes=4)
+    s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 8}))
+    assert s.api.mutations() == [] and "outside elasticPolicy bounds [1, 4]" in s.api.events[-1]["message"]
+    s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 3}))
+    (call,) = s.api.mutations()
+    assert call == ("scale_job", "PyTorchJob", "team-a", "llm", 2)  # Worker replicas; the Master is one node

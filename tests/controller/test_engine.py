@@ -1,0 +1,239 @@
+"""The engine: watch events in, forecasts/decisions/statuses out, restarts, garbage, policies."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.render import iso
+from advisor.core import AdvisorCore
+from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode
+from tests.controller.fakes import FakeApi, trainjob, workload
+
+T0 = 1_800_000_000.0
+KEY = "team-a/llm"
+
+
+def engine(api: FakeApi, decide: Any = None, **cfg: Any) -> Engine:
+    core = None
+    if decide is not None:
+        core = AdvisorCore(
+            policies=[object()], forecast_interval_s=0, selector=lambda ps, job: ps[0], decider=decide
+        )
+    config = EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0, **cfg)
+    return Engine(api, config=config, core=core)
+
+
+def curve_loss(step: int) -> float:
+    return 0.3 + 2.0 * (step + 10) ** -0.5
+
+
+def feed(e: Engine, steps: range, *, t0: float = T0, dt: float = 5.0, name: str = "llm") -> float:
+    now = t0
+    for i, step in enumerate(steps):
+        now = t0 + i * dt
+        stamp = iso(now)
+        e.enqueue(
+            "job", "MODIFIED", trainjob(name=name, step=step, loss=f"{curve_loss(step):.5f}", updated=stamp)
+        )
+        e.step(now)
+    return now
+
+
+def test_progress_updates_become_a_forecast_status() -> None:
+    api = FakeApi()
+    e = engine(api)
+    now = feed(e, range(10, 400, 10))
+    status = api.forecasts[KEY]["status"]
+    assert status["progress"]["step"] == 390 and status["progress"]["totalSteps"] == 1000
+    assert status["summary"]["progress"] == "39%"
+    fc = status["forecast"]
+    assert fc is not None and fc["finalLoss"]["p10"] <= fc["finalLoss"]["mean"] <= fc["finalLoss"]["p90"]
+    assert abs(fc["finalLoss"]["mean"] - curve_loss(1000)) < 0.15
+    assert api.forecasts[KEY]["owner"] == {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "uid": "uid-1",
+    }
+    assert (
+        e.metrics.registry.get_sample_value(
+            "trainjob_advisor_job_step", {"namespace": "team-a", "job": "llm"}
+        )
+        == 390
+    )
+    assert e.metrics.registry.get_sample_value("trainjob_advisor_update_to_status_seconds_count") > 0
+    assert now > T0
+
+
+def test_history_survives_a_restart_from_the_persisted_status() -> None:
+    api = FakeApi()
+    e1 = engine(api)
+    feed(e1, range(10, 200, 10))
+    before = json.loads(api.forecasts[KEY]["status"]["coreState"])["history"]
+    e2 = engine(api)
+    assert e2.load_saved(api.list_forecasts()) == 1
+    feed(e2, range(200, 260, 10), t0=T0 + 1000)
+    after = json.loads(api.forecasts[KEY]["status"]["coreState"])["history"]
+    record = e2.core.record(KEY)
+    assert record is not None and len(record.history) == 19 + 6
+    assert json.dumps(after).startswith(json.dumps(before)[:40])  # same older points, then the new ones
+
+
+def test_garbage_progress_never_crashes_nor_corrupts_history() -> None:
+    api = FakeApi()
+    e = engine(api)
+    feed(e, range(10, 100, 10))
+    garbage = [
+        trainjob(step=100, loss="NaN", updated=iso(T0 + 100)),
+        trainjob(
+            metrics=[{"name": "current_step", "value": "banana"}, {"name": "loss", "value": "x"}],
+            updated=iso(T0 + 101),
+        ),
+        trainjob(metrics=[{"name": f"m{i}", "value": str(i)} for i in range(10_000)], updated=iso(T0 + 102)),
+        trainjob(step=50, loss="0.9", updated=iso(T0 + 103)),  # backwards: a restart
+        {"metadata": {"name": "llm", "namespace": "team-a"}, "status": "not-an-object"},
+        {"kind": "Weird"},
+        trainjob(metrics="lots", updated=iso(T0 + 104)),  # type: ignore[arg-type]
+    ]
+    for i, body in enumerate(garbage):
+        e.enqueue("job", "MODIFIED", body)
+        e.step(T0 + 100 + i)
+    status = api.forecasts[KEY]["status"]
+    json.dumps(status, allow_nan=False)
+    hist = json.loads(status["coreState"])["history"]
+    record = e.core.record(KEY)
+    assert record is not None
+    steps = [p.step for p in record.history._points]
+    assert steps[:9] == list(range(10, 100, 10)) and 50 in steps
+    assert len(record.history.curve().segments) == 2
+    assert hist  # persisted
+    warnings = status["forecast"]["warnings"] if status["forecast"] else []
+    assert isinstance(warnings, list)
+
+
+def test_apply_decision_releases_quota_once_with_kueue_workload() -> None:
+    api = FakeApi()
+    api.workloads["team-a/trainjob-llm-abcde"] = workload()
+    released: list[float] = []
+
+    def decide(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+        already = any(a.kind is ActionKind.RELEASE_QUOTA for a in job.actions)
+        assert cluster.workloads and cluster.workloads[0].job == KEY
+        if job.step >= 100 and not already:
+            released.append(now)
+            return Decision(
+                job=job.key,
+                policy="p",
+                mode=Mode.APPLY,
+                actions=(Action(ActionKind.RELEASE_QUOTA, "plateau", "flat"),),
+                advice="release",
+            )
+        return Decision(job=job.key, policy="p", mode=Mode.APPLY, advice="learning")
+
+    e = engine(api, decide)
+    e.enqueue("workload", "ADDED", api.workloads["team-a/trainjob-llm-abcde"])
+    feed(e, range(10, 200, 10))
+    assert api.mutations() == [("set_active", "team-a", "trainjob-llm-abcde", False)]
+    assert len(released) == 1
+    status = api.forecasts[KEY]["status"]
+    assert [(a["kind"], a["outcome"]) for a in status["actions"]] == [("release-quota", "done")]
+    assert status["pendingActions"] == "{}"
+    assert (
+        e.metrics.registry.get_sample_value(
+            "trainjob_advisor_actions_total", {"kind": "release-quota", "mode": "Apply", "outcome": "done"}
+        )
+        == 1
+    )
+
+
+def test_checkpoint_ack_closes_the_request_and_drops_our_boost() -> None:
+    api = FakeApi()
+    api.workloads["team-a/trainjob-llm-abcde"] = workload()
+    api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-0"]
+    plan = [
+        Action(ActionKind.BOOST_PRIORITY, "guard", "likely victim"),
+        Action(ActionKind.CHECKPOINT, "guard", "now"),
+    ]
+
+    def decide(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+        acts = (plan.pop(0),) if plan else ()
+        return Decision(job=job.key, policy="p", mode=Mode.APPLY, actions=acts)
+
+    e = engine(api, decide)
+    e.enqueue("workload", "ADDED", api.workloads["team-a/trainjob-llm-abcde"])
+    feed(e, range(10, 40, 10))
+    rid = api.pod_annotations["team-a/llm-0"]["advisor.trainjob-advisor.io/checkpoint-request"]
+    e.enqueue(
+        "job",
+        "MODIFIED",
+        trainjob(
+            step=50,
+            loss="0.7",
+            updated=iso(T0 + 100),
+            extra_metrics=[
+                {"name": "last_checkpoint_step", "value": "50"},
+                {"name": "last_checkpoint_request", "value": rid},
+            ],
+        ),
+    )
+    e.step(T0 + 100)
+    reasons = [ev["reason"] for ev in api.events]
+    assert reasons == [
+        "PriorityBoosted",
+        "CheckpointRequested",
+        "CheckpointAcknowledged",
+        "PriorityBoostDropped",
+    ]
+    assert "kueue.x-k8s.io/priority-boost" not in api.workloads["team-a/trainjob-llm-abcde"]["metadata"].get(
+        "annotations", {}
+    )
+    status = api.forecasts[KEY]["status"]
+    assert status["checkpoint"]["lastStep"] == 50 and status["pendingActions"] == "{}"
+
+
+def test_invalid_policy_gets_an_invalid_condition_and_applies_to_nothing() -> None:
+    api = FakeApi()
+    e = engine(api)
+    e.enqueue(
+        "policy",
+        "ADDED",
+        {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": "bad", "generation": 3},
+            "spec": {"mode": "Sometimes"},
+        },
+    )
+    e.step(T0)
+    assert e.policies == {} and "bad" in e.policy_errors
+    (call,) = [c for c in api.log if c[0] == "policy_status"]
+    cond = call[2]["conditions"][0]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("Valid", "False", "Invalid")
+    assert "spec.mode" in cond["message"] and call[2]["observedGeneration"] == 3
+
+
+def test_deleted_job_is_forgotten_and_queue_metrics_exported() -> None:
+    api = FakeApi()
+    e = engine(api, queue_metrics_interval_s=0)
+    e.enqueue("clusterqueue", "ADDED", {"metadata": {"name": "gpu-cq"}, "spec": {}})
+    e.enqueue(
+        "localqueue",
+        "ADDED",
+        {"metadata": {"name": "team-a-lq", "namespace": "team-a"}, "spec": {"clusterQueue": "gpu-cq"}},
+    )
+    feed(e, range(10, 60, 10))
+    e.step(T0 + 100)
+    reg = e.metrics.registry
+    total = sum(
+        reg.get_sample_value("trainjob_advisor_queue_jobs", {"queue": "gpu-cq", "state": s}) or 0
+        for s in ("converging", "plateaued", "hung", "diverging", "near-completion", "unknown")
+    )
+    assert total == 1
+    assert reg.get_sample_value("trainjob_advisor_queue_gpus", {"queue": "gpu-cq"}) == 16
+    e.enqueue("job", "DELETED", trainjob())
+    e.step(T0 + 200)
+    assert e.jobs == {} and e.core.record(KEY) is None
+    assert reg.get_sample_value("trainjob_advisor_job_step", {"namespace": "team-a", "job": "llm"}) is None
+    assert not math.isnan(reg.get_sample_value("trainjob_advisor_watched_jobs") or 0)

@@ -1,0 +1,77 @@
+"""Our manifests agree with the code: CRD columns, least-privilege RBAC, dashboard metric names."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from advisor.controller.metrics import Metrics
+
+ROOT = Path(__file__).resolve().parents[2] / "manifests"
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def test_printer_columns_are_the_documented_ones() -> None:
+    (crd,) = docs(ROOT / "crds" / "trainjobforecast.yaml")
+    assert crd["spec"]["names"]["shortNames"] == ["tjf"]
+    (version,) = crd["spec"]["versions"]
+    cols = [c["name"].upper() for c in version["additionalPrinterColumns"] if not c.get("priority")]
+    assert cols == ["JOB", "PROGRESS", "ETA", "LOSS", "PLATEAU", "ADVICE", "AGE"]
+    assert version["subresources"] == {"status": {}}
+
+
+def test_rbac_is_least_privilege() -> None:
+    (role,) = docs(ROOT / "rbac" / "clusterrole.yaml")
+    grants = {
+        (g, r): set(rule["verbs"])
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
+    assert all("delete" not in v and "deletecollection" not in v and "*" not in v for v in grants.values())
+    assert grants[("kueue.x-k8s.io", "workloads")] == {"get", "list", "watch", "patch"}
+    assert grants[("kueue.x-k8s.io", "clusterqueues")] == {"get", "list", "watch"}
+    assert grants[("", "pods")] == {"get", "list", "watch", "patch"}
+    assert grants[("kubeflow.org", "pytorchjobs/scale")] == {"get", "patch"}
+    assert "create" in grants[("", "events")]
+    assert not any(g in ("*", "apps", "batch") or r in ("secrets", "configmaps", "*") for g, r in grants)
+    (binding,) = docs(ROOT / "rbac" / "clusterrolebinding.yaml")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "trainjob-advisor", "namespace": "trainjob-advisor-system"}
+    ]
+
+
+def test_kustomization_lists_existing_files_and_deployment_has_probes() -> None:
+    kust = yaml.safe_load((ROOT / "kustomization.yaml").read_text())
+    for res in kust["resources"]:
+        assert (ROOT / res).is_file(), res
+    (deploy,) = docs(ROOT / "deploy" / "deployment.yaml")
+    pod = deploy["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert pod["serviceAccountName"] == "trainjob-advisor"
+    assert (
+        c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    )
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+    (svc,) = docs(ROOT / "deploy" / "service.yaml")
+    assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
+
+
+def test_dashboard_queries_only_metrics_the_controller_exports() -> None:
+    dash = json.loads((ROOT / "dashboards" / "trainjob-advisor.json").read_text())
+    exported = {m.name for m in Metrics().registry.collect()}
+    used = {
+        re.sub(r"_(bucket|total|count|sum)$", "", n)
+        for p in dash["panels"]
+        for t in p["targets"]
+        for n in re.findall(r"trainjob_advisor_\w+", t["expr"])
+    }
+    assert used and used <= exported | {n + "_total" for n in exported}

@@ -1,0 +1,151 @@
+"""kopf wiring and the HTTP endpoints, without an API server (the e2e tier runs the real thing)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+import kopf
+
+from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.operator import (
+    OperatorOptions,
+    _connection_info,
+    build_registry,
+    configure_settings,
+    serve_http,
+)
+from tests.controller.fakes import FakeApi, trainjob
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_settings_keep_kopf_state_out_of_status_and_post_no_events() -> None:
+    settings = kopf.OperatorSettings()
+    configure_settings(settings)
+    assert settings.posting.enabled is False
+    assert isinstance(settings.persistence.progress_storage, kopf.AnnotationsProgressStorage)
+    assert isinstance(settings.persistence.diffbase_storage, kopf.AnnotationsDiffBaseStorage)
+
+
+def test_registry_watches_every_resource_with_event_handlers_only() -> None:
+    engine = Engine(FakeApi(), config=EngineConfig(writer_workers=0))
+
+    class Api:
+        api_client = None
+
+    registry = build_registry(engine, Api(), OperatorOptions())  # type: ignore[arg-type]
+    handlers = registry._watching.get_all_handlers()  # the public API has no listing
+    resources = sorted(
+        f"{h.selector.group or 'core'}/{h.selector.any_name}"
+        for h in handlers  # type: ignore[union-attr]
+    )
+    assert resources == [
+        "advisor.trainjob-advisor.io/advisorpolicies",
+        "core/namespaces",
+        "kubeflow.org/pytorchjobs",
+        "kueue.x-k8s.io/clusterqueues",
+        "kueue.x-k8s.io/localqueues",
+        "kueue.x-k8s.io/workloads",
+        "trainer.kubeflow.org/trainjobs",
+    ]
+    assert not registry._changing.get_all_handlers()  # nothing that would write kopf state into objects
+    feed = next(h for h in handlers if h.selector.any_name == "trainjobs")  # type: ignore[union-attr]
+    asyncio.run(feed.fn(event={"type": None, "object": trainjob(step=5, loss=1.0)}))  # type: ignore[call-arg]
+    assert engine.events.get_nowait() == ("job", "ADDED", trainjob(step=5, loss=1.0))
+
+
+def test_login_uses_the_clients_credentials() -> None:
+    from kubernetes import client
+
+    cfg = client.Configuration(host="https://127.0.0.1:6443")
+    cfg.api_key = {"BearerToken": "abc"}
+    cfg.api_key_prefix = {"BearerToken": "Bearer"}
+    cfg.ssl_ca_cert = "/tmp/ca.crt"
+    info = _connection_info(client.ApiClient(cfg))
+    assert (info.server, info.scheme, info.token, info.ca_path) == (
+        "https://127.0.0.1:6443",
+        "Bearer",
+        "abc",
+        "/tmp/ca.crt",
+    )
+
+
+def test_http_endpoints_report_health_readiness_and_metrics() -> None:
+    engine = Engine(FakeApi(), config=EngineConfig(writer_workers=0))
+    port = free_port()
+    alive = threading.Event()
+    worker = threading.Thread(target=alive.wait, daemon=True)
+    worker.start()
+    server = serve_http(engine, "127.0.0.1", port, worker)
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, ""
+
+    try:
+        assert get("/healthz")[0] == 200
+        assert get("/readyz")[0] == 503  # not ready before the startup listing
+        engine.ready = True
+        assert get("/readyz")[0] == 200
+        code, text = get("/metrics")
+        assert code == 200 and "trainjob_advisor_watched_jobs" in text
+        alive.set()
+        worker.join()
+        assert get("/healthz")[0] == 503  # the engine worker died
+    finally:
+        server.shutdown()
+
+
+def test_prime_queues_policies_namespaces_and_kueue_objects_before_any_job() -> None:
+    from advisor.controller.operator import prime
+
+    class Custom:
+        def list_cluster_custom_object(self, group: str, version: str, plural: str) -> dict[str, Any]:
+            if plural == "clusterqueues":
+                raise RuntimeError("403 forbidden")  # tolerated: kopf's watch reports the rest
+            return {"items": [{"metadata": {"name": f"{plural}-1"}}]}
+
+        def list_namespaced_custom_object(
+            self, group: str, version: str, ns: str, plural: str
+        ) -> dict[str, Any]:
+            return {"items": [{"metadata": {"name": f"{plural}-in-{ns}", "namespace": ns}}]}
+
+    class Core:
+        def list_namespace(self) -> Any:
+            class Listing:
+                def to_dict(self) -> dict[str, Any]:
+                    return {
+                        "items": [{"metadata": {"name": "team-a", "labels": {"tier": "gold"}, "uid": "u"}}]
+                    }
+
+            return Listing()
+
+    class Api:
+        custom = Custom()
+        core = Core()
+
+    engine = Engine(FakeApi(), config=EngineConfig(writer_workers=0))
+    prime(engine, Api(), OperatorOptions(namespaces=("team-a", "team-b")))  # type: ignore[arg-type]
+    queued = []
+    while not engine.events.empty():
+        kind, _, body = engine.events.get_nowait()
+        queued.append((kind, body["metadata"]["name"]))
+    assert queued == [
+        ("policy", "advisorpolicies-1"),
+        ("namespace", "team-a"),
+        ("localqueue", "localqueues-1"),
+        ("workload", "workloads-in-team-a"),
+        ("workload", "workloads-in-team-b"),
+    ]

@@ -1,0 +1,174 @@
+"""TrainJobForecast status rendering, run-state classification and the per-queue summary."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from advisor.controller.render import classify, format_duration, render_status
+from advisor.controller.summary import eta_cdf, summarize
+from advisor.model import Action, ActionKind, ActionRecord, Decision, Forecast, Interval, JobView, Mode
+
+NOW = 1_800_000_000.0
+
+
+def fc(
+    plateau: float = 0.1,
+    diverge: float = 0.0,
+    eta: tuple[float, float, float] | None = (7200, 5400, 9000),
+    loss: tuple[float, float, float] = (0.25, 0.22, 0.29),
+) -> Forecast:
+    return Forecast(
+        final_loss=Interval(*loss),
+        plateau_probability=plateau,
+        divergence_probability=diverge,
+        eta_seconds=Interval(*eta) if eta else None,
+        steps_per_second=2.5,
+        current_loss=0.31,
+        model={"pow3": 0.7, "exp3": 0.3},
+        warnings=("2 non-finite values dropped",),
+        n_points=40,
+    )
+
+
+def view(**kw: object) -> JobView:
+    base = dict(
+        namespace="team-a",
+        name="llm",
+        step=450,
+        total_steps=1000,
+        gpus=16,
+        cluster_queue="gpu-cq",
+        last_step_change=NOW - 10,
+        last_sample_time=NOW - 10,
+        forecast=fc(),
+    )
+    base.update(kw)
+    return JobView(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, "-"),
+        (-1, "-"),
+        (float("nan"), "-"),
+        (45, "45s"),
+        (780, "13m"),
+        (7500, "2h5m"),
+        (7200, "2h"),
+        (3 * 86400 + 4 * 3600, "3d4h"),
+    ],
+)
+def test_durations(seconds: float | None, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+def test_classification() -> None:
+    assert classify(view(), now=NOW) == "converging"
+    assert classify(view(forecast=fc(plateau=0.9)), now=NOW) == "plateaued"
+    assert classify(view(forecast=fc(diverge=0.8, plateau=0.9)), now=NOW) == "diverging"
+    assert classify(view(step=950), now=NOW) == "near-completion"
+    assert classify(view(forecast=fc(eta=(600, 400, 900))), now=NOW) == "near-completion"
+    assert classify(view(last_step_change=NOW - 3600), now=NOW) == "hung"
+    assert classify(view(last_step_change=NOW - 3600, active=False), now=NOW) != "hung"  # released, not hung
+    assert classify(view(forecast=None), now=NOW) == "unknown"
+
+
+def test_status_has_every_field_and_the_printer_column_strings() -> None:
+    decision = Decision(
+        job="team-a/llm",
+        policy="plateau-release",
+        mode=Mode.RECOMMEND,
+        actions=(Action(ActionKind.RELEASE_QUOTA, "plateau", "no 1% gain in 2h"),),
+        reasons=("plateau held 2h",),
+        advice="release quota",
+    )
+    rec = ActionRecord(
+        ActionKind.RELEASE_QUOTA, NOW - 5, "rec-1", "plateau-release", "plateau", "recommended", "x"
+    )
+    status = render_status(
+        view(actions=(rec,)),
+        decision,
+        now=NOW,
+        forecast_at=NOW - 1,
+        core_state=json.dumps({"history": {}}),
+        pending_actions={"r": {"stage": "recorded"}},
+    )
+    assert status["progress"] == {"step": 450, "totalSteps": 1000, "percent": 45.0}
+    assert status["summary"] == {
+        "progress": "45%",
+        "eta": "2h",
+        "loss": "0.25±0.035",
+        "plateau": "10%",
+        "advice": "release quota",
+    }
+    assert status["forecast"]["finalLoss"] == {"mean": 0.25, "p10": 0.22, "p90": 0.29}
+    assert status["forecast"]["warnings"] == ["2 non-finite values dropped"]
+    assert status["recommendation"]["actions"] == [
+        {"kind": "release-quota", "rule": "plateau", "reason": "no 1% gain in 2h"}
+    ]
+    assert status["actions"][0]["requestId"] == "rec-1" and status["actions"][0]["outcome"] == "recommended"
+    assert status["state"] == "converging" and status["job"]["gpus"] == 16
+    assert json.loads(status["coreState"]) == {"history": {}}
+    assert json.loads(status["pendingActions"]) == {"r": {"stage": "recorded"}}
+    assert status["forecast"]["model"] == [{"name": "pow3", "weight": 0.7}, {"name": "exp3", "weight": 0.3}]
+    json.dumps(status, allow_nan=False)  # must be valid JSON for the API server
+
+
+def test_status_without_forecast_or_total_is_still_valid_json() -> None:
+    status = render_status(view(forecast=None, total_steps=None, last_step_change=None), None, now=NOW)
+    assert status["summary"] == {
+        "progress": "-",
+        "eta": "-",
+        "loss": "-",
+        "plateau": "-",
+        "advice": "unknown",
+    }
+    json.dumps(status, allow_nan=False)
+
+
+def test_nan_forecast_values_become_null() -> None:
+    status = render_status(view(forecast=fc(loss=(float("nan"), float("nan"), float("nan")))), None, now=NOW)
+    assert status["forecast"]["finalLoss"] == {"mean": None, "p10": None, "p90": None}
+    assert status["summary"]["loss"] == "-"
+    json.dumps(status, allow_nan=False)
+
+
+def test_eta_cdf_reads_the_interval_as_a_split_normal() -> None:
+    eta = {"mean": 7200.0, "p10": 5400.0, "p90": 9000.0}
+    assert eta_cdf(eta, 7200.0) == pytest.approx(0.5)
+    assert eta_cdf(eta, 5400.0) == pytest.approx(0.1, abs=1e-6)
+    assert eta_cdf(eta, 9000.0) == pytest.approx(0.9, abs=1e-6)
+    assert eta_cdf(None, 1e9) == 0.0 and eta_cdf({"mean": None}, 10) == 0.0
+    assert eta_cdf({"mean": 10.0, "p10": 10.0, "p90": 10.0}, 11.0) == 1.0
+
+
+def test_summary_by_queue_counts_states_idle_gpus_and_capacity() -> None:
+    def st(state: str, gpus: int, cq: str, eta: dict[str, float] | None = None, active: bool = True) -> dict:
+        return {
+            "state": state,
+            "job": {"clusterQueue": cq, "gpus": gpus, "active": active},
+            "forecast": {"etaSeconds": eta} if eta else None,
+        }
+
+    items = [
+        ("a", st("converging", 8, "cq1", {"mean": 1800.0, "p10": 1200.0, "p90": 2400.0})),
+        ("a", st("plateaued", 16, "cq1")),
+        ("b", st("hung", 4, "cq1")),
+        ("b", st("diverging", 2, "cq2")),
+        ("b", st("plateaued", 8, "cq2", active=False)),
+    ]
+    cq1, cq2 = summarize(items)
+    assert (cq1.queue, cq1.jobs, cq1.gpus, cq1.gpus_not_learning) == ("cq1", 3, 28, 20)
+    assert cq1.states["plateaued"] == 1 and cq1.states["hung"] == 1 and cq1.states["converging"] == 1
+    assert cq1.gpus_freeing["1h"] == pytest.approx(
+        8 * eta_cdf({"mean": 1800, "p10": 1200, "p90": 2400}, 3600)
+    )
+    assert cq1.gpus_freeing["24h"] >= cq1.gpus_freeing["1h"]
+    assert (cq2.jobs, cq2.gpus, cq2.gpus_not_learning) == (2, 2, 2)  # the released run holds no GPU
+    by_ns = summarize(items, by="namespace")
+    assert [s.queue for s in by_ns] == ["a", "b"]
+    with pytest.raises(ValueError, match="by must be"):
+        summarize(items, by="flavor")

@@ -1,0 +1,102 @@
+"""Coalesced, rate-limited status writes: per-object interval, global bucket, retries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.controller.writer import StatusWriter
+
+
+class Sink:
+    def __init__(self, fail: int = 0) -> None:
+        self.writes: list[tuple[str, Any]] = []
+        self.fail = fail
+
+    def __call__(self, key: str, payload: Any) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("503")
+        self.writes.append((key, payload))
+
+
+def test_updates_within_the_interval_are_coalesced_to_the_latest() -> None:
+    sink = Sink()
+    w = StatusWriter(sink, min_interval_s=5, max_per_second=100, workers=0, object_burst=1)
+    w.submit("a", 1, observed_at=0)
+    assert w.flush(0.0) == 1
+    for i in range(2, 6):  # four more renders inside the 5 s window
+        w.submit("a", i, observed_at=i * 0.5)
+        w.flush(i * 0.5)
+    assert sink.writes == [("a", 1)]
+    assert w.flush(5.0) == 1
+    assert sink.writes == [("a", 1), ("a", 5)]
+    assert w.stats.coalesced == 3
+
+
+def test_a_late_write_does_not_delay_every_later_update() -> None:
+    """Updates exactly as often as the interval: one late flush must not shift all later writes."""
+    sink = Sink()
+    w = StatusWriter(sink, min_interval_s=5, max_per_second=100, workers=0)
+    w.submit("a", 0, observed_at=0.0)
+    w.flush(2.0)  # written 2 s late (a busy moment)
+    latencies = []
+    for k in range(1, 20):
+        t = 5.0 * k
+        w.submit("a", k, observed_at=t)
+        w.flush(t)
+        latencies.append(0.0 if sink.writes[-1][1] == k else None)
+    assert latencies == [0.0] * 19
+    # and the long-run rate stays bounded: 100 renders in 10 s give at most burst + 10 s / 5 s writes
+    sink.writes.clear()
+    for i in range(100):
+        w.submit("a", i, observed_at=200 + i / 10)
+        w.flush(200 + i / 10)
+    assert len(sink.writes) <= 2 + 2
+
+
+def test_global_rate_is_bounded_and_oldest_data_goes_first() -> None:
+    sink = Sink()
+    w = StatusWriter(sink, min_interval_s=0, max_per_second=10, burst=10, workers=0)
+    for i in range(100):
+        w.submit(f"job-{i:03d}", i, observed_at=float(i))
+    started = sum(w.flush(t / 10) for t in range(0, 21))  # 2 s of ticks
+    assert started <= 10 + 2 * 10 + 1
+    assert started >= 25
+    assert [k for k, _ in sink.writes[:3]] == ["job-000", "job-001", "job-002"]
+    assert w.pending() == 100 - started
+
+
+def test_a_failed_write_is_retried_after_the_backoff_with_the_newest_data() -> None:
+    sink = Sink(fail=1)
+    w = StatusWriter(sink, min_interval_s=1, max_per_second=100, workers=0, error_backoff_s=3)
+    w.submit("a", "old", observed_at=0)
+    w.flush(0)
+    assert sink.writes == [] and w.stats.errors == 1
+    w.submit("a", "new", observed_at=0.5)
+    assert w.flush(2.0) == 0  # still backing off
+    assert w.flush(3.0) == 1
+    assert sink.writes == [("a", "new")]
+
+
+def test_urgent_writes_skip_the_interval_and_report_latency() -> None:
+    seen: list[tuple[str, float]] = []
+    sink = Sink()
+    w = StatusWriter(
+        sink, min_interval_s=60, max_per_second=100, workers=2, on_written=lambda k, s: seen.append((k, s))
+    )
+    w.submit("a", 1, observed_at=10.0)
+    w.flush(10.0, wait=True)
+    w.write_now("a", 2)
+    w.submit("a", 3, observed_at=11.0, urgent=True)
+    w.flush(11.0, wait=True)
+    w.close()
+    assert [p for _, p in sink.writes] == [1, 2, 3]
+    assert seen == [("a", 10.0), ("a", 11.0)]
+
+
+def test_forget_drops_pending_data() -> None:
+    sink = Sink()
+    w = StatusWriter(sink, min_interval_s=0, max_per_second=100, workers=0)
+    w.submit("a", 1, observed_at=0)
+    w.forget("a")
+    assert w.flush(1) == 0 and sink.writes == []

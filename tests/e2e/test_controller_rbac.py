@@ -1,0 +1,164 @@
+"""Scenario 6: the controller's identity is the ServiceAccount bound by manifests/rbac, and that
+binding grants exactly what the actuators need: the writes they make are allowed, writes outside
+them are refused by the real API server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import controlplane as cp
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from advisor.controller.api import ClusterApi
+
+TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+def _status(fn: Any) -> int:
+    try:
+        fn()
+    except ApiException as exc:
+        return int(exc.status)
+    return 200
+
+
+@pytest.fixture
+def objects(admin_api: Any, e2e_namespace: str) -> dict[str, Any]:
+    custom = client.CustomObjectsApi(admin_api)
+    job = custom.create_namespaced_custom_object(
+        *TRAINER[:2],
+        e2e_namespace,
+        TRAINER[2],
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "rbac"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        },
+    )
+    wl = custom.create_namespaced_custom_object(
+        *KUEUE,
+        e2e_namespace,
+        "workloads",
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": "rbac-wl"},
+            "spec": {
+                "queueName": "q",
+                "podSets": [
+                    {
+                        "name": "node",
+                        "count": 1,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+                    }
+                ],
+            },
+        },
+    )
+    pod = client.CoreV1Api(admin_api).create_namespaced_pod(
+        e2e_namespace,
+        client.V1Pod.from_dict(
+            {
+                "metadata": {"name": "rbac-pod", "labels": {"jobset.sigs.k8s.io/jobset-name": "rbac"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            }
+        ),
+    )
+    return {"job": job, "wl": wl, "pod": pod}
+
+
+def test_the_actuators_writes_are_allowed(
+    controller_api: Any, e2e_namespace: str, objects: dict[str, Any]
+) -> None:
+    api = ClusterApi(controller_api)
+    ns = e2e_namespace
+    owner = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "uid": objects["job"]["metadata"]["uid"],
+    }
+    api.write_forecast(ns, "rbac", owner, {"state": "unknown", "summary": {"progress": "-"}})
+    assert api.get_forecast(ns, "rbac")["status"]["state"] == "unknown"
+    assert api.kueue.set_active(ns, "rbac-wl", False).active is False
+    assert api.kueue.set_priority_boost(ns, "rbac-wl", 100).priority_boost == 100
+    api.annotate_pod(ns, "rbac-pod", {"advisor.trainjob-advisor.io/checkpoint-request": "r-1"})
+    assert api.list_pod_names(ns, "jobset.sigs.k8s.io/jobset-name=rbac") == ["rbac-pod"]
+    api.create_event(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "name": "rbac",
+            "namespace": ns,
+            "uid": owner["uid"],
+        },
+        reason="Test",
+        message="allowed",
+    )
+    assert api.kueue.list_cluster_queues() is not None
+
+
+def test_writes_outside_the_binding_are_refused(
+    control_plane: cp.ControlPlane, controller_api: Any, e2e_namespace: str, objects: dict[str, Any]
+) -> None:
+    ns = e2e_namespace
+    custom = client.CustomObjectsApi(controller_api)
+    core = client.CoreV1Api(controller_api)
+    refused = {
+        "delete a Workload": lambda: custom.delete_namespaced_custom_object(
+            *KUEUE, ns, "workloads", "rbac-wl"
+        ),
+        "write Workload status": lambda: custom.patch_namespaced_custom_object_status(
+            *KUEUE, ns, "workloads", "rbac-wl", {"status": {"admission": None}}
+        ),
+        "write TrainJob status": lambda: custom.patch_namespaced_custom_object_status(
+            *TRAINER[:2],
+            ns,
+            TRAINER[2],
+            "rbac",
+            {"status": {"trainerStatus": {"lastUpdatedTime": "2026-01-01T00:00:00Z"}}},
+            _content_type="application/merge-patch+json",
+        ),
+        "delete a TrainJob": lambda: custom.delete_namespaced_custom_object(
+            *TRAINER[:2], ns, TRAINER[2], "rbac"
+        ),
+        "delete a pod": lambda: core.delete_namespaced_pod("rbac-pod", ns),
+        "create a pod": lambda: core.create_namespaced_pod(
+            ns,
+            client.V1Pod.from_dict(
+                {"metadata": {"name": "x"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+            ),
+        ),
+        "read secrets": lambda: core.list_namespaced_secret(ns),
+        "create a ConfigMap": lambda: core.create_namespaced_config_map(
+            ns, client.V1ConfigMap.from_dict({"metadata": {"name": "x"}, "data": {"a": "b"}})
+        ),
+        "edit a ClusterQueue": lambda: custom.create_cluster_custom_object(
+            *KUEUE,
+            "clusterqueues",
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": "x"},
+                "spec": {},
+            },
+        ),
+        "edit an AdvisorPolicy": lambda: custom.create_cluster_custom_object(
+            "advisor.trainjob-advisor.io",
+            "v1alpha1",
+            "advisorpolicies",
+            {
+                "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+                "kind": "AdvisorPolicy",
+                "metadata": {"name": "x"},
+                "spec": {"mode": "Recommend"},
+            },
+        ),
+    }
+    codes = {what: _status(fn) for what, fn in refused.items()}
+    assert codes == dict.fromkeys(refused, 403)
+    admin = client.CustomObjectsApi(control_plane.api_client(control_plane.admin_kubeconfig))
+    assert admin.get_namespaced_custom_object(*KUEUE, ns, "workloads", "rbac-wl")  # still there
