@@ -1,0 +1,208 @@
+"""``trainjob-advisor simulate``: what each policy would have saved and risked, in GPU-hours.
+
+Runs one trace (the embedded synthetic default, or Philly / ITP / Gavel / Tiresias / CSV) on one
+cluster with one seed under every baseline and every AdvisorPolicy file given (by default the
+project's samples, ``manifests/samples/policy-*.yaml``), with the same core loop the controller
+runs, and prints the rows side by side; ``--json`` and ``--report`` write them out. Heavy imports
+(numpy, the simulator, matplotlib) happen inside ``run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from advisor.cli import CommandError
+
+__all__ = ["register", "run"]
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration(text: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 30m, 2h)")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def _samples_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "manifests" / "samples"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="replay a cluster trace under every policy and baseline; GPU-hours saved and risked",
+        description="Trace-driven cluster simulation: every baseline (no-advisor, fixed-interval, patience, "
+        "median-stopping) and every AdvisorPolicy file side by side on one trace and seed. "
+        "With no arguments: the embedded synthetic scenario and the sample policies.",
+    )
+    p.add_argument("--trace", type=Path, help="trace file (default: the embedded synthetic trace)")
+    p.add_argument(
+        "--trace-format", default="auto", choices=["auto", "philly", "itp", "gavel", "tiresias", "csv"]
+    )
+    p.add_argument("--skip-bad-rows", action="store_true", help="skip malformed trace rows and count them")
+    p.add_argument("--limit", type=int, help="read at most this many trace rows")
+    p.add_argument("--jobs", type=int, default=None, help="synthetic trace: number of jobs")
+    p.add_argument("--hours", type=float, default=None, help="synthetic trace: arrival window in hours")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cluster", type=Path, help="cluster YAML (clusterQueues, localQueues)")
+    p.add_argument(
+        "--policy",
+        type=Path,
+        action="append",
+        default=None,
+        help="AdvisorPolicy YAML file (repeatable; default: manifests/samples/policy-*.yaml)",
+    )
+    p.add_argument("--baselines-only", action="store_true", help="run only the baselines")
+    p.add_argument(
+        "--baselines",
+        default="no-advisor,fixed-interval,patience,median-stopping",
+        help="comma-separated baselines to run (no-advisor always runs first: it is what savings are vs)",
+    )
+    p.add_argument("--fixed-interval", type=_duration, default=1800.0, help="fixed-interval baseline (30m)")
+    p.add_argument(
+        "--forecast-interval",
+        type=_duration,
+        default=1200.0,
+        help="re-forecast a job at most this often (default 20m)",
+    )
+    p.add_argument(
+        "--tick-max",
+        type=_duration,
+        default=1800.0,
+        help="longest spacing of a job's advisor ticks (default 30m; raise it for huge traces)",
+    )
+    p.add_argument(
+        "--mtbf", type=_duration, default=None, help="per-node mean time between failures (0: none)"
+    )
+    p.add_argument(
+        "--job-checkpoint-interval",
+        type=_duration,
+        default=None,
+        help="the jobs' own periodic checkpoint interval (0: none; default 2h)",
+    )
+    p.add_argument("--no-priority-boost", action="store_true", help="Kueue's PriorityBoost gate off")
+    p.add_argument("--json", type=Path, help="write the rows as JSON to this file")
+    p.add_argument("--report", type=Path, help="write a Markdown report with plots to this directory")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def _scenario(args: argparse.Namespace) -> Any:
+    from simulator.quota import QuotaError
+    from simulator.scenario import Scenario, auto_cluster, default_scenario, load_cluster, with_world
+    from simulator.traces import TraceError, load_trace
+
+    if args.trace is None:
+        kwargs = {k: v for k, v in (("n_jobs", args.jobs), ("hours", args.hours)) if v is not None}
+        if kwargs.get("n_jobs", 1) <= 0 or kwargs.get("hours", 1.0) <= 0:
+            raise CommandError("--jobs and --hours must be positive")
+        scenario = default_scenario(seed=args.seed, **kwargs)
+    else:
+        try:
+            trace = load_trace(
+                args.trace, args.trace_format, skip_bad_rows=args.skip_bad_rows, limit=args.limit
+            )
+        except TraceError as exc:
+            raise CommandError(f"{exc} (use --skip-bad-rows to skip such rows)") from None
+        queues, qmap = auto_cluster(trace)
+        scenario = Scenario(f"trace {trace.source}", trace, queues, qmap, seed=args.seed)
+    if args.cluster is not None:
+        try:
+            queues, qmap = load_cluster(args.cluster)
+        except QuotaError as exc:
+            raise CommandError(str(exc)) from None
+        missing = sorted(set(scenario.trace.queues) - set(qmap))
+        if missing:
+            raise CommandError(
+                f"{args.cluster}: localQueues has no entry for trace queue(s) {', '.join(missing)}"
+            )
+        scenario.queues, scenario.queue_map = queues, qmap
+    changes: dict[str, Any] = {}
+    if args.mtbf is not None:
+        changes["node_mtbf_h"] = args.mtbf / 3600.0
+    if args.job_checkpoint_interval is not None:
+        changes["job_checkpoint_interval_s"] = args.job_checkpoint_interval or None
+    if args.no_priority_boost:
+        changes["priority_boost_enabled"] = False
+    return with_world(scenario, **changes) if changes else scenario
+
+
+def run(args: argparse.Namespace) -> int:
+    from simulator.baselines import baseline_strategies
+    from simulator.report import format_table, write_json, write_report
+    from simulator.runner import policy_strategies, run_rows
+
+    scenario = _scenario(args)
+    wanted = {b.strip() for b in args.baselines.split(",") if b.strip()} | {"no-advisor"}
+    known = baseline_strategies(args.fixed_interval)
+    unknown = sorted(wanted - {b.name for b in known})
+    if unknown:
+        raise CommandError(f"--baselines: unknown baseline(s) {', '.join(unknown)}")
+    strategies: list[Any] = [b for b in known if b.name in wanted]
+    if not args.baselines_only:
+        paths = args.policy if args.policy is not None else sorted(_samples_dir().glob("policy-*.yaml"))
+        if args.policy is None and not paths:
+            print("simulate: no sample policies found; running the baselines only", file=sys.stderr)
+        for path in paths:
+            if not path.is_file():
+                raise CommandError(f"{path}: no such policy file")
+        from policies import PolicyError
+
+        try:
+            strategies += policy_strategies(
+                paths, forecast_interval_s=args.forecast_interval, tick_max_s=args.tick_max
+            )
+        except PolicyError as exc:
+            bad = next((p for p in paths if _fails(p)), None)
+            where = f"{bad}: " if bad is not None else ""
+            raise CommandError(where + str(exc).replace("\n", "; ")) from None
+    trace = scenario.trace
+    progress = not args.quiet and sys.stderr.isatty()
+    results = run_rows(scenario, strategies, progress=progress)
+    rows = [r.metrics for r in results]
+    sim_h = sum(r["simulated_hours"] for r in rows)
+    wall = sum(r["wall_seconds"] for r in rows)
+    job_h = sum(j.duration for j in trace.jobs) / 3600.0 * len(rows)
+    meta = {
+        "scenario": scenario.name,
+        "trace": trace.source,
+        "jobs": len(trace.jobs),
+        "skipped_rows": trace.skipped,
+        "seed": scenario.seed,
+        "capacity_gpus": scenario.capacity,
+        "cluster_queues": len(scenario.queues),
+        "rows": len(rows),
+        "wall_seconds": round(wall, 2),
+        "simulated_job_hours_per_wall_second": round(job_h / wall, 1) if wall > 0 else None,
+    }
+    print(format_table(rows))
+    print(
+        f"\n{len(trace.jobs)} jobs ({trace.source}; {trace.skipped} bad rows skipped), "
+        f"{scenario.capacity} GPUs, "
+        f"seed {scenario.seed}: {sim_h:.0f} simulated hours in {wall:.1f}s "
+        f"({meta['simulated_job_hours_per_wall_second']} simulated job-hours per wall-second)"
+    )
+    if args.json is not None:
+        write_json(rows, args.json, meta)
+    if args.report is not None:
+        path = write_report(
+            results, args.report, title="trainjob-advisor simulation", meta=meta, capacity=scenario.capacity
+        )
+        print(f"report: {path}")
+    return 0
+
+
+def _fails(path: Path) -> bool:
+    from policies import PolicyError, load_policies
+
+    try:
+        load_policies(path)
+    except PolicyError:
+        return True
+    return False

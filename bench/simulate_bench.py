@@ -1,0 +1,71 @@
+"""Simulator benchmark: the embedded default (every row) and a Philly slice with the advisor.
+
+Run: ``.venv/bin/python bench/simulate_bench.py [--philly-jobs N] [--skip-default]``.
+
+Prints, per row, wall and CPU seconds and simulated job-hours per wall-second, and the advisor
+row's cost as a ratio to the no-advisor row measured in the same run. The Philly part reads
+``../shared/data/traces/pollux-osdi21/simulator/traces/philly.csv`` and is skipped when absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from simulator.baselines import NoAdvisor, baseline_strategies
+from simulator.runner import policy_strategies, run_strategy
+from simulator.scenario import Scenario, auto_cluster, default_scenario
+from simulator.traces import load_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+PHILLY = ROOT.parent / "shared" / "data" / "traces" / "pollux-osdi21" / "simulator" / "traces" / "philly.csv"
+SAMPLES = sorted((ROOT / "manifests" / "samples").glob("policy-*.yaml"))
+
+
+def _row(scenario: Scenario, strategy: object) -> tuple[dict[str, object], float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    res = run_strategy(scenario, strategy)  # type: ignore[arg-type]
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    job_h = sum(j.duration for j in scenario.trace.jobs) / 3600.0
+    print(
+        f"  {res.metrics['policy']:<26} wall {wall:7.2f}s  cpu {cpu:7.2f}s  "
+        f"{job_h / wall:9.1f} sim job-h/wall-s  ticks {res.metrics['advisor_ticks']}"
+    )
+    return res.metrics, wall, cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--philly-jobs", type=int, default=3000, help="Philly rows to replay (0: all 82k)")
+    parser.add_argument("--skip-default", action="store_true")
+    args = parser.parse_args()
+    if not args.skip_default:
+        sc = default_scenario()
+        print(f"default scenario: {len(sc.trace.jobs)} jobs, {sc.capacity} GPUs")
+        cpu_total = 0.0
+        base_cpu = None
+        for strategy in [*baseline_strategies(), *policy_strategies(SAMPLES)]:
+            _m, _wall, cpu = _row(sc, strategy)
+            cpu_total += cpu
+            base_cpu = cpu if base_cpu is None else base_cpu
+        print(
+            f"  all rows: cpu {cpu_total:.1f}s (target < 60 s on one core); "
+            f"advisor rows cost x{(cpu_total / max(base_cpu or 1e-9, 1e-9)):.0f} the no-advisor row in total"
+        )
+    if not PHILLY.exists():
+        print("philly: data not present, skipped")
+        return 0
+    trace = load_trace(PHILLY, limit=args.philly_jobs or None)
+    queues, qmap = auto_cluster(trace)
+    sc = Scenario("philly", trace, queues, qmap)
+    print(f"philly: {len(trace.jobs)} jobs, {sc.capacity} GPUs in {len(queues)} ClusterQueues")
+    _m, base_wall, _cpu = _row(sc, NoAdvisor())
+    plateau = [p for p in SAMPLES if p.stem == "policy-plateau-release"]
+    _m, adv_wall, _cpu = _row(sc, policy_strategies(plateau)[0])
+    print(f"  advisor / no-advisor wall ratio: {adv_wall / base_wall:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

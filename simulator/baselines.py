@@ -1,0 +1,224 @@
+"""The simulator's own baseline strategies, always in the comparison.
+
+- ``no-advisor``: nothing but the jobs' own behaviour (their periodic checkpoints, if any).
+- ``fixed-interval``: a checkpoint request every fixed interval of a job's runtime, the classic
+  periodic checkpointing a platform can impose without any forecast.
+- ``patience``: Keras ``EarlyStopping`` semantics on the reported loss: every evaluation period
+  the mean loss of the period is compared with the best so far; after ``patience`` periods without
+  an improvement of ``min_delta`` (relative here, since loss scales differ between jobs) the job
+  is checkpointed and its quota released.
+- ``median-stopping``: the Vizier / Ray Tune median stopping rule: after a grace period, a job
+  whose best (normalised) loss is worse than the median of the running averages of completed jobs
+  at the same progress is checkpointed and released.
+
+These are written here from the rules' published semantics; they share no code with ``policies/``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from advisor.model import Action, ActionKind, ProgressSample
+
+if TYPE_CHECKING:
+    from simulator.engine import Simulation
+    from simulator.jobs import SimJob
+
+__all__ = ["FixedInterval", "MedianStopping", "NoAdvisor", "Patience", "baseline_strategies"]
+
+
+class NoAdvisor:
+    name = "no-advisor"
+    predicts_victims = False
+    watches_cluster = False
+
+    def reset(self, sim: Simulation) -> None:
+        return None
+
+    def first_tick(self, job: SimJob) -> float | None:
+        return None
+
+    def next_tick(self, job: SimJob, now: float) -> float | None:
+        return None
+
+    def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
+        return ()
+
+    def record(self, job: SimJob, action: Action, request_id: str, now: float) -> None:
+        return None
+
+    def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
+        return None
+
+    def finished(self, job: SimJob, now: float) -> None:
+        return None
+
+
+class FixedInterval(NoAdvisor):
+    """Request a checkpoint every ``interval_s`` of wall time while the job holds quota."""
+
+    name = "fixed-interval"
+
+    def __init__(self, interval_s: float = 1800.0) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        self.interval_s = interval_s
+
+    def first_tick(self, job: SimJob) -> float | None:
+        return self.interval_s
+
+    def next_tick(self, job: SimJob, now: float) -> float | None:
+        return self.interval_s
+
+    def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
+        last = job.ckpt_time if job.ckpt_time is not None else job.first_start
+        if last is not None and now - last < 0.99 * self.interval_s:
+            return ()  # an extra tick (e.g. after an acknowledgement): nothing due yet
+        return (Action(ActionKind.CHECKPOINT, "fixed-interval", f"every {self.interval_s:.0f}s"),)
+
+
+@dataclass(slots=True)
+class _Track:
+    first: float | None = None
+    best: float = math.inf
+    wait: int = 0
+    window: list[float] = field(default_factory=list)
+    releasing: bool = False
+    curve: list[tuple[float, float]] = field(default_factory=list)  # (progress, normalised loss)
+
+
+class Patience(NoAdvisor):
+    """Keras-style patience on the reported loss, judged once per evaluation period."""
+
+    name = "patience"
+
+    def __init__(
+        self, period_s: float = 1800.0, patience: int = 4, min_delta: float = 0.01, start_after: int = 2
+    ) -> None:
+        self.period_s, self.patience, self.min_delta, self.start_after = (
+            period_s,
+            patience,
+            min_delta,
+            start_after,
+        )
+        self._tracks: dict[int, _Track] = {}
+        self._periods: dict[int, int] = {}
+
+    def reset(self, sim: Simulation) -> None:
+        self._tracks.clear()
+        self._periods.clear()
+
+    def first_tick(self, job: SimJob) -> float | None:
+        return self.period_s
+
+    def next_tick(self, job: SimJob, now: float) -> float | None:
+        return self.period_s
+
+    def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
+        tr = self._tracks.setdefault(job.idx, _Track())
+        if tr.releasing:
+            return (Action(ActionKind.RELEASE_QUOTA, "patience", "checkpoint acknowledged"),)
+        losses = [s.loss for s in samples if s.loss is not None]
+        if not losses:
+            return ()
+        n = self._periods.get(job.idx, 0) + 1
+        self._periods[job.idx] = n
+        value = float(np.nanmean(losses)) if np.isfinite(losses).any() else math.inf
+        if value < tr.best * (1.0 - self.min_delta):
+            tr.best = value
+            tr.wait = 0
+        elif n > self.start_after:
+            tr.wait += 1
+        if tr.wait >= self.patience:
+            tr.releasing = True
+            return (
+                Action(
+                    ActionKind.CHECKPOINT,
+                    "patience",
+                    f"no {self.min_delta:.0%} improvement in {self.patience} periods",
+                ),
+            )
+        return ()
+
+    def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
+        return None
+
+    def finished(self, job: SimJob, now: float) -> None:
+        self._tracks.pop(job.idx, None)
+        self._periods.pop(job.idx, None)
+
+
+class MedianStopping(NoAdvisor):
+    """Stop a run whose best normalised loss is worse than the median of completed runs' running
+    averages at the same progress (Vizier's rule, as in Ray Tune's ``MedianStoppingRule``)."""
+
+    name = "median-stopping"
+
+    def __init__(self, period_s: float = 1800.0, grace_fraction: float = 0.25, min_samples: int = 3) -> None:
+        self.period_s, self.grace, self.min_samples = period_s, grace_fraction, min_samples
+        self._tracks: dict[int, _Track] = {}
+        self._completed: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def reset(self, sim: Simulation) -> None:
+        self._tracks.clear()
+        self._completed.clear()
+
+    def first_tick(self, job: SimJob) -> float | None:
+        return self.period_s
+
+    def next_tick(self, job: SimJob, now: float) -> float | None:
+        return self.period_s
+
+    def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
+        tr = self._tracks.setdefault(job.idx, _Track())
+        if tr.releasing:
+            return (Action(ActionKind.RELEASE_QUOTA, "median-stopping", "checkpoint acknowledged"),)
+        for s in samples:
+            if s.loss is None or not s.total_steps:
+                continue
+            loss = s.loss if math.isfinite(s.loss) else math.inf
+            if tr.first is None and math.isfinite(loss) and loss > 0:
+                tr.first = loss
+            if tr.first is not None:
+                tr.curve.append((s.step / s.total_steps, loss / tr.first))
+        if not tr.curve or len(self._completed) < self.min_samples:
+            return ()
+        progress = tr.curve[-1][0]
+        if progress < self.grace:
+            return ()
+        best = min(v for _p, v in tr.curve)
+        medians = []
+        for xs, running_mean in self._completed:
+            if xs.size and xs[0] <= progress:
+                medians.append(float(np.interp(progress, xs, running_mean)))
+        if len(medians) < self.min_samples:
+            return ()
+        if best > float(np.median(medians)):
+            tr.releasing = True
+            return (
+                Action(ActionKind.CHECKPOINT, "median-stopping", "worse than the median of completed runs"),
+            )
+        return ()
+
+    def finished(self, job: SimJob, now: float) -> None:
+        tr = self._tracks.pop(job.idx, None)
+        if tr is None or not tr.curve or job.phase.value != "done":
+            return
+        arr = np.array(tr.curve)
+        order = np.argsort(arr[:, 0], kind="stable")
+        xs, vals = arr[order, 0], arr[order, 1]
+        vals = np.where(np.isfinite(vals), vals, np.nan)
+        counts = np.cumsum(np.isfinite(vals))
+        sums = np.cumsum(np.nan_to_num(vals, nan=0.0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            running = np.where(counts > 0, sums / np.maximum(counts, 1), np.inf)
+        self._completed.append((xs, running))
+
+
+def baseline_strategies(fixed_interval_s: float = 1800.0) -> list[NoAdvisor]:
+    return [NoAdvisor(), FixedInterval(fixed_interval_s), Patience(), MedianStopping()]

@@ -1,0 +1,1 @@
+"""Calibration scripts: read the development data and print the parameters the simulator ships."""

@@ -1,0 +1,241 @@
+"""Synthetic loss curves with a hidden ground truth.
+
+Every simulated job gets a :class:`CurveSpec`: a clean, schedule-aware loss law plus optional
+pathologies (early or late plateau, divergence, hang, slow convergence, recovering spikes). The job
+reports noisy samples of it; the clean curve stays hidden from every strategy and is used only to
+judge outcomes afterwards ("did stopping this run lose more than 1% of improvement?").
+
+Why a parametric library rather than replaying real curves: a trace job has a duration and a GPU
+count but no curve, and the simulator needs arbitrarily many runs of any length. The family shapes,
+exponents and noise levels are calibrated on real pre-training curves
+(``simulator/calibration/calibrate_curves.py``); only the fitted numbers ship, in
+``simulator/data/curve_params.yaml``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import yaml
+
+__all__ = [
+    "PATHOLOGIES",
+    "CurveLibrary",
+    "CurveSpec",
+    "load_curve_params",
+]
+
+PATHOLOGIES = ("none", "early_plateau", "late_plateau", "diverge", "hang", "slow", "spikes")
+
+#: relative improvement still to come below which a run "no longer learns" (the same 1% as the
+#: forecaster's plateau definition and the wrong-stop judgement)
+LEARNING_THRESHOLD = 0.01
+_GRID = 512
+
+
+@lru_cache(maxsize=1)
+def load_curve_params() -> dict[str, Any]:
+    """The shipped calibration (families, exponents, noise, schedules, pathology mix)."""
+    text = resources.files("simulator").joinpath("data/curve_params.yaml").read_text()
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError("simulator/data/curve_params.yaml: expected a mapping")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class CurveSpec:
+    """One run's hidden loss law over the normalised progress x = step / total_steps in [0, 1].
+
+    clean(x) = l_inf + a * (1 + x / x0) ** -alpha, reduced by the learning-rate anneal
+    (``anneal_gain`` of the reducible part is gained as the LR decays to zero), then bent by the
+    pathology.
+    """
+
+    total_steps: int
+    l_inf: float
+    a: float
+    alpha: float
+    x0: float
+    schedule: str = "cosine"  # constant | cosine | wsd
+    warmup: float = 0.02
+    anneal_gain: float = 0.35
+    noise: float = 0.01
+    pathology: str = "none"
+    at: float = 1.0  # where the pathology starts (fraction of total_steps)
+    spikes: tuple[tuple[float, float], ...] = ()  # (x, height relative to loss)
+    seed: int = 0
+    _noise_table: np.ndarray = field(init=False, repr=False, compare=False)
+    _truth: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.total_steps <= 0:
+            raise ValueError("total_steps must be positive")
+        if self.pathology not in PATHOLOGIES:
+            raise ValueError(f"unknown pathology {self.pathology!r}")
+        rng = np.random.default_rng(self.seed)
+        object.__setattr__(self, "_noise_table", rng.standard_normal(1024))
+        x = np.linspace(0.0, 1.0, _GRID)
+        object.__setattr__(self, "_truth", (x, self.clean(x)))
+
+    # ---- the hidden law ---------------------------------------------------------------------
+    def lr(self, x: np.ndarray | float) -> np.ndarray:
+        """Learning rate relative to its peak at progress x."""
+        xs = np.asarray(x, dtype=float)
+        warm = np.clip(xs / self.warmup, 0.0, 1.0) if self.warmup > 0 else np.ones_like(xs)
+        if self.schedule == "constant":
+            body = np.ones_like(xs)
+        elif self.schedule == "cosine":
+            u = np.clip((xs - self.warmup) / max(1e-9, 1.0 - self.warmup), 0.0, 1.0)
+            body = 0.5 * (1.0 + np.cos(np.pi * u))
+        elif self.schedule == "wsd":
+            body = np.clip((1.0 - xs) / 0.2, 0.0, 1.0)
+        else:
+            raise ValueError(f"unknown schedule {self.schedule!r}")
+        return np.asarray(np.maximum(warm * body, 0.0))
+
+    def clean(self, x: np.ndarray | float) -> np.ndarray:
+        """The noiseless loss at progress x (NaN after a divergence has blown up)."""
+        xs = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+        xe = xs
+        if self.pathology in ("early_plateau", "late_plateau"):
+            # the run stops making progress at `at`: only a trickle of learning remains after it
+            xe = np.where(xs < self.at, xs, self.at + 0.002 * (xs - self.at))
+        reducible = self.a * (1.0 + xe / self.x0) ** (-self.alpha)
+        anneal = 1.0 - self.anneal_gain * (1.0 - self.lr(xs)) * (xs > self.warmup)
+        loss = self.l_inf + reducible * anneal
+        if self.pathology == "diverge":
+            over = np.maximum(xs - self.at, 0.0)
+            loss = loss * np.exp(over * 60.0)
+            loss = np.where(loss > 20.0 * (self.l_inf + self.a), np.nan, loss)
+        for x_s, height in self.spikes:
+            width = 0.02
+            bump = height * np.exp(-np.maximum(xs - x_s, 0.0) / width) * (xs >= x_s)
+            loss = loss * (1.0 + bump)
+        return np.asarray(loss)
+
+    @property
+    def hang_step(self) -> int | None:
+        """The step at which a hung run stops advancing (None when it never hangs)."""
+        if self.pathology != "hang":
+            return None
+        return max(1, int(self.at * self.total_steps))
+
+    def observed(self, step: int) -> float:
+        """One noisy report at ``step``; deterministic per (seed, step), so every strategy
+        replaying the same run sees the same numbers."""
+        x = step / self.total_steps
+        value = float(self.clean(x))
+        if not math.isfinite(value):
+            return float("nan")
+        z = self._noise_table[(step * 2654435761) % 1024]
+        return value * (1.0 + self.noise * float(z))
+
+    def observed_many(self, steps: np.ndarray) -> np.ndarray:
+        """Vectorised :meth:`observed` (NaN where the clean loss is not finite)."""
+        st = np.asarray(steps, dtype=np.int64)
+        values = self.clean(st / self.total_steps)
+        z = self._noise_table[(st * 2654435761) % 1024]
+        return np.asarray(values * (1.0 + self.noise * z))
+
+    def learning_rate(self, step: int, peak: float = 3e-4) -> float:
+        return float(self.lr(step / self.total_steps)) * peak
+
+    # ---- ground truth ------------------------------------------------------------------------
+    def remaining_improvement(self, step: float) -> float:
+        """Relative improvement of the clean loss still to come if the run continued from
+        ``step`` to its end (0 for a hung run past its hang point or a diverged one)."""
+        x, y = self._truth
+        end = 1.0
+        if self.hang_step is not None:
+            end = min(end, self.hang_step / self.total_steps)
+        here = float(self.clean(min(step / self.total_steps, 1.0)))
+        if not math.isfinite(here):
+            return 0.0
+        mask = (x >= step / self.total_steps) & (x <= end)
+        future = y[mask]
+        future = future[np.isfinite(future)]
+        if future.size == 0:
+            return 0.0
+        return max(0.0, (here - float(future.min())) / here)
+
+    def learning_end_step(self) -> int:
+        """First step from which the run never again has more than 1% of improvement ahead
+        (the hidden "stopped learning" point; ``total_steps`` for a run learning to the end)."""
+        x, y = self._truth
+        end = 1.0 if self.hang_step is None else self.hang_step / self.total_steps
+        yy = np.where(np.isfinite(y) & (x <= end), y, np.inf)
+        suffix_min = np.minimum.accumulate(yy[::-1])[::-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            remaining = np.where(np.isfinite(y), (y - suffix_min) / y, 0.0)
+        remaining = np.where(np.isfinite(remaining), remaining, 0.0)
+        ok = remaining <= LEARNING_THRESHOLD
+        # first index from which `ok` holds until the end
+        bad = np.nonzero(~ok)[0]
+        first = 0 if bad.size == 0 else int(bad[-1]) + 1
+        if first >= _GRID:
+            return self.total_steps
+        return round(float(x[first]) * self.total_steps)
+
+
+class CurveLibrary:
+    """Draws :class:`CurveSpec` s from the calibrated distributions and the pathology mix."""
+
+    def __init__(self, params: dict[str, Any] | None = None, mix: dict[str, float] | None = None) -> None:
+        self.params = params if params is not None else load_curve_params()
+        raw_mix = dict(self.params["pathology_mix"]) if mix is None else dict(mix)
+        unknown = sorted(set(raw_mix) - set(PATHOLOGIES))
+        if unknown:
+            raise ValueError(f"unknown pathologies in mix: {', '.join(unknown)}")
+        total = sum(raw_mix.values())
+        if total <= 0 or any(v < 0 for v in raw_mix.values()):
+            raise ValueError("pathology mix weights must be non-negative and not all zero")
+        self.mix = {k: v / total for k, v in raw_mix.items()}
+
+    def draw(self, rng: np.random.Generator, total_steps: int, seed: int) -> CurveSpec:
+        p = self.params
+        names = list(self.mix)
+        pathology = str(rng.choice(names, p=[self.mix[n] for n in names]))
+        fam = p["families"]["power"]
+        alpha = float(np.exp(rng.normal(fam["log_alpha_mean"], fam["log_alpha_sd"])))
+        x0 = float(np.exp(rng.normal(fam["log_x0_mean"], fam["log_x0_sd"])))
+        l_inf = float(np.exp(rng.normal(p["l_inf"]["log_mean"], p["l_inf"]["log_sd"])))
+        a = l_inf * float(np.exp(rng.normal(fam["log_reducible_ratio_mean"], fam["log_reducible_ratio_sd"])))
+        noise = float(np.exp(rng.normal(p["noise"]["log_mean"], p["noise"]["log_sd"])))
+        sched_names = list(p["schedules"])
+        schedule = str(rng.choice(sched_names, p=[p["schedules"][s] for s in sched_names]))
+        anneal = float(rng.uniform(*p["anneal_gain_range"]))
+        at = 1.0
+        spikes: tuple[tuple[float, float], ...] = ()
+        ranges = p["pathology_at"]
+        if pathology in ranges:
+            at = float(rng.uniform(*ranges[pathology]))
+        if pathology in ("early_plateau", "late_plateau"):
+            schedule = "constant"  # a converged constant-LR fine-tune; no anneal drop to come
+        elif pathology == "slow":
+            schedule = "constant"
+            x0 = float(rng.uniform(1.0, 3.0))  # still early on its curve when the budget ends
+        elif pathology == "spikes":
+            n = int(rng.integers(2, 5))
+            xs = np.sort(rng.uniform(0.15, 0.85, size=n))
+            spikes = tuple((float(x), float(rng.uniform(0.1, 0.6))) for x in xs)
+        return CurveSpec(
+            total_steps=int(total_steps),
+            l_inf=l_inf,
+            a=a,
+            alpha=alpha,
+            x0=x0,
+            schedule=schedule,
+            warmup=float(p["warmup_fraction"]),
+            anneal_gain=anneal,
+            noise=noise,
+            pathology=pathology,
+            at=at,
+            spikes=spikes,
+            seed=seed,
+        )

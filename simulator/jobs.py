@@ -1,0 +1,217 @@
+"""Simulated jobs: what a trace row becomes once it has a curve, a speed and a fault process.
+
+Every random property of a job (its curve, checkpoint and restart costs, failure times measured on
+its own compute clock) is drawn once from a per-job seed, so every strategy replays the very same
+jobs with the very same luck (common random numbers): differences between rows are the strategies'.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from advisor.model import ProgressSample, job_key
+from simulator.curves import CurveLibrary, CurveSpec
+from simulator.quota import Workload
+from simulator.traces import TraceJob
+
+__all__ = ["Phase", "SimJob", "WorldConfig", "build_jobs"]
+
+
+class Phase(enum.StrEnum):
+    PENDING = "pending"
+    STARTING = "starting"
+    RUNNING = "running"
+    CHECKPOINTING = "checkpointing"
+    DONE = "done"
+    RELEASED = "released"
+    STOPPED = "stopped"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.DONE, Phase.RELEASED, Phase.STOPPED)
+
+    @property
+    def holds_quota(self) -> bool:
+        return self in (Phase.STARTING, Phase.RUNNING, Phase.CHECKPOINTING)
+
+
+@dataclass(frozen=True, slots=True)
+class WorldConfig:
+    """The physics of the simulated cluster (not the policies)."""
+
+    gpus_per_node: int = 8
+    step_time_range: tuple[float, float] = (0.5, 2.0)  # seconds per step at the requested size
+    scaling_exponent: float = 0.85  # throughput ~ nodes ** exponent
+    report_points: int = 240  # progress reports over a run (the trainer's logging cadence)
+    min_report_interval_s: float = 60.0
+    checkpoint_cost_s: float = 45.0  # median for one node; grows with log2(gpus)
+    restart_cost_s: float = 120.0
+    grace_period_s: float = 30.0
+    jit_fraction: float = 0.25  # share of jobs whose training helper saves on SIGTERM
+    node_mtbf_h: float = 400.0  # per-node mean time between failures (0: no failures)
+    job_checkpoint_interval_s: float | None = 7200.0  # the users' own periodic checkpoints
+    priority_boost_enabled: bool = True
+    horizon_s: float | None = None  # stop simulating here (None: until every job is accounted for)
+
+
+@dataclass(slots=True)
+class SimJob:
+    idx: int
+    trace: TraceJob
+    namespace: str
+    cluster_queue: str
+    curve: CurveSpec
+    total_steps: int
+    step_time: float
+    ckpt_cost: float
+    restart_cost: float
+    jit: bool
+    failures: list[float]  # compute-clock times of the node failures this job will meet
+    report_interval: float
+    learning_end: int
+    workload: Workload
+    gpus: int
+    nodes: int
+    # ---- dynamic state
+    phase: Phase = Phase.PENDING
+    gen: int = 0
+    step: float = 0.0
+    phase_start: float = 0.0
+    phase_step: float = 0.0  # step at phase_start
+    compute: float = 0.0  # seconds spent RUNNING so far (the failure clock)
+    ckpt_step: int = 0
+    ckpt_time: float | None = None
+    ckpt_request: str | None = None
+    pending_request: str | None = None
+    ckpt_started_step: int = 0
+    ckpt_compute: float = 0.0  # compute clock at the last checkpoint
+    ckpt_started_compute: float = 0.0
+    next_failure: int = 0
+    last_account: float = 0.0
+    trajectory: list[tuple[float, float]] = field(default_factory=list)
+    forced_samples: list[ProgressSample] = field(default_factory=list)
+    last_report: float = 0.0
+    last_reported_step: float = -1.0
+    rate_factor: float = 1.0
+    # ---- accounting (GPU-seconds and seconds)
+    gpu_s: float = 0.0
+    nonlearning_gpu_s: float = 0.0
+    ckpt_gpu_s: float = 0.0
+    restart_gpu_s: float = 0.0
+    lost_gpu_s: float = 0.0
+    lost_preempt_gpu_s: float = 0.0
+    queue_wait_s: float = 0.0
+    queued_since: float = 0.0
+    first_start: float | None = None
+    end_time: float | None = None
+    end_step: float = 0.0
+    preemptions: int = 0
+    failures_met: int = 0
+    checkpoints: int = 0
+    started: bool = False
+
+    @property
+    def key(self) -> str:
+        return job_key(self.namespace, self.trace.name)
+
+    @property
+    def hang_step(self) -> int | None:
+        return self.curve.hang_step
+
+    @property
+    def cap_step(self) -> float:
+        return float(self.total_steps if self.hang_step is None else min(self.hang_step, self.total_steps))
+
+    def rate(self) -> float:
+        """Steps per second while running, at the current node count."""
+        return self.rate_factor / self.step_time
+
+    def step_at(self, now: float) -> float:
+        if self.phase is not Phase.RUNNING:
+            return self.step
+        return min(self.phase_step + (now - self.phase_start) * self.rate(), self.cap_step)
+
+    def progress_sample(
+        self, step: int, time: float, loss: float | None = None, lr: float | None = None
+    ) -> ProgressSample:
+        return ProgressSample(
+            step=step,
+            time=time,
+            loss=self.curve.observed(step) if loss is None else loss,
+            total_steps=self.total_steps,
+            learning_rate=self.curve.learning_rate(step) if lr is None else lr,
+            last_checkpoint_step=self.ckpt_step if self.ckpt_time is not None else None,
+            last_checkpoint_request=self.ckpt_request,
+            source="simulator",
+        )
+
+
+def build_jobs(
+    trace_jobs: list[TraceJob],
+    queue_map: dict[str, str],
+    world: WorldConfig,
+    library: CurveLibrary,
+    seed: int,
+) -> list[SimJob]:
+    """Turn trace rows into simulated jobs (deterministic for a given seed)."""
+    jobs: list[SimJob] = []
+    lo, hi = world.step_time_range
+    for i, tj in enumerate(trace_jobs):
+        rng = np.random.default_rng([seed, i])
+        if tj.queue not in queue_map:
+            raise ValueError(f"job {tj.name}: queue {tj.queue!r} has no ClusterQueue")
+        if tj.total_steps:
+            total = int(tj.total_steps)
+            step_time = tj.duration / total
+        else:
+            step_time = float(rng.uniform(lo, hi))
+            total = max(10, int(tj.duration / step_time))
+            step_time = tj.duration / total
+        curve = library.draw(rng, total, seed=int(rng.integers(1 << 31)))
+        nodes = max(1, math.ceil(tj.gpus / world.gpus_per_node))
+        ckpt = world.checkpoint_cost_s * (1.0 + 0.5 * math.log2(tj.gpus)) * float(rng.lognormal(0.0, 0.3))
+        restart = world.restart_cost_s * float(rng.lognormal(0.0, 0.3))
+        failures: list[float] = []
+        if world.node_mtbf_h > 0:
+            rate = nodes / (world.node_mtbf_h * 3600.0)
+            t = 0.0
+            budget = tj.duration * 3.0
+            while True:
+                t += float(rng.exponential(1.0 / rate))
+                if t > budget:
+                    break
+                failures.append(t)
+        report = max(world.min_report_interval_s, tj.duration / world.report_points)
+        wl = Workload(
+            uid=i,
+            job=job_key(tj.queue, tj.name),
+            cluster_queue=queue_map[tj.queue],
+            gpus=tj.gpus,
+            priority=tj.priority,
+            created_at=tj.submit,
+        )
+        jobs.append(
+            SimJob(
+                idx=i,
+                trace=tj,
+                namespace=tj.queue,
+                cluster_queue=queue_map[tj.queue],
+                curve=curve,
+                total_steps=total,
+                step_time=step_time,
+                ckpt_cost=ckpt,
+                restart_cost=restart,
+                jit=bool(rng.random() < world.jit_fraction),
+                failures=failures,
+                report_interval=report,
+                learning_end=curve.learning_end_step(),
+                workload=wl,
+                gpus=tj.gpus,
+                nodes=nodes,
+            )
+        )
+    return jobs

@@ -1,0 +1,342 @@
+"""A Kueue-like quota model: the environment the simulated jobs queue in.
+
+GPU types (ResourceFlavors) are folded into one GPU count per ClusterQueue. Modelled: nominal quota,
+cohorts with borrowing and lending limits, StrictFIFO / BestEffortFIFO queueing ordered by effective
+priority then creation time, and classic preemption (``withinClusterQueue``, ``reclaimWithinCohort``,
+``borrowWithinCohort``) with Kueue's candidate ordering: workloads of other ClusterQueues first,
+then lower effective priority (priority + priority-boost), then the most recently admitted, then
+the uid; greedily taken until the preemptor fits, then pruned in reverse of whatever is not needed.
+
+It is written from Kueue's documented behaviour (``shared/reference/kueue.md`` §3-4), on its own
+and not from the advisor's victim predictor, so that the predictor can be scored against it.
+Quota is released the moment a workload is evicted (Kueue frees it once the job's pods are
+terminating), and a preempted workload keeps its original creation time, hence its queue place.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["ClusterQueueSpec", "Preemption", "QuotaError", "QuotaModel", "Workload"]
+
+_INF = 1 << 60
+
+
+class QuotaError(ValueError):
+    """An inconsistent cluster description (unknown queue, negative quota, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterQueueSpec:
+    name: str
+    nominal_gpus: int
+    cohort: str | None = None
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+    within_cluster_queue: str = "Never"  # Never | LowerPriority | LowerOrNewerEqualPriority
+    reclaim_within_cohort: str = "Never"  # Never | LowerPriority | Any
+    borrow_within_cohort: str = "Never"  # Never | LowerPriority
+    borrow_max_priority_threshold: int | None = None
+    queueing_strategy: str = "BestEffortFIFO"  # BestEffortFIFO | StrictFIFO
+
+    def __post_init__(self) -> None:
+        checks = {
+            "within_cluster_queue": (
+                self.within_cluster_queue,
+                {"Never", "LowerPriority", "LowerOrNewerEqualPriority"},
+            ),
+            "reclaim_within_cohort": (self.reclaim_within_cohort, {"Never", "LowerPriority", "Any"}),
+            "borrow_within_cohort": (self.borrow_within_cohort, {"Never", "LowerPriority"}),
+            "queueing_strategy": (self.queueing_strategy, {"BestEffortFIFO", "StrictFIFO"}),
+        }
+        for fname, (value, allowed) in checks.items():
+            if value not in allowed:
+                raise QuotaError(f"ClusterQueue {self.name}: {fname} {value!r} not one of {sorted(allowed)}")
+        if self.nominal_gpus < 0:
+            raise QuotaError(f"ClusterQueue {self.name}: nominal_gpus must be >= 0")
+        for fname in ("borrowing_limit", "lending_limit"):
+            v = getattr(self, fname)
+            if v is not None and v < 0:
+                raise QuotaError(f"ClusterQueue {self.name}: {fname} must be >= 0")
+        if self.cohort is None and self.borrowing_limit not in (None, 0):
+            raise QuotaError(f"ClusterQueue {self.name}: borrowing_limit needs a cohort")
+        if self.lending_limit is not None and self.lending_limit > self.nominal_gpus:
+            raise QuotaError(f"ClusterQueue {self.name}: lending_limit exceeds nominal_gpus")
+        if self.reclaim_within_cohort == "Never" and self.borrow_within_cohort != "Never":
+            raise QuotaError(f"ClusterQueue {self.name}: borrowWithinCohort needs reclaimWithinCohort")
+
+    @property
+    def guaranteed(self) -> int:
+        """The part of the nominal quota never lent to the cohort."""
+        return self.nominal_gpus - (self.nominal_gpus if self.lending_limit is None else self.lending_limit)
+
+
+@dataclass(slots=True)
+class Workload:
+    uid: int
+    job: str
+    cluster_queue: str
+    gpus: int
+    priority: int = 0
+    created_at: float = 0.0
+    boost: int = 0
+    active: bool = True
+    admitted: bool = False
+    admitted_at: float | None = None
+    finished: bool = False
+
+    def order_key(self, boost_enabled: bool) -> tuple[int, float, int]:
+        return (-(self.priority + (self.boost if boost_enabled else 0)), self.created_at, self.uid)
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    victim: Workload
+    preemptor: Workload
+    reason: str  # InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing
+
+
+@dataclass(slots=True)
+class _Queue:
+    spec: ClusterQueueSpec
+    usage: int = 0
+    pending: list[tuple[tuple[int, float, int], Workload]] = field(default_factory=list)
+    admitted: dict[int, Workload] = field(default_factory=dict)
+
+
+class QuotaModel:
+    """ClusterQueues, cohorts, pending queues and admitted workloads; admission and preemption."""
+
+    def __init__(self, queues: Iterable[ClusterQueueSpec], *, priority_boost_enabled: bool = False) -> None:
+        self.queues: dict[str, _Queue] = {}
+        for spec in queues:
+            if spec.name in self.queues:
+                raise QuotaError(f"duplicate ClusterQueue {spec.name}")
+            self.queues[spec.name] = _Queue(spec)
+        if not self.queues:
+            raise QuotaError("no ClusterQueues")
+        self.cohorts: dict[str, list[str]] = {}
+        for name, q in self.queues.items():
+            if q.spec.cohort is not None:
+                self.cohorts.setdefault(q.spec.cohort, []).append(name)
+        self.boost_enabled = priority_boost_enabled
+        self.version = 0  # bumped on every change, for cached snapshots
+        self._dirty: set[str] = set()
+
+    # ---- bookkeeping -----------------------------------------------------------------------
+    def _eff(self, wl: Workload) -> int:
+        return wl.priority + (wl.boost if self.boost_enabled else 0)
+
+    def members(self, cq: str) -> list[str]:
+        cohort = self.queues[cq].spec.cohort
+        return [cq] if cohort is None else self.cohorts[cohort]
+
+    def _touch(self, cq: str) -> None:
+        self.version += 1
+        self._dirty.update(self.members(cq))
+
+    def capacity(self) -> int:
+        return sum(q.spec.nominal_gpus for q in self.queues.values())
+
+    def usage(self, cq: str | None = None) -> int:
+        if cq is not None:
+            return self.queues[cq].usage
+        return sum(q.usage for q in self.queues.values())
+
+    def submit(self, wl: Workload) -> None:
+        if wl.cluster_queue not in self.queues:
+            raise QuotaError(f"workload {wl.job}: unknown ClusterQueue {wl.cluster_queue!r}")
+        q = self.queues[wl.cluster_queue]
+        wl.admitted = False
+        wl.admitted_at = None
+        bisect.insort(q.pending, (wl.order_key(self.boost_enabled), wl), key=lambda t: t[0])
+        self._touch(wl.cluster_queue)
+
+    def _remove_pending(self, wl: Workload) -> None:
+        q = self.queues[wl.cluster_queue]
+        q.pending = [(k, w) for k, w in q.pending if w is not wl]
+
+    def release(self, wl: Workload) -> None:
+        """Finished, deactivated or evicted: give back its quota (and drop it if still pending)."""
+        q = self.queues[wl.cluster_queue]
+        if wl.admitted:
+            q.usage -= wl.gpus
+            del q.admitted[wl.uid]
+            wl.admitted = False
+        else:
+            self._remove_pending(wl)
+        self._touch(wl.cluster_queue)
+
+    def set_boost(self, wl: Workload, boost: int) -> None:
+        if wl.boost == boost:
+            return
+        wl.boost = boost
+        if not wl.admitted and not wl.finished and wl.active:
+            self._remove_pending(wl)
+            bisect.insort(
+                self.queues[wl.cluster_queue].pending,
+                (wl.order_key(self.boost_enabled), wl),
+                key=lambda t: t[0],
+            )
+        self._touch(wl.cluster_queue)
+
+    def resize(self, wl: Workload, gpus: int) -> bool:
+        """Change an admitted workload's size if the quota allows it (elastic scale)."""
+        if not wl.admitted:
+            wl.gpus = gpus
+            return True
+        delta = gpus - wl.gpus
+        if delta > 0 and not self._fits(wl.cluster_queue, delta, {}):
+            return False
+        q = self.queues[wl.cluster_queue]
+        q.usage += delta
+        wl.gpus = gpus
+        self._touch(wl.cluster_queue)
+        return True
+
+    # ---- quota arithmetic ------------------------------------------------------------------
+    def _fits(self, cq: str, gpus: int, removed: dict[str, int]) -> bool:
+        """Would ``gpus`` more fit in ``cq`` once ``removed`` (GPUs per queue) are freed?"""
+        q = self.queues[cq]
+        spec = q.spec
+        use = q.usage - removed.get(cq, 0) + gpus
+        if spec.cohort is None:
+            return use <= spec.nominal_gpus
+        limit = _INF if spec.borrowing_limit is None else spec.nominal_gpus + spec.borrowing_limit
+        if use > limit:
+            return False
+        pool = 0
+        drawn = 0
+        for name in self.cohorts[spec.cohort]:
+            other = self.queues[name].spec
+            u = use if name == cq else self.queues[name].usage - removed.get(name, 0)
+            pool += other.nominal_gpus - other.guaranteed
+            drawn += max(0, u - other.guaranteed)
+        return drawn <= pool
+
+    def borrowing(self, cq: str) -> int:
+        q = self.queues[cq]
+        return max(0, q.usage - q.spec.nominal_gpus)
+
+    # ---- preemption ------------------------------------------------------------------------
+    def preemption_targets(self, wl: Workload) -> list[Preemption] | None:
+        """The victims Kueue would evict to admit ``wl`` (None when it cannot be admitted by
+        preemption). Pure: changes nothing."""
+        own = self.queues[wl.cluster_queue]
+        spec = own.spec
+        prio = self._eff(wl)
+        would_borrow = own.usage + wl.gpus > spec.nominal_gpus
+        candidates: list[tuple[tuple[int, int, float, int], Workload, str]] = []
+        if spec.within_cluster_queue != "Never":
+            for v in own.admitted.values():
+                vp = self._eff(v)
+                ok = vp < prio or (
+                    spec.within_cluster_queue == "LowerOrNewerEqualPriority"
+                    and vp == prio
+                    and v.created_at > wl.created_at
+                )
+                if ok:
+                    candidates.append(((1, vp, -(v.admitted_at or 0.0), v.uid), v, "InClusterQueue"))
+        if spec.cohort is not None and spec.reclaim_within_cohort != "Never":
+            for name in self.cohorts[spec.cohort]:
+                if name == wl.cluster_queue or self.borrowing(name) == 0:
+                    continue
+                for v in self.queues[name].admitted.values():
+                    vp = self._eff(v)
+                    if not would_borrow:
+                        ok = spec.reclaim_within_cohort == "Any" or vp < prio
+                        reason = "InCohortReclamation"
+                    else:
+                        threshold = spec.borrow_max_priority_threshold
+                        ok = (
+                            spec.borrow_within_cohort == "LowerPriority"
+                            and vp < prio
+                            and (threshold is None or vp <= threshold)
+                        )
+                        reason = "InCohortReclaimWhileBorrowing"
+                    if ok:
+                        candidates.append(((0, vp, -(v.admitted_at or 0.0), v.uid), v, reason))
+        if not candidates:
+            return None
+        candidates.sort(key=lambda c: c[0])
+        removed: dict[str, int] = {}
+        chosen: list[tuple[Workload, str]] = []
+        fits = False
+        for _key, v, reason in candidates:
+            if v.cluster_queue != wl.cluster_queue:
+                other = self.queues[v.cluster_queue]
+                if other.usage - removed.get(v.cluster_queue, 0) <= other.spec.nominal_gpus:
+                    continue  # that queue no longer borrows: nothing left to reclaim from it
+            removed[v.cluster_queue] = removed.get(v.cluster_queue, 0) + v.gpus
+            chosen.append((v, reason))
+            if self._fits(wl.cluster_queue, wl.gpus, removed):
+                fits = True
+                break
+        if not fits:
+            return None
+        for v, reason in reversed(list(chosen)):
+            removed[v.cluster_queue] -= v.gpus
+            if self._fits(wl.cluster_queue, wl.gpus, removed):
+                chosen.remove((v, reason))
+            else:
+                removed[v.cluster_queue] += v.gpus
+        return [Preemption(v, wl, reason) for v, reason in chosen]
+
+    # ---- the scheduling pass ---------------------------------------------------------------
+    def _admit(self, wl: Workload, now: float) -> None:
+        q = self.queues[wl.cluster_queue]
+        self._remove_pending(wl)
+        q.usage += wl.gpus
+        q.admitted[wl.uid] = wl
+        wl.admitted = True
+        wl.admitted_at = now
+        self._touch(wl.cluster_queue)
+
+    def schedule(self, now: float) -> tuple[list[Workload], list[Preemption]]:
+        """Admit what fits (preempting where the queue's policy allows) until nothing changes.
+
+        Returns the newly admitted workloads and the preemptions issued. Evicted victims are
+        released here; the caller requeues them (``submit``) after stopping their jobs.
+        """
+        admitted: list[Workload] = []
+        preempted: list[Preemption] = []
+        while self._dirty:
+            names = sorted(self._dirty)
+            self._dirty.clear()
+            for name in names:
+                q = self.queues[name]
+                no_fit = _INF  # smallest size that did not fit as is (larger ones cannot either)
+                no_victims: dict[int, int] = {}  # priority -> smallest size that found no victims
+                spec = q.spec
+                can_preempt = spec.within_cluster_queue != "Never" or spec.reclaim_within_cohort != "Never"
+                for _key, wl in list(q.pending):
+                    if wl.gpus < no_fit:
+                        if self._fits(name, wl.gpus, {}):
+                            self._admit(wl, now)
+                            admitted.append(wl)
+                            no_victims.clear()
+                            continue
+                        no_fit = wl.gpus
+                    prio = self._eff(wl)
+                    hopeless = not can_preempt or any(
+                        g <= wl.gpus and p >= prio for p, g in no_victims.items()
+                    )
+                    targets = None if hopeless else self.preemption_targets(wl)
+                    if targets:
+                        for p in targets:
+                            self.release(p.victim)
+                            preempted.append(p)
+                        self._admit(wl, now)
+                        admitted.append(wl)
+                        no_fit = _INF
+                        no_victims.clear()
+                        continue
+                    if not hopeless:
+                        no_victims[prio] = min(no_victims.get(prio, _INF), wl.gpus)
+                    if q.spec.queueing_strategy == "StrictFIFO":
+                        break
+                    if no_fit <= 1 and (not can_preempt or no_victims.get(prio, _INF) <= 1):
+                        break  # nothing smaller or more important is left behind this one
+        return admitted, preempted

@@ -1,0 +1,112 @@
+"""Run one scenario under every strategy (same trace, same seed) and collect the rows."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulator.curves import CurveLibrary
+from simulator.engine import SimRecord, Simulation
+from simulator.jobs import SimJob, build_jobs
+from simulator.metrics import row_metrics
+from simulator.quota import QuotaModel
+from simulator.scenario import Scenario
+from simulator.strategy import Cadence, Strategy
+
+__all__ = ["RowResult", "policy_strategies", "run_rows", "run_strategy"]
+
+
+@dataclass(slots=True)
+class RowResult:
+    metrics: dict[str, Any]
+    jobs: list[SimJob] = field(repr=False)
+    record: SimRecord = field(repr=False)
+
+
+def run_strategy(
+    scenario: Scenario,
+    strategy: Strategy,
+    *,
+    library: CurveLibrary | None = None,
+    baseline_gpu_hours: float | None = None,
+    on_progress: Callable[[float], None] | None = None,
+) -> RowResult:
+    lib = library or CurveLibrary(mix=scenario.curve_mix)
+    jobs = build_jobs(scenario.trace.jobs, scenario.queue_map, scenario.world, lib, scenario.seed)
+    quota = QuotaModel(scenario.queues, priority_boost_enabled=scenario.world.priority_boost_enabled)
+    start = time.perf_counter()
+    record = Simulation(jobs, quota, scenario.world, strategy, on_progress=on_progress).run()
+    wall = time.perf_counter() - start
+    metrics = row_metrics(
+        strategy.name,
+        jobs,
+        record,
+        scenario.capacity,
+        baseline_gpu_hours,
+        wall,
+        victims=strategy.predicts_victims,
+    )
+    return RowResult(metrics, jobs, record)
+
+
+def policy_strategies(
+    paths: Sequence[Path], *, forecast_interval_s: float = 1200.0, tick_max_s: float = 1800.0
+) -> list[Strategy]:
+    """One advisor row per policy file: ``advisor-<file stem without "policy-">``."""
+    from policies import load_policies
+    from simulator.advisor_strategy import AdvisorStrategy, as_applied
+
+    rows: list[Strategy] = []
+    for path in paths:
+        stem = path.stem[len("policy-") :] if path.stem.startswith("policy-") else path.stem
+        policies = [as_applied(p) for p in load_policies(path)]
+        cadence = Cadence(first_s=600.0, min_s=min(300.0, tick_max_s), max_s=tick_max_s, fraction=0.25)
+        rows.append(
+            AdvisorStrategy(
+                f"advisor-{stem}", policies, forecast_interval_s=forecast_interval_s, cadence=cadence
+            )
+        )
+    return rows
+
+
+def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bool = True) -> list[RowResult]:
+    """Every strategy on the same scenario; the first must be ``no-advisor`` (the savings baseline)."""
+    from tqdm import tqdm
+
+    lib = CurveLibrary(mix=scenario.curve_mix)
+    span = max(j.submit + j.duration for j in scenario.trace.jobs)
+    total_h = span / 3600.0 * len(strategies)
+    bar = tqdm(
+        total=round(total_h, 1),
+        unit="sim-h",
+        file=sys.stderr,
+        disable=not progress,
+        bar_format="{desc} {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} sim-h [{elapsed}<{remaining}]",
+    )
+    results: list[RowResult] = []
+    baseline: float | None = None
+    try:
+        for i, strategy in enumerate(strategies):
+            bar.set_description(f"{strategy.name:<24}")
+            done = [0.0]
+
+            def tick(t: float, _done: list[float] = done, _i: int = i) -> None:
+                target = min(t, span) / 3600.0 + _i * span / 3600.0
+                bar.update(max(0.0, target - bar.n))
+                _done[0] = t
+
+            result = run_strategy(
+                scenario, strategy, library=lib, baseline_gpu_hours=baseline, on_progress=tick
+            )
+            if baseline is None:
+                baseline = result.metrics["gpu_hours"]
+                result.metrics["gpu_hours_saved"] = 0.0
+            bar.update(max(0.0, (i + 1) * span / 3600.0 - bar.n))
+            results.append(result)
+    finally:
+        bar.close()
+    return results

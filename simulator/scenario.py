@@ -1,0 +1,157 @@
+"""Scenarios: a trace, a cluster (ClusterQueues, cohorts, LocalQueues) and the world's physics.
+
+The embedded default needs no external data: three teams' ClusterQueues sharing one cohort with
+borrowing and preemption, a synthetic trace of a few hundred jobs with a share of high-priority
+work, and the calibrated curve library. A cluster can also be given as YAML (``--cluster``) or
+sized automatically from an external trace (one ClusterQueue per trace queue, in one cohort).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simulator.jobs import WorldConfig
+from simulator.quota import ClusterQueueSpec, QuotaError
+from simulator.traces import Trace, synthetic_trace
+
+__all__ = ["Scenario", "auto_cluster", "default_scenario", "load_cluster"]
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    trace: Trace
+    queues: list[ClusterQueueSpec]
+    queue_map: dict[str, str]  # LocalQueue -> ClusterQueue
+    world: WorldConfig = field(default_factory=WorldConfig)
+    curve_mix: dict[str, float] | None = None
+    seed: int = 0
+
+    @property
+    def capacity(self) -> int:
+        return sum(q.nominal_gpus for q in self.queues)
+
+
+def _team_queue(name: str, nominal: int) -> ClusterQueueSpec:
+    return ClusterQueueSpec(
+        name=name,
+        nominal_gpus=nominal,
+        cohort="research",
+        within_cluster_queue="LowerPriority",
+        reclaim_within_cohort="Any",
+        borrow_within_cohort="LowerPriority",
+    )
+
+
+def default_scenario(
+    seed: int = 0, n_jobs: int = 120, hours: float | None = None, gpus_per_team: int = 24
+) -> Scenario:
+    """The embedded default: 3 teams x 24 GPUs in one cohort and ``n_jobs`` synthetic jobs arriving
+    over ``hours`` (default: 0.15 h per job, which loads the cluster to about its capacity, so that
+    queueing, borrowing and preemption all happen).
+
+    Its size is set by the cost of the advisor rows (one forecast is ~15 ms, and the default runs
+    four policy rows plus four baselines in under a minute on one core)."""
+    trace = synthetic_trace(n_jobs, seed=seed, hours=hours if hours is not None else 0.15 * n_jobs)
+    queues = [_team_queue(f"cq-{t}", gpus_per_team) for t in ("team-a", "team-b", "team-c")]
+    return Scenario(
+        "default", trace, queues, {t: f"cq-{t}" for t in ("team-a", "team-b", "team-c")}, seed=seed
+    )
+
+
+def auto_cluster(
+    trace: Trace, *, target_utilization: float = 0.85
+) -> tuple[list[ClusterQueueSpec], dict[str, str]]:
+    """One ClusterQueue per trace queue in a shared cohort, each sized to its mean demand."""
+    if not 0 < target_utilization <= 1:
+        raise ValueError("target_utilization must be in (0, 1]")
+    span = max(3600.0, max(j.submit + j.duration for j in trace.jobs) - min(j.submit for j in trace.jobs))
+    demand: dict[str, float] = defaultdict(float)
+    biggest: dict[str, int] = defaultdict(int)
+    for j in trace.jobs:
+        demand[j.queue] += j.gpus * j.duration
+        biggest[j.queue] = max(biggest[j.queue], j.gpus)
+    queues = []
+    for q in sorted(demand):
+        nominal = max(biggest[q], math.ceil(demand[q] / span / target_utilization))
+        queues.append(_team_queue(f"cq-{q}", nominal))
+    return queues, {q: f"cq-{q}" for q in demand}
+
+
+def _opt_int(spec: dict[str, Any], key: str, where: str) -> int | None:
+    value = spec.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise QuotaError(f"{where}: {key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def load_cluster(path: str | Path) -> tuple[list[ClusterQueueSpec], dict[str, str]]:
+    """Read a cluster YAML::
+
+    clusterQueues:
+      - name: cq-a
+        nominalGPUs: 32
+        cohort: research            # optional
+        borrowingLimit: 16          # optional (null: unlimited)
+        lendingLimit: 8             # optional
+        queueingStrategy: BestEffortFIFO
+        preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any,
+                     borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}}
+    localQueues: {team-a: cq-a}     # trace queue -> ClusterQueue
+    """
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise QuotaError(f"{p}: cannot read cluster: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("clusterQueues"), list):
+        raise QuotaError(f"{p}: expected a mapping with a clusterQueues list")
+    queues = []
+    for i, spec in enumerate(data["clusterQueues"]):
+        where = f"{p}: clusterQueues[{i}]"
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise QuotaError(f"{where}: needs a name")
+        nominal = _opt_int(spec, "nominalGPUs", where)
+        if nominal is None:
+            raise QuotaError(f"{where}: nominalGPUs is required")
+        pre = spec.get("preemption") or {}
+        if not isinstance(pre, dict):
+            raise QuotaError(f"{where}: preemption must be a mapping")
+        bwc = pre.get("borrowWithinCohort") or {}
+        if not isinstance(bwc, dict):
+            raise QuotaError(f"{where}: preemption.borrowWithinCohort must be a mapping")
+        queues.append(
+            ClusterQueueSpec(
+                name=spec["name"],
+                nominal_gpus=nominal,
+                cohort=spec.get("cohort"),
+                borrowing_limit=_opt_int(spec, "borrowingLimit", where),
+                lending_limit=_opt_int(spec, "lendingLimit", where),
+                within_cluster_queue=pre.get("withinClusterQueue", "Never"),
+                reclaim_within_cohort=pre.get("reclaimWithinCohort", "Never"),
+                borrow_within_cohort=bwc.get("policy", "Never"),
+                borrow_max_priority_threshold=bwc.get("maxPriorityThreshold"),
+                queueing_strategy=spec.get("queueingStrategy", "BestEffortFIFO"),
+            )
+        )
+    local = data.get("localQueues") or {q.name: q.name for q in queues}
+    if not isinstance(local, dict):
+        raise QuotaError(f"{p}: localQueues must map queue names to ClusterQueues")
+    names = {q.name for q in queues}
+    for lq, cq in local.items():
+        if cq not in names:
+            raise QuotaError(f"{p}: localQueues.{lq}: unknown ClusterQueue {cq!r}")
+    return queues, {str(k): str(v) for k, v in local.items()}
+
+
+def with_world(scenario: Scenario, **changes: Any) -> Scenario:
+    """A copy of the scenario with some physics changed (e.g. ``node_mtbf_h=0``)."""
+    return replace(scenario, world=replace(scenario.world, **changes))

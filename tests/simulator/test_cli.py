@@ -1,0 +1,118 @@
+"""``trainjob-advisor simulate``: rows, JSON, report, and one clear error for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATEAU = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+KEYS = {
+    "policy",
+    "gpu_hours",
+    "gpu_hours_nonlearning",
+    "gpu_hours_saved",
+    "wrong_stops",
+    "wrong_stop_fraction",
+    "lost_work_gpu_hours",
+    "checkpoint_overhead_gpu_hours",
+    "jct_mean_s",
+    "jct_p95_s",
+    "queue_wait_mean_s",
+    "utilization",
+    "victim_precision",
+    "victim_recall",
+}
+
+
+def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rows.json"
+    rc = main(
+        [
+            "simulate",
+            "--jobs",
+            "24",
+            "--seed",
+            "2",
+            "--quiet",
+            "--policy",
+            str(PLATEAU),
+            "--json",
+            str(out),
+            "--report",
+            str(tmp_path / "rep"),
+        ]
+    )
+    assert rc == 0
+    rows = json.loads(out.read_text())
+    names = [r["policy"] for r in rows]
+    assert names == ["no-advisor", "fixed-interval", "patience", "median-stopping", "advisor-plateau-release"]
+    for r in rows:
+        assert set(r) >= KEYS
+        assert r["gpu_hours"] > 0 and 0 <= r["utilization"] <= 1
+    assert rows[0]["gpu_hours_saved"] == 0.0
+    assert rows[0]["victim_precision"] is None and rows[0]["victim_recall"] is None
+    for r in rows[1:]:
+        assert r["gpu_hours_saved"] == pytest.approx(rows[0]["gpu_hours"] - r["gpu_hours"], abs=1e-3)
+    table = capsys.readouterr().out
+    assert "advisor-plateau-release" in table and "simulated job-hours per wall-second" in table
+    rep = tmp_path / "rep"
+    for name in ("report.md", "gpu_hours_waterfall.png", "jct_cdf.png", "utilization.png", "results.json"):
+        assert (rep / name).stat().st_size > 0
+    assert "advisor-plateau-release" in (rep / "report.md").read_text()
+
+
+def test_malformed_trace_row_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit_s,gpus,duration_s\na,0,1,600\nb,0,zero,600\n")
+    assert main(["simulate", "--trace", str(trace), "--baselines-only", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{trace}:3:" in err[0] and "'gpus'" in err[0] and "--skip-bad-rows" in err[0]
+    out = tmp_path / "o.json"
+    assert (
+        main(
+            [
+                "simulate",
+                "--trace",
+                str(trace),
+                "--baselines-only",
+                "--quiet",
+                "--skip-bad-rows",
+                "--json",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(out.read_text())[0]["scenario"]["skipped_rows"] == 1
+
+
+def test_malformed_policy_file_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "policy-bad.yaml"
+    bad.write_text(
+        "apiVersion: advisor.trainjob-advisor.io/v1alpha1\nkind: AdvisorPolicy\n"
+        "metadata: {name: bad}\nspec:\n  mode: Sometimes\n"
+    )
+    assert main(["simulate", "--jobs", "5", "--quiet", "--policy", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "mode" in err
+    assert main(["simulate", "--jobs", "5", "--quiet", "--policy", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_bad_cluster_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("clusterQueues:\n  - {name: cq, nominalGPUs: -3}\n")
+    assert main(["simulate", "--jobs", "5", "--quiet", "--baselines-only", "--cluster", str(cluster)]) == 2
+    assert "nominalGPUs must be a non-negative integer" in capsys.readouterr().err
+    cluster.write_text("clusterQueues:\n  - {name: cq, nominalGPUs: 16}\nlocalQueues: {team-a: cq}\n")
+    assert main(["simulate", "--jobs", "5", "--quiet", "--baselines-only", "--cluster", str(cluster)]) == 2
+    assert "no entry for trace queue" in capsys.readouterr().err
+
+
+def test_unknown_baseline_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--jobs", "5", "--quiet", "--baselines-only", "--baselines", "oracle"]) == 2
+    assert "unknown baseline(s) oracle" in capsys.readouterr().err

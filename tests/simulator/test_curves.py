@@ -1,0 +1,76 @@
+"""The curve library: hidden ground truth, pathologies, deterministic noise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from simulator.curves import CurveLibrary, CurveSpec, load_curve_params
+
+
+def spec(**kw: object) -> CurveSpec:
+    base: dict[str, object] = dict(
+        total_steps=10_000, l_inf=2.0, a=6.0, alpha=0.5, x0=0.002, schedule="constant", noise=0.01, seed=1
+    )
+    base.update(kw)
+    return CurveSpec(**base)  # type: ignore[arg-type]
+
+
+def test_plateau_stops_learning_where_it_starts() -> None:
+    c = spec(pathology="early_plateau", at=0.3)
+    end = c.learning_end_step()
+    assert 0.15 * 10_000 < end <= 0.3 * 10_000 + 10
+    assert c.remaining_improvement(4000) < 0.01
+    assert c.remaining_improvement(500) > 0.01
+
+
+def test_divergence_blows_up_to_nan_and_counts_as_not_learning() -> None:
+    c = spec(pathology="diverge", at=0.4)
+    assert math.isnan(c.observed(9_000))
+    assert c.learning_end_step() <= 4_100
+    assert c.remaining_improvement(5_000) == 0.0
+
+
+def test_hang_stops_steps_and_learning_at_the_hang() -> None:
+    c = spec(pathology="hang", at=0.5, schedule="cosine")
+    assert c.hang_step == 5_000
+    assert c.learning_end_step() <= 5_000
+    assert c.remaining_improvement(5_000) == 0.0
+
+
+def test_healthy_cosine_run_learns_almost_to_the_end() -> None:
+    c = spec(schedule="cosine", anneal_gain=0.5)
+    assert c.learning_end_step() > 8_000
+    assert c.remaining_improvement(5_000) > 0.05
+
+
+def test_noise_is_deterministic_per_step_and_about_the_calibrated_size() -> None:
+    c = spec(noise=0.02)
+    steps = np.arange(1000, 2000)
+    a = c.observed_many(steps)
+    assert np.array_equal(a, c.observed_many(steps))
+    assert c.observed(1500) == pytest.approx(a[500])
+    rel = a / c.clean(steps / c.total_steps) - 1.0
+    assert 0.015 < float(np.std(rel)) < 0.025
+
+
+def test_library_mix_and_shipped_parameters() -> None:
+    params = load_curve_params()
+    assert set(params["pathology_mix"]) <= {
+        "none",
+        "early_plateau",
+        "late_plateau",
+        "diverge",
+        "hang",
+        "slow",
+        "spikes",
+    }
+    lib = CurveLibrary(mix={"hang": 1.0})
+    rng = np.random.default_rng(0)
+    assert all(lib.draw(rng, 1000, i).pathology == "hang" for i in range(5))
+    with pytest.raises(ValueError, match="unknown pathologies"):
+        CurveLibrary(mix={"wobble": 1.0})
+    with pytest.raises(ValueError, match="not all zero"):
+        CurveLibrary(mix={"none": 0.0})
