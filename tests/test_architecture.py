@@ -36,7 +36,9 @@ def test_pure_core_imports_no_kopf_kubernetes_or_asyncio() -> None:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
-            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in FORBIDDEN_MODULES]
+            offenders += [
+                f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in FORBIDDEN_MODULES
+            ]
     assert offenders == []
 
 
