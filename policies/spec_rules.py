@@ -216,6 +216,17 @@ class PreemptionGuardRule:
         default=0.05,
         minimum=0.0,
     )
+    standing_boost: int = spec_field(
+        "standingBoost",
+        "Where the PriorityBoost gate is on and the queue is preemptible (eviction rate at least "
+        "likelyHazardPerHour), keep this boost on every running workload whose checkpoint is older "
+        "than staleAfter and drop it once a checkpoint is acknowledged, so that Kueue's victim order "
+        "picks a freshly checkpointed workload among equals. Capped below the gap to the next higher "
+        "priority seen in the cohort so that it only reorders; 0 turns it off.",
+        "int",
+        default=0,
+        minimum=0,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -337,11 +337,12 @@ class Simulation:
         request = f"sim-{job.idx}-{self._requests}"
         self.strategy.record(job, action, request, self.now)  # request id first, then the mutation
         params: dict[str, Any] = dict(action.params)
-        if (
-            kind is ActionKind.BOOST_PRIORITY
-            or params.get("predicted_victim")
-            or "preempt" in action.rule.lower()
-        ):
+        # an explicit predicted_victim wins: a standing boost (on while a checkpoint is stale) and
+        # the drop of a boost protect work but name no victim, so they must not count as predictions
+        predicted = params.get("predicted_victim")
+        if predicted is None:
+            predicted = kind is ActionKind.BOOST_PRIORITY or "preempt" in action.rule.lower()
+        if predicted:
             self.record.predictions.append((job.idx, self.now))
         if kind is ActionKind.CHECKPOINT:
             self._checkpoint(job, request)

@@ -12,13 +12,23 @@ its checkpoint fresh, without a boost (a boost with nothing pending would only p
 workload to the front). "Fresh" there is the Young/Daly interval for the hazard that workload
 faces (the queue's eviction rate times the workloads it stands in front of), at least
 ``staleAfter``.
+
+``standingBoost`` (> 0) turns the boost into a standing one, the use Kueue's priority-boost was
+designed for: on a preemptible queue every running workload whose checkpoint is older than
+``staleAfter`` carries the boost, and drops it once its checkpoint is acknowledged. Kueue orders
+victims by effective priority (priority + boost) before admission time, so among equals it picks a
+workload that has just checkpointed, whatever arrives and whenever: no notice is needed. The boost
+stays below the gap to the next higher priority in the cohort, so it never changes *whether* a
+higher-priority workload may preempt, only *which* equal gets picked; on a queue that preempts
+equal priorities (``LowerOrNewerEqualPriority``) a boost would exempt rather than reorder, so none
+is set there. Without the PriorityBoost gate the rule falls back to the behaviour above.
 """
 
 from __future__ import annotations
 
 import math
 
-from advisor.model import ActionKind, WorkloadView
+from advisor.model import ActionKind, ClusterView, WorkloadView
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record
 from policies.spec import PreemptionGuardRule
@@ -33,12 +43,112 @@ def workload_of(ctx: Context) -> WorkloadView | None:
     return cluster_index(ctx.cluster).by_job.get(ctx.job.key)
 
 
+def _preemptible(cluster: ClusterView, cq_name: str) -> bool:
+    """Whether anything in the cluster's preemption settings can evict a workload of ``cq_name``."""
+    cq = cluster.cluster_queues.get(cq_name)
+    if cq is None:
+        return False
+    if cq.within_cluster_queue != "Never":
+        return True
+    if cq.cohort is None:
+        return False
+    return any(
+        q.cohort == cq.cohort and q.name != cq.name and q.reclaim_within_cohort != "Never"
+        for q in cluster.cluster_queues.values()
+    )
+
+
+def standing_boost(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView) -> int:
+    """The standing boost ``w`` may carry now (0: none; the rule then behaves as without it).
+
+    Zero without the PriorityBoost gate, on a queue nothing can preempt, on a queue whose eviction
+    rate (observed, else the checkpoint rule's default) is below ``likelyHazardPerHour``, and on a
+    queue that preempts equal priorities. Otherwise ``standingBoost`` capped one below the gap to
+    the next higher base priority among the cohort's workloads: a boost reaching a preemptor's
+    priority would make the workload ineligible for ``LowerPriority`` preemption (Kueue compares
+    effective priorities), which is protection, not reordering.
+    """
+    cluster = ctx.cluster
+    if rule.standing_boost <= 0 or not cluster.priority_boost_enabled:
+        return 0
+    cq = cluster.cluster_queues.get(w.cluster_queue)
+    if cq is None or cq.within_cluster_queue == "LowerOrNewerEqualPriority":
+        return 0
+    if not _preemptible(cluster, cq.name):
+        return 0
+    hazard = cluster.preemption_rate.get(cq.name, 0.0)
+    if not math.isfinite(hazard) or hazard <= 0.0:
+        ck = ctx.policy.rules.checkpoint
+        hazard = ck.default_hazard_per_hour / 3600.0 if ck is not None and ck.enabled else 0.0
+    if hazard * 3600.0 < rule.likely_hazard_per_hour:
+        return 0
+    sharing = cluster_index(cluster).sharing.get(cq.name, frozenset({cq.name}))
+    gap = min(
+        (
+            x.priority - w.priority
+            for x in cluster.workloads
+            if x.cluster_queue in sharing and x.priority > w.priority
+        ),
+        default=None,
+    )
+    return rule.standing_boost if gap is None else max(0, min(rule.standing_boost, gap - 1))
+
+
+def _standing(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView, value: int, out: Outcome) -> None:
+    """Set or drop the standing boost so that it is on exactly while the checkpoint is stale.
+
+    Staleness counts from the later of the last checkpoint and the workload's admission: a workload
+    just (re)admitted restarted from its checkpoint and has nothing to lose yet. The intent is read
+    from the action log (the last boost or drop requested), not from the view, so that a write on
+    its way is not repeated. A workload that is not admitted never keeps a boost: in the queue it
+    would jump ahead of its equals.
+    """
+    job, now, cp = ctx.job, ctx.now, ctx.job.checkpoint
+    refs = [t for t in (cp.last_time, w.admitted_at) if t is not None]
+    ref = max(refs) if refs else job.started_at
+    age = None if ref is None else now - ref
+    stale = age is None or age > rule.stale_after
+    want = value if (stale and w.admitted and job.admitted) else 0
+    last = last_record(job, _BOOSTS)
+    boosted = last.kind is ActionKind.BOOST_PRIORITY if last is not None else w.priority_boost > 0
+    if want > 0 and (not boosted or w.priority_boost not in (0, want)):
+        why = "no checkpoint yet" if age is None else f"checkpoint {dur(age)} old > {dur(rule.stale_after)}"
+        kind = ActionKind.BOOST_PRIORITY
+        reason = (
+            f"standing priority boost {want} on a preemptible queue ({why}), so that Kueue picks a "
+            "freshly checkpointed equal first"
+        )
+    elif want == 0 and boosted:
+        why = "checkpoint fresh" if w.admitted and not stale else "not admitted"
+        kind, reason = ActionKind.DROP_BOOST, f"drop standing priority boost: {why}"
+    else:
+        return
+    if ctx.apply:
+        out.act(
+            kind,
+            NAME,
+            reason,
+            boost=want,
+            workload=f"{w.namespace}/{w.name}",
+            standing=True,
+            predicted_victim=False,
+        )
+    else:
+        out.act(ActionKind.RECOMMEND, NAME, f"would {reason}", would=kind.value, boost=want, standing=True)
+
+
 def evaluate(ctx: Context, rule: PreemptionGuardRule) -> Outcome:
     out = Outcome()
     job, now = ctx.job, ctx.now
     w = workload_of(ctx)
     if w is None or not job.active:
         return out
+    standing = standing_boost(ctx, rule, w)
+    if standing > 0:
+        _standing(ctx, rule, w, standing, out)
+        if not (job.admitted and w.admitted):
+            return out
+        return _guard(ctx, rule, w, out, boost_allowed=False)
     cp = job.checkpoint
     last_boost = last_record(job, _BOOSTS)
     outstanding = last_boost is not None and last_boost.kind is ActionKind.BOOST_PRIORITY
@@ -62,6 +172,7 @@ def evaluate(ctx: Context, rule: PreemptionGuardRule) -> Outcome:
                     NAME,
                     f"drop priority boost: {why}",
                     workload=f"{w.namespace}/{w.name}",
+                    predicted_victim=False,
                 )
             return out
         waited = now - boosted_at if boosted_at is not None else 0.0
@@ -71,6 +182,15 @@ def evaluate(ctx: Context, rule: PreemptionGuardRule) -> Outcome:
         return out
     if not (job.admitted and w.admitted):
         return out
+    return _guard(ctx, rule, w, out, boost_allowed=ctx.cluster.priority_boost_enabled)
+
+
+def _guard(
+    ctx: Context, rule: PreemptionGuardRule, w: WorkloadView, out: Outcome, *, boost_allowed: bool
+) -> Outcome:
+    """Checkpoint a predicted (or first-in-line) victim whose checkpoint is stale; with
+    ``boost_allowed`` a predicted victim of a pending workload is also boosted while it saves."""
+    job, now, cp = ctx.job, ctx.now, ctx.job.checkpoint
     index = cluster_index(ctx.cluster)
     if index.victims is None:
         index.victims = frozenset((v.namespace, v.name) for v in predict_victims(ctx.cluster))
@@ -111,7 +231,7 @@ def evaluate(ctx: Context, rule: PreemptionGuardRule) -> Outcome:
         )
     reason = f"{why}; {stale}"
     out.advice, out.severity = "guard:checkpoint", 2
-    boost = certain and ctx.cluster.priority_boost_enabled  # nothing pending: a boost would only reorder
+    boost = certain and boost_allowed  # nothing pending: a boost would only reorder
     if not ctx.apply:
         what = "boost priority + checkpoint now" if boost else "checkpoint now"
         out.act(
