@@ -1,0 +1,210 @@
+"""Turn whatever a caller hands us into clean, sorted float arrays, without ever raising.
+
+Progress data arrives from log scrapers, annotations and files written by other people's code:
+strings, NaN, infinities, duplicated steps, unsorted rows, restarts from a checkpoint. The numerics
+downstream assume finite, strictly increasing steps inside one contiguous segment, so this module is
+where every such defect is repaired or dropped, and counted in a warning instead of raised.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+FloatArray = NDArray[np.float64]
+
+#: a history longer than this is reduced (bin medians) before fitting; the shape survives
+MAX_FIT_POINTS = 64
+
+
+@dataclass
+class Prepared:
+    """One cleaned history: the segment that is fitted, plus what was learned while cleaning."""
+
+    steps: FloatArray
+    values: FloatArray
+    times: FloatArray | None
+    lrs: FloatArray | None
+    epochs: FloatArray | None
+    n_input: int
+    n_dropped: int
+    n_nonfinite_tail: int
+    n_segments: int
+    context_values: FloatArray
+    warnings: list[str] = field(default_factory=list)
+
+
+def _to_float(x: Any) -> float:
+    """Coerce one element; anything unusable becomes NaN (counted by the caller)."""
+    if isinstance(x, bool):
+        return float("nan")
+    try:
+        return float(x)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
+
+
+def to_array(seq: Any) -> FloatArray | None:
+    """An array-like (list, tuple, numpy array, generator of strings...) as a float array."""
+    if seq is None:
+        return None
+    if isinstance(seq, np.ndarray) and seq.dtype.kind in "fiu":
+        return np.asarray(seq, dtype=np.float64).ravel()
+    if isinstance(seq, str | bytes) or not isinstance(seq, Iterable):
+        seq = [seq]
+    try:
+        return np.asarray([_to_float(v) for v in seq], dtype=np.float64)
+    except Exception:  # pragma: no cover - defensive: an iterable that raises while iterating
+        return np.zeros(0)
+
+
+def _optional(arr: FloatArray | None, n: int, name: str, warnings: list[str]) -> FloatArray | None:
+    if arr is None:
+        return None
+    if arr.size != n:
+        warnings.append(f"{name} has {arr.size} entries for {n} points; ignored")
+        return None
+    return arr
+
+
+def segment_starts(steps: FloatArray) -> list[int]:
+    """Indices where a new restart segment begins: the step goes backwards (a resume from an
+    earlier checkpoint). Duplicated steps are not a restart."""
+    if steps.size < 2:
+        return [0]
+    back = np.nonzero(np.diff(steps) < 0)[0] + 1
+    return [0, *back.tolist()]
+
+
+def prepare(
+    steps: Any,
+    values: Any,
+    times: Any = None,
+    learning_rates: Any = None,
+    epochs: Any = None,
+    segments: Iterable[int] | None = None,
+) -> Prepared:
+    """Clean a history and keep its last restart segment (earlier segments become context)."""
+    warnings: list[str] = []
+    s = to_array(steps)
+    v = to_array(values)
+    s = np.zeros(0) if s is None else s
+    v = np.zeros(0) if v is None else v
+    n_in = max(s.size, v.size)
+    if s.size != v.size:
+        warnings.append(f"steps ({s.size}) and values ({v.size}) differ in length; truncated")
+        m = min(s.size, v.size)
+        s, v = s[:m], v[:m]
+    n = s.size
+    t = _optional(to_array(times), n, "times", warnings)
+    lr = _optional(to_array(learning_rates), n, "learning_rates", warnings)
+    ep = _optional(to_array(epochs), n, "epochs", warnings)
+
+    # Non-finite losses near the end are a divergence signal: count them before dropping.
+    nonfinite = ~np.isfinite(v)
+    tail = max(3, n // 10)
+    n_nonfinite_tail = int(nonfinite[-tail:].sum()) if n else 0
+
+    ok = np.isfinite(s) & np.isfinite(v) & (s >= 0)
+    n_bad = int(n - ok.sum())
+    if n_bad:
+        warnings.append(f"dropped {n_bad} point(s) with a non-finite or negative step or loss")
+
+    # Restart segments: given by the caller, or detected on the raw order of finite steps.
+    idx = np.nonzero(ok)[0]
+    if segments is not None:
+        starts = sorted({int(i) for i in segments if 0 <= int(i) < n})
+        seg_start_raw = max([i for i in starts if i <= (idx[-1] if idx.size else 0)] or [0])
+        keep = idx[idx >= seg_start_raw]
+        n_segments = max(1, len(starts))
+    else:
+        local = segment_starts(s[idx])
+        n_segments = len(local)
+        if n_segments > max(3, idx.size // 10):
+            # restarts are rare events; steps going back this often are an unsorted history
+            warnings.append(
+                f"steps go backwards {n_segments - 1} times: treated as unsorted, not as restarts"
+            )
+            local, n_segments = [0], 1
+        keep = idx[local[-1] :] if idx.size else idx
+    context = v[idx[~np.isin(idx, keep)]] if idx.size else np.zeros(0)
+    if n_segments > 1:
+        warnings.append(f"restart detected ({n_segments} segments); fitted the last one only")
+
+    s2, v2 = s[keep], v[keep]
+    order = np.argsort(s2, kind="stable")
+    if np.any(np.diff(order) < 0):
+        warnings.append("steps were not sorted; sorted them")
+    s2, v2 = s2[order], v2[order]
+    t2 = t[keep][order] if t is not None else None
+    lr2 = lr[keep][order] if lr is not None else None
+    ep2 = ep[keep][order] if ep is not None else None
+
+    # Duplicated steps: keep the last report of each step (the freshest value).
+    if s2.size > 1:
+        last_of = np.r_[s2[1:] != s2[:-1], True]
+        n_dup = int((~last_of).sum())
+        if n_dup:
+            warnings.append(f"merged {n_dup} duplicated step(s)")
+            s2, v2 = s2[last_of], v2[last_of]
+            t2 = t2[last_of] if t2 is not None else None
+            lr2 = lr2[last_of] if lr2 is not None else None
+            ep2 = ep2[last_of] if ep2 is not None else None
+
+    n_dropped = n_in - s2.size - context.size
+    return Prepared(
+        steps=s2,
+        values=v2,
+        times=t2,
+        lrs=lr2,
+        epochs=ep2,
+        n_input=n_in,
+        n_dropped=int(max(0, n_dropped)),
+        n_nonfinite_tail=n_nonfinite_tail,
+        n_segments=n_segments,
+        context_values=context,
+        warnings=warnings,
+    )
+
+
+def downsample(
+    x: FloatArray, y: FloatArray, max_points: int = MAX_FIT_POINTS
+) -> tuple[FloatArray, FloatArray]:
+    """Reduce a long history to at most ``max_points`` bin medians (robust to spikes).
+
+    Bins are equal-count over the latest points and the earliest ones, so recent detail, which
+    drives extrapolation, is kept at the same resolution as the start.
+    """
+    n = x.size
+    if n <= max_points:
+        return x, y
+    k = math.ceil(n / max_points)
+    m = (n // k) * k
+    head = n - m  # the oldest points that do not fill a bin are kept as they are
+    xb = np.median(x[head:].reshape(-1, k), axis=1)
+    yb = np.median(y[head:].reshape(-1, k), axis=1)
+    return np.r_[x[:head], xb], np.r_[y[:head], yb]
+
+
+def fast_median(a: FloatArray) -> float:
+    """Median via one partition (np.median's generality costs ~50 us per call)."""
+    n = a.size
+    if n == 0:
+        return float("nan")
+    k = n // 2
+    part = np.partition(a, k)
+    if n % 2:
+        return float(part[k])
+    return 0.5 * float(part[k] + np.max(part[:k]))
+
+
+def smoothed_level(y: FloatArray, k: int = 5) -> float:
+    """The current loss level: median of the last ``k`` points (robust to a final spike)."""
+    if y.size == 0:
+        return float("nan")
+    return fast_median(y[-k:])

@@ -1,0 +1,63 @@
+"""The few constants that turn the ensemble's point forecast into a calibrated 80% interval.
+
+Why constants, and where they come from: a residual band only says how well a curve fits the
+past; the error that matters is extrapolation error, which no in-sample statistic measures. So the
+interval is built from a scale with three scale-free ingredients, each with a reason to exist,
+
+    scale**2 = (K_SPREAD * ensemble_spread)**2           # families disagree: ill-determined
+             + (K_DROP * predicted_remaining_drop)**2     # a large drop is a lever for a wrong curvature
+             + (K_HOLDOUT * tail_error * reach)**2        # this curve's own extrapolation skill
+             + (REL_FLOOR * |level|)**2                   # a "final loss" is itself a noisy number
+
+where ``tail_error`` is the ensemble's RMS error when it predicted the held-out tail of this very
+history and ``reach`` is how much further the forecast reaches than that tail did. The 80% half-width
+is then ``Q(remaining) * scale``: ``Q`` is the empirical 80% quantile of |error| / scale on a tuning
+split of real curves (half of the development runs, split by run group so seed repeats never
+straddle the split; the other half only checks it), tabulated against the remaining fraction of
+the run (the extrapolation distance) and interpolated linearly. Histories of fewer than
+``SMALL_N`` points have no tail to hold out; their half-width is a tabulated fraction of the current
+level instead, found the same way. These are conformal-style calibration constants: they make no
+claim about the shape of the error distribution, only about its 80% quantile at each distance.
+
+``ANNEAL_STRETCH``/``ANNEAL_POWER`` are the schedule prior used when ``total_steps`` is known but the
+learning rates are not: fixed-budget runs nearly always decay the LR to (near) zero by the end, and an
+annealed run reaches the loss a constant-LR run would reach only after more steps (Tissue et al. 2024's
+annealing-area term; Hägele et al. 2024 on cooldowns). The fits are therefore read at a stretched
+horizon ``(1 + ANNEAL_STRETCH * (T/now - 1)) ** ANNEAL_POWER`` (in units of the current step) instead of
+at ``T``; the two constants were chosen on the tuning split.
+"""
+
+from __future__ import annotations
+
+Z80 = 1.2815515655446004  # standard normal quantile of 0.9
+
+K_SPREAD = 1.0
+K_DROP = 0.3
+K_HOLDOUT = 0.5
+#: relative floor of the scale (measurement noise of a "final loss" itself)
+REL_FLOOR = 0.002
+
+#: remaining fraction of the run (1 - now/T) at which the quantile multipliers were measured
+REM_KNOTS = (0.3, 0.5, 0.7, 0.8, 0.9)
+#: 80% quantile of |error| / scale at those distances (histories of >= SMALL_N points)
+Q_KNOTS = (0.99, 0.84, 1.46, 0.89, 0.46)
+#: below this many points there is no tail to hold out
+SMALL_N = 8
+#: 80% quantile of |error| / |level| at those distances, for histories shorter than SMALL_N
+SMALL_REL_KNOTS = (0.021, 0.021, 0.021, 0.040, 0.237)
+
+ANNEAL_STRETCH = 1.5
+ANNEAL_POWER = 1.5
+
+#: recency weighting of points in the fit: weight = exp(RECENCY * u), u in (0, 1]
+RECENCY = 2.0
+#: the first fraction of the observed steps is a fast transient that no family models well
+SKIP_START = 0.05
+#: the last fraction of the observed steps scores each family's extrapolation
+HOLDOUT = 0.4
+#: how sharply holdout skill separates families: weight = prior * exp(-S * z**2), z = excess error
+SKILL_SHARPNESS = 1.0
+#: Huber reweighting passes of the final fit (the holdout fit uses one)
+IRLS_PASSES = 1
+#: size of each further epoch-boundary drop relative to the previous one
+EPOCH_DECAY = 0.5

@@ -1,0 +1,385 @@
+"""``forecast``: from a loss history to final loss, ETA, plateau and divergence probabilities.
+
+The pipeline: clean the input and keep the last restart segment (``_prep``); fit every curve
+family by variable projection with robust reweighting (``families``), plus the schedule-aware law
+when learning rates are known (``schedule``); weight the families by how well each one, fitted on
+the history without its tail, predicted that tail (extrapolation skill rather than in-sample fit);
+average; put a calibrated interval around the mean (``calibration``); derive the probabilities
+from that same predictive distribution, so that the numbers a policy acts on are consistent with
+each other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.special import ndtr
+
+from advisor.forecast import calibration as cal
+from advisor.forecast._prep import Prepared, downsample, prepare, smoothed_level
+from advisor.forecast.eta import eta_interval
+from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all
+from advisor.forecast.schedule import infer_future, lr_law_family
+from advisor.model import Forecast, Interval
+
+FloatArray = NDArray[np.float64]
+
+#: horizon used for "the asymptote" when total_steps is unknown (in units of the observed span)
+_ASYMPTOTE_U = 1e4
+
+
+@dataclass
+class Parts:
+    """Intermediate results, exposed for the benchmark's calibration and for ``explain``."""
+
+    mean: float = float("nan")
+    spread: float = 0.0
+    drop: float = 0.0
+    level: float = float("nan")
+    remaining: float = 0.0
+    sd: float = float("nan")
+    weights: dict[str, float] = field(default_factory=dict)
+    preds: dict[str, float] = field(default_factory=dict)
+    lr_shape: str | None = None
+    holdout_err: float = float("nan")
+    reach: float = 0.0
+
+
+def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
+    if total_steps is None:
+        return None
+    try:
+        t = float(total_steps)
+    except (TypeError, ValueError):
+        warnings.append(f"total_steps {total_steps!r} is not a number; treated as unknown")
+        return None
+    if not math.isfinite(t) or t <= 0:
+        warnings.append(f"total_steps {total_steps!r} is not a positive number; treated as unknown")
+        return None
+    return t
+
+
+def _families_for(
+    prep: Prepared, horizon: float | None, warnings: list[str], parts: Parts
+) -> tuple[list[Family], FloatArray | None, FloatArray | None]:
+    """The saturating families, plus the LR grid for the schedule-aware law when the learning
+    rates and the horizon are known."""
+    fams = list(FAMILIES)
+    if prep.lrs is None or horizon is None:
+        return fams, None, None
+    ok = np.isfinite(prep.lrs) & (prep.lrs >= 0)
+    if ok.sum() < 3 or float(np.max(prep.lrs[ok])) <= 0:
+        warnings.append("learning rates unusable; schedule ignored")
+        return fams, None, None
+    grid, lr_grid, shape = infer_future(prep.steps[ok], prep.lrs[ok], max(horizon, float(prep.steps[-1])))
+    parts.lr_shape = shape
+    return fams, grid, lr_grid
+
+
+def _weights(
+    u: FloatArray, y: FloatArray, w: FloatArray, fams: list[Family], epochs: FloatArray | None
+) -> tuple[dict[str, float], float]:
+    """Family weights from extrapolation skill: fit on the history without its tail, score the
+    prediction of that tail. In-sample fit would reward flexibility, not foresight.
+
+    Also returns the weighted ensemble's own error on that tail (RMS), the one direct measure of
+    how predictable this particular curve is (NaN when the history is too short to hold out)."""
+    n = u.size
+    train = u <= 1.0 - cal.HOLDOUT
+    n_tr, n_te = int(train.sum()), int((~train).sum())
+    priors = {f.name: f.prior for f in fams}
+    if n_tr < 4 or n_te < 2:
+        return priors, float("nan")
+    scale = float(u[train][-1])  # the training part also ends at u = 1, as in the full fit
+    ecol = None
+    if epochs is not None and np.ptp(epochs[train]) > 0:
+        ecol = (epochs[train], epochs[~train])
+    fits = fit_all(fams, u[train] / scale, y[train], w[train], u[~train] / scale, irls=1, epoch_col=ecol)
+    if not fits:
+        return priors, float("nan")
+    wt = w[~train]
+    errs = {k: float(np.sqrt(np.average((f.pred - y[~train]) ** 2, weights=wt))) for k, f in fits.items()}
+    noise = 1.4826 * fast_median(np.abs(np.diff(y[-max(5, n // 3) :]))) / math.sqrt(2)
+    floor = max(noise / math.sqrt(n_te), 1e-9 * (abs(fast_median(y)) + 1e-12))
+    best = min(errs.values())
+    out: dict[str, float] = {}
+    for fam in fams:
+        if fam.name in errs:
+            z = (errs[fam.name] - best) / (best + floor)
+            out[fam.name] = fam.prior * math.exp(-cal.SKILL_SHARPNESS * z * z)
+    tot = sum(out.values())
+    if tot <= 0:
+        return out, float("nan")
+    ens = sum(out[k] * fits[k].pred for k in out) / tot
+    return out, float(np.sqrt(np.average((ens - y[~train]) ** 2, weights=wt)))
+
+
+def _epoch_boundaries(
+    prep: Prepared, x: FloatArray, horizon: float | None, warnings: list[str]
+) -> tuple[FloatArray | None, float]:
+    """Completed epoch boundaries at the fitted points and at the horizon, when the history has
+    crossed at least one (otherwise the size of the step-down at a boundary cannot be measured)."""
+    if prep.epochs is None or horizon is None:
+        return None, 0.0
+    ok = np.isfinite(prep.epochs) & (prep.epochs >= 0)
+    if ok.sum() < 6:
+        return None, 0.0
+    s_ok, e_ok = prep.steps[ok], prep.epochs[ok]
+    ep = np.interp(x - 1.0, s_ok, e_ok)
+    count = np.floor(ep + 1e-6)
+    count -= count[0]
+    if count[-1] < 1 or (count == 0).sum() < 3 or (count == count[-1]).sum() < 3:
+        return None, 0.0
+    span = float(s_ok[-1] - s_ok[0])
+    rate = float(e_ok[-1] - e_ok[0]) / span if span > 0 else 0.0
+    ep_t = float(e_ok[-1]) + max(0.0, horizon - float(s_ok[-1])) * max(rate, 0.0)
+    future = int(np.floor(ep_t + 1e-6) - np.floor(ep[0] + 1e-6) - count[-1])
+    if future > 0:
+        warnings.append(f"expects {future} more epoch boundary drop(s) before total_steps")
+    # later epochs teach less: each future boundary is expected to give EPOCH_DECAY of the last one
+    n_t = float(count[-1]) + sum(cal.EPOCH_DECAY**k for k in range(1, future + 1))
+    return count, n_t
+
+
+def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Parts:
+    parts = Parts()
+    x_all = prep.steps + 1.0
+    y_all = prep.values
+    level = smoothed_level(y_all)
+    parts.level = level
+    n = y_all.size
+    if n < 3:
+        parts.mean = level
+        parts.sd = max(abs(level) * 0.5, 1e-3) / cal.Z80
+        warnings.append(f"only {n} point(s); forecast is the current level with a wide interval")
+        return parts
+    # skip the initial transient, but always keep the latest points
+    start = x_all[-1] * cal.SKIP_START
+    keep = x_all >= start
+    keep[-min(n, 5) :] = True
+    x, y = downsample(x_all[keep], y_all[keep])
+    x_ref = float(x[-1])
+    u = x / x_ref
+    w = np.exp(cal.RECENCY * u)
+    u_t = (max(horizon, x_ref - 1.0) + 1.0) / x_ref if horizon is not None else _ASYMPTOTE_U
+    # the asymptote (unknown horizon) is as far as it gets: remaining fraction 1
+    parts.remaining = 1.0 if horizon is None else max(0.0, 1.0 - 1.0 / u_t)
+    fams, grid, lr_grid = _families_for(prep, horizon, warnings, parts)
+    stretch_u = u_t
+    if horizon is not None and grid is None:
+        stretch_u = (1.0 + cal.ANNEAL_STRETCH * (u_t - 1.0)) ** cal.ANNEAL_POWER
+        if u_t > 1.0:
+            warnings.append(
+                "learning rates unknown: assumed the LR anneals by total_steps (pass them to check)"
+            )
+    holdout_fams = list(fams)
+    full_fams = list(fams)
+    if grid is not None and lr_grid is not None:
+        # the schedule-aware law's design is built for its exact points: the observed steps, then
+        # the prediction points (it is read at the true horizon: its areas carry the schedule)
+        tr = u <= 1.0 - cal.HOLDOUT
+        if tr.any():
+            steps_ho = np.r_[x[tr] - 1.0, x[~tr] - 1.0]
+            holdout_fams.append(lr_law_family(steps_ho, grid, lr_grid, float(x[tr][-1] - 1.0)))
+        steps_full = np.r_[x - 1.0, [u_t * x_ref - 1.0, x_ref - 1.0]]
+        full_fams.append(lr_law_family(steps_full, grid, lr_grid, x_ref - 1.0))
+    ep_obs, ep_pred = _epoch_boundaries(prep, x, horizon, warnings)
+    weights, parts.holdout_err = _weights(u, y, w, holdout_fams, ep_obs)
+    # how far the forecast reaches, in units of the held-out tail's reach
+    parts.reach = (u_t - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT)) if horizon is not None else 10.0
+    ecol = (ep_obs, np.array([ep_pred, ep_obs[-1]])) if ep_obs is not None else None
+    fits = fit_all(full_fams, u, y, w, np.array([stretch_u, 1.0]), irls=cal.IRLS_PASSES, epoch_col=ecol)
+    preds = {k: float(f.pred[0]) for k, f in fits.items() if weights.get(k, 0.0) > 0.0}
+    fits = {k: fits[k] for k in preds}
+    if not fits:
+        warnings.append(
+            "no curve family fitted the history (rising or erratic loss); forecast is the current level"
+        )
+        parts.mean = level
+        parts.sd = max(abs(level) * 0.2, 1e-3)
+        return parts
+    names = list(fits)
+    wv = np.array([weights.get(k, 0.0) for k in names])
+    if wv.sum() <= 0:
+        wv = np.ones(len(names))
+    wv = wv / wv.sum()
+    pv = np.array([preds[k] for k in names])
+    mean = float(wv @ pv)
+    parts.mean = mean
+    parts.spread = float(np.sqrt(wv @ (pv - mean) ** 2))
+    parts.drop = abs(level - mean)
+    parts.weights = {k: float(v) for k, v in zip(names, wv, strict=True)}
+    parts.preds = preds
+    parts.sd = _interval_sd(parts, n)
+    if n < cal.SMALL_N:
+        warnings.append(f"only {n} points: no tail to check the fit against; interval from a coarse rule")
+    return parts
+
+
+def _interval_sd(parts: Parts, n: int) -> float:
+    """The sd whose +-Z80 band is the calibrated 80% interval (see ``calibration``)."""
+    rem = parts.remaining
+    level = abs(parts.level)
+    if n < cal.SMALL_N:
+        half = float(np.interp(rem, cal.REM_KNOTS, cal.SMALL_REL_KNOTS)) * level
+    else:
+        ho = parts.holdout_err if math.isfinite(parts.holdout_err) else 0.0
+        scale = math.sqrt(
+            (cal.K_SPREAD * parts.spread) ** 2
+            + (cal.K_DROP * parts.drop) ** 2
+            + (cal.K_HOLDOUT * ho * parts.reach) ** 2
+            + (cal.REL_FLOOR * level) ** 2
+        )
+        half = float(np.interp(rem, cal.REM_KNOTS, cal.Q_KNOTS)) * scale
+    return max(half, 1e-12 * (1.0 + level)) / cal.Z80
+
+
+def _divergence(prep: Prepared) -> float:
+    """P(the loss is rising away): non-finite values at the end, or a significant upward trend
+    that has lifted the loss clearly above its best level."""
+    p_nonfinite = 0.0 if prep.n_nonfinite_tail == 0 else min(0.99, 0.6 + 0.1 * prep.n_nonfinite_tail)
+    y = prep.values
+    n = y.size
+    if n < 6:
+        return p_nonfinite
+    k = max(5, n // 4)
+    xs, ys = prep.steps[-k:], y[-k:]
+    xc = xs - xs.mean()
+    sxx = float(xc @ xc)
+    if sxx <= 0:
+        return p_nonfinite
+    slope = float(xc @ (ys - ys.mean())) / sxx
+    resid = ys - ys.mean() - slope * xc
+    se = math.sqrt(max(float(resid @ resid) / max(k - 2, 1), 1e-300) / sxx)
+    t = slope / se if se > 0 else 0.0
+    best = float(np.min(np.convolve(y, np.ones(3) / 3, mode="valid")))
+    now = smoothed_level(y)
+    rise = (now - best) / max(abs(best), 1e-12)
+    p_trend = float(ndtr(t - 2.0)) * float(np.clip(rise / 0.2, 0.0, 1.0))
+    return float(np.clip(max(p_nonfinite, p_trend), 0.0, 1.0))
+
+
+def _run(
+    steps: Any,
+    values: Any,
+    total_steps: Any,
+    times: Any,
+    learning_rates: Any,
+    epochs: Any,
+    segments: Iterable[int] | None,
+) -> tuple[Forecast, Parts]:
+    warnings: list[str] = []
+    prep = prepare(steps, values, times, learning_rates, epochs, segments)
+    warnings.extend(prep.warnings)
+    horizon = _safe_total(total_steps, warnings)
+    n = prep.values.size
+    if n == 0:
+        warnings.append("no usable points")
+        nan = float("nan")
+        fc = Forecast(
+            final_loss=Interval(nan, nan, nan),
+            plateau_probability=0.5,
+            divergence_probability=1.0 if prep.n_nonfinite_tail else 0.0,
+            warnings=tuple(warnings),
+            total_steps=int(horizon) if horizon else None,
+            n_points=0,
+            n_dropped=prep.n_dropped,
+        )
+        return fc, Parts()
+    if horizon is not None and horizon < prep.steps[-1]:
+        warnings.append(
+            f"total_steps {horizon:g} is before the last step {prep.steps[-1]:g}; using the last step"
+        )
+        horizon = float(prep.steps[-1])
+    parts = _estimate(prep, horizon, warnings)
+    mean, sd = parts.mean, parts.sd
+    if not (math.isfinite(mean) and math.isfinite(sd)):
+        mean, sd = parts.level, max(abs(parts.level), 1.0)
+        warnings.append("numerical trouble in the fit; forecast is the current level")
+    half = cal.Z80 * sd
+    lo, hi = mean - half, mean + half
+    if float(np.min(prep.values)) >= 0.0:
+        lo = max(lo, 0.0)
+        mean = max(mean, 0.0)
+    level = parts.level
+    thresh = level - 0.01 * abs(level)
+    plateau = float(ndtr((mean - thresh) / sd)) if sd > 0 else float(mean >= thresh)
+    eta, sps = eta_interval(prep.steps, prep.times, horizon)
+    fc = Forecast(
+        final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),
+        plateau_probability=float(np.clip(plateau, 0.0, 1.0)),
+        divergence_probability=_divergence(prep),
+        eta_seconds=eta,
+        steps_per_second=sps,
+        model=dict(sorted(parts.weights.items(), key=lambda kv: -kv[1])),
+        warnings=tuple(warnings),
+        current_loss=level,
+        last_step=float(prep.steps[-1]),
+        total_steps=int(horizon) if horizon is not None else None,
+        n_points=n,
+        n_dropped=prep.n_dropped,
+    )
+    return fc, parts
+
+
+def forecast(
+    steps: Any,
+    values: Any,
+    *,
+    total_steps: Any = None,
+    times: Any = None,
+    learning_rates: Any = None,
+    epochs: Any = None,
+) -> Forecast:
+    """Forecast where a run ends: see DESIGN.md's Forecast contract. Never raises on bad data."""
+    try:
+        return _run(steps, values, total_steps, times, learning_rates, epochs, None)[0]
+    except Exception as exc:  # last line of defence: a forecast must never crash its caller
+        nan = float("nan")
+        return Forecast(
+            final_loss=Interval(nan, nan, nan),
+            plateau_probability=0.5,
+            divergence_probability=0.0,
+            warnings=(f"forecast failed: {type(exc).__name__}: {exc}",),
+        )
+
+
+def forecast_with_parts(
+    steps: Any,
+    values: Any,
+    *,
+    total_steps: Any = None,
+    times: Any = None,
+    learning_rates: Any = None,
+    epochs: Any = None,
+) -> tuple[Forecast, Mapping[str, Any]]:
+    """Like ``forecast`` but also returns the ensemble's internals (for calibration and explain)."""
+    fc, parts = _run(steps, values, total_steps, times, learning_rates, epochs, None)
+    return fc, parts.__dict__
+
+
+def forecast_curve(curve: Any, *, total_steps: Any = None) -> Forecast:
+    """Forecast from an ``advisor.model.Curve``: fits its last restart segment."""
+    try:
+        return _run(
+            curve.steps,
+            curve.values,
+            total_steps,
+            curve.times,
+            curve.learning_rates,
+            curve.epochs,
+            getattr(curve, "segments", None),
+        )[0]
+    except Exception as exc:
+        nan = float("nan")
+        return Forecast(
+            final_loss=Interval(nan, nan, nan),
+            plateau_probability=0.5,
+            divergence_probability=0.0,
+            warnings=(f"forecast failed: {type(exc).__name__}: {exc}",),
+        )

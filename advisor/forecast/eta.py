@@ -1,0 +1,76 @@
+"""Throughput and time-to-finish, robust to eval pauses, checkpoint stalls and restarts.
+
+Wall time between progress reports is mostly steady training, interrupted by evaluations,
+checkpoint saves and the odd restart. A plain ``steps / elapsed`` folds those pauses in unevenly
+(they are rare and large), so the rate is estimated per report interval: intervals whose
+seconds-per-step are far above the typical one are stalls and are left out of the rate, then
+added back as the observed fraction of time lost to stalls. The interval of the ETA comes from
+how much the rate varied between blocks of recent history.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from advisor.forecast._prep import fast_median
+from advisor.model import Interval
+
+FloatArray = NDArray[np.float64]
+
+_STALL_FACTOR = 3.0
+_Z80 = 1.2816
+
+
+def throughput(steps: FloatArray, times: FloatArray | None) -> tuple[float | None, FloatArray]:
+    """(robust steps per second over the recent history, per-interval seconds-per-step)."""
+    if times is None:
+        return None, np.zeros(0)
+    ok = np.isfinite(times)
+    s, t = steps[ok], times[ok]
+    if s.size < 2:
+        return None, np.zeros(0)
+    ds, dt = np.diff(s), np.diff(t)
+    good = (ds > 0) & (dt > 0)
+    ds, dt = ds[good], dt[good]
+    if ds.size == 0:
+        return None, np.zeros(0)
+    # recent half of the history (at least 5 intervals): throughput changes after a resize
+    k = max(5, ds.size // 2)
+    ds, dt = ds[-k:], dt[-k:]
+    sps = dt / ds
+    typical = fast_median(sps)
+    steady = sps <= _STALL_FACTOR * typical
+    rate = float(ds[steady].sum() / dt[steady].sum())
+    # time lost to stalls, as a fraction of steady time, is charged to the rest of the run; a stall
+    # far longer than the typical one (a restart, a one-off checkpoint) is not expected to recur at
+    # that size, so each stall is capped at a few times the median stall
+    excess = dt[~steady] - ds[~steady] / rate
+    if excess.size:
+        excess = np.minimum(excess, _STALL_FACTOR * fast_median(excess))
+    stall_frac = float(excess.sum()) / float(dt[steady].sum())
+    effective = rate / (1.0 + max(0.0, stall_frac))
+    return effective, sps
+
+
+def eta_interval(
+    steps: FloatArray, times: FloatArray | None, total_steps: float | None
+) -> tuple[Interval | None, float | None]:
+    """(ETA interval in seconds or None, steps per second or None)."""
+    rate, sps = throughput(steps, times)
+    if rate is None or rate <= 0 or not np.isfinite(rate):
+        return None, None
+    if total_steps is None or not np.isfinite(total_steps):
+        return None, rate
+    remaining = max(0.0, float(total_steps) - float(steps[-1]))
+    mean = remaining / rate
+    if sps.size >= 4:
+        blocks = np.array_split(sps, min(5, sps.size // 2))
+        med = np.array([fast_median(b) for b in blocks])
+        rel = float(np.std(med) / max(fast_median(med), 1e-300))
+    else:
+        rel = 0.25
+    # a floor for what was not seen: the rest of the run may be paced differently
+    rel = float(np.hypot(rel, 0.03))
+    half = _Z80 * rel * mean
+    return Interval(mean=mean, p10=max(0.0, mean - half), p90=mean + half), rate

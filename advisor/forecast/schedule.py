@@ -1,0 +1,118 @@
+"""Learning-rate schedules: infer the rest of the schedule, and the schedule-aware loss law.
+
+Fixed-budget runs (cosine, linear, warmup-stable-decay) keep improving while the LR anneals, which
+no saturating curve in the step number can express. Tissue et al. (2024, "Scaling law with
+learning rate annealing") model the loss as
+
+    L(s) = L0 + A * S1(s)**(-alpha) - C * S2(s)
+
+with S1 the cumulative LR ("forward area") and S2 the annealing area (a momentum-smoothed sum of
+LR decreases). Both areas need the LR up to ``total_steps``; we only see it up to now, so the
+future schedule is inferred from the observed LRs: a constant LR is assumed to stay constant (the
+law then says "no drop is coming"), a decaying one is matched against linear-to-zero and
+cosine-to-zero at ``total_steps`` and a straight-line extrapolation, whichever explains the
+observed decay best.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from advisor.forecast.families import Family
+
+FloatArray = NDArray[np.float64]
+
+_N_GRID = 512
+#: prior weight of the schedule-aware law against one saturating family
+LR_LAW_PRIOR = 3.0
+_ALPHA = np.geomspace(0.05, 3.0, 10)
+_SW = np.array([1e-3, 1e-2, 5e-2])
+#: momentum decay lengths of the annealing area, as a fraction of the horizon
+_MOMENTUM = np.array([0.02, 0.1])
+
+
+def _fill_lr(steps: FloatArray, lrs: FloatArray) -> FloatArray | None:
+    ok = np.isfinite(lrs) & (lrs >= 0)
+    if ok.sum() < 2 or float(np.max(lrs[ok])) <= 0:
+        return None
+    return np.interp(steps, steps[ok], lrs[ok])
+
+
+def infer_future(steps: FloatArray, lrs: FloatArray, horizon: float) -> tuple[FloatArray, FloatArray, str]:
+    """The LR on a grid from step 0 to ``horizon`` and the name of the inferred shape."""
+    grid = np.linspace(0.0, horizon, _N_GRID)
+    s_last = float(steps[-1])
+    past = np.interp(np.minimum(grid, s_last), steps, lrs)
+    peak_i = int(np.argmax(lrs))
+    peak = float(lrs[peak_i])
+    last = float(lrs[-1])
+    future = grid > s_last
+    tail = slice(peak_i, None)
+    s_t, l_t = steps[tail], lrs[tail]
+    if peak <= 0 or s_t.size < 3 or last >= peak * 0.98:
+        shape = "constant" if peak_i < steps.size - 1 or steps.size < 3 else "rising"
+        return grid, past, shape
+    s0 = float(steps[peak_i])
+    span = max(horizon - s0, 1e-9)
+    cands: dict[str, FloatArray] = {}
+    cands["linear"] = peak * np.clip((horizon - s_t) / span, 0, None)
+    cands["cosine"] = peak * 0.5 * (1 + np.cos(np.pi * np.clip((s_t - s0) / span, 0, 1)))
+    # straight line through the recent decay, clamped at zero
+    k = max(3, s_t.size // 2)
+    slope, icpt = np.polyfit(s_t[-k:], l_t[-k:], 1)
+    cands["extrapolated"] = np.clip(icpt + slope * s_t, 0, None)
+    err = {name: float(np.mean((c - l_t) ** 2)) for name, c in cands.items()}
+    shape = min(err, key=lambda n: err[n])
+    g = grid[future]
+    if shape == "linear":
+        fut = peak * np.clip((horizon - g) / span, 0, None)
+    elif shape == "cosine":
+        fut = peak * 0.5 * (1 + np.cos(np.pi * np.clip((g - s0) / span, 0, 1)))
+    else:
+        fut = np.clip(last + slope * (g - s_last), 0, None)
+    past[future] = fut
+    return grid, past, shape
+
+
+def areas(grid: FloatArray, lr: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """S1 (cumulative LR, in units of peak-LR steps) and S2 for each momentum length, on ``grid``.
+
+    Returns S1 (K,) and S2 (M, K)."""
+    peak = float(np.max(lr)) or 1.0
+    eta = lr / peak
+    d = np.diff(grid, prepend=grid[0])
+    s1 = np.cumsum(eta * d)
+    drop = np.maximum(0.0, np.r_[0.0, -np.diff(eta)])  # LR decreases per grid cell
+    horizon = max(float(grid[-1]), 1e-9)
+    s2 = np.empty((_MOMENTUM.size, grid.size))
+    dg = horizon / max(grid.size - 1, 1)
+    for j, frac in enumerate(_MOMENTUM):
+        lam = np.exp(-dg / (frac * horizon))
+        # m_k = lam * m_{k-1} + drop_k; S2 = sum_k m_k * d_k. The recursion is an IIR filter:
+        # the closed form via cumulative sums of drop*lam**-k stays stable for <= 512 cells.
+        powers = lam ** np.arange(grid.size)
+        with np.errstate(over="ignore", divide="ignore"):
+            m = powers * np.cumsum(drop / powers)
+        m = np.where(np.isfinite(m), m, 0.0)
+        s2[j] = np.cumsum(m * d)
+    return s1, s2
+
+
+def lr_law_family(steps_all: FloatArray, grid: FloatArray, lr: FloatArray, s_ref: float) -> Family:
+    """The schedule-aware family for this run, with its design built for the points ``steps_all``
+    (observed then prediction points, in that order, as ``fit_family`` concatenates them)."""
+    s1g, s2g = areas(grid, lr)
+    s1_ref = float(np.interp(s_ref, grid, s1g)) or 1.0
+    s1 = np.interp(steps_all, grid, s1g) / s1_ref
+    s2 = np.stack([np.interp(steps_all, grid, s2g[j]) for j in range(s2g.shape[0])]) / s1_ref
+    a, sw, mi = np.meshgrid(_ALPHA, _SW, np.arange(_MOMENTUM.size), indexing="ij")
+    a, sw, mi = a.ravel(), sw.ravel(), mi.ravel()
+    X = np.empty((a.size, steps_all.size, 2))
+    X[..., 0] = np.exp(-a[:, None] * np.log(s1[None, :] + sw[:, None]))
+    X[..., 1] = -s2[mi]
+
+    def design(_u: FloatArray) -> FloatArray:
+        return X
+
+    return Family("lr_law", design, kind="abc", prior=LR_LAW_PRIOR)

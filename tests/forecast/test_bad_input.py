@@ -1,0 +1,131 @@
+"""Bad data never raises: it yields a forecast with a warning (and wide intervals when little is
+left), and what was dropped is counted."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from advisor.forecast import forecast, forecast_curve
+from advisor.model import Curve, Forecast
+
+from .conftest import power_curve
+
+
+def _valid(fc: Forecast) -> None:
+    assert isinstance(fc, Forecast)
+    assert 0.0 <= fc.plateau_probability <= 1.0
+    assert 0.0 <= fc.divergence_probability <= 1.0
+    iv = fc.final_loss
+    if not math.isnan(iv.mean):
+        assert iv.p10 <= iv.mean <= iv.p90
+
+
+def test_nan_and_inf_are_dropped_and_counted() -> None:
+    s, y, final = power_curve(noise=0.002)
+    y = y.copy()
+    y[[5, 50, 100]] = [np.nan, np.inf, -np.inf]
+    fc = forecast(s, y, total_steps=10_000)
+    _valid(fc)
+    assert fc.n_dropped == 3 and fc.n_points == s.size - 3
+    assert any("dropped 3" in w for w in fc.warnings)
+    assert abs(fc.final_loss.mean - final) / final < 0.05
+
+
+def test_strings_are_coerced_or_dropped() -> None:
+    steps = ["1", "2", "3", "four", 5, 6, 7, 8, 9, 10]
+    values = ["2.0", "1.8", "1.7", "1.6", "oops", 1.5, 1.45, 1.42, None, 1.40]
+    fc = forecast(steps, values, total_steps="20")
+    _valid(fc)
+    assert fc.n_points == 7 and fc.n_dropped == 3  # "four", "oops", None
+    assert fc.total_steps == 20
+
+
+def test_duplicated_steps_keep_the_latest_report() -> None:
+    s = [1, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    y = [3.0, 2.5, 9.9, 2.2, 2.0, 1.9, 1.8, 1.75, 1.7, 1.66, 1.63, 1.6]
+    fc = forecast(s, y)
+    _valid(fc)
+    assert fc.n_points == 11
+    assert any("duplicated" in w for w in fc.warnings)
+
+
+def test_unsorted_steps_are_sorted() -> None:
+    s, y, _ = power_curve(n=60, noise=0.0)
+    rng = np.random.default_rng(3)
+    order = rng.permutation(s.size)
+    # a permutation is not a restart only if the first segment covers it: shuffle within segments
+    # is indistinguishable from restarts, so the contract is: sort when the caller gave segments
+    curve = Curve(steps=tuple(s[order]), values=tuple(y[order]))
+    fc_sorted = forecast(s, y, total_steps=10_000)
+    fc = forecast_curve(curve, total_steps=10_000)
+    _valid(fc)
+    assert any("sorted" in w for w in fc.warnings)
+    assert fc.final_loss.mean == pytest.approx(fc_sorted.final_loss.mean, rel=1e-9)
+
+
+def test_single_point_gives_a_wide_interval() -> None:
+    fc = forecast([100], [2.5], total_steps=1000)
+    _valid(fc)
+    assert fc.final_loss.mean == pytest.approx(2.5)
+    assert fc.final_loss.p90 - fc.final_loss.p10 > 1.0
+    assert fc.warnings
+
+
+def test_constant_loss_is_a_plateau() -> None:
+    s = np.arange(1, 101) * 10.0
+    fc = forecast(s, np.full(100, 1.25), total_steps=2000, learning_rates=np.full(100, 1e-4))
+    _valid(fc)
+    assert fc.final_loss.mean == pytest.approx(1.25, rel=1e-3)
+    assert fc.plateau_probability > 0.9
+    assert fc.divergence_probability < 0.1
+
+
+@pytest.mark.parametrize(
+    "steps, values",
+    [([], []), (None, None), ([np.nan], [np.nan]), ([1, 2], [np.nan, np.inf]), ("abc", "def"), (5, 1.0)],
+)
+def test_nothing_usable(steps: object, values: object) -> None:
+    fc = forecast(steps, values, total_steps=100)
+    assert isinstance(fc, Forecast)
+    assert fc.warnings
+    assert 0.0 <= fc.plateau_probability <= 1.0
+
+
+def test_mismatched_lengths_are_truncated() -> None:
+    fc = forecast([1, 2, 3, 4, 5, 6], [3.0, 2.0, 1.5])
+    _valid(fc)
+    assert fc.n_points == 3
+    assert any("differ in length" in w for w in fc.warnings)
+
+
+@pytest.mark.parametrize("total", ["soon", -5, 0, float("nan"), float("inf")])
+def test_bad_total_steps_is_treated_as_unknown(total: object) -> None:
+    s, y, _ = power_curve(n=50)
+    fc = forecast(s, y, total_steps=total)
+    _valid(fc)
+    assert fc.total_steps is None
+    assert any("total_steps" in w for w in fc.warnings)
+
+
+def test_total_steps_before_the_last_step() -> None:
+    s, y, _ = power_curve(n=50)
+    fc = forecast(s, y, total_steps=10)
+    _valid(fc)
+    assert any("before the last step" in w for w in fc.warnings)
+
+
+def test_optional_series_of_the_wrong_length_are_ignored() -> None:
+    s, y, _ = power_curve(n=50)
+    fc = forecast(s, y, total_steps=10_000, times=[1, 2, 3], learning_rates=[0.1])
+    _valid(fc)
+    assert fc.eta_seconds is None
+    assert any("times" in w for w in fc.warnings) and any("learning_rates" in w for w in fc.warnings)
+
+
+def test_negative_steps_are_dropped() -> None:
+    fc = forecast([-3, -1, 1, 2, 3, 4, 5, 6, 7, 8], [5, 4, 3, 2.5, 2.2, 2.0, 1.9, 1.85, 1.8, 1.78])
+    _valid(fc)
+    assert fc.n_dropped == 2

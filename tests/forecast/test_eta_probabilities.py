@@ -1,0 +1,62 @@
+"""ETA from throughput (robust to pauses), plateau and divergence probabilities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from advisor.forecast import forecast
+
+
+def test_eta_is_none_without_times_or_total_steps() -> None:
+    s = np.arange(1, 51) * 10.0
+    y = 2.0 + (s / 10.0) ** -0.5
+    assert forecast(s, y, total_steps=1000).eta_seconds is None
+    no_total = forecast(s, y, times=s * 0.5)
+    assert no_total.eta_seconds is None
+    assert no_total.steps_per_second == pytest.approx(2.0)
+
+
+def test_eta_ignores_eval_pauses_and_checkpoint_stalls() -> None:
+    s = np.arange(1, 201) * 10.0
+    dt = np.full(200, 5.0)  # 10 steps per 5 s = 2 steps/s
+    dt[::20] += 60.0  # an eval pause every 20 reports
+    dt[150] += 900.0  # one long checkpoint stall
+    t = np.cumsum(dt)
+    y = 2.0 + (s / 10.0) ** -0.5
+    fc = forecast(s, y, total_steps=4000, times=t)
+    assert fc.eta_seconds is not None
+    steady = (4000 - 2000) / 2.0
+    with_pauses = steady * (1 + 60.0 / (20 * 5.0))  # pauses recur; the one-off stall is amortised
+    assert steady <= fc.eta_seconds.mean <= with_pauses * 1.3
+    assert fc.eta_seconds.p10 <= fc.eta_seconds.mean <= fc.eta_seconds.p90
+
+
+def test_eta_uses_the_recent_throughput_after_a_resize() -> None:
+    s = np.arange(1, 201) * 10.0
+    dt = np.where(np.arange(200) < 100, 10.0, 2.5)  # 4x faster after scaling up
+    t = np.cumsum(dt)
+    fc = forecast(s, 2.0 + (s / 10.0) ** -0.5, total_steps=4000, times=t)
+    assert fc.eta_seconds is not None
+    assert fc.eta_seconds.mean == pytest.approx(2000 / 4.0, rel=0.1)
+
+
+def test_plateau_probability_separates_flat_from_falling() -> None:
+    s = np.arange(1, 101) * 10.0
+    lr = np.full(100, 1e-4)
+    flat = forecast(s, 1.5 + 0.001 * np.sin(s), total_steps=3000, learning_rates=lr)
+    falling = forecast(s, 1.5 + 3.0 * (s / 100.0) ** -0.7, total_steps=3000, learning_rates=lr)
+    assert flat.plateau_probability > 0.8
+    assert falling.plateau_probability < 0.2
+
+
+def test_divergence_from_a_rising_loss_and_from_nan() -> None:
+    s = np.arange(1, 101) * 10.0
+    good = 2.0 + (s / 100.0) ** -0.5
+    rising = good.copy()
+    rising[60:] = good[60] + np.linspace(0.0, 3.0, 40)
+    nan_tail = good.copy()
+    nan_tail[-5:] = np.nan
+    assert forecast(s, good).divergence_probability < 0.05
+    assert forecast(s, rising).divergence_probability > 0.8
+    assert forecast(s, nan_tail).divergence_probability > 0.8
