@@ -31,6 +31,8 @@ FloatArray = NDArray[np.float64]
 
 #: horizon used for "the asymptote" when total_steps is unknown (in units of the observed span)
 _ASYMPTOTE_U = 1e4
+#: a family prediction further than this many times the current level from it is discarded
+_ABSURD_FACTOR = 1e3
 
 
 @dataclass
@@ -194,7 +196,14 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     parts.reach = (u_t - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT)) if horizon is not None else 10.0
     ecol = (ep_obs, np.array([ep_pred, ep_obs[-1]])) if ep_obs is not None else None
     fits = fit_all(full_fams, u, y, w, np.array([stretch_u, 1.0]), irls=cal.IRLS_PASSES, epoch_col=ecol)
-    preds = {k: float(f.pred[0]) for k, f in fits.items() if weights.get(k, 0.0) > 0.0}
+    # a family whose extrapolation runs off by orders of magnitude is not a loss curve: drop it
+    # (it would otherwise overflow the spread and swamp the interval)
+    bound = _ABSURD_FACTOR * max(abs(level), 1e-6)
+    preds = {
+        k: p
+        for k, p in ((k, float(f.pred[0])) for k, f in fits.items() if weights.get(k, 0.0) > 0.0)
+        if math.isfinite(p) and abs(p - level) <= bound
+    }
     fits = {k: fits[k] for k in preds}
     if not fits:
         warnings.append(
