@@ -19,14 +19,17 @@ __all__ = [
     "action_to_dict",
     "checkpoint_from_dict",
     "checkpoint_to_dict",
+    "finite_or_none",
     "forecast_from_dict",
     "forecast_to_dict",
+    "int_or_none",
     "interval_from_dict",
     "interval_to_dict",
 ]
 
 
-def _num(value: Any) -> float | None:
+def finite_or_none(value: Any) -> float | None:
+    """A finite float, or None for anything else (None, bools, strings, NaN, infinities)."""
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -36,25 +39,30 @@ def _num(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def _int(value: Any) -> int | None:
-    num = _num(value)
+def int_or_none(value: Any) -> int | None:
+    """An int from a finite number, or None."""
+    num = finite_or_none(value)
     return None if num is None else int(num)
 
 
 def interval_to_dict(interval: Interval | None) -> dict[str, float | None] | None:
     if interval is None:
         return None
-    return {"mean": _num(interval.mean), "p10": _num(interval.p10), "p90": _num(interval.p90)}
+    return {
+        "mean": finite_or_none(interval.mean),
+        "p10": finite_or_none(interval.p10),
+        "p90": finite_or_none(interval.p90),
+    }
 
 
 def interval_from_dict(data: Any) -> Interval | None:
     if not isinstance(data, Mapping):
         return None
-    mean = _num(data.get("mean"))
+    mean = finite_or_none(data.get("mean"))
     if mean is None:
         return None
-    p10 = _num(data.get("p10"))
-    p90 = _num(data.get("p90"))
+    p10 = finite_or_none(data.get("p10"))
+    p90 = finite_or_none(data.get("p90"))
     return Interval(
         mean=mean, p10=mean if p10 is None else min(p10, mean), p90=mean if p90 is None else max(p90, mean)
     )
@@ -65,14 +73,14 @@ def forecast_to_dict(fc: Forecast | None) -> dict[str, Any] | None:
         return None
     return {
         "finalLoss": interval_to_dict(fc.final_loss),
-        "plateauProbability": _num(fc.plateau_probability),
-        "divergenceProbability": _num(fc.divergence_probability),
+        "plateauProbability": finite_or_none(fc.plateau_probability),
+        "divergenceProbability": finite_or_none(fc.divergence_probability),
         "etaSeconds": interval_to_dict(fc.eta_seconds),
-        "stepsPerSecond": _num(fc.steps_per_second),
-        "model": {str(k): _num(v) for k, v in fc.model.items()},
+        "stepsPerSecond": finite_or_none(fc.steps_per_second),
+        "model": {str(k): finite_or_none(v) for k, v in fc.model.items()},
         "warnings": [str(w) for w in fc.warnings],
-        "currentLoss": _num(fc.current_loss),
-        "lastStep": _num(fc.last_step),
+        "currentLoss": finite_or_none(fc.current_loss),
+        "lastStep": finite_or_none(fc.last_step),
         "totalSteps": fc.total_steps,
         "points": fc.n_points,
         "dropped": fc.n_dropped,
@@ -89,27 +97,27 @@ def forecast_from_dict(data: Any) -> Forecast | None:
     model: Mapping[str, Any] = raw_model if isinstance(raw_model, Mapping) else {}
     return Forecast(
         final_loss=final,
-        plateau_probability=_num(data.get("plateauProbability")) or 0.0,
-        divergence_probability=_num(data.get("divergenceProbability")) or 0.0,
+        plateau_probability=finite_or_none(data.get("plateauProbability")) or 0.0,
+        divergence_probability=finite_or_none(data.get("divergenceProbability")) or 0.0,
         eta_seconds=interval_from_dict(data.get("etaSeconds")),
-        steps_per_second=_num(data.get("stepsPerSecond")),
-        model={str(k): v for k, v in ((k, _num(v)) for k, v in model.items()) if v is not None},
+        steps_per_second=finite_or_none(data.get("stepsPerSecond")),
+        model={str(k): v for k, v in ((k, finite_or_none(v)) for k, v in model.items()) if v is not None},
         warnings=tuple(str(w) for w in data.get("warnings") or ()),
-        current_loss=_num(data.get("currentLoss")),
-        last_step=_num(data.get("lastStep")),
-        total_steps=_int(data.get("totalSteps")),
-        n_points=_int(data.get("points")) or 0,
-        n_dropped=_int(data.get("dropped")) or 0,
+        current_loss=finite_or_none(data.get("currentLoss")),
+        last_step=finite_or_none(data.get("lastStep")),
+        total_steps=int_or_none(data.get("totalSteps")),
+        n_points=int_or_none(data.get("points")) or 0,
+        n_dropped=int_or_none(data.get("dropped")) or 0,
     )
 
 
 def checkpoint_to_dict(cp: CheckpointState) -> dict[str, Any]:
     return {
         "lastStep": cp.last_step,
-        "lastTime": _num(cp.last_time),
-        "costSeconds": _num(cp.cost_seconds),
+        "lastTime": finite_or_none(cp.last_time),
+        "costSeconds": finite_or_none(cp.cost_seconds),
         "pendingRequest": cp.pending_request,
-        "pendingSince": _num(cp.pending_since),
+        "pendingSince": finite_or_none(cp.pending_since),
     }
 
 
@@ -118,24 +126,24 @@ def checkpoint_from_dict(data: Any) -> CheckpointState:
         return CheckpointState()
     pending = data.get("pendingRequest")
     return CheckpointState(
-        last_step=_int(data.get("lastStep")),
-        last_time=_num(data.get("lastTime")),
-        cost_seconds=_num(data.get("costSeconds")),
+        last_step=int_or_none(data.get("lastStep")),
+        last_time=finite_or_none(data.get("lastTime")),
+        cost_seconds=finite_or_none(data.get("costSeconds")),
         pending_request=str(pending) if pending else None,
-        pending_since=_num(data.get("pendingSince")),
+        pending_since=finite_or_none(data.get("pendingSince")),
     )
 
 
 def action_to_dict(rec: ActionRecord) -> dict[str, Any]:
     return {
         "kind": rec.kind.value,
-        "time": _num(rec.time),
+        "time": finite_or_none(rec.time),
         "requestId": rec.request_id,
         "policy": rec.policy,
         "rule": rec.rule,
         "outcome": rec.outcome,
         "reason": rec.reason,
-        "timeoutSeconds": _num(rec.timeout_s),
+        "timeoutSeconds": finite_or_none(rec.timeout_s),
     }
 
 
@@ -146,7 +154,7 @@ def action_from_dict(data: Any) -> ActionRecord | None:
         kind = ActionKind(str(data.get("kind")))
     except ValueError:
         return None
-    time = _num(data.get("time"))
+    time = finite_or_none(data.get("time"))
     request_id = data.get("requestId")
     if time is None or not request_id:
         return None
@@ -158,5 +166,5 @@ def action_from_dict(data: Any) -> ActionRecord | None:
         rule=str(data.get("rule") or ""),
         outcome=str(data.get("outcome") or "requested"),
         reason=str(data.get("reason") or ""),
-        timeout_s=_num(data.get("timeoutSeconds")),
+        timeout_s=finite_or_none(data.get("timeoutSeconds")),
     )

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.core.codec import finite_or_none
 from advisor.model import Curve, ProgressSample
 
 __all__ = ["History", "Point"]
@@ -44,16 +45,6 @@ class Point:
     loss: float
     learning_rate: float | None = None
     epoch: float | None = None
-
-
-def _finite_or_none(value: float | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 class History:
@@ -117,10 +108,10 @@ class History:
             loss = math.nan
         point = Point(
             step=int(sample.step),
-            time=_finite_or_none(sample.time),
+            time=finite_or_none(sample.time),
             loss=loss,
-            learning_rate=_finite_or_none(sample.learning_rate),
-            epoch=_finite_or_none(sample.epoch),
+            learning_rate=finite_or_none(sample.learning_rate),
+            epoch=finite_or_none(sample.epoch),
         )
         last = self.last
         outcome = "appended"
@@ -199,14 +190,14 @@ class History:
                 step = int(steps[i])
             except (TypeError, ValueError):
                 continue
-            loss = _finite_or_none(losses[i])
+            loss = finite_or_none(losses[i])
             hist._points.append(
                 Point(
                     step=step,
-                    time=_finite_or_none(times[i]),
+                    time=finite_or_none(times[i]),
                     loss=math.nan if loss is None else loss,
-                    learning_rate=_finite_or_none(lrs[i]),
-                    epoch=_finite_or_none(epochs[i]),
+                    learning_rate=finite_or_none(lrs[i]),
+                    epoch=finite_or_none(epochs[i]),
                 )
             )
         segments = sorted(

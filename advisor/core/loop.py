@@ -25,8 +25,10 @@ from advisor.core.codec import (
     action_to_dict,
     checkpoint_from_dict,
     checkpoint_to_dict,
+    finite_or_none,
     forecast_from_dict,
     forecast_to_dict,
+    int_or_none,
 )
 from advisor.core.history import History
 from advisor.model import (
@@ -384,25 +386,25 @@ class AdvisorCore:
             else History(self.max_history_points)
         )
         rec = JobRecord(history=history)
-        rec.total_steps = _opt_int(data.get("totalSteps"))
+        rec.total_steps = int_or_none(data.get("totalSteps"))
         rec.forecast = forecast_from_dict(data.get("forecast"))
-        rec.forecast_at = _opt_float(data.get("forecastAt"))
+        rec.forecast_at = finite_or_none(data.get("forecastAt"))
         rec.checkpoint = checkpoint_from_dict(data.get("checkpoint"))
         rec.actions = [a for a in map(action_from_dict, data.get("actions") or []) if a is not None]
         state = data.get("ruleState")
         if isinstance(state, Mapping):
             rec.rule_state = {
-                str(k): f for k, f in ((k, _opt_float(v)) for k, v in state.items()) if f is not None
+                str(k): f for k, f in ((k, finite_or_none(v)) for k, v in state.items()) if f is not None
             }
-        rec.first_seen = _opt_float(data.get("firstSeen"))
-        rec.last_step_change = _opt_float(data.get("lastStepChange"))
-        rec.last_sample_time = _opt_float(data.get("lastSampleTime"))
+        rec.first_seen = finite_or_none(data.get("firstSeen"))
+        rec.last_step_change = finite_or_none(data.get("lastStepChange"))
+        rec.last_sample_time = finite_or_none(data.get("lastSampleTime"))
         for item in data.get("throughput") or []:
             if isinstance(item, Mapping):
-                nodes, rate = _opt_int(item.get("nodes")), _opt_float(item.get("stepsPerSecond"))
+                nodes, rate = int_or_none(item.get("nodes")), finite_or_none(item.get("stepsPerSecond"))
                 if nodes is not None and rate is not None and rate > 0:
                     rec.throughput[nodes] = rate
-        rec.sample_warnings = _opt_int(data.get("sampleWarnings")) or 0
+        rec.sample_warnings = int_or_none(data.get("sampleWarnings")) or 0
         last = history.last
         if last is not None and last.time is not None:
             rec._rate_anchor = (last.step, last.time, min(rec.throughput) if rec.throughput else 1)
@@ -420,18 +422,3 @@ def _default_advice(view: JobView) -> str:
     if fc.plateau_probability >= 0.5:
         return "plateau?"
     return "learning"
-
-
-def _opt_float(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
-def _opt_int(value: Any) -> int | None:
-    out = _opt_float(value)
-    return None if out is None else int(out)
