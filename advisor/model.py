@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = [
+    "DISRUPTIVE_KINDS",
     "Action",
     "ActionKind",
     "ActionRecord",
@@ -152,6 +153,13 @@ class ActionKind(enum.StrEnum):
     DROP_BOOST = "drop-boost"
     SCALE = "scale"
     STOP = "stop"
+
+
+#: kinds that policy cooldowns and hourly caps govern: they interrupt a run. Checkpoints and
+#: priority boosts protect work and have their own pacing, so they are not counted.
+DISRUPTIVE_KINDS: frozenset[ActionKind] = frozenset(
+    {ActionKind.RELEASE_QUOTA, ActionKind.STOP, ActionKind.SCALE}
+)
 
 
 @dataclass(frozen=True, slots=True)

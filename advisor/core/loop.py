@@ -32,6 +32,7 @@ from advisor.core.codec import (
 )
 from advisor.core.history import History
 from advisor.model import (
+    DISRUPTIVE_KINDS,
     ActionKind,
     ActionRecord,
     CheckpointState,
@@ -50,9 +51,6 @@ __all__ = ["AdvisorCore", "JobRecord", "PolicyLike"]
 MAX_ACTIONS_KEPT = 50
 #: weight of the newest throughput measurement in the per-node-count moving average
 THROUGHPUT_EWMA = 0.3
-#: actions that count towards a policy's cap of actions per hour (checkpoints and boosts are
-#: paced by their own rules)
-CAPPED_KINDS = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP, ActionKind.SCALE})
 #: how far back the per-policy action log reaches (the cap is per hour)
 CAP_WINDOW_S = 3600.0
 
@@ -327,7 +325,7 @@ class AdvisorCore:
             return False
         rec.actions.append(action)
         del rec.actions[:-MAX_ACTIONS_KEPT]
-        if action.kind in CAPPED_KINDS and action.policy and action.outcome != "recommended":
+        if action.kind in DISRUPTIVE_KINDS and action.policy and action.outcome != "recommended":
             self._policy_actions.setdefault(action.policy, []).append(action.time)
         if action.kind is ActionKind.CHECKPOINT and action.outcome == "requested":
             rec.checkpoint = dataclasses.replace(

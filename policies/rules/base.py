@@ -15,15 +15,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.model import Action, ActionKind, ActionRecord, ClusterView, Forecast, JobView
+from advisor.model import (
+    DISRUPTIVE_KINDS,
+    Action,
+    ActionKind,
+    ActionRecord,
+    ClusterView,
+    Forecast,
+    JobView,
+)
 from policies.fields import format_duration
 from policies.spec import Policy
 
-__all__ = ["DISRUPTIVE", "Context", "Outcome", "held_since", "last_record", "pct"]
+__all__ = ["DISRUPTIVE", "Context", "Outcome", "held_since", "last_record", "pct", "propose_scale"]
 
-#: kinds that cooldowns and caps govern (checkpoints and priority boosts protect work; they have
-#: their own pacing: one checkpoint in flight, a minimum interval, a boost timeout)
-DISRUPTIVE = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP, ActionKind.SCALE})
+#: kinds that cooldowns and caps govern (one definition, shared with the core loop's cap count)
+DISRUPTIVE = DISRUPTIVE_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +67,24 @@ class Outcome:
 
     def act(self, kind: ActionKind, rule: str, reason: str, **params: Any) -> None:
         self.actions.append(Action(kind=kind, rule=rule, reason=reason, params=params))
+
+
+def propose_scale(out: Outcome, ctx: Context, rule: str, *, nodes: int, reason: str) -> None:
+    """Propose resizing the job to ``nodes``: the real action in Apply mode when nothing holds it
+    back, otherwise a recommendation saying what Apply would do (and what held it back)."""
+    if not ctx.apply:
+        out.act(ActionKind.RECOMMEND, rule, "would " + reason, would=ActionKind.SCALE.value, nodes=nodes)
+    elif ctx.blocked:
+        out.act(
+            ActionKind.RECOMMEND,
+            rule,
+            f"would {reason}; held back: {ctx.blocked}",
+            would=ActionKind.SCALE.value,
+            nodes=nodes,
+            held=ctx.blocked,
+        )
+    else:
+        out.act(ActionKind.SCALE, rule, reason, nodes=nodes, from_nodes=ctx.job.nodes)
 
 
 def held_since(state: Mapping[str, float], key: str, now: float, condition: bool) -> float | None:

@@ -11,7 +11,7 @@ import datetime as dt
 
 from advisor.model import ActionKind
 from policies.rules import elastic
-from policies.rules.base import Context, Outcome, dur
+from policies.rules.base import Context, Outcome, dur, propose_scale
 from policies.spec import DeadlineRule
 
 NAME = "deadline"
@@ -74,21 +74,7 @@ def evaluate(ctx: Context, rule: DeadlineRule) -> Outcome:
         if target > job.nodes and "not enough" not in why:
             out.advice, out.severity = f"scale-up:{target}", 4
             reason = f"scale up {job.nodes} → {target} nodes to meet the deadline: {numbers}; {why}"
-            if not ctx.apply:
-                out.act(
-                    ActionKind.RECOMMEND, NAME, "would " + reason, would=ActionKind.SCALE.value, nodes=target
-                )
-            elif ctx.blocked:
-                out.act(
-                    ActionKind.RECOMMEND,
-                    NAME,
-                    f"would {reason}; held back: {ctx.blocked}",
-                    would=ActionKind.SCALE.value,
-                    nodes=target,
-                    held=ctx.blocked,
-                )
-            else:
-                out.act(ActionKind.SCALE, NAME, reason, nodes=target, from_nodes=job.nodes)
+            propose_scale(out, ctx, NAME, nodes=target, reason=reason)
             return out
         numbers += f"; scaling cannot fix it: {why}"
     out.act(ActionKind.RECOMMEND, NAME, f"will likely miss its deadline: {numbers}", would="none")

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import math
 
-from advisor.model import ActionKind, WorkloadView
+from advisor.model import WorkloadView
 from policies.index import cluster_index
 from policies.quota import effective_priority, free_gpus
-from policies.rules.base import Context, Outcome, pct
+from policies.rules.base import Context, Outcome, pct, propose_scale
 from policies.spec import ElasticRule
 from policies.throughput import ThroughputModel, fit_throughput
 
@@ -169,16 +169,4 @@ def _scale(ctx: Context, out: Outcome, nodes: int, why: str) -> None:
     direction = "up" if nodes > job.nodes else "down"
     reason = f"scale {direction} {job.nodes} → {nodes} nodes: {why}"
     out.advice, out.severity = f"scale-{direction}:{nodes}", 4
-    if not ctx.apply:
-        out.act(ActionKind.RECOMMEND, NAME, "would " + reason, would=ActionKind.SCALE.value, nodes=nodes)
-    elif ctx.blocked:
-        out.act(
-            ActionKind.RECOMMEND,
-            NAME,
-            f"would {reason}; held back: {ctx.blocked}",
-            would=ActionKind.SCALE.value,
-            nodes=nodes,
-            held=ctx.blocked,
-        )
-    else:
-        out.act(ActionKind.SCALE, NAME, reason, nodes=nodes, from_nodes=job.nodes)
+    propose_scale(out, ctx, NAME, nodes=nodes, reason=reason)
