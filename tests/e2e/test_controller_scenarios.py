@@ -9,14 +9,12 @@ runs with the ServiceAccount identity bound by ``manifests/rbac``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -25,34 +23,15 @@ from typing import Any, cast
 
 import controlplane as cp
 import pytest
+from controller_harness import ADVISOR, KUEUE, MERGE, TRAINER, Controller, wait_for
 from kubernetes import client
 
-from advisor.controller.engine import Engine, EngineConfig
-from advisor.controller.operator import OperatorOptions, run_operator
 from simulator.curves import CurveSpec
 
-TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
-ADVISOR = ("advisor.trainjob-advisor.io", "v1alpha1")
-MERGE = "application/merge-patch+json"
 REQUEST_ANNOTATION = "advisor.trainjob-advisor.io/checkpoint-request"
-FAST = EngineConfig(
-    write_interval_s=0.5, forecast_interval_s=0.5, evaluate_interval_s=1.0, max_writes_per_second=50
-)
 
 
 # ------------------------------------------------------------------------------------ helpers
-def wait_for(fn: Callable[[], Any], what: str, timeout: float = 60.0, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-
-
 def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -226,46 +205,6 @@ PLATEAU_RELEASE = {
     "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
     "quotaRelease": {"checkpointFirst": True, "checkpointTimeout": "60s", "releaseOnTimeout": False},
 }
-
-
-class Controller:
-    """The controller's kopf operator on a thread, as the ServiceAccount."""
-
-    def __init__(self, plane: cp.ControlPlane, namespace: str, config: EngineConfig = FAST) -> None:
-        self.stop = threading.Event()
-        self.engine: Engine | None = None
-        self.error: BaseException | None = None
-        options = OperatorOptions(
-            kubeconfig=str(plane.controller_kubeconfig),
-            namespaces=(namespace,),
-            metrics_port=None,
-            watch_pytorchjobs=False,
-            engine=config,
-        )
-
-        def main() -> None:
-            try:
-                asyncio.run(run_operator(options, stop_flag=self.stop, on_engine=self._set))
-            except BaseException as exc:  # surfaced by close()
-                self.error = exc
-
-        self.thread = threading.Thread(target=main, name="controller-under-test", daemon=True)
-        self.thread.start()
-        wait_for(lambda: self.engine is not None and self.engine.ready, "the controller to start", timeout=60)
-
-    def _set(self, engine: Engine) -> None:
-        self.engine = engine
-
-    @property
-    def alive(self) -> bool:
-        return self.thread.is_alive()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive(), "the controller did not stop"
-        if self.error is not None:
-            raise self.error
 
 
 @pytest.fixture

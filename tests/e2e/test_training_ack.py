@@ -12,36 +12,26 @@ checkpoint as acknowledged, with the request id and step the helper reported.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
 import textwrap
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, cast
 
 import controlplane as cp
 import pytest
+from controller_harness import ADVISOR, KUEUE, MERGE, TRAINER, Controller, wait_for
 from kubernetes import client
 
-from advisor.controller.engine import Engine, EngineConfig
-from advisor.controller.operator import OperatorOptions, run_operator
 from advisor.protocol import ACK_REQUEST_METRIC, ACK_STEP_METRIC, CHECKPOINT_REQUEST_ANNOTATION
 from advisor.training.localpod import DownwardAPIVolume
 
-TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
-ADVISOR = ("advisor.trainjob-advisor.io", "v1alpha1")
-MERGE = "application/merge-patch+json"
-FAST = EngineConfig(
-    write_interval_s=0.5, forecast_interval_s=0.5, evaluate_interval_s=1.0, max_writes_per_second=50
-)
 JOB = "hf-ft"
 WORKLOAD = f"trainjob-{JOB}-e2e01"
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 # The training process: a plateauing run that reports through the status-server protocol and
 # honours checkpoint requests with the plain-loop helper. argv: url, annotations, checkpoint dir.
@@ -85,17 +75,6 @@ TRAINING_PROCESS = textwrap.dedent(
     requests.flush()
     """
 )
-
-
-def wait_for(fn: Callable[[], Any], what: str, timeout: float = 60.0, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 class StatusServer:
@@ -174,40 +153,6 @@ class Kubelet:
     def close(self) -> None:
         self.stop.set()
         self.thread.join(timeout=5)
-
-
-class Controller:
-    def __init__(self, plane: cp.ControlPlane, namespace: str) -> None:
-        self.stop = threading.Event()
-        self.engine: Engine | None = None
-        self.error: BaseException | None = None
-        options = OperatorOptions(
-            kubeconfig=str(plane.controller_kubeconfig),
-            namespaces=(namespace,),
-            metrics_port=None,
-            watch_pytorchjobs=False,
-            engine=FAST,
-        )
-
-        def main() -> None:
-            try:
-                asyncio.run(run_operator(options, stop_flag=self.stop, on_engine=self._set))
-            except BaseException as exc:  # surfaced by close()
-                self.error = exc
-
-        self.thread = threading.Thread(target=main, name="controller-under-test", daemon=True)
-        self.thread.start()
-        wait_for(lambda: self.engine is not None and self.engine.ready, "the controller to start")
-
-    def _set(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive(), "the controller did not stop"
-        if self.error is not None:
-            raise self.error
 
 
 @pytest.fixture
