@@ -92,7 +92,20 @@ class _Track:
     curve: list[tuple[float, float]] = field(default_factory=list)  # (progress, normalised loss)
 
 
-class Patience(NoAdvisor):
+class _EveryPeriod(NoAdvisor):
+    """A stopping baseline that looks at each job once per fixed period (as Keras callbacks and
+    Vizier's median rule look once per epoch/evaluation)."""
+
+    period_s: float
+
+    def first_tick(self, job: SimJob) -> float | None:
+        return self.period_s
+
+    def next_tick(self, job: SimJob, now: float) -> float | None:
+        return self.period_s
+
+
+class Patience(_EveryPeriod):
     """Keras-style patience on the reported loss, judged once per evaluation period."""
 
     name = "patience"
@@ -112,12 +125,6 @@ class Patience(NoAdvisor):
     def reset(self, sim: Simulation) -> None:
         self._tracks.clear()
         self._periods.clear()
-
-    def first_tick(self, job: SimJob) -> float | None:
-        return self.period_s
-
-    def next_tick(self, job: SimJob, now: float) -> float | None:
-        return self.period_s
 
     def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
         tr = self._tracks.setdefault(job.idx, _Track())
@@ -153,7 +160,7 @@ class Patience(NoAdvisor):
         self._periods.pop(job.idx, None)
 
 
-class MedianStopping(NoAdvisor):
+class MedianStopping(_EveryPeriod):
     """Stop a run whose best normalised loss is worse than the median of completed runs' running
     averages at the same progress (Vizier's rule, as in Ray Tune's ``MedianStoppingRule``)."""
 
@@ -167,12 +174,6 @@ class MedianStopping(NoAdvisor):
     def reset(self, sim: Simulation) -> None:
         self._tracks.clear()
         self._completed.clear()
-
-    def first_tick(self, job: SimJob) -> float | None:
-        return self.period_s
-
-    def next_tick(self, job: SimJob, now: float) -> float | None:
-        return self.period_s
 
     def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
         tr = self._tracks.setdefault(job.idx, _Track())
