@@ -296,7 +296,8 @@ class Decision:
 
     ``state`` is the rules' explicit memory (e.g. when a condition first held, for ``for: 30m``):
     rules are stateless, so the caller stores ``state`` and passes it back as
-    ``JobView.rule_state`` next time.
+    ``JobView.rule_state`` next time. ``recheck_at`` exists because a decision can fall due with
+    nothing new to observe: a hung job sends no progress, a ``for: 45m`` window ends between reports.
     """
 
     job: str
@@ -306,3 +307,6 @@ class Decision:
     reasons: tuple[str, ...] = ()
     state: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     advice: str = ""
+    #: the earliest time a rule wants the job evaluated again even without new progress (the end of
+    #: a ``for:`` window, a checkpoint timeout); adapters schedule their next evaluation no later
+    recheck_at: float | None = None

@@ -201,6 +201,7 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         state.update(o.state)
     best = max((o for _, o in outcomes if o.advice), key=lambda o: o.severity, default=None)
     advice = best.advice if best is not None else ("released" if not job.active else "continue")
+    rechecks = [o.recheck_at for _, o in outcomes if o.recheck_at is not None]
     return Decision(
         job=job.key,
         policy=policy.name,
@@ -209,4 +210,5 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         reasons=tuple(reasons),
         state=state,
         advice=advice,
+        recheck_at=min(rechecks) if rechecks else None,
     )

@@ -8,7 +8,8 @@ the sequence the controller follows. Nothing here decides anything itself.
 
 Ticks are adaptive so that big traces stay cheap: a few minutes after a job starts, then a fixed
 fraction of its age (capped), plus a tick right after each checkpoint acknowledgement and whenever
-a higher-priority workload is waiting in the job's cohort (the controller's watch events).
+a higher-priority workload is waiting in the job's cohort (the controller's watch events), and no
+later than a decision's ``recheck_at`` (a ``for:`` window or a checkpoint timeout falling due).
 """
 
 from __future__ import annotations
@@ -56,17 +57,23 @@ class AdvisorStrategy:
         self.core = AdvisorCore(self.policies, forecast_interval_s=forecast_interval_s)
         self._sim: Simulation | None = None
         self._current_policy = ""
+        self._recheck_at: dict[str, float] = {}
 
     def reset(self, sim: Simulation) -> None:
         self._sim = sim
         self.core = AdvisorCore(self.policies, forecast_interval_s=self.forecast_interval_s)
+        self._recheck_at = {}
 
     def first_tick(self, job: SimJob) -> float | None:
         return self.cadence.first_s
 
     def next_tick(self, job: SimJob, now: float) -> float | None:
         start = job.first_start if job.first_start is not None else now
-        return self.cadence.next(now - start)
+        delay = self.cadence.next(now - start)
+        due = self._recheck_at.get(job.key)
+        if due is not None and due > now:
+            delay = min(delay, due - now)
+        return delay
 
     def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
         sim = self._sim
@@ -76,6 +83,10 @@ class AdvisorStrategy:
             self.core.observe(key, sample, now=now, nodes=job.nodes)
         # the per-policy hourly cap is counted by the core loop from its own action log
         decision = self.core.evaluate(sim.job_view(job), sim.cluster_view(), now=now)
+        if decision.recheck_at is not None:
+            self._recheck_at[key] = decision.recheck_at
+        else:
+            self._recheck_at.pop(key, None)
         acts = [a for a in decision.actions if a.kind in _MUTATING]
         if acts and decision.policy is not None:
             self._current_policy = decision.policy
@@ -102,3 +113,4 @@ class AdvisorStrategy:
 
     def finished(self, job: SimJob, now: float) -> None:
         self.core.forget(job.key)
+        self._recheck_at.pop(job.key, None)

@@ -53,7 +53,7 @@ class Context:
 class Outcome:
     """What one rule proposes (a plain slotted class: one is built per rule per decision)."""
 
-    __slots__ = ("actions", "advice", "reasons", "severity", "state", "terminal")
+    __slots__ = ("actions", "advice", "reasons", "recheck_at", "severity", "state", "terminal")
 
     def __init__(self) -> None:
         self.actions: list[Action] = []
@@ -64,6 +64,13 @@ class Outcome:
         self.severity = 0
         #: the rule started or continues releasing/stopping the job: other rules' growth is moot
         self.terminal = False
+        #: when this rule's verdict may change with no new data (see ``Decision.recheck_at``)
+        self.recheck_at: float | None = None
+
+    def recheck(self, when: float) -> None:
+        """Ask to be evaluated again by ``when`` (the earliest of several requests wins)."""
+        if math.isfinite(when) and (self.recheck_at is None or when < self.recheck_at):
+            self.recheck_at = when
 
     def act(self, kind: ActionKind, rule: str, reason: str, **params: Any) -> None:
         self.actions.append(Action(kind=kind, rule=rule, reason=reason, params=params))

@@ -49,6 +49,7 @@ def evaluate(ctx: Context, rule: DivergenceRule) -> Outcome:
         numbers = f"P(diverge)={pct(p)} >= {pct(rule.probability)} for {dur(held)}"
         if held < rule.hold:
             out.reasons.append(f"{NAME}: {numbers} (acting after {dur(rule.hold)})")
+            out.recheck(since + rule.hold)
             out.advice, out.severity = "diverging?", 3
             return out
     out.advice, out.severity = "diverging", 8

@@ -176,6 +176,8 @@ def evaluate(ctx: Context, rule: PreemptionGuardRule) -> Outcome:
                 )
             return out
         waited = now - boosted_at if boosted_at is not None else 0.0
+        if boosted_at is not None:
+            out.recheck(boosted_at + rule.drop_after)
         out.reasons.append(
             f"{NAME}: boosted, waiting for the checkpoint ({dur(waited)} of {dur(rule.drop_after)})"
         )

@@ -37,6 +37,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         numbers += f", loss {fc.current_loss:.4g} → {fc.final_loss.mean:.4g} predicted at the end"
     if held < rule.hold:
         out.reasons.append(f"{NAME}: {numbers} (acting after {dur(rule.hold)})")
+        out.recheck(since + rule.hold)
         out.advice, out.severity = "plateau?", 2
         return out
     if rule.action == RECOMMEND:

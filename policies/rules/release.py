@@ -115,6 +115,7 @@ def release(
                 would=final.value,
             )
     else:
+        out.recheck(request.time + spec.checkpoint_timeout)
         out.reasons.append(
             f"{rule}: waiting for checkpoint acknowledgement "
             f"({dur(waited)} of {dur(spec.checkpoint_timeout)}) before {verb}"

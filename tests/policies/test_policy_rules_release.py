@@ -159,3 +159,20 @@ def test_the_most_serious_rule_owns_the_release_and_only_one_happens() -> None:
     finals = [a for a in d.actions if a.kind in (ActionKind.RELEASE_QUOTA, ActionKind.STOP)]
     assert len(finals) == 1 and finals[0].rule == "divergence" and d.advice == "diverging"
     assert ActionKind.CHECKPOINT not in kinds(d)
+
+
+def test_a_pending_window_or_acknowledgement_asks_to_be_rechecked_when_it_falls_due() -> None:
+    """A ``for:`` window ends, or a checkpoint times out, with no new progress to trigger a look."""
+    p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
+    d1 = decide(job(forecast=forecast(plateau=0.95)), CV, p, now=T0)
+    assert d1.recheck_at == T0 + 30 * 60
+    assert decide(job(forecast=forecast(plateau=0.2)), CV, p, now=T0).recheck_at is None
+    both = policy({"plateau": {"probability": 0.9, "for": "30m"}, "stall": {"for": "20m"}})
+    d = decide(job(forecast=forecast(plateau=0.95), last_step_change=T0 - 60), CV, both, now=T0)
+    assert d.recheck_at == T0 - 60 + 20 * 60  # the earliest: when the stall rule would act
+    asked = record(ActionKind.CHECKPOINT, T0 - 120, rule="plateau", rid="ck-1")
+    waiting = job(
+        forecast=forecast(plateau=0.97), rule_state={"plateau.since": T0 - HOUR}, actions=(asked,)
+    )
+    d2 = decide(waiting, CV, p, now=T0)
+    assert kinds(d2) == [] and d2.recheck_at == T0 - 120 + 600  # the default checkpointTimeout

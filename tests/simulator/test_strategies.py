@@ -69,3 +69,25 @@ def test_advisor_row_runs_the_core_loop_and_records_before_acting() -> None:
         hang_at = j.restart_cost + j.curve.hang_step * j.step_time  # type: ignore[operator]
         assert j.end_time is not None and j.end_time - (j.first_start or 0.0) < hang_at + 2 * 3600.0
     assert res.metrics["wrong_stops"] == 0
+
+
+def test_the_advisor_row_looks_again_when_a_rule_window_falls_due() -> None:
+    """A hung job sends nothing new: the stall rule's ``recheck_at`` alone brings the next tick,
+    so the release comes when the 30-minute window ends, not at the next (up to 30 min) cadence tick."""
+    strategy = policy_strategies([ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"])[0]
+    jobs = [TraceJob(f"j{i}", 60.0 * i, 2, 10 * 3600.0, total_steps=10000) for i in range(3)]
+    sc = scenario(jobs, one_queue(16), QUIET)
+    sc.curve_mix = {"hang": 1.0}
+    idle_at_release: dict[str, float] = {}
+    original = strategy.record
+
+    def spy(job, action, request_id, now):
+        original(job, action, request_id, now)
+        rec = strategy.core.record(job.key)
+        if action.kind.value == "release-quota" and rec is not None and rec.last_step_change is not None:
+            idle_at_release[job.key] = now - rec.last_step_change
+
+    strategy.record = spy  # type: ignore[method-assign]
+    run_strategy(sc, strategy)
+    assert len(idle_at_release) == len(jobs)
+    assert all(1800.0 <= idle <= 1800.0 + 1.0 for idle in idle_at_release.values()), idle_at_release
