@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,8 @@ MERGE = "application/merge-patch+json"
 
 
 def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """With microseconds, so that the controller's watch-lag metric is not rounded to seconds."""
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -73,23 +75,31 @@ def scrape(port: int) -> dict[str, float]:
             name, value = line.rsplit(" ", 1)
             base = name.split("{", 1)[0]
             if base.endswith("_bucket") and 'le="' in name:
-                base += "{" + name.split('le="', 1)[1].split('"', 1)[0] + "}"
+                stage = name.split('stage="', 1)[1].split('"', 1)[0] if 'stage="' in name else None
+                le = name.split('le="', 1)[1].split('"', 1)[0]
+                base += "{" + (f'stage="{stage}",' if stage else "") + f'le="{le}"' + "}"
             out[base] += float(value)
     return out
 
 
-def histogram_quantile(m0: dict[str, float], m1: dict[str, float], name: str, q: float) -> float:
-    """The bucket upper bound holding quantile q of the observations made between two scrapes."""
+def histogram_quantile(
+    m0: dict[str, float], m1: dict[str, float], name: str, q: float, labels: str = ""
+) -> float | str | None:
+    """The bucket upper bound holding quantile q of the observations made between two scrapes;
+    ``">B"`` when it lies above the largest finite bound B, None without observations.
+    ``labels`` selects one label set (e.g. ``stage="queue"``)."""
+    prefix = name + "_bucket{" + labels
     buckets = sorted(
-        (float(k.split("{", 1)[1].rstrip("}")), m1[k] - m0.get(k, 0.0))
-        for k in m1
-        if k.startswith(name + "_bucket{")
+        (float(k.rsplit("le=", 1)[1].strip('"}')), m1[k] - m0.get(k, 0.0)) for k in m1 if k.startswith(prefix)
     )
     total = buckets[-1][1] if buckets else 0.0
+    if not total:
+        return None
+    finite = [b for b, _ in buckets if b != float("inf")]
     for bound, count in buckets:
-        if total and count >= q * total:
-            return bound
-    return float("nan")
+        if count >= q * total:
+            return bound if bound != float("inf") else f">{max(finite, default=0):g}"
+    return None
 
 
 class Tracker:
@@ -99,8 +109,10 @@ class Tracker:
         self.lock = threading.Lock()
         self.sent: dict[str, deque[tuple[int, float]]] = defaultdict(deque)
         self.latencies: list[float] = []
+        self.sent_at: list[float] = []  # when the update of each latency was sent
         self.forecast_ages: list[float] = []
         self.tjf_events = 0
+        self.object_bytes: list[int] = []  # size of the stored TrainJobForecast, sampled
 
     def on_sent(self, key: str, step: int, at: float) -> None:
         with self.lock:
@@ -110,9 +122,13 @@ class Tracker:
         step = (status.get("progress") or {}).get("step") or 0
         with self.lock:
             self.tjf_events += 1
+            if self.tjf_events % 50 == 1:
+                self.object_bytes.append(len(json.dumps(status, separators=(",", ":"))))
             queue = self.sent[key]
             while queue and queue[0][0] <= step:
-                self.latencies.append(at - queue.popleft()[1])
+                sent_at = queue.popleft()[1]
+                self.latencies.append(at - sent_at)
+                self.sent_at.append(sent_at)
         fc = status.get("forecast") or {}
         if fc.get("updatedAt") and status.get("observedAt"):
             age = datetime.fromisoformat(
@@ -151,11 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=300.0, help="seconds of updates")
     ap.add_argument("--namespaces", type=int, default=10)
     ap.add_argument("--senders", type=int, default=32, help="threads sending updates")
-    ap.add_argument("--write-interval", type=float, default=5.0)
+    ap.add_argument("--write-interval", type=float, default=2.0)
     ap.add_argument("--forecast-interval", type=float, default=30.0)
     ap.add_argument("--max-writes-per-second", type=float, default=250.0)
     ap.add_argument("--metrics-port", type=int, default=18080)
-    ap.add_argument("--writer-threads", type=int, default=16)
+    ap.add_argument("--keep", action="store_true", help="keep the run directory (logs, etcd data)")
+    ap.add_argument("--writer-threads", type=int, default=32)
     args = ap.parse_args(argv)
 
     import controlplane as cp
@@ -243,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             total_steps=100_000, l_inf=1.6, a=2.5, alpha=0.8, x0=0.05, schedule="constant", noise=0.004
         )
         cpu0, wall0, m0 = proc_cpu_seconds(ctl.pid), time.time(), scrape(args.metrics_port)
+        loads: list[float] = []
         sent = errors = 0
         patch_seconds: list[float] = []  # the API server's write latency, as the Trainer sees it
         lock = threading.Lock()
@@ -278,7 +296,13 @@ def main(argv: list[str] | None = None) -> int:
                     errors += 1
 
         rounds = int(args.duration / args.interval)
-        with ThreadPoolExecutor(args.senders) as pool:
+        pool = ThreadPoolExecutor(args.senders)
+        # a job whose previous update is still queued skips this one (as the Trainer's status server
+        # would only ever report its latest state): the run keeps to its duration when the API server
+        # cannot take the offered rate, and says how many updates it had to skip
+        inflight: dict[int, Any] = {}
+        skipped = 0
+        try:
             for rnd in range(rounds):
                 start = time.time()
                 for i in range(args.jobs):  # spread each round's updates over the interval
@@ -286,15 +310,20 @@ def main(argv: list[str] | None = None) -> int:
                     delay = target - time.time()
                     if delay > 0:
                         time.sleep(delay)
-                    pool.submit(send, i, rnd)
+                    if i in inflight and not inflight[i].done():
+                        skipped += 1
+                        continue
+                    inflight[i] = pool.submit(send, i, rnd)
                 rss, _ = proc_rss_mib(ctl.pid)
+                loads.append(os.getloadavg()[0])
                 print(
-                    f"  round {rnd + 1}/{rounds}: sent {sent}, errors {errors}, "
+                    f"  round {rnd + 1}/{rounds}: sent {sent}, skipped {skipped}, errors {errors}, "
                     f"controller RSS {rss:.0f} MiB, latencies so far {len(tracker.latencies)}",
                     flush=True,
                 )
-            pool.shutdown(wait=True)
-        time.sleep(args.write_interval + 3)  # let the last updates land
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        time.sleep(max(args.write_interval, 5.0) + 3)  # let the last updates land
         cpu1, wall1, m1 = proc_cpu_seconds(ctl.pid), time.time(), scrape(args.metrics_port)
         _, peak = proc_rss_mib(ctl.pid)
         stop.set()
@@ -302,19 +331,28 @@ def main(argv: list[str] | None = None) -> int:
         writes = m1["trainjob_advisor_api_writes_total"] - m0.get("trainjob_advisor_api_writes_total", 0.0)
         cores = (cpu1 - cpu0) / elapsed
         lat = tracker.latencies
+        half = wall0 + args.duration / 2
         missing = sum(len(q) for q in tracker.sent.values())
         result = {
             "jobs": args.jobs,
             "interval_s": args.interval,
             "duration_s": round(elapsed, 1),
             "updates_sent": sent,
+            "updates_offered": rounds * args.jobs,
+            "updates_skipped_sender_behind": skipped,
             "update_errors": errors,
             "updates_per_s": round(sent / elapsed, 1),
+            "updates_per_s_offered": round(args.jobs / args.interval, 1),
             "controller_cpu_cores": round(cores, 3),
             "controller_peak_rss_mib": round(peak, 1),
             "latency_p50_s": round(percentile(lat, 0.5), 3),
             "latency_p99_s": round(percentile(lat, 0.99), 3),
             "latency_max_s": round(max(lat) if lat else float("nan"), 3),
+            # the same over the updates sent in the second half (after the start-up: 1,000 objects
+            # created); the figures above are the honest ones, this one says what steady state is
+            "latency_p50_p99_second_half_s": [round(percentile(late, q), 3) for q in (0.5, 0.99)]
+            if (late := [x for x, t in zip(lat, tracker.sent_at, strict=True) if t >= half])
+            else None,
             "updates_never_reflected": missing,
             "forecast_age_p50_s": round(percentile(tracker.forecast_ages, 0.5), 1),
             "tjf_writes": int(writes),
@@ -327,8 +365,17 @@ def main(argv: list[str] | None = None) -> int:
             "controller_observe_to_written_p99_s": histogram_quantile(
                 m0, m1, "trainjob_advisor_update_to_status_seconds", 0.99
             ),
+            "pipeline_stage_p50_p99_s": {
+                stage: [
+                    histogram_quantile(m0, m1, "trainjob_advisor_pipeline_seconds", q, f'stage="{stage}",')
+                    for q in (0.5, 0.99)
+                ]
+                for stage in ("watch", "queue", "engine", "writer_wait", "write")
+            },
             "apiserver_patch_p50_s": round(percentile(patch_seconds, 0.5), 3),
             "apiserver_patch_p99_s": round(percentile(patch_seconds, 0.99), 3),
+            "tjf_status_bytes_mean": round(sum(tracker.object_bytes) / max(1, len(tracker.object_bytes))),
+            "load_average_1m_mean_max": [round(sum(loads) / max(1, len(loads)), 2), max(loads, default=0.0)],
             "evaluations": int(
                 m1.get("trainjob_advisor_forecast_duration_seconds_count", 0)
                 - m0.get("trainjob_advisor_forecast_duration_seconds_count", 0)
@@ -353,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
                 ctl.kill()
         plane.stop()
         stack.close()
+        if args.keep:
+            print(f"run directory kept: {run_dir}")
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

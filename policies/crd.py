@@ -135,8 +135,10 @@ def _status_schema() -> dict[str, Any]:
             },
             "jobsMatched": {"type": "integer", "minimum": 0},
             "actionsTaken": {"type": "integer", "minimum": 0},
-            "gpuHoursSaved": {"type": "number"},
             "matchedJobs": {"type": "array", "items": {"type": "string"}},
+            "actionsByKind": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+            "recommendations": {"type": "integer", "minimum": 0},
+            "gpuHoursFlaggedNonLearning": {"type": "number", "minimum": 0},
         },
     }
 

@@ -123,12 +123,14 @@ def plot(status: Mapping[str, Any], path: str, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from advisor.controller.store import decode_history
     from advisor.core import History
 
     raw = status.get("coreState")
     try:
         data = json.loads(raw) if isinstance(raw, str) else {}
-        curve = History.from_dict(data.get("history") or {}).curve()
+        stored = status.get("history") or data.get("history") or {}  # older objects: inside coreState
+        curve = History.from_dict(decode_history(stored)).curve()
     except (ValueError, TypeError, KeyError) as exc:
         raise CommandError(f"the stored history cannot be read: {exc}") from exc
     if len(curve) == 0:
@@ -179,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"no TrainJobForecast {ns}/{name} (no such TrainJob, or no progress reported yet)")
     status = status_of(obj)
     if args.output == "json":
-        print(json.dumps({k: v for k, v in status.items() if k != "coreState"}, indent=2))
+        print(json.dumps({k: v for k, v in status.items() if k not in ("coreState", "history")}, indent=2))
     else:
         print("\n".join(explain_lines(ns, name, status)))
     if args.plot:

@@ -137,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
                     {
                         "namespace": o["metadata"].get("namespace"),
                         "name": o["metadata"].get("name"),
-                        "status": {k: v for k, v in status_of(o).items() if k != "coreState"},
+                        "status": {
+                            k: v for k, v in status_of(o).items() if k not in ("coreState", "history")
+                        },
                     }
                     for o in items
                 ],

@@ -24,6 +24,7 @@ __all__ = ["FORECAST_KIND", "FORECAST_PLURAL", "ClusterApi", "is_conflict", "is_
 FORECAST_KIND = "TrainJobForecast"
 FORECAST_PLURAL = "trainjobforecasts"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 COMPONENT = "trainjob-advisor"
 
 
@@ -136,10 +137,28 @@ class ClusterApi:
             GROUP, VERSION, namespace, FORECAST_PLURAL, name, {"status": status}
         )
 
+    def json_patch_forecast_status(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
+        """An RFC 6902 JSON patch of the status (``ForecastStore``'s incremental writes); a failed
+        ``test`` op comes back as 422."""
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, FORECAST_PLURAL, name, ops, _content_type=JSON_PATCH
+        )
+
     def write_forecast(
-        self, namespace: str, name: str, owner: Mapping[str, Any], status: Mapping[str, Any]
+        self,
+        namespace: str,
+        name: str,
+        owner: Mapping[str, Any],
+        status: Mapping[str, Any],
+        *,
+        create_first: bool = False,
     ) -> None:
-        """Patch the status, creating the object first if it does not exist yet."""
+        """Patch the status, creating the object first if it does not exist yet (``create_first``:
+        it most likely does not, so skip the patch that would fail with 404)."""
+        if create_first:
+            self.create_forecast(namespace, name, owner)  # an existing one is kept (409)
+            self.patch_forecast_status(namespace, name, status)
+            return
         try:
             self.patch_forecast_status(namespace, name, status)
         except Exception as exc:

@@ -1,11 +1,15 @@
 """The controller's adapter around the core loop: watch events in, statuses and actions out.
 
 Single-threaded by design. kopf's handlers (on the event loop) only ``enqueue`` the objects they
-see; one worker calls ``step(now)`` repeatedly, which applies the queued events, evaluates the
-jobs that got new data (and every job every ``evaluate_interval_s``, for stall detection and
-checkpoint timeouts), carries out decisions through the ``Actuator``, and hands the rendered
-``TrainJobForecast`` statuses to the coalescing ``StatusWriter``. Keeping every piece of state on
-one thread means no locks around the core, and a handler never waits on a forecast.
+see; one worker calls ``step(now)`` repeatedly, which applies the queued events, then gives the
+full evaluation (forecast, policies, actions through the ``Actuator``) to the jobs that need one
+(a forecast due, the decision's ``recheck_at`` reached, ``evaluate_interval_s`` passed, a policy
+or Workload changed, an action in flight), oldest first and within ``evaluate_budget_s``, and
+renders every other job that got new progress from its latest sample and last decision (the
+cheap path), so every update shows at once while forecasts stay rate-limited. The rendered
+``TrainJobForecast`` statuses go to the coalescing ``StatusWriter``, which writes them through
+``ForecastStore`` (small JSON patches). Keeping every piece of state on one thread means no locks
+around the core, and a handler never waits on a forecast.
 
 The clock is an argument (``now``), so the engine is unit-tested with a fake API and a fake time.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import queue
 import time
 from collections.abc import Mapping, Sequence
@@ -32,7 +37,9 @@ from advisor.controller.kueue import (
     parse_workload,
 )
 from advisor.controller.metrics import Metrics
+from advisor.controller.policystatus import PolicyBook
 from advisor.controller.render import render_status
+from advisor.controller.store import ForecastStore, decode_history
 from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
@@ -47,12 +54,17 @@ log = logging.getLogger(__name__)
 class EngineConfig:
     evaluate_interval_s: float = 30.0
     forecast_interval_s: float = 30.0
-    write_interval_s: float = 5.0
-    max_writes_per_second: float = 100.0
-    writer_workers: int = 16
+    write_interval_s: float = 2.0
+    max_writes_per_second: float = 200.0
+    writer_workers: int = 32
     queue_metrics_interval_s: float = 15.0
     priority_boost_enabled: bool = False
     hung_after_s: float = 900.0
+    #: seconds of full evaluations (forecast + policies) one step may spend; jobs beyond it are
+    #: rendered from their latest sample and the last decision now, and evaluated in a later step
+    evaluate_budget_s: float = 0.25
+    #: AdvisorPolicy statuses (jobs matched, actions, GPU-hours flagged) are refreshed this often
+    policy_status_interval_s: float = 30.0
 
 
 @dataclass
@@ -63,6 +75,9 @@ class _Job:
     last_eval: float | None = None
     last_decision: Decision | None = None
     restored: bool = False
+    needs_eval: bool = True  # something besides progress changed (policy, Workload, restart)
+    last_update: float | None = None  # when new progress last arrived
+    applied_wall: float | None = None  # wall clock when the oldest unwritten data was applied
 
 
 class Engine:
@@ -78,14 +93,15 @@ class Engine:
         self.config = cfg = config or EngineConfig()
         self.metrics = metrics or Metrics()
         self.core = core or AdvisorCore(forecast_interval_s=cfg.forecast_interval_s)
-        self.events: queue.SimpleQueue[tuple[str, str, Any]] = queue.SimpleQueue()
+        self.events: queue.SimpleQueue[tuple[str, str, Any, float]] = queue.SimpleQueue()
         self.jobs: dict[str, _Job] = {}
         self.workloads: dict[str, Workload] = {}
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.local_queues: dict[str, LocalQueue] = {}
         self.namespace_labels: dict[str, dict[str, str]] = {}
-        self.policies: dict[str, Any] = {}
-        self.policy_errors: dict[str, str] = {}
+        self.book = PolicyBook(api, self.metrics)
+        self.policies = self.book.policies  # name -> policies.Policy (valid ones)
+        self.policy_errors = self.book.errors  # name -> why it is invalid
         self.saved: dict[str, Mapping[str, Any]] = {}
         self._by_owner: dict[tuple[str, str], list[Workload]] | None = None
         self.writer = StatusWriter(
@@ -94,17 +110,21 @@ class Engine:
             max_per_second=cfg.max_writes_per_second,
             workers=cfg.writer_workers,
             on_written=self._written,
+            on_stage=self._stage,
         )
+        self.store = ForecastStore(api)
         self.actuator = Actuator(api, self.core, self._persist_now, metrics=self.metrics)
         self._last_queue_metrics = -1e18
         self._statuses: dict[str, dict[str, Any]] = {}
+        self._received = 0.0  # wall clock at which the event being applied was received
+        self._last_policy_status = -math.inf
         self.ready = False
 
     # ---------------------------------------------------------------------------- intake (any thread)
     def enqueue(self, kind: str, event_type: str, body: Any) -> None:
         """``kind``: job | workload | clusterqueue | localqueue | namespace | policy;
         ``event_type``: the watch event type (ADDED, MODIFIED, DELETED, or None for a listing)."""
-        self.events.put((kind, str(event_type or "ADDED"), body))
+        self.events.put((kind, str(event_type or "ADDED"), body, time.time()))
 
     # ------------------------------------------------------------------------------------- startup
     def load_saved(self, forecasts: Sequence[Mapping[str, Any]]) -> int:
@@ -112,6 +132,8 @@ class Engine:
         for obj in forecasts:
             meta = obj.get("metadata") or {}
             status = obj.get("status") or {}
+            if meta.get("namespace") and meta.get("name"):
+                self.store.known(job_key(meta["namespace"], meta["name"]))
             if meta.get("namespace") and meta.get("name") and status:
                 self.saved[job_key(meta["namespace"], meta["name"])] = status
         return len(self.saved)
@@ -126,6 +148,9 @@ class Engine:
         except ValueError:
             data = None
         if isinstance(data, Mapping):
+            history = status.get("history")
+            if "history" not in data and isinstance(history, Mapping):  # stored beside coreState
+                data = {**data, "history": decode_history(history)}
             self.core.restore(key, data)
         pending = status.get("pendingActions")
         try:
@@ -141,26 +166,48 @@ class Engine:
         now = time.time() if now is None else now
         while True:
             try:
-                kind, event_type, body = self.events.get_nowait()
+                kind, event_type, body, received = self.events.get_nowait()
             except queue.Empty:
                 break
+            self._stage("queue", time.time() - received)
+            self._received = received
             try:
                 self._apply_event(kind, event_type, body, now)
             except Exception:  # one malformed object must never stop the loop
                 log.exception("ignoring a %s %s event that could not be handled", kind, event_type)
         evaluated = 0
-        cluster = self._cluster_view()
-        for key, job in list(self.jobs.items()):
-            due = job.last_eval is None or now - job.last_eval >= self.config.evaluate_interval_s
-            if job.dirty or due:
+        cluster: ClusterView | None = None
+        due = [
+            (job.last_eval or -math.inf, key)
+            for key, job in self.jobs.items()
+            if self._eval_due(key, job, now)
+        ]
+        due.sort()
+        started = time.perf_counter()
+        for _, key in due:
+            if time.perf_counter() - started >= self.config.evaluate_budget_s and evaluated:
+                break  # the rest are evaluated in the next steps (oldest first); rendered below
+            job = self.jobs[key]
+            if cluster is None:
+                cluster = self._cluster_view()
+            try:
+                self._evaluate(key, job, cluster, now)
+            except Exception:
+                log.exception("evaluating %s failed; will retry", key)
+            job.dirty = job.needs_eval = False
+            job.last_eval = now
+            evaluated += 1
+        for key, job in self.jobs.items():
+            if job.dirty:  # new progress, but no evaluation due (or no time left): show it now
                 try:
-                    self._evaluate(key, job, cluster, now)
+                    self._refresh(key, job, now)
                 except Exception:
-                    log.exception("evaluating %s failed; will retry", key)
+                    log.exception("rendering %s failed", key)
                 job.dirty = False
-                job.last_eval = now
-                evaluated += 1
         self.writer.flush(now)
+        if now - self._last_policy_status >= self.config.policy_status_interval_s:
+            self._last_policy_status = now
+            self._write_policy_figures()
         if now - self._last_queue_metrics >= self.config.queue_metrics_interval_s:
             self._last_queue_metrics = now
             self.metrics.set_queues(summarize((k.split("/", 1)[0], s) for k, s in self._statuses.items()))
@@ -213,6 +260,7 @@ class Engine:
             self.core.forget(key)
             self.actuator.forget(key)
             self.writer.forget(key)
+            self.store.forget(key)
             self._statuses.pop(key, None)
             self.metrics.forget_job(*key.split("/", 1))
             return
@@ -228,7 +276,12 @@ class Engine:
         if self.core.observe(key, sample, now=now, nodes=nodes):
             self.metrics.samples.labels("new").inc()
             job.dirty = True
+            job.last_update = now
             job.unwritten_since = now if job.unwritten_since is None else job.unwritten_since
+            if job.applied_wall is None:
+                job.applied_wall = time.time()
+            if sample.time is not None and 0.0 <= self._received - sample.time < 86400.0:
+                self._stage("watch", self._received - sample.time)
         else:
             self.metrics.samples.labels("ignored").inc()
         if sample.warnings:
@@ -245,7 +298,7 @@ class Engine:
         if wl.owner_name:
             job = self.jobs.get(job_key(wl.namespace, wl.owner_name))
             if job is not None:
-                job.dirty = True
+                job.needs_eval = True
 
     def workload_for(self, body: Mapping[str, Any]) -> Workload | None:
         meta = body.get("metadata") or {}
@@ -291,6 +344,53 @@ class Engine:
             priority_boost_enabled=self.config.priority_boost_enabled,
         )
 
+    def _eval_due(self, key: str, job: _Job, now: float) -> bool:
+        """Whether ``key`` needs the full evaluation (forecast + policies) now. New progress alone
+        does not: the forecast is rate-limited per job, and the decision only changes with it, with
+        time (``recheck_at``, ``evaluate_interval_s``) or with the cluster and policies."""
+        if job.needs_eval or job.last_eval is None:
+            return True
+        # every interval: an idle job at once (stalls, timeouts), one that reports with its next
+        # update, so that the evaluation goes out in the write that update needs anyway
+        interval = self.config.evaluate_interval_s
+        if now - job.last_eval >= interval and (
+            job.dirty or now - (job.last_update or -math.inf) >= interval
+        ):
+            return True
+        decision = job.last_decision
+        if decision is not None and decision.recheck_at is not None and now >= decision.recheck_at:
+            return True
+        if not job.dirty:
+            return False
+        rec = self.core.record(key)
+        if rec is None:
+            return True
+        if rec.fresh_data and (
+            rec.forecast_at is None or now - rec.forecast_at >= self.core.forecast_interval_s
+        ):
+            return True  # a new forecast is due
+        # a checkpoint or an action in progress: its acknowledgement may be in this sample
+        return rec.checkpoint.pending_request is not None or bool(self.actuator.pending_for(key))
+
+    def _refresh(self, key: str, job: _Job, now: float) -> None:
+        """The cheap path: progress, step, throughput from the latest sample, with the last
+        forecast and decision, so that every update shows without waiting for a forecast."""
+        view = self.core.view(self.base_view(job.body))
+        status = self._render(key, view, job.last_decision, now)
+        self.metrics.observe_job(view)
+        self._submit(key, job, status, now)
+
+    def _submit(self, key: str, job: _Job, status: dict[str, Any], now: float) -> None:
+        self.writer.submit(
+            key,
+            {"owner": self._owner(job.body), "status": status},
+            observed_at=job.unwritten_since if job.unwritten_since is not None else now,
+        )
+        job.unwritten_since = None
+        if job.applied_wall is not None:
+            self._stage("engine", time.time() - job.applied_wall)
+            job.applied_wall = None
+
     def _evaluate(self, key: str, job: _Job, cluster: ClusterView, now: float) -> None:
         body = job.body
         workload = self.workload_for(body)
@@ -307,18 +407,17 @@ class Engine:
             self.actuator.execute(self.core.view(base), decision, body=body, workload=workload, now=now)
         job.last_decision = decision
         view = self.core.view(base)
+        previous = self._statuses.get(key)
         status = self._render(key, view, decision, now)
         if job.last_eval is not None and status["state"] in NOT_LEARNING and view.active:
-            self.metrics.non_learning_gpu_hours.labels(view.namespace).inc(
-                view.gpus * max(0.0, now - job.last_eval) / 3600.0
-            )
+            hours = view.gpus * max(0.0, now - job.last_eval) / 3600.0
+            self.metrics.non_learning_gpu_hours.labels(view.namespace).inc(hours)
+            if decision.policy:
+                self.book.add_hours(decision.policy, hours)
         self.metrics.observe_job(view)
-        self.writer.submit(
-            key,
-            {"owner": self._owner(body), "status": status},
-            observed_at=job.unwritten_since if job.unwritten_since is not None else now,
-        )
-        job.unwritten_since = None
+        if job.unwritten_since is None and _same_but_time(previous, status):
+            return  # a periodic re-evaluation that changed nothing: no write
+        self._submit(key, job, status, now)
 
     def _sync_checkpoints(
         self, key: str, base: JobView, body: Mapping[str, Any], workload: Workload | None, now: float
@@ -363,12 +462,15 @@ class Engine:
 
     def _render(self, key: str, view: JobView, decision: Decision | None, now: float) -> dict[str, Any]:
         rec = self.core.record(key)
+        state = self.core.dump(key) if rec else None
+        history = state.pop("history", None) if state else None  # stored as its own, appendable field
         status = render_status(
             view,
             decision,
             now=now,
             forecast_at=rec.forecast_at if rec else None,
-            core_state=dumps_compact(self.core.dump(key)) if rec else None,
+            core_state=dumps_compact(state) if state is not None else None,
+            history=history,
             pending_actions=self.actuator.pending_for(key),
             hung_after_s=self.config.hung_after_s,
         )
@@ -383,50 +485,37 @@ class Engine:
         self.writer.write_now(key, {"owner": self._owner(job.body), "status": status})
 
     def _write(self, key: str, payload: Mapping[str, Any]) -> None:
-        ns, name = key.split("/", 1)
-        self.api.write_forecast(ns, name, payload["owner"], payload["status"])
-        self.metrics.api_writes.labels("trainjobforecast-status").inc()
+        how = self.store.write(key, payload["owner"], payload["status"])
+        if how != "unchanged":
+            self.metrics.api_writes.labels("trainjobforecast-status").inc()
+            self.metrics.status_writes.labels(how).inc()
+
+    def _stage(self, stage: str, seconds: float) -> None:
+        self.metrics.pipeline.labels(stage).observe(max(0.0, seconds))
 
     def _written(self, key: str, since: float) -> None:
         self.metrics.update_latency.observe(max(0.0, time.time() - since))
 
     # ------------------------------------------------------------------------------- policies
     def _on_policy(self, event_type: str, body: Mapping[str, Any]) -> None:
-        from policies import PolicyError, load_policy
-
-        name = str((body.get("metadata") or {}).get("name"))
-        self.policies.pop(name, None)
-        self.policy_errors.pop(name, None)
-        if event_type != "DELETED":
-            try:
-                self.policies[name] = load_policy({k: v for k, v in body.items() if k != "status"})
-            except PolicyError as exc:
-                self.policy_errors[name] = str(exc).replace("\n", "; ")
+        self.book.on_event(event_type, body)
         self.core.set_policies(sorted(self.policies.values(), key=lambda p: p.name))
         for job in self.jobs.values():
-            job.dirty = True
-        if event_type != "DELETED":
-            self._write_policy_status(name, body)
+            job.needs_eval = True
 
-    def _write_policy_status(self, name: str, body: Mapping[str, Any]) -> None:
-        error = self.policy_errors.get(name)
-        cond = {
-            "type": "Valid",
-            "status": "False" if error else "True",
-            "reason": "Invalid" if error else "Valid",
-            "message": error or "the policy is valid",
-        }
-        old = [c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") == "Valid"]
-        if old and all(old[0].get(k) == v for k, v in cond.items()):
-            return
-        cond["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        generation = (body.get("metadata") or {}).get("generation")
-        status = {"conditions": [cond], **({"observedGeneration": generation} if generation else {})}
-        try:
-            self.api.patch_policy_status(name, status)
-            self.metrics.api_writes.labels("advisorpolicy-status").inc()
-        except Exception as exc:
-            log.warning("AdvisorPolicy %s status not written: %s", name, exc)
+    def _write_policy_figures(self) -> None:
+        self.book.write_figures(
+            (
+                key,
+                job.last_decision.policy if job.last_decision is not None else None,
+                rec.actions if (rec := self.core.record(key)) is not None else (),
+            )
+            for key, job in self.jobs.items()
+        )
 
     def close(self) -> None:
         self.writer.close()
+
+
+def _same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    return old is not None and all(old.get(k) == v for k, v in new.items() if k != "observedAt")

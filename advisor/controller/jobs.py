@@ -4,10 +4,20 @@ One small ``JobKind`` record per kind (TrainJob v2, PyTorchJob v1) carries its A
 how to find its pods, and how to read nodes/GPUs/elastic bounds from its spec, so that the rest
 of the controller is written once. ``base_view`` builds the adapter's half of a ``JobView`` (the
 identity and cluster-facing fields); the core loop fills in the history-derived half.
+
+A TrainJob's trainer spec is read through the published Kubeflow Trainer models
+(``kubeflow-trainer-api``, the ``controller`` extra), so that field names and types follow
+upstream. Validating one costs a fraction of a millisecond, and a job reports every few seconds
+while its spec almost never changes, so each distinct spec is parsed once (a small LRU cache
+keyed by its JSON). Without the package, or for a spec the models reject (an older or newer API),
+the same fields are read from the plain object.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +26,9 @@ from advisor.controller.kueue import Workload, gpus_in, parse_time
 from advisor.model import JobView
 from advisor.protocol import KUEUE_QUEUE_LABEL
 
-__all__ = ["JOB_KINDS", "PYTORCHJOB", "TRAINJOB", "JobKind", "base_view", "kind_of"]
+__all__ = ["JOB_KINDS", "PYTORCHJOB", "TRAINJOB", "JobKind", "base_view", "kind_of", "trainer_shape"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,10 +71,44 @@ def _suspended(body: Mapping[str, Any]) -> bool:
 
 def _trainjob_shape(spec: Mapping[str, Any]) -> tuple[int, int, int | None, int | None]:
     trainer = spec.get("trainer") or {}
-    nodes = max(_int(trainer.get("numNodes"), 1) or 1, 1)
-    per_node = trainer.get("resourcesPerNode") or {}
-    gpus_per_node = max(gpus_in(per_node.get("limits")), gpus_in(per_node.get("requests")))
-    return nodes, nodes * gpus_per_node, None, None
+    if not isinstance(trainer, Mapping):
+        trainer = {}
+    try:
+        key = json.dumps(trainer, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        key = None
+    shape = trainer_shape(key) if key is not None else None
+    if shape is None:
+        nodes = max(_int(trainer.get("numNodes"), 1) or 1, 1)
+        per_node = trainer.get("resourcesPerNode") or {}
+        gpus_per_node = max(gpus_in(per_node.get("limits")), gpus_in(per_node.get("requests")))
+        shape = nodes, gpus_per_node
+    return shape[0], shape[0] * shape[1], None, None
+
+
+@functools.lru_cache(maxsize=4096)
+def trainer_shape(trainer_json: str) -> tuple[int, int] | None:
+    """(nodes, GPUs per node) of a TrainJob ``spec.trainer`` (as JSON) read with the upstream
+    ``TrainerV1alpha1Trainer`` model; None without the package or when the model rejects it."""
+    try:
+        from kubeflow_trainer_api.models.trainer_v1alpha1_trainer import TrainerV1alpha1Trainer
+    except ImportError:
+        return None
+    try:
+        trainer = TrainerV1alpha1Trainer.from_json(trainer_json)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        log.debug("TrainJob trainer spec not readable with the upstream model: %s", exc)
+        return None
+    if trainer is None:
+        return None
+    nodes = max(trainer.num_nodes or 1, 1)
+    res = trainer.resources_per_node
+
+    def quantities(values: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {k: getattr(q, "actual_instance", q) for k, q in (values or {}).items()}
+
+    per_node = max(gpus_in(quantities(res.limits)), gpus_in(quantities(res.requests))) if res else 0
+    return nodes, per_node
 
 
 def _pytorchjob_shape(spec: Mapping[str, Any]) -> tuple[int, int, int | None, int | None]:

@@ -20,6 +20,9 @@ from advisor.model import JobView
 __all__ = ["Metrics"]
 
 _JOB = ("namespace", "job")
+#: latency buckets (seconds) of the update pipeline, wide enough that an overloaded controller
+#: still lands in a finite bucket
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
 class Metrics:
@@ -56,7 +59,17 @@ class Metrics:
             "trainjob_advisor_update_to_status_seconds",
             "Time from observing a progress update to writing the TrainJobForecast that reflects it",
             registry=r,
-            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0),
+            buckets=LATENCY_BUCKETS,
+        )
+        self.pipeline = Histogram(
+            "trainjob_advisor_pipeline_seconds",
+            "Where a progress update spends its time on the way to the TrainJobForecast: "
+            "watch (reported -> event received), queue (received -> applied by the engine), "
+            "engine (applied -> status handed to the writer), writer_wait (handed -> write started), "
+            "write (one API write)",
+            ("stage",),
+            registry=r,
+            buckets=LATENCY_BUCKETS,
         )
         self.non_learning_gpu_hours = Counter(
             "trainjob_advisor_non_learning_gpu_hours_total",
@@ -69,6 +82,13 @@ class Metrics:
         )
         self.api_writes = Counter(
             "trainjob_advisor_api_writes_total", "Writes to the API server by kind", ("kind",), registry=r
+        )
+        self.status_writes = Counter(
+            "trainjob_advisor_status_writes_total",
+            "TrainJobForecast status writes by form: full (merge patch) or delta (JSON patch appending "
+            "the new history points)",
+            ("form",),
+            registry=r,
         )
         self.write_errors = Counter(
             "trainjob_advisor_api_write_errors_total", "Failed writes by kind", ("kind",), registry=r

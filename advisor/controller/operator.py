@@ -72,6 +72,8 @@ def configure_settings(settings: kopf.OperatorSettings) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
     )
+    # a job reports every few seconds: keep its per-object worker instead of re-creating it each time
+    settings.queueing.idle_timeout = 60.0
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60

@@ -3,10 +3,12 @@
 Pure functions (no API calls) so that the status layout, the printer-column strings and the
 run-state classification are unit-tested once and shared by the controller, ``status``,
 ``explain`` and the per-queue summary. The status keeps the persisted core state in
-``status.coreState`` (``AdvisorCore.dump`` as one JSON string: a merge patch then replaces it
-whole instead of merging stale keys; the model weights are a list for the same reason) and
-the actuator's unfinished actions in ``status.pendingActions`` (JSON too), separate from the
-human-facing fields, so that a restart restores exactly what was written.
+``status.coreState`` (``AdvisorCore.dump`` but its history, as one JSON string: a patch then
+replaces it whole instead of merging stale keys; the model weights are a list for the same
+reason), the bounded history in ``status.history`` (``History.to_dict`` columns, structured so
+that ``ForecastStore`` can append new points instead of rewriting it) and the actuator's
+unfinished actions in ``status.pendingActions`` (JSON too), separate from the human-facing
+fields, so that a restart restores exactly what was written.
 """
 
 from __future__ import annotations
@@ -145,6 +147,7 @@ def render_status(
     *,
     now: float,
     core_state: str | None = None,
+    history: Mapping[str, Any] | None = None,
     pending_actions: Mapping[str, Any] | None = None,
     forecast_at: float | None = None,
     hung_after_s: float = HUNG_AFTER_S,
@@ -205,4 +208,5 @@ def render_status(
         },
         "pendingActions": json.dumps(dict(pending_actions or {}), sort_keys=True, separators=(",", ":")),
         "coreState": core_state,
+        "history": dict(history) if history is not None else None,
     }

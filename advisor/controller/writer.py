@@ -10,13 +10,16 @@ oldest go first, so no object starves. Urgent writes (an action recorded before 
 bypass the per-object limit, and are still counted in the global bucket.
 
 Writes run on a small thread pool (the kubernetes client is blocking); one object never has two
-writes in flight. The clock is injected, so the policy is unit-tested without sleeping.
+writes in flight, and no more writes are started than there are threads, so that when the API
+server is slow, waiting data keeps being coalesced instead of queueing up stale writes. The
+clock is injected, so the policy is unit-tested without sleeping.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ class _Pending:
     payload: Mapping[str, Any]
     since: float  # when the oldest data in this payload was observed
     urgent: bool = False
+    queued: float = 0.0  # wall clock when it was first handed over (for the pipeline metrics)
 
 
 class StatusWriter:
@@ -55,6 +59,7 @@ class StatusWriter:
         object_burst: float = 2.0,
         error_backoff_s: float = 5.0,
         on_written: Callable[[str, float], None] | None = None,
+        on_stage: Callable[[str, float], None] | None = None,
     ) -> None:
         if min_interval_s < 0 or max_per_second <= 0:
             raise ValueError("min_interval_s must be >= 0 and max_per_second > 0")
@@ -64,6 +69,7 @@ class StatusWriter:
         self.burst = int(burst if burst is not None else max(1, round(max_per_second)))
         self.error_backoff_s = error_backoff_s
         self._on_written = on_written
+        self._on_stage = on_stage
         self._lock = threading.Lock()
         self._pending: dict[str, _Pending] = {}
         self.object_burst = max(1.0, float(object_burst))
@@ -72,6 +78,7 @@ class StatusWriter:
         self._in_flight: set[str] = set()
         self._tokens = float(self.burst)
         self._refilled_at: float | None = None
+        self._workers = workers
         self._pool = (
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tjf-writer") if workers else None
         )
@@ -82,13 +89,15 @@ class StatusWriter:
         self, key: str, payload: Mapping[str, Any], *, observed_at: float, urgent: bool = False
     ) -> None:
         """Queue ``payload`` as the next state of ``key``, replacing any pending one."""
+        queued = time.time()
         with self._lock:
             old = self._pending.get(key)
             if old is not None:
                 self.stats.coalesced += 1
                 observed_at = min(observed_at, old.since)
                 urgent = urgent or old.urgent
-            self._pending[key] = _Pending(payload, observed_at, urgent)
+                queued = old.queued
+            self._pending[key] = _Pending(payload, observed_at, urgent, queued)
 
     def pending(self) -> int:
         with self._lock:
@@ -130,9 +139,13 @@ class StatusWriter:
         batch: list[tuple[str, _Pending]] = []
         with self._lock:
             self._refill(now)
+            # never queue more writes than there are workers: what waits stays in ``_pending``,
+            # where newer data replaces it, so each write carries the newest state when it starts
+            free = self._workers - len(self._in_flight) if self._pool is not None else len(self._pending)
             for key in self._due(now):
-                if self._tokens < 1.0:
+                if self._tokens < 1.0 or free <= 0:
                     break
+                free -= 1
                 self._tokens -= 1.0
                 batch.append((key, self._pending.pop(key)))
                 self._in_flight.add(key)
@@ -149,6 +162,9 @@ class StatusWriter:
         return len(batch)
 
     def _run(self, key: str, item: _Pending, started: float) -> None:
+        began = time.time()
+        if self._on_stage is not None:
+            self._on_stage("writer_wait", began - item.queued)
         try:
             self._write(key, item.payload)
         except Exception as exc:
@@ -161,6 +177,8 @@ class StatusWriter:
                 self._blocked_until[key] = started + self.error_backoff_s
                 self._in_flight.discard(key)
             return
+        if self._on_stage is not None:
+            self._on_stage("write", time.time() - began)
         with self._lock:
             self.stats.writes += 1
             self._in_flight.discard(key)

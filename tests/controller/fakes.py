@@ -53,7 +53,13 @@ class FakeApi:
         self.immutable_num_nodes = True
 
     def write_forecast(
-        self, namespace: str, name: str, owner: Mapping[str, Any], status: Mapping[str, Any]
+        self,
+        namespace: str,
+        name: str,
+        owner: Mapping[str, Any],
+        status: Mapping[str, Any],
+        *,
+        create_first: bool = False,
     ) -> None:
         if self.fail_writes:
             self.fail_writes -= 1
@@ -64,6 +70,40 @@ class FakeApi:
             "status": copy.deepcopy(dict(status)),
             "owner": dict(owner),
         }
+
+    def json_patch_forecast_status(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
+        """RFC 6902 as the API server applies it (atomically; 422 when a ``test`` fails)."""
+        if self.fail_writes:
+            self.fail_writes -= 1
+            raise ApiError(503, "unavailable")
+        obj = self.forecasts.get(f"{namespace}/{name}")
+        if obj is None:
+            raise ApiError(404, "not found")
+        doc = copy.deepcopy(obj)
+        for op in ops:
+            *parents, last = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
+            target: Any = doc
+            try:
+                for token in parents:
+                    target = target[int(token)] if isinstance(target, list) else target[token]
+                if op["op"] == "test":
+                    current = target[int(last)] if isinstance(target, list) else target[last]
+                    if current != op["value"]:
+                        raise ApiError(422, f"test failed at {op['path']}")
+                elif op["op"] == "add" and isinstance(target, list):
+                    target.insert(len(target) if last == "-" else int(last), copy.deepcopy(op["value"]))
+                elif op["op"] == "replace" and isinstance(target, list):
+                    target[int(last)] = copy.deepcopy(op["value"])
+                elif op["op"] in ("add", "replace"):
+                    if op["op"] == "replace" and last not in target:
+                        raise ApiError(422, f"no {op['path']} to replace")
+                    target[last] = copy.deepcopy(op["value"])
+                else:
+                    raise ApiError(422, f"unsupported op {op['op']}")
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                raise ApiError(422, f"cannot apply {op}: {exc}") from exc
+        self.log.append(("json_patch_forecast", namespace, name, len(ops)))
+        self.forecasts[f"{namespace}/{name}"] = doc
 
     def list_forecasts(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return [copy.deepcopy(v) for v in self.forecasts.values()]

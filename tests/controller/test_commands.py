@@ -12,6 +12,7 @@ from advisor.commands.compare import prob_best
 from advisor.controller import cliutil
 from advisor.controller.api import dumps_compact
 from advisor.controller.render import render_status
+from advisor.controller.store import encode_history
 from advisor.core import History
 from advisor.model import Forecast, Interval, JobView, ProgressSample
 from tests.controller.fakes import FakeApi, workload
@@ -50,7 +51,9 @@ def tjf(
         forecast=fc,
         last_step_change=NOW - 5,
     )
-    status = render_status(view, None, now=NOW, core_state=dumps_compact({"history": hist.to_dict()}))
+    status = render_status(  # as the controller stores it: the history in chunks, beside coreState
+        view, None, now=NOW, core_state=dumps_compact({}), history=encode_history(hist.to_dict(), 1)
+    )
     return {
         "metadata": {"namespace": ns, "name": name, "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {"jobRef": {"kind": "TrainJob", "name": name}},

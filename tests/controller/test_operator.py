@@ -60,7 +60,7 @@ def test_registry_watches_every_resource_with_event_handlers_only() -> None:
     assert not registry._changing.get_all_handlers()  # nothing that would write kopf state into objects
     feed = next(h for h in handlers if h.selector.any_name == "trainjobs")  # type: ignore[union-attr]
     asyncio.run(feed.fn(event={"type": None, "object": trainjob(step=5, loss=1.0)}))  # type: ignore[call-arg]
-    assert engine.events.get_nowait() == ("job", "ADDED", trainjob(step=5, loss=1.0))
+    assert engine.events.get_nowait()[:3] == ("job", "ADDED", trainjob(step=5, loss=1.0))
 
 
 def test_login_uses_the_clients_credentials() -> None:
@@ -140,7 +140,7 @@ def test_prime_queues_policies_namespaces_and_kueue_objects_before_any_job() -> 
     prime(engine, Api(), OperatorOptions(namespaces=("team-a", "team-b")))  # type: ignore[arg-type]
     queued = []
     while not engine.events.empty():
-        kind, _, body = engine.events.get_nowait()
+        kind, _, body, _ = engine.events.get_nowait()
         queued.append((kind, body["metadata"]["name"]))
     assert queued == [
         ("policy", "advisorpolicies-1"),

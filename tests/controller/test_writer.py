@@ -100,3 +100,32 @@ def test_forget_drops_pending_data() -> None:
     w.submit("a", 1, observed_at=0)
     w.forget("a")
     assert w.flush(1) == 0 and sink.writes == []
+
+
+def test_a_slow_api_server_gets_the_newest_data_not_a_queue_of_stale_writes() -> None:
+    import threading
+    import time
+
+    gate = threading.Event()
+    started: list[tuple[str, Any]] = []
+
+    def slow(key: str, payload: Any) -> None:
+        started.append((key, payload))
+        gate.wait(5)
+
+    w = StatusWriter(slow, min_interval_s=0, max_per_second=1000, workers=2)
+    for i in range(10):  # ten renders of each of five jobs while the API server is stuck
+        for j in range(5):
+            w.submit(f"job-{j}", i, observed_at=float(i))
+        w.flush(float(i))
+    assert len(started) == 2  # two in flight; the rest still pending, where newer renders replace them
+    assert w.pending() == 5
+    gate.set()
+    for t in range(10, 200):
+        w.flush(float(t), wait=True)
+        if w.pending() == 0 and len(started) >= 7:
+            break
+        time.sleep(0.01)
+    w.close()
+    assert [p for _, p in started[2:]] == [9] * 5  # each later write carried the newest render
+    assert len(started) == 7  # for 50 renders

@@ -24,7 +24,11 @@ ADVISOR = ("advisor.trainjob-advisor.io", "v1alpha1")
 MERGE = "application/merge-patch+json"
 #: short intervals so that a scenario takes seconds, not minutes
 FAST = EngineConfig(
-    write_interval_s=0.5, forecast_interval_s=0.5, evaluate_interval_s=1.0, max_writes_per_second=50
+    write_interval_s=0.5,
+    forecast_interval_s=0.5,
+    evaluate_interval_s=1.0,
+    max_writes_per_second=50,
+    policy_status_interval_s=1.0,
 )
 
 

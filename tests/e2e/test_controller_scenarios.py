@@ -26,6 +26,7 @@ import pytest
 from controller_harness import ADVISOR, KUEUE, MERGE, TRAINER, Controller, wait_for
 from kubernetes import client
 
+from advisor.controller.store import decode_history
 from simulator.curves import CurveSpec
 
 REQUEST_ANNOTATION = "advisor.trainjob-advisor.io/checkpoint-request"
@@ -276,8 +277,9 @@ def test_forecast_appears_tracks_the_truth_and_kubectl_shows_the_columns(
     )
     truth_eta = (spec.total_steps - 1200) / (20 / dt)
     assert fc["etaSeconds"] is not None and abs(fc["etaSeconds"]["mean"] - truth_eta) <= 0.25 * truth_eta
-    hist = json.loads(status["coreState"])["history"]
-    assert hist and last > t0
+    hist = decode_history(status["history"])
+    assert hist["steps"] and hist["steps"][-1] == 1200 and last > t0
+    assert "history" not in json.loads(status["coreState"])  # stored once, beside the core state
     # the printer columns, as `kubectl get tjf` renders them (server-side Table)
     path = f"/apis/advisor.trainjob-advisor.io/v1alpha1/namespaces/{cluster.ns}/trainjobforecasts"
     url = f"{admin_api.configuration.host}{path}"
@@ -337,6 +339,17 @@ def test_recommend_policy_advises_with_an_event_and_changes_nothing(
     got = cluster.custom.get_namespaced_custom_object(*TRAINER[:2], cluster.ns, TRAINER[2], "flat")
     assert got["metadata"]["generation"] == job["metadata"]["generation"]  # spec untouched
     assert set(cluster.reasons("flat")) == {"Recommendation"}
+    # the policy's own status says what it is doing (the figures the CRD schema keeps)
+    policy = wait_for(
+        lambda: (
+            (p := cluster.custom.get_cluster_custom_object(*ADVISOR, "advisorpolicies", name))
+            and (p.get("status") or {}).get("jobsMatched")
+            and p
+        ),
+        "the AdvisorPolicy figures",
+    )
+    assert policy["status"]["jobsMatched"] == 1 and policy["status"]["matchedJobs"] == [f"{cluster.ns}/flat"]
+    assert policy["status"]["actionsTaken"] == 0  # Recommend mode takes none
 
 
 # ------------------------------------------------------------------------------------ scenario 3
@@ -573,7 +586,7 @@ def test_restart_between_request_recorded_and_workload_patched_completes_exactly
     ((rid, entry),) = json.loads(saved["status"]["pendingActions"]).items()
     assert entry["stage"] == "recorded" and entry["kind"] == "release-quota"
     assert cluster.workload(wl)["spec"].get("active", True) is True  # died before the patch
-    history_before = json.loads(saved["status"]["coreState"])["history"]
+    history_before = decode_history(saved["status"]["history"])
     rv_before = cluster.workload(wl)["metadata"]["resourceVersion"]
 
     ctl = Controller(control_plane, cluster.ns)
@@ -589,8 +602,10 @@ def test_restart_between_request_recorded_and_workload_patched_completes_exactly
         assert cluster.reasons("flat").count("QuotaReleased") == 1
         wl_obj = cluster.workload(wl)
         assert int(wl_obj["metadata"]["resourceVersion"]) > int(rv_before)
-        history_after = json.loads(cluster.forecast("flat")["status"]["coreState"])["history"]
-        assert len(json.dumps(history_after)) >= len(json.dumps(history_before)) * 0.5
+        history_after = decode_history(cluster.forecast("flat")["status"]["history"])
+        kept = len(history_before["steps"])  # nothing lost: the old points, then the new ones
+        assert history_after["steps"][:kept] == history_before["steps"]
+        assert history_after["losses"][:kept] == history_before["losses"]
         record = ctl.engine.core.record(f"{cluster.ns}/flat") if ctl.engine else None
         assert record is not None and record.history.last is not None and record.history.last.step >= 20
     finally:
@@ -609,7 +624,7 @@ def test_garbage_progress_is_survived_warned_about_and_never_stored(
         lambda: (f := cluster.forecast("junk")) and f["status"]["progress"]["step"] == 400 and f,
         "the good history",
     )
-    good_hist = json.loads(good["status"]["coreState"])["history"]
+    good_hist = decode_history(good["status"]["history"])
     garbage: list[list[dict[str, str]]] = [
         [{"name": "current_step", "value": "420"}, {"name": "loss", "value": "NaN"}],
         [{"name": "current_step", "value": "banana"}, {"name": "loss", "value": "-inf"}],
@@ -645,5 +660,7 @@ def test_garbage_progress_is_survived_warned_about_and_never_stored(
     curve = record.history.curve()
     assert len(curve.segments) >= 2  # the backwards step opened a new segment
     assert all(isinstance(s, float | int) and math.isfinite(s) and s >= 0 for s in curve.steps)
-    assert len(json.dumps(core["history"])) < 200_000 and good_hist
+    stored = decode_history(status["history"])
+    assert len(json.dumps(status["history"])) < 200_000 and good_hist["steps"]
+    assert all(isinstance(s, int) and s >= 0 for s in stored["steps"]) and len(stored["segments"]) >= 2
     json.dumps(status, allow_nan=False)

@@ -1,0 +1,146 @@
+"""What each AdvisorPolicy is doing, for its status: jobs matched, actions taken, GPU-hours flagged.
+
+Admins read a policy's effect from ``kubectl get advisorpolicies`` (printer columns ``Jobs`` and
+``Actions``) before switching it from Recommend to Apply. The figures are derived from state the
+controller already persists, so that a restart does not reset them:
+
+* ``jobsMatched`` / ``matchedJobs``: jobs whose latest decision came from the policy;
+* ``actionsTaken`` / ``actionsByKind``: actions the policy carried out (any outcome but
+  ``recommended``) in the action logs of the jobs the controller follows (each job's log is
+  persisted in its TrainJobForecast); ``recommendations`` counts the Recommend-mode ones;
+* ``gpuHoursFlaggedNonLearning``: GPU-hours held by jobs the policy governs while they were
+  classified plateaued, hung or diverging, accumulated by the controller from the value found in
+  the status when it started.
+
+``policy_figures`` is pure; ``PolicyBook`` holds the loaded policies for the engine, writes the
+``Valid`` condition when a policy changes, and the figures at the engine's bounded rate, only
+when they changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.controller.metrics import Metrics
+from advisor.model import ActionRecord
+
+__all__ = ["MAX_LISTED_JOBS", "PolicyBook", "PolicyFigures", "policy_figures"]
+
+log = logging.getLogger(__name__)
+
+#: how many job names ``matchedJobs`` lists (the count is always complete)
+MAX_LISTED_JOBS = 100
+
+
+@dataclass
+class PolicyFigures:
+    jobs: list[str] = field(default_factory=list)
+    actions: dict[str, int] = field(default_factory=dict)
+    recommendations: int = 0
+    gpu_hours: float = 0.0
+
+    def status(self) -> dict[str, Any]:
+        jobs = sorted(self.jobs)
+        return {
+            "jobsMatched": len(jobs),
+            "matchedJobs": jobs[:MAX_LISTED_JOBS],
+            "actionsTaken": sum(self.actions.values()),
+            "actionsByKind": dict(sorted(self.actions.items())),
+            "recommendations": self.recommendations,
+            "gpuHoursFlaggedNonLearning": round(self.gpu_hours, 3),
+        }
+
+
+def policy_figures(
+    policies: Iterable[str],
+    jobs: Iterable[tuple[str, str | None, Iterable[ActionRecord]]],
+    gpu_hours: Mapping[str, float],
+) -> dict[str, PolicyFigures]:
+    """``jobs``: (job key, name of the policy its latest decision came from, its action log)."""
+    out = {name: PolicyFigures(gpu_hours=float(gpu_hours.get(name, 0.0))) for name in policies}
+    for key, selected, actions in jobs:
+        if selected in out:
+            out[selected].jobs.append(key)
+        for rec in actions:
+            figures = out.get(rec.policy)
+            if figures is None:
+                continue
+            if rec.outcome == "recommended":
+                figures.recommendations += 1
+            else:
+                figures.actions[rec.kind.value] = figures.actions.get(rec.kind.value, 0) + 1
+    return out
+
+
+class PolicyBook:
+    """The AdvisorPolicies the controller knows, and what it last wrote into their statuses."""
+
+    def __init__(self, api: Any, metrics: Metrics) -> None:
+        self.api = api
+        self.metrics = metrics
+        self.policies: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+        self.hours: dict[str, float] = {}  # GPU-hours flagged non-learning, per policy
+        self.written: dict[str, dict[str, Any]] = {}  # figures last written, per policy
+
+    def on_event(self, event_type: str, body: Mapping[str, Any]) -> None:
+        from policies import PolicyError, load_policy
+
+        name = str((body.get("metadata") or {}).get("name"))
+        self.policies.pop(name, None)
+        self.errors.pop(name, None)
+        if event_type == "DELETED":
+            self.hours.pop(name, None)
+            self.written.pop(name, None)
+            return
+        if name not in self.hours:  # carry the total over a controller restart
+            stored = (body.get("status") or {}).get("gpuHoursFlaggedNonLearning")
+            valid = isinstance(stored, int | float) and not isinstance(stored, bool) and stored > 0
+            self.hours[name] = float(stored) if valid and stored is not None else 0.0
+        try:
+            self.policies[name] = load_policy({k: v for k, v in body.items() if k != "status"})
+        except PolicyError as exc:
+            self.errors[name] = str(exc).replace("\n", "; ")
+        self._write_condition(name, body)
+
+    def add_hours(self, policy: str, hours: float) -> None:
+        self.hours[policy] = self.hours.get(policy, 0.0) + hours
+
+    def _write_condition(self, name: str, body: Mapping[str, Any]) -> None:
+        error = self.errors.get(name)
+        cond = {
+            "type": "Valid",
+            "status": "False" if error else "True",
+            "reason": "Invalid" if error else "Valid",
+            "message": error or "the policy is valid",
+        }
+        old = [c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") == "Valid"]
+        if old and all(old[0].get(k) == v for k, v in cond.items()):
+            return
+        cond["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        generation = (body.get("metadata") or {}).get("generation")
+        status = {"conditions": [cond], **({"observedGeneration": generation} if generation else {})}
+        self._patch(name, status)
+
+    def write_figures(self, jobs: Iterable[tuple[str, str | None, Iterable[ActionRecord]]]) -> None:
+        """``jobs`` as for ``policy_figures``; writes each policy's figures when they changed."""
+        names = sorted({*self.policies, *self.errors})
+        if not names:
+            return
+        for name, figures in policy_figures(names, jobs, self.hours).items():
+            status = figures.status()
+            if self.written.get(name) != status and self._patch(name, status):
+                self.written[name] = status
+
+    def _patch(self, name: str, status: Mapping[str, Any]) -> bool:
+        try:
+            self.api.patch_policy_status(name, status)
+        except Exception as exc:
+            log.warning("AdvisorPolicy %s status not written: %s", name, exc)
+            return False
+        self.metrics.api_writes.labels("advisorpolicy-status").inc()
+        return True

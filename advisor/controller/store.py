@@ -1,0 +1,283 @@
+"""Small, cheap writes of ``TrainJobForecast`` statuses: the history is appended, not rewritten.
+
+Each status carries the job's bounded history (a few hundred points), so that a controller
+restart loses nothing. Two costs come with it, and both were measured on a real API server:
+
+* **Request size.** Rewriting the history on every progress update made every write ~15 KB for
+  1-2 new points. Here the first write of an object (and any write after the history was
+  thinned, or after a doubt) is a full JSON merge patch; every later write is a JSON patch
+  (RFC 6902) that carries only the new points and the top-level fields whose JSON changed.
+* **The stored object's shape.** The API server decodes, validates and tracks field ownership of
+  the whole stored object on every write, node by node: a 300-point history as five arrays of
+  numbers (1,500 nodes) made each small patch cost it ~20-30 ms of CPU against ~8 ms without a
+  history. So the history is stored as *chunks*: each a compact JSON string of up to
+  ``CHUNK_POINTS`` rows ``[step, time, loss, learningRate, epoch]`` (trailing nulls dropped):
+  ~10 strings instead of 1,500 numbers, ~10 ms per patch. New points rewrite only the last,
+  partly filled chunk and add new ones.
+
+A delta patch starts with a ``test`` of ``status.history.revision`` against the revision this
+process last wrote, so a stale belief (another writer, a lost response, a hand edit) makes the
+API server refuse it (422) and the store falls back to a full write at once. Appending is only
+used while it is exactly what ``History.append`` did since the last write: nothing thinned (the
+``dropped`` count is unchanged), the old segments unchanged, the last written point still in
+place; otherwise the history is written in full.
+
+Only a digest of what was written is remembered per object (the revision, the point count and
+last point, the compact JSON of the small fields), not the history itself. Writes of one object
+never overlap (the ``StatusWriter`` guarantees it), so no lock is needed per object.
+``encode_history`` / ``decode_history`` convert between ``History.to_dict`` and the stored form.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = [
+    "CHUNK_POINTS",
+    "HISTORY_COLUMNS",
+    "ForecastStore",
+    "StoreStats",
+    "decode_history",
+    "encode_history",
+]
+
+log = logging.getLogger(__name__)
+
+#: the per-point columns of ``History.to_dict``, in the order of a stored row
+HISTORY_COLUMNS = ("steps", "times", "losses", "learningRates", "epochs")
+#: the per-history scalars and lists of ``History.to_dict`` kept as they are
+HISTORY_META = ("maxPoints", "segments", "restarts", "dropped")
+#: points per stored chunk (a chunk string is then ~1.5 KB)
+CHUNK_POINTS = 32
+
+
+def _row(history: Mapping[str, Any], i: int) -> list[Any]:
+    row = [_column(history, c)[i] if i < len(_column(history, c)) else None for c in HISTORY_COLUMNS]
+    while len(row) > 3 and row[-1] is None:
+        row.pop()
+    return row
+
+
+def _chunk(history: Mapping[str, Any], index: int, count: int) -> str:
+    lo = index * CHUNK_POINTS
+    return _dumps([_row(history, i) for i in range(lo, min(lo + CHUNK_POINTS, count))])
+
+
+def encode_history(history: Mapping[str, Any], revision: int) -> dict[str, Any]:
+    """``History.to_dict`` output in the stored form (``revision``, ``count``, ``chunks``)."""
+    count = len(_column(history, "steps"))
+    return {
+        **{k: history.get(k) for k in HISTORY_META},
+        "revision": revision,
+        "count": count,
+        "chunks": [_chunk(history, c, count) for c in range(-(-count // CHUNK_POINTS))],
+    }
+
+
+def decode_history(stored: Any) -> dict[str, Any]:
+    """The stored form back in ``History.to_dict`` form (``History.from_dict`` reads it). The
+    older column form passes through; an unreadable chunk is skipped, never fatal."""
+    if not isinstance(stored, Mapping):
+        return {}
+    if "chunks" not in stored:
+        return dict(stored)
+    out: dict[str, Any] = {k: stored.get(k) for k in HISTORY_META if k in stored}
+    columns: dict[str, list[Any]] = {c: [] for c in HISTORY_COLUMNS}
+    for chunk in stored.get("chunks") or []:
+        try:
+            rows = json.loads(chunk) if isinstance(chunk, str) else None
+        except ValueError:
+            rows = None
+        for row in rows if isinstance(rows, list) else []:
+            if not isinstance(row, list) or not row:
+                continue
+            for i, c in enumerate(HISTORY_COLUMNS):
+                columns[c].append(row[i] if i < len(row) else None)
+    out.update(columns)
+    return out
+
+
+class ForecastApi(Protocol):
+    def write_forecast(
+        self,
+        namespace: str,
+        name: str,
+        owner: Mapping[str, Any],
+        status: Mapping[str, Any],
+        *,
+        create_first: bool = False,
+    ) -> None: ...
+
+    def json_patch_forecast_status(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None: ...
+
+
+@dataclass
+class StoreStats:
+    full: int = 0
+    delta: int = 0
+    unchanged: int = 0
+    fallbacks: int = 0  # delta patches the API server refused (stale belief), then written in full
+    bytes: int = 0  # JSON bytes of the patches sent (about: values plus a fixed cost per op)
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What this process last wrote for one object (a digest, not the history)."""
+
+    revision: int
+    max_points: Any
+    count: int
+    dropped: Any
+    restarts: Any
+    segments: tuple[Any, ...]
+    last_point: tuple[Any, ...] | None
+    fields: dict[str, str]  # top-level status field -> compact JSON
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
+def _status_code(exc: BaseException) -> int | None:
+    status = getattr(exc, "status", None)
+    return int(status) if isinstance(status, int) else None
+
+
+def _point(history: Mapping[str, Any], i: int) -> tuple[Any, ...]:
+    return tuple(_row(history, i))
+
+
+def _column(history: Mapping[str, Any], name: str) -> list[Any]:
+    col = history.get(name)
+    return col if isinstance(col, list) else []
+
+
+class ForecastStore:
+    """``write(key, owner, status)``: persist ``status`` (with ``status["history"]`` in
+    ``History.to_dict`` form) for the job ``key`` ("namespace/name") as cheaply as is safe."""
+
+    def __init__(self, api: ForecastApi) -> None:
+        self.api = api
+        self._written: dict[str, _Written] = {}
+        self._exists: set[str] = set()  # objects known to exist (listed at startup, or written)
+        self.stats = StoreStats()
+
+    def known(self, key: str) -> None:
+        """``key``'s object exists (found at startup): a first write patches it directly."""
+        self._exists.add(key)
+
+    def forget(self, key: str) -> None:
+        self._written.pop(key, None)
+        self._exists.discard(key)
+
+    def write(self, key: str, owner: Mapping[str, Any], status: Mapping[str, Any]) -> str:
+        """Returns how it was written: ``full``, ``delta`` or ``unchanged`` (nothing to send)."""
+        ns, name = key.split("/", 1)
+        history = status.get("history")
+        history = history if isinstance(history, Mapping) else None
+        last = self._written.get(key)
+        if last is not None:
+            plan = self._delta(last, status, history)
+            if plan is not None:
+                ops, revision, fields = plan
+                if not ops:
+                    self.stats.unchanged += 1
+                    return "unchanged"
+                try:
+                    self.api.json_patch_forecast_status(ns, name, ops)
+                except Exception as exc:
+                    if _status_code(exc) not in (404, 409, 422):
+                        self._written.pop(key, None)  # unknown outcome: the next write is a full one
+                        raise
+                    self.stats.fallbacks += 1
+                    log.debug("delta write of %s refused (%s): writing it in full", key, _status_code(exc))
+                else:
+                    self.stats.delta += 1
+                    self.stats.bytes += sum(len(_dumps(op.get("value"))) + 40 for op in ops)  # about
+                    self._remember(key, history, revision, fields)
+                    return "delta"
+        revision = (last.revision if last is not None else 0) + 1
+        full = dict(status)
+        if history is not None:
+            full["history"] = encode_history(history, revision)
+        self._written.pop(key, None)
+        self.api.write_forecast(ns, name, owner, full, create_first=key not in self._exists)
+        self._exists.add(key)
+        self.stats.full += 1
+        fields = {k: _dumps(v) for k, v in status.items() if k != "history"}
+        self.stats.bytes += sum(map(len, fields.values())) + len(_dumps(full.get("history")))
+        self._remember(key, history, revision, fields)
+        return "full"
+
+    # ------------------------------------------------------------------------------ internals
+    def _remember(
+        self, key: str, history: Mapping[str, Any] | None, revision: int, fields: dict[str, str]
+    ) -> None:
+        count = len(_column(history, "steps")) if history is not None else 0
+        self._written[key] = _Written(
+            revision=revision,
+            max_points=history.get("maxPoints") if history is not None else None,
+            count=count,
+            dropped=history.get("dropped") if history is not None else None,
+            restarts=history.get("restarts") if history is not None else None,
+            segments=tuple(_column(history, "segments")) if history is not None else (),
+            last_point=_point(history, count - 1) if history is not None and count else None,
+            fields=fields,
+        )
+
+    def _delta(
+        self, last: _Written, status: Mapping[str, Any], history: Mapping[str, Any] | None
+    ) -> tuple[list[dict[str, Any]], int, dict[str, str]] | None:
+        """The JSON patch from what was last written to ``status``, or None when only a full
+        write is safe (the history was thinned or otherwise rewritten)."""
+        if not set(last.fields) <= set(status):
+            return None  # a field to remove: only a full write removes it
+        ops: list[dict[str, Any]] = []
+        revision = last.revision
+        if history is not None:
+            steps = _column(history, "steps")
+            segments = _column(history, "segments")
+            n = len(steps)
+            if (
+                history.get("maxPoints") != last.max_points
+                or history.get("dropped") != last.dropped
+                or n < last.count
+                or tuple(segments[: len(last.segments)]) != last.segments
+                or any(len(_column(history, c)) != n for c in HISTORY_COLUMNS)
+                or (last.count and _point(history, last.count - 1) != last.last_point)
+            ):
+                return None
+            if n > last.count or tuple(segments) != last.segments or history.get("restarts") != last.restarts:
+                base = "/status/history"
+                ops.append({"op": "test", "path": f"{base}/revision", "value": last.revision})
+                stored_chunks = -(-last.count // CHUNK_POINTS)
+                for c in range(last.count // CHUNK_POINTS, -(-n // CHUNK_POINTS)):
+                    path = f"{base}/chunks/{c}" if c < stored_chunks else f"{base}/chunks/-"
+                    op = "replace" if c < stored_chunks else "add"
+                    ops.append({"op": op, "path": path, "value": _chunk(history, c, n)})
+                revision = last.revision + 1
+                ops += [
+                    {"op": "replace", "path": f"{base}/count", "value": n},
+                    {"op": "replace", "path": f"{base}/segments", "value": list(segments)},
+                    {"op": "replace", "path": f"{base}/restarts", "value": history.get("restarts")},
+                    {"op": "replace", "path": f"{base}/revision", "value": revision},
+                ]
+        elif last.count:
+            return None
+        fields = {}
+        for field, value in status.items():
+            if field == "history":
+                continue
+            fields[field] = text = _dumps(value)
+            if last.fields.get(field) != text:
+                ops.append({"op": "add", "path": f"/status/{_escape(field)}", "value": value})
+        return ops, revision, fields
+
+
+def _escape(token: str) -> str:
+    """A JSON pointer token (RFC 6901)."""
+    return token.replace("~", "~0").replace("/", "~1")

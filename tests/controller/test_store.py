@@ -1,0 +1,144 @@
+"""Incremental TrainJobForecast writes: appended history, guarded by revision, full when thinned."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from advisor.controller.store import CHUNK_POINTS, ForecastStore, decode_history
+from advisor.core import History
+from advisor.model import ProgressSample
+from tests.controller.fakes import ApiError, FakeApi
+
+KEY = "team-a/llm"
+OWNER = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "uid": "uid-1"}
+
+
+def status(history: History, step: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "observedAt": f"t{step}",
+        "progress": {"step": step},
+        "coreState": json.dumps({"step": step}),
+        "history": history.to_dict(),
+        **extra,
+    }
+
+
+def grow(history: History, steps: range, t0: float = 1000.0) -> None:
+    for s in steps:
+        history.append(ProgressSample(step=s, loss=1.0 / (1 + s), time=t0 + s))
+
+
+def stored(api: FakeApi) -> dict[str, Any]:
+    return api.forecasts[KEY]["status"]
+
+
+def history_of(api: FakeApi) -> dict[str, Any]:
+    return decode_history(stored(api)["history"])
+
+
+def test_first_write_is_full_then_only_new_points_are_appended() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    store = ForecastStore(api)
+    grow(h, range(1, 11))
+    assert store.write(KEY, OWNER, status(h, 10)) == "full"
+    assert stored(api)["history"]["revision"] == 1
+    assert len(stored(api)["history"]["chunks"]) == 1  # a few strings, not thousands of numbers
+    grow(h, range(11, 13))
+    assert store.write(KEY, OWNER, status(h, 12)) == "delta"
+    patch = api.log[-1]
+    assert patch[0] == "json_patch_forecast"
+    # test, the last chunk, count/segments/restarts/revision, the three changed fields
+    assert patch[3] == 1 + 1 + 4 + 3
+    assert history_of(api) == h.to_dict()
+    assert stored(api)["history"]["revision"] == 2 and stored(api)["progress"] == {"step": 12}
+    assert store.stats.full == 1 and store.stats.delta == 1
+
+
+def test_unchanged_status_is_not_written_and_unchanged_fields_are_not_sent() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    store = ForecastStore(api)
+    grow(h, range(1, 5))
+    st = status(h, 4)
+    store.write(KEY, OWNER, st)
+    writes = len(api.log)
+    assert store.write(KEY, OWNER, dict(st)) == "unchanged" and len(api.log) == writes
+    assert store.write(KEY, OWNER, {**st, "observedAt": "later"}) == "delta"
+    assert api.log[-1][3] == 1  # one field, no history ops (no new points: no test needed)
+
+
+def test_thinning_or_a_restart_of_the_store_rewrites_in_full() -> None:
+    api, h = FakeApi(), History(max_points=16)
+    store = ForecastStore(api)
+    grow(h, range(1, 16))
+    store.write(KEY, OWNER, status(h, 15))
+    grow(h, range(16, 18))  # the 17th point thins the older part
+    assert h.dropped > 0
+    assert store.write(KEY, OWNER, status(h, 17)) == "full"
+    assert history_of(api) == h.to_dict()
+    fresh = ForecastStore(api)  # a new process knows nothing of what is stored: full first
+    grow(h, range(18, 19))
+    assert fresh.write(KEY, OWNER, status(h, 18)) == "full"
+
+
+def test_a_stale_revision_is_refused_by_the_test_op_and_written_in_full() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    store = ForecastStore(api)
+    grow(h, range(1, 6))
+    store.write(KEY, OWNER, status(h, 5))
+    stored(api)["history"]["revision"] = 41  # someone else wrote meanwhile
+    stored(api)["history"]["chunks"].append("[[999,1.0,0.1]]")
+    grow(h, range(6, 8))
+    assert store.write(KEY, OWNER, status(h, 7)) == "full"
+    assert store.stats.fallbacks == 1
+    assert history_of(api)["steps"] == [p.step for p in h.points]
+    assert stored(api)["history"]["revision"] == 2
+
+
+def test_restarts_append_segments_and_a_deleted_object_is_recreated() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    store = ForecastStore(api)
+    grow(h, range(10, 50, 10))
+    store.write(KEY, OWNER, status(h, 40))
+    grow(h, range(20, 40, 10), t0=2000.0)  # backwards: a new segment
+    assert store.write(KEY, OWNER, status(h, 30)) == "delta"
+    hist = history_of(api)
+    assert hist["segments"] == [0, 4] and hist["restarts"] == 1 and hist["steps"] == [10, 20, 30, 40, 20, 30]
+    del api.forecasts[KEY]
+    grow(h, range(40, 50, 10), t0=2000.0)
+    assert store.write(KEY, OWNER, status(h, 40)) == "full"
+    assert history_of(api)["steps"][-1] == 40
+
+
+def test_an_unexpected_error_forgets_the_digest_so_the_next_write_is_full() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    store = ForecastStore(api)
+    grow(h, range(1, 4))
+    store.write(KEY, OWNER, status(h, 3))
+    grow(h, range(4, 5))
+    api.fail_writes = 1
+    try:
+        store.write(KEY, OWNER, status(h, 4))
+    except ApiError as exc:
+        assert exc.status == 503
+    else:
+        raise AssertionError("the 503 must surface (the writer retries it)")
+    assert store.write(KEY, OWNER, status(h, 4)) == "full"
+    assert history_of(api)["steps"] == [1, 2, 3, 4]
+
+
+def test_appends_fill_the_last_chunk_then_open_new_ones_and_restore_exactly() -> None:
+    api, h = FakeApi(), History(max_points=300)
+    store = ForecastStore(api)
+    grow(h, range(1, CHUNK_POINTS))  # one short of a full chunk
+    store.write(KEY, OWNER, status(h, CHUNK_POINTS - 1))
+    for step in range(CHUNK_POINTS, 3 * CHUNK_POINTS + 5):
+        grow(h, range(step, step + 1))
+        assert store.write(KEY, OWNER, status(h, step)) == "delta"
+    chunks = stored(api)["history"]["chunks"]
+    assert len(h) == 3 * CHUNK_POINTS + 4
+    assert len(chunks) == 4 and [len(json.loads(c)) for c in chunks] == [CHUNK_POINTS] * 3 + [4]
+    assert stored(api)["history"]["count"] == len(h)
+    restored = History.from_dict(decode_history(stored(api)["history"]))
+    assert restored.points == h.points  # a restart gets exactly the same history back
+    assert decode_history({"chunks": ["[[1,2.0,0.5]]", "not json", 7]})["steps"] == [1]  # damage is skipped
