@@ -1,9 +1,11 @@
 """Simulator benchmark: the embedded default (every row) and a Philly slice with the advisor.
 
-Run: ``.venv/bin/python bench/simulate_bench.py [--philly-jobs N] [--skip-default]``.
+Run: ``.venv/bin/python bench/simulate_bench.py [--philly-jobs N] [--skip-default]
+[--forecast-interval S] [--tick-max S]`` (``--philly-jobs 0``: the full 82k-job extract).
 
-Prints, per row, wall and CPU seconds and simulated job-hours per wall-second, and the advisor
-row's cost as a ratio to the no-advisor row measured in the same run. The Philly part reads
+Prints, per row, wall and CPU seconds and simulated job-hours per wall-second (and per CPU-second,
+the one-core figure when other processes share the machine), and the advisor row's cost as a
+ratio to the no-advisor row measured in the same run. The Philly part reads
 ``../shared/data/traces/pollux-osdi21/simulator/traces/philly.csv`` and is skipped when absent.
 """
 
@@ -30,7 +32,8 @@ def _row(scenario: Scenario, strategy: object) -> tuple[dict[str, object], float
     job_h = sum(j.duration for j in scenario.trace.jobs) / 3600.0
     print(
         f"  {res.metrics['policy']:<26} wall {wall:7.2f}s  cpu {cpu:7.2f}s  "
-        f"{job_h / wall:9.1f} sim job-h/wall-s  ticks {res.metrics['advisor_ticks']}"
+        f"{job_h / wall:9.1f} sim job-h/wall-s  {job_h / max(cpu, 1e-9):9.1f} per cpu-s  "
+        f"ticks {res.metrics['advisor_ticks']}"
     )
     return res.metrics, wall, cpu
 
@@ -39,6 +42,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--philly-jobs", type=int, default=3000, help="Philly rows to replay (0: all 82k)")
     parser.add_argument("--skip-default", action="store_true")
+    parser.add_argument(
+        "--forecast-interval",
+        type=float,
+        default=1200.0,
+        help="Philly advisor row: seconds between forecasts",
+    )
+    parser.add_argument(
+        "--tick-max", type=float, default=1800.0, help="Philly advisor row: longest tick spacing"
+    )
     args = parser.parse_args()
     if not args.skip_default:
         sc = default_scenario()
@@ -62,7 +74,10 @@ def main() -> int:
     print(f"philly: {len(trace.jobs)} jobs, {sc.capacity} GPUs in {len(queues)} ClusterQueues")
     _m, base_wall, _cpu = _row(sc, NoAdvisor())
     plateau = [p for p in SAMPLES if p.stem == "policy-plateau-release"]
-    _m, adv_wall, _cpu = _row(sc, policy_strategies(plateau)[0])
+    advisor = policy_strategies(
+        plateau, forecast_interval_s=args.forecast_interval, tick_max_s=args.tick_max
+    )[0]
+    _m, adv_wall, _cpu = _row(sc, advisor)
     print(f"  advisor / no-advisor wall ratio: {adv_wall / base_wall:.1f}")
     return 0
 

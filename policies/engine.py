@@ -31,7 +31,7 @@ from policies.rules import RULES
 from policies.rules.base import DISRUPTIVE, Context, Outcome, dur
 from policies.spec import Policy
 
-__all__ = ["decide", "evaluate_rules", "is_exempt"]
+__all__ = ["decide", "evaluate_rules", "is_exempt", "judge"]
 
 HOUR = 3600.0
 
@@ -41,7 +41,9 @@ def is_exempt(job: JobView, policy: Policy) -> bool:
     return value is not None and value.strip().lower() != "false"
 
 
-def _judge(job: JobView, policy: Policy, now: float) -> tuple[bool, str]:
+def judge(job: JobView, policy: Policy, now: float) -> tuple[bool, str]:
+    """Whether ``policy`` may judge ``job``'s learning yet (minimum runtime, steps, progress met),
+    and why not: warmup looks like anything, and a forecast nobody reads need not be made."""
     s = policy.safety
     if s.min_runtime > 0:
         if job.started_at is None:
@@ -149,7 +151,7 @@ def evaluate_rules(
     if not math.isfinite(now):
         raise ValueError(f"now must be finite, got {now!r}")
     apply = policy.mode is Mode.APPLY
-    judge, judge_reason = _judge(job, policy, now)
+    judged, judge_reason = judge(job, policy, now)
     fc, fc_reason = _forecast(job, policy)
     ctx = Context(
         job=job,
@@ -157,7 +159,7 @@ def evaluate_rules(
         policy=policy,
         now=now,
         apply=apply,
-        judge=judge,
+        judge=judged,
         judge_reason=judge_reason,
         forecast=fc,
         forecast_reason=fc_reason,

@@ -26,9 +26,10 @@ from __future__ import annotations
 from advisor.model import ClusterQueueView, ClusterView, WorkloadView
 from policies.quota import cohort_members, effective_priority, fits, pending_workloads
 
-__all__ = ["first_in_line", "predict_victims"]
+__all__ = ["can_be_preempted", "first_in_line", "predict_victims"]
 
 _cache: tuple[ClusterView, int | None, tuple[WorkloadView, ...]] | None = None
+_range_cache: tuple[ClusterView, dict[str, tuple[int, int]]] | None = None
 
 
 def _candidates(
@@ -177,3 +178,58 @@ def first_in_line(cluster: ClusterView, *, per_queue: int = 1) -> list[WorkloadV
         )
         out.extend(members[:per_queue])
     return out
+
+
+def _priority_range(cluster: ClusterView) -> dict[str, tuple[int, int]]:
+    """(lowest, highest) base priority in use per ClusterQueue and per cohort (``"cohort:<name>"``)."""
+    global _range_cache
+    if _range_cache is not None and _range_cache[0] is cluster:
+        return _range_cache[1]
+    ranges: dict[str, tuple[int, int]] = {}
+    for w in cluster.workloads:
+        if not w.active:
+            continue
+        keys = [w.cluster_queue]
+        cq = cluster.cluster_queues.get(w.cluster_queue)
+        if cq is not None and cq.cohort is not None:
+            keys.append("cohort:" + cq.cohort)
+        for k in keys:
+            lo, hi = ranges.get(k, (w.priority, w.priority))
+            ranges[k] = (min(lo, w.priority), max(hi, w.priority))
+    _range_cache = (cluster, ranges)
+    return ranges
+
+
+def can_be_preempted(cluster: ClusterView, w: WorkloadView, *, as_it_stands: bool = True) -> bool:
+    """Whether any preemption rule of the cluster can pick ``w`` as a victim in its present state
+    (``as_it_stands``), or at any time until the priorities in use change (``as_it_stands=False``:
+    its queue may start borrowing any moment, which the next look may come too late to see).
+
+    The priorities in use are those of the admitted and pending workloads of its cohort (of its
+    queue without one). ``withinClusterQueue: LowerPriority`` cannot reach a workload at the top
+    of a range of priorities in use (when all are equal, a higher one may still come: it counts as
+    reachable); ``LowerOrNewerEqualPriority`` always may; cohort reclamation only while its queue
+    borrows, and for ``LowerPriority`` only below the top. A workload that nothing in Kueue can
+    evict gains nothing from checkpoints against preemption: they only cost.
+    """
+    cq = cluster.cluster_queues.get(w.cluster_queue)
+    if cq is None:
+        return False
+    lo, hi = _priority_range(cluster).get(
+        cq.name if cq.cohort is None else "cohort:" + cq.cohort, (w.priority, w.priority)
+    )
+    below_top = w.priority < hi or lo == hi
+    if cq.within_cluster_queue == "LowerOrNewerEqualPriority":
+        return True  # an equal-priority newcomer may already preempt it
+    if cq.within_cluster_queue == "LowerPriority" and below_top:
+        return True
+    if cq.cohort is None or cq.borrowing_limit == 0:
+        return False
+    if as_it_stands and cq.usage_gpus <= cq.nominal_gpus:
+        return False
+    for q in cohort_members(cluster, cq):
+        if q.name == cq.name or q.reclaim_within_cohort == "Never":
+            continue
+        if q.reclaim_within_cohort == "Any" or below_top:
+            return True
+    return False

@@ -10,13 +10,19 @@ The actuator carries out the strategy's actions the way the controller's actuato
 cluster: a checkpoint request pauses the job for its checkpoint cost and is acknowledged in its
 progress stream; releasing quota deactivates the workload (SIGTERM: a save within the grace period
 when the job's helper does that, quota freed at once, never requeued); a priority boost changes
-Kueue's effective priority; a scale restarts the job from a checkpoint at its new size.
+Kueue's effective priority; a scale restarts the job from a checkpoint at its new size. When Kueue
+evicts a workload the advisor boosted, the advisor is asked at once (its watch event), before the
+workload is requeued, so that it can drop the boost in time.
+
+The ClusterView handed to the advisor is one snapshot per quota change, assembled from
+per-ClusterQueue parts, so thousands of ticks between two changes share it (and the policies'
+per-snapshot index).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,16 +38,28 @@ from advisor.model import (
     WorkloadView,
 )
 from simulator.jobs import Phase, SimJob, WorldConfig
-from simulator.quota import QuotaModel
+from simulator.quota import QuotaModel, Workload
 from simulator.strategy import Strategy
 
 __all__ = ["SimRecord", "Simulation"]
 
 ARRIVAL, PHASE_END, FAILURE, OWN_CKPT, TICK = range(5)
+#: actions the actuator completes on the spot (the others are acknowledged by the job)
+_DONE_AT_ONCE = frozenset(
+    {
+        ActionKind.RELEASE_QUOTA,
+        ActionKind.STOP,
+        ActionKind.BOOST_PRIORITY,
+        ActionKind.DROP_BOOST,
+        ActionKind.SCALE,
+    }
+)
 #: a predicted victim counts as right if it is preempted within this long after the prediction
 VICTIM_HORIZON_S = 3600.0
 #: the peak learning rate reported by simulated jobs (the curve library's schedules are relative)
 PEAK_LR = 3e-4
+#: pending workloads per ClusterQueue shown in the ClusterView (the head of each queue)
+VIEW_PENDING = 50
 
 
 @dataclass(slots=True)
@@ -79,9 +97,13 @@ class Simulation:
         self._on_progress = on_progress
         self._by_workload = {j.workload.uid: j for j in jobs}
         self._cluster_cache: tuple[int, float, ClusterView] | None = None
+        self._queue_parts: dict[str, tuple[int, ClusterQueueView, tuple[WorkloadView, ...]]] = {}
+        self._wl_views: dict[int, tuple[tuple[Any, ...], WorkloadView]] = {}
         self._evictions: dict[str, int] = {}
         self._busy_s: dict[str, float] = {}
         self._woken: set[int] = set()
+        self._scheduling = False
+        self._reschedule = False
 
     # ---- event plumbing --------------------------------------------------------------------
     def _push(self, t: float, kind: int, idx: int, gen: int) -> None:
@@ -159,22 +181,32 @@ class Simulation:
 
     # ---- admission -------------------------------------------------------------------------
     def _schedule(self) -> None:
-        while True:
-            admitted, preempted = self.quota.schedule(self.now)
-            for p in preempted:
-                victim = self._by_workload[p.victim.uid]
-                if victim.phase is Phase.PENDING:
-                    # admitted and preempted again within this pass: it never started
-                    self.quota.submit(victim.workload)
-                    continue
-                self.record.preemptions.append((victim.idx, self.now))
-                self._evict(victim, "preempted")
-            for wl in admitted:
-                job = self._by_workload[wl.uid]
-                if wl.admitted and job.phase is Phase.PENDING:
-                    self._start(job)
-            if not preempted:
-                break
+        if self._scheduling:
+            self._reschedule = True  # an action taken inside the pass: one more pass after it
+            return
+        self._scheduling = True
+        try:
+            while True:
+                self._reschedule = False
+                admitted, preempted = self.quota.schedule(self.now)
+                for p in preempted:
+                    victim = self._by_workload[p.victim.uid]
+                    if victim.phase is Phase.PENDING:
+                        # admitted and preempted again within this pass: it never started
+                        self.quota.submit(victim.workload)
+                        continue
+                    self.record.preemptions.append((victim.idx, self.now))
+                    self._evict(victim, "preempted")
+                    if victim.workload.boost and self.strategy.watches_cluster:
+                        self._react(victim)
+                for wl in admitted:
+                    job = self._by_workload[wl.uid]
+                    if wl.admitted and job.phase is Phase.PENDING:
+                        self._start(job)
+                if not (preempted or self._reschedule):
+                    break
+        finally:
+            self._scheduling = False
         self._usage_changed()
         if self.strategy.watches_cluster:
             self._wake_likely_victims()
@@ -391,24 +423,33 @@ class Simulation:
             return
         self.record.ticks += 1
         samples = self._collect_samples(job)
-        for action in self.strategy.tick(job, samples, self.now):
-            request = self.apply(job, action)
-            if request is not None and action.kind in (
-                ActionKind.RELEASE_QUOTA,
-                ActionKind.STOP,
-                ActionKind.BOOST_PRIORITY,
-                ActionKind.DROP_BOOST,
-                ActionKind.SCALE,
-            ):
-                self.strategy.action_outcome(job, request, "done", self.now)
-            if job.phase.terminal:
-                return
+        self._run_actions(job, self.strategy.tick(job, samples, self.now))
+        if job.phase.terminal:
+            return
         if gen != -1 and job.idx in self._ticking:
             delay = self.strategy.next_tick(job, self.now)
             if delay is None:
                 self._ticking.discard(job.idx)
             else:
                 self._push(self.now + delay, TICK, job.idx, 0)
+
+    def _react(self, job: SimJob) -> None:
+        """The controller's answer to the eviction of a workload it boosted, before Kueue's next
+        scheduling cycle: a preempted workload is requeued only once its pods have terminated,
+        which takes up to the grace period, so the boost can be dropped in time (a boosted
+        workload back in the queue would outrank, and could preempt, its equals)."""
+        if job.phase.terminal:
+            return
+        self.record.ticks += 1
+        self._run_actions(job, self.strategy.tick(job, self._collect_samples(job), self.now))
+
+    def _run_actions(self, job: SimJob, actions: Sequence[Action]) -> None:
+        for action in actions:
+            request = self.apply(job, action)
+            if request is not None and action.kind in _DONE_AT_ONCE:
+                self.strategy.action_outcome(job, request, "done", self.now)
+            if job.phase.terminal:
+                return
 
     def _collect_samples(self, job: SimJob) -> list[ProgressSample]:
         """The progress reports logged since the previous tick, in time order."""
@@ -462,31 +503,24 @@ class Simulation:
         )
 
     def cluster_view(self) -> ClusterView:
+        """The snapshot a controller would read now. One snapshot serves every tick until the
+        quota model changes (the eviction rates in it are those of that moment, as a
+        controller's would be of its last informer update), so the policies' per-snapshot index
+        is built once for all of them. It is assembled from per-ClusterQueue parts rebuilt only
+        when their queue changed (and per-workload views only when the workload did)."""
         cached = self._cluster_cache
-        if cached is not None and cached[0] == self.quota.version and cached[1] == self.now:
+        if cached is not None and cached[0] == self.quota.version:
             return cached[2]
-        queues = {}
-        for name, q in self.quota.queues.items():
-            s = q.spec
-            queues[name] = ClusterQueueView(
-                name=name,
-                cohort=s.cohort,
-                nominal_gpus=s.nominal_gpus,
-                borrowing_limit=s.borrowing_limit,
-                lending_limit=s.lending_limit,
-                usage_gpus=q.usage,
-                within_cluster_queue=s.within_cluster_queue,
-                reclaim_within_cohort=s.reclaim_within_cohort,
-                borrow_within_cohort=s.borrow_within_cohort,
-                borrow_max_priority_threshold=s.borrow_max_priority_threshold,
-                queueing_strategy=s.queueing_strategy,
-            )
-        workloads = []
-        for q in self.quota.queues.values():
-            for wl in q.admitted.values():
-                workloads.append(self._wl_view(wl))
-            for _k, wl in q.pending[:50]:
-                workloads.append(self._wl_view(wl))
+        queues: dict[str, ClusterQueueView] = {}
+        workloads: list[WorkloadView] = []
+        for name in self.quota.queues:
+            version = self.quota.queue_version[name]
+            part = self._queue_parts.get(name)
+            if part is None or part[0] != version:
+                part = (version, self._queue_view(name), self._queue_workloads(name))
+                self._queue_parts[name] = part
+            queues[name] = part[1]
+            workloads.extend(part[2])
         rates = {name: self._evictions.get(name, 0) / busy for name, busy in self._busy_s.items() if busy > 0}
         view = ClusterView(
             cluster_queues=queues,
@@ -497,9 +531,37 @@ class Simulation:
         self._cluster_cache = (self.quota.version, self.now, view)
         return view
 
-    def _wl_view(self, wl: Any) -> WorkloadView:
+    def _queue_view(self, name: str) -> ClusterQueueView:
+        q = self.quota.queues[name]
+        s = q.spec
+        return ClusterQueueView(
+            name=name,
+            cohort=s.cohort,
+            nominal_gpus=s.nominal_gpus,
+            borrowing_limit=s.borrowing_limit,
+            lending_limit=s.lending_limit,
+            usage_gpus=q.usage,
+            within_cluster_queue=s.within_cluster_queue,
+            reclaim_within_cohort=s.reclaim_within_cohort,
+            borrow_within_cohort=s.borrow_within_cohort,
+            borrow_max_priority_threshold=s.borrow_max_priority_threshold,
+            queueing_strategy=s.queueing_strategy,
+        )
+
+    def _queue_workloads(self, name: str) -> tuple[WorkloadView, ...]:
+        """The queue's admitted workloads, then the first ``VIEW_PENDING`` of its queue."""
+        q = self.quota.queues[name]
+        out = [self._wl_view(wl) for wl in q.admitted.values()]
+        out.extend(self._wl_view(wl) for _k, wl in q.pending[:VIEW_PENDING])
+        return tuple(out)
+
+    def _wl_view(self, wl: Workload) -> WorkloadView:
+        stamp = (wl.gpus, wl.admitted, wl.active, wl.admitted_at, wl.boost)
+        cached = self._wl_views.get(wl.uid)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         job = self._by_workload[wl.uid]
-        return WorkloadView(
+        view = WorkloadView(
             namespace=job.namespace,
             name=job.trace.name,
             cluster_queue=wl.cluster_queue,
@@ -512,3 +574,5 @@ class Simulation:
             created_at=wl.created_at,
             priority_boost=wl.boost,
         )
+        self._wl_views[wl.uid] = (stamp, view)
+        return view

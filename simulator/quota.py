@@ -123,6 +123,7 @@ class QuotaModel:
                 self.cohorts.setdefault(q.spec.cohort, []).append(name)
         self.boost_enabled = priority_boost_enabled
         self.version = 0  # bumped on every change, for cached snapshots
+        self.queue_version: dict[str, int] = dict.fromkeys(self.queues, 0)  # per ClusterQueue
         self._dirty: set[str] = set()
 
     # ---- bookkeeping -----------------------------------------------------------------------
@@ -135,6 +136,7 @@ class QuotaModel:
 
     def _touch(self, cq: str) -> None:
         self.version += 1
+        self.queue_version[cq] += 1
         self._dirty.update(self.members(cq))
 
     def capacity(self) -> int:
@@ -186,6 +188,7 @@ class QuotaModel:
         """Change an admitted workload's size if the quota allows it (elastic scale)."""
         if not wl.admitted:
             wl.gpus = gpus
+            self._touch(wl.cluster_queue)
             return True
         delta = gpus - wl.gpus
         if delta > 0 and not self._fits(wl.cluster_queue, delta, {}):

@@ -69,7 +69,8 @@ def register(subparsers: Any) -> None:
         "--forecast-interval",
         type=_duration,
         default=1200.0,
-        help="re-forecast a job at most this often (default 20m)",
+        help="re-forecast a quiet job at most this often (default 20m); a job near a plateau or "
+        "divergence decision is re-forecast every 5m",
     )
     p.add_argument(
         "--tick-max",

@@ -64,6 +64,7 @@ class PolicyLike(Protocol):
 Forecaster = Callable[[Curve, "int | None"], Forecast]
 Selector = Callable[[Sequence[Any], JobView], Any]
 Decider = Callable[..., Decision]
+Judged = Callable[[Any, JobView, float], bool]
 
 
 @dataclass
@@ -110,6 +111,14 @@ def _default_decider(job: JobView, cluster: ClusterView, policy: Any, *, now: fl
     return decide(job, cluster, policy, now=now)
 
 
+def _default_judged(policy: Any, job: JobView, now: float) -> bool:
+    """Whether ``policy`` judges ``job``'s learning now (its minimum runtime/steps/progress are
+    met): only then do its rules read the forecast."""
+    from policies.engine import judge
+
+    return judge(job, policy, now)[0]
+
+
 class AdvisorCore:
     """Per-job history, forecasts and decisions for any number of jobs.
 
@@ -122,9 +131,15 @@ class AdvisorCore:
         bound that lets one controller follow thousands of jobs reporting every few seconds.
     max_history_points:
         Bound of each job's stored history (see :class:`~advisor.core.history.History`).
-    forecaster, selector, decider:
+    lazy_forecast:
+        Forecast a job only when the policy that selects it judges its learning (past its
+        ``minRuntime`` / ``minSteps`` / ``minProgress``), the only time rules read a forecast;
+        the first one is then made on all the data so far. What is lost is the forecast *shown*
+        for young jobs, so the controller (whose status shows it) keeps the default, and a
+        replay of a huge trace turns it on (most jobs there are short and never judged).
+    forecaster, selector, decider, judged:
         Injection points for tests; the defaults are ``advisor.forecast.forecast_curve``,
-        ``policies.select_policy`` and ``policies.decide``.
+        ``policies.select_policy``, ``policies.decide`` and the policies' judgement gate.
     """
 
     def __init__(
@@ -136,6 +151,8 @@ class AdvisorCore:
         forecaster: Forecaster | None = None,
         selector: Selector | None = None,
         decider: Decider | None = None,
+        lazy_forecast: bool = False,
+        judged: Judged | None = None,
     ) -> None:
         if forecast_interval_s < 0:
             raise ValueError(f"forecast_interval_s must be >= 0, got {forecast_interval_s}")
@@ -145,6 +162,8 @@ class AdvisorCore:
         self._forecaster = forecaster or _default_forecaster
         self._selector = selector or _default_selector
         self._decider = decider or _default_decider
+        self.lazy_forecast = lazy_forecast
+        self._judged = judged or _default_judged
         self._records: dict[str, JobRecord] = {}
         self._policy_actions: dict[str, list[float]] = {}
         self.forecasts_made = 0
@@ -284,8 +303,16 @@ class AdvisorCore:
         """Re-forecast if due, select the job's policy and ask it what to do (pure)."""
         rec = self._record_for(job.key, now)
         self._expire_checkpoint(rec, now)
-        view = self.view(job, now=now)
-        policy = self._selector(self._policies, view) if self._policies else None
+        if self.lazy_forecast:
+            view = self.view(job)
+            policy = self._selector(self._policies, view) if self._policies else None
+            if policy is not None and rec.fresh_data and self._judged(policy, view, now):
+                self._refresh_forecast(rec, now)
+                if rec.forecast is not view.forecast:
+                    view = dataclasses.replace(view, forecast=rec.forecast)
+        else:
+            view = self.view(job, now=now)
+            policy = self._selector(self._policies, view) if self._policies else None
         if policy is None:
             decision = Decision(
                 job=job.key,

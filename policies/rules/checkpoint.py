@@ -2,7 +2,10 @@
 
 The cost is the one the job reported (``CheckpointState.cost_seconds``) or the policy's default;
 the hazard is the eviction rate observed on the job's ClusterQueue (``ClusterView.preemption_rate``)
-or the policy's default. So a calm queue checkpoints rarely and a preemptible one often. One
+or the policy's default. So a calm queue checkpoints rarely and a preemptible one often. A
+workload that no preemption rule can reach (top of the priorities in use in its cohort, its queue
+unable to borrow, or reclamation limited to lower priorities: ``policies.victims.can_be_preempted``)
+keeps ``maxInterval``: the queue's eviction rate is other workloads' risk, not its own. One
 request at a time: nothing new while one is pending.
 """
 
@@ -11,8 +14,10 @@ from __future__ import annotations
 import math
 
 from advisor.model import ActionKind
+from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur
 from policies.spec import CheckpointRule
+from policies.victims import can_be_preempted
 from policies.youngdaly import checkpoint_interval
 
 NAME = "checkpoint"
@@ -37,6 +42,12 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
     if not job.active or not job.admitted:
         return out
     every, cost, hazard = interval(ctx, rule)
+    w = cluster_index(ctx.cluster).by_job.get(job.key)
+    safe = w is not None and w.admitted and not can_be_preempted(ctx.cluster, w, as_it_stands=False)
+    if safe:
+        # nothing in Kueue can evict it, even if its queue starts borrowing: only node failures
+        # threaten it, which the queue's eviction rate (others' preemptions) overstates
+        every = rule.max_interval
     if job.checkpoint.pending_request is not None:
         return out
     last = job.checkpoint.last_time if job.checkpoint.last_time is not None else job.started_at
@@ -46,10 +57,12 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
     if age < every:
         return out
     mtbf = "∞" if hazard == 0 else dur(1.0 / hazard)
-    reason = (
-        f"last checkpoint {dur(age)} ago >= interval {dur(every)} (Young/Daly for cost {dur(cost)}, "
-        f"MTBF {mtbf} on queue {job.cluster_queue or '-'})"
+    why = (
+        "maxInterval: no preemption can reach it"
+        if safe
+        else f"Young/Daly for cost {dur(cost)}, MTBF {mtbf} on queue {job.cluster_queue or '-'}"
     )
+    reason = f"last checkpoint {dur(age)} ago >= interval {dur(every)} ({why})"
     out.advice, out.severity = "checkpoint", 1
     if ctx.apply:
         out.act(ActionKind.CHECKPOINT, NAME, reason, interval_s=every)

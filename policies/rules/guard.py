@@ -21,7 +21,14 @@ workload that has just checkpointed, whatever arrives and whenever: no notice is
 stays below the gap to the next higher priority in the cohort, so it never changes *whether* a
 higher-priority workload may preempt, only *which* equal gets picked; on a queue that preempts
 equal priorities (``LowerOrNewerEqualPriority``) a boost would exempt rather than reorder, so none
-is set there. Without the PriorityBoost gate the rule falls back to the behaviour above.
+is set there. Without the PriorityBoost gate the rule falls back to the behaviour above. While the
+checkpoint is fresh the decision asks for a look (``recheck_at``) the moment it turns stale, so the
+boost is set on time; the adapter drops it when Kueue evicts the workload (its requeue waits for
+the pods' grace period), since a boosted workload back in the queue would outrank its equals.
+
+Nothing is done for a workload no preemption rule can reach in its present state
+(``policies.victims.can_be_preempted``: the top of the priorities in use, its queue not borrowing):
+checkpoints there only cost.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from advisor.model import ActionKind, ClusterView, WorkloadView
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record
 from policies.spec import PreemptionGuardRule
-from policies.victims import first_in_line, predict_victims
+from policies.victims import can_be_preempted, first_in_line, predict_victims
 from policies.youngdaly import checkpoint_interval
 
 NAME = "preemption-guard"
@@ -74,7 +81,7 @@ def standing_boost(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView) -> 
     cq = cluster.cluster_queues.get(w.cluster_queue)
     if cq is None or cq.within_cluster_queue == "LowerOrNewerEqualPriority":
         return 0
-    if not _preemptible(cluster, cq.name):
+    if not _preemptible(cluster, cq.name) or not can_be_preempted(cluster, w):
         return 0
     hazard = cluster.preemption_rate.get(cq.name, 0.0)
     if not math.isfinite(hazard) or hazard <= 0.0:
@@ -109,6 +116,8 @@ def _standing(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView, value: i
     age = None if ref is None else now - ref
     stale = age is None or age > rule.stale_after
     want = value if (stale and w.admitted and job.admitted) else 0
+    if ref is not None and not stale and w.admitted:
+        out.recheck(ref + rule.stale_after)  # the boost falls due the moment the checkpoint turns stale
     last = last_record(job, _BOOSTS)
     boosted = last.kind is ActionKind.BOOST_PRIORITY if last is not None else w.priority_boost > 0
     if want > 0 and (not boosted or w.priority_boost not in (0, want)):
@@ -204,6 +213,8 @@ def _guard(
             index.first = frozenset((v.namespace, v.name) for v in first_in_line(ctx.cluster))
         likely = (w.namespace, w.name) in index.first
     if not (certain or likely):
+        return out
+    if not can_be_preempted(ctx.cluster, w):
         return out
     ref = cp.last_time if cp.last_time is not None else job.started_at
     age = None if ref is None else now - ref

@@ -1,19 +1,48 @@
 """Plateau: stop burning quota on a run that no longer learns.
 
-Fires when the forecast's ``plateau_probability`` has stayed at or above the threshold for the
-whole ``for`` window (the window restarts whenever the probability dips or the forecast is too weak
-to trust), then recommends, or checkpoints and releases the quota, or stops, per policy.
+Fires when the forecast has found the run plateaued for the whole ``for`` window, then recommends,
+or checkpoints and releases the quota, or stops, per policy.
+
+What "found plateaued" means, and why:
+
+* The window opens when ``plateau_probability`` reaches the rule's ``probability``, and the rule
+  acts only if it is at or above it again when the window has run its course.
+* In between, the window stays open while the forecast still finds the plateau more likely than not
+  (P(plateau) > 0.5) and restarts when it does not (or when the forecast is too weak to trust). A
+  single re-fit that wobbles from 0.99 to 0.8 is noise of the fit, not news about the run; letting it
+  restart the window made the rule slower the more often the run was looked at.
+* P(plateau) is the probability that less than 1% improvement is left, so a forecast predicting the
+  loss to *rise* counts as a plateau too. A rising prediction with a low divergence probability is
+  a fit not following the curve (it happens, for instance, while the learning rate is annealed and
+  the loss is falling fastest), so it is not taken as evidence: the predicted final loss must stay
+  within the same 1% band above the current level (``FLAT_BAND``). A loss rising for real is the
+  divergence rule's business.
 """
 
 from __future__ import annotations
 
-from advisor.model import ActionKind
+import math
+
+from advisor.model import ActionKind, Forecast
 from policies.rules.base import Context, Outcome, dur, held_since, pct
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, PlateauRule
 
 NAME = "plateau"
 KEY = "plateau.since"
+#: once open, the window stays open while P(plateau) is above this ("more likely than not")
+KEEP_PROBABILITY = 0.5
+#: the predicted final loss may exceed the current level by at most this fraction (the 1% of the
+#: forecaster's plateau definition) for the forecast to count as evidence of a plateau
+FLAT_BAND = 0.01
+
+
+def predicts_flat(fc: Forecast) -> bool:
+    """The forecast expects the loss to stay (within the band) at or below its current level."""
+    cur, final = fc.current_loss, fc.final_loss.mean
+    if cur is None or not math.isfinite(cur) or cur <= 0:
+        return True  # no level to compare with: the probability alone speaks
+    return final <= cur * (1.0 + FLAT_BAND)
 
 
 def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
@@ -27,14 +56,33 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     if job.total_steps is not None and job.step >= job.total_steps:
         return out  # finished: nothing left to save
     p = fc.plateau_probability
-    since = held_since(job.rule_state, KEY, ctx.now, p >= rule.probability)
+    flat = predicts_flat(fc)
+    opened = KEY in job.rule_state
+    level = min(KEEP_PROBABILITY, rule.probability) if opened else rule.probability
+    holds = flat and (p > level if opened else p >= level)
+    since = held_since(job.rule_state, KEY, ctx.now, holds)
     if since is None:
+        if not flat and p >= rule.probability:
+            out.reasons.append(
+                f"{NAME}: P(plateau)={pct(p)} not taken as a plateau: the forecast has the loss rising "
+                f"({fc.current_loss:.4g} → {fc.final_loss.mean:.4g}) "
+                f"with P(diverge)={pct(fc.divergence_probability)}"
+            )
         return out
     out.state[KEY] = since
     held = ctx.now - since
     numbers = f"P(plateau)={pct(p)} >= {pct(rule.probability)} for {dur(held)}"
     if fc.current_loss is not None:
         numbers += f", loss {fc.current_loss:.4g} → {fc.final_loss.mean:.4g} predicted at the end"
+    if p < rule.probability:
+        out.reasons.append(
+            f"{NAME}: P(plateau)={pct(p)} below {pct(rule.probability)} but above {pct(level)}: "
+            f"the window opened {dur(held)} ago stays open (acting only at or above {pct(rule.probability)})"
+        )
+        if held < rule.hold:
+            out.recheck(since + rule.hold)  # past the window only a new forecast can change the verdict
+        out.advice, out.severity = "plateau?", 2
+        return out
     if held < rule.hold:
         out.reasons.append(f"{NAME}: {numbers} (acting after {dur(rule.hold)})")
         out.recheck(since + rule.hold)

@@ -1,14 +1,17 @@
 """Stall: no step advance for the ``for`` window; a hung collective looks exactly like this.
 
-Measured from the time the step last changed (or the job started), so it needs no forecast. The
-reason says whether progress reports still arrive with a stuck step (hung training) or stopped
-arriving altogether (which may also be a broken reporter). By default no checkpoint is requested
-first: a hung process cannot answer one.
+Measured from the time the step last changed (or the job started), so it needs no forecast, and
+never from before the job's current admission: a run preempted (or requeued) and admitted again
+after a long wait has not been stuck while it waited in the queue, and its first progress report
+comes only after its restart. The reason says whether progress reports still arrive with a stuck
+step (hung training) or stopped arriving altogether (which may also be a broken reporter). By
+default no checkpoint is requested first: a hung process cannot answer one.
 """
 
 from __future__ import annotations
 
 from advisor.model import ActionKind
+from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur
 from policies.rules.release import release
 from policies.spec import RECOMMEND, StallRule
@@ -24,6 +27,9 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     if job.total_steps is not None and job.step >= job.total_steps:
         return out
     since = job.last_step_change if job.last_step_change is not None else job.started_at
+    workload = cluster_index(ctx.cluster).by_job.get(job.key)
+    if workload is not None and workload.admitted_at is not None and workload.admitted_at <= now:
+        since = workload.admitted_at if since is None else max(since, workload.admitted_at)
     if since is None or since > now:
         return out
     idle = now - since

@@ -7,7 +7,7 @@ import math
 
 from policy_builders import HOUR, T0, forecast, job, policy, record, with_state
 
-from advisor.model import ActionKind, ClusterView, Mode
+from advisor.model import ActionKind, ClusterView, Mode, WorkloadView
 from policies import decide
 
 CV = ClusterView()
@@ -37,6 +37,31 @@ def test_a_dip_below_the_threshold_restarts_the_window() -> None:
     assert "plateau.since" not in dip.state
     again = decide(with_state(job(forecast=forecast(plateau=0.95)), dip.state), CV, p, now=T0 + 1900)
     assert again.state["plateau.since"] == T0 + 1900 and kinds(again) == []
+
+
+def test_a_wobble_above_even_odds_keeps_the_window_open_but_never_acts() -> None:
+    p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
+    d1 = decide(job(forecast=forecast(plateau=0.95)), CV, p, now=T0)
+    wobble = decide(with_state(job(forecast=forecast(plateau=0.7)), d1.state), CV, p, now=T0 + 600)
+    assert wobble.state["plateau.since"] == T0 and wobble.advice == "plateau?"
+    assert any("stays open" in r for r in wobble.reasons)
+    late = decide(with_state(job(forecast=forecast(plateau=0.7)), wobble.state), CV, p, now=T0 + 3600)
+    assert kinds(late) == [] and late.state["plateau.since"] == T0  # below the threshold: no action
+    assert late.recheck_at is None  # the window is over: only a new forecast can change the verdict
+    back = decide(with_state(job(forecast=forecast(plateau=0.93)), late.state), CV, p, now=T0 + 3700)
+    assert kinds(back) == [ActionKind.CHECKPOINT] and "for 1h1m" in back.actions[0].reason
+
+
+def test_a_forecast_of_a_rising_loss_is_not_evidence_of_a_plateau() -> None:
+    """P(plateau) counts a predicted rise as "no improvement left"; with a low P(diverge) that is a
+    fit not following the curve (seen during LR anneals), so the plateau rule does not take it."""
+    p = policy({"plateau": {"probability": 0.9, "for": "10m"}})
+    rising = job(forecast=forecast(plateau=1.0, loss=3.0, final=3.1))
+    d = decide(with_state(rising, {"plateau.since": T0 - HOUR}), CV, p, now=T0)
+    assert kinds(d) == [] and "plateau.since" not in d.state
+    assert any("not taken as a plateau" in r and "3 → 3.1" in r for r in d.reasons)
+    flat = job(forecast=forecast(plateau=1.0, loss=3.0, final=3.02))  # within the 1% band
+    assert decide(flat, CV, p, now=T0).state["plateau.since"] == T0
 
 
 def test_release_follows_the_acknowledged_checkpoint_and_never_repeats() -> None:
@@ -146,6 +171,21 @@ def test_stall_releases_without_a_checkpoint_by_default_and_says_why() -> None:
     assert kinds(decide(hung, CV, careful, now=T0)) == [ActionKind.CHECKPOINT]
 
 
+def test_stall_is_not_counted_while_the_job_waited_in_the_queue() -> None:
+    """Preempted two hours ago and admitted again five minutes ago, still restarting: not hung."""
+    p = policy({"stall": {"for": "30m"}})
+    j = job(last_step_change=T0 - 2 * HOUR, last_sample_time=T0 - 2 * HOUR)
+
+    def cluster(admitted_at: float) -> ClusterView:
+        w = WorkloadView("team-a", "ft-1-wl", "cq", 8, admitted=True, job=j.key, admitted_at=admitted_at)
+        return ClusterView(workloads=(w,))
+
+    d = decide(j, cluster(T0 - 300), p, now=T0)
+    assert kinds(d) == [] and d.recheck_at == T0 - 300 + 1800
+    d = decide(j, cluster(T0 - 40 * 60), p, now=T0)  # admitted 40 minutes ago, no step since
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "for 40m" in d.actions[0].reason
+
+
 def test_the_most_serious_rule_owns_the_release_and_only_one_happens() -> None:
     p = policy({"plateau": {"for": "10m"}, "divergence": {}, "stall": {"for": "30m"}, "checkpoint": {}})
     j = job(
@@ -171,8 +211,6 @@ def test_a_pending_window_or_acknowledgement_asks_to_be_rechecked_when_it_falls_
     d = decide(job(forecast=forecast(plateau=0.95), last_step_change=T0 - 60), CV, both, now=T0)
     assert d.recheck_at == T0 - 60 + 20 * 60  # the earliest: when the stall rule would act
     asked = record(ActionKind.CHECKPOINT, T0 - 120, rule="plateau", rid="ck-1")
-    waiting = job(
-        forecast=forecast(plateau=0.97), rule_state={"plateau.since": T0 - HOUR}, actions=(asked,)
-    )
+    waiting = job(forecast=forecast(plateau=0.97), rule_state={"plateau.since": T0 - HOUR}, actions=(asked,))
     d2 = decide(waiting, CV, p, now=T0)
     assert kinds(d2) == [] and d2.recheck_at == T0 - 120 + 600  # the default checkpointTimeout
