@@ -48,6 +48,9 @@ class WorldConfig:
     scaling_exponent: float = 0.85  # throughput ~ nodes ** exponent
     report_points: int = 240  # progress reports over a run (the trainer's logging cadence)
     min_report_interval_s: float = 60.0
+    #: trainers log every N steps, so even a month-long run reports every few minutes; without a
+    #: cap a 700-hour trace job would report every 3 hours and look hung between reports
+    max_report_interval_s: float = 600.0
     checkpoint_cost_s: float = 45.0  # median for one node; grows with log2(gpus)
     restart_cost_s: float = 120.0
     grace_period_s: float = 30.0
@@ -185,7 +188,9 @@ def build_jobs(
                 if t > budget:
                     break
                 failures.append(t)
-        report = max(world.min_report_interval_s, tj.duration / world.report_points)
+        report = min(
+            world.max_report_interval_s, max(world.min_report_interval_s, tj.duration / world.report_points)
+        )
         wl = Workload(
             uid=i,
             job=job_key(tj.queue, tj.name),

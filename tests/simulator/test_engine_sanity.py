@@ -111,3 +111,23 @@ def test_same_seed_same_result_and_fixed_interval_cuts_preemption_loss() -> None
     assert fixed["checkpoint_overhead_gpu_hours"] > a["checkpoint_overhead_gpu_hours"]
     if a["preemptions"]:
         assert fixed["lost_work_preemption_gpu_hours"] < a["lost_work_preemption_gpu_hours"]
+
+
+def test_progress_reports_come_every_few_minutes_whatever_the_run_length() -> None:
+    """A month-long trace job logs like any trainer (every N steps), not 240 times in all: a
+    3-hour silence would look like a hang to the stall rule."""
+    from simulator.curves import CurveLibrary
+    from simulator.jobs import WorldConfig, build_jobs
+    from simulator.traces import TraceJob
+
+    world = WorldConfig()
+    rows = [
+        TraceJob("short", 0.0, 1, 600.0),
+        TraceJob("day", 0.0, 8, 86400.0),
+        TraceJob("month", 0.0, 8, 734 * 3600.0),
+    ]
+    jobs = build_jobs(rows, {"default": "cq"}, world, CurveLibrary(mix={"none": 1.0}), seed=0)
+    intervals = {j.trace.name: j.report_interval for j in jobs}
+    assert intervals["short"] == world.min_report_interval_s
+    assert intervals["day"] == 86400.0 / world.report_points
+    assert intervals["month"] == world.max_report_interval_s
