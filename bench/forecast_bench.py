@@ -86,6 +86,7 @@ def run(
                 "level": level,
             }
             for meth in methods:
+                c0 = time.process_time()
                 t0 = time.perf_counter()
                 eta: float | None
                 parts: Mapping[str, Any] = {}
@@ -106,9 +107,20 @@ def run(
                     mean, p10, p90, pp = ensemble5(x, y, last_step, rng, n_boot=n_boot)
                     eta = None
                 dt = time.perf_counter() - t0
+                dc = time.process_time() - c0
                 if meth != "advisor":
                     eta = naive_eta(x, t, last_step)
-                rec = dict(base, method=meth, mean=mean, p10=p10, p90=p90, plateau_p=pp, eta=eta, seconds=dt)
+                rec = dict(
+                    base,
+                    method=meth,
+                    mean=mean,
+                    p10=p10,
+                    p90=p90,
+                    plateau_p=pp,
+                    eta=eta,
+                    seconds=dt,
+                    cpu_seconds=dc,
+                )
                 if meth == "advisor":
                     rec["parts"] = {
                         k: v for k, v in parts.items() if isinstance(v, int | float | str | type(None))
@@ -139,6 +151,7 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, fl
             if r["eta"] is not None and r["eta_truth"] is not None and r["eta_truth"] > 0
         ]
         secs = np.array([r["seconds"] for r in rs])
+        cpu = np.array([r.get("cpu_seconds", float("nan")) for r in rs], dtype=float)
         out[meth][f"{cut:g}"] = {
             "n": len(rs),
             "med_err": float(np.median(err)),
@@ -149,6 +162,8 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, fl
             "eta_med_err": float(np.median(etas)) if etas else float("nan"),
             "ms_med": float(np.median(secs) * 1e3),
             "ms_p95": float(np.quantile(secs, 0.95) * 1e3),
+            "cpu_ms_med": float(np.median(cpu) * 1e3),
+            "cpu_ms_p95": float(np.quantile(cpu, 0.95) * 1e3),
         }
     return out
 
@@ -156,7 +171,7 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, fl
 def print_table(summary: dict[str, dict[str, dict[str, float]]], title: str) -> None:
     print(f"\n== {title}")
     hdr = f"{'cut':>4} {'method':<8} {'n':>4} {'medErr%':>8} {'p90Err%':>8} {'cover':>6} {'width%':>7} "
-    hdr += f"{'brier':>6} {'etaErr%':>8} {'ms_med':>8} {'ms_p95':>8}"
+    hdr += f"{'brier':>6} {'etaErr%':>8} {'ms_med':>8} {'ms_p95':>8} {'cpu_med':>8} {'cpu_p95':>8}"
     print(hdr)
     cuts = sorted({c for m in summary.values() for c in m}, key=float)
     for cut in cuts:
@@ -167,7 +182,8 @@ def print_table(summary: dict[str, dict[str, dict[str, float]]], title: str) -> 
             print(
                 f"{cut:>4} {meth:<8} {s['n']:>4} {100 * s['med_err']:>8.2f} {100 * s['p90_err']:>8.2f} "
                 f"{s['coverage']:>6.2f} {100 * s['med_width']:>7.2f} {s['brier']:>6.3f} "
-                f"{100 * s['eta_med_err']:>8.2f} {s['ms_med']:>8.2f} {s['ms_p95']:>8.2f}"
+                f"{100 * s['eta_med_err']:>8.2f} {s['ms_med']:>8.2f} {s['ms_p95']:>8.2f} "
+                f"{s['cpu_ms_med']:>8.2f} {s['cpu_ms_p95']:>8.2f}"
             )
         adv = summary.get("advisor", {}).get(cut)
         others = [summary[m][cut] for m in METHODS[1:] if m in summary and cut in summary[m]]
@@ -188,7 +204,8 @@ def print_table(summary: dict[str, dict[str, dict[str, float]]], title: str) -> 
 
 
 def timing_400(repeats: int = 200) -> dict[str, float]:
-    """Time per call on a synthetic 400-point curve with total_steps, times and an LR schedule."""
+    """Time per call on a synthetic 400-point curve with total_steps, times and an LR schedule:
+    CPU time (process_time, what the call itself costs on a shared machine) and wall time."""
     from advisor.forecast import forecast
 
     s = np.arange(1, 401) * 25.0
@@ -197,13 +214,16 @@ def timing_400(repeats: int = 200) -> dict[str, float]:
     lr = np.minimum(1.0, s / 500) * np.clip((30000 - s) / 25000, 0, 1)
     out: dict[str, float] = {}
     for label, kw in (("plain", {}), ("with_lr", {"learning_rates": lr})):
-        ts = []
+        cpu, wall = [], []
         for _ in range(repeats):
-            t0 = time.process_time()
+            c0, t0 = time.process_time(), time.perf_counter()
             forecast(s, y, total_steps=30000, times=s * 0.3, **kw)
-            ts.append(time.process_time() - t0)
-        out[f"{label}_ms_med"] = float(np.median(ts) * 1e3)
-        out[f"{label}_ms_p95"] = float(np.quantile(ts, 0.95) * 1e3)
+            cpu.append(time.process_time() - c0)
+            wall.append(time.perf_counter() - t0)
+        out[f"{label}_ms_med"] = float(np.median(cpu) * 1e3)
+        out[f"{label}_ms_p95"] = float(np.quantile(cpu, 0.95) * 1e3)
+        out[f"{label}_wall_ms_med"] = float(np.median(wall) * 1e3)
+        out[f"{label}_wall_ms_p95"] = float(np.quantile(wall, 0.95) * 1e3)
     return out
 
 
@@ -287,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         print_table(summ, f"{key} curves")
     if timing:
         print(
-            "\nadvisor, synthetic 400-point curve, CPU ms per call:",
+            "\nadvisor, synthetic 400-point curve, ms per call (CPU: *_ms_*, wall: *_wall_ms_*):",
             {k: round(v, 2) for k, v in timing.items()},
         )
     return 0

@@ -132,21 +132,25 @@ def prepare(
             )
             local, n_segments = [0], 1
         keep = idx[local[-1] :] if idx.size else idx
-    context = v[idx[~np.isin(idx, keep)]] if idx.size else np.zeros(0)
+    # one segment (the usual case) has no context
+    context = np.zeros(0) if keep.size == idx.size else v[idx[~np.isin(idx, keep)]]
     if n_segments > 1:
         warnings.append(f"restart detected ({n_segments} segments); fitted the last one only")
 
     s2, v2 = s[keep], v[keep]
-    order = np.argsort(s2, kind="stable")
-    if np.any(np.diff(order) < 0):
-        warnings.append("steps were not sorted; sorted them")
-    s2, v2 = s2[order], v2[order]
-    t2 = t[keep][order] if t is not None else None
-    lr2 = lr[keep][order] if lr is not None else None
-    ep2 = ep[keep][order] if ep is not None else None
+    t2 = t[keep] if t is not None else None
+    lr2 = lr[keep] if lr is not None else None
+    ep2 = ep[keep] if ep is not None else None
+    if s2.size > 1 and not bool((s2[1:] > s2[:-1]).all()):  # the usual history needs neither step
+        order = np.argsort(s2, kind="stable")
+        if np.any(np.diff(order) < 0):
+            warnings.append("steps were not sorted; sorted them")
+        s2, v2 = s2[order], v2[order]
+        t2 = t2[order] if t2 is not None else None
+        lr2 = lr2[order] if lr2 is not None else None
+        ep2 = ep2[order] if ep2 is not None else None
 
-    # Duplicated steps: keep the last report of each step (the freshest value).
-    if s2.size > 1:
+        # Duplicated steps: keep the last report of each step (the freshest value).
         last_of = np.r_[s2[1:] != s2[:-1], True]
         n_dup = int((~last_of).sum())
         if n_dup:
@@ -186,9 +190,18 @@ def downsample(
     k = math.ceil(n / max_points)
     m = (n // k) * k
     head = n - m  # the oldest points that do not fill a bin are kept as they are
-    xb = np.median(x[head:].reshape(-1, k), axis=1)
-    yb = np.median(y[head:].reshape(-1, k), axis=1)
-    return np.r_[x[:head], xb], np.r_[y[:head], yb]
+    return np.concatenate((x[:head], _row_medians(x[head:].reshape(-1, k)))), np.concatenate(
+        (y[:head], _row_medians(y[head:].reshape(-1, k)))
+    )
+
+
+def _row_medians(a: FloatArray) -> FloatArray:
+    """np.median(a, axis=1) by one partition (the same numbers, a fraction of the overhead)."""
+    k = a.shape[1]
+    if k % 2:
+        return np.partition(a, k // 2, axis=1)[:, k // 2]
+    part = np.partition(a, (k // 2 - 1, k // 2), axis=1)
+    return 0.5 * (part[:, k // 2 - 1] + part[:, k // 2])
 
 
 def fast_median(a: FloatArray) -> float:

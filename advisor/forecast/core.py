@@ -23,8 +23,9 @@ from scipy.special import ndtr
 from advisor.forecast import calibration as cal
 from advisor.forecast._prep import Prepared, downsample, prepare, smoothed_level
 from advisor.forecast.eta import eta_interval
-from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all
-from advisor.forecast.schedule import infer_future, lr_law_family
+from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all, fit_all_robust
+from advisor.forecast.plateau import local_plateau_probability
+from advisor.forecast.schedule import areas, infer_future, lr_law_pair
 from advisor.model import Forecast, Interval
 
 FloatArray = NDArray[np.float64]
@@ -87,7 +88,9 @@ def _weights(
     u: FloatArray, y: FloatArray, w: FloatArray, fams: list[Family], epochs: FloatArray | None
 ) -> tuple[dict[str, float], float]:
     """Family weights from extrapolation skill: fit on the history without its tail, score the
-    prediction of that tail. In-sample fit would reward flexibility, not foresight.
+    prediction of that tail. In-sample fit would reward flexibility, not foresight. ``w`` are the
+    robust point weights of the full fit (recency times Huber): a spike is down-weighted in the
+    holdout fit and in the scoring alike, without another reweighting pass.
 
     Also returns the weighted ensemble's own error on that tail (RMS), the one direct measure of
     how predictable this particular curve is (NaN when the history is too short to hold out)."""
@@ -101,11 +104,15 @@ def _weights(
     ecol = None
     if epochs is not None and np.ptp(epochs[train]) > 0:
         ecol = (epochs[train], epochs[~train])
-    fits = fit_all(fams, u[train] / scale, y[train], w[train], u[~train] / scale, irls=1, epoch_col=ecol)
+    fits = fit_all(fams, u[train] / scale, y[train], w[train], u[~train] / scale, irls=0, epoch_col=ecol)
     if not fits:
         return priors, float("nan")
-    wt = w[~train]
-    errs = {k: float(np.sqrt(np.average((f.pred - y[~train]) ** 2, weights=wt))) for k, f in fits.items()}
+    wt = w[~train] / float(w[~train].sum())
+    y_te = y[~train]
+    names = list(fits)
+    pred_te = np.stack([fits[k].pred for k in names])
+    rms = np.sqrt(((pred_te - y_te) ** 2) @ wt)
+    errs = dict(zip(names, rms.tolist(), strict=True))
     noise = 1.4826 * fast_median(np.abs(np.diff(y[-max(5, n // 3) :]))) / math.sqrt(2)
     floor = max(noise / math.sqrt(n_te), 1e-9 * (abs(fast_median(y)) + 1e-12))
     best = min(errs.values())
@@ -117,8 +124,8 @@ def _weights(
     tot = sum(out.values())
     if tot <= 0:
         return out, float("nan")
-    ens = sum(out[k] * fits[k].pred for k in out) / tot
-    return out, float(np.sqrt(np.average((ens - y[~train]) ** 2, weights=wt)))
+    ens = np.array([out.get(k, 0.0) for k in names]) @ pred_te / tot
+    return out, float(np.sqrt(((ens - y_te) ** 2) @ wt))
 
 
 def _epoch_boundaries(
@@ -148,6 +155,21 @@ def _epoch_boundaries(
     return count, n_t
 
 
+def _epoch_boundaries_ahead(prep: Prepared, horizon: float | None) -> int:
+    """How many epoch boundaries lie between the last point and ``horizon`` at the observed
+    epochs-per-step rate (0 when epochs or the horizon are unknown)."""
+    if prep.epochs is None or horizon is None:
+        return 0
+    ok = np.isfinite(prep.epochs) & (prep.epochs >= 0)
+    if ok.sum() < 2:
+        return 0
+    s_ok, e_ok = prep.steps[ok], prep.epochs[ok]
+    span = float(s_ok[-1] - s_ok[0])
+    rate = max(float(e_ok[-1] - e_ok[0]) / span, 0.0) if span > 0 else 0.0
+    at_end = float(e_ok[-1]) + max(0.0, horizon - float(s_ok[-1])) * rate
+    return max(0, int(math.floor(at_end + 1e-6) - math.floor(float(e_ok[-1]) + 1e-6)))
+
+
 def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Parts:
     parts = Parts()
     x_all = prep.steps + 1.0
@@ -160,8 +182,14 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
         parts.sd = max(abs(level) * 0.5, 1e-3) / cal.Z80
         warnings.append(f"only {n} point(s); forecast is the current level with a wide interval")
         return parts
+    fams, grid, lr_grid = _families_for(prep, horizon, warnings, parts)
     # skip the initial transient, but always keep the latest points
     start = x_all[-1] * cal.SKIP_START
+    if horizon is not None and grid is None:
+        # without learning rates nothing models the warmup and the fast transient after it, which
+        # last a fixed fraction of a fixed-budget run: leave them out (the schedule-aware law
+        # models warmup through the cumulative LR, so with learning rates they stay in)
+        start = max(start, min(cal.SKIP_WARMUP * horizon, cal.SKIP_MAX * x_all[-1]))
     keep = x_all >= start
     keep[-min(n, 5) :] = True
     x, y = downsample(x_all[keep], y_all[keep])
@@ -171,7 +199,6 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     u_t = (max(horizon, x_ref - 1.0) + 1.0) / x_ref if horizon is not None else _ASYMPTOTE_U
     # the asymptote (unknown horizon) is as far as it gets: remaining fraction 1
     parts.remaining = 1.0 if horizon is None else max(0.0, 1.0 - 1.0 / u_t)
-    fams, grid, lr_grid = _families_for(prep, horizon, warnings, parts)
     stretch_u = u_t
     if horizon is not None and grid is None:
         stretch_u = (1.0 + cal.ANNEAL_STRETCH * (u_t - 1.0)) ** cal.ANNEAL_POWER
@@ -184,18 +211,20 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     if grid is not None and lr_grid is not None:
         # the schedule-aware law's design is built for its exact points: the observed steps, then
         # the prediction points (it is read at the true horizon: its areas carry the schedule)
-        tr = u <= 1.0 - cal.HOLDOUT
-        if tr.any():
-            steps_ho = np.r_[x[tr] - 1.0, x[~tr] - 1.0]
-            holdout_fams.append(lr_law_family(steps_ho, grid, lr_grid, float(x[tr][-1] - 1.0)))
-        steps_full = np.r_[x - 1.0, [u_t * x_ref - 1.0, x_ref - 1.0]]
-        full_fams.append(lr_law_family(steps_full, grid, lr_grid, x_ref - 1.0))
+        lr_areas = areas(grid, lr_grid)
+        law_full, law_obs = lr_law_pair(
+            x - 1.0, np.array([u_t * x_ref - 1.0, x_ref - 1.0]), grid, lr_grid, lr_areas
+        )
+        holdout_fams.append(law_obs)
+        full_fams.append(law_full)
     ep_obs, ep_pred = _epoch_boundaries(prep, x, horizon, warnings)
-    weights, parts.holdout_err = _weights(u, y, w, holdout_fams, ep_obs)
+    ecol = (ep_obs, np.array([ep_pred, ep_obs[-1]])) if ep_obs is not None else None
+    fits, w_robust = fit_all_robust(
+        full_fams, u, y, w, np.array([stretch_u, 1.0]), irls=cal.IRLS_PASSES, epoch_col=ecol
+    )
+    weights, parts.holdout_err = _weights(u, y, w_robust, holdout_fams, ep_obs)
     # how far the forecast reaches, in units of the held-out tail's reach
     parts.reach = (u_t - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT)) if horizon is not None else 10.0
-    ecol = (ep_obs, np.array([ep_pred, ep_obs[-1]])) if ep_obs is not None else None
-    fits = fit_all(full_fams, u, y, w, np.array([stretch_u, 1.0]), irls=cal.IRLS_PASSES, epoch_col=ecol)
     # a family whose extrapolation runs off by orders of magnitude is not a loss curve: drop it
     # (it would otherwise overflow the spread and swamp the interval)
     bound = _ABSURD_FACTOR * max(abs(level), 1e-6)
@@ -258,12 +287,13 @@ def _divergence(prep: Prepared) -> float:
         return p_nonfinite
     k = max(5, n // 4)
     xs, ys = prep.steps[-k:], y[-k:]
-    xc = xs - xs.mean()
+    xc = xs - float(xs.sum()) / k
     sxx = float(xc @ xc)
     if sxx <= 0:
         return p_nonfinite
-    slope = float(xc @ (ys - ys.mean())) / sxx
-    resid = ys - ys.mean() - slope * xc
+    ym = float(ys.sum()) / k
+    slope = float(xc @ (ys - ym)) / sxx
+    resid = ys - ym - slope * xc
     se = math.sqrt(max(float(resid @ resid) / max(k - 2, 1), 1e-300) / sxx)
     t = slope / se if se > 0 else 0.0
     best = float(np.min(np.convolve(y, np.ones(3) / 3, mode="valid")))
@@ -318,6 +348,12 @@ def _run(
     level = parts.level
     thresh = level - 0.01 * abs(level)
     plateau = float(ndtr((mean - thresh) / sd)) if sd > 0 else float(mean >= thresh)
+    if plateau >= 0.5 and parts.lr_shape == "constant" and _epoch_boundaries_ahead(prep, horizon) == 0:
+        # the fits already put the end within the 1% band and no LR decay or new epoch is coming:
+        # the recent trend then says how sure that is (see ``plateau``); it never overrules them
+        local = local_plateau_probability(prep.steps, prep.values, horizon, level)
+        if local is not None and local > plateau:
+            plateau = local
     eta, sps = eta_interval(prep.steps, prep.times, horizon)
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),

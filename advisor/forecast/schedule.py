@@ -39,9 +39,19 @@ def _fill_lr(steps: FloatArray, lrs: FloatArray) -> FloatArray | None:
     return np.interp(steps, steps[ok], lrs[ok])
 
 
+def _line(x: FloatArray, y: FloatArray) -> tuple[float, float]:
+    """Least-squares straight line (slope, intercept); np.polyfit's generality costs ~10x more."""
+    xm, ym = float(x.sum()) / x.size, float(y.sum()) / y.size
+    xc = x - xm
+    sxx = float(xc @ xc)
+    slope = float(xc @ (y - ym)) / sxx if sxx > 0 else 0.0
+    return slope, ym - slope * xm
+
+
 def infer_future(steps: FloatArray, lrs: FloatArray, horizon: float) -> tuple[FloatArray, FloatArray, str]:
     """The LR on a grid from step 0 to ``horizon`` and the name of the inferred shape."""
-    grid = np.linspace(0.0, horizon, _N_GRID)
+    grid: FloatArray = np.arange(_N_GRID, dtype=np.float64) * (horizon / (_N_GRID - 1))  # np.linspace
+    grid[-1] = horizon
     s_last = float(steps[-1])
     past = np.interp(np.minimum(grid, s_last), steps, lrs)
     peak_i = int(np.argmax(lrs))
@@ -60,9 +70,9 @@ def infer_future(steps: FloatArray, lrs: FloatArray, horizon: float) -> tuple[Fl
     cands["cosine"] = peak * 0.5 * (1 + np.cos(np.pi * np.clip((s_t - s0) / span, 0, 1)))
     # straight line through the recent decay, clamped at zero
     k = max(3, s_t.size // 2)
-    slope, icpt = np.polyfit(s_t[-k:], l_t[-k:], 1)
+    slope, icpt = _line(s_t[-k:], l_t[-k:])
     cands["extrapolated"] = np.clip(icpt + slope * s_t, 0, None)
-    err = {name: float(np.mean((c - l_t) ** 2)) for name, c in cands.items()}
+    err = {name: float(((c - l_t) ** 2).sum()) for name, c in cands.items()}  # same length: sum ~ mean
     shape = min(err, key=lambda n: err[n])
     g = grid[future]
     if shape == "linear":
@@ -79,40 +89,69 @@ def areas(grid: FloatArray, lr: FloatArray) -> tuple[FloatArray, FloatArray]:
     """S1 (cumulative LR, in units of peak-LR steps) and S2 for each momentum length, on ``grid``.
 
     Returns S1 (K,) and S2 (M, K)."""
-    peak = float(np.max(lr)) or 1.0
+    peak = float(lr.max()) or 1.0
     eta = lr / peak
-    d = np.diff(grid, prepend=grid[0])
+    d = np.empty_like(grid)
+    d[0] = 0.0
+    np.subtract(grid[1:], grid[:-1], out=d[1:])
     s1 = np.cumsum(eta * d)
-    drop = np.maximum(0.0, np.r_[0.0, -np.diff(eta)])  # LR decreases per grid cell
+    drop = np.empty_like(eta)  # LR decreases per grid cell
+    drop[0] = 0.0
+    np.maximum(eta[:-1] - eta[1:], 0.0, out=drop[1:])
     horizon = max(float(grid[-1]), 1e-9)
-    s2 = np.empty((_MOMENTUM.size, grid.size))
     dg = horizon / max(grid.size - 1, 1)
-    for j, frac in enumerate(_MOMENTUM):
-        lam = np.exp(-dg / (frac * horizon))
-        # m_k = lam * m_{k-1} + drop_k; S2 = sum_k m_k * d_k. The recursion is an IIR filter:
-        # the closed form via cumulative sums of drop*lam**-k stays stable for <= 512 cells.
-        powers = lam ** np.arange(grid.size)
-        with np.errstate(over="ignore", divide="ignore"):
-            m = powers * np.cumsum(drop / powers)
-        m = np.where(np.isfinite(m), m, 0.0)
-        s2[j] = np.cumsum(m * d)
-    return s1, s2
+    lam = np.exp(-dg / (_MOMENTUM * horizon))
+    # m_k = lam * m_{k-1} + drop_k; S2 = sum_k m_k * d_k. The recursion is an IIR filter:
+    # the closed form via cumulative sums of drop*lam**-k stays stable for <= 512 cells.
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        powers = lam[:, None] ** np.arange(grid.size)[None, :]
+        m = powers * np.cumsum(drop[None, :] / powers, axis=1)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return s1, np.cumsum(m * d[None, :], axis=1)
 
 
-def lr_law_family(steps_all: FloatArray, grid: FloatArray, lr: FloatArray, s_ref: float) -> Family:
+_A_ROWS, _SW_ROWS, _MI_ROWS = (
+    g.ravel() for g in np.meshgrid(_ALPHA, _SW, np.arange(_MOMENTUM.size), indexing="ij")
+)
+
+
+def lr_law_family(
+    steps_all: FloatArray,
+    grid: FloatArray,
+    lr: FloatArray,
+    s_ref: float,
+    precomputed: tuple[FloatArray, FloatArray] | None = None,
+) -> Family:
     """The schedule-aware family for this run, with its design built for the points ``steps_all``
-    (observed then prediction points, in that order, as ``fit_family`` concatenates them)."""
-    s1g, s2g = areas(grid, lr)
+    (observed then prediction points, in that order, as ``fit_family`` concatenates them).
+    ``precomputed`` is ``areas(grid, lr)`` when the caller already has it."""
+    s1g, s2g = precomputed if precomputed is not None else areas(grid, lr)
     s1_ref = float(np.interp(s_ref, grid, s1g)) or 1.0
     s1 = np.interp(steps_all, grid, s1g) / s1_ref
     s2 = np.stack([np.interp(steps_all, grid, s2g[j]) for j in range(s2g.shape[0])]) / s1_ref
-    a, sw, mi = np.meshgrid(_ALPHA, _SW, np.arange(_MOMENTUM.size), indexing="ij")
-    a, sw, mi = a.ravel(), sw.ravel(), mi.ravel()
-    X = np.empty((a.size, steps_all.size, 2))
-    X[..., 0] = np.exp(-a[:, None] * np.log(s1[None, :] + sw[:, None]))
-    X[..., 1] = -s2[mi]
+    X = np.empty((_A_ROWS.size, steps_all.size, 2))
+    X[..., 0] = np.exp(-_A_ROWS[:, None] * np.log(s1[None, :] + _SW_ROWS[:, None]))
+    X[..., 1] = -s2[_MI_ROWS]
 
+    return _fixed_family(X)
+
+
+def _fixed_family(X: FloatArray) -> Family:
     def design(_u: FloatArray) -> FloatArray:
         return X
 
     return Family("lr_law", design, kind="abc", prior=LR_LAW_PRIOR)
+
+
+def lr_law_pair(
+    steps_obs: FloatArray,
+    steps_pred: FloatArray,
+    grid: FloatArray,
+    lr: FloatArray,
+    precomputed: tuple[FloatArray, FloatArray] | None = None,
+) -> tuple[Family, Family]:
+    """The schedule-aware family twice from one design: for the observed then the prediction
+    points, and for the observed points alone (the holdout fit splits those into its training
+    part and its tail). Both are normalised at the last observed step."""
+    full = lr_law_family(np.concatenate((steps_obs, steps_pred)), grid, lr, float(steps_obs[-1]), precomputed)
+    return full, _fixed_family(full.design(steps_obs)[:, : steps_obs.size])

@@ -101,3 +101,14 @@ def test_unknown_schedule_with_a_budget_expects_an_annealing_drop() -> None:
     assert unknown.final_loss.mean < known.final_loss.mean
     assert any("assumed" in w for w in unknown.warnings)
     assert not any("assumed" in w for w in known.warnings)
+
+
+def test_warmup_transient_does_not_bend_a_budgeted_forecast_without_learning_rates() -> None:
+    # the first few percent of a fixed-budget run (warmup and the fast fall right after it) are a
+    # different regime; without learning rates nothing models it, so it must not steer the fit
+    s = np.linspace(10.0, 2_000.0, 200)
+    clean = 2.0 + 3.0 * (1.0 + s / 100.0) ** -0.5
+    transient = clean + 6.0 * np.exp(-s / 50.0)  # gone well before 5% of the budget
+    fc_clean = forecast(s, clean, total_steps=10_000)
+    fc_warm = forecast(s, transient, total_steps=10_000)
+    assert fc_warm.final_loss.mean == pytest.approx(fc_clean.final_loss.mean, rel=2e-3)

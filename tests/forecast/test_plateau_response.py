@@ -1,0 +1,67 @@
+"""P(plateau) responds within a modest number of reports once a noisy constant-LR run has flattened,
+and stays low on a run that is still improving (the plateau-release policy acts on it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from advisor.forecast import forecast
+from advisor.forecast.plateau import local_plateau_probability
+
+T = 10_000.0
+STEPS = np.arange(50.0, T + 1.0, 50.0)
+LR = np.full(STEPS.size, 3e-4)
+
+
+def run(flat_from: float | None, noise: float, seed: int) -> np.ndarray:
+    """A power-law run that stops learning at ``flat_from`` (fraction of T; None: never), with
+    multiplicative report noise; after the stop only a trickle (far below 1%) remains."""
+    x = STEPS / T
+    xe = x if flat_from is None else np.where(x < flat_from, x, flat_from + 0.002 * (x - flat_from))
+    clean = 2.0 + 3.0 * (1.0 + xe * T / 100.0) ** -0.5
+    return clean * (1.0 + noise * np.random.default_rng(seed).standard_normal(STEPS.size))
+
+
+def test_flattened_noisy_run_reaches_high_plateau_probability_within_50_reports() -> None:
+    # over several noise draws, 50 reports after the run stopped learning (well under half of
+    # what is left of it) the forecast is sure in the typical case
+    probs = []
+    for seed in range(6):
+        y = run(0.4, noise=0.01, seed=seed)
+        m = STEPS <= 0.4 * T + 50 * 50.0
+        probs.append(forecast(STEPS[m], y[m], total_steps=T, learning_rates=LR[m]).plateau_probability)
+    assert float(np.median(probs)) >= 0.9
+
+
+@pytest.mark.parametrize("cut", [0.2, 0.3, 0.5, 0.7])
+def test_still_improving_noisy_run_keeps_plateau_probability_low(cut: float) -> None:
+    y = run(None, noise=0.01, seed=0)
+    m = cut * T >= STEPS
+    fc = forecast(STEPS[m], y[m], total_steps=T, learning_rates=LR[m])
+    assert fc.plateau_probability < 0.2
+
+
+def test_local_test_does_not_apply_without_a_horizon_or_when_a_decay_is_coming() -> None:
+    y = run(0.4, noise=0.01, seed=0)
+    m = STEPS <= 0.8 * T
+    assert local_plateau_probability(STEPS[m], y[m], None, float(np.median(y[m][-5:]))) is None
+    # a cosine schedule still to anneal: the expected drop is the ensemble's to judge, and the
+    # flat stretch of a stable-LR phase must not be called a plateau
+    s = STEPS[m]
+    y_flat = 2.0 * (1.0 + 0.003 * np.random.default_rng(3).standard_normal(s.size))
+    decaying = 3e-4 * 0.5 * (1 + np.cos(np.pi * s / T))
+    fc = forecast(s, y_flat, total_steps=T, learning_rates=decaying)
+    constant = forecast(s, y_flat, total_steps=T, learning_rates=np.full(s.size, 3e-4))
+    assert constant.plateau_probability > 0.9
+    assert fc.plateau_probability < constant.plateau_probability
+
+
+def test_local_probability_separates_flat_from_falling_windows() -> None:
+    s = np.arange(1.0, 101.0) * 10.0
+    flat = 1.5 * (1.0 + 0.005 * np.random.default_rng(0).standard_normal(s.size))
+    falling = 1.5 + 3.0 * (s / 100.0) ** -0.7
+    p_flat = local_plateau_probability(s, flat, 1500.0, float(np.median(flat[-5:])))
+    p_fall = local_plateau_probability(s, falling, 1500.0, float(np.median(falling[-5:])))
+    assert p_flat is not None and p_fall is not None
+    assert p_flat > 0.9 > 0.1 > p_fall
