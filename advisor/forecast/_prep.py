@@ -57,6 +57,9 @@ def to_array(seq: Any) -> FloatArray | None:
         return np.asarray(seq, dtype=np.float64).ravel()
     if isinstance(seq, str | bytes) or not isinstance(seq, Iterable):
         seq = [seq]
+    if isinstance(seq, list | tuple) and all(type(v) is float for v in seq):
+        # the adapters' histories are plain floats: skip the per-element coercion
+        return np.array(seq, dtype=np.float64)
     try:
         return np.asarray([_to_float(v) for v in seq], dtype=np.float64)
     except Exception:  # pragma: no cover - defensive: an iterable that raises while iterating
