@@ -142,10 +142,13 @@ class AdvisorStrategy:
         key = job.key
         for sample in samples:
             self.core.observe(key, sample, now=now, nodes=job.nodes)
-        # the core loop keeps one re-forecast bound; this job's own spacing applies to this evaluation
-        self.core.forecast_interval_s = self._spacing.get(key, self.forecast_interval_s)
         # the per-policy hourly cap is counted by the core loop from its own action log
-        decision = self.core.evaluate(sim.job_view(job), sim.cluster_view(), now=now)
+        decision = self.core.evaluate(
+            sim.job_view(job),
+            sim.cluster_view(),
+            now=now,
+            forecast_interval_s=self._spacing.get(key, self.forecast_interval_s),
+        )
         spacing = self.forecast_spacing(key, decision)
         if spacing < self.forecast_interval_s:
             self._spacing[key] = spacing
