@@ -23,9 +23,9 @@ from scipy.special import ndtr
 from advisor.forecast import calibration as cal
 from advisor.forecast._prep import Prepared, downsample, prepare, smoothed_level
 from advisor.forecast.eta import eta_interval
-from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all, fit_all_robust
+from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all_robust
 from advisor.forecast.plateau import local_plateau_probability
-from advisor.forecast.schedule import areas, infer_future, lr_law_pair
+from advisor.forecast.schedule import infer_future, lr_law_family
 from advisor.model import Forecast, Interval
 
 FloatArray = NDArray[np.float64]
@@ -84,36 +84,44 @@ def _families_for(
     return fams, grid, lr_grid
 
 
+def _holdout_mask(u: FloatArray) -> NDArray[np.bool_] | None:
+    """The points the holdout fit sees (the history without its last ``HOLDOUT`` fraction), or
+    None when either part would be too short to fit or to score."""
+    train = u <= 1.0 - cal.HOLDOUT
+    n_tr = int(train.sum())
+    if n_tr < 4 or u.size - n_tr < 2:
+        return None
+    return train
+
+
 def _weights(
-    u: FloatArray, y: FloatArray, w: FloatArray, fams: list[Family], epochs: FloatArray | None
+    y: FloatArray,
+    w: FloatArray,
+    fams: list[Family],
+    train: NDArray[np.bool_] | None,
+    tail: dict[str, FloatArray],
 ) -> tuple[dict[str, float], float]:
-    """Family weights from extrapolation skill: fit on the history without its tail, score the
-    prediction of that tail. In-sample fit would reward flexibility, not foresight. ``w`` are the
-    robust point weights of the full fit (recency times Huber): a spike is down-weighted in the
-    holdout fit and in the scoring alike, without another reweighting pass.
+    """Family weights from extrapolation skill: each family, fitted on the history without its
+    tail, is scored on how well it predicted that tail (``tail``, from the same robust fit). In-sample
+    fit would reward flexibility, not foresight. ``w`` are the robust point weights of the full fit
+    (recency times Huber): a spike is down-weighted in the holdout fit and in the scoring alike.
 
     Also returns the weighted ensemble's own error on that tail (RMS), the one direct measure of
     how predictable this particular curve is (NaN when the history is too short to hold out)."""
-    n = u.size
-    train = u <= 1.0 - cal.HOLDOUT
-    n_tr, n_te = int(train.sum()), int((~train).sum())
     priors = {f.name: f.prior for f in fams}
-    if n_tr < 4 or n_te < 2:
+    if train is None or not tail:
         return priors, float("nan")
-    scale = float(u[train][-1])  # the training part also ends at u = 1, as in the full fit
-    ecol = None
-    if epochs is not None and np.ptp(epochs[train]) > 0:
-        ecol = (epochs[train], epochs[~train])
-    fits = fit_all(fams, u[train] / scale, y[train], w[train], u[~train] / scale, irls=0, epoch_col=ecol)
-    if not fits:
-        return priors, float("nan")
-    wt = w[~train] / float(w[~train].sum())
-    y_te = y[~train]
-    names = list(fits)
-    pred_te = np.stack([fits[k].pred for k in names])
+    n = y.size
+    test = ~train
+    n_te = int(test.sum())
+    wt = w[test] / float(w[test].sum())
+    y_te = y[test]
+    names = list(tail)
+    pred_te = np.stack([tail[k] for k in names])
     rms = np.sqrt(((pred_te - y_te) ** 2) @ wt)
     errs = dict(zip(names, rms.tolist(), strict=True))
-    noise = 1.4826 * fast_median(np.abs(np.diff(y[-max(5, n // 3) :]))) / math.sqrt(2)
+    recent = y[-max(5, n // 3) :]
+    noise = 1.4826 * fast_median(np.abs(recent[1:] - recent[:-1])) / math.sqrt(2)
     floor = max(noise / math.sqrt(n_te), 1e-9 * (abs(fast_median(y)) + 1e-12))
     best = min(errs.values())
     out: dict[str, float] = {}
@@ -206,31 +214,40 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
             warnings.append(
                 "learning rates unknown: assumed the LR anneals by total_steps (pass them to check)"
             )
-    holdout_fams = list(fams)
-    full_fams = list(fams)
     if grid is not None and lr_grid is not None:
         # the schedule-aware law's design is built for its exact points: the observed steps, then
         # the prediction points (it is read at the true horizon: its areas carry the schedule)
-        lr_areas = areas(grid, lr_grid)
-        law_full, law_obs = lr_law_pair(
-            x - 1.0, np.array([u_t * x_ref - 1.0, x_ref - 1.0]), grid, lr_grid, lr_areas
-        )
-        holdout_fams.append(law_obs)
-        full_fams.append(law_full)
+        steps_all = np.concatenate((x - 1.0, np.array([u_t * x_ref - 1.0, x_ref - 1.0])))
+        fams.append(lr_law_family(steps_all, grid, lr_grid, x_ref - 1.0))
     ep_obs, ep_pred = _epoch_boundaries(prep, x, horizon, warnings)
     ecol = (ep_obs, np.array([ep_pred, ep_obs[-1]])) if ep_obs is not None else None
-    fits, w_robust = fit_all_robust(
-        full_fams, u, y, w, np.array([stretch_u, 1.0]), irls=cal.IRLS_PASSES, epoch_col=ecol
+    train = _holdout_mask(u)
+    rf = fit_all_robust(
+        fams, u, y, w, np.array([stretch_u, 1.0]), irls=cal.IRLS_PASSES, epoch_col=ecol, train=train
     )
-    weights, parts.holdout_err = _weights(u, y, w_robust, holdout_fams, ep_obs)
+    fits = rf.fits
+    weights, parts.holdout_err = _weights(y, rf.weights, fams, train, rf.tail)
+    for name in rf.unscored:
+        # no tail to judge it on: its prior stands (as if it had predicted the tail best)
+        weights[name] = next(f.prior for f in fams if f.name == name)
     # how far the forecast reaches, in units of the held-out tail's reach
     parts.reach = (u_t - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT)) if horizon is not None else 10.0
     # a family whose extrapolation runs off by orders of magnitude is not a loss curve: drop it
     # (it would otherwise overflow the spread and swamp the interval)
     bound = _ABSURD_FACTOR * max(abs(level), 1e-6)
+    # A falling family whose curve passes above the run's current level (the run has dipped below
+    # it: an LR decay under way, or a recent fast drop) would put the end above where the run is
+    # now. Its predicted drop is kept, measured from the current level instead: a run that is
+    # learning cannot be forecast to end worse than it is, and P(plateau) must not read that as
+    # "no improvement left". A curve passing below the level is left as it is (its extrapolation
+    # already carries the fit's own view of the noise).
     preds = {
         k: p
-        for k, p in ((k, float(f.pred[0])) for k, f in fits.items() if weights.get(k, 0.0) > 0.0)
+        for k, p in (
+            (k, float(f.pred[0]) - max(0.0, float(f.pred[1]) - level))
+            for k, f in fits.items()
+            if weights.get(k, 0.0) > 0.0
+        )
         if math.isfinite(p) and abs(p - level) <= bound
     }
     fits = {k: fits[k] for k in preds}
@@ -296,11 +313,11 @@ def _divergence(prep: Prepared) -> float:
     resid = ys - ym - slope * xc
     se = math.sqrt(max(float(resid @ resid) / max(k - 2, 1), 1e-300) / sxx)
     t = slope / se if se > 0 else 0.0
-    best = float(np.min(np.convolve(y, np.ones(3) / 3, mode="valid")))
+    best = float(np.min(y[:-2] + y[1:-1] + y[2:])) / 3.0  # lowest 3-point moving average
     now = smoothed_level(y)
     rise = (now - best) / max(abs(best), 1e-12)
-    p_trend = float(ndtr(t - 2.0)) * float(np.clip(rise / 0.2, 0.0, 1.0))
-    return float(np.clip(max(p_nonfinite, p_trend), 0.0, 1.0))
+    p_trend = float(ndtr(t - 2.0)) * min(max(rise / 0.2, 0.0), 1.0)
+    return min(max(p_nonfinite, p_trend, 0.0), 1.0)
 
 
 def _run(
@@ -357,7 +374,7 @@ def _run(
     eta, sps = eta_interval(prep.steps, prep.times, horizon)
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),
-        plateau_probability=float(np.clip(plateau, 0.0, 1.0)),
+        plateau_probability=min(max(float(plateau), 0.0), 1.0),
         divergence_probability=_divergence(prep),
         eta_seconds=eta,
         steps_per_second=sps,

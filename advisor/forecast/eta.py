@@ -10,10 +10,12 @@ how much the rate varied between blocks of recent history.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import NDArray
 
-from advisor.forecast._prep import fast_median
+from advisor.forecast._prep import fast_median, row_medians
 from advisor.model import Interval
 
 FloatArray = NDArray[np.float64]
@@ -30,7 +32,7 @@ def throughput(steps: FloatArray, times: FloatArray | None) -> tuple[float | Non
     s, t = steps[ok], times[ok]
     if s.size < 2:
         return None, np.zeros(0)
-    ds, dt = np.diff(s), np.diff(t)
+    ds, dt = s[1:] - s[:-1], t[1:] - t[:-1]
     good = (ds > 0) & (dt > 0)
     ds, dt = ds[good], dt[good]
     if ds.size == 0:
@@ -65,12 +67,18 @@ def eta_interval(
     remaining = max(0.0, float(total_steps) - float(steps[-1]))
     mean = remaining / rate
     if sps.size >= 4:
-        blocks = np.array_split(sps, min(5, sps.size // 2))
-        med = np.array([fast_median(b) for b in blocks])
-        rel = float(np.std(med) / max(fast_median(med), 1e-300))
+        # up to 5 equal blocks of the recent intervals (the oldest few that do not fill a block
+        # are left out), their medians in one partition
+        nb = min(5, sps.size // 2)
+        size = sps.size // nb
+        med = row_medians(sps[sps.size - nb * size :].reshape(nb, size))
+        m = med.tolist()  # a handful of numbers: plain floats beat numpy's per-call overhead
+        mu = sum(m) / len(m)
+        sd = math.sqrt(sum((v - mu) ** 2 for v in m) / len(m))
+        rel = sd / max(fast_median(med), 1e-300)
     else:
         rel = 0.25
     # a floor for what was not seen: the rest of the run may be paced differently
-    rel = float(np.hypot(rel, 0.03))
+    rel = math.hypot(rel, 0.03)
     half = _Z80 * rel * mean
     return Interval(mean=mean, p10=max(0.0, mean - half), p90=mean + half), rate

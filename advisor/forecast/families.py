@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -137,111 +137,12 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
-def _solve_ab(
-    phi: FloatArray, phi2: FloatArray, y: FloatArray, w: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Closed-form weighted LS of y = a + b*phi for every grid row of ``phi`` (G, N); ``phi2`` is
-    ``phi**2``, passed in because it does not change between reweighting passes. Called inside
-    ``fit_all``'s ``np.errstate`` (degenerate rows divide by zero and are flagged, not warned about).
-
-    Returns (a, b, sse), with sse = inf where b < 0 (a rising curve) or the row is degenerate."""
-    sw = float(w.sum())
-    ym = float(w @ y) / sw
-    yc = y - ym  # centring keeps the normal equations well conditioned
-    wy = w * yc
-    sx = phi @ w
-    sxx = phi2 @ w
-    sxy = phi @ wy
-    syy = float(wy @ yc)
-    den = sw * sxx - sx * sx
-    b = (sw * sxy) / den
-    a = ym - b * sx / sw
-    sse = syy - b * sxy
-    # comparisons with NaN are False, so non-finite rows fail "good" too
-    good = (b >= 0) & (den > 1e-12 * sw * sxx) & (sse < np.inf)
-    return a, b, np.where(good, np.maximum(sse, 0.0), np.inf)
-
-
-def _solve_b(
-    phi: FloatArray, phi2: FloatArray, y: FloatArray, w: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """Closed-form weighted LS of y = b*phi (no offset): (b, sse)."""
-    sxx = phi2 @ w
-    wy = w * y
-    sxy = phi @ wy
-    syy = float(wy @ y)
-    b = sxy / sxx
-    sse = syy - b * sxy
-    good = (b >= 0) & (sxx > 0) & (sse < np.inf)
-    return b, np.where(good, np.maximum(sse, 0.0), np.inf)
-
-
-class _Pair:
-    """The two shape columns of an ``a + b*p1 + c*p2`` family on the fitted points, with the
-    products its normal equations need (they do not change between reweighting passes)."""
-
-    __slots__ = ("p1", "p2", "p11", "p12", "p22")
-
-    def __init__(self, p1: FloatArray, p2: FloatArray) -> None:
-        self.p1, self.p2 = p1, p2
-        self.p11, self.p22, self.p12 = p1 * p1, p2 * p2, p1 * p2
-
-
-def _solve_abc(pair: _Pair, y: FloatArray, w: FloatArray, constrained: bool) -> tuple[FloatArray, FloatArray]:
-    """Weighted LS of y = a + b*p1 + c*p2 for every grid row of p1, p2 (G, N), via the 3x3
-    normal equations built from matrix-vector products (no (G, N, P) temporaries).
-
-    Returns (beta (G, 3), sse (G,)); sse = inf where b or c < 0 and ``constrained``."""
-    p1, p2 = pair.p1, pair.p2
-    if p1.shape[0] == 1:
-        return _solve_abc_one(pair, y, w, constrained)
-    sw = float(w.sum())
-    ym = float(w @ y) / sw
-    yc = y - ym
-    wy = w * yc
-    s1, s2 = p1 @ w, p2 @ w
-    s11, s22, s12 = pair.p11 @ w, pair.p22 @ w, pair.p12 @ w
-    s1y, s2y = p1 @ wy, p2 @ wy
-    # centre the columns: then a drops out and a 2x2 system remains
-    c11 = s11 - s1 * s1 / sw
-    c22 = s22 - s2 * s2 / sw
-    c12 = s12 - s1 * s2 / sw
-    det = c11 * c22 - c12 * c12
-    b = (c22 * s1y - c12 * s2y) / det
-    c = (c11 * s2y - c12 * s1y) / det
-    a = ym - (b * s1 + c * s2) / sw
-    sse = float(wy @ yc) - b * s1y - c * s2y
-    good = (det > 1e-12 * c11 * c22) & (sse < np.inf) & (sse > -np.inf)
-    if constrained:
-        good &= (b >= 0) & (c >= 0)
-    return np.stack([a, b, c], axis=1), np.where(good, np.maximum(sse, 0.0), np.inf)
-
-
-def _solve_abc_one(
-    pair: _Pair, y: FloatArray, w: FloatArray, constrained: bool
-) -> tuple[FloatArray, FloatArray]:
-    """``_solve_abc`` for a single grid row, in scalars (a dozen numpy calls on length-1 arrays
-    cost more than the whole solve)."""
-    p1, p2 = pair.p1[0], pair.p2[0]
-    sw = float(w.sum())
-    ym = float(w @ y) / sw
-    yc = y - ym
-    wy = w * yc
-    s1, s2 = float(p1 @ w), float(p2 @ w)
-    c11 = float(pair.p11[0] @ w) - s1 * s1 / sw
-    c22 = float(pair.p22[0] @ w) - s2 * s2 / sw
-    c12 = float(pair.p12[0] @ w) - s1 * s2 / sw
-    s1y, s2y = float(p1 @ wy), float(p2 @ wy)
-    det = c11 * c22 - c12 * c12
-    beta = np.zeros((1, 3))
-    if not det > 1e-12 * c11 * c22:
-        return beta, np.array([np.inf])
-    b = (c22 * s1y - c12 * s2y) / det
-    c = (c11 * s2y - c12 * s1y) / det
-    beta[0] = (ym - (b * s1 + c * s2) / sw, b, c)
-    sse = float(wy @ yc) - b * s1y - c * s2y
-    ok = math.isfinite(sse) and not (constrained and (b < 0 or c < 0))
-    return beta, np.array([max(sse, 0.0) if ok else np.inf])
+# Every solver below handles several weightings of the same points at once: ``W`` is (K, N), one
+# row per fit, and every result is (K, G). The forecaster fits the whole history and, in the same
+# matrix products, the history without its tail (row 1, the tail weighted zero), which is what
+# scores each family's extrapolation: two fits for the numpy overhead of one. All the sums the
+# normal equations need come out of a single matrix product per block: [W; W*y] times the block's
+# stacked columns (built once per fit, they do not change between reweighting passes).
 
 
 @dataclass
@@ -257,71 +158,196 @@ def _huber(r: FloatArray, w: FloatArray, ref: float) -> FloatArray:
     return w * np.minimum(1.0, _HUBER_K * s / np.maximum(np.abs(r), 1e-300))
 
 
-@dataclass
-class _Other:
-    """A family solved on its own (no offset, or two shape columns), with its design split into
-    the fitted points and the prediction points once, before the reweighting passes."""
+class _Block:
+    """Grid rows solved together. ``kind`` "ab": ``y = a + b*p1`` (the ``a + b*phi`` families, all
+    their grids stacked: one set of matrix products for the whole ensemble); "abc":
+    ``y = a + b*p1 + c*p2`` (the schedule-aware law, vapor pressure in log space, or the
+    ``a + b*phi`` families with an epoch term in p2); "b": ``y = b*p1`` (log-power, no offset).
 
-    fam: Family
-    fit: FloatArray | _Pair  # (G, N) for kind "b"; column pair for kind "abc"
-    fit2: FloatArray | None  # phi**2 for kind "b"
-    pred: FloatArray  # (G, P) or (G, P, 2)
+    ``sizes``: grid rows of each family, in order. ``droppable``: p2 may be left out when it is
+    constant under a weighting (the epoch count of a history that crossed no boundary in the part
+    that is fitted: its coefficient cannot be measured, so it is 0 rather than the row lost)."""
+
+    def __init__(
+        self,
+        kind: str,
+        names: list[str],
+        sizes: list[int],
+        p1: FloatArray,
+        pred1: FloatArray,
+        p2: FloatArray | None = None,
+        pred2: FloatArray | None = None,
+        *,
+        log_space: bool = False,
+        constrained: bool = True,
+        droppable: bool = False,
+        offset_rows: int | None = None,
+    ) -> None:
+        self.kind, self.names, self.sizes = kind, names, sizes
+        #: kind "ab": rows from this one on are ``y = b*p1`` (no offset), solved in the same products
+        self.offset_rows = p1.shape[0] if offset_rows is None else offset_rows
+        self.equal_sizes = len(set(sizes)) == 1
+        self.p1, self.p2, self.pred1, self.pred2 = p1, p2, pred1, pred2
+        self.log_space, self.constrained, self.droppable = log_space, constrained, droppable
+        # right operands of the products, built once: [W; W*y] times q, W times r
+        if p2 is None:
+            self.q, self.r = p1.T, (p1 * p1).T
+        else:
+            self.q = np.concatenate((p1, p2)).T
+            self.r = np.concatenate((p1 * p1, p2 * p2, p1 * p2)).T
+        self.coef: tuple[FloatArray, FloatArray, FloatArray] = (np.zeros(0), np.zeros(0), np.zeros(0))
+        self.sse = np.zeros(0)
+        #: kind "abc": where p2 was constant under a weighting (K, G), from the latest solve
+        self.flat = np.zeros((0, 0), dtype=bool)
+
+    def solve(self, y: FloatArray, W: FloatArray) -> None:
+        """Solve every row for every weighting (rows of ``W``): (a, b, c) and the SSE, (K, G)."""
+        k, g = W.shape[0], self.p1.shape[0]
+        if self.kind == "b":  # y = b*p1
+            wy = W * y
+            sxy, sxx = wy @ self.q, W @ self.r
+            b = sxy / sxx
+            sse = (wy @ y)[:, None] - b * sxy
+            good = (b >= 0) & (sxx > 0) & (sse < np.inf)
+            zero = np.zeros_like(b)
+            self.coef = (zero, b, zero)
+            self.sse = np.where(good, np.maximum(sse, 0.0), np.inf)
+            return
+        sw = W.sum(axis=1)[:, None]
+        ym = (W @ y)[:, None] / sw
+        yc = y - ym  # centring keeps the normal equations well conditioned
+        wy = W * yc
+        m = np.concatenate((W, wy)) @ self.q
+        syy = (wy * yc).sum(axis=1)[:, None]
+        if self.kind == "ab":
+            sx, sxy, sxx = m[:k], m[k:], W @ self.r
+            den = sw * sxx - sx * sx
+            b = (sw * sxy) / den
+            a = ym - b * sx / sw
+            sse = syy - b * sxy
+            # comparisons with NaN are False, so non-finite rows fail "good" too
+            good = (b >= 0) & (den > 1e-12 * sw * sxx) & (sse < np.inf)
+            o = self.offset_rows
+            if o < b.shape[1]:
+                # the last rows have no offset (y = b*p1): the same sums, uncentred
+                sxy0 = sxy[:, o:] + ym * sx[:, o:]
+                b0 = sxy0 / sxx[:, o:]
+                b[:, o:] = b0
+                a[:, o:] = 0.0
+                sse[:, o:] = syy + sw * ym * ym - b0 * sxy0
+                good[:, o:] = (b0 >= 0) & (sxx[:, o:] > 0) & (sse[:, o:] < np.inf)
+            self.coef = (a, b, np.zeros_like(b))
+            self.sse = np.where(good, np.maximum(sse, 0.0), np.inf)
+            return
+        rr = W @ self.r
+        s1, s2, s1y, s2y = m[:k, :g], m[:k, g:], m[k:, :g], m[k:, g:]
+        s11, s22, s12 = rr[:, :g], rr[:, g : 2 * g], rr[:, 2 * g :]
+        # centre the columns: then a drops out and a 2x2 system remains
+        c11 = s11 - s1 * s1 / sw
+        c22 = s22 - s2 * s2 / sw
+        c12 = s12 - s1 * s2 / sw
+        det = c11 * c22 - c12 * c12
+        b = (c22 * s1y - c12 * s2y) / det
+        c = (c11 * s2y - c12 * s1y) / det
+        good = det > 1e-12 * c11 * c22
+        flat = c22 <= 1e-12 * s22
+        self.flat = flat
+        if self.droppable:
+            b = np.where(flat, s1y / c11, b)
+            c = np.where(flat, 0.0, c)
+            good |= flat & (c11 > 0)
+        a = ym - (b * s1 + c * s2) / sw
+        sse = syy - b * s1y - c * s2y
+        good &= (sse < np.inf) & (sse > -np.inf)
+        if self.constrained:
+            good &= (b >= 0) & (c >= 0)
+        self.coef = (a, b, c)
+        self.sse = np.where(good, np.maximum(sse, 0.0), np.inf)
+
+    def best(self, k: int) -> NDArray[np.intp]:
+        """Best row of each family under weighting ``k``, as row indices into the block."""
+        size = self.sizes[0]
+        if self.equal_sizes:
+            per = self.sse[k].reshape(len(self.sizes), size)
+            return per.argmin(axis=1) + np.arange(len(self.sizes)) * size
+        starts = np.cumsum([0, *self.sizes[:-1]])
+        return np.array(
+            [st + int(self.sse[k, st : st + sz].argmin()) for st, sz in zip(starts, self.sizes, strict=True)],
+            dtype=np.intp,
+        )
+
+    def values(self, rows: NDArray[np.intp], k: int, cols: NDArray[np.intp] | None = None) -> FloatArray:
+        """Fitted values of ``rows`` (in the loss itself) at the fitted points ``cols`` (all when
+        None), with weighting ``k``'s coefficients."""
+        a, b, c = (x[k, rows][:, None] for x in self.coef)
+        p1 = self.p1[rows] if cols is None else self.p1[rows][:, cols]
+        v = a + b * p1
+        if self.p2 is not None:
+            v = v + c * (self.p2[rows] if cols is None else self.p2[rows][:, cols])
+        return np.exp(np.clip(v, -700.0, 700.0)) if self.log_space else v
+
+    def predict(self, rows: NDArray[np.intp], k: int) -> FloatArray:
+        """Values of ``rows`` at the prediction points, with weighting ``k``'s coefficients."""
+        a, b, c = (x[k, rows][:, None] for x in self.coef)
+        v = a + b * self.pred1[rows]
+        if self.pred2 is not None:
+            v = v + c * self.pred2[rows]
+        return np.exp(np.clip(v, -700.0, 700.0)) if self.log_space else v
 
 
-def _prepare_others(fams: list[Family], uu: FloatArray, n: int, has_log: bool) -> list[_Other]:
-    out: list[_Other] = []
+def _blocks(
+    fams: list[Family],
+    u: FloatArray,
+    u_pred: FloatArray,
+    has_log: bool,
+    epoch_col: tuple[FloatArray, FloatArray] | None,
+) -> list[_Block]:
+    """Build every family's design once (on the fitted and the prediction points together)."""
+    n = u.size
+    uu = np.concatenate((u, u_pred))
+    out: list[_Block] = []
+    ab = [f for f in fams if f.kind == "ab"]
+    # without an epoch term, the no-offset families join the stacked block (same grid size)
+    joined = [f for f in fams if f.kind == "b"] if (ab and epoch_col is None) else []
+    if ab:
+        designs = [f.design(uu) for f in ab + joined]
+        big = np.concatenate(designs, axis=0) if len(designs) > 1 else designs[0]
+        phi = np.ascontiguousarray(big[:, :n])
+        if not np.isfinite(phi).all():
+            phi = np.where(np.isfinite(phi), phi, 0.0)
+        names = [f.name for f in ab + joined]
+        sizes = [d.shape[0] for d in designs]
+        if epoch_col is None:
+            n_off = sum(sizes[: len(ab)])
+            out.append(_Block("ab", names, sizes, phi, big[:, n:], offset_rows=n_off))
+        else:
+            # a term -c * completed_epoch_boundaries, c >= 0: the training loss of a multi-epoch
+            # run steps down each time the model starts seeing the data again
+            p2 = np.ascontiguousarray(np.broadcast_to(-epoch_col[0], phi.shape))
+            p2p = np.broadcast_to(-epoch_col[1], (big.shape[0], u_pred.size))
+            out.append(_Block("abc", names, sizes, phi, big[:, n:], p2, p2p, droppable=True))
     for fam in fams:
-        if fam.kind == "ab" or (fam.log_space and not has_log):
+        if fam.kind == "ab" or fam in joined or (fam.log_space and not has_log):
             continue
         D = fam.design(uu)
+        g = D.shape[0]
         if fam.kind == "b":
-            phi = np.ascontiguousarray(D[:, :n])
-            out.append(_Other(fam, phi, phi * phi, D[:, n:]))
+            out.append(_Block("b", [fam.name], [g], np.ascontiguousarray(D[:, :n]), D[:, n:]))
         else:
-            pair = _Pair(np.ascontiguousarray(D[:, :n, 0]), np.ascontiguousarray(D[:, :n, 1]))
-            out.append(_Other(fam, pair, None, D[:, n:]))
+            out.append(
+                _Block(
+                    "abc",
+                    [fam.name],
+                    [g],
+                    np.ascontiguousarray(D[:, :n, 0]),
+                    D[:, n:, 0],
+                    np.ascontiguousarray(D[:, :n, 1]),
+                    D[:, n:, 1],
+                    log_space=fam.log_space,
+                    constrained=fam.constrained,
+                )
+            )
     return out
-
-
-def _solve_other(
-    o: _Other, y: FloatArray, ylog: FloatArray | None, ww: FloatArray
-) -> tuple[int, FloatArray, float] | None:
-    """Best grid row of one separately solved family: (row, coefficients, weighted SSE in y)."""
-    fam = o.fam
-    yt = ylog if fam.log_space else y
-    assert yt is not None
-    if fam.kind == "b":
-        assert isinstance(o.fit, np.ndarray) and o.fit2 is not None
-        b1, sse1 = _solve_b(o.fit, o.fit2, yt, ww)
-        g = int(np.argmin(sse1))
-        if not np.isfinite(sse1[g]):
-            return None
-        return g, np.array([0.0, b1[g], 0.0]), float(sse1[g])
-    assert isinstance(o.fit, _Pair)
-    beta, sse2 = _solve_abc(o.fit, yt, ww, fam.constrained)
-    g = int(np.argmin(sse2))
-    if not np.isfinite(sse2[g]):
-        return None
-    if fam.log_space:  # score in the loss itself, so that families compare on one scale
-        fitted = np.exp(beta[g, 0] + beta[g, 1] * o.fit.p1[g] + beta[g, 2] * o.fit.p2[g])
-        r = y - fitted
-        return g, beta[g], float(ww @ (r * r))
-    return g, beta[g], float(sse2[g])
-
-
-def _other_values(o: _Other, g: int, coef: FloatArray, n: int, pred: bool) -> FloatArray:
-    """The fitted family's values at the prediction points (``pred``) or at the fitted points."""
-    if o.fam.kind == "b":
-        col = o.pred[g] if pred else o.fit[g]  # type: ignore[index]
-        return coef[1] * col
-    if pred:
-        v = coef[0] + coef[1] * o.pred[g, :, 0] + coef[2] * o.pred[g, :, 1]
-    else:
-        assert isinstance(o.fit, _Pair)
-        v = coef[0] + coef[1] * o.fit.p1[g] + coef[2] * o.fit.p2[g]
-    if o.fam.log_space:
-        v = np.exp(np.clip(v, -700.0, 700.0))
-    return v
 
 
 def fit_all(
@@ -336,17 +362,31 @@ def fit_all(
     """Fit every family on (u, y, w) and predict at ``u_pred``.
 
     ``epoch_col`` (values at the fitted points, at the prediction points) adds a term
-    ``-c * completed_epoch_boundaries`` with c >= 0 to the ``a + b*phi`` families: the training loss
-    of a multi-epoch run steps down each time the model starts seeing data again.
+    ``-c * completed_epoch_boundaries`` with c >= 0 to the ``a + b*phi`` families.
 
-    All ``a + b*phi`` families are stacked into one matrix and solved together, which is what
-    makes a whole ensemble cost about as much as one generic nonlinear fit. Robust (Huber) weights
-    are shared: they come from the residuals of the best-fitting family and are a property of the
-    data (a spike is a spike whichever curve is fitted), so every family is refitted with them.
+    All ``a + b*phi`` families are stacked into one matrix and solved together, which is what makes
+    a whole ensemble cost about as much as one generic nonlinear fit. Robust (Huber) weights are
+    shared: they come from the residuals of the best-fitting family and are a property of the data
+    (a spike is a spike whichever curve is fitted), so every family is refitted with them.
     Everything that does not depend on the weights (designs, their squares and products) is built
     once, before the reweighting passes; predictions are formed only after the last pass.
     """
-    return fit_all_robust(fams, u, y, w, u_pred, irls, epoch_col)[0]
+    return fit_all_robust(fams, u, y, w, u_pred, irls, epoch_col).fits
+
+
+@dataclass
+class RobustFit:
+    """``fit_all_robust``'s result: the fits, the point weights of the last pass (``w`` times the
+    robust weights), and, when a holdout was asked for, each family's prediction of the held-out
+    points from its fit on the others (same weights, same designs)."""
+
+    fits: dict[str, Fit]
+    weights: FloatArray
+    tail: dict[str, FloatArray] = field(default_factory=dict)
+    #: families fitted on the whole history that the part without its tail cannot identify (the
+    #: schedule-aware law before any LR decay: its annealing term is then constant); their skill
+    #: is unknown, not bad
+    unscored: set[str] = field(default_factory=set)
 
 
 def fit_all_robust(
@@ -357,110 +397,68 @@ def fit_all_robust(
     u_pred: FloatArray,
     irls: int = 2,
     epoch_col: tuple[FloatArray, FloatArray] | None = None,
-) -> tuple[dict[str, Fit], FloatArray]:
-    """``fit_all``, also returning the point weights of the last pass (``w`` times the robust
-    weights), so that another fit of the same points can reuse them instead of re-deriving them."""
+    train: NDArray[np.bool_] | None = None,
+) -> RobustFit:
+    """``fit_all``, also returning the point weights of the last pass and, with a ``train`` mask,
+    every family refitted on the ``train`` points alone (in the last pass, with its weights)
+    predicting the others."""
     with np.errstate(all="ignore"):  # degenerate grid rows are flagged, not warned about
-        return _fit_all(fams, u, y, w, u_pred, irls, epoch_col)
-
-
-def _fit_all(
-    fams: list[Family],
-    u: FloatArray,
-    y: FloatArray,
-    w: FloatArray,
-    u_pred: FloatArray,
-    irls: int,
-    epoch_col: tuple[FloatArray, FloatArray] | None,
-) -> tuple[dict[str, Fit], FloatArray]:
-    n = u.size
-    ylog = np.log(y) if (y > 0).all() else None
-    uu = np.concatenate((u, u_pred))
-    ab_rows: list[FloatArray] = []
-    ab_names: list[str] = []
-    for fam in fams:
-        if fam.kind == "ab":
-            ab_rows.append(fam.design(uu))
-            ab_names.append(fam.name)
-    others = _prepare_others(fams, uu, n, ylog is not None)
-    # every a + b*phi family has the same grid size, so the stack reshapes to (families, grid)
-    n_fam = len(ab_rows)
-    phi = phip = phi2 = np.zeros((0, n))
-    pair: _Pair | None = None
-    if n_fam:
-        big = np.concatenate(ab_rows, axis=0) if n_fam > 1 else ab_rows[0]
-        phi, phip = np.ascontiguousarray(big[:, :n]), big[:, n:]
-        if not np.isfinite(phi).all():
-            phi = np.where(np.isfinite(phi), phi, 0.0)
-        if epoch_col is None:
-            phi2 = phi * phi
-        else:
-            pair = _Pair(phi, np.ascontiguousarray(np.broadcast_to(-epoch_col[0], phi.shape)))
-    ref = fast_median(y)
-    return _fit_passes(ab_names, phi, phi2, phip, pair, others, y, ylog, w, ref, n, irls, epoch_col)
+        ylog = np.log(y) if (y > 0).all() else None
+        blocks = _blocks(fams, u, u_pred, ylog is not None, epoch_col)
+        return _fit_passes(blocks, y, ylog, w, fast_median(y), irls, train)
 
 
 def _fit_passes(
-    ab_names: list[str],
-    phi: FloatArray,
-    phi2: FloatArray,
-    phip: FloatArray,
-    pair: _Pair | None,
-    others: list[_Other],
+    blocks: list[_Block],
     y: FloatArray,
     ylog: FloatArray | None,
     w: FloatArray,
     ref: float,
-    n: int,
     irls: int,
-    epoch_col: tuple[FloatArray, FloatArray] | None,
-) -> tuple[dict[str, Fit], FloatArray]:
-    """The reweighting passes of ``fit_all``; returns the fits and the weights of the last pass."""
-    n_fam = len(ab_names)
-    fits: dict[str, Fit] = {}
+    train: NDArray[np.bool_] | None,
+) -> RobustFit:
+    """The reweighting passes: each pass but the last refits with Huber weights from the residuals
+    of the best family; the last one also fits the ``train`` part alone (weighting 1).
+
+    Only the first block (the stacked ``a + b*phi`` families, when there are any) takes part in
+    the passes before the last: they exist to find the robust weights, which are a property of the
+    points, and seven families already tell a spike from the curve; solving the other blocks there
+    too would double their cost for the same weights."""
     ww = w
-    a = b = c = sse = np.zeros(0)
-    g = np.zeros(0, dtype=int)
-    best_other: list[tuple[_Other, tuple[int, FloatArray, float]]] = []
     for it in range(irls + 1):
-        fitted_best: FloatArray | None = None
-        best_sse = np.inf
-        if n_fam:
-            if pair is None:
-                a, b, sse = _solve_ab(phi, phi2, y, ww)
-            else:
-                beta, sse = _solve_abc(pair, y, ww, True)
-                a, b, c = beta[:, 0], beta[:, 1], beta[:, 2]
-            per = sse.reshape(n_fam, -1)
-            g = per.argmin(axis=1) + np.arange(n_fam) * per.shape[1]
-            best_f = sse[g]
-            jb = int(best_f.argmin())
-            if np.isfinite(best_f[jb]):
-                best_sse = float(best_f[jb])
-                gb = g[jb]
-                fitted_best = a[gb] + b[gb] * phi[gb]
-                if pair is not None:
-                    fitted_best = fitted_best + c[gb] * pair.p2[gb]  # p2 = -epochs
-        best_other = []
-        for o in others:
-            res = _solve_other(o, y, ylog, ww)
-            if res is None:
+        last = it == irls
+        W = np.stack((ww, ww * train)) if (last and train is not None) else ww[None, :]
+        best: tuple[float, _Block, int] | None = None
+        for blk in blocks if last else blocks[:1]:
+            blk.solve(ylog if blk.log_space else y, W)  # type: ignore[arg-type]
+            if last:
                 continue
-            best_other.append((o, res))
-            if it < irls and res[2] < best_sse:
-                best_sse, fitted_best = res[2], _other_values(o, res[0], res[1], n, pred=False)
-        if it < irls and fitted_best is not None:
-            ww = _huber(y - fitted_best, w, ref)
-    if n_fam:
-        best_f = sse[g]
-        preds = a[g, None] + b[g, None] * phip[g]
-        if epoch_col is not None:
-            preds = preds - c[g, None] * epoch_col[1][None, :]
-        for j, name in enumerate(ab_names):
-            if np.isfinite(best_f[j]):
-                fits[name] = Fit(name, preds[j], float(best_f[j]), True)
-    for o, (row, coef, sse_o) in best_other:
-        pred = _other_values(o, row, coef, n, pred=True)
-        if np.isfinite(pred).all():
-            fits[o.fam.name] = Fit(o.fam.name, pred, sse_o, True)
-    return fits, ww
+            g = blk.best(0)
+            j = int(blk.sse[0, g].argmin())
+            if best is None or blk.sse[0, g[j]] < best[0]:
+                best = (float(blk.sse[0, g[j]]), blk, int(g[j]))
+        if not last and best is not None and math.isfinite(best[0]):
+            fitted = best[1].values(np.array([best[2]]), 0)[0]
+            ww = _huber(y - fitted, w, ref)
+    out = RobustFit({}, ww)
+    tail_idx = np.flatnonzero(~train) if train is not None else None
+    for blk in blocks:
+        g = blk.best(0)
+        preds = blk.predict(g, 0)
+        ok = np.isfinite(blk.sse[0, g]) & np.isfinite(preds).all(axis=1)
+        for j, name in enumerate(blk.names):
+            if ok[j]:
+                out.fits[name] = Fit(name, preds[j], float(blk.sse[0, g[j]]), True)
+        if tail_idx is None:
+            continue
+        g1 = blk.best(1)
+        tail = blk.values(g1, 1, tail_idx)
+        ok = np.isfinite(blk.sse[1, g1]) & np.isfinite(tail).all(axis=1)
+        for j, name in enumerate(blk.names):
+            if ok[j]:
+                out.tail[name] = tail[j]
+            elif name in out.fits and blk.kind == "abc" and not blk.droppable:
+                start = sum(blk.sizes[:j])
+                if blk.flat[1, start : start + blk.sizes[j]].all():
+                    out.unscored.add(name)
+    return out

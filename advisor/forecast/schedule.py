@@ -24,6 +24,8 @@ from advisor.forecast.families import Family
 FloatArray = NDArray[np.float64]
 
 _N_GRID = 512
+#: at most this many points of the observed decay score the candidate schedule shapes
+_N_SHAPE = 64
 #: prior weight of the schedule-aware law against one saturating family
 LR_LAW_PRIOR = 3.0
 _ALPHA = np.geomspace(0.05, 3.0, 10)
@@ -58,7 +60,10 @@ def infer_future(steps: FloatArray, lrs: FloatArray, horizon: float) -> tuple[Fl
     peak = float(lrs[peak_i])
     last = float(lrs[-1])
     future = grid > s_last
-    tail = slice(peak_i, None)
+    # the decay since the peak, at most _N_SHAPE points of it (the LR is smooth: a stride loses
+    # nothing that tells the candidate shapes apart)
+    stride = max(1, (steps.size - peak_i) // _N_SHAPE)
+    tail = slice(steps.size - 1 - ((steps.size - 1 - peak_i) // stride) * stride, None, stride)
     s_t, l_t = steps[tail], lrs[tail]
     if peak <= 0 or s_t.size < 3 or last >= peak * 0.98:
         shape = "constant" if peak_i < steps.size - 1 or steps.size < 3 else "rising"
@@ -110,8 +115,8 @@ def areas(grid: FloatArray, lr: FloatArray) -> tuple[FloatArray, FloatArray]:
     return s1, np.cumsum(m * d[None, :], axis=1)
 
 
-_A_ROWS, _SW_ROWS, _MI_ROWS = (
-    g.ravel() for g in np.meshgrid(_ALPHA, _SW, np.arange(_MOMENTUM.size), indexing="ij")
+_A_ROWS, _SW_INDEX, _MI_ROWS = (
+    g.ravel() for g in np.meshgrid(_ALPHA, np.arange(_SW.size), np.arange(_MOMENTUM.size), indexing="ij")
 )
 
 
@@ -130,7 +135,7 @@ def lr_law_family(
     s1 = np.interp(steps_all, grid, s1g) / s1_ref
     s2 = np.stack([np.interp(steps_all, grid, s2g[j]) for j in range(s2g.shape[0])]) / s1_ref
     X = np.empty((_A_ROWS.size, steps_all.size, 2))
-    X[..., 0] = np.exp(-_A_ROWS[:, None] * np.log(s1[None, :] + _SW_ROWS[:, None]))
+    X[..., 0] = np.exp(-_A_ROWS[:, None] * np.log(s1[None, :] + _SW[:, None])[_SW_INDEX])
     X[..., 1] = -s2[_MI_ROWS]
 
     return _fixed_family(X)
@@ -141,17 +146,3 @@ def _fixed_family(X: FloatArray) -> Family:
         return X
 
     return Family("lr_law", design, kind="abc", prior=LR_LAW_PRIOR)
-
-
-def lr_law_pair(
-    steps_obs: FloatArray,
-    steps_pred: FloatArray,
-    grid: FloatArray,
-    lr: FloatArray,
-    precomputed: tuple[FloatArray, FloatArray] | None = None,
-) -> tuple[Family, Family]:
-    """The schedule-aware family twice from one design: for the observed then the prediction
-    points, and for the observed points alone (the holdout fit splits those into its training
-    part and its tail). Both are normalised at the last observed step."""
-    full = lr_law_family(np.concatenate((steps_obs, steps_pred)), grid, lr, float(steps_obs[-1]), precomputed)
-    return full, _fixed_family(full.design(steps_obs)[:, : steps_obs.size])
