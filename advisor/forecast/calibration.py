@@ -20,7 +20,8 @@ level instead, found the same way. ``bench/calibrate_forecast.py`` re-measures t
 half and on both together, and the coverage each half's knots give on the other: the halves differ
 (up to ~3x at 70% of the run left: their run groups saturate differently), so a knot set from one
 half alone under-covers the other. The knots in use are the larger, conservative measurements; the
-one at 30% left was re-measured on both halves together after the fit engine last changed. These are conformal-style calibration constants: they make no
+one at 30% left was re-measured on both halves together after the fit engine last changed.
+These are conformal-style calibration constants: they make no
 claim about the shape of the error distribution, only about its 80% quantile at each distance.
 
 ``ANNEAL_STRETCH``/``ANNEAL_POWER`` are the schedule prior used when ``total_steps`` is known but the
@@ -76,6 +77,10 @@ SKIP_MAX = 0.25
 HOLDOUT = 0.4
 #: how sharply holdout skill separates families: weight = prior * exp(-S * z**2), z = excess error
 SKILL_SHARPNESS = 1.0
+#: the ensemble's mean error on the held-out tail, in standard errors, at or below which the local
+#: plateau test is consulted even when the fits find a plateau unlikely: the tail did not fall faster
+#: than the fits expected, so the recent trend's continuation over-states what is left (see ``plateau``)
+FLATTENED_Z = 0.0
 #: Huber reweighting passes of the final fit (the holdout fit uses one)
 IRLS_PASSES = 1
 #: size of each further epoch-boundary drop relative to the previous one

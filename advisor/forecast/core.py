@@ -24,7 +24,7 @@ from advisor.forecast import calibration as cal
 from advisor.forecast._prep import Prepared, downsample, prepare, smoothed_level
 from advisor.forecast.eta import eta_interval
 from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all_robust
-from advisor.forecast.plateau import local_plateau_probability
+from advisor.forecast.plateau import local_trend
 from advisor.forecast.schedule import infer_future, lr_law_family
 from advisor.model import Forecast, Interval
 
@@ -51,6 +51,9 @@ class Parts:
     lr_shape: str | None = None
     holdout_err: float = float("nan")
     reach: float = 0.0
+    #: the weighted ensemble's mean error on the held-out tail, in standard errors of that mean
+    #: (negative: the tail stayed above what the fits expected, the curve has flattened)
+    tail_bias_z: float = float("nan")
 
 
 def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
@@ -100,17 +103,18 @@ def _weights(
     fams: list[Family],
     train: NDArray[np.bool_] | None,
     tail: dict[str, FloatArray],
-) -> tuple[dict[str, float], float]:
+) -> tuple[dict[str, float], float, float]:
     """Family weights from extrapolation skill: each family, fitted on the history without its
     tail, is scored on how well it predicted that tail (``tail``, from the same robust fit). In-sample
     fit would reward flexibility, not foresight. ``w`` are the robust point weights of the full fit
     (recency times Huber): a spike is down-weighted in the holdout fit and in the scoring alike.
 
     Also returns the weighted ensemble's own error on that tail (RMS), the one direct measure of
-    how predictable this particular curve is (NaN when the history is too short to hold out)."""
+    how predictable this particular curve is, and its mean (signed) error in standard errors (both
+    NaN when the history is too short to hold out)."""
     priors = {f.name: f.prior for f in fams}
     if train is None or not tail:
-        return priors, float("nan")
+        return priors, float("nan"), float("nan")
     n = y.size
     test = ~train
     n_te = int(test.sum())
@@ -131,9 +135,11 @@ def _weights(
             out[fam.name] = fam.prior * math.exp(-cal.SKILL_SHARPNESS * z * z)
     tot = sum(out.values())
     if tot <= 0:
-        return out, float("nan")
+        return out, float("nan"), float("nan")
     ens = np.array([out.get(k, 0.0) for k in names]) @ pred_te / tot
-    return out, float(np.sqrt(((ens - y_te) ** 2) @ wt))
+    resid = ens - y_te
+    bias_z = float(resid @ wt) / max(noise / math.sqrt(n_te), 1e-12 * (abs(float(y_te[-1])) + 1e-12))
+    return out, float(np.sqrt((resid**2) @ wt)), bias_z
 
 
 def _epoch_boundaries(
@@ -226,7 +232,7 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
         fams, u, y, w, np.array([stretch_u, 1.0]), irls=cal.IRLS_PASSES, epoch_col=ecol, train=train
     )
     fits = rf.fits
-    weights, parts.holdout_err = _weights(y, rf.weights, fams, train, rf.tail)
+    weights, parts.holdout_err, parts.tail_bias_z = _weights(y, rf.weights, fams, train, rf.tail)
     for name in rf.unscored:
         # no tail to judge it on: its prior stands (as if it had predicted the tail best)
         weights[name] = next(f.prior for f in fams if f.name == name)
@@ -365,12 +371,27 @@ def _run(
     level = parts.level
     thresh = level - 0.01 * abs(level)
     plateau = float(ndtr((mean - thresh) / sd)) if sd > 0 else float(mean >= thresh)
-    if plateau >= 0.5 and parts.lr_shape == "constant" and _epoch_boundaries_ahead(prep, horizon) == 0:
-        # the fits already put the end within the 1% band and no LR decay or new epoch is coming:
-        # the recent trend then says how sure that is (see ``plateau``); it never overrules them
-        local = local_plateau_probability(prep.steps, prep.values, horizon, level)
-        if local is not None and local > plateau:
-            plateau = local
+    flattened = parts.tail_bias_z <= cal.FLATTENED_Z  # False when NaN
+    if (
+        (plateau >= 0.5 or flattened)
+        and parts.lr_shape == "constant"
+        and _epoch_boundaries_ahead(prep, horizon) == 0
+    ):
+        # no LR decay or new epoch is coming, and either the fits already put the end within the
+        # 1% band, or the curve has not fallen faster than they expected: fitted without the
+        # recent tail, they put it no higher than it stayed (a run that starts slowly, concave in
+        # log-step, fails this: its tail fell faster). The recent trend, continued, then says how
+        # sure the plateau is (see ``plateau``); it only ever raises the fits' own probability
+        trend = local_trend(prep.steps, prep.values, horizon, level)
+        if trend is not None and trend[0] > plateau:
+            plateau = trend[0]
+            # that continuation over-states what a saturating run has left, so no more drop than
+            # it gives is credible either: the final-loss forecast follows it, same half-width
+            if mean < level - trend[1]:
+                mean = level - max(trend[1], 0.0)
+                lo, hi = mean - half, mean + half
+                if float(np.min(prep.values)) >= 0.0:
+                    lo, mean = max(lo, 0.0), max(mean, 0.0)
     eta, sps = eta_interval(prep.steps, prep.times, horizon)
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),

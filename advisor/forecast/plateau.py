@@ -12,11 +12,19 @@ the point-to-point noise (robust to spikes), and the remaining drop is that tren
 flattens as a run saturates), so the resulting probability is conservative: when even this
 continuation gains less than 1%, the run has plateaued. It only applies when no learning-rate
 decay and no new epoch is coming (a constant schedule): an annealing or epoch drop is not in the
-recent trend, and the schedule-aware ensemble is the one that knows about it. And it only sharpens
-the ensemble, never overrules it (``core`` consults it once the fits' own P(plateau) is >= 0.5):
-a run that starts slowly is concave in log-step, its recent trend understates what is to come,
-and in the trace simulator an unconditional local test released such runs while they still had
-4% to gain.
+recent trend, and the schedule-aware ensemble is the one that knows about it.
+
+``core`` consults it when the fits' own P(plateau) is already >= 0.5, or when the fits, refitted
+without the held-out tail of the history, expected that tail no higher than it stayed (their mean
+error there is not positive): the curve has not fallen faster than a saturating curve would. That
+gate is what keeps out the case that makes the continuation unsafe: a run that starts slowly is
+concave in log-step, its recent trend under-states what is to come, its tail falls faster than the
+fits expect, and in the trace simulator an ungated local test released such runs while they still
+had 4% to gain. When it raises P(plateau), the final-loss forecast follows it (no more drop than
+the continuation gives), so that the two numbers a policy reads agree.
+
+The window is the last WINDOW_FRACTION of the points: short enough to sit inside the flat stretch
+soon after a run stops learning, long enough (MIN_POINTS) for its own noise estimate.
 """
 
 from __future__ import annotations
@@ -32,8 +40,10 @@ from advisor.forecast._prep import fast_median
 FloatArray = NDArray[np.float64]
 
 #: the recent window: this fraction of the history, and at least MIN_POINTS points
-WINDOW_FRACTION = 1.0 / 3.0
+WINDOW_FRACTION = 0.2
 MIN_POINTS = 8
+#: a window whose trend rises by more than this many standard errors is not judged at all
+RISING_Z = 2.0
 #: "plateau": less than this relative improvement left (the Forecast contract's 1%)
 IMPROVEMENT = 0.01
 
@@ -45,6 +55,14 @@ def local_plateau_probability(
 
     None when it does not apply: unknown horizon (a log-step trend has no finite end), too few
     points, the horizon already reached, or a degenerate window."""
+    trend = local_trend(steps, values, horizon, level)
+    return None if trend is None else trend[0]
+
+
+def local_trend(
+    steps: FloatArray, values: FloatArray, horizon: float | None, level: float
+) -> tuple[float, float] | None:
+    """(``local_plateau_probability``, the drop the recent log-step trend gives by ``horizon``)."""
     n = values.size
     if horizon is None or n < MIN_POINTS or not math.isfinite(level):
         return None
@@ -64,5 +82,9 @@ def local_plateau_probability(
     sigma = 1.4826 * fast_median(np.abs(np.diff(ys))) / math.sqrt(2.0)
     se = max(sigma, 1e-12 * (abs(level) + 1e-12)) / math.sqrt(sxx)
     drop = -slope * reach
+    if drop < -RISING_Z * se * reach:
+        # the window is rising: a spike on its way back down, or a divergence (the divergence
+        # rule's business); neither is a plateau, and the continuation says nothing about either
+        return None
     threshold = IMPROVEMENT * abs(level)
-    return float(ndtr((threshold - drop) / (se * reach)))
+    return float(ndtr((threshold - drop) / (se * reach))), drop

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from advisor.forecast import forecast
+from advisor.forecast.core import forecast_with_parts
 from advisor.forecast.plateau import local_plateau_probability
 
 T = 10_000.0
@@ -46,15 +47,33 @@ def test_local_test_does_not_apply_without_a_horizon_or_when_a_decay_is_coming()
     y = run(0.4, noise=0.01, seed=0)
     m = STEPS <= 0.8 * T
     assert local_plateau_probability(STEPS[m], y[m], None, float(np.median(y[m][-5:]))) is None
-    # a cosine schedule still to anneal: the expected drop is the ensemble's to judge, and the
-    # flat stretch of a stable-LR phase must not be called a plateau
+    # a run that went flat after a long decline: with a constant LR its recent trend calls the
+    # plateau the fits are still slow to see; with a cosine decay still to come the expected
+    # annealing drop is the ensemble's to judge, and the flat stretch must not be called a plateau
+    m = STEPS <= 0.6 * T
     s = STEPS[m]
-    y_flat = 2.0 * (1.0 + 0.003 * np.random.default_rng(3).standard_normal(s.size))
+    clean = 2.0 + 3.0 * (np.minimum(s, 4500.0) / 200 + 1) ** -0.5
+    y_flat = clean * (1.0 + 0.002 * np.random.default_rng(3).standard_normal(s.size))
     decaying = 3e-4 * 0.5 * (1 + np.cos(np.pi * s / T))
     fc = forecast(s, y_flat, total_steps=T, learning_rates=decaying)
     constant = forecast(s, y_flat, total_steps=T, learning_rates=np.full(s.size, 3e-4))
     assert constant.plateau_probability > 0.9
-    assert fc.plateau_probability < constant.plateau_probability
+    assert fc.plateau_probability < 0.5
+    # the final-loss forecast agrees with the plateau call: less than 1% below the current level
+    assert constant.current_loss is not None
+    assert constant.final_loss.mean >= 0.99 * constant.current_loss
+
+
+def test_an_accelerating_drop_keeps_the_local_test_shut() -> None:
+    # a run that starts slowly (concave in log-step): its recent trend under-states what is to
+    # come, and the fits' held-out tail fell faster than they expected, which is the gate's signal
+    m = STEPS <= 0.4 * T
+    s = STEPS[m]
+    clean = 2.0 + 0.5 * (1 - 1 / (1 + np.exp(-(s - 6000) / 900)))
+    y = clean * (1.0 + 0.001 * np.random.default_rng(3).standard_normal(s.size))
+    fc, parts = forecast_with_parts(s, y, total_steps=T, learning_rates=np.full(s.size, 3e-4))
+    assert parts["tail_bias_z"] > 0
+    assert fc.plateau_probability < 0.5
 
 
 def test_local_probability_separates_flat_from_falling_windows() -> None:
@@ -65,3 +84,12 @@ def test_local_probability_separates_flat_from_falling_windows() -> None:
     p_fall = local_plateau_probability(s, falling, 1500.0, float(np.median(falling[-5:])))
     assert p_flat is not None and p_fall is not None
     assert p_flat > 0.9 > 0.1 > p_fall
+
+
+def test_a_rising_window_is_not_judged_a_plateau() -> None:
+    # a loss spike on its way back down (or a divergence): the recent trend rises, which says
+    # nothing about what improvement is left
+    s = np.arange(1.0, 101.0) * 10.0
+    y = 1.5 * (1.0 + 0.002 * np.random.default_rng(1).standard_normal(s.size))
+    y[-12:] += np.linspace(0.05, 0.4, 12)
+    assert local_plateau_probability(s, y, 1500.0, float(np.median(y[-5:]))) is None
