@@ -25,6 +25,8 @@ import yaml
 
 __all__ = [
     "PATHOLOGIES",
+    "PRETRAINING_SCHEDULES",
+    "WORKLOAD_TYPE_LABEL",
     "CurveLibrary",
     "CurveSpec",
     "load_curve_params",
@@ -36,6 +38,18 @@ PATHOLOGIES = ("none", "early_plateau", "late_plateau", "diverge", "hang", "slow
 #: forecaster's plateau definition and the wrong-stop judgement)
 LEARNING_THRESHOLD = 0.01
 _GRID = 512
+
+#: the label real clusters put on training jobs to tell pre-training from fine-tuning (the sample
+#: plateau-release policy selects on it)
+WORKLOAD_TYPE_LABEL = "workload-type"
+#: schedules that mark a run as pre-training. A warmup-stable-decay run holds its learning rate for
+#: most of its budget and anneals only at the end, so its loss is flat for hours and then drops: that
+#: is how pre-training runs are scheduled (the stable phase can be extended, the decay is cut at the
+#: chosen budget), while fine-tunes run a constant or cosine schedule. Its stable phase looks like a
+#: plateau to anything that has not seen the decay yet, which is why admins keep plateau rules off
+#: pre-training jobs by label.
+PRETRAINING_SCHEDULES = frozenset({"wsd"})
+WORKLOAD_TYPES = ("pretraining", "fine-tuning")
 
 
 @lru_cache(maxsize=1)
@@ -70,6 +84,7 @@ class CurveSpec:
     at: float = 1.0  # where the pathology starts (fraction of total_steps)
     spikes: tuple[tuple[float, float], ...] = ()  # (x, height relative to loss)
     seed: int = 0
+    workload_type: str = "fine-tuning"  # pretraining | fine-tuning: the job's workload-type label
     _noise_table: np.ndarray = field(init=False, repr=False, compare=False)
     _truth: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
 
@@ -78,10 +93,18 @@ class CurveSpec:
             raise ValueError("total_steps must be positive")
         if self.pathology not in PATHOLOGIES:
             raise ValueError(f"unknown pathology {self.pathology!r}")
+        if self.workload_type not in WORKLOAD_TYPES:
+            kinds = ", ".join(WORKLOAD_TYPES)
+            raise ValueError(f"workload_type must be one of {kinds}, got {self.workload_type!r}")
         rng = np.random.default_rng(self.seed)
         object.__setattr__(self, "_noise_table", rng.standard_normal(1024))
         x = np.linspace(0.0, 1.0, _GRID)
         object.__setattr__(self, "_truth", (x, self.clean(x)))
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels the job carries because of what kind of run it is (not hidden: users set them)."""
+        return {WORKLOAD_TYPE_LABEL: self.workload_type}
 
     # ---- the hidden law ---------------------------------------------------------------------
     def lr(self, x: np.ndarray | float) -> np.ndarray:
@@ -224,6 +247,8 @@ class CurveLibrary:
             n = int(rng.integers(2, 5))
             xs = np.sort(rng.uniform(0.15, 0.85, size=n))
             spikes = tuple((float(x), float(rng.uniform(0.1, 0.6))) for x in xs)
+        # the kind of run follows from its schedule (no draw, so the random stream stays as it was)
+        workload_type = "pretraining" if schedule in PRETRAINING_SCHEDULES else "fine-tuning"
         return CurveSpec(
             total_steps=int(total_steps),
             l_inf=l_inf,
@@ -238,4 +263,5 @@ class CurveLibrary:
             at=at,
             spikes=spikes,
             seed=seed,
+            workload_type=workload_type,
         )

@@ -2,7 +2,9 @@
 
 Plots use matplotlib's Agg backend (imported here only, so the CLI starts fast): a GPU-hours
 waterfall per row (from the no-advisor total to the row's total), the JCT CDF of every row, and
-GPU utilisation over time.
+GPU utilisation over time. The report also splits each acting row's non-learning GPU-hours into
+those burnt by runs it released (too late) and by runs it let run on (never caught), per
+pathology: the first is the cost of slow detection, the second of none.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from simulator.jobs import Phase
 from simulator.runner import RowResult
 
-__all__ = ["JSON_KEYS", "format_table", "write_json", "write_report"]
+__all__ = ["JSON_KEYS", "format_table", "nonlearning_split", "write_json", "write_report"]
 
 JSON_KEYS = (
     "policy",
@@ -190,6 +193,54 @@ def _utilisation(results: Sequence[RowResult], capacity: int, path: Path) -> Non
     plt.close(fig)
 
 
+def nonlearning_split(result: RowResult) -> dict[str, dict[str, float]]:
+    """Per pathology: the non-learning GPU-hours of runs the row released or stopped (burnt before
+    it acted) and of runs that ran on (to their end, or still running at the horizon), the number
+    of each, and the median hours a released run was held after it stopped learning."""
+    out: dict[str, dict[str, float]] = {}
+    lags: dict[str, list[float]] = {}
+    for j in result.jobs:
+        if j.nonlearning_gpu_s <= 0:
+            continue
+        d = out.setdefault(
+            j.curve.pathology, {"released_h": 0.0, "released": 0, "ran_on_h": 0.0, "ran_on": 0, "lag_h": 0.0}
+        )
+        if j.phase in (Phase.RELEASED, Phase.STOPPED):
+            d["released_h"] += j.nonlearning_gpu_s / 3600.0
+            d["released"] += 1
+            lags.setdefault(j.curve.pathology, []).append(j.nonlearning_gpu_s / 3600.0 / max(1, j.gpus))
+        else:
+            d["ran_on_h"] += j.nonlearning_gpu_s / 3600.0
+            d["ran_on"] += 1
+    for name, values in lags.items():
+        out[name]["lag_h"] = float(np.median(values))
+    return dict(sorted(out.items()))
+
+
+def _where_nonlearning_goes(results: Sequence[RowResult]) -> list[str]:
+    """Markdown: the split of :func:`nonlearning_split` for every row that released anything."""
+    acting = [r for r in results if r.metrics["released_or_stopped"]]
+    if not acting:
+        return []
+    lines = [
+        "## Where the non-learning GPU-hours go",
+        "",
+        "Per pathology: GPU-hours burnt after the run stopped learning by runs the row released or "
+        "stopped (before it acted; *lag*: median hours such a run held its GPUs after it stopped "
+        "learning) and by runs that ran on to their end.",
+        "",
+        "| policy | pathology | released: runs | released: GPU-h | lag (h) | ran on: runs | ran on: GPU-h |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in acting:
+        for name, d in nonlearning_split(r).items():
+            lines.append(
+                f"| {r.metrics['policy']} | {name} | {d['released']:.0f} | {d['released_h']:.0f} | "
+                f"{d['lag_h']:.2f} | {d['ran_on']:.0f} | {d['ran_on_h']:.0f} |"
+            )
+    return lines
+
+
 def write_report(
     results: Sequence[RowResult], out_dir: Path, *, title: str, meta: dict[str, Any], capacity: int
 ) -> Path:
@@ -249,6 +300,7 @@ def write_report(
             )
             + " |"
         )
+    lines += ["", *_where_nonlearning_goes(results)]
     lines += [
         "",
         "## Plots",

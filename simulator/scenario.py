@@ -2,8 +2,11 @@
 
 The embedded default needs no external data: three teams' ClusterQueues sharing one cohort with
 borrowing and preemption, a synthetic trace of a few hundred jobs with a share of high-priority
-work, and the calibrated curve library. A cluster can also be given as YAML (``--cluster``) or
-sized automatically from an external trace (one ClusterQueue per trace queue, in one cohort).
+work, and the calibrated curve library. Each job carries the ``workload-type`` label a real
+cluster would give it (``pretraining`` for warmup-stable-decay runs, ``fine-tuning`` otherwise; see
+``simulator.curves``), so policy selectors on it mean what they mean on a cluster. A cluster can
+also be given as YAML (``--cluster``) or sized automatically from an external trace (one
+ClusterQueue per trace queue, in one cohort).
 """
 
 from __future__ import annotations

@@ -30,13 +30,48 @@ def test_plateau_must_hold_for_the_window_before_acting() -> None:
     assert "P(plateau)=0.95 >= 0.90 for 31m" in d3.actions[0].reason
 
 
-def test_a_dip_below_the_threshold_restarts_the_window() -> None:
+def test_two_forecasts_in_a_row_below_even_odds_restart_the_window() -> None:
     p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
-    d1 = decide(job(forecast=forecast(plateau=0.95)), CV, p, now=T0)
-    dip = decide(with_state(job(forecast=forecast(plateau=0.5)), d1.state), CV, p, now=T0 + 600)
-    assert "plateau.since" not in dip.state
-    again = decide(with_state(job(forecast=forecast(plateau=0.95)), dip.state), CV, p, now=T0 + 1900)
+    d1 = decide(job(forecast=forecast(plateau=0.95, points=60)), CV, p, now=T0)
+    dip = decide(with_state(job(forecast=forecast(plateau=0.5, points=61)), d1.state), CV, p, now=T0 + 300)
+    assert dip.state["plateau.since"] == T0  # one dissenting forecast: the window stays open
+    dip2 = decide(with_state(job(forecast=forecast(plateau=0.4, points=62)), dip.state), CV, p, now=T0 + 600)
+    assert "plateau.since" not in dip2.state and "plateau.dissent" not in dip2.state
+    again = decide(
+        with_state(job(forecast=forecast(plateau=0.95, points=63)), dip2.state), CV, p, now=T0 + 1900
+    )
     assert again.state["plateau.since"] == T0 + 1900 and kinds(again) == []
+
+
+def test_one_dissenting_forecast_keeps_the_window_open_but_is_never_acted_on() -> None:
+    """On flat runs the fit swings 0.99 -> 0.3 -> 1.0 between re-fits: one such dip is noise."""
+    p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
+    d1 = decide(job(forecast=forecast(plateau=0.95, points=60)), CV, p, now=T0)
+    dipped = job(forecast=forecast(plateau=0.3, points=61))
+    dip = decide(with_state(dipped, d1.state), CV, p, now=T0 + 600)
+    assert dip.state["plateau.since"] == T0 and dip.advice == "plateau?" and kinds(dip) == []
+    assert any("one forecast disagrees" in r for r in dip.reasons)
+    assert dip.recheck_at == T0 + 1800
+    # the same forecast looked at again after the window's end: still no action, still open
+    late = decide(with_state(dipped, dip.state), CV, p, now=T0 + 2400)
+    assert kinds(late) == [] and late.state["plateau.since"] == T0 and late.recheck_at is None
+    # the next forecast agrees: the window has held since T0 and the rule acts
+    back = decide(
+        with_state(job(forecast=forecast(plateau=0.97, points=62)), late.state), CV, p, now=T0 + 2500
+    )
+    assert kinds(back) == [ActionKind.CHECKPOINT] and "for 41m40s" in back.actions[0].reason
+    assert "plateau.dissent" not in back.state
+    # after an agreeing forecast, a later single dissent is tolerated again
+    again = decide(
+        with_state(job(forecast=forecast(plateau=0.2, points=63)), back.state), CV, p, now=T0 + 2600
+    )
+    assert again.state["plateau.since"] == T0
+
+
+def test_a_dissent_needs_an_open_window_and_does_not_open_one() -> None:
+    p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
+    d = decide(job(forecast=forecast(plateau=0.3)), CV, p, now=T0)
+    assert "plateau.since" not in d.state and "plateau.dissent" not in d.state and d.advice != "plateau?"
 
 
 def test_a_wobble_above_even_odds_keeps_the_window_open_but_never_acts() -> None:

@@ -19,7 +19,8 @@ REQUIRED = ["plateau-release", "preemption-guard", "elastic-growth", "deadline"]
 
 
 def sample(name: str) -> Policy:
-    (p,) = load_policies(str(SAMPLES / f"policy-{name}.yaml"))
+    """The policy named like its file (a sample file may hold companion policies after it)."""
+    (p,) = [p for p in load_policies(str(SAMPLES / f"policy-{name}.yaml")) if p.name == name]
     return p
 
 
@@ -29,7 +30,8 @@ def test_required_samples_exist_load_and_pass_the_schema(name: str) -> None:
     assert p.name == name and p.mode is Mode.APPLY
     text = (SAMPLES / f"policy-{name}.yaml").read_text()
     assert text.count("#") >= 5, "samples must be commented"
-    jsonschema.validate(yaml.safe_load(text), json_schema(), cls=jsonschema.Draft4Validator)
+    for doc in yaml.safe_load_all(text):
+        jsonschema.validate(doc, json_schema(), cls=jsonschema.Draft4Validator)
 
 
 def test_plateau_release_releases_a_plateaued_fine_tune_but_not_pretraining() -> None:
@@ -44,6 +46,28 @@ def test_plateau_release_releases_a_plateaued_fine_tune_but_not_pretraining() ->
     from policies import select_policy
 
     assert select_policy([p], dataclasses.replace(j, labels={"workload-type": "pretraining"})) is None
+
+
+def test_plateau_release_keeps_pretraining_to_divergence_and_stall() -> None:
+    """A pre-training run's flat stable phase is not a plateau; its NaN loss still goes."""
+    from policies import select_policy
+
+    both = load_policies(str(SAMPLES / "policy-plateau-release.yaml"))
+    flat = job(
+        labels={"workload-type": "pretraining"},
+        forecast=forecast(plateau=0.99),
+        rule_state={"plateau.since": T0 - HOUR},
+        checkpoint=CheckpointState(last_time=T0 - 60),
+    )
+    chosen = select_policy(both, flat)
+    assert chosen is not None and chosen.name == "plateau-release-pretraining"
+    assert chosen.rules.plateau is None
+    assert decide(flat, cluster(), chosen, now=T0).actions == ()
+    blown = dataclasses.replace(flat, last_loss=float("nan"), forecast=forecast(plateau=0.99, diverge=1.0))
+    assert [a.kind for a in decide(blown, cluster(), chosen, now=T0).actions] == [ActionKind.RELEASE_QUOTA]
+    fine_tune = dataclasses.replace(flat, labels={"workload-type": "fine-tuning"})
+    assert select_policy(both, fine_tune).name == "plateau-release"  # type: ignore[union-attr]
+    assert select_policy(both, dataclasses.replace(flat, labels={})).name == "plateau-release"  # type: ignore[union-attr]
 
 
 def test_preemption_guard_checkpoints_the_next_victim() -> None:

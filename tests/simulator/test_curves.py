@@ -74,3 +74,21 @@ def test_library_mix_and_shipped_parameters() -> None:
         CurveLibrary(mix={"wobble": 1.0})
     with pytest.raises(ValueError, match="not all zero"):
         CurveLibrary(mix={"none": 0.0})
+
+
+def test_runs_carry_a_workload_type_label_that_follows_their_schedule() -> None:
+    """Pre-training runs (warmup-stable-decay) are labelled as such, everything else as a fine-tune,
+    so that a policy's ``workload-type`` selector means in the simulator what it means on a cluster."""
+    lib = CurveLibrary()
+    rng = np.random.default_rng(7)
+    drawn = [lib.draw(rng, 5000, i) for i in range(200)]
+    kinds: dict[str, set[str]] = {c.schedule: set() for c in drawn}
+    for c in drawn:
+        kinds[c.schedule].add(c.labels["workload-type"])
+    assert kinds["wsd"] == {"pretraining"}
+    assert kinds["cosine"] == kinds["constant"] == {"fine-tuning"}
+    # plateau pathologies are constant-LR fine-tunes: never labelled pre-training
+    assert all(c.workload_type == "fine-tuning" for c in drawn if c.pathology.endswith("plateau"))
+    assert spec().labels == {"workload-type": "fine-tuning"}
+    with pytest.raises(ValueError, match="workload_type"):
+        spec(workload_type="rlhf")
