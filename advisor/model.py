@@ -310,3 +310,8 @@ class Decision:
     #: the earliest time a rule wants the job evaluated again even without new progress (the end of
     #: a ``for:`` window, a checkpoint timeout); adapters schedule their next evaluation no later
     recheck_at: float | None = None
+    #: a watchdog: when a rule wants the job evaluated again *if it makes no progress before then*
+    #: (the stall rule's hold). Every step advance re-arms it, so an adapter that sees the job
+    #: progress (the controller on each report, the simulator from its model) need not look at the
+    #: job for it until progress stops
+    idle_recheck_at: float | None = None

@@ -204,6 +204,7 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
     best = max((o for _, o in outcomes if o.advice), key=lambda o: o.severity, default=None)
     advice = best.advice if best is not None else ("released" if not job.active else "continue")
     rechecks = [o.recheck_at for _, o in outcomes if o.recheck_at is not None]
+    watchdogs = [o.idle_recheck_at for _, o in outcomes if o.idle_recheck_at is not None]
     return Decision(
         job=job.key,
         policy=policy.name,
@@ -213,4 +214,5 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         state=state,
         advice=advice,
         recheck_at=min(rechecks) if rechecks else None,
+        idle_recheck_at=min(watchdogs) if watchdogs else None,
     )

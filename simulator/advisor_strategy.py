@@ -22,19 +22,48 @@ can change a decision:
   row would act on that condition (not for a rule that only recommends);
 * a tick comes no later than a decision's ``recheck_at`` (a ``for:`` window or a checkpoint timeout
   ending), right after each checkpoint acknowledgement, and whenever a higher-priority workload
-  waits in the job's cohort (the controller's watch events).
+  waits in the job's cohort (the controller's watch events); a decision's watchdog
+  (``idle_recheck_at``, the stall rule's hold) brings a tick only if the job stops progressing
+  before its next one (``Simulation.advances_until``): in the cluster every progress report wakes
+  the controller and re-arms it.
 
-Measured on the default scenario (plateau-release row, seed 0): a forecast interval proportional to
-the job's expected length (24 looks per run) on top of this cost 70% more forecasts and gave back
-nothing more (444 vs 440 non-learning GPU-h left): short runs are limited by the policy's
-``minRuntime`` and ``for:``, not by how often they are looked at, so it is not used.
-The engine's tick count and ``core.forecasts_made`` say what a run cost.
+A row whose rules all judge learning (plateau, divergence, stall: every one of them waits for the
+policy's judgement gate and then reads the forecast or the step clock) can look much less often, and
+the replay of a big trace depends on it (a 700-hour job looked at every 20 minutes costs 2,000
+forecasts, each fitted on a curve that grew by a 2,000th since the one before):
+
+* no tick while the policy cannot judge the job yet, when that lasts long (``min_skip_s``): after
+  its first tick the next comes when ``minRuntime`` has passed and the projected step (measured
+  throughput) reaches ``minSteps`` / ``minProgress``; before that no rule of the row may speak, and
+  the samples wait in the job's log;
+* a quiet judged job is looked at (and re-forecast) every ``1 / looks_per_run`` of its expected run,
+  when that is longer than ``forecast_interval_s`` (``AdvisorCore``'s ``forecast_run_fraction``):
+  a forecast learns from the share of the run seen since the last one, so a fixed wall-clock
+  spacing spends its forecasts on the longest jobs, where each tells least. A late look costs GPU
+  time, though (a plateau noticed hours late on an 8-GPU job), so a run whose loss, at the pace of
+  its recent steps, has less than ``flatten_margin`` left to gain (``flattening``: a cheap look at
+  its history, no fit) goes back to the plain ``forecast_interval_s``;
+
+Measured on every 20th job of the Philly extract (4,112 jobs spread over its 2,600 hours,
+``bench/simulate_bench.py --philly-jobs 0 --philly-every 20``): the plain cadence 200 CPU-s, 37,005
+forecasts, 6,914 non-learning GPU-h left; 24 looks per run alone 65 CPU-s but 10,737 GPU-h left
+(plateaus of long runs noticed a look late); with the flattening check (margin 10%) 100 CPU-s,
+19,791 forecasts, 7,229 GPU-h left (a 3% margin: 81 CPU-s, 7,760 GPU-h).
+
+Other rows (periodic checkpoints, the preemption guard, deadlines, elastic growth act on time and
+cluster state, not on learning alone) keep the plain cadence. Measured on the default scenario
+(plateau-release row, seed 0): a forecast interval proportional to the job's expected length as the
+*only* bound (24 looks per run, so also more often on short runs) cost 70% more forecasts and gave
+back nothing more (444 vs 440 non-learning GPU-h left): short runs are limited by the policy's
+``minRuntime`` and ``for:``, not by how often they are looked at, hence a floor at
+``forecast_interval_s``. The engine's tick count and ``core.forecasts_made`` say what a run cost.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +78,11 @@ if TYPE_CHECKING:
 __all__ = ["AdvisorStrategy", "as_applied"]
 
 _MUTATING = frozenset(k for k in ActionKind if k is not ActionKind.RECOMMEND)
+#: rules that wait for the policy's judgement gate and then read only the forecast or the step clock
+#: (``policies.engine.judge``); a row using no other rule may skip looks no decision can depend on
+LEARNING_RULES = frozenset({"plateau", "divergence", "stall"})
+#: how many times a quiet, judged job of a learning-only row is looked at over its expected run
+LOOKS_PER_RUN = 24.0
 
 
 def as_applied(policy: Any) -> Any:
@@ -67,6 +101,20 @@ def _acts_on(policies: Sequence[Any], rule: str) -> bool:
     return False
 
 
+def learning_only(policies: Sequence[Any]) -> bool:
+    """Whether every rule enabled in the policies is one of :data:`LEARNING_RULES`."""
+    from policies.rules import RULES
+
+    if not policies:
+        return False
+    for policy in policies:
+        for _name, _module, attr in RULES:
+            spec = getattr(policy.rules, attr, None)
+            if spec is not None and spec.enabled and attr not in LEARNING_RULES:
+                return False
+    return True
+
+
 class AdvisorStrategy:
     predicts_victims = True
     watches_cluster = True
@@ -80,11 +128,14 @@ class AdvisorStrategy:
         cadence: Cadence | None = None,
         watch_interval_s: float = 300.0,
         watch_probability: float = 0.5,
+        looks_per_run: float | None = None,
     ) -> None:
         if watch_interval_s <= 0:
             raise ValueError("watch_interval_s must be positive")
         if not 0 < watch_probability <= 1:
             raise ValueError("watch_probability must be in (0, 1]")
+        if looks_per_run is not None and looks_per_run < 1:
+            raise ValueError("looks_per_run must be at least 1 (None: no length-scaled spacing)")
         self.name = name
         self.policies = tuple(policies)
         self.forecast_interval_s = forecast_interval_s
@@ -98,29 +149,101 @@ class AdvisorStrategy:
         watching = self.watch_plateau or self.watch_divergence
         self._quiet_spacing = forecast_interval_s if watching and forecast_interval_s > 0 else math.inf
         self.cadence = cadence or Cadence(first_s=600.0, min_s=300.0, max_s=1800.0, fraction=0.25)
-        self.core = AdvisorCore(self.policies, forecast_interval_s=forecast_interval_s, lazy_forecast=True)
+        #: the row skips looks no decision can depend on (see the module docstring)
+        self.learning_only = learning_only(self.policies) and watching
+        self.looks_per_run = looks_per_run
+        self._run_fraction = 1.0 / looks_per_run if self.learning_only and looks_per_run else 0.0
+        self._by_name = {p.name: p for p in self.policies}
+        self.core = self._new_core()
         self._sim: Simulation | None = None
         self._current_policy = ""
         self._recheck_at: dict[str, float] = {}
+        self._idle_recheck_at: dict[str, float] = {}
         self._spacing: dict[str, float] = {}
+        self._flat: set[str] = set()
+        #: a wait for the judgement gate shorter than this keeps the plain cadence (only long runs,
+        #: whose 10% ``minProgress`` takes hours, gain from skipping it)
+        self.min_skip_s = 4 * self.cadence.max_s
+        #: share of the steps seen (the most recent) whose trend ``flattening`` reads
+        self.flatten_window = 0.1
+        #: relative improvement left, at the recent pace, below which a run counts as flattening
+        self.flatten_margin = 0.1
+
+    def _new_core(self) -> AdvisorCore:
+        return AdvisorCore(
+            self.policies,
+            forecast_interval_s=self.forecast_interval_s,
+            forecast_run_fraction=self._run_fraction,
+            lazy_forecast=True,
+        )
 
     def reset(self, sim: Simulation) -> None:
         self._sim = sim
-        self.core = AdvisorCore(
-            self.policies, forecast_interval_s=self.forecast_interval_s, lazy_forecast=True
-        )
+        self.core = self._new_core()
         self._recheck_at = {}
+        self._idle_recheck_at = {}
         self._spacing = {}
+        self._flat = set()
 
     def first_tick(self, job: SimJob) -> float | None:
         return self.cadence.first_s
 
-    def next_tick(self, job: SimJob, now: float) -> float | None:
+    def judge_wait(self, job: SimJob, now: float) -> float | None:
+        """Seconds until a policy of the row could judge the job (its minimum runtime passed and
+        the step, projected at the measured throughput, past its minimum steps and progress);
+        None when it may judge now or the wait cannot be projected yet (no throughput)."""
+        rec = self.core.record(job.key)
+        step = rec.step if rec is not None else 0
+        total = rec.total_steps if rec is not None else None
+        rate = self.core.steps_per_second(job.key)
         start = job.first_start if job.first_start is not None else now
-        delay = min(self.cadence.next(now - start), self._spacing.get(job.key, self._quiet_spacing))
-        due = self._recheck_at.get(job.key)
+        earliest = math.inf
+        for policy in self.policies:
+            s = policy.safety
+            at = start + s.min_runtime
+            need = float(s.min_steps)
+            if s.min_progress > 0:
+                if not total:
+                    return None
+                need = max(need, math.ceil(s.min_progress * total))
+            if need > step:
+                if not rate:
+                    return None
+                at = max(at, now + (need - step) / rate)
+            earliest = min(earliest, at)
+        wait = earliest - now
+        return wait if wait > 0 else None
+
+    def next_tick(self, job: SimJob, now: float) -> float | None:
+        key = job.key
+        start = job.first_start if job.first_start is not None else now
+        spacing = self._spacing.get(key)
+        if self.learning_only:
+            wait = self.judge_wait(job, now)
+            if wait is not None and wait > self.min_skip_s:
+                return wait  # no rule of the row may speak before
+            if spacing is None:
+                spacing = self.forecast_interval_s if key in self._flat else self.core.forecast_bound(key)
+            if spacing > 0:  # the cadence grows up to the forecast spacing, however long
+                delay = min(max(self.cadence.min_s, self.cadence.fraction * (now - start)), spacing)
+            else:  # a forecast at every tick: the plain cadence sets the pace
+                delay = self.cadence.next(now - start)
+        else:
+            delay = min(
+                self.cadence.next(now - start), spacing if spacing is not None else self._quiet_spacing
+            )
+        due = self._recheck_at.get(key)
         if due is not None and due > now:
             delay = min(delay, due - now)
+        idle = self._idle_recheck_at.get(key)
+        sim = self._sim
+        # a watchdog is honoured only if the job stops progressing before the next tick
+        if (
+            idle is not None
+            and now < idle < now + delay
+            and (sim is None or not sim.advances_until(job, now + delay))
+        ):
+            delay = idle - now
         return delay
 
     def forecast_spacing(self, key: str, decision: Decision) -> float:
@@ -136,28 +259,66 @@ class AdvisorStrategy:
         )
         return self.watch_interval_s if near else self.forecast_interval_s
 
+    def flattening(self, key: str) -> bool:
+        """Whether the job's loss, at the pace of its recent steps, would improve by less than
+        ``flatten_margin`` (relative) over the rest of its run: a cheap look at its history (no
+        fit) that brings back the plain forecast interval where a plateau may be near. A straight
+        line overstates what a decelerating curve has left, so it never calls a run that the
+        forecaster would find far from a plateau flattening, only the other way round."""
+        rec = self.core.record(key)
+        if rec is None or not rec.total_steps:
+            return False
+        hist = rec.history
+        points = hist.points[hist.segments[-1] :]
+        if len(points) < 8:
+            return False
+        last = points[-1].step
+        recent = [p for p in points if p.step >= last - self.flatten_window * last]
+        if len(recent) < 8:
+            recent = list(points[-8:])
+        half = len(recent) // 2
+        first, second = recent[:half], recent[half:]
+        a = statistics.median(p.loss for p in first)
+        b = statistics.median(p.loss for p in second)
+        ds = statistics.median(p.step for p in second) - statistics.median(p.step for p in first)
+        if not (math.isfinite(a) and math.isfinite(b)) or b <= 0 or ds <= 0:
+            return True
+        left = max(0.0, (a - b) / ds) * max(0, rec.total_steps - last) / b
+        return left < self.flatten_margin
+
     def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
         sim = self._sim
         assert sim is not None, "reset() first"
         key = job.key
         for sample in samples:
             self.core.observe(key, sample, now=now, nodes=job.nodes)
+        bound = self._spacing.get(key)
+        if self._run_fraction > 0 and bound is None:
+            if self.flattening(key):
+                self._flat.add(key)
+                bound = self.forecast_interval_s
+            else:
+                self._flat.discard(key)
         # the per-policy hourly cap is counted by the core loop from its own action log
+        # a near job ticks exactly every watch interval: a clock advanced by sums may land a hair
+        # short of it, which must not cost the forecast that tick is for
+        near = None if bound is None else bound * (1.0 - 1e-9)
         decision = self.core.evaluate(
-            sim.job_view(job),
-            sim.cluster_view(),
-            now=now,
-            forecast_interval_s=self._spacing.get(key, self.forecast_interval_s),
+            sim.job_view(job), sim.cluster_view(), now=now, forecast_interval_s=near
         )
         spacing = self.forecast_spacing(key, decision)
         if spacing < self.forecast_interval_s:
             self._spacing[key] = spacing
         else:
             self._spacing.pop(key, None)
-        if decision.recheck_at is not None:
-            self._recheck_at[key] = decision.recheck_at
-        else:
-            self._recheck_at.pop(key, None)
+        for store, when in (
+            (self._recheck_at, decision.recheck_at),
+            (self._idle_recheck_at, decision.idle_recheck_at),
+        ):
+            if when is not None:
+                store[key] = when
+            else:
+                store.pop(key, None)
         acts = [a for a in decision.actions if a.kind in _MUTATING]
         if acts and decision.policy is not None:
             self._current_policy = decision.policy
@@ -185,4 +346,6 @@ class AdvisorStrategy:
     def finished(self, job: SimJob, now: float) -> None:
         self.core.forget(job.key)
         self._recheck_at.pop(job.key, None)
+        self._idle_recheck_at.pop(job.key, None)
         self._spacing.pop(job.key, None)
+        self._flat.discard(job.key)

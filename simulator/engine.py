@@ -43,7 +43,11 @@ from simulator.strategy import Strategy
 
 __all__ = ["SimRecord", "Simulation"]
 
-ARRIVAL, PHASE_END, FAILURE, OWN_CKPT, TICK = range(5)
+ARRIVAL, PHASE_END, FAILURE, OWN_CKPT, TICK, REQUEUE = range(6)
+#: a workload preempted again within this long of its previous preemption waits twice as long as
+#: then before it is requeued, up to REQUEUE_MAX_S (see ``Simulation._requeue``)
+REQUEUE_MEMORY_S = 3600.0
+REQUEUE_MAX_S = 3600.0
 #: actions the actuator completes on the spot (the others are acknowledged by the job)
 _DONE_AT_ONCE = frozenset(
     {
@@ -104,6 +108,8 @@ class Simulation:
         self._woken: set[int] = set()
         self._scheduling = False
         self._reschedule = False
+        #: per job: (time of its latest preemption, the requeue delay it got)
+        self._requeue_backoff: dict[int, tuple[float, float]] = {}
 
     # ---- event plumbing --------------------------------------------------------------------
     def _push(self, t: float, kind: int, idx: int, gen: int) -> None:
@@ -131,6 +137,10 @@ class Simulation:
                 self._tick(job, gen)
             elif gen != job.gen:
                 continue  # superseded by a later state change
+            elif kind == REQUEUE:
+                if job.phase is Phase.PENDING:
+                    self.quota.submit(job.workload)
+                    self._schedule()
             elif kind == PHASE_END:
                 self._phase_end(job)
             elif kind == FAILURE:
@@ -193,7 +203,7 @@ class Simulation:
                     victim = self._by_workload[p.victim.uid]
                     if victim.phase is Phase.PENDING:
                         # admitted and preempted again within this pass: it never started
-                        self.quota.submit(victim.workload)
+                        self._requeue(victim)
                         continue
                     self.record.preemptions.append((victim.idx, self.now))
                     self._evict(victim, "preempted")
@@ -350,7 +360,7 @@ class Simulation:
             job.preemptions += 1
             self._enter(job, Phase.PENDING)
             job.queued_since = self.now
-            self.quota.submit(job.workload)
+            self._requeue(job)
         elif cause == "failure":
             self._evictions[cq] = self._evictions.get(cq, 0) + 1
             job.failures_met += 1
@@ -433,6 +443,32 @@ class Simulation:
             else:
                 self._push(self.now + delay, TICK, job.idx, 0)
 
+    def _requeue(self, job: SimJob) -> None:
+        """Put a preempted workload back in the queue once its pods have terminated (Kueue sets
+        ``Requeued`` when the job is no longer active): after the grace period. A workload
+        preempted again within ``REQUEUE_MEMORY_S`` of the last time waits twice as long as then
+        (up to ``REQUEUE_MAX_S``). Kueue's rules allow a preemption cycle (a borrower with a high
+        priority preempts a cohort member's small workloads, one of which then reclaims its
+        queue's nominal quota from that borrower, and so on) that in a cluster thrashes at the
+        pace of the pods' termination; the backoff keeps the replay from spending its events on
+        one such cycle while still counting each preemption and the work it loses."""
+        last = self._requeue_backoff.get(job.idx)
+        delay = self.world.grace_period_s
+        if last is not None and self.now - last[0] <= REQUEUE_MEMORY_S:
+            delay = min(REQUEUE_MAX_S, max(delay, 2.0 * last[1]))
+        self._requeue_backoff[job.idx] = (self.now, delay)
+        self._push(self.now + delay, REQUEUE, job.idx, job.gen)
+
+    def advances_until(self, job: SimJob, t: float) -> bool:
+        """Whether the job, left alone, still reports new steps at ``t``: it is running and does not
+        hang before then (finishing first is fine: nothing is left to watch). The controller is
+        woken by every such report, so a decision's watchdog (``Decision.idle_recheck_at``, which
+        any step advance re-arms) need not bring a tick of its own before ``t``."""
+        if job.phase is not Phase.RUNNING:
+            return False
+        hang = job.hang_step
+        return hang is None or job.step_at(t) < hang
+
     def _react(self, job: SimJob) -> None:
         """The controller's answer to the eviction of a workload it boosted, before Kueue's next
         scheduling cycle: a preempted workload is requeued only once its pods have terminated,
@@ -489,7 +525,7 @@ class Simulation:
             namespace=job.namespace,
             name=job.trace.name,
             kind="TrainJob",
-            labels={"kueue.x-k8s.io/queue-name": job.trace.queue},
+            labels={"kueue.x-k8s.io/queue-name": job.trace.queue, **job.curve.labels},
             queue_name=job.trace.queue,
             cluster_queue=job.cluster_queue,
             priority=wl.priority,

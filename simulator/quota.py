@@ -98,12 +98,55 @@ class Preemption:
     reason: str  # InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing
 
 
+_Key = tuple[int, float, int]
+
+
+def _first(entry: tuple[_Key, Workload]) -> _Key:
+    return entry[0]
+
+
 @dataclass(slots=True)
 class _Queue:
     spec: ClusterQueueSpec
     usage: int = 0
-    pending: list[tuple[tuple[int, float, int], Workload]] = field(default_factory=list)
+    #: the queue in Kueue order (effective priority, then creation time, then uid)
+    pending: list[tuple[_Key, Workload]] = field(default_factory=list)
     admitted: dict[int, Workload] = field(default_factory=dict)
+    #: the same entries by size (GPUs), each list in queue order: a scheduling pass visits only the
+    #: sizes that may still be admitted, so a long backlog of workloads that cannot be costs nothing
+    by_size: dict[int, list[tuple[_Key, Workload]]] = field(default_factory=dict)
+    #: the key each pending workload was queued under (uid -> key)
+    keys: dict[int, _Key] = field(default_factory=dict)
+
+    def add(self, key: _Key, wl: Workload) -> None:
+        entry = (key, wl)
+        bisect.insort(self.pending, entry, key=_first)
+        bisect.insort(self.by_size.setdefault(wl.gpus, []), entry, key=_first)
+        self.keys[wl.uid] = key
+
+    def remove(self, wl: Workload) -> None:
+        key = self.keys.pop(wl.uid, None)
+        if key is None:
+            return
+        for entries in (self.pending, self.by_size.get(wl.gpus, [])):
+            i = bisect.bisect_left(entries, key, key=_first)
+            if i < len(entries) and entries[i][1] is wl:
+                del entries[i]
+            else:  # the workload changed size while queued: find it by identity
+                entries[:] = [e for e in entries if e[1] is not wl]
+        if wl.gpus in self.by_size and not self.by_size[wl.gpus]:
+            del self.by_size[wl.gpus]
+
+    def next_entry(self, after: _Key | None, below: int) -> tuple[_Key, Workload] | None:
+        """The first pending entry after ``after`` (in queue order) of fewer than ``below`` GPUs."""
+        best: tuple[_Key, Workload] | None = None
+        for gpus, entries in self.by_size.items():
+            if gpus >= below:
+                continue
+            i = 0 if after is None else bisect.bisect_right(entries, after, key=_first)
+            if i < len(entries) and (best is None or entries[i][0] < best[0]):
+                best = entries[i]
+        return best
 
 
 class QuotaModel:
@@ -125,6 +168,8 @@ class QuotaModel:
         self.version = 0  # bumped on every change, for cached snapshots
         self.queue_version: dict[str, int] = dict.fromkeys(self.queues, 0)  # per ClusterQueue
         self._dirty: set[str] = set()
+        self._drawn: dict[str, tuple[int, int, int]] = {}  # cohort -> (version, drawn, pool)
+        self._lowest: dict[str, tuple[int, int]] = {}  # queue -> (its version, lowest admitted priority)
 
     # ---- bookkeeping -----------------------------------------------------------------------
     def _eff(self, wl: Workload) -> int:
@@ -153,12 +198,12 @@ class QuotaModel:
         q = self.queues[wl.cluster_queue]
         wl.admitted = False
         wl.admitted_at = None
-        bisect.insort(q.pending, (wl.order_key(self.boost_enabled), wl), key=lambda t: t[0])
+        q.remove(wl)  # a workload is queued once
+        q.add(wl.order_key(self.boost_enabled), wl)
         self._touch(wl.cluster_queue)
 
     def _remove_pending(self, wl: Workload) -> None:
-        q = self.queues[wl.cluster_queue]
-        q.pending = [(k, w) for k, w in q.pending if w is not wl]
+        self.queues[wl.cluster_queue].remove(wl)
 
     def release(self, wl: Workload) -> None:
         """Finished, deactivated or evicted: give back its quota (and drop it if still pending)."""
@@ -176,18 +221,20 @@ class QuotaModel:
             return
         wl.boost = boost
         if not wl.admitted and not wl.finished and wl.active:
-            self._remove_pending(wl)
-            bisect.insort(
-                self.queues[wl.cluster_queue].pending,
-                (wl.order_key(self.boost_enabled), wl),
-                key=lambda t: t[0],
-            )
+            q = self.queues[wl.cluster_queue]
+            q.remove(wl)
+            q.add(wl.order_key(self.boost_enabled), wl)
         self._touch(wl.cluster_queue)
 
     def resize(self, wl: Workload, gpus: int) -> bool:
         """Change an admitted workload's size if the quota allows it (elastic scale)."""
         if not wl.admitted:
+            q = self.queues[wl.cluster_queue]
+            queued = wl.uid in q.keys
+            q.remove(wl)
             wl.gpus = gpus
+            if queued:
+                q.add(wl.order_key(self.boost_enabled), wl)
             self._touch(wl.cluster_queue)
             return True
         delta = gpus - wl.gpus
@@ -210,6 +257,10 @@ class QuotaModel:
         limit = _INF if spec.borrowing_limit is None else spec.nominal_gpus + spec.borrowing_limit
         if use > limit:
             return False
+        if not removed:  # the common question: the cohort's totals, kept until anything changes
+            drawn, pool = self._cohort_totals(spec.cohort)
+            g = spec.guaranteed
+            return drawn - max(0, q.usage - g) + max(0, use - g) <= pool
         pool = 0
         drawn = 0
         for name in self.cohorts[spec.cohort]:
@@ -218,6 +269,51 @@ class QuotaModel:
             pool += other.nominal_gpus - other.guaranteed
             drawn += max(0, u - other.guaranteed)
         return drawn <= pool
+
+    def _cohort_totals(self, cohort: str) -> tuple[int, int]:
+        """What the cohort's queues draw beyond their guaranteed parts, and what they lend."""
+        cached = self._drawn.get(cohort)
+        if cached is not None and cached[0] == self.version:
+            return cached[1], cached[2]
+        drawn = pool = 0
+        for name in self.cohorts[cohort]:
+            q = self.queues[name]
+            g = q.spec.guaranteed
+            pool += q.spec.nominal_gpus - g
+            drawn += max(0, q.usage - g)
+        self._drawn[cohort] = (self.version, drawn, pool)
+        return drawn, pool
+
+    def _lowest_priority(self, cq: str) -> int:
+        """The lowest effective priority among the queue's admitted workloads (none: ``_INF``)."""
+        version = self.queue_version[cq]
+        cached = self._lowest.get(cq)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        low = min((self._eff(v) for v in self.queues[cq].admitted.values()), default=_INF)
+        self._lowest[cq] = (version, low)
+        return low
+
+    def _may_have_candidates(self, wl: Workload, prio: int, would_borrow: bool) -> bool:
+        """A cheap necessary condition for ``preemption_targets`` to find any candidate (most
+        pending workloads of a busy cluster have none: nothing of lower priority to take)."""
+        spec = self.queues[wl.cluster_queue].spec
+        own_low = self._lowest_priority(wl.cluster_queue)
+        if spec.within_cluster_queue == "LowerPriority" and own_low < prio:
+            return True
+        if spec.within_cluster_queue == "LowerOrNewerEqualPriority" and own_low <= prio:
+            return True
+        if spec.cohort is None or spec.reclaim_within_cohort == "Never":
+            return False
+        for name in self.cohorts[spec.cohort]:
+            if name == wl.cluster_queue or self.borrowing(name) == 0:
+                continue
+            if not would_borrow and spec.reclaim_within_cohort == "Any":
+                if self.queues[name].admitted:
+                    return True
+            elif self._lowest_priority(name) < prio:
+                return True
+        return False
 
     def borrowing(self, cq: str) -> int:
         q = self.queues[cq]
@@ -231,6 +327,8 @@ class QuotaModel:
         spec = own.spec
         prio = self._eff(wl)
         would_borrow = own.usage + wl.gpus > spec.nominal_gpus
+        if not self._may_have_candidates(wl, prio, would_borrow):
+            return None
         candidates: list[tuple[tuple[int, int, float, int], Workload, str]] = []
         if spec.within_cluster_queue != "Never":
             for v in own.admitted.values():
@@ -314,7 +412,20 @@ class QuotaModel:
                 no_victims: dict[int, int] = {}  # priority -> smallest size that found no victims
                 spec = q.spec
                 can_preempt = spec.within_cluster_queue != "Never" or spec.reclaim_within_cohort != "Never"
-                for _key, wl in list(q.pending):
+                strict = spec.queueing_strategy == "StrictFIFO"
+                after: _Key | None = None
+                while True:
+                    # Entries of at least ``no_fit`` GPUs cannot fit as they are, and those of at least
+                    # the smallest size that found no victims cannot preempt either (every later entry
+                    # has no higher a priority): the pass skips them without looking. StrictFIFO stops
+                    # at the first entry it cannot admit, so it visits them.
+                    below = _INF
+                    if not strict:
+                        below = max(no_fit, min(no_victims.values(), default=_INF)) if can_preempt else no_fit
+                    entry = q.next_entry(after, below)
+                    if entry is None:
+                        break
+                    after, wl = entry
                     if wl.gpus < no_fit:
                         if self._fits(name, wl.gpus, {}):
                             self._admit(wl, now)

@@ -54,9 +54,17 @@ def run_strategy(
 
 
 def policy_strategies(
-    paths: Sequence[Path], *, forecast_interval_s: float = 1200.0, tick_max_s: float = 1800.0
+    paths: Sequence[Path],
+    *,
+    forecast_interval_s: float = 1200.0,
+    tick_max_s: float = 1800.0,
+    looks_per_run: float | None = None,
 ) -> list[Strategy]:
-    """One advisor row per policy file: ``advisor-<file stem without "policy-">``."""
+    """One advisor row per policy file: ``advisor-<file stem without "policy-">``.
+
+    ``looks_per_run``: how often a quiet job of a learning-only row is looked at over its run (None,
+    the default: no spacing by run length; a huge trace replays several times faster with
+    ``simulator.advisor_strategy.LOOKS_PER_RUN``, at some cost in how early plateaus are seen)."""
     from policies import load_policies
     from simulator.advisor_strategy import AdvisorStrategy, as_applied
 
@@ -67,7 +75,11 @@ def policy_strategies(
         cadence = Cadence(first_s=600.0, min_s=min(300.0, tick_max_s), max_s=tick_max_s, fraction=0.25)
         rows.append(
             AdvisorStrategy(
-                f"advisor-{stem}", policies, forecast_interval_s=forecast_interval_s, cadence=cadence
+                f"advisor-{stem}",
+                policies,
+                forecast_interval_s=forecast_interval_s,
+                cadence=cadence,
+                looks_per_run=looks_per_run,
             )
         )
     return rows

@@ -358,7 +358,9 @@ class Engine:
         ):
             return True
         decision = job.last_decision
-        if decision is not None and decision.recheck_at is not None and now >= decision.recheck_at:
+        if decision is not None and any(
+            t is not None and now >= t for t in (decision.recheck_at, decision.idle_recheck_at)
+        ):
             return True
         if not job.dirty:
             return False

@@ -137,6 +137,16 @@ class AdvisorCore:
         the first one is then made on all the data so far. What is lost is the forecast *shown*
         for young jobs, so the controller (whose status shows it) keeps the default, and a
         replay of a huge trace turns it on (most jobs there are short and never judged).
+    forecast_run_fraction:
+        When positive, a quiet job is re-forecast at most every ``forecast_run_fraction`` of its
+        expected run length (total steps over the measured throughput), when that is longer than
+        ``forecast_interval_s``. A forecast reads the curve over *steps*: what it can learn between
+        two looks grows with the share of the run that passed, not with wall time, so a 700-hour run
+        seen every 10 minutes would be re-fitted on a curve that grew by a hundredth of a percent.
+        The rules' ``for:`` windows do not suffer: a caller looks more closely at a job whose
+        decision is near (the per-call bound of :meth:`evaluate`), so the coarse bound only sets
+        how soon a quiet run's change of course is noticed, in proportion to its length. 0 (the
+        default) keeps the wall-clock bound alone.
     forecaster, selector, decider, judged:
         Injection points for tests; the defaults are ``advisor.forecast.forecast_curve``,
         ``policies.select_policy``, ``policies.decide`` and the policies' judgement gate.
@@ -148,6 +158,7 @@ class AdvisorCore:
         *,
         forecast_interval_s: float = 30.0,
         max_history_points: int = 300,
+        forecast_run_fraction: float = 0.0,
         forecaster: Forecaster | None = None,
         selector: Selector | None = None,
         decider: Decider | None = None,
@@ -156,9 +167,12 @@ class AdvisorCore:
     ) -> None:
         if forecast_interval_s < 0:
             raise ValueError(f"forecast_interval_s must be >= 0, got {forecast_interval_s}")
+        if not 0.0 <= forecast_run_fraction <= 1.0:
+            raise ValueError(f"forecast_run_fraction must be in [0, 1], got {forecast_run_fraction}")
         self._policies: tuple[Any, ...] = tuple(policies)
         self.forecast_interval_s = forecast_interval_s
         self.max_history_points = max_history_points
+        self.forecast_run_fraction = forecast_run_fraction
         self._forecaster = forecaster or _default_forecaster
         self._selector = selector or _default_selector
         self._decider = decider or _default_decider
@@ -253,10 +267,46 @@ class AdvisorCore:
         rec.throughput[nodes] = rate if old is None else (1 - THROUGHPUT_EWMA) * old + THROUGHPUT_EWMA * rate
 
     # -------------------------------------------------------------------------------- forecast
+    @staticmethod
+    def _rate(rec: JobRecord) -> float | None:
+        """Steps per second at the node count of the latest measurement."""
+        if not rec.throughput:
+            return None
+        anchor = rec._rate_anchor
+        rate = rec.throughput.get(anchor[2]) if anchor is not None else None
+        return rate if rate is not None else max(rec.throughput.values())
+
+    def steps_per_second(self, key: str) -> float | None:
+        """The job's measured throughput at its current size (None before two samples)."""
+        rec = self._records.get(key)
+        return None if rec is None else self._rate(rec)
+
+    def expected_run_s(self, key: str) -> float | None:
+        """The job's whole run at its measured throughput (None until steps and rate are known)."""
+        rec = self._records.get(key)
+        if rec is None or not rec.total_steps:
+            return None
+        rate = self._rate(rec)
+        return rec.total_steps / rate if rate else None
+
+    def forecast_bound(self, key: str) -> float:
+        """How long a quiet job goes between forecasts: ``forecast_interval_s``, or the
+        ``forecast_run_fraction`` of its expected run when that is longer."""
+        rec = self._records.get(key)
+        return self.forecast_interval_s if rec is None else self._quiet_bound(rec)
+
+    def _quiet_bound(self, rec: JobRecord) -> float:
+        bound = self.forecast_interval_s
+        if self.forecast_run_fraction > 0 and rec.total_steps:
+            rate = self._rate(rec)
+            if rate:
+                bound = max(bound, self.forecast_run_fraction * rec.total_steps / rate)
+        return bound
+
     def _refresh_forecast(self, rec: JobRecord, now: float, interval: float | None = None) -> None:
         if not rec.fresh_data or len(rec.history) == 0:
             return
-        bound = self.forecast_interval_s if interval is None else interval
+        bound = self._quiet_bound(rec) if interval is None else interval
         if rec.forecast_at is not None and now - rec.forecast_at < bound:
             return
         rec.forecast = self._forecaster(rec.history.curve(), rec.total_steps)
@@ -308,8 +358,9 @@ class AdvisorCore:
     ) -> Decision:
         """Re-forecast if due, select the job's policy and ask it what to do (pure).
 
-        ``forecast_interval_s`` overrides the loop's re-forecast bound for this call: an adapter
-        may look more closely at a job whose decision is near (the simulator does)."""
+        ``forecast_interval_s`` overrides the loop's re-forecast bound (and its run fraction) for
+        this call: an adapter may look more closely at a job whose decision is near (the simulator
+        does)."""
         rec = self._record_for(job.key, now)
         self._expire_checkpoint(rec, now)
         if self.lazy_forecast:

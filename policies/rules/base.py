@@ -53,7 +53,16 @@ class Context:
 class Outcome:
     """What one rule proposes (a plain slotted class: one is built per rule per decision)."""
 
-    __slots__ = ("actions", "advice", "reasons", "recheck_at", "severity", "state", "terminal")
+    __slots__ = (
+        "actions",
+        "advice",
+        "idle_recheck_at",
+        "reasons",
+        "recheck_at",
+        "severity",
+        "state",
+        "terminal",
+    )
 
     def __init__(self) -> None:
         self.actions: list[Action] = []
@@ -66,11 +75,19 @@ class Outcome:
         self.terminal = False
         #: when this rule's verdict may change with no new data (see ``Decision.recheck_at``)
         self.recheck_at: float | None = None
+        #: when to look again if the job makes no progress before (see ``Decision.idle_recheck_at``)
+        self.idle_recheck_at: float | None = None
 
     def recheck(self, when: float) -> None:
         """Ask to be evaluated again by ``when`` (the earliest of several requests wins)."""
         if math.isfinite(when) and (self.recheck_at is None or when < self.recheck_at):
             self.recheck_at = when
+
+    def watchdog(self, when: float) -> None:
+        """Ask to be evaluated again by ``when`` unless the job progresses first (see
+        ``Decision.idle_recheck_at``)."""
+        if math.isfinite(when) and (self.idle_recheck_at is None or when < self.idle_recheck_at):
+            self.idle_recheck_at = when
 
     def act(self, kind: ActionKind, rule: str, reason: str, **params: Any) -> None:
         self.actions.append(Action(kind=kind, rule=rule, reason=reason, params=params))

@@ -34,7 +34,7 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
         return out
     idle = now - since
     if idle < rule.hold / 2:
-        out.recheck(since + rule.hold)  # when it would act if nothing moves; no earlier look needed
+        out.watchdog(since + rule.hold)  # when it would act if nothing moves; no earlier look needed
         return out
     if job.last_sample_time is not None and now - job.last_sample_time < idle:
         detail = (
@@ -45,7 +45,7 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
         detail = f"no step advance and no progress report for {dur(idle)} (step {job.step})"
     if idle < rule.hold:
         out.reasons.append(f"{NAME}: {detail} (acting after {dur(rule.hold)})")
-        out.recheck(since + rule.hold)
+        out.watchdog(since + rule.hold)
         out.advice, out.severity = "stalled?", 3
         return out
     out.advice, out.severity = "hung", 7

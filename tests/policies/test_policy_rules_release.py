@@ -216,7 +216,7 @@ def test_stall_is_not_counted_while_the_job_waited_in_the_queue() -> None:
         return ClusterView(workloads=(w,))
 
     d = decide(j, cluster(T0 - 300), p, now=T0)
-    assert kinds(d) == [] and d.recheck_at == T0 - 300 + 1800
+    assert kinds(d) == [] and d.idle_recheck_at == T0 - 300 + 1800 and d.recheck_at is None
     d = decide(j, cluster(T0 - 40 * 60), p, now=T0)  # admitted 40 minutes ago, no step since
     assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "for 40m" in d.actions[0].reason
 
@@ -244,7 +244,9 @@ def test_a_pending_window_or_acknowledgement_asks_to_be_rechecked_when_it_falls_
     assert decide(job(forecast=forecast(plateau=0.2)), CV, p, now=T0).recheck_at is None
     both = policy({"plateau": {"probability": 0.9, "for": "30m"}, "stall": {"for": "20m"}})
     d = decide(job(forecast=forecast(plateau=0.95), last_step_change=T0 - 60), CV, both, now=T0)
-    assert d.recheck_at == T0 - 60 + 20 * 60  # the earliest: when the stall rule would act
+    assert d.recheck_at == T0 + 30 * 60  # the plateau window's end: a timer
+    # the stall rule's hold is a watchdog instead: due only if no step advances before it
+    assert d.idle_recheck_at == T0 - 60 + 20 * 60
     asked = record(ActionKind.CHECKPOINT, T0 - 120, rule="plateau", rid="ck-1")
     waiting = job(forecast=forecast(plateau=0.97), rule_state={"plateau.since": T0 - HOUR}, actions=(asked,))
     d2 = decide(waiting, CV, p, now=T0)

@@ -72,8 +72,9 @@ def test_advisor_row_runs_the_core_loop_and_records_before_acting() -> None:
 
 
 def test_the_advisor_row_looks_again_when_a_rule_window_falls_due() -> None:
-    """A hung job sends nothing new: the stall rule's ``recheck_at`` alone brings the next tick,
-    so the release comes when the 30-minute window ends, not at the next (up to 30 min) cadence tick."""
+    """A hung job sends nothing new: the stall rule's watchdog (``idle_recheck_at``) alone brings the
+    next tick, so the release comes when the 30-minute window ends, not at the next (up to 30 min)
+    cadence tick."""
     strategy = policy_strategies([ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"])[0]
     jobs = [TraceJob(f"j{i}", 60.0 * i, 2, 10 * 3600.0, total_steps=10000) for i in range(3)]
     sc = scenario(jobs, one_queue(16), QUIET)
