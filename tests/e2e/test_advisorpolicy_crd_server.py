@@ -146,15 +146,17 @@ def test_every_sample_policy_is_accepted_as_written(
     policies_api: tuple[client.CustomObjectsApi, Callable[[str], str]], sample: Path
 ) -> None:
     objects, name = policies_api
-    (doc,) = [d for d in yaml.safe_load_all(sample.read_text()) if d is not None]
-    load_policy(doc)  # the loader accepts it too
-    body = {**doc, "metadata": {**doc["metadata"], "name": name(doc["metadata"]["name"])}}
-    created = create(objects, body)
-    assert created["metadata"]["name"] == body["metadata"]["name"]
-    assert "namespace" not in created["metadata"]  # cluster-scoped
-    assert created["spec"] == doc["spec"], "the server pruned or defaulted part of the sample"
-    got = objects.get_cluster_custom_object(GROUP, VERSION, PLURAL, body["metadata"]["name"])
-    assert cast(dict[str, Any], got)["spec"] == doc["spec"]
+    docs = [d for d in yaml.safe_load_all(sample.read_text()) if d is not None]
+    assert docs, sample
+    for doc in docs:  # a sample file may hold several policies (one per kind of workload)
+        load_policy(doc)  # the loader accepts it too
+        body = {**doc, "metadata": {**doc["metadata"], "name": name(doc["metadata"]["name"])}}
+        created = create(objects, body)
+        assert created["metadata"]["name"] == body["metadata"]["name"]
+        assert "namespace" not in created["metadata"]  # cluster-scoped
+        assert created["spec"] == doc["spec"], "the server pruned or defaulted part of the sample"
+        got = objects.get_cluster_custom_object(GROUP, VERSION, PLURAL, body["metadata"]["name"])
+        assert cast(dict[str, Any], got)["spec"] == doc["spec"]
 
 
 def test_samples_exist() -> None:
