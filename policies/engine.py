@@ -62,6 +62,33 @@ def judge(job: JobView, policy: Policy, now: float) -> tuple[bool, str]:
     return True, ""
 
 
+def judged_from(
+    policy: Policy,
+    *,
+    started_at: float,
+    step: float,
+    total_steps: int | None,
+    steps_per_second: float | None,
+    now: float,
+) -> float | None:
+    """When ``judge`` will first let ``policy`` judge a job that keeps its pace: its minimum
+    runtime passed and the step, projected at ``steps_per_second``, past ``minSteps`` and
+    ``minProgress``. None when that cannot be projected (total steps or throughput unknown).
+    A caller that looks at jobs on its own schedule (the simulator) need not look before then."""
+    s = policy.safety
+    at = started_at + s.min_runtime
+    need = float(s.min_steps)
+    if s.min_progress > 0:
+        if not total_steps:
+            return None
+        need = max(need, math.ceil(s.min_progress * total_steps))
+    if need > step:
+        if not steps_per_second:
+            return None
+        at = max(at, now + (need - step) / steps_per_second)
+    return at
+
+
 def _forecast(job: JobView, policy: Policy) -> tuple[Forecast | None, str]:
     fc = job.forecast
     if fc is None:

@@ -189,27 +189,24 @@ class AdvisorStrategy:
         return self.cadence.first_s
 
     def judge_wait(self, job: SimJob, now: float) -> float | None:
-        """Seconds until a policy of the row could judge the job (its minimum runtime passed and
-        the step, projected at the measured throughput, past its minimum steps and progress);
-        None when it may judge now or the wait cannot be projected yet (no throughput)."""
+        """Seconds until a policy of the row could judge the job (``policies.engine.judged_from``
+        at the measured throughput); None when it may judge now or the wait cannot be projected."""
+        from policies.engine import judged_from
+
         rec = self.core.record(job.key)
-        step = rec.step if rec is not None else 0
-        total = rec.total_steps if rec is not None else None
-        rate = self.core.steps_per_second(job.key)
         start = job.first_start if job.first_start is not None else now
         earliest = math.inf
         for policy in self.policies:
-            s = policy.safety
-            at = start + s.min_runtime
-            need = float(s.min_steps)
-            if s.min_progress > 0:
-                if not total:
-                    return None
-                need = max(need, math.ceil(s.min_progress * total))
-            if need > step:
-                if not rate:
-                    return None
-                at = max(at, now + (need - step) / rate)
+            at = judged_from(
+                policy,
+                started_at=start,
+                step=rec.step if rec is not None else 0,
+                total_steps=rec.total_steps if rec is not None else None,
+                steps_per_second=self.core.steps_per_second(job.key),
+                now=now,
+            )
+            if at is None:
+                return None
             earliest = min(earliest, at)
         wait = earliest - now
         return wait if wait > 0 else None
