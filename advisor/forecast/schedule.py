@@ -125,12 +125,10 @@ def lr_law_family(
     grid: FloatArray,
     lr: FloatArray,
     s_ref: float,
-    precomputed: tuple[FloatArray, FloatArray] | None = None,
 ) -> Family:
     """The schedule-aware family for this run, with its design built for the points ``steps_all``
-    (observed then prediction points, in that order, as ``fit_family`` concatenates them).
-    ``precomputed`` is ``areas(grid, lr)`` when the caller already has it."""
-    s1g, s2g = precomputed if precomputed is not None else areas(grid, lr)
+    (observed then prediction points, in that order, as the fit concatenates them)."""
+    s1g, s2g = areas(grid, lr)
     s1_ref = float(np.interp(s_ref, grid, s1g)) or 1.0
     s1 = np.interp(steps_all, grid, s1g) / s1_ref
     s2 = np.stack([np.interp(steps_all, grid, s2g[j]) for j in range(s2g.shape[0])]) / s1_ref
