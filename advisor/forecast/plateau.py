@@ -23,8 +23,14 @@ fits expect, and in the trace simulator an ungated local test released such runs
 had 4% to gain. When it raises P(plateau), the final-loss forecast follows it (no more drop than
 the continuation gives), so that the two numbers a policy reads agree.
 
-The window is the last WINDOW_FRACTION of the points: short enough to sit inside the flat stretch
-soon after a run stops learning, long enough (MIN_POINTS) for its own noise estimate.
+The window is the longest recent stretch that is still a straight line in log-step (tried from the
+last WINDOW_FRACTIONS[0] of the points up): short enough never to reach back across the bend where
+a run stopped learning, as long as that allows, because the standard error of the trend falls with
+the window's spread. And the continuation is only trusted once the run has shown that it
+decelerates: the points before the window must have fallen significantly faster (KNEE_Z) than the
+window does. A slow starter, whose history is nearly flat in log-step because most of log-step lies
+in its first few percent, has no such knee: its trend is concave, the continuation would
+under-state what is to come, and the test abstains.
 """
 
 from __future__ import annotations
@@ -39,9 +45,14 @@ from advisor.forecast._prep import fast_median
 
 FloatArray = NDArray[np.float64]
 
-#: the recent window: this fraction of the history, and at least MIN_POINTS points
-WINDOW_FRACTION = 0.2
+#: the recent windows tried, as fractions of the points (the shortest is always used; a longer one
+#: only while the history over it is still a straight line in log-step)
+WINDOW_FRACTIONS = (0.2, 0.3, 0.45, 0.65)
 MIN_POINTS = 8
+#: a window is straight when a quadratic term in log-step is within this many standard errors of 0
+STRAIGHT_Z = 2.0
+#: the points before the window must fall faster than the window by this many standard errors
+KNEE_Z = 2.0
 #: a window whose trend rises by more than this many standard errors is not judged at all
 RISING_Z = 2.0
 #: "plateau": less than this relative improvement left (the Forecast contract's 1%)
@@ -70,21 +81,69 @@ def local_trend(
     reach = math.log((horizon + 1.0) / (last + 1.0))
     if reach <= 0.0:
         return None
-    k = max(MIN_POINTS, int(n * WINDOW_FRACTION))
-    xs = np.log(steps[-k:] + 1.0)
-    ys = values[-k:]
-    xc = xs - float(xs.sum()) / xs.size
-    sxx = float(xc @ xc)
-    if sxx <= 0.0:
+    x = np.log(steps + 1.0)
+    window = _straight_window(x, values)
+    if window is None:
         return None
-    slope = float(xc @ ys) / sxx
-    # the noise of one report, from first differences (a spike inflates one or two of them only)
-    sigma = 1.4826 * fast_median(np.abs(np.diff(ys))) / math.sqrt(2.0)
-    se = max(sigma, 1e-12 * (abs(level) + 1e-12)) / math.sqrt(sxx)
+    slope, se, k = window
+    se = max(se, 1e-12 * (abs(level) + 1e-12))
     drop = -slope * reach
     if drop < -RISING_Z * se * reach:
         # the window is rising: a spike on its way back down, or a divergence (the divergence
         # rule's business); neither is a plateau, and the continuation says nothing about either
         return None
+    if not _decelerated(x[:-k], values[:-k], slope, se):
+        return None
     threshold = IMPROVEMENT * abs(level)
     return float(ndtr((threshold - drop) / (se * reach))), drop
+
+
+def _decelerated(x: FloatArray, y: FloatArray, slope: float, se: float) -> bool:
+    """Whether the points before the window fell faster (in log-step) than the window's trend by
+    KNEE_Z standard errors: the run decelerates, so continuing the window's trend over-states what
+    is left. Too few earlier points to tell is not evidence of it."""
+    m = y.size
+    if m < 3:
+        return False
+    xc = x - float(x.sum()) / m
+    sxx = float(xc @ xc)
+    if sxx <= 0.0:
+        return False
+    before = float(xc @ y) / sxx
+    sigma = 1.4826 * fast_median(np.abs(np.diff(y))) / math.sqrt(2.0)
+    se_before = sigma / math.sqrt(sxx)
+    return slope - before > KNEE_Z * math.hypot(se, se_before)
+
+
+def _straight_window(x: FloatArray, y: FloatArray) -> tuple[float, float, int] | None:
+    """(slope, its standard error, its number of points) over the longest recent window that is
+    still a straight line.
+
+    Why longer windows: the standard error of the slope falls with the window's spread in
+    log-step, so the last fifth of a run that went flat at 30% says far less than everything since
+    30% does. A longer window is taken only while it stays straight (no significant quadratic term),
+    so it never reaches back across the bend where the run stopped learning, and over a smoothly
+    saturating stretch, whose older part falls faster, its mean slope only over-states what is to
+    come. The noise of one report comes from first differences of the shortest window (a spike
+    inflates one or two of them only) and serves every window."""
+    n = y.size
+    best: tuple[float, float, int] | None = None
+    sigma = 0.0
+    for k in sorted({min(n, max(MIN_POINTS, int(n * frac))) for frac in WINDOW_FRACTIONS}):
+        xs, ys = x[-k:], y[-k:]
+        if best is None:
+            sigma = 1.4826 * fast_median(np.abs(np.diff(ys))) / math.sqrt(2.0)
+        xc = xs - float(xs.sum()) / k
+        sxx = float(xc @ xc)
+        if sxx <= 0.0:
+            break
+        if best is not None:
+            # the quadratic term, orthogonalised against the line: its z-score tests straightness
+            q = xc * xc
+            q = q - float(q.sum()) / k
+            q = q - (float(q @ xc) / sxx) * xc
+            sqq = float(q @ q)
+            if sqq <= 0.0 or abs(float(q @ ys)) > STRAIGHT_Z * sigma * math.sqrt(sqq):
+                break
+        best = (float(xc @ ys) / sxx, sigma / math.sqrt(sxx), k)
+    return best

@@ -16,6 +16,8 @@ observed decay best.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -103,21 +105,35 @@ def areas(grid: FloatArray, lr: FloatArray) -> tuple[FloatArray, FloatArray]:
     drop = np.empty_like(eta)  # LR decreases per grid cell
     drop[0] = 0.0
     np.maximum(eta[:-1] - eta[1:], 0.0, out=drop[1:])
-    horizon = max(float(grid[-1]), 1e-9)
-    dg = horizon / max(grid.size - 1, 1)
-    lam = np.exp(-dg / (_MOMENTUM * horizon))
     # m_k = lam * m_{k-1} + drop_k; S2 = sum_k m_k * d_k. The recursion is an IIR filter:
     # the closed form via cumulative sums of drop*lam**-k stays stable for <= 512 cells.
-    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        powers = lam[:, None] ** np.arange(grid.size)[None, :]
-        m = powers * np.cumsum(drop[None, :] / powers, axis=1)
-    m = np.where(np.isfinite(m), m, 0.0)
+    powers, inverse = _momentum_powers(grid.size)
+    m = powers * np.cumsum(drop[None, :] * inverse, axis=1)
     return s1, np.cumsum(m * d[None, :], axis=1)
 
 
-_A_ROWS, _SW_INDEX, _MI_ROWS = (
+@lru_cache(maxsize=4)
+def _momentum_powers(k: int) -> tuple[FloatArray, FloatArray]:
+    """lam**j and lam**-j (M, k) for the momentum lengths on a k-cell grid over the horizon.
+
+    The grid is the horizon in k - 1 equal cells and the lengths are fractions of the horizon, so
+    lam = exp(-1 / ((k - 1) * fraction)) does not depend on the horizon: built once."""
+    lam = np.exp(-1.0 / (max(k - 1, 1) * _MOMENTUM))
+    j = np.arange(k, dtype=np.float64)[None, :]
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        powers: FloatArray = lam[:, None] ** j
+        inverse: FloatArray = np.where(powers > 0, 1.0 / powers, 0.0)
+    powers.setflags(write=False)
+    inverse.setflags(write=False)
+    return powers, inverse
+
+
+_A_ROWS, _, _MI_ROWS = (
     g.ravel() for g in np.meshgrid(_ALPHA, np.arange(_SW.size), np.arange(_MOMENTUM.size), indexing="ij")
 )
+_AS_ALPHA, _AS_SW = (g.ravel() for g in np.meshgrid(_ALPHA, np.arange(_SW.size), indexing="ij"))
+#: the (alpha, shift) pair of each grid row (rows run alpha, shift, momentum; momentum fastest)
+_AS_ROW = np.arange(_A_ROWS.size) // _MOMENTUM.size
 
 
 def lr_law_family(
@@ -133,7 +149,9 @@ def lr_law_family(
     s1 = np.interp(steps_all, grid, s1g) / s1_ref
     s2 = np.stack([np.interp(steps_all, grid, s2g[j]) for j in range(s2g.shape[0])]) / s1_ref
     X = np.empty((_A_ROWS.size, steps_all.size, 2))
-    X[..., 0] = np.exp(-_A_ROWS[:, None] * np.log(s1[None, :] + _SW[:, None])[_SW_INDEX])
+    # S1**-alpha for each (alpha, shift) pair once; the momentum rows repeat them
+    power = np.exp(-_AS_ALPHA[:, None] * np.log(s1[None, :] + _SW[:, None])[_AS_SW])
+    X[..., 0] = power[_AS_ROW]
     X[..., 1] = -s2[_MI_ROWS]
 
     return _fixed_family(X)

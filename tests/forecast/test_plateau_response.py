@@ -78,12 +78,45 @@ def test_an_accelerating_drop_keeps_the_local_test_shut() -> None:
 
 def test_local_probability_separates_flat_from_falling_windows() -> None:
     s = np.arange(1.0, 101.0) * 10.0
-    flat = 1.5 * (1.0 + 0.005 * np.random.default_rng(0).standard_normal(s.size))
+    noise = 0.005 * np.random.default_rng(0).standard_normal(s.size)
+    # learned until step 300, flat since: the window reaches back to the bend, not across it
+    flat = (1.5 + 3.0 * (np.minimum(s, 300.0) / 100.0) ** -0.7) * (1.0 + noise)
     falling = 1.5 + 3.0 * (s / 100.0) ** -0.7
     p_flat = local_plateau_probability(s, flat, 1500.0, float(np.median(flat[-5:])))
     p_fall = local_plateau_probability(s, falling, 1500.0, float(np.median(falling[-5:])))
     assert p_flat is not None and p_fall is not None
     assert p_flat > 0.9 > 0.1 > p_fall
+
+
+def test_a_longer_flat_stretch_gives_a_surer_answer() -> None:
+    # a run flat since 20% or since 60% of what is seen, same noise level: the longer straight
+    # window has the smaller standard error, so over many noise draws it is the surer one
+    s = np.arange(1.0, 101.0) * 10.0
+
+    def median_p(flat_from: float) -> float:
+        ps = []
+        for seed in range(20):
+            noise = 0.01 * np.random.default_rng(seed).standard_normal(s.size)
+            y = (1.5 + 3.0 * (np.minimum(s, flat_from) / 100.0) ** -0.7) * (1.0 + noise)
+            p = local_plateau_probability(s, y, 1500.0, float(np.median(y[-5:])))
+            ps.append(0.0 if p is None else p)
+        return float(np.median(ps))
+
+    early, late = median_p(200.0), median_p(600.0)
+    assert early > 0.99
+    assert early > late
+
+
+def test_a_run_that_never_decelerated_is_not_judged() -> None:
+    # flat within noise from the start, or falling steadily in steps (a slow starter: nearly flat
+    # in log-step, whose first few percent hold most of log-step): no knee, so the log-step
+    # continuation is no bound on what is left and the local test abstains
+    s = np.arange(1.0, 101.0) * 10.0
+    rng = np.random.default_rng(0)
+    flat = 1.5 * (1.0 + 0.005 * rng.standard_normal(s.size))
+    slow = (5.0 - 0.0002 * s) * (1.0 + 0.01 * rng.standard_normal(s.size))
+    assert local_plateau_probability(s, flat, 1500.0, float(np.median(flat[-5:]))) is None
+    assert local_plateau_probability(s, slow, 10000.0, float(np.median(slow[-5:]))) is None
 
 
 def test_a_rising_window_is_not_judged_a_plateau() -> None:
