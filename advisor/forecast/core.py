@@ -34,6 +34,8 @@ FloatArray = NDArray[np.float64]
 _ASYMPTOTE_U = 1e4
 #: a family prediction further than this many times the current level from it is discarded
 _ABSURD_FACTOR = 1e3
+#: a last report this many noise units below the recent peak: the loss is coming back down
+_RECOVERED_Z = 4.0
 
 
 @dataclass
@@ -323,6 +325,13 @@ def _divergence(prep: Prepared) -> float:
     now = smoothed_level(y)
     rise = (now - best) / max(abs(best), 1e-12)
     p_trend = float(ndtr(t - 2.0)) * min(max(rise / 0.2, 0.0), 1.0)
+    if p_trend > 0.0:
+        # a loss spike lifts the window's trend as much as a blow-up does, but it comes back down:
+        # a last report well below the window's peak (in units of one report's noise) says the
+        # loss is recovering, not running away
+        sigma = 1.4826 * fast_median(np.abs(np.diff(ys))) / math.sqrt(2.0)
+        if sigma > 0.0:
+            p_trend *= float(ndtr(_RECOVERED_Z - (float(ys.max()) - float(ys[-1])) / sigma))
     return min(max(p_nonfinite, p_trend, 0.0), 1.0)
 
 

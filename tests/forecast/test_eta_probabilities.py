@@ -60,3 +60,18 @@ def test_divergence_from_a_rising_loss_and_from_nan() -> None:
     assert forecast(s, good).divergence_probability < 0.05
     assert forecast(s, rising).divergence_probability > 0.8
     assert forecast(s, nan_tail).divergence_probability > 0.8
+
+
+def test_a_loss_spike_on_its_way_back_down_is_not_divergence() -> None:
+    # a spike lifts the recent trend as much as a blow-up does; once the loss is falling back
+    # toward where it was, the run is recovering, while a blow-up's last report is its worst
+    s = np.arange(1, 101) * 10.0
+    rng = np.random.default_rng(2)
+    good = (2.0 + (s / 100.0) ** -0.5) * (1.0 + 0.005 * rng.standard_normal(s.size))
+    spike = good.copy()
+    spike[88:] *= 1.0 + 0.5 * np.exp(-np.arange(12) / 4.0)
+    blowup = good.copy()
+    blowup[88:] *= np.exp(np.arange(12) * 0.08)
+    for n in range(90, 97):
+        assert forecast(s, spike[:n]).divergence_probability < 0.1
+    assert forecast(s, blowup[:95]).divergence_probability > 0.9
