@@ -84,6 +84,50 @@ def segment_starts(steps: FloatArray) -> list[int]:
     return [0, *back.tolist()]
 
 
+#: a resumed segment continues the one before when its first reports sit within this many noise
+#: units (plus RESUME_BAND of the level) of the earlier segment's last reports before the resume step
+RESUME_Z = 3.0
+RESUME_BAND = 0.02
+_RESUME_POINTS = 5
+
+
+def _splice_resumed(
+    s: FloatArray, v: FloatArray, idx: NDArray[np.intp], starts: list[int], keep: NDArray[np.intp]
+) -> tuple[NDArray[np.intp], int]:
+    """Join the last segment to the earlier ones it resumed from, back to the first jump.
+
+    A step going backwards is a resume from a checkpoint. The points the earlier attempt logged
+    *before* that checkpoint's step are the same run's history (the weights the resume loaded came
+    from there); only those after it were lost work. Fitting the resumed segment alone throws the
+    start of the curve away: a run resumed late in its budget then shows only its slow tail, which
+    fast-saturating families read as a plateau. But a resume can also change the curve (a new
+    learning rate, a reset optimiser, another dataset): then the loss jumps at the resume, and the
+    segments are fitted apart, as before. So a segment is joined only where the level carries on:
+    its first reports within noise of what the earlier attempt logged at the same steps. Returns
+    the kept indices (ascending in step) and the number of joins."""
+    ends = [*starts[1:], int(idx[-1]) + 1]
+    joined = 0
+    for j in range(len(starts) - 2, -1, -1):
+        first_step = float(s[keep[0]])
+        prev = idx[(idx >= starts[j]) & (idx < ends[j])]
+        before = prev[s[prev] < first_step]
+        if before.size < 2:
+            break
+        # the earlier attempt at the resumed segment's first steps: it logged them too (the lost
+        # work) unless it stopped right at the checkpoint, where its last reports stand in
+        head = keep[:_RESUME_POINTS]
+        order = np.argsort(s[prev], kind="stable")
+        was = np.interp(s[head], s[prev][order], v[prev][order])
+        jump = float(np.median(v[head] - was))
+        recent = v[keep[: 4 * _RESUME_POINTS]]
+        noise = 1.4826 * fast_median(np.abs(np.diff(recent))) / math.sqrt(2.0) if recent.size > 2 else 0.0
+        if abs(jump) > RESUME_Z * noise + RESUME_BAND * abs(float(np.median(was))):
+            break
+        keep = np.concatenate((before, keep))
+        joined += 1
+    return keep, joined
+
+
 def prepare(
     steps: Any,
     values: Any,
@@ -122,8 +166,8 @@ def prepare(
     idx = np.nonzero(ok)[0]
     if segments is not None:
         starts = sorted({int(i) for i in segments if 0 <= int(i) < n})
-        seg_start_raw = max([i for i in starts if i <= (idx[-1] if idx.size else 0)] or [0])
-        keep = idx[idx >= seg_start_raw]
+        last_raw = idx[-1] if idx.size else 0
+        starts = [i for i in starts if i <= last_raw] or [0]
         n_segments = max(1, len(starts))
     else:
         local = segment_starts(s[idx])
@@ -134,11 +178,21 @@ def prepare(
                 f"steps go backwards {n_segments - 1} times: treated as unsorted, not as restarts"
             )
             local, n_segments = [0], 1
-        keep = idx[local[-1] :] if idx.size else idx
+        starts = [int(idx[i]) for i in local] if idx.size else [0]
+    keep = idx[idx >= starts[-1]]
+    spliced = 0
+    if n_segments > 1 and keep.size:
+        keep, spliced = _splice_resumed(s, v, idx, starts, keep)
     # one segment (the usual case) has no context
     context = np.zeros(0) if keep.size == idx.size else v[idx[~np.isin(idx, keep)]]
     if n_segments > 1:
-        warnings.append(f"restart detected ({n_segments} segments); fitted the last one only")
+        if spliced:
+            warnings.append(
+                f"restart detected ({n_segments} segments); {spliced} resumed where an earlier one "
+                "left off and was joined to it"
+            )
+        else:
+            warnings.append(f"restart detected ({n_segments} segments); fitted the last one only")
 
     s2, v2 = s[keep], v[keep]
     t2 = t[keep] if t is not None else None

@@ -1,12 +1,12 @@
 """``forecast``: from a loss history to final loss, ETA, plateau and divergence probabilities.
 
-The pipeline: clean the input and keep the last restart segment (``_prep``); fit every curve
-family by variable projection with robust reweighting (``families``), plus the schedule-aware law
-when learning rates are known (``schedule``); weight the families by how well each one, fitted on
-the history without its tail, predicted that tail (extrapolation skill rather than in-sample fit);
-average; put a calibrated interval around the mean (``calibration``); derive the probabilities
-from that same predictive distribution, so that the numbers a policy acts on are consistent with
-each other.
+The pipeline: clean the input and keep the last restart segment, joined to the history it resumed
+from when the loss carries on (``_prep``); fit every curve family by variable projection with
+robust reweighting (``families``), plus the schedule-aware law when learning rates are known
+(``schedule``); weight the families by how well each one, fitted on the history without its tail,
+predicted that tail (extrapolation skill rather than in-sample fit); average; put a calibrated
+interval around the mean (``calibration``); derive the probabilities from that same predictive
+distribution, so that the numbers a policy acts on are consistent with each other.
 """
 
 from __future__ import annotations
