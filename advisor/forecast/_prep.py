@@ -112,7 +112,7 @@ def _splice_resumed(
         prev = idx[(idx >= starts[j]) & (idx < ends[j])]
         before = prev[s[prev] < first_step]
         if before.size < 2:
-            break
+            continue  # an attempt that never got past this resume step adds nothing before it
         # the earlier attempt at the resumed segment's first steps: it logged them too (the lost
         # work) unless it stopped right at the checkpoint, where its last reports stand in
         head = keep[:_RESUME_POINTS]
