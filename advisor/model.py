@@ -220,6 +220,9 @@ class JobView:
     namespace_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     last_loss: float | None = None
     """The latest raw loss reported (may be NaN/inf: the forecaster drops those, policies must not)."""
+    checkpoint_loss: float | None = None
+    """The loss the run reported at its last checkpoint's step, when that checkpoint is behind the
+    latest report: what a release keeps (None when unknown, or when the checkpoint is current)."""
 
     @property
     def key(self) -> str:

@@ -93,6 +93,29 @@ class JobRecord:
         return last.step if last is not None else 0
 
 
+#: reports around the checkpoint's step whose median is the loss it saved (one report is noisy)
+_CHECKPOINT_REPORTS = 3
+
+
+def _loss_at_checkpoint(rec: JobRecord) -> float | None:
+    """The median loss of the last reports at or before the last checkpoint's step, when that
+    checkpoint is behind the latest report (the history's newest points come first, so a recent
+    checkpoint is found within a few points)."""
+    ckpt = rec.checkpoint.last_step
+    if ckpt is None or ckpt >= rec.step:
+        return None
+    found: list[float] = []
+    for point in reversed(rec.history.points):
+        if point.step <= ckpt and math.isfinite(point.loss):
+            found.append(point.loss)
+            if len(found) == _CHECKPOINT_REPORTS:
+                break
+    if not found:
+        return None
+    found.sort()
+    return found[len(found) // 2]
+
+
 def _default_forecaster(curve: Curve, total_steps: int | None) -> Forecast:
     from advisor.forecast import forecast_curve
 
@@ -338,6 +361,7 @@ class AdvisorCore:
             actions=tuple(rec.actions),
             rule_state=dict(rec.rule_state),
             last_loss=rec.history.last.loss if rec.history.last is not None else None,
+            checkpoint_loss=_loss_at_checkpoint(rec),
         )
 
     def _with_policy_actions(self, cluster: ClusterView, now: float) -> ClusterView:

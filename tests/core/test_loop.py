@@ -226,6 +226,24 @@ class TestClusterWideBookkeeping:
         core.evaluate(JOB, CLUSTER, now=3700.0)
         assert seen[-1].policy_action_times == {"p": (200.0,)}
 
+    def test_view_carries_the_loss_at_a_checkpoint_behind_the_latest_report(self) -> None:
+        core = make_core(Recorder())
+        feed(core, range(1, 21))  # loss 10 / (step + 1)
+        assert core.view(JOB).checkpoint_loss is None  # no checkpoint known
+        core.observe(
+            JOB.key,
+            ProgressSample(step=21, loss=10.0 / 22, time=210.0, last_checkpoint_step=8),
+            now=210.0,
+        )
+        # the median of the last three reports at or before step 8 (steps 6, 7, 8)
+        assert core.view(JOB).checkpoint_loss == pytest.approx(10.0 / 8)
+        core.observe(
+            JOB.key,
+            ProgressSample(step=22, loss=10.0 / 23, time=220.0, last_checkpoint_step=22),
+            now=220.0,
+        )
+        assert core.view(JOB).checkpoint_loss is None  # the checkpoint is the latest report
+
     def test_view_carries_the_raw_last_loss_even_when_not_finite(self) -> None:
         core = make_core(Recorder())
         feed(core, range(1, 3))

@@ -7,7 +7,7 @@ import math
 
 from policy_builders import HOUR, T0, forecast, job, policy, record, with_state
 
-from advisor.model import ActionKind, ClusterView, Mode, WorkloadView
+from advisor.model import ActionKind, CheckpointState, ClusterView, Mode, WorkloadView
 from policies import decide
 
 CV = ClusterView()
@@ -28,6 +28,27 @@ def test_plateau_must_hold_for_the_window_before_acting() -> None:
     assert kinds(d3) == [ActionKind.CHECKPOINT] and d3.advice == "plateau:release"
     assert d3.actions[0].rule == "plateau" and d3.actions[0].params["before"] == "release-quota"
     assert "P(plateau)=0.95 >= 0.90 for 31m" in d3.actions[0].reason
+
+
+def test_an_evicted_job_whose_checkpoint_still_had_learning_left_is_not_released() -> None:
+    # preempted back to an old checkpoint: the plateau was seen at the latest report, but a
+    # release keeps only the checkpoint, whose loss was 5% higher; once it runs it can save first
+    p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
+    ckpt = CheckpointState(last_step=3000, last_time=T0 - HOUR)
+
+    def decided(**kw: object) -> list[ActionKind]:
+        j = job(forecast=forecast(plateau=0.95, loss=1.0), checkpoint=ckpt, **kw)
+        d1 = decide(j, CV, p, now=T0)
+        d2 = decide(with_state(j, d1.state), CV, p, now=T0 + 31 * 60)
+        if kw.get("admitted") is False and kw.get("checkpoint_loss") == 1.05:
+            assert any("a release now would throw that away" in r for r in d2.reasons)
+            assert d2.advice == "plateau?"
+        return kinds(d2)
+
+    assert decided(admitted=False, checkpoint_loss=1.05) == []
+    assert decided(admitted=True, checkpoint_loss=1.05) == [ActionKind.CHECKPOINT]  # it saves first
+    assert decided(admitted=False, checkpoint_loss=1.005) == [ActionKind.CHECKPOINT]  # within 1%
+    assert decided(admitted=False) == [ActionKind.CHECKPOINT]  # nothing known of it
 
 
 def test_two_forecasts_in_a_row_below_even_odds_restart_the_window() -> None:
