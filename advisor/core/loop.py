@@ -238,6 +238,10 @@ class AdvisorCore:
         when = sample.time if sample.time is not None else now
         if outcome in ("appended", "restart"):
             rec.fresh_data = True
+            if outcome == "restart":
+                # the run rolled back to a checkpoint: the forecast of the abandoned attempt says
+                # nothing the policies may act on; the next look re-forecasts the new segment
+                rec.forecast, rec.forecast_at = None, None
             rec.last_sample_time = when
             if prev_step is None or sample.step != prev_step:
                 rec.last_step_change = when

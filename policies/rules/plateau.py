@@ -25,11 +25,12 @@ What "found plateaued" means, and why:
   the loss is falling fastest), so it is not taken as evidence: the predicted final loss must stay
   within the same 1% band above the current level (``FLAT_BAND``). A loss rising for real is the
   divergence rule's business.
-* A job preempted back to an old checkpoint is not released while it waits to run again if the loss
-  it logged at that checkpoint is more than 1% above the current one: the plateau was found at the
-  latest report, but a release keeps only the checkpoint (``JobView.checkpoint_loss``). Once it runs,
-  the release sequence saves first. (Found in the trace simulator: such a release was its only wrong
-  stop over 15 seeds with ``for: 10m``.)
+* A release that would keep only an older checkpoint (its checkpoint request timed out, say because
+  the job was preempted meanwhile and rolled back) is held when the loss logged at that checkpoint
+  is more than 1% above the current one (``JobView.checkpoint_loss``): the plateau was found at the
+  latest report, the checkpoint still had learning left. The window starts over, on what the run
+  reports once it runs again and can save first. (Found in the trace simulator, where such a
+  release was the one wrong stop over 15 seeds with ``for: 10m``.)
 """
 
 from __future__ import annotations
@@ -116,18 +117,20 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         out.advice, out.severity = "plateau", 5
         return out
     unsaved = unsaved_improvement(job, fc)
-    if unsaved is not None and not job.admitted:
-        # evicted (preempted) with an old checkpoint: the plateau was found at the latest report,
-        # but a release keeps only the checkpoint, which had more than 1% still to learn
-        out.reasons.append(
-            f"{NAME}: {numbers}, but the job is not running and its last checkpoint "
-            f"(step {job.checkpoint.last_step}) is {pct(unsaved)} above the current loss: a release "
-            "now would throw that away; it is judged again once it has run past it"
-        )
+    lost = (
+        None
+        if unsaved is None
+        else f"its last checkpoint (step {job.checkpoint.last_step}) is {unsaved:.1%} above the current loss"
+    )
+    final = ActionKind.STOP if rule.action == STOP else ActionKind.RELEASE_QUOTA
+    if not release(ctx, out, rule=NAME, final=final, why=numbers, since=since, unsaved=lost):
+        # the plateau was found at the latest report, but the release would keep only an older
+        # checkpoint that had more than 1% still to learn: judged again from scratch, on what the
+        # run reports once it runs again (and so can save first)
+        out.state.pop(KEY, None)
+        out.state.pop(DISSENT_KEY, None)
         out.advice, out.severity = "plateau?", 2
         return out
-    final = ActionKind.STOP if rule.action == STOP else ActionKind.RELEASE_QUOTA
-    release(ctx, out, rule=NAME, final=final, why=numbers, since=since)
     out.advice = "plateau:stop" if final is ActionKind.STOP else "plateau:release"
     out.severity = 5
     return out

@@ -11,7 +11,7 @@ In Recommend mode the whole sequence is one recommendation that describes it.
 
 from __future__ import annotations
 
-from advisor.model import ActionKind
+from advisor.model import ActionKind, ActionRecord
 from policies.rules.base import Context, Outcome, dur, last_record
 from policies.spec import QuotaReleaseRule
 
@@ -35,8 +35,14 @@ def release(
     why: str,
     since: float,
     checkpoint_first: bool | None = None,
-) -> None:
-    """Append the next step of the release/stop sequence started by ``rule`` to ``out``."""
+    unsaved: str | None = None,
+) -> bool:
+    """Append the next step of the release/stop sequence started by ``rule`` to ``out``.
+
+    ``unsaved``: why releasing on the last checkpoint as it stands would lose learning (the rule
+    knows; the sequence does not). Given, the sequence saves first or holds: a release without a
+    fresh checkpoint (none wanted, or the request timed out) is held back, and False is returned so
+    that the rule can start over. True otherwise."""
     spec = ctx.policy.rules.quota_release or QuotaReleaseRule()
     want_checkpoint = spec.checkpoint_first if checkpoint_first is None else checkpoint_first
     verb = "release quota" if final is ActionKind.RELEASE_QUOTA else "stop"
@@ -44,7 +50,7 @@ def release(
     out.terminal = True
     if already_released(ctx) or not job.active:
         out.reasons.append(f"{rule}: job already released or inactive; nothing more to do")
-        return
+        return True
     cp = job.checkpoint
     fresh = cp.last_time is not None and now - cp.last_time <= spec.max_checkpoint_age
     fresh = fresh or (cp.last_step is not None and cp.last_step >= job.step > 0)
@@ -57,14 +63,22 @@ def release(
             would=final.value,
             after="checkpoint" if after else None,
         )
-        return
+        return True
     request = last_record(job, _CHECKPOINT, rule=rule)  # our own request, not a periodic one
     request = request if request is not None and request.time >= since else None
+    acked = request is not None and (
+        request.outcome in ("acknowledged", "done")
+        or (cp.last_time is not None and cp.last_time >= request.time)
+    )
+    saved = fresh or acked
+    if unsaved is not None and not saved and (not want_checkpoint or _given_up(request, now, spec)):
+        out.reasons.append(f"{rule}: would {verb} without a fresh checkpoint, but {unsaved}; held back")
+        return False
     if not want_checkpoint or fresh:
         start = request is None  # no checkpoint of ours in between: this is the sequence's first step
         note = "" if not want_checkpoint else f" (checkpoint {dur(now - (cp.last_time or now))} old is fresh)"
         _final(ctx, out, rule, final, f"{verb}: {why}{note}", followup=not start)
-        return
+        return True
     if request is None:
         if ctx.blocked:
             out.act(
@@ -75,7 +89,7 @@ def release(
                 after="checkpoint",
                 held=ctx.blocked,
             )
-            return
+            return True
         out.act(
             ActionKind.CHECKPOINT,
             rule,
@@ -83,10 +97,7 @@ def release(
             before=final.value,
             timeout_s=spec.checkpoint_timeout,
         )
-        return
-    acked = request.outcome in ("acknowledged", "done") or (
-        cp.last_time is not None and cp.last_time >= request.time
-    )
+        return True
     waited = now - request.time
     if acked:
         _final(
@@ -97,7 +108,7 @@ def release(
             f"{verb} after checkpoint {request.request_id or ''}: {why}".replace("  ", " "),
             followup=True,
         )
-    elif request.outcome in ("timed-out", "failed") or waited >= spec.checkpoint_timeout:
+    elif _given_up(request, now, spec):
         if spec.release_on_timeout:
             _final(
                 ctx,
@@ -120,6 +131,14 @@ def release(
             f"{rule}: waiting for checkpoint acknowledgement "
             f"({dur(waited)} of {dur(spec.checkpoint_timeout)}) before {verb}"
         )
+    return True
+
+
+def _given_up(request: ActionRecord | None, now: float, spec: QuotaReleaseRule) -> bool:
+    """Whether our (unacknowledged) checkpoint request is past waiting for: it timed out or failed."""
+    if request is None:
+        return False
+    return request.outcome in ("timed-out", "failed") or now - request.time >= spec.checkpoint_timeout
 
 
 def _final(ctx: Context, out: Outcome, rule: str, final: ActionKind, reason: str, *, followup: bool) -> None:

@@ -115,6 +115,18 @@ class TestForecastRateLimit:
         core.evaluate(JOB, CLUSTER, now=161.0)
         assert len(rec.curves) == 2 and rec.curves[-1].steps[-1] == 6.0
 
+    def test_a_restart_drops_the_forecast_of_the_abandoned_attempt(self) -> None:
+        rec = Recorder()
+        core = make_core(rec, forecast_interval_s=600.0)
+        feed(core, range(1, 11))
+        core.evaluate(JOB, CLUSTER, now=100.0)
+        assert core.view(JOB).forecast is not None
+        # resumed from the step-5 checkpoint: what was forecast from steps 6-10 no longer holds
+        feed(core, range(5, 6), t0=200.0)
+        assert core.view(JOB).forecast is None
+        core.evaluate(JOB, CLUSTER, now=260.0)  # well within the interval: re-forecast at once
+        assert len(rec.curves) == 2 and core.view(JOB).forecast is not None
+
 
 class TestDecide:
     def test_rule_state_round_trips_through_the_decision(self) -> None:

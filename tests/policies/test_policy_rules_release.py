@@ -7,7 +7,7 @@ import math
 
 from policy_builders import HOUR, T0, forecast, job, policy, record, with_state
 
-from advisor.model import ActionKind, CheckpointState, ClusterView, Mode, WorkloadView
+from advisor.model import ActionKind, ClusterView, JobView, Mode, WorkloadView
 from policies import decide
 
 CV = ClusterView()
@@ -28,27 +28,6 @@ def test_plateau_must_hold_for_the_window_before_acting() -> None:
     assert kinds(d3) == [ActionKind.CHECKPOINT] and d3.advice == "plateau:release"
     assert d3.actions[0].rule == "plateau" and d3.actions[0].params["before"] == "release-quota"
     assert "P(plateau)=0.95 >= 0.90 for 31m" in d3.actions[0].reason
-
-
-def test_an_evicted_job_whose_checkpoint_still_had_learning_left_is_not_released() -> None:
-    # preempted back to an old checkpoint: the plateau was seen at the latest report, but a
-    # release keeps only the checkpoint, whose loss was 5% higher; once it runs it can save first
-    p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
-    ckpt = CheckpointState(last_step=3000, last_time=T0 - HOUR)
-
-    def decided(**kw: object) -> list[ActionKind]:
-        j = job(forecast=forecast(plateau=0.95, loss=1.0), checkpoint=ckpt, **kw)
-        d1 = decide(j, CV, p, now=T0)
-        d2 = decide(with_state(j, d1.state), CV, p, now=T0 + 31 * 60)
-        if kw.get("admitted") is False and kw.get("checkpoint_loss") == 1.05:
-            assert any("a release now would throw that away" in r for r in d2.reasons)
-            assert d2.advice == "plateau?"
-        return kinds(d2)
-
-    assert decided(admitted=False, checkpoint_loss=1.05) == []
-    assert decided(admitted=True, checkpoint_loss=1.05) == [ActionKind.CHECKPOINT]  # it saves first
-    assert decided(admitted=False, checkpoint_loss=1.005) == [ActionKind.CHECKPOINT]  # within 1%
-    assert decided(admitted=False) == [ActionKind.CHECKPOINT]  # nothing known of it
 
 
 def test_two_forecasts_in_a_row_below_even_odds_restart_the_window() -> None:
@@ -153,6 +132,36 @@ def test_checkpoint_timeout_releases_only_when_the_policy_says_so() -> None:
     assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "not acknowledged after 11m40s" in d.actions[0].reason
     strict = policy({"plateau": {"for": "10m"}, "quotaRelease": {"releaseOnTimeout": False}})
     assert kinds(decide(stuck, CV, strict, now=T0)) == [ActionKind.RECOMMEND]
+
+
+def test_a_release_on_an_old_checkpoint_that_still_had_learning_left_is_held() -> None:
+    # the checkpoint request timed out (the job was preempted back to step 100 meanwhile): the
+    # plateau was found at the latest report, but a release keeps only that checkpoint, whose loss
+    # was 5% higher; the window starts over, to be judged on what the run reports once it runs
+    def stuck(checkpoint_loss: float | None) -> JobView:
+        return job(
+            forecast=forecast(plateau=0.97, loss=1.0),
+            rule_state={"plateau.since": T0 - HOUR},
+            checkpoint=dataclasses.replace(job().checkpoint, last_time=T0 - 2 * HOUR, last_step=100),
+            checkpoint_loss=checkpoint_loss,
+            actions=(record(ActionKind.CHECKPOINT, T0 - 700, rule="plateau"),),
+        )
+
+    p = policy({"plateau": {"for": "10m"}})
+    held = decide(stuck(1.05), CV, p, now=T0)
+    assert kinds(held) == [] and "plateau.since" not in held.state and held.advice == "plateau?"
+    assert any("5.0% above the current loss; held back" in r for r in held.reasons)
+    assert kinds(decide(stuck(1.005), CV, p, now=T0)) == [ActionKind.RELEASE_QUOTA]  # within 1%
+    assert kinds(decide(stuck(None), CV, p, now=T0)) == [ActionKind.RELEASE_QUOTA]  # nothing known
+    # acknowledged: the job saved what it had, so the release goes ahead
+    acked = dataclasses.replace(
+        stuck(1.05),
+        actions=(record(ActionKind.CHECKPOINT, T0 - 700, rule="plateau", outcome="acknowledged"),),
+    )
+    assert kinds(decide(acked, CV, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+    # no checkpoint wanted first: the same hold
+    no_first = policy({"plateau": {"for": "10m"}, "quotaRelease": {"checkpointFirst": False}})
+    assert kinds(decide(stuck(1.05), CV, no_first, now=T0)) == []
 
 
 def test_a_fresh_checkpoint_means_release_at_once() -> None:
