@@ -120,7 +120,7 @@ def _splice_resumed(
         was = np.interp(s[head], s[prev][order], v[prev][order])
         jump = float(np.median(v[head] - was))
         recent = v[keep[: 4 * _RESUME_POINTS]]
-        noise = 1.4826 * fast_median(np.abs(np.diff(recent))) / math.sqrt(2.0) if recent.size > 2 else 0.0
+        noise = report_noise(recent) if recent.size > 2 else 0.0
         if abs(jump) > RESUME_Z * noise + RESUME_BAND * abs(float(np.median(was))):
             break
         keep = np.concatenate((before, keep))
@@ -271,6 +271,14 @@ def fast_median(a: FloatArray) -> float:
     if n % 2:
         return float(part[k])
     return 0.5 * float(part[k] + np.max(part[:k]))
+
+
+def report_noise(y: FloatArray) -> float:
+    """The noise of one report: a robust sd from first differences (a trend barely moves them, a
+    spike inflates one or two only). 0 for fewer than two points."""
+    if y.size < 2:
+        return 0.0
+    return 1.4826 * fast_median(np.abs(y[1:] - y[:-1])) / math.sqrt(2.0)
 
 
 def smoothed_level(y: FloatArray, k: int = 5) -> float:

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
-from advisor.forecast._prep import Prepared, downsample, prepare, smoothed_level
+from advisor.forecast._prep import Prepared, downsample, prepare, report_noise, smoothed_level
 from advisor.forecast.eta import eta_interval
 from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all_robust
 from advisor.forecast.plateau import local_trend
@@ -127,7 +127,7 @@ def _weights(
     rms = np.sqrt(((pred_te - y_te) ** 2) @ wt)
     errs = dict(zip(names, rms.tolist(), strict=True))
     recent = y[-max(5, n // 3) :]
-    noise = 1.4826 * fast_median(np.abs(recent[1:] - recent[:-1])) / math.sqrt(2)
+    noise = report_noise(recent)
     floor = max(noise / math.sqrt(n_te), 1e-9 * (abs(fast_median(y)) + 1e-12))
     best = min(errs.values())
     out: dict[str, float] = {}
@@ -329,7 +329,7 @@ def _divergence(prep: Prepared) -> float:
         # a loss spike lifts the window's trend as much as a blow-up does, but it comes back down:
         # a last report well below the window's peak (in units of one report's noise) says the
         # loss is recovering, not running away
-        sigma = 1.4826 * fast_median(np.abs(np.diff(ys))) / math.sqrt(2.0)
+        sigma = report_noise(ys)
         if sigma > 0.0:
             p_trend *= float(ndtr(_RECOVERED_Z - (float(ys.max()) - float(ys[-1])) / sigma))
     return min(max(p_nonfinite, p_trend, 0.0), 1.0)

@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
-from advisor.forecast._prep import fast_median
+from advisor.forecast._prep import report_noise
 
 FloatArray = NDArray[np.float64]
 
@@ -110,7 +110,7 @@ def _decelerated(x: FloatArray, y: FloatArray, slope: float, se: float) -> bool:
     if sxx <= 0.0:
         return False
     before = float(xc @ y) / sxx
-    sigma = 1.4826 * fast_median(np.abs(np.diff(y))) / math.sqrt(2.0)
+    sigma = report_noise(y)
     se_before = sigma / math.sqrt(sxx)
     return slope - before > KNEE_Z * math.hypot(se, se_before)
 
@@ -132,7 +132,7 @@ def _straight_window(x: FloatArray, y: FloatArray) -> tuple[float, float, int] |
     for k in sorted({min(n, max(MIN_POINTS, int(n * frac))) for frac in WINDOW_FRACTIONS}):
         xs, ys = x[-k:], y[-k:]
         if best is None:
-            sigma = 1.4826 * fast_median(np.abs(np.diff(ys))) / math.sqrt(2.0)
+            sigma = report_noise(ys)
         xc = xs - float(xs.sum()) / k
         sxx = float(xc @ xc)
         if sxx <= 0.0:
