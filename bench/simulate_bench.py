@@ -1,27 +1,36 @@
 """Simulator benchmark: the embedded default (every row) and a Philly slice with the advisor.
 
 Run: ``.venv/bin/python bench/simulate_bench.py [--philly-jobs N] [--philly-every K] [--skip-default]
-[--forecast-interval S] [--tick-max S] [--looks-per-run N]`` (``--philly-jobs 0``: the full 82k-job
-extract; ``--philly-every K``: every K-th job of it, a sample spread over the whole trace, on a
-cluster sized for it, whose cost per job-hour predicts the full run's).
+[--forecast-interval S] [--close-interval S] [--watch-interval S] [--flatten-margin F] [--tick-max S]
+[--looks-per-run N]`` (``--philly-jobs 0``: the full 82k-job extract; ``--philly-every K``: every
+K-th job of it, a sample spread over the whole trace, on a cluster sized for it, whose cost per
+job-hour predicts the full run's).
+
+The Philly advisor row's defaults: 24 looks per run, a quiet job re-forecast at most hourly, a
+flattening (or rising) one every 20 minutes, one near a decision every 5 minutes. The hourly floor
+for quiet jobs cost no savings against the 20-minute one on every 20th job (see
+``simulator.advisor_strategy``), while a 5% flattening margin or a 10-minute watch did.
 
 Prints, per row, wall and CPU seconds and simulated job-hours per wall-second (and per CPU-second,
 the one-core figure when other processes share the machine), ticks and forecasts, and the advisor
 row's cost as a ratio to the no-advisor row measured in the same run, with its non-learning GPU-hours
-and wrong stops (what a coarser cadence may cost). The Philly part reads
+and wrong stops (what a coarser cadence may cost), and where its forecasts went (jobs, job-hours and
+forecasts per job by job length). The Philly part reads
 ``../shared/data/traces/pollux-osdi21/simulator/traces/philly.csv`` and is skipped when absent.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import math
 import time
 from pathlib import Path
 
 from simulator.baselines import NoAdvisor, baseline_strategies
 from simulator.runner import policy_strategies, run_strategy
 from simulator.scenario import Scenario, auto_cluster, default_scenario
-from simulator.traces import Trace, load_trace
+from simulator.traces import Trace, TraceJob, load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 PHILLY = ROOT.parent / "shared" / "data" / "traces" / "pollux-osdi21" / "simulator" / "traces" / "philly.csv"
@@ -47,6 +56,25 @@ def _row(scenario: Scenario, strategy: object) -> tuple[dict[str, object], float
     return res.metrics, wall, cpu
 
 
+#: job-length classes (hours) of the forecasts-per-job breakdown
+LENGTH_BINS_H = (0.0, 1.0, 4.0, 12.0, 48.0, math.inf)
+
+
+def _forecasts_by_length(jobs: list[TraceJob], by_job: dict[int, int]) -> None:
+    """Where the advisor row's forecasts went: jobs, job-hours and forecasts per job-length class."""
+    for lo, hi in itertools.pairwise(LENGTH_BINS_H):
+        idx = [i for i, j in enumerate(jobs) if lo * 3600.0 <= j.duration < hi * 3600.0]
+        if not idx:
+            continue
+        n = sum(by_job.get(i, 0) for i in idx)
+        job_h = sum(jobs[i].duration for i in idx) / 3600.0
+        label = f"{lo:g}-{hi:g}h" if math.isfinite(hi) else f">{lo:g}h"
+        print(
+            f"  {'':<26} jobs {label:<8} {len(idx):6d}  job-h {job_h:8.0f}  forecasts {n:7d}"
+            f"  per job {n / len(idx):6.2f}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--philly-jobs", type=int, default=3000, help="Philly rows to replay (0: all 82k)")
@@ -54,8 +82,8 @@ def main() -> int:
     parser.add_argument(
         "--forecast-interval",
         type=float,
-        default=1200.0,
-        help="Philly advisor row: seconds between forecasts",
+        default=3600.0,
+        help="Philly advisor row: seconds between forecasts of a quiet job (default 3600)",
     )
     parser.add_argument(
         "--tick-max", type=float, default=1800.0, help="Philly advisor row: longest tick spacing"
@@ -66,6 +94,25 @@ def main() -> int:
         type=float,
         default=24.0,
         help="Philly advisor row: looks at a quiet long job per run (default 24; 0: off)",
+    )
+    parser.add_argument(
+        "--close-interval",
+        type=float,
+        default=1200.0,
+        help="Philly advisor row: forecast spacing of a flattening (or rising) run (default 1200)",
+    )
+    parser.add_argument(
+        "--watch-interval",
+        type=float,
+        default=300.0,
+        help="Philly advisor row: forecast spacing of a job near a decision (default 300)",
+    )
+    parser.add_argument(
+        "--flatten-margin",
+        type=float,
+        default=0.1,
+        help="Philly advisor row: improvement left, at the recent pace, below which a run gets the "
+        "close look (default 0.1)",
     )
     args = parser.parse_args()
     if not args.skip_default:
@@ -97,8 +144,12 @@ def main() -> int:
         forecast_interval_s=args.forecast_interval,
         tick_max_s=args.tick_max,
         looks_per_run=args.looks_per_run or None,
+        close_interval_s=args.close_interval,
+        watch_interval_s=args.watch_interval,
+        flatten_margin=args.flatten_margin,
     )[0]
     _m, adv_wall, _cpu = _row(sc, advisor)
+    _forecasts_by_length(trace.jobs, getattr(advisor, "forecasts_by_job", {}))
     print(f"  advisor / no-advisor wall ratio: {adv_wall / base_wall:.1f}")
     return 0
 

@@ -38,6 +38,9 @@ PATHOLOGIES = ("none", "early_plateau", "late_plateau", "diverge", "hang", "slow
 #: forecaster's plateau definition and the wrong-stop judgement)
 LEARNING_THRESHOLD = 0.01
 _GRID = 512
+#: the progress grid of every run's hidden truth (read-only, shared)
+_X = np.linspace(0.0, 1.0, _GRID)
+_X.flags.writeable = False
 
 #: the label real clusters put on training jobs to tell pre-training from fine-tuning (the sample
 #: plateau-release policy selects on it)
@@ -85,7 +88,7 @@ class CurveSpec:
     spikes: tuple[tuple[float, float], ...] = ()  # (x, height relative to loss)
     seed: int = 0
     workload_type: str = "fine-tuning"  # pretraining | fine-tuning: the job's workload-type label
-    _noise_table: np.ndarray = field(init=False, repr=False, compare=False)
+    _noise_table: np.ndarray | None = field(init=False, repr=False, compare=False)
     _truth: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -96,10 +99,17 @@ class CurveSpec:
         if self.workload_type not in WORKLOAD_TYPES:
             kinds = ", ".join(WORKLOAD_TYPES)
             raise ValueError(f"workload_type must be one of {kinds}, got {self.workload_type!r}")
-        rng = np.random.default_rng(self.seed)
-        object.__setattr__(self, "_noise_table", rng.standard_normal(1024))
-        x = np.linspace(0.0, 1.0, _GRID)
-        object.__setattr__(self, "_truth", (x, self.clean(x)))
+        # the noise table is drawn on the first report (most jobs of a big trace never tick in a
+        # row without an advisor); the truth grid is read at once (``learning_end_step``)
+        object.__setattr__(self, "_noise_table", None)
+        object.__setattr__(self, "_truth", (_X, self.clean(_X)))
+
+    def _noise(self) -> np.ndarray:
+        table = self._noise_table
+        if table is None:
+            table = np.random.default_rng(self.seed).standard_normal(1024)
+            object.__setattr__(self, "_noise_table", table)
+        return table
 
     @property
     def labels(self) -> dict[str, str]:
@@ -156,14 +166,14 @@ class CurveSpec:
         value = float(self.clean(x))
         if not math.isfinite(value):
             return float("nan")
-        z = self._noise_table[(step * 2654435761) % 1024]
+        z = self._noise()[(step * 2654435761) % 1024]
         return value * (1.0 + self.noise * float(z))
 
     def observed_many(self, steps: np.ndarray) -> np.ndarray:
         """Vectorised :meth:`observed` (NaN where the clean loss is not finite)."""
         st = np.asarray(steps, dtype=np.int64)
         values = self.clean(st / self.total_steps)
-        z = self._noise_table[(st * 2654435761) % 1024]
+        z = self._noise()[(st * 2654435761) % 1024]
         return np.asarray(values * (1.0 + self.noise * z))
 
     def learning_rate(self, step: int, peak: float = 3e-4) -> float:
@@ -206,6 +216,23 @@ class CurveSpec:
         return round(float(x[first]) * self.total_steps)
 
 
+class _Choice:
+    """``str(rng.choice(names, p=weights))``, the very same draw (one uniform number looked up in
+    the normalised cumulative weights, as numpy's ``Generator.choice`` does), without its per-call
+    validation: tens of thousands of jobs draw two each."""
+
+    def __init__(self, names: list[str], weights: list[float]) -> None:
+        p = np.asarray(weights, dtype=np.float64)
+        if p.ndim != 1 or p.size != len(names) or p.size == 0 or (p < 0).any() or not p.sum() > 0:
+            raise ValueError("choice weights must be non-negative, not all zero, one per name")
+        cdf = p.cumsum()
+        cdf /= cdf[-1]
+        self.names, self.cdf = names, cdf
+
+    def draw(self, rng: np.random.Generator) -> str:
+        return self.names[int(self.cdf.searchsorted(rng.random(), side="right"))]
+
+
 class CurveLibrary:
     """Draws :class:`CurveSpec` s from the calibrated distributions and the pathology mix."""
 
@@ -219,19 +246,20 @@ class CurveLibrary:
         if total <= 0 or any(v < 0 for v in raw_mix.values()):
             raise ValueError("pathology mix weights must be non-negative and not all zero")
         self.mix = {k: v / total for k, v in raw_mix.items()}
+        self._pathologies = _Choice(list(self.mix), [self.mix[n] for n in self.mix])
+        schedules = self.params["schedules"]
+        self._schedules = _Choice(list(schedules), [schedules[n] for n in schedules])
 
     def draw(self, rng: np.random.Generator, total_steps: int, seed: int) -> CurveSpec:
         p = self.params
-        names = list(self.mix)
-        pathology = str(rng.choice(names, p=[self.mix[n] for n in names]))
+        pathology = self._pathologies.draw(rng)
         fam = p["families"]["power"]
         alpha = float(np.exp(rng.normal(fam["log_alpha_mean"], fam["log_alpha_sd"])))
         x0 = float(np.exp(rng.normal(fam["log_x0_mean"], fam["log_x0_sd"])))
         l_inf = float(np.exp(rng.normal(p["l_inf"]["log_mean"], p["l_inf"]["log_sd"])))
         a = l_inf * float(np.exp(rng.normal(fam["log_reducible_ratio_mean"], fam["log_reducible_ratio_sd"])))
         noise = float(np.exp(rng.normal(p["noise"]["log_mean"], p["noise"]["log_sd"])))
-        sched_names = list(p["schedules"])
-        schedule = str(rng.choice(sched_names, p=[p["schedules"][s] for s in sched_names]))
+        schedule = self._schedules.draw(rng)
         anneal = float(rng.uniform(*p["anneal_gain_range"]))
         at = 1.0
         spikes: tuple[tuple[float, float], ...] = ()

@@ -103,6 +103,7 @@ class Simulation:
         self._cluster_cache: tuple[int, float, ClusterView] | None = None
         self._queue_parts: dict[str, tuple[int, ClusterQueueView, tuple[WorkloadView, ...]]] = {}
         self._wl_views: dict[int, tuple[tuple[Any, ...], WorkloadView]] = {}
+        self._job_views: dict[int, tuple[tuple[Any, ...], JobView]] = {}
         self._evictions: dict[str, int] = {}
         self._busy_s: dict[str, float] = {}
         self._woken: set[int] = set()
@@ -294,7 +295,7 @@ class Simulation:
             job.pending_request = None
             if request is not None:
                 job.ckpt_request = request
-            job.forced_samples.append(job.progress_sample(int(job.step), self.now))
+            job.checkpoint_report(self.now)
             self._enter_running(job)
             if request is not None:
                 self.strategy.action_outcome(job, request, "acknowledged", self.now)
@@ -512,16 +513,21 @@ class Simulation:
                 job.last_reported_step = int(ks[-1])
             job.last_report = float(times[-1])
         if job.forced_samples:
-            out.extend(job.forced_samples)
+            out.extend(job.progress_sample(st, t, checkpoint=(c, r)) for st, t, c, r in job.forced_samples)
             job.forced_samples = []
             out.sort(key=lambda s: s.time or 0.0)
         return out
 
     # ---- views for the advisor -------------------------------------------------------------
     def job_view(self, job: SimJob) -> JobView:
-        """The adapter's base view; the core fills in the history-derived fields."""
+        """The adapter's base view; the core fills in the history-derived fields. A job's view is
+        rebuilt only when a field of it changed (views are frozen, so ticks may share one)."""
         wl = job.workload
-        return JobView(
+        stamp = (job.gpus, job.nodes, wl.priority, wl.active, wl.admitted, job.first_start)
+        cached = self._job_views.get(job.idx)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        view = JobView(
             namespace=job.namespace,
             name=job.trace.name,
             kind="TrainJob",
@@ -537,6 +543,8 @@ class Simulation:
             admitted=wl.admitted,
             started_at=job.first_start,
         )
+        self._job_views[job.idx] = (stamp, view)
+        return view
 
     def cluster_view(self) -> ClusterView:
         """The snapshot a controller would read now. One snapshot serves every tick until the

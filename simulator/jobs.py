@@ -96,7 +96,9 @@ class SimJob:
     next_failure: int = 0
     last_account: float = 0.0
     trajectory: list[tuple[float, float]] = field(default_factory=list)
-    forced_samples: list[ProgressSample] = field(default_factory=list)
+    #: reports the job makes off its logging cadence (a checkpoint's acknowledgement): (step, time,
+    #: last checkpoint step, its request); the sample is built when a tick collects it
+    forced_samples: list[tuple[int, float, int | None, str | None]] = field(default_factory=list)
     last_report: float = 0.0
     last_reported_step: float = -1.0
     rate_factor: float = 1.0
@@ -139,18 +141,33 @@ class SimJob:
         return min(self.phase_step + (now - self.phase_start) * self.rate(), self.cap_step)
 
     def progress_sample(
-        self, step: int, time: float, loss: float | None = None, lr: float | None = None
+        self,
+        step: int,
+        time: float,
+        loss: float | None = None,
+        lr: float | None = None,
+        checkpoint: tuple[int | None, str | None] | None = None,
     ) -> ProgressSample:
+        """The report at ``step``; ``checkpoint`` (last checkpoint step, its request) as it stood
+        when the report was made, else the job's current one."""
+        if checkpoint is None:
+            checkpoint = (self.ckpt_step if self.ckpt_time is not None else None, self.ckpt_request)
         return ProgressSample(
             step=step,
             time=time,
             loss=self.curve.observed(step) if loss is None else loss,
             total_steps=self.total_steps,
             learning_rate=self.curve.learning_rate(step) if lr is None else lr,
-            last_checkpoint_step=self.ckpt_step if self.ckpt_time is not None else None,
-            last_checkpoint_request=self.ckpt_request,
+            last_checkpoint_step=checkpoint[0],
+            last_checkpoint_request=checkpoint[1],
             source="simulator",
         )
+
+    def checkpoint_report(self, now: float) -> None:
+        """Log the acknowledgement of the checkpoint just finished (built into a sample when the
+        next tick collects it: a row without an advisor never pays for it)."""
+        ckpt = self.ckpt_step if self.ckpt_time is not None else None
+        self.forced_samples.append((int(self.step), now, ckpt, self.ckpt_request))
 
 
 def build_jobs(

@@ -59,12 +59,18 @@ def policy_strategies(
     forecast_interval_s: float = 1200.0,
     tick_max_s: float = 1800.0,
     looks_per_run: float | None = None,
+    close_interval_s: float | None = None,
+    watch_interval_s: float = 300.0,
+    flatten_margin: float = 0.1,
 ) -> list[Strategy]:
     """One advisor row per policy file: ``advisor-<file stem without "policy-">``.
 
     ``looks_per_run``: how often a quiet job of a learning-only row is looked at over its run (None,
     the default: no spacing by run length; a huge trace replays several times faster with
-    ``simulator.advisor_strategy.LOOKS_PER_RUN``, at some cost in how early plateaus are seen)."""
+    ``simulator.advisor_strategy.LOOKS_PER_RUN``, at some cost in how early plateaus are seen).
+    ``close_interval_s``, ``watch_interval_s``, ``flatten_margin``: see
+    :class:`~simulator.advisor_strategy.AdvisorStrategy` (the defaults keep the embedded scenario's
+    cadence)."""
     from policies import load_policies
     from simulator.advisor_strategy import AdvisorStrategy, as_applied
 
@@ -80,6 +86,9 @@ def policy_strategies(
                 forecast_interval_s=forecast_interval_s,
                 cadence=cadence,
                 looks_per_run=looks_per_run,
+                close_interval_s=close_interval_s,
+                watch_interval_s=watch_interval_s,
+                flatten_margin=flatten_margin,
             )
         )
     return rows

@@ -47,6 +47,57 @@ class Point:
     epoch: float | None = None
 
 
+class _Columns:
+    """The history as parallel lists (the forecaster's layout), kept in step with the points."""
+
+    __slots__ = (
+        "epochs",
+        "losses",
+        "lrs",
+        "missing_epochs",
+        "missing_lrs",
+        "missing_times",
+        "steps",
+        "times",
+    )
+
+    def __init__(self) -> None:
+        self.steps: list[float] = []
+        self.losses: list[float] = []
+        self.times: list[float | None] = []
+        self.lrs: list[float | None] = []
+        self.epochs: list[float | None] = []
+        self.missing_times = 0
+        self.missing_lrs = 0
+        self.missing_epochs = 0
+
+    @classmethod
+    def of(cls, points: list[Point]) -> _Columns:
+        cols = cls()
+        cols.steps = [float(p.step) for p in points]
+        cols.losses = [p.loss for p in points]
+        cols.times = [p.time for p in points]
+        cols.lrs = [p.learning_rate for p in points]
+        cols.epochs = [p.epoch for p in points]
+        cols.missing_times = cols.times.count(None)
+        cols.missing_lrs = cols.lrs.count(None)
+        cols.missing_epochs = cols.epochs.count(None)
+        return cols
+
+    def add(self, p: Point) -> None:
+        self.steps.append(float(p.step))
+        self.losses.append(p.loss)
+        self.times.append(p.time)
+        self.lrs.append(p.learning_rate)
+        self.epochs.append(p.epoch)
+        if p.time is None:
+            self.missing_times += 1
+        if p.learning_rate is None:
+            self.missing_lrs += 1
+        if p.epoch is None:
+            self.missing_epochs += 1
+
+
 class History:
     """A bounded, downsampled, restart-segmented loss history.
 
@@ -54,7 +105,7 @@ class History:
     snapshot.
     """
 
-    __slots__ = ("_points", "_segments", "dropped", "max_points", "restarts")
+    __slots__ = ("_columns", "_points", "_segments", "dropped", "max_points", "restarts")
 
     def __init__(self, max_points: int = 300) -> None:
         if max_points < 16:
@@ -64,6 +115,7 @@ class History:
         self._segments: list[int] = [0]
         self.restarts = 0
         self.dropped = 0
+        self._columns: _Columns | None = None
 
     # ----------------------------------------------------------------------------------- access
     def __len__(self) -> int:
@@ -81,20 +133,35 @@ class History:
     def segments(self) -> tuple[int, ...]:
         return tuple(self._segments)
 
+    def _cols(self) -> _Columns:
+        cols = self._columns
+        if cols is None:
+            cols = self._columns = _Columns.of(self._points)
+        return cols
+
     def curve(self) -> Curve:
-        """An immutable snapshot for the forecaster."""
-        pts = self._points
-        times = tuple(p.time for p in pts)
-        lrs = tuple(p.learning_rate for p in pts)
-        epochs = tuple(p.epoch for p in pts)
+        """An immutable snapshot for the forecaster.
+
+        Built from columns kept up to date on every append (rebuilt only after a thinning), so a
+        snapshot costs a few tuple copies rather than a walk over every point: the simulator takes
+        one per forecast, tens of thousands of them in a big trace replay."""
+        cols = self._cols()
+        n = len(self._points)
         return Curve(
-            steps=tuple(float(p.step) for p in pts),
-            values=tuple(p.loss for p in pts),
-            times=times if pts and all(t is not None for t in times) else None,  # type: ignore[arg-type]
-            learning_rates=lrs if pts and all(v is not None for v in lrs) else None,  # type: ignore[arg-type]
-            epochs=epochs if pts and all(v is not None for v in epochs) else None,  # type: ignore[arg-type]
+            steps=tuple(cols.steps),
+            values=tuple(cols.losses),
+            times=tuple(cols.times) if n and not cols.missing_times else None,  # type: ignore[arg-type]
+            learning_rates=tuple(cols.lrs) if n and not cols.missing_lrs else None,  # type: ignore[arg-type]
+            epochs=tuple(cols.epochs) if n and not cols.missing_epochs else None,  # type: ignore[arg-type]
             segments=tuple(self._segments),
         )
+
+    def last_segment(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Steps (as floats, strictly increasing) and losses of the points since the latest
+        restart: a cheap read of the recent trend that needs no fit."""
+        cols = self._cols()
+        start = self._segments[-1]
+        return tuple(cols.steps[start:]), tuple(cols.losses[start:])
 
     # ----------------------------------------------------------------------------------- update
     def append(self, sample: ProgressSample) -> str:
@@ -125,6 +192,8 @@ class History:
                 self.restarts += 1
                 outcome = "restart"
         self._points.append(point)
+        if self._columns is not None:
+            self._columns.add(point)
         if len(self._points) > self.max_points:
             self._thin()
         return outcome
@@ -149,6 +218,7 @@ class History:
                 self.dropped += 1
             parity += 1
         self._points = kept
+        self._columns = None
         self._segments = new_segments or [0]
         excess = len(self._points) - self.max_points
         if excess > 0:  # so many restarts that their boundaries alone overflow: forget the oldest
@@ -203,6 +273,7 @@ class History:
         segments = sorted(
             {int(s) for s in data.get("segments") or [0] if isinstance(s, int) and 0 <= s < max(n, 1)}
         )
+        hist._columns = None
         hist._segments = segments if segments and segments[0] == 0 else [0, *segments]
         hist.restarts = int(data.get("restarts", len(hist._segments) - 1) or 0)
         hist.dropped = int(data.get("dropped", 0) or 0)

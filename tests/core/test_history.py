@@ -143,3 +143,67 @@ def test_many_restarts_cannot_overflow_the_bound() -> None:
             h.append(ProgressSample(step=step, loss=1.0, time=t))
     assert len(h) <= 20
     assert h.curve().segments[0] == 0
+
+
+def _reference_curve(h: History) -> tuple[object, ...]:
+    """The snapshot as a walk over the stored points gives it (what ``curve`` must equal)."""
+    pts = h.points
+    times = tuple(p.time for p in pts)
+    lrs = tuple(p.learning_rate for p in pts)
+    epochs = tuple(p.epoch for p in pts)
+    return (
+        tuple(float(p.step) for p in pts),
+        tuple(p.loss for p in pts),
+        times if pts and all(t is not None for t in times) else None,
+        lrs if pts and all(v is not None for v in lrs) else None,
+        epochs if pts and all(v is not None for v in epochs) else None,
+        h.segments,
+    )
+
+
+def _as_tuple(h: History) -> tuple[object, ...]:
+    c = h.curve()
+    return (c.steps, c.values, c.times, c.learning_rates, c.epochs, c.segments)
+
+
+class TestSnapshotColumns:
+    """``curve`` reads columns kept up to date on append and rebuilt after a thinning."""
+
+    def test_the_snapshot_equals_the_points_through_thinning_and_restarts(self) -> None:
+        h = History(max_points=20)
+        t = 0.0
+        for i in range(1, 400):
+            t += 1.0
+            step = i if i % 97 else max(1, i - 30)  # a restart now and then
+            h.append(s(step, loss=1.0 / i, time=t, learning_rate=1e-3, epoch=step / 100))
+            assert _as_tuple(h) == _reference_curve(h)
+        assert h.dropped > 0 and h.restarts > 0
+
+    def test_a_point_without_time_hides_the_times_until_it_is_thinned_away(self) -> None:
+        h = History(max_points=16)
+        h.append(ProgressSample(step=1, loss=1.0))  # no time
+        for i in range(2, 60):
+            h.append(s(i))
+            assert _as_tuple(h) == _reference_curve(h)
+        assert h.curve().times is None  # the first point of a segment is never thinned
+        h.append(s(1, time=100.0))  # a restart: the old segment's first point stays, so still None
+        assert h.curve().times is None and _as_tuple(h) == _reference_curve(h)
+
+    def test_a_restored_history_gives_the_same_snapshot(self) -> None:
+        h = History(max_points=32)
+        for i in range(1, 100):
+            h.append(s(i, loss=2.0 - i / 100, learning_rate=1e-4))
+        restored = History.from_dict(json.loads(json.dumps(h.to_dict())))
+        assert _as_tuple(restored) == _as_tuple(h)
+        restored.append(s(100, loss=1.0, learning_rate=1e-4))
+        assert _as_tuple(restored) == _reference_curve(restored)
+
+    def test_last_segment_holds_the_points_since_the_latest_restart(self) -> None:
+        h = History()
+        for i in range(1, 6):
+            h.append(s(i, loss=float(i)))
+        assert h.last_segment() == ((1.0, 2.0, 3.0, 4.0, 5.0), (1.0, 2.0, 3.0, 4.0, 5.0))
+        h.append(s(3, loss=9.0, time=10.0))
+        h.append(s(4, loss=8.0, time=11.0))
+        assert h.last_segment() == ((3.0, 4.0), (9.0, 8.0))
+        assert History().last_segment() == ((), ())

@@ -92,3 +92,25 @@ def test_runs_carry_a_workload_type_label_that_follows_their_schedule() -> None:
     assert spec().labels == {"workload-type": "fine-tuning"}
     with pytest.raises(ValueError, match="workload_type"):
         spec(workload_type="rlhf")
+
+
+def test_the_library_draws_pathology_and_schedule_as_numpy_choice_would() -> None:
+    """The cached cumulative weights give the very draws ``rng.choice(names, p=...)`` gives, and
+    leave the generator in the same state (every later draw of the job is unchanged)."""
+    lib = CurveLibrary(mix={"none": 0.5, "early_plateau": 0.2, "hang": 0.0, "spikes": 0.3})
+    schedules = lib.params["schedules"]
+    for seed in range(300):
+        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+        assert lib._pathologies.draw(ours) == str(theirs.choice(list(lib.mix), p=list(lib.mix.values())))
+        assert lib._schedules.draw(ours) == str(theirs.choice(list(schedules), p=list(schedules.values())))
+        assert ours.random() == theirs.random()
+
+
+def test_the_noise_table_is_drawn_on_the_first_report_from_the_runs_seed() -> None:
+    c = spec(seed=7, noise=0.05)
+    assert c._noise_table is None  # a run nobody reads costs no table
+    z = np.random.default_rng(7).standard_normal(1024)
+    steps = np.array([1, 10, 999, 5000])
+    expected = c.clean(steps / c.total_steps) * (1.0 + 0.05 * z[(steps * 2654435761) % 1024])
+    assert np.array_equal(c.observed_many(steps), expected)
+    assert c.observed(999) == float(expected[2])

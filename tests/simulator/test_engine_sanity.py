@@ -131,3 +131,24 @@ def test_progress_reports_come_every_few_minutes_whatever_the_run_length() -> No
     assert intervals["short"] == world.min_report_interval_s
     assert intervals["day"] == 86400.0 / world.report_points
     assert intervals["month"] == world.max_report_interval_s
+
+
+def test_a_checkpoint_acknowledgement_reports_the_checkpoint_as_it_stood_then() -> None:
+    """The ack is logged when the save ends and built into a sample when a tick collects it: it
+    carries that checkpoint, not a later one, and the loss the job would have logged at its step."""
+    from simulator.engine import Simulation
+
+    sc = scenario([TraceJob("a", 0.0, 8, 3600.0, total_steps=3600)], one_queue(8))
+    res = run_strategy(sc, NoAdvisor(), library=HEALTHY)
+    job = res.jobs[0]
+    sim = Simulation([job], QuotaModel(sc.queues), sc.world, NoAdvisor())
+    job.step, job.ckpt_step, job.ckpt_time, job.ckpt_request = 600.0, 600, 50.0, "r1"
+    job.checkpoint_report(100.0)
+    job.ckpt_step, job.ckpt_request = 900, "r2"  # a later save before the tick
+    sim.now = job.last_report = 100.0
+    (sample,) = sim._collect_samples(job)
+    assert (sample.step, sample.time) == (600, 100.0)
+    assert (sample.last_checkpoint_step, sample.last_checkpoint_request) == (600, "r1")
+    assert sample.loss == job.curve.observed(600)
+    assert sample.learning_rate == job.curve.learning_rate(600)
+    assert not job.forced_samples

@@ -1,6 +1,7 @@
 """The engine's side of the advisor: the incrementally built ClusterView is exactly the snapshot a
-full rebuild gives, and a boosted workload that Kueue preempts has its boost dropped (the
-controller's answer to the eviction) before it is requeued, so it never outranks its equals."""
+full rebuild gives (and a job's cached base view the view built afresh), and a boosted workload that
+Kueue preempts has its boost dropped (the controller's answer to the eviction) before it is
+requeued, so it never outranks its equals."""
 
 from __future__ import annotations
 
@@ -54,6 +55,11 @@ class Checker(NoAdvisor):
         assert cached.cluster_queues == fresh.cluster_queues
         assert cached.workloads == fresh.workloads
         assert cached.preemption_rate.keys() <= fresh.preemption_rate.keys()
+        # the job's base view, shared by ticks while nothing in it changed, equals a fresh one
+        view = self.sim.job_view(job)
+        saved = self.sim._job_views.pop(job.idx)
+        assert view == self.sim.job_view(job)
+        self.sim._job_views[job.idx] = saved
         self.compared += 1
         return ()
 

@@ -76,6 +76,7 @@ def test_the_advisor_row_looks_again_when_a_rule_window_falls_due() -> None:
     next tick, so the release comes when the 30-minute window ends, not at the next (up to 30 min)
     cadence tick."""
     strategy = policy_strategies([ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"])[0]
+    assert isinstance(strategy, AdvisorStrategy)
     jobs = [TraceJob(f"j{i}", 60.0 * i, 2, 10 * 3600.0, total_steps=10000) for i in range(3)]
     sc = scenario(jobs, one_queue(16), QUIET)
     sc.curve_mix = {"hang": 1.0}
