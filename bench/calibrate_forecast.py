@@ -2,12 +2,13 @@
 development curves, and check it on the held-out half.
 
 The 80% interval's half-width is ``Q(remaining) * scale`` (see ``calibration``'s docstring). This
-script forecasts every tuning-split curve at the benchmark's cuts, takes the 80% quantile of
-``|error| / scale`` at each cut (each cut is one remaining fraction of the run, one ``REM_KNOTS``
-entry), prints the ``Q_KNOTS`` it finds and the p10..p90 coverage those knots give on both splits,
-next to the coverage of the knots in use. The curves are split by run group (``bench/_curves``), so
-seed repeats of one run never straddle the split. Histories shorter than ``SMALL_N`` points use the
-coarse ``SMALL_REL_KNOTS`` rule and are left out here.
+script forecasts every curve at the benchmark's cuts (each cut is one remaining fraction of the
+run, one ``REM_KNOTS`` entry) and takes, per split, the 80% quantile of ``|error| / scale`` for each
+model path (``Q_KNOTS`` without learning rates, ``Q_KNOTS_SCHEDULE`` with them) and of
+``|error| / |level|`` for the histories shorter than ``SMALL_N`` (``SMALL_REL_KNOTS``). It prints
+the knots each split finds, the larger of the two (the documented rule) and the p10..p90 coverage
+of the knots in use and of each split's knots on the other split. The curves are split by run group
+(``bench/_curves``), so seed repeats of one run never straddle the split.
 
     python bench/calibrate_forecast.py            # prints the knots; edits nothing
 
@@ -57,14 +58,19 @@ def scale_of(parts: Mapping[str, Any]) -> float:
     )
 
 
-def ratios(curves: list[BenchCurve]) -> dict[float, np.ndarray]:
-    """|error| / scale of every forecast with at least SMALL_N points, per cut."""
+def ratios(
+    curves: list[BenchCurve], *, small: bool = False, schedule: bool | None = None
+) -> dict[float, np.ndarray]:
+    """|error| / scale of every forecast with at least SMALL_N points, per cut; with ``small``,
+    |error| / |level| of those with fewer (at least 2: what the coarse rule covers). ``schedule``:
+    only the forecasts whose ensemble had (True) or lacked (False) the schedule-aware law."""
     out: dict[float, list[float]] = {c: [] for c in CUTS}
     for c in curves:
         final, last = truth(c), float(c.steps[-1])
         for cut in CUTS:
             m = c.steps <= cut * last
-            if m.sum() < cal.SMALL_N:
+            n = int(m.sum())
+            if (n < cal.SMALL_N) != small or n < 2:
                 continue
             fc, parts = forecast_with_parts(
                 c.steps[m],
@@ -74,7 +80,9 @@ def ratios(curves: list[BenchCurve]) -> dict[float, np.ndarray]:
                 learning_rates=None if c.lrs is None else c.lrs[m],
                 epochs=None if c.epochs is None else c.epochs[m],
             )
-            sc = scale_of(parts)
+            if schedule is not None and (parts["lr_shape"] is not None) != schedule:
+                continue
+            sc = abs(parts["level"]) if small else scale_of(parts)
             if sc > 0 and math.isfinite(fc.final_loss.mean):
                 out[cut].append(abs(fc.final_loss.mean - final) / sc)
     return {k: np.array(v) for k, v in out.items()}
@@ -85,25 +93,55 @@ def main() -> int:
     if not curves:
         print("calibrate_forecast: development curves not found (../shared/data/curves); skipped")
         return 0
-    tune = ratios([c for c in curves if c.split == "tune"])
-    hold = ratios([c for c in curves if c.split == "holdout"])
-    found = [float(np.quantile(tune[cut], 0.8)) for cut in CUTS]
-    back = [float(np.quantile(hold[cut], 0.8)) for cut in CUTS]
-    pooled = [float(np.quantile(np.concatenate((tune[cut], hold[cut])), 0.8)) for cut in CUTS]
+    tuning = [c for c in curves if c.split == "tune"]
+    holdout = [c for c in curves if c.split == "holdout"]
+    for name, knots, schedule in (
+        ("Q_KNOTS", cal.Q_KNOTS, False),
+        ("Q_KNOTS_SCHEDULE", cal.Q_KNOTS_SCHEDULE, True),
+    ):
+        print(f"-- {name}: forecasts {'with' if schedule else 'without'} the schedule-aware law")
+        _report(name, knots, ratios(tuning, schedule=schedule), ratios(holdout, schedule=schedule))
+        print()
+    print("-- SMALL_REL_KNOTS: histories shorter than SMALL_N (both paths)")
+    _report("SMALL_REL_KNOTS", cal.SMALL_REL_KNOTS, ratios(tuning, small=True), ratios(holdout, small=True))
+    return 0
+
+
+def _quantile(a: np.ndarray) -> float:
+    return float(np.quantile(a, 0.8)) if a.size else math.nan
+
+
+def _report(
+    name: str, in_use: tuple[float, ...], tune: dict[float, np.ndarray], hold: dict[float, np.ndarray]
+) -> None:
+    """The 80% quantile of the ratios per cut on each split and pooled, the knots the documented
+    rule gives (the larger of the two splits': each split's own knots under-cover the other), and
+    the coverage of the knots in use and of each split's knots on the other split."""
+    found = [_quantile(tune[cut]) for cut in CUTS]
+    back = [_quantile(hold[cut]) for cut in CUTS]
+    pooled = [_quantile(np.concatenate((tune[cut], hold[cut]))) for cut in CUTS]
+    rule = [max(a, b) for a, b in zip(found, back, strict=True)]
+
+    def fmt(values: list[float] | tuple[float, ...]) -> str:
+        return "(" + ", ".join(f"{v:.3g}" for v in values) + ")"
+
     print(f"REM_KNOTS = {cal.REM_KNOTS}")
-    print(f"Q_KNOTS in use        = {tuple(round(q, 2) for q in cal.Q_KNOTS)}")
-    print(f"80% quantile, tuning  = {tuple(round(q, 2) for q in found)}")
-    print(f"80% quantile, holdout = {tuple(round(q, 2) for q in back)}")
-    print(f"80% quantile, pooled  = {tuple(round(q, 2) for q in pooled)}")
+    print(f"{name} in use        = {fmt(in_use)}")
+    print(f"80% quantile, tuning  = {fmt(found)}")
+    print(f"80% quantile, holdout = {fmt(back)}")
+    print(f"80% quantile, pooled  = {fmt(pooled)}")
+    print(f"larger of the splits  = {fmt(rule)}")
     print(" cut  n_tune  n_hold  in use: tune / hold  tuning knots on hold  holdout knots on tune")
     for i, cut in enumerate(CUTS):
         t, h = tune[cut], hold[cut]
-        use = f"{np.mean(t <= cal.Q_KNOTS[i]):.2f} / {np.mean(h <= cal.Q_KNOTS[i]):.2f}"
+        if not (t.size and h.size):
+            print(f" {cut:.1f}  {t.size:6d}  {h.size:6d}  (too few forecasts on a split)")
+            continue
+        use = f"{np.mean(t <= in_use[i]):.2f} / {np.mean(h <= in_use[i]):.2f}"
         print(
             f" {cut:.1f}  {t.size:6d}  {h.size:6d}  {use:>19s}  {np.mean(h <= found[i]):20.2f}"
             f"  {np.mean(t <= back[i]):21.2f}"
         )
-    return 0
 
 
 if __name__ == "__main__":

@@ -19,8 +19,17 @@ the run (the extrapolation distance) and interpolated linearly. Histories of few
 level instead, found the same way. ``bench/calibrate_forecast.py`` re-measures the quantiles on each
 half and on both together, and the coverage each half's knots give on the other: the halves differ
 (up to ~3x at 70% of the run left: their run groups saturate differently), so a knot set from one
-half alone under-covers the other. The knots in use are the larger, conservative measurements; the
-one at 30% left was re-measured on both halves together after the fit engine last changed.
+half alone under-covers the other. The knots in use are the larger, conservative measurements.
+
+There are two sets of ``Q`` knots, one per model path, because the two paths err differently: with
+learning rates the ensemble holds the schedule-aware law and reads the fits at the true horizon;
+without them it reads saturating fits at a stretched horizon (the anneal prior below). On the
+development curves one pooled set covered 0.90-0.95 of the pre-training outcomes at 70-80% of the
+run left but only 0.31-0.47 of the fine-tuning ones (which report their learning rates), so each
+path now has its own: ``Q_KNOTS`` without learning rates (measured on 295 pre-training curves),
+``Q_KNOTS_SCHEDULE`` with them (32 fine-tuning series, so 5-22 forecasts per knot and split: wide
+and conservative, to be re-measured as curves with learning rates are added). The short-history
+knots stay pooled (the fine-tuning series give too few short histories to measure them apart).
 These are conformal-style calibration constants: they make no
 claim about the shape of the error distribution, only about its 80% quantile at each distance.
 
@@ -55,12 +64,15 @@ REL_FLOOR = 0.002
 
 #: remaining fraction of the run (1 - now/T) at which the quantile multipliers were measured
 REM_KNOTS = (0.3, 0.5, 0.7, 0.8, 0.9)
-#: 80% quantile of |error| / scale at those distances (histories of >= SMALL_N points)
-Q_KNOTS = (1.13, 0.84, 1.46, 0.89, 0.46)
+#: 80% quantile of |error| / scale at those distances (histories of >= SMALL_N points), without
+#: learning rates (the anneal prior's path)
+Q_KNOTS = (1.18, 0.84, 0.59, 0.38, 0.44)
+#: the same with learning rates (the schedule-aware law's path)
+Q_KNOTS_SCHEDULE = (1.85, 0.84, 2.10, 1.42, 0.93)
 #: below this many points there is no tail to hold out
 SMALL_N = 8
 #: 80% quantile of |error| / |level| at those distances, for histories shorter than SMALL_N
-SMALL_REL_KNOTS = (0.021, 0.021, 0.021, 0.040, 0.237)
+SMALL_REL_KNOTS = (0.021, 0.021, 0.034, 0.033, 0.236)
 
 ANNEAL_STRETCH = 1.5
 ANNEAL_POWER = 1.375

@@ -298,7 +298,8 @@ def _interval_sd(parts: Parts, n: int) -> float:
             + (cal.K_HOLDOUT * ho * parts.reach) ** 2
             + (cal.REL_FLOOR * level) ** 2
         )
-        half = float(np.interp(rem, cal.REM_KNOTS, cal.Q_KNOTS)) * scale
+        knots = cal.Q_KNOTS if parts.lr_shape is None else cal.Q_KNOTS_SCHEDULE
+        half = float(np.interp(rem, cal.REM_KNOTS, knots)) * scale
     return max(half, 1e-12 * (1.0 + level)) / cal.Z80
 
 
