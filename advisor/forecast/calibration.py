@@ -68,7 +68,7 @@ REM_KNOTS = (0.3, 0.5, 0.7, 0.8, 0.9)
 #: learning rates (the anneal prior's path)
 Q_KNOTS = (1.18, 0.84, 0.59, 0.38, 0.44)
 #: the same with learning rates (the schedule-aware law's path)
-Q_KNOTS_SCHEDULE = (1.85, 0.84, 2.10, 1.42, 0.93)
+Q_KNOTS_SCHEDULE = (1.85, 1.01, 2.10, 1.42, 0.93)
 #: below this many points there is no tail to hold out
 SMALL_N = 8
 #: 80% quantile of |error| / |level| at those distances, for histories shorter than SMALL_N

@@ -258,6 +258,15 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
         )
         if math.isfinite(p) and abs(p - level) <= bound
     }
+    if float(np.min(y_all)) >= 0.0:
+        # a loss that has never been negative (a cross-entropy, an MSE) ends at or above zero: a
+        # family extrapolating below it has run past the floor (a steep fine-tune, or the
+        # schedule-aware law's anneal term applied in full to a run already near zero), and
+        # averaging it in drags the mean to an impossible value, clipped to exactly 0. Unless every
+        # family does so (the run is then headed for its floor: the clip at zero stands)
+        above = {k: p for k, p in preds.items() if p >= 0.0}
+        if above:
+            preds = above
     fits = {k: fits[k] for k in preds}
     if not fits:
         warnings.append(

@@ -112,3 +112,20 @@ def test_warmup_transient_does_not_bend_a_budgeted_forecast_without_learning_rat
     fc_clean = forecast(s, clean, total_steps=10_000)
     fc_warm = forecast(s, transient, total_steps=10_000)
     assert fc_warm.final_loss.mean == pytest.approx(fc_clean.final_loss.mean, rel=2e-3)
+
+
+@pytest.mark.parametrize("with_lr", [True, False])
+def test_a_loss_that_falls_steeply_towards_zero_is_not_forecast_below_its_floor(with_lr: bool) -> None:
+    """A fine-tune whose loss falls steeply towards a small floor: several families extrapolate
+    below zero. Averaged in, they pulled the mean under zero, clipped to an interval of exactly
+    [0, 0]; they are left out for a loss that was never negative, so the forecast stays above the
+    floor, below the current level, with an interval of some width."""
+    rng = np.random.default_rng(3)
+    steps = np.arange(10, 401, 10.0)
+    total = 2000
+    floor = 0.02
+    values = floor + 0.8 * np.exp(-steps / 150) + 0.005 * rng.standard_normal(steps.size)
+    lrs = 5e-5 * (1 - steps / total) if with_lr else None
+    fc = forecast(steps, values, total_steps=total, learning_rates=lrs)
+    assert 0.0 < fc.final_loss.mean < fc.current_loss
+    assert fc.final_loss.p90 > fc.final_loss.p10
