@@ -59,8 +59,9 @@ def default_scenario(
     over ``hours`` (default: 0.15 h per job, which loads the cluster to about its capacity, so that
     queueing, borrowing and preemption all happen).
 
-    Its size is set by the cost of the advisor rows (one forecast is ~15 ms, and the default runs
-    four policy rows plus four baselines in under a minute on one core)."""
+    Its size was set when a forecast cost ~15 ms, so that four policy rows plus four baselines run in
+    under a minute on one core; forecasts now cost 1-2 ms and all eight rows take about 15-20 s,
+    but the scenario stays as it is: its numbers are the ones every earlier measurement used."""
     trace = synthetic_trace(n_jobs, seed=seed, hours=hours if hours is not None else 0.15 * n_jobs)
     queues = [_team_queue(f"cq-{t}", gpus_per_team) for t in ("team-a", "team-b", "team-c")]
     return Scenario(

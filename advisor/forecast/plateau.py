@@ -30,7 +30,10 @@ the window's spread. And the continuation is only trusted once the run has shown
 decelerates: the points before the window must have fallen significantly faster (KNEE_Z) than the
 window does. A slow starter, whose history is nearly flat in log-step because most of log-step lies
 in its first few percent, has no such knee: its trend is concave, the continuation would
-under-state what is to come, and the test abstains.
+under-state what is to come, and the test abstains. It abstains too while a loss spike is in the
+window (consecutive reports well above its trend line): a spike early in the window and the
+recovery after it flatten the straight-line trend of a run that is still learning (a fine-tune
+with 1.2% left was released so in the trace simulator when it re-forecast every minute).
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ STRAIGHT_Z = 2.0
 KNEE_Z = 2.0
 #: a window whose trend rises by more than this many standard errors is not judged at all
 RISING_Z = 2.0
+#: a window holds a loss spike when this many consecutive reports stand this many report noises
+#: above its trend line
+SPIKE_Z = 3.0
+SPIKE_POINTS = 2
 #: "plateau": less than this relative improvement left (the Forecast contract's 1%)
 IMPROVEMENT = 0.01
 
@@ -115,6 +122,20 @@ def _decelerated(x: FloatArray, y: FloatArray, slope: float, se: float) -> bool:
     return slope - before > KNEE_Z * math.hypot(se, se_before)
 
 
+def _has_spike(xc: FloatArray, y: FloatArray, sxx: float, sigma: float) -> bool:
+    """Whether the window holds a loss spike: SPIKE_POINTS consecutive reports more than SPIKE_Z
+    report noises above its trend line. A spike rises in a report or two and decays over several;
+    one stray report (a bad batch) is not one."""
+    if sigma <= 0.0:
+        return False
+    ym = float(y.sum()) / y.size
+    high = (y - ym - (float(xc @ (y - ym)) / sxx) * xc) > SPIKE_Z * sigma
+    run = high[SPIKE_POINTS - 1 :].copy()
+    for lag in range(1, SPIKE_POINTS):
+        run &= high[SPIKE_POINTS - 1 - lag : high.size - lag]
+    return bool(run.any())
+
+
 def _straight_window(x: FloatArray, y: FloatArray) -> tuple[float, float, int] | None:
     """(slope, its standard error, its number of points) over the longest recent window that is
     still a straight line.
@@ -136,6 +157,11 @@ def _straight_window(x: FloatArray, y: FloatArray) -> tuple[float, float, int] |
         xc = xs - float(xs.sum()) / k
         sxx = float(xc @ xc)
         if sxx <= 0.0:
+            break
+        if _has_spike(xc, ys, sxx, sigma):
+            # a loss spike and its recovery bend the window's trend (early in the window it reads
+            # as a flat stretch, a run still learning as a plateau): no verdict while one is in
+            # the shortest window, and no longer window that reaches back to one
             break
         if best is not None:
             # the quadratic term, orthogonalised against the line: its z-score tests straightness

@@ -3,6 +3,9 @@ and stays low on a run that is still improving (the plateau-release policy acts 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -126,3 +129,19 @@ def test_a_rising_window_is_not_judged_a_plateau() -> None:
     y = 1.5 * (1.0 + 0.002 * np.random.default_rng(1).standard_normal(s.size))
     y[-12:] += np.linspace(0.05, 0.4, 12)
     assert local_plateau_probability(s, y, 1500.0, float(np.median(y[-5:]))) is None
+
+
+def test_a_recovering_loss_spike_in_the_window_is_not_a_plateau() -> None:
+    """A history the trace simulator recorded: a constant-LR fine-tune with two large loss spikes
+    in its recent past, still 1.16% from its end. The spikes and their recoveries flattened the
+    recent window's straight-line trend, and the local test put P(plateau) at 0.97, a wrong
+    release. While a spike is in the window the local test gives no verdict."""
+    data = json.loads((Path(__file__).parents[1] / "fixtures" / "spike_recovery_history.json").read_text())
+    steps, values = np.array(data["steps"]), np.array(data["values"])
+    total = float(data["total_steps"])
+    level = float(np.median(values[-5:]))
+    assert local_plateau_probability(steps, values, total, level) is None
+    fc = forecast(
+        steps, values, total_steps=total, times=data["times"], learning_rates=data["learning_rates"]
+    )
+    assert fc.plateau_probability < 0.9
