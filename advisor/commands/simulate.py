@@ -70,7 +70,8 @@ def register(subparsers: Any) -> None:
         type=_duration,
         default=1200.0,
         help="re-forecast a quiet job at most this often (default 20m); a job near a plateau or "
-        "divergence decision is re-forecast every 5m",
+        "divergence decision is re-forecast every 5m (or this often, if shorter). The controller "
+        "re-forecasts at every progress report: 1m comes close to it, at about 3x the run time",
     )
     p.add_argument(
         "--looks-per-run",
