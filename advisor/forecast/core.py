@@ -195,7 +195,10 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     n = y_all.size
     if n < 3:
         parts.mean = level
-        parts.sd = max(abs(level) * 0.5, 1e-3) / cal.Z80
+        # no trend to read: the widest measured short-history interval, wherever the run is (a
+        # fixed half of the level covered every one of the 84 such histories of the development
+        # curves, far beyond the 80% an interval promises)
+        parts.sd = max(abs(level) * max(cal.SMALL_REL_KNOTS), 1e-3) / cal.Z80
         warnings.append(f"only {n} point(s); forecast is the current level with a wide interval")
         return parts
     fams, grid, lr_grid = _families_for(prep, horizon, warnings, parts)
