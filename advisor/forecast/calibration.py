@@ -24,12 +24,14 @@ half alone under-covers the other. The knots in use are the larger, conservative
 There are two sets of ``Q`` knots, one per model path, because the two paths err differently: with
 learning rates the ensemble holds the schedule-aware law and reads the fits at the true horizon;
 without them it reads saturating fits at a stretched horizon (the anneal prior below). On the
-development curves one pooled set covered 0.90-0.95 of the pre-training outcomes at 70-80% of the
-run left but only 0.31-0.47 of the fine-tuning ones (which report their learning rates), so each
-path now has its own: ``Q_KNOTS`` without learning rates (measured on 295 pre-training curves),
-``Q_KNOTS_SCHEDULE`` with them (32 fine-tuning series, so 5-22 forecasts per knot and split: wide
-and conservative, to be re-measured as curves with learning rates are added). The short-history
-knots stay pooled (the fine-tuning series give too few short histories to measure them apart).
+development curves the one pooled set of earlier stops covered 0.92-0.95 of the pre-training
+outcomes at 70-80% of the run left and 0.66-0.78 of the fine-tuning ones (which report their
+learning rates); re-measured on the current fit engine, still pooled, the fine-tuning coverage fell
+to 0.31-0.47. So each path now has its own: ``Q_KNOTS`` without learning rates (measured on 295
+pre-training curves), ``Q_KNOTS_SCHEDULE`` with them (32 fine-tuning series, so 5-22 forecasts per
+knot and split: wide and conservative, to be re-measured as curves with learning rates are added).
+The short-history knots stay pooled (the fine-tuning series give too few short histories to
+measure them apart).
 These are conformal-style calibration constants: they make no
 claim about the shape of the error distribution, only about its 80% quantile at each distance.
 
