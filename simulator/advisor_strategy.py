@@ -119,6 +119,14 @@ def _acts_on(policies: Sequence[Any], rule: str) -> bool:
     return False
 
 
+def _rising(trend: tuple[float, float, float, float] | None) -> bool:
+    """See :meth:`AdvisorStrategy.rising`; ``trend`` is ``_recent_trend``'s answer."""
+    if trend is None:
+        return False
+    a, b, ds, _left = trend
+    return not (math.isfinite(a) and math.isfinite(b)) or b <= 0 or ds <= 0 or b > a
+
+
 def learning_only(policies: Sequence[Any]) -> bool:
     """Whether every rule enabled in the policies is one of :data:`LEARNING_RULES`."""
     from policies.rules import RULES
@@ -325,7 +333,9 @@ class AdvisorStrategy:
         line overstates what a decelerating curve has left, so it never calls a run that the
         forecaster would find far from a plateau flattening, only the other way round. A loss
         rising or not finite counts as flattening too (see :meth:`rising`)."""
-        trend = self._recent_trend(key)
+        return self._flattening(self._recent_trend(key))
+
+    def _flattening(self, trend: tuple[float, float, float, float] | None) -> bool:
         if trend is None:
             return False
         a, b, ds, left_steps = trend
@@ -337,11 +347,7 @@ class AdvisorStrategy:
     def rising(self, key: str) -> bool:
         """Whether the job's recent loss went up (or is not finite): where a divergence shows,
         which a policy acting on divergence must not see a look late."""
-        trend = self._recent_trend(key)
-        if trend is None:
-            return False
-        a, b, ds, _left = trend
-        return not (math.isfinite(a) and math.isfinite(b)) or b <= 0 or ds <= 0 or b > a
+        return _rising(self._recent_trend(key))
 
     def _close_look(self, key: str) -> bool:
         """Whether a quiet job is looked at every ``close_interval_s`` rather than once per share of
@@ -354,9 +360,10 @@ class AdvisorStrategy:
             plateau, diverge = True, True
         else:
             plateau, diverge = self._watches.get(last.policy or "", (False, False))
-        if plateau and self.flattening(key):
-            return True
-        return diverge and self.rising(key)
+        if not (plateau or diverge):
+            return False
+        trend = self._recent_trend(key)  # read once for both checks
+        return (plateau and self._flattening(trend)) or (diverge and _rising(trend))
 
     def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
         sim = self._sim

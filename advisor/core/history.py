@@ -273,7 +273,6 @@ class History:
         segments = sorted(
             {int(s) for s in data.get("segments") or [0] if isinstance(s, int) and 0 <= s < max(n, 1)}
         )
-        hist._columns = None
         hist._segments = segments if segments and segments[0] == 0 else [0, *segments]
         hist.restarts = int(data.get("restarts", len(hist._segments) - 1) or 0)
         hist.dropped = int(data.get("dropped", 0) or 0)
