@@ -8,8 +8,6 @@ enough), which keeps ``decide`` pure: the cache changes how fast, never what, it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from advisor.model import ClusterView, WorkloadView
 from policies.quota import pending_workloads
 
@@ -19,40 +17,60 @@ _CACHE_SIZE = 4
 _cache: list[tuple[ClusterView, ClusterIndex]] = []
 
 
-@dataclass(slots=True)
 class ClusterIndex:
-    by_job: dict[str, WorkloadView]
-    pending: tuple[WorkloadView, ...]
-    """Active, not admitted workloads in Kueue queue order."""
-    sharing: dict[str, frozenset[str]]
-    """ClusterQueue → the queues it shares quota with (its cohort, or itself)."""
-    victims: frozenset[tuple[str, str]] | None = None
-    """(namespace, name) of the predicted preemption victims; filled on first use."""
-    first: frozenset[tuple[str, str]] | None = None
-    """(namespace, name) of each reachable queue's first workload in victim order; filled on first use."""
+    """The lookups over one snapshot, each computed on its first use: a policy with a stall rule
+    asks every job's tick for ``by_job`` alone, and a big cluster changes its snapshot almost as
+    often as a job is looked at, so a part no rule of the policy reads must cost nothing."""
 
+    __slots__ = ("_by_job", "_cluster", "_pending", "_sharing", "first", "victims")
 
-def _build(cluster: ClusterView) -> ClusterIndex:
-    by_job: dict[str, WorkloadView] = {}
-    for w in cluster.workloads:
-        if w.job is not None and w.job not in by_job:
-            by_job[w.job] = w
-    cohorts: dict[str, set[str]] = {}
-    for q in cluster.cluster_queues.values():
-        if q.cohort is not None:
-            cohorts.setdefault(q.cohort, set()).add(q.name)
-    sharing = {
-        q.name: frozenset(cohorts[q.cohort]) if q.cohort is not None else frozenset({q.name})
-        for q in cluster.cluster_queues.values()
-    }
-    return ClusterIndex(by_job=by_job, pending=tuple(pending_workloads(cluster)), sharing=sharing)
+    def __init__(self, cluster: ClusterView) -> None:
+        self._cluster = cluster
+        self._by_job: dict[str, WorkloadView] | None = None
+        self._pending: tuple[WorkloadView, ...] | None = None
+        self._sharing: dict[str, frozenset[str]] | None = None
+        #: (namespace, name) of the predicted preemption victims; filled on first use (guard rule)
+        self.victims: frozenset[tuple[str, str]] | None = None
+        #: (namespace, name) of each reachable queue's first workload in victim order; filled on
+        #: first use (guard rule)
+        self.first: frozenset[tuple[str, str]] | None = None
+
+    @property
+    def by_job(self) -> dict[str, WorkloadView]:
+        """Job key → its workload (the first listed, when a job has several)."""
+        if self._by_job is None:
+            # reversed: where a job has several workloads, the first listed one is written last
+            self._by_job = {w.job: w for w in reversed(self._cluster.workloads) if w.job is not None}
+        return self._by_job
+
+    @property
+    def pending(self) -> tuple[WorkloadView, ...]:
+        """Active, not admitted workloads in Kueue queue order."""
+        if self._pending is None:
+            self._pending = tuple(pending_workloads(self._cluster))
+        return self._pending
+
+    @property
+    def sharing(self) -> dict[str, frozenset[str]]:
+        """ClusterQueue → the queues it shares quota with (its cohort, or itself)."""
+        if self._sharing is None:
+            queues = self._cluster.cluster_queues.values()
+            cohorts: dict[str, set[str]] = {}
+            for q in queues:
+                if q.cohort is not None:
+                    cohorts.setdefault(q.cohort, set()).add(q.name)
+            self._sharing = {
+                q.name: frozenset(cohorts[q.cohort]) if q.cohort is not None else frozenset({q.name})
+                for q in queues
+            }
+        return self._sharing
 
 
 def cluster_index(cluster: ClusterView) -> ClusterIndex:
     for snapshot, index in _cache:
         if snapshot is cluster:
             return index
-    index = _build(cluster)
+    index = ClusterIndex(cluster)
     _cache.append((cluster, index))
     del _cache[:-_CACHE_SIZE]
     return index

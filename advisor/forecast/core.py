@@ -56,6 +56,11 @@ class Parts:
     #: the weighted ensemble's mean error on the held-out tail, in standard errors of that mean
     #: (negative: the tail stayed above what the fits expected, the curve has flattened)
     tail_bias_z: float = float("nan")
+    #: without learning rates: the share of the assumed anneal's extra drop kept (see ``_anneal_share``)
+    anneal_share: float = 1.0
+    #: without learning rates: the ensemble's mean at the horizon itself and at the stretched one
+    mean_plain: float = float("nan")
+    mean_stretched: float = float("nan")
 
 
 def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
@@ -233,11 +238,13 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     ep_obs, ep_pred = _epoch_boundaries(prep, x, horizon, warnings)
     ecol = (ep_obs, np.array([ep_pred, ep_obs[-1]])) if ep_obs is not None else None
     train = _holdout_mask(u)
-    rf = fit_all_robust(
-        fams, u, y, w, np.array([stretch_u, 1.0]), irls=cal.IRLS_PASSES, epoch_col=ecol, train=train
-    )
+    stretched = stretch_u != u_t
+    u_pred = np.array([stretch_u, 1.0, u_t]) if stretched else np.array([stretch_u, 1.0])
+    rf = fit_all_robust(fams, u, y, w, u_pred, irls=cal.IRLS_PASSES, epoch_col=ecol, train=train)
     fits = rf.fits
     weights, parts.holdout_err, parts.tail_bias_z = _weights(y, rf.weights, fams, train, rf.tail)
+    share = _anneal_share(parts.tail_bias_z) if stretched else 1.0
+    parts.anneal_share = share
     for name in rf.unscored:
         # no tail to judge it on: its prior stands (as if it had predicted the tail best)
         weights[name] = next(f.prior for f in fams if f.name == name)
@@ -246,19 +253,24 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     # a family whose extrapolation runs off by orders of magnitude is not a loss curve: drop it
     # (it would otherwise overflow the spread and swamp the interval)
     bound = _ABSURD_FACTOR * max(abs(level), 1e-6)
+
     # A falling family whose curve passes above the run's current level (the run has dipped below
     # it: an LR decay under way, or a recent fast drop) would put the end above where the run is
     # now. Its predicted drop is kept, measured from the current level instead: a run that is
     # learning cannot be forecast to end worse than it is, and P(plateau) must not read that as
     # "no improvement left". A curve passing below the level is left as it is (its extrapolation
     # already carries the fit's own view of the noise).
+    def at_end(f: Any) -> float:
+        end = float(f.pred[0])
+        if stretched:
+            # only a share of the stretch's extra drop when the anneal already shows in the fits
+            plain = float(f.pred[2])
+            end = plain + share * (end - plain)
+        return end - max(0.0, float(f.pred[1]) - level)
+
     preds = {
         k: p
-        for k, p in (
-            (k, float(f.pred[0]) - max(0.0, float(f.pred[1]) - level))
-            for k, f in fits.items()
-            if weights.get(k, 0.0) > 0.0
-        )
+        for k, p in ((k, at_end(f)) for k, f in fits.items() if weights.get(k, 0.0) > 0.0)
         if math.isfinite(p) and abs(p - level) <= bound
     }
     if float(np.min(y_all)) >= 0.0:
@@ -286,6 +298,9 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     pv = np.array([preds[k] for k in names])
     mean = float(wv @ pv)
     parts.mean = mean
+    if stretched:
+        for attr, col in (("mean_plain", 2), ("mean_stretched", 0)):
+            setattr(parts, attr, float(wv @ np.array([float(fits[k].pred[col]) for k in names])))
     parts.spread = float(np.sqrt(wv @ (pv - mean) ** 2))
     parts.drop = abs(level - mean)
     parts.weights = {k: float(v) for k, v in zip(names, wv, strict=True)}
@@ -294,6 +309,17 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     if n < cal.SMALL_N:
         warnings.append(f"only {n} points: no tail to check the fit against; interval from a coarse rule")
     return parts
+
+
+def _anneal_share(tail_bias_z: float) -> float:
+    """How much of the assumed anneal's extra drop (the stretched horizon) to keep, when the
+    learning rates are unknown. The stretch stands for an LR decay the history has not shown yet.
+    Once a decay is under way, the recent points fall clearly faster than the fits on the earlier
+    history expected (a tail bias of more than ``ACCEL_Z`` standard errors), and the fits' own
+    slope already carries part of that decay: stretching it in full would count it twice."""
+    if math.isfinite(tail_bias_z) and tail_bias_z > cal.ACCEL_Z:
+        return cal.ACCEL_SHARE
+    return 1.0
 
 
 def _interval_sd(parts: Parts, n: int) -> float:

@@ -1,8 +1,10 @@
 """Learning-rate schedules and restarts.
 
 A fixed-budget run whose LR anneals keeps dropping; given its learning rates the forecaster must
-expect that drop, and a constant-LR run that flattened must not be expected to drop. A step that
-goes backwards is a restart from a checkpoint: only the last segment is fitted.
+expect that drop, and a constant-LR run that flattened must not be expected to drop. Without its
+learning rates a run is assumed to anneal by its end, but a decay that has visibly begun is not
+counted twice. A step that goes backwards is a restart from a checkpoint: only the last segment is
+fitted.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from advisor.forecast import forecast, forecast_curve
+from advisor.forecast import calibration, forecast, forecast_curve, forecast_with_parts
 from advisor.forecast.schedule import areas, infer_future
 from advisor.model import Curve
 
@@ -64,6 +66,40 @@ def test_constant_lr_plateau_is_not_expected_to_drop() -> None:
     fc = forecast(s, y, total_steps=T, learning_rates=np.full(s.size, 1e-4))
     assert fc.final_loss.mean == pytest.approx(1.8, rel=0.01)
     assert fc.plateau_probability > 0.8
+
+
+def _decay_begun_at(start: float):
+    """A run whose LR decays linearly to zero over its budget's last ``1 - start``; the loss gains
+    from the decay as it goes (learning rates not reported)."""
+    total = 6000.0
+
+    def loss(s: np.ndarray) -> np.ndarray:
+        d = np.clip((s - start * total) / ((1.0 - start) * total), 0.0, 1.0)
+        return 3.2 + 4.0 * (1.0 + s / 200.0) ** -0.6 - 0.25 * d * (2.0 - d)
+
+    s = np.arange(0.0, total + 1.0, 50.0)
+    y = loss(s) * (1.0 + 0.002 * np.random.default_rng(3).standard_normal(s.size))
+    return s, y, total, float(loss(np.array([total]))[0])
+
+
+def test_an_lr_decay_already_under_way_is_not_stretched_in_full(monkeypatch) -> None:
+    s, y, total, final = _decay_begun_at(0.6)
+    seen = s <= 0.8 * total  # half of the decay is behind: the recent loss falls faster than before
+    fc, parts = forecast_with_parts(s[seen], y[seen], total_steps=total)
+    assert parts["anneal_share"] == calibration.ACCEL_SHARE < 1.0
+    monkeypatch.setattr(calibration, "ACCEL_Z", float("inf"))  # the prior stretched in full
+    full = forecast(s[seen], y[seen], total_steps=total)
+    assert full.final_loss.mean < fc.final_loss.mean  # the full stretch expects the bigger drop...
+    assert abs(fc.final_loss.mean - final) < 0.8 * abs(full.final_loss.mean - final)  # ...too big
+
+
+def test_no_lr_decay_seen_yet_keeps_the_whole_anneal_prior() -> None:
+    s, y, total, _final = _decay_begun_at(0.6)
+    seen = s <= 0.5 * total
+    fc, parts = forecast_with_parts(s[seen], y[seen], total_steps=total)
+    assert parts["anneal_share"] == 1.0
+    assert fc.final_loss.mean < parts["mean_plain"]  # the stretched horizon expects more drop
+    assert "learning rates unknown" in " ".join(fc.warnings)
 
 
 def test_restart_fits_only_the_last_segment() -> None:
