@@ -135,12 +135,16 @@ class CurveSpec:
     def clean(self, x: np.ndarray | float) -> np.ndarray:
         """The noiseless loss at progress x (NaN after a divergence has blown up)."""
         xs = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+        return self._clean(xs, self.lr(xs))
+
+    def _clean(self, xs: np.ndarray, lr: np.ndarray) -> np.ndarray:
+        """``clean`` at progress ``xs`` (already within [0, 1]) whose learning rates are ``lr``."""
         xe = xs
         if self.pathology in ("early_plateau", "late_plateau"):
             # the run stops making progress at `at`: only a trickle of learning remains after it
             xe = np.where(xs < self.at, xs, self.at + 0.002 * (xs - self.at))
         reducible = self.a * (1.0 + xe / self.x0) ** (-self.alpha)
-        anneal = 1.0 - self.anneal_gain * (1.0 - self.lr(xs)) * (xs > self.warmup)
+        anneal = 1.0 - self.anneal_gain * (1.0 - lr) * (xs > self.warmup)
         loss = self.l_inf + reducible * anneal
         if self.pathology == "diverge":
             over = np.maximum(xs - self.at, 0.0)
@@ -171,10 +175,19 @@ class CurveSpec:
 
     def observed_many(self, steps: np.ndarray) -> np.ndarray:
         """Vectorised :meth:`observed` (NaN where the clean loss is not finite)."""
+        return self.reports(steps)[0]
+
+    def reports(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What a run logs at ``steps``: the noisy losses (:meth:`observed_many`) and the learning
+        rates relative to their peak (:meth:`lr`), from one evaluation of the schedule."""
         st = np.asarray(steps, dtype=np.int64)
-        values = self.clean(st / self.total_steps)
+        x = st / self.total_steps
+        xs = np.clip(x, 0.0, 1.0)
+        lr_xs = self.lr(xs)
+        # past the budget (never, for a run's own reports) the schedule is read where it is
+        lr_x = lr_xs if bool((x == xs).all()) else self.lr(x)
         z = self._noise()[(st * 2654435761) % 1024]
-        return np.asarray(values * (1.0 + self.noise * z))
+        return np.asarray(self._clean(xs, lr_xs) * (1.0 + self.noise * z)), lr_x
 
     def learning_rate(self, step: int, peak: float = 3e-4) -> float:
         return float(self.lr(step / self.total_steps)) * peak

@@ -506,8 +506,8 @@ class Simulation:
             keep &= steps > 0
             if keep.any():
                 ks, kt = steps[keep], times[keep]
-                losses = job.curve.observed_many(ks).tolist()
-                lrs = (job.curve.lr(ks / job.total_steps) * PEAK_LR).tolist()
+                loss_arr, lr_arr = job.curve.reports(ks)
+                losses, lrs = loss_arr.tolist(), (lr_arr * PEAK_LR).tolist()
                 for step, t, loss, lr in zip(ks.tolist(), kt.tolist(), losses, lrs, strict=True):
                     out.append(job.progress_sample(step, t, loss, lr))
                 job.last_reported_step = int(ks[-1])

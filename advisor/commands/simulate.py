@@ -82,6 +82,13 @@ def register(subparsers: Any) -> None:
         "times faster on huge traces, at some cost in how early plateaus are seen)",
     )
     p.add_argument(
+        "--close-interval",
+        type=_duration,
+        default=None,
+        help="with --looks-per-run: re-forecast a run whose loss is flattening (or rising) this often "
+        "(default: the forecast interval; the Philly replay uses 40m with a 1h forecast interval)",
+    )
+    p.add_argument(
         "--tick-max",
         type=_duration,
         default=1800.0,
@@ -164,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(f"{path}: no such policy file")
         if args.looks_per_run is not None and not args.looks_per_run >= 1:
             raise CommandError(f"--looks-per-run must be at least 1, got {args.looks_per_run:g}")
+        if args.close_interval is not None and not args.close_interval > 0:
+            raise CommandError("--close-interval must be a positive duration (e.g. 40m)")
         from policies import PolicyError
 
         try:
@@ -172,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
                 forecast_interval_s=args.forecast_interval,
                 tick_max_s=args.tick_max,
                 looks_per_run=args.looks_per_run,
+                close_interval_s=args.close_interval,
             )
         except PolicyError as exc:
             bad = next((p for p in paths if _fails(p)), None)

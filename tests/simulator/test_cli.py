@@ -116,3 +116,31 @@ def test_bad_cluster_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_unknown_baseline_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--jobs", "5", "--quiet", "--baselines-only", "--baselines", "oracle"]) == 2
     assert "unknown baseline(s) oracle" in capsys.readouterr().err
+
+
+def test_cadence_options_reach_the_advisor_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    import simulator.runner as runner
+
+    seen: list[object] = []
+
+    class Replayed(Exception):
+        """Raised in place of the replay: the rows' settings are all this test reads."""
+
+    def run_rows(scenario: object, strategies: list[object], *, progress: bool = True) -> list[object]:
+        seen.extend(strategies)
+        raise Replayed
+
+    monkeypatch.setattr(runner, "run_rows", run_rows)
+    args = ["simulate", "--jobs", "3", "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
+    with pytest.raises(Replayed):
+        main([*args, "--forecast-interval", "1h", "--looks-per-run", "24", "--close-interval", "40m"])
+    advisor = seen[-1]
+    assert getattr(advisor, "name", "") == "advisor-plateau-release"
+    assert getattr(advisor, "close_interval_s", None) == 2400.0
+    assert getattr(advisor, "looks_per_run", None) == 24.0
+
+
+def test_a_zero_close_interval_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "--jobs", "3", "--quiet", "--policy", str(PLATEAU), "--close-interval", "0s"]
+    assert main(args) == 2
+    assert "--close-interval must be a positive duration" in capsys.readouterr().err

@@ -56,6 +56,15 @@ def test_noise_is_deterministic_per_step_and_about_the_calibrated_size() -> None
     assert 0.015 < float(np.std(rel)) < 0.025
 
 
+@pytest.mark.parametrize("schedule", ["constant", "cosine", "wsd"])
+def test_a_runs_reports_carry_its_losses_and_learning_rates(schedule: str) -> None:
+    c = spec(schedule=schedule, pathology="spikes", spikes=((0.5, 0.3),))
+    steps = np.arange(1, 10_001, 37)
+    losses, lrs = c.reports(steps)
+    assert np.allclose(losses, [c.observed(int(s)) for s in steps], rtol=1e-12)  # one report at a time
+    assert np.array_equal(lrs, c.lr(steps / c.total_steps))
+
+
 def test_library_mix_and_shipped_parameters() -> None:
     params = load_curve_params()
     assert set(params["pathology_mix"]) <= {
