@@ -245,6 +245,10 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     weights, parts.holdout_err, parts.tail_bias_z = _weights(y, rf.weights, fams, train, rf.tail)
     share = _anneal_share(parts.tail_bias_z) if stretched else 1.0
     parts.anneal_share = share
+    if share < 1.0:
+        warnings.append(
+            "the loss falls faster than its earlier history predicted: took the LR decay to be under way"
+        )
     for name in rf.unscored:
         # no tail to judge it on: its prior stands (as if it had predicted the tail best)
         weights[name] = next(f.prior for f in fams if f.name == name)

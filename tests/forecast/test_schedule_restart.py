@@ -87,6 +87,7 @@ def test_an_lr_decay_already_under_way_is_not_stretched_in_full(monkeypatch) -> 
     seen = s <= 0.8 * total  # half of the decay is behind: the recent loss falls faster than before
     fc, parts = forecast_with_parts(s[seen], y[seen], total_steps=total)
     assert parts["anneal_share"] == calibration.ACCEL_SHARE < 1.0
+    assert any("decay to be under way" in w for w in fc.warnings)
     monkeypatch.setattr(calibration, "ACCEL_Z", float("inf"))  # the prior stretched in full
     full = forecast(s[seen], y[seen], total_steps=total)
     assert full.final_loss.mean < fc.final_loss.mean  # the full stretch expects the bigger drop...
@@ -98,6 +99,7 @@ def test_no_lr_decay_seen_yet_keeps_the_whole_anneal_prior() -> None:
     seen = s <= 0.5 * total
     fc, parts = forecast_with_parts(s[seen], y[seen], total_steps=total)
     assert parts["anneal_share"] == 1.0
+    assert not any("decay to be under way" in w for w in fc.warnings)
     assert fc.final_loss.mean < parts["mean_plain"]  # the stretched horizon expects more drop
     assert "learning rates unknown" in " ".join(fc.warnings)
 
