@@ -181,13 +181,11 @@ class CurveSpec:
         """What a run logs at ``steps``: the noisy losses (:meth:`observed_many`) and the learning
         rates relative to their peak (:meth:`lr`), from one evaluation of the schedule."""
         st = np.asarray(steps, dtype=np.int64)
-        x = st / self.total_steps
-        xs = np.clip(x, 0.0, 1.0)
-        lr_xs = self.lr(xs)
-        # past the budget (never, for a run's own reports) the schedule is read where it is
-        lr_x = lr_xs if bool((x == xs).all()) else self.lr(x)
+        # the schedule is flat past the budget, so its value at the clipped progress is the one
+        xs = np.clip(st / self.total_steps, 0.0, 1.0)
+        lr = self.lr(xs)
         z = self._noise()[(st * 2654435761) % 1024]
-        return np.asarray(self._clean(xs, lr_xs) * (1.0 + self.noise * z)), lr_x
+        return np.asarray(self._clean(xs, lr) * (1.0 + self.noise * z)), lr
 
     def learning_rate(self, step: int, peak: float = 3e-4) -> float:
         return float(self.lr(step / self.total_steps)) * peak
