@@ -223,6 +223,9 @@ class JobView:
     checkpoint_loss: float | None = None
     """The loss the run reported at its last checkpoint's step, when that checkpoint is behind the
     latest report: what a release keeps (None when unknown, or when the checkpoint is current)."""
+    admitted_at: float | None = None
+    """When Kueue admitted the job's Workload this time (None when unknown or not admitted): a rule
+    that measures time since admission reads it here instead of searching the cluster snapshot."""
 
     @property
     def key(self) -> str:

@@ -118,6 +118,7 @@ _JOB: dict[str, tuple[str, Conv]] = {
     "maxNodes": ("max_nodes", _int),
     "active": ("active", _bool),
     "admitted": ("admitted", _bool),
+    "admittedAt": ("admitted_at", _num),
     "startedAt": ("started_at", _num),
     "step": ("step", _int),
     "totalSteps": ("total_steps", _int),

@@ -523,7 +523,8 @@ class Simulation:
         """The adapter's base view; the core fills in the history-derived fields. A job's view is
         rebuilt only when a field of it changed (views are frozen, so ticks may share one)."""
         wl = job.workload
-        stamp = (job.gpus, job.nodes, wl.priority, wl.active, wl.admitted, job.first_start)
+        admitted_at = wl.admitted_at if wl.admitted else None
+        stamp = (job.gpus, job.nodes, wl.priority, wl.active, wl.admitted, admitted_at, job.first_start)
         cached = self._job_views.get(job.idx)
         if cached is not None and cached[0] == stamp:
             return cached[1]
@@ -541,6 +542,7 @@ class Simulation:
             max_nodes=max(job.nodes, 2 * job.nodes),
             active=wl.active,
             admitted=wl.admitted,
+            admitted_at=admitted_at,
             started_at=job.first_start,
         )
         self._job_views[job.idx] = (stamp, view)

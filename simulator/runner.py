@@ -62,13 +62,14 @@ def policy_strategies(
     close_interval_s: float | None = None,
     watch_interval_s: float = 300.0,
     flatten_margin: float = 0.1,
+    reference_gpus: float | None = None,
 ) -> list[Strategy]:
     """One advisor row per policy file: ``advisor-<file stem without "policy-">``.
 
     ``looks_per_run``: how often a quiet job of a learning-only row is looked at over its run (None,
     the default: no spacing by run length; a huge trace replays several times faster with
     ``simulator.advisor_strategy.LOOKS_PER_RUN``, at some cost in how early plateaus are seen).
-    ``close_interval_s``, ``watch_interval_s``, ``flatten_margin``: see
+    ``close_interval_s``, ``watch_interval_s``, ``flatten_margin``, ``reference_gpus``: see
     :class:`~simulator.advisor_strategy.AdvisorStrategy` (the defaults keep the embedded scenario's
     cadence)."""
     from policies import load_policies
@@ -89,6 +90,7 @@ def policy_strategies(
                 close_interval_s=close_interval_s,
                 watch_interval_s=watch_interval_s,
                 flatten_margin=flatten_margin,
+                reference_gpus=reference_gpus,
             )
         )
     return rows

@@ -89,6 +89,14 @@ def register(subparsers: Any) -> None:
         "(default: the forecast interval; the Philly replay uses 40m with a 1h forecast interval)",
     )
     p.add_argument(
+        "--reference-gpus",
+        type=float,
+        default=None,
+        help="with --looks-per-run: space a quiet job's looks by sqrt(this / its GPUs) times the "
+        "usual (a late look at a 1-GPU job burns an eighth of what it burns on an 8-GPU one; the "
+        "Philly replay uses 8; default: every job alike)",
+    )
+    p.add_argument(
         "--tick-max",
         type=_duration,
         default=1800.0,
@@ -173,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--looks-per-run must be at least 1, got {args.looks_per_run:g}")
         if args.close_interval is not None and not args.close_interval > 0:
             raise CommandError("--close-interval must be a positive duration (e.g. 40m)")
+        if args.reference_gpus is not None and not args.reference_gpus > 0:
+            raise CommandError(f"--reference-gpus must be positive, got {args.reference_gpus:g}")
+        if args.reference_gpus is not None and args.looks_per_run is None:
+            raise CommandError("--reference-gpus spaces the looks of --looks-per-run: give both")
         from policies import PolicyError
 
         try:
@@ -182,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
                 tick_max_s=args.tick_max,
                 looks_per_run=args.looks_per_run,
                 close_interval_s=args.close_interval,
+                reference_gpus=args.reference_gpus,
             )
         except PolicyError as exc:
             bad = next((p for p in paths if _fails(p)), None)

@@ -152,8 +152,10 @@ def base_view(
         nodes, gpus, min_nodes, max_nodes = _trainjob_shape(spec)
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    admitted_at = None
     if workload is not None:
         active, admitted, priority = workload.active, workload.admitted, workload.priority
+        admitted_at = workload.admitted_at if workload.admitted else None
         cluster_queue = workload.cluster_queue or cluster_queue
         gpus = gpus or workload.gpus
     else:
@@ -174,6 +176,7 @@ def base_view(
         max_nodes=max_nodes,
         active=active,
         admitted=admitted,
+        admitted_at=admitted_at,
         started_at=parse_time(meta.get("creationTimestamp")),
         namespace_labels=dict(namespace_labels or {}),
     )

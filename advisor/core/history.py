@@ -47,6 +47,14 @@ class Point:
     epoch: float | None = None
 
 
+def _finite(value: object) -> float | None:
+    """``finite_or_none`` with a fast path for the usual case, a plain float (a history takes one
+    call per field of every progress report)."""
+    if type(value) is float:
+        return value if value - value == 0.0 else None  # inf - inf and nan - nan are nan
+    return finite_or_none(value)
+
+
 class _Columns:
     """The history as parallel lists (the forecaster's layout), kept in step with the points."""
 
@@ -174,13 +182,14 @@ class History:
         if not math.isfinite(loss):
             loss = math.nan
         point = Point(
-            step=int(sample.step),
-            time=finite_or_none(sample.time),
-            loss=loss,
-            learning_rate=finite_or_none(sample.learning_rate),
-            epoch=finite_or_none(sample.epoch),
+            int(sample.step),
+            _finite(sample.time),
+            loss,
+            _finite(sample.learning_rate),
+            _finite(sample.epoch),
         )
-        last = self.last
+        pts = self._points
+        last = pts[-1] if pts else None
         outcome = "appended"
         if last is not None:
             if point.time is not None and last.time is not None and point.time < last.time:
@@ -191,10 +200,10 @@ class History:
                 self._segments.append(len(self._points))
                 self.restarts += 1
                 outcome = "restart"
-        self._points.append(point)
+        pts.append(point)
         if self._columns is not None:
             self._columns.add(point)
-        if len(self._points) > self.max_points:
+        if len(pts) > self.max_points:
             self._thin()
         return outcome
 

@@ -49,6 +49,9 @@ def _to_float(x: Any) -> float:
         return float("nan")
 
 
+_FLOAT_ONLY = frozenset({float})
+
+
 def to_array(seq: Any) -> FloatArray | None:
     """An array-like (list, tuple, numpy array, generator of strings...) as a float array."""
     if seq is None:
@@ -57,7 +60,7 @@ def to_array(seq: Any) -> FloatArray | None:
         return np.asarray(seq, dtype=np.float64).ravel()
     if isinstance(seq, str | bytes) or not isinstance(seq, Iterable):
         seq = [seq]
-    if isinstance(seq, list | tuple) and all(type(v) is float for v in seq):
+    if isinstance(seq, list | tuple) and set(map(type, seq)) <= _FLOAT_ONLY:
         # the adapters' histories are plain floats: skip the per-element coercion
         return np.array(seq, dtype=np.float64)
     try:

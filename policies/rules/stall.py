@@ -27,9 +27,12 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     if job.total_steps is not None and job.step >= job.total_steps:
         return out
     since = job.last_step_change if job.last_step_change is not None else job.started_at
-    workload = cluster_index(ctx.cluster).by_job.get(job.key)
-    if workload is not None and workload.admitted_at is not None and workload.admitted_at <= now:
-        since = workload.admitted_at if since is None else max(since, workload.admitted_at)
+    admitted_at = job.admitted_at
+    if admitted_at is None:  # an adapter that did not say: the job's Workload in the snapshot
+        workload = cluster_index(ctx.cluster).by_job.get(job.key)
+        admitted_at = workload.admitted_at if workload is not None else None
+    if admitted_at is not None and admitted_at <= now:
+        since = admitted_at if since is None else max(since, admitted_at)
     if since is None or since > now:
         return out
     idle = now - since

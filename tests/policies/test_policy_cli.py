@@ -117,3 +117,19 @@ def test_explain_rejects_bad_state_with_the_key(tmp_path: Path, capsys: pytest.C
 def test_crd_prints_the_committed_manifest(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policy", "crd"]) == 0
     assert capsys.readouterr().out == (ROOT / "manifests" / "crds" / "advisorpolicy.yaml").read_text()
+
+
+def test_explain_counts_a_stall_from_the_admission_time_in_the_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``admittedAt``: re-admitted five minutes ago after two hours without a step (it waited in
+    the queue), so not hung; without it the stall rule would release."""
+    sample = str(ROOT / "manifests" / "samples" / "policy-plateau-release.yaml")
+    quiet = {"lastStepChange": T0 - 2 * HOUR, "lastSampleTime": T0 - 2 * HOUR, "ruleState": {}}
+    quiet["forecast"] = {"finalLoss": {"mean": 1.0, "p10": 0.9, "p90": 1.1}, "plateauProbability": 0.1}
+    args = ["policy", "explain", sample, "--json", "--job-state"]
+    assert main([*args, str(_state(tmp_path, **quiet, admittedAt=T0 - 300))]) == 0
+    assert json.loads(capsys.readouterr().out)["actions"] == []
+    assert main([*args, str(_state(tmp_path, **quiet))]) == 0
+    released = json.loads(capsys.readouterr().out)
+    assert [a["rule"] for a in released["actions"]] == ["stall"]

@@ -251,6 +251,22 @@ def test_stall_is_not_counted_while_the_job_waited_in_the_queue() -> None:
     assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "for 40m" in d.actions[0].reason
 
 
+def test_stall_reads_the_admission_time_from_the_job_when_its_adapter_gives_it() -> None:
+    """The same two cases with the admission time on the job itself and no Workload in the
+    snapshot: the rule needs no search of the cluster (an adapter knows the job's own Workload)."""
+    p = policy({"stall": {"for": "30m"}})
+    stuck = job(last_step_change=T0 - 2 * HOUR, last_sample_time=T0 - 2 * HOUR)
+    empty = ClusterView(workloads=())
+    d = decide(dataclasses.replace(stuck, admitted_at=T0 - 300), empty, p, now=T0)
+    assert kinds(d) == [] and d.idle_recheck_at == T0 - 300 + 1800
+    d = decide(dataclasses.replace(stuck, admitted_at=T0 - 40 * 60), empty, p, now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "for 40m" in d.actions[0].reason
+    # the job's own word wins over a stale Workload in the snapshot
+    w = WorkloadView("team-a", "ft-1-wl", "cq", 8, admitted=True, job=stuck.key, admitted_at=T0 - 3 * HOUR)
+    d = decide(dataclasses.replace(stuck, admitted_at=T0 - 300), ClusterView(workloads=(w,)), p, now=T0)
+    assert kinds(d) == []
+
+
 def test_the_most_serious_rule_owns_the_release_and_only_one_happens() -> None:
     p = policy({"plateau": {"for": "10m"}, "divergence": {}, "stall": {"for": "30m"}, "checkpoint": {}})
     j = job(

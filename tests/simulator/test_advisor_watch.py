@@ -1,13 +1,16 @@
 """Which jobs the advisor row looks at closely: a job is watched (re-forecast every watch interval)
 only for a condition the policy that selects it acts on, and in a row with ``looks_per_run`` a
 quiet job gets the close look (``close_interval_s``) when its loss flattens under a policy with a
-plateau rule, or rises under one with a divergence rule; never less often than its quiet bound."""
+plateau rule, or rises under one with a divergence rule; never less often than its quiet bound.
+With ``reference_gpus`` those quiet spacings grow with the square root of how few GPUs the job
+holds (a late look at a small job burns less)."""
 
 from __future__ import annotations
 
 import itertools
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from simworld import QUIET, one_queue, scenario
@@ -143,3 +146,42 @@ def test_a_flattening_long_run_is_looked_at_every_close_interval() -> None:
     assert sum(gap <= row.close_interval_s + 1.0 for gap in in_a_row) > len(in_a_row) / 2
     assert sum(row.forecasts_by_job.values()) == row.core.forecasts_made == len(forecast_times)
     assert res.metrics["released_or_stopped"] == 1  # the plateau was acted on
+
+
+def test_a_small_jobs_quiet_looks_are_spaced_by_the_square_root_of_its_stake() -> None:
+    """With ``reference_gpus``, a quiet look at a job holding fewer GPUs comes sqrt(reference /
+    gpus) times later (a late look at it burns less), at a larger one sooner, never sooner than
+    the watch interval; the close look scales alike. Without it every job is looked at alike."""
+    row = _row(looks_per_run=LOOKS_PER_RUN, forecast_interval_s=3600.0, reference_gpus=8.0)
+    plain = _row(looks_per_run=LOOKS_PER_RUN, forecast_interval_s=3600.0)
+    # the two fields the spacing reads of a simulated job
+    sim_jobs = {name: SimpleNamespace(key=f"ns/{name}", gpus=g) for name, g in (("small", 2), ("big", 32))}
+    assert row.stake_factor(sim_jobs["small"]) == pytest.approx(2.0)
+    assert row.stake_factor(sim_jobs["big"]) == pytest.approx(0.5)
+    assert plain.stake_factor(sim_jobs["small"]) == 1.0
+    # a row without looks per run spaces its looks by wall-clock time alone
+    assert _row(reference_gpus=8.0).stake_factor(sim_jobs["small"]) == 1.0
+    # before any progress the core's bound is the forecast interval
+    assert row._quiet_bound(sim_jobs["small"]) == pytest.approx(7200.0)
+    assert row._quiet_bound(sim_jobs["big"]) == pytest.approx(1800.0)
+    assert plain._quiet_bound(sim_jobs["small"]) == plain._quiet_bound(sim_jobs["big"]) == 3600.0
+    tiny = _row(looks_per_run=LOOKS_PER_RUN, forecast_interval_s=600.0, reference_gpus=1.0)
+    assert tiny._quiet_bound(sim_jobs["big"]) == tiny.watch_interval_s  # 600 s / sqrt(32) < 300 s
+    with pytest.raises(ValueError, match="reference_gpus"):
+        _row(reference_gpus=0.0)
+
+
+def test_a_quiet_judged_run_is_next_looked_at_after_its_share_of_the_run_times_its_stake() -> None:
+    """A 100-hour run half done, looked at 24 times per run: its next tick comes after 100 h / 24
+    on 8 GPUs (the reference), twice that on 2 GPUs, once the core has measured its throughput."""
+    delays = {}
+    for gpus in (8, 2):
+        row = _row(looks_per_run=LOOKS_PER_RUN, forecast_interval_s=3600.0, reference_gpus=8.0)
+        key = f"ns/run-{gpus}"
+        for i in range(1, 51):  # one step per second, a report an hour
+            sample = ProgressSample(step=3600 * i, loss=2.0 / i, time=3600.0 * i, total_steps=360_000)
+            row.core.observe(key, sample, now=3600.0 * i)
+        job = SimpleNamespace(key=key, gpus=gpus, first_start=0.0)
+        delays[gpus] = row.next_tick(job, 50 * 3600.0)  # type: ignore[arg-type]
+    assert delays[8] == pytest.approx(360_000 / LOOKS_PER_RUN, rel=1e-6)
+    assert delays[2] == pytest.approx(2 * delays[8], rel=1e-6)

@@ -133,11 +133,26 @@ def test_cadence_options_reach_the_advisor_rows(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(runner, "run_rows", run_rows)
     args = ["simulate", "--jobs", "3", "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
     with pytest.raises(Replayed):
-        main([*args, "--forecast-interval", "1h", "--looks-per-run", "24", "--close-interval", "40m"])
+        main(
+            [
+                *args,
+                *("--forecast-interval", "1h", "--looks-per-run", "24", "--close-interval", "40m"),
+                *("--reference-gpus", "8"),
+            ]
+        )
     advisor = seen[-1]
     assert getattr(advisor, "name", "") == "advisor-plateau-release"
     assert getattr(advisor, "close_interval_s", None) == 2400.0
     assert getattr(advisor, "looks_per_run", None) == 24.0
+    assert getattr(advisor, "reference_gpus", None) == 8.0
+
+
+def test_a_non_positive_reference_gpus_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["simulate", "--jobs", "3", "--quiet", "--policy", str(PLATEAU), "--looks-per-run", "24"]
+    assert main([*args, "--reference-gpus", "0"]) == 2
+    assert "--reference-gpus must be positive" in capsys.readouterr().err
+    assert main([*args[:-2], "--reference-gpus", "8"]) == 2
+    assert "give both" in capsys.readouterr().err
 
 
 def test_a_zero_close_interval_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
