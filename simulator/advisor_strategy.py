@@ -285,7 +285,7 @@ class AdvisorStrategy:
             if spacing is None:
                 spacing = self._quiet_bound(job)
                 if key in self._flat:
-                    spacing = min(spacing, self.close_interval_s * self.stake_factor(job))
+                    spacing = min(spacing, self._close_bound(job))
             if spacing > 0:  # the cadence grows up to the forecast spacing, however long
                 delay = min(max(self.cadence.min_s, self.cadence.fraction * (now - start)), spacing)
             else:  # a forecast at every tick: the plain cadence sets the pace
@@ -330,6 +330,13 @@ class AdvisorStrategy:
         if factor == 1.0:
             return bound
         return max(self.watch_interval_s, bound * factor)
+
+    def _close_bound(self, job: SimJob) -> float:
+        """The close look's spacing (``close_interval_s``), scaled by the job's stake likewise."""
+        factor = self.stake_factor(job)
+        if factor == 1.0:
+            return self.close_interval_s
+        return max(self.watch_interval_s, self.close_interval_s * factor)
 
     def forecast_spacing(self, key: str, decision: Decision) -> float:
         """How long until the job's next forecast: short near a decision, else the row's bound.
@@ -418,7 +425,7 @@ class AdvisorStrategy:
         if self._run_fraction > 0 and bound is None:
             if self._close_look(key):
                 self._flat.add(key)
-                bound = min(self.close_interval_s * self.stake_factor(job), self._quiet_bound(job))
+                bound = min(self._close_bound(job), self._quiet_bound(job))
             else:
                 self._flat.discard(key)
                 if self.reference_gpus is not None:

@@ -165,8 +165,10 @@ def test_a_small_jobs_quiet_looks_are_spaced_by_the_square_root_of_its_stake() -
     assert row._quiet_bound(sim_jobs["small"]) == pytest.approx(7200.0)
     assert row._quiet_bound(sim_jobs["big"]) == pytest.approx(1800.0)
     assert plain._quiet_bound(sim_jobs["small"]) == plain._quiet_bound(sim_jobs["big"]) == 3600.0
+    assert row._close_bound(sim_jobs["small"]) == pytest.approx(2 * row.close_interval_s)
     tiny = _row(looks_per_run=LOOKS_PER_RUN, forecast_interval_s=600.0, reference_gpus=1.0)
     assert tiny._quiet_bound(sim_jobs["big"]) == tiny.watch_interval_s  # 600 s / sqrt(32) < 300 s
+    assert tiny._close_bound(sim_jobs["big"]) == tiny.watch_interval_s
     with pytest.raises(ValueError, match="reference_gpus"):
         _row(reference_gpus=0.0)
 
