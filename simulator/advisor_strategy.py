@@ -322,21 +322,19 @@ class AdvisorStrategy:
             return 1.0
         return math.sqrt(self.reference_gpus / max(1, job.gpus))
 
+    def _scaled(self, job: SimJob, spacing: float) -> float:
+        """``spacing`` scaled by the job's stake, never below the watch interval."""
+        factor = self.stake_factor(job)
+        return spacing if factor == 1.0 else max(self.watch_interval_s, spacing * factor)
+
     def _quiet_bound(self, job: SimJob) -> float:
         """The core's spacing for a quiet job (its share of the run, floored at the forecast
-        interval), scaled by the job's stake, never below the watch interval."""
-        bound = self.core.forecast_bound(job.key)
-        factor = self.stake_factor(job)
-        if factor == 1.0:
-            return bound
-        return max(self.watch_interval_s, bound * factor)
+        interval), scaled by the job's stake."""
+        return self._scaled(job, self.core.forecast_bound(job.key))
 
     def _close_bound(self, job: SimJob) -> float:
-        """The close look's spacing (``close_interval_s``), scaled by the job's stake likewise."""
-        factor = self.stake_factor(job)
-        if factor == 1.0:
-            return self.close_interval_s
-        return max(self.watch_interval_s, self.close_interval_s * factor)
+        """The close look's spacing (``close_interval_s``), scaled by the job's stake."""
+        return self._scaled(job, self.close_interval_s)
 
     def forecast_spacing(self, key: str, decision: Decision) -> float:
         """How long until the job's next forecast: short near a decision, else the row's bound.

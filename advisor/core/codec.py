@@ -30,6 +30,8 @@ __all__ = [
 
 def finite_or_none(value: Any) -> float | None:
     """A finite float, or None for anything else (None, bools, strings, NaN, infinities)."""
+    if type(value) is float:  # the usual case (a history calls this per field of every report)
+        return value if value - value == 0.0 else None  # inf - inf and nan - nan are nan
     if value is None or isinstance(value, bool):
         return None
     try:

@@ -47,14 +47,6 @@ class Point:
     epoch: float | None = None
 
 
-def _finite(value: object) -> float | None:
-    """``finite_or_none`` with a fast path for the usual case, a plain float (a history takes one
-    call per field of every progress report)."""
-    if type(value) is float:
-        return value if value - value == 0.0 else None  # inf - inf and nan - nan are nan
-    return finite_or_none(value)
-
-
 class _Columns:
     """The history as parallel lists (the forecaster's layout), kept in step with the points."""
 
@@ -183,10 +175,10 @@ class History:
             loss = math.nan
         point = Point(
             int(sample.step),
-            _finite(sample.time),
+            finite_or_none(sample.time),
             loss,
-            _finite(sample.learning_rate),
-            _finite(sample.epoch),
+            finite_or_none(sample.learning_rate),
+            finite_or_none(sample.epoch),
         )
         pts = self._points
         last = pts[-1] if pts else None
