@@ -170,6 +170,8 @@ class QuotaModel:
         self._dirty: set[str] = set()
         self._drawn: dict[str, tuple[int, int, int]] = {}  # cohort -> (version, drawn, pool)
         self._lowest: dict[str, tuple[int, int]] = {}  # queue -> (its version, lowest admitted priority)
+        #: cohort -> (version, its borrowing queues): see ``_borrowers``
+        self._borrowing: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
 
     # ---- bookkeeping -----------------------------------------------------------------------
     def _eff(self, wl: Workload) -> int:
@@ -305,15 +307,25 @@ class QuotaModel:
             return True
         if spec.cohort is None or spec.reclaim_within_cohort == "Never":
             return False
-        for name in self.cohorts[spec.cohort]:
-            if name == wl.cluster_queue or self.borrowing(name) == 0:
+        for name, low in self._borrowers(spec.cohort):
+            if name == wl.cluster_queue:
                 continue
-            if not would_borrow and spec.reclaim_within_cohort == "Any":
-                if self.queues[name].admitted:
-                    return True
-            elif self._lowest_priority(name) < prio:
-                return True
+            if (not would_borrow and spec.reclaim_within_cohort == "Any") or low < prio:
+                return True  # a borrowing queue holds admitted workloads: something to reclaim
         return False
+
+    def _borrowers(self, cohort: str) -> tuple[tuple[str, int], ...]:
+        """The cohort's queues that borrow now, each with its lowest admitted priority: the only
+        ones reclamation can take from. Kept until anything changes: a scheduling pass over a long
+        backlog asks for every pending workload, and most of a big cohort lends or sits idle."""
+        cached = self._borrowing.get(cohort)
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        found = tuple(
+            (name, self._lowest_priority(name)) for name in self.cohorts[cohort] if self.borrowing(name) > 0
+        )
+        self._borrowing[cohort] = (self.version, found)
+        return found
 
     def borrowing(self, cq: str) -> int:
         q = self.queues[cq]
@@ -341,8 +353,8 @@ class QuotaModel:
                 if ok:
                     candidates.append(((1, vp, -(v.admitted_at or 0.0), v.uid), v, "InClusterQueue"))
         if spec.cohort is not None and spec.reclaim_within_cohort != "Never":
-            for name in self.cohorts[spec.cohort]:
-                if name == wl.cluster_queue or self.borrowing(name) == 0:
+            for name, _low in self._borrowers(spec.cohort):
+                if name == wl.cluster_queue:
                     continue
                 for v in self.queues[name].admitted.values():
                     vp = self._eff(v)
@@ -408,6 +420,8 @@ class QuotaModel:
             self._dirty.clear()
             for name in names:
                 q = self.queues[name]
+                if not q.pending:
+                    continue  # nothing waits: most queues of a big cohort, most of the time
                 no_fit = _INF  # smallest size that did not fit as is (larger ones cannot either)
                 no_victims: dict[int, int] = {}  # priority -> smallest size that found no victims
                 spec = q.spec

@@ -203,6 +203,8 @@ class AdvisorCore:
         self._judged = judged or _default_judged
         self._records: dict[str, JobRecord] = {}
         self._policy_actions: dict[str, list[float]] = {}
+        #: (snapshot, its recent policy actions, the snapshot with them): see ``_with_policy_actions``
+        self._capped: tuple[ClusterView, dict[str, tuple[float, ...]], ClusterView] | None = None
         self.forecasts_made = 0
 
     # -------------------------------------------------------------------------------- policies
@@ -379,7 +381,15 @@ class AdvisorCore:
             times[:] = [t for t in times if t > horizon]
             if times:
                 recent[name] = tuple(times)
-        return dataclasses.replace(cluster, policy_action_times=recent)
+        # every job of a tick is decided against the same snapshot: the view with the actions is
+        # made once per snapshot and set of actions, so that it keeps the per-snapshot index of
+        # ``policies.index`` (keyed by identity) too
+        capped = self._capped
+        if capped is not None and capped[0] is cluster and capped[1] == recent:
+            return capped[2]
+        view = dataclasses.replace(cluster, policy_action_times=recent)
+        self._capped = (cluster, recent, view)
+        return view
 
     def evaluate(
         self, job: JobView, cluster: ClusterView, *, now: float, forecast_interval_s: float | None = None

@@ -3,6 +3,7 @@ checkpoint acknowledgement and timeout, and persistence across a restart."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -237,6 +238,37 @@ class TestClusterWideBookkeeping:
         assert seen[-1].policy_action_times == {"p": (0.0, 200.0)}
         core.evaluate(JOB, CLUSTER, now=3700.0)
         assert seen[-1].policy_action_times == {"p": (200.0,)}
+
+    def test_jobs_decided_against_one_snapshot_share_one_capped_view(self) -> None:
+        """The per-snapshot index of ``policies.index`` is keyed by identity: a fresh copy of the
+        snapshot for every job would rebuild it at every decision."""
+        seen: list[ClusterView] = []
+
+        def decider(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+            seen.append(cluster)
+            return Decision(job=job.key, policy=policy.name)
+
+        rec = Recorder()
+        core = AdvisorCore(
+            [FakePolicy("p")], forecaster=rec.forecaster, selector=rec.selector, decider=decider
+        )
+        core.record_action(
+            "ml/a", ActionRecord(kind=ActionKind.RELEASE_QUOTA, time=0.0, request_id="r0", policy="p")
+        )
+        other = dataclasses.replace(JOB, name="other")
+        core.evaluate(JOB, CLUSTER, now=10.0)
+        core.evaluate(other, CLUSTER, now=20.0)
+        assert seen[0] is seen[1] and seen[0].policy_action_times == {"p": (0.0,)}
+        # a new action, or a new snapshot, gives a new view with what changed
+        core.record_action(
+            "ml/b", ActionRecord(kind=ActionKind.SCALE, time=30.0, request_id="r1", policy="p")
+        )
+        core.evaluate(JOB, CLUSTER, now=40.0)
+        assert seen[2] is not seen[1] and seen[2].policy_action_times == {"p": (0.0, 30.0)}
+        fresh = dataclasses.replace(CLUSTER, priority_boost_enabled=True)
+        core.evaluate(JOB, fresh, now=50.0)
+        assert seen[3] is not seen[2] and seen[3].priority_boost_enabled
+        assert seen[3].policy_action_times == {"p": (0.0, 30.0)}
 
     def test_view_carries_the_loss_at_a_checkpoint_behind_the_latest_report(self) -> None:
         core = make_core(Recorder())

@@ -1,7 +1,7 @@
 """The quota model's shortcuts change how fast it answers, never what: a scheduling pass that skips
-the sizes that cannot be admitted, the cohort totals kept between changes, and the cheap test for
-preemption candidates give exactly the admissions and preemptions of a pass that looks at every
-pending workload the long way, on random clusters and random event sequences."""
+the sizes that cannot be admitted, the cohort totals and borrowing queues kept between changes,
+and the cheap test for preemption candidates give exactly the admissions and preemptions of a pass
+that looks at every pending workload the long way, on random clusters and random event sequences."""
 
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ class LongWay(QuotaModel):
 
     def _may_have_candidates(self, wl: Workload, prio: int, would_borrow: bool) -> bool:
         return True
+
+    def _borrowers(self, cohort: str) -> tuple[tuple[str, int], ...]:
+        return tuple(
+            (name, min((self._eff(v) for v in self.queues[name].admitted.values()), default=quota_mod._INF))
+            for name in self.cohorts[cohort]
+            if self.queues[name].usage > self.queues[name].spec.nominal_gpus
+        )
 
     def schedule(self, now: float) -> tuple[list[Workload], list[quota_mod.Preemption]]:
         original = quota_mod._Queue.next_entry
