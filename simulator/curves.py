@@ -208,6 +208,16 @@ class CurveSpec:
             return 0.0
         return max(0.0, (here - float(future.min())) / here)
 
+    def non_finite_from(self) -> int | None:
+        """The first step whose loss may not be finite (a divergence blown up to NaN), None when
+        the whole run stays finite. Read from the truth grid one point early: a report between
+        two grid points may already be past the blow-up."""
+        x, y = self._truth
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size == 0:
+            return None
+        return int(x[max(0, int(bad[0]) - 1)] * self.total_steps)
+
     def learning_end_step(self) -> int:
         """First step from which the run never again has more than 1% of improvement ahead
         (the hidden "stopped learning" point; ``total_steps`` for a run learning to the end)."""

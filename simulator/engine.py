@@ -107,6 +107,7 @@ class Simulation:
         self._evictions: dict[str, int] = {}
         self._busy_s: dict[str, float] = {}
         self._woken: set[int] = set()
+        self._non_finite: dict[int, int | None] = {}  # job -> first step of a non-finite loss
         self._scheduling = False
         self._reschedule = False
         #: per job: (time of its latest preemption, the requeue delay it got)
@@ -470,6 +471,15 @@ class Simulation:
         hang = job.hang_step
         return hang is None or job.step_at(t) < hang
 
+    def reports_finite_until(self, job: SimJob, t: float) -> bool:
+        """Whether every loss the job reports until ``t`` is finite. The controller is woken by
+        every report, and a non-finite loss is a decision by itself (the divergence rule acts on it
+        at once, no forecast needed), so a strategy that skips looks must not skip past one."""
+        bad = self._non_finite.get(job.idx, -1)
+        if bad == -1:
+            bad = self._non_finite[job.idx] = job.curve.non_finite_from()
+        return bad is None or job.step_at(t) < bad
+
     def _react(self, job: SimJob) -> None:
         """The controller's answer to the eviction of a workload it boosted, before Kueue's next
         scheduling cycle: a preempted workload is requeued only once its pods have terminated,
@@ -491,7 +501,14 @@ class Simulation:
     def _collect_samples(self, job: SimJob) -> list[ProgressSample]:
         """The progress reports logged since the previous tick, in time order."""
         now = self.now
-        points = [*job.trajectory, (now, job.step_at(now))]
+        points = list(job.trajectory)
+        if job.hang_step is not None and job.phase is Phase.RUNNING and points:
+            # the steps are interpolated between these points: a run that hung since the last one
+            # stopped advancing at its hang, not at this tick
+            hung_at = job.phase_start + (job.cap_step - job.phase_step) / job.rate()
+            if points[-1][0] < hung_at < now:
+                points.append((hung_at, job.cap_step))
+        points.append((now, job.step_at(now)))
         job.trajectory = [points[-1]]
         start = job.last_report + job.report_interval
         out: list[ProgressSample] = []

@@ -124,3 +124,64 @@ def test_advances_until_follows_the_job_to_its_hang() -> None:
     assert not sim.advances_until(job, hang_at + 1.0)
     job.phase = Phase.CHECKPOINTING
     assert not sim.advances_until(job, 1.0)  # not running: a timer is honoured
+
+
+def _short_run(
+    strategy: AdvisorStrategy, pathology: str, seed: int
+) -> tuple[list[tuple[float, bool]], object]:
+    """One hour-long 1-GPU job; returns (time, whether a forecast was made) per tick and the result."""
+    sc = scenario([TraceJob("s", 0.0, 1, 3600.0, total_steps=3600)], one_queue(8), QUIET, seed=seed)
+    sc.curve_mix = {pathology: 1.0}
+    ticks: list[tuple[float, bool]] = []
+    original = strategy.tick
+
+    def spy(job, samples, now):
+        made = strategy.core.forecasts_made
+        acts = original(job, samples, now)
+        ticks.append((now, strategy.core.forecasts_made != made))
+        return acts
+
+    strategy.tick = spy  # type: ignore[method-assign]
+    return ticks, run_strategy(sc, strategy)
+
+
+def _scaled_row() -> AdvisorStrategy:
+    row = policy_strategies(
+        [ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"],
+        looks_per_run=24.0,
+        reference_gpus=8.0,
+    )[0]
+    assert isinstance(row, AdvisorStrategy)
+    return row
+
+
+def test_a_short_run_is_not_looked_at_once_no_forecast_is_left_before_its_end() -> None:
+    ticks, res = _short_run(_scaled_row(), "none", seed=0)
+    job = res.jobs[0]  # type: ignore[attr-defined]
+    assert job.phase is Phase.DONE
+    first = next(i for i, (_t, made) in enumerate(ticks) if made)
+    assert ticks[first + 1 :] == []  # its next forecast would come hours after its end
+
+
+def test_skipping_the_looks_left_changes_no_outcome(monkeypatch) -> None:
+    """Diverging runs (a NaN loss is acted on at once, without a forecast: those looks stay), hung
+    runs (the stall rule's watchdog brings its own tick) and plateaus end exactly as when every
+    look is made, with fewer looks."""
+    fewer = 0
+    for pathology, seed in [
+        ("diverge", 2),
+        ("diverge", 6),
+        ("hang", 1),
+        ("hang", 7),
+        ("early_plateau", 3),
+        ("none", 1),
+    ]:
+        skipped, res = _short_run(_scaled_row(), pathology, seed)
+        with monkeypatch.context() as m:
+            m.setattr(AdvisorStrategy, "looks_left_s", lambda self, job, now: None)
+            every, ref = _short_run(_scaled_row(), pathology, seed)
+        a, b = res.jobs[0], ref.jobs[0]  # type: ignore[attr-defined]
+        assert (a.phase, a.end_time) == (b.phase, b.end_time), (pathology, seed)
+        assert len(skipped) <= len(every)
+        fewer += len(every) - len(skipped)
+    assert fewer >= 5

@@ -123,3 +123,17 @@ def test_the_noise_table_is_drawn_on_the_first_report_from_the_runs_seed() -> No
     expected = c.clean(steps / c.total_steps) * (1.0 + 0.05 * z[(steps * 2654435761) % 1024])
     assert np.array_equal(c.observed_many(steps), expected)
     assert c.observed(999) == float(expected[2])
+
+
+def test_non_finite_from_is_at_or_before_the_first_nan_report_of_a_divergence() -> None:
+    spec = CurveSpec(total_steps=10_000, l_inf=1.0, a=2.0, alpha=0.5, x0=0.05, pathology="diverge", at=0.5)
+    first = spec.non_finite_from()
+    assert first is not None and 5_000 < first < 10_000
+    steps = np.arange(1, 10_001)
+    losses = spec.observed_many(steps)
+    first_nan = int(steps[~np.isfinite(losses)][0])
+    assert first <= first_nan
+    assert np.isfinite(losses[: first - 1]).all()  # finite up to it (it is at most a grid step early)
+    assert first_nan - first <= 2 * 10_000 / 511 + 1  # within two points of the truth grid
+    healthy = CurveSpec(total_steps=10_000, l_inf=1.0, a=2.0, alpha=0.5, x0=0.05)
+    assert healthy.non_finite_from() is None

@@ -152,3 +152,39 @@ def test_a_checkpoint_acknowledgement_reports_the_checkpoint_as_it_stood_then() 
     assert sample.loss == job.curve.observed(600)
     assert sample.learning_rate == job.curve.learning_rate(600)
     assert not job.forced_samples
+
+
+def test_a_run_that_hangs_between_two_looks_stops_reporting_new_steps_at_its_hang() -> None:
+    """The reports a tick collects are interpolated between the job's known (time, step) points:
+    a run that hung since the last look must show its steps stuck from the hang on, not creeping
+    up to the tick (which would hide the hang from the stall rule until the look after)."""
+
+    class RareLooks(NoAdvisor):
+        name = "rare"
+
+        def __init__(self) -> None:
+            self.samples: list[tuple[float, int]] = []
+            self.ticks: list[float] = []
+
+        def first_tick(self, job):  # type: ignore[no-untyped-def]
+            return 600.0
+
+        def next_tick(self, job, now):  # type: ignore[no-untyped-def]
+            return 4 * 3600.0
+
+        def tick(self, job, samples, now):  # type: ignore[no-untyped-def]
+            self.ticks.append(now)
+            self.samples.extend((s.time, s.step) for s in samples)
+            return ()
+
+    sc = scenario([TraceJob("h", 0.0, 8, 10 * 3600.0, total_steps=10_000)], one_queue(8), QUIET, seed=1)
+    sc.curve_mix = {"hang": 1.0}
+    strategy = RareLooks()
+    res = run_strategy(sc, strategy)
+    job = res.jobs[0]
+    assert job.hang_step is not None
+    hung_at = job.first_start + job.restart_cost + job.hang_step * job.step_time
+    assert any(t > hung_at + 3600.0 for t in strategy.ticks)  # a look long after the hang
+    last_time, last_step = strategy.samples[-1]  # only reports with a new step are logged
+    assert last_step == job.hang_step
+    assert hung_at - job.report_interval <= last_time <= hung_at + job.report_interval
