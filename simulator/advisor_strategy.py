@@ -322,7 +322,7 @@ class AdvisorStrategy:
         their own ticks (a ``for:`` window's end through ``recheck_at``, a hang through the stall
         rule's watchdog, which fires when the job stops progressing before this tick), and a
         non-finite loss, which the divergence rule acts on without a forecast, keeps the looks
-        (``Simulation.reports_finite_until``). On Philly three jobs in four run under an hour:
+        (``Simulation.reports_finite_to_end``). On Philly three jobs in four run under an hour:
         on every 20th job, the jobs under 4 hours took 56% of the looks and 33% of the forecasts
         for 0.9% of the non-learning GPU-hours given back. Skipping these looks: 16% fewer looks
         on three disjoint every-20th slices (jobs 0, 1 and 2 mod 20), the same forecasts within 4."""
@@ -339,7 +339,7 @@ class AdvisorStrategy:
         if next_forecast <= now + left:
             return None
         sim = self._sim
-        if sim is not None and not sim.reports_finite_until(job, now + left):
+        if sim is not None and not sim.reports_finite_to_end(job):
             return None  # a NaN loss to come: the controller would see that report at once
         return left
 

@@ -471,14 +471,15 @@ class Simulation:
         hang = job.hang_step
         return hang is None or job.step_at(t) < hang
 
-    def reports_finite_until(self, job: SimJob, t: float) -> bool:
-        """Whether every loss the job reports until ``t`` is finite. The controller is woken by
-        every report, and a non-finite loss is a decision by itself (the divergence rule acts on it
-        at once, no forecast needed), so a strategy that skips looks must not skip past one."""
+    def reports_finite_to_end(self, job: SimJob) -> bool:
+        """Whether every loss the job reports from now to its last step is finite. The controller
+        is woken by every report, and a non-finite loss is a decision by itself (the divergence
+        rule acts on it at once, no forecast needed), so a strategy that skips looks must not skip
+        past one."""
         bad = self._non_finite.get(job.idx, -1)
         if bad == -1:
             bad = self._non_finite[job.idx] = job.curve.non_finite_from()
-        return bad is None or job.step_at(t) < bad
+        return bad is None or bad >= job.cap_step
 
     def _react(self, job: SimJob) -> None:
         """The controller's answer to the eviction of a workload it boosted, before Kueue's next
