@@ -218,18 +218,22 @@ class TestPersistence:
         assert len(rec.history) == 0 and rec.actions == [] and rec.forecast is None
 
 
+def _core_seeing_clusters() -> tuple[AdvisorCore, list[ClusterView]]:
+    """A core with one policy whose decider keeps every cluster view it is handed."""
+    seen: list[ClusterView] = []
+
+    def decider(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+        seen.append(cluster)
+        return Decision(job=job.key, policy=policy.name)
+
+    rec = Recorder()
+    core = AdvisorCore([FakePolicy("p")], forecaster=rec.forecaster, selector=rec.selector, decider=decider)
+    return core, seen
+
+
 class TestClusterWideBookkeeping:
     def test_policy_caps_see_capped_actions_on_every_job_within_the_hour(self) -> None:
-        seen: list[ClusterView] = []
-
-        def decider(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
-            seen.append(cluster)
-            return Decision(job=job.key, policy=policy.name)
-
-        rec = Recorder()
-        core = AdvisorCore(
-            [FakePolicy("p")], forecaster=rec.forecaster, selector=rec.selector, decider=decider
-        )
+        core, seen = _core_seeing_clusters()
         for i, kind in enumerate([ActionKind.RELEASE_QUOTA, ActionKind.CHECKPOINT, ActionKind.SCALE]):
             core.record_action(
                 f"ml/j{i}", ActionRecord(kind=kind, time=100.0 * i, request_id=f"r{i}", policy="p")
@@ -242,16 +246,7 @@ class TestClusterWideBookkeeping:
     def test_jobs_decided_against_one_snapshot_share_one_capped_view(self) -> None:
         """The per-snapshot index of ``policies.index`` is keyed by identity: a fresh copy of the
         snapshot for every job would rebuild it at every decision."""
-        seen: list[ClusterView] = []
-
-        def decider(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
-            seen.append(cluster)
-            return Decision(job=job.key, policy=policy.name)
-
-        rec = Recorder()
-        core = AdvisorCore(
-            [FakePolicy("p")], forecaster=rec.forecaster, selector=rec.selector, decider=decider
-        )
+        core, seen = _core_seeing_clusters()
         core.record_action(
             "ml/a", ActionRecord(kind=ActionKind.RELEASE_QUOTA, time=0.0, request_id="r0", policy="p")
         )
