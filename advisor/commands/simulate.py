@@ -78,8 +78,9 @@ def register(subparsers: Any) -> None:
         type=float,
         default=None,
         help="look at a quiet, long job of a plateau/divergence/stall-only policy about this many "
-        "times over its run instead of every forecast interval (e.g. 24; off by default: several "
-        "times faster on huge traces, at some cost in how early plateaus are seen)",
+        "times over its run instead of every forecast interval, and not at all once its next "
+        "forecast would come after its expected end (e.g. 24; off by default: several times "
+        "faster on huge traces, at some cost in how early plateaus are seen)",
     )
     p.add_argument(
         "--close-interval",
