@@ -476,9 +476,9 @@ class Simulation:
         is woken by every report, and a non-finite loss is a decision by itself (the divergence
         rule acts on it at once, no forecast needed), so a strategy that skips looks must not skip
         past one."""
-        bad = self._non_finite.get(job.idx, -1)
-        if bad == -1:
-            bad = self._non_finite[job.idx] = job.curve.non_finite_from()
+        if job.idx not in self._non_finite:
+            self._non_finite[job.idx] = job.curve.non_finite_from()
+        bad = self._non_finite[job.idx]
         return bad is None or bad >= job.cap_step
 
     def _react(self, job: SimJob) -> None:
