@@ -238,8 +238,13 @@ def _detect(path: Path) -> str:
     for name, (required, _parse) in FORMATS.items():
         if set(required) <= header:
             return name
+    wanted = "; ".join(f"{name}: {', '.join(required)}" for name, (required, _parse) in FORMATS.items())
     raise TraceError(
-        path, 1, None, "unrecognised header; pass --trace-format (philly, itp, gavel, tiresias, csv)"
+        path,
+        1,
+        None,
+        f"unrecognised header (columns each format needs: {wanted}; the csv format also reads queue, "
+        "priority and total_steps); pass --trace-format (philly, itp, gavel, tiresias, csv)",
     )
 
 

@@ -135,7 +135,9 @@ def _scenario(args: argparse.Namespace) -> Any:
                 args.trace, args.trace_format, skip_bad_rows=args.skip_bad_rows, limit=args.limit
             )
         except TraceError as exc:
-            raise CommandError(f"{exc} (use --skip-bad-rows to skip such rows)") from None
+            row_error = exc.line is not None and exc.line > 1  # a header or file error is not skippable
+            hint = " (use --skip-bad-rows to skip such rows)" if row_error and not args.skip_bad_rows else ""
+            raise CommandError(f"{exc}{hint}") from None
         queues, qmap = auto_cluster(trace)
         scenario = Scenario(f"trace {trace.source}", trace, queues, qmap, seed=args.seed)
     if args.cluster is not None:

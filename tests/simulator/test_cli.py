@@ -91,6 +91,17 @@ def test_malformed_trace_row_is_one_clear_error(tmp_path: Path, capsys: pytest.C
     assert json.loads(out.read_text())[0]["scenario"]["skipped_rows"] == 1
 
 
+def test_unknown_trace_header_names_the_columns_and_offers_no_row_skipping(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit,gpus,duration\na,0,1,600\n")
+    assert main(["simulate", "--trace", str(trace), "--baselines-only", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{trace}:1:" in err[0] and "unrecognised header" in err[0]
+    assert "csv: name, submit_s, gpus, duration_s" in err[0] and "--skip-bad-rows" not in err[0]
+
+
 def test_malformed_policy_file_names_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "policy-bad.yaml"
     bad.write_text(
