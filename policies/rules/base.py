@@ -25,9 +25,20 @@ from advisor.model import (
     JobView,
 )
 from policies.fields import format_duration
+from policies.index import cluster_index
 from policies.spec import Policy
 
-__all__ = ["DISRUPTIVE", "Context", "Outcome", "held_since", "last_record", "pct", "propose_scale"]
+__all__ = [
+    "DISRUPTIVE",
+    "Context",
+    "Outcome",
+    "admitted_at",
+    "held_since",
+    "last_record",
+    "pct",
+    "propose_scale",
+    "unsaved_since",
+]
 
 #: kinds that cooldowns and caps govern (one definition, shared with the core loop's cap count)
 DISRUPTIVE = DISRUPTIVE_KINDS
@@ -119,6 +130,27 @@ def held_since(state: Mapping[str, float], key: str, now: float, condition: bool
     if since is None or not math.isfinite(since) or since > now:
         return now
     return since
+
+
+def admitted_at(ctx: Context) -> float | None:
+    """When Kueue admitted the job's Workload this time: the adapter's ``JobView.admitted_at``, or,
+    from an adapter that did not say, the job's Workload in the snapshot."""
+    if ctx.job.admitted_at is not None:
+        return ctx.job.admitted_at
+    workload = cluster_index(ctx.cluster).by_job.get(ctx.job.key)
+    return workload.admitted_at if workload is not None else None
+
+
+def unsaved_since(ctx: Context) -> float | None:
+    """Since when the job has work a checkpoint would save: the later of its last checkpoint and its
+    current admission, else its start.
+
+    Why the admission: a workload evicted and admitted again resumed from its last checkpoint, so
+    it has nothing new to lose until it runs again. Counting from the checkpoint alone would ask
+    it to save, the moment it restarts, the very state it has just loaded."""
+    job = ctx.job
+    refs = [t for t in (job.checkpoint.last_time, admitted_at(ctx)) if t is not None and t <= ctx.now]
+    return max(refs) if refs else job.started_at
 
 
 def last_record(

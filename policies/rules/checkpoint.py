@@ -6,7 +6,9 @@ or the policy's default. So a calm queue checkpoints rarely and a preemptible on
 workload that no preemption rule can reach (top of the priorities in use in its cohort, its queue
 unable to borrow, or reclamation limited to lower priorities: ``policies.victims.can_be_preempted``)
 keeps ``maxInterval``: the queue's eviction rate is other workloads' risk, not its own. One
-request at a time: nothing new while one is pending.
+request at a time: nothing new while one is pending. The interval counts from the later of the
+last checkpoint and the current admission (``unsaved_since``): a workload evicted and admitted
+again resumed from that checkpoint, and asking it to save as it restarts would only save it again.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import math
 
 from advisor.model import ActionKind
 from policies.index import cluster_index
-from policies.rules.base import Context, Outcome, dur
+from policies.rules.base import Context, Outcome, dur, unsaved_since
 from policies.spec import CheckpointRule
 from policies.victims import can_be_preempted
 from policies.youngdaly import checkpoint_interval
@@ -50,7 +52,7 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
         every = rule.max_interval
     if job.checkpoint.pending_request is not None:
         return out
-    last = job.checkpoint.last_time if job.checkpoint.last_time is not None else job.started_at
+    last = unsaved_since(ctx)
     if last is None:
         return out
     age = now - last
@@ -62,7 +64,9 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
         if safe
         else f"Young/Daly for cost {dur(cost)}, MTBF {mtbf} on queue {job.cluster_queue or '-'}"
     )
-    reason = f"last checkpoint {dur(age)} ago >= interval {dur(every)} ({why})"
+    saved = job.checkpoint.last_time
+    since = "last checkpoint" if last == saved else "admission" if saved is not None else "start"
+    reason = f"{since} {dur(age)} ago >= interval {dur(every)} ({why})"
     out.advice, out.severity = "checkpoint", 1
     if ctx.apply:
         out.act(ActionKind.CHECKPOINT, NAME, reason, interval_s=every)

@@ -37,7 +37,7 @@ import math
 
 from advisor.model import ActionKind, ClusterView, WorkloadView
 from policies.index import cluster_index
-from policies.rules.base import Context, Outcome, dur, last_record
+from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
 from policies.spec import PreemptionGuardRule
 from policies.victims import can_be_preempted, first_in_line, predict_victims
 from policies.youngdaly import checkpoint_interval
@@ -104,15 +104,14 @@ def standing_boost(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView) -> 
 def _standing(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView, value: int, out: Outcome) -> None:
     """Set or drop the standing boost so that it is on exactly while the checkpoint is stale.
 
-    Staleness counts from the later of the last checkpoint and the workload's admission: a workload
-    just (re)admitted restarted from its checkpoint and has nothing to lose yet. The intent is read
+    Staleness counts from ``unsaved_since``: a workload just (re)admitted restarted from its
+    checkpoint and has nothing to lose yet. The intent is read
     from the action log (the last boost or drop requested), not from the view, so that a write on
     its way is not repeated. A workload that is not admitted never keeps a boost: in the queue it
     would jump ahead of its equals.
     """
-    job, now, cp = ctx.job, ctx.now, ctx.job.checkpoint
-    refs = [t for t in (cp.last_time, w.admitted_at) if t is not None]
-    ref = max(refs) if refs else job.started_at
+    job, now = ctx.job, ctx.now
+    ref = unsaved_since(ctx)
     age = None if ref is None else now - ref
     stale = age is None or age > rule.stale_after
     want = value if (stale and w.admitted and job.admitted) else 0
@@ -201,7 +200,7 @@ def _guard(
 ) -> Outcome:
     """Checkpoint a predicted (or first-in-line) victim whose checkpoint is stale; with
     ``boost_allowed`` a predicted victim of a pending workload is also boosted while it saves."""
-    job, now, cp = ctx.job, ctx.now, ctx.job.checkpoint
+    now, cp = ctx.now, ctx.job.checkpoint
     index = cluster_index(ctx.cluster)
     if index.victims is None:
         index.victims = frozenset((v.namespace, v.name) for v in predict_victims(ctx.cluster))
@@ -216,7 +215,7 @@ def _guard(
         return out
     if not can_be_preempted(ctx.cluster, w):
         return out
-    ref = cp.last_time if cp.last_time is not None else job.started_at
+    ref = unsaved_since(ctx)
     age = None if ref is None else now - ref
     stale_after = rule.stale_after
     if likely:

@@ -11,8 +11,7 @@ default no checkpoint is requested first: a hung process cannot answer one.
 from __future__ import annotations
 
 from advisor.model import ActionKind
-from policies.index import cluster_index
-from policies.rules.base import Context, Outcome, dur
+from policies.rules.base import Context, Outcome, admitted_at, dur
 from policies.rules.release import release
 from policies.spec import RECOMMEND, StallRule
 
@@ -27,12 +26,9 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     if job.total_steps is not None and job.step >= job.total_steps:
         return out
     since = job.last_step_change if job.last_step_change is not None else job.started_at
-    admitted_at = job.admitted_at
-    if admitted_at is None:  # an adapter that did not say: the job's Workload in the snapshot
-        workload = cluster_index(ctx.cluster).by_job.get(job.key)
-        admitted_at = workload.admitted_at if workload is not None else None
-    if admitted_at is not None and admitted_at <= now:
-        since = admitted_at if since is None else max(since, admitted_at)
+    admitted = admitted_at(ctx)
+    if admitted is not None and admitted <= now:
+        since = admitted if since is None else max(since, admitted)
     if since is None or since > now:
         return out
     idle = now - since

@@ -53,6 +53,27 @@ def test_periodic_checkpoints_wait_for_a_pending_one_and_respect_bounds() -> Non
     assert decide(job(checkpoint=recent), cluster(preemption_rate={"cq": 1 / 60}), p, now=T0).actions == ()
 
 
+def test_a_job_admitted_again_after_its_checkpoint_has_nothing_to_save_until_it_runs() -> None:
+    """Evicted and admitted again, a job resumed from its last checkpoint: the periodic interval and
+    the guard's staleness count from the admission, not from that checkpoint."""
+    p = policy(
+        {
+            "checkpoint": {"minInterval": "10m", "maxInterval": "1h"},
+            "preemptionGuard": {"staleAfter": "10m", "likelyHazardPerHour": 0.1},
+        }
+    )
+    q = ClusterQueueView(name="cq", nominal_gpus=16, usage_gpus=16, within_cluster_queue="LowerPriority")
+    saved = CheckpointState(last_time=T0 - 2 * HOUR, cost_seconds=30.0)
+    for admitted_ago, due in ((5 * 60, False), (2 * HOUR, True)):
+        c = cluster([q], [wl("ft-1", "cq", 8, 0, at=T0 - admitted_ago)], preemption_rate={"cq": 1 / HOUR})
+        j = job(namespace="ns", name="ft-1", checkpoint=saved, admitted_at=T0 - admitted_ago)
+        d = decide(j, c, p, now=T0)
+        assert [a.kind for a in d.actions] == ([ActionKind.CHECKPOINT] if due else []), admitted_ago
+    # an adapter that does not say when it admitted the job: the snapshot's Workload says it
+    c = cluster([q], [wl("ft-1", "cq", 8, 0, at=T0 - 5 * 60)], preemption_rate={"cq": 1 / HOUR})
+    assert decide(job(namespace="ns", name="ft-1", checkpoint=saved), c, p, now=T0).actions == ()
+
+
 # --- victim prediction ---------------------------------------------------------------------------
 
 
@@ -269,7 +290,7 @@ def test_the_first_in_line_on_an_evicting_queue_keeps_a_fresh_checkpoint_without
     q = ClusterQueueView(name="cq", nominal_gpus=16, usage_gpus=16, within_cluster_queue="LowerPriority")
     c = cluster(
         [q],
-        [wl("ft-1", "cq", 8, 0, at=T0 - 60), wl("other", "cq", 8, 5, at=T0 - HOUR)],
+        [wl("ft-1", "cq", 8, 0, at=T0 - 30 * 60), wl("other", "cq", 8, 5, at=T0 - HOUR)],
         preemption_rate={"cq": 0.5 / HOUR},
         priority_boost_enabled=True,
     )

@@ -13,7 +13,9 @@ from policies import decide
 from policies.victims import can_be_preempted
 
 
-def _wl(name: str, prio: int, cq: str = "cq", *, admitted: bool = True) -> WorkloadView:
+def _wl(
+    name: str, prio: int, cq: str = "cq", *, admitted: bool = True, at: float = T0 - HOUR
+) -> WorkloadView:
     return WorkloadView(
         namespace="team-a",
         name=name,
@@ -21,7 +23,7 @@ def _wl(name: str, prio: int, cq: str = "cq", *, admitted: bool = True) -> Workl
         gpus=8,
         priority=prio,
         admitted=admitted,
-        admitted_at=T0 - HOUR if admitted else None,
+        admitted_at=at if admitted else None,
         job=f"team-a/{name}",
     )
 
@@ -78,8 +80,17 @@ def test_a_workload_nothing_can_evict_keeps_the_calm_interval() -> None:
     d = decide(j, exposed, p, now=T0)
     assert [a.kind for a in d.actions] == [ActionKind.CHECKPOINT]
     # past maxInterval even the safe one saves (node failures still happen)
-    late = job(checkpoint=CheckpointState(last_time=T0 - 5 * HOUR, cost_seconds=30.0), priority=1000)
-    d = decide(late, safe, p, now=T0)
+    late = job(
+        checkpoint=CheckpointState(last_time=T0 - 5 * HOUR, cost_seconds=30.0),
+        priority=1000,
+        started_at=T0 - 6 * HOUR,
+    )
+    safe_for_long = cluster(
+        [_cq(within_cluster_queue="LowerPriority")],
+        [_wl("ft-1", 1000, at=T0 - 6 * HOUR), _wl("low", 0)],
+        preemption_rate=spot,
+    )
+    d = decide(late, safe_for_long, p, now=T0)
     assert [a.kind for a in d.actions] == [ActionKind.CHECKPOINT]
     assert "no preemption can reach it" in d.actions[0].reason
     assert d.actions[0].params["interval_s"] == pytest.approx(4 * HOUR)
