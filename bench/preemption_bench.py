@@ -1,6 +1,6 @@
 """Preemption benchmark: checkpoint-before-preemption against fixed-interval checkpointing at equal overhead.
 
-Run: ``.venv/bin/python bench/preemption_bench.py [--seeds N] [--policy FILE ...]``.
+Run: ``.venv/bin/python bench/preemption_bench.py [--seeds N] [--jobs N] [--policy FILE ...]``.
 
 The target compares work lost to preemption "at equal or lower checkpoint overhead", but a policy
 and a fixed interval rarely land on the same overhead. So the fixed-interval baseline is run at
@@ -50,12 +50,12 @@ def _strategies(policies: list[Path]) -> list[Strategy]:
     return [*rows, *policy_strategies(policies)]
 
 
-def _pooled(policies: list[Path], seeds: range) -> dict[str, dict[str, float]]:
+def _pooled(policies: list[Path], seeds: range, n_jobs: int) -> dict[str, dict[str, float]]:
     """Per row: GPU-hours lost to preemption, checkpoint overhead and preemptions, summed over the
     seeds."""
     out: dict[str, dict[str, float]] = {}
     for seed in seeds:
-        scenario = default_scenario(seed=seed)
+        scenario = default_scenario(seed=seed, n_jobs=n_jobs)
         for strategy in _strategies(policies):
             m = run_strategy(scenario, strategy).metrics
             row = out.setdefault(strategy.name, {"lost": 0.0, "overhead": 0.0, "preemptions": 0.0})
@@ -81,13 +81,16 @@ def main() -> int:
         action="append",
         help="AdvisorPolicy file to compare (repeatable; default: the preemption-guard sample)",
     )
+    parser.add_argument(
+        "--jobs", type=int, default=120, help="jobs per seed (default 120, the embedded default's)"
+    )
     args = parser.parse_args()
-    if args.seeds <= 0:
-        parser.error("--seeds must be positive")
+    if args.seeds <= 0 or args.jobs <= 0:
+        parser.error("--seeds and --jobs must be positive")
     start = time.perf_counter()
-    rows = _pooled(args.policy or [GUARD], range(args.seeds))
+    rows = _pooled(args.policy or [GUARD], range(args.seeds), args.jobs)
 
-    print(f"default scenario, seeds 0-{args.seeds - 1}, pooled (GPU-hours):")
+    print(f"default scenario ({args.jobs} jobs), seeds 0-{args.seeds - 1}, pooled (GPU-hours):")
     print(f"  {'row':<28} {'lost to preemption':>18} {'ckpt overhead':>14} {'preemptions':>12}")
     for name, row in rows.items():
         print(f"  {name:<28} {row['lost']:18.1f} {row['overhead']:14.1f} {row['preemptions']:12.0f}")
