@@ -87,7 +87,7 @@ def test_explain_shows_the_selected_policy_each_rule_and_the_decision(
     assert main(["policy", "explain", str(sample), "--job-state", str(_state(tmp_path))]) == 0
     out = capsys.readouterr().out
     assert "policy plateau-release (Apply), most specific match" in out
-    assert "plateau" in out and "P(plateau)=0.97 >= 0.90 for 2h" in out
+    assert "plateau" in out and "P(plateau)=0.97 >= 0.80 for 2h" in out
     assert "stall             nothing to do" in out
     assert "decision: advice=plateau:release" in out
     assert "checkpoint [plateau] checkpoint before release quota" in out
