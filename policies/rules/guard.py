@@ -105,10 +105,9 @@ def _standing(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView, value: i
     """Set or drop the standing boost so that it is on exactly while the checkpoint is stale.
 
     Staleness counts from ``unsaved_since``: a workload just (re)admitted restarted from its
-    checkpoint and has nothing to lose yet. The intent is read
-    from the action log (the last boost or drop requested), not from the view, so that a write on
-    its way is not repeated. A workload that is not admitted never keeps a boost: in the queue it
-    would jump ahead of its equals.
+    checkpoint and has nothing to lose yet. The intent is read from the action log (the last boost
+    or drop requested), not from the view, so that a write on its way is not repeated. A workload
+    that is not admitted never keeps a boost: in the queue it would jump ahead of its equals.
     """
     job, now = ctx.job, ctx.now
     ref = unsaved_since(ctx)
