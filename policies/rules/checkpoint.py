@@ -64,8 +64,13 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
         if safe
         else f"Young/Daly for cost {dur(cost)}, MTBF {mtbf} on queue {job.cluster_queue or '-'}"
     )
-    saved = job.checkpoint.last_time
-    since = "last checkpoint" if last == saved else "admission" if saved is not None else "start"
+    since = (
+        "last checkpoint"
+        if last == job.checkpoint.last_time
+        else "start"
+        if last == job.started_at
+        else "admission"
+    )
     reason = f"{since} {dur(age)} ago >= interval {dur(every)} ({why})"
     out.advice, out.severity = "checkpoint", 1
     if ctx.apply:
