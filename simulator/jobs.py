@@ -57,7 +57,8 @@ class WorldConfig:
     jit_fraction: float = 0.25  # share of jobs whose training helper saves on SIGTERM
     node_mtbf_h: float = 400.0  # per-node mean time between failures (0: no failures)
     job_checkpoint_interval_s: float | None = 7200.0  # the users' own periodic checkpoints
-    priority_boost_enabled: bool = True
+    #: Kueue's PriorityBoost feature gate (alpha, off by default): the controller's default too
+    priority_boost_enabled: bool = False
     horizon_s: float | None = None  # stop simulating here (None: until every job is accounted for)
 
 

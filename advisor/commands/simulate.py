@@ -112,7 +112,12 @@ def register(subparsers: Any) -> None:
         default=None,
         help="the jobs' own periodic checkpoint interval (0: none; default 2h)",
     )
-    p.add_argument("--no-priority-boost", action="store_true", help="Kueue's PriorityBoost gate off")
+    p.add_argument(
+        "--priority-boost",
+        action="store_true",
+        help="Kueue runs with the PriorityBoost gate (alpha; off by default, as in the controller)",
+    )
+    p.add_argument("--no-priority-boost", action="store_true", help="the gate off (the default)")
     p.add_argument("--json", type=Path, help="write the rows as JSON to this file")
     p.add_argument("--report", type=Path, help="write a Markdown report with plots to this directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -156,8 +161,10 @@ def _scenario(args: argparse.Namespace) -> Any:
         changes["node_mtbf_h"] = args.mtbf / 3600.0
     if args.job_checkpoint_interval is not None:
         changes["job_checkpoint_interval_s"] = args.job_checkpoint_interval or None
-    if args.no_priority_boost:
-        changes["priority_boost_enabled"] = False
+    if args.priority_boost and args.no_priority_boost:
+        raise CommandError("--priority-boost and --no-priority-boost exclude each other")
+    if args.priority_boost or args.no_priority_boost:
+        changes["priority_boost_enabled"] = bool(args.priority_boost)
     return with_world(scenario, **changes) if changes else scenario
 
 

@@ -43,7 +43,8 @@ from advisor.controller.store import ForecastStore, decode_history
 from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
-from advisor.model import ActionKind, ClusterView, Decision, JobView, job_key
+from advisor.model import ClusterView, Decision, JobView, job_key
+from policies.hazard import hazard_by_queue, workload_exposure
 
 __all__ = ["Engine", "EngineConfig"]
 
@@ -189,7 +190,7 @@ class Engine:
                 break  # the rest are evaluated in the next steps (oldest first); rendered below
             job = self.jobs[key]
             if cluster is None:
-                cluster = self._cluster_view()
+                cluster = self._cluster_view(now)
             try:
                 self._evaluate(key, job, cluster, now)
             except Exception:
@@ -327,16 +328,26 @@ class Engine:
             namespace_labels=self.namespace_labels.get(ns),
         )
 
-    def _cluster_view(self) -> ClusterView:
-        exposure: dict[str, float] = {}
-        evictions: dict[str, int] = {}
-        for wl in self.workloads.values():
-            if wl.cluster_queue:
-                exposure[wl.cluster_queue] = exposure.get(wl.cluster_queue, 0.0) + wl.past_execution_seconds
-                evictions[wl.cluster_queue] = evictions.get(wl.cluster_queue, 0) + wl.evictions
-        rates = {
-            cq: evictions[cq] / exposure[cq] for cq in exposure if exposure[cq] > 0 and evictions.get(cq)
-        }
+    def queue_of(self, wl: Workload) -> str | None:
+        """The ClusterQueue a Workload belongs to: its admission's, else its LocalQueue's (an
+        evicted workload loses its admission but keeps its history on that queue)."""
+        if wl.cluster_queue:
+            return wl.cluster_queue
+        lq = self.local_queues.get(job_key(wl.namespace, wl.queue_name)) if wl.queue_name else None
+        return lq.cluster_queue if lq is not None and lq.cluster_queue else None
+
+    def _cluster_view(self, now: float) -> ClusterView:
+        rates = hazard_by_queue(
+            workload_exposure(
+                cq,
+                dict(wl.evictions_by_reason),
+                past_admitted_seconds=wl.past_execution_seconds,
+                admitted_since=wl.admitted_at if wl.admitted else None,
+                now=now,
+            )
+            for wl in self.workloads.values()
+            if (cq := self.queue_of(wl)) is not None
+        )
         return ClusterView(
             cluster_queues={name: cq.view() for name, cq in self.cluster_queues.items()},
             workloads=tuple(w.view() for w in self.workloads.values() if not w.finished),
@@ -424,7 +435,9 @@ class Engine:
     def _sync_checkpoints(
         self, key: str, base: JobView, body: Mapping[str, Any], workload: Workload | None, now: float
     ) -> None:
-        """Close checkpoint requests the core saw acknowledged or timed out; then drop our boost."""
+        """Close checkpoint requests the core saw acknowledged or timed out. Dropping a boost the
+        checkpoint was shielding is the guard's decision (``policies.rules.guard.boost_to_drop``),
+        made in the same evaluation from the acknowledged checkpoint and carried out with it."""
         rec = self.core.record(key)
         if rec is None:
             return
@@ -435,25 +448,6 @@ class Engine:
                 continue
             detail = f"at step {rec.checkpoint.last_step}" if action.outcome == "acknowledged" else ""
             self.actuator.checkpoint_done(self.core.view(base), rid, action.outcome, body=body, detail=detail)
-            boosts = [
-                a
-                for a in rec.actions
-                if a.kind in (ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST) and a.outcome == "done"
-            ]
-            if boosts and boosts[-1].kind is ActionKind.BOOST_PRIORITY:
-                from advisor.model import Action, Mode
-
-                drop = Decision(
-                    job=key,
-                    policy=boosts[-1].policy,
-                    mode=Mode.APPLY,
-                    actions=(
-                        Action(
-                            ActionKind.DROP_BOOST, "preemption-guard", f"checkpoint {rid} {action.outcome}"
-                        ),
-                    ),
-                )
-                self.actuator.execute(self.core.view(base), drop, body=body, workload=workload, now=now)
 
     # ----------------------------------------------------------------------------- rendering
     @staticmethod

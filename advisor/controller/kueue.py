@@ -143,6 +143,8 @@ class Workload:
     priority_boost: int = 0
     evictions: int = 0
     past_execution_seconds: float = 0.0
+    #: ``schedulingStats.evictions`` summed per reason (over underlying causes), sorted by reason
+    evictions_by_reason: tuple[tuple[str, int], ...] = ()
 
     def view(self) -> WorkloadView:
         owner = job_key(self.namespace, self.owner_name) if self.owner_name else None
@@ -228,9 +230,12 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         boost = int(boost_raw) if boost_raw is not None else 0
     except ValueError:
         boost = 0
-    evictions = sum(
-        int(e.get("count") or 0) for e in (status.get("schedulingStats") or {}).get("evictions") or []
-    )
+    by_reason: dict[str, int] = {}
+    for e in (status.get("schedulingStats") or {}).get("evictions") or []:
+        if isinstance(e, Mapping):
+            reason = str(e.get("reason") or "")
+            by_reason[reason] = by_reason.get(reason, 0) + int(e.get("count") or 0)
+    evictions = sum(by_reason.values())
     admitted_at = (
         parse_time(conds["Admitted"].get("lastTransitionTime")) if _is_true(conds, "Admitted") else None
     )
@@ -256,6 +261,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         priority_boost=boost,
         evictions=evictions,
         past_execution_seconds=float(status.get("accumulatedPastExecutionTimeSeconds") or 0.0),
+        evictions_by_reason=tuple(sorted(by_reason.items())),
     )
 
 

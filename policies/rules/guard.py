@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 
-from advisor.model import ActionKind, ClusterView, WorkloadView
+from advisor.model import ActionKind, ClusterView, JobView, WorkloadView
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
 from policies.spec import PreemptionGuardRule
@@ -144,6 +144,30 @@ def _standing(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView, value: i
         out.act(ActionKind.RECOMMEND, NAME, f"would {reason}", would=kind.value, boost=want, standing=True)
 
 
+def boost_to_drop(job: JobView, w: WorkloadView, now: float, *, drop_after: float) -> str | None:
+    """Why the guard's (non-standing) boost on ``w`` must go now, or None while it still shields
+    a save in progress.
+
+    The boost exists to let a likely victim finish a checkpoint before Kueue picks it; so it goes
+    once a checkpoint newer than the boost is acknowledged, after ``drop_after`` without one, and
+    as soon as the workload is no longer admitted (evicted anyway: back in the queue, a boosted
+    workload would outrank, and could preempt, its equals). One decision for every adapter: the
+    controller and the simulator both only carry it out.
+    """
+    last = last_record(job, _BOOSTS)
+    boosted_at = last.time if last is not None and last.kind is ActionKind.BOOST_PRIORITY else None
+    cp = job.checkpoint
+    if boosted_at is None:
+        return "no boost record"
+    if cp.last_time is not None and cp.last_time >= boosted_at:
+        return "checkpoint acknowledged"
+    if not (w.admitted and job.admitted):
+        return "workload evicted"
+    if now - boosted_at >= drop_after:
+        return f"no acknowledgement after {dur(now - boosted_at)}"
+    return None
+
+
 def evaluate(ctx: Context, rule: PreemptionGuardRule) -> Outcome:
     out = Outcome()
     job, now = ctx.job, ctx.now
@@ -156,23 +180,13 @@ def evaluate(ctx: Context, rule: PreemptionGuardRule) -> Outcome:
         if not (job.admitted and w.admitted):
             return out
         return _guard(ctx, rule, w, out, boost_allowed=False)
-    cp = job.checkpoint
     last_boost = last_record(job, _BOOSTS)
     outstanding = last_boost is not None and last_boost.kind is ActionKind.BOOST_PRIORITY
     if w.priority_boost > 0 or outstanding:
         if last_boost is not None and last_boost.kind is ActionKind.DROP_BOOST:
             return out  # the drop is on its way
-        boosted_at = last_boost.time if last_boost is not None else None
-        acked = cp.last_time is not None and boosted_at is not None and cp.last_time >= boosted_at
-        timed_out = boosted_at is None or now - boosted_at >= rule.drop_after
-        if acked or timed_out:
-            why = (
-                "checkpoint acknowledged"
-                if acked
-                else "no boost record"
-                if boosted_at is None
-                else f"no acknowledgement after {dur(now - boosted_at)}"
-            )
+        why = boost_to_drop(job, w, now, drop_after=rule.drop_after)
+        if why is not None:
             if ctx.apply:
                 out.act(
                     ActionKind.DROP_BOOST,
@@ -182,11 +196,10 @@ def evaluate(ctx: Context, rule: PreemptionGuardRule) -> Outcome:
                     predicted_victim=False,
                 )
             return out
-        waited = now - boosted_at if boosted_at is not None else 0.0
-        if boosted_at is not None:
-            out.recheck(boosted_at + rule.drop_after)
+        boosted_at = last_boost.time if last_boost is not None else now
+        out.recheck(boosted_at + rule.drop_after)
         out.reasons.append(
-            f"{NAME}: boosted, waiting for the checkpoint ({dur(waited)} of {dur(rule.drop_after)})"
+            f"{NAME}: boosted, waiting for the checkpoint ({dur(now - boosted_at)} of {dur(rule.drop_after)})"
         )
         return out
     if not (job.admitted and w.admitted):

@@ -11,6 +11,7 @@ from advisor.controller.render import iso
 from advisor.controller.store import decode_history
 from advisor.core import AdvisorCore
 from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode
+from policies.rules.guard import boost_to_drop
 from tests.controller.fakes import FakeApi, trainjob, workload
 
 T0 = 1_800_000_000.0
@@ -151,7 +152,7 @@ def test_apply_decision_releases_quota_once_with_kueue_workload() -> None:
     )
 
 
-def test_checkpoint_ack_closes_the_request_and_drops_our_boost() -> None:
+def test_checkpoint_ack_closes_the_request_and_the_guard_drops_its_boost() -> None:
     api = FakeApi()
     api.workloads["team-a/trainjob-llm-abcde"] = workload()
     api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-0"]
@@ -161,12 +162,20 @@ def test_checkpoint_ack_closes_the_request_and_drops_our_boost() -> None:
     ]
 
     def decide(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
-        acts = (plan.pop(0),) if plan else ()
+        # the policy's side: the guard's own drop decision, fed what the controller observed
+        w = next(x for x in cluster.workloads if x.job == job.key)
+        drop = boost_to_drop(job, w, now, drop_after=3600.0) if w.priority_boost else None
+        if drop is not None:
+            acts: tuple[Action, ...] = (Action(ActionKind.DROP_BOOST, "guard", drop),)
+        else:
+            acts = (plan.pop(0),) if plan else ()
         return Decision(job=job.key, policy="p", mode=Mode.APPLY, actions=acts)
 
     e = engine(api, decide)
     e.enqueue("workload", "ADDED", api.workloads["team-a/trainjob-llm-abcde"])
     feed(e, range(10, 40, 10))
+    e.enqueue("workload", "MODIFIED", api.workloads["team-a/trainjob-llm-abcde"])  # the boost's watch event
+    e.step(T0 + 60)
     rid = api.pod_annotations["team-a/llm-0"]["advisor.trainjob-advisor.io/checkpoint-request"]
     e.enqueue(
         "job",

@@ -239,6 +239,23 @@ def test_the_boost_is_dropped_on_acknowledgement_or_timeout_and_only_once() -> N
     assert decide(done, c, p, now=T0 + 5).actions == ()
 
 
+def test_an_evicted_boosted_workload_loses_its_boost_at_once() -> None:
+    """Back in the queue a boosted workload would outrank its equals: the guard drops the boost the
+    moment the workload is evicted, not at ``dropAfter``."""
+    p = policy({"preemptionGuard": {"dropAfter": "10m"}})
+    boosted = (record(ActionKind.BOOST_PRIORITY, T0 - 120, rule="preemption-guard", outcome="done"),)
+    j, c = _guarded(
+        actions=boosted,
+        admitted=False,
+        checkpoint=CheckpointState(last_time=T0 - HOUR, pending_request="x"),
+    )
+    evicted = dataclasses.replace(
+        c, workloads=tuple(dataclasses.replace(w, admitted=False, priority_boost=1000) for w in c.workloads)
+    )
+    d = decide(j, evicted, p, now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.DROP_BOOST] and "evicted" in d.actions[0].reason
+
+
 def test_a_preemptor_that_must_borrow_preempts_in_the_cohort_only_with_borrow_within_cohort() -> None:
     def scenario(borrow: str, threshold: int | None = None) -> list[str]:
         mine = ClusterQueueView(

@@ -1,0 +1,89 @@
+"""The preemption hazard of a ClusterQueue: interruptions per second a workload is admitted there.
+
+One definition for every adapter, so the checkpoint rules see the same number in the controller
+and in the simulator:
+
+    hazard(queue) = (evictions with reason ``Preempted`` + evictions with reason ``NodeFailures``)
+                    / (seconds the queue's workloads held an admission)
+
+Only interruptions that cost unsaved work count. ``Deactivated`` evictions are releases (the
+advisor's own, or a user's): the job is told and is not requeued, so counting them would make the
+advisor's releases look like a hostile queue. ``PodsReadyTimeout``, ``AdmissionCheck`` and stopped
+queues happen before a job makes progress or by an operator's choice; they are not a hazard a
+checkpoint interval should be tuned for.
+
+The exposure is the admitted time, not the time since creation: Kueue's
+``status.accumulatedPastExecutionTimeSeconds`` only grows when a workload *loses* its admission,
+so a workload admitted now also contributes ``now - admitted_at`` (the Admitted condition's
+transition time). Dividing by the accumulated field alone leaves every running, never-evicted
+workload out of the denominator and inflates the rate by orders of magnitude.
+
+The estimate is the maximum-likelihood rate of a Poisson process (events over exposure), per
+ClusterQueue: a queue with exposure and no interruptions gets 0 (the rules then checkpoint at
+their longest interval), a queue without exposure gets no entry (the rules fall back to their
+policy's default hazard).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "HAZARD_REASONS",
+    "Exposure",
+    "hazard_by_queue",
+    "workload_exposure",
+]
+
+#: Workload eviction reasons (``status.schedulingStats.evictions[].reason``) that count as hazard
+HAZARD_REASONS: frozenset[str] = frozenset({"Preempted", "NodeFailures"})
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """One workload's (or one tally's) contribution to its queue's hazard."""
+
+    cluster_queue: str
+    preemptions: int = 0
+    failures: int = 0
+    admitted_seconds: float = 0.0
+
+    @property
+    def interruptions(self) -> int:
+        return self.preemptions + self.failures
+
+
+def workload_exposure(
+    cluster_queue: str,
+    evictions: Mapping[str, int],
+    *,
+    past_admitted_seconds: float,
+    admitted_since: float | None,
+    now: float,
+) -> Exposure:
+    """A Workload's exposure from its status: ``evictions`` maps eviction reason to count
+    (``schedulingStats.evictions``, summed over underlying causes), ``past_admitted_seconds`` is
+    ``accumulatedPastExecutionTimeSeconds`` and ``admitted_since`` the time the current admission
+    began (None when not admitted now)."""
+    past = past_admitted_seconds if math.isfinite(past_admitted_seconds) else 0.0
+    current = max(0.0, now - admitted_since) if admitted_since is not None else 0.0
+    return Exposure(
+        cluster_queue=cluster_queue,
+        preemptions=max(0, int(evictions.get("Preempted", 0))),
+        failures=max(0, int(evictions.get("NodeFailures", 0))),
+        admitted_seconds=max(0.0, past) + current,
+    )
+
+
+def hazard_by_queue(exposures: Iterable[Exposure]) -> dict[str, float]:
+    """Interruptions per admitted second, per ClusterQueue with any admitted time."""
+    events: dict[str, int] = {}
+    seconds: dict[str, float] = {}
+    for e in exposures:
+        if not e.cluster_queue:
+            continue
+        events[e.cluster_queue] = events.get(e.cluster_queue, 0) + e.interruptions
+        seconds[e.cluster_queue] = seconds.get(e.cluster_queue, 0.0) + e.admitted_seconds
+    return {cq: events[cq] / t for cq, t in seconds.items() if t > 0.0}

@@ -1,0 +1,73 @@
+"""The preemption hazard the controller reads from Workload objects: Preempted and NodeFailures
+evictions over admitted time, per ClusterQueue, counted by hand on the fixture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.kueue import parse_time, parse_workload
+from tests.controller.fakes import FakeApi
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "workloads_hazard.yaml"
+NOW = parse_time("2026-08-20T12:00:00Z")
+
+
+def _objects() -> list[dict]:
+    return yaml.safe_load(FIXTURE.read_text())
+
+
+def _engine() -> Engine:
+    e = Engine(FakeApi(), config=EngineConfig(write_interval_s=0, writer_workers=0))
+    for ns, name, cq in (("team-a", "team-a-lq", "gpu-cq"), ("team-b", "team-b-lq", "other-cq")):
+        e.enqueue(
+            "localqueue",
+            "ADDED",
+            {"metadata": {"namespace": ns, "name": name}, "spec": {"clusterQueue": cq}},
+        )
+    for obj in _objects():
+        e.enqueue("workload", "ADDED", obj)
+    return e
+
+
+def test_eviction_reasons_are_kept_apart() -> None:
+    by_name = {o["metadata"]["name"]: parse_workload(o) for o in _objects()}
+    b = by_name["trainjob-b-4d5c6"]
+    assert dict(b.evictions_by_reason) == {"Preempted": 2, "Deactivated": 1} and b.evictions == 3
+    c = by_name["trainjob-c-7a8b9"]
+    assert dict(c.evictions_by_reason) == {"NodeFailures": 1, "Preempted": 1}
+    assert c.cluster_queue is None and not c.admitted  # pending: no admission left
+
+
+def test_hazard_matches_the_hand_count() -> None:
+    assert NOW is not None
+    e = _engine()
+    e.step(NOW)
+    rates = e._cluster_view(NOW).preemption_rate
+    assert rates["gpu-cq"] == pytest.approx(4 / 27000)
+    assert rates["other-cq"] == 0.0  # admitted an hour, a PodsReadyTimeout is no preemption
+    assert set(rates) == {"gpu-cq", "other-cq"}
+
+
+def test_hazard_falls_as_running_workloads_accumulate_admitted_time() -> None:
+    assert NOW is not None
+    e = _engine()
+    e.step(NOW)
+    later = e._cluster_view(NOW + 3600).preemption_rate["gpu-cq"]
+    # a and b are admitted: each adds the hour to the exposure, the events stay 4
+    assert later == pytest.approx(4 / (27000 + 2 * 3600))
+
+
+def test_an_advisor_release_is_not_a_hazard() -> None:
+    assert NOW is not None
+    e = _engine()
+    e.step(NOW)
+    before = e._cluster_view(NOW).preemption_rate["gpu-cq"]
+    d = next(o for o in _objects() if o["metadata"]["name"] == "trainjob-d-0c1d2")
+    d["status"]["schedulingStats"]["evictions"][0]["count"] = 30
+    e.enqueue("workload", "MODIFIED", d)
+    e.step(NOW)
+    assert e._cluster_view(NOW).preemption_rate["gpu-cq"] == pytest.approx(before)

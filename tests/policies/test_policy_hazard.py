@@ -1,0 +1,46 @@
+"""The one preemption-hazard estimator both adapters use."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from policies.hazard import Exposure, hazard_by_queue, workload_exposure
+
+
+def test_only_preemptions_and_node_failures_count() -> None:
+    e = workload_exposure(
+        "q",
+        {"Preempted": 2, "NodeFailures": 1, "Deactivated": 5, "PodsReadyTimeout": 3},
+        past_admitted_seconds=100.0,
+        admitted_since=None,
+        now=1000.0,
+    )
+    assert (e.preemptions, e.failures, e.admitted_seconds) == (2, 1, 100.0)
+
+
+def test_the_current_admission_counts_as_exposure() -> None:
+    e = workload_exposure("q", {}, past_admitted_seconds=0.0, admitted_since=400.0, now=1000.0)
+    assert e.admitted_seconds == 600.0 and e.interruptions == 0
+    # an admission time in the future (clock skew) adds nothing rather than a negative exposure
+    skew = workload_exposure("q", {}, past_admitted_seconds=5.0, admitted_since=2000.0, now=1000.0)
+    assert skew.admitted_seconds == 5.0
+
+
+def test_rates_are_events_over_exposure_per_queue() -> None:
+    rates = hazard_by_queue(
+        [
+            Exposure("a", preemptions=1, admitted_seconds=1800.0),
+            Exposure("a", failures=1, admitted_seconds=1800.0),
+            Exposure("b", admitted_seconds=60.0),
+            Exposure("c"),  # never admitted: no entry, the rules use their default
+            Exposure("", preemptions=9, admitted_seconds=1.0),  # queue unknown: ignored
+        ]
+    )
+    assert rates == {"a": pytest.approx(2 / 3600.0), "b": 0.0}
+
+
+def test_non_finite_accumulated_time_is_ignored() -> None:
+    e = workload_exposure("q", {"Preempted": 1}, past_admitted_seconds=math.nan, admitted_since=0.0, now=10.0)
+    assert e.admitted_seconds == 10.0
