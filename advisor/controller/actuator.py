@@ -19,6 +19,7 @@ Workload); without a Kueue Workload, the action fails with a clear reason.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any
 
 from advisor.controller.jobs import JOB_KINDS, PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import Workload
+from advisor.controller.retry import call_with_retries
 from advisor.model import Action, ActionKind, ActionRecord, Decision, JobView, Mode
 from advisor.protocol import (
     CHECKPOINT_REQUEST_ANNOTATION,
@@ -41,7 +43,6 @@ log = logging.getLogger(__name__)
 DEFAULT_BOOST = 1000
 #: a recommendation of the same kind and rule is not repeated (Event, record) within this window
 RECOMMEND_REPEAT_S = 3600.0
-_RETRIES = 3
 _EVENT_REASONS = {
     ActionKind.CHECKPOINT: "CheckpointRequested",
     ActionKind.RELEASE_QUOTA: "QuotaReleased",
@@ -67,8 +68,10 @@ class Actuator:
         *,
         metrics: Any | None = None,
         boost: int = DEFAULT_BOOST,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.api = api
+        self.sleep = sleep or time.sleep
         self.core = core
         self.persist = persist
         self.metrics = metrics
@@ -241,16 +244,13 @@ class Actuator:
         return result
 
     def _with_retries(self, fn: Callable[[], Outcome]) -> Outcome:
-        last: Exception | None = None
-        for _ in range(_RETRIES):
-            try:
-                return fn()
-            except Exception as exc:  # conflicts and transient errors: retry with fresh reads
-                last = exc
-                status = getattr(exc, "status", None)
-                if isinstance(status, int) and status not in (409, 429, 500, 502, 503, 504):
-                    break
-        return Outcome("failed", f"API error: {getattr(last, 'reason', None) or last}")
+        """``fn`` (which reads what it acts on afresh each time) with the shared retry policy:
+        transient errors and conflicts are retried with jittered exponential backoff, anything
+        else (403, 404, 422, a bug) fails the action at once with its reason."""
+        try:
+            return call_with_retries(fn, what="action", retry_conflicts=True, sleep=self.sleep)
+        except Exception as exc:
+            return Outcome("failed", f"API error: {getattr(exc, 'reason', None) or exc}")
 
     def _mutate(
         self,
@@ -277,10 +277,7 @@ class Actuator:
                     "no Kueue Workload found for the job; quota is released only through "
                     "Workload.spec.active=false",
                 )
-            wl = self.api.kueue.set_active(ns, workload.name, False)
-            return Outcome(
-                "done", f"Workload {workload.name} deactivated (active={wl.active}, {job.gpus} GPU(s))"
-            )
+            return self._release(job, workload)
         if kind in (ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST):
             if workload is None:
                 return Outcome("failed", "no Kueue Workload found for the job")
@@ -290,6 +287,25 @@ class Actuator:
         if kind is ActionKind.SCALE:
             return self._scale(job, params, workload)
         return Outcome("failed", f"unsupported action kind {kind.value}")
+
+    def _release(self, job: JobView, workload: Workload) -> Outcome:
+        """``Workload.spec.active=false`` on a fresh read, guarded by its resourceVersion: a Workload
+        replaced, finished or already inactive since the engine's view is not written, and a
+        competing writer in between makes the API server refuse the patch (409, retried)."""
+        kueue = self.api.kueue
+        fresh = kueue.get_workload(job.namespace, workload.name)
+        if workload.uid and fresh.uid and fresh.uid != workload.uid:
+            return Outcome("failed", f"Workload {workload.name} was replaced since the decision")
+        if fresh.finished:
+            return Outcome("failed", f"Workload {workload.name} has finished; nothing to release")
+        if not fresh.active:
+            return Outcome("done", f"Workload {workload.name} already inactive ({job.gpus} GPU(s))")
+        wl = kueue.set_active(
+            job.namespace, workload.name, False, resource_version=fresh.resource_version or None
+        )
+        return Outcome(
+            "done", f"Workload {workload.name} deactivated (active={wl.active}, {job.gpus} GPU(s))"
+        )
 
     def _scale(self, job: JobView, params: Mapping[str, Any], workload: Workload | None) -> Outcome:
         target = params.get("nodes", params.get("replicas"))

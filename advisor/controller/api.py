@@ -5,6 +5,9 @@
 ``KueueClient``), so that the engine and the actuator can be unit-tested against a fake with the
 same methods, and so that every write is visible in one file (RBAC in ``manifests/rbac`` mirrors
 it). Patches are JSON merge patches of exactly the fields changed.
+
+Every request has a timeout (``REQUEST_TIMEOUT``): the kubernetes client's default is none, so a
+paused or partitioned API server would hang a write, and the action waiting behind it, forever.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ FORECAST_PLURAL = "trainjobforecasts"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 COMPONENT = "trainjob-advisor"
+#: (connect, read) seconds for every request the controller makes (watches are kopf's, with its own)
+REQUEST_TIMEOUT = (5.0, 30.0)
 
 
 def _status_code(exc: BaseException) -> int | None:
@@ -57,6 +62,24 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
     return client.ApiClient(cfg)
 
 
+def with_request_timeout(api_client: Any, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> Any:
+    """Give every request through ``api_client`` a default ``_request_timeout`` (idempotent). It
+    wraps the REST client's ``request``, which every version of the client calls by keyword."""
+    rest = api_client.rest_client
+    if getattr(rest, "_advisor_timeout", None) is not None:
+        return api_client
+    request = rest.request
+
+    def request_with_timeout(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("_request_timeout") is None:
+            kwargs["_request_timeout"] = timeout
+        return request(*args, **kwargs)
+
+    rest.request = request_with_timeout
+    rest._advisor_timeout = timeout
+    return api_client
+
+
 def _as_dict(obj: object) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise TypeError(f"expected a JSON object from the API server, got {type(obj).__name__}")
@@ -71,7 +94,7 @@ class ClusterApi:
     def __init__(self, api_client: Any) -> None:
         from kubernetes import client
 
-        self.api_client = api_client
+        self.api_client = with_request_timeout(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
         self.kueue = KueueClient(self.custom)

@@ -50,6 +50,10 @@ __all__ = ["Engine", "EngineConfig"]
 
 log = logging.getLogger(__name__)
 
+#: how long a write that must precede a mutation waits for the object's write in flight (which
+#: itself times out after ``api.REQUEST_TIMEOUT``); past it the action is not taken
+URGENT_WRITE_WAIT_S = 90.0
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -478,7 +482,9 @@ class Engine:
         if job is None:
             raise KeyError(f"unknown job {key}")
         status = self._render(key, self.core.view(self.base_view(job.body)), job.last_decision, time.time())
-        self.writer.write_now(key, {"owner": self._owner(job.body), "status": status})
+        self.writer.write_now(
+            key, {"owner": self._owner(job.body), "status": status}, timeout_s=URGENT_WRITE_WAIT_S
+        )
 
     def _write(self, key: str, payload: Mapping[str, Any]) -> None:
         how = self.store.write(key, payload["owner"], payload["status"])

@@ -376,9 +376,14 @@ class KueueClient:
         return [parse_local_queue(item) for item in resp.get("items") or []]
 
     # ------------------------------------------------------------------------------ writes
-    def set_active(self, namespace: str, name: str, active: bool) -> Workload:
-        """Deactivate (release quota; Kueue evicts and holds it) or reactivate a Workload."""
-        body = {"spec": {"active": bool(active)}}
+    def set_active(
+        self, namespace: str, name: str, active: bool, *, resource_version: str | None = None
+    ) -> Workload:
+        """Deactivate (release quota; Kueue evicts and holds it) or reactivate a Workload. With
+        ``resource_version`` the patch applies only to that version of the object (else 409)."""
+        body: dict[str, Any] = {"spec": {"active": bool(active)}}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": str(resource_version)}
         return parse_workload(
             self.api.patch_namespaced_custom_object(
                 KUEUE_GROUP, self.version, namespace, "workloads", name, body

@@ -11,19 +11,25 @@ bypass the per-object limit, and are still counted in the global bucket.
 
 Writes run on a small thread pool (the kubernetes client is blocking); one object never has two
 writes in flight, and no more writes are started than there are threads, so that when the API
-server is slow, waiting data keeps being coalesced instead of queueing up stale writes. The
-clock is injected, so the policy is unit-tested without sleeping.
+server is slow, waiting data keeps being coalesced instead of queueing up stale writes. An urgent
+``write_now`` waits for a periodic write of the same object already in flight and only then takes
+the newest pending data away: an older write can never land after the urgent one (whose full
+write would otherwise be overwritten, erasing the ``pendingActions`` recorded before a mutation).
+The clock is injected, so the policy is unit-tested without sleeping.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from advisor.controller.retry import Backoff
 
 __all__ = ["StatusWriter", "WriteStats"]
 
@@ -58,6 +64,8 @@ class StatusWriter:
         workers: int = 4,
         object_burst: float = 2.0,
         error_backoff_s: float = 5.0,
+        max_error_backoff_s: float = 120.0,
+        rng: Callable[[], float] = random.random,
         on_written: Callable[[str, float], None] | None = None,
         on_stage: Callable[[str, float], None] | None = None,
     ) -> None:
@@ -68,9 +76,17 @@ class StatusWriter:
         self.max_per_second = float(max_per_second)
         self.burst = int(burst if burst is not None else max(1, round(max_per_second)))
         self.error_backoff_s = error_backoff_s
+        # failed writes of an object back off exponentially with full jitter (the shared policy),
+        # retried on a later flush with the newest data rather than in a loop
+        self._backoff = Backoff(
+            attempts=1, base_s=error_backoff_s, cap_s=max(error_backoff_s, max_error_backoff_s)
+        )
+        self._rng = rng
+        self._failures: dict[str, int] = {}  # consecutive failed writes per object
         self._on_written = on_written
         self._on_stage = on_stage
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified when an object's write ends
         self._pending: dict[str, _Pending] = {}
         self.object_burst = max(1.0, float(object_burst))
         self._credit: dict[str, tuple[float, float]] = {}  # key -> (tokens, when)
@@ -108,6 +124,7 @@ class StatusWriter:
             self._pending.pop(key, None)
             self._credit.pop(key, None)
             self._blocked_until.pop(key, None)
+            self._failures.pop(key, None)
 
     # ------------------------------------------------------------------------------- output
     def _refill(self, now: float) -> None:
@@ -168,30 +185,53 @@ class StatusWriter:
         try:
             self._write(key, item.payload)
         except Exception as exc:
-            log.warning("status write for %s failed (retrying in %.0fs): %s", key, self.error_backoff_s, exc)
             with self._lock:
                 self.stats.errors += 1
+                failures = self._failures.get(key, 0)
+                self._failures[key] = failures + 1
+                wait = self._backoff.delay(failures, self._rng)
                 # keep the newest data if something newer arrived meanwhile; retry after a backoff
                 if key not in self._pending:
                     self._pending[key] = item
-                self._blocked_until[key] = started + self.error_backoff_s
+                self._blocked_until[key] = started + wait
                 self._in_flight.discard(key)
+                self._idle.notify_all()
+            log.warning(
+                "status write for %s failed (%d in a row; retrying in %.1fs): %s",
+                key,
+                failures + 1,
+                wait,
+                exc,
+            )
             return
         if self._on_stage is not None:
             self._on_stage("write", time.time() - began)
         with self._lock:
             self.stats.writes += 1
+            self._failures.pop(key, None)
+            self._blocked_until.pop(key, None)
             self._in_flight.discard(key)
+            self._idle.notify_all()
         if self._on_written is not None:
             self._on_written(key, item.since)
 
-    def write_now(self, key: str, payload: Mapping[str, Any]) -> None:
+    def write_now(self, key: str, payload: Mapping[str, Any], *, timeout_s: float | None = None) -> None:
         """Write synchronously, bypassing the per-object interval (for records that must be durable
-        before a mutation). Any pending payload for ``key`` is superseded. Raises on failure."""
-        with self._lock:
-            self._pending.pop(key, None)
+        before a mutation). Waits for a write of ``key`` already in flight (``timeout_s``: then
+        ``TimeoutError``, nothing written), then supersedes any pending payload and holds the
+        object's slot so that no periodic write overlaps it. Raises on failure."""
+        with self._idle:
+            if not self._idle.wait_for(lambda: key not in self._in_flight, timeout=timeout_s):
+                raise TimeoutError(f"a status write of {key} is still in flight")
+            self._pending.pop(key, None)  # after the wait: a failed older write re-queues its data
+            self._in_flight.add(key)
             self._tokens -= 1.0  # may go negative: the bucket pays it back before the next batch
-        self._write(key, payload)
+        try:
+            self._write(key, payload)
+        finally:
+            with self._idle:
+                self._in_flight.discard(key)
+                self._idle.notify_all()
         with self._lock:
             self.stats.writes += 1
 

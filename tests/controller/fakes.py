@@ -21,10 +21,22 @@ class FakeKueue:
         self.log = log
         self.workloads = workloads
 
-    def set_active(self, namespace: str, name: str, active: bool) -> Workload:
-        self.log.append(("set_active", namespace, name, active))
+    def get_workload(self, namespace: str, name: str) -> Workload:
+        obj = self.workloads.get(f"{namespace}/{name}")
+        if obj is None:
+            raise ApiError(404, "not found")
+        return parse_workload(obj)
+
+    def set_active(
+        self, namespace: str, name: str, active: bool, *, resource_version: str | None = None
+    ) -> Workload:
         obj = self.workloads[f"{namespace}/{name}"]
+        meta = obj.setdefault("metadata", {})
+        if resource_version is not None and str(meta.get("resourceVersion") or "") != resource_version:
+            raise ApiError(409, "Conflict: the object has been modified")
+        self.log.append(("set_active", namespace, name, active))
         obj.setdefault("spec", {})["active"] = active
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or 0) + 1)
         return parse_workload(obj)
 
     def set_priority_boost(self, namespace: str, name: str, boost: int | None) -> Workload:

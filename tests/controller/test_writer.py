@@ -68,7 +68,9 @@ def test_global_rate_is_bounded_and_oldest_data_goes_first() -> None:
 
 def test_a_failed_write_is_retried_after_the_backoff_with_the_newest_data() -> None:
     sink = Sink(fail=1)
-    w = StatusWriter(sink, min_interval_s=1, max_per_second=100, workers=0, error_backoff_s=3)
+    w = StatusWriter(
+        sink, min_interval_s=1, max_per_second=100, workers=0, error_backoff_s=3, rng=lambda: 1.0
+    )
     w.submit("a", "old", observed_at=0)
     w.flush(0)
     assert sink.writes == [] and w.stats.errors == 1
