@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
+from advisor.forecast import epochs as epoch_track
 from advisor.forecast._prep import Prepared, downsample, prepare, report_noise, smoothed_level
 from advisor.forecast.eta import eta_interval
 from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all_robust
@@ -152,23 +153,12 @@ def _weights(
 def _epoch_boundaries(
     prep: Prepared, x: FloatArray, horizon: float | None, warnings: list[str]
 ) -> tuple[FloatArray | None, float]:
-    """Completed epoch boundaries at the fitted points and at the horizon, when the history has
-    crossed at least one (otherwise the size of the step-down at a boundary cannot be measured)."""
-    if prep.epochs is None or horizon is None:
+    """Completed epoch boundaries at the fitted points and the expected count at the horizon, when
+    the history has crossed at least one (see ``epochs`` for the two conventions)."""
+    column = epoch_track.boundary_column(prep.steps, prep.epochs, x, horizon)
+    if column is None:
         return None, 0.0
-    ok = np.isfinite(prep.epochs) & (prep.epochs >= 0)
-    if ok.sum() < 6:
-        return None, 0.0
-    s_ok, e_ok = prep.steps[ok], prep.epochs[ok]
-    ep = np.interp(x - 1.0, s_ok, e_ok)
-    count = np.floor(ep + 1e-6)
-    count -= count[0]
-    if count[-1] < 1 or (count == 0).sum() < 3 or (count == count[-1]).sum() < 3:
-        return None, 0.0
-    span = float(s_ok[-1] - s_ok[0])
-    rate = float(e_ok[-1] - e_ok[0]) / span if span > 0 else 0.0
-    ep_t = float(e_ok[-1]) + max(0.0, horizon - float(s_ok[-1])) * max(rate, 0.0)
-    future = int(np.floor(ep_t + 1e-6) - np.floor(ep[0] + 1e-6) - count[-1])
+    count, future = column
     if future > 0:
         warnings.append(f"expects {future} more epoch boundary drop(s) before total_steps")
     # later epochs teach less: each future boundary is expected to give EPOCH_DECAY of the last one
@@ -179,16 +169,8 @@ def _epoch_boundaries(
 def _epoch_boundaries_ahead(prep: Prepared, horizon: float | None) -> int:
     """How many epoch boundaries lie between the last point and ``horizon`` at the observed
     epochs-per-step rate (0 when epochs or the horizon are unknown)."""
-    if prep.epochs is None or horizon is None:
-        return 0
-    ok = np.isfinite(prep.epochs) & (prep.epochs >= 0)
-    if ok.sum() < 2:
-        return 0
-    s_ok, e_ok = prep.steps[ok], prep.epochs[ok]
-    span = float(s_ok[-1] - s_ok[0])
-    rate = max(float(e_ok[-1] - e_ok[0]) / span, 0.0) if span > 0 else 0.0
-    at_end = float(e_ok[-1]) + max(0.0, horizon - float(s_ok[-1])) * rate
-    return max(0, int(math.floor(at_end + 1e-6) - math.floor(float(e_ok[-1]) + 1e-6)))
+    t = epoch_track.track(prep.steps, prep.epochs)
+    return 0 if t is None else epoch_track.boundaries_ahead(t, horizon)
 
 
 def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Parts:
@@ -236,10 +218,15 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
         steps_all = np.concatenate((x - 1.0, np.array([u_t * x_ref - 1.0, x_ref - 1.0])))
         fams.append(lr_law_family(steps_all, grid, lr_grid, x_ref - 1.0))
     ep_obs, ep_pred = _epoch_boundaries(prep, x, horizon, warnings)
-    ecol = (ep_obs, np.array([ep_pred, ep_obs[-1]])) if ep_obs is not None else None
     train = _holdout_mask(u)
     stretched = stretch_u != u_t
     u_pred = np.array([stretch_u, 1.0, u_t]) if stretched else np.array([stretch_u, 1.0])
+    ecol = None
+    if ep_obs is not None:
+        # the boundary count at each prediction point: the stretched horizon stands for an LR
+        # anneal, not for more steps, so it has the horizon's boundaries
+        at_pred = np.array([ep_pred, ep_obs[-1], ep_pred][: u_pred.size])
+        ecol = (ep_obs, at_pred)
     rf = fit_all_robust(fams, u, y, w, u_pred, irls=cal.IRLS_PASSES, epoch_col=ecol, train=train)
     fits = rf.fits
     weights, parts.holdout_err, parts.tail_bias_z = _weights(y, rf.weights, fams, train, rf.tail)
@@ -444,6 +431,10 @@ def _run(
                 lo, hi = mean - half, mean + half
                 if float(np.min(prep.values)) >= 0.0:
                     lo, mean = max(lo, 0.0), max(mean, 0.0)
+    if horizon is not None and horizon <= float(prep.steps[-1]):
+        # the run is at its last step: no improvement is left to come, whatever the noise of the
+        # last reports says about the level (a finished fine-tune is not "still learning")
+        plateau = 1.0
     eta, sps = eta_interval(prep.steps, prep.times, horizon)
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),
