@@ -4,12 +4,20 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: venv demo test lint unit e2e bench dev-cluster clean
+.PHONY: venv demo test lint unit e2e bench dev-cluster image clean
+
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+## image: the controller's image from Containerfile, built with docker, podman or buildah (first that works)
+IMAGE ?= ghcr.io/trainjob-advisor/trainjob-advisor:$(VERSION)
+# deferred (`?=` expands at use), so `docker info` runs only for `make image`
+CONTAINER_TOOL ?= $(shell for t in docker podman buildah; do command -v $$t >/dev/null 2>&1 || continue; \
+  if [ $$t = docker ] && ! docker info >/dev/null 2>&1; then continue; fi; echo $$t; break; done)
+IMAGE_BUILD_ARGS ?=
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[controller,test,training-test]'
+	$(BIN)/python -m pip install --quiet -e '.[controller,sim,test,training-test]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP)
 
 venv: $(STAMP)
@@ -42,6 +50,10 @@ bench: $(STAMP)
 
 dev-cluster: $(STAMP)
 	scripts/dev-control-plane up
+
+image:
+	@test -n "$(CONTAINER_TOOL)" || { echo "make image: needs docker (with a running daemon), podman or buildah on PATH" >&2; exit 2; }
+	$(CONTAINER_TOOL) build -f Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) $(IMAGE_BUILD_ARGS) .
 
 clean:
 	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache

@@ -42,6 +42,20 @@ class CommandError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
+def require_extra(module: str, extra: str, purpose: str) -> None:
+    """Fail with one line naming the pip extra when an optional dependency is not installed.
+
+    Why: the controller's image installs only ``[controller]``; plotting and the simulator's
+    progress bar live in ``[sim]``, and a missing one must say how to get it, not print a traceback.
+    """
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise CommandError(
+            f"{purpose} needs {module}, which is not installed: pip install 'trainjob-advisor[{extra}]'"
+        ) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trainjob-advisor",

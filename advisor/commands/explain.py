@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from advisor.cli import CommandError
+from advisor.cli import CommandError, require_extra
 
 __all__ = ["explain_lines", "register", "run"]
 
@@ -172,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
     from advisor.controller.cliutil import api_error, cluster_api, parse_ref, status_of
 
     ns, name = parse_ref(args.ref)
+    if args.plot:
+        require_extra("matplotlib", "sim", "--plot")
     api = cluster_api(args)
     try:
         obj = api.get_forecast(ns, name)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.cli import CommandError
+from advisor.cli import CommandError, require_extra
 from advisor.model import Forecast, Interval
 from advisor.sources.files import METRICS, LoadedCurve, SourceError, load_curve
 
@@ -70,6 +70,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot:
+        require_extra("matplotlib", "sim", "--plot")
     outcome = compute(args)
     if args.plot:
         write_plot(outcome, args.plot)

@@ -81,6 +81,11 @@ def register(subparsers: Any) -> None:
         help="Kueue runs with the PriorityBoost feature gate (enables the preemption guard's boost)",
     )
     p.add_argument(
+        "--recommend-only",
+        action="store_true",
+        help="treat every AdvisorPolicy as mode Recommend: record and explain, never change a job",
+    )
+    p.add_argument(
         "--writer-threads",
         type=int,
         default=32,
@@ -107,6 +112,12 @@ def run(args: argparse.Namespace) -> int:
     from advisor.controller.operator import OperatorOptions, run_operator
 
     configure_logging(args.log_format, args.log_level)
+    if args.recommend_only:
+        import logging
+
+        logging.getLogger("advisor").info(
+            "--recommend-only: every AdvisorPolicy is evaluated as mode Recommend; no job is changed"
+        )
     options = OperatorOptions(
         kubeconfig=args.kubeconfig,
         context=args.context,
@@ -122,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
             forecast_interval_s=args.forecast_interval,
             evaluate_interval_s=args.evaluate_interval,
             priority_boost_enabled=args.priority_boost,
+            recommend_only=args.recommend_only,
             writer_workers=args.writer_threads,
         ),
     )

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from advisor.cli import CommandError
+from advisor.cli import CommandError, require_extra
 
 __all__ = ["register", "run"]
 
@@ -169,6 +169,9 @@ def _scenario(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    require_extra("tqdm", "sim", "the simulator")
+    if args.report is not None:
+        require_extra("matplotlib", "sim", "--report")
     from simulator.baselines import baseline_strategies
     from simulator.report import format_table, write_json, write_report
     from simulator.runner import policy_strategies, run_rows

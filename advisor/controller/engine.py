@@ -16,6 +16,7 @@ The clock is an argument (``now``), so the engine is unit-tested with a fake API
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -43,7 +44,7 @@ from advisor.controller.store import ForecastStore, decode_history
 from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
-from advisor.model import ClusterView, Decision, JobView, job_key
+from advisor.model import ClusterView, Decision, JobView, Mode, job_key
 from policies.hazard import hazard_by_queue, workload_exposure
 
 __all__ = ["Engine", "EngineConfig"]
@@ -70,6 +71,9 @@ class EngineConfig:
     evaluate_budget_s: float = 0.25
     #: AdvisorPolicy statuses (jobs matched, actions, GPU-hours flagged) are refreshed this often
     policy_status_interval_s: float = 30.0
+    #: evaluate every AdvisorPolicy as if its mode were Recommend, whatever it says: a cluster-wide
+    #: safety rail for a first install (manifests/overlays/recommend-only, the chart's default)
+    recommend_only: bool = False
 
 
 @dataclass
@@ -501,7 +505,13 @@ class Engine:
     # ------------------------------------------------------------------------------- policies
     def _on_policy(self, event_type: str, body: Mapping[str, Any]) -> None:
         self.book.on_event(event_type, body)
-        self.core.set_policies(sorted(self.policies.values(), key=lambda p: p.name))
+        policies = sorted(self.policies.values(), key=lambda p: p.name)
+        if self.config.recommend_only:
+            policies = [
+                dataclasses.replace(p, spec=dataclasses.replace(p.spec, mode=Mode.RECOMMEND))
+                for p in policies
+            ]
+        self.core.set_policies(policies)
         for job in self.jobs.values():
             job.needs_eval = True
 

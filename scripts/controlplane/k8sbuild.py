@@ -37,6 +37,7 @@ ETCD = "v3.6.8"  # go.etcd.io/etcd/server/v3, the version KUBERNETES itself pins
 KUEUE = "v0.19.2"  # sigs.k8s.io/kueue (minimalkueue + CRDs)
 TRAINER = "v2.3.0"  # github.com/kubeflow/trainer/v2 (CRDs only)
 JOBSET = "v0.12.0"  # sigs.k8s.io/jobset (CRD only), the version KUEUE pins
+HELM = "v4.3.2"  # helm.sh/helm/v4 (renders charts/ in the e2e tier)
 MIN_GO = (1, 26)  # Kueue >= v0.18 and k8s 1.36 declare `go 1.26.0`
 
 CONTROLLER_NAMESPACE = "trainjob-advisor-system"
@@ -164,6 +165,25 @@ _RECIPES: dict[str, tuple[str, str, str, list[list[str]]]] = {
                 "-o",
                 "{out}",
                 "k8s.io/kubernetes/cmd/kubectl",
+            ],
+        ],
+    ),
+    # Its own wrapper module (helm pins its own k8s.io/* versions); version stamped like helm's Makefile.
+    "helm": (
+        "helm",
+        HELM,
+        f"helm-{HELM}",
+        [
+            ["go", "get", "-tool", f"helm.sh/helm/v4/cmd/helm@{HELM}"],
+            [
+                "go",
+                "build",
+                "-trimpath",
+                "-ldflags",
+                f"-s -w -X helm.sh/helm/v4/internal/version.version={HELM}",
+                "-o",
+                "{out}",
+                "helm.sh/helm/v4/cmd/helm",
             ],
         ],
     ),
@@ -388,8 +408,10 @@ def strip_conversion_webhook(crd: dict[str, Any]) -> dict[str, Any]:
 
 
 def local_manifests(directory: Path) -> list[dict[str, Any]]:
+    """The Kubernetes objects of a manifests/ folder (its kustomization.yaml is not one)."""
     docs: list[dict[str, Any]] = []
     if directory.is_dir():
         for path in sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")]):
-            docs.extend(load_yaml_docs(path))
+            if path.name != "kustomization.yaml":
+                docs.extend(load_yaml_docs(path))
     return docs

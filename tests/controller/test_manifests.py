@@ -48,10 +48,29 @@ def test_rbac_is_least_privilege() -> None:
     ]
 
 
-def test_kustomization_lists_existing_files_and_deployment_has_probes() -> None:
-    kust = yaml.safe_load((ROOT / "kustomization.yaml").read_text())
+def _kustomization_resources(directory: Path, seen: set[Path]) -> None:
+    """Every resource of a kustomization exists; folders are followed (base, overlays)."""
+    kust = yaml.safe_load((directory / "kustomization.yaml").read_text())
     for res in kust["resources"]:
-        assert (ROOT / res).is_file(), res
+        path = (directory / res).resolve()
+        assert path.exists(), f"{directory}/kustomization.yaml: {res} does not exist"
+        if path.is_dir():
+            _kustomization_resources(path, seen)
+        else:
+            seen.add(path)
+
+
+def test_kustomizations_list_every_manifest_and_deployment_has_probes() -> None:
+    for overlay in (ROOT, ROOT / "overlays" / "recommend-only", ROOT / "overlays" / "apply"):
+        listed: set[Path] = set()
+        _kustomization_resources(overlay, listed)
+        on_disk = {
+            p.resolve()
+            for d in ("crds", "rbac", "deploy")
+            for p in (ROOT / d).glob("*.yaml")
+            if p.name != "kustomization.yaml"
+        }
+        assert listed == on_disk, f"{overlay}: not listed {on_disk - listed}, not on disk {listed - on_disk}"
     (deploy,) = docs(ROOT / "deploy" / "deployment.yaml")
     pod = deploy["spec"]["template"]["spec"]
     (c,) = pod["containers"]

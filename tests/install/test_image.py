@@ -1,0 +1,89 @@
+"""The controller's image: what it installs, what it is called, and the CLI without the [sim] extra.
+
+Building the image itself needs a container tool and a registry (or a local base image), so it is
+not part of the test run; README "Deploying" says how it was checked. What can be checked here
+is that the pieces agree: the Makefile names the image the manifests deploy, the Containerfile
+installs only ``[controller]``, and that extra does not pull in the simulator's plotting.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+VERSION = PYPROJECT["project"]["version"]
+PLOTTING = ("matplotlib", "tqdm")
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def deployment_image() -> str:
+    deploy = yaml.safe_load((ROOT / "manifests" / "deploy" / "deployment.yaml").read_text())
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    return str(container["image"])
+
+
+def test_the_controller_install_carries_no_plotting_or_progress_bar() -> None:
+    runtime = _names(PYPROJECT["project"]["dependencies"]) | _names(
+        PYPROJECT["project"]["optional-dependencies"]["controller"]
+    )
+    assert not runtime & set(PLOTTING)
+    assert set(PLOTTING) <= _names(PYPROJECT["project"]["optional-dependencies"]["sim"])
+    containerfile = (ROOT / "Containerfile").read_text()
+    assert "'.[controller]'" in containerfile and "[sim]" not in containerfile
+
+
+def test_make_venv_installs_the_sim_extra_that_demo_and_tests_need() -> None:
+    make = (ROOT / "Makefile").read_text()
+    (extras,) = re.findall(r"pip install --quiet -e '\.\[([^\]]+)\]'", make)
+    assert {"controller", "sim", "test"} <= set(extras.split(","))
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_image_builds_the_image_the_manifests_deploy() -> None:
+    out = subprocess.run(
+        ["make", "-s", "-n", "image", "CONTAINER_TOOL=docker"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    (tag,) = re.findall(r"docker build .* -t (\S+)", out.stdout)
+    assert tag == deployment_image() == f"ghcr.io/trainjob-advisor/trainjob-advisor:{VERSION}"
+    named = subprocess.run(
+        ["make", "-s", "-n", "image", "CONTAINER_TOOL=podman", "IMAGE=registry.example/advisor:dev"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        "podman build -f Containerfile" in named.stdout and "-t registry.example/advisor:dev" in named.stdout
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["forecast", "--demo", "--plot", "out.png"], "matplotlib"),
+        (["simulate", "--quiet"], "tqdm"),
+    ],
+)
+def test_without_the_sim_extra_the_cli_names_it_in_one_line(argv: list[str], module: str) -> None:
+    code = (
+        "import sys; sys.modules['matplotlib'] = None; sys.modules['tqdm'] = None\n"
+        "from advisor.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        f"trainjob-advisor {argv[0]}: error: {'--plot' if module == 'matplotlib' else 'the simulator'}"
+        f" needs {module}, which is not installed: pip install 'trainjob-advisor[sim]'"
+    ]
