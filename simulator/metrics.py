@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from simulator.accounting import VICTIM_HORIZON_S, SimRecord
 from simulator.curves import LEARNING_THRESHOLD
-from simulator.engine import VICTIM_HORIZON_S, SimRecord
 from simulator.jobs import Phase, SimJob
 
 __all__ = ["row_metrics", "victim_scores"]

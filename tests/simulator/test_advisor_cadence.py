@@ -13,6 +13,7 @@ from simworld import QUIET, one_queue, scenario
 from simulator.advisor_strategy import LOOKS_PER_RUN, AdvisorStrategy, learning_only
 from simulator.engine import Simulation
 from simulator.jobs import Phase
+from simulator.look_schedule import LookSchedule
 from simulator.quota import QuotaModel
 from simulator.runner import policy_strategies, run_strategy
 from simulator.traces import TraceJob
@@ -46,7 +47,7 @@ def _long_run(
         ticks.append(now)
         acts = original(job, samples, now)
         if flat is not None:
-            flat.append(job.key in strategy._flat)
+            flat.append(job.key in strategy.looks._flat)
         return acts
 
     strategy.tick = spy  # type: ignore[method-assign]
@@ -55,9 +56,9 @@ def _long_run(
 
 def test_only_the_learning_rows_skip_looks() -> None:
     rows = _rows()
-    assert rows["advisor-plateau-release"].learning_only
+    assert rows["advisor-plateau-release"].looks.learning_only
     for name in ("advisor-preemption-guard", "advisor-deadline", "advisor-elastic-growth"):
-        assert not rows[name].learning_only, name  # periodic checkpoints, guard, deadline, growth
+        assert not rows[name].looks.learning_only, name  # periodic checkpoints, guard, deadline, growth
     assert not learning_only(())
 
 
@@ -70,11 +71,11 @@ def test_a_long_learning_run_is_looked_at_about_looks_per_run_times_until_it_fla
     judged = start + 0.1 * job.total_steps * job.step_time  # minProgress 10%
     early = [t for t in ticks if t < judged - 1.0]
     assert len(early) <= 4, early  # until a throughput is measured, then straight to the projected 10%
-    assert strategy.looks_per_run is not None
-    quiet_spacing = HOURS * 3600.0 / strategy.looks_per_run
+    assert strategy.looks.looks_per_run is not None
+    quiet_spacing = HOURS * 3600.0 / strategy.looks.looks_per_run
     pairs = zip(itertools.pairwise(ticks), flat, strict=False)
     steep = [(a, b) for (a, b), f in pairs if a > judged and not f]
-    assert steep and len(steep) <= 1.5 * strategy.looks_per_run, len(steep)
+    assert steep and len(steep) <= 1.5 * strategy.looks.looks_per_run, len(steep)
     gaps = sorted(b - a for a, b in steep)
     assert gaps[len(gaps) // 2] >= 0.9 * quiet_spacing  # nor did the stall timer bring ticks
     if any(flat):  # a flattening run is looked at on the plain interval again
@@ -178,7 +179,7 @@ def test_skipping_the_looks_left_changes_no_outcome(monkeypatch) -> None:
     ]:
         skipped, res = _short_run(_scaled_row(), pathology, seed)
         with monkeypatch.context() as m:
-            m.setattr(AdvisorStrategy, "looks_left_s", lambda self, job, now: None)
+            m.setattr(LookSchedule, "looks_left_s", lambda self, job, now: None)
             every, ref = _short_run(_scaled_row(), pathology, seed)
         a, b = res.jobs[0], ref.jobs[0]  # type: ignore[attr-defined]
         assert (a.phase, a.end_time) == (b.phase, b.end_time), (pathology, seed)

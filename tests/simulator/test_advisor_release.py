@@ -82,18 +82,19 @@ def test_a_job_near_a_decision_is_forecast_every_watch_interval_and_a_quiet_one_
     for key, log in forecasts.items():
         gaps_holding = [b[0] - a[0] for a, b in itertools.pairwise(log) if a[1] == "plateau?"]
         assert gaps_holding, key  # the rule held its window at least once before acting
-        assert max(gaps_holding) <= strategy.watch_interval_s + 1.0, (key, gaps_holding)
+        assert max(gaps_holding) <= strategy.looks.watch_interval_s + 1.0, (key, gaps_holding)
         quiet = [b[0] - a[0] for a, b in itertools.pairwise(log) if a[0] > 3600.0 and a[1] == "continue"]
-        assert all(g >= strategy.watch_interval_s for g in quiet), (key, quiet)
+        assert all(g >= strategy.looks.watch_interval_s for g in quiet), (key, quiet)
 
 
 def test_only_rows_that_act_on_forecast_probabilities_watch() -> None:
     samples = sorted((ROOT / "manifests" / "samples").glob("policy-*.yaml"))
     rows = {s.name: s for s in policy_strategies(samples)}
     plateau = rows["advisor-plateau-release"]
-    assert isinstance(plateau, AdvisorStrategy) and plateau.watch_plateau and plateau.watch_divergence
+    assert isinstance(plateau, AdvisorStrategy)
+    assert plateau.looks.watch_plateau and plateau.looks.watch_divergence
     growth = rows["advisor-elastic-growth"]  # its plateau rule only recommends
-    assert isinstance(growth, AdvisorStrategy) and not growth.watch_plateau
+    assert isinstance(growth, AdvisorStrategy) and not growth.looks.watch_plateau
 
 
 def test_a_preempted_run_admitted_again_after_a_long_wait_is_not_taken_for_hung() -> None:
@@ -129,7 +130,7 @@ def test_any_forecast_interval_gives_a_finite_tick_cadence() -> None:
     for interval in (0.0, 60.0, 1200.0):
         strategy = policy_strategies([SAMPLE], forecast_interval_s=interval)[0]
         assert isinstance(strategy, AdvisorStrategy)
-        assert 0 < strategy.watch_interval_s <= max(interval, 300.0)
+        assert 0 < strategy.looks.watch_interval_s <= max(interval, 300.0)
         sc = scenario(_jobs(1, 1.0), one_queue(16), QUIET, seed=3)
         sc.curve_mix = {"early_plateau": 1.0}
         res = run_strategy(sc, strategy)

@@ -49,7 +49,7 @@ def _with_losses(row: AdvisorStrategy, key: str, losses: list[float], policy: st
 
 def test_the_sample_file_holds_a_plateau_policy_and_a_divergence_only_one() -> None:
     row = _row()
-    assert row._watches == {FINE_TUNE: (True, True), PRETRAINING: (False, True)}
+    assert row.looks._watches == {FINE_TUNE: (True, True), PRETRAINING: (False, True)}
 
 
 @pytest.mark.parametrize(
@@ -69,8 +69,8 @@ def test_a_job_is_watched_only_for_what_its_own_policy_acts_on(
 ) -> None:
     row = _row()
     _with_forecast(row, "ns/j", plateau, diverge)
-    spacing = row.forecast_spacing("ns/j", Decision(job="ns/j", policy=policy, advice=advice))
-    assert spacing == (row.watch_interval_s if watched else row.forecast_interval_s)
+    spacing = row.looks.forecast_spacing("ns/j", Decision(job="ns/j", policy=policy, advice=advice))
+    assert spacing == (row.looks.watch_interval_s if watched else row.forecast_interval_s)
 
 
 def test_rising_and_flattening_read_the_recent_trend() -> None:
@@ -80,11 +80,11 @@ def test_rising_and_flattening_read_the_recent_trend() -> None:
     _with_losses(row, "ns/flat", [1.0 - 0.0001 * i for i in range(20)], None)
     _with_losses(row, "ns/nan", [1.0] * 10 + [math.nan] * 10, None)
     _with_losses(row, "ns/few", [1.0, 0.9, 0.8], None)
-    assert row.rising("ns/up") and row.flattening("ns/up")  # no improvement left either
-    assert not row.rising("ns/down") and not row.flattening("ns/down")
-    assert not row.rising("ns/flat") and row.flattening("ns/flat")
-    assert row.rising("ns/nan") and row.flattening("ns/nan")
-    assert not row.rising("ns/few") and not row.flattening("ns/few")  # fewer than 8 points
+    assert row.looks.rising("ns/up") and row.looks.flattening("ns/up")  # no improvement left either
+    assert not row.looks.rising("ns/down") and not row.looks.flattening("ns/down")
+    assert not row.looks.rising("ns/flat") and row.looks.flattening("ns/flat")
+    assert row.looks.rising("ns/nan") and row.looks.flattening("ns/nan")
+    assert not row.looks.rising("ns/few") and not row.looks.flattening("ns/few")  # fewer than 8 points
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_the_close_look_follows_the_trend_and_the_jobs_policy(
         "down": [2.0 - 0.05 * i for i in range(20)],
     }[trend]
     _with_losses(row, "ns/j", losses, policy)
-    assert row._close_look("ns/j") is close
+    assert row.looks._close_look("ns/j") is close
 
 
 def test_bad_settings_are_refused() -> None:
@@ -128,9 +128,9 @@ def test_a_flattening_long_run_is_looked_at_every_close_interval() -> None:
     original = row.tick
 
     def spy(job, samples, now):
-        before, near = row.core.forecasts_made, job.key in row._spacing
+        before, near = row.core.forecasts_made, job.key in row.looks._spacing
         acts = original(job, samples, now)
-        close = job.key in row._flat and not near  # a close look, not the watch of a near decision
+        close = job.key in row.looks._flat and not near  # a close look, not the watch of a near decision
         ticks.append((now, close, row.core.forecasts_made - before))
         return acts
 
@@ -140,10 +140,10 @@ def test_a_flattening_long_run_is_looked_at_every_close_interval() -> None:
     # a close look never comes sooner than the close interval after the previous forecast, and runs
     # of them come exactly that far apart (the first of a run comes at a quiet look's tick)
     gaps = [(b - a, c1, c2) for (a, c1), (b, c2) in itertools.pairwise(forecast_times)]
-    assert all(gap >= row.close_interval_s * (1 - 1e-6) for gap, _c1, c2 in gaps if c2)
+    assert all(gap >= row.looks.close_interval_s * (1 - 1e-6) for gap, _c1, c2 in gaps if c2)
     in_a_row = [gap for gap, c1, c2 in gaps if c1 and c2]
     assert in_a_row, "the plateaued run never flattened"
-    assert sum(gap <= row.close_interval_s + 1.0 for gap in in_a_row) > len(in_a_row) / 2
+    assert sum(gap <= row.looks.close_interval_s + 1.0 for gap in in_a_row) > len(in_a_row) / 2
     assert sum(row.forecasts_by_job.values()) == row.core.forecasts_made == len(forecast_times)
     assert res.metrics["released_or_stopped"] == 1  # the plateau was acted on
 
@@ -156,19 +156,19 @@ def test_a_small_jobs_quiet_looks_are_spaced_by_the_square_root_of_its_stake() -
     plain = _row(looks_per_run=LOOKS_PER_RUN, forecast_interval_s=3600.0)
     # the two fields the spacing reads of a simulated job
     sim_jobs = {name: SimpleNamespace(key=f"ns/{name}", gpus=g) for name, g in (("small", 2), ("big", 32))}
-    assert row.stake_factor(sim_jobs["small"]) == pytest.approx(2.0)
-    assert row.stake_factor(sim_jobs["big"]) == pytest.approx(0.5)
-    assert plain.stake_factor(sim_jobs["small"]) == 1.0
+    assert row.looks.stake_factor(sim_jobs["small"]) == pytest.approx(2.0)
+    assert row.looks.stake_factor(sim_jobs["big"]) == pytest.approx(0.5)
+    assert plain.looks.stake_factor(sim_jobs["small"]) == 1.0
     # a row without looks per run spaces its looks by wall-clock time alone
-    assert _row(reference_gpus=8.0).stake_factor(sim_jobs["small"]) == 1.0
+    assert _row(reference_gpus=8.0).looks.stake_factor(sim_jobs["small"]) == 1.0
     # before any progress the core's bound is the forecast interval
-    assert row._quiet_bound(sim_jobs["small"]) == pytest.approx(7200.0)
-    assert row._quiet_bound(sim_jobs["big"]) == pytest.approx(1800.0)
-    assert plain._quiet_bound(sim_jobs["small"]) == plain._quiet_bound(sim_jobs["big"]) == 3600.0
-    assert row._close_bound(sim_jobs["small"]) == pytest.approx(2 * row.close_interval_s)
+    assert row.looks._quiet_bound(sim_jobs["small"]) == pytest.approx(7200.0)
+    assert row.looks._quiet_bound(sim_jobs["big"]) == pytest.approx(1800.0)
+    assert plain.looks._quiet_bound(sim_jobs["small"]) == plain.looks._quiet_bound(sim_jobs["big"]) == 3600.0
+    assert row.looks._close_bound(sim_jobs["small"]) == pytest.approx(2 * row.looks.close_interval_s)
     tiny = _row(looks_per_run=LOOKS_PER_RUN, forecast_interval_s=600.0, reference_gpus=1.0)
-    assert tiny._quiet_bound(sim_jobs["big"]) == tiny.watch_interval_s  # 600 s / sqrt(32) < 300 s
-    assert tiny._close_bound(sim_jobs["big"]) == tiny.watch_interval_s
+    assert tiny.looks._quiet_bound(sim_jobs["big"]) == tiny.looks.watch_interval_s  # 600 s / sqrt(32) < 300 s
+    assert tiny.looks._close_bound(sim_jobs["big"]) == tiny.looks.watch_interval_s
     with pytest.raises(ValueError, match="reference_gpus"):
         _row(reference_gpus=0.0)
 

@@ -153,9 +153,9 @@ def test_cadence_options_reach_the_advisor_rows(monkeypatch: pytest.MonkeyPatch)
         )
     advisor = seen[-1]
     assert getattr(advisor, "name", "") == "advisor-plateau-release"
-    assert getattr(advisor, "close_interval_s", None) == 2400.0
-    assert getattr(advisor, "looks_per_run", None) == 24.0
-    assert getattr(advisor, "reference_gpus", None) == 8.0
+    assert getattr(getattr(advisor, "looks", None), "close_interval_s", None) == 2400.0
+    assert getattr(getattr(advisor, "looks", None), "looks_per_run", None) == 24.0
+    assert getattr(getattr(advisor, "looks", None), "reference_gpus", None) == 8.0
 
 
 def test_a_non_positive_reference_gpus_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:

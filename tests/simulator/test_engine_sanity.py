@@ -137,6 +137,7 @@ def test_a_checkpoint_acknowledgement_reports_the_checkpoint_as_it_stood_then() 
     """The ack is logged when the save ends and built into a sample when a tick collects it: it
     carries that checkpoint, not a later one, and the loss the job would have logged at its step."""
     from simulator.engine import Simulation
+    from simulator.progress_reports import collect_samples
 
     sc = scenario([TraceJob("a", 0.0, 8, 3600.0, total_steps=3600)], one_queue(8))
     res = run_strategy(sc, NoAdvisor(), library=HEALTHY)
@@ -146,7 +147,7 @@ def test_a_checkpoint_acknowledgement_reports_the_checkpoint_as_it_stood_then() 
     job.checkpoint_report(100.0)
     job.ckpt_step, job.ckpt_request = 900, "r2"  # a later save before the tick
     sim.now = job.last_report = 100.0
-    (sample,) = sim._collect_samples(job)
+    (sample,) = collect_samples(job, sim.now)
     assert (sample.step, sample.time) == (600, 100.0)
     assert (sample.last_checkpoint_step, sample.last_checkpoint_request) == (600, "r1")
     assert sample.loss == job.curve.observed(600)

@@ -20,12 +20,12 @@ from simulator.traces import TraceJob
 
 def _rebuilt(sim: Simulation) -> ClusterView:
     """The snapshot built from nothing (every cache dropped)."""
-    saved = (sim._cluster_cache, dict(sim._queue_parts), dict(sim._wl_views))
-    sim._cluster_cache, sim._queue_parts, sim._wl_views = None, {}, {}
+    saved = (sim.views._cluster_cache, dict(sim.views._queue_parts), dict(sim.views._wl_views))
+    sim.views._cluster_cache, sim.views._queue_parts, sim.views._wl_views = None, {}, {}
     try:
         return sim.cluster_view()
     finally:
-        sim._cluster_cache, sim._queue_parts, sim._wl_views = saved[0], saved[1], saved[2]
+        sim.views._cluster_cache, sim.views._queue_parts, sim.views._wl_views = saved[0], saved[1], saved[2]
 
 
 class Checker(NoAdvisor):
@@ -57,9 +57,9 @@ class Checker(NoAdvisor):
         assert cached.preemption_rate.keys() <= fresh.preemption_rate.keys()
         # the job's base view, shared by ticks while nothing in it changed, equals a fresh one
         view = self.sim.job_view(job)
-        saved = self.sim._job_views.pop(job.idx)
+        saved = self.sim.views._job_views.pop(job.idx)
         assert view == self.sim.job_view(job)
-        self.sim._job_views[job.idx] = saved
+        self.sim.views._job_views[job.idx] = saved
         self.compared += 1
         return ()
 

@@ -1,0 +1,161 @@
+"""The actuator: the strategy's actions carried out the way the controller's actuators do.
+
+A checkpoint request pauses the job for its checkpoint cost and is acknowledged in its progress
+stream; releasing quota deactivates the workload (SIGTERM: a save within the grace period when the
+job's helper does that, quota freed at once, never requeued); a priority boost changes Kueue's
+effective priority; a scale restarts the job from a checkpoint at its new size. Preemptions and
+node failures go through the same eviction: the job loses what it had not saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from advisor.model import Action, ActionKind
+from simulator.jobs import Phase, SimJob
+
+if TYPE_CHECKING:
+    from simulator.engine import Simulation
+
+__all__ = ["DONE_AT_ONCE", "Actuator"]
+
+#: actions the actuator completes on the spot (the others are acknowledged by the job)
+DONE_AT_ONCE = frozenset(
+    {
+        ActionKind.RELEASE_QUOTA,
+        ActionKind.STOP,
+        ActionKind.BOOST_PRIORITY,
+        ActionKind.DROP_BOOST,
+        ActionKind.SCALE,
+    }
+)
+
+
+class Actuator:
+    """Carries out actions on one simulation's jobs and quota model."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self._sim = sim
+        self._requests = 0
+
+    def run_actions(self, job: SimJob, actions: Sequence[Action]) -> None:
+        """Apply the decision's actions in order; the ones done on the spot are reported done."""
+        strategy = self._sim.strategy
+        for action in actions:
+            request = self.apply(job, action)
+            if request is not None and action.kind in DONE_AT_ONCE:
+                strategy.action_outcome(job, request, "done", self._sim.now)
+            if job.phase.terminal:
+                return
+
+    def apply(self, job: SimJob, action: Action) -> str | None:
+        """Carry out one action; returns the request id it was given (None for no-ops)."""
+        sim = self._sim
+        kind = action.kind
+        sim.record.actions[kind.value] = sim.record.actions.get(kind.value, 0) + 1
+        if kind is ActionKind.RECOMMEND or job.phase.terminal:
+            return None
+        self._requests += 1
+        request = f"sim-{job.idx}-{self._requests}"
+        sim.strategy.record(job, action, request, sim.now)  # request id first, then the mutation
+        params: dict[str, Any] = dict(action.params)
+        # an explicit predicted_victim wins: a standing boost (on while a checkpoint is stale) and
+        # the drop of a boost protect work but name no victim, so they must not count as predictions
+        predicted = params.get("predicted_victim")
+        if predicted is None:
+            predicted = kind is ActionKind.BOOST_PRIORITY or "preempt" in action.rule.lower()
+        if predicted:
+            sim.record.predictions.append((job.idx, sim.now))
+        if kind is ActionKind.CHECKPOINT:
+            self.checkpoint(job, request)
+        elif kind in (ActionKind.RELEASE_QUOTA, ActionKind.STOP):
+            if job.phase is Phase.PENDING:
+                sim.quota.release(job.workload)
+                job.queue_wait_s += sim.now - job.queued_since
+                job.queued_since = sim.now
+            self.evict(job, "released" if kind is ActionKind.RELEASE_QUOTA else "stopped")
+        elif kind is ActionKind.BOOST_PRIORITY:
+            sim.quota.set_boost(job.workload, int(params.get("boost", params.get("priority_boost", 1000))))
+            sim.admission.schedule()
+        elif kind is ActionKind.DROP_BOOST:
+            sim.quota.set_boost(job.workload, 0)
+            sim.admission.schedule()
+        elif kind is ActionKind.SCALE:
+            self._scale(job, params)
+        return request
+
+    def checkpoint(self, job: SimJob, request: str | None) -> None:
+        """Start a save (the job's own, ``request`` None, or the advisor's)."""
+        sim = self._sim
+        if job.phase is Phase.CHECKPOINTING:
+            if request is not None:
+                job.pending_request = request  # the save in progress answers it
+            return
+        if job.phase is not Phase.RUNNING:
+            return  # nothing to save yet; a request times out on the advisor side
+        if job.hang_step is not None and job.step_at(sim.now) >= job.hang_step:
+            return  # a hung training loop cannot save
+        sim.account(job)
+        sim.leave_running(job)
+        job.ckpt_started_step = int(job.step)
+        job.ckpt_started_compute = job.compute
+        job.pending_request = request
+        sim.enter(job, Phase.CHECKPOINTING, sim.now + job.ckpt_cost)
+
+    def evict(self, job: SimJob, cause: str) -> None:
+        """Preemption, node failure, release or stop: the job loses what it had not saved."""
+        sim = self._sim
+        now = sim.now
+        sim.account(job)
+        sim.leave_running(job)
+        if (
+            cause != "failure"
+            and job.jit
+            and job.ckpt_cost <= sim.world.grace_period_s
+            and job.phase in (Phase.RUNNING, Phase.CHECKPOINTING)
+        ):
+            job.ckpt_step = int(job.step)  # saved on SIGTERM within the grace period
+            job.ckpt_time = now
+            job.ckpt_compute = job.compute
+        lost_steps = max(0.0, job.step - job.ckpt_step)
+        lost = lost_steps * job.step_time / job.rate_factor * job.gpus
+        if cause in ("preempted", "failure"):
+            job.lost_gpu_s += lost
+            if cause == "preempted":
+                job.lost_preempt_gpu_s += lost
+            job.step = float(job.ckpt_step)
+            job.trajectory.append((now, job.step))
+            job.pending_request = None
+        cq = job.cluster_queue
+        if cause == "preempted":
+            sim.evictions[cq] = sim.evictions.get(cq, 0) + 1
+            job.preemptions += 1
+            sim.enter(job, Phase.PENDING)
+            job.queued_since = now
+            sim.admission.requeue(job)
+        elif cause == "failure":
+            sim.evictions[cq] = sim.evictions.get(cq, 0) + 1
+            job.failures_met += 1
+            sim.enter(job, Phase.STARTING, now + job.restart_cost)
+        else:
+            job.workload.active = False
+            sim.finish(job, Phase.RELEASED if cause == "released" else Phase.STOPPED)
+
+    def _scale(self, job: SimJob, params: dict[str, Any]) -> None:
+        sim = self._sim
+        nodes = int(params.get("nodes", params.get("target_nodes", job.nodes)))
+        if nodes < 1 or nodes == job.nodes or job.phase is not Phase.RUNNING:
+            return
+        per_node = max(1, job.gpus // job.nodes)
+        if not sim.quota.resize(job.workload, nodes * per_node):
+            return
+        sim.account(job)
+        sim.leave_running(job)
+        base_nodes = max(1, -(-job.trace.gpus // sim.world.gpus_per_node))
+        job.rate_factor = (nodes / base_nodes) ** sim.world.scaling_exponent
+        job.nodes, job.gpus = nodes, nodes * per_node
+        job.ckpt_step, job.ckpt_time, job.ckpt_compute = int(job.step), sim.now, job.compute
+        sim.enter(job, Phase.STARTING, sim.now + job.ckpt_cost + job.restart_cost)
+        sim.usage_changed()
+        sim.admission.schedule()
