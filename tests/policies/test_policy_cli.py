@@ -86,11 +86,12 @@ def test_explain_shows_the_selected_policy_each_rule_and_the_decision(
     sample = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
     assert main(["policy", "explain", str(sample), "--job-state", str(_state(tmp_path))]) == 0
     out = capsys.readouterr().out
-    assert "policy plateau-release (Apply), most specific match" in out
+    # the sample ships in Recommend mode: it says what it would do and does nothing
+    assert "policy plateau-release (Recommend), most specific match" in out
     assert "plateau" in out and "P(plateau)=0.97 >= 0.80 for 2h" in out
     assert "stall             nothing to do" in out
-    assert "decision: advice=plateau:release" in out
-    assert "checkpoint [plateau] checkpoint before release quota" in out
+    assert "recommend [plateau]" in out and "would=release-quota, after=checkpoint" in out
+    assert "release-quota [" not in out
 
 
 def test_explain_json_and_policy_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -98,8 +99,11 @@ def test_explain_json_and_policy_override(tmp_path: Path, capsys: pytest.Capture
     args = ["policy", "explain", str(sample), "--job-state", str(_state(tmp_path)), "--json"]
     assert main(args) == 0
     decision = json.loads(capsys.readouterr().out)
-    assert decision["policy"] == "preemption-guard" and decision["mode"] == "Apply"
-    assert [a["kind"] for a in decision["actions"]] == ["checkpoint"]  # 2 h old, interval far shorter
+    assert decision["policy"] == "preemption-guard" and decision["mode"] == "Recommend"
+    # 2 h old, interval far shorter: it would checkpoint (Recommend mode: it only says so)
+    assert [(a["kind"], a["params"].get("would")) for a in decision["actions"]] == [
+        ("recommend", "checkpoint")
+    ]
     assert main([*args[:-1], "--policy", "nope"]) == 2
 
 

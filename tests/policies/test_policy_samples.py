@@ -18,16 +18,28 @@ SAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "samples"
 REQUIRED = ["plateau-release", "preemption-guard", "elastic-growth", "deadline"]
 
 
-def sample(name: str) -> Policy:
+def shipped(name: str) -> Policy:
     """The policy named like its file (a sample file may hold companion policies after it)."""
     (p,) = [p for p in load_policies(str(SAMPLES / f"policy-{name}.yaml")) if p.name == name]
     return p
 
 
+def applied(policy: Policy) -> Policy:
+    """The sample as an admin runs it once its advice has been checked: in Apply mode."""
+    return dataclasses.replace(policy, spec=dataclasses.replace(policy.spec, mode=Mode.APPLY))
+
+
+def sample(name: str) -> Policy:
+    """The sample in Apply mode: what its rules do once switched on."""
+    return applied(shipped(name))
+
+
 @pytest.mark.parametrize("name", REQUIRED)
 def test_required_samples_exist_load_and_pass_the_schema(name: str) -> None:
-    p = sample(name)
-    assert p.name == name and p.mode is Mode.APPLY
+    p = shipped(name)
+    # the README's deploy step applies the samples as they are: nothing may change on the cluster
+    # until an admin switches them to Apply
+    assert p.name == name and p.mode is Mode.RECOMMEND
     text = (SAMPLES / f"policy-{name}.yaml").read_text()
     assert text.count("#") >= 5, "samples must be commented"
     for doc in yaml.safe_load_all(text):
@@ -52,7 +64,7 @@ def test_plateau_release_keeps_pretraining_to_divergence_and_stall() -> None:
     """A pre-training run's flat stable phase is not a plateau; its NaN loss still goes."""
     from policies import select_policy
 
-    both = load_policies(str(SAMPLES / "policy-plateau-release.yaml"))
+    both = [applied(p) for p in load_policies(str(SAMPLES / "policy-plateau-release.yaml"))]
     flat = job(
         labels={"workload-type": "pretraining"},
         forecast=forecast(plateau=0.99),
