@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 HISTORY_COLUMNS = ("steps", "times", "losses", "learningRates", "epochs")
 #: the per-history scalars and lists of ``History.to_dict`` kept as they are
 HISTORY_META = ("maxPoints", "segments", "restarts", "dropped")
+#: the eval series of ``History.to_dict``, stored as one compact JSON string (they are few points)
+HISTORY_EVALS = "evals"
 #: points per stored chunk (a chunk string is then ~1.5 KB)
 CHUNK_POINTS = 32
 
@@ -70,12 +72,15 @@ def _chunk(history: Mapping[str, Any], index: int, count: int) -> str:
 def encode_history(history: Mapping[str, Any], revision: int) -> dict[str, Any]:
     """``History.to_dict`` output in the stored form (``revision``, ``count``, ``chunks``)."""
     count = len(_column(history, "steps"))
-    return {
+    out = {
         **{k: history.get(k) for k in HISTORY_META},
         "revision": revision,
         "count": count,
         "chunks": [_chunk(history, c, count) for c in range(-(-count // CHUNK_POINTS))],
     }
+    if history.get(HISTORY_EVALS) is not None:
+        out[HISTORY_EVALS] = _dumps(history[HISTORY_EVALS])
+    return out
 
 
 def decode_history(stored: Any) -> dict[str, Any]:
@@ -98,6 +103,12 @@ def decode_history(stored: Any) -> dict[str, Any]:
             for i, c in enumerate(HISTORY_COLUMNS):
                 columns[c].append(row[i] if i < len(row) else None)
     out.update(columns)
+    evals = stored.get(HISTORY_EVALS)
+    if isinstance(evals, str):
+        try:
+            out[HISTORY_EVALS] = json.loads(evals)
+        except ValueError:
+            log.warning("stored eval series unreadable; starting them afresh")
     return out
 
 
@@ -136,6 +147,7 @@ class _Written:
     segments: tuple[Any, ...]
     last_point: tuple[Any, ...] | None
     fields: dict[str, str]  # top-level status field -> compact JSON
+    evals: str | None = None  # compact JSON of the eval series written
 
 
 def _dumps(value: Any) -> str:
@@ -227,6 +239,7 @@ class ForecastStore:
             segments=tuple(_column(history, "segments")) if history is not None else (),
             last_point=_point(history, count - 1) if history is not None and count else None,
             fields=fields,
+            evals=_evals_text(history),
         )
 
     def _delta(
@@ -251,9 +264,17 @@ class ForecastStore:
                 or (last.count and _point(history, last.count - 1) != last.last_point)
             ):
                 return None
-            if n > last.count or tuple(segments) != last.segments or history.get("restarts") != last.restarts:
+            evals = _evals_text(history)
+            if (
+                n > last.count
+                or tuple(segments) != last.segments
+                or history.get("restarts") != last.restarts
+                or evals != last.evals
+            ):
                 base = "/status/history"
                 ops.append({"op": "test", "path": f"{base}/revision", "value": last.revision})
+                if evals != last.evals and evals is not None:
+                    ops.append({"op": "add", "path": f"{base}/{HISTORY_EVALS}", "value": evals})
                 stored_chunks = -(-last.count // CHUNK_POINTS)
                 for c in range(last.count // CHUNK_POINTS, -(-n // CHUNK_POINTS)):
                     path = f"{base}/chunks/{c}" if c < stored_chunks else f"{base}/chunks/-"
@@ -276,6 +297,11 @@ class ForecastStore:
             if last.fields.get(field) != text:
                 ops.append({"op": "add", "path": f"/status/{_escape(field)}", "value": value})
         return ops, revision, fields
+
+
+def _evals_text(history: Mapping[str, Any] | None) -> str | None:
+    evals = history.get(HISTORY_EVALS) if history is not None else None
+    return None if evals is None else _dumps(evals)
 
 
 def _escape(token: str) -> str:

@@ -18,6 +18,10 @@ Three rules shape it:
 
 Losses that are not finite are kept (as NaN) because a NaN loss is itself evidence of
 divergence; the forecaster drops and counts them.
+
+Eval metrics ride along in :class:`~advisor.core.evals.EvalHistory` (``History.evals``): they are
+sparse and irregular, so they are kept per series with their own steps and their own bound, and
+persisted in the same object (a history written before they were kept reads as one without evals).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.core.codec import finite_or_none
+from advisor.core.evals import EvalHistory
 from advisor.model import Curve, ProgressSample
 
 __all__ = ["History", "Point"]
@@ -105,12 +110,25 @@ class History:
     snapshot.
     """
 
-    __slots__ = ("_columns", "_points", "_segments", "dropped", "max_points", "restarts")
+    __slots__ = (
+        "_columns",
+        "_points",
+        "_segments",
+        "dropped",
+        "evals",
+        "last_evals_added",
+        "max_points",
+        "restarts",
+    )
 
     def __init__(self, max_points: int = 300) -> None:
         if max_points < 16:
             raise ValueError(f"max_points must be >= 16, got {max_points}")
         self.max_points = max_points
+        #: the run's eval series (see ``advisor.core.evals``)
+        self.evals = EvalHistory()
+        #: eval points the latest ``append`` recorded (an evaluation is news even at a known step)
+        self.last_evals_added = 0
         self._points: list[Point] = []
         self._segments: list[int] = [0]
         self.restarts = 0
@@ -167,7 +185,13 @@ class History:
     def append(self, sample: ProgressSample) -> str:
         """Add a sample; returns what happened: ``appended``, ``restart`` (appended as the
         first point of a new segment), ``duplicate``, ``stale`` or ``invalid`` (no loss or a
-        negative step: nothing to learn from)."""
+        negative step: nothing to learn from). Eval metrics in the sample are recorded whatever
+        becomes of its loss (an evaluation is logged on its own, often at a step already seen);
+        ``last_evals_added`` says how many points they added."""
+        self.last_evals_added = 0
+        last_time = self._points[-1].time if self._points else None
+        if not (sample.time is not None and last_time is not None and sample.time < last_time):
+            self.last_evals_added = self.evals.add(sample)
         if sample.loss is None or sample.step is None or sample.step < 0:
             return "invalid"
         loss = float(sample.loss)
@@ -241,6 +265,7 @@ class History:
             "segments": list(self._segments),
             "restarts": self.restarts,
             "dropped": self.dropped,
+            "evals": self.evals.to_dict(),
         }
 
     @classmethod
@@ -277,4 +302,5 @@ class History:
         hist._segments = segments if segments and segments[0] == 0 else [0, *segments]
         hist.restarts = int(data.get("restarts", len(hist._segments) - 1) or 0)
         hist.dropped = int(data.get("dropped", 0) or 0)
+        hist.evals = EvalHistory.from_dict(data.get("evals"))
         return hist

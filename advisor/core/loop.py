@@ -238,6 +238,8 @@ class AdvisorCore:
         prev_step = rec.step if len(rec.history) else None
         outcome = rec.history.append(sample)
         when = sample.time if sample.time is not None else now
+        if rec.history.last_evals_added:
+            rec.fresh_data = True  # a new evaluation changes the run's learning state
         if outcome in ("appended", "restart"):
             rec.fresh_data = True
             if outcome == "restart":
@@ -254,7 +256,7 @@ class AdvisorCore:
             rec.last_step_change = when
             rec.last_sample_time = when
             return True
-        return acked
+        return acked or rec.history.last_evals_added > 0
 
     def _note_checkpoint(self, rec: JobRecord, sample: ProgressSample, now: float) -> bool:
         step = sample.last_checkpoint_step

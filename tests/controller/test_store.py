@@ -142,3 +142,16 @@ def test_appends_fill_the_last_chunk_then_open_new_ones_and_restore_exactly() ->
     restored = History.from_dict(decode_history(stored(api)["history"]))
     assert restored.points == h.points  # a restart gets exactly the same history back
     assert decode_history({"chunks": ["[[1,2.0,0.5]]", "not json", 7]})["steps"] == [1]  # damage is skipped
+
+
+def test_eval_series_are_stored_and_a_new_evaluation_is_a_delta() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    store = ForecastStore(api)
+    for s in range(1, 6):
+        h.append(ProgressSample(step=s, loss=1.0 / s, time=1000.0 + s, metrics={"eval_loss": 0.9}))
+    assert store.write(KEY, OWNER, status(h, 5)) == "full"
+    assert isinstance(stored(api)["history"]["evals"], str)  # one string node, not a tree of numbers
+    h.append(ProgressSample(step=5, loss=None, time=1006.0, metrics={"eval_loss": 0.8}))  # an eval only
+    assert store.write(KEY, OWNER, status(h, 5)) == "delta"
+    assert history_of(api) == h.to_dict()
+    assert History.from_dict(history_of(api)).evals.series("eval_loss").values == [0.9, 0.8]  # type: ignore[union-attr]

@@ -1,0 +1,124 @@
+"""The series a run reports, and which way is better for each.
+
+A run reports its training loss and, every so often, eval metrics (``eval_loss``,
+``eval_accuracy``, ``eval_rouge1``, ...). Whether a metric should fall or rise is read from its
+name, the way a person reading a dashboard would: loss, error rates and perplexity fall; accuracy,
+F1, BLEU, ROUGE, exact match and the like rise. A name with neither kind of word has no direction:
+it is counted (``eval_runtime`` is a timing, not a quality) and never judged. A policy can override
+the direction of any name (``directions:``), for metrics whose name says nothing.
+
+Pure and dependency-free: the history, the forecaster, the learning state and the policies all
+read these rules, so they live once, here.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+
+__all__ = [
+    "TRAIN_SERIES",
+    "Direction",
+    "direction_of",
+    "eval_series_name",
+    "is_eval_name",
+    "primary_eval",
+]
+
+#: the name of the training-loss series wherever series are named (policies' ``metric:``, the CLI)
+TRAIN_SERIES = "loss"
+
+
+class Direction(enum.StrEnum):
+    """Which way a metric improves."""
+
+    LOWER = "lower"
+    HIGHER = "higher"
+
+
+#: words (as ``_``-separated tokens or token prefixes) that make a metric lower-is-better
+_LOWER = ("loss", "error", "err", "wer", "cer", "ter", "perplexity", "ppl", "mse", "mae", "rmse", "nll")
+#: ... and higher-is-better
+_HIGHER = (
+    "accuracy",
+    "acc",
+    "f1",
+    "bleu",
+    "rouge",
+    "exact",
+    "em",
+    "precision",
+    "recall",
+    "auc",
+    "auroc",
+    "map",
+    "ndcg",
+    "mcc",
+    "matthews",
+    "pearson",
+    "spearman",
+    "corr",
+    "score",
+    "meteor",
+    "chrf",
+    "bertscore",
+    "iou",
+    "dice",
+    "top1",
+    "top5",
+    "r2",
+)
+#: higher-is-better stems that carry suffixes (``rougeLsum``, ``bleu4``, ``accuracy_top5``)
+_HIGHER_STEMS = ("rouge", "bleu", "accuracy", "sacrebleu")
+_TOKEN_RE = re.compile(r"[a-z]+[0-9]*|[0-9]+")
+#: prefixes that mark an evaluation metric (HF ``eval_``, Lightning ``val_`` / ``validation_``)
+_EVAL_PREFIXES = ("eval_", "val_", "validation_", "valid_", "dev_")
+
+
+def _tokens(name: str) -> list[str]:
+    return _TOKEN_RE.findall(name.lower())
+
+
+def is_eval_name(name: str) -> bool:
+    """Whether a (canonical, snake_case) metric name is an evaluation metric."""
+    return name.lower().startswith(_EVAL_PREFIXES)
+
+
+def eval_series_name(name: str) -> str:
+    """The one spelling of an eval series: ``val_loss`` and ``validation_loss`` are ``eval_loss``
+    (so a policy's ``metric: eval_loss`` finds it whatever the trainer called it)."""
+    low = name.lower()
+    for prefix in _EVAL_PREFIXES:
+        if low.startswith(prefix):
+            return "eval_" + low[len(prefix) :]
+    return low
+
+
+def direction_of(name: str, overrides: Mapping[str, str] | None = None) -> Direction | None:
+    """Which way ``name`` improves, or None when its name does not say (and no override does).
+
+    A lower-is-better word wins over a higher one (``eval_f1_loss`` is a loss); tokens are matched
+    whole or as a prefix followed by digits (``rouge1``, ``bleu4``, ``top1``)."""
+    if overrides:
+        value = overrides.get(name)
+        if value is not None:
+            return Direction(value)
+    tokens = set(_tokens(name))
+    tokens |= {re.sub(r"[0-9]+$", "", t) for t in tokens}
+    if tokens & set(_LOWER):
+        return Direction.LOWER
+    if tokens & set(_HIGHER) or any(t.startswith(_HIGHER_STEMS) for t in tokens):
+        return Direction.HIGHER
+    return None
+
+
+def primary_eval(names: list[str] | tuple[str, ...]) -> str | None:
+    """The eval series a rule judges by default: ``eval_loss`` when reported, else the first
+    eval series with a direction, in order of first appearance."""
+    if "eval_loss" in names:
+        return "eval_loss"
+    for name in names:
+        if is_eval_name(name) and direction_of(name) is not None:
+            return name
+    return None
