@@ -171,6 +171,13 @@ class CheckpointState:
     cost_seconds: float | None = None
     pending_request: str | None = None
     pending_since: float | None = None
+    save_seconds: float | None = None
+    """How long one save takes by the training helper's own clock (``last_checkpoint_seconds``)."""
+    sigterm_saves: int = 0
+    """Evictions after which the run resumed from a checkpoint at least as new as its last report
+    before the eviction (its save on SIGTERM made it), seen from the reports after the restart."""
+    sigterm_misses: int = 0
+    """Evictions after which the run resumed from an older checkpoint (work lost)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +233,9 @@ class JobView:
     admitted_at: float | None = None
     """When Kueue admitted the job's Workload this time (None when unknown or not admitted): a rule
     that measures time since admission reads it here instead of searching the cluster snapshot."""
+    grace_period_s: float | None = None
+    """The pods' ``terminationGracePeriodSeconds`` (the time between SIGTERM and SIGKILL on an
+    eviction), None when the adapter does not know it."""
 
     @property
     def key(self) -> str:

@@ -19,6 +19,8 @@ DOWNWARD_API_ANNOTATIONS_PATH = "/etc/podinfo/annotations"
 ACK_STEP_METRIC = "last_checkpoint_step"
 #: progress metric: the request id the last checkpoint answered
 ACK_REQUEST_METRIC = "last_checkpoint_request"
+#: progress metric: seconds the last checkpoint took to write, by the training process's clock
+SAVE_SECONDS_METRIC = "last_checkpoint_seconds"
 #: how long the controller waits for an acknowledgement before recording a timeout
 DEFAULT_CHECKPOINT_TIMEOUT_S = 600.0
 

@@ -152,8 +152,9 @@ def base_view(
         nodes, gpus, min_nodes, max_nodes = _trainjob_shape(spec)
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
-    admitted_at = None
+    admitted_at = grace = None
     if workload is not None:
+        grace = workload.grace_period_s
         active, admitted, priority = workload.active, workload.admitted, workload.priority
         admitted_at = workload.admitted_at if workload.admitted else None
         cluster_queue = workload.cluster_queue or cluster_queue
@@ -177,6 +178,7 @@ def base_view(
         active=active,
         admitted=admitted,
         admitted_at=admitted_at,
+        grace_period_s=grace,
         started_at=parse_time(meta.get("creationTimestamp")),
         namespace_labels=dict(namespace_labels or {}),
     )

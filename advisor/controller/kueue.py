@@ -106,6 +106,18 @@ def _is_true(conds: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
     return conds.get(kind, {}).get("status") == "True"
 
 
+#: Kubernetes' default ``terminationGracePeriodSeconds``
+DEFAULT_GRACE_PERIOD_S = 30.0
+
+
+def _grace_period(template: Any) -> float:
+    spec = (template or {}).get("spec") if isinstance(template, Mapping) else None
+    value = (spec or {}).get("terminationGracePeriodSeconds") if isinstance(spec, Mapping) else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return DEFAULT_GRACE_PERIOD_S
+
+
 def _pod_gpus(template: Mapping[str, Any] | None) -> int:
     spec = (template or {}).get("spec") or {}
     total = 0
@@ -143,6 +155,9 @@ class Workload:
     priority_boost: int = 0
     evictions: int = 0
     past_execution_seconds: float = 0.0
+    #: the pods' ``terminationGracePeriodSeconds`` (the longest of the pod sets; Kubernetes' 30 s
+    #: where a template does not set it; None without pod sets)
+    grace_period_s: float | None = None
     #: ``schedulingStats.evictions`` summed per reason (over underlying causes), sorted by reason
     evictions_by_reason: tuple[tuple[str, int], ...] = ()
 
@@ -236,6 +251,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
             reason = str(e.get("reason") or "")
             by_reason[reason] = by_reason.get(reason, 0) + int(e.get("count") or 0)
     evictions = sum(by_reason.values())
+    graces = [_grace_period(p.get("template")) for p in spec.get("podSets") or [] if isinstance(p, Mapping)]
     admitted_at = (
         parse_time(conds["Admitted"].get("lastTransitionTime")) if _is_true(conds, "Admitted") else None
     )
@@ -262,6 +278,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         evictions=evictions,
         past_execution_seconds=float(status.get("accumulatedPastExecutionTimeSeconds") or 0.0),
         evictions_by_reason=tuple(sorted(by_reason.items())),
+        grace_period_s=max(graces) if graces else None,
     )
 
 

@@ -120,6 +120,9 @@ def checkpoint_to_dict(cp: CheckpointState) -> dict[str, Any]:
         "costSeconds": finite_or_none(cp.cost_seconds),
         "pendingRequest": cp.pending_request,
         "pendingSince": finite_or_none(cp.pending_since),
+        "saveSeconds": finite_or_none(cp.save_seconds),
+        "sigtermSaves": cp.sigterm_saves,
+        "sigtermMisses": cp.sigterm_misses,
     }
 
 
@@ -133,6 +136,9 @@ def checkpoint_from_dict(data: Any) -> CheckpointState:
         cost_seconds=finite_or_none(data.get("costSeconds")),
         pending_request=str(pending) if pending else None,
         pending_since=finite_or_none(data.get("pendingSince")),
+        save_seconds=finite_or_none(data.get("saveSeconds")),
+        sigterm_saves=max(0, int_or_none(data.get("sigtermSaves")) or 0),
+        sigterm_misses=max(0, int_or_none(data.get("sigtermMisses")) or 0),
     )
 
 

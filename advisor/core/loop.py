@@ -31,6 +31,7 @@ from advisor.core.codec import (
     int_or_none,
 )
 from advisor.core.history import History
+from advisor.core.saves import ResumeCheck, note_admission, resolve
 from advisor.model import (
     DISRUPTIVE_KINDS,
     ActionKind,
@@ -43,7 +44,7 @@ from advisor.model import (
     JobView,
     ProgressSample,
 )
-from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S
+from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S, SAVE_SECONDS_METRIC
 
 __all__ = ["AdvisorCore", "JobRecord", "PolicyLike"]
 
@@ -85,6 +86,8 @@ class JobRecord:
     throughput: dict[int, float] = field(default_factory=dict)
     last_decision: Decision | None = None
     sample_warnings: int = 0
+    #: the eviction whose save on SIGTERM is being verified (see ``advisor.core.saves``)
+    resume: ResumeCheck = field(default_factory=ResumeCheck)
     _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
 
     @property
@@ -273,7 +276,15 @@ class AdvisorCore:
         if answers_pending and cp.pending_since is not None:
             latency = max(0.0, when - cp.pending_since)
             cost = latency if cost is None else 0.5 * cost + 0.5 * latency
-        rec.checkpoint = CheckpointState(
+        save = sample.metrics.get(SAVE_SECONDS_METRIC)
+        save_s = cp.save_seconds
+        if isinstance(save, int | float) and math.isfinite(save) and save >= 0:
+            # the longest recent save (halving the excess on each shorter one): the save window
+            # must cover a slow save, not the average one
+            save_s = float(save) if save_s is None or save >= save_s else 0.5 * (save_s + float(save))
+        rec.checkpoint = dataclasses.replace(
+            cp,
+            save_seconds=save_s,
             last_step=step if step is not None else cp.last_step,
             last_time=when,
             cost_seconds=cost,
@@ -403,6 +414,8 @@ class AdvisorCore:
         does)."""
         rec = self._record_for(job.key, now)
         self._expire_checkpoint(rec, now)
+        note_admission(rec.resume, rec.history, job.admitted_at)
+        rec.checkpoint = resolve(rec.resume, rec.history, rec.checkpoint)
         if self.lazy_forecast:
             view = self.view(job)
             policy = self._selector(self._policies, view) if self._policies else None
@@ -500,6 +513,7 @@ class AdvisorCore:
             "lastSampleTime": rec.last_sample_time,
             "throughput": [{"nodes": n, "stepsPerSecond": r} for n, r in sorted(rec.throughput.items())],
             "sampleWarnings": rec.sample_warnings,
+            "resume": rec.resume.to_dict(),
         }
 
     def restore(self, key: str, data: Mapping[str, Any]) -> JobRecord:
@@ -530,6 +544,7 @@ class AdvisorCore:
                 if nodes is not None and rate is not None and rate > 0:
                     rec.throughput[nodes] = rate
         rec.sample_warnings = int_or_none(data.get("sampleWarnings")) or 0
+        rec.resume = ResumeCheck.from_dict(data.get("resume"))
         last = history.last
         if last is not None and last.time is not None:
             rec._rate_anchor = (last.step, last.time, min(rec.throughput) if rec.throughput else 1)

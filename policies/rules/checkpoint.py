@@ -18,6 +18,7 @@ import math
 from advisor.model import ActionKind
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, unsaved_since
+from policies.savewindow import miss_probability, needed_grace, save_seconds, step_seconds
 from policies.spec import CheckpointRule
 from policies.victims import can_be_preempted
 from policies.youngdaly import checkpoint_interval
@@ -26,7 +27,11 @@ NAME = "checkpoint"
 
 
 def interval(ctx: Context, rule: CheckpointRule) -> tuple[float, float, float]:
-    """``(interval_s, cost_s, hazard_per_s)`` for the job, clamped to the rule's bounds."""
+    """``(interval_s, cost_s, hazard_per_s)`` for the job, clamped to the rule's bounds.
+
+    The hazard is the queue's, times the chance that an eviction loses the unsaved work
+    (``policies.savewindow.miss_probability``): 1 until the job's saves on SIGTERM are seen to
+    work, so an unverified job keeps the Young/Daly interval for the full hazard."""
     job, cluster = ctx.job, ctx.cluster
     cost = job.checkpoint.cost_seconds
     if cost is None or not math.isfinite(cost) or cost < 0:
@@ -34,8 +39,45 @@ def interval(ctx: Context, rule: CheckpointRule) -> tuple[float, float, float]:
     hazard = cluster.preemption_rate.get(job.cluster_queue or "")
     if hazard is None or not math.isfinite(hazard) or hazard < 0:
         hazard = rule.default_hazard_per_hour / 3600.0
+    hazard *= miss_probability(job)
     ideal = checkpoint_interval(cost, hazard)
     return min(max(ideal, rule.min_interval), rule.max_interval), cost, hazard
+
+
+def releases_possible(ctx: Context) -> bool:
+    """Whether the job's policy may release or stop it (a SIGTERM of its own making)."""
+    if not ctx.apply:
+        return False
+    rules = ctx.policy.rules
+    return any(
+        r is not None and r.enabled
+        for r in (rules.plateau, rules.divergence, rules.stall, rules.deadline)
+    )
+
+
+def _grace_advice(ctx: Context, preemptible: bool, out: Outcome) -> None:
+    """Recommend a grace period that fits a save on SIGTERM, where an eviction can come.
+
+    A recommendation in both modes: the grace period belongs to the pod template (the runtime,
+    or the TrainJob's ``runtimePatches`` on Trainer v2.3+), which the pods running now do not
+    take up, so the platform engineer or the job's owner sets it for the next start.
+    """
+    job = ctx.job
+    if job.grace_period_s is None or not (preemptible or releases_possible(ctx)):
+        return
+    need = needed_grace(job)
+    if need is None or job.grace_period_s >= need:
+        return
+    step, save = step_seconds(job), save_seconds(job)
+    out.act(
+        ActionKind.RECOMMEND,
+        NAME,
+        f"set terminationGracePeriodSeconds >= {need:.0f} (now {job.grace_period_s:.0f}): a save on "
+        f"SIGTERM needs the step under way ({dur(step or 0.0)}) plus a save ({dur(save or 0.0)})",
+        would="set-grace-period",
+        grace_period_s=need,
+        current_grace_period_s=job.grace_period_s,
+    )
 
 
 def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
@@ -50,6 +92,7 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
         # nothing in Kueue can evict it, even if its queue starts borrowing: only node failures
         # threaten it, which the queue's eviction rate (others' preemptions) overstates
         every = rule.max_interval
+    _grace_advice(ctx, w is not None and not safe, out)
     if job.checkpoint.pending_request is not None:
         return out
     last = unsaved_since(ctx)
@@ -59,10 +102,16 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
     if age < every:
         return out
     mtbf = "∞" if hazard == 0 else dur(1.0 / hazard)
+    cp = job.checkpoint
+    trust = (
+        f", {cp.sigterm_saves} of {cp.sigterm_saves + cp.sigterm_misses} saves on SIGTERM verified"
+        if cp.sigterm_saves
+        else ""
+    )
     why = (
         "maxInterval: no preemption can reach it"
         if safe
-        else f"Young/Daly for cost {dur(cost)}, MTBF {mtbf} on queue {job.cluster_queue or '-'}"
+        else f"Young/Daly for cost {dur(cost)}, MTBF {mtbf} on queue {job.cluster_queue or '-'}{trust}"
     )
     since = (
         "last checkpoint"

@@ -38,6 +38,7 @@ import math
 from advisor.model import ActionKind, ClusterView, JobView, WorkloadView
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
+from policies.savewindow import miss_probability
 from policies.spec import PreemptionGuardRule
 from policies.victims import can_be_preempted, first_in_line, predict_victims
 from policies.youngdaly import checkpoint_interval
@@ -230,12 +231,23 @@ def _guard(
     ref = unsaved_since(ctx)
     age = None if ref is None else now - ref
     stale_after = rule.stale_after
+    cost = cp.cost_seconds if cp.cost_seconds is not None and math.isfinite(cp.cost_seconds) else 60.0
+    miss = miss_probability(ctx.job)
     if likely:
         # the queue's evictions land on whoever stands first in line: its own hazard is the
-        # queue's rate times the workloads sharing it, and Young/Daly turns that into an interval
+        # queue's rate times the workloads sharing it (times the chance that its save on SIGTERM
+        # fails), and Young/Daly turns that into an interval
         sharing = sum(1 for x in ctx.cluster.workloads if x.admitted and x.cluster_queue == w.cluster_queue)
-        cost = cp.cost_seconds if cp.cost_seconds is not None and math.isfinite(cp.cost_seconds) else 60.0
-        stale_after = max(stale_after, checkpoint_interval(max(cost, 0.0), hazard * max(sharing, 1)))
+        stale_after = max(stale_after, checkpoint_interval(max(cost, 0.0), hazard * max(sharing, 1) * miss))
+    elif miss < 1.0 and age is not None and miss * age <= max(cost, 0.0):
+        # a victim that saves on SIGTERM (verified): the work it is expected to lose is less than
+        # what a checkpoint now costs, so neither a checkpoint nor a boost pays
+        cps = ctx.job.checkpoint
+        out.reasons.append(
+            f"{NAME}: likely preemption victim, but its saves on SIGTERM worked on "
+            f"{cps.sigterm_saves} of {cps.sigterm_saves + cps.sigterm_misses} evictions"
+        )
+        return out
     if age is not None and age <= stale_after:
         out.reasons.append(f"{NAME}: likely preemption victim, but its checkpoint is {dur(age)} old (fresh)")
         return out

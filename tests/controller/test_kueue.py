@@ -167,3 +167,11 @@ def test_workload_for_job_uses_the_job_uid_label() -> None:
     assert wl is not None and wl.owner_name == "other"
     assert api.calls[0][-1] == "kueue.x-k8s.io/job-uid=uid-2"
     assert KueueClient(RecordingCustomObjects([])).workload_for_job("team-a", "nope") is None
+
+
+def test_the_grace_period_comes_from_the_workload_pod_template() -> None:
+    obj = workload()
+    assert parse_workload(obj).grace_period_s == 30.0  # Kubernetes' default where unset
+    obj["spec"]["podSets"][0]["template"]["spec"]["terminationGracePeriodSeconds"] = 180
+    assert parse_workload(obj).grace_period_s == 180.0
+    assert parse_workload({"metadata": {}, "spec": {}}).grace_period_s is None
