@@ -139,6 +139,19 @@ def _status_schema() -> dict[str, Any]:
             "actionsByKind": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
             "recommendations": {"type": "integer", "minimum": 0},
             "gpuHoursFlaggedNonLearning": {"type": "number", "minimum": 0},
+            "recentActions": {
+                "type": "array",
+                "description": "The policy's disruptive actions of the last hour (the newest "
+                "maxActionsPerHour), so that the hourly cap survives a controller restart.",
+                "items": {
+                    "type": "object",
+                    "required": ["requestId", "time"],
+                    "properties": {
+                        "requestId": {"type": "string"},
+                        "time": {"type": "number", "description": "Unix seconds"},
+                    },
+                },
+            },
         },
     }
 

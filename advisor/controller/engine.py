@@ -44,7 +44,7 @@ from advisor.controller.store import ForecastStore, decode_history
 from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
-from advisor.model import ClusterView, Decision, JobView, Mode, job_key
+from advisor.model import DISRUPTIVE_KINDS, ClusterView, Decision, JobView, Mode, job_key
 from policies.hazard import hazard_by_queue, workload_exposure
 
 __all__ = ["Engine", "EngineConfig"]
@@ -145,7 +145,33 @@ class Engine:
                 self.store.known(job_key(meta["namespace"], meta["name"]))
             if meta.get("namespace") and meta.get("name") and status:
                 self.saved[job_key(meta["namespace"], meta["name"])] = status
+                self._note_capped_actions(status)
         return len(self.saved)
+
+    def _note_capped_actions(self, status: Mapping[str, Any]) -> None:
+        """Count the saved job's capped actions toward its policies' hourly caps now, before the
+        job is seen again: a restart must not reset ``maxActionsPerHour``."""
+        from advisor.core.codec import action_from_dict
+
+        raw = status.get("coreState")
+        try:
+            data = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            return
+        if not isinstance(data, Mapping):
+            return
+        actions: dict[str, list[tuple[str, float]]] = {}
+        for item in data.get("actions") or []:
+            rec = action_from_dict(item)
+            if (
+                rec is not None
+                and rec.kind in DISRUPTIVE_KINDS
+                and rec.policy
+                and rec.outcome != "recommended"
+            ):
+                actions.setdefault(rec.policy, []).append((rec.request_id, rec.time))
+        for policy, found in actions.items():
+            self.core.note_policy_actions(policy, found)
 
     def _restore(self, key: str) -> None:
         status = self.saved.pop(key, None)
@@ -489,6 +515,12 @@ class Engine:
         self.writer.write_now(
             key, {"owner": self._owner(job.body), "status": status}, timeout_s=URGENT_WRITE_WAIT_S
         )
+        rec = self.core.record(key)
+        last = rec.actions[-1] if rec is not None and rec.actions else None
+        if (
+            last is not None and last.kind in DISRUPTIVE_KINDS and last.policy and last.outcome == "requested"
+        ):  # the policy's hourly cap must survive a restart too: persisted before the mutation
+            self.book.persist_actions(last.policy, self.core.policy_actions(last.policy, last.time))
 
     def _write(self, key: str, payload: Mapping[str, Any]) -> None:
         how = self.store.write(key, payload["owner"], payload["status"])
@@ -505,6 +537,9 @@ class Engine:
     # ------------------------------------------------------------------------------- policies
     def _on_policy(self, event_type: str, body: Mapping[str, Any]) -> None:
         self.book.on_event(event_type, body)
+        if event_type != "DELETED":
+            name = str((body.get("metadata") or {}).get("name"))
+            self.core.note_policy_actions(name, self.book.stored_actions(body))
         policies = sorted(self.policies.values(), key=lambda p: p.name)
         if self.config.recommend_only:
             policies = [

@@ -12,6 +12,10 @@ controller already persists, so that a restart does not reset them:
   classified plateaued, hung or diverging, accumulated by the controller from the value found in
   the status when it started.
 
+* ``recentActions``: the request id and time of the policy's capped (disruptive) actions of the last hour,
+  written *before* each such action's mutation, so that ``maxActionsPerHour`` holds across a
+  controller restart (and across the deletion of a job whose log held the action).
+
 ``policy_figures`` is pure; ``PolicyBook`` holds the loaded policies for the engine, writes the
 ``Valid`` condition when a policy changes, and the figures at the engine's bounded rate, only
 when they changed.
@@ -106,6 +110,32 @@ class PolicyBook:
         except PolicyError as exc:
             self.errors[name] = str(exc).replace("\n", "; ")
         self._write_condition(name, body)
+
+    @staticmethod
+    def stored_actions(body: Mapping[str, Any]) -> list[tuple[str, float]]:
+        """``status.recentActions`` of an AdvisorPolicy as (request id, time); malformed entries skipped."""
+        raw = (body.get("status") or {}).get("recentActions")
+        out: list[tuple[str, float]] = []
+        for item in raw if isinstance(raw, list) else []:
+            if not isinstance(item, Mapping):
+                continue
+            rid, t = item.get("requestId"), item.get("time")
+            if isinstance(rid, str) and isinstance(t, int | float) and not isinstance(t, bool):
+                out.append((rid, float(t)))
+        return out
+
+    def persist_actions(self, name: str, actions: Iterable[tuple[str, float]]) -> None:
+        """Write the policy's recent capped actions (the newest ``maxActionsPerHour`` are enough to
+        enforce the cap). Raises when the write fails: the action must then not run."""
+        policy = self.policies.get(name)
+        cap = policy.safety.max_actions_per_hour if policy is not None else None
+        kept = sorted(actions, key=lambda a: a[1])
+        if cap is not None:
+            kept = kept[-cap:]
+        self.api.patch_policy_status(
+            name, {"recentActions": [{"requestId": rid, "time": round(t, 3)} for rid, t in kept]}
+        )
+        self.metrics.api_writes.labels("advisorpolicy-status").inc()
 
     def add_hours(self, policy: str, hours: float) -> None:
         self.hours[policy] = self.hours.get(policy, 0.0) + hours

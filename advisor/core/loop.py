@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -205,7 +205,8 @@ class AdvisorCore:
         self.lazy_forecast = lazy_forecast
         self._judged = judged or _default_judged
         self._records: dict[str, JobRecord] = {}
-        self._policy_actions: dict[str, list[float]] = {}
+        #: policy -> request id -> time of its capped actions (pruned to the cap's window)
+        self._policy_actions: dict[str, dict[str, float]] = {}
         #: (snapshot, its recent policy actions, the snapshot with them): see ``_with_policy_actions``
         self._capped: tuple[ClusterView, dict[str, tuple[float, ...]], ClusterView] | None = None
         self.forecasts_made = 0
@@ -390,10 +391,11 @@ class AdvisorCore:
             return cluster
         horizon = now - CAP_WINDOW_S
         recent: dict[str, tuple[float, ...]] = {}
-        for name, times in self._policy_actions.items():
-            times[:] = [t for t in times if t > horizon]
-            if times:
-                recent[name] = tuple(times)
+        for name, actions in self._policy_actions.items():
+            for rid in [rid for rid, t in actions.items() if t <= horizon]:
+                del actions[rid]
+            if actions:
+                recent[name] = tuple(sorted(actions.values()))
         # every job of a tick is decided against the same snapshot: the view with the actions is
         # made once per snapshot and set of actions, so that it keeps the per-snapshot index of
         # ``policies.index`` (keyed by identity) too
@@ -466,12 +468,36 @@ class AdvisorCore:
         rec.actions.append(action)
         del rec.actions[:-MAX_ACTIONS_KEPT]
         if action.kind in DISRUPTIVE_KINDS and action.policy and action.outcome != "recommended":
-            self._policy_actions.setdefault(action.policy, []).append(action.time)
+            self.note_policy_actions(action.policy, [(action.request_id, action.time)])
         if action.kind is ActionKind.CHECKPOINT and action.outcome == "requested":
             rec.checkpoint = dataclasses.replace(
                 rec.checkpoint, pending_request=action.request_id, pending_since=action.time
             )
         return True
+
+    def note_policy_actions(self, policy: str, actions: Iterable[tuple[str, float]]) -> int:
+        """Adopt ``(request id, time)`` of ``policy``'s capped actions kept elsewhere (its
+        AdvisorPolicy status, or the action logs of saved jobs not yet seen again after a restart),
+        so that a restart does not reset the hourly cap. An action already known (by its request
+        id) is not counted twice; returns how many were new."""
+        known = self._policy_actions.setdefault(policy, {})
+        added = 0
+        for rid, t in actions:
+            if rid in known or isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+                continue
+            known[rid] = float(t)
+            added += 1
+        return added
+
+    def policy_actions(self, policy: str, now: float) -> tuple[tuple[str, float], ...]:
+        """``(request id, time)`` of ``policy``'s capped actions within the cap's window before
+        ``now``, oldest first."""
+        window = [
+            (t, rid)
+            for rid, t in self._policy_actions.get(policy, {}).items()
+            if now - CAP_WINDOW_S < t <= now
+        ]
+        return tuple((rid, t) for t, rid in sorted(window))
 
     def update_action(self, key: str, request_id: str, outcome: str) -> bool:
         rec = self._records.get(key)
