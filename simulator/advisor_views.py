@@ -46,7 +46,7 @@ class AdvisorViews:
             namespace=job.namespace,
             name=job.trace.name,
             kind="TrainJob",
-            labels={"kueue.x-k8s.io/queue-name": job.trace.queue, **job.curve.labels},
+            labels={"kueue.x-k8s.io/queue-name": job.trace.queue, **job.labels},
             queue_name=job.trace.queue,
             cluster_queue=job.cluster_queue,
             priority=wl.priority,

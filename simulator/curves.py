@@ -43,7 +43,9 @@ _X = np.linspace(0.0, 1.0, _GRID)
 _X.flags.writeable = False
 
 #: the label real clusters put on training jobs to tell pre-training from fine-tuning (the sample
-#: plateau-release policy selects on it)
+#: plateau-release policy selects on it). Whether a simulated job carries it, and whether it is
+#: right, is the scenario's (``WorldConfig.label_rate`` / ``label_error``, or a trace column), never
+#: the curve's: a label derived from the hidden curve would tell the policy what only the future can
 WORKLOAD_TYPE_LABEL = "workload-type"
 #: schedules that mark a run as pre-training. A warmup-stable-decay run holds its learning rate for
 #: most of its budget and anneals only at the end, so its loss is flat for hours and then drops: that
@@ -87,7 +89,7 @@ class CurveSpec:
     at: float = 1.0  # where the pathology starts (fraction of total_steps)
     spikes: tuple[tuple[float, float], ...] = ()  # (x, height relative to loss)
     seed: int = 0
-    workload_type: str = "fine-tuning"  # pretraining | fine-tuning: the job's workload-type label
+    workload_type: str = "fine-tuning"  # pretraining | fine-tuning: the kind of run its user knows it is
     _noise_table: np.ndarray | None = field(init=False, repr=False, compare=False)
     _truth: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
 
@@ -110,11 +112,6 @@ class CurveSpec:
             table = np.random.default_rng(self.seed).standard_normal(1024)
             object.__setattr__(self, "_noise_table", table)
         return table
-
-    @property
-    def labels(self) -> dict[str, str]:
-        """The labels the job carries because of what kind of run it is (not hidden: users set them)."""
-        return {WORKLOAD_TYPE_LABEL: self.workload_type}
 
     # ---- the hidden law ---------------------------------------------------------------------
     def lr(self, x: np.ndarray | float) -> np.ndarray:
@@ -287,10 +284,10 @@ class CurveLibrary:
         ranges = p["pathology_at"]
         if pathology in ranges:
             at = float(rng.uniform(*ranges[pathology]))
-        if pathology in ("early_plateau", "late_plateau"):
-            schedule = "constant"  # a converged constant-LR fine-tune; no anneal drop to come
-        elif pathology == "slow":
-            schedule = "constant"
+        # a pathology strikes any kind of run on any schedule: a plateaued cosine or WSD run still
+        # gains what its learning-rate anneal brings (its hidden truth says so, and so do the
+        # wrong-stop counts), which is what makes a plateau hard to call before the anneal
+        if pathology == "slow":
             x0 = float(rng.uniform(1.0, 3.0))  # still early on its curve when the budget ends
         elif pathology == "spikes":
             n = int(rng.integers(2, 5))

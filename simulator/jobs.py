@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from advisor.model import ProgressSample, job_key
-from simulator.curves import CurveLibrary, CurveSpec
+from simulator.curves import WORKLOAD_TYPE_LABEL, CurveLibrary, CurveSpec
 from simulator.quota import Workload
 from simulator.traces import TraceJob
 
@@ -57,6 +57,11 @@ class WorldConfig:
     jit_fraction: float = 0.25  # share of jobs whose training helper saves on SIGTERM
     node_mtbf_h: float = 400.0  # per-node mean time between failures (0: no failures)
     job_checkpoint_interval_s: float | None = 7200.0  # the users' own periodic checkpoints
+    #: share of jobs whose users label them ``workload-type`` (pretraining | fine-tuning) when the
+    #: trace does not say; 0: no job carries it, as on a cluster that does not ask for it
+    label_rate: float = 0.0
+    #: share of those labels that are wrong (a pre-training run labelled a fine-tune or back)
+    label_error: float = 0.0
     #: Kueue's PriorityBoost feature gate (alpha, off by default): the controller's default too
     priority_boost_enabled: bool = False
     horizon_s: float | None = None  # stop simulating here (None: until every job is accounted for)
@@ -78,6 +83,8 @@ class SimJob:
     report_interval: float
     learning_end: int
     workload: Workload
+    #: the labels the job carries (the scenario's labelling, never its hidden curve)
+    labels: dict[str, str]
     gpus: int
     nodes: int
     # ---- dynamic state
@@ -171,6 +178,24 @@ class SimJob:
         self.forced_samples.append((int(self.step), now, ckpt, self.ckpt_request))
 
 
+def _labels(tj: TraceJob, curve: CurveSpec, world: WorldConfig, seed: int, idx: int) -> dict[str, str]:
+    """The job's ``workload-type`` label: the trace's when it has one; else, with probability
+    ``label_rate``, the kind of run its user knows it is, wrong with probability ``label_error``.
+    Drawn from a stream of its own, so the labelling leaves every other draw as it was."""
+    if tj.workload_type is not None:
+        return {WORKLOAD_TYPE_LABEL: tj.workload_type}
+    if world.label_rate <= 0:
+        return {}
+    rng = np.random.default_rng([seed, idx, 1])
+    labelled, wrong = rng.random() < world.label_rate, rng.random() < world.label_error
+    if not labelled:
+        return {}
+    kind = curve.workload_type
+    if wrong:
+        kind = "fine-tuning" if kind == "pretraining" else "pretraining"
+    return {WORKLOAD_TYPE_LABEL: kind}
+
+
 def build_jobs(
     trace_jobs: list[TraceJob],
     queue_map: dict[str, str],
@@ -233,6 +258,7 @@ def build_jobs(
                 report_interval=report,
                 learning_end=curve.learning_end_step(),
                 workload=wl,
+                labels=_labels(tj, curve, world, seed, i),
                 gpus=tj.gpus,
                 nodes=nodes,
             )

@@ -17,7 +17,7 @@ from simulator.quota import QuotaModel
 from simulator.scenario import Scenario
 from simulator.strategy import Cadence, Strategy
 
-__all__ = ["RowResult", "policy_strategies", "run_rows", "run_strategy"]
+__all__ = ["RowResult", "nonlearning_saved", "policy_strategies", "run_rows", "run_strategy"]
 
 
 @dataclass(slots=True)
@@ -25,6 +25,12 @@ class RowResult:
     metrics: dict[str, Any]
     jobs: list[SimJob] = field(repr=False)
     record: SimRecord = field(repr=False)
+
+
+def nonlearning_saved(baseline: float, row: float) -> float | None:
+    """The share of the no-advisor row's non-learning GPU-hours a row did not burn (None when the
+    baseline burnt none)."""
+    return (baseline - row) / baseline if baseline > 0 else None
 
 
 def run_strategy(
@@ -112,6 +118,7 @@ def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bo
     )
     results: list[RowResult] = []
     baseline: float | None = None
+    base_nonlearning = 0.0
     try:
         for i, strategy in enumerate(strategies):
             bar.set_description(f"{strategy.name:<24}")
@@ -127,7 +134,11 @@ def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bo
             )
             if baseline is None:
                 baseline = result.metrics["gpu_hours"]
+                base_nonlearning = result.metrics["gpu_hours_nonlearning"]
                 result.metrics["gpu_hours_saved"] = 0.0
+            result.metrics["nonlearning_saved_fraction"] = nonlearning_saved(
+                base_nonlearning, result.metrics["gpu_hours_nonlearning"]
+            )
             bar.update(max(0.0, (i + 1) * span / 3600.0 - bar.n))
             results.append(result)
     finally:

@@ -44,6 +44,8 @@ class TraceJob:
     queue: str = "default"
     priority: int = 0
     total_steps: int | None = None
+    #: the job's ``workload-type`` label when the trace records it (pretraining | fine-tuning)
+    workload_type: str | None = None
 
 
 @dataclass(slots=True)
@@ -178,7 +180,10 @@ def _own(path: Path, line: int, row: dict[str, str]) -> TraceJob:
         raise TraceError(path, line, "priority", f"not an integer: {prio_raw!r}") from None
     steps_raw = (row.get("total_steps") or "").strip()
     total = int(_num(path, line, row, "total_steps", positive=True, integer=True)) if steps_raw else None
-    return TraceJob(name, submit, gpus, duration, queue, priority, total)
+    kind = (row.get("workload_type") or "").strip() or None
+    if kind is not None and kind not in ("pretraining", "fine-tuning"):
+        raise TraceError(path, line, "workload_type", f"expected pretraining or fine-tuning, got {kind!r}")
+    return TraceJob(name, submit, gpus, duration, queue, priority, total, kind)
 
 
 def _gavel_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
@@ -244,7 +249,7 @@ def _detect(path: Path) -> str:
         1,
         None,
         f"unrecognised header (columns each format needs: {wanted}; the csv format also reads queue, "
-        "priority and total_steps); pass --trace-format (philly, itp, gavel, tiresias, csv)",
+        "priority, total_steps and workload_type); pass --trace-format (philly, itp, gavel, tiresias, csv)",
     )
 
 

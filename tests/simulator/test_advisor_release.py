@@ -9,6 +9,7 @@ from pathlib import Path
 from simworld import QUIET, one_queue, scenario
 
 from simulator.advisor_strategy import AdvisorStrategy
+from simulator.curves import CurveLibrary, load_curve_params
 from simulator.jobs import Phase, SimJob
 from simulator.runner import policy_strategies, run_strategy
 from simulator.traces import TraceJob
@@ -36,9 +37,11 @@ def _learning_end_and_end(job: SimJob) -> tuple[float, float]:
 
 
 def test_plateaued_runs_are_released_within_hours_of_their_plateau_after_a_checkpoint() -> None:
+    """Constant-LR fine-tunes that plateau (a plateau on a decaying schedule still gains what its
+    anneal brings, so it has not stopped learning when its loss first goes flat)."""
     sc = scenario(_jobs(3, 8.0), one_queue(16), QUIET, seed=3)
-    sc.curve_mix = {"early_plateau": 1.0}
-    res = run_strategy(sc, _row())
+    params = {**load_curve_params(), "schedules": {"constant": 1.0}}
+    res = run_strategy(sc, _row(), library=CurveLibrary(params, mix={"early_plateau": 1.0}))
     for job in res.jobs:
         assert job.phase is Phase.RELEASED, job.trace.name
         assert job.end_time is not None and job.checkpoints >= 1  # saved before its quota went

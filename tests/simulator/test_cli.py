@@ -56,8 +56,12 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert r["gpu_hours"] > 0 and 0 <= r["utilization"] <= 1
     assert rows[0]["gpu_hours_saved"] == 0.0
     assert rows[0]["victim_precision"] is None and rows[0]["victim_recall"] is None
-    for r in rows[1:]:
-        assert r["gpu_hours_saved"] == pytest.approx(rows[0]["gpu_hours"] - r["gpu_hours"], abs=1e-3)
+    for r in rows[1:]:  # what a near-end release of a healthy run spared is no saving
+        spared = rows[0]["gpu_hours"] - r["gpu_hours"]
+        assert r["gpu_hours_saved"] == pytest.approx(spared - r["near_end_gpu_hours"], abs=1e-3)
+        assert (r["near_end_releases"] == 0) == (r["near_end_gpu_hours"] == 0)
+        assert set(r["wrong_stops_by_threshold"]) == {"0.005", "0.01", "0.02"}
+        assert r["wrong_stops_by_threshold"]["0.01"] == r["wrong_stops"]
     table = capsys.readouterr().out
     assert "advisor-plateau-release" in table and "simulated job-hours per wall-second" in table
     rep = tmp_path / "rep"

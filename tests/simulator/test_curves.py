@@ -85,20 +85,19 @@ def test_library_mix_and_shipped_parameters() -> None:
         CurveLibrary(mix={"none": 0.0})
 
 
-def test_runs_carry_a_workload_type_label_that_follows_their_schedule() -> None:
-    """Pre-training runs (warmup-stable-decay) are labelled as such, everything else as a fine-tune,
-    so that a policy's ``workload-type`` selector means in the simulator what it means on a cluster."""
+def test_every_kind_of_run_meets_every_pathology() -> None:
+    """The kind of run follows its schedule (warmup-stable-decay: pre-training), and a plateau can
+    strike a pre-training run as well as a fine-tune: no pathology is tied to a kind of run."""
     lib = CurveLibrary()
     rng = np.random.default_rng(7)
-    drawn = [lib.draw(rng, 5000, i) for i in range(200)]
+    drawn = [lib.draw(rng, 5000, i) for i in range(600)]
     kinds: dict[str, set[str]] = {c.schedule: set() for c in drawn}
     for c in drawn:
-        kinds[c.schedule].add(c.labels["workload-type"])
+        kinds[c.schedule].add(c.workload_type)
     assert kinds["wsd"] == {"pretraining"}
     assert kinds["cosine"] == kinds["constant"] == {"fine-tuning"}
-    # plateau pathologies are constant-LR fine-tunes: never labelled pre-training
-    assert all(c.workload_type == "fine-tuning" for c in drawn if c.pathology.endswith("plateau"))
-    assert spec().labels == {"workload-type": "fine-tuning"}
+    for pathology in ("early_plateau", "late_plateau", "slow"):
+        assert {c.workload_type for c in drawn if c.pathology == pathology} == {"pretraining", "fine-tuning"}
     with pytest.raises(ValueError, match="workload_type"):
         spec(workload_type="rlhf")
 
@@ -137,3 +136,25 @@ def test_non_finite_from_is_at_or_before_the_first_nan_report_of_a_divergence() 
     assert first_nan - first <= 2 * 10_000 / 511 + 1  # within two points of the truth grid
     healthy = CurveSpec(total_steps=10_000, l_inf=1.0, a=2.0, alpha=0.5, x0=0.05)
     assert healthy.non_finite_from() is None
+
+
+def test_labels_come_from_the_scenario_never_from_the_curve() -> None:
+    """No label by default; a stated labelling rate labels that share of jobs with the kind of run,
+    wrong at the stated error rate; a trace's workload_type column wins over both."""
+    from simulator.jobs import WorldConfig, build_jobs
+    from simulator.traces import TraceJob
+
+    rows = [TraceJob(f"j{i}", 0.0, 1, 3600.0) for i in range(400)]
+    qmap = {"default": "cq"}
+    lib = CurveLibrary()
+    assert all(j.labels == {} for j in build_jobs(rows, qmap, WorldConfig(), lib, 3))
+    labelled = build_jobs(rows, qmap, WorldConfig(label_rate=0.5, label_error=0.2), lib, 3)
+    carry = [j for j in labelled if j.labels]
+    assert 0.4 < len(carry) / len(rows) < 0.6
+    wrong = sum(j.labels["workload-type"] != j.curve.workload_type for j in carry)
+    assert 0.1 < wrong / len(carry) < 0.3
+    # the labelling draws from a stream of its own: the curves are the unlabelled run's
+    plain = build_jobs(rows, qmap, WorldConfig(), lib, 3)
+    assert [j.curve for j in labelled] == [j.curve for j in plain]
+    given = [TraceJob("p", 0.0, 1, 3600.0, workload_type="pretraining")]
+    assert build_jobs(given, qmap, WorldConfig(), lib, 3)[0].labels == {"workload-type": "pretraining"}

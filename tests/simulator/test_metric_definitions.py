@@ -1,0 +1,74 @@
+"""The row metrics' definitions: wrong stops at three thresholds, near-end releases of healthy runs
+counted apart and not as savings, and the JCT of cut runs apart from completions."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.baselines import NoAdvisor
+from simulator.jobs import Phase
+from simulator.metrics import NEAR_END_FRACTION, row_metrics, wrong_stop_counts
+from simulator.runner import run_strategy
+from simulator.traces import TraceJob
+from tests.simulator.simworld import HEALTHY, one_queue, scenario
+
+
+def _finished_jobs(n: int = 3):  # type: ignore[no-untyped-def]
+    sc = scenario([TraceJob(f"j{i}", 0.0, 8, 3600.0, total_steps=3600) for i in range(n)], one_queue(8 * n))
+    res = run_strategy(sc, NoAdvisor(), library=HEALTHY)
+    assert all(j.phase is Phase.DONE for j in res.jobs)
+    return sc, res
+
+
+def _cut(job, step: float) -> None:  # type: ignore[no-untyped-def]
+    """Pretend the run was released at ``step`` (its GPU time up to there only)."""
+    job.phase = Phase.RELEASED
+    job.end_step = step
+    job.end_time = job.trace.submit + step * job.step_time + job.restart_cost
+    job.gpu_s = job.gpus * (job.end_time - job.trace.submit)
+    job.nonlearning_gpu_s = job.gpus * max(0.0, step - job.learning_end) * job.step_time
+
+
+def test_wrong_stops_are_counted_at_each_threshold_from_the_hidden_curve() -> None:
+    _sc, res = _finished_jobs()
+    a, b, c = res.jobs
+    _cut(a, 0.2 * a.total_steps)  # early: far from its plateau
+    _cut(b, 0.9 * b.total_steps)
+    ahead = {j.trace.name: j.curve.remaining_improvement(j.end_step) for j in (a, b)}
+    counts = wrong_stop_counts(res.jobs)
+    assert set(counts) == {"0.005", "0.01", "0.02"}
+    for key, t in (("0.005", 0.005), ("0.01", 0.01), ("0.02", 0.02)):
+        assert counts[key] == sum(1 for v in ahead.values() if v > t), (key, ahead)
+    assert counts["0.005"] >= counts["0.01"] >= counts["0.02"] >= 1  # the early cut is wrong at 2%
+    assert c.phase is Phase.DONE  # a completed run is never a wrong stop
+
+
+def test_a_healthy_run_cut_near_its_end_is_no_saving() -> None:
+    sc, res = _finished_jobs()
+    base = row_metrics("no-advisor", res.jobs, res.record, sc.capacity, None, 0.0, victims=False)
+    job = res.jobs[0]
+    _cut(job, (1.0 - NEAR_END_FRACTION / 2) * job.total_steps)
+    m = row_metrics("cut", res.jobs, res.record, sc.capacity, base["gpu_hours"], 0.0, victims=False)
+    assert m["near_end_releases"] == 1
+    assert m["gpu_hours"] < base["gpu_hours"]  # it did hold its GPUs for less time ...
+    assert m["gpu_hours_saved"] == pytest.approx(0.0, abs=0.05)  # ... but that is not a saving
+    assert m["near_end_gpu_hours"] == pytest.approx(base["gpu_hours"] - m["gpu_hours"], rel=0.05)
+    # the non-learning tail it would have run is still charged to the row
+    assert m["gpu_hours_nonlearning"] == pytest.approx(base["gpu_hours_nonlearning"], rel=0.05)
+
+
+def test_a_cut_earlier_in_the_budget_is_not_near_the_end() -> None:
+    sc, res = _finished_jobs()
+    job = res.jobs[0]
+    _cut(job, 0.5 * job.total_steps)
+    m = row_metrics("cut", res.jobs, res.record, sc.capacity, 0.0, 0.0, victims=False)
+    assert m["near_end_releases"] == 0
+
+
+def test_the_jct_of_cut_runs_is_reported_apart_from_completions() -> None:
+    sc, res = _finished_jobs()
+    done = [j.end_time - j.trace.submit for j in res.jobs[1:]]
+    _cut(res.jobs[0], 0.3 * res.jobs[0].total_steps)
+    m = row_metrics("cut", res.jobs, res.record, sc.capacity, None, 0.0, victims=False)
+    assert m["jct_mean_s"] == pytest.approx(sum(done) / len(done))
+    assert m["jct_released_mean_s"] == pytest.approx(res.jobs[0].end_time - res.jobs[0].trace.submit)
