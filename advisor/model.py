@@ -236,6 +236,11 @@ class JobView:
     grace_period_s: float | None = None
     """The pods' ``terminationGracePeriodSeconds`` (the time between SIGTERM and SIGKILL on an
     eviction), None when the adapter does not know it."""
+    runtime: str | None = None
+    """The training runtime the job runs on (a TrainJob's ``spec.runtimeRef.name``), if known."""
+    runtime_sigterm: tuple[int, int] = (0, 0)
+    """``(saves, misses)`` on SIGTERM seen on the *other* jobs of the same runtime (filled in by the
+    core loop): the prior for a job that has not been evicted yet."""
 
     @property
     def key(self) -> str:

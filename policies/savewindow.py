@@ -13,8 +13,10 @@ Verify, then trust. Whether saves on SIGTERM work is learnt per job from its pas
 checkpoint the run resumed from). The probability that the next eviction loses the unsaved work
 is estimated as ``(misses + 1) / (evictions + 1)``: 1 until an eviction was seen (no trust without
 evidence), 1/(n+1) after n verified saves, and 1 whenever the grace period is known not to cover
-the save window. The checkpoint rules scale the queue's hazard by it: a job whose saves on SIGTERM
-are verified checkpoints rarely, one whose saves failed keeps the Young/Daly interval.
+the save window. The evictions of the other jobs on the same runtime (the same helper, image and
+storage) set the prior (``miss_probability``). The checkpoint rules scale the queue's hazard by
+it: a job whose saves on SIGTERM are verified checkpoints rarely, one whose saves failed keeps the
+Young/Daly interval.
 """
 
 from __future__ import annotations
@@ -63,9 +65,16 @@ def window_covered(job: JobView) -> bool | None:
 
 
 def miss_probability(job: JobView) -> float:
-    """The chance that the next eviction loses the work since the last periodic checkpoint."""
+    """The chance that the next eviction loses the work since the last periodic checkpoint.
+
+    The runtime's other jobs give the prior, ``(M + 1) / (N + 1)`` over their N evictions (1 with
+    none); the job's own n evictions, m of them misses, update it as a one-observation prior:
+    ``(m + prior) / (n + 1)``. A job of a runtime whose saves work starts trusted; its own misses
+    take the trust away within one or two evictions."""
     if window_covered(job) is False:
         return 1.0
+    rt_saves, rt_misses = job.runtime_sigterm
+    prior = (rt_misses + 1) / (rt_saves + rt_misses + 1)
     cp = job.checkpoint
     n = cp.sigterm_saves + cp.sigterm_misses
-    return (cp.sigterm_misses + 1) / (n + 1)
+    return (cp.sigterm_misses + prior) / (n + 1)

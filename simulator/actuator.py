@@ -2,9 +2,10 @@
 
 A checkpoint request pauses the job for its checkpoint cost and is acknowledged in its progress
 stream; releasing quota deactivates the workload (SIGTERM: a save within the grace period when the
-job's helper does that, quota freed at once, never requeued); a priority boost changes Kueue's
-effective priority; a scale restarts the job from a checkpoint at its new size. Preemptions and
-node failures go through the same eviction: the job loses what it had not saved.
+job's helper does that and it fits, ``sigterm_save_lands``; quota freed at once, never requeued); a
+priority boost changes Kueue's effective priority; a scale restarts the job from a checkpoint at its
+new size. Preemptions and node failures go through the same eviction: the job loses what it had
+not saved.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from simulator.jobs import Phase, SimJob
 if TYPE_CHECKING:
     from simulator.engine import Simulation
 
-__all__ = ["DONE_AT_ONCE", "Actuator"]
+__all__ = ["DONE_AT_ONCE", "Actuator", "sigterm_save_lands"]
 
 #: actions the actuator completes on the spot (the others are acknowledged by the job)
 DONE_AT_ONCE = frozenset(
@@ -30,6 +31,25 @@ DONE_AT_ONCE = frozenset(
         ActionKind.SCALE,
     }
 )
+
+
+def sigterm_save_lands(job: SimJob, now: float) -> bool:
+    """Whether the job's save on SIGTERM makes it before SIGKILL.
+
+    Only a job whose training helper saves on SIGTERM (``jit``) and whose save mechanism works
+    (``sigterm_ok``, drawn per job with the scenario's ``sigterm_success``) tries. The helper saves
+    at its next safe point, the end of the step under way, so the save lands when the rest of that
+    step plus the save fit the grace period; a save already under way needs only its rest. Node
+    failures send no SIGTERM (the caller never asks)."""
+    if not (job.jit and job.sigterm_ok):
+        return False
+    if job.phase is Phase.CHECKPOINTING:
+        return job.phase_start + job.ckpt_cost - now <= job.grace_s
+    if job.phase is not Phase.RUNNING:
+        return False
+    step = job.step_time / job.rate_factor
+    into = ((now - job.phase_start) / step) % 1.0 if step > 0 else 0.0
+    return (1.0 - into) * step + job.ckpt_cost <= job.grace_s
 
 
 class Actuator:
@@ -109,12 +129,7 @@ class Actuator:
         now = sim.now
         sim.account(job)
         sim.leave_running(job)
-        if (
-            cause != "failure"
-            and job.jit
-            and job.ckpt_cost <= sim.world.grace_period_s
-            and job.phase in (Phase.RUNNING, Phase.CHECKPOINTING)
-        ):
+        if cause != "failure" and sigterm_save_lands(job, now):
             job.ckpt_step = int(job.step)  # saved on SIGTERM within the grace period
             job.ckpt_time = now
             job.ckpt_compute = job.compute

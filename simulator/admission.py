@@ -96,7 +96,7 @@ class Admission:
         one such cycle while still counting each preemption and the work it loses."""
         sim = self._sim
         last = self._requeue_backoff.get(job.idx)
-        delay = sim.world.grace_period_s
+        delay = job.grace_s  # its pods terminate within their grace period
         if last is not None and sim.now - last[0] <= REQUEUE_MEMORY_S:
             delay = min(REQUEUE_MAX_S, max(delay, 2.0 * last[1]))
         self._requeue_backoff[job.idx] = (sim.now, delay)

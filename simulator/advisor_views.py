@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from advisor.model import ClusterQueueView, ClusterView, JobView, WorkloadView
+from policies.hazard import Exposure, hazard_by_queue
 from simulator.quota import Workload
 
 if TYPE_CHECKING:
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = ["VIEW_PENDING", "AdvisorViews"]
 
+#: the training runtime every simulated job runs on (one helper, image and storage for all)
+SIM_RUNTIME = "torch-distributed"
 #: pending workloads per ClusterQueue shown in the ClusterView (the head of each queue)
 VIEW_PENDING = 50
 
@@ -57,6 +60,8 @@ class AdvisorViews:
             active=wl.active,
             admitted=wl.admitted,
             admitted_at=admitted_at,
+            grace_period_s=job.grace_s,
+            runtime=SIM_RUNTIME,
             started_at=job.first_start,
         )
         self._job_views[job.idx] = (stamp, view)
@@ -83,7 +88,12 @@ class AdvisorViews:
                 self._queue_parts[name] = part
             queues[name] = part[1]
             workloads.extend(part[2])
-        rates = {name: sim.evictions.get(name, 0) / busy for name, busy in sim.busy_s.items() if busy > 0}
+        # the controller's definition (``policies.hazard``): preemptions and node failures (the
+        # simulator's evictions count both; its releases are not evictions) over admitted time
+        rates = hazard_by_queue(
+            Exposure(name, preemptions=sim.evictions.get(name, 0), admitted_seconds=busy)
+            for name, busy in sim.busy_s.items()
+        )
         view = ClusterView(
             cluster_queues=queues,
             workloads=tuple(workloads),

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from advisor.model import ProgressSample, job_key
+from advisor.protocol import SAVE_SECONDS_METRIC
 from simulator.curves import WORKLOAD_TYPE_LABEL, CurveLibrary, CurveSpec
 from simulator.quota import Workload
 from simulator.traces import TraceJob
@@ -53,8 +55,15 @@ class WorldConfig:
     max_report_interval_s: float = 600.0
     checkpoint_cost_s: float = 45.0  # median for one node; grows with log2(gpus)
     restart_cost_s: float = 120.0
+    #: the pods' terminationGracePeriodSeconds (Kubernetes' default); see ``grace_fits_save``
     grace_period_s: float = 30.0
+    #: the platform gives each job the grace period the advisor recommends (the step under way
+    #: plus a save, ``policies.savewindow``) instead of ``grace_period_s``
+    grace_fits_save: bool = False
     jit_fraction: float = 0.25  # share of jobs whose training helper saves on SIGTERM
+    #: share of those whose save on SIGTERM works at all when it fits the grace period (a helper
+    #: that checks its flag only at epoch ends, a slow filesystem: 0.7 makes 30% of them fail)
+    sigterm_success: float = 1.0
     node_mtbf_h: float = 400.0  # per-node mean time between failures (0: no failures)
     job_checkpoint_interval_s: float | None = 7200.0  # the users' own periodic checkpoints
     #: share of jobs whose users label them ``workload-type`` (pretraining | fine-tuning) when the
@@ -87,6 +96,11 @@ class SimJob:
     labels: dict[str, str]
     gpus: int
     nodes: int
+    #: the pods' grace period, and whether the job's save on SIGTERM works when it fits
+    grace_s: float = 30.0
+    sigterm_ok: bool = True
+    #: what the job's training helper reports of its saves (its own save time), when it has one
+    save_report: Mapping[str, float] = field(default_factory=dict)
     # ---- dynamic state
     phase: Phase = Phase.PENDING
     gen: int = 0
@@ -168,6 +182,7 @@ class SimJob:
             learning_rate=self.curve.learning_rate(step) if lr is None else lr,
             last_checkpoint_step=checkpoint[0],
             last_checkpoint_request=checkpoint[1],
+            metrics=self.save_report,
             source="simulator",
         )
 
@@ -242,6 +257,9 @@ def build_jobs(
             priority=tj.priority,
             created_at=tj.submit,
         )
+        jit = bool(rng.random() < world.jit_fraction)
+        sigterm_ok = bool(rng.random() < world.sigterm_success)
+        grace = float(math.ceil(step_time + ckpt)) if world.grace_fits_save else world.grace_period_s
         jobs.append(
             SimJob(
                 idx=i,
@@ -253,7 +271,10 @@ def build_jobs(
                 step_time=step_time,
                 ckpt_cost=ckpt,
                 restart_cost=restart,
-                jit=bool(rng.random() < world.jit_fraction),
+                jit=jit,
+                grace_s=grace,
+                sigterm_ok=sigterm_ok,
+                save_report={SAVE_SECONDS_METRIC: round(ckpt, 1)} if jit else {},
                 failures=failures,
                 report_interval=report,
                 learning_end=curve.learning_end_step(),

@@ -131,6 +131,12 @@ def _pytorchjob_shape(spec: Mapping[str, Any]) -> tuple[int, int, int | None, in
     return max(nodes, 1), gpus, _int(elastic.get("minReplicas"), None), _int(elastic.get("maxReplicas"), None)
 
 
+def _runtime_name(spec: Mapping[str, Any]) -> str | None:
+    ref = spec.get("runtimeRef")
+    name = ref.get("name") if isinstance(ref, Mapping) else None
+    return str(name) if isinstance(name, str) and name else None
+
+
 def base_view(
     body: Mapping[str, Any],
     *,
@@ -179,6 +185,7 @@ def base_view(
         admitted=admitted,
         admitted_at=admitted_at,
         grace_period_s=grace,
+        runtime=_runtime_name(spec) if kind is not PYTORCHJOB else None,
         started_at=parse_time(meta.get("creationTimestamp")),
         namespace_labels=dict(namespace_labels or {}),
     )

@@ -88,6 +88,7 @@ class JobRecord:
     sample_warnings: int = 0
     #: the eviction whose save on SIGTERM is being verified (see ``advisor.core.saves``)
     resume: ResumeCheck = field(default_factory=ResumeCheck)
+    runtime: str | None = None
     _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
 
     @property
@@ -207,6 +208,8 @@ class AdvisorCore:
         self._records: dict[str, JobRecord] = {}
         #: policy -> request id -> time of its capped actions (pruned to the cap's window)
         self._policy_actions: dict[str, dict[str, float]] = {}
+        #: saves on SIGTERM per runtime, pooled over the jobs (rebuilt when a count changed)
+        self._runtime_pool: dict[str, tuple[int, int]] | None = None
         #: (snapshot, its recent policy actions, the snapshot with them): see ``_with_policy_actions``
         self._capped: tuple[ClusterView, dict[str, tuple[float, ...]], ClusterView] | None = None
         self.forecasts_made = 0
@@ -382,7 +385,24 @@ class AdvisorCore:
             rule_state=dict(rec.rule_state),
             last_loss=rec.history.last.loss if rec.history.last is not None else None,
             checkpoint_loss=_loss_at_checkpoint(rec),
+            runtime_sigterm=self._runtime_prior(rec, job.runtime),
         )
+
+    def _runtime_prior(self, rec: JobRecord, runtime: str | None) -> tuple[int, int]:
+        """``(saves, misses)`` on SIGTERM of the runtime's other jobs."""
+        if runtime is None:
+            return (0, 0)
+        if self._runtime_pool is None:
+            pool: dict[str, tuple[int, int]] = {}
+            for r in self._records.values():
+                if r.runtime is not None:
+                    s, m = pool.get(r.runtime, (0, 0))
+                    pool[r.runtime] = (s + r.checkpoint.sigterm_saves, m + r.checkpoint.sigterm_misses)
+            self._runtime_pool = pool
+        saves, misses = self._runtime_pool.get(runtime, (0, 0))
+        if rec.runtime == runtime:
+            saves, misses = saves - rec.checkpoint.sigterm_saves, misses - rec.checkpoint.sigterm_misses
+        return (max(0, saves), max(0, misses))
 
     def _with_policy_actions(self, cluster: ClusterView, now: float) -> ClusterView:
         """The cluster view plus the recent capped actions of every policy, on any job: the
@@ -417,7 +437,11 @@ class AdvisorCore:
         rec = self._record_for(job.key, now)
         self._expire_checkpoint(rec, now)
         note_admission(rec.resume, rec.history, job.admitted_at)
-        rec.checkpoint = resolve(rec.resume, rec.history, rec.checkpoint)
+        before = rec.checkpoint
+        rec.checkpoint = resolve(rec.resume, rec.history, before)
+        if rec.checkpoint is not before or rec.runtime != job.runtime:
+            rec.runtime = job.runtime
+            self._runtime_pool = None
         if self.lazy_forecast:
             view = self.view(job)
             policy = self._selector(self._policies, view) if self._policies else None
@@ -520,6 +544,7 @@ class AdvisorCore:
 
     def forget(self, key: str) -> None:
         self._records.pop(key, None)
+        self._runtime_pool = None
 
     def dump(self, key: str) -> dict[str, Any]:
         """JSON-safe state of one job, for ``TrainJobForecast.status`` or a report."""
@@ -540,6 +565,7 @@ class AdvisorCore:
             "throughput": [{"nodes": n, "stepsPerSecond": r} for n, r in sorted(rec.throughput.items())],
             "sampleWarnings": rec.sample_warnings,
             "resume": rec.resume.to_dict(),
+            "runtime": rec.runtime,
         }
 
     def restore(self, key: str, data: Mapping[str, Any]) -> JobRecord:
@@ -571,6 +597,9 @@ class AdvisorCore:
                     rec.throughput[nodes] = rate
         rec.sample_warnings = int_or_none(data.get("sampleWarnings")) or 0
         rec.resume = ResumeCheck.from_dict(data.get("resume"))
+        runtime = data.get("runtime")
+        rec.runtime = runtime if isinstance(runtime, str) and runtime else None
+        self._runtime_pool = None
         last = history.last
         if last is not None and last.time is not None:
             rec._rate_anchor = (last.step, last.time, min(rec.throughput) if rec.throughput else 1)

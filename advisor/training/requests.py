@@ -16,11 +16,17 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from advisor.protocol import CHECKPOINT_REQUEST_ANNOTATION, DOWNWARD_API_ANNOTATIONS_PATH
+from advisor.protocol import (
+    CHECKPOINT_REQUEST_ANNOTATION,
+    DOWNWARD_API_ANNOTATIONS_PATH,
+    SAVE_SECONDS_METRIC,
+)
 from advisor.training.annotations import AnnotationFormatError, parse_annotations
 from advisor.training.channels import AckChannel, channels_from_environment
 from advisor.training.distributed import env_rank
@@ -89,6 +95,7 @@ class CheckpointRequests:
         self._epoch: float | None = None
         self._metrics: dict[str, float] = {}
         self._warned_missing = False
+        self._sigterm_at: float | None = None
         self.enabled = self.path.exists()
         if not self.enabled:
             log.info("checkpoint requests disabled: %s does not exist (not running in a pod?)", self.path)
@@ -137,9 +144,37 @@ class CheckpointRequests:
                 log.info("checkpoint request %s received", value)
             self._requested = value or None
 
+    # ------------------------------------------------------------------ SIGTERM
+
+    def watch_sigterm(self) -> bool:
+        """Turn SIGTERM into "save at the next safe point": the handler only notes the time (a
+        handler must not save: it runs between two bytecodes, mid-step), and
+        :func:`advisor.training.checkpoint_if_requested` saves, reports and exits at the end of
+        the step under way. The grace period must cover the rest of that step plus the save
+        (the advisor recommends one from the reported ``last_checkpoint_seconds``).
+
+        Only the main thread may install signal handlers; elsewhere this returns ``False`` (and
+        the process keeps the default SIGTERM behaviour)."""
+        if threading.current_thread() is not threading.main_thread():
+            log.warning("SIGTERM saves not installed: signal handlers need the main thread")
+            return False
+
+        def _note(signum: int, frame: object) -> None:
+            if self._sigterm_at is None:
+                self._sigterm_at = self._clock()
+                log.warning("SIGTERM: saving a checkpoint at the end of this step, then exiting")
+
+        signal.signal(signal.SIGTERM, _note)
+        return True
+
+    @property
+    def terminating(self) -> bool:
+        """Whether SIGTERM arrived (see :meth:`watch_sigterm`)."""
+        return self._sigterm_at is not None
+
     # ------------------------------------------------------------------ answers
 
-    def acknowledge(self, request_id: str | None, step: int) -> bool:
+    def acknowledge(self, request_id: str | None, step: int, *, save_seconds: float | None = None) -> bool:
         """Record that a checkpoint of ``step`` is complete on every rank, answering
         ``request_id`` (``None`` for a checkpoint nobody requested, e.g. a periodic one: it still
         updates ``last_checkpoint_step``). Rank 0 reports it; returns whether every channel took it
@@ -149,6 +184,9 @@ class CheckpointRequests:
         self._last_checkpoint_step = step
         if request_id is not None:
             self._acknowledged = request_id
+        if save_seconds is not None and save_seconds >= 0:
+            # how long the save took: the advisor sizes the grace period a save on SIGTERM needs
+            self._metrics[SAVE_SECONDS_METRIC] = round(float(save_seconds), 3)
         if not self.reporter:
             return True
         log.info(
