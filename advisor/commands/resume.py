@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         raise api_error(exc, f"{args.kind} {ns}/{name}") from exc
     uid = (job.get("metadata") or {}).get("uid")
+    api.discover_kueue()
     try:
         workload = api.kueue.workload_for_job(ns, uid)
     except Exception as exc:

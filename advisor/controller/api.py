@@ -100,6 +100,13 @@ class ClusterApi:
         self.kueue = KueueClient(self.custom)
         self._event_model = client.CoreV1Event
 
+    def discover_kueue(self) -> str:
+        """Point the Kueue client at the version the server serves (v1beta2, else v1beta1); say which."""
+        from advisor.controller.kueue import discover_version
+
+        self.kueue.version, why = discover_version(self.api_client)
+        return why
+
     # ---------------------------------------------------------------- TrainJobForecast objects
     def list_forecasts(self, namespace: str | None = None) -> list[dict[str, Any]]:
         if namespace:

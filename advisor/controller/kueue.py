@@ -1,8 +1,11 @@
 """A thin, typed Kueue client over the kubernetes client's ``CustomObjectsApi``.
 
 Kueue publishes no Python client (its docs recommend ``CustomObjectsApi``), so this module is the
-one place that knows Kueue's ``v1beta2`` field paths: everything else in the controller works with
-the small dataclasses below and the shared ``WorkloadView`` / ``ClusterQueueView`` value types.
+one place that knows Kueue's field paths, for both API versions a cluster may serve: ``v1beta2``
+and the older ``v1beta1``. The server is asked which it serves (``discover_version``), and the
+parsers read either where the two differ (``cohort`` / ``cohortName``, and v1beta1's spelling
+``accumulatedPastExexcutionTimeSeconds``). Everything else in the controller works with the
+small dataclasses below and the shared ``WorkloadView`` / ``ClusterQueueView`` value types.
 Only the fields the advisor uses are parsed; Kueue-owned status is read-only here, and the only
 writes are the two the advisor is allowed to make on a Workload: ``spec.active`` and the
 ``kueue.x-k8s.io/priority-boost`` annotation (merge patches on the main resource, never ``/status``).
@@ -23,10 +26,13 @@ __all__ = [
     "JOB_UID_LABEL",
     "KUEUE_GROUP",
     "KUEUE_VERSION",
+    "KUEUE_VERSIONS",
     "ClusterQueue",
     "KueueClient",
     "LocalQueue",
     "Workload",
+    "choose_version",
+    "discover_version",
     "parse_cluster_queue",
     "parse_local_queue",
     "parse_quantity",
@@ -36,6 +42,8 @@ __all__ = [
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
+#: the versions this client reads, preferred first
+KUEUE_VERSIONS: tuple[str, ...] = ("v1beta2", "v1beta1")
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 #: extended resources counted as GPUs (ResourceFlavors are folded into one count)
 GPU_RESOURCES: tuple[str, ...] = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915")
@@ -276,7 +284,11 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         admitted_at=admitted_at,
         priority_boost=boost,
         evictions=evictions,
-        past_execution_seconds=float(status.get("accumulatedPastExecutionTimeSeconds") or 0.0),
+        past_execution_seconds=float(
+            status.get("accumulatedPastExecutionTimeSeconds")
+            or status.get("accumulatedPastExexcutionTimeSeconds")  # v1beta1's spelling
+            or 0.0
+        ),
         evictions_by_reason=tuple(sorted(by_reason.items())),
         grace_period_s=max(graces) if graces else None,
     )
@@ -337,6 +349,42 @@ def parse_local_queue(obj: Mapping[str, Any]) -> LocalQueue:
         pending_workloads=int(status.get("pendingWorkloads") or 0),
         admitted_workloads=int(status.get("admittedWorkloads") or 0),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Which version the server serves
+# --------------------------------------------------------------------------------------------
+
+
+def choose_version(served: Iterable[str]) -> str | None:
+    """The first of ``KUEUE_VERSIONS`` the server serves, or None (no Kueue, or only unknown versions)."""
+    offered = set(served)
+    return next((v for v in KUEUE_VERSIONS if v in offered), None)
+
+
+def discover_version(api_client: Any) -> tuple[str, str]:
+    """(version to use, why) from the server's API discovery.
+
+    Without Kueue (or when discovery fails) the answer is ``KUEUE_VERSION``: the watches on it then
+    wait, as kopf does for any resource not yet served, and start if Kueue is installed later.
+    """
+    from kubernetes import client
+
+    try:
+        groups = client.ApisApi(api_client).get_api_versions().groups or []
+    except Exception as exc:  # discovery is open to every authenticated identity; say why if not
+        why = getattr(exc, "reason", None) or exc
+        return KUEUE_VERSION, f"API discovery failed ({why}); assuming {KUEUE_VERSION}"
+    group = next((g for g in groups if g.name == KUEUE_GROUP), None)
+    if group is None:
+        return KUEUE_VERSION, f"{KUEUE_GROUP} is not served (no Kueue); watching {KUEUE_VERSION} for it"
+    served = [v.version for v in group.versions or []]
+    chosen = choose_version(served)
+    if chosen is None:
+        known = ", ".join(KUEUE_VERSIONS)
+        listed = ", ".join(served)
+        return KUEUE_VERSION, f"{KUEUE_GROUP} serves {listed}, none of {known}; trying {KUEUE_VERSION}"
+    return chosen, f"{KUEUE_GROUP} serves {', '.join(served)}; using {chosen}"
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,8 +13,11 @@ serves ``/metrics``, ``/healthz`` and ``/readyz``; kopf's own liveness endpoint 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +47,8 @@ class OperatorOptions:
     liveness_endpoint: str | None = None
     watch_pytorchjobs: bool = True
     watch_kueue: bool = True
+    #: the Kueue API version to watch; None: the one the server serves (``run_operator`` asks)
+    kueue_version: str | None = None
     tick_s: float = 0.2
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -94,12 +99,13 @@ def build_registry(engine: Engine, api: ClusterApi, options: OperatorOptions) ->
     if options.watch_pytorchjobs:
         kopf.on.event(PYTORCHJOB.group, PYTORCHJOB.version, PYTORCHJOB.plural, registry=registry)(feed("job"))
     if options.watch_kueue:
+        kueue_version = options.kueue_version or KUEUE_VERSION
         for plural, kind in (
             ("workloads", "workload"),
             ("clusterqueues", "clusterqueue"),
             ("localqueues", "localqueue"),
         ):
-            kopf.on.event(KUEUE_GROUP, KUEUE_VERSION, plural, registry=registry)(feed(kind))
+            kopf.on.event(KUEUE_GROUP, kueue_version, plural, registry=registry)(feed(kind))
     kopf.on.event("", "v1", "namespaces", registry=registry)(feed("namespace"))
     kopf.on.event(GROUP, VERSION, "advisorpolicies", registry=registry)(feed("policy"))
 
@@ -163,6 +169,12 @@ async def run_operator(
 
     api_client = load_api_client(options.kubeconfig, options.context)
     api = ClusterApi(api_client)
+    if options.watch_kueue:
+        if options.kueue_version is None:
+            log.info("Kueue: %s", await asyncio.to_thread(api.discover_kueue))
+        else:
+            api.kueue.version = options.kueue_version
+        options = dataclasses.replace(options, kueue_version=api.kueue.version)
     engine = Engine(api, config=options.engine)
     saved = await asyncio.to_thread(_list_saved, api, options.namespaces)
     log.info("restoring %d TrainJobForecast(s)", engine.load_saved(saved))
@@ -187,6 +199,7 @@ async def run_operator(
             registry=build_registry(engine, api, options),
             settings=settings,
             standalone=True,
+            identity=_identity(),  # type: ignore[arg-type]  # kopf's Identity is a NewType of str
             clusterwide=not options.namespaces,
             namespaces=list(options.namespaces),
             liveness_endpoint=options.liveness_endpoint,
@@ -204,13 +217,18 @@ async def run_operator(
     return engine
 
 
+def _identity() -> str:
+    """This process's name for kopf, without kopf's default ``getpass.getuser()``: that raises for a
+    uid with no passwd entry, which is how images run (``runAsUser`` 65532, OpenShift's random
+    uids). ``POD_ID`` is kopf's own variable for it."""
+    return os.environ.get("POD_ID") or f"trainjob-advisor@{socket.gethostname()}/{os.getpid()}"
+
+
 def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
     """Queue a first listing of policies, namespaces and Kueue objects before any job event, so
     that the first evaluation of a job (and the resumption of an action interrupted by a restart)
     already sees its policy and its Workload. kopf's watches keep them current afterwards."""
-    from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
-
-    custom = api.custom
+    custom, kueue_version = api.custom, options.kueue_version or KUEUE_VERSION
     listings: list[tuple[str, Callable[[], Any]]] = [
         ("policy", lambda: custom.list_cluster_custom_object(GROUP, VERSION, "advisorpolicies")),
         ("namespace", lambda: api.core.list_namespace().to_dict()),
@@ -219,11 +237,11 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
         listings += [
             (
                 "clusterqueue",
-                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues"),
+                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, kueue_version, "clusterqueues"),
             ),
             (
                 "localqueue",
-                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, "localqueues"),
+                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, kueue_version, "localqueues"),
             ),
         ]
         if options.namespaces:
@@ -231,7 +249,7 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
                 (
                     "workload",
                     functools.partial(
-                        custom.list_namespaced_custom_object, KUEUE_GROUP, KUEUE_VERSION, ns, "workloads"
+                        custom.list_namespaced_custom_object, KUEUE_GROUP, kueue_version, ns, "workloads"
                     ),
                 )
                 for ns in options.namespaces
@@ -240,7 +258,7 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
             listings.append(
                 (
                     "workload",
-                    lambda: custom.list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, "workloads"),
+                    lambda: custom.list_cluster_custom_object(KUEUE_GROUP, kueue_version, "workloads"),
                 )
             )
     for kind, fetch in listings:

@@ -115,15 +115,17 @@ def build(args: argparse.Namespace) -> int:
         print(f"nothing to build: {exc}")
         return 0 if args.if_go else 2
     try:
-        bins = cp.ensure_binaries(go, kueue=True, kubectl=args.kubectl)
+        bins = cp.ensure_binaries(go, kueue=True, kubectl=True, helm=True)
         cp.upstream_crds(go)  # fetches the CRD modules into the module cache now, not mid-test
     except cp.HarnessError as exc:
         print(f"build failed: {exc}", file=sys.stderr)
         return 1
     for name, path in vars(bins).items():
-        if path is not None:
+        if isinstance(path, Path):
             print(f"{name:15s} {path}")
-    return 0
+    for error in bins.tool_errors.values():
+        print(f"build failed: {error}", file=sys.stderr)
+    return 1 if bins.tool_errors else 0
 
 
 def down(args: argparse.Namespace) -> int:
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     p_up.add_argument("--no-kueue", action="store_true", help="do not start Kueue's minimalkueue")
     p_up.set_defaults(func=up)
     p_build = sub.add_parser("build", help="build or find the cached binaries; start nothing")
-    p_build.add_argument("--kubectl", action="store_true", help="also build kubectl")
+    p_build.add_argument("--kubectl", action="store_true", help="(kubectl and helm are always built now)")
     p_build.add_argument("--if-go", action="store_true", help="exit 0 (after saying why) when Go is absent")
     p_build.set_defaults(func=build)
     sub.add_parser("down", help="stop every process and remove the run folder").set_defaults(func=down)

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -349,10 +349,13 @@ class Binaries:
     minimalkueue: Path | None = None
     kueue_error: str | None = None
     kubectl: Path | None = None
+    helm: Path | None = None
+    #: why kubectl or helm is missing (the install tests fail with it; the rest of the tier runs)
+    tool_errors: dict[str, str] = field(default_factory=dict)
 
 
-def ensure_binaries(go: Go, *, kueue: bool = True, kubectl: bool = False) -> Binaries:
-    """etcd and kube-apiserver are required (HarnessError on failure); Kueue and kubectl are best effort."""
+def ensure_binaries(go: Go, *, kueue: bool = True, kubectl: bool = False, helm: bool = False) -> Binaries:
+    """etcd and kube-apiserver are required (HarnessError on failure); Kueue, kubectl, helm: best effort."""
     bins = Binaries(etcd=ensure_binary(go, "etcd"), kube_apiserver=ensure_binary(go, "kube-apiserver"))
     if kueue:
         try:
@@ -360,13 +363,15 @@ def ensure_binaries(go: Go, *, kueue: bool = True, kubectl: bool = False) -> Bin
         except HarnessError as exc:
             bins.kueue_error = f"minimalkueue {KUEUE} did not build: {str(exc).splitlines()[0]}"
             LOG(bins.kueue_error)
-    if not kubectl and binary_path("kubectl").exists():
-        bins.kubectl = binary_path("kubectl")  # built earlier (dev-control-plane up): free to offer
-    elif kubectl:
-        try:
-            bins.kubectl = ensure_binary(go, "kubectl")
-        except HarnessError as exc:
-            LOG(f"kubectl did not build ({str(exc).splitlines()[0]}); use the Python client instead")
+    for name, wanted in (("kubectl", kubectl), ("helm", helm)):
+        if not wanted and binary_path(name).exists():
+            setattr(bins, name, binary_path(name))  # built earlier: free to offer
+        elif wanted:
+            try:
+                setattr(bins, name, ensure_binary(go, name))
+            except HarnessError as exc:
+                bins.tool_errors[name] = f"{name} did not build: {str(exc).splitlines()[0]}"
+                LOG(bins.tool_errors[name])
     return bins
 
 

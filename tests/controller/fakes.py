@@ -64,6 +64,9 @@ class FakeApi:
         self.fail_writes = 0
         self.immutable_num_nodes = True
 
+    def discover_kueue(self) -> str:
+        return "fake: Kueue at its default version"
+
     def write_forecast(
         self,
         namespace: str,

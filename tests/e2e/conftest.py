@@ -75,7 +75,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     live = capture.global_and_fixture_disabled() if capture else contextlib.nullcontext()
     with live:  # a cold build takes many minutes: let its progress lines through
         try:
-            _Prepared.binaries = controlplane.ensure_binaries(_Prepared.go, kueue=True)
+            _Prepared.binaries = controlplane.ensure_binaries(
+                _Prepared.go, kueue=True, kubectl=True, helm=True
+            )
             _Prepared.crds = controlplane.upstream_crds(_Prepared.go)
         except controlplane.HarnessError as exc:
             _Prepared.error = exc

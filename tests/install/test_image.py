@@ -87,3 +87,13 @@ def test_without_the_sim_extra_the_cli_names_it_in_one_line(argv: list[str], mod
         f"trainjob-advisor {argv[0]}: error: {'--plot' if module == 'matplotlib' else 'the simulator'}"
         f" needs {module}, which is not installed: pip install 'trainjob-advisor[sim]'"
     ]
+
+
+def test_the_chart_deploys_the_same_image_at_the_package_version() -> None:
+    chart_dir = ROOT / "charts" / "trainjob-advisor"
+    chart = yaml.safe_load((chart_dir / "Chart.yaml").read_text())
+    values = yaml.safe_load((chart_dir / "values.yaml").read_text())
+    assert chart["version"] == chart["appVersion"] == VERSION
+    assert f"{values['image']['repository']}:{chart['appVersion']}" == deployment_image()
+    for link in ("crds/trainjobforecast.yaml", "crds/advisorpolicy.yaml", "files/clusterrole.yaml"):
+        assert (chart_dir / link).is_symlink() and (chart_dir / link).resolve().is_file(), link

@@ -1,0 +1,169 @@
+"""Both install paths (kustomize overlays, the Helm chart), rendered by the real tools and sent to
+the real API server; a Helm install, upgrade and uninstall that keep users' objects.
+
+Rendering is by ``kubectl kustomize`` and ``helm template`` built from their Go modules; every
+rendered object goes through the API server's server-side apply in dry-run (schema, admission,
+RBAC escalation checks) because the session's control plane already holds our CRDs and the
+controller's identity, which other tests use. The Helm release uses its own names, so it is
+installed, upgraded and uninstalled for real.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import controlplane as cp
+import pytest
+import yaml
+from install_tools import CHART, MANIFESTS, OVERLAYS, Tools, by_kind, container
+from kubernetes import client
+
+GROUP, VERSION = "advisor.trainjob-advisor.io", "v1alpha1"
+NS = cp.CONTROLLER_NAMESPACE
+#: every value of the chart away from its default, except the ServiceMonitor (its CRD is not here)
+ALL_OPTIONS = {
+    "image": {"repository": "registry.example/advisor", "tag": "dev"},
+    "watchNamespaces": ["team-a", "team-b"],
+    "recommendOnly": False,
+    "kueue": {"enabled": True, "priorityBoost": True},
+    "pytorchJobs": False,
+    "logLevel": "debug",
+    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}},
+}
+
+
+@pytest.fixture(scope="module")
+def tools(control_plane: cp.ControlPlane) -> Tools:
+    return Tools.of(control_plane)
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_each_kustomize_overlay_renders_and_the_api_server_accepts_it(tools: Tools, overlay: str) -> None:
+    objects = tools.kustomize(OVERLAYS[overlay])
+    assert {o["kind"] for o in objects} >= {
+        "Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+        "Deployment", "Service",
+    }  # fmt: skip
+    args = container(objects)["args"]
+    assert ("--recommend-only" in args) is (overlay != "overlays/apply")
+    out = tools.server_side_dry_run(objects)
+    assert out.count("(server dry run)") == len(objects), out
+
+
+@pytest.mark.parametrize(
+    ("values", "flags"),
+    [
+        ({}, {"--all-namespaces", "--recommend-only"}),
+        (ALL_OPTIONS, {"--namespace=team-a", "--namespace=team-b", "--priority-boost", "--no-pytorchjobs"}),
+        ({"kueue": {"enabled": False, "priorityBoost": True}}, {"--no-kueue"}),
+    ],
+)
+def test_the_chart_renders_its_values_and_the_api_server_accepts_it(
+    tools: Tools, values: dict[str, Any], flags: set[str]
+) -> None:
+    objects = tools.helm_template(values, namespace=NS)
+    args = set(container(objects)["args"])
+    assert flags <= args
+    assert ("--recommend-only" in args) is values.get("recommendOnly", True)
+    assert ("--priority-boost" in args) is (flags >= {"--priority-boost"})
+    if values:
+        assert container(objects)["image"] == "registry.example/advisor:dev" or "image" not in values
+    out = tools.server_side_dry_run(objects)
+    assert out.count("(server dry run)") == len(objects), out
+
+
+def test_the_service_monitor_is_rendered_on_request_for_the_metrics_port(tools: Tools) -> None:
+    assert not by_kind(tools.helm_template(namespace=NS), "ServiceMonitor")
+    objects = tools.helm_template({"metrics": {"serviceMonitor": {"enabled": True}}}, namespace=NS)
+    (monitor,) = by_kind(objects, "ServiceMonitor")
+    (service,) = by_kind(objects, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
+
+
+def test_the_chart_and_the_kustomize_install_deploy_the_same_controller(tools: Tools) -> None:
+    """Same rules, image, arguments, probes and security; a drift between the two paths fails here."""
+    kustomized = tools.kustomize(MANIFESTS)
+    charted = tools.helm_template(namespace=NS)
+    assert {o["kind"] for o in kustomized} - {"Namespace"} == {o["kind"] for o in charted}
+    for kind in ("ClusterRole",):
+        assert by_kind(kustomized, kind)[0]["rules"] == by_kind(charted, kind)[0]["rules"]
+    ours, theirs = container(kustomized), container(charted)
+    for key in ("image", "args", "ports", "livenessProbe", "readinessProbe", "resources", "securityContext"):
+        assert ours[key] == theirs[key], key
+    assert sorted(ours["env"], key=str) == sorted(theirs["env"], key=str)
+    crds = {o["metadata"]["name"]: o for o in by_kind(kustomized, "CustomResourceDefinition")}
+    assert crds == {o["metadata"]["name"]: o for o in by_kind(charted, "CustomResourceDefinition")}
+    (chart,) = [yaml.safe_load((CHART / "Chart.yaml").read_text())]
+    assert ours["image"].endswith(f":{chart['appVersion']}")
+
+
+@pytest.fixture
+def release(tools: Tools, control_plane: cp.ControlPlane) -> Iterator[tuple[str, str]]:
+    name, namespace = f"tja-{uuid.uuid4().hex[:6]}", f"tja-helm-{uuid.uuid4().hex[:6]}"
+    yield name, namespace
+    tools.run("helm", "uninstall", name, "--namespace", namespace, check=False)
+    control_plane.delete_namespace(namespace)
+
+
+def test_helm_install_upgrade_and_uninstall_keep_every_users_object(
+    tools: Tools, release: tuple[str, str], admin_api: Any, e2e_namespace: str
+) -> None:
+    from test_controller_scenarios import Cluster
+
+    name, namespace = release
+    custom = client.CustomObjectsApi(admin_api)
+    tools.release("install", name, namespace, "--create-namespace")
+    deployment = client.AppsV1Api(admin_api).read_namespaced_deployment(f"{name}-trainjob-advisor", namespace)
+    assert "--recommend-only" in deployment.spec.template.spec.containers[0].args
+
+    users = Cluster(admin_api, e2e_namespace)
+    job = users.create_trainjob("llm")
+    policy = next(yaml.safe_load_all((MANIFESTS / "samples" / "policy-plateau-release.yaml").read_text()))
+    policy["metadata"] = {"name": f"upgrade-{uuid.uuid4().hex[:6]}"}
+    custom.create_cluster_custom_object(GROUP, VERSION, "advisorpolicies", policy)
+    forecast = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TrainJobForecast",
+        "metadata": {"name": "llm", "namespace": e2e_namespace},
+        "spec": {
+            "jobRef": {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "llm"}
+        },
+    }
+    custom.create_namespaced_custom_object(GROUP, VERSION, e2e_namespace, "trainjobforecasts", forecast)
+
+    def snapshot() -> tuple[Any, ...]:
+        tj = custom.get_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", e2e_namespace, "trainjobs", "llm"
+        )
+        tjf = custom.get_namespaced_custom_object(GROUP, VERSION, e2e_namespace, "trainjobforecasts", "llm")
+        pol = custom.get_cluster_custom_object(GROUP, VERSION, "advisorpolicies", policy["metadata"]["name"])
+        return (
+            (tj["metadata"]["resourceVersion"], tj["spec"], tj["metadata"].get("finalizers")),
+            (tjf["metadata"]["resourceVersion"], tjf.get("spec")),
+            (pol["metadata"]["resourceVersion"], pol["spec"]),
+        )
+
+    before = snapshot()
+    assert before[0][0] == job["metadata"]["resourceVersion"] and before[0][2] is None
+
+    # upgrade: the CRDs first (Helm leaves crds/ alone on upgrade), then the release with new values
+    tools.run("kubectl", "apply", "--server-side", "--force-conflicts", "-k", str(MANIFESTS / "crds"))
+    new_values = {"recommendOnly": False, "kueue": {"priorityBoost": True}}
+    tools.release("upgrade", name, namespace, values=new_values)
+    upgraded = client.AppsV1Api(admin_api).read_namespaced_deployment(f"{name}-trainjob-advisor", namespace)
+    args = upgraded.spec.template.spec.containers[0].args
+    assert "--recommend-only" not in args and "--priority-boost" in args
+    assert snapshot() == before
+    ext = client.ApiextensionsV1Api(admin_api)
+    for crd in ("trainjobforecasts", "advisorpolicies"):
+        served = ext.read_custom_resource_definition(f"{crd}.{GROUP}")
+        stored = set(served.status.stored_versions or [])
+        assert stored <= {v.name for v in served.spec.versions if v.served}, crd
+
+    tools.release("uninstall", name, namespace)
+    assert not client.AppsV1Api(admin_api).list_namespaced_deployment(namespace).items
+    assert snapshot() == before  # TrainJob, forecast and policy untouched; the CRDs stay
+    custom.delete_cluster_custom_object(GROUP, VERSION, "advisorpolicies", policy["metadata"]["name"])
