@@ -29,6 +29,7 @@ from advisor import __version__  # noqa: E402  (after the thread settings above)
 COMMAND_MODULES: tuple[str, ...] = (
     "forecast",
     "simulate",
+    "backtest",
     "policy",
     "run",
     "status",

@@ -21,7 +21,7 @@ from advisor.model import Curve
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
 from advisor.sources.columns import HF_ROLES, ROLES, Column, resolve_columns
 
-__all__ = ["MAX_FILE_BYTES", "METRICS", "LoadedCurve", "SourceError", "load_curve"]
+__all__ = ["MAX_FILE_BYTES", "METRICS", "LoadedCurve", "SourceError", "load_curve", "load_curves"]
 
 #: files larger than this are refused (a 24,000-step trainer_state.json is ~3 MB)
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -158,7 +158,10 @@ def _jsonl_records(path: str | Path, text: str) -> list[Record]:
     return records
 
 
-def _from_table(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
+def _table_records(
+    path: str | Path, text: str, curve_id: str | None
+) -> tuple[str, list[Record], list[str], list[str]]:
+    """A table's kind, records, header and warnings (rows of other curves than ``curve_id`` skipped)."""
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     lines = [(n, line) for n, line in lines if not line.lstrip().startswith("#")]
     if not lines:
@@ -200,7 +203,53 @@ def _from_table(path: str | Path, text: str, metric: str | None, curve_id: str |
         if len(cells) != len(header):
             raise SourceError(path, f"expected {len(header)} fields, found {len(cells)}", line=number)
         records.append((f"line {number}", number, dict(zip(header, cells, strict=True))))
+    return kind, records, header, warnings
+
+
+def _from_table(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
+    kind, records, header, warnings = _table_records(path, text, curve_id)
     return _assemble(path, kind, records, metric, curve_id, ROLES, warnings=warnings, names=header)
+
+
+def load_curves(path: str | Path, *, metric: str | None = None) -> list[tuple[str | None, LoadedCurve]]:
+    """Every run in ``path``: ``[(curve id, curve)]``, one per distinct ``curve_id``/``run_id`` of a
+    multi-run table or JSON(L) dump (read once, in the order the ids first appear), or
+    ``[(None, curve)]`` for a file that holds one run. Raises ``SourceError`` as ``load_curve``."""
+    if metric is not None and metric not in METRICS:
+        raise SourceError(path, f"unknown metric {metric!r} (choose one of {', '.join(METRICS)})")
+    text = _read_text(Path(path))
+    head = text.lstrip()
+    names: list[str] | None = None
+    warnings: list[str] = []
+    records: list[Record]
+    if head.startswith(("{", "[")):
+        try:
+            document = json.loads(text)
+        except (ValueError, RecursionError):
+            document = None
+        if isinstance(document, dict) and "log_history" in document:
+            return [(None, _from_trainer_state(path, document, metric))]
+        if isinstance(document, list):
+            kind, records = "JSON", [(f"entry {i}", None, r) for i, r in enumerate(document)]
+        elif head.startswith("{"):
+            kind, records = "JSONL", _jsonl_records(path, text)
+        else:
+            kind, records, names, warnings = _table_records(path, text, None)
+    else:
+        kind, records, names, warnings = _table_records(path, text, None)
+    seen: dict[str, None] = {}
+    for _, _, fields in records:
+        seen.update(dict.fromkeys(k for k in fields if isinstance(k, str)))
+    column = resolve_columns(names if names is not None else list(seen)).get("curve_id")
+    if column is None:
+        return [(None, _assemble(path, kind, records, metric, None, ROLES, warnings=warnings, names=names))]
+    groups: dict[str, list[Record]] = {}
+    for record in records:
+        groups.setdefault(str(record[2].get(column.name, "")).strip(), []).append(record)
+    return [
+        (cid, _assemble(path, kind, rows, metric, None, ROLES, warnings=list(warnings), names=names))
+        for cid, rows in groups.items()
+    ]
 
 
 def _from_trainer_state(path: str | Path, state: Mapping[str, object], metric: str | None) -> LoadedCurve:

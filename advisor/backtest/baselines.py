@@ -1,0 +1,130 @@
+"""What a platform does without the advisor, on the same runs: the rows the policies must beat.
+
+* ``no-advisor``: every run goes on to its recorded end (the GPU-hours everything is measured from);
+* ``patience``: Hugging Face's ``EarlyStoppingCallback`` (``early_stopping_patience`` evaluations
+  without an improvement of the eval metric by more than ``early_stopping_threshold``), on the
+  run's eval series; a run that logs no eval series is never stopped by it;
+* ``median-stopping``: the median stopping rule (Golovin et al., "Google Vizier", 2017; Optuna's
+  ``MedianPruner``): at each point of the judged series after ``warmup`` of its budget, a run whose
+  best value so far is worse than the median of the other runs of its group's running means at the
+  same step is stopped. Needs at least ``min_peers`` other runs in the group that reached that step;
+  the peers are all the group's other runs, as if they had run first (a sweep's earlier trials);
+* ``fixed-budget``: every run is cut at ``fraction`` of its budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from advisor.backtest.replay import Outcome
+from advisor.backtest.runs import Run
+from advisor.backtest.verdict import MIN_EVAL_POINTS
+
+__all__ = ["BASELINES", "BaselineSettings", "baseline_outcomes"]
+
+BASELINES = ("no-advisor", "patience", "median-stopping", "fixed-budget")
+
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    patience: int = 3
+    patience_threshold: float = 0.0
+    median_warmup: float = 0.1
+    median_min_peers: int = 2
+    fixed_fraction: float = 0.75
+
+
+def _stop(row: str, run: Run, step: float, rule: str, reason: str) -> Outcome:
+    return Outcome(
+        row=row,
+        run=run.name,
+        stopped=True,
+        kind="stop",
+        rule=rule,
+        reason=reason,
+        step=step,
+        time_s=run.time_at(step),
+    )
+
+
+def _series(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    if run.eval_steps is not None and run.eval_values is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
+        return run.eval_steps, run.eval_values
+    return run.steps, run.values
+
+
+def patience(run: Run, s: BaselineSettings) -> Outcome:
+    row = "patience"
+    if run.eval_steps is None or run.eval_values is None:
+        return Outcome(row=row, run=run.name)
+    best = np.inf
+    waited = 0
+    for step, value in zip(run.eval_steps.tolist(), run.eval_values.tolist(), strict=True):
+        if not np.isfinite(value):
+            waited += 1
+        elif value < best and abs(value - best) > s.patience_threshold:
+            best, waited = value, 0
+        else:
+            waited += 1
+        if waited >= s.patience:
+            why = f"eval metric not improved for {s.patience} evaluations (best {best:.4g})"
+            return _stop(row, run, step, "patience", why)
+    return Outcome(row=row, run=run.name)
+
+
+def median_stopping(run: Run, peers: Sequence[Run], s: BaselineSettings) -> Outcome:
+    row = "median-stopping"
+    others = [_series(p) for p in peers if p is not run]
+    if len(others) < s.median_min_peers:
+        return Outcome(row=row, run=run.name)
+    steps, values = _series(run)
+    finite = np.where(np.isfinite(values), values, np.inf)
+    best = np.minimum.accumulate(finite)
+    # the peers' running means, read at any step by their last point at or before it
+    means = []
+    for ps, pv in others:
+        pv = np.where(np.isfinite(pv), pv, np.nan)
+        counts = np.cumsum(np.isfinite(pv))
+        sums = np.nancumsum(pv)
+        means.append((ps, np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)))
+    for i, step in enumerate(steps.tolist()):
+        if step < s.median_warmup * run.total_steps:
+            continue
+        at = []
+        for ps, pm in means:
+            if ps[-1] < step:
+                continue  # this peer never got that far
+            j = int(np.searchsorted(ps, step, side="right")) - 1
+            if j >= 0 and np.isfinite(pm[j]):
+                at.append(float(pm[j]))
+        if len(at) < s.median_min_peers:
+            continue
+        median = float(np.median(at))
+        if best[i] > median:
+            why = f"best {best[i]:.4g} worse than the median {median:.4g} of {len(at)} peers' running means"
+            return _stop(row, run, step, "median", why)
+    return Outcome(row=row, run=run.name)
+
+
+def fixed_budget(run: Run, s: BaselineSettings) -> Outcome:
+    row = "fixed-budget"
+    cut = s.fixed_fraction * run.total_steps
+    if run.steps[-1] <= cut:
+        return Outcome(row=row, run=run.name)
+    step = float(run.steps[int(np.searchsorted(run.steps, cut, side="left"))])
+    return _stop(row, run, step, "budget", f"cut at {s.fixed_fraction:.0%} of {run.total_steps} steps")
+
+
+def baseline_outcomes(name: str, run: Run, group: Sequence[Run], s: BaselineSettings) -> Outcome:
+    if name == "no-advisor":
+        return Outcome(row=name, run=run.name)
+    if name == "patience":
+        return patience(run, s)
+    if name == "median-stopping":
+        return median_stopping(run, group, s)
+    if name == "fixed-budget":
+        return fixed_budget(run, s)
+    raise ValueError(f"unknown baseline {name!r}")

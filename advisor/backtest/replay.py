@@ -1,0 +1,244 @@
+"""One real run replayed under one row of policies, through the path a controller takes.
+
+Each logged point becomes one progress report: rendered by the training helper's own Kubeflow
+channel (``KubeflowStatusChannel.payload``, the ``status.trainerStatus`` a TrainJob carries), read
+back by ``advisor.sources.sample_from_object``, fed to ``AdvisorCore.observe`` and judged by
+``AdvisorCore.evaluate`` with the policies, as the controller does on every watch event. Between two
+reports a decision's ``recheck_at`` (a ``for:`` window ending, a checkpoint timeout) and, when the log
+has a gap, its watchdog (``idle_recheck_at``) bring an evaluation of their own, as the controller's
+timers do. Reports come no closer than the channel's throttle (``report_interval_s``, the SDK's 5 s).
+
+What the replay cannot know is stated, never guessed: the run's planned steps are reported only when
+its file has them; a checkpoint request is acknowledged by the next report (the helper saves between
+two logs); there is no cluster around the run (no queue, no preemption, no cluster-wide action cap).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from advisor.core import AdvisorCore
+from advisor.model import Action, ActionKind, ActionRecord, ClusterView, Decision, JobView, Mode
+from advisor.sources.trainerstatus import sample_from_object
+from advisor.training.channels import KubeflowStatusChannel
+from advisor.training.report import Report
+
+__all__ = ["EPOCH", "Outcome", "as_applied", "replay"]
+
+#: the replay's clock starts here (epoch seconds), so that ``lastUpdatedTime`` reads as a real date
+EPOCH = 1_700_000_000.0
+_NAMESPACE = "backtest"
+_STOPS = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
+#: a decision's advice while a plateau or divergence window is open
+_NEAR = frozenset({"plateau?", "diverging?"})
+_CHANNEL = KubeflowStatusChannel(url="http://backtest.invalid", use_sdk=False)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a row did to one run: whether and when it ended it, and what it asked for on the way."""
+
+    row: str
+    run: str
+    stopped: bool = False
+    kind: str = ""  # release-quota | stop (empty: the run went on to its end)
+    rule: str = ""
+    policy: str = ""
+    reason: str = ""
+    step: float | None = None
+    time_s: float | None = None  # seconds after the run's first report
+    checkpoints: int = 0  # checkpoint requests
+    actions: int = 0  # every mutating action asked for
+
+
+def as_applied(policy: Any) -> Any:
+    """The same policy in Apply mode: the back-test answers "what would it have done"."""
+    if policy.mode is Mode.APPLY:
+        return policy
+    return dataclasses.replace(policy, spec=dataclasses.replace(policy.spec, mode=Mode.APPLY))
+
+
+def _report_indices(times: np.ndarray, min_gap_s: float) -> list[int]:
+    """The points the channel would have sent: none closer than ``min_gap_s`` after the last one
+    sent, and always the last point."""
+    out: list[int] = []
+    last = -np.inf
+    for i, t in enumerate(times.tolist()):
+        if t - last >= min_gap_s:
+            out.append(i)
+            last = t
+    if out[-1] != len(times) - 1:
+        out.append(len(times) - 1)
+    return out
+
+
+class _Replay:
+    def __init__(self, row: str, core: AdvisorCore, run: Any, planned_steps: int | None) -> None:
+        self.row, self.core, self.run = row, core, run
+        self.key = f"{_NAMESPACE}/{run.name}"
+        self.planned = planned_steps
+        self.view = JobView(
+            namespace=_NAMESPACE,
+            name=run.name,
+            kind="TrainJob",
+            gpus=run.gpus,
+            admitted=True,
+            active=True,
+            started_at=EPOCH,
+            admitted_at=EPOCH,
+        )
+        self.cluster = ClusterView()
+        self.requests = 0
+        self.ack: tuple[int, str] | None = None  # the checkpoint the next report acknowledges
+        self.acked: tuple[int, str] | None = None  # the latest acknowledged (sticky in reports)
+        self.checkpoints = 0
+        self.actions = 0
+        self.step = 0.0
+        self.near = False
+
+    def body(self, i: int, eval_value: float | None) -> dict[str, Any]:
+        run = self.run
+        metrics = {"loss": float(run.values[i])}
+        if run.learning_rates is not None and np.isfinite(run.learning_rates[i]):
+            metrics["learning_rate"] = float(run.learning_rates[i])
+        if eval_value is not None:
+            metrics["eval_loss"] = eval_value
+        if self.ack is not None:
+            self.acked, self.ack = self.ack, None
+        epoch = None
+        if run.epochs is not None and np.isfinite(run.epochs[i]):
+            epoch = float(run.epochs[i])
+        report = Report(
+            time=EPOCH + float(run.times[i]),
+            step=int(run.steps[i]),
+            total_steps=self.planned,
+            epoch=epoch,
+            metrics=metrics,
+            last_checkpoint_step=None if self.acked is None else self.acked[0],
+            last_checkpoint_request=None if self.acked is None else self.acked[1],
+        )
+        return {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": run.name, "namespace": _NAMESPACE},
+            "status": _CHANNEL.payload(report),
+        }
+
+    def act(self, decision: Decision, now: float) -> Outcome | None:
+        for action in decision.actions:
+            if action.kind is ActionKind.RECOMMEND:
+                continue
+            self.requests += 1
+            self.actions += 1
+            request = str(self.requests)
+            timeout = action.params.get("timeout_s")
+            self.core.record_action(
+                self.key,
+                ActionRecord(
+                    kind=action.kind,
+                    time=now,
+                    request_id=request,
+                    policy=decision.policy or "",
+                    rule=action.rule,
+                    outcome="requested",
+                    reason=action.reason,
+                    timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
+                ),
+            )
+            if action.kind is ActionKind.CHECKPOINT:
+                self.checkpoints += 1
+                self.ack = (int(self.step), request)
+                continue
+            self.core.update_action(self.key, request, "done")
+            if action.kind in _STOPS:
+                return self._stopped(decision, action, now)
+        return None
+
+    def _stopped(self, decision: Decision, action: Action, now: float) -> Outcome:
+        return Outcome(
+            row=self.row,
+            run=self.run.name,
+            stopped=True,
+            kind=action.kind.value,
+            rule=action.rule,
+            policy=decision.policy or "",
+            reason=action.reason,
+            step=self.step,
+            time_s=now - EPOCH,
+            checkpoints=self.checkpoints,
+            actions=self.actions,
+        )
+
+    def evaluate(self, now: float) -> tuple[Decision, Outcome | None]:
+        # near a decision (a for: window open) the job is re-forecast at the plain interval even
+        # when its quiet spacing is a share of its run, as the simulator's watch does
+        near = (self.near and self.core.forecast_interval_s) or None
+        decision = self.core.evaluate(self.view, self.cluster, now=now, forecast_interval_s=near)
+        self.near = decision.advice in _NEAR
+        return decision, self.act(decision, now)
+
+
+def replay(
+    row: str,
+    core: AdvisorCore,
+    run: Any,
+    *,
+    report_interval_s: float = 5.0,
+    planned_steps: int | None = None,
+) -> Outcome:
+    """Replay ``run`` (``advisor.backtest.runs.Run``) under ``core``'s policies; the core forgets the
+    run afterwards. ``planned_steps``: what the run reports as its total steps (None: not reported)."""
+    r = _Replay(row, core, run, planned_steps)
+    idx = _report_indices(run.times, report_interval_s)
+    ev_steps = run.eval_steps if run.eval_steps is not None else np.empty(0)
+    ev_values = run.eval_values if run.eval_values is not None else np.empty(0)
+    ev_next = 0
+    try:
+        for n, i in enumerate(idx):
+            now = EPOCH + float(run.times[i])
+            step = float(run.steps[i])
+            eval_value = None
+            while ev_next < ev_steps.size and ev_steps[ev_next] <= step:
+                eval_value = float(ev_values[ev_next])
+                ev_next += 1
+            sample = sample_from_object(r.body(i, eval_value), now=now)
+            if sample is None:
+                continue
+            r.step = step
+            core.observe(r.key, sample, now=now, nodes=1)
+            if r.acked is not None:
+                core.update_action(r.key, r.acked[1], "acknowledged")
+            decision, out = r.evaluate(now)
+            if out is not None:
+                return out
+            # the controller's timers between this report and the next
+            until = EPOCH + float(run.times[idx[n + 1]]) if n + 1 < len(idx) else now
+            for _ in range(8):
+                due = [t for t in (decision.recheck_at, decision.idle_recheck_at) if t is not None]
+                due = [t for t in due if now < t < until]
+                if not due:
+                    break
+                now = min(due)
+                decision, out = r.evaluate(now)
+                if out is not None:
+                    return out
+        return Outcome(row=row, run=run.name, checkpoints=r.checkpoints, actions=r.actions)
+    finally:
+        core.forget(r.key)
+
+
+def new_core(policies: Sequence[Any], forecast_interval_s: float, run_fraction: float = 0.0) -> AdvisorCore:
+    """A core loop for one row: a forecast only when a policy would read it (lazy), at most every
+    ``forecast_interval_s`` and, for a quiet run whose planned steps are known, every
+    ``run_fraction`` of its expected run (the core's ``forecast_run_fraction``)."""
+    return AdvisorCore(
+        [as_applied(p) for p in policies],
+        forecast_interval_s=forecast_interval_s,
+        forecast_run_fraction=run_fraction,
+        lazy_forecast=True,
+    )

@@ -1,0 +1,149 @@
+"""The back-test's Markdown report: the rows, the definitions, and a timeline of each stopped run.
+
+Stopped runs come worst call first (the most improvement the run still made after a row stopped
+it), so that what an admin must look at before turning on Apply is at the top. Each timeline shows
+the run's judged series (raw and smoothed), where it stopped learning, and where each row stopped
+it. Plots use matplotlib's Agg backend, imported here only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from advisor.backtest.runs import Run
+from advisor.backtest.verdict import judged
+
+__all__ = ["MAX_TIMELINES", "format_table", "write_report"]
+
+#: timelines drawn (the worst calls); the table lists every stopped run
+MAX_TIMELINES = 40
+
+
+_COLUMNS = (
+    ("policy", lambda r: r["policy"]),
+    ("runs", lambda r: str(r["runs"])),
+    ("stopped", lambda r: str(r["stopped"])),
+    ("GPU-h", lambda r: f"{r['gpu_hours']:.1f}"),
+    ("non-learn", lambda r: f"{r['gpu_hours_nonlearning']:.1f}"),
+    ("saved", lambda r: f"{r['gpu_hours_saved']:+.1f}"),
+    (
+        "non-learn saved",
+        lambda r: (
+            "-" if r["nonlearning_saved_fraction"] is None else f"{r['nonlearning_saved_fraction']:.1%}"
+        ),
+    ),
+    (
+        "wrong .5/1/2%",
+        lambda r: "/".join(str(r["wrong_stops_by_threshold"][k]) for k in ("0.005", "0.01", "0.02")),
+    ),
+    ("near-end", lambda r: str(r["near_end_releases"])),
+)
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    header = [c[0] for c in _COLUMNS]
+    body = [[f(r) for _h, f in _COLUMNS] for r in rows]
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(b) for b in body)])
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80]
+
+
+def _timeline(run: Run, stops: Sequence[dict[str, Any]], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    j = judged(run)
+    raw_steps = run.eval_steps if j.series == "eval" and run.eval_steps is not None else run.steps
+    raw = run.eval_values if j.series == "eval" and run.eval_values is not None else run.values
+    fig, ax = plt.subplots(figsize=(7.0, 3.4))
+    ax.plot(raw_steps, raw, color="#bbbbbb", lw=0.8, label=f"{j.series} (logged)")
+    ax.plot(
+        j.steps,
+        np.where(np.isfinite(j.smooth), j.smooth, np.nan),
+        color="#264653",
+        lw=1.4,
+        label="judged (smoothed)",
+    )
+    ax.axvline(j.learning_end_step, color="#2a9d8f", ls="--", lw=1.0, label="stopped learning")
+    for k, d in enumerate(stops):
+        ax.axvline(
+            d["step"],
+            color=f"C{k + 1}",
+            lw=1.2,
+            label=f"{d['row']} ({(d['improvement_left'] or 0):.1%} left)",
+        )
+    ax.set_xlabel("step")
+    ax.set_ylabel(j.series)
+    ax.set_title(run.name[:90], fontsize=8)
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_report(
+    rows: Sequence[dict[str, Any]], runs: Sequence[Run], meta: dict[str, Any], out_dir: Path
+) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    by_name = {r.name: r for r in runs}
+    stops: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        for d in row["decisions"]:
+            if d["action"]:
+                stops.setdefault(d["run"], []).append({**d, "row": row["policy"]})
+    worst = sorted(stops, key=lambda n: -max(d["improvement_left"] or 0.0 for d in stops[n]))
+    lines = [
+        "# trainjob-advisor back-test",
+        "",
+        *(f"- **{k}**: {v}" for k, v in meta.items() if k != "skipped"),
+        "",
+        "## Every policy and baseline",
+        "",
+        "```",
+        format_table(list(rows)),
+        "```",
+        "",
+        "Definitions (the same for every row): the *judged series* is a run's eval series when it logs one "
+        "(at least 5 points), else its loss, smoothed by a centred running median over 5% of its points. "
+        "A stop at step s *left* (v(s) - best later v) / v(s); it is a *wrong stop* at 0.5%, 1% or 2% when "
+        "that exceeds the threshold. A run *stopped learning* at the first point no later point improves on "
+        "by more than 1%; GPU-hours after it, to the run's recorded end, are *non-learning*. A stop in the "
+        "last 15% of a run's budget is a *near-end release* and what it spared is not counted as saved.",
+        "",
+        f"## Stopped runs, worst call first ({len(worst)})",
+        "",
+        "| run | row | action | rule | at (share of budget) | left after | reason |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in worst:
+        for d in sorted(stops[name], key=lambda d: -(d["improvement_left"] or 0.0)):
+            frac = "-" if d["budget_fraction"] is None else f"{d['budget_fraction']:.0%}"
+            reason = (d["reason"] or "").replace("|", "/")[:140]
+            lines.append(
+                f"| {name[:60]} | {d['row']} | {d['action']} | {d['rule']} | {frac} | "
+                f"{(d['improvement_left'] or 0.0):.2%} | {reason} |"
+            )
+    lines += ["", "## Timelines", ""]
+    for name in worst[:MAX_TIMELINES]:
+        png = f"timeline-{_safe(name)}.png"
+        _timeline(by_name[name], stops[name], out_dir / png)
+        lines += [f"### {name}", "", f"![{name}]({png})", ""]
+    path = out_dir / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,262 @@
+"""Real runs for the back-test: their steps, losses, eval points, learning rates and times.
+
+A run is one loss history read by ``advisor.sources.files`` (a HF ``trainer_state.json``, a
+CSV/TSV or JSONL log, one run per ``curve_id`` of a multi-run dump), plus what the back-test needs
+around it: its GPUs (``--gpus``, or a ``gpus`` column in an index CSV), the group of runs it belongs
+with (a sweep: an index ``group`` column, the folder of an index ``path``, or a pattern on its
+name) and its times. A log without times is replayed at a stated constant throughput.
+
+Why the last segment only: a log whose step goes backwards restarted from a checkpoint, and which
+of its segments the platform paid for is not in the file; the last one is the run that finished.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from advisor.sources.files import LoadedCurve, SourceError, load_curves
+
+__all__ = ["RUN_SUFFIXES", "Run", "RunError", "load_runs"]
+
+#: files a folder is searched for
+RUN_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".log")
+#: index files: runs' GPUs and groups, never runs themselves
+INDEX_NAMES = ("index.csv", "runs.csv")
+#: a run needs this many points to be replayed at all
+MIN_POINTS = 5
+
+
+class RunError(Exception):
+    """A run that cannot be back-tested; ``str()`` is one line: ``file: field: reason``."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One real run as it happened. ``times`` are seconds since its first report."""
+
+    name: str
+    group: str
+    gpus: int
+    steps: np.ndarray
+    values: np.ndarray
+    times: np.ndarray
+    learning_rates: np.ndarray | None
+    epochs: np.ndarray | None
+    total_steps: int  # its budget: the planned steps when the file has them, else its last step
+    planned_steps: int | None  # what the run itself reports as its total (None: not in the file)
+    metric: str  # "loss" or "eval_loss": the series the run reports as its loss
+    eval_steps: np.ndarray | None
+    eval_values: np.ndarray | None
+    timed: bool  # times from the file (else a constant throughput)
+    source: str
+
+    @property
+    def duration_s(self) -> float:
+        return float(self.times[-1])
+
+    def time_at(self, step: float) -> float:
+        """Seconds since the first report when the run reached ``step`` (interpolated)."""
+        return float(np.interp(step, self.steps, self.times))
+
+
+@dataclass(frozen=True)
+class _IndexRow:
+    gpus: int | None
+    group: str | None
+
+
+def _last_segment(curve: LoadedCurve) -> slice:
+    back = [i for i in range(1, len(curve.steps)) if curve.steps[i] < curve.steps[i - 1]]
+    return slice(back[-1] if back else 0, len(curve.steps))
+
+
+def _read_index(path: Path) -> dict[str, _IndexRow]:
+    """``run key -> (gpus, group)`` from an index CSV: the key column is ``curve_id``, ``run``,
+    ``name`` or ``file``; ``gpus`` and ``group`` (or ``repo`` / ``sweep``, or ``path``, whose folder
+    is the group) optional."""
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            header = reader.fieldnames or []
+            key = next((k for k in ("curve_id", "run", "name", "file") if k in header), None)
+            if key is None:
+                raise RunError(f"{path}: header: no run column (curve_id, run, name or file)")
+            out: dict[str, _IndexRow] = {}
+            for line, row in enumerate(reader, start=2):
+                gpus_raw = (row.get("gpus") or "").strip()
+                gpus = None
+                if gpus_raw:
+                    if not gpus_raw.isdigit() or int(gpus_raw) < 1:
+                        raise RunError(f"{path}:{line}: gpus: not a positive whole number: {gpus_raw!r}")
+                    gpus = int(gpus_raw)
+                group = (row.get("group") or row.get("repo") or row.get("sweep") or "").strip() or None
+                if group is None and (row.get("path") or "").strip():
+                    group = str(Path(row["path"].strip()).parent)
+                out[(row.get(key) or "").strip()] = _IndexRow(gpus, group)
+            return out
+    except OSError as exc:
+        raise RunError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _files(arg: Path) -> list[Path]:
+    if arg.is_dir():
+        found = sorted(
+            p
+            for p in arg.rglob("*")
+            if p.is_file() and p.suffix.lower() in RUN_SUFFIXES and p.name.lower() not in INDEX_NAMES
+        )
+        if not found:
+            raise RunError(f"{arg}: folder: no runs in it (looked for {', '.join(RUN_SUFFIXES)})")
+        return found
+    if not arg.exists():
+        raise RunError(f"{arg}: no such file or folder")
+    return [arg]
+
+
+def _one(
+    path: Path,
+    cid: str | None,
+    curve: LoadedCurve,
+    *,
+    gpus: int,
+    group: str,
+    steps_per_second: float,
+) -> Run:
+    name = f"{path.name}#{cid}" if cid is not None else path.name
+    seg = _last_segment(curve)
+    steps = np.asarray(curve.steps[seg], dtype=float)
+    values = np.asarray(curve.values[seg], dtype=float)
+    if steps.size < MIN_POINTS:
+        raise RunError(f"{name}: steps: {steps.size} points, fewer than the {MIN_POINTS} a replay needs")
+    if not np.all(np.diff(steps) > 0):
+        raise RunError(f"{name}: step: repeats within the run (the same step logged twice)")
+    times = None
+    timed = False
+    if curve.times is not None:
+        t = np.asarray(curve.times[seg], dtype=float)
+        if np.all(np.isfinite(t)) and np.all(np.diff(t) >= 0) and t[-1] > t[0]:
+            times, timed = t - t[0], True
+    if times is None:  # a stated constant throughput
+        times = (steps - steps[0]) / steps_per_second
+    lrs = None if curve.learning_rates is None else np.asarray(curve.learning_rates[seg], dtype=float)
+    epochs = None if curve.epochs is None else np.asarray(curve.epochs[seg], dtype=float)
+    planned = curve.total_steps if curve.total_steps and curve.total_steps >= steps[-1] else None
+    total = planned if planned is not None else int(steps[-1])
+    return Run(
+        name=name,
+        group=group,
+        gpus=gpus,
+        steps=steps,
+        values=values,
+        times=times,
+        learning_rates=lrs,
+        epochs=epochs,
+        total_steps=int(total),
+        planned_steps=planned,
+        metric=curve.metric,
+        eval_steps=None,
+        eval_values=None,
+        timed=timed,
+        source=curve.source,
+    )
+
+
+def load_runs(
+    args: Sequence[Path],
+    *,
+    gpus: int | None = None,
+    steps_per_second: float = 1.0,
+    group_pattern: str | None = None,
+    index: Path | None = None,
+    skip_bad: bool = False,
+    on_file: Callable[[Path], None] | None = None,
+) -> tuple[list[Run], list[str]]:
+    """The runs in ``args`` (files or folders) and, with ``skip_bad``, one line per run skipped.
+
+    GPUs: the index's ``gpus`` column, else ``gpus``, else 1. Group: the index's, else the first
+    match of ``group_pattern`` on the run's name, else the run's folder (or its file, for a
+    multi-run dump). Raises ``RunError`` (one line: file, field, reason) on the first bad run
+    unless ``skip_bad``."""
+    if not math.isfinite(steps_per_second) or steps_per_second <= 0:
+        raise RunError("--steps-per-second: must be a positive number")
+    pattern = re.compile(group_pattern) if group_pattern else None
+    runs: list[Run] = []
+    skipped: list[str] = []
+    indexes: dict[Path, dict[str, _IndexRow]] = {}
+    if index is not None:
+        indexes[index.parent] = _read_index(index)
+    for arg in args:
+        for path in _files(arg):
+            folder = path.parent
+            if folder not in indexes:
+                found = next((folder / n for n in INDEX_NAMES if (folder / n).is_file()), None)
+                indexes[folder] = _read_index(found) if found is not None else {}
+            table = indexes[folder] or (indexes.get(index.parent, {}) if index is not None else {})
+            try:
+                curves = load_curves(path)
+            except SourceError as exc:
+                if not skip_bad:
+                    raise RunError(str(exc)) from None
+                skipped.append(str(exc))
+                curves = []
+            first = len(runs)
+            for cid, curve in curves:
+                key = cid if cid is not None else path.name
+                row = table.get(key) or table.get(path.stem) or _IndexRow(None, None)
+                name = f"{path.name}#{cid}" if cid is not None else path.name
+                match = pattern.search(name) if pattern is not None else None
+                group = row.group or (match.group(0) if match else None)
+                group = group or (str(path) if cid is not None else str(folder))
+                try:
+                    runs.append(
+                        _one(
+                            path,
+                            cid,
+                            curve,
+                            gpus=row.gpus or gpus or 1,
+                            group=group,
+                            steps_per_second=steps_per_second,
+                        )
+                    )
+                except RunError as exc:
+                    if not skip_bad:
+                        raise
+                    skipped.append(str(exc))
+            if len(runs) > first:
+                _attach_evals(path, curves, runs, first)
+            if on_file is not None:
+                on_file(path)
+    if not runs:
+        raise RunError("no runs to back-test" + (f" ({len(skipped)} skipped as bad)" if skipped else ""))
+    return runs, skipped
+
+
+def _attach_evals(
+    path: Path, curves: Sequence[tuple[str | None, LoadedCurve]], runs: list[Run], first: int
+) -> None:
+    """Give the runs read from ``path`` (``runs[first:]``) their eval series (the file read once)."""
+    if all(c.metric == "eval_loss" for _cid, c in curves):
+        return
+    try:
+        evals = {cid: c for cid, c in load_curves(path, metric="eval_loss")}
+    except SourceError:
+        return
+    for i in range(first, len(runs)):
+        run = runs[i]
+        cid = run.name.split("#", 1)[1] if "#" in run.name else None
+        ev = evals.get(cid)
+        if ev is None or len(ev) < 2:
+            continue
+        seg = _last_segment(ev)
+        s = np.asarray(ev.steps[seg], dtype=float)
+        v = np.asarray(ev.values[seg], dtype=float)
+        keep = (s >= run.steps[0]) & (s <= run.steps[-1]) & np.isfinite(v)
+        if keep.sum() >= 2:
+            runs[i] = replace(run, eval_steps=s[keep], eval_values=v[keep])

@@ -1,0 +1,168 @@
+"""What a decision on a real run cost, judged on what the run did afterwards.
+
+No hidden truth exists for a real run, so every verdict reads the run's own later record, through
+one definition for every row (policies and baselines alike), independent of the thresholds the
+policies use:
+
+* the *judged series* is the run's eval series when it has at least ``MIN_EVAL_POINTS`` points,
+  else the loss it reports; it is smoothed by a centred running median over ``SMOOTH_FRACTION`` of
+  its points (at least 1), so that one noisy point neither makes nor unmakes a verdict;
+* a decision at step ``s`` *left* ``(v(s) - min_{s' > s} v(s')) / v(s)`` of improvement: the best
+  later smoothed value against the smoothed value at the decision (0 when the run has no later
+  point). It is a *wrong stop* at threshold t when that exceeds t (0.5%, 1% and 2% are reported);
+* the run *stopped learning* at the first judged point from which no later point improves on it by
+  more than ``LEARNING_THRESHOLD``; GPU-hours after that, to the run's recorded end, are its
+  *non-learning* GPU-hours;
+* a *near-end release* is a stop in the last ``NEAR_END_FRACTION`` of the run's budget (its planned
+  steps, else its last step); what it spared is not counted as saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from advisor.backtest.replay import Outcome
+from advisor.backtest.runs import Run
+
+__all__ = [
+    "LEARNING_THRESHOLD",
+    "NEAR_END_FRACTION",
+    "WRONG_STOP_THRESHOLDS",
+    "Judged",
+    "judged",
+    "row_summary",
+    "verdict",
+]
+
+MIN_EVAL_POINTS = 5
+SMOOTH_FRACTION = 0.05
+LEARNING_THRESHOLD = 0.01
+WRONG_STOP_THRESHOLDS = (0.005, 0.01, 0.02)
+NEAR_END_FRACTION = 0.15
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A run's judged series (smoothed), and where it stopped learning."""
+
+    series: str  # "eval" | "loss"
+    steps: np.ndarray
+    smooth: np.ndarray
+    learning_end_step: float
+
+    def left_after(self, step: float) -> tuple[float, float | None, float | None]:
+        """(improvement left, value at ``step``, best later value) for a decision at ``step``."""
+        i = int(np.searchsorted(self.steps, step, side="right")) - 1
+        if i < 0:
+            i = 0
+        here = float(self.smooth[i])
+        later = self.smooth[i + 1 :]
+        later = later[np.isfinite(later)]
+        if later.size == 0 or not np.isfinite(here) or here == 0:
+            return 0.0, here, None
+        best = float(later.min())
+        return max(0.0, (here - best) / abs(here)), here, best
+
+
+def _running_median(values: np.ndarray, window: int) -> np.ndarray:
+    """Centred running median; a non-finite value counts as +inf (a blown-up loss is the worst)."""
+    vals = np.where(np.isfinite(values), values, np.inf)
+    if window <= 1:
+        return vals
+    from scipy.ndimage import median_filter
+
+    return np.asarray(median_filter(vals, size=2 * (window // 2) + 1, mode="nearest"))
+
+
+def judged(run: Run) -> Judged:
+    if run.eval_steps is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
+        series, steps, values = "eval", run.eval_steps, run.eval_values
+    else:
+        series, steps, values = "loss", run.steps, run.values
+    assert values is not None
+    smooth = _running_median(np.asarray(values, dtype=float), max(1, round(SMOOTH_FRACTION * values.size)))
+    # the first point from which no later one improves on it by more than the threshold
+    suffix_min = np.minimum.accumulate(np.where(np.isfinite(smooth), smooth, np.inf)[::-1])[::-1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        left = np.where(np.isfinite(smooth), (smooth - suffix_min) / np.abs(smooth), 0.0)
+    bad = np.nonzero(~(left <= LEARNING_THRESHOLD))[0]
+    first = 0 if bad.size == 0 else int(bad[-1]) + 1
+    end_step = float(steps[first]) if first < steps.size else float(run.steps[-1])
+    return Judged(series, np.asarray(steps, dtype=float), smooth, end_step)
+
+
+def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
+    """One run's decision record for ``backtest --json``: what the row did, when, what it cost."""
+    h = 3600.0
+    end_s = run.duration_s
+    learn_s = min(end_s, run.time_at(judged_run.learning_end_step))
+    stop_s = end_s if outcome.time_s is None else min(end_s, outcome.time_s)
+    gpu_h = stop_s * run.gpus / h
+    out: dict[str, Any] = {
+        "run": run.name,
+        "group": run.group,
+        "gpus": run.gpus,
+        "judged_series": judged_run.series,
+        "action": outcome.kind or None,
+        "rule": outcome.rule or None,
+        "policy": outcome.policy or None,
+        "reason": outcome.reason or None,
+        "step": outcome.step,
+        "time_s": outcome.time_s,
+        "budget_fraction": None if outcome.step is None else outcome.step / run.total_steps,
+        "checkpoint_requests": outcome.checkpoints,
+        "gpu_hours": gpu_h,
+        "gpu_hours_nonlearning": max(0.0, stop_s - learn_s) * run.gpus / h,
+        "baseline_gpu_hours": end_s * run.gpus / h,
+        "baseline_gpu_hours_nonlearning": max(0.0, end_s - learn_s) * run.gpus / h,
+        "improvement_left": None,
+        "value_at_decision": None,
+        "best_later_value": None,
+        "near_end": False,
+    }
+    if outcome.stopped and outcome.step is not None:
+        left, here, best = judged_run.left_after(outcome.step)
+        out["improvement_left"] = left
+        out["value_at_decision"] = here
+        out["best_later_value"] = best
+        out["near_end"] = outcome.step >= (1.0 - NEAR_END_FRACTION) * run.total_steps
+    spared = (end_s - stop_s) * run.gpus / h
+    out["gpu_hours_saved"] = 0.0 if out["near_end"] else spared
+    return out
+
+
+def _key(t: float) -> str:
+    return f"{t:g}"
+
+
+def row_summary(row: str, decisions: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One object per row for ``backtest --json`` (the keys the issue fixes, plus a few)."""
+    stopped = [d for d in decisions if d["action"]]
+    wrong = {
+        _key(t): sum(1 for d in stopped if (d["improvement_left"] or 0.0) > t) for t in WRONG_STOP_THRESHOLDS
+    }
+    base_nl = sum(d["baseline_gpu_hours_nonlearning"] for d in decisions)
+    nl = sum(d["gpu_hours_nonlearning"] for d in decisions)
+    # a near-end release's non-learning tail is still charged: it is no saving
+    nl += sum(
+        d["baseline_gpu_hours_nonlearning"] - d["gpu_hours_nonlearning"] for d in stopped if d["near_end"]
+    )
+    runs = len(decisions)
+    return {
+        "policy": row,
+        "runs": runs,
+        "gpu_hours": sum(d["gpu_hours"] for d in decisions),
+        "gpu_hours_nonlearning": nl,
+        "gpu_hours_saved": sum(d["gpu_hours_saved"] for d in decisions),
+        "wrong_stops_by_threshold": wrong,
+        "wrong_stop_fraction_by_threshold": {k: (v / runs if runs else 0.0) for k, v in wrong.items()},
+        "near_end_releases": sum(1 for d in stopped if d["near_end"]),
+        "stopped": len(stopped),
+        "baseline_gpu_hours_nonlearning": base_nl,
+        "nonlearning_saved_fraction": (base_nl - nl) / base_nl if base_nl > 0 else None,
+        "decisions": list(decisions),
+    }

@@ -1,0 +1,276 @@
+"""``trainjob-advisor backtest RUN...``: what each policy would have done to real runs.
+
+Replays finished runs (HF ``trainer_state.json``, CSV/TSV, JSONL, one run per ``curve_id`` of a
+multi-run dump; files or folders) as they happened through the controller's path
+(``advisor.backtest.replay``), under every AdvisorPolicy file given (default: the samples) and
+beside the baselines a platform has without the advisor (``advisor.backtest.baselines``), and
+judges every stop on what the run did afterwards (``advisor.backtest.verdict``). Prints one row per
+policy and baseline; ``--json`` writes them with every decision, ``--report`` a Markdown report with
+a timeline of each stopped run, worst calls first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from advisor.cli import CommandError, require_extra
+
+__all__ = ["register", "run"]
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(text: str) -> float:
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 5m, 1h)")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def _samples_dir() -> Path:
+    return Path(__file__).resolve().parents[2] / "manifests" / "samples"
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "backtest",
+        help="replay real runs under every policy and baseline; what each would have stopped, saved, cost",
+        description="Back-test AdvisorPolicies on real training runs: each run's logged progress is "
+        "replayed as it happened through the controller's path (trainerStatus objects, the same "
+        "parsers, core loop, forecaster and policies), beside baselines (no advisor, HF-style "
+        "patience on the eval metric, median stopping within a group, a fixed budget). Every stop is "
+        "judged on what the run did afterwards.",
+    )
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run files or folders of runs")
+    p.add_argument(
+        "--policy",
+        type=Path,
+        action="append",
+        default=None,
+        help="AdvisorPolicy YAML file (repeatable; default: manifests/samples/policy-*.yaml)",
+    )
+    p.add_argument(
+        "--baselines",
+        default="no-advisor,patience,median-stopping,fixed-budget",
+        help="comma-separated baselines (no-advisor always runs: it is what savings are measured from)",
+    )
+    p.add_argument("--gpus", type=int, default=None, help="GPUs per run when no index CSV gives them (1)")
+    p.add_argument(
+        "--index",
+        type=Path,
+        default=None,
+        help="index CSV: a run column (curve_id, run, name or file), gpus, group",
+    )
+    p.add_argument(
+        "--group-pattern",
+        default=None,
+        help="regex whose first match on a run's name is its group (a sweep) for median stopping",
+    )
+    p.add_argument(
+        "--steps-per-second",
+        type=float,
+        default=1.0,
+        help="throughput of runs whose logs carry no times (default 1 step/s; stated in the output)",
+    )
+    p.add_argument(
+        "--report-interval",
+        type=_duration,
+        default=60.0,
+        help="least time between two progress reports the controller sees (default 1m; the Kubeflow "
+        "SDK throttles to 5s)",
+    )
+    p.add_argument(
+        "--forecast-interval",
+        type=_duration,
+        default=60.0,
+        help="re-forecast a run at most this often (default 1m; the controller's default is 30s)",
+    )
+    p.add_argument(
+        "--run-fraction",
+        type=float,
+        default=0.02,
+        help="a quiet run with known planned steps is re-forecast every this share of its expected "
+        "run when that is longer than the forecast interval (default 0.02; 0: off)",
+    )
+    p.add_argument(
+        "--patience", type=int, default=3, help="patience baseline: evaluations without improvement"
+    )
+    p.add_argument(
+        "--fixed-budget", type=float, default=0.75, help="fixed-budget baseline: share of steps kept"
+    )
+    p.add_argument("--skip-bad-runs", action="store_true", help="skip unreadable runs and count them")
+    p.add_argument("--json", type=Path, help="write one object per policy and baseline, with every decision")
+    p.add_argument("--report", type=Path, help="write a Markdown report with a timeline per stopped run")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def _rows(args: argparse.Namespace) -> tuple[list[str], list[tuple[str, list[Any]]]]:
+    from advisor.backtest.baselines import BASELINES
+
+    wanted = [b.strip() for b in args.baselines.split(",") if b.strip()]
+    unknown = sorted(set(wanted) - set(BASELINES))
+    if unknown:
+        raise CommandError(
+            f"--baselines: unknown baseline(s) {', '.join(unknown)} (known: {', '.join(BASELINES)})"
+        )
+    baselines = ["no-advisor", *[b for b in BASELINES if b in wanted and b != "no-advisor"]]
+    from policies import PolicyError, load_policies
+
+    paths = args.policy if args.policy is not None else sorted(_samples_dir().glob("policy-*.yaml"))
+    rows: list[tuple[str, list[Any]]] = []
+    for path in paths:
+        if not path.is_file():
+            raise CommandError(f"{path}: no such policy file")
+        try:
+            policies = load_policies(path)
+        except PolicyError as exc:
+            raise CommandError(f"{path}: " + str(exc).replace("\n", "; ")) from None
+        stem = path.stem[len("policy-") :] if path.stem.startswith("policy-") else path.stem
+        rows.append((f"advisor-{stem}", policies))
+    return baselines, rows
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.gpus is not None and args.gpus < 1:
+        raise CommandError(f"--gpus must be at least 1, got {args.gpus}")
+    if not (math.isfinite(args.steps_per_second) and args.steps_per_second > 0):
+        raise CommandError(f"--steps-per-second must be positive, got {args.steps_per_second:g}")
+    if args.patience < 1:
+        raise CommandError(f"--patience must be at least 1, got {args.patience}")
+    if not 0 < args.fixed_budget < 1:
+        raise CommandError(f"--fixed-budget must be between 0 and 1, got {args.fixed_budget:g}")
+    if not 0 <= args.run_fraction < 1:
+        raise CommandError(f"--run-fraction must be in [0, 1), got {args.run_fraction:g}")
+    if args.forecast_interval <= 0:
+        raise CommandError("--forecast-interval must be a positive duration")
+    if args.group_pattern is not None:
+        import re
+
+        try:
+            re.compile(args.group_pattern)
+        except re.error as exc:
+            raise CommandError(f"--group-pattern: not a regular expression: {exc}") from None
+
+
+def backtest(
+    args: argparse.Namespace, *, progress: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[Any]]:
+    """The rows (``row_summary`` objects, baselines first), the run's meta data and the runs."""
+    from tqdm import tqdm
+
+    from advisor.backtest.baselines import BaselineSettings, baseline_outcomes
+    from advisor.backtest.replay import new_core, replay
+    from advisor.backtest.runs import RunError, load_runs
+    from advisor.backtest.verdict import judged, row_summary, verdict
+
+    _check(args)
+    baselines, policy_rows = _rows(args)
+    try:
+        runs, skipped = load_runs(
+            args.runs,
+            gpus=args.gpus,
+            steps_per_second=args.steps_per_second,
+            group_pattern=args.group_pattern,
+            index=args.index,
+            skip_bad=args.skip_bad_runs,
+        )
+    except RunError as exc:
+        hint = " (use --skip-bad-runs to skip such runs)" if not args.skip_bad_runs else ""
+        raise CommandError(f"{exc}{hint}") from None
+    groups: dict[str, list[Any]] = {}
+    for r in runs:
+        groups.setdefault(r.group, []).append(r)
+    truth = {r.name: judged(r) for r in runs}
+    settings = BaselineSettings(patience=args.patience, fixed_fraction=args.fixed_budget)
+    rows: list[dict[str, Any]] = []
+    bar = tqdm(
+        total=len(runs) * (len(baselines) + len(policy_rows)),
+        unit="run",
+        file=sys.stderr,
+        disable=not progress,
+    )
+    try:
+        for name in baselines:
+            bar.set_description(f"{name:<26}")
+            decisions = []
+            for r in runs:
+                decisions.append(
+                    verdict(r, truth[r.name], baseline_outcomes(name, r, groups[r.group], settings))
+                )
+                bar.update(1)
+            rows.append(row_summary(name, decisions))
+        for name, policies in policy_rows:
+            bar.set_description(f"{name:<26}")
+            core = new_core(policies, args.forecast_interval, args.run_fraction)
+            decisions = []
+            for r in runs:
+                out = replay(
+                    name, core, r, report_interval_s=args.report_interval, planned_steps=r.planned_steps
+                )
+                decisions.append(verdict(r, truth[r.name], out))
+                bar.update(1)
+            row = row_summary(name, decisions)
+            row["forecasts"] = core.forecasts_made
+            rows.append(row)
+    finally:
+        bar.close()
+    untimed = sum(1 for r in runs if not r.timed)
+    meta = {
+        "runs": len(runs),
+        "skipped_runs": len(skipped),
+        "skipped": skipped[:20],
+        "groups": len(groups),
+        "runs_with_eval_series": sum(1 for r in runs if r.eval_steps is not None),
+        "runs_without_times": untimed,
+        "steps_per_second_without_times": args.steps_per_second,
+        "report_interval_s": args.report_interval,
+        "forecast_interval_s": args.forecast_interval,
+        "run_fraction": args.run_fraction,
+        "gpus_default": args.gpus or 1,
+    }
+    return rows, meta, runs
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if not math.isfinite(value) else round(value, 6)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    require_extra("tqdm", "sim", "backtest")
+    if args.report is not None:
+        require_extra("matplotlib", "sim", "--report")
+    progress = not args.quiet and sys.stderr.isatty()
+    rows, meta, runs = backtest(args, progress=progress)
+    from advisor.backtest.report import format_table
+
+    print(format_table(rows))
+    print(
+        f"\n{meta['runs']} runs in {meta['groups']} groups ({meta['skipped_runs']} skipped as bad; "
+        f"{meta['runs_with_eval_series']} with an eval series; {meta['runs_without_times']} without times, "
+        f"replayed at {args.steps_per_second:g} steps/s). Wrong stop: the judged series (eval if logged, "
+        "else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop in the last "
+        "15% of the budget, not counted as saved."
+    )
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps([_clean({**r, "backtest": meta}) for r in rows], indent=2) + "\n")
+    if args.report is not None:
+        from advisor.backtest.report import write_report
+
+        path = write_report(rows, runs, meta, args.report)
+        print(f"report: {path}")
+    return 0

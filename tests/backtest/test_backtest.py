@@ -1,0 +1,266 @@
+"""``trainjob-advisor backtest``: real-run replays through the controller's path, the baselines,
+the verdicts, and one clear error for bad input. Runs are written by the tests (no shared data)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from advisor.backtest import replay as replay_module
+from advisor.backtest.baselines import BaselineSettings, fixed_budget, median_stopping, patience
+from advisor.backtest.replay import new_core, replay
+from advisor.backtest.runs import RunError, load_runs
+from advisor.backtest.verdict import judged, verdict
+from advisor.cli import main
+from policies import load_policies
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATEAU = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+KEYS = {
+    "policy",
+    "runs",
+    "gpu_hours",
+    "gpu_hours_nonlearning",
+    "gpu_hours_saved",
+    "wrong_stops_by_threshold",
+    "near_end_releases",
+    "decisions",
+}
+
+
+def _write(
+    path: Path, steps: np.ndarray, loss: np.ndarray, *, total: int, dt: float = 10.0, evals: int = 0
+) -> Path:
+    """A CSV log: step, loss, time (s), total_steps, and every ``evals`` rows an eval_loss."""
+    rows = ["step,loss,time,total_steps,eval_loss"]
+    for k, (s, v) in enumerate(zip(steps.tolist(), loss.tolist(), strict=True)):
+        ev = f"{v * 1.02:.6f}" if evals and k % evals == 0 else ""
+        rows.append(f"{int(s)},{v:.6f},{s * dt / 10:.1f},{total},{ev}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _plateaued(seed: int, n: int = 600) -> tuple[np.ndarray, np.ndarray]:
+    """Learns for the first quarter of its budget, then stays flat (logged every 10 steps)."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(10, 10 * n + 1, 10, dtype=float)
+    x = np.minimum(steps / steps[-1], 0.25)
+    clean = 2.0 + 3.0 * (1.0 + x / 0.02) ** -0.7
+    return steps, clean * (1.0 + 0.002 * rng.standard_normal(n))
+
+
+def _learning(seed: int, n: int = 600) -> tuple[np.ndarray, np.ndarray]:
+    """Still learning steadily at its end."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(10, 10 * n + 1, 10, dtype=float)
+    clean = 5.0 - 2.5 * steps / steps[-1]
+    return steps, clean * (1.0 + 0.005 * rng.standard_normal(n))
+
+
+def test_a_plateaued_run_is_released_and_a_learning_run_is_not(tmp_path: Path) -> None:
+    """Both replayed as logged (10 s per 10 steps: 100 minutes) through the sample policy."""
+    s, v = _plateaued(1)
+    _write(tmp_path / "flat.csv", s, v, total=6000)
+    s, v = _learning(2)
+    _write(tmp_path / "learning.csv", s, v, total=6000)
+    runs, skipped = load_runs([tmp_path], gpus=4)
+    assert not skipped and {r.name for r in runs} == {"flat.csv", "learning.csv"}
+    core = new_core(load_policies(PLATEAU), 60.0)
+    by_name = {r.name: r for r in runs}
+    flat = replay("p", core, by_name["flat.csv"], planned_steps=6000)
+    assert flat.stopped and flat.kind == "release-quota" and flat.rule == "plateau"
+    assert flat.checkpoints == 1  # the sample checkpoints first; the next report acknowledged it
+    run = by_name["flat.csv"]
+    assert run.time_at(0.25 * 6000) < flat.time_s < run.duration_s
+    v_flat = verdict(run, judged(run), flat)
+    assert v_flat["improvement_left"] < 0.005 and v_flat["gpu_hours_saved"] > 0
+    assert not replay("p", core, by_name["learning.csv"], planned_steps=6000).stopped
+    assert core.keys() == ()  # every run forgotten after its replay
+
+
+def test_the_replay_goes_through_trainer_status_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s, v = _learning(3, n=50)
+    _write(tmp_path / "r.csv", s, v, total=500, evals=5)
+    (run,), _ = load_runs([tmp_path / "r.csv"])
+    seen: list[dict[str, object]] = []
+    real = replay_module.sample_from_object
+
+    def spy(body, *, now=None):  # type: ignore[no-untyped-def]
+        seen.append(body)
+        return real(body, now=now)
+
+    monkeypatch.setattr(replay_module, "sample_from_object", spy)
+    replay("p", new_core(load_policies(PLATEAU), 60.0), run, report_interval_s=0.0, planned_steps=500)
+    assert len(seen) == len(run.steps)
+    status = seen[-1]["status"]["trainerStatus"]  # type: ignore[index]
+    names = {m["name"] for m in status["metrics"]}
+    assert {"loss", "current_step", "total_steps"} <= names and status["progressPercentage"] == 100
+    assert any("eval_loss" in {m["name"] for m in b["status"]["trainerStatus"]["metrics"]} for b in seen)  # type: ignore[index]
+
+
+def test_planned_steps_are_reported_only_when_the_log_has_them(tmp_path: Path) -> None:
+    s, v = _learning(4, n=20)
+    path = tmp_path / "nototal.csv"
+    path.write_text("step,loss\n" + "\n".join(f"{int(a)},{b}" for a, b in zip(s, v, strict=True)) + "\n")
+    (run,), _ = load_runs([path], steps_per_second=2.0)
+    assert run.planned_steps is None and run.total_steps == int(s[-1]) and not run.timed
+    assert run.duration_s == pytest.approx((s[-1] - s[0]) / 2.0)
+
+
+def test_baselines() -> None:
+    from advisor.backtest.runs import Run
+
+    steps = np.arange(100, 1001, 100, dtype=float)
+
+    def mk(name: str, values: list[float], evals: list[float] | None = None) -> Run:
+        return Run(
+            name=name,
+            group="g",
+            gpus=1,
+            steps=steps,
+            values=np.array(values),
+            times=steps.copy(),
+            learning_rates=None,
+            epochs=None,
+            total_steps=1000,
+            planned_steps=1000,
+            metric="loss",
+            eval_steps=None if evals is None else steps,
+            eval_values=None if evals is None else np.array(evals),
+            timed=True,
+            source="test",
+        )
+
+    s = BaselineSettings(patience=3)
+    flat_eval = mk("a", [5, 4, 3, 3, 3, 3, 3, 3, 3, 3], [5, 4, 3, 3.1, 3.2, 3.05, 3, 3, 3, 3])
+    out = patience(flat_eval, s)
+    assert out.stopped and out.step == 600  # three evaluations without a new best after 300
+    assert not patience(mk("b", [5, 4, 3, 2, 1, 1, 1, 1, 1, 1]), s).stopped  # no eval series
+    good = [mk(f"g{i}", [5 - 0.3 * k for k in range(10)]) for i in range(3)]
+    bad = mk("bad", [6 - 0.1 * k for k in range(10)])
+    stopped = median_stopping(bad, [*good, bad], s)
+    assert stopped.stopped and stopped.rule == "median"
+    assert not median_stopping(good[0], [good[0], bad], s).stopped  # one peer is too few
+    cut = fixed_budget(good[0], BaselineSettings(fixed_fraction=0.75))
+    assert cut.stopped and cut.step == 800
+
+
+def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for i in range(3):
+        s, v = _plateaued(10 + i)
+        (tmp_path / "runs").mkdir(exist_ok=True)
+        _write(tmp_path / "runs" / f"flat{i}.csv", s, v, total=6000, evals=10)
+    s, v = _learning(20)
+    _write(tmp_path / "runs" / "learning.csv", s, v, total=6000, evals=10)
+    out = tmp_path / "bt.json"
+    rep = tmp_path / "rep"
+    rc = main(
+        [
+            "backtest",
+            str(tmp_path / "runs"),
+            "--policy",
+            str(PLATEAU),
+            "--gpus",
+            "8",
+            "--quiet",
+            "--json",
+            str(out),
+            "--report",
+            str(rep),
+        ]
+    )
+    assert rc == 0
+    rows = json.loads(out.read_text())
+    assert [r["policy"] for r in rows] == [
+        "no-advisor",
+        "patience",
+        "median-stopping",
+        "fixed-budget",
+        "advisor-plateau-release",
+    ]
+    for r in rows:
+        assert set(r) >= KEYS and r["runs"] == 4 and len(r["decisions"]) == 4
+        assert set(r["wrong_stops_by_threshold"]) == {"0.005", "0.01", "0.02"}
+    base, advisor = rows[0], rows[-1]
+    assert base["gpu_hours_saved"] == 0 and base["gpu_hours"] == pytest.approx(4 * 8 * 6000 / 3600, rel=0.02)
+    assert advisor["gpu_hours_saved"] > 0 and advisor["wrong_stops_by_threshold"]["0.01"] == 0
+    released = {d["run"] for d in advisor["decisions"] if d["action"]}
+    assert "learning.csv" not in released and len(released) == 3
+    text = (rep / "report.md").read_text()
+    assert "worst call first" in text and "flat0.csv" in text
+    assert len(list(rep.glob("timeline-*.png"))) == len(
+        {d["run"] for r in rows for d in r["decisions"] if d["action"]}
+    )
+    assert "advisor-plateau-release" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("make", "extra", "message"),
+    [
+        (lambda d: d, [], "no runs in it"),
+        (lambda d: (d / "x.csv").write_text("loss\n1\n2\n") and d / "x.csv", [], "no step field"),
+        (lambda d: (d / "x.csv").write_text("step,loss\n1,2\n2,1\n") and d / "x.csv", [], "fewer than the 5"),
+        (lambda d: d / "missing.csv", [], "no such file"),
+        (
+            lambda d: (
+                (d / "x.csv").write_text("step,loss\n" + "".join(f"{i},1\n" for i in range(1, 9)))
+                and d / "x.csv"
+            ),
+            ["--gpus", "0"],
+            "--gpus",
+        ),
+        (
+            lambda d: (
+                (d / "x.csv").write_text("step,loss\n" + "".join(f"{i},1\n" for i in range(1, 9)))
+                and d / "x.csv"
+            ),
+            ["--baselines", "oracle"],
+            "unknown baseline",
+        ),
+    ],
+)
+def test_bad_input_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make, extra, message
+) -> None:  # type: ignore[no-untyped-def]
+    target = make(tmp_path)
+    assert main(["backtest", str(target), "--quiet", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_bad_runs_can_be_skipped_and_counted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s, v = _learning(5, n=40)
+    _write(tmp_path / "good.csv", s, v, total=400)
+    (tmp_path / "bad.csv").write_text("step,loss\n1,x\n")
+    assert main(["backtest", str(tmp_path), "--quiet", "--policy", str(PLATEAU)]) == 2
+    assert "bad.csv" in capsys.readouterr().err
+    assert main(["backtest", str(tmp_path), "--quiet", "--policy", str(PLATEAU), "--skip-bad-runs"]) == 0
+    assert "1 skipped as bad" in capsys.readouterr().out
+    with pytest.raises(RunError, match="no runs to back-test"):
+        load_runs([tmp_path / "bad.csv"], skip_bad=True)
+
+
+def test_a_multi_run_dump_gives_one_run_per_curve_id_with_its_group_and_gpus(tmp_path: Path) -> None:
+    from advisor.sources.files import load_curves
+
+    rows = ["curve_id,step,val_loss,train_time_ms"]
+    for cid in ("1", "2", "3"):
+        rows += [f"{cid},{s},{5 - s / 100:.3f},{s * 1000}" for s in range(0, 800, 100)]
+    (tmp_path / "val_curves.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "index.csv").write_text(
+        "curve_id,path,gpus\n1,records/a/x.txt,8\n2,records/a/y.txt,8\n3,records/b/z.txt,2\n"
+    )
+    curves = load_curves(tmp_path / "val_curves.csv")
+    assert [cid for cid, _c in curves] == ["1", "2", "3"] and all(len(c) == 8 for _i, c in curves)
+    runs, _ = load_runs([tmp_path])
+    assert [(r.name, r.group, r.gpus) for r in runs] == [
+        ("val_curves.csv#1", "records/a", 8),
+        ("val_curves.csv#2", "records/a", 8),
+        ("val_curves.csv#3", "records/b", 2),
+    ]
+    assert runs[0].timed and runs[0].duration_s == pytest.approx(700.0) and runs[0].metric == "eval_loss"
