@@ -31,7 +31,9 @@ __all__ = [
     "Forecast",
     "Interval",
     "JobView",
+    "LifecycleSignals",
     "Mode",
+    "Phase",
     "ProgressSample",
     "WorkloadView",
     "job_key",
@@ -196,6 +198,50 @@ class ActionRecord:
     """For a checkpoint request: how long to wait for the acknowledgement (None: the protocol default)."""
 
 
+class Phase(enum.StrEnum):
+    """Where a job is in its life, as the cluster says (``advisor.core.lifecycle`` derives it).
+
+    Only a ``RUNNING`` job is judged: the others keep their forecast and history and get no action.
+    """
+
+    PENDING = "pending"
+    """Waiting for quota: queued, or evicted and requeued (no admitted Workload)."""
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    """Held on purpose: TrainJob suspended, or its Workload deactivated (``spec.active=false``)."""
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleSignals:
+    """What the cluster says about a job's life, each ``None`` when nobody said.
+
+    The controller reads them from the TrainJob (or PyTorchJob) conditions, its Kueue Workload and
+    the RHOAI progress annotation; the simulator sets them from its model. Progress at or past the
+    total is not here: the core loop knows it from the job's history.
+    """
+
+    complete: bool | None = None
+    """TrainJob ``Complete`` (PyTorchJob ``Succeeded``) condition."""
+    failed: bool | None = None
+    """TrainJob / PyTorchJob ``Failed`` condition."""
+    suspended: bool | None = None
+    """TrainJob ``Suspended`` condition, or ``spec.suspend`` (``runPolicy.suspend``)."""
+    has_workload: bool = False
+    """Whether a Kueue Workload was found for the job (the rest of the workload fields need one)."""
+    workload_active: bool | None = None
+    quota_reserved: bool | None = None
+    workload_admitted: bool | None = None
+    evicted: bool | None = None
+    workload_finished: bool | None = None
+    workload_finished_reason: str = ""
+    remaining_summary: str | None = None
+    """RHOAI ``estimatedRemainingTimeSummary`` (``"complete"`` once the run ended)."""
+    progress_percentage: float | None = None
+    """The latest reported progress percentage (the last upstream update may carry no step)."""
+
+
 @dataclass(frozen=True, slots=True)
 class JobView:
     """A frozen snapshot of one training job, as every policy sees it."""
@@ -241,6 +287,14 @@ class JobView:
     runtime_sigterm: tuple[int, int] = (0, 0)
     """``(saves, misses)`` on SIGTERM seen on the *other* jobs of the same runtime (filled in by the
     core loop): the prior for a job that has not been evicted yet."""
+    signals: LifecycleSignals | None = None
+    """What the adapter read of the job's life (None: only ``active`` / ``admitted`` are known)."""
+    phase: Phase = Phase.RUNNING
+    """The lifecycle phase the core loop derived (``advisor.core.lifecycle``); policies judge only
+    a ``RUNNING`` job that is active and admitted."""
+    phase_reason: str = ""
+    phase_since: float | None = None
+    """When the job entered ``phase`` as the core loop saw it (a resumed job is judged from here)."""
 
     @property
     def key(self) -> str:

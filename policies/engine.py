@@ -2,6 +2,12 @@
 
 The engine owns everything rules must not decide alone:
 
+* the lifecycle gate: only a running, admitted job is judged (``JobView.phase``, derived by the
+  core loop from what the cluster says). A finished, failed, suspended or pending job is given to
+  no rule at all: it keeps its forecast and history, gets no action (not even a recommendation),
+  and its advice is its phase. The one exception is cleanup of the advisor's own mutation: a
+  priority boost left on a Workload that went back to the queue is dropped, or the job would jump
+  ahead of its equals;
 * exemption (the policy's ``exemptLabel``): an exempt job gets no action at all;
 * the gates: minimum runtime / steps / progress before judging learning, and a forecast strong
   enough to act on (enough points, finite numbers, not mostly dropped data);
@@ -17,7 +23,9 @@ The engine owns everything rules must not decide alone:
 ``diverging`` / ``diverging?``, ``hung`` / ``stalled?``, ``plateau:release`` / ``plateau:stop`` /
 ``plateau`` (recommend only) / ``plateau?`` (holding, not yet long enough), ``scale-up:N`` /
 ``scale-down:N``, ``deadline-miss``, ``guard:checkpoint``, ``checkpoint``; else ``continue``,
-``released`` (inactive job) or ``exempt``. A trailing ``?`` means "condition seen, still waiting".
+``observing`` (no forecast yet), ``exempt``, or the lifecycle phase of a job that is not running
+(``finished``, ``failed``, ``suspended``, ``pending``; ``released`` when the advisor released it).
+A trailing ``?`` means "condition seen, still waiting".
 """
 
 from __future__ import annotations
@@ -26,12 +34,30 @@ import dataclasses
 import math
 from typing import Any
 
-from advisor.model import Action, ActionKind, ClusterView, Decision, Forecast, JobView, Mode
+from advisor.model import Action, ActionKind, ClusterView, Decision, Forecast, JobView, Mode, Phase
+from policies.index import cluster_index
 from policies.rules import RULES
-from policies.rules.base import DISRUPTIVE, Context, Outcome, dur
+from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record
 from policies.spec import Policy
 
-__all__ = ["decide", "evaluate_rules", "is_exempt", "judge"]
+__all__ = ["decide", "evaluate_rules", "is_exempt", "judge", "not_running"]
+
+_BOOSTS = frozenset({ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST})
+_RELEASES = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
+
+
+def not_running(job: JobView) -> str | None:
+    """Why ``job`` may not be judged (it is not running and admitted), or None when it may.
+
+    The one lifecycle gate: ``evaluate_rules`` calls no rule for such a job, so no rule can act
+    on it whatever the rule forgets to check."""
+    if job.phase is not Phase.RUNNING:
+        return f"{job.phase.value}: {job.phase_reason}" if job.phase_reason else job.phase.value
+    if not job.active:
+        return "inactive: its Workload is deactivated"
+    if not job.admitted:
+        return "pending: not admitted"
+    return None
 
 HOUR = 3600.0
 
@@ -178,6 +204,21 @@ def evaluate_rules(
     if not math.isfinite(now):
         raise ValueError(f"now must be finite, got {now!r}")
     apply = policy.mode is Mode.APPLY
+    gate = not_running(job)
+    if gate is not None:
+        ctx = Context(
+            job=job,
+            cluster=cluster,
+            policy=policy,
+            now=now,
+            apply=apply,
+            judge=False,
+            judge_reason=f"job is {gate}",
+            forecast=None,
+            forecast_reason="job not running",
+            blocked=None,
+        )
+        return ctx, []
     judged, judge_reason = judge(job, policy, now)
     fc, fc_reason = _forecast(job, policy)
     ctx = Context(
@@ -215,6 +256,8 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
             reasons=(f"exempt: label {label}={job.labels[label]}",),
         )
     ctx, outcomes = evaluate_rules(job, cluster, policy, now=now)
+    if not_running(job) is not None:
+        return _idle(job, cluster, policy, ctx, now)
     actions = _merge(outcomes)
     if not ctx.apply:
         actions = [_recommend(a) for a in actions]
@@ -229,7 +272,19 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
     for _, o in outcomes:
         state.update(o.state)
     best = max((o for _, o in outcomes if o.advice), key=lambda o: o.severity, default=None)
-    advice = best.advice if best is not None else ("released" if not job.active else "continue")
+    if best is not None:
+        advice = best.advice
+    elif ctx.forecast is None or not ctx.judge:
+        advice = "observing"  # nothing judged yet: "continue" would claim a verdict
+        reasons.append(f"observing: {ctx.forecast_reason if ctx.judge else ctx.judge_reason}")
+    else:
+        advice = "continue"
+        fc = ctx.forecast
+        reasons.append(
+            f"continue: no rule's condition holds (P(plateau) {fc.plateau_probability:.2f}, "
+            f"P(diverging) {fc.divergence_probability:.2f}, step {job.step}"
+            + (f" of {job.total_steps})" if job.total_steps else ")")
+        )
     rechecks = [o.recheck_at for _, o in outcomes if o.recheck_at is not None]
     watchdogs = [o.idle_recheck_at for _, o in outcomes if o.idle_recheck_at is not None]
     return Decision(
@@ -242,4 +297,36 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         advice=advice,
         recheck_at=min(rechecks) if rechecks else None,
         idle_recheck_at=min(watchdogs) if watchdogs else None,
+    )
+
+
+def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now: float) -> Decision:
+    """The decision on a job that is not running: no rule spoke, nothing is done but dropping a
+    priority boost the advisor left on a Workload that went back to the queue (Apply mode only)."""
+    gate = ctx.judge_reason
+    actions: list[Action] = []
+    if ctx.apply and job.phase not in (Phase.FINISHED, Phase.FAILED):
+        w = cluster_index(cluster).by_job.get(job.key)
+        last = last_record(job, _BOOSTS)
+        ours = last is not None and last.kind is ActionKind.BOOST_PRIORITY and last.outcome != "failed"
+        if w is not None and (ours or (last is None and w.priority_boost > 0)):
+            actions.append(
+                Action(
+                    ActionKind.DROP_BOOST,
+                    "lifecycle",
+                    f"drop priority boost: {gate}",
+                    {"workload": f"{w.namespace}/{w.name}", "predicted_victim": False},
+                )
+            )
+    released = last_record(job, _RELEASES)
+    advice = job.phase.value if job.phase is not Phase.RUNNING else ("pending" if job.active else "suspended")
+    if advice == Phase.SUSPENDED.value and released is not None and released.outcome == "done":
+        advice = "released"
+    return Decision(
+        job=job.key,
+        policy=policy.name,
+        mode=policy.mode,
+        actions=tuple(actions),
+        reasons=(f"not judged: {gate}",),
+        advice=advice,
     )

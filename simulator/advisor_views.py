@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from advisor.model import ClusterQueueView, ClusterView, JobView, WorkloadView
+from advisor.model import ClusterQueueView, ClusterView, JobView, LifecycleSignals, WorkloadView
 from policies.hazard import Exposure, hazard_by_queue
 from simulator.quota import Workload
 
@@ -42,6 +42,7 @@ class AdvisorViews:
         wl = job.workload
         admitted_at = wl.admitted_at if wl.admitted else None
         stamp = (job.gpus, job.nodes, wl.priority, wl.active, wl.admitted, admitted_at, job.first_start)
+        stamp = (*stamp, wl.finished)
         cached = self._job_views.get(job.idx)
         if cached is not None and cached[0] == stamp:
             return cached[1]
@@ -63,6 +64,14 @@ class AdvisorViews:
             grace_period_s=job.grace_s,
             runtime=SIM_RUNTIME,
             started_at=job.first_start,
+            # the same lifecycle signals a controller reads from the job's Workload
+            signals=LifecycleSignals(
+                has_workload=True,
+                workload_active=wl.active,
+                quota_reserved=wl.admitted,
+                workload_admitted=wl.admitted,
+                workload_finished=wl.finished,
+            ),
         )
         self._job_views[job.idx] = (stamp, view)
         return view

@@ -44,7 +44,8 @@ from advisor.controller.store import ForecastStore, decode_history
 from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
-from advisor.model import DISRUPTIVE_KINDS, ClusterView, Decision, JobView, Mode, job_key
+from advisor.model import DISRUPTIVE_KINDS, ClusterView, Decision, JobView, LifecycleSignals, Mode, job_key
+from advisor.sources.lifecycle import job_signals
 from policies.hazard import hazard_by_queue, workload_exposure
 
 __all__ = ["Engine", "EngineConfig"]
@@ -87,6 +88,7 @@ class _Job:
     needs_eval: bool = True  # something besides progress changed (policy, Workload, restart)
     last_update: float | None = None  # when new progress last arrived
     applied_wall: float | None = None  # wall clock when the oldest unwritten data was applied
+    signals: LifecycleSignals | None = None  # the job's own lifecycle signals as last seen
 
 
 class Engine:
@@ -304,6 +306,10 @@ class Engine:
             job = self.jobs[key] = _Job(body)
             self._restore(key)
         job.body = body
+        signals = job_signals(body)
+        if signals != job.signals:  # completed, failed, suspended: the decision changes with it
+            job.signals = signals
+            job.needs_eval = True
         sample = sample_from_object(body, now=now)
         if sample is None:
             return

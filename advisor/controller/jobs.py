@@ -19,12 +19,13 @@ import functools
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from advisor.controller.kueue import Workload, gpus_in, parse_time
-from advisor.model import JobView
+from advisor.model import JobView, LifecycleSignals
 from advisor.protocol import KUEUE_QUEUE_LABEL
+from advisor.sources.lifecycle import job_signals
 
 __all__ = ["JOB_KINDS", "PYTORCHJOB", "TRAINJOB", "JobKind", "base_view", "kind_of", "trainer_shape"]
 
@@ -159,8 +160,19 @@ def base_view(
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
     admitted_at = grace = None
+    signals: LifecycleSignals = job_signals(body)
     if workload is not None:
         grace = workload.grace_period_s
+        signals = replace(
+            signals,
+            has_workload=True,
+            workload_active=workload.active,
+            quota_reserved=workload.quota_reserved,
+            workload_admitted=workload.admitted,
+            evicted=workload.evicted,
+            workload_finished=workload.finished,
+            workload_finished_reason=workload.finished_reason,
+        )
         active, admitted, priority = workload.active, workload.admitted, workload.priority
         admitted_at = workload.admitted_at if workload.admitted else None
         cluster_queue = workload.cluster_queue or cluster_queue
@@ -186,6 +198,7 @@ def base_view(
         admitted_at=admitted_at,
         grace_period_s=grace,
         runtime=_runtime_name(spec) if kind is not PYTORCHJOB else None,
+        signals=signals,
         started_at=parse_time(meta.get("creationTimestamp")),
         namespace_labels=dict(namespace_labels or {}),
     )

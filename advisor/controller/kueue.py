@@ -153,6 +153,7 @@ class Workload:
     admitted: bool = False
     evicted: bool = False
     finished: bool = False
+    finished_reason: str = ""
     cluster_queue: str | None = None
     gpus: int = 0
     owner_uid: str | None = None
@@ -275,6 +276,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         admitted=_is_true(conds, "Admitted"),
         evicted=_is_true(conds, "Evicted"),
         finished=_is_true(conds, "Finished"),
+        finished_reason=str(conds["Finished"].get("reason") or "") if _is_true(conds, "Finished") else "",
         cluster_queue=admission.get("clusterQueue"),
         gpus=gpus,
         owner_uid=owner_uid,

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from advisor.model import ActionRecord, Decision, Forecast, Interval, JobView
+from advisor.model import ActionRecord, Decision, Forecast, Interval, JobView, Phase
 
 __all__ = [
     "DIVERGING_P",
@@ -31,8 +31,18 @@ __all__ = [
     "render_status",
 ]
 
+#: lifecycle phases shown in STATE instead of a learning state when the job is not running
+PHASES: tuple[str, ...] = tuple(p.value for p in Phase if p is not Phase.RUNNING)
 #: run states shown by ``status --by queue`` and exported per queue
-STATES: tuple[str, ...] = ("converging", "plateaued", "hung", "diverging", "near-completion", "unknown")
+STATES: tuple[str, ...] = (
+    "converging",
+    "plateaued",
+    "hung",
+    "diverging",
+    "near-completion",
+    "unknown",
+    *PHASES,
+)
 PLATEAU_P = 0.5
 DIVERGING_P = 0.5
 #: a run whose step has not advanced for this long (and at least 10 sample intervals) counts as hung
@@ -84,7 +94,10 @@ def percent(view: JobView) -> float | None:
 
 
 def classify(view: JobView, *, now: float, hung_after_s: float = HUNG_AFTER_S) -> str:
-    """One word for where a run stands (the GPU-as-a-service view)."""
+    """One word for where a run stands (the GPU-as-a-service view): the lifecycle phase of a job
+    that is not running (finished, failed, suspended, pending), else how its learning goes."""
+    if view.phase is not Phase.RUNNING:
+        return view.phase.value
     fc = view.forecast
     pct = percent(view)
     if view.last_step_change is not None and view.active and now - view.last_step_change > hung_after_s:
@@ -173,6 +186,9 @@ def render_status(
             "nodes": view.nodes,
             "active": view.active,
             "admitted": view.admitted,
+            "phase": view.phase.value,
+            "phaseReason": view.phase_reason,
+            "phaseSince": iso(view.phase_since),
         },
         "progress": {
             "step": view.step,

@@ -31,6 +31,7 @@ from advisor.core.codec import (
     int_or_none,
 )
 from advisor.core.history import History
+from advisor.core.lifecycle import derive_phase
 from advisor.core.saves import ResumeCheck, note_admission, resolve
 from advisor.model import (
     DISRUPTIVE_KINDS,
@@ -42,6 +43,8 @@ from advisor.model import (
     Decision,
     Forecast,
     JobView,
+    LifecycleSignals,
+    Phase,
     ProgressSample,
 )
 from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S, SAVE_SECONDS_METRIC
@@ -89,6 +92,14 @@ class JobRecord:
     #: the eviction whose save on SIGTERM is being verified (see ``advisor.core.saves``)
     resume: ResumeCheck = field(default_factory=ResumeCheck)
     runtime: str | None = None
+    #: the lifecycle phase last derived, and when it was entered (see ``advisor.core.lifecycle``)
+    phase: Phase = Phase.RUNNING
+    phase_since: float | None = None
+    phase_reason: str = ""
+    #: step distance between the last reports (a run logging every N steps ends up to N short)
+    report_gap: int = 0
+    #: the latest progress percentage any sample reported (the final one may carry no step)
+    progress_percentage: float | None = None
     _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
 
     @property
@@ -239,6 +250,9 @@ class AdvisorCore:
         rec = self._record_for(key, now)
         if sample.warnings:
             rec.sample_warnings += len(sample.warnings)
+        pct = sample.progress_percentage
+        if pct is not None and math.isfinite(pct):
+            rec.progress_percentage = float(pct)
         if sample.total_steps is not None and sample.total_steps > 0:
             rec.total_steps = int(sample.total_steps)
         acked = self._note_checkpoint(rec, sample, now)
@@ -256,6 +270,8 @@ class AdvisorCore:
             rec.last_sample_time = when
             if prev_step is None or sample.step != prev_step:
                 rec.last_step_change = when
+            if prev_step is not None and outcome == "appended" and sample.step > prev_step:
+                rec.report_gap = sample.step - prev_step
             self._note_throughput(rec, sample.step, when, nodes, restart=outcome == "restart")
             return True
         if outcome == "invalid" and sample.loss is None and prev_step is not None and sample.step > prev_step:
@@ -371,8 +387,13 @@ class AdvisorCore:
             return job
         if now is not None:
             self._refresh_forecast(rec, now, forecast_interval_s)
+        total = rec.total_steps if rec.total_steps is not None else job.total_steps
+        self._note_phase(rec, job, total, now)
         return dataclasses.replace(
             job,
+            phase=rec.phase,
+            phase_reason=rec.phase_reason,
+            phase_since=rec.phase_since,
             step=rec.step,
             total_steps=rec.total_steps if rec.total_steps is not None else job.total_steps,
             last_step_change=rec.last_step_change,
@@ -403,6 +424,30 @@ class AdvisorCore:
         if rec.runtime == runtime:
             saves, misses = saves - rec.checkpoint.sigterm_saves, misses - rec.checkpoint.sigterm_misses
         return (max(0, saves), max(0, misses))
+    def _note_phase(self, rec: JobRecord, job: JobView, total: int | None, now: float | None) -> None:
+        """Derive the job's lifecycle phase; stamp a change with ``now`` (when the caller knows it).
+
+        A job that starts running again (resumed, re-admitted) starts its rules' timers over: it is
+        judged from its resume, not from what held before it stopped."""
+        signals = job.signals
+        if rec.progress_percentage is not None and (signals is None or signals.progress_percentage is None):
+            base = signals if signals is not None else LifecycleSignals()
+            signals = dataclasses.replace(base, progress_percentage=rec.progress_percentage)
+        lc = derive_phase(
+            signals,
+            active=job.active,
+            admitted=job.admitted,
+            step=rec.step,
+            total_steps=total,
+            report_gap=rec.report_gap,
+        )
+        rec.phase_reason = lc.reason
+        if lc.phase is not rec.phase or rec.phase_since is None:
+            if now is None:
+                return
+            if lc.phase is Phase.RUNNING and rec.phase is not Phase.RUNNING:
+                rec.rule_state.clear()
+            rec.phase, rec.phase_since = lc.phase, now
 
     def _with_policy_actions(self, cluster: ClusterView, now: float) -> ClusterView:
         """The cluster view plus the recent capped actions of every policy, on any job: the
@@ -442,6 +487,7 @@ class AdvisorCore:
         if rec.checkpoint is not before or rec.runtime != job.runtime:
             rec.runtime = job.runtime
             self._runtime_pool = None
+        self._note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
         if self.lazy_forecast:
             view = self.view(job)
             policy = self._selector(self._policies, view) if self._policies else None
@@ -566,6 +612,10 @@ class AdvisorCore:
             "sampleWarnings": rec.sample_warnings,
             "resume": rec.resume.to_dict(),
             "runtime": rec.runtime,
+            "phase": rec.phase.value,
+            "phaseSince": rec.phase_since,
+            "reportGap": rec.report_gap,
+            "progressPercentage": rec.progress_percentage,
         }
 
     def restore(self, key: str, data: Mapping[str, Any]) -> JobRecord:
@@ -600,6 +650,13 @@ class AdvisorCore:
         runtime = data.get("runtime")
         rec.runtime = runtime if isinstance(runtime, str) and runtime else None
         self._runtime_pool = None
+        try:
+            rec.phase = Phase(str(data.get("phase") or Phase.RUNNING.value))
+        except ValueError:
+            rec.phase = Phase.RUNNING
+        rec.phase_since = finite_or_none(data.get("phaseSince"))
+        rec.report_gap = max(int_or_none(data.get("reportGap")) or 0, 0)
+        rec.progress_percentage = finite_or_none(data.get("progressPercentage"))
         last = history.last
         if last is not None and last.time is not None:
             rec._rate_anchor = (last.step, last.time, min(rec.throughput) if rec.throughput else 1)
@@ -609,6 +666,8 @@ class AdvisorCore:
 
 
 def _default_advice(view: JobView) -> str:
+    if view.phase is not Phase.RUNNING:
+        return view.phase.value
     fc = view.forecast
     if fc is None:
         return "observing"

@@ -12,7 +12,7 @@ In Recommend mode the whole sequence is one recommendation that describes it.
 from __future__ import annotations
 
 from advisor.model import ActionKind, ActionRecord
-from policies.rules.base import Context, Outcome, dur, last_record
+from policies.rules.base import Context, Outcome, admitted_at, dur, last_record
 from policies.spec import QuotaReleaseRule
 
 __all__ = ["already_released", "release"]
@@ -22,8 +22,16 @@ _CHECKPOINT = frozenset({ActionKind.CHECKPOINT})
 
 
 def already_released(ctx: Context) -> bool:
+    """Whether this run was already released or stopped. A release before the current admission
+    (or the current running phase) does not count: the job was resumed since, and a resumed job
+    is judged again from its resume."""
     rec = last_record(ctx.job, _FINAL)
-    return rec is not None and rec.outcome != "failed"
+    if rec is None or rec.outcome in ("failed", "impossible"):
+        return False
+    since = admitted_at(ctx)
+    if since is None:
+        since = ctx.job.phase_since
+    return since is None or rec.time >= since
 
 
 def release(

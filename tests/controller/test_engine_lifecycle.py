@@ -1,0 +1,87 @@
+"""The controller reads a job's lifecycle from the cluster: a finished run is never acted on.
+
+The trial's failure, through the engine with a real policy (the stall rule in Apply mode) and the
+fake API: a TrainJob that reported its last step one logging interval short of the total, then
+went ``Complete=True`` with its Workload ``Finished=True``, must get no release, no Event, and a
+TrainJobForecast that says ``finished`` in STATE and ADVICE.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.render import iso
+from tests.controller.fakes import FakeApi, trainjob, workload
+
+T0 = 1_800_000_000.0
+KEY = "team-a/llm"
+WL = "team-a/trainjob-llm-abcde"
+
+POLICY = {
+    "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+    "kind": "AdvisorPolicy",
+    "metadata": {"name": "stall-release", "generation": 1},
+    "spec": {
+        "mode": "Apply",
+        "safety": {"minRuntime": "0s", "cooldown": "0s"},
+        "rules": {"stall": {"for": "40s", "action": "Release"}, "quotaRelease": {"checkpointFirst": False}},
+    },
+}
+
+
+def _engine(api: FakeApi) -> Engine:
+    config = EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0)
+    e = Engine(api, config=config)
+    e.enqueue("policy", "ADDED", POLICY)
+    e.enqueue("workload", "ADDED", api.workloads[WL])
+    return e
+
+
+def _feed(e: Engine, last: int, *, total: int = 2619) -> tuple[float, dict[str, Any]]:
+    now, body = T0, {}
+    for i, step in enumerate(range(10, last + 1, 10)):
+        now = T0 + i * 5.0
+        body = trainjob(step=step, total=total, loss=f"{2.0 - step / 2000:.5f}", updated=iso(now))
+        e.enqueue("job", "MODIFIED", body)
+        e.step(now)
+    return now, body
+
+
+def _conditioned(obj: dict[str, Any], *conds: tuple[str, str, str]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    status = out.setdefault("status", {})
+    status["conditions"] = [
+        *(status.get("conditions") or []),
+        *({"type": t, "status": s, "reason": r} for t, s, r in conds),
+    ]
+    return out
+
+
+def test_a_completed_trainjob_is_not_released_and_its_forecast_says_finished() -> None:
+    api = FakeApi()
+    api.workloads[WL] = workload()
+    e = _engine(api)
+    now, body = _feed(e, 2610)
+    e.enqueue("job", "MODIFIED", _conditioned(body, ("Complete", "True", "JobsCompleted")))
+    e.enqueue("workload", "MODIFIED", _conditioned(api.workloads[WL], ("Finished", "True", "Succeeded")))
+    for dt in (10.0, 60.0, 600.0, 3600.0):
+        e.step(now + dt)
+    assert api.mutations() == []
+    assert not [c for c in api.log if c[0] == "event"]
+    status = api.forecasts[KEY]["status"]
+    assert status["state"] == "finished" and status["summary"]["advice"] == "finished"
+    assert status["job"]["phase"] == "finished"
+    assert status["forecast"] is not None and status["progress"]["step"] == 2610
+
+
+def test_the_same_run_silent_but_not_complete_is_released() -> None:
+    """The control: a run that stops reporting far from its end is hung, and released."""
+    api = FakeApi()
+    api.workloads[WL] = workload()
+    e = _engine(api)
+    now, _ = _feed(e, 1500)
+    for dt in (10.0, 60.0, 600.0):
+        e.step(now + dt)
+    assert api.mutations() == [("set_active", "team-a", "trainjob-llm-abcde", False)]
