@@ -38,6 +38,8 @@ from advisor.model import Action, ActionKind, ClusterView, Decision, Forecast, J
 from policies.index import cluster_index
 from policies.rules import RULES
 from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record
+from policies.rules.guard import NAME as GUARD
+from policies.rules.guard import boost_to_drop
 from policies.spec import Policy
 
 __all__ = ["decide", "evaluate_rules", "is_exempt", "judge", "not_running"]
@@ -310,11 +312,12 @@ def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now:
         last = last_record(job, _BOOSTS)
         ours = last is not None and last.kind is ActionKind.BOOST_PRIORITY and last.outcome != "failed"
         if w is not None and (ours or (last is None and w.priority_boost > 0)):
+            why = boost_to_drop(job, w, now, drop_after=0.0) or "job not running"
             actions.append(
                 Action(
                     ActionKind.DROP_BOOST,
-                    "lifecycle",
-                    f"drop priority boost: {gate}",
+                    GUARD,
+                    f"drop priority boost: {why} ({gate})",
                     {"workload": f"{w.namespace}/{w.name}", "predicted_victim": False},
                 )
             )
