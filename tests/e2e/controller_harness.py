@@ -8,12 +8,14 @@ anything it died of.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import controlplane as cp
+import pytest
 
 from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.operator import OperatorOptions, run_operator
@@ -81,3 +83,54 @@ class Controller:
         assert not self.thread.is_alive(), "the controller did not stop"
         if self.error is not None:
             raise self.error
+
+
+def queue_objects(cq: str, namespace: str, *, gpus: int = 16) -> list[dict[str, Any]]:
+    """A ResourceFlavor, a ClusterQueue of ``gpus`` GPUs and the LocalQueue ``queue`` in ``namespace``."""
+    return [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": cq}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": cq},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [
+                            {"name": cq, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": str(gpus)}]}
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "queue", "namespace": namespace},
+            "spec": {"clusterQueue": cq},
+        },
+    ]
+
+
+def workload_admitted(custom: Any, namespace: str, name: str) -> bool:
+    wl = custom.get_namespaced_custom_object(*KUEUE, namespace, "workloads", name)
+    conds = (wl.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Admitted" and c["status"] == "True" for c in conds)
+
+
+@contextlib.contextmanager
+def admitting(control_plane: cp.ControlPlane, namespace: str, *, gpus: int = 64) -> Iterator[str]:
+    """Real Kueue admits the Workloads of ``namespace`` (LocalQueue ``queue``): the advisor judges
+    only admitted jobs, so a Workload nobody admits stays pending for good. Skips without Kueue."""
+    if not control_plane.kueue:
+        pytest.skip(f"needs real Kueue: {control_plane.kueue_reason}")
+    cq = f"gpu-{namespace[-6:]}"
+    control_plane.apply(queue_objects(cq, namespace, gpus=gpus))
+    try:
+        yield cq
+    finally:
+        control_plane.delete_namespace(namespace)
+        control_plane.delete("kueue.x-k8s.io/v1beta2", "ClusterQueue", cq, wait_s=30)
+        control_plane.delete("kueue.x-k8s.io/v1beta2", "ResourceFlavor", cq, wait_s=30)

@@ -23,7 +23,16 @@ from typing import Any, cast
 
 import controlplane as cp
 import pytest
-from controller_harness import ADVISOR, KUEUE, MERGE, TRAINER, Controller, wait_for
+from controller_harness import (
+    ADVISOR,
+    KUEUE,
+    MERGE,
+    TRAINER,
+    Controller,
+    admitting,
+    wait_for,
+    workload_admitted,
+)
 from kubernetes import client
 
 from advisor.controller.store import decode_history
@@ -221,6 +230,14 @@ def controller(control_plane: cp.ControlPlane, e2e_namespace: str) -> Iterator[C
 
 
 @pytest.fixture
+def admitting_queue(control_plane: cp.ControlPlane, cluster: Cluster) -> Iterator[str]:
+    """Real Kueue admits the test's Workloads (LocalQueue ``queue``): the advisor judges only
+    admitted jobs, so a Workload nobody admits would be pending for good."""
+    with admitting(control_plane, cluster.ns) as cq:
+        yield cq
+
+
+@pytest.fixture
 def policy_cleanup(control_plane: cp.ControlPlane) -> Iterator[list[str]]:
     names: list[str] = []
     yield names
@@ -313,13 +330,18 @@ def test_forecast_appears_tracks_the_truth_and_kubectl_shows_the_columns(
 
 # ------------------------------------------------------------------------------------ scenario 2
 def test_recommend_policy_advises_with_an_event_and_changes_nothing(
-    control_plane: cp.ControlPlane, cluster: Cluster, controller: Controller, policy_cleanup: list[str]
+    control_plane: cp.ControlPlane,
+    cluster: Cluster,
+    admitting_queue: str,
+    controller: Controller,
+    policy_cleanup: list[str],
 ) -> None:
     name = f"rec-{cluster.ns[-6:]}"
     cluster.apply_policy(control_plane, name, "Recommend", **PLATEAU_RELEASE)
     policy_cleanup.append(name)
-    job = cluster.create_trainjob("flat")
+    job = cluster.create_trainjob("flat", queue="queue")
     wl = cluster.create_workload(job)
+    wait_for(lambda: workload_admitted(cluster.custom, cluster.ns, wl), "Kueue to admit the job")
     pods = cluster.create_pods("flat")
     before = {
         "job": job["metadata"]["resourceVersion"],
@@ -378,13 +400,18 @@ def _play_training_side(cluster: Cluster, job: str, pods: list[str], spec: Curve
 
 
 def test_apply_policy_checkpoints_acknowledges_then_releases_the_workload(
-    control_plane: cp.ControlPlane, cluster: Cluster, controller: Controller, policy_cleanup: list[str]
+    control_plane: cp.ControlPlane,
+    cluster: Cluster,
+    admitting_queue: str,
+    controller: Controller,
+    policy_cleanup: list[str],
 ) -> None:
     name = f"apply-{cluster.ns[-6:]}"
     cluster.apply_policy(control_plane, name, "Apply", **PLATEAU_RELEASE)
     policy_cleanup.append(name)
-    job = cluster.create_trainjob("flat")
+    job = cluster.create_trainjob("flat", queue="queue")
     wl = cluster.create_workload(job)
+    wait_for(lambda: workload_admitted(cluster.custom, cluster.ns, wl), "Kueue to admit the job")
     pods = cluster.create_pods("flat")
     request = _play_training_side(cluster, "flat", pods, plateau_curve(), time.time() - 150)
     wait_for(lambda: cluster.workload(wl)["spec"].get("active") is False, "the Workload to be deactivated")
@@ -543,7 +570,11 @@ CRASHING_CONTROLLER = textwrap.dedent("""
 
 
 def test_restart_between_request_recorded_and_workload_patched_completes_exactly_once(
-    control_plane: cp.ControlPlane, cluster: Cluster, policy_cleanup: list[str], tmp_path: Path
+    control_plane: cp.ControlPlane,
+    cluster: Cluster,
+    admitting_queue: str,
+    policy_cleanup: list[str],
+    tmp_path: Path,
 ) -> None:
     name = f"crash-{cluster.ns[-6:]}"
     rules = {
@@ -552,8 +583,9 @@ def test_restart_between_request_recorded_and_workload_patched_completes_exactly
     }
     cluster.apply_policy(control_plane, name, "Apply", **rules)
     policy_cleanup.append(name)
-    job = cluster.create_trainjob("flat")
+    job = cluster.create_trainjob("flat", queue="queue")
     wl = cluster.create_workload(job)
+    wait_for(lambda: workload_admitted(cluster.custom, cluster.ns, wl), "Kueue to admit the job")
     root = Path(__file__).resolve().parents[2]
     log_path = tmp_path / "crashing-controller.log"
     with log_path.open("wb") as log_file:

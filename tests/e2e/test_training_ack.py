@@ -24,7 +24,16 @@ from typing import Any, cast
 
 import controlplane as cp
 import pytest
-from controller_harness import ADVISOR, KUEUE, MERGE, TRAINER, Controller, wait_for
+from controller_harness import (
+    ADVISOR,
+    KUEUE,
+    MERGE,
+    TRAINER,
+    Controller,
+    admitting,
+    wait_for,
+    workload_admitted,
+)
 from kubernetes import client
 
 from advisor.protocol import ACK_REQUEST_METRIC, ACK_STEP_METRIC, CHECKPOINT_REQUEST_ANNOTATION
@@ -265,7 +274,14 @@ def test_controller_request_is_honoured_by_the_training_helper_and_recorded(
     checkpoint_policy: str,
     tmp_path: Path,
 ) -> None:
+    with admitting(control_plane, e2e_namespace):
+        _honoured_and_recorded(admin_api, controller_api, e2e_namespace, tmp_path)
+
+
+def _honoured_and_recorded(admin_api: Any, controller_api: Any, e2e_namespace: str, tmp_path: Path) -> None:
     pods = _create_job_and_pods(admin_api, e2e_namespace)
+    admin_custom = client.CustomObjectsApi(admin_api)
+    wait_for(lambda: workload_admitted(admin_custom, e2e_namespace, WORKLOAD), "Kueue to admit the job")
     status_server = StatusServer(client.CustomObjectsApi(admin_api), e2e_namespace)
     kubelet = Kubelet(
         client.CoreV1Api(admin_api), e2e_namespace, pods[0], DownwardAPIVolume(tmp_path / "podinfo")
