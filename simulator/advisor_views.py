@@ -41,8 +41,16 @@ class AdvisorViews:
         rebuilt only when a field of it changed (views are frozen, so ticks may share one)."""
         wl = job.workload
         admitted_at = wl.admitted_at if wl.admitted else None
-        stamp = (job.gpus, job.nodes, wl.priority, wl.active, wl.admitted, admitted_at, job.first_start)
-        stamp = (*stamp, wl.finished)
+        stamp = (
+            job.gpus,
+            job.nodes,
+            wl.priority,
+            wl.active,
+            wl.admitted,
+            admitted_at,
+            job.first_start,
+            wl.finished,
+        )
         cached = self._job_views.get(job.idx)
         if cached is not None and cached[0] == stamp:
             return cached[1]
