@@ -13,9 +13,11 @@ paused or partitioned API server would hang a write, and the action waiting behi
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from advisor.controller.jobs import JOB_KINDS
@@ -46,19 +48,35 @@ def is_conflict(exc: BaseException) -> bool:
     return _status_code(exc) == 409
 
 
-def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """A kubernetes ``ApiClient`` from a kubeconfig file, ``$KUBECONFIG``, or the in-cluster account."""
-    from kubernetes import client, config
+#: where the kubelet mounts a pod's ServiceAccount token and CA
+SERVICEACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
+
+def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """A kubernetes ``ApiClient`` from a kubeconfig file, ``$KUBECONFIG``, or the in-cluster account.
+
+    In a pod (``KUBERNETES_SERVICE_HOST``/``_PORT`` set, the token mounted), the ServiceAccount
+    wins unless a kubeconfig is named; the token is re-read as the kubelet rotates it.
+    ``TRAINJOB_ADVISOR_SERVICEACCOUNT_DIR`` moves the mount point (the e2e tier runs the
+    controller as a pod would, from a temporary folder).
+    """
+    from kubernetes import client, config
+    from kubernetes.config.incluster_config import InClusterConfigLoader
+
+    cfg = client.Configuration()
+    loaded = False
     if kubeconfig is None:
+        mount = Path(os.environ.get("TRAINJOB_ADVISOR_SERVICEACCOUNT_DIR") or SERVICEACCOUNT_DIR)
         try:
-            config.load_incluster_config()
-            return client.ApiClient()
+            InClusterConfigLoader(
+                token_filename=str(mount / "token"), cert_filename=str(mount / "ca.crt")
+            ).load_and_set(cfg)
+            loaded = True
         except config.ConfigException:
             pass
-    cfg = client.Configuration()
-    config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 32)
+    if not loaded:
+        config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 32)  # the writer's threads
     return client.ApiClient(cfg)
 
 
