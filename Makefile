@@ -26,8 +26,9 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/trainjob-advisor simulate --report out/demo-report
 
-## test: lint, type-check, the import contract, then every test tier (e2e builds/starts a real API server when Go is present)
-test: $(STAMP) lint
+## test: lint, type-check, the import contract, the unit tier against the lowest allowed versions, then
+## every test tier (e2e and reliability build/start a real API server when Go is present)
+test: $(STAMP) lint unit-lowest
 	@mkdir -p out
 	scripts/dev-control-plane build --if-go
 	$(BIN)/python -m pytest --junitxml=out/junit.xml $(PYTEST_ARGS) || { rc=$$?; \
@@ -40,6 +41,16 @@ lint: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+## unit-lowest: the unit tier with every direct dependency at the lowest version pyproject allows,
+## so that a lower bound the code does not support fails here rather than on a user's install
+unit-lowest:
+	test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip
+	$(PYTHON) scripts/lowest-constraints sim controller test > $(LOWEST)/constraints.txt
+	$(LOWEST)/bin/python -m pip install --quiet -c $(LOWEST)/constraints.txt -e '.[sim,controller,test]'
+	$(LOWEST)/bin/python -m pip list --format=freeze > $(LOWEST)/installed.txt
+	$(LOWEST)/bin/python -m pytest -m "not e2e" -q -p no:cacheprovider
 
 e2e: $(STAMP)
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
@@ -56,4 +67,4 @@ image:
 	$(CONTAINER_TOOL) build -f Containerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) $(IMAGE_BUILD_ARGS) .
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOWEST) out .pytest_cache .mypy_cache .ruff_cache
