@@ -92,6 +92,39 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="status writes in flight at once (default 32; they wait on the API server, not the CPU)",
     )
+    le = p.add_argument_group("leader election (a coordination.k8s.io Lease; the Deployment turns it on)")
+    le.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="act only while holding the Lease, so that of several replicas exactly one acts",
+    )
+    le.add_argument(
+        "--leader-election-namespace",
+        metavar="NS",
+        help="namespace of the Lease (default: the pod's own namespace, else trainjob-advisor-system)",
+    )
+    le.add_argument("--leader-election-id", default="trainjob-advisor", metavar="NAME", help="Lease name")
+    le.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="a standby takes over S seconds after the leader's last renewal (default 15)",
+    )
+    le.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="the leader stops acting when it could not renew for S seconds (default 10)",
+    )
+    le.add_argument(
+        "--retry-period",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="renew / retry every S seconds (default 2)",
+    )
     p.add_argument("--no-kueue", action="store_true", help="do not watch Kueue objects")
     p.add_argument("--no-pytorchjobs", action="store_true", help="do not watch Kubeflow v1 PyTorchJobs")
     p.set_defaults(func=run)
@@ -105,11 +138,27 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--writer-threads must be between 1 and 64, got {args.writer_threads}")
     if not 0 <= args.metrics_port <= 65535:
         raise CommandError(f"--metrics-port must be a port number, got {args.metrics_port}")
+    lease = None
+    if args.leader_elect:
+        from advisor.controller.leader import LeaseConfig
+
+        try:
+            lease = LeaseConfig(
+                namespace=args.leader_election_namespace or _own_namespace(),
+                name=args.leader_election_id,
+                lease_duration_s=args.lease_duration,
+                renew_deadline_s=args.renew_deadline,
+                retry_period_s=args.retry_period,
+            )
+        except ValueError as exc:
+            raise CommandError(
+                f"--retry-period < --renew-deadline < --lease-duration is required: {exc}"
+            ) from exc
     import asyncio
 
     from advisor.controller.cliutil import configure_logging
     from advisor.controller.engine import EngineConfig
-    from advisor.controller.operator import OperatorOptions, run_operator
+    from advisor.controller.operator import LeadershipLost, OperatorOptions, run_operator
 
     configure_logging(args.log_format, args.log_level)
     if args.recommend_only:
@@ -136,9 +185,26 @@ def run(args: argparse.Namespace) -> int:
             recommend_only=args.recommend_only,
             writer_workers=args.writer_threads,
         ),
+        leader_election=lease,
     )
     try:
         asyncio.run(run_operator(options))
     except OSError as exc:
         raise CommandError(f"cannot start: {exc}") from exc
+    except LeadershipLost as exc:
+        raise CommandError(f"{exc} (the pod restarts and stands by)") from exc
     return 0
+
+
+def _own_namespace() -> str:
+    """The pod's namespace (``POD_NAMESPACE`` or the mounted ServiceAccount's), else the default."""
+    import os
+    from pathlib import Path
+
+    found = os.environ.get("POD_NAMESPACE")
+    if found:
+        return found
+    try:
+        return Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read_text().strip()
+    except OSError:
+        return "trainjob-advisor-system"

@@ -72,6 +72,7 @@ class Actuator:
     ) -> None:
         self.api = api
         self.sleep = sleep or time.sleep
+        self.may_act: Callable[[], bool] = lambda: True  # the engine's leader gate
         self.core = core
         self.persist = persist
         self.metrics = metrics
@@ -224,9 +225,12 @@ class Actuator:
         if entry is None or entry.get("stage") != "recorded":
             return None
         kind = ActionKind(entry["kind"])
-        result = self._with_retries(
-            lambda: self._mutate(kind, entry.get("params") or {}, job, body, workload, rid)
-        )
+        def attempt() -> Outcome:
+            if not self.may_act():  # checked before every attempt: a deposed leader must not act
+                raise PermissionError("the leader Lease is not held")
+            return self._mutate(kind, entry.get("params") or {}, job, body, workload, rid)
+
+        result = self._with_retries(attempt)
         if kind is ActionKind.CHECKPOINT and result.outcome == "requested":
             entry["stage"] = "awaiting-ack"  # stays pending until acknowledged or timed out
         else:
@@ -324,7 +328,13 @@ class Actuator:
         try:
             self.api.patch_job(TRAINJOB.kind, job.namespace, job.name, patch, dry_run=True)
         except Exception as exc:
-            if getattr(exc, "status", None) in (400, 403, 422):
+            if getattr(exc, "status", None) == 403:
+                return Outcome(
+                    "failed",
+                    "the controller may not patch TrainJobs (resizing is opt-in: add the "
+                    "manifests/components/trainjob-resize RBAC component)",
+                )
+            if getattr(exc, "status", None) in (400, 422):
                 return Outcome(
                     "failed",
                     "this TrainJob API does not allow changing spec.trainer.numNodes "

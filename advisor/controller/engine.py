@@ -22,7 +22,7 @@ import logging
 import math
 import queue
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +130,12 @@ class Engine:
         self._received = 0.0  # wall clock at which the event being applied was received
         self._last_policy_status = -math.inf
         self.ready = False
+        self._gate: Callable[[], bool] = _always
+
+    def set_gate(self, may_act: Callable[[], bool]) -> None:
+        """Only while ``may_act()`` (the leader Lease held) does the engine evaluate, act or write."""
+        self._gate = may_act
+        self.actuator.may_act = may_act
 
     # ---------------------------------------------------------------------------- intake (any thread)
     def enqueue(self, kind: str, event_type: str, body: Any) -> None:
@@ -201,6 +207,8 @@ class Engine:
     def step(self, now: float | None = None) -> int:
         """Apply queued events, evaluate what is due, start due writes. Returns jobs evaluated."""
         now = time.time() if now is None else now
+        if not self._gate():
+            return 0  # not the leader (any more): another replica may be acting
         while True:
             try:
                 kind, event_type, body, received = self.events.get_nowait()
@@ -529,6 +537,8 @@ class Engine:
             self.book.persist_actions(last.policy, self.core.policy_actions(last.policy, last.time))
 
     def _write(self, key: str, payload: Mapping[str, Any]) -> None:
+        if not self._gate():
+            raise NotLeader(f"not writing {key}: the leader Lease is not held")
         how = self.store.write(key, payload["owner"], payload["status"])
         if how != "unchanged":
             self.metrics.api_writes.labels("trainjobforecast-status").inc()
@@ -568,6 +578,14 @@ class Engine:
 
     def close(self) -> None:
         self.writer.close()
+
+
+class NotLeader(RuntimeError):
+    """A write or mutation attempted without holding the leader Lease."""
+
+
+def _always() -> bool:
+    return True
 
 
 def _same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:

@@ -8,6 +8,11 @@ is off: the advisor posts its Events itself, with its reasons and numbers.
 
 The engine runs on one worker thread (see ``advisor.controller.engine``); a small HTTP server
 serves ``/metrics``, ``/healthz`` and ``/readyz``; kopf's own liveness endpoint is optional.
+
+With leader election on (``OperatorOptions.leader_election``, the Deployment's default), nothing
+starts (no listing, no watch, no write) before the process holds the Lease (see
+``advisor.controller.leader``); every write and every mutation checks that it still holds it,
+and losing it stops the operator (``LeadershipLost``), so that the pod restarts as a standby.
 """
 
 from __future__ import annotations
@@ -30,9 +35,17 @@ from advisor.controller.api import ClusterApi
 from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.jobs import PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
+from advisor.controller.leader import LeaderElector, LeaseConfig
 from advisor.protocol import GROUP, VERSION
 
-__all__ = ["OperatorOptions", "build_registry", "configure_settings", "run_operator", "serve_http"]
+__all__ = [
+    "LeadershipLost",
+    "OperatorOptions",
+    "build_registry",
+    "configure_settings",
+    "run_operator",
+    "serve_http",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +64,23 @@ class OperatorOptions:
     kueue_version: str | None = None
     tick_s: float = 0.2
     engine: EngineConfig = field(default_factory=EngineConfig)
+    #: None: no leader election (a single replica, tests, ``run`` on a laptop)
+    leader_election: LeaseConfig | None = None
+    identity: str | None = None
+
+
+class LeadershipLost(RuntimeError):
+    """The Lease could not be renewed in time: another replica may act now, so this one stopped."""
+
+
+def _is_set(flag: Any) -> bool:
+    if flag is None:
+        return False
+    if hasattr(flag, "is_set"):
+        return bool(flag.is_set())
+    if hasattr(flag, "done"):
+        return bool(flag.done())
+    return bool(flag)
 
 
 def _connection_info(api_client: Any) -> kopf.ConnectionInfo:
@@ -120,8 +150,13 @@ def build_registry(engine: Engine, api: ClusterApi, options: OperatorOptions) ->
     return registry
 
 
-def serve_http(engine: Engine, host: str, port: int, worker: threading.Thread | None) -> Any:
-    """``/metrics`` (Prometheus), ``/healthz`` (worker alive) and ``/readyz`` (startup done) on one port."""
+def serve_http(
+    engine: Engine, host: str, port: int, worker: threading.Thread | Sequence[threading.Thread] | None
+) -> Any:
+    """``/metrics`` (Prometheus), ``/healthz`` (worker alive) and ``/readyz`` (startup done) on one port.
+
+    ``worker``: the engine's thread, or a list that receives it once this replica leads (a
+    standby without a worker is alive, and not ready)."""
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
     from prometheus_client import make_wsgi_app
@@ -131,7 +166,9 @@ def serve_http(engine: Engine, host: str, port: int, worker: threading.Thread | 
     def app(environ: dict[str, Any], start_response: Any) -> Any:
         path = environ.get("PATH_INFO", "")
         if path in ("/healthz", "/readyz"):
-            ok = (worker is None or worker.is_alive()) and (path == "/healthz" or engine.ready)
+            threads = [worker] if isinstance(worker, threading.Thread) else list(worker or ())
+            alive = all(t.is_alive() for t in threads)
+            ok = alive and (path == "/healthz" or (engine.ready and bool(threads or worker is None)))
             start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
             return [b"ok\n" if ok else b"not ready\n"]
         return metrics_app(environ, start_response)
@@ -176,44 +213,94 @@ async def run_operator(
             api.kueue.version = options.kueue_version
         options = dataclasses.replace(options, kueue_version=api.kueue.version)
     engine = Engine(api, config=options.engine)
-    saved = await asyncio.to_thread(_list_saved, api, options.namespaces)
-    log.info("restoring %d TrainJobForecast(s)", engine.load_saved(saved))
-    await asyncio.to_thread(prime, engine, api, options)
-    if on_engine is not None:
-        on_engine(engine)
     stop = threading.Event()
-    worker = threading.Thread(
-        target=_worker, args=(engine, stop, options.tick_s), name="advisor-engine", daemon=True
-    )
-    worker.start()
+    workers: list[threading.Thread] = []
+    # /healthz answers from the start (a standby is alive); /readyz only once this replica leads
     server = (
-        serve_http(engine, options.metrics_host, options.metrics_port, worker)
+        serve_http(engine, options.metrics_host, options.metrics_port, workers)
         if options.metrics_port is not None
         else None
     )
-    settings = kopf.OperatorSettings()
-    configure_settings(settings)
-    engine.ready = True
-    try:
-        await kopf.operator(
-            registry=build_registry(engine, api, options),
-            settings=settings,
-            standalone=True,
-            identity=_identity(),  # type: ignore[arg-type]  # kopf's Identity is a NewType of str
-            clusterwide=not options.namespaces,
-            namespaces=list(options.namespaces),
-            liveness_endpoint=options.liveness_endpoint,
-            stop_flag=stop_flag,
-            ready_flag=ready_flag,
+    loop = asyncio.get_running_loop()
+    stop_all = asyncio.Event()
+    lost = threading.Event()
+
+    def on_lost() -> None:
+        lost.set()
+        loop.call_soon_threadsafe(stop_all.set)
+
+    elector: LeaderElector | None = None
+    renewer: threading.Thread | None = None
+    if options.leader_election is not None:
+        from kubernetes import client
+
+        elector = LeaderElector(
+            client.CoordinationV1Api(api.api_client), options.leader_election, identity=options.identity
         )
+        engine.set_gate(elector.is_leader)
+        log.info("waiting for the leader Lease (identity %s)", elector.identity)
+        while not await asyncio.to_thread(elector.try_acquire_or_renew):
+            if _is_set(stop_flag):
+                log.info("stopped while standing by")
+                if server is not None:
+                    server.shutdown()
+                return engine
+            await asyncio.sleep(options.leader_election.retry_period_s)
+        # renew from now on: listing a big cluster below may take longer than the renew deadline
+        renewer = threading.Thread(
+            target=elector.keep_renewing, args=(stop, on_lost), name="advisor-lease", daemon=True
+        )
+        renewer.start()
+    worker = threading.Thread(
+        target=_worker, args=(engine, stop, options.tick_s), name="advisor-engine", daemon=True
+    )
+
+    async def forward_stop() -> None:
+        while not _is_set(stop_flag) and not stop_all.is_set():
+            await asyncio.sleep(0.2)
+        stop_all.set()
+
+    forwarder = asyncio.create_task(forward_stop())
+    try:
+        saved = await asyncio.to_thread(_list_saved, api, options.namespaces)
+        log.info("restoring %d TrainJobForecast(s)", engine.load_saved(saved))
+        await asyncio.to_thread(prime, engine, api, options)
+        if on_engine is not None:
+            on_engine(engine)
+        worker.start()
+        workers.append(worker)
+        settings = kopf.OperatorSettings()
+        configure_settings(settings)
+        engine.ready = True
+        if not stop_all.is_set():
+            await kopf.operator(
+                registry=build_registry(engine, api, options),
+                settings=settings,
+                standalone=True,
+                identity=_identity(),  # type: ignore[arg-type]  # kopf's Identity is a NewType of str
+                clusterwide=not options.namespaces,
+                namespaces=list(options.namespaces),
+                liveness_endpoint=options.liveness_endpoint,
+                stop_flag=stop_all,
+                ready_flag=ready_flag,
+            )
     finally:
+        forwarder.cancel()
         stop.set()
-        worker.join(timeout=10)
-        engine.step()  # apply what arrived last and start the due writes
-        engine.writer.flush(time.time() + engine.config.write_interval_s, wait=True)
+        if worker.is_alive():
+            worker.join(timeout=10)
+        if not lost.is_set():
+            engine.step()  # apply what arrived last and start the due writes
+            engine.writer.flush(time.time() + engine.config.write_interval_s, wait=True)
         engine.close()
+        if renewer is not None:
+            renewer.join(timeout=5)
+        if elector is not None and not lost.is_set():
+            await asyncio.to_thread(elector.release)
         if server is not None:
             server.shutdown()
+    if lost.is_set():
+        raise LeadershipLost("lost the leader Lease; stopped so that another replica acts alone")
     return engine
 
 

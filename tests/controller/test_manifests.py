@@ -35,13 +35,35 @@ def test_rbac_is_least_privilege() -> None:
         for g in rule["apiGroups"]
         for r in rule["resources"]
     }
-    assert all("delete" not in v and "deletecollection" not in v and "*" not in v for v in grants.values())
-    assert grants[("kueue.x-k8s.io", "workloads")] == {"get", "list", "watch", "patch"}
-    assert grants[("kueue.x-k8s.io", "clusterqueues")] == {"get", "list", "watch"}
-    assert grants[("", "pods")] == {"get", "list", "watch", "patch"}
-    assert grants[("kubeflow.org", "pytorchjobs/scale")] == {"get", "patch"}
-    assert "create" in grants[("", "events")]
-    assert not any(g in ("*", "apps", "batch") or r in ("secrets", "configmaps", "*") for g, r in grants)
+    assert all(not {"delete", "deletecollection", "update", "*"} & v for v in grants.values())
+    assert grants == {
+        ("trainer.kubeflow.org", "trainjobs"): {"list", "watch"},  # patch: opt-in component
+        ("kubeflow.org", "pytorchjobs"): {"list", "watch"},
+        ("kubeflow.org", "pytorchjobs/scale"): {"patch"},
+        ("kueue.x-k8s.io", "workloads"): {"get", "list", "watch", "patch"},
+        ("kueue.x-k8s.io", "clusterqueues"): {"list", "watch"},
+        ("kueue.x-k8s.io", "localqueues"): {"list", "watch"},
+        ("", "pods"): {"list", "patch"},
+        ("", "namespaces"): {"list", "watch"},
+        ("", "events"): {"create"},
+        ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+        ("advisor.trainjob-advisor.io", "trainjobforecasts"): {"list", "create"},
+        ("advisor.trainjob-advisor.io", "trainjobforecasts/status"): {"patch"},
+        ("advisor.trainjob-advisor.io", "advisorpolicies"): {"list", "watch"},
+        ("advisor.trainjob-advisor.io", "advisorpolicies/status"): {"patch"},
+    }
+    role, binding = docs(ROOT / "rbac" / "leader-election.yaml")
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == "trainjob-advisor-system"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    ]
+    (viewer,) = docs(ROOT / "rbac" / "forecast-viewer.yaml")
+    assert viewer["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert [r["verbs"] for r in viewer["rules"]] == [["get", "list", "watch"]]
+    resize = docs(ROOT / "components" / "trainjob-resize" / "trainjob-resize.yaml")
+    assert resize[0]["rules"] == [
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["patch"]}
+    ]
     (binding,) = docs(ROOT / "rbac" / "clusterrolebinding.yaml")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "trainjob-advisor", "namespace": "trainjob-advisor-system"}
@@ -80,6 +102,10 @@ def test_kustomizations_list_every_manifest_and_deployment_has_probes() -> None:
         and c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     )
     assert c["resources"]["requests"] and c["resources"]["limits"]
+    # two replicas, exactly one acting: leader election on, a rolling update that adds a standby
+    assert deploy["spec"]["replicas"] == 2 and "--leader-elect" in c["args"]
+    assert deploy["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    assert c["livenessProbe"]["httpGet"]["port"] == "metrics"  # answered by a standby too
     (svc,) = docs(ROOT / "deploy" / "service.yaml")
     assert svc["spec"]["selector"] == deploy["spec"]["selector"]["matchLabels"]
 
