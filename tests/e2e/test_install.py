@@ -88,8 +88,12 @@ def test_the_chart_and_the_kustomize_install_deploy_the_same_controller(tools: T
     kustomized = tools.kustomize(MANIFESTS)
     charted = tools.helm_template(namespace=NS)
     assert {o["kind"] for o in kustomized} - {"Namespace"} == {o["kind"] for o in charted}
-    for kind in ("ClusterRole",):
-        assert by_kind(kustomized, kind)[0]["rules"] == by_kind(charted, kind)[0]["rules"]
+    for kind in ("ClusterRole", "Role"):
+        rules = sorted(str(o["rules"]) for o in by_kind(kustomized, kind))
+        assert rules == sorted(str(o["rules"]) for o in by_kind(charted, kind)), kind
+    (ours_deploy,), (their_deploy,) = by_kind(kustomized, "Deployment"), by_kind(charted, "Deployment")
+    for key in ("replicas", "strategy"):  # two replicas under leader election, rolled one at a time
+        assert ours_deploy["spec"][key] == their_deploy["spec"][key], key
     ours, theirs = container(kustomized), container(charted)
     for key in ("image", "args", "ports", "livenessProbe", "readinessProbe", "resources", "securityContext"):
         assert ours[key] == theirs[key], key

@@ -322,8 +322,9 @@ def _honoured_and_recorded(admin_api: Any, controller_api: Any, e2e_namespace: s
         first = next(i for i, r in enumerate(reported) if r.get(ACK_REQUEST_METRIC) == request_id)
         assert reported[first][ACK_STEP_METRIC] == step
         assert all((r.get(ACK_REQUEST_METRIC), r.get(ACK_STEP_METRIC)) in acks for r in reported[first:])
-        # the controller recorded it (read with the controller's own identity) and went on to release
-        custom = client.CustomObjectsApi(controller_api)
+        # the controller recorded it and went on to release (read as an admin: the controller
+        # only lists and patches its forecasts, it has no `get`)
+        custom = client.CustomObjectsApi(admin_api)
 
         def recorded() -> dict[str, Any] | None:
             forecast = cast(
