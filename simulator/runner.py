@@ -17,7 +17,7 @@ from simulator.quota import QuotaModel
 from simulator.scenario import Scenario
 from simulator.strategy import Cadence, Strategy
 
-__all__ = ["RowResult", "nonlearning_saved", "policy_strategies", "run_rows", "run_strategy"]
+__all__ = ["RowResult", "advisor_row", "nonlearning_saved", "policy_strategies", "run_rows", "run_strategy"]
 
 
 @dataclass(slots=True)
@@ -79,19 +79,16 @@ def policy_strategies(
     :class:`~simulator.advisor_strategy.AdvisorStrategy` (the defaults keep the embedded scenario's
     cadence)."""
     from policies import load_policies
-    from simulator.advisor_strategy import AdvisorStrategy, as_applied
 
     rows: list[Strategy] = []
     for path in paths:
         stem = path.stem[len("policy-") :] if path.stem.startswith("policy-") else path.stem
-        policies = [as_applied(p) for p in load_policies(path)]
-        cadence = Cadence(first_s=600.0, min_s=min(300.0, tick_max_s), max_s=tick_max_s, fraction=0.25)
         rows.append(
-            AdvisorStrategy(
+            advisor_row(
                 f"advisor-{stem}",
-                policies,
+                load_policies(path),
                 forecast_interval_s=forecast_interval_s,
-                cadence=cadence,
+                tick_max_s=tick_max_s,
                 looks_per_run=looks_per_run,
                 close_interval_s=close_interval_s,
                 watch_interval_s=watch_interval_s,
@@ -100,6 +97,35 @@ def policy_strategies(
             )
         )
     return rows
+
+
+def advisor_row(
+    name: str,
+    policies: Sequence[Any],
+    *,
+    forecast_interval_s: float = 1200.0,
+    tick_max_s: float = 1800.0,
+    looks_per_run: float | None = None,
+    close_interval_s: float | None = None,
+    watch_interval_s: float = 300.0,
+    flatten_margin: float = 0.1,
+    reference_gpus: float | None = None,
+) -> Strategy:
+    """One advisor row of loaded policies (in Apply mode: what they would have done)."""
+    from simulator.advisor_strategy import AdvisorStrategy, as_applied
+
+    cadence = Cadence(first_s=600.0, min_s=min(300.0, tick_max_s), max_s=tick_max_s, fraction=0.25)
+    return AdvisorStrategy(
+        name,
+        [as_applied(p) for p in policies],
+        forecast_interval_s=forecast_interval_s,
+        cadence=cadence,
+        looks_per_run=looks_per_run,
+        close_interval_s=close_interval_s,
+        watch_interval_s=watch_interval_s,
+        flatten_margin=flatten_margin,
+        reference_gpus=reference_gpus,
+    )
 
 
 def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bool = True) -> list[RowResult]:

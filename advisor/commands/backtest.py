@@ -105,6 +105,18 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--fixed-budget", type=float, default=0.75, help="fixed-budget baseline: share of steps kept"
     )
+    p.add_argument(
+        "--sweep",
+        action="append",
+        default=None,
+        metavar="FIELD=V1,V2,...",
+        help="tune one --policy file over these runs: every combination of these settings "
+        "(repeatable; e.g. 'plateau.probability=0.7,0.8,0.9'), the Pareto frontier of savings "
+        "against wrong stops, and the best within --max-wrong",
+    )
+    p.add_argument("--max-wrong", default="1%", help="with --sweep: the wrong-stop budget (default 1%%)")
+    p.add_argument("--workers", type=int, default=None, help="with --sweep: processes (default: every core)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS", help="with --sweep: run on this Ray cluster")
     p.add_argument("--skip-bad-runs", action="store_true", help="skip unreadable runs and count them")
     p.add_argument("--json", type=Path, help="write one object per policy and baseline, with every decision")
     p.add_argument("--report", type=Path, help="write a Markdown report with a timeline per stopped run")
@@ -164,15 +176,10 @@ def backtest(
     args: argparse.Namespace, *, progress: bool
 ) -> tuple[list[dict[str, Any]], dict[str, Any], list[Any]]:
     """The rows (``row_summary`` objects, baselines first), the run's meta data and the runs."""
-    from tqdm import tqdm
-
-    from advisor.backtest.baselines import BaselineSettings, baseline_outcomes
-    from advisor.backtest.replay import new_core, replay
     from advisor.backtest.runs import RunError, load_runs
-    from advisor.backtest.verdict import judged, row_summary, verdict
 
     _check(args)
-    baselines, policy_rows = _rows(args)
+    _rows(args)  # a bad policy or baseline fails before any run is read
     try:
         runs, skipped = load_runs(
             args.runs,
@@ -185,6 +192,23 @@ def backtest(
     except RunError as exc:
         hint = " (use --skip-bad-runs to skip such runs)" if not args.skip_bad_runs else ""
         raise CommandError(f"{exc}{hint}") from None
+    rows, meta = evaluate_rows(runs, args, progress=progress)
+    meta["skipped_runs"] = len(skipped)
+    meta["skipped"] = skipped[:20]
+    return rows, meta, runs
+
+
+def evaluate_rows(
+    runs: list[Any], args: argparse.Namespace, *, progress: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Every baseline and policy row over ``runs`` (``advisor.backtest.runs.Run``), and the meta data."""
+    from tqdm import tqdm
+
+    from advisor.backtest.baselines import BaselineSettings, baseline_outcomes
+    from advisor.backtest.replay import new_core, replay
+    from advisor.backtest.verdict import judged, row_summary, verdict
+
+    baselines, policy_rows = _rows(args)
     groups: dict[str, list[Any]] = {}
     for r in runs:
         groups.setdefault(r.group, []).append(r)
@@ -222,21 +246,18 @@ def backtest(
             rows.append(row)
     finally:
         bar.close()
-    untimed = sum(1 for r in runs if not r.timed)
-    meta = {
+    meta: dict[str, Any] = {
         "runs": len(runs),
-        "skipped_runs": len(skipped),
-        "skipped": skipped[:20],
         "groups": len(groups),
         "runs_with_eval_series": sum(1 for r in runs if r.eval_steps is not None),
-        "runs_without_times": untimed,
+        "runs_without_times": sum(1 for r in runs if not r.timed),
         "steps_per_second_without_times": args.steps_per_second,
         "report_interval_s": args.report_interval,
         "forecast_interval_s": args.forecast_interval,
         "run_fraction": args.run_fraction,
         "gpus_default": args.gpus or 1,
     }
-    return rows, meta, runs
+    return rows, meta
 
 
 def _clean(value: Any) -> Any:
@@ -249,10 +270,133 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def sweep_task(task: tuple[argparse.Namespace, list[Any], Any]) -> dict[str, Any]:
+    """One setting over every run (in a worker process): its row without the decisions."""
+    from advisor.backtest.replay import new_core, replay
+    from advisor.backtest.verdict import judged, row_summary, verdict
+    from advisor.sweep import policies_with
+
+    args, runs, setting = task
+    core = new_core(policies_with(args.policy[0], setting), args.forecast_interval, args.run_fraction)
+    decisions = [
+        verdict(
+            r,
+            judged(r),
+            replay("sweep", core, r, report_interval_s=args.report_interval, planned_steps=r.planned_steps),
+        )
+        for r in runs
+    ]
+    row = row_summary(setting.label, decisions)
+    row.pop("decisions")
+    return row
+
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from advisor.backtest.runs import RunError, load_runs
+    from advisor.sweep import (
+        SweepError,
+        best_within,
+        grid,
+        pareto,
+        parse_max_wrong,
+        parse_sweeps,
+        plot_frontier,
+        policies_with,
+        run_tasks,
+        sweep_table,
+    )
+
+    _check(args)
+    if not args.policy or len(args.policy) != 1 or not args.policy[0].is_file():
+        raise CommandError("--sweep tunes one policy file: give exactly one --policy FILE that exists")
+    if args.workers is not None and args.workers < 1:
+        raise CommandError(f"--workers must be at least 1, got {args.workers}")
+    try:
+        settings = grid(parse_sweeps(args.sweep))
+        budget = parse_max_wrong(args.max_wrong)
+        for setting in settings:
+            policies_with(args.policy[0], setting)
+    except SweepError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        runs, _skipped = load_runs(
+            args.runs,
+            gpus=args.gpus,
+            steps_per_second=args.steps_per_second,
+            group_pattern=args.group_pattern,
+            index=args.index,
+            skip_bad=args.skip_bad_runs,
+        )
+    except RunError as exc:
+        hint = " (use --skip-bad-runs to skip such runs)" if not args.skip_bad_runs else ""
+        raise CommandError(f"{exc}{hint}") from None
+    bar = tqdm(
+        total=len(settings), unit="setting", file=sys.stderr, disable=args.quiet or not sys.stderr.isatty()
+    )
+    try:
+        rows = run_tasks(
+            sweep_task,
+            [(args, runs, s) for s in settings],
+            workers=args.workers,
+            ray_address=args.ray,
+            on_done=lambda: bar.update(1),
+        )
+    except SweepError as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        bar.close()
+    points = [
+        {
+            "label": s.label,
+            "setting": dict(s.values),
+            "saved": r["nonlearning_saved_fraction"] or 0.0,
+            "spread": None,
+            "wrong_by_threshold": r["wrong_stops_by_threshold"],
+            "wrong": r["wrong_stops_by_threshold"]["0.01"],
+            "wrong_rate": r["wrong_stops_by_threshold"]["0.01"] / max(1, r["runs"]),
+            "near_end": r["near_end_releases"],
+            "gpu_hours_saved": r["gpu_hours_saved"],
+        }
+        for s, r in zip(settings, rows, strict=True)
+    ]
+    frontier = pareto(points)
+    best = best_within(points, budget)
+    print(sweep_table(points, frontier, best))
+    print(
+        f"\n{len(settings)} settings of {args.policy[0]} over {len(runs)} runs: saved = non-learning "
+        "GPU-hours saved against no-advisor; * on the Pareto frontier (saved against wrong stops at 1%)"
+    )
+    if best is None:
+        print(f"no setting stays within {budget:.2%} wrong stops")
+    else:
+        p = points[best]
+        print(
+            f"best within {budget:.2%} wrong stops: {p['label']} "
+            f"({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong)"
+        )
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"points": points, "frontier": frontier, "best": best, "max_wrong": budget}
+        args.json.write_text(json.dumps(_clean(doc), indent=2) + "\n")
+    if args.report is not None:
+        plot_frontier(
+            points,
+            frontier,
+            args.report / "sweep_frontier.png",
+            title=f"{args.policy[0].name}, {len(runs)} runs",
+        )
+        print(f"plot: {args.report / 'sweep_frontier.png'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     require_extra("tqdm", "sim", "backtest")
     if args.report is not None:
         require_extra("matplotlib", "sim", "--report")
+    if args.sweep:
+        return _run_sweep(args)
     progress = not args.quiet and sys.stderr.isatty()
     rows, meta, runs = backtest(args, progress=progress)
     from advisor.backtest.report import format_table

@@ -140,6 +140,19 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--label-error", type=float, default=None, help="share of those labels that are wrong (default 0)"
     )
+    p.add_argument(
+        "--sweep",
+        action="append",
+        default=None,
+        metavar="FIELD=V1,V2,...",
+        help="tune one --policy file: try every combination of these settings (repeatable; e.g. "
+        "'plateau.probability=0.6,0.7,0.8,0.9' 'plateau.for=5m,10m,20m') over --seeds, print the "
+        "Pareto frontier of savings against wrong stops, and name the best within --max-wrong",
+    )
+    p.add_argument("--max-wrong", default="1%", help="with --sweep: the wrong-stop budget (default 1%%)")
+    p.add_argument(
+        "--ray", default=None, metavar="ADDRESS", help="with --sweep: run on this Ray cluster (extra: ray)"
+    )
     p.add_argument("--json", type=Path, help="write the rows as JSON to this file")
     p.add_argument("--report", type=Path, help="write a Markdown report with plots to this directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -289,10 +302,157 @@ def _run_seeds(args: argparse.Namespace) -> int:
     return 0
 
 
+def sweep_task(task: tuple[argparse.Namespace, int, Any]) -> dict[str, Any]:
+    """One seed of one setting (``None``: the no-advisor row), in a worker process."""
+    from advisor.sweep import policies_with
+    from simulator.baselines import NoAdvisor
+    from simulator.runner import advisor_row, run_strategy
+
+    args, seed, setting = task
+    scenario = _scenario(argparse.Namespace(**{**vars(args), "seed": seed}))
+    if setting is None:
+        strategy: Any = NoAdvisor()
+    else:
+        strategy = advisor_row(
+            f"advisor {setting.label}",
+            policies_with(args.policy[0], setting),
+            forecast_interval_s=args.forecast_interval,
+            tick_max_s=args.tick_max,
+            looks_per_run=args.looks_per_run,
+            close_interval_s=args.close_interval,
+            reference_gpus=args.reference_gpus,
+        )
+    m = run_strategy(scenario, strategy).metrics
+    keys = ("gpu_hours", "gpu_hours_nonlearning", "wrong_stops_by_threshold", "near_end_releases", "jobs")
+    return {k: m[k] for k in keys}
+
+
+def sweep_points(
+    settings: list[Any], seeds: list[int], base: list[dict[str, Any]], rows: list[list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Per setting: non-learning GPU-hours saved (pooled over the seeds, and their spread), wrong
+    stops by threshold, the 1% wrong-stop rate, near-end releases."""
+    import statistics
+
+    base_nl = [b["gpu_hours_nonlearning"] for b in base]
+    points = []
+    for setting, per_seed in zip(settings, rows, strict=True):
+        wrong: dict[str, int] = {}
+        for r in per_seed:
+            for k, n in r["wrong_stops_by_threshold"].items():
+                wrong[k] = wrong.get(k, 0) + n
+        total = sum(base_nl)
+        nl = sum(r["gpu_hours_nonlearning"] for r in per_seed)
+        fracs = [
+            (b - r["gpu_hours_nonlearning"]) / b for b, r in zip(base_nl, per_seed, strict=True) if b > 0
+        ]
+        jobs = sum(r["jobs"] for r in per_seed)
+        points.append(
+            {
+                "label": setting.label,
+                "setting": dict(setting.values),
+                "seeds": seeds,
+                "saved": (total - nl) / total if total > 0 else 0.0,
+                "spread": [min(fracs), statistics.median(fracs), max(fracs)] if len(fracs) > 1 else None,
+                "wrong_by_threshold": wrong,
+                "wrong": wrong.get("0.01", 0),
+                "wrong_rate": wrong.get("0.01", 0) / jobs if jobs else 0.0,
+                "near_end": sum(r["near_end_releases"] for r in per_seed),
+                "gpu_hours_saved": sum(
+                    b["gpu_hours"] - r["gpu_hours"] for b, r in zip(base, per_seed, strict=True)
+                ),
+            }
+        )
+    return points
+
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from advisor.sweep import (
+        SweepError,
+        best_within,
+        grid,
+        pareto,
+        parse_max_wrong,
+        parse_sweeps,
+        plot_frontier,
+        policies_with,
+        run_tasks,
+        sweep_table,
+    )
+    from simulator.seeds import SeedError, parse_seeds
+
+    if not args.policy or len(args.policy) != 1:
+        raise CommandError("--sweep tunes one policy file: give exactly one --policy")
+    try:
+        settings = grid(parse_sweeps(args.sweep))
+        budget = parse_max_wrong(args.max_wrong)
+        for setting in settings:  # every setting checked before anything runs
+            policies_with(args.policy[0], setting)
+        seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
+    except (SweepError, SeedError) as exc:
+        raise CommandError(str(exc)) from None
+    if not args.policy[0].is_file():
+        raise CommandError(f"{args.policy[0]}: no such policy file")
+    if args.workers is not None and args.workers < 1:
+        raise CommandError(f"--workers must be at least 1, got {args.workers}")
+    scenario = _scenario(argparse.Namespace(**{**vars(args), "seed": seeds[0]}))
+    tasks: list[tuple[argparse.Namespace, int, Any]] = [(args, seed, None) for seed in seeds]
+    tasks += [(args, seed, setting) for setting in settings for seed in seeds]
+    bar = tqdm(total=len(tasks), unit="run", file=sys.stderr, disable=args.quiet or not sys.stderr.isatty())
+    try:
+        results = run_tasks(
+            sweep_task, tasks, workers=args.workers, ray_address=args.ray, on_done=lambda: bar.update(1)
+        )
+    except SweepError as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        bar.close()
+    n = len(seeds)
+    base = results[:n]
+    rows = [results[n + i * n : n + (i + 1) * n] for i in range(len(settings))]
+    points = sweep_points(settings, seeds, base, rows)
+    frontier = pareto(points)
+    best = best_within(points, budget)
+    print(sweep_table(points, frontier, best))
+    label = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
+    print(
+        f"\n{len(settings)} settings of {args.policy[0]} x {n} seed(s) ({label}) of {scenario.name}: saved = "
+        "non-learning GPU-hours saved against no-advisor (pooled; min / median / max over seeds); "
+        "* on the Pareto frontier (saved against wrong stops at 1%)"
+    )
+    if best is None:
+        print(f"no setting stays within {budget:.2%} wrong stops")
+    else:
+        p = points[best]
+        print(
+            f"best within {budget:.2%} wrong stops: {p['label']} "
+            f"({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong)"
+        )
+    if args.json is not None:
+        import json
+
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"points": points, "frontier": frontier, "best": best, "max_wrong": budget}
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    if args.report is not None:
+        plot_frontier(
+            points,
+            frontier,
+            args.report / "sweep_frontier.png",
+            title=f"{args.policy[0].name}, seeds {label}",
+        )
+        print(f"plot: {args.report / 'sweep_frontier.png'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     require_extra("tqdm", "sim", "the simulator")
     if args.report is not None:
         require_extra("matplotlib", "sim", "--report")
+    if args.sweep:
+        return _run_sweep(args)
     if args.seeds is not None:
         return _run_seeds(args)
     from simulator.report import format_table, write_json, write_report

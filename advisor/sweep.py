@@ -1,0 +1,284 @@
+"""Policy tuning: a grid of policy settings, the Pareto frontier of savings against wrong stops.
+
+``--sweep 'plateau.probability=0.6,0.7,0.8,0.9' --sweep 'plateau.for=5m,10m,20m'`` names policy
+fields by their path below ``spec.rules`` (``plateau.probability``) or below ``spec``
+(``safety.minRuntime``), with the values to try; the grid is every combination. Each setting is
+applied to every policy document of the file that has that rule or section (a file's pre-training
+policy without a plateau rule keeps its own), and checked by the policy loader, so an unknown field
+or a value out of range is one clear error before anything runs.
+
+The frontier: a setting is on it when no other setting saves at least as much with no more wrong
+stops (one better on either). The best setting within a wrong-stop budget is the one that saves
+most among those whose wrong-stop rate is within it (``--max-wrong 1%``).
+
+Runs spread over a process pool (every core by default) or, with ``--ray ADDRESS``, a Ray cluster
+(the optional ``ray`` extra), for grids that outgrow one machine.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "Setting",
+    "SweepError",
+    "best_within",
+    "grid",
+    "pareto",
+    "parse_max_wrong",
+    "parse_sweeps",
+    "plot_frontier",
+    "policies_with",
+    "run_tasks",
+    "sweep_table",
+]
+
+#: sections of ``spec`` a sweep may name directly (everything else is a rule under ``spec.rules``)
+_SPEC_SECTIONS = ("safety", "selector")
+
+
+class SweepError(ValueError):
+    """A malformed sweep expression or a setting the policies reject (one line)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the grid: ``((field, value), ...)`` in the order the sweeps were given."""
+
+    values: tuple[tuple[str, Any], ...]
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.values)
+
+
+def _scalar(text: str) -> Any:
+    value = yaml.safe_load(text)
+    return value if isinstance(value, int | float | bool) and not isinstance(value, bool) else text.strip()
+
+
+def parse_sweeps(exprs: Sequence[str]) -> list[tuple[str, list[Any]]]:
+    """``["plateau.probability=0.6,0.7"]`` -> ``[("plateau.probability", [0.6, 0.7])]``."""
+    out: list[tuple[str, list[Any]]] = []
+    for expr in exprs:
+        m = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z][A-Za-z0-9]*)+)\s*=\s*(.+?)\s*", expr)
+        if not m:
+            raise SweepError(f"--sweep {expr!r}: expected FIELD=V1,V2,... (e.g. plateau.probability=0.7,0.8)")
+        values = [v.strip() for v in m.group(2).split(",")]
+        if any(not v for v in values):
+            raise SweepError(f"--sweep {expr!r}: an empty value in the list")
+        if m.group(1) in (f for f, _v in out):
+            raise SweepError(f"--sweep {expr!r}: {m.group(1)} is swept twice")
+        out.append((m.group(1), [_scalar(v) for v in values]))
+    return out
+
+
+def grid(sweeps: Sequence[tuple[str, list[Any]]]) -> list[Setting]:
+    fields = [f for f, _v in sweeps]
+    return [
+        Setting(tuple(zip(fields, combo, strict=True)))
+        for combo in itertools.product(*(v for _f, v in sweeps))
+    ]
+
+
+def _set(doc: dict[str, Any], field: str, value: Any) -> bool:
+    """Set ``field`` in one policy document; False when the document has no such rule/section."""
+    head, *rest = field.split(".")
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        return False
+    parent = spec if head in _SPEC_SECTIONS else spec.get("rules")
+    if not isinstance(parent, dict) or not isinstance(parent.get(head), dict):
+        return False
+    node = parent[head]
+    for key in rest[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            return False
+    node[rest[-1]] = value
+    return True
+
+
+def policies_with(path: Path, setting: Setting) -> list[Any]:
+    """The policies of ``path`` with ``setting`` applied (validated by the policy loader)."""
+    from policies import PolicyError, load_policy
+
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except (OSError, yaml.YAMLError) as exc:
+        raise SweepError(f"{path}: {exc}") from None
+    docs = copy.deepcopy(docs)
+    for field, value in setting.values:
+        applied = [_set(d, field, value) for d in docs if isinstance(d, dict)]  # every document, no short cut
+        if not any(applied):
+            raise SweepError(
+                f"--sweep {field}: no policy in {path} has a {field.split('.')[0]!r} rule or section"
+            )
+    out = []
+    for doc in docs:
+        try:
+            out.append(load_policy(doc))
+        except PolicyError as exc:
+            raise SweepError(f"--sweep {setting.label}: {path}: " + str(exc).replace("\n", "; ")) from None
+    return out
+
+
+def parse_max_wrong(text: str) -> float:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", text)
+    if not m:
+        raise SweepError(f"--max-wrong {text!r}: expected a share of runs, e.g. 1% or 0.01")
+    value = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    if not 0 <= value <= 1:
+        raise SweepError(f"--max-wrong {text!r}: must be between 0 and 100%")
+    return value
+
+
+def pareto(points: Sequence[Mapping[str, Any]], saved: str = "saved", wrong: str = "wrong") -> list[int]:
+    """Indices of the points no other point dominates (saves at least as much with no more wrong
+    stops, and is better on one), by increasing wrong stops."""
+    keep = []
+    for i, p in enumerate(points):
+        dominated = any(
+            q[saved] >= p[saved] and q[wrong] <= p[wrong] and (q[saved] > p[saved] or q[wrong] < p[wrong])
+            for j, q in enumerate(points)
+            if j != i
+        )
+        if not dominated:
+            keep.append(i)
+    return sorted(keep, key=lambda i: (points[i][wrong], -points[i][saved]))
+
+
+def best_within(points: Sequence[Mapping[str, Any]], budget: float, rate: str = "wrong_rate") -> int | None:
+    """The point that saves most among those whose wrong-stop rate is within ``budget``."""
+    ok = [i for i, p in enumerate(points) if p[rate] <= budget]
+    return max(ok, key=lambda i: points[i]["saved"]) if ok else None
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def run_tasks(
+    fn: Callable[[Any], Any],
+    tasks: Iterable[Any],
+    *,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    on_done: Callable[[], None] | None = None,
+) -> list[Any]:
+    """``[fn(t) for t in tasks]`` in order, on a process pool (``workers``, default every core; 1:
+    here) or on the Ray cluster at ``ray_address``. ``fn`` and the tasks must pickle."""
+    items = list(tasks)
+    if ray_address is not None:
+        try:
+            import ray
+        except ImportError:
+            raise SweepError(
+                "--ray needs ray, which is not installed: pip install 'trainjob-advisor[ray]'"
+            ) from None
+        ray.init(address=ray_address, ignore_reinit_error=True, log_to_driver=False)
+        remote = ray.remote(fn)
+        refs = [remote.remote(t) for t in items]
+        out = []
+        for ref in refs:
+            out.append(ray.get(ref))
+            if on_done is not None:
+                on_done()
+        return out
+    n = default_workers() if workers is None else workers
+    if n <= 1 or len(items) <= 1:
+        results = []
+        for t in items:
+            results.append(fn(t))
+            if on_done is not None:
+                on_done()
+        return results
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(n, len(items))) as ex:
+        futures = [ex.submit(fn, t) for t in items]
+        results = []
+        for f in futures:
+            results.append(f.result())
+            if on_done is not None:
+                on_done()
+        return results
+
+
+def sweep_table(points: Sequence[Mapping[str, Any]], frontier: Sequence[int], best: int | None) -> str:
+    """One line per setting: saved (pooled, and min / median / max over seeds when there are
+    several), wrong stops at 0.5/1/2%, near-end releases; ``*`` marks the frontier, ``>`` the best."""
+    header = ("", "setting", "saved", "min / median / max", "wrong .5/1/2%", "wrong rate", "near-end")
+    body = []
+    for i, p in enumerate(points):
+        spread = p.get("spread")
+        w = p["wrong_by_threshold"]
+        mark = (">" if i == best else " ") + ("*" if i in frontier else " ")
+        body.append(
+            (
+                mark,
+                p["label"],
+                f"{p['saved']:.1%}",
+                "-" if not spread else " / ".join(f"{v:.0%}" for v in spread),
+                f"{w.get('0.005', 0)}/{w.get('0.01', 0)}/{w.get('0.02', 0)}",
+                f"{p['wrong_rate']:.2%}",
+                str(p.get("near_end", 0)),
+            )
+        )
+    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(b) for b in body)])
+
+
+def plot_frontier(
+    points: Sequence[Mapping[str, Any]], frontier: Sequence[int], path: Path, *, title: str
+) -> None:
+    """Saved against wrong-stop rate, one point per setting (its seeds' spread as a bar), the
+    frontier joined."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, p in enumerate(points):
+        spread = p.get("spread")
+        y = 100 * p["saved"]
+        if spread:
+            ax.errorbar(
+                100 * p["wrong_rate"],
+                y,
+                yerr=[[y - 100 * spread[0]], [100 * spread[2] - y]],
+                fmt="none",
+                ecolor="#bbbbbb",
+                lw=0.8,
+            )
+        ax.scatter(100 * p["wrong_rate"], y, color="#e76f51" if i in frontier else "#264653", s=18, zorder=3)
+        ax.annotate(
+            p["label"], (100 * p["wrong_rate"], y), fontsize=6, xytext=(3, 3), textcoords="offset points"
+        )
+    front = [points[i] for i in frontier]
+    ax.plot(
+        [100 * p["wrong_rate"] for p in front], [100 * p["saved"] for p in front], color="#e76f51", lw=1.0
+    )
+    ax.set_xlabel("wrong stops at 1% (% of runs)")
+    ax.set_ylabel("non-learning GPU-hours saved (%)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,143 @@
+"""Back-test benchmark: the sample policies against the baselines on the development runs.
+
+Run: ``.venv/bin/python bench/backtest_bench.py [--nanogpt-every K] [--speed-runs N] [--split
+{all,tune,holdout}]``. Reads ``../shared/data/curves`` (hf-finetune, hf-finetune-more with their
+``index.csv`` for the group of each run; modded-nanogpt's ``val_curves.csv``, 8 GPUs a run, grouped
+by record folder) and skips cleanly when it is absent. Every run is replayed through
+``trainjob-advisor backtest``'s path (``advisor.commands.backtest.backtest``).
+
+Prints every row, then the targets: the best sample policy's GPU-hours saved against the best
+baseline's (at no more wrong stops at 1%), its wrong-stop rates at 1% and 0.5%, and the time a
+back-test of ``--speed-runs`` runs with every sample policy and baseline takes in this process, with
+the baselines' share of it. HF logs carry no times: they are replayed at 1 step/s (stated).
+
+Split: runs are split by group (crc32 of the group's name, as ``bench/_curves.py`` does), so that
+seed repeats of one configuration never straddle the split; ``--split holdout`` reports the
+held-out half only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import zlib
+from pathlib import Path
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+from advisor.backtest.report import format_table  # noqa: E402
+from advisor.backtest.runs import Run  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def data_root() -> Path | None:
+    env = os.environ.get("TRAINJOB_ADVISOR_DATA")
+    for c in [Path(env)] if env else [ROOT.parent / "shared" / "data", Path("/work/shared/data")]:
+        if (c / "curves").is_dir():
+            return c
+    return None
+
+
+def _args(paths: list[Path], *, gpus: int | None, index: Path | None = None) -> argparse.Namespace:
+    return argparse.Namespace(
+        runs=paths,
+        policy=None,
+        baselines="no-advisor,patience,median-stopping,fixed-budget",
+        gpus=gpus,
+        index=index,
+        group_pattern=None,
+        steps_per_second=1.0,
+        report_interval=60.0,
+        forecast_interval=60.0,
+        run_fraction=0.02,
+        patience=3,
+        fixed_budget=0.75,
+        skip_bad_runs=True,
+    )
+
+
+def _split(run: Run) -> str:
+    return "tune" if zlib.crc32(run.group.encode()) % 2 == 0 else "holdout"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--nanogpt-every", type=int, default=5, help="every K-th modded-nanogpt val curve (1: all)"
+    )
+    ap.add_argument("--speed-runs", type=int, default=300, help="runs in the timed back-test (0: skip)")
+    ap.add_argument("--split", choices=("all", "tune", "holdout"), default="all")
+    args = ap.parse_args()
+    root = data_root()
+    if root is None:
+        print("backtest bench: ../shared/data/curves not found; skipped")
+        return 0
+    from advisor.backtest.runs import load_runs
+    from advisor.commands import backtest as command
+
+    curves = root / "curves"
+    hf = [p for p in (curves / "hf-finetune", curves / "hf-finetune-more") if p.is_dir()]
+    nano = curves / "modded-nanogpt" / "val_curves.csv"
+    runs: list[Run] = []
+    for folder in hf:
+        got, _ = load_runs([folder], skip_bad=True)
+        runs += got
+    if nano.is_file():
+        got, _ = load_runs([nano], gpus=8, skip_bad=True)
+        runs += got[:: max(1, args.nanogpt_every)]
+    if args.split != "all":
+        runs = [r for r in runs if _split(r) == args.split]
+    print(
+        f"{len(runs)} runs ({sum(1 for r in runs if r.name.startswith('val_curves'))} modded-nanogpt), "
+        f"split {args.split}"
+    )
+
+    t0 = time.process_time()
+    rows, _meta = command.evaluate_rows(runs, _args([], gpus=None), progress=False)
+    cpu = time.process_time() - t0
+    print(format_table(rows))
+    print(f"\nall rows: {cpu:.1f} CPU-s for {len(runs)} runs")
+    baselines = [r for r in rows if not r["policy"].startswith("advisor-")]
+    policies = [r for r in rows if r["policy"].startswith("advisor-")]
+    best = max(policies, key=lambda r: r["gpu_hours_saved"])
+    n = best["runs"]
+    w1, w05 = best["wrong_stops_by_threshold"]["0.01"], best["wrong_stops_by_threshold"]["0.005"]
+    fair = [b for b in baselines[1:] if b["wrong_stops_by_threshold"]["0.01"] >= w1]
+    top = max(baselines[1:], key=lambda r: r["gpu_hours_saved"])
+    print(
+        f"\nbest sample policy: {best['policy']}: {best['gpu_hours_saved']:.1f} GPU-h saved, wrong stops "
+        f"{w1} ({w1 / n:.2%}) at 1%, {w05} ({w05 / n:.2%}) at 0.5%"
+    )
+    for b in [top, *fair]:
+        ratio = best["gpu_hours_saved"] / b["gpu_hours_saved"] if b["gpu_hours_saved"] > 0 else float("inf")
+        print(
+            f"  vs {b['policy']}: {b['gpu_hours_saved']:.1f} GPU-h saved, "
+            f"wrong {b['wrong_stops_by_threshold']['0.01']} "
+            f"at 1%: ratio {ratio:.2f}x"
+        )
+    print(
+        f"target: >= 1.3x the best baseline at no more wrong stops; <= 1% wrong at 1%: "
+        f"{'met' if w1 <= 0.01 * n else 'NOT met'}; <= 2% at 0.5%: {'met' if w05 <= 0.02 * n else 'NOT met'}"
+    )
+    if args.speed_runs:
+        sub = runs[: args.speed_runs]
+        t0 = time.process_time()
+        command.evaluate_rows(sub, _args([], gpus=None), progress=False)
+        cpu_all = time.process_time() - t0
+        only = _args([], gpus=None)
+        only.policy = []
+        t0 = time.process_time()
+        command.evaluate_rows(sub, only, progress=False)
+        cpu_base = time.process_time() - t0
+        print(
+            f"\nspeed: {len(sub)} runs, every sample policy and baseline: {cpu_all:.1f} CPU-s on one core "
+            f"(target <= 60 s; the baselines alone {cpu_base:.1f} CPU-s)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""``--sweep``: the grid of policy settings, the Pareto frontier, the best within a budget, the
+process pool and Ray giving the rows of one process, and one clear error for a bad expression."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from advisor.sweep import (
+    SweepError,
+    best_within,
+    grid,
+    pareto,
+    parse_max_wrong,
+    parse_sweeps,
+    policies_with,
+    run_tasks,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATEAU = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+
+
+def test_sweeps_parse_into_a_grid_applied_where_the_policy_has_the_rule() -> None:
+    sweeps = parse_sweeps(["plateau.probability=0.6,0.7", "plateau.for=5m,20m", "safety.minRuntime=10m"])
+    assert sweeps == [
+        ("plateau.probability", [0.6, 0.7]),
+        ("plateau.for", ["5m", "20m"]),
+        ("safety.minRuntime", ["10m"]),
+    ]
+    settings = grid(sweeps)
+    assert (
+        len(settings) == 4
+        and settings[0].label == "plateau.probability=0.6 plateau.for=5m safety.minRuntime=10m"
+    )
+    fine_tune, pretraining = policies_with(PLATEAU, settings[-1])
+    assert fine_tune.rules.plateau.probability == 0.7 and fine_tune.rules.plateau.hold == 1200.0
+    assert fine_tune.safety.min_runtime == 600.0 and pretraining.safety.min_runtime == 600.0
+    assert (
+        pretraining.rules.plateau is None or not pretraining.rules.plateau.enabled
+    )  # it has no plateau rule
+
+
+@pytest.mark.parametrize(
+    ("exprs", "message"),
+    [
+        (["plateau.probability"], "expected FIELD=V1,V2"),
+        (["plateau.probability=0.7,"], "empty value"),
+        (["plateau.probability=0.7", "plateau.probability=0.8"], "swept twice"),
+    ],
+)
+def test_malformed_sweep_expressions_say_why(exprs: list[str], message: str) -> None:
+    with pytest.raises(SweepError, match=message):
+        parse_sweeps(exprs)
+
+
+def test_settings_the_policies_reject_are_errors() -> None:
+    with pytest.raises(SweepError, match="unknown field"):
+        policies_with(PLATEAU, grid(parse_sweeps(["plateau.bogus=1"]))[0])
+    with pytest.raises(SweepError, match="must be in"):
+        policies_with(PLATEAU, grid(parse_sweeps(["plateau.probability=2"]))[0])
+    with pytest.raises(SweepError, match="no policy"):
+        policies_with(PLATEAU, grid(parse_sweeps(["deadline.probability=0.5"]))[0])
+
+
+def test_the_frontier_and_the_best_within_a_budget() -> None:
+    points = [
+        {"saved": 0.5, "wrong": 0, "wrong_rate": 0.0},
+        {"saved": 0.6, "wrong": 2, "wrong_rate": 0.02},
+        {"saved": 0.4, "wrong": 1, "wrong_rate": 0.01},  # dominated by the first
+        {"saved": 0.7, "wrong": 5, "wrong_rate": 0.05},
+    ]
+    assert pareto(points) == [0, 1, 3]
+    assert best_within(points, 0.02) == 1 and best_within(points, 0.0) == 0
+    assert best_within(points, -1.0) is None
+    assert parse_max_wrong("1%") == 0.01 and parse_max_wrong("0.02") == 0.02
+    with pytest.raises(SweepError):
+        parse_max_wrong("lots")
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_the_pool_keeps_the_order_of_the_tasks() -> None:
+    assert (
+        run_tasks(_square, range(6), workers=2)
+        == run_tasks(_square, range(6), workers=1)
+        == [0, 1, 4, 9, 16, 25]
+    )
+
+
+def _runs(folder: Path) -> Path:
+    import numpy as np
+
+    folder.mkdir()
+    for i in range(2):
+        steps = np.arange(10, 6001, 10)
+        loss = 2.0 + 3.0 * (1.0 + np.minimum(steps / 6000, 0.25 + 0.1 * i) / 0.02) ** -0.7
+        rows = ["step,loss,time,total_steps"] + [
+            f"{s},{v:.5f},{s},6000" for s, v in zip(steps, loss, strict=True)
+        ]
+        (folder / f"r{i}.csv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+def test_a_backtest_sweep_on_a_local_ray_gives_the_rows_of_one_process(tmp_path: Path) -> None:
+    """Ray started here, on one CPU; the tasks are the command's own (``sweep_task``)."""
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'trainjob-advisor[ray]')")
+    runs = _runs(tmp_path / "runs")
+    args = [
+        "backtest",
+        str(runs),
+        "--quiet",
+        "--policy",
+        str(PLATEAU),
+        "--sweep",
+        "plateau.probability=0.7,0.9",
+    ]
+    assert main([*args, "--workers", "1", "--json", str(tmp_path / "one.json")]) == 0
+    info = ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        address = info.address_info["address"]
+        assert main([*args, "--ray", address, "--json", str(tmp_path / "ray.json")]) == 0
+    finally:
+        ray.shutdown()
+    one, on_ray = (json.loads((tmp_path / f).read_text()) for f in ("one.json", "ray.json"))
+    assert one == on_ray and len(one["points"]) == 2
+
+
+def test_simulate_sweep_names_the_best_setting_and_the_pool_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["simulate", "--jobs", "8", "--seeds", "0-1", "--quiet", "--policy", str(PLATEAU)]
+    args += ["--sweep", "plateau.probability=0.7,0.9", "--max-wrong", "100%"]
+    docs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}.json"
+        assert main([*args, "--workers", workers, "--json", str(out), "--report", str(tmp_path / "rep")]) == 0
+        docs.append(json.loads(out.read_text()))
+    assert docs[0] == docs[1]
+    points = docs[0]["points"]
+    assert [p["label"] for p in points] == ["plateau.probability=0.7", "plateau.probability=0.9"]
+    assert all(
+        len(p["spread"]) == 3 and set(p["wrong_by_threshold"]) == {"0.005", "0.01", "0.02"} for p in points
+    )
+    assert docs[0]["best"] == max(range(2), key=lambda i: points[i]["saved"])
+    assert (tmp_path / "rep" / "sweep_frontier.png").stat().st_size > 0
+    assert "best within 100.00% wrong stops" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--sweep", "plateau.probability"], "expected FIELD=V1,V2"),
+        (["--sweep", "plateau.nope=1"], "unknown field"),
+        (["--sweep", "plateau.probability=0.8", "--max-wrong", "x"], "--max-wrong"),
+    ],
+)
+def test_bad_sweeps_are_one_clear_error(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in (["simulate", "--jobs", "4"], ["backtest", str(ROOT / "tests")]):
+        assert main([*command, "--quiet", "--policy", str(PLATEAU), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
