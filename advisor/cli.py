@@ -6,7 +6,9 @@ Each subcommand lives in its own module under ``advisor/commands/`` exposing
 kubernetes client) inside its ``run`` function, so ``trainjob-advisor forecast`` starts fast and
 works without the controller extras installed.
 
-Exit codes: 0 success, 1 a check failed (e.g. an invalid policy), 2 bad input or usage.
+Exit codes: 0 success, 1 a check failed (e.g. an invalid policy) or an internal error (one line;
+``TRAINJOB_ADVISOR_DEBUG=1`` shows its traceback), 2 bad input or usage, 141 when the reader of
+stdout went away (``| head``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 # The advisor runs thousands of tiny least-squares fits; a BLAS thread pool only adds
 # synchronisation cost to each (measured: a 400-point forecast takes about half the time with one
@@ -43,6 +46,58 @@ class CommandError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: a whole number >= 0 (seeds, counts), rejected at parse time in one line."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    value = non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be 1 or more, got 0")
+    return value
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration(text: str) -> float:
+    """argparse type: a duration in seconds from ``90``, ``90s``, ``30m``, ``2h``, ``1d`` (a bare
+    number is seconds, so every flag reads the same way whatever its default's unit)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 30m, 2h)")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def positive_duration(text: str) -> float:
+    """argparse type: a duration above zero (an interval of 0 would loop forever or divide by it)."""
+    value = duration(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive duration (e.g. 30m), got {text!r}")
+    return value
+
+
+def _one_line(text: str) -> str:
+    """An error message on one line: a parser's multi-line report (PyYAML's context lines and the
+    caret under the column) joined with "; ", the caret lines dropped."""
+    parts = [line.strip() for line in text.splitlines()]
+    return "; ".join(p for p in parts if p and set(p) != {"^"})
+
+
+def _debug() -> bool:
+    return os.environ.get("TRAINJOB_ADVISOR_DEBUG", "") not in ("", "0")
+
+
 def require_extra(module: str, extra: str, purpose: str) -> None:
     """Fail with one line naming the pip extra when an optional dependency is not installed.
 
@@ -57,8 +112,16 @@ def require_extra(module: str, extra: str, purpose: str) -> None:
         ) from None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors in one line, like every other error of the command (the usage
+    is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="trainjob-advisor",
         description="Forecast, simulate and advise GPU training jobs on Kubernetes.",
     )
@@ -85,10 +148,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(func(args) or 0)
     except CommandError as exc:
-        print(f"trainjob-advisor {args.command}: error: {exc}", file=sys.stderr)
+        print(f"trainjob-advisor {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (``| head``): as any Unix filter, stop quietly. Point stdout at
+        # /dev/null so that the interpreter's own flush at exit does not raise again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a filter cut off by its reader
+    except Exception as exc:
+        if argv is not None or _debug():
+            raise  # called from Python (tests, embedding): the caller gets the exception itself
+        # a defect, not bad input: one line all the same, with the way to see more
+        print(
+            f"trainjob-advisor {args.command}: internal error: {type(exc).__name__}: {exc} "
+            "(set TRAINJOB_ADVISOR_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

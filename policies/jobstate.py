@@ -8,11 +8,13 @@ snapshot taken from a live cluster or a simulator report can be replayed through
      "job": {"namespace": "team-a", "name": "ft-7", "startedAt": ..., "step": 1200,
              "forecast": {"finalLoss": {"mean": 1.1, "p10": 1.0, "p90": 1.2}, "plateauProbability": 0.93,
                           "divergenceProbability": 0.0, "points": 80}, ...},
-     "cluster": {"clusterQueues": [{"name": "spot", "nominalGpus": 16, "usageGpus": 16}],
+     "cluster": {"clusterQueues": [{"name": "spot", "nominalGPUs": 16, "usageGPUs": 16}],
                  "workloads": [...], "preemptionRate": {"spot": 0.0002}}}
 
 Unknown keys and wrong types are errors that name the key: a typo must not silently become a
-default in an explanation meant to be trusted.
+default in an explanation meant to be trusted. GPU counts are spelt ``nominalGPUs``/``usageGPUs``
+as in the simulator's cluster YAML (``nominalGpus``/``usageGpus`` are still read). The format is
+documented in ``docs/job-state.md`` and ``examples/job-state.json`` is a complete example.
 """
 
 from __future__ import annotations
@@ -101,6 +103,54 @@ def _actions(v: Any, path: str) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _interval(v: Any, path: str) -> None:
+    data = _obj(v, path)
+    for key, x in data.items():
+        if key not in ("mean", "p10", "p90"):
+            raise JobStateError(f"{path}.{key}: unknown key (known: mean, p10, p90)")
+        _num(x, f"{path}.{key}")
+    for key in ("mean", "p10", "p90"):
+        if key not in data:
+            raise JobStateError(f"{path}.{key}: is required")
+
+
+def _probability(v: Any, path: str) -> None:
+    p = _num(v, path)
+    if not 0.0 <= p <= 1.0:
+        raise JobStateError(f"{path}: must be a probability in [0, 1], got {v!r}")
+
+
+#: the keys of a forecast entry and their checks (the shape ``advisor.core.codec`` writes)
+_FORECAST: dict[str, Callable[[Any, str], Any]] = {
+    "finalLoss": _interval,
+    "plateauProbability": _probability,
+    "divergenceProbability": _probability,
+    "etaSeconds": _interval,
+    "stepsPerSecond": _num,
+    "model": _nummap,
+    "warnings": lambda v, p: [_str(w, f"{p}[{i}]") for i, w in enumerate(_list(v, p))],
+    "currentLoss": _num,
+    "lastStep": _num,
+    "totalSteps": _int,
+    "points": _int,
+    "dropped": _int,
+}
+
+
+def _forecast(v: Any, path: str) -> Any:
+    """A forecast entry, every key checked (the codec itself reads leniently: what the controller
+    stored is trusted, a hand-written state is not)."""
+    data = _obj(v, path)
+    for key, value in data.items():
+        if key not in _FORECAST:
+            raise JobStateError(f"{path}.{key}: unknown key (known: {', '.join(sorted(_FORECAST))})")
+        if value is not None:
+            _FORECAST[key](value, f"{path}.{key}")
+    if "finalLoss" not in data:
+        raise JobStateError(f"{path}.finalLoss: is required")
+    return forecast_from_dict(data)
+
+
 Conv = Callable[[Any, str], Any]
 _JOB: dict[str, tuple[str, Conv]] = {
     "namespace": ("namespace", _str),
@@ -125,7 +175,7 @@ _JOB: dict[str, tuple[str, Conv]] = {
     "lastStepChange": ("last_step_change", _num),
     "lastSampleTime": ("last_sample_time", _num),
     "lastLoss": ("last_loss", _num),
-    "forecast": ("forecast", lambda v, p: forecast_from_dict(_obj(v, p))),
+    "forecast": ("forecast", _forecast),
     "checkpoint": ("checkpoint", lambda v, p: checkpoint_from_dict(_obj(v, p))),
     "throughput": ("throughput", _throughput),
     "actions": ("actions", _actions),
@@ -134,10 +184,12 @@ _JOB: dict[str, tuple[str, Conv]] = {
 _CQ: dict[str, tuple[str, Conv]] = {
     "name": ("name", _str),
     "cohort": ("cohort", _str),
-    "nominalGpus": ("nominal_gpus", _int),
+    "nominalGPUs": ("nominal_gpus", _int),
+    "nominalGpus": ("nominal_gpus", _int),  # the earlier spelling, still read
     "borrowingLimit": ("borrowing_limit", _int),
     "lendingLimit": ("lending_limit", _int),
-    "usageGpus": ("usage_gpus", _int),
+    "usageGPUs": ("usage_gpus", _int),
+    "usageGpus": ("usage_gpus", _int),  # the earlier spelling, still read
     "withinClusterQueue": ("within_cluster_queue", _str),
     "reclaimWithinCohort": ("reclaim_within_cohort", _str),
     "borrowWithinCohort": ("borrow_within_cohort", _str),

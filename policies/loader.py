@@ -22,7 +22,15 @@ from policies.errors import PolicyError
 from policies.fields import MAX_ITEMS, MAX_STRING, FieldSpec, field_specs, parse_duration
 from policies.spec import Policy, PolicySpec
 
-__all__ = ["API_VERSION", "KIND", "load_policies", "load_policy", "parse_spec"]
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "load_policies",
+    "load_policy",
+    "parse_spec",
+    "policies_from_text",
+    "read_policy_file",
+]
 
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "AdvisorPolicy"
@@ -180,9 +188,36 @@ def parse_spec(spec: Any, *, path: str = "spec") -> PolicySpec:
     return out
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping: YAML says keys are unique, and
+    PyYAML's silent "last one wins" would let a second ``probability:`` override the first
+    unnoticed (kubectl's strict field validation rejects it too)."""
+
+
+def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str | int | float | bool):
+            continue  # unhashable keys are left to construct_mapping's own error
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
 def _parse_text(text: str) -> list[Any]:
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]  # a SafeLoader
+    except yaml.constructor.ConstructorError as exc:
+        if exc.problem and exc.problem.startswith("duplicate key"):
+            mark = exc.problem_mark
+            where = f"line {mark.line + 1}: " if mark is not None else ""
+            raise PolicyError("", f"{where}{exc.problem}") from None
+        raise PolicyError("", f"not valid YAML or JSON: {exc}") from None
     except yaml.YAMLError as exc:
         try:  # JSON is YAML, but JSON's own error message is clearer for JSON input
             return [json.loads(text)]
@@ -220,6 +255,16 @@ def load_policy(obj: Mapping[str, Any] | str) -> Policy:
     return Policy(name=name, spec=spec)
 
 
+def read_policy_file(path: Path) -> str:
+    """The text of a policy file; a binary file is a ``PolicyError``, not a UnicodeDecodeError
+    (``OSError`` is left to the caller, who knows how to say that it cannot read)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise PolicyError("", "not UTF-8 text (a binary file?)") from None
+
+
 def load_policies(source: str | Path) -> list[Policy]:
     """Every AdvisorPolicy in a multi-document YAML file (a path) or text.
 
@@ -228,11 +273,23 @@ def load_policies(source: str | Path) -> list[Policy]:
     """
     text: str
     if isinstance(source, Path):
-        text = source.read_text()
-    elif "\n" not in source and len(source) < 4096 and Path(source).is_file():
-        text = Path(source).read_text()
+        text = read_policy_file(source)
+    elif "\n" not in source and len(source) < 4096 and _is_file(source):
+        text = read_policy_file(Path(source))
     else:
         text = source
+    return policies_from_text(text)
+
+
+def _is_file(name: str) -> bool:
+    try:
+        return Path(name).is_file()
+    except OSError:  # a one-line document is no file name ("File name too long")
+        return False
+
+
+def policies_from_text(text: str) -> list[Policy]:
+    """Every AdvisorPolicy in YAML/JSON text (see ``load_policies``)."""
     docs = _parse_text(text)
     policies: list[Policy] = []
     errors: Errors = []

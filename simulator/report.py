@@ -20,7 +20,7 @@ import numpy as np
 from simulator.jobs import Phase
 from simulator.runner import RowResult
 
-__all__ = ["JSON_KEYS", "format_table", "nonlearning_split", "write_json", "write_report"]
+__all__ = ["JSON_KEYS", "format_table", "json_text", "nonlearning_split", "write_json", "write_report"]
 
 JSON_KEYS = (
     "policy",
@@ -100,7 +100,8 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def write_json(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any] | None = None) -> None:
+def json_text(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
+    """The rows as JSON text: ``JSON_KEYS`` first, then every other metric, each with the scenario."""
     out = []
     for r in rows:
         obj = {k: _clean(r.get(k)) for k in JSON_KEYS}
@@ -108,8 +109,12 @@ def write_json(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any] 
         if meta:
             obj["scenario"] = meta
         out.append(obj)
+    return json.dumps(out, indent=2) + "\n"
+
+
+def write_json(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any] | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    path.write_text(json_text(rows, meta))
 
 
 # --------------------------------------------------------------------------------------------

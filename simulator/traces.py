@@ -253,13 +253,36 @@ def _detect(path: Path) -> str:
     )
 
 
+def _check_readable(p: Path) -> None:
+    """What is wrong with the file itself, said before any format is guessed at (a directory is
+    not "no such file", an empty file has no "unrecognised header", a binary one is not CSV)."""
+    if p.is_dir():
+        raise TraceError(p, None, None, "is a directory, not a trace file")
+    if not p.is_file():
+        raise TraceError(p, None, None, "no such file")
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(64 * 1024)
+    except OSError as exc:
+        raise TraceError(p, None, None, f"cannot read: {exc.strerror or exc}") from None
+    if not head.strip():
+        raise TraceError(p, None, None, "empty file")
+    try:
+        text = head.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not merely a character cut at the end of the sample
+            raise TraceError(p, None, None, "not UTF-8 text (a binary file?)") from None
+        text = ""
+    if "\x00" in text:
+        raise TraceError(p, None, None, "not a text file (it holds NUL bytes)")
+
+
 def load_trace(
     path: str | Path, fmt: str = "auto", *, skip_bad_rows: bool = False, limit: int | None = None
 ) -> Trace:
     """Read a trace file (``fmt``: auto, philly, itp, gavel, tiresias, csv)."""
     p = Path(path)
-    if not p.is_file():
-        raise TraceError(p, None, None, "no such file")
+    _check_readable(p)
     kind = _detect(p) if fmt == "auto" else fmt
     parse: RowParser
     if kind == "gavel":
@@ -271,7 +294,10 @@ def load_trace(
         raise TraceError(p, None, None, f"unknown trace format {fmt!r}")
     if limit is not None:
         rows = (r for i, r in enumerate(rows) if i < limit)
-    return _collect(p, rows, parse, skip_bad_rows, f"{kind}:{p.name}")
+    try:
+        return _collect(p, rows, parse, skip_bad_rows, f"{kind}:{p.name}")
+    except UnicodeDecodeError:  # binary further in than the first block checked
+        raise TraceError(p, None, None, "not UTF-8 text (a binary file?)") from None
 
 
 def synthetic_trace(

@@ -17,11 +17,12 @@ import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from advisor.cli import CommandError, require_extra
+from advisor.cli import CommandError, non_negative_int, positive_int, require_extra
 from advisor.model import Forecast, Interval
-from advisor.sources.files import METRICS, LoadedCurve, SourceError, load_curve
+from advisor.sources.files import METRICS, LoadedCurve, SourceError, load_curve, load_curve_bytes
 
 __all__ = ["register", "run"]
 
@@ -39,19 +40,27 @@ class Outcome:
     total_steps: int | None
     notes: tuple[str, ...]
     observed_final: float | None  # what the file shows at the end, when the cut hides it
+    failure: str | None = None  # why there is no forecast (no usable point, a failed fit)
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "forecast",
         help="forecast final loss, ETA and plateau probability from a loss log",
-        description="Forecast the final loss (with an 80%% interval), the ETA and the probability "
+        description="Forecast the final loss (with an 80% interval), the ETA and the probability "
         "that the run has plateaued or diverged, from a loss log: CSV/TSV "
-        "(step,loss[,time][,learning_rate][,epoch]), JSONL, or a HuggingFace trainer_state.json.",
+        "(step,loss[,time][,learning_rate][,epoch]), JSONL, or a HuggingFace trainer_state.json. "
+        "Without a total number of steps (in the file or --total-steps) the forecast is the "
+        "asymptote the loss tends to; pass the run's last step as --total-steps for a finished run.",
     )
-    parser.add_argument("file", nargs="?", metavar="FILE", help="loss log to read (omit with --demo)")
     parser.add_argument(
-        "--total-steps", type=int, metavar="N", help="planned total steps (default: from the file)"
+        "file", nargs="?", metavar="FILE", help="loss log to read ('-': standard input; omit with --demo)"
+    )
+    parser.add_argument(
+        "--total-steps",
+        type=positive_int,
+        metavar="N",
+        help="planned total steps (default: from the file; not below its last step)",
     )
     parser.add_argument(
         "--upto-step", type=float, metavar="K", help="forecast from the points up to step K only"
@@ -65,7 +74,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON mirroring the Forecast fields")
     parser.add_argument("--plot", metavar="OUT.png", help="also write a plot of the curve and the forecast")
     parser.add_argument("--demo", action="store_true", help="forecast a synthetic run generated on the spot")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the --demo run (default 0)")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the --demo run (0 or more; default 0)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -73,14 +84,18 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         require_extra("matplotlib", "sim", "--plot")
     outcome = compute(args)
-    if args.plot:
-        write_plot(outcome, args.plot)
+    written = write_plot(outcome, args.plot) if args.plot else None
+    if outcome.failure is not None:
+        # no forecast: no probability, no interval, and not exit 0 (the plot, if asked for, says
+        # the same and is kept: it shows the input)
+        suffix = f" (plot written to {written})" if written else ""
+        raise CommandError(f"{args.file or 'demo'}: no forecast: {outcome.failure}{suffix}")
     if args.json:
         print(json.dumps(to_json(outcome), indent=2, allow_nan=False))
     else:
         print(render_text(outcome))
-        if args.plot:
-            print(f"  plot            {args.plot}")
+        if written:
+            print(f"  plot            {written}")
     return 0
 
 
@@ -104,6 +119,11 @@ def _load(args: argparse.Namespace) -> tuple[LoadedCurve, list[str]]:
             args.upto_step = DEMO_CUT * (curve.total_steps or 0)
         return curve, [f"demo: {curve.source}; forecast from step {args.upto_step:,.0f}"]
     try:
+        if args.file == "-":
+            import sys
+
+            data = sys.stdin.buffer.read()
+            return load_curve_bytes(data, "<stdin>", metric=args.metric, curve_id=args.curve), []
         return load_curve(args.file, metric=args.metric, curve_id=args.curve), []
     except SourceError as exc:
         raise CommandError(str(exc)) from None
@@ -121,10 +141,20 @@ def compute(args: argparse.Namespace) -> Outcome:
                 f"no points at or before step {args.upto_step:g} (first step {full.steps[0]:g})"
             )
     truncated = len(curve) < len(full)
+    last_step = max(full.steps)
+    if args.total_steps is not None and args.total_steps < last_step:
+        raise CommandError(
+            f"--total-steps {args.total_steps:,} is below the last step in the file ({last_step:,.0f})"
+        )
     total = args.total_steps or full.total_steps
     if total is None and truncated:
-        total = math.ceil(max(full.steps))
+        total = math.ceil(last_step)
         notes.append(f"total steps taken from the file's last step ({total:,})")
+    elif total is None:
+        notes.append(
+            f"total steps unknown: the final loss is the asymptote. If the run has ended, pass "
+            f"--total-steps {math.ceil(last_step)} (its last step); if not, its planned total"
+        )
     fc = forecast(
         curve.steps,
         curve.values,
@@ -133,10 +163,36 @@ def compute(args: argparse.Namespace) -> Outcome:
         learning_rates=curve.learning_rates,
         epochs=curve.epochs,
     )
-    observed = None
-    if truncated and total is not None and max(full.steps) >= 0.99 * total:
-        observed = _final_level(full.values)
-    return Outcome(curve, full, fc, total, tuple(notes), observed)
+    observed = _observed_end(full, len(curve), total) if truncated else None
+    return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc))
+
+
+def _failure(fc: Forecast) -> str | None:
+    """Why ``fc`` is no forecast at all (the library never raises: it says so in its warnings)."""
+    if fc.n_points > 0 and math.isfinite(fc.final_loss.mean):
+        return None
+    why = next((w for w in fc.warnings if w.startswith("forecast failed")), None)
+    if why is None:
+        why = "no usable points" + (f" ({fc.warnings[0]})" if fc.warnings else "")
+    return why
+
+
+def _observed_end(full: LoadedCurve, cut: int, total: int | None) -> float | None:
+    """What the run the cut is in actually ended at, when the file shows its end.
+
+    A file may hold several runs or attempts one after the other (the step goes back). The run
+    that was cut ended at the end of its own segment when that segment reached the total (a file
+    of independent runs); otherwise its attempt went on in the later segments (a resume from a
+    checkpoint), and the end is the last segment's, if that one reached the total."""
+    if total is None:
+        return None
+    starts = [0, *(i for i in range(1, len(full.steps)) if full.steps[i] < full.steps[i - 1])]
+    ends = [*starts[1:], len(full.steps)]
+    own = max(j for j, start in enumerate(starts) if start < cut)
+    for j in (own, len(starts) - 1):
+        if j >= own and max(full.steps[starts[j] : ends[j]]) >= 0.99 * total:
+            return _final_level(full.values[starts[j] : ends[j]])
+    return None
 
 
 def _final_level(values: tuple[float, ...]) -> float | None:
@@ -199,10 +255,9 @@ def render_text(outcome: Outcome) -> str:
     if outcome.observed_final is not None:
         lo, hi = fc.final_loss.p10, fc.final_loss.p90
         inside = "inside" if lo <= outcome.observed_final <= hi else "outside"
-        error = abs(fc.final_loss.mean - outcome.observed_final) / abs(outcome.observed_final or 1.0)
         lines.append(
             f"  observed end    {_num(outcome.observed_final)} in the file ({inside} the 80% interval; "
-            f"mean off by {100 * error:.1f}%)"
+            f"mean off by {_error(fc.final_loss.mean, outcome.observed_final, curve.values)})"
         )
     lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
     lines.append(f"  divergence      P = {fc.divergence_probability:.2f}")
@@ -210,7 +265,13 @@ def render_text(outcome: Outcome) -> str:
         rate = f" at {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
         lines.append(f"  ETA             {_interval(fc.eta_seconds, _duration)}{rate}")
     else:
-        why = "no timestamps in the input" if curve.times is None else "total steps unknown"
+        why = "total steps unknown"
+        if curve.times is None:
+            why = (
+                "a trainer_state.json logs no timestamps"
+                if curve.source.startswith("HF trainer state")
+                else "no timestamps in the input"
+            )
         rate = f"; {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
         lines.append(f"  ETA             n/a ({why}{rate})")
     if fc.model:
@@ -222,6 +283,17 @@ def render_text(outcome: Outcome) -> str:
         lines.append("  warnings")
         lines += [f"    - {warning}" for warning in warnings]
     return "\n".join(lines)
+
+
+def _error(mean: float, observed: float, values: tuple[float, ...]) -> str:
+    """The forecast's error as a share of the observed end, or in the loss's own units when the
+    end is near zero (a relative error of a loss that ends at 1e-4 says nothing)."""
+    diff = mean - observed
+    finite = [abs(v) for v in values if math.isfinite(v)]
+    scale = max(finite) if finite else 0.0
+    if abs(observed) > 0.05 * scale and observed != 0.0:
+        return f"{100 * abs(diff) / abs(observed):.1f}%"
+    return f"{_num(abs(diff))} (absolute: the loss ends near zero)"
 
 
 def _plain(value: Any) -> Any:
@@ -258,7 +330,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
     return result
 
 
-def write_plot(outcome: Outcome, path: str) -> None:
+def write_plot(outcome: Outcome, path: str) -> str:
     """The curve, the forecast interval at the end, and (with ``--upto-step``) what came after.
 
     The forecaster returns the distribution of the final loss, not a fitted path, so the plot
@@ -335,6 +407,7 @@ def write_plot(outcome: Outcome, path: str) -> None:
         ax.legend(fontsize=8, loc="upper right")
         fig.tight_layout()
         fig.savefig(path)
+        return str(Path(path).resolve())
     except (OSError, ValueError) as exc:  # unwritable path, unknown image format
         raise CommandError(f"cannot write plot {path}: {getattr(exc, 'strerror', None) or exc}") from None
     finally:

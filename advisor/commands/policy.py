@@ -24,9 +24,21 @@ __all__ = ["register", "run"]
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("policy", help="validate AdvisorPolicy files, explain their decisions")
     sub = parser.add_subparsers(dest="policy_command", metavar="ACTION")
-    v = sub.add_parser("validate", help="check AdvisorPolicy YAML/JSON files (exit 1 on errors)")
+    v = sub.add_parser(
+        "validate",
+        help="check AdvisorPolicy YAML/JSON files (exit 1 on errors)",
+        description="Check AdvisorPolicy files as the controller and the CRD would: every error with "
+        "its field path, duplicate YAML keys, and policy names defined twice (in one file or across "
+        "the files given). Prints OK per valid file; exit 1 when any file is invalid.",
+    )
     v.add_argument("files", nargs="+", metavar="FILE")
-    e = sub.add_parser("explain", help="what each rule of the selected policy would decide for a job")
+    e = sub.add_parser(
+        "explain",
+        help="what each rule of the selected policy would decide for a job",
+        description="Select the policy that governs a job, as the controller would, and print each "
+        "rule's verdict with its numbers, then the merged decision. The job state is a JSON snapshot "
+        "of the job (and optionally the cluster): see docs/job-state.md and examples/job-state.json.",
+    )
     e.add_argument("file", metavar="FILE", help="AdvisorPolicy YAML (one or several documents)")
     e.add_argument("--job-state", required=True, metavar="STATE.json", help="job (and cluster) snapshot")
     e.add_argument(
@@ -57,20 +69,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _read(path: str) -> str:
+    """A policy file's text; unreadable is a usage error, binary an invalid policy."""
+    from policies import PolicyError
+    from policies.loader import read_policy_file
+
     try:
-        return Path(path).read_text()
+        return read_policy_file(Path(path))
+    except PolicyError as exc:
+        raise CommandError(f"{path}: {exc.errors[0][1]}") from None
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def _validate(files: list[str]) -> int:
-    from policies import PolicyError, load_policies
+    from policies import PolicyError
+    from policies.loader import policies_from_text, read_policy_file
 
     failed = False
+    defined: dict[str, str] = {}  # policy name -> the file that defines it first
     for path in files:
-        text = _read(path)
         try:
-            policies = load_policies(text)
+            text = read_policy_file(Path(path))
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except PolicyError as exc:
+            failed = True
+            print(f"{path}: {exc.errors[0][1]}")
+            continue
+        try:
+            policies = policies_from_text(text)
         except PolicyError as exc:
             failed = True
             for field, reason in exc.errors:
@@ -80,18 +107,27 @@ def _validate(files: list[str]) -> int:
             failed = True
             print(f"{path}: no AdvisorPolicy found")
             continue
+        # AdvisorPolicy is cluster-scoped: a second file with the same name replaces the first
+        clashes = [p.name for p in policies if p.name in defined]
+        if clashes:
+            failed = True
+            for name in clashes:
+                print(f"{path}: metadata.name: policy {name!r} is also defined in {defined[name]}")
+            continue
+        defined.update(dict.fromkeys((p.name for p in policies), path))
         names = ", ".join(f"{p.name} ({p.mode.value})" for p in policies)
         print(f"{path}: OK: {names}")
     return 1 if failed else 0
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from policies import PolicyError, load_policies, select_policy, specificity
+    from policies import PolicyError, select_policy, specificity
     from policies.engine import decide, evaluate_rules, is_exempt
     from policies.jobstate import JobStateError, state_from_dict
+    from policies.loader import policies_from_text
 
     try:
-        policies = load_policies(_read(args.file))
+        policies = policies_from_text(_read(args.file))
     except PolicyError as exc:
         raise CommandError(
             f"{args.file} is not a valid AdvisorPolicy: {exc.errors[0][0]}: {exc.errors[0][1]}"
@@ -144,8 +180,24 @@ def _explain(args: argparse.Namespace) -> int:
     if not decision.actions:
         print("  no action")
     if decision.state:
-        print("state: " + ", ".join(f"{k}={v:g}" for k, v in sorted(decision.state.items())))
+        print(
+            "state: " + ", ".join(f"{k}={_state_value(k, v, now)}" for k, v in sorted(decision.state.items()))
+        )
     return 0
+
+
+def _state_value(key: str, value: float, now: float) -> str:
+    """A rule-state entry as a person reads it: a time (``plateau.since``) as a UTC time and how
+    long ago, anything else as a number."""
+    if key.rsplit(".", 1)[-1] in ("since", "at", "time", "until") and value > 1e8:
+        from datetime import UTC, datetime
+
+        from advisor.controller.render import format_duration
+
+        when = datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ago = now - value
+        return f"{when} ({format_duration(ago)} ago)" if ago >= 0 else f"{when} (in {format_duration(-ago)})"
+    return f"{value:g}"
 
 
 def _decision_json(decision: Any) -> dict[str, Any]:

@@ -156,10 +156,11 @@ def run(args: argparse.Namespace) -> int:
             ) from exc
     import asyncio
 
-    from advisor.controller.cliutil import configure_logging
+    from advisor.controller.cliutil import configure_logging, probe_cluster
     from advisor.controller.engine import EngineConfig
     from advisor.controller.operator import LeadershipLost, OperatorOptions, run_operator
 
+    probe_cluster(args)  # no kubeconfig, or no API server: one line now, not retries later
     configure_logging(args.log_format, args.log_level)
     if args.recommend_only:
         import logging

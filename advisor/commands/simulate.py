@@ -10,23 +10,21 @@ runs, and prints the rows side by side; ``--json`` and ``--report`` write them o
 from __future__ import annotations
 
 import argparse
-import re
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from advisor.cli import CommandError, require_extra
+from advisor.cli import (
+    CommandError,
+    duration,
+    non_negative_int,
+    positive_duration,
+    positive_int,
+    require_extra,
+)
 
 __all__ = ["register", "run"]
-
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def _duration(text: str) -> float:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 30m, 2h)")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
 def _samples_dir() -> Path:
@@ -46,10 +44,12 @@ def register(subparsers: Any) -> None:
         "--trace-format", default="auto", choices=["auto", "philly", "itp", "gavel", "tiresias", "csv"]
     )
     p.add_argument("--skip-bad-rows", action="store_true", help="skip malformed trace rows and count them")
-    p.add_argument("--limit", type=int, help="read at most this many trace rows")
-    p.add_argument("--jobs", type=int, default=None, help="synthetic trace: number of jobs")
+    p.add_argument("--limit", type=positive_int, help="read at most this many trace rows")
+    p.add_argument("--jobs", type=positive_int, default=None, help="synthetic trace: number of jobs")
     p.add_argument("--hours", type=float, default=None, help="synthetic trace: arrival window in hours")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the scenario (0 or more; default 0)"
+    )
     p.add_argument(
         "--seeds",
         default=None,
@@ -76,10 +76,12 @@ def register(subparsers: Any) -> None:
         default="no-advisor,fixed-interval,patience,median-stopping",
         help="comma-separated baselines to run (no-advisor always runs first: it is what savings are vs)",
     )
-    p.add_argument("--fixed-interval", type=_duration, default=1800.0, help="fixed-interval baseline (30m)")
+    p.add_argument(
+        "--fixed-interval", type=positive_duration, default=1800.0, help="fixed-interval baseline (30m)"
+    )
     p.add_argument(
         "--forecast-interval",
-        type=_duration,
+        type=positive_duration,
         default=1200.0,
         help="re-forecast a quiet job at most this often (default 20m); a job near a plateau or "
         "divergence decision is re-forecast every 5m (or this often, if shorter). The controller "
@@ -96,7 +98,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--close-interval",
-        type=_duration,
+        type=duration,
         default=None,
         help="with --looks-per-run: re-forecast a run whose loss is flattening (or rising) this often "
         "(default: the forecast interval; the Philly replay uses 40m with a 1h forecast interval)",
@@ -111,16 +113,16 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--tick-max",
-        type=_duration,
+        type=positive_duration,
         default=1800.0,
         help="longest spacing of a job's advisor ticks (default 30m; raise it for huge traces)",
     )
     p.add_argument(
-        "--mtbf", type=_duration, default=None, help="per-node mean time between failures (0: none)"
+        "--mtbf", type=duration, default=None, help="per-node mean time between failures (0: none)"
     )
     p.add_argument(
         "--job-checkpoint-interval",
-        type=_duration,
+        type=duration,
         default=None,
         help="the jobs' own periodic checkpoint interval (0: none; default 2h)",
     )
@@ -153,7 +155,16 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--ray", default=None, metavar="ADDRESS", help="with --sweep: run on this Ray cluster (extra: ray)"
     )
-    p.add_argument("--json", type=Path, help="write the rows as JSON to this file")
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="FILE",
+        help="print the rows as JSON on stdout (the table then goes to stderr), as `forecast --json` "
+        "does; `--json FILE` (deprecated: use --json-file) writes them to FILE",
+    )
+    p.add_argument("--json-file", type=Path, metavar="FILE", help="write the rows as JSON to FILE")
     p.add_argument("--report", type=Path, help="write a Markdown report with plots to this directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -225,8 +236,12 @@ def _strategies(args: argparse.Namespace) -> list[Any]:
         if args.policy is None and not paths:
             print("simulate: no sample policies found; running the baselines only", file=sys.stderr)
         for path in paths:
+            if path.is_dir():
+                raise CommandError(f"{path}: is a directory, not a policy file")
             if not path.is_file():
                 raise CommandError(f"{path}: no such policy file")
+            if not _fails(path) and not _policies_in(path):
+                raise CommandError(f"{path}: no AdvisorPolicy found (as `policy validate` says)")
         if args.looks_per_run is not None and not args.looks_per_run >= 1:
             raise CommandError(f"--looks-per-run must be at least 1, got {args.looks_per_run:g}")
         if args.close_interval is not None and not args.close_interval > 0:
@@ -261,12 +276,12 @@ def seed_rows(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
     return [r.metrics for r in run_rows(_scenario(one), _strategies(one), progress=False)]
 
 
-def _run_seeds(args: argparse.Namespace) -> int:
+def _run_seeds(args: argparse.Namespace, json_out: Path | str | None) -> int:
     import functools
 
     from tqdm import tqdm
 
-    from simulator.report import format_table, write_json
+    from simulator.report import format_table, json_text, write_json
     from simulator.seeds import SeedError, parse_seeds, pool_rows, run_seeds, spread_table
 
     if args.report is not None:
@@ -288,17 +303,21 @@ def _run_seeds(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     pooled = pool_rows(by_seed, seeds)
-    print(format_table(pooled))
-    print()
-    print(spread_table(pooled))
+    human = sys.stderr if json_out == "-" else sys.stdout
+    print(format_table(pooled), file=human)
+    print(file=human)
+    print(spread_table(pooled), file=human)
     label = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else args.seeds
     print(
         f"\n{len(scenario.trace.jobs)} jobs per seed ({scenario.trace.source}), {scenario.capacity} GPUs, "
-        f"seeds {label} ({len(seeds)}): counts and GPU-hours summed over the seeds, times averaged"
+        f"seeds {label} ({len(seeds)}): counts and GPU-hours summed over the seeds, times averaged",
+        file=human,
     )
-    if args.json is not None:
-        meta = {"scenario": scenario.name, "seeds": seeds, "capacity_gpus": scenario.capacity}
-        write_json(pooled, args.json, meta)
+    meta = {"scenario": scenario.name, "seeds": seeds, "capacity_gpus": scenario.capacity}
+    if json_out == "-":
+        print(json_text(pooled, meta), end="")
+    elif isinstance(json_out, Path):
+        write_json(pooled, json_out, meta)
     return 0
 
 
@@ -366,7 +385,7 @@ def sweep_points(
     return points
 
 
-def _run_sweep(args: argparse.Namespace) -> int:
+def _run_sweep(args: argparse.Namespace, json_out: Path | str | None) -> int:
     from tqdm import tqdm
 
     from advisor.sweep import (
@@ -415,27 +434,34 @@ def _run_sweep(args: argparse.Namespace) -> int:
     points = sweep_points(settings, seeds, base, rows)
     frontier = pareto(points)
     best = best_within(points, budget)
-    print(sweep_table(points, frontier, best))
+    human = sys.stderr if json_out == "-" else sys.stdout
+    print(sweep_table(points, frontier, best), file=human)
     label = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
     print(
         f"\n{len(settings)} settings of {args.policy[0]} x {n} seed(s) ({label}) of {scenario.name}: saved = "
         "non-learning GPU-hours saved against no-advisor (pooled; min / median / max over seeds); "
-        "* on the Pareto frontier (saved against wrong stops at 1%)"
+        "* on the Pareto frontier (saved against wrong stops at 1%)",
+        file=human,
     )
     if best is None:
-        print(f"no setting stays within {budget:.2%} wrong stops")
+        print(f"no setting stays within {budget:.2%} wrong stops", file=human)
     else:
         p = points[best]
         print(
             f"best within {budget:.2%} wrong stops: {p['label']} "
-            f"({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong)"
+            f"({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong)",
+            file=human,
         )
-    if args.json is not None:
+    if json_out is not None:
         import json
 
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         doc = {"points": points, "frontier": frontier, "best": best, "max_wrong": budget}
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        if json_out == "-":
+            print(json.dumps(doc, indent=2))
+        else:
+            json_out = Path(json_out)
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(doc, indent=2) + "\n")
     if args.report is not None:
         plot_frontier(
             points,
@@ -451,11 +477,13 @@ def run(args: argparse.Namespace) -> int:
     require_extra("tqdm", "sim", "the simulator")
     if args.report is not None:
         require_extra("matplotlib", "sim", "--report")
+    json_out = _json_target(args)
+    _check_outputs(json_out, args.report)
     if args.sweep:
-        return _run_sweep(args)
+        return _run_sweep(args, json_out)
     if args.seeds is not None:
-        return _run_seeds(args)
-    from simulator.report import format_table, write_json, write_report
+        return _run_seeds(args, json_out)
+    from simulator.report import format_table, json_text, write_json, write_report
     from simulator.runner import run_rows
 
     scenario = _scenario(args)
@@ -479,21 +507,69 @@ def run(args: argparse.Namespace) -> int:
         "wall_seconds": round(wall, 2),
         "simulated_job_hours_per_wall_second": round(job_h / wall, 1) if wall > 0 else None,
     }
-    print(format_table(rows))
+    # with JSON on stdout the human-readable part goes to stderr, so that stdout parses
+    human = sys.stderr if json_out == "-" else sys.stdout
+    print(format_table(rows), file=human)
     print(
         f"\n{len(trace.jobs)} jobs ({trace.source}; {trace.skipped} bad rows skipped), "
         f"{scenario.capacity} GPUs, "
         f"seed {scenario.seed}: {sim_h:.0f} simulated hours in {wall:.1f}s "
-        f"({meta['simulated_job_hours_per_wall_second']} simulated job-hours per wall-second)"
+        f"({meta['simulated_job_hours_per_wall_second']} simulated job-hours per wall-second)",
+        file=human,
     )
-    if args.json is not None:
-        write_json(rows, args.json, meta)
+    if json_out == "-":
+        print(json_text(rows, meta), end="")
+    elif isinstance(json_out, Path):
+        write_json(rows, json_out, meta)
     if args.report is not None:
         path = write_report(
             results, args.report, title="trainjob-advisor simulation", meta=meta, capacity=scenario.capacity
         )
-        print(f"report: {path}")
+        print(f"report: {path}", file=human)
     return 0
+
+
+def _json_target(args: argparse.Namespace) -> Path | str | None:
+    """Where the JSON rows go: ``"-"`` (stdout), a file, or nowhere."""
+    if args.json is not None and args.json_file is not None:
+        raise CommandError("give --json or --json-file, not both")
+    if args.json_file is not None:
+        return Path(args.json_file)
+    if args.json is None or args.json == "-":
+        return args.json
+    print(
+        f"simulate: --json FILE is deprecated; use --json-file {args.json} (or --json > {args.json})",
+        file=sys.stderr,
+    )
+    return Path(args.json)
+
+
+def _check_outputs(json_out: Path | str | None, report: Path | None) -> None:
+    """Fail before the run, not after it: an output that cannot be written is a usage error."""
+    if isinstance(json_out, Path):
+        if json_out.is_dir():
+            raise CommandError(f"--json-file {json_out}: is a directory")
+        _writable_dir(json_out.parent, f"--json-file {json_out}")
+        if json_out.exists() and not os.access(json_out, os.W_OK):
+            raise CommandError(f"--json-file {json_out}: not writable")
+    if report is not None:
+        if report.exists() and not report.is_dir():
+            raise CommandError(f"--report {report}: exists and is not a directory")
+        _writable_dir(report if report.exists() else report.parent, f"--report {report}")
+
+
+def _writable_dir(directory: Path, what: str) -> None:
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # the nearest ancestor that exists is where it gets created
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise CommandError(f"{what}: cannot write into {existing}")
+
+
+def _policies_in(path: Path) -> int:
+    from policies import load_policies
+
+    return len(load_policies(path))
 
 
 def _fails(path: Path) -> bool:

@@ -225,6 +225,7 @@ class Actuator:
         if entry is None or entry.get("stage") != "recorded":
             return None
         kind = ActionKind(entry["kind"])
+
         def attempt() -> Outcome:
             if not self.may_act():  # checked before every attempt: a deposed leader must not act
                 raise PermissionError("the leader Lease is not held")

@@ -18,10 +18,12 @@ __all__ = [
     "JsonFormatter",
     "add_cluster_args",
     "age",
+    "api_client_for",
     "cluster_api",
     "configure_logging",
     "parse_ref",
     "print_table",
+    "probe_cluster",
 ]
 
 
@@ -35,13 +37,47 @@ def add_cluster_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cluster_api(args: argparse.Namespace) -> Any:
-    from advisor.cli import CommandError
-    from advisor.controller.api import ClusterApi, load_api_client
+    from advisor.controller.api import ClusterApi
 
+    return ClusterApi(api_client_for(args))
+
+
+def api_client_for(args: argparse.Namespace) -> Any:
+    """The kubeconfig's (or the in-cluster) ApiClient; a missing or broken kubeconfig is one line."""
+    from advisor.cli import CommandError
+    from advisor.controller.api import load_api_client
+
+    kubeconfig = getattr(args, "kubeconfig", None)
     try:
-        return ClusterApi(load_api_client(getattr(args, "kubeconfig", None), getattr(args, "context", None)))
+        return load_api_client(kubeconfig, getattr(args, "context", None))
     except Exception as exc:  # kubeconfig missing or unreadable
-        raise CommandError(f"cannot connect to the cluster: {exc}") from exc
+        text = str(exc)
+        if "No configuration found" in text or "does not exist" in text:
+            where = kubeconfig or "$KUBECONFIG or ~/.kube/config"
+            text = f"no kubeconfig found at {where} and not running in a cluster (pass --kubeconfig FILE)"
+        raise CommandError(f"cannot connect to the cluster: {text}") from None
+
+
+def probe_cluster(args: argparse.Namespace, timeout: float = 5.0) -> None:
+    """One cheap request (``/version``) before a long-running command starts, so that an
+    unreachable or refusing API server is one line, not minutes of retries and tracebacks."""
+    from kubernetes import client
+
+    from advisor.cli import CommandError
+
+    api_client = api_client_for(args)
+    host = api_client.configuration.host
+    try:
+        client.VersionApi(api_client).get_code(_request_timeout=(timeout, timeout))
+    except Exception as exc:
+        status = getattr(exc, "status", None)
+        if status in (401, 403):
+            raise CommandError(f"the API server at {host} refused the credentials (HTTP {status})") from None
+        reason = getattr(exc, "reason", None) or exc
+        reason = str(reason).splitlines()[0][:200]
+        raise CommandError(f"cannot reach the API server at {host}: {reason}") from None
+    finally:
+        api_client.close()
 
 
 def api_error(exc: BaseException, what: str) -> Exception:

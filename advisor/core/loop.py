@@ -424,6 +424,7 @@ class AdvisorCore:
         if rec.runtime == runtime:
             saves, misses = saves - rec.checkpoint.sigterm_saves, misses - rec.checkpoint.sigterm_misses
         return (max(0, saves), max(0, misses))
+
     def _note_phase(self, rec: JobRecord, job: JobView, total: int | None, now: float | None) -> None:
         """Derive the job's lifecycle phase; stamp a change with ``now`` (when the caller knows it).
 

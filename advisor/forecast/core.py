@@ -464,7 +464,10 @@ def forecast(
 ) -> Forecast:
     """Forecast where a run ends: see DESIGN.md's Forecast contract. Never raises on bad data."""
     try:
-        return _run(steps, values, total_steps, times, learning_rates, epochs, None)[0]
+        # 1e300 losses overflow a square on the way: the fit copes (non-finite candidates are
+        # dropped) and says so in the warnings; numpy's own warnings would only add noise on stderr
+        with np.errstate(all="ignore"):
+            return _run(steps, values, total_steps, times, learning_rates, epochs, None)[0]
     except Exception as exc:  # last line of defence: a forecast must never crash its caller
         nan = float("nan")
         return Forecast(
@@ -485,22 +488,24 @@ def forecast_with_parts(
     epochs: Any = None,
 ) -> tuple[Forecast, Mapping[str, Any]]:
     """Like ``forecast`` but also returns the ensemble's internals (for calibration and explain)."""
-    fc, parts = _run(steps, values, total_steps, times, learning_rates, epochs, None)
+    with np.errstate(all="ignore"):
+        fc, parts = _run(steps, values, total_steps, times, learning_rates, epochs, None)
     return fc, parts.__dict__
 
 
 def forecast_curve(curve: Any, *, total_steps: Any = None) -> Forecast:
     """Forecast from an ``advisor.model.Curve``: fits its last restart segment."""
     try:
-        return _run(
-            curve.steps,
-            curve.values,
-            total_steps,
-            curve.times,
-            curve.learning_rates,
-            curve.epochs,
-            getattr(curve, "segments", None),
-        )[0]
+        with np.errstate(all="ignore"):
+            return _run(
+                curve.steps,
+                curve.values,
+                total_steps,
+                curve.times,
+                curve.learning_rates,
+                curve.epochs,
+                getattr(curve, "segments", None),
+            )[0]
     except Exception as exc:
         nan = float("nan")
         return Forecast(

@@ -21,7 +21,15 @@ from advisor.model import Curve
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
 from advisor.sources.columns import HF_ROLES, ROLES, Column, resolve_columns
 
-__all__ = ["MAX_FILE_BYTES", "METRICS", "LoadedCurve", "SourceError", "load_curve", "load_curves"]
+__all__ = [
+    "MAX_FILE_BYTES",
+    "METRICS",
+    "LoadedCurve",
+    "SourceError",
+    "load_curve",
+    "load_curve_bytes",
+    "load_curves",
+]
 
 #: files larger than this are refused (a 24,000-step trainer_state.json is ~3 MB)
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -99,23 +107,61 @@ def load_curve(path: str | Path, *, metric: str | None = None, curve_id: str | N
     the file has one, else its evaluation loss. ``curve_id`` selects one run in a file that holds
     several (a ``curve_id``/``run_id`` column).
     """
+    return _parse(path, _read_text(Path(path)), metric, curve_id)
+
+
+def load_curve_bytes(
+    data: bytes, name: str = "<stdin>", *, metric: str | None = None, curve_id: str | None = None
+) -> LoadedCurve:
+    """Like ``load_curve``, from the bytes of a file read elsewhere (``-``: standard input);
+    ``name`` stands for the path in messages."""
+    if len(data) > MAX_FILE_BYTES:
+        raise SourceError(name, f"input of {len(data)} bytes exceeds the limit of {MAX_FILE_BYTES}")
+    return _parse(name, _decode(name, data), metric, curve_id)
+
+
+def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
     if metric is not None and metric not in METRICS:
         raise SourceError(path, f"unknown metric {metric!r} (choose one of {', '.join(METRICS)})")
-    text = _read_text(Path(path))
     head = text.lstrip()
-    if head.startswith(("{", "[")):
+    if head.startswith(("{", "[", '"')) or head.rstrip() in ("null", "true", "false"):
         try:
             document = json.loads(text)
         except (ValueError, RecursionError):
             document = None
+        else:
+            if not isinstance(document, dict | list):
+                raise SourceError(path, f"{_FORMATS_HINT}: the file is a single JSON {_json_kind(document)}")
         if isinstance(document, dict) and "log_history" in document:
             return _from_trainer_state(path, document, metric)
         if isinstance(document, list):
-            records = [(f"entry {i}", None, r) for i, r in enumerate(document)]
-            return _assemble(path, "JSON", records, metric, curve_id, ROLES)
+            return _assemble(path, "JSON", _json_list_records(path, document), metric, curve_id, ROLES)
         if head.startswith("{"):
             return _assemble(path, "JSONL", _jsonl_records(path, text), metric, curve_id, ROLES)
     return _from_table(path, text, metric, curve_id)
+
+
+#: what a file that is none of them is told
+_FORMATS_HINT = "not a recognised loss log (CSV/TSV with a step,loss header, JSONL, or trainer_state.json)"
+
+
+def _json_list_records(path: str | Path, document: list[object]) -> list[Record]:
+    records: list[Record] = []
+    for i, r in enumerate(document):
+        if not isinstance(r, dict):
+            raise SourceError(
+                path, f"{_FORMATS_HINT}: a JSON list of {_json_kind(r)}s, not of records", where=f"entry {i}"
+            )
+        records.append((f"entry {i}", None, r))
+    return records
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "number", float: "number", str: "string", list: "list"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _read_text(path: Path) -> str:
@@ -130,11 +176,19 @@ def _read_text(path: Path) -> str:
         raise SourceError(path, "is a directory, not a file") from None
     except OSError as exc:
         raise SourceError(path, f"cannot read: {exc.strerror or exc}") from None
+    return _decode(path, data)
+
+
+def _decode(path: str | Path, data: bytes) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise SourceError(path, "not UTF-8 text (a binary file?)", line=line) from None
+    if "\x00" in text:
+        raise SourceError(
+            path, "not a text file (it holds NUL bytes)", line=text[: text.index("\x00")].count("\n") + 1
+        )
     if not text.strip():
         raise SourceError(path, "empty file")
     return text
@@ -192,7 +246,19 @@ def _table_records(
         rows = rows[1:]
         if len(set(header)) != len(header):
             raise SourceError(path, "duplicate column names in the header", line=lines[0][0])
-    curve_column = resolve_columns(header).get("curve_id")
+    roles = resolve_columns(header)
+    missing = [
+        r for r, ok in (("step", "step" in roles), ("loss", {"loss", "eval_loss"} & roles.keys())) if not ok
+    ]
+    if missing:
+        # checked before the rows: a console log or another tool's dump is told what it is not,
+        # not that some line has the wrong number of fields
+        found = _listing([h for h in header if h])
+        what = f"no {' or '.join(missing)} field (found: {found})"
+        if delimiter is None:
+            what = f"{_FORMATS_HINT}: {what}"
+        raise SourceError(path, what, line=lines[0][0])
+    curve_column = roles.get("curve_id")
     if curve_id is not None and curve_column is not None:  # skip other runs early in multi-run dumps
         index = header.index(curve_column.name)
         wanted = curve_id.strip()
@@ -230,7 +296,7 @@ def load_curves(path: str | Path, *, metric: str | None = None) -> list[tuple[st
         if isinstance(document, dict) and "log_history" in document:
             return [(None, _from_trainer_state(path, document, metric))]
         if isinstance(document, list):
-            kind, records = "JSON", [(f"entry {i}", None, r) for i, r in enumerate(document)]
+            kind, records = "JSON", _json_list_records(path, document)
         elif head.startswith("{"):
             kind, records = "JSONL", _jsonl_records(path, text)
         else:

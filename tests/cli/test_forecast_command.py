@@ -18,7 +18,10 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(["forecast", *argv])
+    try:
+        code = main(["forecast", *argv])
+    except SystemExit as exc:  # a usage error caught by argparse
+        code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -42,7 +45,7 @@ def test_summary_has_an_eta_when_times_and_total_are_known(capsys: pytest.Captur
 
 def test_summary_explains_a_missing_eta(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = run(capsys, str(FIXTURES / "trainer_state.json"))
-    assert "ETA             n/a (no timestamps in the input" in out
+    assert "ETA             n/a (a trainer_state.json logs no timestamps)" in out
 
 
 def test_json_mirrors_the_forecast_fields(capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,7 +134,9 @@ def test_a_bad_file_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], t
         ((), "give a FILE or --demo"),
         (("x.csv", "--demo"), "give a FILE or --demo"),
         (("{missing}",), "no such file"),
-        (("{fixture}", "--total-steps", "0"), "--total-steps must be positive"),
+        (("{fixture}", "--total-steps", "0"), "--total-steps: must be 1 or more"),
+        (("{fixture}", "--total-steps", "10"), "--total-steps 10 is below the last step in the file (20)"),
+        (("--demo", "--seed", "-1"), "--seed: must be 0 or more, got -1"),
         (("{fixture}", "--upto-step", "-5"), "--upto-step must be a non-negative number"),
         (("{fixture}", "--metric", "eval_loss"), "no evaluation-loss field"),
         (("{fixture}", "--plot", "/nonexistent-dir/out.png"), "cannot write plot"),
