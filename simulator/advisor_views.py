@@ -40,7 +40,11 @@ class AdvisorViews:
         """The adapter's base view; the core fills in the history-derived fields. A job's view is
         rebuilt only when a field of it changed (views are frozen, so ticks may share one)."""
         wl = job.workload
+        world = self._sim.world
         admitted_at = wl.admitted_at if wl.admitted else None
+        # minRuntime counts from the job's creation, as the controller reads creationTimestamp, or
+        # from its first start (a scenario setting)
+        started = job.trace.submit if world.runtime_from == "creation" else job.first_start
         stamp = (
             job.gpus,
             job.nodes,
@@ -48,7 +52,7 @@ class AdvisorViews:
             wl.active,
             wl.admitted,
             admitted_at,
-            job.first_start,
+            started,
             wl.finished,
         )
         cached = self._job_views.get(job.idx)
@@ -64,14 +68,15 @@ class AdvisorViews:
             priority=wl.priority,
             gpus=job.gpus,
             nodes=job.nodes,
-            min_nodes=1,
-            max_nodes=max(job.nodes, 2 * job.nodes),
+            # elastic bounds only when the scenario's jobs declare them (a TrainJob declares none)
+            min_nodes=1 if world.elastic else None,
+            max_nodes=max(job.nodes, 2 * job.nodes) if world.elastic else None,
             active=wl.active,
             admitted=wl.admitted,
             admitted_at=admitted_at,
             grace_period_s=job.grace_s,
             runtime=SIM_RUNTIME,
-            started_at=job.first_start,
+            started_at=started,
             # the same lifecycle signals a controller reads from the job's Workload
             signals=LifecycleSignals(
                 has_workload=True,

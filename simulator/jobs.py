@@ -71,9 +71,19 @@ class WorldConfig:
     label_rate: float = 0.0
     #: share of those labels that are wrong (a pre-training run labelled a fine-tune or back)
     label_error: float = 0.0
+    #: whether jobs declare elastic bounds (1 to twice their nodes, as a PyTorchJob's elasticPolicy);
+    #: off, the controller's case for a TrainJob, which declares none and is never resized
+    elastic: bool = False
+    #: when a job's ``minRuntime`` starts counting: "creation" (the controller reads the object's
+    #: creationTimestamp, so time queued counts) or "admission" (its first start)
+    runtime_from: str = "creation"
     #: Kueue's PriorityBoost feature gate (alpha, off by default): the controller's default too
     priority_boost_enabled: bool = False
     horizon_s: float | None = None  # stop simulating here (None: until every job is accounted for)
+
+    def __post_init__(self) -> None:
+        if self.runtime_from not in ("creation", "admission"):
+            raise ValueError(f"runtime_from must be creation or admission, got {self.runtime_from!r}")
 
 
 @dataclass(slots=True)

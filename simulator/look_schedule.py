@@ -241,7 +241,10 @@ class LookSchedule:
         from policies.engine import judged_from
 
         rec = self.core.record(job.key)
-        start = job.first_start if job.first_start is not None else now
+        # the policies count minRuntime from the view's start (creation or admission: the scenario's)
+        start = self.sim.job_view(job).started_at if self.sim is not None else job.first_start
+        if start is None:
+            start = job.first_start if job.first_start is not None else now
         earliest = math.inf
         for policy in self.policies:
             at = judged_from(

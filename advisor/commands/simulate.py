@@ -133,6 +133,19 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--no-priority-boost", action="store_true", help="the gate off (the default)")
     p.add_argument(
+        "--elastic",
+        action="store_true",
+        help="jobs declare elastic bounds (1 to twice their nodes) that scaling rules may use; off by "
+        "default, as for a TrainJob, which the controller never resizes",
+    )
+    p.add_argument(
+        "--runtime-from",
+        choices=("creation", "admission"),
+        default=None,
+        help="when a policy's minRuntime starts: the job's creation (default, as the controller reads "
+        "creationTimestamp) or its first admission",
+    )
+    p.add_argument(
         "--label-rate",
         type=float,
         default=None,
@@ -212,6 +225,10 @@ def _scenario(args: argparse.Namespace) -> Any:
     for flag, value in (("--label-rate", args.label_rate), ("--label-error", args.label_error)):
         if value is not None and not 0.0 <= value <= 1.0:
             raise CommandError(f"{flag} must be between 0 and 1, got {value:g}")
+    if args.elastic:
+        changes["elastic"] = True
+    if args.runtime_from is not None:
+        changes["runtime_from"] = args.runtime_from
     if args.label_rate is not None:
         changes["label_rate"] = args.label_rate
     if args.label_error is not None:
