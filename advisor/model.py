@@ -342,6 +342,8 @@ class ClusterView:
     cluster_queues: Mapping[str, ClusterQueueView] = field(default_factory=lambda: _EMPTY)
     workloads: tuple[WorkloadView, ...] = ()
     preemption_rate: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    hazard_evidence: Mapping[str, tuple[int, float]] = field(default_factory=lambda: _EMPTY)
+    """``(preemptions + node failures, admitted seconds)`` per ClusterQueue (``policies.hazard``)."""
     """Observed evictions (preemptions + failures) per workload-second, per ClusterQueue."""
     priority_boost_enabled: bool = False
     policy_action_times: Mapping[str, tuple[float, ...]] = field(default_factory=lambda: _EMPTY)

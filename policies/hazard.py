@@ -18,10 +18,14 @@ so a workload admitted now also contributes ``now - admitted_at`` (the Admitted 
 transition time). Dividing by the accumulated field alone leaves every running, never-evicted
 workload out of the denominator and inflates the rate by orders of magnitude.
 
-The estimate is the maximum-likelihood rate of a Poisson process (events over exposure), per
-ClusterQueue: a queue with exposure and no interruptions gets 0 (the rules then checkpoint at
-their longest interval), a queue without exposure gets no entry (the rules fall back to their
-policy's default hazard).
+``hazard_evidence`` gives both counts per ClusterQueue (``ClusterView.hazard_evidence``);
+``hazard_by_queue`` their ratio, the maximum-likelihood rate of a Poisson process
+(``ClusterView.preemption_rate``, for display and for adapters that give only a rate). The rules
+read ``queue_hazard``: the posterior mean under a Gamma prior worth one interruption at the
+policy's default rate, ``(events + 1) / (seconds + 1 / default)``. A queue admitted for a few
+minutes without a preemption is not taken for one that never preempts (the maximum-likelihood
+rate would say 0, and every job on it would wait ``maxInterval`` for its first checkpoint); over
+a long exposure the data win.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ __all__ = [
     "HAZARD_REASONS",
     "Exposure",
     "hazard_by_queue",
+    "hazard_evidence",
+    "queue_hazard",
     "workload_exposure",
 ]
 
@@ -77,8 +83,8 @@ def workload_exposure(
     )
 
 
-def hazard_by_queue(exposures: Iterable[Exposure]) -> dict[str, float]:
-    """Interruptions per admitted second, per ClusterQueue with any admitted time."""
+def hazard_evidence(exposures: Iterable[Exposure]) -> dict[str, tuple[int, float]]:
+    """``(interruptions, admitted seconds)`` per ClusterQueue with any admitted time."""
     events: dict[str, int] = {}
     seconds: dict[str, float] = {}
     for e in exposures:
@@ -86,4 +92,35 @@ def hazard_by_queue(exposures: Iterable[Exposure]) -> dict[str, float]:
             continue
         events[e.cluster_queue] = events.get(e.cluster_queue, 0) + e.interruptions
         seconds[e.cluster_queue] = seconds.get(e.cluster_queue, 0.0) + e.admitted_seconds
-    return {cq: events[cq] / t for cq, t in seconds.items() if t > 0.0}
+    return {cq: (events[cq], t) for cq, t in seconds.items() if t > 0.0}
+
+
+def hazard_by_queue(exposures: Iterable[Exposure]) -> dict[str, float]:
+    """Interruptions per admitted second (maximum likelihood), per ClusterQueue with admitted time."""
+    return rates_of(hazard_evidence(exposures))
+
+
+def rates_of(evidence: Mapping[str, tuple[int, float]]) -> dict[str, float]:
+    return {cq: k / t for cq, (k, t) in evidence.items() if t > 0.0}
+
+
+def queue_hazard(
+    cluster_queue: str | None,
+    *,
+    evidence: Mapping[str, tuple[int, float]],
+    rates: Mapping[str, float],
+    default_per_s: float,
+) -> float:
+    """The hazard a rule should plan for on ``cluster_queue``, per second of admission: the
+    posterior mean ``(k + 1) / (T + 1 / default)`` from the queue's evidence; an adapter's bare
+    rate where it gave no evidence; else the default."""
+    found = evidence.get(cluster_queue or "")
+    if found is not None:
+        k, t = found
+        if default_per_s > 0 and math.isfinite(default_per_s):
+            return (k + 1.0) / (t + 1.0 / default_per_s)
+        return k / t if t > 0 else 0.0
+    rate = rates.get(cluster_queue or "")
+    if rate is not None and math.isfinite(rate) and rate >= 0:
+        return rate
+    return default_per_s

@@ -46,7 +46,7 @@ from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
 from advisor.model import DISRUPTIVE_KINDS, ClusterView, Decision, JobView, LifecycleSignals, Mode, job_key
 from advisor.sources.lifecycle import job_signals
-from policies.hazard import hazard_by_queue, workload_exposure
+from policies.hazard import hazard_evidence, rates_of, workload_exposure
 
 __all__ = ["Engine", "EngineConfig"]
 
@@ -385,7 +385,7 @@ class Engine:
         return lq.cluster_queue if lq is not None and lq.cluster_queue else None
 
     def _cluster_view(self, now: float) -> ClusterView:
-        rates = hazard_by_queue(
+        evidence = hazard_evidence(
             workload_exposure(
                 cq,
                 dict(wl.evictions_by_reason),
@@ -399,7 +399,8 @@ class Engine:
         return ClusterView(
             cluster_queues={name: cq.view() for name, cq in self.cluster_queues.items()},
             workloads=tuple(w.view() for w in self.workloads.values() if not w.finished),
-            preemption_rate=rates,
+            preemption_rate=rates_of(evidence),
+            hazard_evidence=evidence,
             priority_boost_enabled=self.config.priority_boost_enabled,
         )
 

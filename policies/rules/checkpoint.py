@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 from advisor.model import ActionKind
+from policies.hazard import queue_hazard
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, unsaved_since
 from policies.savewindow import miss_probability, needed_grace, save_seconds, step_seconds
@@ -24,6 +25,8 @@ from policies.victims import can_be_preempted
 from policies.youngdaly import checkpoint_interval
 
 NAME = "checkpoint"
+#: the rule name of the grace-period advice (its own, so that it is paced apart from checkpoints)
+SAVE_WINDOW = "save-window"
 
 
 def interval(ctx: Context, rule: CheckpointRule) -> tuple[float, float, float]:
@@ -36,9 +39,12 @@ def interval(ctx: Context, rule: CheckpointRule) -> tuple[float, float, float]:
     cost = job.checkpoint.cost_seconds
     if cost is None or not math.isfinite(cost) or cost < 0:
         cost = rule.default_cost
-    hazard = cluster.preemption_rate.get(job.cluster_queue or "")
-    if hazard is None or not math.isfinite(hazard) or hazard < 0:
-        hazard = rule.default_hazard_per_hour / 3600.0
+    hazard = queue_hazard(
+        job.cluster_queue,
+        evidence=cluster.hazard_evidence,
+        rates=cluster.preemption_rate,
+        default_per_s=rule.default_hazard_per_hour / 3600.0,
+    )
     hazard *= miss_probability(job)
     ideal = checkpoint_interval(cost, hazard)
     return min(max(ideal, rule.min_interval), rule.max_interval), cost, hazard
@@ -50,8 +56,7 @@ def releases_possible(ctx: Context) -> bool:
         return False
     rules = ctx.policy.rules
     return any(
-        r is not None and r.enabled
-        for r in (rules.plateau, rules.divergence, rules.stall, rules.deadline)
+        r is not None and r.enabled for r in (rules.plateau, rules.divergence, rules.stall, rules.deadline)
     )
 
 
@@ -71,7 +76,7 @@ def _grace_advice(ctx: Context, preemptible: bool, out: Outcome) -> None:
     step, save = step_seconds(job), save_seconds(job)
     out.act(
         ActionKind.RECOMMEND,
-        NAME,
+        SAVE_WINDOW,
         f"set terminationGracePeriodSeconds >= {need:.0f} (now {job.grace_period_s:.0f}): a save on "
         f"SIGTERM needs the step under way ({dur(step or 0.0)}) plus a save ({dur(save or 0.0)})",
         would="set-grace-period",

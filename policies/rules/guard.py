@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 
 from advisor.model import ActionKind, ClusterView, JobView, WorkloadView
+from policies.hazard import queue_hazard
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
 from policies.savewindow import miss_probability
@@ -66,6 +67,21 @@ def _preemptible(cluster: ClusterView, cq_name: str) -> bool:
     )
 
 
+def _hazard(ctx: Context, cq_name: str, *, observed: bool = False) -> float:
+    """The queue's hazard per admitted second (``policies.hazard.queue_hazard``), with the
+    checkpoint rule's default as the prior (none without that rule, or when only what was
+    ``observed`` counts: a queue "that evicts often" must have been seen evicting)."""
+    ck = ctx.policy.rules.checkpoint
+    use_prior = ck is not None and ck.enabled and not observed
+    default = ck.default_hazard_per_hour / 3600.0 if use_prior and ck is not None else 0.0
+    return queue_hazard(
+        cq_name,
+        evidence=ctx.cluster.hazard_evidence,
+        rates=ctx.cluster.preemption_rate,
+        default_per_s=default,
+    )
+
+
 def standing_boost(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView) -> int:
     """The standing boost ``w`` may carry now (0: none; the rule then behaves as without it).
 
@@ -84,10 +100,7 @@ def standing_boost(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView) -> 
         return 0
     if not _preemptible(cluster, cq.name) or not can_be_preempted(cluster, w):
         return 0
-    hazard = cluster.preemption_rate.get(cq.name, 0.0)
-    if not math.isfinite(hazard) or hazard <= 0.0:
-        ck = ctx.policy.rules.checkpoint
-        hazard = ck.default_hazard_per_hour / 3600.0 if ck is not None and ck.enabled else 0.0
+    hazard = _hazard(ctx, cq.name)
     if hazard * 3600.0 < rule.likely_hazard_per_hour:
         return 0
     sharing = cluster_index(cluster).sharing.get(cq.name, frozenset({cq.name}))
@@ -218,7 +231,7 @@ def _guard(
     if index.victims is None:
         index.victims = frozenset((v.namespace, v.name) for v in predict_victims(ctx.cluster))
     certain = (w.namespace, w.name) in index.victims
-    hazard = ctx.cluster.preemption_rate.get(w.cluster_queue, 0.0)
+    hazard = _hazard(ctx, w.cluster_queue, observed=True)
     likely = False
     if not certain and rule.likely_victims and hazard * 3600.0 >= rule.likely_hazard_per_hour:
         if index.first is None:

@@ -44,3 +44,24 @@ def test_rates_are_events_over_exposure_per_queue() -> None:
 def test_non_finite_accumulated_time_is_ignored() -> None:
     e = workload_exposure("q", {"Preempted": 1}, past_admitted_seconds=math.nan, admitted_since=0.0, now=10.0)
     assert e.admitted_seconds == 10.0
+
+
+def test_the_rules_plan_for_the_posterior_not_a_lucky_zero() -> None:
+    from policies.hazard import hazard_evidence, queue_hazard
+
+    default = 0.1 / 3600.0
+    evidence = hazard_evidence(
+        [Exposure("young", admitted_seconds=600.0), Exposure("old", admitted_seconds=1e7)]
+    )
+    young = queue_hazard("young", evidence=evidence, rates={}, default_per_s=default)
+    old = queue_hazard("old", evidence=evidence, rates={}, default_per_s=default)
+    # ten minutes without a preemption barely move the prior; months of it do
+    assert young == pytest.approx(1 / (600.0 + 36000.0)) and young > 0.9 * default
+    assert old < 0.01 * default
+    busy = hazard_evidence([Exposure("spot", preemptions=50, admitted_seconds=50 * 3600.0)])
+    assert queue_hazard("spot", evidence=busy, rates={}, default_per_s=default) == pytest.approx(
+        51 / (50 * 3600.0 + 36000.0)
+    )
+    # an adapter that gives only a rate, and a queue nobody has seen
+    assert queue_hazard("x", evidence={}, rates={"x": 0.5}, default_per_s=default) == 0.5
+    assert queue_hazard("y", evidence={}, rates={}, default_per_s=default) == default

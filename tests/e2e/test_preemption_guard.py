@@ -1,0 +1,275 @@
+"""Preemption on a real kube-apiserver with real Kueue (minimalkueue): the hazard the controller
+reads from Workload objects, the guard's boost around a checkpoint, the grace-period advice.
+
+The tests play the Trainer and the pods as ``test_controller_scenarios`` does (its ``Cluster``
+helper is reused) and Kueue's TrainJob integration where minimalkueue has none: once Kueue evicts
+a workload, the test releases its reservation as the job framework would (QuotaReserved=False,
+admission cleared), and Kueue's own workload controller does the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import controlplane as cp
+import pytest
+from controller_harness import FAST, KUEUE, MERGE, Controller, wait_for
+from test_controller_scenarios import Cluster, learning_curve, rfc3339
+
+from advisor.controller.kueue import parse_time, parse_workload
+from policies.hazard import hazard_by_queue, workload_exposure
+
+BOOST = "kueue.x-k8s.io/priority-boost"
+REQUEST = "advisor.trainjob-advisor.io/checkpoint-request"
+
+pytestmark = pytest.mark.kueue
+
+
+@pytest.fixture
+def cluster(admin_api: Any, e2e_namespace: str) -> Cluster:
+    return Cluster(admin_api, e2e_namespace)
+
+
+@pytest.fixture
+def queue(control_plane: cp.ControlPlane, cluster: Cluster) -> Iterator[str]:
+    """A 16-GPU ClusterQueue that preempts lower priorities, and the namespace's LocalQueue on it."""
+    cq = f"pre-{cluster.ns[-6:]}"
+    control_plane.apply(
+        [
+            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": cq}},
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": cq},
+                "spec": {
+                    "namespaceSelector": {},
+                    "preemption": {"withinClusterQueue": "LowerPriority"},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["nvidia.com/gpu"],
+                            "flavors": [
+                                {"name": cq, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "16"}]}
+                            ],
+                        }
+                    ],
+                },
+            },
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "queue", "namespace": cluster.ns},
+                "spec": {"clusterQueue": cq},
+            },
+        ]
+    )
+    yield cq
+    control_plane.delete_namespace(cluster.ns)
+    control_plane.delete("kueue.x-k8s.io/v1beta2", "ClusterQueue", cq, wait_s=30)
+    control_plane.delete("kueue.x-k8s.io/v1beta2", "ResourceFlavor", cq, wait_s=30)
+
+
+@pytest.fixture
+def policy_cleanup(control_plane: cp.ControlPlane) -> Iterator[list[str]]:
+    names: list[str] = []
+    yield names
+    for name in names:
+        control_plane.delete("advisor.trainjob-advisor.io/v1alpha1", "AdvisorPolicy", name)
+
+
+def _workload(cluster: Cluster, job: dict, *, priority: int = 0) -> str:
+    name = cluster.create_workload(job)
+    if priority:
+        cluster.custom.patch_namespaced_custom_object(
+            *KUEUE, cluster.ns, "workloads", name, {"spec": {"priority": priority}}
+        )
+    return name
+
+
+def _cond(wl: dict, kind: str) -> dict | None:
+    return next((c for c in (wl.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def _true(cluster: Cluster, name: str, kind: str) -> bool:
+    c = _cond(cluster.workload(name), kind)
+    return c is not None and c["status"] == "True"
+
+
+def _release_reservation(cluster: Cluster, name: str) -> float:
+    """Kueue's job integration after an eviction (minimalkueue runs none): the job is stopped and
+    the reservation released as ``workload.UnsetQuotaReservationWithCondition`` does it:
+    QuotaReserved and Admitted False, the admission cleared, the admitted time added to
+    ``accumulatedPastExecutionTimeSeconds`` (whole seconds). Returns the seconds added."""
+    wl = cluster.workload(name)
+    now = time.time()
+    admitted = parse_time(_cond(wl, "Admitted")["lastTransitionTime"])
+    assert admitted is not None
+    spent = int(now - admitted)
+    stamp = rfc3339(now)
+    conds = [
+        c for c in wl["status"]["conditions"] if c["type"] not in ("QuotaReserved", "Admitted", "Requeued")
+    ]
+    conds += [
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "Pending",
+            "message": "evicted",
+            "lastTransitionTime": stamp,
+        },
+        {
+            "type": "Admitted",
+            "status": "False",
+            "reason": "NoReservation",
+            "message": "evicted",
+            "lastTransitionTime": stamp,
+        },
+        {
+            "type": "Requeued",
+            "status": "True",
+            "reason": "Preempted",
+            "message": "evicted",
+            "lastTransitionTime": stamp,
+        },
+    ]
+    past = int(wl["status"].get("accumulatedPastExecutionTimeSeconds") or 0) + spent
+    status = {"admission": None, "conditions": conds, "accumulatedPastExecutionTimeSeconds": past}
+    cluster.custom.patch_namespaced_custom_object_status(
+        *KUEUE, cluster.ns, "workloads", name, {"status": status}, _content_type=MERGE
+    )
+    return float(spent)
+
+
+def test_the_hazard_read_from_real_workloads_matches_a_hand_count(cluster: Cluster, queue: str) -> None:
+    low = cluster.create_trainjob("low", queue="queue")
+    wl_low = _workload(cluster, low)
+    wait_for(lambda: _true(cluster, wl_low, "Admitted"), "Kueue to admit the low-priority job")
+    time.sleep(3)
+    high = cluster.create_trainjob("high", queue="queue")
+    wl_high = _workload(cluster, high, priority=100)
+    wait_for(lambda: _true(cluster, wl_low, "Evicted"), "Kueue to preempt the low-priority job")
+    assert _cond(cluster.workload(wl_low), "Evicted")["reason"] == "Preempted"
+    released = time.time()
+    spent = _release_reservation(cluster, wl_low)
+    wait_for(lambda: _true(cluster, wl_high, "Admitted"), "Kueue to admit the preemptor")
+    time.sleep(2)
+    objs = {n: cluster.workload(n) for n in (wl_low, wl_high)}
+    now = time.time()
+    # by hand: the one preemption Kueue recorded; the low job was admitted from Kueue's Admitted
+    # transition until the release (the test's clock), the high one since Kueue admitted it
+    stats = objs[wl_low]["status"].get("schedulingStats", {}).get("evictions", [])
+    assert [(e["reason"], e["count"]) for e in stats] == [("Preempted", 1)]
+    assert _cond(objs[wl_high], "Admitted")["status"] == "True"
+    high_admitted = parse_time(_cond(objs[wl_high], "Admitted")["lastTransitionTime"])
+    assert high_admitted is not None
+    by_hand = 1 / (spent + (now - high_admitted))
+    parsed = [parse_workload(o) for o in objs.values()]
+    rates = hazard_by_queue(
+        workload_exposure(
+            queue,
+            dict(w.evictions_by_reason),
+            past_admitted_seconds=w.past_execution_seconds,
+            admitted_since=w.admitted_at if w.admitted else None,
+            now=now,
+        )
+        for w in parsed
+    )
+    # whole-second timestamps on both sides: within 2 s of the ~8 s of exposure
+    assert rates[queue] == pytest.approx(by_hand, abs=by_hand * 2.0 / (spent + now - high_admitted))
+    assert released - high_admitted < 5.0  # the preemptor went in on the freed quota at once
+
+
+def test_a_likely_victim_is_boosted_acknowledges_a_checkpoint_and_loses_the_boost(
+    control_plane: cp.ControlPlane, cluster: Cluster, queue: str, policy_cleanup: list[str]
+) -> None:
+    name = f"guard-{cluster.ns[-6:]}"
+    cluster.apply_policy(
+        control_plane,
+        name,
+        "Apply",
+        checkpoint={"defaultCost": "5s", "defaultHazardPerHour": 100, "minInterval": "10s"},
+        preemptionGuard={"staleAfter": "1m", "boost": 500, "dropAfter": "10m", "standingBoost": 5},
+    )
+    policy_cleanup.append(name)
+    ctl = Controller(control_plane, cluster.ns, dataclasses.replace(FAST, priority_boost_enabled=True))
+    try:
+        job = cluster.create_trainjob("victim", queue="queue")
+        wl = _workload(cluster, job)
+        wait_for(lambda: _true(cluster, wl, "Admitted"), "Kueue to admit the job")
+        pods = cluster.create_pods("victim")
+        spec = learning_curve()
+        t0 = time.time() - 300
+        for i, step in enumerate(range(10, 200, 10)):
+            cluster.report_step("victim", spec, step, t0 + 5 * i)
+            time.sleep(0.05)
+        # stale (no checkpoint yet) on a queue that preempts: the standing boost goes on
+        boosted = wait_for(
+            lambda: (cluster.workload(wl)["metadata"].get("annotations") or {}).get(BOOST), "the boost"
+        )
+        assert int(boosted) == 5
+        # the periodic rule asks for one: Young/Daly for 5 s saves at the prior's 100 per hour, ~20 s
+        rid = wait_for(lambda: cluster.pod_annotation(pods[0]), "a checkpoint request", timeout=90)
+        cluster.report_step(
+            "victim",
+            spec,
+            200,
+            time.time(),
+            [
+                {"name": "last_checkpoint_step", "value": "200"},
+                {"name": "last_checkpoint_request", "value": rid},
+            ],
+        )
+        wait_for(
+            lambda: BOOST not in (cluster.workload(wl)["metadata"].get("annotations") or {}),
+            "the boost to be dropped after the acknowledgement",
+        )
+        reasons = wait_for(
+            lambda: (r := cluster.reasons("victim")) and "PriorityBoostDropped" in r and r, "the Events"
+        )
+        assert {
+            "PriorityBoosted",
+            "CheckpointRequested",
+            "CheckpointAcknowledged",
+            "PriorityBoostDropped",
+        } <= set(reasons)
+    finally:
+        ctl.close()
+
+
+def test_a_trainjob_on_a_preemptible_queue_gets_the_grace_period_advice(
+    control_plane: cp.ControlPlane, cluster: Cluster, queue: str, policy_cleanup: list[str]
+) -> None:
+    name = f"grace-{cluster.ns[-6:]}"
+    cluster.apply_policy(control_plane, name, "Recommend", checkpoint={"minInterval": "1h"})
+    policy_cleanup.append(name)
+    ctl = Controller(control_plane, cluster.ns)
+    try:
+        job = cluster.create_trainjob("saver", queue="queue")
+        wl = _workload(cluster, job)  # its pod template sets no grace period: Kubernetes' 30 s
+        wait_for(lambda: _true(cluster, wl, "Admitted"), "Kueue to admit the job")
+        spec = learning_curve()
+        t0 = time.time() - 300
+        # 10 steps per 5 s (0.5 s a step) and a helper that reports 42 s saves: needs 43 s > 30 s
+        for i, step in enumerate(range(10, 300, 10)):
+            ack = [
+                {"name": "last_checkpoint_step", "value": "10"},
+                {"name": "last_checkpoint_seconds", "value": "42"},
+            ]
+            cluster.report_step("saver", spec, step, t0 + 5 * i, ack)
+            time.sleep(0.05)
+        event = wait_for(
+            lambda: next(
+                (
+                    e
+                    for e in cluster.events("saver")
+                    if e.reason == "Recommendation" and "terminationGracePeriodSeconds" in (e.message or "")
+                ),
+                None,
+            ),
+            "the grace-period recommendation",
+        )
+        assert "terminationGracePeriodSeconds >= 43 (now 30)" in event.message
+    finally:
+        ctl.close()
