@@ -111,6 +111,26 @@ def _pooled(
     return out
 
 
+def victim_model(seeds: range, n_jobs: int) -> dict[str, Any]:
+    """The guard's victim predictor (``policies.victims.predict_victims``) on the snapshot before
+    every scheduling pass of the no-advisor row, against the victims the simulator's quota model
+    then picks, PriorityBoost off (nothing the advisor does changes Kueue's choice), pooled."""
+    predicted = chosen = hit = 0
+    for seed in seeds:
+        scenario = with_world(default_scenario(seed=seed, n_jobs=n_jobs), score_victims=True)
+        record = run_strategy(scenario, NoAdvisor()).record
+        predicted += record.victims_predicted
+        chosen += record.victims_chosen
+        hit += record.victims_hit
+    return {
+        "policy": "victim-predictor",
+        "predicted": predicted,
+        "chosen_by_quota_model": chosen,
+        "precision": round(hit / predicted, 4) if predicted else None,
+        "recall": round(hit / chosen, 4) if chosen else None,
+    }
+
+
 def frontier_loss(overheads: np.ndarray, losses: np.ndarray, at: float) -> float:
     """The fixed-interval frontier's lost work at overhead ``at``: linear between the neighbouring
     points (sorted by overhead), the nearest point outside their range."""
@@ -165,6 +185,7 @@ def main() -> int:
         help="platform mechanics to compare in (repeatable; default: all)",
     )
     parser.add_argument("--json", type=Path, help="write one object per (world, policy) row here")
+    parser.add_argument("--no-victims", action="store_true", help="skip the victim-predictor check")
     args = parser.parse_args()
     if args.jobs <= 0:
         parser.error("--jobs must be positive")
@@ -190,6 +211,13 @@ def main() -> int:
                 f"of overhead: ratio {shown} (target: {100 * TARGET_CUT:.0f}% less)"
             )
             results.append({"world": world, "seeds": f"{seeds[0]}-{seeds[-1]}", **item})
+    if not args.no_victims:
+        vm = victim_model(seeds, args.jobs)
+        print(
+            f"victim predictor against the quota model's choice (boost off): precision {vm['precision']}, "
+            f"recall {vm['recall']} ({vm['predicted']} predicted, {vm['chosen_by_quota_model']} chosen)"
+        )
+        results.append({"world": "today", "seeds": f"{seeds[0]}-{seeds[-1]}", **vm})
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(f"  ({time.perf_counter() - start:.0f} s)")

@@ -29,6 +29,11 @@ class SimRecord:
     actions: dict[str, int] = field(default_factory=dict)
     end_time: float = 0.0
     ticks: int = 0
+    #: the victim predictor checked against the quota model's own choice on every scheduling pass
+    #: (``WorldConfig.score_victims``): victims predicted, predicted and chosen, chosen
+    victims_predicted: int = 0
+    victims_hit: int = 0
+    victims_chosen: int = 0
 
 
 def account(job: SimJob, now: float, busy_s: dict[str, float]) -> None:

@@ -9,8 +9,11 @@ the lower-priority running jobs of its cohort get a tick (the controller's Workl
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+from advisor.model import ClusterView
+from policies.victims import predict_victims
 from simulator.jobs import Phase, SimJob
 
 if TYPE_CHECKING:
@@ -45,7 +48,10 @@ class Admission:
         try:
             while True:
                 self._reschedule = False
+                before = sim.views.cluster_view() if sim.world.score_victims else None
                 admitted, preempted = sim.quota.schedule(sim.now)
+                if before is not None:
+                    self._score_victims(before, preempted)
                 for p in preempted:
                     victim = sim.by_workload[p.victim.uid]
                     if victim.phase is Phase.PENDING:
@@ -67,6 +73,20 @@ class Admission:
         sim.usage_changed()
         if sim.strategy.watches_cluster:
             self._wake_likely_victims()
+
+    def _score_victims(self, before: ClusterView, preempted: Sequence[Any]) -> None:
+        """The advisor's victim predictor, run on the snapshot a controller would have read just
+        before the pass, against the workloads the quota model then preempted in it. Independent
+        of any rule's thresholds, and of boosts (score with the PriorityBoost gate off)."""
+        record = self._sim.record
+        predicted = {(v.namespace, v.name) for v in predict_victims(before)}
+        chosen = set()
+        for p in preempted:
+            job = self._sim.by_workload[p.victim.uid]
+            chosen.add((job.namespace, job.trace.name))
+        record.victims_predicted += len(predicted)
+        record.victims_chosen += len(chosen)
+        record.victims_hit += len(predicted & chosen)
 
     def _wake_likely_victims(self) -> None:
         """A higher-priority workload waits: give the lower-priority running jobs of its cohort a

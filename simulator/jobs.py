@@ -77,6 +77,9 @@ class WorldConfig:
     #: when a job's ``minRuntime`` starts counting: "creation" (the controller reads the object's
     #: creationTimestamp, so time queued counts) or "admission" (its first start)
     runtime_from: str = "creation"
+    #: check ``policies.victims.predict_victims`` on the snapshot before each scheduling pass
+    #: against the victims the quota model then picks (costs a prediction per pass)
+    score_victims: bool = False
     #: Kueue's PriorityBoost feature gate (alpha, off by default): the controller's default too
     priority_boost_enabled: bool = False
     horizon_s: float | None = None  # stop simulating here (None: until every job is accounted for)

@@ -88,6 +88,22 @@ def _spared_gpu_s(job: SimJob, from_step: float) -> float:
     return max(0.0, job.total_steps - from_step) * job.step_time / job.rate_factor * job.gpus
 
 
+def _victim_model(record: SimRecord) -> dict[str, Any]:
+    """The victim predictor against the quota model's choice (``WorldConfig.score_victims``):
+    precision = predicted victims the next pass preempted / predicted; recall = preempted victims
+    that were predicted / preempted. Empty unless scored."""
+    if not (record.victims_predicted or record.victims_chosen):
+        return {}
+    return {
+        "victim_model_predicted": record.victims_predicted,
+        "victim_model_chosen": record.victims_chosen,
+        "victim_model_precision": record.victims_hit / record.victims_predicted
+        if record.victims_predicted
+        else None,
+        "victim_model_recall": record.victims_hit / record.victims_chosen if record.victims_chosen else None,
+    }
+
+
 def victim_scores(record: SimRecord) -> tuple[float | None, float | None]:
     preds = record.predictions
     pre = record.preemptions
@@ -163,6 +179,7 @@ def row_metrics(
         "utilization": gpu_s / (capacity * span),
         "victim_precision": precision,
         "victim_recall": recall,
+        **_victim_model(record),
         "jobs": len(jobs),
         "completed": sum(1 for j in jobs if j.phase is Phase.DONE),
         "released_or_stopped": len(stopped),
