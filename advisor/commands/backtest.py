@@ -172,16 +172,12 @@ def _check(args: argparse.Namespace) -> None:
             raise CommandError(f"--group-pattern: not a regular expression: {exc}") from None
 
 
-def backtest(
-    args: argparse.Namespace, *, progress: bool
-) -> tuple[list[dict[str, Any]], dict[str, Any], list[Any]]:
-    """The rows (``row_summary`` objects, baselines first), the run's meta data and the runs."""
+def _load(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
+    """The runs the arguments name, and the bad ones skipped; a bad run is one error line."""
     from advisor.backtest.runs import RunError, load_runs
 
-    _check(args)
-    _rows(args)  # a bad policy or baseline fails before any run is read
     try:
-        runs, skipped = load_runs(
+        return load_runs(
             args.runs,
             gpus=args.gpus,
             steps_per_second=args.steps_per_second,
@@ -192,6 +188,16 @@ def backtest(
     except RunError as exc:
         hint = " (use --skip-bad-runs to skip such runs)" if not args.skip_bad_runs else ""
         raise CommandError(f"{exc}{hint}") from None
+
+
+def backtest(
+    args: argparse.Namespace, *, progress: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[Any]]:
+    """The rows (``row_summary`` objects, baselines first), the run's meta data and the runs."""
+
+    _check(args)
+    _rows(args)  # a bad policy or baseline fails before any run is read
+    runs, skipped = _load(args)
     rows, meta = evaluate_rows(runs, args, progress=progress)
     meta["skipped_runs"] = len(skipped)
     meta["skipped"] = skipped[:20]
@@ -294,7 +300,6 @@ def sweep_task(task: tuple[argparse.Namespace, list[Any], Any]) -> dict[str, Any
 def _run_sweep(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from advisor.backtest.runs import RunError, load_runs
     from advisor.sweep import (
         SweepError,
         best_within,
@@ -320,18 +325,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
             policies_with(args.policy[0], setting)
     except SweepError as exc:
         raise CommandError(str(exc)) from None
-    try:
-        runs, _skipped = load_runs(
-            args.runs,
-            gpus=args.gpus,
-            steps_per_second=args.steps_per_second,
-            group_pattern=args.group_pattern,
-            index=args.index,
-            skip_bad=args.skip_bad_runs,
-        )
-    except RunError as exc:
-        hint = " (use --skip-bad-runs to skip such runs)" if not args.skip_bad_runs else ""
-        raise CommandError(f"{exc}{hint}") from None
+    runs, _skipped = _load(args)
     bar = tqdm(
         total=len(settings), unit="setting", file=sys.stderr, disable=args.quiet or not sys.stderr.isatty()
     )
