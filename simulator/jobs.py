@@ -41,6 +41,10 @@ class Phase(enum.StrEnum):
         return self in (Phase.STARTING, Phase.RUNNING, Phase.CHECKPOINTING)
 
 
+#: ``grace_fits_save``: the grace period given is this many times the step plus the save
+GRACE_HEADROOM = 1.5
+
+
 @dataclass(frozen=True, slots=True)
 class WorldConfig:
     """The physics of the simulated cluster (not the policies)."""
@@ -272,7 +276,12 @@ def build_jobs(
         )
         jit = bool(rng.random() < world.jit_fraction)
         sigterm_ok = bool(rng.random() < world.sigterm_success)
-        grace = float(math.ceil(step_time + ckpt)) if world.grace_fits_save else world.grace_period_s
+        # with the headroom a platform engineer gives a measured need (the step and the save vary)
+        grace = (
+            float(math.ceil(GRACE_HEADROOM * (step_time + ckpt)))
+            if world.grace_fits_save
+            else world.grace_period_s
+        )
         jobs.append(
             SimJob(
                 idx=i,

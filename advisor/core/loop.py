@@ -221,6 +221,8 @@ class AdvisorCore:
         self._policy_actions: dict[str, dict[str, float]] = {}
         #: saves on SIGTERM per runtime, pooled over the jobs (rebuilt when a count changed)
         self._runtime_pool: dict[str, tuple[int, int]] | None = None
+        #: the counts of jobs forgotten since (finished, deleted): the runtime's evidence outlives them
+        self._runtime_retired: dict[str, tuple[int, int]] = {}
         #: (snapshot, its recent policy actions, the snapshot with them): see ``_with_policy_actions``
         self._capped: tuple[ClusterView, dict[str, tuple[float, ...]], ClusterView] | None = None
         self.forecasts_made = 0
@@ -414,7 +416,7 @@ class AdvisorCore:
         if runtime is None:
             return (0, 0)
         if self._runtime_pool is None:
-            pool: dict[str, tuple[int, int]] = {}
+            pool: dict[str, tuple[int, int]] = dict(self._runtime_retired)
             for r in self._records.values():
                 if r.runtime is not None:
                     s, m = pool.get(r.runtime, (0, 0))
@@ -590,7 +592,13 @@ class AdvisorCore:
         return tuple(self._records)
 
     def forget(self, key: str) -> None:
-        self._records.pop(key, None)
+        rec = self._records.pop(key, None)
+        if rec is not None and rec.runtime is not None:
+            s, m = self._runtime_retired.get(rec.runtime, (0, 0))
+            self._runtime_retired[rec.runtime] = (
+                s + rec.checkpoint.sigterm_saves,
+                m + rec.checkpoint.sigterm_misses,
+            )
         self._runtime_pool = None
 
     def dump(self, key: str) -> dict[str, Any]:

@@ -78,3 +78,18 @@ def test_the_helpers_save_time_is_kept_and_the_counts_survive_a_restart() -> Non
     again.restore(JOB.key, core.dump(JOB.key))
     restored = again.view(JOB).checkpoint
     assert (restored.sigterm_saves, restored.save_seconds) == (1, cp.save_seconds)
+
+
+def test_a_runtimes_evidence_outlives_its_jobs() -> None:
+    core = _core()
+    for i in range(1, 4):
+        _report(core, 100 * i, 60.0 * i, ckpt=100 * i)
+    run = dataclasses.replace(JOB, runtime="torch")
+    core.evaluate(dataclasses.replace(run, admitted_at=0.0), ClusterView(), now=200.0)
+    _report(core, 310, 1000.0, ckpt=305)
+    core.evaluate(dataclasses.replace(run, admitted_at=900.0), ClusterView(), now=1000.0)
+    other = JobView(namespace="ml", name="run-2", runtime="torch")
+    core.observe(other.key, ProgressSample(step=1, time=1001.0, loss=2.0), now=1001.0)
+    assert core.view(other).runtime_sigterm == (1, 0)
+    core.forget(JOB.key)  # the first job finished: what it showed about the runtime stays
+    assert core.view(other).runtime_sigterm == (1, 0)
