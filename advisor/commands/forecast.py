@@ -18,11 +18,14 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.cli import CommandError, non_negative_int, positive_int, require_extra
 from advisor.model import Forecast, Interval
 from advisor.sources.files import METRICS, LoadedCurve, SourceError, load_curve, load_curve_bytes
+
+if TYPE_CHECKING:
+    from advisor.forecast.path import ForecastPath
 
 __all__ = ["register", "run"]
 
@@ -41,6 +44,7 @@ class Outcome:
     notes: tuple[str, ...]
     observed_final: float | None  # what the file shows at the end, when the cut hides it
     failure: str | None = None  # why there is no forecast (no usable point, a failed fit)
+    path: ForecastPath | None = None  # the forecast along the steps to the end (for --plot)
 
 
 def register(subparsers: Any) -> None:
@@ -130,7 +134,7 @@ def _load(args: argparse.Namespace) -> tuple[LoadedCurve, list[str]]:
 
 
 def compute(args: argparse.Namespace) -> Outcome:
-    from advisor.forecast import forecast
+    from advisor.forecast.path import forecast_path
 
     full, notes = _load(args)
     curve = full
@@ -155,16 +159,18 @@ def compute(args: argparse.Namespace) -> Outcome:
             f"total steps unknown: the final loss is the asymptote. If the run has ended, pass "
             f"--total-steps {math.ceil(last_step)} (its last step); if not, its planned total"
         )
-    fc = forecast(
+    # the same forecast as ``forecast()``; the path along the steps is only drawn (--plot)
+    fc, path = forecast_path(
         curve.steps,
         curve.values,
         total_steps=total,
         times=curve.times,
         learning_rates=curve.learning_rates,
         epochs=curve.epochs,
+        points=60 if getattr(args, "plot", None) else 0,
     )
     observed = _observed_end(full, len(curve), total) if truncated else None
-    return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc))
+    return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path)
 
 
 def _failure(fc: Forecast) -> str | None:
@@ -330,81 +336,46 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
     return result
 
 
-def write_plot(outcome: Outcome, path: str) -> str:
-    """The curve, the forecast interval at the end, and (with ``--upto-step``) what came after.
+#: colours of the series a plot may carry (the training loss first; eval series after it)
+SERIES_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b")
 
-    The forecaster returns the distribution of the final loss, not a fitted path, so the plot
-    joins the current smoothed loss to the predicted end with a fan labelled as such rather than
-    drawing a curve the model never produced.
-    """
+
+def write_plot(outcome: Outcome, path: str) -> str:
+    """The observed curve, the forecast mean and its 80% band along the steps to the end, what
+    came after the cut (``--upto-step``) and the observed end, on a log axis when the loss spans
+    decades or nears zero; the legend beside the axes, not over the data. Returns the path
+    written. One series is drawn by ``_draw_series``, so that a plot of several series (train and
+    eval losses) calls it once per series."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fc, curve, full = outcome.forecast, outcome.curve, outcome.full
-    fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
+    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
     try:
-        ax.plot(
-            curve.steps, curve.values, ".", ms=3, color="#1f77b4", alpha=0.6, label=f"observed {curve.metric}"
-        )
-        smooth = _rolling_median(curve.steps, curve.values)
-        if smooth is not None:
-            ax.plot(*smooth, "-", color="#1f77b4", lw=1.4, label="observed, rolling median")
-        if len(full) > len(curve):
-            later = slice(len(curve), len(full))
-            ax.plot(
-                full.steps[later],
-                full.values[later],
-                ".",
-                ms=2,
-                color="0.65",
-                alpha=0.6,
-                label="after the cut (not seen by the forecast)",
-            )
-            ax.axvline(curve.steps[-1], color="0.4", lw=0.8, ls=":")
-        end = outcome.total_steps
-        last, level, final = fc.last_step, fc.current_loss, fc.final_loss
-        drawable = all(
-            v is not None and math.isfinite(v) for v in (last, level, final.mean, final.p10, final.p90)
-        )
-        if end is not None and drawable and last is not None and level is not None:
-            ax.fill_between(
-                [last, end],
-                [level, final.p10],
-                [level, final.p90],
-                color="#ff7f0e",
-                alpha=0.18,
-                label="current loss to 80% interval at the end",
-            )
-            ax.plot([last, end], [level, final.mean], "--", color="#ff7f0e", lw=1.2)
-            ax.errorbar(
-                [end],
-                [final.mean],
-                yerr=[[final.mean - final.p10], [final.p90 - final.mean]],
-                fmt="o",
-                color="#d62728",
-                capsize=5,
-                label=f"predicted final {curve.metric} (p10..p90)",
-            )
-        elif drawable and last is not None:
-            ax.axhspan(
-                final.p10, final.p90, color="#ff7f0e", alpha=0.18, label="80% interval of the asymptote"
-            )
-            ax.axhline(final.mean, color="#d62728", ls="--", lw=1.2, label="predicted asymptote")
-        finite = sorted(v for v in full.values if math.isfinite(v))
-        if finite:
-            low = min(finite[0], final.p10 if math.isfinite(final.p10) else finite[0])
-            high = finite[min(len(finite) - 1, int(0.98 * len(finite)))]
-            high = max(high, final.p90 if math.isfinite(final.p90) else high)
-            pad = 0.05 * (high - low or abs(high) or 1.0)
-            ax.set_ylim(low - pad, high + pad)
+        _draw_series(ax, outcome, SERIES_COLOURS[0])
+        if _wants_log(outcome.full.values):
+            ax.set_yscale("log")  # a band reaching 0 is cut at the axis' bottom, as it must be
+            finite = [v for v in outcome.full.values if math.isfinite(v)]
+            ax.set_ylim(bottom=0.5 * min(finite))
         ax.set_xlabel("step")
-        ax.set_ylabel(curve.metric)
-        title = curve.source if len(curve.source) <= 90 else curve.source[:87] + "..."
-        ax.set_title(title, fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right")
+        ax.set_ylabel(outcome.curve.metric + (" (log scale)" if ax.get_yscale() == "log" else ""))
+        source = outcome.curve.source
+        ax.set_title(source if len(source) <= 110 else source[:107] + "...", fontsize=8)
+        ax.grid(alpha=0.3, which="both" if ax.get_yscale() == "log" else "major")
+        if outcome.failure is not None:
+            ax.text(
+                0.5,
+                0.5,
+                f"no forecast: {outcome.failure[:90]}",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=10,
+                color="#b00020",
+                bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#b00020"},
+            )
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
         fig.tight_layout()
         fig.savefig(path)
         return str(Path(path).resolve())
@@ -412,6 +383,77 @@ def write_plot(outcome: Outcome, path: str) -> str:
         raise CommandError(f"cannot write plot {path}: {getattr(exc, 'strerror', None) or exc}") from None
     finally:
         plt.close(fig)
+
+
+def _wants_log(values: tuple[float, ...]) -> bool:
+    """A log axis for a loss that spans decades or heads for zero (all positive, min under 1/30 of
+    the max): on a linear one its whole later history is a flat line on the floor."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite or min(finite) <= 0:
+        return False
+    return max(finite) / min(finite) > 30
+
+
+def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
+    """One series: its points, its rolling median, the forecast path and band, the points after
+    the cut and the observed end. Returns every value drawn (for the choice of axis)."""
+    fc, curve, full, fpath = outcome.forecast, outcome.curve, outcome.full, outcome.path
+    metric = curve.metric
+    drawn = list(curve.values)
+    ax.plot(curve.steps, curve.values, ".", ms=3, color=colour, alpha=0.5, label=f"observed {metric}")
+    smooth = _rolling_median(curve.steps, curve.values)
+    if smooth is not None:
+        ax.plot(*smooth, "-", color=colour, lw=1.3, label="observed, rolling median")
+    if len(full) > len(curve):
+        later = slice(len(curve), len(full))
+        ax.plot(
+            full.steps[later],
+            full.values[later],
+            ".",
+            ms=2,
+            color="0.6",
+            alpha=0.6,
+            label="after the cut (not seen by the forecast)",
+        )
+        ax.axvline(curve.steps[-1], color="0.4", lw=0.8, ls=":", label=f"cut at step {curve.steps[-1]:,.0f}")
+        drawn += list(full.values[later])
+    if fpath is not None and fc.last_step is not None and fc.current_loss is not None:
+        steps = [fc.last_step, *fpath.steps]
+        mean = [fc.current_loss, *fpath.mean]
+        p10 = [fc.current_loss, *fpath.p10]
+        p90 = [fc.current_loss, *fpath.p90]
+        ax.fill_between(steps, p10, p90, color="#ff7f0e", alpha=0.22, lw=0, label="forecast, 80% interval")
+        ax.plot(steps, mean, "-", color="#d62728", lw=1.6, label="forecast mean")
+        drawn += [*p10, *p90]
+    final = fc.final_loss
+    if outcome.total_steps is not None and math.isfinite(final.mean):
+        ax.errorbar(
+            [outcome.total_steps],
+            [final.mean],
+            yerr=[[final.mean - final.p10], [final.p90 - final.mean]],
+            fmt="o",
+            ms=4,
+            color="#d62728",
+            capsize=4,
+            label=f"final {metric} at step {outcome.total_steps:,} (p10..p90)",
+        )
+    elif math.isfinite(final.mean):  # no total: the asymptote, beyond the drawn path
+        ax.axhspan(final.p10, final.p90, color="#ff7f0e", alpha=0.08, label="asymptote, 80% interval")
+        ax.axhline(final.mean, color="#d62728", ls="--", lw=1.0, label="asymptote (total steps unknown)")
+        drawn += [final.p10, final.p90]
+    if outcome.observed_final is not None:
+        end = outcome.total_steps if outcome.total_steps is not None else max(full.steps)
+        ax.plot(
+            [end],
+            [outcome.observed_final],
+            "D",
+            ms=6,
+            mfc="none",
+            mec="black",
+            mew=1.3,
+            label=f"observed end ({_num(outcome.observed_final)})",
+        )
+    return drawn
 
 
 def _rolling_median(

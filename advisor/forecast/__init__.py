@@ -2,9 +2,11 @@
 
 Pure numerics (numpy + scipy): no clock, no I/O, no Kubernetes. ``forecast`` is the stable
 contract described in DESIGN.md; ``forecast_curve`` is the same for a caller holding an
-``advisor.model.Curve`` (it fits the last restart segment).
+``advisor.model.Curve`` (it fits the last restart segment); ``forecast_path`` adds the forecast
+along the steps to the end (for plots).
 """
 
 from advisor.forecast.core import forecast, forecast_curve, forecast_with_parts
+from advisor.forecast.path import ForecastPath, forecast_path
 
-__all__ = ["forecast", "forecast_curve", "forecast_with_parts"]
+__all__ = ["ForecastPath", "forecast", "forecast_curve", "forecast_path", "forecast_with_parts"]

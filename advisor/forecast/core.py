@@ -62,6 +62,10 @@ class Parts:
     #: without learning rates: the ensemble's mean at the horizon itself and at the stretched one
     mean_plain: float = float("nan")
     mean_stretched: float = float("nan")
+    #: with ``path_steps``: the forecast mean and sd at each of those steps (see ``forecast_path``)
+    path_steps: FloatArray | None = None
+    path_mean: FloatArray | None = None
+    path_sd: FloatArray | None = None
 
 
 def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
@@ -151,19 +155,26 @@ def _weights(
 
 
 def _epoch_boundaries(
-    prep: Prepared, x: FloatArray, horizon: float | None, warnings: list[str]
-) -> tuple[FloatArray | None, float]:
-    """Completed epoch boundaries at the fitted points and the expected count at the horizon, when
-    the history has crossed at least one (see ``epochs`` for the two conventions)."""
+    prep: Prepared, x: FloatArray, horizon: float | None, warnings: list[str], path_steps: FloatArray
+) -> tuple[FloatArray | None, float, FloatArray]:
+    """Completed epoch boundaries at the fitted points, the expected count at the horizon and at
+    each of ``path_steps``, when the history has crossed at least one (see ``epochs`` for the two
+    conventions)."""
     column = epoch_track.boundary_column(prep.steps, prep.epochs, x, horizon)
-    if column is None:
-        return None, 0.0
+    track = epoch_track.track(prep.steps, prep.epochs)
+    if column is None or track is None:
+        return None, 0.0, np.zeros(0)
     count, future = column
     if future > 0:
         warnings.append(f"expects {future} more epoch boundary drop(s) before total_steps")
-    # later epochs teach less: each future boundary is expected to give EPOCH_DECAY of the last one
-    n_t = float(count[-1]) + sum(cal.EPOCH_DECAY**k for k in range(1, future + 1))
-    return count, n_t
+
+    def expected(ahead: int) -> float:
+        # later epochs teach less: each future boundary gives EPOCH_DECAY of the one before
+        return float(count[-1]) + sum(cal.EPOCH_DECAY**k for k in range(1, ahead + 1))
+
+    ahead = [min(future, epoch_track.boundaries_ahead(track, float(s))) for s in path_steps]
+    at_path = np.array([expected(k) for k in ahead])
+    return count, expected(future), at_path
 
 
 def _epoch_boundaries_ahead(prep: Prepared, horizon: float | None) -> int:
@@ -173,8 +184,13 @@ def _epoch_boundaries_ahead(prep: Prepared, horizon: float | None) -> int:
     return 0 if t is None else epoch_track.boundaries_ahead(t, horizon)
 
 
-def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Parts:
+def _estimate(
+    prep: Prepared, horizon: float | None, warnings: list[str], path_steps: FloatArray | None = None
+) -> Parts:
+    """The ensemble's forecast at the horizon; with ``path_steps`` (steps after the last one) also
+    its mean and sd at each of them, from the same fits and weights."""
     parts = Parts()
+    path_steps = np.zeros(0) if path_steps is None else np.asarray(path_steps, dtype=np.float64)
     x_all = prep.steps + 1.0
     y_all = prep.values
     level = smoothed_level(y_all)
@@ -187,6 +203,7 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
         # curves, far beyond the 80% an interval promises)
         parts.sd = max(abs(level) * max(cal.SMALL_REL_KNOTS), 1e-3) / cal.Z80
         warnings.append(f"only {n} point(s); forecast is the current level with a wide interval")
+        parts.path_mean, parts.path_sd = np.full(path_steps.size, level), np.full(path_steps.size, parts.sd)
         return parts
     fams, grid, lr_grid = _families_for(prep, horizon, warnings, parts)
     # skip the initial transient, but always keep the latest points
@@ -212,20 +229,23 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
             warnings.append(
                 "learning rates unknown: assumed the LR anneals by total_steps (pass them to check)"
             )
+    stretched = stretch_u != u_t
+    u_pred = np.array([stretch_u, 1.0, u_t]) if stretched else np.array([stretch_u, 1.0])
+    n_fixed = u_pred.size
+    u_path = (path_steps + 1.0) / x_ref
+    u_pred = np.concatenate((u_pred, u_path))
     if grid is not None and lr_grid is not None:
         # the schedule-aware law's design is built for its exact points: the observed steps, then
         # the prediction points (it is read at the true horizon: its areas carry the schedule)
-        steps_all = np.concatenate((x - 1.0, np.array([u_t * x_ref - 1.0, x_ref - 1.0])))
+        steps_all = np.concatenate((x - 1.0, u_pred * x_ref - 1.0))
         fams.append(lr_law_family(steps_all, grid, lr_grid, x_ref - 1.0))
-    ep_obs, ep_pred = _epoch_boundaries(prep, x, horizon, warnings)
+    ep_obs, ep_pred, ep_path = _epoch_boundaries(prep, x, horizon, warnings, path_steps)
     train = _holdout_mask(u)
-    stretched = stretch_u != u_t
-    u_pred = np.array([stretch_u, 1.0, u_t]) if stretched else np.array([stretch_u, 1.0])
     ecol = None
     if ep_obs is not None:
         # the boundary count at each prediction point: the stretched horizon stands for an LR
         # anneal, not for more steps, so it has the horizon's boundaries
-        at_pred = np.array([ep_pred, ep_obs[-1], ep_pred][: u_pred.size])
+        at_pred = np.concatenate((np.array([ep_pred, ep_obs[-1], ep_pred][:n_fixed]), ep_path))
         ecol = (ep_obs, at_pred)
     rf = fit_all_robust(fams, u, y, w, u_pred, irls=cal.IRLS_PASSES, epoch_col=ecol, train=train)
     fits = rf.fits
@@ -280,6 +300,7 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
         )
         parts.mean = level
         parts.sd = max(abs(level) * 0.2, 1e-3)
+        parts.path_mean, parts.path_sd = np.full(path_steps.size, level), np.full(path_steps.size, parts.sd)
         return parts
     names = list(fits)
     wv = np.array([weights.get(k, 0.0) for k in names])
@@ -297,9 +318,53 @@ def _estimate(prep: Prepared, horizon: float | None, warnings: list[str]) -> Par
     parts.weights = {k: float(v) for k, v in zip(names, wv, strict=True)}
     parts.preds = preds
     parts.sd = _interval_sd(parts, n)
+    if path_steps.size:
+        _path(parts, fits, names, wv, n, n_fixed, u_path, u_t, share if stretched else None)
     if n < cal.SMALL_N:
         warnings.append(f"only {n} points: no tail to check the fit against; interval from a coarse rule")
     return parts
+
+
+def _path(
+    parts: Parts,
+    fits: Mapping[str, Any],
+    names: list[str],
+    wv: FloatArray,
+    n: int,
+    n_fixed: int,
+    u_path: FloatArray,
+    u_t: float,
+    share: float | None,
+) -> None:
+    """The forecast mean and sd at each path point: every kept family's curve there, measured from
+    the current level as at the horizon, weighted as at the horizon; the sd by the same calibrated
+    rule, at that point's remaining fraction and reach. Without learning rates the assumed anneal's
+    extra drop at the horizon (``share`` of it) is added in proportion to the steps done towards
+    the horizon: a drawing of the assumption, which only the end point is calibrated for."""
+    level = parts.level
+    rows = []
+    for k in names:
+        f = fits[k]
+        curve = np.asarray(f.pred[n_fixed:], dtype=np.float64) - max(0.0, float(f.pred[1]) - level)
+        if share is not None and u_t > 1.0:
+            extra = share * (float(f.pred[0]) - float(f.pred[2]))
+            curve = curve + extra * np.clip((u_path - 1.0) / (u_t - 1.0), 0.0, 1.0)
+        rows.append(curve)
+    pv = np.stack(rows)
+    mean = wv @ pv
+    sd = np.empty_like(mean)
+    for i, (u, m) in enumerate(zip(u_path, mean, strict=True)):
+        at = Parts(
+            level=level,
+            remaining=max(0.0, 1.0 - 1.0 / u),
+            reach=(u - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT)),
+            spread=float(np.sqrt(wv @ (pv[:, i] - m) ** 2)),
+            drop=abs(level - float(m)),
+            holdout_err=parts.holdout_err,
+            lr_shape=parts.lr_shape,
+        )
+        sd[i] = _interval_sd(at, n)
+    parts.path_mean, parts.path_sd = mean, sd
 
 
 def _anneal_share(tail_bias_z: float) -> float:
@@ -373,6 +438,7 @@ def _run(
     learning_rates: Any,
     epochs: Any,
     segments: Iterable[int] | None,
+    path_points: int = 0,
 ) -> tuple[Forecast, Parts]:
     warnings: list[str] = []
     prep = prepare(steps, values, times, learning_rates, epochs, segments)
@@ -397,7 +463,14 @@ def _run(
             f"total_steps {horizon:g} is before the last step {prep.steps[-1]:g}; using the last step"
         )
         horizon = float(prep.steps[-1])
-    parts = _estimate(prep, horizon, warnings)
+    path_steps = None
+    if path_points > 0:
+        last = float(prep.steps[-1])
+        # to the horizon, or (unknown) over as many steps again as the history spans
+        end = horizon if horizon is not None else 2.0 * last + 1.0
+        path_steps = np.linspace(last, max(end, last), path_points + 1)[1:]
+    parts = _estimate(prep, horizon, warnings, path_steps)
+    parts.path_steps = path_steps
     mean, sd = parts.mean, parts.sd
     if not (math.isfinite(mean) and math.isfinite(sd)):
         mean, sd = parts.level, max(abs(parts.level), 1.0)

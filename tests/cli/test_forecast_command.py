@@ -175,3 +175,45 @@ def test_the_console_script_runs_and_the_cli_imports_no_matplotlib() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["input"]["metric"] == "loss"
+
+
+def test_plot_draws_the_path_on_a_log_axis_when_the_loss_spans_decades(tmp_path: Path) -> None:
+    from advisor.commands.forecast import _wants_log
+
+    assert _wants_log((3.0, 1.0, 0.05))
+    assert not _wants_log((3.0, 2.0, 1.5))
+    assert not _wants_log((1.0, -0.2))  # a loss that goes negative has no log axis
+    path = tmp_path / "decay.csv"
+    path.write_text(
+        "step,loss\n" + "".join(f"{s},{3.0 * 0.5 ** (s / 150):.6g}\n" for s in range(10, 3001, 10))
+    )
+    out = tmp_path / "p.png"
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "trainjob-advisor"),
+            "forecast",
+            str(path),
+            "--upto-step",
+            "1200",
+            "--plot",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"plot            {out.resolve()}" in done.stdout  # the path actually written
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_a_failed_forecast_still_writes_its_plot_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "nan.csv"
+    path.write_text("step,loss\n" + "".join(f"{i},nan\n" for i in range(1, 20)))
+    out = tmp_path / "f.png"
+    code, stdout, err = run(capsys, str(path), "--plot", str(out))
+    assert code == 2 and stdout == ""
+    assert "no forecast" in err and f"plot written to {out.resolve()}" in err
+    assert out.read_bytes()[:8] == PNG_MAGIC

@@ -172,5 +172,3 @@ def test_the_engine_neither_evaluates_nor_writes_nor_acts_without_the_lease() ->
     leader[0] = True
     assert e.step(1.8e9) == 1 and api.forecasts
     assert e.actuator.may_act() is True
-
-
