@@ -18,6 +18,7 @@ from advisor.model import ProgressSample, job_key
 from advisor.protocol import SAVE_SECONDS_METRIC
 from simulator.curves import WORKLOAD_TYPE_LABEL, CurveLibrary, CurveSpec
 from simulator.quota import Workload
+from simulator.real_curves import RealCurve, RealCurveLibrary
 from simulator.traces import TraceJob
 
 __all__ = ["Phase", "SimJob", "WorldConfig", "build_jobs"]
@@ -99,7 +100,7 @@ class SimJob:
     trace: TraceJob
     namespace: str
     cluster_queue: str
-    curve: CurveSpec
+    curve: CurveSpec | RealCurve
     total_steps: int
     step_time: float
     ckpt_cost: float
@@ -210,7 +211,9 @@ class SimJob:
         self.forced_samples.append((int(self.step), now, ckpt, self.ckpt_request))
 
 
-def _labels(tj: TraceJob, curve: CurveSpec, world: WorldConfig, seed: int, idx: int) -> dict[str, str]:
+def _labels(
+    tj: TraceJob, curve: CurveSpec | RealCurve, world: WorldConfig, seed: int, idx: int
+) -> dict[str, str]:
     """The job's ``workload-type`` label: the trace's when it has one; else, with probability
     ``label_rate``, the kind of run its user knows it is, wrong with probability ``label_error``.
     Drawn from a stream of its own, so the labelling leaves every other draw as it was."""
@@ -232,7 +235,7 @@ def build_jobs(
     trace_jobs: list[TraceJob],
     queue_map: dict[str, str],
     world: WorldConfig,
-    library: CurveLibrary,
+    library: CurveLibrary | RealCurveLibrary,
     seed: int,
 ) -> list[SimJob]:
     """Turn trace rows into simulated jobs (deterministic for a given seed)."""

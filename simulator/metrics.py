@@ -56,8 +56,9 @@ __all__ = [
 WRONG_STOP_THRESHOLDS = (0.005, 0.01, 0.02)
 #: a release in this last share of a healthy run's budget is a near-end release, not a saving
 NEAR_END_FRACTION = 0.15
-#: pathologies that leave a run learning to the end of its budget (the others end it early)
-HEALTHY_PATHOLOGIES = frozenset({"none", "slow", "spikes"})
+#: pathologies that leave a run learning to the end of its budget (the others end it early); a
+#: real run's curve (``simulate --curves``) has no known pathology and counts as healthy here
+HEALTHY_PATHOLOGIES = frozenset({"none", "slow", "spikes", "real"})
 
 
 def _threshold_key(t: float) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -14,10 +15,19 @@ from simulator.engine import SimRecord, Simulation
 from simulator.jobs import SimJob, build_jobs
 from simulator.metrics import row_metrics
 from simulator.quota import QuotaModel
+from simulator.real_curves import RealCurveLibrary
 from simulator.scenario import Scenario
 from simulator.strategy import Cadence, Strategy
 
-__all__ = ["RowResult", "advisor_row", "nonlearning_saved", "policy_strategies", "run_rows", "run_strategy"]
+__all__ = [
+    "RowResult",
+    "advisor_row",
+    "curve_library",
+    "nonlearning_saved",
+    "policy_strategies",
+    "run_rows",
+    "run_strategy",
+]
 
 
 @dataclass(slots=True)
@@ -25,6 +35,18 @@ class RowResult:
     metrics: dict[str, Any]
     jobs: list[SimJob] = field(repr=False)
     record: SimRecord = field(repr=False)
+
+
+@functools.lru_cache(maxsize=4)
+def _real_library(folder: Path) -> RealCurveLibrary:
+    return RealCurveLibrary(folder)
+
+
+def curve_library(scenario: Scenario) -> CurveLibrary | RealCurveLibrary:
+    """The scenario's curves: real runs from its ``curves_dir``, else the synthetic library."""
+    if scenario.curves_dir is not None:
+        return _real_library(scenario.curves_dir)
+    return CurveLibrary(mix=scenario.curve_mix)
 
 
 def nonlearning_saved(baseline: float, row: float) -> float | None:
@@ -37,11 +59,11 @@ def run_strategy(
     scenario: Scenario,
     strategy: Strategy,
     *,
-    library: CurveLibrary | None = None,
+    library: CurveLibrary | RealCurveLibrary | None = None,
     baseline_gpu_hours: float | None = None,
     on_progress: Callable[[float], None] | None = None,
 ) -> RowResult:
-    lib = library or CurveLibrary(mix=scenario.curve_mix)
+    lib = library or curve_library(scenario)
     jobs = build_jobs(scenario.trace.jobs, scenario.queue_map, scenario.world, lib, scenario.seed)
     quota = QuotaModel(scenario.queues, priority_boost_enabled=scenario.world.priority_boost_enabled)
     start = time.perf_counter()
@@ -132,7 +154,7 @@ def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bo
     """Every strategy on the same scenario; the first must be ``no-advisor`` (the savings baseline)."""
     from tqdm import tqdm
 
-    lib = CurveLibrary(mix=scenario.curve_mix)
+    lib = curve_library(scenario)
     span = max(j.submit + j.duration for j in scenario.trace.jobs)
     total_h = span / 3600.0 * len(strategies)
     bar = tqdm(

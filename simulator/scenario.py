@@ -35,6 +35,8 @@ class Scenario:
     world: WorldConfig = field(default_factory=WorldConfig)
     curve_mix: dict[str, float] | None = None
     seed: int = 0
+    #: a folder of real runs to draw the jobs' curves from (None: the synthetic library)
+    curves_dir: Path | None = None
 
     @property
     def capacity(self) -> int:

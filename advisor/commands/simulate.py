@@ -133,6 +133,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--no-priority-boost", action="store_true", help="the gate off (the default)")
     p.add_argument(
+        "--curves",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="draw each job's curve from the real runs in DIR (HF trainer_state.json, CSV/TSV, JSONL; "
+        "time-scaled to the job) instead of the synthetic library",
+    )
+    p.add_argument(
         "--elastic",
         action="store_true",
         help="jobs declare elastic bounds (1 to twice their nodes) that scaling rules may use; off by "
@@ -235,7 +243,24 @@ def _scenario(args: argparse.Namespace) -> Any:
         changes["label_error"] = args.label_error
     if args.priority_boost or args.no_priority_boost:
         changes["priority_boost_enabled"] = bool(args.priority_boost)
+    if args.curves is not None:
+        from simulator.runner import curve_library
+
+        scenario.curves_dir = args.curves
+        try:
+            curve_library(scenario)  # read once (cached); a folder without runs fails here
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
     return with_world(scenario, **changes) if changes else scenario
+
+
+def _curves_text(scenario: Any) -> str:
+    """Which curves the jobs follow, for the output and the report."""
+    from simulator.runner import curve_library
+
+    lib = curve_library(scenario)
+    text = getattr(lib, "description", None)
+    return text or "the synthetic curve library (simulator/data/curve_params.yaml)"
 
 
 def _strategies(args: argparse.Namespace) -> list[Any]:
@@ -330,7 +355,12 @@ def _run_seeds(args: argparse.Namespace, json_out: Path | str | None) -> int:
         f"seeds {label} ({len(seeds)}): counts and GPU-hours summed over the seeds, times averaged",
         file=human,
     )
-    meta = {"scenario": scenario.name, "seeds": seeds, "capacity_gpus": scenario.capacity}
+    meta = {
+        "scenario": scenario.name,
+        "curves": _curves_text(scenario),
+        "seeds": seeds,
+        "capacity_gpus": scenario.capacity,
+    }
     if json_out == "-":
         print(json_text(pooled, meta), end="")
     elif isinstance(json_out, Path):
@@ -514,6 +544,7 @@ def run(args: argparse.Namespace) -> int:
     job_h = sum(j.duration for j in trace.jobs) / 3600.0 * len(rows)
     meta = {
         "scenario": scenario.name,
+        "curves": _curves_text(scenario),
         "trace": trace.source,
         "jobs": len(trace.jobs),
         "skipped_rows": trace.skipped,
@@ -531,7 +562,8 @@ def run(args: argparse.Namespace) -> int:
         f"\n{len(trace.jobs)} jobs ({trace.source}; {trace.skipped} bad rows skipped), "
         f"{scenario.capacity} GPUs, "
         f"seed {scenario.seed}: {sim_h:.0f} simulated hours in {wall:.1f}s "
-        f"({meta['simulated_job_hours_per_wall_second']} simulated job-hours per wall-second)",
+        f"({meta['simulated_job_hours_per_wall_second']} simulated job-hours per wall-second); "
+        f"curves: {meta['curves']}",
         file=human,
     )
     if json_out == "-":

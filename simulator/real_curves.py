@@ -1,0 +1,148 @@
+"""Curves drawn from real runs (``simulate --curves DIR``) instead of the synthetic library.
+
+Why: the synthetic library's law and pathology mix are the project's own assumptions; a verdict that
+holds only on them says little about a cluster whose runs look otherwise. Here each trace job's
+curve is one real run's logged loss (and learning rate when logged), drawn at random per job and
+time-scaled to the job: the run's progress (its step over its last logged step) is laid over the
+job's steps, so a 20-minute log can stand for an 8-hour job. The job reports the logged values as
+they are (their own noise included), interpolated between logged points.
+
+The hidden truth for the verdicts is the run's own later record, judged as the back-test judges it:
+the logged series smoothed by a centred running median over 5% of its points. A real curve has no
+known pathology (``pathology`` is ``"real"``, counted as healthy, so a release near its end is no
+saving) and no hang; its ``workload_type`` is ``fine-tuning`` unless the scenario labels it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from advisor.sources.files import SourceError, load_curves
+
+__all__ = ["CURVE_SUFFIXES", "RealCurve", "RealCurveLibrary"]
+
+CURVE_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv")
+#: index files beside the runs are not runs
+_INDEX_NAMES = ("index.csv", "runs.csv")
+_MIN_POINTS = 10
+_SMOOTH_FRACTION = 0.05
+_LEARNING_THRESHOLD = 0.01
+
+
+def _smooth(values: np.ndarray) -> np.ndarray:
+    from scipy.ndimage import median_filter
+
+    vals = np.where(np.isfinite(values), values, np.inf)
+    window = max(1, round(_SMOOTH_FRACTION * vals.size))
+    return np.asarray(median_filter(vals, size=2 * (window // 2) + 1, mode="nearest")) if window > 1 else vals
+
+
+@dataclass(frozen=True)
+class RealCurve:
+    """One real run laid over a job of ``total_steps`` (the same interface as ``CurveSpec``)."""
+
+    total_steps: int
+    source: str
+    xs: np.ndarray = field(repr=False)  # the run's progress at its logged points, in [0, 1]
+    values: np.ndarray = field(repr=False)
+    lrs: np.ndarray | None = field(default=None, repr=False)  # relative to the run's peak
+    pathology: str = "real"
+    workload_type: str = "fine-tuning"
+    hang_step: int | None = None
+    _truth: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_truth", _smooth(self.values))
+
+    def _x(self, steps: np.ndarray | float) -> np.ndarray:
+        return np.clip(np.asarray(steps, dtype=float) / self.total_steps, 0.0, 1.0)
+
+    def reports(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x = self._x(steps)
+        loss = np.interp(x, self.xs, self.values)
+        lr = np.interp(x, self.xs, self.lrs) if self.lrs is not None else np.ones_like(x)
+        return np.asarray(loss), np.asarray(lr)
+
+    def observed(self, step: int) -> float:
+        return float(self.reports(np.array([step]))[0][0])
+
+    def learning_rate(self, step: int, peak: float = 3e-4) -> float:
+        return float(self.reports(np.array([step]))[1][0]) * peak
+
+    def remaining_improvement(self, step: float) -> float:
+        x = float(self._x(step))
+        here = float(np.interp(x, self.xs, self._truth))
+        later = self._truth[self.xs > x]
+        later = later[np.isfinite(later)]
+        if not math.isfinite(here) or here == 0 or later.size == 0:
+            return 0.0
+        return max(0.0, (here - float(later.min())) / abs(here))
+
+    def learning_end_step(self) -> int:
+        y = self._truth
+        suffix = np.minimum.accumulate(np.where(np.isfinite(y), y, np.inf)[::-1])[::-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            left = np.where(np.isfinite(y), (y - suffix) / np.abs(y), 0.0)
+        bad = np.nonzero(~(left <= _LEARNING_THRESHOLD))[0]
+        first = 0 if bad.size == 0 else int(bad[-1]) + 1
+        if first >= y.size:
+            return self.total_steps
+        return round(float(self.xs[first]) * self.total_steps)
+
+    def non_finite_from(self) -> int | None:
+        bad = np.flatnonzero(~np.isfinite(self.values))
+        return None if bad.size == 0 else int(self.xs[max(0, int(bad[0]) - 1)] * self.total_steps)
+
+
+class RealCurveLibrary:
+    """Real runs read from a folder (any format ``advisor.sources`` reads; a multi-run dump gives
+    one curve per ``curve_id``), drawn uniformly per job."""
+
+    def __init__(self, folder: Path) -> None:
+        if not folder.is_dir():
+            raise ValueError(f"{folder}: --curves needs a folder of runs")
+        self.folder = folder
+        self.curves: list[tuple[str, np.ndarray, np.ndarray, np.ndarray | None]] = []
+        self.skipped = 0
+        files = sorted(
+            p
+            for p in folder.rglob("*")
+            if p.is_file() and p.suffix.lower() in CURVE_SUFFIXES and p.name.lower() not in _INDEX_NAMES
+        )
+        for path in files:
+            try:
+                loaded = load_curves(path)
+            except SourceError:
+                self.skipped += 1
+                continue
+            for cid, curve in loaded:
+                steps = np.asarray(curve.steps, dtype=float)
+                back = np.nonzero(np.diff(steps) < 0)[0]
+                start = int(back[-1]) + 1 if back.size else 0  # the last segment: the run that finished
+                steps = steps[start:]
+                values = np.asarray(curve.values[start:], dtype=float)
+                if steps.size < _MIN_POINTS or steps[-1] <= 0 or np.any(np.diff(steps) <= 0):
+                    self.skipped += 1
+                    continue
+                lrs = None
+                if curve.learning_rates is not None:
+                    lr = np.asarray(curve.learning_rates[start:], dtype=float)
+                    peak = np.nanmax(lr) if np.isfinite(lr).any() else 0.0
+                    lrs = np.where(np.isfinite(lr), lr / peak, 1.0) if peak > 0 else None
+                name = f"{path.name}#{cid}" if cid is not None else path.name
+                self.curves.append((name, steps / steps[-1], values, lrs))
+        if not self.curves:
+            raise ValueError(f"{folder}: no run with {_MIN_POINTS} or more points to draw curves from")
+
+    @property
+    def description(self) -> str:
+        skipped = f"{self.skipped} unreadable or too short skipped"
+        return f"{len(self.curves)} real runs from {self.folder} ({skipped})"
+
+    def draw(self, rng: np.random.Generator, total_steps: int, seed: int) -> RealCurve:
+        name, xs, values, lrs = self.curves[int(rng.integers(len(self.curves)))]
+        return RealCurve(total_steps=int(total_steps), source=name, xs=xs, values=values, lrs=lrs)

@@ -1,0 +1,74 @@
+"""``simulate --curves DIR``: each job's curve is one real run's log, time-scaled to the job, judged
+on the run's own later record; the output says which curves were used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from advisor.cli import main
+from simulator.real_curves import RealCurveLibrary
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATEAU = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+
+
+def _runs(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    steps = np.arange(10, 2001, 10)
+    flat = 2.0 + 3.0 * (1.0 + np.minimum(steps / 2000, 0.3) / 0.02) ** -0.7
+    learning = 5.0 - 2.0 * steps / 2000
+    for name, loss in (("flat.csv", flat), ("learning.csv", learning)):
+        rows = ["step,loss,learning_rate"] + [f"{s},{v:.5f},0.0003" for s, v in zip(steps, loss, strict=True)]
+        (folder / name).write_text("\n".join(rows) + "\n")
+    (folder / "short.csv").write_text("step,loss\n1,2\n2,1\n")
+    return folder
+
+
+def test_a_real_run_is_laid_over_the_jobs_steps_and_judged_on_its_own_record(tmp_path: Path) -> None:
+    lib = RealCurveLibrary(_runs(tmp_path / "runs"))
+    assert len(lib.curves) == 2 and lib.skipped == 1 and "2 real runs" in lib.description
+    rng = np.random.default_rng(0)
+    drawn = {c.source: c for c in (lib.draw(rng, 10_000, 0) for _ in range(20))}
+    flat, learning = drawn["flat.csv"], drawn["learning.csv"]
+    # time-scaled: the log's last point is the job's last step
+    assert flat.observed(10_000) == pytest.approx(
+        float((tmp_path / "runs" / "flat.csv").read_text().split()[-1].split(",")[1])
+    )
+    assert flat.learning_end_step() < 0.5 * 10_000 and flat.remaining_improvement(8_000) < 0.01
+    assert learning.learning_end_step() > 0.9 * 10_000 and learning.remaining_improvement(5_000) > 0.1
+    losses, lrs = learning.reports(np.array([1_000, 5_000]))
+    assert losses[0] > losses[1] and np.allclose(lrs, 1.0)
+    assert learning.non_finite_from() is None and learning.hang_step is None
+
+
+def test_simulate_with_real_curves_says_which_curves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _runs(tmp_path / "runs")
+    out = tmp_path / "rows.json"
+    rc = main(
+        [
+            "simulate",
+            "--jobs",
+            "6",
+            "--quiet",
+            "--curves",
+            str(runs),
+            "--policy",
+            str(PLATEAU),
+            "--baselines",
+            "no-advisor",
+            "--json-file",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    rows = json.loads(out.read_text())
+    assert "2 real runs from" in rows[0]["scenario"]["curves"]
+    assert "curves: 2 real runs" in capsys.readouterr().out
+    assert main(["simulate", "--jobs", "6", "--quiet", "--curves", str(tmp_path / "none")]) == 2
+    assert "--curves needs a folder" in capsys.readouterr().err
