@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,16 @@ import numpy as np
 from simulator.jobs import Phase
 from simulator.runner import RowResult
 
-__all__ = ["JSON_KEYS", "format_table", "json_text", "nonlearning_split", "write_json", "write_report"]
+__all__ = [
+    "JSON_KEYS",
+    "LEGEND",
+    "format_table",
+    "json_text",
+    "nonlearning_split",
+    "saved_split",
+    "write_json",
+    "write_report",
+]
 
 JSON_KEYS = (
     "policy",
@@ -44,11 +54,65 @@ JSON_KEYS = (
     "victim_recall",
 )
 
+_OVERHEADS = ("lost_work_gpu_hours", "checkpoint_overhead_gpu_hours", "restart_overhead_gpu_hours")
+
+
+def saved_split(row: dict[str, Any], base: dict[str, Any]) -> dict[str, float] | None:
+    """What a row's ``gpu_hours_saved`` is made of, against the no-advisor row ``base``: GPU-hours
+    after runs stopped learning that it did not burn (``nonlearning``: the saving a release policy
+    is for), overheads it avoided or added (``overheads``: lost work, checkpoints, restarts), and
+    the rest (``learning``): GPU-hours of runs *still learning* that it did not spend, work cut
+    short (wrong stops among it) or not reached by the end of the replay. Not a saving; it is
+    shown apart so that no "saved" figure silently counts it. The three add up to the saved total.
+    None for the reference row or when a figure is missing."""
+    saved = row.get("gpu_hours_saved")
+    if saved is None or row is base or row.get("policy") == base.get("policy"):
+        return None
+    try:
+        nonlearning = float(base["gpu_hours_nonlearning"]) - float(row["gpu_hours_nonlearning"])
+        overheads = sum(float(base.get(k) or 0.0) - float(row.get(k) or 0.0) for k in _OVERHEADS)
+    except (KeyError, TypeError):
+        return None
+    return {
+        "nonlearning": nonlearning,
+        "overheads": overheads,
+        "learning": float(saved) - nonlearning - overheads,
+    }
+
+
+def _with_split(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with the split of ``saved`` (``saved_split``) as three more figures."""
+    base = rows[0] if rows else {}
+    out = []
+    for r in rows:
+        split = saved_split(r, base)
+        extra = {} if split is None else {f"gpu_hours_saved_{k}": v for k, v in split.items()}
+        out.append({**r, **extra})
+    return out
+
+
+#: what each column of the table counts (printed under it and in the report)
+LEGEND = (
+    "GPU-h: GPU-hours held under admitted quota. non-learn: of them, held after a run stopped "
+    "learning (<=1% improvement ahead on its hidden clean curve). saved: no-advisor's GPU-h minus "
+    "this row's (near-end releases excluded) = non-learn (non-learning GPU-h not burnt: what a "
+    "release is for; checkpoints and restarts after a run stopped learning count here) + overheads "
+    "(lost work, checkpoints, restarts avoided; negative: added) + cut learning (GPU-h of runs still "
+    "learning not spent: work cut short or not reached by the end; not a saving). wrong .5/1/2%: runs released or stopped that would "
+    "still have improved by more than 0.5/1/2%. near-end: healthy runs released in their last 15%. "
+    "lost: work recomputed after preemptions and failures; ckpt: checkpoint overhead (GPU-h). JCT "
+    "of completed runs (cut: of released ones), wait: queue wait, util: GPU-h / capacity x span. "
+    "victim P/R: precision/recall of predicted preemption victims ('-': the row predicts none)."
+)
+
 _COLUMNS = (
     ("policy", "policy", "{}"),
     ("GPU-h", "gpu_hours", "{:.0f}"),
     ("non-learn", "gpu_hours_nonlearning", "{:.0f}"),
     ("saved", "gpu_hours_saved", "{:+.0f}"),
+    ("= non-learn", "gpu_hours_saved_nonlearning", "{:+.0f}"),
+    ("+ overheads", "gpu_hours_saved_overheads", "{:+.0f}"),
+    ("+ cut learning", "gpu_hours_saved_learning", "{:+.0f}"),
     ("wrong", "wrong_stops", "{}"),
     ("wrong%", "wrong_stop_fraction", "{:.1%}"),
     ("wrong .5/1/2%", "wrong_stops_by_threshold", "{0[0.005]}/{0[0.01]}/{0[0.02]}"),
@@ -68,14 +132,29 @@ _COLUMNS = (
 def _cell(value: Any, fmt: str) -> str:
     if value is None:
         return "-"
-    if fmt.endswith("h}") or fmt.endswith("h"):
-        return fmt.format(value / 3600.0)
-    return fmt.format(value)
+    suffix = ""
+    if fmt.endswith("h"):  # seconds shown in hours
+        fmt, suffix, value = fmt[:-1], "h", value / 3600.0
+    text = fmt.format(value)
+    if isinstance(value, float) and re.fullmatch(r"[+-]?0(\.0*)?%?", text):
+        text = ("+" if fmt.startswith("{:+") else "") + text.lstrip("+-")  # a rounded zero, not "-0"
+    return text + suffix
+
+
+def _row_cells(r: dict[str, Any]) -> list[str]:
+    cells = []
+    for _h, key, fmt in _COLUMNS:
+        value = r.get(key)
+        if key == "victim_recall" and r.get("victim_precision") is None:
+            value = None  # a row that predicts no victims has no recall to speak of
+        cells.append(_cell(value, fmt))
+    return cells
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    rows = _with_split(rows)
     header = [c[0] for c in _COLUMNS]
-    body = [[_cell(r.get(key), fmt) for _h, key, fmt in _COLUMNS] for r in rows]
+    body = [_row_cells(r) for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
     lines = [
         "  ".join(
@@ -103,7 +182,7 @@ def _clean(value: Any) -> Any:
 def json_text(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
     """The rows as JSON text: ``JSON_KEYS`` first, then every other metric, each with the scenario."""
     out = []
-    for r in rows:
+    for r in _with_split(rows):
         obj = {k: _clean(r.get(k)) for k in JSON_KEYS}
         obj.update({k: _clean(v) for k, v in r.items() if k not in obj})
         if meta:
@@ -123,46 +202,39 @@ def write_json(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any] 
 
 
 def _waterfall(results: Sequence[RowResult], path: Path) -> None:
+    """What each row's "saved" is made of (``saved_split``), all rows on one axis from zero: the
+    non-learning GPU-hours it did not burn, the overheads it avoided (or added), and the GPU-hours
+    of runs still learning that it did not spend, hatched (not a saving: cut work); a dot marks
+    the net "saved" of the table. Same scale for every row, so that the rows compare as the table
+    does."""
     import matplotlib.pyplot as plt
 
     base = results[0].metrics
-    others = results[1:]
-    n = max(1, len(others))
-    cols = min(4, n)
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    rows = [r.metrics for r in results[1:]]
+    splits = [saved_split(m, base) or {"nonlearning": 0.0, "overheads": 0.0, "learning": 0.0} for m in rows]
     parts = (
-        ("non-learning", "gpu_hours_nonlearning"),
-        ("lost work", "lost_work_gpu_hours"),
-        ("checkpoints", "checkpoint_overhead_gpu_hours"),
-        ("restarts", "restart_overhead_gpu_hours"),
+        ("nonlearning", "non-learning GPU-h not burnt (saved)", "#2a9d8f", ""),
+        ("overheads", "lost work + checkpoints + restarts avoided", "#8ab17d", ""),
+        ("learning", "GPU-h of runs still learning not spent (cut work, not a saving)", "#e76f51", "//"),
     )
-    for ax, res in zip(axes.flat, others, strict=False):
-        m = res.metrics
-        deltas = [(label, m[key] - base[key]) for label, key in parts]
-        rest = m["gpu_hours"] - base["gpu_hours"] - sum(d for _l, d in deltas)
-        deltas.append(("other", rest))
-        level = base["gpu_hours"]
-        ax.bar(0, level, color="#888888")
-        for i, (_label, d) in enumerate(deltas, start=1):
-            ax.bar(i, d, bottom=level, color="#2a9d8f" if d < 0 else "#e76f51")
-            level += d
-        ax.bar(len(deltas) + 1, level, color="#264653")
-        ax.set_xticks(
-            range(len(deltas) + 2),
-            ["no-advisor", *(lbl for lbl, _d in deltas), "total"],
-            rotation=45,
-            ha="right",
-            fontsize=7,
-        )
-        ax.set_title(m["policy"], fontsize=9)
-        ax.set_ylabel("GPU-hours", fontsize=8)
-        lo = min(base["gpu_hours"], m["gpu_hours"])
-        hi = max(base["gpu_hours"], m["gpu_hours"], base["gpu_hours"] + sum(max(0.0, d) for _l, d in deltas))
-        ax.set_ylim(max(0.0, lo - 0.35 * base["gpu_hours"]) * 0.9, hi * 1.04)
-    for ax in list(axes.flat)[len(others) :]:
-        ax.axis("off")
-    fig.suptitle("GPU-hours vs no advisor (green: saved, red: added)", fontsize=10)
+    fig, ax = plt.subplots(figsize=(10, 0.55 * max(3, len(rows)) + 1.6))
+    y = np.arange(len(rows))[::-1]
+    pos = np.zeros(len(rows))  # positives stack rightwards from 0, negatives (GPU-h added) leftwards
+    neg = np.zeros(len(rows))
+    for key, label, colour, hatch in parts:
+        values = np.array([sp[key] for sp in splits])
+        left = np.where(values >= 0, pos, neg)
+        ax.barh(y, values, left=left, color=colour, hatch=hatch, edgecolor="white", height=0.6, label=label)
+        pos += np.maximum(values, 0.0)
+        neg += np.minimum(values, 0.0)
+    saved = [m.get("gpu_hours_saved") or 0.0 for m in rows]
+    ax.plot(saved, y, "o", color="black", ms=5, label='net "saved" (the table\'s column)')
+    ax.axvline(0.0, color="black", lw=0.8)
+    ax.set_yticks(y, [m["policy"] for m in rows], fontsize=8)
+    ax.set_xlabel(f"GPU-hours against no-advisor ({base['gpu_hours']:,.0f} GPU-h); right: fewer used")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    ax.set_title("What each row saves, and what it cuts", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -187,20 +259,39 @@ def _jct_cdf(results: Sequence[RowResult], path: Path) -> None:
 
 
 def _utilisation(results: Sequence[RowResult], capacity: int, path: Path) -> None:
+    """GPU utilisation over time, one small panel per row on shared axes (0 to the highest use),
+    each with the no-advisor row in grey beneath it: eight similar lines on one axis cannot be
+    told apart, a row against the reference can."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    for res in results:
+    def series(res: RowResult) -> tuple[Any, Any] | None:
         pts = res.record.usage
         if not pts:
-            continue
-        t = np.array([p[0] for p in pts]) / 3600.0
-        u = np.array([p[1] for p in pts]) / capacity
-        ax.step(t, u, where="post", label=res.metrics["policy"], linewidth=0.9)
-    ax.set_xlabel("simulated time (hours)")
-    ax.set_ylabel("GPUs in use / nominal capacity")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+            return None
+        return np.array([p[0] for p in pts]) / 3600.0, np.array([p[1] for p in pts]) / capacity
+
+    n = len(results)
+    cols = min(2, n)
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(
+        nrows, cols, figsize=(6.0 * cols, 1.9 * nrows + 0.8), sharex=True, sharey=True, squeeze=False
+    )
+    reference = series(results[0])
+    top = max([1.0, *(float(s[1].max()) for s in map(series, results) if s is not None)])
+    for ax, res in zip(axes.flat, results, strict=False):
+        if reference is not None and res is not results[0]:
+            ax.step(*reference, where="post", color="0.7", lw=0.8, label="no-advisor")
+        own = series(res)
+        if own is not None:
+            ax.step(*own, where="post", color="#1f77b4", lw=0.9, label=res.metrics["policy"])
+        ax.set_title(f"{res.metrics['policy']} (mean {res.metrics['utilization']:.0%})", fontsize=8)
+        ax.set_ylim(0.0, top * 1.05)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.supxlabel("simulated time (hours)", fontsize=9)
+    fig.supylabel("GPUs in use / nominal capacity", fontsize=9)
+    fig.suptitle("Utilisation over time (grey: no-advisor)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -276,11 +367,7 @@ def write_report(
         format_table(rows),
         "```",
         "",
-        "GPU-hours (h), times in hours. *non-learn*: GPU-hours held after a run stopped learning "
-        "(≤1% improvement ahead on its hidden clean curve); *wrong*: runs released or stopped that "
-        "would still have improved by more than 1%; *lost*: work recomputed after preemptions and "
-        "node failures; *ckpt*: checkpoint overhead; *victim P/R*: precision/recall of the "
-        "advisor's predicted preemption victims (preempted within an hour of the prediction).",
+        LEGEND + " The full definitions are in `simulator/metrics.py`.",
         "",
     ]
     lines += [

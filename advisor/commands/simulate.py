@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -530,7 +531,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_sweep(args, json_out)
     if args.seeds is not None:
         return _run_seeds(args, json_out)
-    from simulator.report import format_table, json_text, write_json, write_report
+    from simulator.report import LEGEND, format_table, json_text, write_json, write_report
     from simulator.runner import run_rows
 
     scenario = _scenario(args)
@@ -558,6 +559,7 @@ def run(args: argparse.Namespace) -> int:
     # with JSON on stdout the human-readable part goes to stderr, so that stdout parses
     human = sys.stderr if json_out == "-" else sys.stdout
     print(format_table(rows), file=human)
+    print(f"\n{textwrap.fill(LEGEND, 100)}", file=human)
     print(
         f"\n{len(trace.jobs)} jobs ({trace.source}; {trace.skipped} bad rows skipped), "
         f"{scenario.capacity} GPUs, "

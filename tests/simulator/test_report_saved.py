@@ -1,0 +1,57 @@
+"""The report's "saved": split into what it is made of (and the parts add up), defined in the
+legend, and the table's cosmetics (no "-0", "-" for a recall of a row that predicts nothing)."""
+
+from __future__ import annotations
+
+from simulator.report import LEGEND, _cell, format_table, saved_split
+
+
+def _row(name: str, **kw: float | None) -> dict[str, object]:
+    row: dict[str, object] = {
+        "policy": name,
+        "gpu_hours": 1000.0,
+        "gpu_hours_nonlearning": 300.0,
+        "gpu_hours_saved": 0.0,
+        "lost_work_gpu_hours": 10.0,
+        "checkpoint_overhead_gpu_hours": 5.0,
+        "restart_overhead_gpu_hours": 1.0,
+        "wrong_stops_by_threshold": {"0.005": 0, "0.01": 0, "0.02": 0},
+        "victim_precision": None,
+        "victim_recall": 0.0,
+    }
+    row.update(kw)
+    return row
+
+
+def test_saved_is_split_into_parts_that_add_up() -> None:
+    base = _row("no-advisor")
+    # saved 230: 80 fewer non-learning GPU-h, 6 fewer overhead GPU-h, the rest was still learning
+    row = _row(
+        "patience",
+        gpu_hours=770.0,
+        gpu_hours_saved=230.0,
+        gpu_hours_nonlearning=220.0,
+        lost_work_gpu_hours=5.0,
+        checkpoint_overhead_gpu_hours=4.0,
+    )
+    split = saved_split(row, base)
+    assert split is not None
+    assert split["nonlearning"] == 80.0 and split["overheads"] == 6.0 and split["learning"] == 144.0
+    assert sum(split.values()) == row["gpu_hours_saved"]
+    assert saved_split(base, base) is None
+    table = format_table([base, row])
+    assert "= non-learn" in table and "+ cut learning" in table
+    line = next(x for x in table.splitlines() if x.startswith("patience"))
+    assert "+230" in line and "+80" in line and "+144" in line
+    assert "saved:" in LEGEND and "not a saving" in LEGEND
+
+
+def test_no_minus_zero_and_no_recall_without_predictions() -> None:
+    assert _cell(-0.3, "{:+.0f}") == "+0"
+    assert _cell(-0.004, "{:.1f}") == "0.0"
+    assert _cell(-2.0, "{:+.0f}") == "-2"
+    assert _cell(7200.0, "{:.2f}h") == "2.00h"
+    table = format_table([_row("no-advisor", gpu_hours_saved=-0.2)])
+    line = table.splitlines()[2]
+    assert " -0 " not in line and "+0" in line
+    assert line.split()[-1] == "-" and line.split()[-2] == "-"
