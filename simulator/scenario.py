@@ -112,6 +112,8 @@ def load_cluster(path: str | Path) -> tuple[list[ClusterQueueSpec], dict[str, st
         preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any,
                      borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}}
     localQueues: {team-a: cq-a}     # trace queue -> ClusterQueue
+
+    Documented in ``docs/cluster.md``; ``examples/cluster.yaml`` is a complete example.
     """
     p = Path(path)
     try:
@@ -125,6 +127,8 @@ def load_cluster(path: str | Path) -> tuple[list[ClusterQueueSpec], dict[str, st
         where = f"{p}: clusterQueues[{i}]"
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
             raise QuotaError(f"{where}: needs a name")
+        if "nominalGPUs" not in spec and "nominalGpus" in spec:  # the job-state spelling, still read
+            spec = {**spec, "nominalGPUs": spec["nominalGpus"]}
         nominal = _opt_int(spec, "nominalGPUs", where)
         if nominal is None:
             raise QuotaError(f"{where}: nominalGPUs is required")

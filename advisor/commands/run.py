@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from advisor.cli import CommandError
+from advisor.cli import CommandError, duration
 
 __all__ = ["register", "run"]
 
@@ -49,10 +49,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     p.add_argument(
         "--write-interval",
-        type=float,
+        type=duration,
         default=2.0,
-        metavar="S",
-        help="on average at most one TrainJobForecast write per object per S seconds (default 2)",
+        metavar="DURATION",
+        help="on average at most one TrainJobForecast write per object per this long (2, 2s, 1m; default 2s)",
     )
     p.add_argument(
         "--max-writes-per-second",
@@ -63,17 +63,17 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--forecast-interval",
-        type=float,
+        type=duration,
         default=30.0,
-        metavar="S",
-        help="re-forecast a job at most every S seconds (default 30)",
+        metavar="DURATION",
+        help="re-forecast a job at most this often (30, 30s, 2m; default 30s)",
     )
     p.add_argument(
         "--evaluate-interval",
-        type=float,
+        type=duration,
         default=30.0,
-        metavar="S",
-        help="re-evaluate idle jobs every S seconds, for stalls and timeouts (default 30)",
+        metavar="DURATION",
+        help="re-evaluate idle jobs this often, for stalls and timeouts (30, 30s, 1m; default 30s)",
     )
     p.add_argument(
         "--priority-boost",

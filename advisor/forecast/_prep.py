@@ -178,7 +178,8 @@ def prepare(
         if n_segments > max(3, idx.size // 10):
             # restarts are rare events; steps going back this often are an unsorted history
             warnings.append(
-                f"steps go backwards {n_segments - 1} times: treated as unsorted, not as restarts"
+                f"steps go backwards {n_segments - 1} times: treated as unsorted, not as restarts; "
+                "sorted them"
             )
             local, n_segments = [0], 1
         starts = [int(idx[i]) for i in local] if idx.size else [0]
@@ -203,7 +204,7 @@ def prepare(
     ep2 = ep[keep] if ep is not None else None
     if s2.size > 1 and not bool((s2[1:] > s2[:-1]).all()):  # the usual history needs neither step
         order = np.argsort(s2, kind="stable")
-        if np.any(np.diff(order) < 0):
+        if np.any(np.diff(order) < 0) and not any("treated as unsorted" in w for w in warnings):
             warnings.append("steps were not sorted; sorted them")
         s2, v2 = s2[order], v2[order]
         t2 = t2[order] if t2 is not None else None

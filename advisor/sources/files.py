@@ -415,7 +415,8 @@ def _assemble(
     series = {role: _aligned(extra[role], kept, role, warnings) for role in optional}
     backwards = sum(1 for a, b in itertools.pairwise(steps) if b < a)
     if backwards:
-        warnings.append(f"step goes backwards {backwards} time(s) (restarts); kept as separate segments")
+        # what it means (restarts or an unsorted file) is the forecaster's call, said in its warnings
+        warnings.append(f"step goes backwards {backwards} time(s); kept in file order")
     nonfinite = sum(1 for v in values if not math.isfinite(v))
     if nonfinite:
         warnings.append(f"{nonfinite} non-finite {target.name} values")

@@ -164,3 +164,38 @@ def test_explain_shows_rule_state_times_as_times(capsys: pytest.CaptureFixture[s
     )
     state = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("state: "))
     assert state == "state: plateau.since=2025-12-01T11:40:00Z (20m ago)"
+
+
+def test_durations_read_the_same_in_run_and_simulate() -> None:
+    from advisor.cli import build_parser
+
+    parser = build_parser()
+    run = parser.parse_args(["run", "--forecast-interval", "2m", "--evaluate-interval", "45"])
+    assert run.forecast_interval == 120.0 and run.evaluate_interval == 45.0  # a bare number: seconds
+    sim = parser.parse_args(["simulate", "--forecast-interval", "20m"])
+    assert sim.forecast_interval == 1200.0
+
+
+def test_unsorted_steps_get_one_story(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import random
+
+    steps = list(range(10, 2001, 10))
+    random.Random(0).shuffle(steps)
+    path = tmp_path / "shuffled.csv"
+    path.write_text("step,loss\n" + "".join(f"{s},{2 + 10 / s:.4f}\n" for s in steps))
+    assert main(["forecast", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "restarts)" not in out and "kept as separate segments" not in out
+    assert out.count("sorted them") == 1
+
+
+def test_the_shipped_cluster_example_loads_in_both_spellings(tmp_path: Path) -> None:
+    from simulator.scenario import load_cluster
+
+    root = Path(__file__).resolve().parents[2]
+    queues, local = load_cluster(root / "examples" / "cluster.yaml")
+    assert [q.name for q in queues] == ["team-a", "team-b", "spot"] and local["spot"] == "spot"
+    old = tmp_path / "old.yaml"
+    old.write_text("clusterQueues:\n  - {name: cq, nominalGpus: 16}\n")
+    (q,), _ = load_cluster(old)
+    assert q.nominal_gpus == 16
