@@ -192,10 +192,17 @@ class ActionRecord:
     request_id: str
     policy: str = ""
     rule: str = ""
-    outcome: str = "requested"  # requested | done | acknowledged | timed-out | failed | recommended
+    outcome: str = "requested"
+    """requested | done | acknowledged | timed-out | failed | impossible | recommended. ``failed``
+    may work on a later try (backed off); ``impossible`` cannot work on this job as it stands (no
+    Workload, no permission, not supported) and is not tried again until ``stamp`` changes."""
     reason: str = ""
     timeout_s: float | None = None
     """For a checkpoint request: how long to wait for the acknowledgement (None: the protocol default)."""
+    stamp: str = ""
+    """``JobView.version`` when the action was tried: the job it was found impossible on."""
+    detail: str = ""
+    """What the attempt found (the failure's reason), for the log, ``explain`` and the backoff."""
 
 
 class Phase(enum.StrEnum):
@@ -295,6 +302,11 @@ class JobView:
     phase_reason: str = ""
     phase_since: float | None = None
     """When the job entered ``phase`` as the core loop saw it (a resumed job is judged from here)."""
+
+    version: str = ""
+    """The identity and generation of the job and of its Workload, as the adapter read them: an
+    action found impossible on one version is tried again only on another (a Workload appeared,
+    the spec changed)."""
 
     @property
     def key(self) -> str:

@@ -11,7 +11,9 @@ The engine owns everything rules must not decide alone:
 * exemption (the policy's ``exemptLabel``): an exempt job gets no action at all;
 * the gates: minimum runtime / steps / progress before judging learning, and a forecast strong
   enough to act on (enough points, finite numbers, not mostly dropped data);
-* cooldown (per job) and the cap of actions per hour (per policy) for disruptive actions;
+* cooldown (per job) and the cap of actions per hour (per policy) for disruptive actions, failed
+  attempts included; the backoff of a kind of action that failed, and the hold on one found
+  impossible on the job as it stands (``policies.retries``);
 * merging: once a rule releases or stops the job, growth and periodic checkpoints are moot; at
   most one checkpoint, one release/stop and one scale per decision;
 * Recommend mode: every action becomes a ``RECOMMEND`` that says what Apply would do.
@@ -36,6 +38,7 @@ from typing import Any
 
 from advisor.model import Action, ActionKind, ClusterView, Decision, Forecast, JobView, Mode, Phase
 from policies.index import cluster_index
+from policies.retries import hold_for
 from policies.rules import RULES
 from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record
 from policies.rules.guard import NAME as GUARD
@@ -147,7 +150,8 @@ def _blocked(job: JobView, cluster: ClusterView, policy: Policy, now: float) -> 
     last = None
     mine = 0
     for rec in job.actions:
-        if rec.kind in DISRUPTIVE and rec.outcome not in ("failed", "recommended"):
+        # a failed or impossible attempt is an action too: it counts toward cooldown and cap
+        if rec.kind in DISRUPTIVE and rec.outcome != "recommended":
             last = rec.time if last is None or rec.time > last else last
             if rec.policy == policy.name and now - HOUR < rec.time <= now:
                 mine += 1
@@ -158,6 +162,23 @@ def _blocked(job: JobView, cluster: ClusterView, policy: Policy, now: float) -> 
     if count >= s.max_actions_per_hour:
         return f"policy cap of {s.max_actions_per_hour} actions/hour reached ({count} in the last hour)"
     return None
+
+
+def _held_back(
+    job: JobView, actions: list[Action], now: float, reasons: list[str], rechecks: list[float]
+) -> list[Action]:
+    """The actions that may be tried now: one that failed recently waits out its backoff, one
+    found impossible on this job waits for the job to change (``policies.retries``)."""
+    kept: list[Action] = []
+    for a in actions:
+        hold = hold_for(job, a.kind, now) if a.kind is not ActionKind.RECOMMEND else None
+        if hold is None:
+            kept.append(a)
+            continue
+        reasons.append(f"{a.rule}: held back, {hold.reason} (wanted: {a.reason})")
+        if hold.until is not None:
+            rechecks.append(hold.until)
+    return kept
 
 
 def _recommend(action: Action) -> Action:
@@ -261,9 +282,12 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
     if not_running(job) is not None:
         return _idle(job, cluster, policy, ctx, now)
     actions = _merge(outcomes)
-    if not ctx.apply:
-        actions = [_recommend(a) for a in actions]
     reasons: list[str] = []
+    rechecks = [o.recheck_at for _, o in outcomes if o.recheck_at is not None]
+    if ctx.apply:
+        actions = _held_back(job, actions, now, reasons, rechecks)
+    else:
+        actions = [_recommend(a) for a in actions]
     if not ctx.judge:
         reasons.append(f"no judgement yet: {ctx.judge_reason}")
     for a in actions:
@@ -287,7 +311,6 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
             f"P(diverging) {fc.divergence_probability:.2f}, step {job.step}"
             + (f" of {job.total_steps})" if job.total_steps else ")")
         )
-    rechecks = [o.recheck_at for _, o in outcomes if o.recheck_at is not None]
     watchdogs = [o.idle_recheck_at for _, o in outcomes if o.idle_recheck_at is not None]
     return Decision(
         job=job.key,

@@ -13,7 +13,14 @@ loses an action nor repeats it:
 On restart, ``resume`` redoes step 3-4 for whatever step 2 left pending. Recommend mode (and
 ``recommend`` actions) only records, emits an Event and counts: it never touches user objects.
 Releasing quota is always ``Workload.spec.active=false`` (never ``suspend``, never deleting the
-Workload); without a Kueue Workload, the action fails with a clear reason.
+Workload).
+
+An attempt that cannot work on this job as it stands (no Kueue Workload, no permission, an API
+that does not allow the change) is recorded ``impossible``, one that may work later ``failed``;
+``policies.retries`` decides when either is tried again (the actuator only records). Every
+attempt and outcome is one INFO line of the audit log (``advisor.controller.audit``), and every
+Event is named after its request id and outcome, so the API server itself refuses a second one,
+also after a restart.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.controller.audit import audit
 from advisor.controller.jobs import JOB_KINDS, PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import Workload
 from advisor.controller.retry import call_with_retries
@@ -53,9 +61,13 @@ _EVENT_REASONS = {
 }
 
 
+#: API statuses that say the action cannot work on this job as it stands (forbidden, invalid)
+_IMPOSSIBLE_STATUS = frozenset({400, 403, 405, 422})
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    outcome: str  # done | requested | failed
+    outcome: str  # done | requested | failed | impossible
     detail: str
 
 
@@ -96,8 +108,17 @@ class Actuator:
             self.metrics.actions.labels(kind.value, mode, outcome).inc()
 
     def _event(
-        self, job: JobView, body: Mapping[str, Any], reason: str, message: str, *, warning: bool = False
+        self,
+        job: JobView,
+        body: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        request_id: str | None = None,
     ) -> None:
+        """Post one Event; with ``request_id``, at most one per request id and reason, ever (the
+        Event's name is derived from both, so a second post is refused by the API server)."""
         meta = body.get("metadata") or {}
         jk = JOB_KINDS.get(job.kind, TRAINJOB)
         involved = {
@@ -107,8 +128,9 @@ class Actuator:
             "namespace": job.namespace,
             "uid": meta.get("uid"),
         }
+        key = f"{request_id}/{reason}" if request_id else None
         try:
-            self.api.create_event(involved, reason=reason, message=message, warning=warning)
+            self.api.create_event(involved, reason=reason, message=message, warning=warning, dedupe_key=key)
         except Exception as exc:  # an Event is best effort; the status keeps the record
             log.warning("event %s on %s not posted: %s", reason, job.key, exc)
 
@@ -154,12 +176,24 @@ class Actuator:
             reason=action.reason,
         )
         self.core.record_action(job.key, rec)
+        audit(
+            "outcome",
+            job,
+            kind=action.kind,
+            request_id=rec.request_id,
+            policy=rec.policy,
+            rule=action.rule,
+            mode=Mode.RECOMMEND.value,
+            outcome="recommended",
+            reason=action.reason,
+        )
         what = "" if action.kind is ActionKind.RECOMMEND else f"{action.kind.value}: "
         self._event(
             job,
             body,
             "Recommendation",
             f"{what}{action.reason} (policy {decision.policy}, rule {action.rule}, mode Recommend)",
+            request_id=rec.request_id,
         )
         self._count(action.kind, Mode.RECOMMEND.value, "recommended")
         return rec
@@ -194,6 +228,7 @@ class Actuator:
             outcome="requested",
             reason=action.reason,
             timeout_s=timeout if action.kind is ActionKind.CHECKPOINT else None,
+            stamp=job.version,
         )
         self.core.record_action(job.key, rec)
         self.pending.setdefault(job.key, {})[rid] = {
@@ -202,15 +237,29 @@ class Actuator:
             "stage": "recorded",
             "time": now,
             "timeoutSeconds": timeout,
+            "policy": rec.policy,
             "rule": action.rule,
             "reason": action.reason,
         }
+        audit(
+            "attempt",
+            job,
+            kind=action.kind,
+            request_id=rid,
+            policy=rec.policy,
+            rule=action.rule,
+            mode=Mode.APPLY.value,
+            outcome="requested",
+            reason=action.reason,
+        )
         try:
             self.persist(job.key)
         except Exception as exc:
             log.error("not acting on %s: could not record request %s first: %s", job.key, rid, exc)
             self.pending[job.key].pop(rid, None)
-            self.core.update_action(job.key, rid, "failed")
+            detail = f"not recorded before acting: {exc}"
+            self.core.update_action(job.key, rid, "failed", detail=detail)
+            self._audit_outcome(job, rid, self._entry_like(rec), "failed", detail)
             self._count(action.kind, Mode.APPLY.value, "failed")
             return rec
         self.finish(job, rid, body=body, workload=workload)
@@ -232,21 +281,46 @@ class Actuator:
             return self._mutate(kind, entry.get("params") or {}, job, body, workload, rid)
 
         result = self._with_retries(attempt)
+        failed = result.outcome in ("failed", "impossible")
         if kind is ActionKind.CHECKPOINT and result.outcome == "requested":
             entry["stage"] = "awaiting-ack"  # stays pending until acknowledged or timed out
         else:
             self.pending[job.key].pop(rid, None)
-            self.core.update_action(job.key, rid, result.outcome)
-        reason = _EVENT_REASONS[kind] if result.outcome != "failed" else f"{_EVENT_REASONS[kind]}Failed"
+            self.core.update_action(job.key, rid, result.outcome, detail=result.detail if failed else None)
+        self._audit_outcome(job, rid, entry, result.outcome, result.detail)
+        reason = _EVENT_REASONS[kind] if not failed else f"{_EVENT_REASONS[kind]}Failed"
+        not_again = "; not retried until the job changes" if result.outcome == "impossible" else ""
         self._event(
             job,
             body,
             reason,
-            f"{result.detail}; {entry.get('reason', '')} (rule {entry.get('rule')}, request {rid})",
-            warning=result.outcome == "failed",
+            f"{result.detail}{not_again}; {entry.get('reason', '')} "
+            f"(rule {entry.get('rule')}, request {rid})",
+            warning=failed,
+            request_id=rid,
         )
         self._count(kind, Mode.APPLY.value, result.outcome)
         return result
+
+    @staticmethod
+    def _entry_like(rec: ActionRecord) -> dict[str, Any]:
+        return {"kind": rec.kind.value, "policy": rec.policy, "rule": rec.rule, "reason": rec.reason}
+
+    def _audit_outcome(
+        self, job: JobView, rid: str, entry: Mapping[str, Any], outcome: str, detail: str
+    ) -> None:
+        audit(
+            "outcome",
+            job,
+            kind=ActionKind(entry["kind"]),
+            request_id=rid,
+            policy=str(entry.get("policy") or ""),
+            rule=str(entry.get("rule") or ""),
+            mode=Mode.APPLY.value,
+            outcome=outcome,
+            reason=str(entry.get("reason") or ""),
+            detail=detail,
+        )
 
     def _with_retries(self, fn: Callable[[], Outcome]) -> Outcome:
         """``fn`` (which reads what it acts on afresh each time) with the shared retry policy:
@@ -255,7 +329,11 @@ class Actuator:
         try:
             return call_with_retries(fn, what="action", retry_conflicts=True, sleep=self.sleep)
         except Exception as exc:
-            return Outcome("failed", f"API error: {getattr(exc, 'reason', None) or exc}")
+            status = getattr(exc, "status", None)
+            why = f"API error: {getattr(exc, 'reason', None) or exc}"
+            if isinstance(status, int) and status in _IMPOSSIBLE_STATUS:
+                return Outcome("impossible", f"{why} ({status})")
+            return Outcome("failed", why)
 
     def _mutate(
         self,
@@ -278,20 +356,20 @@ class Actuator:
         if kind in (ActionKind.RELEASE_QUOTA, ActionKind.STOP):
             if workload is None:
                 return Outcome(
-                    "failed",
+                    "impossible",
                     "no Kueue Workload found for the job; quota is released only through "
                     "Workload.spec.active=false",
                 )
             return self._release(job, workload)
         if kind in (ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST):
             if workload is None:
-                return Outcome("failed", "no Kueue Workload found for the job")
+                return Outcome("impossible", "no Kueue Workload found for the job")
             value = int(params.get("boost", self.boost)) if kind is ActionKind.BOOST_PRIORITY else None
             self.api.kueue.set_priority_boost(ns, workload.name, value)
             return Outcome("done", f"priority boost on Workload {workload.name} set to {value}")
         if kind is ActionKind.SCALE:
             return self._scale(job, params, workload)
-        return Outcome("failed", f"unsupported action kind {kind.value}")
+        return Outcome("impossible", f"unsupported action kind {kind.value}")
 
     def _release(self, job: JobView, workload: Workload) -> Outcome:
         """``Workload.spec.active=false`` on a fresh read, guarded by its resourceVersion: a Workload
@@ -302,7 +380,7 @@ class Actuator:
         if workload.uid and fresh.uid and fresh.uid != workload.uid:
             return Outcome("failed", f"Workload {workload.name} was replaced since the decision")
         if fresh.finished:
-            return Outcome("failed", f"Workload {workload.name} has finished; nothing to release")
+            return Outcome("impossible", f"Workload {workload.name} has finished; nothing to release")
         if not fresh.active:
             return Outcome("done", f"Workload {workload.name} already inactive ({job.gpus} GPU(s))")
         wl = kueue.set_active(
@@ -315,13 +393,13 @@ class Actuator:
     def _scale(self, job: JobView, params: Mapping[str, Any], workload: Workload | None) -> Outcome:
         target = params.get("nodes", params.get("replicas"))
         if not isinstance(target, int | float) or isinstance(target, bool) or target < 1:
-            return Outcome("failed", f"scale needs a positive target node count, got {target!r}")
+            return Outcome("impossible", f"scale needs a positive target node count, got {target!r}")
         nodes = int(target)
         if job.kind == PYTORCHJOB.kind:
             lo = job.min_nodes if job.min_nodes is not None else 1
             hi = job.max_nodes if job.max_nodes is not None else nodes
             if not lo <= nodes <= hi:
-                return Outcome("failed", f"target {nodes} outside elasticPolicy bounds [{lo}, {hi}]")
+                return Outcome("impossible", f"target {nodes} outside elasticPolicy bounds [{lo}, {hi}]")
             workers = nodes - 1 if job.nodes > 1 or nodes > 1 else nodes  # the Master counts as one node
             self.api.scale_job(PYTORCHJOB.kind, job.namespace, job.name, max(workers, 0))
             return Outcome("done", f"PyTorchJob scaled from {job.nodes} to {nodes} node(s)")
@@ -337,7 +415,7 @@ class Actuator:
                 )
             if getattr(exc, "status", None) in (400, 422):
                 return Outcome(
-                    "failed",
+                    "impossible",
                     "this TrainJob API does not allow changing spec.trainer.numNodes "
                     f"(immutable since Trainer v2.2); recreate the job with {nodes} node(s)",
                 )
@@ -361,8 +439,15 @@ class Actuator:
             return False
         self.pending[job.key].pop(rid, None)
         self.core.update_action(job.key, rid, outcome)
+        self._audit_outcome(job, rid, entry, outcome, detail)
         if outcome == "acknowledged":
-            self._event(job, body, "CheckpointAcknowledged", f"checkpoint {rid} saved {detail}".strip())
+            self._event(
+                job,
+                body,
+                "CheckpointAcknowledged",
+                f"checkpoint {rid} saved {detail}".strip(),
+                request_id=rid,
+            )
         else:
             self._event(
                 job,
@@ -370,6 +455,7 @@ class Actuator:
                 "CheckpointTimedOut",
                 f"no acknowledgement of checkpoint {rid} within {entry.get('timeoutSeconds')}s",
                 warning=True,
+                request_id=rid,
             )
         self._count(ActionKind.CHECKPOINT, Mode.APPLY.value, outcome)
         return True

@@ -12,6 +12,7 @@ paused or partitioned API server would hang a write, and the action waiting behi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
@@ -261,13 +262,27 @@ class ClusterApi:
 
     # -------------------------------------------------------------------------------- events
     def create_event(
-        self, involved: Mapping[str, Any], *, reason: str, message: str, warning: bool = False
-    ) -> None:
+        self,
+        involved: Mapping[str, Any],
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        dedupe_key: str | None = None,
+    ) -> bool:
+        """Post an Event; False when one with the same ``dedupe_key`` exists already. The key (a
+        request id and an outcome) names the Event, so the API server refuses the second post
+        (409) even from a controller restarted in between."""
         namespace = str(involved["namespace"])
         now = _now_iso()
+        suffix = (
+            hashlib.sha256(f"{involved.get('uid')}/{dedupe_key}".encode()).hexdigest()[:16]
+            if dedupe_key
+            else uuid.uuid4().hex[:16]
+        )
         body = self._event_model.from_dict(
             {
-                "metadata": {"name": f"{involved['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+                "metadata": {"name": f"{str(involved['name'])[:200]}.{suffix}", "namespace": namespace},
                 "involvedObject": dict(involved),
                 "reason": reason[:128],
                 "message": message[:1024],
@@ -282,7 +297,13 @@ class ClusterApi:
         )
         if body is None:
             raise ValueError("could not build the Event")
-        self.core.create_namespaced_event(namespace, body)
+        try:
+            self.core.create_namespaced_event(namespace, body)
+        except Exception as exc:
+            if getattr(exc, "status", None) == 409 and dedupe_key:
+                return False
+            raise
+        return True
 
 
 def dumps_compact(data: Any) -> str:

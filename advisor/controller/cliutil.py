@@ -132,9 +132,12 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        fields = getattr(record, "audit", None)  # the audit trail's fields (``controller.audit``)
+        if isinstance(fields, dict):
+            data.update({k: v for k, v in fields.items() if k not in data})
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
-        return json.dumps(data)
+        return json.dumps(data, default=str)
 
 
 def configure_logging(fmt: str, level: str) -> None:

@@ -138,6 +138,13 @@ def _runtime_name(spec: Mapping[str, Any]) -> str | None:
     return str(name) if isinstance(name, str) and name else None
 
 
+def _version(meta: Mapping[str, Any], workload: Workload | None) -> str:
+    """The job's and its Workload's identity and generation (``JobView.version``): status updates
+    leave it alone, a new Workload or a spec change moves it."""
+    wl = f"{workload.uid}/{workload.generation}" if workload is not None else "none"
+    return f"{meta.get('uid') or ''}/{meta.get('generation') or 0};workload={wl}"
+
+
 def base_view(
     body: Mapping[str, Any],
     *,
@@ -199,6 +206,7 @@ def base_view(
         grace_period_s=grace,
         runtime=_runtime_name(spec) if kind is not PYTORCHJOB else None,
         signals=signals,
+        version=_version(meta, workload),
         started_at=parse_time(meta.get("creationTimestamp")),
         namespace_labels=dict(namespace_labels or {}),
     )

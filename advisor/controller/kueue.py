@@ -146,6 +146,7 @@ class Workload:
     name: str
     uid: str = ""
     resource_version: str = ""
+    generation: int = 0
     queue_name: str = ""
     priority: int = 0
     active: bool = True
@@ -269,6 +270,7 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
+        generation=meta["generation"] if isinstance(meta.get("generation"), int) else 0,
         queue_name=str(spec.get("queueName") or ""),
         priority=int(spec.get("priority") or 0),
         active=spec.get("active", True) is not False,

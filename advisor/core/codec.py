@@ -152,6 +152,8 @@ def action_to_dict(rec: ActionRecord) -> dict[str, Any]:
         "outcome": rec.outcome,
         "reason": rec.reason,
         "timeoutSeconds": finite_or_none(rec.timeout_s),
+        **({"stamp": rec.stamp} if rec.stamp else {}),
+        **({"detail": rec.detail[:300]} if rec.detail else {}),
     }
 
 
@@ -175,4 +177,6 @@ def action_from_dict(data: Any) -> ActionRecord | None:
         outcome=str(data.get("outcome") or "requested"),
         reason=str(data.get("reason") or ""),
         timeout_s=finite_or_none(data.get("timeoutSeconds")),
+        stamp=str(data.get("stamp") or ""),
+        detail=str(data.get("detail") or ""),
     )

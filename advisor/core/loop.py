@@ -572,15 +572,18 @@ class AdvisorCore:
         ]
         return tuple((rid, t) for t, rid in sorted(window))
 
-    def update_action(self, key: str, request_id: str, outcome: str) -> bool:
+    def update_action(self, key: str, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
         rec = self._records.get(key)
-        return rec is not None and self._set_outcome(rec, request_id, outcome)
+        return rec is not None and self._set_outcome(rec, request_id, outcome, detail=detail)
 
     @staticmethod
-    def _set_outcome(rec: JobRecord, request_id: str, outcome: str) -> bool:
+    def _set_outcome(rec: JobRecord, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
         for i in range(len(rec.actions) - 1, -1, -1):
             if rec.actions[i].request_id == request_id:
-                rec.actions[i] = dataclasses.replace(rec.actions[i], outcome=outcome)
+                changed = dataclasses.replace(rec.actions[i], outcome=outcome)
+                if detail is not None:
+                    changed = dataclasses.replace(changed, detail=detail)
+                rec.actions[i] = changed
                 return True
         return False
 

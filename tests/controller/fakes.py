@@ -58,6 +58,7 @@ class FakeApi:
         self.forecasts: dict[str, dict[str, Any]] = {}
         self.workloads: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, list[str]] = {}
+        self.event_keys: set[str] = set()
         self.pod_annotations: dict[str, dict[str, str]] = {}
         self.events: list[dict[str, Any]] = []
         self.kueue = FakeKueue(self.log, self.workloads)
@@ -134,12 +135,24 @@ class FakeApi:
         )
 
     def create_event(
-        self, involved: Mapping[str, Any], *, reason: str, message: str, warning: bool = False
-    ) -> None:
+        self,
+        involved: Mapping[str, Any],
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        dedupe_key: str | None = None,
+    ) -> bool:
+        # like the API server: the key names the Event, and a second create is refused
+        if dedupe_key is not None:
+            if dedupe_key in self.event_keys:
+                return False
+            self.event_keys.add(dedupe_key)
         self.log.append(("event", reason))
         self.events.append(
             {"involved": dict(involved), "reason": reason, "message": message, "warning": warning}
         )
+        return True
 
     def patch_job(
         self, kind: str, namespace: str, name: str, patch: Mapping[str, Any], *, dry_run: bool = False

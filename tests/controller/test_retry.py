@@ -142,7 +142,8 @@ def test_a_forbidden_release_fails_at_once() -> None:
 
     api.kueue.set_active = forbidden  # type: ignore[method-assign]
     act, core = _actuator(api, slept)
-    assert _release(act, core, api) == "failed"
+    # no permission cannot be retried away: recorded impossible, tried again only when the job changes
+    assert _release(act, core, api) == "impossible"
     assert slept == []
 
 

@@ -1,0 +1,66 @@
+"""The audit trail: one structured INFO log line per action attempt and per outcome.
+
+Events expire (an hour by default) and the TrainJobForecast keeps only its latest actions; a
+platform keeps its logs. Each line names the job, the policy and rule, the request id, the reason
+and the forecast numbers the decision rested on. With ``--log-format json`` the fields are keys of
+the JSON object (``cliutil.JsonFormatter`` merges ``record.audit``); in text they follow the
+message as ``key=value`` pairs, so both a person and a log pipeline can read them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+from advisor.model import ActionKind, JobView
+
+__all__ = ["AUDIT_LOGGER", "audit"]
+
+AUDIT_LOGGER = "trainjob_advisor.audit"
+log = logging.getLogger(AUDIT_LOGGER)
+
+
+def _num(value: float | None) -> float | None:
+    return round(float(value), 6) if value is not None and math.isfinite(value) else None
+
+
+def audit(
+    stage: str,
+    job: JobView,
+    *,
+    kind: ActionKind,
+    request_id: str,
+    policy: str,
+    rule: str,
+    mode: str,
+    outcome: str,
+    reason: str,
+    detail: str = "",
+) -> dict[str, Any]:
+    """Log one line (``stage``: ``attempt`` or ``outcome``) and return its fields (for tests)."""
+    fc = job.forecast
+    fields: dict[str, Any] = {
+        "audit": stage,
+        "job": job.key,
+        "kind": kind.value,
+        "requestId": request_id,
+        "policy": policy,
+        "rule": rule,
+        "mode": mode,
+        "outcome": outcome,
+        "reason": reason,
+        "step": job.step,
+        "totalSteps": job.total_steps,
+        "gpus": job.gpus,
+        "plateauProbability": _num(fc.plateau_probability) if fc else None,
+        "divergenceProbability": _num(fc.divergence_probability) if fc else None,
+        "finalLoss": _num(fc.final_loss.mean) if fc else None,
+        "etaSeconds": _num(fc.eta_seconds.mean) if fc and fc.eta_seconds else None,
+    }
+    if detail:
+        fields["detail"] = detail
+    text = " ".join(f"{k}={json.dumps(v)}" for k, v in fields.items() if k != "audit" and v is not None)
+    log.info("action %s: %s", stage, text, extra={"audit": fields})
+    return fields

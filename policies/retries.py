@@ -1,0 +1,82 @@
+"""Failed actions are actions: when a kind of action may be tried again on a job. Pure.
+
+Why a policy decision and not the actuator's: without it a job whose Workload cannot be found got
+a fresh release attempt (and a Warning Event) at every evaluation, about 120 an hour, because the
+failed attempt left the rule's condition as it was. So the engine holds an action back when
+
+* it was found **impossible** on this job as it stands (no Workload, no permission, not
+  supported by the job's API): not tried again until ``JobView.version`` changes (a Workload
+  appeared, the job's spec changed). The adapter stamps each attempt with the version it saw;
+* it **failed** recently: the next attempt of that kind waits ``base * 2**(n-1)`` after the
+  n-th failure in a row (capped), so a job gets at most one failed attempt, and at most one
+  Warning Event, per backoff window.
+
+Failed attempts also count toward the cooldown and the policy's hourly cap (``policies.engine``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.model import ActionKind, ActionRecord, JobView
+from policies.fields import format_duration
+
+__all__ = ["BACKOFF_BASE_S", "BACKOFF_MAX_S", "Hold", "backoff_s", "hold_for"]
+
+#: wait after the first failure of a kind; each further failure in a row doubles it
+BACKOFF_BASE_S = 60.0
+#: the longest wait: a job stuck failing is still tried once an hour
+BACKOFF_MAX_S = 3600.0
+#: outcomes that are not attempts at a mutation
+_NOT_ATTEMPTS = frozenset({"recommended"})
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Why an action of one kind may not be tried now, and when it may (None: not before the job
+    changes)."""
+
+    reason: str
+    until: float | None
+
+
+def backoff_s(failures: int) -> float:
+    """The wait after ``failures`` failed attempts in a row (0 for none)."""
+    if failures <= 0:
+        return 0.0
+    return min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2.0 ** min(failures - 1, 30))
+
+
+def _attempts(job: JobView, kind: ActionKind) -> list[ActionRecord]:
+    same = [a for a in job.actions if a.kind is kind and a.outcome not in _NOT_ATTEMPTS]
+    same.sort(key=lambda a: a.time)
+    return same
+
+
+def hold_for(job: JobView, kind: ActionKind, now: float) -> Hold | None:
+    """Whether an action of ``kind`` on ``job`` must wait (see the module docstring)."""
+    attempts = _attempts(job, kind)
+    if not attempts:
+        return None
+    last = attempts[-1]
+    if last.outcome == "impossible" and last.stamp == job.version:
+        why = f": {last.detail}" if last.detail else ""
+        return Hold(
+            f"{kind.value} is impossible on this job as it stands{why}; not retried until it changes", None
+        )
+    failures = 0
+    for a in reversed(attempts):
+        if a.outcome != "failed":
+            break
+        failures += 1
+    if failures == 0:
+        return None
+    until = last.time + backoff_s(failures)
+    if now >= until:
+        return None
+    why = f" ({last.detail})" if last.detail else ""
+    return Hold(
+        f"backing off: {failures} failed {kind.value} attempt(s) in a row{why}; "
+        f"next try in {format_duration(until - now)}",
+        until,
+    )
