@@ -117,6 +117,7 @@ def build(args: argparse.Namespace) -> int:
     try:
         bins = cp.ensure_binaries(go, kueue=True, kubectl=True, helm=True)
         cp.upstream_crds(go)  # fetches the CRD modules into the module cache now, not mid-test
+        cp.compat_crds(go)
     except cp.HarnessError as exc:
         print(f"build failed: {exc}", file=sys.stderr)
         return 1

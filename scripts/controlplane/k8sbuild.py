@@ -38,6 +38,10 @@ KUEUE = "v0.19.2"  # sigs.k8s.io/kueue (minimalkueue + CRDs)
 TRAINER = "v2.3.0"  # github.com/kubeflow/trainer/v2 (CRDs only)
 JOBSET = "v0.12.0"  # sigs.k8s.io/jobset (CRD only), the version KUEUE pins
 HELM = "v4.3.2"  # helm.sh/helm/v4 (renders charts/ in the e2e tier)
+# The compatibility plane (tests/e2e/test_compat.py): the clusters people have besides the newest.
+TRAINER_PREVIOUS = "v2.2.1"  # Trainer 2.2: the first with status.trainerStatus
+KUEUE_V1BETA1 = "v0.14.0"  # the last Kueue whose CRDs serve v1beta1 only
+TRAINING_OPERATOR = "v1.9.2"  # github.com/kubeflow/training-operator: the PyTorchJob CRD (Trainer v1)
 MIN_GO = (1, 26)  # Kueue >= v0.18 and k8s 1.36 declare `go 1.26.0`
 
 CONTROLLER_NAMESPACE = "trainjob-advisor-system"
@@ -401,6 +405,29 @@ def upstream_crds(go: Go) -> list[dict[str, Any]]:
             for doc in load_yaml_docs(path):
                 if doc.get("kind") == "CustomResourceDefinition":
                     crds.append(strip_conversion_webhook(doc))
+    return crds
+
+
+def compat_crds(go: Go) -> list[dict[str, Any]]:
+    """Trainer 2.2's TrainJob CRDs, Kueue's v1beta1-only CRDs and the training-operator's PyTorchJob."""
+    crd_dir = "manifests/base/crds"
+    sources = [
+        ("github.com/kubeflow/trainer/v2", TRAINER_PREVIOUS, crd_dir, "*.yaml"),
+        ("sigs.k8s.io/kueue", KUEUE_V1BETA1, "config/components/crd/bases", "*.yaml"),
+        ("github.com/kubeflow/training-operator", TRAINING_OPERATOR, crd_dir, "*_pytorchjobs.yaml"),
+    ]
+    crds: list[dict[str, Any]] = []
+    for module, version, subdir, pattern in sources:
+        directory = Path(module_info(go, module, version)["Dir"]) / subdir
+        files = sorted(p for p in directory.glob(pattern) if p.name != "kustomization.yaml")
+        if not files:
+            raise HarnessError(f"no CRD files {pattern} under {directory}")
+        crds.extend(
+            strip_conversion_webhook(doc)
+            for path in files
+            for doc in load_yaml_docs(path)
+            if doc.get("kind") == "CustomResourceDefinition"
+        )
     return crds
 
 

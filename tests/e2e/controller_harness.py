@@ -48,7 +48,14 @@ def wait_for(fn: Callable[[], Any], what: str, timeout: float = 60.0, interval: 
 class Controller:
     """The controller's kopf operator on a thread, as the ServiceAccount."""
 
-    def __init__(self, plane: cp.ControlPlane, namespace: str, config: EngineConfig = FAST) -> None:
+    def __init__(
+        self,
+        plane: cp.ControlPlane,
+        namespace: str,
+        config: EngineConfig = FAST,
+        *,
+        watch_pytorchjobs: bool = False,
+    ) -> None:
         self.stop = threading.Event()
         self.engine: Engine | None = None
         self.error: BaseException | None = None
@@ -56,7 +63,7 @@ class Controller:
             kubeconfig=str(plane.controller_kubeconfig),
             namespaces=(namespace,),
             metrics_port=None,
-            watch_pytorchjobs=False,
+            watch_pytorchjobs=watch_pytorchjobs,
             engine=config,
         )
 

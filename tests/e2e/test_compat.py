@@ -1,0 +1,293 @@
+"""The clusters people have, besides the newest: a second API server with Kubeflow Trainer 2.2's
+CRDs, the training-operator's PyTorchJob CRD, first no Kueue at all and then Kueue 0.14's CRDs,
+which serve ``kueue.x-k8s.io/v1beta1`` only. The session's plane covers Trainer 2.3 and Kueue
+v1beta2 (with real Kueue controllers); this one has none, so Workload status is written here by
+the test, as Kueue would.
+
+The tests run in file order: the no-Kueue one before ``kueue_v1beta1`` installs Kueue.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import controlplane as cp
+import pytest
+from controller_harness import ADVISOR, MERGE, Controller, wait_for
+from kubernetes import client
+
+from advisor.cli import main as cli
+from advisor.sources.progress_annotation import encode_progress
+
+NS = "compat"
+V1BETA1 = ("kueue.x-k8s.io", "v1beta1")
+TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
+
+
+@pytest.fixture(scope="module")
+def plane(control_plane: cp.ControlPlane) -> Iterator[cp.ControlPlane]:
+    go = cp.find_go()
+    crds = [c for c in cp.compat_crds(go) if c["spec"]["group"] != "kueue.x-k8s.io"]
+    run_dir = Path(tempfile.mkdtemp(prefix="trainjob-advisor-compat-"))
+    compat = cp.ControlPlane(run_dir=run_dir, binaries=control_plane.binaries)
+    try:
+        compat.start(crds=crds, with_kueue=False)
+        compat.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        yield compat
+    finally:
+        compat.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def kueue_v1beta1(plane: cp.ControlPlane) -> cp.ControlPlane:
+    plane.apply([c for c in cp.compat_crds(cp.find_go()) if c["spec"]["group"] == "kueue.x-k8s.io"])
+    served = client.ApisApi(plane.api_client()).get_api_versions().groups
+    (kueue,) = [g for g in served if g.name == "kueue.x-k8s.io"]
+    assert [v.version for v in kueue.versions] == ["v1beta1"]
+    return plane
+
+
+def custom(plane: cp.ControlPlane) -> Any:
+    return client.CustomObjectsApi(plane.api_client())
+
+
+def trainjob(plane: cp.ControlPlane, name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    body = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 1}},
+    }
+    created: dict[str, Any] = custom(plane).create_namespaced_custom_object(
+        *TRAINER[:2], NS, TRAINER[2], body
+    )
+    return created
+
+
+def rfc3339(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def loss(step: int) -> float:
+    return 0.3 + 2.0 * (step + 10) ** -0.5
+
+
+def report_trainer_status(plane: cp.ControlPlane, name: str, step: int, at: float) -> None:
+    """What Trainer's status server writes (TrainJobStatus gate on) into the 2.2 CRD's trainerStatus."""
+    status = {
+        "progressPercentage": step // 20,
+        "lastUpdatedTime": rfc3339(at),
+        "metrics": [
+            {"name": "current_step", "value": str(step)},
+            {"name": "total_steps", "value": "2000"},
+            {"name": "loss", "value": f"{loss(step):.6f}"},
+        ],
+    }
+    custom(plane).patch_namespaced_custom_object_status(
+        *TRAINER[:2], NS, TRAINER[2], name, {"status": {"trainerStatus": status}}, _content_type=MERGE
+    )
+
+
+def forecast_progress(plane: cp.ControlPlane, name: str, step: int | None = None) -> dict[str, Any] | None:
+    """The forecast's status once it shows progress (at ``step``, if given)."""
+    try:
+        tjf = custom(plane).get_namespaced_custom_object(*ADVISOR, NS, "trainjobforecasts", name)
+    except client.exceptions.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    status: dict[str, Any] = tjf.get("status") or {}
+    progress = status.get("progress") or {}
+    return status if progress and (step is None or progress.get("step") == step) else None
+
+
+def test_without_kueue_trainer_2_2_progress_becomes_a_forecast(plane: cp.ControlPlane) -> None:
+    controller = Controller(plane, NS)
+    try:
+        assert controller.engine is not None and controller.engine.api.kueue.version == "v1beta2"
+        trainjob(plane, "no-kueue")
+        now = time.time()
+        for i, step in enumerate(range(100, 800, 100)):
+            report_trainer_status(plane, "no-kueue", step, now - 60 * (7 - i))
+        status = wait_for(lambda: forecast_progress(plane, "no-kueue", 700), "a forecast without Kueue")
+        assert not status["job"].get("clusterQueue") and status["progress"]["totalSteps"] == 2000
+        assert controller.alive
+    finally:
+        controller.close()
+
+
+@pytest.mark.parametrize("enabling", ["true", "enabled"])
+def test_the_openshift_ai_annotation_is_read_whichever_value_enables_tracking(
+    plane: cp.ControlPlane, enabling: str
+) -> None:
+    """RHOAI 3.4's Trainer copies rank 0's progress into an annotation when the TrainJob's
+    progression-tracking annotation enables it: "true" in the 3.4 code, "enabled" in earlier
+    builds of the same controller. The advisor reads the copy, whichever value its build needs."""
+    name = f"rhoai-{enabling}"
+    trainjob(plane, name, {"trainer.opendatahub.io/progression-tracking": enabling})
+    controller = Controller(plane, NS)
+    try:
+        now = time.time()
+        for i, step in enumerate(range(100, 600, 100)):
+            value = {
+                "progressPercentage": step // 10,
+                "currentStep": step,
+                "totalSteps": 1000,
+                "trainMetrics": {"loss": round(loss(step), 5)},
+                "lastUpdatedTime": rfc3339(now - 60 * (5 - i)),
+            }
+            custom(plane).patch_namespaced_custom_object(
+                *TRAINER[:2],
+                NS,
+                TRAINER[2],
+                name,
+                {"metadata": {"annotations": {"trainer.opendatahub.io/trainerStatus": json.dumps(value)}}},
+            )
+        status = wait_for(
+            lambda: forecast_progress(plane, name, 500), f"a forecast from the {enabling} annotation"
+        )
+        assert status["progress"]["step"] == 500
+    finally:
+        controller.close()
+
+
+def test_a_pytorchjob_reporting_through_its_annotation_gets_a_forecast(plane: cp.ControlPlane) -> None:
+    body = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "v1-job"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {
+                    "replicas": 1,
+                    "template": {"spec": {"containers": [{"name": "pytorch", "image": "trainer:latest"}]}},
+                }
+            }
+        },
+    }
+    custom(plane).create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", body)
+    controller = Controller(plane, NS, watch_pytorchjobs=True)
+    try:
+        now = time.time()
+        for i, step in enumerate(range(100, 600, 100)):
+            annotation = encode_progress(step, time=now - 60 * (5 - i), total_steps=1000, loss=loss(step))
+            custom(plane).patch_namespaced_custom_object(
+                "kubeflow.org",
+                "v1",
+                NS,
+                "pytorchjobs",
+                "v1-job",
+                {"metadata": {"annotations": {"advisor.trainjob-advisor.io/progress": annotation}}},
+            )
+        status = wait_for(lambda: forecast_progress(plane, "v1-job", 500), "a forecast for the PyTorchJob")
+        assert status["progress"]["step"] == 500
+        tjf = custom(plane).get_namespaced_custom_object(*ADVISOR, NS, "trainjobforecasts", "v1-job")
+        assert tjf["spec"]["jobRef"]["kind"] == "PyTorchJob"
+    finally:
+        controller.close()
+
+
+def workload_v1beta1(plane: cp.ControlPlane, job: dict[str, Any], *, active: bool = True) -> str:
+    """A v1beta1 Workload for ``job``, admitted to ClusterQueue cq-v1 (status written as Kueue would)."""
+    meta = job["metadata"]
+    name = f"trainjob-{meta['name']}-v1b1"
+    body = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": name,
+            "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
+            "ownerReferences": [
+                {
+                    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                    "kind": "TrainJob",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "active": active,
+            "queueName": "queue",
+            "podSets": [
+                {
+                    "name": "node",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "node",
+                                    "image": "trainer:latest",
+                                    "resources": {"requests": {"nvidia.com/gpu": "8"}},
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    api = custom(plane)
+    api.create_namespaced_custom_object(*V1BETA1, NS, "workloads", body)
+    stamp = rfc3339(time.time())
+    condition = {"status": "True", "lastTransitionTime": stamp, "message": "e2e", "reason": "e2e"}
+    status = {
+        "admission": {
+            "clusterQueue": "cq-v1",
+            "podSetAssignments": [
+                {
+                    "name": "node",
+                    "count": 1,
+                    "flavors": {"nvidia.com/gpu": "a100"},
+                    "resourceUsage": {"nvidia.com/gpu": "8"},
+                }
+            ],
+        },
+        "conditions": [{**condition, "type": "QuotaReserved"}, {**condition, "type": "Admitted"}],
+        "accumulatedPastExexcutionTimeSeconds": 600,
+    }
+    api.patch_namespaced_custom_object_status(*V1BETA1, NS, "workloads", name, {"status": status})
+    return name
+
+
+def test_kueue_v1beta1_is_discovered_watched_and_its_workload_joins_the_forecast(
+    kueue_v1beta1: cp.ControlPlane,
+) -> None:
+    plane = kueue_v1beta1
+    job = trainjob(plane, "queued")
+    workload_v1beta1(plane, job)
+    controller = Controller(plane, NS)
+    try:
+        assert controller.engine is not None and controller.engine.api.kueue.version == "v1beta1"
+        now = time.time()
+        for i, step in enumerate(range(100, 600, 100)):
+            report_trainer_status(plane, "queued", step, now - 60 * (5 - i))
+
+        def joined() -> dict[str, Any] | None:
+            status = forecast_progress(plane, "queued", 500)
+            return status if status and status["job"].get("clusterQueue") == "cq-v1" else None
+
+        status = wait_for(joined, "the v1beta1 Workload's ClusterQueue in the forecast")
+        assert status["job"]["admitted"] is True and status["job"]["gpus"] == 8
+    finally:
+        controller.close()
+
+
+def test_resume_reactivates_a_v1beta1_workload(
+    kueue_v1beta1: cp.ControlPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plane = kueue_v1beta1
+    job = trainjob(plane, "released")
+    name = workload_v1beta1(plane, job, active=False)
+    assert cli(["resume", f"{NS}/released", "--kubeconfig", str(plane.admin_kubeconfig)]) == 0
+    workload = custom(plane).get_namespaced_custom_object(*V1BETA1, NS, "workloads", name)
+    assert workload["spec"]["active"] is True, capsys.readouterr()
