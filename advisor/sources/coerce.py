@@ -127,9 +127,14 @@ def parse_timestamp(value: object, what: str, warnings: list[str]) -> float | No
         warnings.append(f"{what}: {short_repr(value)} is not a timestamp; dropped")
         return None
     try:
-        return float(text)  # epoch seconds given as a string
+        seconds = float(text)  # epoch seconds given as a string
     except ValueError:
         pass
+    else:
+        if math.isfinite(seconds):
+            return seconds
+        warnings.append(f"{what}: {short_repr(value)} is not a timestamp; dropped")
+        return None
     if text[-1] in "zZ":
         text = text[:-1] + "+00:00"
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
 import ssl
 import subprocess
 import sys
@@ -121,6 +122,7 @@ class ControlPlane:
     pids: dict[str, int] = field(default_factory=dict)
     manifest_errors: list[str] = field(default_factory=list)
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+    _argv: dict[str, tuple[list[str], Mapping[str, str] | None]] = field(default_factory=dict, repr=False)
     _dynamic: Any = field(default=None, repr=False)
     _ns_resources: list[tuple[str, str]] | None = field(default=None, repr=False)
 
@@ -236,6 +238,53 @@ class ControlPlane:
     def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
         proc = spawn(argv, self.run_dir / f"{name}.log", detached=self.detached, env=env)
         self._procs[name], self.pids[name] = proc, proc.pid
+        self._argv[name] = (list(argv), env)
+
+    # -- faults (tests/reliability) ------------------------------------------------------------
+    def restart(self, name: str, *, down_s: float = 0.0, kill: bool = False) -> None:
+        """Stop ``name`` (etcd, kube-apiserver; SIGKILL with ``kill``), wait ``down_s``, start it
+        again with the same arguments (same ports, same data) and wait until it serves."""
+        import signal
+        import time as _time
+
+        pid = self.pids.pop(name)
+        popen = self._procs.pop(name, None)
+        if kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            if popen is not None:
+                popen.wait(timeout=30)
+        else:
+            terminate_group(pid, popen=popen)
+        _time.sleep(down_s)
+        argv, env = self._argv[name]
+        self._spawn(name, argv, env)
+        if name == "kube-apiserver":
+            pki = self.run_dir / "pki"
+            context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+            context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+            wait_until(
+                lambda: _http_ok(f"{self.server}/readyz", context),
+                timeout_s=180,
+                what="kube-apiserver /readyz after a restart",
+                alive=self._dead(name),
+            )
+        elif name == "etcd":
+            url = argv[argv.index("--listen-client-urls") + 1]
+            wait_until(
+                lambda: _http_ok(f"{url}/health"), timeout_s=60, what="etcd /health", alive=self._dead(name)
+            )
+
+    def pause(self, name: str) -> None:
+        """SIGSTOP the process: it keeps its sockets open and answers nothing (a hung server)."""
+        import signal
+
+        os.killpg(self.pids[name], signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        import signal
+
+        os.killpg(self.pids[name], signal.SIGCONT)
 
     def _dead(self, name: str) -> Callable[[], str | None]:
         def check() -> str | None:

@@ -1,0 +1,175 @@
+"""Two replicas at once, and the controller SIGKILLed in the middle of action sequences: exactly
+one replica acts, the standby takes over within the stated time, every action ends exactly once
+and the per-policy hourly cap holds across every restart."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import controlplane
+from harness import KUEUE, ControllerProcess, Jobs, lease_holder, wait_for
+from kubernetes import client
+
+LEASE = ("--lease-duration=6", "--renew-deadline=4", "--retry-period=1")
+TAKEOVER_BOUND_S = 6 + 1 + 8  # lease duration + retry period + the standby's startup (listing, kopf)
+
+
+def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
+    plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path
+) -> None:
+    """Must hold: of two controllers started on the same Lease, exactly one is ready and writes
+    (the standby's write counter stays 0); after the leader is SIGKILLed, the standby holds the
+    Lease within lease duration + retry period (7 s, measured below) and serves forecasts again
+    within TAKEOVER_BOUND_S."""
+    lease = f"rel-{uuid.uuid4().hex[:6]}"
+    jobs = Jobs(admin, namespace)
+    jobs.create("job")
+    a = ControllerProcess(
+        plane.controller_kubeconfig, namespace, tmp_path, lease=lease, name="a", lease_args=LEASE
+    )
+    b = None
+    try:
+        wait_for(a.ready, "the first replica to lead", timeout=90)
+        b = ControllerProcess(
+            plane.controller_kubeconfig, namespace, tmp_path, lease=lease, name="b", lease_args=LEASE
+        )
+        wait_for(lambda: b.get("/healthz")[0] == 200, "the standby to be alive", timeout=60)
+        for step in range(10, 60, 10):
+            jobs.report("job", step, 3.0 - step / 100, time.time())
+            time.sleep(0.5)
+        wait_for(lambda: jobs.history_steps("job")[-1:] == [50], "the leader's forecast", timeout=30)
+        assert not b.ready()
+        assert b.metric("trainjob_advisor_api_writes_total") == 0
+        assert a.metric("trainjob_advisor_api_writes_total") > 0
+        assert (lease_holder(admin, lease) or "").startswith("a_")
+
+        a.kill(signal.SIGKILL)
+        killed = time.monotonic()
+        wait_for(
+            lambda: (lease_holder(admin, lease) or "").startswith("b_"),
+            "the standby to take the Lease",
+            timeout=30,
+            interval=0.1,
+        )
+        took_lease = time.monotonic() - killed
+        wait_for(b.ready, "the standby to serve", timeout=TAKEOVER_BOUND_S)
+        serving = time.monotonic() - killed
+        jobs.report("job", 60, 2.4, time.time())
+        wait_for(lambda: jobs.history_steps("job")[-1:] == [60], "the new leader's forecast", timeout=30)
+        print(f"\n[reliability] takeover after SIGKILL: Lease in {took_lease:.1f}s, ready in {serving:.1f}s")
+        assert took_lease <= 6 + 1 + 1.5  # lease duration + retry period (+ scheduling slack)
+        assert serving <= TAKEOVER_BOUND_S
+        steps = jobs.history_steps("job")
+        assert steps == sorted(set(steps)) and steps[-1] == 60
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
+
+
+def test_sigkills_during_releases_leave_each_action_once_and_the_cap_holding(
+    plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path
+) -> None:
+    """Must hold: an Apply policy that wants to release every one of 8 plateaued jobs, with
+    maxActionsPerHour 3, while the controller is SIGKILLed at random moments and restarted 6
+    times: exactly 3 Workloads are deactivated, each job's log holds at most one release and no
+    pending action is left, and every release has exactly one QuotaReleased Event."""
+    if not plane.kueue:
+        import pytest
+
+        pytest.skip(f"needs real Kueue: {plane.kueue_reason}")
+    from harness_kueue import admitted_jobs
+
+    rng = random.Random(2026)
+    names = [f"flat-{i}" for i in range(8)]
+    policy = f"cap-{namespace[-5:]}"
+    jobs = Jobs(admin, namespace)
+    with admitted_jobs(plane, jobs, names) as workloads:
+        plane.apply(
+            {
+                "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+                "kind": "AdvisorPolicy",
+                "metadata": {"name": policy},
+                "spec": {
+                    "mode": "Apply",
+                    "selector": {"namespaces": [namespace]},
+                    "safety": {
+                        "minRuntime": "0s",
+                        "cooldown": "1s",
+                        "minForecastPoints": 10,
+                        "maxActionsPerHour": 3,
+                    },
+                    "rules": {
+                        "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
+                        "quotaRelease": {"checkpointFirst": False},
+                    },
+                },
+            }
+        )
+        try:
+            lease = f"rel-{uuid.uuid4().hex[:6]}"
+            t0 = time.time() - 3000
+            kills = 0
+            step = 0
+            for round_ in range(7):
+                ctl = ControllerProcess(
+                    plane.controller_kubeconfig,
+                    namespace,
+                    tmp_path,
+                    lease=lease,
+                    name=f"r{round_}",
+                    lease_args=LEASE,
+                )
+                wait_for(ctl.ready, "the controller to start", timeout=90)
+                deadline = time.monotonic() + (rng.uniform(1.0, 6.0) if round_ < 6 else 25.0)
+                while time.monotonic() < deadline:
+                    step += 10
+                    for name in names:
+                        jobs.report(name, step, 1.8 + 0.001 * rng.random(), t0 + step)
+                    time.sleep(0.3)
+                if round_ < 6:
+                    ctl.kill(signal.SIGKILL)
+                    kills += 1
+                else:
+                    wait_for(lambda: all(not jobs.pending(n) for n in names), "no pending action", timeout=60)
+                    ctl.stop()
+            custom = client.CustomObjectsApi(admin)
+            inactive = [
+                w
+                for w in workloads
+                if custom.get_namespaced_custom_object(*KUEUE, namespace, "workloads", w)["spec"].get(
+                    "active"
+                )
+                is False
+            ]
+            releases = {
+                n: [
+                    a
+                    for a in jobs.actions(n)
+                    if a["kind"] == "release-quota" and a["outcome"] != "recommended"
+                ]
+                for n in names
+            }
+            core = client.CoreV1Api(admin)
+            events = [
+                e
+                for e in core.list_namespaced_event(namespace).items
+                if e.reason == "QuotaReleased" and e.source and e.source.component == "trainjob-advisor"
+            ]
+            print(
+                f"\n[reliability] {kills} SIGKILLs, {len(inactive)} releases, "
+                f"events {len(events)}, reports up to step {step}"
+            )
+            assert len(inactive) == 3, inactive
+            assert all(len(r) <= 1 for r in releases.values()), releases
+            assert sum(len(r) for r in releases.values()) == 3
+            assert all(r[0]["outcome"] == "done" for r in releases.values() if r)
+            assert len(events) == 3
+            assert all(not jobs.pending(n) for n in names)
+        finally:
+            plane.delete("advisor.trainjob-advisor.io/v1alpha1", "AdvisorPolicy", policy)
