@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "explain",
     "compare",
     "resume",
+    "completion",
 )
 
 

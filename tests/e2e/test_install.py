@@ -171,3 +171,25 @@ def test_helm_install_upgrade_and_uninstall_keep_every_users_object(
     assert not client.AppsV1Api(admin_api).list_namespaced_deployment(namespace).items
     assert snapshot() == before  # TrainJob, forecast and policy untouched; the CRDs stay
     custom.delete_cluster_custom_object(GROUP, VERSION, "advisorpolicies", policy["metadata"]["name"])
+
+
+def test_kubectl_finds_the_advisor_plugin_installed_with_the_package(tools: Tools, tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bin_dir = Path(sys.executable).parent  # where pip put kubectl-advisor with the package
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(tools.kubeconfig)}
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(tools.kubectl), *args], capture_output=True, text=True, env=env, timeout=120
+        )
+
+    listed = kubectl("plugin", "list")
+    assert f"{bin_dir}/kubectl-advisor" in listed.stdout, listed.stdout + listed.stderr
+    status = kubectl("advisor", "status", "-A", "-o", "json")
+    assert status.returncode == 0, status.stderr
+    assert isinstance(yaml.safe_load(status.stdout), list | dict)
+    missing = kubectl("advisor", "explain", "no-such-job", "-n", "default")
+    assert missing.returncode == 2 and "default/no-such-job" in missing.stderr
