@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+LOWEST ?= .venv-lowest
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: venv demo test lint unit e2e bench dev-cluster image clean
