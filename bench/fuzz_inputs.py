@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
@@ -23,6 +24,7 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=10_000, help="cases per target (default 10,000)")
     args = parser.parse_args()
     os.environ["TRAINJOB_ADVISOR_FUZZ_EXAMPLES"] = str(args.examples)
+    os.chdir(ROOT)
     started = time.perf_counter()
     rc = pytest.main(
         [

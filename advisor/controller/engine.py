@@ -131,6 +131,7 @@ class Engine:
         self._last_policy_status = -math.inf
         self.ready = False
         self._gate: Callable[[], bool] = _always
+        self._forged_counted = 0
 
     def set_gate(self, may_act: Callable[[], bool]) -> None:
         """Only while ``may_act()`` (the leader Lease held) does the engine evaluate, act or write."""
@@ -220,6 +221,9 @@ class Engine:
                 self._apply_event(kind, event_type, body, now)
             except Exception:  # one malformed object must never stop the loop
                 log.exception("ignoring a %s %s event that could not be handled", kind, event_type)
+        if self.core.forged_acks > self._forged_counted:
+            self.metrics.forged_acks.inc(self.core.forged_acks - self._forged_counted)
+            self._forged_counted = self.core.forged_acks
         evaluated = 0
         cluster: ClusterView | None = None
         due = [

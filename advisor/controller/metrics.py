@@ -80,6 +80,11 @@ class Metrics:
         self.samples = Counter(
             "trainjob_advisor_samples_total", "Progress samples by outcome", ("result",), registry=r
         )
+        self.forged_acks = Counter(
+            "trainjob_advisor_forged_acknowledgements_total",
+            "Checkpoint acknowledgements naming a request the job never had (ignored)",
+            registry=r,
+        )
         self.api_writes = Counter(
             "trainjob_advisor_api_writes_total", "Writes to the API server by kind", ("kind",), registry=r
         )

@@ -101,6 +101,7 @@ class JobRecord:
     #: the latest progress percentage any sample reported (the final one may carry no step)
     progress_percentage: float | None = None
     _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
+    _ack_seen: str | None = None  # the last checkpoint request id the job reported (counted once)
 
     @property
     def step(self) -> int:
@@ -226,6 +227,8 @@ class AdvisorCore:
         #: (snapshot, its recent policy actions, the snapshot with them): see ``_with_policy_actions``
         self._capped: tuple[ClusterView, dict[str, tuple[float, ...]], ClusterView] | None = None
         self.forecasts_made = 0
+        #: acknowledgements naming a request this job never had (forged, or another job's): ignored
+        self.forged_acks = 0
 
     # -------------------------------------------------------------------------------- policies
     @property
@@ -290,6 +293,10 @@ class AdvisorCore:
         if step is None and request is None:
             return False
         answers_pending = cp.pending_request is not None and request == cp.pending_request
+        if request is not None and request != rec._ack_seen:
+            rec._ack_seen = request  # the helper repeats its last ack in every report: count it once
+            if not answers_pending and all(a.request_id != request for a in rec.actions):
+                self.forged_acks += 1
         new_step = step is not None and step != cp.last_step
         if not (answers_pending or new_step):
             return False
