@@ -28,6 +28,7 @@ from typing import Any
 
 from advisor.controller.actuator import Actuator
 from advisor.controller.api import dumps_compact
+from advisor.controller.conditions import forecast_conditions
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
 from advisor.controller.kueue import (
     ClusterQueue,
@@ -114,6 +115,8 @@ class Engine:
         self.policies = self.book.policies  # name -> policies.Policy (valid ones)
         self.policy_errors = self.book.errors  # name -> why it is invalid
         self.saved: dict[str, Mapping[str, Any]] = {}
+        #: the persisted statuses' conditions, so a restart keeps their transition times
+        self._saved_conditions: dict[str, Mapping[str, Any]] = {}
         self._by_owner: dict[tuple[str, str], list[Workload]] | None = None
         self.writer = StatusWriter(
             self._write,
@@ -154,6 +157,7 @@ class Engine:
                 self.store.known(job_key(meta["namespace"], meta["name"]))
             if meta.get("namespace") and meta.get("name") and status:
                 self.saved[job_key(meta["namespace"], meta["name"])] = status
+                self._saved_conditions[job_key(meta["namespace"], meta["name"])] = status
                 self._note_capped_actions(status)
         return len(self.saved)
 
@@ -523,6 +527,8 @@ class Engine:
             pending_actions=self.actuator.pending_for(key),
             hung_after_s=self.config.hung_after_s,
         )
+        previous = (self._statuses.get(key) or self._saved_conditions.pop(key, None) or {}).get("conditions")
+        status["conditions"] = forecast_conditions(view, decision, now=now, previous=previous or ())
         self._statuses[key] = status
         return status
 

@@ -142,18 +142,34 @@ class PolicyBook:
 
     def _write_condition(self, name: str, body: Mapping[str, Any]) -> None:
         error = self.errors.get(name)
-        cond = {
+        cond: dict[str, Any] = {
             "type": "Valid",
             "status": "False" if error else "True",
             "reason": "Invalid" if error else "Valid",
             "message": error or "the policy is valid",
         }
-        old = [c for c in (body.get("status") or {}).get("conditions") or [] if c.get("type") == "Valid"]
-        if old and all(old[0].get(k) == v for k, v in cond.items()):
-            return
-        cond["lastTransitionTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         generation = (body.get("metadata") or {}).get("generation")
-        status = {"conditions": [cond], **({"observedGeneration": generation} if generation else {})}
+        if isinstance(generation, int) and not isinstance(generation, bool):
+            cond["observedGeneration"] = generation
+        stored = body.get("status") or {}
+        old = [c for c in stored.get("conditions") or [] if c.get("type") == "Valid"]
+        # a spec change that leaves the verdict alone must still say which generation was read
+        if (
+            old
+            and all(old[0].get(k) == v for k, v in cond.items())
+            and stored.get("observedGeneration") == cond.get("observedGeneration")
+        ):
+            return
+        same_verdict = old and old[0].get("status") == cond["status"] and old[0].get("lastTransitionTime")
+        cond["lastTransitionTime"] = (
+            old[0]["lastTransitionTime"]
+            if same_verdict
+            else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        )
+        status = {
+            "conditions": [cond],
+            **({"observedGeneration": cond["observedGeneration"]} if "observedGeneration" in cond else {}),
+        }
         self._patch(name, status)
 
     def write_figures(self, jobs: Iterable[tuple[str, str | None, Iterable[ActionRecord]]]) -> None:

@@ -74,6 +74,28 @@ def test_a_completed_trainjob_is_not_released_and_its_forecast_says_finished() -
     assert status["state"] == "finished" and status["summary"]["advice"] == "finished"
     assert status["job"]["phase"] == "finished"
     assert status["forecast"] is not None and status["progress"]["step"] == 2610
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert (conds["Forecasting"]["status"], conds["Forecasting"]["reason"]) == ("True", "Forecast")
+    assert (conds["Actionable"]["status"], conds["Actionable"]["reason"]) == ("False", "Finished")
+
+
+def test_a_running_job_under_an_apply_policy_is_actionable_and_a_new_one_is_observing() -> None:
+    api = FakeApi()
+    api.workloads[WL] = workload()
+    e = _engine(api)
+    e.enqueue("job", "ADDED", trainjob(step=10, total=2619, loss="2.0", updated=iso(T0)))
+    e.step(T0)
+    status = api.forecasts[KEY]["status"]
+    assert status["summary"]["advice"] == "observing"  # one point: no verdict, so no "continue"
+    conds = {c["type"]: c for c in status["conditions"]}
+    # a forecast is made on the first point (wide), too weak for any rule: hence "observing"
+    assert conds["Forecasting"]["message"] == "forecast on 1 point(s)"
+    assert (conds["Actionable"]["status"], conds["Actionable"]["reason"]) == ("True", "Apply")
+    first = conds["Actionable"]["lastTransitionTime"]
+    _feed(e, 500)
+    conds = {c["type"]: c for c in api.forecasts[KEY]["status"]["conditions"]}
+    assert conds["Forecasting"]["status"] == "True"
+    assert conds["Actionable"]["lastTransitionTime"] == first  # unchanged status, unchanged time
 
 
 def test_the_same_run_silent_but_not_complete_is_released() -> None:

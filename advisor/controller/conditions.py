@@ -1,0 +1,66 @@
+"""The ``Forecasting`` and ``Actionable`` conditions of a TrainJobForecast.
+
+Kubernetes users read an object's state from its conditions (``kubectl wait
+--for=condition=Actionable``, dashboards, alerts), not from free-form fields. Pure: the engine
+passes the previous conditions so that ``lastTransitionTime`` moves only when a status does.
+
+* ``Forecasting``: True once a forecast exists (``Forecast``); False with ``NoProgress`` (no
+  sample yet) or ``NotEnoughData`` (samples, no forecast yet).
+* ``Actionable``: whether the advisor may act on the job now: True ``Apply``; False with
+  ``NoPolicy``, ``RecommendOnly``, ``Exempt``, or the lifecycle phase of a job that is not running
+  (``Finished``, ``Failed``, ``Suspended``, ``Pending``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from advisor.controller.render import iso
+from advisor.model import Decision, JobView, Mode, Phase
+
+__all__ = ["forecast_conditions"]
+
+
+def _forecasting(view: JobView) -> tuple[str, str, str]:
+    if view.forecast is not None:
+        fc = view.forecast
+        return "True", "Forecast", f"forecast on {fc.n_points} point(s)"
+    if view.last_sample_time is None and view.step == 0:
+        return "False", "NoProgress", "no progress report seen yet"
+    return "False", "NotEnoughData", f"step {view.step}: not enough data for a forecast yet"
+
+
+def _actionable(view: JobView, decision: Decision | None) -> tuple[str, str, str]:
+    if view.phase is not Phase.RUNNING:
+        return "False", view.phase.value.capitalize(), view.phase_reason or f"the job is {view.phase.value}"
+    if decision is None or decision.policy is None:
+        return "False", "NoPolicy", "no AdvisorPolicy selects this job"
+    if decision.advice == "exempt":
+        return "False", "Exempt", f"exempt from policy {decision.policy}"
+    if decision.mode is not Mode.APPLY:
+        return "False", "RecommendOnly", f"policy {decision.policy} only recommends"
+    return "True", "Apply", f"policy {decision.policy} may act on this job"
+
+
+def forecast_conditions(
+    view: JobView, decision: Decision | None, *, now: float, previous: Sequence[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    before = {str(c.get("type")): c for c in previous if isinstance(c, Mapping)}
+    out: list[dict[str, Any]] = []
+    for kind, (status, reason, message) in (
+        ("Forecasting", _forecasting(view)),
+        ("Actionable", _actionable(view, decision)),
+    ):
+        old = before.get(kind)
+        since = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None
+        out.append(
+            {
+                "type": kind,
+                "status": status,
+                "reason": reason,
+                "message": message[:300],
+                "lastTransitionTime": since or iso(now),
+            }
+        )
+    return out
