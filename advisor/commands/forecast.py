@@ -293,11 +293,12 @@ def render_text(outcome: Outcome) -> str:
 
 def _error(mean: float, observed: float, values: tuple[float, ...]) -> str:
     """The forecast's error as a share of the observed end, or in the loss's own units when the
-    end is near zero (a relative error of a loss that ends at 1e-4 says nothing)."""
+    end is near zero: under 1% of where the run started (the median of its first tenth), where a
+    relative error of a loss that ends at 1e-4 says nothing."""
     diff = mean - observed
     finite = [abs(v) for v in values if math.isfinite(v)]
-    scale = max(finite) if finite else 0.0
-    if abs(observed) > 0.05 * scale and observed != 0.0:
+    start = statistics.median(finite[: max(1, len(finite) // 10)]) if finite else 0.0
+    if observed != 0.0 and abs(observed) >= 0.01 * start:
         return f"{100 * abs(diff) / abs(observed):.1f}%"
     return f"{_num(abs(diff))} (absolute: the loss ends near zero)"
 

@@ -17,9 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from advisor.model import Curve
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
 from advisor.sources.columns import HF_ROLES, ROLES, Column, resolve_columns
+from advisor.sources.large_table import LARGE_ROWS, read_numeric_table
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -273,8 +276,61 @@ def _table_records(
 
 
 def _from_table(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
+    if text.count("\n", 0, len(text)) > LARGE_ROWS:
+        fast = _large_table(path, text, metric)
+        if fast is not None:
+            return fast
     kind, records, header, warnings = _table_records(path, text, curve_id)
     return _assemble(path, kind, records, metric, curve_id, ROLES, warnings=warnings, names=header)
+
+
+def _large_table(path: str | Path, text: str, metric: str | None) -> LoadedCurve | None:
+    """A long plain numeric table through ``large_table`` (None: read it the general way)."""
+    end = text.find("\n")
+    first = text[:end].strip()
+    delimiter = next((d for d in ("\t", ",", ";") if d in first), None)
+    if end < 0 or delimiter is None or first.startswith("#"):
+        return None
+    header = [cell.strip() for cell in first.split(delimiter)]
+    columns = resolve_columns(header)
+    if len(set(header)) != len(header) or any(_is_number(h) for h in header):
+        return None
+    if "step" not in columns or "curve_id" in columns or "total_steps" in columns:
+        return None
+    try:
+        metric_role, target = _choose_metric(path, columns, metric, header)
+    except SourceError:
+        return None
+    optional = [r for r in ("time", "learning_rate", "epoch") if r in columns]
+    wanted: dict[str, Column] = {
+        "step": columns["step"],
+        "value": target,
+        **{r: columns[r] for r in optional},
+    }
+    read = read_numeric_table(text, end + 1, delimiter, header, wanted)
+    if read is None:
+        return None
+    series, n_rows, warnings = read
+    nonfinite = int((~np.isfinite(series["value"])).sum())
+    if nonfinite:
+        warnings.append(f"{nonfinite} non-finite {target.name} values (after binning)")
+
+    def tup(role: str) -> tuple[float, ...] | None:
+        return tuple(series[role].tolist()) if role in series else None
+
+    kind = "TSV" if delimiter == "\t" else "CSV"
+    details = [f"{n_rows} points of {target.describe()}", f"step {columns['step'].describe()}"]
+    details += [f"{role} {columns[role].describe()}" for role in optional]
+    return LoadedCurve(
+        steps=tup("step") or (),
+        values=tup("value") or (),
+        times=tup("time"),
+        learning_rates=tup("learning_rate"),
+        epochs=tup("epoch"),
+        metric=metric_role,
+        source=f"{kind} {Path(path).name}: " + ", ".join(details),
+        warnings=tuple(warnings),
+    )
 
 
 def load_curves(path: str | Path, *, metric: str | None = None) -> list[tuple[str | None, LoadedCurve]]:

@@ -1,0 +1,39 @@
+"""A long numeric table is read in one pass and kept as bin medians; anything unusual in it goes
+through the general reader, which names the broken line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from advisor.sources.files import SourceError, load_curve
+from advisor.sources.large_table import LARGE_ROWS, MAX_KEPT
+
+N = LARGE_ROWS + 50_001
+
+
+def _write(path: Path, broken: int | None = None) -> Path:
+    lines = ["step,loss,learning_rate"]
+    lines += [f"{i},{2 + 3 * (i / 1000) ** -0.4:.5f},0.0003" for i in range(1, N + 1)]
+    if broken is not None:
+        lines[broken] = f"{broken},oops,0.0003"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_long_table_is_kept_as_medians_with_its_last_step(tmp_path: Path) -> None:
+    curve = load_curve(_write(tmp_path / "long.csv"))
+    assert len(curve) <= MAX_KEPT + 100
+    assert curve.steps[-1] == N and curve.steps[0] >= 1
+    assert list(curve.steps) == sorted(curve.steps)
+    assert curve.learning_rates is not None and set(curve.learning_rates) == {0.0003}
+    assert any("medians" in w for w in curve.warnings)
+    assert f"{N} points of 'loss'" in curve.source
+    # the medians follow the curve (monotone here)
+    assert curve.values[0] > curve.values[len(curve) // 2] > curve.values[-1] > 2.0
+
+
+def test_a_broken_cell_in_a_long_table_is_reported_by_line(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match=r"long\.csv:1001: column 'loss': 'oops' is not a number"):
+        load_curve(_write(tmp_path / "long.csv", broken=1000))
