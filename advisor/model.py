@@ -20,6 +20,7 @@ from typing import Any
 
 __all__ = [
     "DISRUPTIVE_KINDS",
+    "LEARNING_LABELS",
     "Action",
     "ActionKind",
     "ActionRecord",
@@ -31,6 +32,7 @@ __all__ = [
     "Forecast",
     "Interval",
     "JobView",
+    "LearningState",
     "LifecycleSignals",
     "Mode",
     "Phase",
@@ -131,6 +133,30 @@ class Forecast:
     total_steps: int | None = None
     n_points: int = 0
     n_dropped: int = 0
+
+
+#: the labels of a run's learning state, in the order they are shown
+LEARNING_LABELS = ("learning", "plateaued", "overfitting", "diverging", "hung")
+
+
+@dataclass(frozen=True, slots=True)
+class LearningState:
+    """Whether a run is still learning, judged from all its series (see ``advisor.forecast.state``).
+
+    ``probabilities`` maps every label of ``LEARNING_LABELS`` to its probability (they sum to 1);
+    ``label`` is the most probable. ``metric`` is the eval series judged (None: the training loss
+    alone); ``best_step`` / ``best_value`` are where that series was best so far, the checkpoint
+    worth keeping; ``evals_since_best`` counts the evaluations after it."""
+
+    label: str
+    probabilities: Mapping[str, float]
+    metric: str | None = None
+    best_step: int | None = None
+    best_value: float | None = None
+    evals_since_best: int = 0
+    series: Mapping[str, Forecast] = field(default_factory=lambda: _EMPTY)
+    """The forecast of each eval series judged, by name, in the metric's own units."""
+    warnings: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,6 +309,8 @@ class JobView:
     checkpoint_loss: float | None = None
     """The loss the run reported at its last checkpoint's step, when that checkpoint is behind the
     latest report: what a release keeps (None when unknown, or when the checkpoint is current)."""
+    learning_state: LearningState | None = None
+    """The run's learning state from all its series (None before its first forecast)."""
     admitted_at: float | None = None
     """When Kueue admitted the job's Workload this time (None when unknown or not admitted): a rule
     that measures time since admission reads it here instead of searching the cluster snapshot."""

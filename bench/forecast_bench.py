@@ -7,6 +7,7 @@ where known) and compare with the truth: final loss = median of the last 5% of p
 - time at the cut. Baselines run in the same process on the same inputs (see ``_baselines``).
 
 Run:  .venv/bin/python bench/forecast_bench.py [--quick] [--json] [--split tune|holdout|all]
+      .venv/bin/python bench/forecast_bench.py --finetune [--split ...]   (train + eval series, run state)
 Skips (exit 0, a message) when the development data is absent.
 """
 
@@ -243,7 +244,21 @@ def main(argv: list[str] | None = None) -> int:
         help="all fine-tuning curves plus this many pre-training curves (seeded, proportional to source)",
     )
     ap.add_argument("--save", type=Path, help="also write the JSON summary to this file")
+    ap.add_argument(
+        "--finetune",
+        action="store_true",
+        help="the fine-tune benchmark instead: train and eval series, P(plateau), the run state (see _finetune)",
+    )
     args = ap.parse_args(argv)
+    if args.finetune:
+        from _finetune import main_finetune
+        from _curves import data_root
+
+        root = data_root()
+        if root is None:
+            print("forecast_bench: development curves not found (../shared/data/curves); skipped")
+            return 0
+        return main_finetune(root, args.split, args.json)
     curves = load_all()
     if not curves:
         print("forecast_bench: development curves not found (../shared/data/curves); skipped")

@@ -2,7 +2,7 @@
 
 Without ``--by`` it prints one row per TrainJobForecast (what ``kubectl get tjf`` shows, plus the
 run state). With ``--by queue`` (or ``namespace``) it summarises each ClusterQueue: runs
-converging / plateaued / hung / diverging / near completion, GPUs held by runs that no longer
+learning / plateaued / overfitting / hung / diverging / near completion, GPUs held by runs that no longer
 learn, and GPUs expected to free up within 1 h / 6 h / 24 h (from the ETA intervals) — the same
 figures the controller exports as per-queue metrics.
 """
@@ -22,8 +22,9 @@ QUEUE_HEADERS = (
     "QUEUE",
     "JOBS",
     "GPUS",
-    "CONVERGING",
+    "LEARNING",
     "PLATEAUED",
+    "OVERFITTING",
     "HUNG",
     "DIVERGING",
     "NEAR-DONE",
@@ -113,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
                 s.queue,
                 s.jobs,
                 s.gpus,
-                s.states["converging"],
+                s.states["learning"],
                 s.states["plateaued"],
+                s.states["overfitting"],
                 s.states["hung"],
                 s.states["diverging"],
                 s.states["near-completion"],

@@ -134,6 +134,27 @@ class Actuator:
         except Exception as exc:  # an Event is best effort; the status keeps the record
             log.warning("event %s on %s not posted: %s", reason, job.key, exc)
 
+    def learning_state_changed(self, job: JobView, body: Mapping[str, Any], previous: str | None) -> None:
+        """One Event when a run's learning state changes (the label the STATE column shows); a
+        Warning for the states that call for a look (overfitting, diverging, hung)."""
+        state = job.learning_state
+        if state is None:
+            return
+        detail = ""
+        if state.metric is not None and state.best_step is not None:
+            detail = (
+                f"; best {state.metric} {state.best_value:.4g} at step {state.best_step}"
+                f" ({state.evals_since_best} evaluation(s) ago)"
+            )
+        p = state.probabilities.get(state.label, 0.0)
+        self._event(
+            job,
+            body,
+            "LearningState",
+            f"{previous or 'unknown'} -> {state.label} (p={p:.2f}){detail}",
+            warning=state.label in ("overfitting", "diverging", "hung"),
+        )
+
     # ----------------------------------------------------------------------------------- entry
     def execute(
         self,

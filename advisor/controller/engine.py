@@ -479,6 +479,12 @@ class Engine:
         view = self.core.view(base)
         previous = self._statuses.get(key)
         status = self._render(key, view, decision, now)
+        if (
+            previous is not None
+            and view.learning_state is not None
+            and previous.get("state") != status["state"] == view.learning_state.label
+        ):
+            self.actuator.learning_state_changed(view, body, previous.get("state"))
         if job.last_eval is not None and status["state"] in NOT_LEARNING and view.active:
             hours = view.gpus * max(0.0, now - job.last_eval) / 3600.0
             self.metrics.non_learning_gpu_hours.labels(view.namespace).inc(hours)

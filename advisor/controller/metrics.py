@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from advisor.controller.summary import HORIZONS, QueueSummary
-from advisor.model import JobView
+from advisor.model import LEARNING_LABELS, JobView
 
 __all__ = ["Metrics"]
 
@@ -42,6 +42,15 @@ class Metrics:
         )
         self.final_loss = Gauge(
             "trainjob_advisor_job_predicted_final_loss", "Predicted final loss (mean)", _JOB, registry=r
+        )
+        self.learning_state = Gauge(
+            "trainjob_advisor_job_learning_state_probability",
+            "P(each learning state) of the run (learning, plateaued, overfitting, diverging, hung)",
+            (*_JOB, "state"),
+            registry=r,
+        )
+        self.best_eval_step = Gauge(
+            "trainjob_advisor_job_best_eval_step", "Step of the best eval value so far", _JOB, registry=r
         )
         self.actions = Counter(
             "trainjob_advisor_actions_total",
@@ -133,11 +142,28 @@ class Metrics:
             self.final_loss.labels(*labels).set(fc.final_loss.mean)
         if fc.eta_seconds is not None and math.isfinite(fc.eta_seconds.mean):
             self.eta.labels(*labels).set(fc.eta_seconds.mean)
+        state = view.learning_state
+        if state is not None:
+            for label, p in state.probabilities.items():
+                self.learning_state.labels(*labels, label).set(p)
+            if state.best_step is not None:
+                self.best_eval_step.labels(*labels).set(state.best_step)
 
     def forget_job(self, namespace: str, name: str) -> None:
-        for gauge in (self.progress, self.step, self.eta, self.plateau, self.divergence, self.final_loss):
+        for gauge in (
+            self.progress,
+            self.step,
+            self.eta,
+            self.plateau,
+            self.divergence,
+            self.final_loss,
+            self.best_eval_step,
+        ):
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, name)
+        for label in LEARNING_LABELS:
+            with contextlib.suppress(KeyError):
+                self.learning_state.remove(namespace, name, label)
 
     # -------------------------------------------------------------------------------- per queue
     def set_queues(self, summaries: Iterable[QueueSummary]) -> None:

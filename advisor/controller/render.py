@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from advisor.model import ActionRecord, Decision, Forecast, Interval, JobView, Phase
+from advisor.model import ActionRecord, Decision, Forecast, Interval, JobView, LearningState, Phase
 
 __all__ = [
     "DIVERGING_P",
@@ -28,6 +28,7 @@ __all__ = [
     "classify",
     "format_duration",
     "iso",
+    "learning_state_dict",
     "render_status",
 ]
 
@@ -35,8 +36,9 @@ __all__ = [
 PHASES: tuple[str, ...] = tuple(p.value for p in Phase if p is not Phase.RUNNING)
 #: run states shown by ``status --by queue`` and exported per queue
 STATES: tuple[str, ...] = (
-    "converging",
+    "learning",
     "plateaued",
+    "overfitting",
     "hung",
     "diverging",
     "near-completion",
@@ -104,6 +106,10 @@ def classify(view: JobView, *, now: float, hung_after_s: float = HUNG_AFTER_S) -
         return "hung"
     if fc is None:
         return "near-completion" if pct is not None and pct >= NEAR_COMPLETION_PERCENT else "unknown"
+    if view.learning_state is not None:
+        # the run-level judgement from all its series (advisor.forecast.state), the same one the
+        # policies and the simulator read
+        return view.learning_state.label
     if fc.divergence_probability >= DIVERGING_P:
         return "diverging"
     if (pct is not None and pct >= NEAR_COMPLETION_PERCENT) or (
@@ -112,7 +118,7 @@ def classify(view: JobView, *, now: float, hung_after_s: float = HUNG_AFTER_S) -
         return "near-completion"
     if fc.plateau_probability >= PLATEAU_P:
         return "plateaued"
-    return "converging"
+    return "learning"
 
 
 def _loss_text(fc: Forecast | None) -> str:
@@ -131,6 +137,31 @@ def _action_dict(rec: ActionRecord) -> dict[str, Any]:
         "rule": rec.rule,
         "outcome": rec.outcome,
         "reason": rec.reason,
+    }
+
+
+def learning_state_dict(state: LearningState | None) -> dict[str, Any] | None:
+    """The run's learning state for the status (and ``explain``): label, probabilities, the eval
+    series judged and its best step, and a compact forecast of every eval series."""
+    if state is None:
+        return None
+    return {
+        "label": state.label,
+        "probabilities": {k: _num(v, 4) for k, v in state.probabilities.items()},
+        "metric": state.metric,
+        "bestStep": state.best_step,
+        "bestValue": _num(state.best_value),
+        "evalsSinceBest": state.evals_since_best,
+        "series": {
+            name: {
+                "final": _interval(fc.final_loss),
+                "current": _num(fc.current_loss),
+                "plateauProbability": _num(fc.plateau_probability, 4),
+                "points": fc.n_points,
+            }
+            for name, fc in list(state.series.items())[:16]
+        },
+        "warnings": [str(w)[:200] for w in state.warnings[:10]],
     }
 
 
@@ -197,6 +228,7 @@ def render_status(
         },
         "throughput": {"stepsPerSecond": _num(fc.steps_per_second) if fc else None, "byNodes": throughput},
         "forecast": forecast_dict(fc, at=forecast_at),
+        "learningState": learning_state_dict(view.learning_state),
         "recommendation": {
             "policy": decision.policy if decision else None,
             "mode": decision.mode.value if decision else None,

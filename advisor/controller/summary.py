@@ -20,7 +20,7 @@ __all__ = ["HORIZONS", "QueueSummary", "eta_cdf", "summarize"]
 #: capacity-planning horizons, in seconds, with their labels
 HORIZONS: tuple[tuple[str, float], ...] = (("1h", 3600.0), ("6h", 6 * 3600.0), ("24h", 24 * 3600.0))
 _Z90 = 1.2815515655446004  # the standard normal's 90th percentile
-NOT_LEARNING = ("plateaued", "hung", "diverging")
+NOT_LEARNING = ("plateaued", "overfitting", "hung", "diverging")
 
 
 def eta_cdf(eta: Mapping[str, Any] | None, horizon: float) -> float:

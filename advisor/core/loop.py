@@ -15,6 +15,7 @@ carries it out and reports back with :meth:`AdvisorCore.record_action`.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from advisor.model import (
     Decision,
     Forecast,
     JobView,
+    LearningState,
     LifecycleSignals,
     Phase,
     ProgressSample,
@@ -79,6 +81,8 @@ class JobRecord:
     total_steps: int | None = None
     forecast: Forecast | None = None
     forecast_at: float | None = None
+    #: the run's learning state as of the latest forecast (its eval series' forecasts included)
+    learning: LearningState | None = None
     fresh_data: bool = False
     checkpoint: CheckpointState = field(default_factory=CheckpointState)
     actions: list[ActionRecord] = field(default_factory=list)
@@ -130,6 +134,32 @@ def _loss_at_checkpoint(rec: JobRecord) -> float | None:
         return None
     found.sort()
     return found[len(found) // 2]
+
+
+def _report_interval(rec: JobRecord) -> float | None:
+    """The run's usual time between reports: the median gap of its latest points."""
+    times = [p.time for p in rec.history.points[-21:] if p.time is not None]
+    gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+    return gaps[len(gaps) // 2] if gaps else None
+
+
+def _learning_state(rec: JobRecord, now: float | None) -> LearningState:
+    """The run's learning state from its forecast and eval series (``advisor.forecast.state``);
+    the eval forecasts are made once per forecast and reused when only ``now`` changed."""
+    from advisor.forecast.state import learning_state
+
+    evals = rec.history.evals
+    series = {name: s for name in evals.names if (s := evals.series(name)) is not None}
+    idle = None if now is None or rec.last_step_change is None else max(0.0, now - rec.last_step_change)
+    return learning_state(
+        rec.forecast,
+        series,
+        total_steps=rec.total_steps,
+        idle_s=idle,
+        report_interval_s=_report_interval(rec),
+        forecast_all=True,
+        series_forecasts=rec.learning.series if now is not None and rec.learning is not None else None,
+    )
 
 
 def _default_forecaster(curve: Curve, total_steps: int | None) -> Forecast:
@@ -271,7 +301,7 @@ class AdvisorCore:
             if outcome == "restart":
                 # the run rolled back to a checkpoint: the forecast of the abandoned attempt says
                 # nothing the policies may act on; the next look re-forecasts the new segment
-                rec.forecast, rec.forecast_at = None, None
+                rec.forecast, rec.forecast_at, rec.learning = None, None, None
             rec.last_sample_time = when
             if prev_step is None or sample.step != prev_step:
                 rec.last_step_change = when
@@ -381,6 +411,7 @@ class AdvisorCore:
         if rec.forecast_at is not None and now - rec.forecast_at < bound:
             return
         rec.forecast = self._forecaster(rec.history.curve(), rec.total_steps)
+        rec.learning = _learning_state(rec, None)
         rec.forecast_at = now
         rec.fresh_data = False
         self.forecasts_made += 1
@@ -416,6 +447,7 @@ class AdvisorCore:
             last_loss=rec.history.last.loss if rec.history.last is not None else None,
             checkpoint_loss=_loss_at_checkpoint(rec),
             runtime_sigterm=self._runtime_prior(rec, job.runtime),
+            learning_state=self.learning_state(job.key, now=now),
         )
 
     def _runtime_prior(self, rec: JobRecord, runtime: str | None) -> tuple[int, int]:
@@ -458,6 +490,16 @@ class AdvisorCore:
             if lc.phase is Phase.RUNNING and rec.phase is not Phase.RUNNING:
                 rec.rule_state.clear()
             rec.phase, rec.phase_since = lc.phase, now
+
+    def learning_state(self, key: str, *, now: float | None = None) -> LearningState | None:
+        """The job's learning state as of its latest forecast, with ``hung`` judged at ``now``
+        (a hung run sends nothing that would trigger a new forecast)."""
+        rec = self._records.get(key)
+        if rec is None or rec.learning is None:
+            return None
+        if now is None or rec.last_step_change is None:
+            return rec.learning
+        return _learning_state(rec, now)
 
     def _with_policy_actions(self, cluster: ClusterView, now: float) -> ClusterView:
         """The cluster view plus the recent capped actions of every policy, on any job: the
@@ -680,6 +722,8 @@ class AdvisorCore:
         if last is not None and last.time is not None:
             rec._rate_anchor = (last.step, last.time, min(rec.throughput) if rec.throughput else 1)
         rec.fresh_data = rec.forecast is None and len(history) > 0
+        if rec.forecast is not None:
+            rec.learning = _learning_state(rec, None)  # from the restored history: nothing is lost
         self._records[key] = rec
         return rec
 

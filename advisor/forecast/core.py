@@ -27,6 +27,7 @@ from advisor.forecast.eta import eta_interval
 from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all_robust
 from advisor.forecast.plateau import local_trend
 from advisor.forecast.schedule import infer_future, lr_law_family
+from advisor.forecast.turn import rising_branch
 from advisor.model import Forecast, Interval
 
 FloatArray = NDArray[np.float64]
@@ -508,6 +509,21 @@ def _run(
         # the run is at its last step: no improvement is left to come, whatever the noise of the
         # last reports says about the level (a finished fine-tune is not "still learning")
         plateau = 1.0
+    turn = rising_branch(prep.steps, prep.values, horizon, level)
+    if turn is not None:
+        # the series has turned upward (an eval loss past its minimum): mix in its rising branch,
+        # by how sure the rise is; the final value moves to or above the current level, the
+        # interval covers both branches, and P(plateau) counts the rise as no improvement left
+        w = turn.weight
+        half_t = cal.Z80 * turn.sd
+        mean = (1.0 - w) * mean + w * turn.mean
+        lo = min((1.0 - w) * lo + w * (turn.mean - half_t), mean)
+        hi = max((1.0 - w) * hi + w * (turn.mean + half_t), mean)
+        plateau = (1.0 - w) * plateau + w * turn.plateau
+        if w >= 0.5:
+            warnings.append(
+                f"the series is rising ({turn.slope_t:.1f} standard errors over its recent points)"
+            )
     eta, sps = eta_interval(prep.steps, prep.times, horizon)
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),

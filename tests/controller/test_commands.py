@@ -131,7 +131,7 @@ def test_status_one_namespace_and_json(api: CliApi, capsys: pytest.CaptureFixtur
 def test_status_by_queue(api: CliApi, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["status", "-A", "--by", "queue"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:4] == ["QUEUE", "JOBS", "GPUS", "CONVERGING"]
+    assert lines[0].split()[:4] == ["QUEUE", "JOBS", "GPUS", "LEARNING"]
     cpu, gpu = lines[1].split(), lines[2].split()
     assert gpu[:9] == ["gpu-cq", "2", "16", "1", "1", "0", "0", "0", "8"]
     assert cpu[0] == "cpu-cq"

@@ -240,7 +240,7 @@ def test_deleted_job_is_forgotten_and_queue_metrics_exported() -> None:
     reg = e.metrics.registry
     total = sum(
         reg.get_sample_value("trainjob_advisor_queue_jobs", {"queue": "gpu-cq", "state": s}) or 0
-        for s in ("converging", "plateaued", "hung", "diverging", "near-completion", "unknown")
+        for s in ("learning", "plateaued", "overfitting", "hung", "diverging", "near-completion", "unknown")
     )
     assert total == 1
     assert reg.get_sample_value("trainjob_advisor_queue_gpus", {"queue": "gpu-cq"}) == 16

@@ -23,7 +23,7 @@ def test_printer_columns_are_the_documented_ones() -> None:
     assert crd["spec"]["names"]["shortNames"] == ["tjf"]
     (version,) = crd["spec"]["versions"]
     cols = [c["name"].upper() for c in version["additionalPrinterColumns"] if not c.get("priority")]
-    assert cols == ["JOB", "PROGRESS", "ETA", "LOSS", "PLATEAU", "ADVICE", "AGE"]
+    assert cols == ["JOB", "PROGRESS", "ETA", "LOSS", "PLATEAU", "STATE", "ADVICE", "AGE"]
     assert version["subresources"] == {"status": {}}
 
 

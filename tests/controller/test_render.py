@@ -66,7 +66,7 @@ def test_durations(seconds: float | None, text: str) -> None:
 
 
 def test_classification() -> None:
-    assert classify(view(), now=NOW) == "converging"
+    assert classify(view(), now=NOW) == "learning"
     assert classify(view(forecast=fc(plateau=0.9)), now=NOW) == "plateaued"
     assert classify(view(forecast=fc(diverge=0.8, plateau=0.9)), now=NOW) == "diverging"
     assert classify(view(step=950), now=NOW) == "near-completion"
@@ -110,7 +110,7 @@ def test_status_has_every_field_and_the_printer_column_strings() -> None:
         {"kind": "release-quota", "rule": "plateau", "reason": "no 1% gain in 2h"}
     ]
     assert status["actions"][0]["requestId"] == "rec-1" and status["actions"][0]["outcome"] == "recommended"
-    assert status["state"] == "converging" and status["job"]["gpus"] == 16
+    assert status["state"] == "learning" and status["job"]["gpus"] == 16
     assert json.loads(status["coreState"]) == {"history": {}}
     assert json.loads(status["pendingActions"]) == {"r": {"stage": "recorded"}}
     assert status["forecast"]["model"] == [{"name": "pow3", "weight": 0.7}, {"name": "exp3", "weight": 0.3}]
@@ -154,7 +154,7 @@ def test_summary_by_queue_counts_states_idle_gpus_and_capacity() -> None:
         }
 
     items = [
-        ("a", st("converging", 8, "cq1", {"mean": 1800.0, "p10": 1200.0, "p90": 2400.0})),
+        ("a", st("learning", 8, "cq1", {"mean": 1800.0, "p10": 1200.0, "p90": 2400.0})),
         ("a", st("plateaued", 16, "cq1")),
         ("b", st("hung", 4, "cq1")),
         ("b", st("diverging", 2, "cq2")),
@@ -162,7 +162,7 @@ def test_summary_by_queue_counts_states_idle_gpus_and_capacity() -> None:
     ]
     cq1, cq2 = summarize(items)
     assert (cq1.queue, cq1.jobs, cq1.gpus, cq1.gpus_not_learning) == ("cq1", 3, 28, 20)
-    assert cq1.states["plateaued"] == 1 and cq1.states["hung"] == 1 and cq1.states["converging"] == 1
+    assert cq1.states["plateaued"] == 1 and cq1.states["hung"] == 1 and cq1.states["learning"] == 1
     assert cq1.gpus_freeing["1h"] == pytest.approx(
         8 * eta_cdf({"mean": 1800, "p10": 1200, "p90": 2400}, 3600)
     )

@@ -1,0 +1,203 @@
+"""A run's learning state: one judgement from all its series.
+
+The question the product answers is "has this run stopped learning?". For a pre-training run the
+training loss answers it; for a fine-tune it is the eval metric (HF's ``EarlyStoppingCallback``
+watches it too): the training loss of a fine-tune keeps falling long after the model stopped
+generalising better. So the state reads, in this order:
+
+* ``hung``: no step advance for many report intervals (a probability that grows from
+  ``HUNG_FROM`` to ``HUNG_TO`` intervals of silence, never before ``HUNG_MIN_S``);
+* ``diverging``: the training loss rising away or non-finite (its forecast's divergence
+  probability), or a non-finite latest evaluation. A rising *eval* metric while the training loss
+  falls is not divergence: it is overfitting;
+* the judged eval series (``metric``, default ``eval_loss`` or the first eval metric with a
+  direction), once it has ``MIN_EVALS`` finite evaluations: P(it improves by less than 1% of its
+  level by ``total_steps``) is its forecast's P(plateau), a rise counting as no improvement (see
+  ``turn``). That probability splits by whether the training loss still falls (1 - its P(plateau)):
+  ``overfitting`` when it does, ``plateaued`` when both stopped;
+* without an eval series (or with too few evaluations), the training loss alone: ``plateaued``
+  with its P(plateau), ``learning`` otherwise.
+
+The probabilities are products of those events in that order, so they sum to 1 and every label's
+probability is one the policies can set a threshold on. The numbers are the series' own forecasts:
+the state, the plateau rule and the divergence rule agree by construction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from advisor.forecast.core import forecast
+from advisor.model import LEARNING_LABELS, Forecast, Interval, LearningState
+from advisor.series import Direction, primary_eval
+
+__all__ = [
+    "HUNG_FROM",
+    "HUNG_MIN_S",
+    "HUNG_TO",
+    "MIN_EVALS",
+    "SeriesLike",
+    "forecast_series",
+    "learning_state",
+]
+
+#: evaluations an eval series needs before it is judged (two points have no trend to read)
+MIN_EVALS = 3
+#: P(hung) rises from 0 at this many report intervals without a step advance ...
+HUNG_FROM = 5.0
+#: ... to 1 at this many
+HUNG_TO = 15.0
+#: and is 0 before this much silence, whatever the interval (a run reporting every few seconds
+#: that pauses for a checkpoint or an evaluation is not hung)
+HUNG_MIN_S = 300.0
+
+
+class SeriesLike(Protocol):
+    """What the state reads of a series: its points and which way is better."""
+
+    @property
+    def steps(self) -> Sequence[int] | Sequence[float]: ...
+
+    @property
+    def values(self) -> Sequence[float]: ...
+
+    @property
+    def direction(self) -> Direction: ...
+
+
+def forecast_series(
+    steps: Sequence[float], values: Sequence[float], direction: Direction, *, total_steps: int | None = None
+) -> Forecast:
+    """``forecast`` for a metric of either direction, in the metric's own units.
+
+    The forecaster reads a loss (lower is better); a higher-is-better metric is forecast negated
+    and turned back, so its P(plateau) is P(it rises by less than 1% of its level)."""
+    if direction is Direction.LOWER:
+        return forecast(steps, values, total_steps=total_steps)
+    fc = forecast(steps, [-float(v) for v in values], total_steps=total_steps)
+    f = fc.final_loss
+    return Forecast(
+        final_loss=Interval(mean=-f.mean, p10=-f.p90, p90=-f.p10),
+        plateau_probability=fc.plateau_probability,
+        divergence_probability=fc.divergence_probability,
+        eta_seconds=fc.eta_seconds,
+        steps_per_second=fc.steps_per_second,
+        model=fc.model,
+        warnings=fc.warnings,
+        current_loss=None if fc.current_loss is None else -fc.current_loss,
+        last_step=fc.last_step,
+        total_steps=fc.total_steps,
+        n_points=fc.n_points,
+        n_dropped=fc.n_dropped,
+    )
+
+
+def _best(series: SeriesLike) -> tuple[int | None, float | None, int, int]:
+    """(best step, best value, evaluations after it, finite evaluations)."""
+    best_i: int | None = None
+    finite = 0
+    values = series.values
+    lower = series.direction is Direction.LOWER
+    for i, v in enumerate(values):
+        if not math.isfinite(v):
+            continue
+        finite += 1
+        if best_i is None or (v < values[best_i] if lower else v > values[best_i]):
+            best_i = i
+    if best_i is None:
+        return None, None, 0, 0
+    return int(series.steps[best_i]), float(values[best_i]), len(values) - 1 - best_i, finite
+
+
+def _hung(idle_s: float | None, interval_s: float | None) -> float:
+    if idle_s is None or idle_s < HUNG_MIN_S:
+        return 0.0
+    ratio = idle_s / max(interval_s or 0.0, 1.0)
+    return min(max((ratio - HUNG_FROM) / (HUNG_TO - HUNG_FROM), 0.0), 1.0)
+
+
+def learning_state(
+    train: Forecast | None,
+    evals: Mapping[str, SeriesLike],
+    *,
+    metric: str | None = None,
+    total_steps: int | None = None,
+    idle_s: float | None = None,
+    report_interval_s: float | None = None,
+    forecast_all: bool = False,
+    series_forecasts: Mapping[str, Forecast] | None = None,
+) -> LearningState:
+    """The run's learning state from its training-loss forecast and its eval series.
+
+    ``metric`` names the eval series to judge (default: ``eval_loss``, else the first eval metric
+    with a direction); ``"loss"`` judges the training loss alone. ``idle_s`` is the time since the
+    last step advance, ``report_interval_s`` the run's usual time between reports. With
+    ``forecast_all`` every eval series is forecast, not only the judged one. ``series_forecasts``
+    reuses forecasts made earlier (a state re-read for the time since the last step advance needs no
+    new fit)."""
+    warnings: list[str] = []
+    names = tuple(evals)
+    judged = primary_eval(names) if metric is None else (metric if metric in evals else None)
+    if metric is not None and metric != "loss" and judged is None:
+        warnings.append(f"metric {metric!r} not reported; judged by the training loss")
+    p_hung = _hung(idle_s, report_interval_s)
+    p_div = train.divergence_probability if train is not None else 0.0
+    series_fc: dict[str, Forecast] = {}
+    best_step = best_value = None
+    since_best = 0
+    p_eval: float | None = None
+    for name in names if forecast_all else ((judged,) if judged else ()):
+        s = evals[name]
+        if series_forecasts is not None:
+            if name in series_forecasts:
+                series_fc[name] = series_forecasts[name]
+            continue
+        if sum(1 for v in s.values if math.isfinite(v)) < 2:
+            continue
+        series_fc[name] = forecast_series(
+            [float(x) for x in s.steps], list(s.values), s.direction, total_steps=total_steps
+        )
+    if judged is not None:
+        s = evals[judged]
+        best_step, best_value, since_best, finite = _best(s)
+        if s.values and not math.isfinite(s.values[-1]):
+            p_div = max(p_div, 0.9)
+            warnings.append(f"the latest {judged} is not finite")
+        if finite >= MIN_EVALS and judged in series_fc:
+            p_eval = series_fc[judged].plateau_probability
+        else:
+            warnings.append(
+                f"{judged} has {finite} finite evaluation(s); judged by the training loss until {MIN_EVALS}"
+            )
+    rest = (1.0 - p_hung) * (1.0 - p_div)
+    probs = dict.fromkeys(LEARNING_LABELS, 0.0)
+    probs["hung"] = p_hung
+    probs["diverging"] = (1.0 - p_hung) * p_div
+    train_plateau = train.plateau_probability if train is not None else 0.5
+    if p_eval is not None:
+        train_falls = 1.0 - train_plateau
+        probs["overfitting"] = rest * p_eval * train_falls
+        probs["plateaued"] = rest * p_eval * (1.0 - train_falls)
+        probs["learning"] = rest * (1.0 - p_eval)
+    elif train is not None:
+        probs["plateaued"] = rest * train_plateau
+        probs["learning"] = rest * (1.0 - train_plateau)
+    else:
+        probs["learning"] = rest
+    total = sum(probs.values())
+    probs = {k: float(np.clip(v / total, 0.0, 1.0)) if total > 0 else 0.0 for k, v in probs.items()}
+    label = max(LEARNING_LABELS, key=lambda k: probs[k])
+    return LearningState(
+        label=label,
+        probabilities=probs,
+        metric=judged if p_eval is not None else None,
+        best_step=best_step,
+        best_value=best_value,
+        evals_since_best=since_best,
+        series=series_fc,
+        warnings=tuple(warnings),
+    )

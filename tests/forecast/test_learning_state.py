@@ -1,0 +1,176 @@
+"""The run's learning state: U-shaped eval curves, plateaus, divergence, hung runs, few evals."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor.core import AdvisorCore
+from advisor.forecast import forecast
+from advisor.forecast.state import forecast_series, learning_state
+from advisor.model import LEARNING_LABELS, JobView, ProgressSample
+from advisor.series import Direction
+
+TOTAL = 3000
+MINIMUM = 1000
+
+
+@dataclass
+class Series:
+    steps: list[float]
+    values: list[float]
+    direction: Direction = Direction.LOWER
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def run(seed: int, *, u_shape: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ts = np.arange(10, TOTAL + 1, 10.0)
+    ty = 2 * np.exp(-ts / 600) + 0.3 + rng.normal(0, 0.02, ts.size)
+    es = np.arange(100, TOTAL + 1, 100.0)
+    rise = 0.3 * ((es - MINIMUM) / MINIMUM) ** 2 * np.where(es < MINIMUM, 1.0, 0.5 if u_shape else 0.0)
+    ey = 0.5 + rise + rng.normal(0, 0.004, es.size)
+    return ts, ty, es, ey
+
+
+def states(seed: int, **kw: bool) -> list[tuple[float, str]]:
+    ts, ty, es, ey = run(seed, **kw)
+    out = []
+    for k in range(3, es.size):
+        step = es[k - 1]
+        m = ts <= step
+        fc = forecast(ts[m], ty[m], total_steps=TOTAL)
+        st = learning_state(fc, {"eval_loss": Series(list(es[:k]), list(ey[:k]))}, total_steps=TOTAL)
+        out.append((float(step), st.label))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_u_shaped_eval_turns_overfitting_within_a_few_evals_after_its_minimum_and_not_before(
+    seed: int,
+) -> None:
+    labels = states(seed)
+    assert all(label == "learning" for step, label in labels if step <= MINIMUM)
+    first = next(step for step, label in labels if label == "overfitting")
+    assert MINIMUM < first <= MINIMUM + 500  # within five evaluations
+    assert all(label == "overfitting" for step, label in labels if first + 300 <= step < TOTAL - 200)
+
+
+def test_the_best_eval_step_is_the_minimum() -> None:
+    ts, ty, es, ey = run(0)
+    k = int(np.searchsorted(es, 1800)) + 1
+    st = learning_state(
+        forecast(ts[ts <= es[k - 1]], ty[ts <= es[k - 1]], total_steps=TOTAL),
+        {"eval_loss": Series(list(es[:k]), list(ey[:k]))},
+        total_steps=TOTAL,
+    )
+    assert st.label == "overfitting" and st.metric == "eval_loss"
+    assert abs(st.best_step - MINIMUM) <= 200  # type: ignore[operator]
+    assert st.evals_since_best >= 6
+
+
+def test_eval_that_flattens_while_train_flattens_is_a_plateau_not_overfitting() -> None:
+    steps = np.arange(10, 2001, 10.0)
+    train = 0.3 + 1.5 * np.exp(-steps / 150)
+    es = np.arange(100, 2001, 100.0)
+    ev = 0.5 + 0.5 * np.exp(-es / 150)
+    k = 14
+    st = learning_state(
+        forecast(steps[steps <= es[k - 1]], train[steps <= es[k - 1]], total_steps=2000),
+        {"eval_loss": Series(list(es[:k]), list(ev[:k]))},
+        total_steps=2000,
+    )
+    assert st.label == "plateaued"
+
+
+def test_a_falling_eval_is_learning_even_when_train_is_flat() -> None:
+    es = np.arange(100, 1001, 100.0)
+    ev = list(2.0 - 0.15 * np.arange(es.size))
+    train = forecast(np.arange(10, 1001, 10.0), np.full(100, 0.4), total_steps=5000)
+    assert learning_state(train, {"eval_loss": Series(list(es), ev)}, total_steps=5000).label == "learning"
+
+
+def test_higher_is_better_metrics_are_judged_upside_down() -> None:
+    es = list(np.arange(100, 1501, 100.0))
+    acc = [0.5 + 0.3 * (1 - math.exp(-s / 200)) - (0.0 if s < 700 else 0.0004 * (s - 700)) for s in es]
+    fc = forecast_series(es, acc, Direction.HIGHER, total_steps=3000)
+    assert fc.final_loss.mean <= acc[-1] + 1e-9 and fc.plateau_probability > 0.5
+    train = forecast(
+        np.arange(10, 1501, 10.0), 1 + np.exp(-np.arange(10, 1501, 10.0) / 2000), total_steps=3000
+    )
+    st = learning_state(train, {"eval_accuracy": Series(es, acc, Direction.HIGHER)}, total_steps=3000)
+    assert st.label == "overfitting" and st.best_value == max(acc)
+
+
+def test_few_evals_fall_back_to_the_training_loss_with_a_warning() -> None:
+    train = forecast(np.arange(10, 501, 10.0), 1 / np.arange(1, 51), total_steps=5000)
+    st = learning_state(train, {"eval_loss": Series([100.0, 200.0], [0.5, 0.9])}, total_steps=5000)
+    assert st.metric is None and st.label == "learning"
+    assert any("finite evaluation" in w for w in st.warnings)
+
+
+def test_nan_latest_eval_is_divergence() -> None:
+    train = forecast(np.arange(10, 501, 10.0), 1 / np.arange(1, 51), total_steps=5000)
+    st = learning_state(
+        train, {"eval_loss": Series([100, 200, 300, 400], [0.9, 0.8, 0.7, math.nan])}, total_steps=5000
+    )
+    assert st.label == "diverging"
+
+
+def test_silence_over_many_report_intervals_is_hung() -> None:
+    train = forecast(np.arange(10, 501, 10.0), 1 / np.arange(1, 51), total_steps=5000)
+    assert learning_state(train, {}, idle_s=30.0 * 20, report_interval_s=30.0).label == "hung"
+    assert learning_state(train, {}, idle_s=200.0, report_interval_s=1.0).label != "hung"
+
+
+def test_the_core_loop_carries_the_state_and_restores_it() -> None:
+    core = AdvisorCore(forecast_interval_s=0)
+    ts, ty, es, ey = run(1)
+    evals = dict(zip(es.tolist(), ey.tolist(), strict=True))
+    last_eval: dict[str, float] = {}
+    for s, y in zip(ts.tolist(), ty.tolist(), strict=True):
+        if s in evals:
+            last_eval = {"eval_loss": evals[s]}
+        if s > 1800:
+            break
+        core.observe(
+            "ns/a", ProgressSample(step=int(s), loss=y, total_steps=TOTAL, time=s, metrics=last_eval), now=s
+        )
+    view = core.view(JobView(namespace="ns", name="a"), now=1800.0)
+    assert view.learning_state is not None and view.learning_state.label == "overfitting"
+    fresh = AdvisorCore()
+    fresh.restore("ns/a", core.dump("ns/a"))
+    again = fresh.view(JobView(namespace="ns", name="a"), now=1800.0).learning_state
+    assert (
+        again is not None
+        and again.label == "overfitting"
+        and again.best_step == view.learning_state.best_step
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.nan, math.inf, -math.inf])),
+        min_size=0,
+        max_size=30,
+    ),
+    st.sampled_from(list(Direction)),
+    st.one_of(st.none(), st.floats(0, 1e5)),
+)
+def test_any_eval_series_gives_a_distribution_over_the_labels(
+    values: list[float], direction: Direction, idle: float | None
+) -> None:
+    steps = [float(10 * (i + 1)) for i in range(len(values))]
+    train = forecast(steps or [1.0], values or [1.0], total_steps=1000)
+    st_ = learning_state(
+        train, {"eval_x_loss": Series(steps, values, direction)}, idle_s=idle, report_interval_s=10.0
+    )
+    assert set(st_.probabilities) == set(LEARNING_LABELS)
+    assert abs(sum(st_.probabilities.values()) - 1.0) < 1e-9
+    assert st_.label in LEARNING_LABELS and all(0.0 <= p <= 1.0 for p in st_.probabilities.values())
