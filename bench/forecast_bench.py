@@ -247,12 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--finetune",
         action="store_true",
-        help="the fine-tune benchmark instead: train and eval series, P(plateau), the run state (see _finetune)",
+        help="the fine-tune benchmark instead: train and eval series, the run state (see _finetune)",
     )
     args = ap.parse_args(argv)
     if args.finetune:
-        from _finetune import main_finetune
         from _curves import data_root
+        from _finetune import main_finetune
 
         root = data_root()
         if root is None:
