@@ -133,7 +133,7 @@ def test_status_by_queue(api: CliApi, capsys: pytest.CaptureFixture[str]) -> Non
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["QUEUE", "JOBS", "GPUS", "LEARNING"]
     cpu, gpu = lines[1].split(), lines[2].split()
-    assert gpu[:9] == ["gpu-cq", "2", "16", "1", "1", "0", "0", "0", "8"]
+    assert gpu[:10] == ["gpu-cq", "2", "16", "1", "1", "0", "0", "0", "0", "8"]
     assert cpu[0] == "cpu-cq"
     assert cli.main(["status", "-A", "--by", "queue", "-o", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)

@@ -191,7 +191,7 @@ def test_checkpoint_ack_closes_the_request_and_the_guard_drops_its_boost() -> No
         ),
     )
     e.step(T0 + 100)
-    reasons = [ev["reason"] for ev in api.events]
+    reasons = [ev["reason"] for ev in api.events if ev["reason"] != "LearningState"]  # checked on their own
     assert reasons == [
         "PriorityBoosted",
         "CheckpointRequested",
@@ -249,3 +249,28 @@ def test_deleted_job_is_forgotten_and_queue_metrics_exported() -> None:
     assert e.jobs == {} and e.core.record(KEY) is None
     assert reg.get_sample_value("trainjob_advisor_job_step", {"namespace": "team-a", "job": "llm"}) is None
     assert not math.isnan(reg.get_sample_value("trainjob_advisor_watched_jobs") or 0)
+
+
+def test_a_change_of_learning_state_posts_one_event_naming_the_best_eval_step() -> None:
+    from advisor.controller.actuator import Actuator
+    from advisor.core import AdvisorCore
+    from advisor.forecast.state import learning_state
+    from advisor.model import JobView
+    from advisor.series import Direction
+    from tests.controller.fakes import FakeApi
+
+    api = FakeApi()
+    act = Actuator(api, AdvisorCore(), lambda key: None)
+    train = None
+    es = [100.0, 200.0, 300.0, 400.0, 500.0, 600.0]
+    ev = [0.9, 0.7, 0.6, 0.65, 0.72, 0.8]
+
+    class Series:
+        steps, values, direction = es, ev, Direction.LOWER
+
+    st = learning_state(train, {"eval_loss": Series()}, total_steps=2000)
+    job = JobView(namespace="ns", name="a", learning_state=st)
+    act.learning_state_changed(job, {"metadata": {"uid": "u"}}, "learning")
+    (event,) = api.events
+    assert event["reason"] == "LearningState" and "step 300" in event["message"]
+    assert event["warning"] == (st.label in ("overfitting", "diverging", "hung"))
