@@ -23,6 +23,7 @@ __all__ = [
     "DeadlineRule",
     "DivergenceRule",
     "ElasticRule",
+    "OverfittingRule",
     "PlateauRule",
     "PreemptionGuardRule",
     "QuotaReleaseRule",
@@ -61,6 +62,47 @@ class PlateauRule:
         "enum",
         default=RELEASE,
         enum=(RECOMMEND, RELEASE, STOP),
+    )
+    metric: str = spec_field(
+        "metric",
+        "The series judged: 'loss' (the training loss) or an eval metric (eval_loss, eval_accuracy, ...). "
+        "Empty: the job's primary eval metric when it reports one (eval_loss first), else the training loss.",
+        "str",
+        default="",
+        max_length=64,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OverfittingRule:
+    """A fine-tune whose eval metric no longer improves on its best while the training loss still
+    falls: P(overfitting) of the run's learning state held at or above ``probability`` for ``for``.
+    The reason names the step of the best eval value, the checkpoint worth keeping."""
+
+    enabled: bool = spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
+    probability: float = spec_field(
+        "probability",
+        "P(overfitting) threshold.",
+        "float",
+        default=0.8,
+        minimum=0.0,
+        exclusive_minimum=True,
+        maximum=1.0,
+    )
+    hold: float = spec_field("for", "How long the condition must hold.", "duration", default=1800.0)
+    action: str = spec_field(
+        "action",
+        "Recommend only, or (in Apply mode) checkpoint then release quota, or stop.",
+        "enum",
+        default=RECOMMEND,
+        enum=(RECOMMEND, RELEASE, STOP),
+    )
+    metric: str = spec_field(
+        "metric",
+        "The eval series judged (eval_loss, eval_accuracy, ...). Empty: the job's primary eval metric.",
+        "str",
+        default="",
+        max_length=64,
     )
 
 
@@ -338,6 +380,9 @@ class Rules:
 
     plateau: PlateauRule | None = spec_field(
         "plateau", PlateauRule.__doc__ or "", "object", default=None, cls=PlateauRule
+    )
+    overfitting: OverfittingRule | None = spec_field(
+        "overfitting", OverfittingRule.__doc__ or "", "object", default=None, cls=OverfittingRule
     )
     divergence: DivergenceRule | None = spec_field(
         "divergence", DivergenceRule.__doc__ or "", "object", default=None, cls=DivergenceRule

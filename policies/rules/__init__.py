@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policies.rules import checkpoint, deadline, divergence, elastic, guard, plateau, stall
+from policies.rules import checkpoint, deadline, divergence, elastic, guard, overfitting, plateau, stall
 from policies.rules.base import Context, Outcome
 
 __all__ = ["RULES", "Context", "Outcome"]
@@ -11,6 +11,7 @@ __all__ = ["RULES", "Context", "Outcome"]
 RULES = (
     (divergence.NAME, divergence, "divergence"),
     (stall.NAME, stall, "stall"),
+    (overfitting.NAME, overfitting, "overfitting"),
     (plateau.NAME, plateau, "plateau"),
     (deadline.NAME, deadline, "deadline"),
     (guard.NAME, guard, "preemption_guard"),

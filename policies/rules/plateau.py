@@ -39,6 +39,7 @@ import math
 from collections.abc import Mapping
 
 from advisor.model import ActionKind, Forecast, JobView
+from advisor.series import TRAIN_SERIES
 from policies.rules.base import Context, Outcome, dur, held_since, pct
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, PlateauRule
@@ -62,13 +63,31 @@ def predicts_flat(fc: Forecast) -> bool:
     return final <= cur * (1.0 + FLAT_BAND)
 
 
+def judged_series(ctx: Context, metric: str) -> tuple[Forecast | None, str, str]:
+    """(the forecast of the series a rule judges, its name, why there is none).
+
+    ``metric`` ``loss`` is the training loss; a named eval metric is that series' forecast in the
+    run's learning state; empty is the eval metric the learning state judged (the job's primary
+    eval metric, once it has enough evaluations), else the training loss."""
+    state = ctx.job.learning_state
+    if metric == TRAIN_SERIES:
+        return ctx.forecast, TRAIN_SERIES, ctx.forecast_reason
+    name = metric or (state.metric if state is not None else None) or ""
+    if name and state is not None and name in state.series and (metric or state.metric == name):
+        return state.series[name], name, ""
+    if metric:
+        return None, metric, f"no forecast of {metric} (not reported, or too few evaluations)"
+    return ctx.forecast, TRAIN_SERIES, ctx.forecast_reason
+
+
 def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     out = Outcome()
-    job, fc = ctx.job, ctx.forecast
+    job = ctx.job
     if not ctx.judge:
         return out
+    fc, series, why_not = judged_series(ctx, rule.metric)
     if fc is None:
-        out.reasons.append(f"{NAME}: no judgement ({ctx.forecast_reason})")
+        out.reasons.append(f"{NAME}: no judgement ({why_not})")
         return out
     if job.total_steps is not None and job.step >= job.total_steps:
         return out  # finished: nothing left to save
@@ -92,7 +111,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     held = ctx.now - since
     numbers = f"P(plateau)={pct(p)} >= {pct(rule.probability)} for {dur(held)}"
     if fc.current_loss is not None:
-        numbers += f", loss {fc.current_loss:.4g} → {fc.final_loss.mean:.4g} predicted at the end"
+        numbers += f", {series} {fc.current_loss:.4g} → {fc.final_loss.mean:.4g} predicted at the end"
     if p < rule.probability:
         out.reasons.append(
             f"{NAME}: P(plateau)={pct(p)} below {pct(rule.probability)} but above {pct(level)}: "

@@ -311,6 +311,7 @@ def test_forecast_appears_tracks_the_truth_and_kubectl_shows_the_columns(
         "ETA",
         "LOSS",
         "PLATEAU",
+        "STATE",
         "ADVICE",
         "AGE",
     ]
@@ -325,7 +326,8 @@ def test_forecast_appears_tracks_the_truth_and_kubectl_shows_the_columns(
             timeout=60,
             check=True,
         ).stdout
-        assert out.split()[:8] == ["NAME", "JOB", "PROGRESS", "ETA", "LOSS", "PLATEAU", "ADVICE", "AGE"]
+        head = ["NAME", "JOB", "PROGRESS", "ETA", "LOSS", "PLATEAU", "STATE", "ADVICE", "AGE"]
+        assert out.split()[:9] == head
 
 
 # ------------------------------------------------------------------------------------ scenario 2
@@ -360,7 +362,7 @@ def test_recommend_policy_advises_with_an_event_and_changes_nothing(
     assert all(cluster.pod_annotation(p) is None for p in pods)
     got = cluster.custom.get_namespaced_custom_object(*TRAINER[:2], cluster.ns, TRAINER[2], "flat")
     assert got["metadata"]["generation"] == job["metadata"]["generation"]  # spec untouched
-    assert set(cluster.reasons("flat")) == {"Recommendation"}
+    assert set(cluster.reasons("flat")) <= {"Recommendation", "LearningState"}
     # the policy's own status says what it is doing (the figures the CRD schema keeps)
     policy = wait_for(
         lambda: (
@@ -372,6 +374,54 @@ def test_recommend_policy_advises_with_an_event_and_changes_nothing(
     )
     assert policy["status"]["jobsMatched"] == 1 and policy["status"]["matchedJobs"] == [f"{cluster.ns}/flat"]
     assert policy["status"]["actionsTaken"] == 0  # Recommend mode takes none
+
+
+def test_falling_train_loss_with_rising_eval_loss_is_overfitting_with_an_event_naming_the_best_step(
+    control_plane: cp.ControlPlane, cluster: Cluster, controller: Controller, policy_cleanup: list[str]
+) -> None:
+    """A fine-tune past its best eval: STATE overfitting, a LearningState Event, and a
+    recommendation of the overfitting rule that names the step of the best eval loss."""
+    name = f"ovf-{cluster.ns[-6:]}"
+    cluster.apply_policy(control_plane, name, "Recommend", overfitting={"probability": 0.6, "for": "0s"})
+    policy_cleanup.append(name)
+    cluster.create_trainjob("ft")
+    total, best = 2000, 600
+    at = time.time() - 300
+    evaluation: list[dict[str, str]] = []
+    for step in range(20, 1500, 20):
+        train = 0.3 + 2.0 * math.exp(-step / 400)
+        if step % 100 == 0:  # an evaluation every 100 steps: a U with its minimum at step 600
+            value = 0.5 + 0.25 * ((step - best) / best) ** 2 * (1.0 if step < best else 0.6)
+            evaluation = [
+                {"name": "eval_loss", "value": f"{value:.6f}"},
+                {"name": "eval_runtime", "value": f"{3.0 + step / 1e4:.4f}"},
+            ]
+        metrics = [
+            {"name": "current_step", "value": str(step)},
+            {"name": "total_steps", "value": str(total)},
+            {"name": "loss", "value": f"{train:.6f}"},
+            *evaluation,
+        ]
+        cluster.report("ft", metrics, at, percent=100 * step // total)
+        at += 2.0
+        time.sleep(0.03)
+    tjf = wait_for(
+        lambda: (
+            (f := cluster.forecast("ft"))
+            and (f.get("status") or {}).get("state") == "overfitting"
+            and any(a["rule"] == "overfitting" for a in f["status"]["recommendation"]["actions"])
+            and f
+        ),
+        "state overfitting and the overfitting rule's recommendation",
+        timeout=90,
+    )
+    state = tjf["status"]["learningState"]
+    assert state["label"] == "overfitting" and state["metric"] == "eval_loss" and state["bestStep"] == best
+    (action,) = [a for a in tjf["status"]["recommendation"]["actions"] if a["rule"] == "overfitting"]
+    assert f"step {best}" in action["reason"]
+    wait_for(lambda: "LearningState" in cluster.reasons("ft"), "a LearningState Event")
+    history = decode_history(tjf["status"]["history"])
+    assert history["evals"]["series"]["eval_loss"]["steps"][:3] == [100, 200, 300]
 
 
 # ------------------------------------------------------------------------------------ scenario 3

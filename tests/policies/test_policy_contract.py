@@ -24,6 +24,7 @@ from advisor.model import (
     Forecast,
     Interval,
     JobView,
+    LearningState,
     WorkloadView,
 )
 from policies import decide
@@ -52,6 +53,31 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any], bool,
         {
             "forecast": forecast(plateau=0.99),
             "rule_state": {"plateau.since": T0 - HOUR},
+            "checkpoint": CheckpointState(last_time=T0 - 30),
+        },
+        {},
+        True,
+        {ActionKind.RELEASE_QUOTA},
+    ),
+    "overfitting": (
+        {"overfitting": {"for": "10m", "action": "Release"}},
+        {
+            "forecast": forecast(plateau=0.05),
+            "learning_state": LearningState(
+                label="overfitting",
+                probabilities={
+                    "learning": 0.04,
+                    "plateaued": 0.01,
+                    "overfitting": 0.95,
+                    "diverging": 0.0,
+                    "hung": 0.0,
+                },
+                metric="eval_loss",
+                best_step=1000,
+                best_value=0.51,
+                evals_since_best=5,
+            ),
+            "rule_state": {"overfitting.since": T0 - HOUR},
             "checkpoint": CheckpointState(last_time=T0 - 30),
         },
         {},

@@ -1,0 +1,98 @@
+"""The overfitting rule and the rules' ``metric:``: which series a rule judges, and what it says."""
+
+from __future__ import annotations
+
+from policy_builders import HOUR, T0, cluster, forecast, job, policy
+
+from advisor.model import ActionKind, LearningState
+from policies import decide
+from policies.loader import load_policy
+
+EVAL_FC = forecast(plateau=0.97, loss=0.6, final=0.6)
+
+
+def state(p_overfit: float = 0.95, *, metric: str | None = "eval_loss") -> LearningState:
+    rest = 1.0 - p_overfit
+    return LearningState(
+        label="overfitting" if p_overfit >= 0.5 else "learning",
+        probabilities={
+            "learning": rest,
+            "plateaued": 0.0,
+            "overfitting": p_overfit,
+            "diverging": 0.0,
+            "hung": 0.0,
+        },
+        metric=metric,
+        best_step=1200,
+        best_value=0.512,
+        evals_since_best=4,
+        series={"eval_loss": EVAL_FC} if metric else {},
+    )
+
+
+def test_recommendation_names_the_best_eval_step() -> None:
+    pol = policy({"overfitting": {"for": "10m"}}, mode="Recommend")
+    view = job(
+        forecast=forecast(plateau=0.05), learning_state=state(), rule_state={"overfitting.since": T0 - HOUR}
+    )
+    d = decide(view, cluster(), pol, now=T0)
+    (action,) = [a for a in d.actions if a.rule == "overfitting"]
+    assert action.kind is ActionKind.RECOMMEND
+    assert "step 1200" in action.reason and "eval_loss" in action.reason
+    assert d.advice == "overfitting"
+
+
+def test_the_window_must_hold_before_acting() -> None:
+    pol = policy({"overfitting": {"for": "30m", "action": "Release"}})
+    view = job(forecast=forecast(plateau=0.05), learning_state=state())
+    d = decide(view, cluster(), pol, now=T0)
+    assert not [a for a in d.actions if a.rule == "overfitting"]
+    assert d.state["overfitting.since"] == T0 and d.recheck_at == T0 + 1800
+
+
+def test_no_eval_metric_no_verdict() -> None:
+    pol = policy({"overfitting": {"for": "0s"}})
+    view = job(forecast=forecast(plateau=0.05), learning_state=state(0.0, metric=None))
+    d = decide(view, cluster(), pol, now=T0)
+    assert not d.actions
+    assert any("overfitting: no judgement" in r for r in d.reasons)
+
+
+def test_release_in_apply_mode_keeps_the_best_step_in_the_reason() -> None:
+    pol = policy(
+        {"overfitting": {"for": "0s", "action": "Release"}, "quotaRelease": {"checkpointFirst": False}}
+    )
+    view = job(
+        forecast=forecast(plateau=0.05), learning_state=state(), rule_state={"overfitting.since": T0 - HOUR}
+    )
+    d = decide(view, cluster(), pol, now=T0)
+    kinds = {a.kind for a in d.actions}
+    assert ActionKind.RELEASE_QUOTA in kinds or ActionKind.CHECKPOINT in kinds
+    assert any("step 1200" in a.reason for a in d.actions)
+
+
+def test_plateau_rule_judges_the_primary_eval_metric_by_default_and_the_named_series_otherwise() -> None:
+    view = job(
+        forecast=forecast(plateau=0.05), learning_state=state(), rule_state={"plateau.since": T0 - HOUR}
+    )
+    by_default = decide(view, cluster(), policy({"plateau": {"for": "10m"}}, mode="Recommend"), now=T0)
+    assert any(a.rule == "plateau" and "eval_loss" in a.reason for a in by_default.actions)
+    on_loss = decide(
+        view, cluster(), policy({"plateau": {"for": "10m", "metric": "loss"}}, mode="Recommend"), now=T0
+    )
+    assert not [a for a in on_loss.actions if a.rule == "plateau"]
+    missing = decide(
+        view, cluster(), policy({"plateau": {"for": "10m", "metric": "eval_bleu"}}, mode="Recommend"), now=T0
+    )
+    assert any("no forecast of eval_bleu" in r for r in missing.reasons)
+
+
+def test_policies_without_the_new_fields_still_load() -> None:
+    doc = {
+        "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+        "kind": "AdvisorPolicy",
+        "metadata": {"name": "old"},
+        "spec": {"rules": {"plateau": {"probability": 0.8, "for": "10m"}}},
+    }
+    pol = load_policy(doc)
+    assert pol.rules.plateau is not None and pol.rules.plateau.metric == "" and pol.rules.overfitting is None
