@@ -106,8 +106,10 @@ if TYPE_CHECKING:
 __all__ = ["LEARNING_RULES", "LOOKS_PER_RUN", "LookSchedule", "learning_only"]
 
 #: rules that wait for the policy's judgement gate and then read only the forecast or the step clock
-#: (``policies.engine.judge``); a row using no other rule may skip looks no decision can depend on
-LEARNING_RULES = frozenset({"plateau", "divergence", "stall"})
+#: (``policies.engine.judge``); a row using no other rule may skip looks no decision can depend on.
+#: The overfitting rule reads the learning state, made with the forecast (between forecasts only
+#: its P(hung) grows, which lowers P(overfitting): no decision of the rule falls due between looks)
+LEARNING_RULES = frozenset({"plateau", "overfitting", "divergence", "stall"})
 #: how many times a quiet, judged job of a learning-only row is looked at over its expected run
 LOOKS_PER_RUN = 24.0
 

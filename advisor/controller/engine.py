@@ -483,6 +483,8 @@ class Engine:
             previous is not None
             and view.learning_state is not None
             and previous.get("state") != status["state"] == view.learning_state.label
+            and view.learning_state.label != "learning"
+            and _mid_run(view)
         ):
             self.actuator.learning_state_changed(view, body, previous.get("state"))
         if job.last_eval is not None and status["state"] in NOT_LEARNING and view.active:
@@ -607,3 +609,12 @@ def _always() -> bool:
 
 def _same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     return old is not None and all(old.get(k) == v for k, v in new.items() if k != "observedAt")
+
+
+def _mid_run(view: JobView) -> bool:
+    """Whether a state change is worth an Event: not in the first 10% of steps (a warmup looks like
+    anything, as the samples' ``minProgress`` says) nor the last 10% (with almost nothing left to
+    learn, any run is "plateaued"). Unknown length: always."""
+    if not view.total_steps:
+        return True
+    return 0.1 * view.total_steps <= view.step < 0.9 * view.total_steps
