@@ -99,6 +99,10 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
     lines.append(
         f"  policy        {rec.get('policy') or 'none selects this run'} (mode {rec.get('mode') or '-'})"
     )
+    job = status.get("job") or {}
+    if job.get("phase"):
+        why = f": {job['phaseReason']}" if job.get("phaseReason") else ""
+        lines.append(f"  lifecycle     {job['phase']}{why} (since {job.get('phaseSince') or '-'})")
     lines.append(f"  advice        {rec.get('advice') or '-'}")
     lines += [f"  because       {r}" for r in rec.get("reasons") or []]
     lines += [

@@ -60,11 +60,18 @@ def _namespace(args: argparse.Namespace) -> str | None:
         return None
     if args.namespace:
         return str(args.namespace)
+    return kubeconfig_namespace(args.kubeconfig, args.context)
+
+
+def kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig context in use (``--context``, else the current one), as
+    kubectl picks it; 'default' when it names none or there is no kubeconfig."""
     try:
         from kubernetes import config
 
-        _, active = config.list_kube_config_contexts(config_file=args.kubeconfig)
-        return str((active.get("context") or {}).get("namespace") or "default")
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+        return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
     except Exception:
         return "default"
 
@@ -104,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         items = api.list_forecasts(namespace)
     except Exception as exc:
         raise api_error(exc, "TrainJobForecasts") from exc
+    if args.by and not items and args.output != "json":
+        print("No TrainJobForecasts found" + (f" in namespace {namespace}." if namespace else "."))
+        return 0
     if args.by:
         summaries = summarize(((o["metadata"].get("namespace", ""), status_of(o)) for o in items), by=args.by)
         if args.output == "json":

@@ -15,7 +15,7 @@ from typing import Any
 
 from advisor.controller.render import STATES
 
-__all__ = ["HORIZONS", "QueueSummary", "eta_cdf", "summarize"]
+__all__ = ["HORIZONS", "QueueSummary", "eta_cdf", "holds_quota", "summarize"]
 
 #: capacity-planning horizons, in seconds, with their labels
 HORIZONS: tuple[tuple[str, float], ...] = (("1h", 3600.0), ("6h", 6 * 3600.0), ("24h", 24 * 3600.0))
@@ -59,6 +59,15 @@ class QueueSummary:
         }
 
 
+def holds_quota(job: Mapping[str, Any]) -> bool:
+    """Whether the job holds its GPUs now: active, admitted and not finished (a pending Workload
+    requests GPUs it does not have, a finished one gave them back; counting either put 64 GPUs in
+    a 48-GPU queue). A status from before the lifecycle phase was rendered counts when admitted."""
+    phase = job.get("phase")
+    running = phase in (None, "running")
+    return bool(job.get("active", True)) and bool(job.get("admitted", True)) and running
+
+
 def _queue_of(namespace: str, status: Mapping[str, Any], by: str) -> str:
     job = status.get("job") or {}
     if by == "namespace":
@@ -78,7 +87,7 @@ def summarize(items: Iterable[tuple[str, Mapping[str, Any]]], *, by: str = "queu
         key = _queue_of(namespace, status, by)
         summary = out.setdefault(key, QueueSummary(key))
         job = status.get("job") or {}
-        gpus = int(job.get("gpus") or 0) if job.get("active", True) else 0
+        gpus = int(job.get("gpus") or 0) if holds_quota(job) else 0
         state = str(status.get("state") or "unknown")
         summary.jobs += 1
         summary.gpus += gpus

@@ -1,0 +1,78 @@
+"""``status --by queue`` counts the GPUs jobs hold (admitted, running), and the namespace is the
+kubeconfig context's, like kubectl."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from advisor import cli
+from advisor.commands.status import kubeconfig_namespace
+from advisor.controller import cliutil
+from advisor.controller.summary import summarize
+from tests.controller.test_commands import CliApi, tjf
+
+
+def _with_job(obj: dict[str, Any], **job: Any) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["status"]["job"].update(job)
+    return out
+
+
+def test_only_admitted_running_jobs_count_their_gpus() -> None:
+    base = tjf("a", "run", mean=0.3, p10=0.28, p90=0.33)
+    items = [
+        base,
+        _with_job(tjf("a", "pending", mean=0.3, p10=0.28, p90=0.33), admitted=False, phase="pending"),
+        _with_job(tjf("a", "done", mean=0.3, p10=0.28, p90=0.33), phase="finished"),
+        _with_job(tjf("a", "released", mean=0.3, p10=0.28, p90=0.33), active=False, phase="suspended"),
+    ]
+    (queue,) = summarize((o["metadata"]["namespace"], o["status"]) for o in items)
+    assert queue.jobs == 4 and queue.gpus == 8  # the one running job's 8 GPUs, not 32
+
+
+def _kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "config"
+    cluster = {"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [
+                    {"name": "team-b", "context": {"cluster": "c", "user": "u", "namespace": "b"}},
+                    {"name": "plain", "context": {"cluster": "c", "user": "u"}},
+                ],
+                "current-context": "team-b",
+            }
+        )
+    )
+    return path
+
+
+def test_the_namespace_is_the_contexts_like_kubectl(tmp_path: Path) -> None:
+    cfg = str(_kubeconfig(tmp_path))
+    assert kubeconfig_namespace(cfg, None) == "b"
+    assert kubeconfig_namespace(cfg, "plain") == "default"
+    assert kubeconfig_namespace(str(tmp_path / "missing"), None) == "default"
+
+
+def test_status_by_queue_without_a_flag_reads_the_current_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = CliApi(
+        [tjf("a", "x", mean=0.3, p10=0.2, p90=0.4), tjf("b", "y", mean=1.0, p10=0.9, p90=1.1, cq="q-b")]
+    )
+    monkeypatch.setattr(cliutil, "cluster_api", lambda args: fake)
+    cfg = str(_kubeconfig(tmp_path))
+    assert cli.main(["status", "--kubeconfig", cfg, "--by", "queue"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["QUEUE", "q-b"]
+    assert cli.main(["status", "--kubeconfig", cfg, "--context", "plain", "--by", "queue"]) == 0
+    assert capsys.readouterr().out.strip() == "No TrainJobForecasts found in namespace default."
