@@ -125,6 +125,11 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="renew / retry every S seconds (default 2)",
     )
+    p.add_argument(
+        "--no-job-metrics",
+        action="store_true",
+        help="export no per-job series on /metrics (no namespace/job names, steps or forecasts)",
+    )
     p.add_argument("--no-kueue", action="store_true", help="do not watch Kueue objects")
     p.add_argument("--no-pytorchjobs", action="store_true", help="do not watch Kubeflow v1 PyTorchJobs")
     p.set_defaults(func=run)
@@ -185,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
             priority_boost_enabled=args.priority_boost,
             recommend_only=args.recommend_only,
             writer_workers=args.writer_threads,
+            job_metrics=not args.no_job_metrics,
         ),
         leader_election=lease,
     )

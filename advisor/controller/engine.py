@@ -76,6 +76,8 @@ class EngineConfig:
     #: evaluate every AdvisorPolicy as if its mode were Recommend, whatever it says: a cluster-wide
     #: safety rail for a first install (manifests/overlays/recommend-only, the chart's default)
     recommend_only: bool = False
+    #: export per-job series (labels namespace and name); off: only per-queue and controller series
+    job_metrics: bool = True
 
 
 @dataclass
@@ -103,7 +105,7 @@ class Engine:
     ) -> None:
         self.api = api
         self.config = cfg = config or EngineConfig()
-        self.metrics = metrics or Metrics()
+        self.metrics = metrics or Metrics(per_job=cfg.job_metrics)
         self.core = core or AdvisorCore(forecast_interval_s=cfg.forecast_interval_s)
         self.events: queue.SimpleQueue[tuple[str, str, Any, float]] = queue.SimpleQueue()
         self.jobs: dict[str, _Job] = {}

@@ -26,7 +26,12 @@ LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 
 
 
 class Metrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    """``per_job=False`` (``run --no-job-metrics``): no series names a job (namespace and name,
+    step, forecast), for clusters where the metrics endpoint may not reveal tenants' runs; the
+    per-queue and controller series stay."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, per_job: bool = True) -> None:
+        self.per_job = per_job
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.progress = Gauge(
@@ -129,6 +134,8 @@ class Metrics:
 
     # ---------------------------------------------------------------------------------- per job
     def observe_job(self, view: JobView) -> None:
+        if not self.per_job:
+            return
         labels = (view.namespace, view.name)
         self.step.labels(*labels).set(view.step)
         if view.total_steps:

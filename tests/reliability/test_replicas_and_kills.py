@@ -66,6 +66,12 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
         assert serving <= TAKEOVER_BOUND_S
         steps = jobs.history_steps("job")
         assert steps == sorted(set(steps)) and steps[-1] == 60
+        # no credential in any log line: the ServiceAccount token appears in neither replica's log
+        import yaml
+
+        token = yaml.safe_load(plane.controller_kubeconfig.read_text())["users"][0]["user"]["token"]
+        assert len(token) > 20 and token not in a.log() and token not in b.log()
+        assert token[:16] not in a.log() + b.log()
     finally:
         a.stop()
         if b is not None:
