@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.cli import CommandError, non_negative_int, positive_int, require_extra
-from advisor.model import Forecast, Interval
+from advisor.forecast.state import learning_state
+from advisor.model import Forecast, Interval, LearningState
+from advisor.series import Direction, direction_of
 from advisor.sources.files import METRICS, LoadedCurve, SourceError, load_curve, load_curve_bytes
 
 if TYPE_CHECKING:
@@ -45,6 +47,8 @@ class Outcome:
     observed_final: float | None  # what the file shows at the end, when the cut hides it
     failure: str | None = None  # why there is no forecast (no usable point, a failed fit)
     path: ForecastPath | None = None  # the forecast along the steps to the end (for --plot)
+    evals: Mapping[str, LoadedCurve] | None = None  # the eval series the forecast cut saw, by name
+    state: LearningState | None = None  # the run's learning state from all its series
 
 
 def register(subparsers: Any) -> None:
@@ -170,7 +174,38 @@ def compute(args: argparse.Namespace) -> Outcome:
         points=60 if getattr(args, "plot", None) else 0,
     )
     observed = _observed_end(full, len(curve), total) if truncated else None
-    return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path)
+    evals = _eval_series(args, curve)
+    series = {
+        name: _Series(e.steps, e.values, direction_of(name) or Direction.LOWER) for name, e in evals.items()
+    }
+    state = learning_state(
+        fc,
+        series,
+        total_steps=total,
+        forecast_all=True,
+    )
+    return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
+
+
+@dataclass(frozen=True)
+class _Series:
+    steps: tuple[float, ...]
+    values: tuple[float, ...]
+    direction: Direction
+
+
+def _eval_series(args: argparse.Namespace, curve: LoadedCurve) -> dict[str, LoadedCurve]:
+    """The file's eval loss up to the same cut, when the forecast is of the training loss and the
+    file has one (each series is forecast on its own; the run state combines them)."""
+    if curve.metric != "loss" or not args.file or args.file == "-":
+        return {}
+    try:
+        evals = load_curve(args.file, metric="eval_loss", curve_id=args.curve)
+    except SourceError:
+        return {}  # no eval points: the training loss alone judges the run
+    if args.upto_step is not None:
+        evals = evals.upto(args.upto_step)
+    return {"eval_loss": evals} if evals.steps else {}
 
 
 def _failure(fc: Forecast) -> str | None:
@@ -284,7 +319,21 @@ def render_text(outcome: Outcome) -> str:
         weights = sorted(fc.model.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {weight:.2f}" for name, weight in weights[:5] if weight >= 0.005)
         lines.append(f"  model           {shown or 'none'}")
-    warnings = [*curve.warnings, *fc.warnings]
+    for name, sfc in outcome.state.series.items() if outcome.state is not None else ():
+        lines.append(
+            f"  {_label(name)}{_num(sfc.current_loss)} now; final {_interval(sfc.final_loss)}; "
+            f"P(plateau) = {sfc.plateau_probability:.2f}"
+        )
+    if outcome.state is not None:
+        st = outcome.state
+        probs = ", ".join(f"{k} {v:.2f}" for k, v in st.probabilities.items())
+        lines.append(f"  run state       {st.label}   ({probs})")
+        if st.metric is not None and st.best_step is not None:
+            lines.append(
+                f"  best checkpoint step {st.best_step:,} ({st.metric} {_num(st.best_value)}, "
+                f"{st.evals_since_best} evaluation(s) ago)"
+            )
+    warnings = [*curve.warnings, *fc.warnings, *(outcome.state.warnings if outcome.state else ())]
     if warnings:
         lines.append("  warnings")
         lines += [f"    - {warning}" for warning in warnings]
@@ -334,6 +383,20 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
     }
     if outcome.observed_final is not None:
         result["observed_final_loss"] = _plain(outcome.observed_final)
+    st = outcome.state
+    if st is not None:
+        result["state"] = {
+            "label": st.label,
+            "probabilities": _plain(dict(st.probabilities)),
+            "metric": st.metric,
+            "best_step": st.best_step,
+            "best_value": _plain(st.best_value),
+            "evals_since_best": st.evals_since_best,
+            "warnings": list(st.warnings),
+        }
+        series = {curve.metric: _plain(outcome.forecast)}
+        series.update({name: _plain(sfc) for name, sfc in st.series.items()})
+        result["series"] = series
     return result
 
 

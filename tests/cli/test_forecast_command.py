@@ -217,3 +217,53 @@ def test_a_failed_forecast_still_writes_its_plot_and_says_so(
     assert code == 2 and stdout == ""
     assert "no forecast" in err and f"plot written to {out.resolve()}" in err
     assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def _trainer_state(path: Path, *, evals: bool) -> Path:
+    """A fine-tune whose training loss falls while its eval loss turns up after step 600."""
+    import math
+
+    log: list[dict[str, float]] = []
+    for step in range(10, 2001, 10):
+        log.append(
+            {
+                "step": step,
+                "epoch": step / 1000,
+                "loss": 0.3 + 2.0 * math.exp(-step / 400),
+                "learning_rate": 1e-4,
+            }
+        )
+        if evals and step % 100 == 0:
+            log.append(
+                {"step": step, "epoch": step / 1000, "eval_loss": 0.5 + 0.25 * ((step - 600) / 600) ** 2}
+            )
+    path.write_text(json.dumps({"global_step": 2000, "max_steps": 2000, "log_history": log}))
+    return path
+
+
+def test_a_trainer_state_with_evals_forecasts_each_series_and_prints_the_run_state(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    f = str(_trainer_state(tmp_path / "trainer_state.json", evals=True))
+    code, out, _ = run(capsys, f, "--upto-step", "1500")
+    assert code == 0 and "run state       overfitting" in out and "best checkpoint step 600" in out
+    code, out, _ = run(capsys, f, "--upto-step", "1500", "--json")
+    doc = json.loads(out)
+    assert doc["state"]["label"] == "overfitting" and doc["state"]["best_step"] == 600
+    assert set(doc["state"]["probabilities"]) == {"learning", "plateaued", "overfitting", "diverging", "hung"}
+    assert set(doc["series"]) == {"loss", "eval_loss"}
+    assert (
+        doc["series"]["loss"]["final_loss"] == doc["final_loss"]
+    )  # today's top-level fields: the default series
+    eval_fc = doc["series"]["eval_loss"]
+    assert eval_fc["final_loss"]["mean"] >= eval_fc["current_loss"] and eval_fc["plateau_probability"] > 0.9
+
+
+def test_a_trainer_state_without_evals_is_judged_by_the_training_loss(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    f = str(_trainer_state(tmp_path / "trainer_state.json", evals=False))
+    code, out, _ = run(capsys, f, "--upto-step", "600", "--json")
+    doc = json.loads(out)
+    assert code == 0 and set(doc["series"]) == {"loss"} and doc["state"]["metric"] is None
+    assert doc["state"]["label"] == "learning"
