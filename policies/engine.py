@@ -64,6 +64,7 @@ def not_running(job: JobView) -> str | None:
         return "pending: not admitted"
     return None
 
+
 HOUR = 3600.0
 
 
@@ -171,7 +172,17 @@ def _held_back(
     found impossible on this job waits for the job to change (``policies.retries``)."""
     kept: list[Action] = []
     for a in actions:
-        hold = hold_for(job, a.kind, now) if a.kind is not ActionKind.RECOMMEND else None
+        if a.kind is ActionKind.RECOMMEND:
+            # a held-back action is not recommended either when it is impossible on this job
+            would = a.params.get("would")
+            target = next((k for k in ActionKind if k.value == would), None)
+            hold = hold_for(job, target, now) if target is not None else None
+            if hold is None or hold.until is not None:
+                kept.append(a)
+            else:
+                reasons.append(f"{a.rule}: {hold.reason}")
+            continue
+        hold = hold_for(job, a.kind, now)
         if hold is None:
             kept.append(a)
             continue

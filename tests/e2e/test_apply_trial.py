@@ -1,0 +1,236 @@
+"""The Apply-mode trial, replayed: five TrainJobs, real kube-apiserver and Kueue, the stall rule.
+
+The trial that found the defects: a finished run's quota was released by the stall rule (its last
+report one logging interval short of the total), a job without a Workload was retried without
+limit, a resumed job was never judged again, an Event came twice across a restart, and nothing was
+logged. Here, on curves the project generates (``simulator.curves``), in Apply mode:
+
+* ``done-a`` reports every 30 steps up to 2610 of 2619, then goes ``Complete`` (its Workload
+  ``Finished``); ``done-b``'s last update carries 100% and no step: neither gets any action;
+* ``waiting`` asks for more GPUs than its queue has: pending, never acted on;
+* ``no-wl`` has no Workload: one attempt, recorded impossible, one Warning Event, not retried
+  (also not by a restarted controller);
+* ``resumed`` hangs and is released, is resumed (``spec.active=true``, Kueue admits it again),
+  runs and hangs again, and is released again: judged again from its resume;
+* the controller is restarted in the middle; no Event is posted twice for one request id and
+  outcome, and every attempt and outcome is an INFO line of the audit log.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import controlplane as cp
+import pytest
+from controller_harness import KUEUE, MERGE, TRAINER, Controller, admitting, wait_for, workload_admitted
+from test_controller_scenarios import Cluster, feed, rfc3339
+
+from advisor.controller.audit import AUDIT_LOGGER
+from simulator.curves import CurveSpec
+
+pytestmark = pytest.mark.kueue
+
+STALL = {"stall": {"for": "20s", "action": "Release"}, "quotaRelease": {"checkpointFirst": False}}
+
+
+@pytest.fixture
+def cluster(admin_api: Any, e2e_namespace: str) -> Cluster:
+    return Cluster(admin_api, e2e_namespace)
+
+
+@pytest.fixture
+def policy_cleanup(control_plane: cp.ControlPlane) -> Iterator[list[str]]:
+    names: list[str] = []
+    yield names
+    for name in names:
+        control_plane.delete("advisor.trainjob-advisor.io/v1alpha1", "AdvisorPolicy", name)
+
+
+def curve(seed: int) -> CurveSpec:
+    return CurveSpec(
+        total_steps=2619, l_inf=0.9, a=2.0, alpha=0.5, x0=0.01, schedule="cosine", noise=0.01, seed=seed
+    )
+
+
+def _condition(kind: str, status: str, reason: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": reason,
+        "lastTransitionTime": rfc3339(time.time()),
+    }
+
+
+def _finish(cluster: Cluster, job: str, workload: str) -> None:
+    """Play the Trainer and Kueue at the end of a run: TrainJob Complete, Workload Finished."""
+    cluster.custom.patch_namespaced_custom_object_status(
+        *TRAINER[:2],
+        cluster.ns,
+        TRAINER[2],
+        job,
+        {"status": {"conditions": [_condition("Complete", "True", "JobsCompleted")]}},
+        _content_type=MERGE,
+    )
+    conds = cluster.workload(workload)["status"]["conditions"]
+    cluster.custom.patch_namespaced_custom_object_status(
+        *KUEUE,
+        cluster.ns,
+        "workloads",
+        workload,
+        {"status": {"conditions": [*conds, _condition("Finished", "True", "Succeeded")]}},
+        _content_type=MERGE,
+    )
+
+
+def _give_back_quota(cluster: Cluster, workload: str) -> None:
+    """Play Kueue's job integration after a deactivation (minimalkueue has none): the job is
+    suspended and the reservation released, so that re-activation is a new admission."""
+    now = rfc3339(time.time())
+    conds = [
+        c
+        for c in cluster.workload(workload)["status"]["conditions"]
+        if c["type"] not in ("QuotaReserved", "Admitted", "Requeued")
+    ]
+    conds += [
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "Pending",
+            "message": "released",
+            "lastTransitionTime": now,
+        },
+        {
+            "type": "Admitted",
+            "status": "False",
+            "reason": "NoReservation",
+            "message": "released",
+            "lastTransitionTime": now,
+        },
+        {
+            "type": "Requeued",
+            "status": "False",
+            "reason": "Deactivated",
+            "message": "deactivated",
+            "lastTransitionTime": now,
+        },
+    ]
+    cluster.custom.patch_namespaced_custom_object_status(
+        *KUEUE,
+        cluster.ns,
+        "workloads",
+        workload,
+        {"status": {"admission": None, "conditions": conds}},
+        _content_type=MERGE,
+    )
+
+
+def _releases(cluster: Cluster, job: str) -> list[dict[str, Any]]:
+    f = cluster.forecast(job)
+    return [a for a in ((f or {}).get("status") or {}).get("actions") or [] if a["kind"] == "release-quota"]
+
+
+def _events(cluster: Cluster, job: str) -> list[Any]:
+    return [e for e in cluster.events(job) if e.source and e.source.component == "trainjob-advisor"]
+
+
+def test_apply_mode_acts_only_on_running_jobs_once_and_says_what_it_did(
+    control_plane: cp.ControlPlane,
+    cluster: Cluster,
+    policy_cleanup: list[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    name = f"trial-{cluster.ns[-6:]}"
+    with admitting(control_plane, cluster.ns, gpus=48):
+        cluster.apply_policy(control_plane, name, "Apply", **STALL)
+        policy_cleanup.append(name)
+        jobs = {
+            j: cluster.create_trainjob(j, queue="queue")
+            for j in ("done-a", "done-b", "no-wl", "resumed", "waiting")
+        }
+        wls = {j: cluster.create_workload(jobs[j]) for j in ("done-a", "done-b", "resumed")}
+        wls["waiting"] = cluster.create_workload(jobs["waiting"], gpus_per_pod=16, pods=4)  # 64 > 48
+        for j in ("done-a", "done-b", "resumed"):
+            wait_for(lambda j=j: workload_admitted(cluster.custom, cluster.ns, wls[j]), f"Kueue to admit {j}")
+        ctl = Controller(control_plane, cluster.ns)
+        try:
+            now = time.time()
+            feed(cluster, "done-a", curve(1), range(30, 2611, 30), t0=now - 87 * 2.0, dt=2.0, pause=0.0)
+            _finish(cluster, "done-a", wls["done-a"])
+            feed(cluster, "done-b", curve(2), range(30, 2000, 30), t0=now - 66 * 2.0, dt=2.0, pause=0.0)
+            cluster.report("done-b", [{"name": "loss", "value": "0.95"}], time.time(), percent=100)
+            feed(cluster, "no-wl", curve(3), range(30, 900, 30), t0=now - 29 * 2.0, dt=2.0, pause=0.0)
+            feed(cluster, "resumed", curve(4), range(30, 900, 30), t0=now - 29 * 2.0, dt=2.0, pause=0.0)
+            # resumed and no-wl hang: resumed is released (Kueue evicts it), no-wl cannot be
+            wait_for(lambda: cluster.workload(wls["resumed"])["spec"].get("active") is False, "the release")
+            wait_for(lambda: "QuotaReleasedFailed" in cluster.reasons("no-wl"), "the impossible release")
+        finally:
+            ctl.close()
+        # a restarted controller: same state, no repeats
+        ctl = Controller(control_plane, cluster.ns)
+        try:
+            time.sleep(5)
+            _give_back_quota(cluster, wls["resumed"])
+            assert not workload_admitted(cluster.custom, cluster.ns, wls["resumed"])
+            cluster.custom.patch_namespaced_custom_object(
+                *KUEUE,
+                cluster.ns,
+                "workloads",
+                wls["resumed"],
+                {"spec": {"active": True}},
+                _content_type=MERGE,
+            )
+            wait_for(lambda: workload_admitted(cluster.custom, cluster.ns, wls["resumed"]), "re-admission")
+            feed(
+                cluster,
+                "resumed",
+                curve(4),
+                range(900, 1500, 30),
+                t0=time.time() - 20 * 2.0,
+                dt=2.0,
+                pause=0.0,
+            )
+            wait_for(
+                lambda: len(_releases(cluster, "resumed")) == 2, "the resumed job released again", timeout=90
+            )
+            time.sleep(25)  # longer than the stall window: a wrong controller would act on the rest now
+        finally:
+            ctl.close()
+
+        for job in ("done-a", "done-b", "waiting"):
+            assert _releases(cluster, job) == [], job
+            assert not [e for e in _events(cluster, job) if e.reason != "Recommendation"], job
+        assert cluster.workload(wls["done-a"])["spec"].get("active", True) is True
+        states = {j: (cluster.forecast(j) or {}).get("status", {}) for j in ("done-a", "done-b", "waiting")}
+        assert states["done-a"]["state"] == "finished" and states["done-a"]["summary"]["advice"] == "finished"
+        assert states["done-b"]["state"] == "finished"
+        # a job that never reported may have no TrainJobForecast; if it has one, it says pending
+        assert not states["waiting"] or states["waiting"]["state"] == "pending"
+        assert [a["outcome"] for a in _releases(cluster, "no-wl")] == ["impossible"]
+        assert [e.reason for e in _events(cluster, "no-wl")] == ["QuotaReleasedFailed"]
+        assert [a["outcome"] for a in _releases(cluster, "resumed")] == ["done", "done"]
+        # one Event per request id and outcome, across the restart
+        seen = Counter(
+            (e.reason, m.group(1))
+            for j in jobs
+            for e in _events(cluster, j)
+            if (m := re.search(r"request (\S+?)\)", e.message or ""))
+        )
+        assert seen and all(n == 1 for n in seen.values()), seen
+        # the audit trail: an attempt and an outcome per action, for the jobs acted on only
+        audit = [r.audit for r in caplog.records if r.name == AUDIT_LOGGER]  # type: ignore[attr-defined]
+        acted = {a["job"].split("/")[1] for a in audit}
+        assert acted == {"no-wl", "resumed"}, acted
+        rids = {a["requestId"] for a in _releases(cluster, "resumed")}
+        for rid in rids:
+            stages = [(a["audit"], a["outcome"]) for a in audit if a["requestId"] == rid]
+            assert stages == [("attempt", "requested"), ("outcome", "done")], stages
+        impossible = [a for a in audit if a["job"].endswith("/no-wl") and a["audit"] == "outcome"]
+        assert [a["outcome"] for a in impossible] == ["impossible"]
+        assert all(a["policy"] == name and a["rule"] == "stall" and a["reason"] for a in audit)
