@@ -1,0 +1,62 @@
+"""The dev-cluster playground plays Kueue's TrainJob integration and the Trainer end to end."""
+
+from __future__ import annotations
+
+import io
+import sys
+from typing import Any
+
+import controlplane as cp
+import pytest
+from controller_harness import Controller, wait_for
+
+sys.path.insert(0, str(cp.REPO_ROOT / "scripts" / "controlplane"))
+from playground import Player, play
+
+pytestmark = pytest.mark.kueue
+
+
+def test_a_played_job_is_admitted_reports_and_finishes(
+    control_plane: cp.ControlPlane, admin_api: Any, e2e_namespace: str
+) -> None:
+    if not control_plane.kueue:
+        pytest.skip(f"needs real Kueue: {control_plane.kueue_reason}")
+    player = Player(admin_api, e2e_namespace, "demo", queue="queue", gpus=8)
+    player.setup_queues(16)
+    ctl = Controller(control_plane, e2e_namespace)
+    try:
+        player.create_job()
+        out = io.StringIO()
+        steps = list(range(10, 201, 10))
+        play(player, steps, [2.0 / s**0.3 for s in steps], 200, rate=100.0, every=10, out=out)
+        assert (
+            "admitted; reporting from step 10" in out.getvalue() and "finished at step 200" in out.getvalue()
+        )
+        tjf = wait_for(
+            lambda: (f := ctl_forecast(player)) and (f.get("status") or {}).get("state") == "finished" and f,
+            "the advisor to show the played job finished",
+        )
+        assert tjf["status"]["progress"]["step"] == 200
+        assert any(
+            c["type"] == "Finished" and c["status"] == "True" for c in player.wl()["status"]["conditions"]
+        )
+    finally:
+        ctl.close()
+        control_plane.delete_namespace(e2e_namespace)
+        control_plane.delete("kueue.x-k8s.io/v1beta2", "ClusterQueue", "queue-cq", wait_s=30)
+        control_plane.delete("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "queue-cq", wait_s=30)
+
+
+def ctl_forecast(player: Player) -> dict[str, Any] | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return dict(
+            player.custom.get_namespaced_custom_object(
+                "advisor.trainjob-advisor.io", "v1alpha1", player.ns, "trainjobforecasts", player.name
+            )
+        )
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
