@@ -25,7 +25,7 @@ import argparse
 import sys
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -145,7 +145,10 @@ class Player:
 
     # -- Kueue's side ----------------------------------------------------------------------------
     def wl(self) -> dict[str, Any]:
-        return dict(self.custom.get_namespaced_custom_object(*KUEUE, self.ns, "workloads", self.workload))
+        return cast(
+            dict[str, Any],
+            self.custom.get_namespaced_custom_object(*KUEUE, self.ns, "workloads", self.workload),
+        )
 
     def admitted(self) -> bool:
         conds = (self.wl().get("status") or {}).get("conditions") or []
@@ -165,7 +168,7 @@ class Player:
             "spec": {"containers": [{"name": "node", "image": "trainer:latest"}]},
         }
         try:
-            self.core.create_namespaced_pod(self.ns, client.V1Pod.from_dict(body))
+            self.core.create_namespaced_pod(self.ns, cast(Any, client.V1Pod.from_dict(body)))
         except client.exceptions.ApiException as exc:
             if exc.status != 409:
                 raise
@@ -245,13 +248,14 @@ class Player:
         from kubernetes import client
 
         try:
-            return dict(self.custom.create_namespaced_custom_object(*gv, self.ns, plural, body))
+            return cast(
+                dict[str, Any], self.custom.create_namespaced_custom_object(*gv, self.ns, plural, body)
+            )
         except client.exceptions.ApiException as exc:
             if exc.status != 409:
                 raise
-            return dict(
-                self.custom.get_namespaced_custom_object(*gv, self.ns, plural, body["metadata"]["name"])
-            )
+            name = body["metadata"]["name"]
+            return cast(dict[str, Any], self.custom.get_namespaced_custom_object(*gv, self.ns, plural, name))
 
 
 def _kind(plural: str) -> str:
