@@ -12,13 +12,21 @@ a timeline of each stopped run, worst calls first.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from advisor.cli import CommandError, require_extra
+from advisor.commands.json_output import (
+    JsonTarget,
+    add_json_arguments,
+    check_outputs,
+    emit_json,
+    human_stream,
+    json_target,
+    print_sweep_result,
+)
 
 __all__ = ["register", "run"]
 
@@ -118,7 +126,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workers", type=int, default=None, help="with --sweep: processes (default: every core)")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="with --sweep: run on this Ray cluster")
     p.add_argument("--skip-bad-runs", action="store_true", help="skip unreadable runs and count them")
-    p.add_argument("--json", type=Path, help="write one object per policy and baseline, with every decision")
+    add_json_arguments(p, "one object per policy and baseline, with every decision,")
     p.add_argument("--report", type=Path, help="write a Markdown report with a timeline per stopped run")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -297,7 +305,7 @@ def sweep_task(task: tuple[argparse.Namespace, list[Any], Any]) -> dict[str, Any
     return row
 
 
-def _run_sweep(args: argparse.Namespace) -> int:
+def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
     from tqdm import tqdm
 
     from advisor.sweep import (
@@ -310,7 +318,6 @@ def _run_sweep(args: argparse.Namespace) -> int:
         plot_frontier,
         policies_with,
         run_tasks,
-        sweep_table,
     )
 
     _check(args)
@@ -357,23 +364,16 @@ def _run_sweep(args: argparse.Namespace) -> int:
     ]
     frontier = pareto(points)
     best = best_within(points, budget)
-    print(sweep_table(points, frontier, best))
-    print(
-        f"\n{len(settings)} settings of {args.policy[0]} over {len(runs)} runs: saved = non-learning "
-        "GPU-hours saved against no-advisor; * on the Pareto frontier (saved against wrong stops at 1%)"
+    print_sweep_result(
+        points,
+        frontier,
+        best,
+        budget,
+        f"{len(settings)} settings of {args.policy[0]} over {len(runs)} runs: saved = non-learning "
+        "GPU-hours saved against no-advisor; * on the Pareto frontier (saved against wrong stops at 1%)",
+        human_stream(json_out),
     )
-    if best is None:
-        print(f"no setting stays within {budget:.2%} wrong stops")
-    else:
-        p = points[best]
-        print(
-            f"best within {budget:.2%} wrong stops: {p['label']} "
-            f"({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong)"
-        )
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"points": points, "frontier": frontier, "best": best, "max_wrong": budget}
-        args.json.write_text(json.dumps(_clean(doc), indent=2) + "\n")
+    emit_json(_clean({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}), json_out)
     if args.report is not None:
         plot_frontier(
             points,
@@ -381,7 +381,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
             args.report / "sweep_frontier.png",
             title=f"{args.policy[0].name}, {len(runs)} runs",
         )
-        print(f"plot: {args.report / 'sweep_frontier.png'}")
+        print(f"plot: {args.report / 'sweep_frontier.png'}", file=human_stream(json_out))
     return 0
 
 
@@ -389,26 +389,28 @@ def run(args: argparse.Namespace) -> int:
     require_extra("tqdm", "sim", "backtest")
     if args.report is not None:
         require_extra("matplotlib", "sim", "--report")
+    json_out = json_target(args, "backtest")
+    check_outputs(json_out, args.report)
     if args.sweep:
-        return _run_sweep(args)
+        return _run_sweep(args, json_out)
     progress = not args.quiet and sys.stderr.isatty()
     rows, meta, runs = backtest(args, progress=progress)
     from advisor.backtest.report import format_table
 
-    print(format_table(rows))
+    human = human_stream(json_out)
+    print(format_table(rows), file=human)
     print(
         f"\n{meta['runs']} runs in {meta['groups']} groups ({meta['skipped_runs']} skipped as bad; "
         f"{meta['runs_with_eval_series']} with an eval series; {meta['runs_without_times']} without times, "
         f"replayed at {args.steps_per_second:g} steps/s). Wrong stop: the judged series (eval if logged, "
         "else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop in the last "
-        "15% of the budget, not counted as saved."
+        "15% of the budget, not counted as saved.",
+        file=human,
     )
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps([_clean({**r, "backtest": meta}) for r in rows], indent=2) + "\n")
+    emit_json([_clean({**r, "backtest": meta}) for r in rows], json_out)
     if args.report is not None:
         from advisor.backtest.report import write_report
 
         path = write_report(rows, runs, meta, args.report)
-        print(f"report: {path}")
+        print(f"report: {path}", file=human)
     return 0

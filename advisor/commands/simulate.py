@@ -10,7 +10,6 @@ runs, and prints the rows side by side; ``--json`` and ``--report`` write them o
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -23,6 +22,15 @@ from advisor.cli import (
     positive_duration,
     positive_int,
     require_extra,
+)
+from advisor.commands.json_output import (
+    JsonTarget,
+    add_json_arguments,
+    check_outputs,
+    emit_json,
+    human_stream,
+    json_target,
+    print_sweep_result,
 )
 
 __all__ = ["register", "run"]
@@ -177,16 +185,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--ray", default=None, metavar="ADDRESS", help="with --sweep: run on this Ray cluster (extra: ray)"
     )
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        default=None,
-        metavar="FILE",
-        help="print the rows as JSON on stdout (the table then goes to stderr), as `forecast --json` "
-        "does; `--json FILE` (deprecated: use --json-file) writes them to FILE",
-    )
-    p.add_argument("--json-file", type=Path, metavar="FILE", help="write the rows as JSON to FILE")
+    add_json_arguments(p, "the rows")
     p.add_argument("--report", type=Path, help="write a Markdown report with plots to this directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -319,7 +318,7 @@ def seed_rows(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
     return [r.metrics for r in run_rows(_scenario(one), _strategies(one), progress=False)]
 
 
-def _run_seeds(args: argparse.Namespace, json_out: Path | str | None) -> int:
+def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
     import functools
 
     from tqdm import tqdm
@@ -346,7 +345,7 @@ def _run_seeds(args: argparse.Namespace, json_out: Path | str | None) -> int:
     finally:
         bar.close()
     pooled = pool_rows(by_seed, seeds)
-    human = sys.stderr if json_out == "-" else sys.stdout
+    human = human_stream(json_out)
     print(format_table(pooled), file=human)
     print(file=human)
     print(spread_table(pooled), file=human)
@@ -433,7 +432,7 @@ def sweep_points(
     return points
 
 
-def _run_sweep(args: argparse.Namespace, json_out: Path | str | None) -> int:
+def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
     from tqdm import tqdm
 
     from advisor.sweep import (
@@ -446,7 +445,6 @@ def _run_sweep(args: argparse.Namespace, json_out: Path | str | None) -> int:
         plot_frontier,
         policies_with,
         run_tasks,
-        sweep_table,
     )
     from simulator.seeds import SeedError, parse_seeds
 
@@ -482,34 +480,19 @@ def _run_sweep(args: argparse.Namespace, json_out: Path | str | None) -> int:
     points = sweep_points(settings, seeds, base, rows)
     frontier = pareto(points)
     best = best_within(points, budget)
-    human = sys.stderr if json_out == "-" else sys.stdout
-    print(sweep_table(points, frontier, best), file=human)
+    human = human_stream(json_out)
     label = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
-    print(
-        f"\n{len(settings)} settings of {args.policy[0]} x {n} seed(s) ({label}) of {scenario.name}: saved = "
+    print_sweep_result(
+        points,
+        frontier,
+        best,
+        budget,
+        f"{len(settings)} settings of {args.policy[0]} x {n} seed(s) ({label}) of {scenario.name}: saved = "
         "non-learning GPU-hours saved against no-advisor (pooled; min / median / max over seeds); "
         "* on the Pareto frontier (saved against wrong stops at 1%)",
-        file=human,
+        human,
     )
-    if best is None:
-        print(f"no setting stays within {budget:.2%} wrong stops", file=human)
-    else:
-        p = points[best]
-        print(
-            f"best within {budget:.2%} wrong stops: {p['label']} "
-            f"({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong)",
-            file=human,
-        )
-    if json_out is not None:
-        import json
-
-        doc = {"points": points, "frontier": frontier, "best": best, "max_wrong": budget}
-        if json_out == "-":
-            print(json.dumps(doc, indent=2))
-        else:
-            json_out = Path(json_out)
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            json_out.write_text(json.dumps(doc, indent=2) + "\n")
+    emit_json({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}, json_out)
     if args.report is not None:
         plot_frontier(
             points,
@@ -517,7 +500,7 @@ def _run_sweep(args: argparse.Namespace, json_out: Path | str | None) -> int:
             args.report / "sweep_frontier.png",
             title=f"{args.policy[0].name}, seeds {label}",
         )
-        print(f"plot: {args.report / 'sweep_frontier.png'}")
+        print(f"plot: {args.report / 'sweep_frontier.png'}", file=human)
     return 0
 
 
@@ -525,8 +508,8 @@ def run(args: argparse.Namespace) -> int:
     require_extra("tqdm", "sim", "the simulator")
     if args.report is not None:
         require_extra("matplotlib", "sim", "--report")
-    json_out = _json_target(args)
-    _check_outputs(json_out, args.report)
+    json_out = json_target(args, "simulate")
+    check_outputs(json_out, args.report)
     if args.sweep:
         return _run_sweep(args, json_out)
     if args.seeds is not None:
@@ -557,7 +540,7 @@ def run(args: argparse.Namespace) -> int:
         "simulated_job_hours_per_wall_second": round(job_h / wall, 1) if wall > 0 else None,
     }
     # with JSON on stdout the human-readable part goes to stderr, so that stdout parses
-    human = sys.stderr if json_out == "-" else sys.stdout
+    human = human_stream(json_out)
     print(format_table(rows), file=human)
     print(f"\n{textwrap.fill(LEGEND, 100)}", file=human)
     print(
@@ -578,43 +561,6 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"report: {path}", file=human)
     return 0
-
-
-def _json_target(args: argparse.Namespace) -> Path | str | None:
-    """Where the JSON rows go: ``"-"`` (stdout), a file, or nowhere."""
-    if args.json is not None and args.json_file is not None:
-        raise CommandError("give --json or --json-file, not both")
-    if args.json_file is not None:
-        return Path(args.json_file)
-    if args.json is None or args.json == "-":
-        return args.json
-    print(
-        f"simulate: --json FILE is deprecated; use --json-file {args.json} (or --json > {args.json})",
-        file=sys.stderr,
-    )
-    return Path(args.json)
-
-
-def _check_outputs(json_out: Path | str | None, report: Path | None) -> None:
-    """Fail before the run, not after it: an output that cannot be written is a usage error."""
-    if isinstance(json_out, Path):
-        if json_out.is_dir():
-            raise CommandError(f"--json-file {json_out}: is a directory")
-        _writable_dir(json_out.parent, f"--json-file {json_out}")
-        if json_out.exists() and not os.access(json_out, os.W_OK):
-            raise CommandError(f"--json-file {json_out}: not writable")
-    if report is not None:
-        if report.exists() and not report.is_dir():
-            raise CommandError(f"--report {report}: exists and is not a directory")
-        _writable_dir(report if report.exists() else report.parent, f"--report {report}")
-
-
-def _writable_dir(directory: Path, what: str) -> None:
-    existing = directory
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent  # the nearest ancestor that exists is where it gets created
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise CommandError(f"{what}: cannot write into {existing}")
 
 
 def _policies_in(path: Path) -> int:

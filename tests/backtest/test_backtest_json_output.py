@@ -1,0 +1,73 @@
+"""``backtest``'s JSON outputs follow simulate's convention, through the real console script:
+``--json`` on stdout (the table on stderr), ``--json-file FILE``, ``--json FILE`` deprecated but
+still writing, and the sweep's JSON and summary the same way."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.backtest.test_backtest import PLATEAU, _learning, _plateaued, _write
+
+SCRIPT = Path(sys.executable).parent / "trainjob-advisor"
+
+pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="console script not installed")
+
+
+def _runs(root: Path) -> Path:
+    runs = root / "runs"
+    runs.mkdir()
+    for i in range(2):
+        s, v = _plateaued(10 + i)
+        _write(runs / f"flat{i}.csv", s, v, total=6000, evals=10)
+    s, v = _learning(20)
+    _write(runs / "learning.csv", s, v, total=6000, evals=10)
+    return runs
+
+
+def _backtest(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), "backtest", *argv, "--quiet"], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_json_on_stdout_json_file_and_the_deprecated_form(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    done = _backtest(str(runs), "--policy", str(PLATEAU), "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert rows[0]["policy"] == "no-advisor" and rows[-1]["policy"] == "advisor-plateau-release"
+    assert "wrong stop" in done.stderr.lower()  # the table and its legend went to stderr
+    to_file = _backtest(str(runs), "--policy", str(PLATEAU), "--json-file", str(tmp_path / "a" / "bt.json"))
+    assert to_file.returncode == 0 and "deprecated" not in to_file.stderr
+    assert json.loads((tmp_path / "a" / "bt.json").read_text()) == rows
+    old = _backtest(str(runs), "--policy", str(PLATEAU), "--json", str(tmp_path / "old.json"))
+    assert old.returncode == 0
+    assert "backtest: --json FILE is deprecated; use --json-file" in old.stderr
+    assert json.loads((tmp_path / "old.json").read_text()) == rows
+
+
+def test_bad_json_outputs_are_one_line_errors_before_the_run(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    both = _backtest(str(runs), "--json", "--json-file", str(tmp_path / "x.json"))
+    assert both.returncode == 2 and "give --json or --json-file, not both" in both.stderr
+    a_dir = _backtest(str(runs), "--json-file", str(tmp_path))
+    assert a_dir.returncode == 2 and "is a directory" in a_dir.stderr
+    assert "Traceback" not in both.stderr + a_dir.stderr
+
+
+def test_sweep_json_on_stdout_and_the_shared_summary(tmp_path: Path) -> None:
+    runs = _runs(tmp_path)
+    done = _backtest(
+        str(runs), "--policy", str(PLATEAU), "--sweep", "plateau.probability=0.7,0.9", "--workers", "1", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert [p["label"] for p in doc["points"]] and set(doc) == {"points", "frontier", "best", "max_wrong"}
+    assert len(doc["points"]) == 2
+    assert "settings of" in done.stderr and "over 3 runs" in done.stderr
+    assert ("best within" in done.stderr) or ("no setting stays within" in done.stderr)
