@@ -41,7 +41,7 @@ def json_target(args: argparse.Namespace, command: str) -> JsonTarget:
     if args.json_file is not None:
         return Path(args.json_file)
     if args.json is None or args.json == "-":
-        return args.json  # type: ignore[no-any-return]
+        return args.json
     print(
         f"{command}: --json FILE is deprecated; use --json-file {args.json} (or --json > {args.json})",
         file=sys.stderr,

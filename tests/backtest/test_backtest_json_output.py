@@ -63,7 +63,14 @@ def test_bad_json_outputs_are_one_line_errors_before_the_run(tmp_path: Path) -> 
 def test_sweep_json_on_stdout_and_the_shared_summary(tmp_path: Path) -> None:
     runs = _runs(tmp_path)
     done = _backtest(
-        str(runs), "--policy", str(PLATEAU), "--sweep", "plateau.probability=0.7,0.9", "--workers", "1", "--json"
+        str(runs),
+        "--policy",
+        str(PLATEAU),
+        "--sweep",
+        "plateau.probability=0.7,0.9",
+        "--workers",
+        "1",
+        "--json",
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
