@@ -105,6 +105,13 @@ def _as_dict(obj: object) -> dict[str, Any]:
     return obj
 
 
+def _generation(obj: object) -> int | None:
+    """``metadata.generation`` of an object the API server returned (None when it has none)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    gen = meta.get("generation") if isinstance(meta, dict) else None
+    return gen if isinstance(gen, int) and not isinstance(gen, bool) else None
+
+
 def _now_iso() -> str:
     return datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -146,8 +153,9 @@ class ClusterApi:
                 return None
             raise
 
-    def create_forecast(self, namespace: str, name: str, owner: Mapping[str, Any]) -> None:
-        """Create the (empty) TrainJobForecast for a job, owned by it; an existing one is kept."""
+    def create_forecast(self, namespace: str, name: str, owner: Mapping[str, Any]) -> int | None:
+        """Create the (empty) TrainJobForecast for a job, owned by it; an existing one is kept.
+        Returns the created object's ``metadata.generation`` (None when one existed already)."""
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": FORECAST_KIND,
@@ -176,45 +184,33 @@ class ClusterApi:
             },
         }
         try:
-            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, FORECAST_PLURAL, body)
+            created = self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, FORECAST_PLURAL, body
+            )
         except Exception as exc:
             if _status_code(exc) != 409:
                 raise
+            return None
+        return _generation(created)
 
-    def patch_forecast_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, FORECAST_PLURAL, name, {"status": status}
+    def patch_forecast_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> int | None:
+        """A merge patch of the status; returns the object's ``metadata.generation`` after it."""
+        return _generation(
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, FORECAST_PLURAL, name, {"status": status}
+            )
         )
 
-    def json_patch_forecast_status(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
+    def json_patch_forecast_status(
+        self, namespace: str, name: str, ops: list[dict[str, Any]]
+    ) -> int | None:
         """An RFC 6902 JSON patch of the status (``ForecastStore``'s incremental writes); a failed
-        ``test`` op comes back as 422."""
-        self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, FORECAST_PLURAL, name, ops, _content_type=JSON_PATCH
+        ``test`` op comes back as 422. Returns the object's ``metadata.generation`` after it."""
+        return _generation(
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, FORECAST_PLURAL, name, ops, _content_type=JSON_PATCH
+            )
         )
-
-    def write_forecast(
-        self,
-        namespace: str,
-        name: str,
-        owner: Mapping[str, Any],
-        status: Mapping[str, Any],
-        *,
-        create_first: bool = False,
-    ) -> None:
-        """Patch the status, creating the object first if it does not exist yet (``create_first``:
-        it most likely does not, so skip the patch that would fail with 404)."""
-        if create_first:
-            self.create_forecast(namespace, name, owner)  # an existing one is kept (409)
-            self.patch_forecast_status(namespace, name, status)
-            return
-        try:
-            self.patch_forecast_status(namespace, name, status)
-        except Exception as exc:
-            if not is_not_found(exc):
-                raise
-            self.create_forecast(namespace, name, owner)
-            self.patch_forecast_status(namespace, name, status)
 
     def patch_policy_status(self, name: str, status: Mapping[str, Any]) -> None:
         self.custom.patch_cluster_custom_object_status(

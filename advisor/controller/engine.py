@@ -156,7 +156,11 @@ class Engine:
             meta = obj.get("metadata") or {}
             status = obj.get("status") or {}
             if meta.get("namespace") and meta.get("name"):
-                self.store.known(job_key(meta["namespace"], meta["name"]))
+                generation = meta.get("generation")
+                self.store.known(
+                    job_key(meta["namespace"], meta["name"]),
+                    generation if isinstance(generation, int) else None,
+                )
             if meta.get("namespace") and meta.get("name") and status:
                 self.saved[job_key(meta["namespace"], meta["name"])] = status
                 self._saved_conditions[job_key(meta["namespace"], meta["name"])] = status

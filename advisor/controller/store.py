@@ -113,17 +113,16 @@ def decode_history(stored: Any) -> dict[str, Any]:
 
 
 class ForecastApi(Protocol):
-    def write_forecast(
-        self,
-        namespace: str,
-        name: str,
-        owner: Mapping[str, Any],
-        status: Mapping[str, Any],
-        *,
-        create_first: bool = False,
-    ) -> None: ...
+    """The three writes of a TrainJobForecast; each returns the object's ``metadata.generation``
+    from the API server's response (None when unknown: ``create_forecast`` of an existing one)."""
 
-    def json_patch_forecast_status(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None: ...
+    def create_forecast(self, namespace: str, name: str, owner: Mapping[str, Any]) -> int | None: ...
+
+    def patch_forecast_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> int | None: ...
+
+    def json_patch_forecast_status(
+        self, namespace: str, name: str, ops: list[dict[str, Any]]
+    ) -> int | None: ...
 
 
 @dataclass
@@ -176,19 +175,48 @@ class ForecastStore:
         self.api = api
         self._written: dict[str, _Written] = {}
         self._exists: set[str] = set()  # objects known to exist (listed at startup, or written)
+        #: each object's ``metadata.generation`` as the API server last returned it
+        self._generation: dict[str, int] = {}
         self.stats = StoreStats()
 
-    def known(self, key: str) -> None:
+    def known(self, key: str, generation: int | None = None) -> None:
         """``key``'s object exists (found at startup): a first write patches it directly."""
         self._exists.add(key)
+        if generation is not None:
+            self._generation[key] = generation
 
     def forget(self, key: str) -> None:
         self._written.pop(key, None)
         self._exists.discard(key)
+        self._generation.pop(key, None)
 
     def write(self, key: str, owner: Mapping[str, Any], status: Mapping[str, Any]) -> str:
-        """Returns how it was written: ``full``, ``delta`` or ``unchanged`` (nothing to send)."""
+        """Returns how it was written: ``full``, ``delta`` or ``unchanged`` (nothing to send).
+
+        The status is stamped with ``observedGeneration`` (top level and each condition): the
+        generation of the object's spec as the API server last returned it. A write whose
+        response shows a newer generation (the spec was edited since) is followed at once by a
+        small patch carrying it, so the status never claims a generation it did not see."""
+        how, sent = self._write(key, owner, status)
+        if how != "unchanged" and self._generation.get(key) != sent:
+            self._write(key, owner, status)
+        return how
+
+    def _learn(self, key: str, generation: int | None) -> None:
+        if generation is not None:
+            self._generation[key] = generation
+
+    def _write(
+        self, key: str, owner: Mapping[str, Any], unstamped: Mapping[str, Any]
+    ) -> tuple[str, int | None]:
+        """One write; returns how, and the generation the status it sent was stamped with."""
         ns, name = key.split("/", 1)
+        if key not in self._exists:  # create first: a fresh object's generation is in its status
+            self._learn(key, self.api.create_forecast(ns, name, owner))  # an existing one is kept
+            self._exists.add(key)
+            self._written.pop(key, None)
+        sent = self._generation.get(key)
+        status = _stamped(unstamped, sent)
         history = status.get("history")
         history = history if isinstance(history, Mapping) else None
         last = self._written.get(key)
@@ -198,9 +226,9 @@ class ForecastStore:
                 ops, revision, fields = plan
                 if not ops:
                     self.stats.unchanged += 1
-                    return "unchanged"
+                    return "unchanged", sent
                 try:
-                    self.api.json_patch_forecast_status(ns, name, ops)
+                    generation = self.api.json_patch_forecast_status(ns, name, ops)
                 except Exception as exc:
                     if _status_code(exc) not in (404, 409, 422):
                         self._written.pop(key, None)  # unknown outcome: the next write is a full one
@@ -208,22 +236,31 @@ class ForecastStore:
                     self.stats.fallbacks += 1
                     log.debug("delta write of %s refused (%s): writing it in full", key, _status_code(exc))
                 else:
+                    self._learn(key, generation)
                     self.stats.delta += 1
                     self.stats.bytes += sum(len(_dumps(op.get("value"))) + 40 for op in ops)  # about
                     self._remember(key, history, revision, fields)
-                    return "delta"
+                    return "delta", sent
         revision = (last.revision if last is not None else 0) + 1
-        full = dict(status)
-        if history is not None:
-            full["history"] = encode_history(history, revision)
         self._written.pop(key, None)
-        self.api.write_forecast(ns, name, owner, full, create_first=key not in self._exists)
-        self._exists.add(key)
+        full = _encoded(status, revision)
+        try:
+            self._learn(key, self.api.patch_forecast_status(ns, name, full))
+        except Exception as exc:
+            if _status_code(exc) != 404:
+                raise
+            # gone (deleted by hand, or never there): create it, and write with its generation
+            self._generation.pop(key, None)
+            self._learn(key, self.api.create_forecast(ns, name, owner))
+            sent = self._generation.get(key)
+            status = _stamped(unstamped, sent)
+            full = _encoded(status, revision)
+            self._learn(key, self.api.patch_forecast_status(ns, name, full))
         self.stats.full += 1
         fields = {k: _dumps(v) for k, v in status.items() if k != "history"}
         self.stats.bytes += sum(map(len, fields.values())) + len(_dumps(full.get("history")))
         self._remember(key, history, revision, fields)
-        return "full"
+        return "full", sent
 
     # ------------------------------------------------------------------------------ internals
     def _remember(
@@ -297,6 +334,30 @@ class ForecastStore:
             if last.fields.get(field) != text:
                 ops.append({"op": "add", "path": f"/status/{_escape(field)}", "value": value})
         return ops, revision, fields
+
+
+def _encoded(status: Mapping[str, Any], revision: int) -> dict[str, Any]:
+    """``status`` as a full write sends it: the history in its stored (chunked) form."""
+    out = dict(status)
+    history = status.get("history")
+    if isinstance(history, Mapping):
+        out["history"] = encode_history(history, revision)
+    return out
+
+
+def _stamped(status: Mapping[str, Any], generation: int | None) -> dict[str, Any]:
+    """``status`` with ``observedGeneration`` on it and on each of its conditions (Kubernetes'
+    convention: what a reader compares with ``metadata.generation``); unchanged when unknown."""
+    out = dict(status)
+    if generation is None:
+        return out
+    out["observedGeneration"] = generation
+    conditions = out.get("conditions")
+    if isinstance(conditions, list):
+        out["conditions"] = [
+            {**c, "observedGeneration": generation} if isinstance(c, Mapping) else c for c in conditions
+        ]
+    return out
 
 
 def _evals_text(history: Mapping[str, Any] | None) -> str | None:

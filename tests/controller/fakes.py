@@ -68,26 +68,41 @@ class FakeApi:
     def discover_kueue(self) -> str:
         return "fake: Kueue at its default version"
 
-    def write_forecast(
-        self,
-        namespace: str,
-        name: str,
-        owner: Mapping[str, Any],
-        status: Mapping[str, Any],
-        *,
-        create_first: bool = False,
-    ) -> None:
+    def create_forecast(self, namespace: str, name: str, owner: Mapping[str, Any]) -> int | None:
+        """As the API server: a new object starts at generation 1; an existing one is kept (409)."""
         if self.fail_writes:
             self.fail_writes -= 1
             raise ApiError(503, "unavailable")
-        self.log.append(("write_forecast", namespace, name))
-        self.forecasts[f"{namespace}/{name}"] = {
-            "metadata": {"namespace": namespace, "name": name},
-            "status": copy.deepcopy(dict(status)),
+        key = f"{namespace}/{name}"
+        self.log.append(("create_forecast", namespace, name))
+        if key in self.forecasts:
+            return None
+        self.forecasts[key] = {
+            "metadata": {"namespace": namespace, "name": name, "generation": 1},
+            "status": {},
             "owner": dict(owner),
         }
+        return 1
 
-    def json_patch_forecast_status(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> None:
+    def edit_forecast_spec(self, namespace: str, name: str) -> None:
+        """A hand edit of the spec: the API server bumps ``metadata.generation``."""
+        self.forecasts[f"{namespace}/{name}"]["metadata"]["generation"] += 1
+
+    def patch_forecast_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> int | None:
+        """The whole status, as the store's full writes send it (a merge patch of ``status``)."""
+        if self.fail_writes:
+            self.fail_writes -= 1
+            raise ApiError(503, "unavailable")
+        obj = self.forecasts.get(f"{namespace}/{name}")
+        if obj is None:
+            raise ApiError(404, "not found")
+        self.log.append(("write_forecast", namespace, name))
+        obj["status"] = copy.deepcopy(dict(status))
+        return int(obj["metadata"]["generation"])
+
+    def json_patch_forecast_status(
+        self, namespace: str, name: str, ops: list[dict[str, Any]]
+    ) -> int | None:
         """RFC 6902 as the API server applies it (atomically; 422 when a ``test`` fails)."""
         if self.fail_writes:
             self.fail_writes -= 1
@@ -120,6 +135,7 @@ class FakeApi:
                 raise ApiError(422, f"cannot apply {op}: {exc}") from exc
         self.log.append(("json_patch_forecast", namespace, name, len(ops)))
         self.forecasts[f"{namespace}/{name}"] = doc
+        return int(doc["metadata"]["generation"])
 
     def list_forecasts(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return [copy.deepcopy(v) for v in self.forecasts.values()]

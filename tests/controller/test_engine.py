@@ -85,6 +85,26 @@ def test_history_survives_a_restart_from_the_persisted_status() -> None:
     assert "history" not in json.loads(api.forecasts[KEY]["status"]["coreState"])
 
 
+def test_the_status_says_which_generation_it_was_written_for_also_after_a_restart() -> None:
+    api = FakeApi()
+    e1 = engine(api)
+    feed(e1, range(10, 100, 10))
+    status = api.forecasts[KEY]["status"]
+    assert status["observedGeneration"] == 1
+    assert {c["type"]: c["observedGeneration"] for c in status["conditions"]} == {
+        "Forecasting": 1,
+        "Actionable": 1,
+    }
+    api.edit_forecast_spec("team-a", "llm")  # someone edits the spec while the controller is down
+    e2 = engine(api)
+    e2.load_saved(api.list_forecasts())
+    writes = len(api.log)
+    feed(e2, range(100, 110, 10), t0=T0 + 1000)
+    assert api.forecasts[KEY]["status"]["observedGeneration"] == 2
+    assert all(c["observedGeneration"] == 2 for c in api.forecasts[KEY]["status"]["conditions"])
+    assert api.log[writes:] == [("write_forecast", "team-a", "llm")]  # generation known: one write
+
+
 def test_garbage_progress_never_crashes_nor_corrupts_history() -> None:
     api = FakeApi()
     e = engine(api)

@@ -155,3 +155,62 @@ def test_eval_series_are_stored_and_a_new_evaluation_is_a_delta() -> None:
     assert store.write(KEY, OWNER, status(h, 5)) == "delta"
     assert history_of(api) == h.to_dict()
     assert History.from_dict(history_of(api)).evals.series("eval_loss").values == [0.9, 0.8]  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------------ observedGeneration
+def conditioned(history: History, step: int) -> dict[str, Any]:
+    return status(history, step, conditions=[{"type": "Forecasting", "status": "True", "reason": "Forecast"}])
+
+
+def test_a_new_object_is_stamped_with_its_generation_in_its_first_write() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    store = ForecastStore(api)
+    grow(h, range(1, 4))
+    assert store.write(KEY, OWNER, conditioned(h, 3)) == "full"
+    assert [c[0] for c in api.log] == ["create_forecast", "write_forecast"]  # no extra request
+    assert stored(api)["observedGeneration"] == 1
+    assert stored(api)["conditions"][0]["observedGeneration"] == 1
+
+
+def test_an_edited_spec_is_observed_by_the_next_write_and_said_at_once() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    store = ForecastStore(api)
+    grow(h, range(1, 4))
+    store.write(KEY, OWNER, conditioned(h, 3))
+    api.edit_forecast_spec("team-a", "llm")  # generation 2: the status still says 1
+    assert stored(api)["observedGeneration"] == 1
+    grow(h, range(4, 5))
+    assert store.write(KEY, OWNER, conditioned(h, 4)) == "delta"
+    # the delta's response showed generation 2: a second, small patch says so, history untouched
+    assert [c[0] for c in api.log[-2:]] == ["json_patch_forecast", "json_patch_forecast"]
+    assert api.log[-1][3] == 2  # observedGeneration and the conditions
+    assert stored(api)["observedGeneration"] == 2
+    assert stored(api)["conditions"][0]["observedGeneration"] == 2
+    assert history_of(api) == h.to_dict()
+    writes = len(api.log)
+    assert store.write(KEY, OWNER, conditioned(h, 4)) == "unchanged" and len(api.log) == writes
+
+
+def test_a_restarted_store_takes_the_generation_listed_at_startup() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    grow(h, range(1, 4))
+    ForecastStore(api).write(KEY, OWNER, conditioned(h, 3))
+    api.edit_forecast_spec("team-a", "llm")
+    api.edit_forecast_spec("team-a", "llm")
+    fresh = ForecastStore(api)
+    fresh.known(KEY, api.forecasts[KEY]["metadata"]["generation"])
+    before = len(api.log)
+    assert fresh.write(KEY, OWNER, conditioned(h, 3)) == "full"
+    assert len(api.log) == before + 1  # known to exist, generation known: one patch
+    assert stored(api)["observedGeneration"] == 3
+
+
+def test_an_object_found_existing_at_creation_learns_its_generation_from_the_response() -> None:
+    api, h = FakeApi(), History(max_points=64)
+    grow(h, range(1, 4))
+    ForecastStore(api).write(KEY, OWNER, conditioned(h, 3))
+    api.edit_forecast_spec("team-a", "llm")
+    fresh = ForecastStore(api)  # not told it exists: create (409, kept), patch, then say generation 2
+    assert fresh.write(KEY, OWNER, conditioned(h, 3)) == "full"
+    assert stored(api)["observedGeneration"] == 2
+    assert stored(api)["conditions"][0]["observedGeneration"] == 2

@@ -12,6 +12,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from advisor.controller.api import ClusterApi
+from advisor.controller.store import ForecastStore
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
@@ -81,9 +82,13 @@ def test_the_actuators_writes_are_allowed(
         "kind": "TrainJob",
         "uid": objects["job"]["metadata"]["uid"],
     }
-    api.write_forecast(ns, "rbac", owner, {"state": "unknown", "summary": {"progress": "-"}})
+    store = ForecastStore(api)  # as the controller writes: create, merge patch, then JSON patches
+    assert store.write(f"{ns}/rbac", owner, {"state": "unknown", "summary": {"progress": "-"}}) == "full"
+    assert store.write(f"{ns}/rbac", owner, {"state": "learning", "summary": {"progress": "-"}}) == "delta"
     admin = ClusterApi(admin_api)  # the controller lists and patches its forecasts, never reads one
-    assert admin.get_forecast(ns, "rbac")["status"]["state"] == "unknown"
+    got = admin.get_forecast(ns, "rbac")
+    assert got["status"]["state"] == "learning"
+    assert got["status"]["observedGeneration"] == got["metadata"]["generation"] == 1
     assert api.kueue.set_active(ns, "rbac-wl", False).active is False
     assert api.kueue.set_priority_boost(ns, "rbac-wl", 100).priority_boost == 100
     api.annotate_pod(ns, "rbac-pod", {"advisor.trainjob-advisor.io/checkpoint-request": "r-1"})

@@ -330,6 +330,40 @@ def test_forecast_appears_tracks_the_truth_and_kubectl_shows_the_columns(
         assert out.split()[:9] == head
 
 
+def _step(forecast: dict) -> Any:
+    return ((forecast.get("status") or {}).get("progress") or {}).get("step")
+
+
+def test_forecast_status_names_the_generation_it_observed_and_follows_a_spec_edit(
+    cluster: Cluster, controller: Controller
+) -> None:
+    """Kubernetes' convention on the real API server: ``status.observedGeneration`` and each
+    condition's equal ``metadata.generation``; an edit of the spec is observed by the next write."""
+    spec = learning_curve()
+    cluster.create_trainjob("gen")
+    t0 = time.time() - 120
+    feed(cluster, "gen", spec, range(20, 420, 20), t0=t0)
+    first = wait_for(
+        lambda: (f := cluster.forecast("gen")) and _step(f) == 400 and f,
+        "the TrainJobForecast to reflect step 400",
+    )
+    assert first["metadata"]["generation"] == 1 and first["status"]["observedGeneration"] == 1
+    conditions = {c["type"]: c for c in first["status"]["conditions"]}
+    assert set(conditions) == {"Forecasting", "Actionable"}
+    assert all(c["observedGeneration"] == 1 for c in conditions.values())
+    edited = cluster.custom.patch_namespaced_custom_object(
+        *ADVISOR, cluster.ns, "trainjobforecasts", "gen", {"spec": {"jobRef": {"apiVersion": "edited/v1"}}}
+    )
+    assert edited["metadata"]["generation"] == 2 and edited["status"]["observedGeneration"] == 1
+    feed(cluster, "gen", spec, range(440, 480, 20), t0=t0 + 110)
+    after = wait_for(
+        lambda: (f := cluster.forecast("gen")) and f["status"].get("observedGeneration") == 2 and f,
+        "the status to observe generation 2",
+    )
+    assert all(c["observedGeneration"] == 2 for c in after["status"]["conditions"])
+    assert after["status"]["progress"]["step"] == 460
+
+
 # ------------------------------------------------------------------------------------ scenario 2
 def test_recommend_policy_advises_with_an_event_and_changes_nothing(
     control_plane: cp.ControlPlane,
