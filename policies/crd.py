@@ -137,6 +137,11 @@ def _status_schema() -> dict[str, Any]:
             "actionsTaken": {"type": "integer", "minimum": 0},
             "matchedJobs": {"type": "array", "items": {"type": "string"}},
             "actionsByKind": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+            "actionsByOutcome": {
+                "type": "object",
+                "description": "actionsTaken split by outcome (done, acknowledged, failed, impossible, ...).",
+                "additionalProperties": {"type": "integer", "minimum": 0},
+            },
             "recommendations": {"type": "integer", "minimum": 0},
             "gpuHoursFlaggedNonLearning": {"type": "number", "minimum": 0},
             "recentActions": {

@@ -5,9 +5,11 @@ Admins read a policy's effect from ``kubectl get advisorpolicies`` (printer colu
 controller already persists, so that a restart does not reset them:
 
 * ``jobsMatched`` / ``matchedJobs``: jobs whose latest decision came from the policy;
-* ``actionsTaken`` / ``actionsByKind``: actions the policy carried out (any outcome but
-  ``recommended``) in the action logs of the jobs the controller follows (each job's log is
-  persisted in its TrainJobForecast); ``recommendations`` counts the Recommend-mode ones;
+* ``actionsTaken`` / ``actionsByKind`` / ``actionsByOutcome``: actions the policy carried out or
+  attempted (any outcome but ``recommended``) in the action logs of the jobs the controller follows
+  (each job's log is persisted in its TrainJobForecast), split by kind and by outcome (``done``,
+  ``acknowledged``, ``failed``, ``impossible``, ...: an admin tells attempts from effects);
+  ``recommendations`` counts the Recommend-mode ones;
 * ``gpuHoursFlaggedNonLearning``: GPU-hours held by jobs the policy governs while they were
   classified plateaued, hung or diverging, accumulated by the controller from the value found in
   the status when it started.
@@ -44,6 +46,7 @@ MAX_LISTED_JOBS = 100
 class PolicyFigures:
     jobs: list[str] = field(default_factory=list)
     actions: dict[str, int] = field(default_factory=dict)
+    outcomes: dict[str, int] = field(default_factory=dict)
     recommendations: int = 0
     gpu_hours: float = 0.0
 
@@ -54,6 +57,7 @@ class PolicyFigures:
             "matchedJobs": jobs[:MAX_LISTED_JOBS],
             "actionsTaken": sum(self.actions.values()),
             "actionsByKind": dict(sorted(self.actions.items())),
+            "actionsByOutcome": dict(sorted(self.outcomes.items())),
             "recommendations": self.recommendations,
             "gpuHoursFlaggedNonLearning": round(self.gpu_hours, 3),
         }
@@ -77,6 +81,7 @@ def policy_figures(
                 figures.recommendations += 1
             else:
                 figures.actions[rec.kind.value] = figures.actions.get(rec.kind.value, 0) + 1
+                figures.outcomes[rec.outcome] = figures.outcomes.get(rec.outcome, 0) + 1
     return out
 
 
