@@ -68,11 +68,22 @@ class FakeApi:
     def discover_kueue(self) -> str:
         return "fake: Kueue at its default version"
 
-    def create_forecast(self, namespace: str, name: str, owner: Mapping[str, Any]) -> int | None:
-        """As the API server: a new object starts at generation 1; an existing one is kept (409)."""
+    def _maybe_fail(self) -> None:
+        """``fail_writes`` writes in a row fail as an unavailable API server would."""
         if self.fail_writes:
             self.fail_writes -= 1
             raise ApiError(503, "unavailable")
+
+    def _stored_forecast(self, namespace: str, name: str) -> dict[str, Any]:
+        self._maybe_fail()
+        obj = self.forecasts.get(f"{namespace}/{name}")
+        if obj is None:
+            raise ApiError(404, "not found")
+        return obj
+
+    def create_forecast(self, namespace: str, name: str, owner: Mapping[str, Any]) -> int | None:
+        """As the API server: a new object starts at generation 1; an existing one is kept (409)."""
+        self._maybe_fail()
         key = f"{namespace}/{name}"
         self.log.append(("create_forecast", namespace, name))
         if key in self.forecasts:
@@ -90,12 +101,7 @@ class FakeApi:
 
     def patch_forecast_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> int | None:
         """The whole status, as the store's full writes send it (a merge patch of ``status``)."""
-        if self.fail_writes:
-            self.fail_writes -= 1
-            raise ApiError(503, "unavailable")
-        obj = self.forecasts.get(f"{namespace}/{name}")
-        if obj is None:
-            raise ApiError(404, "not found")
+        obj = self._stored_forecast(namespace, name)
         self.log.append(("write_forecast", namespace, name))
         obj["status"] = copy.deepcopy(dict(status))
         return int(obj["metadata"]["generation"])
@@ -104,12 +110,7 @@ class FakeApi:
         self, namespace: str, name: str, ops: list[dict[str, Any]]
     ) -> int | None:
         """RFC 6902 as the API server applies it (atomically; 422 when a ``test`` fails)."""
-        if self.fail_writes:
-            self.fail_writes -= 1
-            raise ApiError(503, "unavailable")
-        obj = self.forecasts.get(f"{namespace}/{name}")
-        if obj is None:
-            raise ApiError(404, "not found")
+        obj = self._stored_forecast(namespace, name)
         doc = copy.deepcopy(obj)
         for op in ops:
             *parents, last = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
