@@ -25,7 +25,6 @@ from advisor.commands.json_output import (
     emit_json,
     human_stream,
     json_target,
-    print_sweep_result,
 )
 
 __all__ = ["register", "run"]
@@ -306,48 +305,21 @@ def sweep_task(task: tuple[argparse.Namespace, list[Any], Any]) -> dict[str, Any
 
 
 def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
-    from tqdm import tqdm
-
-    from advisor.sweep import (
-        SweepError,
-        best_within,
-        grid,
-        pareto,
-        parse_max_wrong,
-        parse_sweeps,
-        plot_frontier,
-        policies_with,
-        run_tasks,
-    )
+    from advisor.commands.sweep_run import checked_grid, report_sweep, run_grid
 
     _check(args)
-    if not args.policy or len(args.policy) != 1 or not args.policy[0].is_file():
+    if not args.policy or len(args.policy) != 1:
         raise CommandError("--sweep tunes one policy file: give exactly one --policy FILE that exists")
-    if args.workers is not None and args.workers < 1:
-        raise CommandError(f"--workers must be at least 1, got {args.workers}")
-    try:
-        settings = grid(parse_sweeps(args.sweep))
-        budget = parse_max_wrong(args.max_wrong)
-        for setting in settings:
-            policies_with(args.policy[0], setting)
-    except SweepError as exc:
-        raise CommandError(str(exc)) from None
+    settings, budget = checked_grid(args.sweep, args.max_wrong, args.policy[0], args.workers)
     runs, _skipped = _load(args)
-    bar = tqdm(
-        total=len(settings), unit="setting", file=sys.stderr, disable=args.quiet or not sys.stderr.isatty()
+    rows = run_grid(
+        sweep_task,
+        [(args, runs, s) for s in settings],
+        workers=args.workers,
+        ray_address=args.ray,
+        unit="setting",
+        quiet=args.quiet,
     )
-    try:
-        rows = run_tasks(
-            sweep_task,
-            [(args, runs, s) for s in settings],
-            workers=args.workers,
-            ray_address=args.ray,
-            on_done=lambda: bar.update(1),
-        )
-    except SweepError as exc:
-        raise CommandError(str(exc)) from None
-    finally:
-        bar.close()
     points = [
         {
             "label": s.label,
@@ -362,27 +334,16 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
         }
         for s, r in zip(settings, rows, strict=True)
     ]
-    frontier = pareto(points)
-    best = best_within(points, budget)
-    print_sweep_result(
+    return report_sweep(
         points,
-        frontier,
-        best,
         budget,
-        f"{len(settings)} settings of {args.policy[0]} over {len(runs)} runs: saved = non-learning "
+        summary=f"{len(settings)} settings of {args.policy[0]} over {len(runs)} runs: saved = non-learning "
         "GPU-hours saved against no-advisor; * on the Pareto frontier (saved against wrong stops at 1%)",
-        human_stream(json_out),
+        json_out=json_out,
+        report=args.report,
+        plot_title=f"{args.policy[0].name}, {len(runs)} runs",
+        clean=_clean,
     )
-    emit_json(_clean({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}), json_out)
-    if args.report is not None:
-        plot_frontier(
-            points,
-            frontier,
-            args.report / "sweep_frontier.png",
-            title=f"{args.policy[0].name}, {len(runs)} runs",
-        )
-        print(f"plot: {args.report / 'sweep_frontier.png'}", file=human_stream(json_out))
-    return 0
 
 
 def run(args: argparse.Namespace) -> int:

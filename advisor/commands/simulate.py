@@ -27,10 +27,8 @@ from advisor.commands.json_output import (
     JsonTarget,
     add_json_arguments,
     check_outputs,
-    emit_json,
     human_stream,
     json_target,
-    print_sweep_result,
 )
 
 __all__ = ["register", "run"]
@@ -433,75 +431,36 @@ def sweep_points(
 
 
 def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
-    from tqdm import tqdm
-
-    from advisor.sweep import (
-        SweepError,
-        best_within,
-        grid,
-        pareto,
-        parse_max_wrong,
-        parse_sweeps,
-        plot_frontier,
-        policies_with,
-        run_tasks,
-    )
+    from advisor.commands.sweep_run import checked_grid, report_sweep, run_grid
     from simulator.seeds import SeedError, parse_seeds
 
     if not args.policy or len(args.policy) != 1:
         raise CommandError("--sweep tunes one policy file: give exactly one --policy")
     try:
-        settings = grid(parse_sweeps(args.sweep))
-        budget = parse_max_wrong(args.max_wrong)
-        for setting in settings:  # every setting checked before anything runs
-            policies_with(args.policy[0], setting)
         seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
-    except (SweepError, SeedError) as exc:
+    except SeedError as exc:
         raise CommandError(str(exc)) from None
-    if not args.policy[0].is_file():
-        raise CommandError(f"{args.policy[0]}: no such policy file")
-    if args.workers is not None and args.workers < 1:
-        raise CommandError(f"--workers must be at least 1, got {args.workers}")
+    settings, budget = checked_grid(args.sweep, args.max_wrong, args.policy[0], args.workers)
     scenario = _scenario(argparse.Namespace(**{**vars(args), "seed": seeds[0]}))
     tasks: list[tuple[argparse.Namespace, int, Any]] = [(args, seed, None) for seed in seeds]
     tasks += [(args, seed, setting) for setting in settings for seed in seeds]
-    bar = tqdm(total=len(tasks), unit="run", file=sys.stderr, disable=args.quiet or not sys.stderr.isatty())
-    try:
-        results = run_tasks(
-            sweep_task, tasks, workers=args.workers, ray_address=args.ray, on_done=lambda: bar.update(1)
-        )
-    except SweepError as exc:
-        raise CommandError(str(exc)) from None
-    finally:
-        bar.close()
+    results = run_grid(
+        sweep_task, tasks, workers=args.workers, ray_address=args.ray, unit="run", quiet=args.quiet
+    )
     n = len(seeds)
     base = results[:n]
     rows = [results[n + i * n : n + (i + 1) * n] for i in range(len(settings))]
-    points = sweep_points(settings, seeds, base, rows)
-    frontier = pareto(points)
-    best = best_within(points, budget)
-    human = human_stream(json_out)
     label = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
-    print_sweep_result(
-        points,
-        frontier,
-        best,
+    return report_sweep(
+        sweep_points(settings, seeds, base, rows),
         budget,
-        f"{len(settings)} settings of {args.policy[0]} x {n} seed(s) ({label}) of {scenario.name}: saved = "
-        "non-learning GPU-hours saved against no-advisor (pooled; min / median / max over seeds); "
+        summary=f"{len(settings)} settings of {args.policy[0]} x {n} seed(s) ({label}) of {scenario.name}: "
+        "saved = non-learning GPU-hours saved against no-advisor (pooled; min / median / max over seeds); "
         "* on the Pareto frontier (saved against wrong stops at 1%)",
-        human,
+        json_out=json_out,
+        report=args.report,
+        plot_title=f"{args.policy[0].name}, seeds {label}",
     )
-    emit_json({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}, json_out)
-    if args.report is not None:
-        plot_frontier(
-            points,
-            frontier,
-            args.report / "sweep_frontier.png",
-            title=f"{args.policy[0].name}, seeds {label}",
-        )
-        print(f"plot: {args.report / 'sweep_frontier.png'}", file=human)
-    return 0
 
 
 def run(args: argparse.Namespace) -> int:

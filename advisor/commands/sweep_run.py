@@ -1,0 +1,87 @@
+"""What ``simulate --sweep`` and ``backtest --sweep`` do alike: check the grid, run it, report it.
+
+The two commands differ only in what one task of the grid is (a setting over a scenario's seeds,
+or a setting over a set of real runs) and in how a task's row becomes a frontier point; the
+checks before anything runs, the progress bar over the pool, the Pareto frontier, the best
+setting within the wrong-stop budget, the table, the JSON and the plot are the same, and live here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from advisor.cli import CommandError
+from advisor.commands.json_output import JsonTarget, emit_json, human_stream, print_sweep_result
+
+__all__ = ["checked_grid", "report_sweep", "run_grid"]
+
+
+def checked_grid(
+    sweeps: Sequence[str], max_wrong: str, policy: Path, workers: int | None
+) -> tuple[list[Any], float]:
+    """The grid's settings and the wrong-stop budget, every setting loaded into ``policy`` by the
+    policy loader first, so that a typo is one error line before anything runs."""
+    from advisor.sweep import SweepError, grid, parse_max_wrong, parse_sweeps, policies_with
+
+    if workers is not None and workers < 1:
+        raise CommandError(f"--workers must be at least 1, got {workers}")
+    if not policy.is_file():
+        raise CommandError(f"{policy}: no such policy file")
+    try:
+        settings = grid(parse_sweeps(list(sweeps)))
+        budget = parse_max_wrong(max_wrong)
+        for setting in settings:
+            policies_with(policy, setting)
+    except SweepError as exc:
+        raise CommandError(str(exc)) from None
+    return settings, budget
+
+
+def run_grid(
+    task: Callable[[Any], dict[str, Any]],
+    tasks: list[Any],
+    *,
+    workers: int | None,
+    ray_address: str | None,
+    unit: str,
+    quiet: bool,
+) -> list[dict[str, Any]]:
+    """Every task on the process pool (or Ray), with a progress bar on a terminal."""
+    from tqdm import tqdm
+
+    from advisor.sweep import SweepError, run_tasks
+
+    bar = tqdm(total=len(tasks), unit=unit, file=sys.stderr, disable=quiet or not sys.stderr.isatty())
+    try:
+        return run_tasks(task, tasks, workers=workers, ray_address=ray_address, on_done=lambda: bar.update(1))
+    except SweepError as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        bar.close()
+
+
+def report_sweep(
+    points: list[dict[str, Any]],
+    budget: float,
+    *,
+    summary: str,
+    json_out: JsonTarget,
+    report: Path | None,
+    plot_title: str,
+    clean: Callable[[Any], Any] = lambda doc: doc,
+) -> int:
+    """The frontier and the best point within ``budget``: table, JSON, and the plot with --report."""
+    from advisor.sweep import best_within, pareto, plot_frontier
+
+    frontier = pareto(points)
+    best = best_within(points, budget)
+    human = human_stream(json_out)
+    print_sweep_result(points, frontier, best, budget, summary, human)
+    emit_json(clean({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}), json_out)
+    if report is not None:
+        plot_frontier(points, frontier, report / "sweep_frontier.png", title=plot_title)
+        print(f"plot: {report / 'sweep_frontier.png'}", file=human)
+    return 0
