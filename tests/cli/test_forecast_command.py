@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -178,7 +179,7 @@ def test_the_console_script_runs_and_the_cli_imports_no_matplotlib() -> None:
 
 
 def test_plot_draws_the_path_on_a_log_axis_when_the_loss_spans_decades(tmp_path: Path) -> None:
-    from advisor.commands.forecast import _wants_log
+    from advisor.commands.forecast_plot import _wants_log
 
     assert _wants_log((3.0, 1.0, 0.05))
     assert not _wants_log((3.0, 2.0, 1.5))
@@ -257,6 +258,44 @@ def test_a_trainer_state_with_evals_forecasts_each_series_and_prints_the_run_sta
     )  # today's top-level fields: the default series
     eval_fc = doc["series"]["eval_loss"]
     assert eval_fc["final_loss"]["mean"] >= eval_fc["current_loss"] and eval_fc["plateau_probability"] > 0.9
+
+
+def test_the_plot_shows_the_eval_series_its_forecast_and_the_best_checkpoint(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from advisor.commands import forecast as command
+    from advisor.commands.forecast_plot import build_figure
+    from advisor.sources.files import load_curve
+
+    f = _trainer_state(tmp_path / "trainer_state.json", evals=True)
+    args = _parsed(str(f), "--upto-step", "1500", "--plot", str(tmp_path / "p.png"))
+    outcome = command.compute(args)
+    fig = build_figure(outcome)
+    try:
+        (ax,) = fig.axes
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "observed eval_loss" in labels
+        assert "final eval_loss at step 2,000 (p10..p90)" in labels
+        assert any(t.startswith("best eval_loss 0.5 at step 600") for t in labels), labels
+        assert "run state: overfitting" in ax.get_title()
+        drawn = next(line for line in ax.get_lines() if line.get_label() == "observed eval_loss")
+        evals = load_curve(str(f), metric="eval_loss").upto(1500)
+        assert list(drawn.get_xdata()) == list(evals.steps)  # the points the forecast saw, no more
+        assert [round(x) for x in ax.lines[-1].get_xdata()] == [600]  # the star at the best step
+    finally:
+        plt.close(fig)
+    code = main(["forecast", str(f), "--upto-step", "1500", "--plot", str(tmp_path / "p.png")])
+    assert code == 0 and (tmp_path / "p.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def _parsed(*argv: str) -> Any:
+    import argparse
+
+    from advisor.commands import forecast as command
+
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers())
+    return parser.parse_args(["forecast", *argv])
 
 
 def test_a_trainer_state_without_evals_is_judged_by_the_training_loss(

@@ -1,0 +1,207 @@
+"""``forecast --plot``: the picture of what ``forecast`` prints.
+
+The training loss as observed, the forecast mean and its 80% band along the steps to the end,
+what came after the cut (``--upto-step``) and the observed end; then each eval series with its
+forecast final value, and the step where the judged eval metric was best (the checkpoint worth
+keeping), so that a U-shaped eval curve under a falling training loss is seen as overfitting on
+the plot as in the text. A log axis when the loss spans decades or nears zero; the legend beside
+the axes, not over the data; a failed forecast is said on the plot.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from advisor.cli import CommandError
+
+if TYPE_CHECKING:
+    from advisor.commands.forecast import Outcome
+
+__all__ = ["SERIES_COLOURS", "build_figure", "write_plot"]
+
+#: colours of the series a plot may carry (the training loss first; eval series after it)
+SERIES_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b")
+
+
+def build_figure(outcome: Outcome) -> Any:
+    """The figure ``write_plot`` saves (a matplotlib ``Figure``; the caller closes it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+    drawn = _draw_series(ax, outcome, SERIES_COLOURS[0])
+    drawn += _draw_evals(ax, outcome)
+    if _wants_log(tuple(drawn)):
+        ax.set_yscale("log")  # a band reaching 0 is cut at the axis' bottom, as it must be
+        finite = [v for v in drawn if math.isfinite(v) and v > 0]
+        ax.set_ylim(bottom=0.5 * min(finite))
+    ax.set_xlabel("step")
+    names = [outcome.curve.metric, *(outcome.evals or {})]
+    ax.set_ylabel(", ".join(names) + (" (log scale)" if ax.get_yscale() == "log" else ""))
+    source = outcome.curve.source
+    title = source if len(source) <= 90 else source[:87] + "..."
+    if outcome.state is not None and outcome.evals:
+        title += f"  |  run state: {outcome.state.label}"
+    ax.set_title(title, fontsize=8)
+    ax.grid(alpha=0.3, which="both" if ax.get_yscale() == "log" else "major")
+    if outcome.failure is not None:
+        ax.text(
+            0.5,
+            0.5,
+            f"no forecast: {outcome.failure[:90]}",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=10,
+            color="#b00020",
+            bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#b00020"},
+        )
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.tight_layout()
+    return fig
+
+
+def write_plot(outcome: Outcome, path: str) -> str:
+    """Save ``build_figure(outcome)`` to ``path``; returns the path written."""
+    import matplotlib.pyplot as plt
+
+    fig = build_figure(outcome)
+    try:
+        fig.savefig(path)
+        return str(Path(path).resolve())
+    except (OSError, ValueError) as exc:  # unwritable path, unknown image format
+        raise CommandError(f"cannot write plot {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    finally:
+        plt.close(fig)
+
+
+def _draw_evals(ax: Any, outcome: Outcome) -> list[float]:
+    """Each eval series: its points joined by a line, its forecast final value at the total
+    steps, and the judged metric's best step. Returns every value drawn."""
+    from advisor.commands.forecast import _num
+
+    drawn: list[float] = []
+    state = outcome.state
+    for i, (name, series) in enumerate((outcome.evals or {}).items()):
+        colour = SERIES_COLOURS[1 + i % (len(SERIES_COLOURS) - 1)]
+        ax.plot(series.steps, series.values, "o-", ms=3, lw=1.0, color=colour, label=f"observed {name}")
+        drawn += list(series.values)
+        fc = state.series.get(name) if state is not None else None
+        final = fc.final_loss if fc is not None else None
+        if final is not None and outcome.total_steps is not None and math.isfinite(final.mean):
+            ax.errorbar(
+                [outcome.total_steps],
+                [final.mean],
+                yerr=[[max(0.0, final.mean - final.p10)], [max(0.0, final.p90 - final.mean)]],
+                fmt="s",
+                ms=4,
+                color=colour,
+                capsize=4,
+                label=f"final {name} at step {outcome.total_steps:,} (p10..p90)",
+            )
+            drawn += [final.p10, final.p90]
+    if state is not None and state.best_step is not None and state.best_value is not None and state.metric:
+        ax.axvline(state.best_step, color="#2ca02c", lw=0.9, ls="--")
+        ax.plot(
+            [state.best_step],
+            [state.best_value],
+            "*",
+            ms=12,
+            color="#2ca02c",
+            mec="black",
+            mew=0.6,
+            label=f"best {state.metric} {_num(state.best_value)} at step {state.best_step:,} "
+            "(the checkpoint to keep)",
+        )
+    return drawn
+
+
+def _wants_log(values: tuple[float, ...]) -> bool:
+    """A log axis for a loss that spans decades or heads for zero (all positive, min under 1/30 of
+    the max): on a linear one its whole later history is a flat line on the floor."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite or min(finite) <= 0:
+        return False
+    return max(finite) / min(finite) > 30
+
+
+def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
+    """The forecast series: its points, its rolling median, the forecast path and band, the
+    points after the cut and the observed end. Returns every value drawn (for the choice of axis)."""
+    from advisor.commands.forecast import _num
+
+    fc, curve, full, fpath = outcome.forecast, outcome.curve, outcome.full, outcome.path
+    metric = curve.metric
+    drawn = list(curve.values)
+    ax.plot(curve.steps, curve.values, ".", ms=3, color=colour, alpha=0.5, label=f"observed {metric}")
+    smooth = _rolling_median(curve.steps, curve.values)
+    if smooth is not None:
+        ax.plot(*smooth, "-", color=colour, lw=1.3, label="observed, rolling median")
+    if len(full) > len(curve):
+        later = slice(len(curve), len(full))
+        ax.plot(
+            full.steps[later],
+            full.values[later],
+            ".",
+            ms=2,
+            color="0.6",
+            alpha=0.6,
+            label="after the cut (not seen by the forecast)",
+        )
+        ax.axvline(curve.steps[-1], color="0.4", lw=0.8, ls=":", label=f"cut at step {curve.steps[-1]:,.0f}")
+        drawn += list(full.values[later])
+    if fpath is not None and fc.last_step is not None and fc.current_loss is not None:
+        steps = [fc.last_step, *fpath.steps]
+        mean = [fc.current_loss, *fpath.mean]
+        p10 = [fc.current_loss, *fpath.p10]
+        p90 = [fc.current_loss, *fpath.p90]
+        ax.fill_between(steps, p10, p90, color="#ff7f0e", alpha=0.22, lw=0, label="forecast, 80% interval")
+        ax.plot(steps, mean, "-", color="#d62728", lw=1.6, label="forecast mean")
+        drawn += [*p10, *p90]
+    final = fc.final_loss
+    if outcome.total_steps is not None and math.isfinite(final.mean):
+        ax.errorbar(
+            [outcome.total_steps],
+            [final.mean],
+            yerr=[[final.mean - final.p10], [final.p90 - final.mean]],
+            fmt="o",
+            ms=4,
+            color="#d62728",
+            capsize=4,
+            label=f"final {metric} at step {outcome.total_steps:,} (p10..p90)",
+        )
+    elif math.isfinite(final.mean):  # no total: the asymptote, beyond the drawn path
+        ax.axhspan(final.p10, final.p90, color="#ff7f0e", alpha=0.08, label="asymptote, 80% interval")
+        ax.axhline(final.mean, color="#d62728", ls="--", lw=1.0, label="asymptote (total steps unknown)")
+        drawn += [final.p10, final.p90]
+    if outcome.observed_final is not None:
+        end = outcome.total_steps if outcome.total_steps is not None else max(full.steps)
+        ax.plot(
+            [end],
+            [outcome.observed_final],
+            "D",
+            ms=6,
+            mfc="none",
+            mec="black",
+            mew=1.3,
+            label=f"observed end ({_num(outcome.observed_final)})",
+        )
+    return drawn
+
+
+def _rolling_median(
+    steps: tuple[float, ...], values: tuple[float, ...]
+) -> tuple[list[float], list[float]] | None:
+    """A spike-robust trace of the observed curve (window ~4% of the points), for the plot only."""
+    from scipy.ndimage import median_filter
+
+    points = [(s, v) for s, v in zip(steps, values, strict=True) if math.isfinite(v)]
+    if len(points) < 10:
+        return None
+    window = max(3, len(points) // 25) | 1
+    smoothed = median_filter([v for _, v in points], size=window, mode="nearest")
+    return [s for s, _ in points], [float(v) for v in smoothed]
