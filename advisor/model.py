@@ -298,6 +298,12 @@ class JobView:
     total_steps: int | None = None
     last_step_change: float | None = None
     last_sample_time: float | None = None
+    progress_seen_at: float | None = None
+    """When the adapter received the job's newest progress, on the adapter's own clock (a reporter's
+    clock may be skewed): how old the evidence under the forecast is. None: the adapter did not say,
+    and no rule is held back for staleness."""
+    report_interval_s: float | None = None
+    """The run's usual time between reports (median gap of its latest points), None when unknown."""
     forecast: Forecast | None = None
     checkpoint: CheckpointState = field(default_factory=CheckpointState)
     throughput: tuple[tuple[int, float], ...] = ()

@@ -14,6 +14,9 @@ The engine owns everything rules must not decide alone:
 * cooldown (per job) and the cap of actions per hour (per policy) for disruptive actions, failed
   attempts included; the backoff of a kind of action that failed, and the hold on one found
   impossible on the job as it stands (``policies.retries``);
+* staleness (``policies.staleness``): a rule that rests on the forecast neither acts nor
+  recommends while the job's newest progress is older than ``safety.maxEvidenceAge`` (or three of
+  its report intervals): after an outage the forecast describes the past;
 * merging: once a rule releases or stops the job, growth and periodic checkpoints are moot; at
   most one checkpoint, one release/stop and one scale per decision;
 * Recommend mode: every action becomes a ``RECOMMEND`` that says what Apply would do.
@@ -25,7 +28,8 @@ The engine owns everything rules must not decide alone:
 ``diverging`` / ``diverging?``, ``hung`` / ``stalled?``, ``plateau:release`` / ``plateau:stop`` /
 ``plateau`` (recommend only) / ``plateau?`` (holding, not yet long enough), ``scale-up:N`` /
 ``scale-down:N``, ``deadline-miss``, ``guard:checkpoint``, ``checkpoint``; else ``continue``,
-``observing`` (no forecast yet), ``exempt``, or the lifecycle phase of a job that is not running
+``observing`` (no forecast yet), ``stale`` (a rule would act, on progress older than the policy
+allows), ``exempt``, or the lifecycle phase of a job that is not running
 (``finished``, ``failed``, ``suspended``, ``pending``; ``released`` when the advisor released it).
 A trailing ``?`` means "condition seen, still waiting".
 """
@@ -44,6 +48,7 @@ from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record
 from policies.rules.guard import NAME as GUARD
 from policies.rules.guard import boost_to_drop
 from policies.spec import Policy
+from policies.staleness import RESTS_ON_FORECAST, stale_evidence
 
 __all__ = ["decide", "evaluate_rules", "is_exempt", "judge", "not_running"]
 
@@ -294,6 +299,15 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         return _idle(job, cluster, policy, ctx, now)
     actions = _merge(outcomes)
     reasons: list[str] = []
+    stale = stale_evidence(job, policy, now)
+    held_stale = False
+    if stale is not None:
+        kept = [a for a in actions if a.rule not in RESTS_ON_FORECAST]
+        for a in actions:
+            if a.rule in RESTS_ON_FORECAST:
+                reasons.append(f"{a.rule}: not acted on, {stale} (wanted: {a.reason})")
+        held_stale = len(kept) < len(actions)
+        actions = kept
     rechecks = [o.recheck_at for _, o in outcomes if o.recheck_at is not None]
     if ctx.apply:
         actions = _held_back(job, actions, now, reasons, rechecks)
@@ -309,7 +323,9 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
     for _, o in outcomes:
         state.update(o.state)
     best = max((o for _, o in outcomes if o.advice), key=lambda o: o.severity, default=None)
-    if best is not None:
+    if held_stale:
+        advice = "stale"  # a rule wants to act, on progress older than the policy allows
+    elif best is not None:
         advice = best.advice
     elif ctx.forecast is None or not ctx.judge:
         advice = "observing"  # nothing judged yet: "continue" would claim a verdict

@@ -174,6 +174,8 @@ _JOB: dict[str, tuple[str, Conv]] = {
     "totalSteps": ("total_steps", _int),
     "lastStepChange": ("last_step_change", _num),
     "lastSampleTime": ("last_sample_time", _num),
+    "progressSeenAt": ("progress_seen_at", _num),
+    "reportIntervalSeconds": ("report_interval_s", _num),
     "lastLoss": ("last_loss", _num),
     "forecast": ("forecast", _forecast),
     "checkpoint": ("checkpoint", lambda v, p: checkpoint_from_dict(_obj(v, p))),

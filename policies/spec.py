@@ -194,6 +194,19 @@ class Safety:
         "duration",
         default=1800.0,
     )
+    max_evidence_age: float = spec_field(
+        "maxEvidenceAge",
+        "A rule that rests on the forecast (plateau, overfitting, divergence, deadline, elastic) "
+        "neither acts nor recommends while the job's newest progress reached the advisor longer ago "
+        "than this, or than 3 of the job's usual intervals between reports when that is longer: "
+        "after an API server outage or a watch that fell silent, the forecast describes the past. "
+        "The rule's timers keep running; it acts again on the first fresh report. The stall rule "
+        "is not held: no progress is its evidence.",
+        "duration",
+        default=600.0,
+        minimum=0.0,
+        exclusive_minimum=True,
+    )
     max_actions_per_hour: int = spec_field(
         "maxActionsPerHour",
         "Cap on disruptive actions (release, stop, scale) per hour by this policy, over all its jobs.",

@@ -90,6 +90,8 @@ class JobRecord:
     first_seen: float | None = None
     last_step_change: float | None = None
     last_sample_time: float | None = None
+    #: the adapter's clock when new progress last arrived (the reporter's own time may be skewed)
+    progress_seen_at: float | None = None
     throughput: dict[int, float] = field(default_factory=dict)
     last_decision: Decision | None = None
     sample_warnings: int = 0
@@ -303,6 +305,7 @@ class AdvisorCore:
                 # nothing the policies may act on; the next look re-forecasts the new segment
                 rec.forecast, rec.forecast_at, rec.learning = None, None, None
             rec.last_sample_time = when
+            rec.progress_seen_at = now
             if prev_step is None or sample.step != prev_step:
                 rec.last_step_change = when
             if prev_step is not None and outcome == "appended" and sample.step > prev_step:
@@ -313,6 +316,7 @@ class AdvisorCore:
             # progress without a loss value still proves the job is not hung
             rec.last_step_change = when
             rec.last_sample_time = when
+            rec.progress_seen_at = now
             return True
         return acked or rec.history.last_evals_added > 0
 
@@ -438,6 +442,8 @@ class AdvisorCore:
             total_steps=rec.total_steps if rec.total_steps is not None else job.total_steps,
             last_step_change=rec.last_step_change,
             last_sample_time=rec.last_sample_time,
+            progress_seen_at=rec.progress_seen_at,
+            report_interval_s=_report_interval(rec),
             started_at=job.started_at if job.started_at is not None else rec.first_seen,
             forecast=rec.forecast,
             checkpoint=rec.checkpoint,
@@ -669,6 +675,7 @@ class AdvisorCore:
             "firstSeen": rec.first_seen,
             "lastStepChange": rec.last_step_change,
             "lastSampleTime": rec.last_sample_time,
+            "progressSeenAt": rec.progress_seen_at,
             "throughput": [{"nodes": n, "stepsPerSecond": r} for n, r in sorted(rec.throughput.items())],
             "sampleWarnings": rec.sample_warnings,
             "resume": rec.resume.to_dict(),
@@ -701,6 +708,7 @@ class AdvisorCore:
         rec.first_seen = finite_or_none(data.get("firstSeen"))
         rec.last_step_change = finite_or_none(data.get("lastStepChange"))
         rec.last_sample_time = finite_or_none(data.get("lastSampleTime"))
+        rec.progress_seen_at = finite_or_none(data.get("progressSeenAt"))
         for item in data.get("throughput") or []:
             if isinstance(item, Mapping):
                 nodes, rate = int_or_none(item.get("nodes")), finite_or_none(item.get("stepsPerSecond"))

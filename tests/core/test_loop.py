@@ -85,6 +85,23 @@ class TestObserve:
         assert view.step == 10 and view.total_steps == 1000
         assert view.last_step_change == 100.0 and view.gpus == 8
 
+    def test_arrival_is_stamped_on_the_adapters_clock_not_the_reporters(self) -> None:
+        """A pod clock an hour fast must not make old news look fresh (``safety.maxEvidenceAge``)."""
+        core = make_core(Recorder())
+        skewed = 3600.0
+        for i, at in enumerate((100.0, 110.0, 120.0), start=1):
+            core.observe(JOB.key, ProgressSample(step=i, loss=1.0 / i, time=at + skewed), now=at)
+        view = core.view(JOB)
+        assert view.progress_seen_at == 120.0 and view.last_sample_time == 120.0 + skewed
+        assert view.report_interval_s == 10.0
+        # a duplicate carries no news: the arrival time stays
+        core.observe(JOB.key, ProgressSample(step=3, loss=1.0 / 3, time=120.0 + skewed), now=500.0)
+        assert core.view(JOB).progress_seen_at == 120.0
+        # and a restart keeps it: the restored controller has no fresher evidence than before
+        fresh = make_core(Recorder())
+        fresh.restore(JOB.key, json.loads(json.dumps(core.dump(JOB.key))))
+        assert fresh.view(JOB).progress_seen_at == 120.0
+
     def test_duplicate_sample_reports_nothing_new(self) -> None:
         core = make_core(Recorder())
         feed(core, range(1, 3))
