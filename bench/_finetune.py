@@ -5,8 +5,12 @@ split BY REPOSITORY (crc32 of ``owner/name`` from ``index.csv``, even: tune, odd
 that checkpoints of one project never sit on both sides.
 
 Per series (``train``: the training loss; ``eval``: ``eval_loss``) and cut c in CUTS of the last
-logged step, each method forecasts from the points up to the cut, with ``total_steps`` (the run's
-``max_steps``, else its last step). Truth, defined independently of the advisor's thresholds:
+logged step, each method forecasts from the points up to the cut, with ``total_steps`` the step of
+the series' last logged point: the truth below lives there. (A quarter of the files are checkpoints
+saved long before the run's ``max_steps``, up to 17x before it; asking for the value at ``max_steps``
+and scoring it against the value at the checkpoint scores a question nobody asked. ``--horizon
+max_steps`` reproduces that older protocol.) Truth, defined independently of the advisor's
+thresholds:
 
 * final value: median of the last ceil(5%) points of the series (the last eval for sparse evals);
 * smoothed value at the cut: median of the last 5 visible points (train) or 3 visible evals (eval);
@@ -16,11 +20,12 @@ logged step, each method forecasts from the points up to the cut, with ``total_s
   eval at the cut. The truth run label: ``learning`` when not stopped; else ``overfitting`` when
   the training loss still improved by >= 1% after the cut, ``plateaued`` when it did not.
 
-Methods: ``advisor`` (``forecast`` / ``forecast_series`` and ``learning_state``), ``last`` (last
-smoothed value, P(plateau) = 1), ``pow3`` (curve_fit, Laplace interval), ``patience`` (HF
-EarlyStopping: plateau when the last 3 points brought no new best, threshold 0; final value = the
-best so far), ``trainspotter`` when installed (plateau when its plateau or overfitting detector
-fires on the series over the visible prefix; final value = last value).
+Methods: ``advisor`` (``forecast`` / ``forecast_series`` and ``learning_state``; the eval series
+with the run's learning rate at its steps, from the visible training history, as the core loop
+does), ``last`` (last smoothed value, P(plateau) = 1), ``pow3`` (curve_fit, Laplace interval),
+``patience`` (HF EarlyStopping: plateau when the last 3 points brought no new best, threshold 0;
+final value = the best so far), ``trainspotter`` when installed (plateau when its plateau or
+overfitting detector fires on the series over the visible prefix; final value = last value).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import numpy as np
 from _baselines import last_value, single_fit  # type: ignore[import-not-found]
 
 from advisor.forecast import forecast
-from advisor.forecast.state import learning_state
+from advisor.forecast.state import learning_state, lr_at
 from advisor.model import LEARNING_LABELS
 from advisor.series import Direction
 
@@ -155,7 +160,10 @@ def _trainspotter(steps: np.ndarray, values: np.ndarray, metric: str) -> float |
     )
 
 
-def evaluate(runs: list[Run], *, with_trainspotter: bool = True) -> dict[str, Any]:
+def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = "logged") -> dict[str, Any]:
+    """Every method on every run, series and cut. ``horizon``: ``logged`` (each series is forecast
+    to its last logged step, where its truth is measured) or ``max_steps`` (to the run's declared
+    ``max_steps``, the older protocol)."""
     rng = np.random.default_rng(0)
     records: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
@@ -172,6 +180,7 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True) -> dict[str, An
             if mt.sum() < MIN_TRAIN_SEEN:
                 continue
             fcs: dict[str, Any] = {}
+            visible_lrs = (ts[mt], tlr[mt]) if tlr is not None else None
             for series, steps, vals, m, k, extra in (
                 (
                     "train",
@@ -184,12 +193,15 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True) -> dict[str, An
                         "epochs": tep[mt] if tep is not None else None,
                     },
                 ),
-                ("eval", es, ey, me, 3, {}),
+                # the eval series with the run's learning rate at its steps, as the core loop
+                # forecasts it (only the visible part of the schedule is read)
+                ("eval", es, ey, me, 3, {"learning_rates": lr_at(es[me], visible_lrs)}),
             ):
                 n_seen = int(m.sum())
                 if n_seen < (MIN_TRAIN_SEEN if series == "train" else MIN_EVALS_SEEN) or n_seen == vals.size:
                     continue
                 x, y = steps[m], vals[m]
+                total = float(steps[-1]) if horizon == "logged" else run.total
                 level = float(np.median(y[-k:]))
                 final = _final(vals)
                 plateau_truth = (level - final) < 0.01 * abs(level)
@@ -202,7 +214,7 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True) -> dict[str, An
                     "truth": plateau_truth,
                 }
                 t0 = time.perf_counter()
-                fc = forecast(x, y, total_steps=run.total, **extra)
+                fc = forecast(x, y, total_steps=total, **extra)
                 t_series.append(time.perf_counter() - t0)
                 fcs[series] = fc
                 records.append(
@@ -215,9 +227,9 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True) -> dict[str, An
                         "p": fc.plateau_probability,
                     }
                 )
-                v = last_value(x, y, run.total)
+                v = last_value(x, y, total)
                 records.append({**base, "method": "last", "mean": v[0], "p10": v[1], "p90": v[2], "p": v[3]})
-                v = single_fit("pow3", x, y, run.total, rng)
+                v = single_fit("pow3", x, y, total, rng)
                 records.append({**base, "method": "pow3", "mean": v[0], "p10": v[1], "p90": v[2], "p": v[3]})
                 p, best = _patience(y)
                 records.append(
@@ -237,14 +249,24 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True) -> dict[str, An
                             }
                         )
                 if series == "eval" and n_seen + 1 < vals.size:
-                    nxt = forecast(steps[: n_seen + 1], vals[: n_seen + 1], total_steps=run.total)
+                    upto = float(steps[n_seen])
+                    seen = (ts[ts <= upto], tlr[ts <= upto]) if tlr is not None else None
+                    nxt = forecast(
+                        steps[: n_seen + 1],
+                        vals[: n_seen + 1],
+                        total_steps=total,
+                        learning_rates=lr_at(steps[: n_seen + 1], seen),
+                    )
                     stability.append(abs(nxt.plateau_probability - fc.plateau_probability))
             if "eval" not in fcs:
                 continue
             x, y = es[me], ey[me]
             t0 = time.perf_counter()
             st = learning_state(
-                fcs.get("train"), {"eval_loss": EvalSeries(list(x), list(y))}, total_steps=int(run.total)
+                fcs.get("train"),
+                {"eval_loss": EvalSeries(list(x), list(y))},
+                total_steps=int(es[-1] if horizon == "logged" else run.total),
+                schedule=visible_lrs,
             )
             t_state.append(time.perf_counter() - t0)
             level = float(np.median(y[-3:]))
@@ -350,12 +372,12 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
             print(f"  {t:12s} " + "  ".join(f"{k}={v}" for k, v in sorted(row.items())))
 
 
-def main_finetune(root: Path, split: str, as_json: bool) -> int:
+def main_finetune(root: Path, split: str, as_json: bool, horizon: str = "logged") -> int:
     runs = load_runs(root)
     if not runs:
         print("no fine-tune curves found; skipped")
         return 0
-    result = evaluate(runs)
+    result = evaluate(runs, horizon=horizon)
     summaries = {s: summarise(result, s) for s in (("tune", "holdout") if split == "all" else (split,))}
     stab = np.array(result["stability"])
     timing = {

@@ -249,6 +249,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the fine-tune benchmark instead: train and eval series, the run state (see _finetune)",
     )
+    ap.add_argument(
+        "--horizon",
+        choices=("logged", "max_steps"),
+        default="logged",
+        help="--finetune: forecast each series to its last logged step (where its truth is; default)"
+        " or to the run's max_steps (the older protocol)",
+    )
     args = ap.parse_args(argv)
     if args.finetune:
         from _curves import data_root
@@ -258,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         if root is None:
             print("forecast_bench: development curves not found (../shared/data/curves); skipped")
             return 0
-        return main_finetune(root, args.split, args.json)
+        return main_finetune(root, args.split, args.json, args.horizon)
     curves = load_all()
     if not curves:
         print("forecast_bench: development curves not found (../shared/data/curves); skipped")

@@ -186,6 +186,7 @@ def compute(args: argparse.Namespace) -> Outcome:
         series,
         total_steps=total,
         forecast_all=True,
+        schedule=(curve.steps, curve.learning_rates) if curve.learning_rates is not None else None,
     )
     return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
 

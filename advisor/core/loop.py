@@ -153,6 +153,10 @@ def _learning_state(rec: JobRecord, now: float | None) -> LearningState:
     evals = rec.history.evals
     series = {name: s for name in evals.names if (s := evals.series(name)) is not None}
     idle = None if now is None or rec.last_step_change is None else max(0.0, now - rec.last_step_change)
+    reuse = now is not None and rec.learning is not None
+    points = rec.history.points
+    # the eval series are forecast with the run's learning rate at their steps (see ``state``)
+    schedule = None if reuse else ([p.step for p in points], [p.learning_rate for p in points])
     return learning_state(
         rec.forecast,
         series,
@@ -160,7 +164,8 @@ def _learning_state(rec: JobRecord, now: float | None) -> LearningState:
         idle_s=idle,
         report_interval_s=_report_interval(rec),
         forecast_all=True,
-        series_forecasts=rec.learning.series if now is not None and rec.learning is not None else None,
+        series_forecasts=rec.learning.series if reuse and rec.learning is not None else None,
+        schedule=schedule,
     )
 
 

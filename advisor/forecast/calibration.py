@@ -32,6 +32,19 @@ pre-training curves), ``Q_KNOTS_SCHEDULE`` with them (32 fine-tuning series, so 
 knot and split: wide and conservative, to be re-measured as curves with learning rates are added).
 The short-history knots stay pooled (the fine-tuning series give too few short histories to
 measure them apart).
+``Q_SMALL`` widens the short-history rule where the families disagree or predict a large drop. A
+sparse eval series (a fine-tune evaluating a handful of times) spends its first cuts below
+``SMALL_N`` points, and there the fixed 2-3% of the level covered 0.17 of the development
+fine-tunes' eval outcomes on the tuning half: with three to seven points the families' predictions
+spread over tens of percent, and the error follows them. The scale is the one above without its
+holdout term (no tail to hold out), and the multiplier is its split-conformal 80% quantile on the
+tuning half's short histories (3-7 points), the finite-sample rule that keeps the 80% promise for a
+new history exchangeable with those: the ceil(0.8 * (m + 1))-th smallest |error| / scale of m. Per
+model path again, because the paths err differently here too: with learning rates
+(``Q_SMALL_SCHEDULE``, 56 fine-tuning train and eval histories) 1.06 (the plain 80% quantile is
+0.79), without them (``Q_SMALL``, 127 pre-training validation histories) 0.38, as on the held-out
+half (0.38; there the fine-tunes' is 1.49). The half-width is the larger of the two rules, so the
+histories the relative rule was measured on keep at least their interval.
 These are conformal-style calibration constants: they make no
 claim about the shape of the error distribution, only about its 80% quantile at each distance.
 
@@ -87,6 +100,10 @@ Q_KNOTS_SCHEDULE = (1.85, 1.01, 2.10, 1.42, 0.93)
 SMALL_N = 8
 #: 80% quantile of |error| / |level| at those distances, for histories shorter than SMALL_N
 SMALL_REL_KNOTS = (0.021, 0.021, 0.034, 0.033, 0.236)
+#: histories shorter than SMALL_N: the half-width is also at least Q_SMALL (without learning rates)
+#: or Q_SMALL_SCHEDULE (with them) times the scale without its holdout term (see the module docstring)
+Q_SMALL = 0.38
+Q_SMALL_SCHEDULE = 1.06
 
 ANNEAL_STRETCH = 1.5
 ANNEAL_POWER = 1.375

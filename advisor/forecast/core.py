@@ -384,7 +384,15 @@ def _interval_sd(parts: Parts, n: int) -> float:
     rem = parts.remaining
     level = abs(parts.level)
     if n < cal.SMALL_N:
+        # no tail to hold out, so no measure of this curve's own extrapolation skill; but the
+        # families' disagreement and the drop they predict are there, and with a handful of points
+        # (a sparse eval series) they are large: the coarse relative rule alone ignored them
+        # (see ``calibration.Q_SMALL``)
         half = float(np.interp(rem, cal.REM_KNOTS, cal.SMALL_REL_KNOTS)) * level
+        scale = math.sqrt(
+            (cal.K_SPREAD * parts.spread) ** 2 + (cal.K_DROP * parts.drop) ** 2 + (cal.REL_FLOOR * level) ** 2
+        )
+        half = max(half, (cal.Q_SMALL if parts.lr_shape is None else cal.Q_SMALL_SCHEDULE) * scale)
     else:
         ho = parts.holdout_err if math.isfinite(parts.holdout_err) else 0.0
         scale = math.sqrt(

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from advisor.core import AdvisorCore
 from advisor.forecast import forecast
-from advisor.forecast.state import forecast_series, learning_state
+from advisor.forecast.state import forecast_series, learning_state, lr_at
 from advisor.model import LEARNING_LABELS, JobView, ProgressSample
 from advisor.series import Direction
 
@@ -174,3 +174,76 @@ def test_any_eval_series_gives_a_distribution_over_the_labels(
     assert set(st_.probabilities) == set(LEARNING_LABELS)
     assert abs(sum(st_.probabilities.values()) - 1.0) < 1e-9
     assert st_.label in LEARNING_LABELS and all(0.0 <= p <= 1.0 for p in st_.probabilities.values())
+
+
+# -- eval series forecast with the run's learning-rate schedule ---------------------------------
+
+
+def test_lr_at_reads_the_schedule_between_its_points_and_holds_its_ends() -> None:
+    sched = ([0.0, 100.0, 200.0, 300.0], [1.0, None, 0.5, float("nan")])
+    assert lr_at([0.0, 50.0, 200.0, 250.0, 900.0], sched) == pytest.approx([1.0, 0.875, 0.5, 0.5, 0.5])
+    assert lr_at([10.0], ([0.0, 5.0], [None, 1.0])) is None  # one usable point: no schedule
+    assert lr_at([10.0], None) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(0, 1e6), st.one_of(st.none(), st.floats(0, 10))), max_size=20),
+    st.lists(st.floats(0, 2e6), min_size=1, max_size=10),
+)
+def test_lr_at_stays_within_the_rates_it_was_given(
+    points: list[tuple[float, float | None]], steps: list[float]
+) -> None:
+    got = lr_at(steps, ([p[0] for p in points], [p[1] for p in points]))
+    finite = [v for _, v in points if v is not None]
+    if got is None:
+        assert len(finite) < 2
+        return
+    assert len(got) == len(steps)
+    assert all(min(finite) - 1e-12 <= v <= max(finite) + 1e-12 for v in got)
+
+
+def _decaying_finetune() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A fine-tune under a linear LR decay to zero whose eval loss follows the LR area (it
+    flattens as the rate runs out), evaluated every 250 steps."""
+    total = 3000.0
+    ts = np.arange(10.0, total + 1, 10.0)
+    lr = 2e-5 * (1.0 - ts / total)
+    area = np.cumsum(lr) / np.sum(lr)
+    es = np.arange(250.0, total + 1, 250.0)
+    ey = 0.6 + 0.5 * np.exp(-4.0 * np.interp(es, ts, area))
+    return ts, lr, es, ey
+
+
+def test_eval_series_are_forecast_with_the_runs_schedule() -> None:
+    ts, lr, es, ey = _decaying_finetune()
+    k = 6  # six evaluations seen, at step 1500 of 3000
+    seen = ts <= es[k - 1]
+    evals = {"eval_loss": Series(list(es[:k]), list(ey[:k]))}
+    with_lr = learning_state(None, evals, total_steps=3000, schedule=(ts[seen], lr[seen]))
+    without = learning_state(None, evals, total_steps=3000)
+    fc, plain = with_lr.series["eval_loss"], without.series["eval_loss"]
+    assert "lr_law" in fc.model and "lr_law" not in plain.model
+    # the forecast that knows the rate runs out is the closer one, and its interval holds the truth
+    truth = float(ey[-1])
+    assert abs(fc.final_loss.mean - truth) < abs(plain.final_loss.mean - truth)
+    assert fc.final_loss.p10 <= truth <= fc.final_loss.p90
+
+
+def test_the_core_loop_forecasts_eval_series_with_the_reported_learning_rates() -> None:
+    ts, lr, es, ey = _decaying_finetune()
+    evals = dict(zip(es.tolist(), ey.tolist(), strict=True))
+    core = AdvisorCore(forecast_interval_s=0)
+    last_eval: dict[str, float] = {}
+    for s, r in zip(ts.tolist(), lr.tolist(), strict=True):
+        if s > 1500:
+            break
+        if s in evals:
+            last_eval = {"eval_loss": evals[s]}
+        sample = ProgressSample(
+            step=int(s), loss=1.0 / (1 + s / 300), total_steps=3000, time=s, learning_rate=r, metrics=last_eval
+        )
+        core.observe("ns/a", sample, now=s)
+    view = core.view(JobView(namespace="ns", name="a"), now=1500.0)
+    st_ = view.learning_state
+    assert st_ is not None and "lr_law" in st_.series["eval_loss"].model

@@ -69,3 +69,39 @@ def test_plausible_curves_give_ordered_intervals(c) -> None:
     fc = forecast(s, y, total_steps=total, times=s * 0.1)
     _check(fc)
     assert fc.n_points == s.size
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.floats(0.01, 10.0), min_size=3, max_size=7),
+    st.floats(1.0, 20.0),
+)
+def test_a_short_history_interval_is_at_least_its_families_disagreement(
+    values: list[float], reach: float
+) -> None:
+    """Below SMALL_N points the interval has no held-out tail to learn from; it must still be at
+    least as wide as the families' own disagreement and predicted drop say (Q_SMALL, or
+    Q_SMALL_SCHEDULE with learning rates)."""
+    from advisor.forecast import calibration as cal
+    from advisor.forecast import forecast_with_parts
+
+    steps = [100.0 * (i + 1) for i in range(len(values))]
+    _, parts = forecast_with_parts(steps, values, total_steps=int(steps[-1] * reach))
+    if not parts["weights"]:  # no family fitted: the current level with its own wide rule
+        return
+    scale = math.hypot(cal.K_SPREAD * parts["spread"], cal.K_DROP * parts["drop"])
+    q = cal.Q_SMALL if parts["lr_shape"] is None else cal.Q_SMALL_SCHEDULE
+    assert cal.Z80 * parts["sd"] >= q * scale * (1 - 1e-9)
+
+
+def test_a_few_steeply_falling_evals_get_an_interval_that_reaches_back_to_a_flattening() -> None:
+    """Four evaluations of a fine-tune (learning rates known) falling fast: the families extrapolate
+    anything from a small further drop to a large one; the 80% interval must span that, not the
+    2-3% of the level of a long history."""
+    steps = [250.0, 500.0, 750.0, 1000.0]
+    values = [1.2, 0.9, 0.75, 0.68]
+    lrs = [2e-5 * (1 - s / 4000) for s in steps]
+    fc = forecast(steps, values, total_steps=4000, learning_rates=lrs)
+    width = (fc.final_loss.p90 - fc.final_loss.p10) / fc.current_loss
+    assert width > 0.15
+    assert fc.final_loss.p90 >= 0.6  # a run that flattens soon after is inside it
