@@ -240,8 +240,9 @@ def test_the_core_loop_forecasts_eval_series_with_the_reported_learning_rates() 
             break
         if s in evals:
             last_eval = {"eval_loss": evals[s]}
+        loss = 1.0 / (1 + s / 300)
         sample = ProgressSample(
-            step=int(s), loss=1.0 / (1 + s / 300), total_steps=3000, time=s, learning_rate=r, metrics=last_eval
+            step=int(s), loss=loss, total_steps=3000, time=s, learning_rate=r, metrics=last_eval
         )
         core.observe("ns/a", sample, now=s)
     view = core.view(JobView(namespace="ns", name="a"), now=1500.0)
