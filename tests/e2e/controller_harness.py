@@ -121,6 +121,43 @@ def queue_objects(cq: str, namespace: str, *, gpus: int = 16) -> list[dict[str, 
     ]
 
 
+def release_reservation(custom: Any, namespace: str, name: str, *, reason: str = "Deactivated") -> float:
+    """Play Kueue's job integration after an eviction (minimalkueue runs none): the job is stopped
+    and the reservation released as ``workload.UnsetQuotaReservationWithCondition`` does it:
+    QuotaReserved and Admitted False, the admission cleared, ``Requeued`` saying why (``reason``:
+    ``Deactivated`` for the advisor's own releases, not requeued; ``Preempted``, requeued), and the
+    admitted time added to ``accumulatedPastExecutionTimeSeconds`` (whole seconds). Re-activation
+    is then a new admission. Returns the seconds added."""
+    from datetime import UTC, datetime
+
+    from advisor.controller.kueue import parse_time
+
+    wl = custom.get_namespaced_custom_object(*KUEUE, namespace, "workloads", name)
+    conditions = (wl.get("status") or {}).get("conditions") or []
+    now = time.time()
+    admitted = next((c for c in conditions if c["type"] == "Admitted" and c["status"] == "True"), None)
+    since = parse_time(admitted["lastTransitionTime"]) if admitted is not None else None
+    spent = int(now - since) if since is not None else 0
+    stamp = datetime.fromtimestamp(now, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    message = "deactivated" if reason == "Deactivated" else "evicted"
+    kept = [c for c in conditions if c["type"] not in ("QuotaReserved", "Admitted", "Requeued")]
+    changed = [
+        ("QuotaReserved", "False", "Pending"),
+        ("Admitted", "False", "NoReservation"),
+        ("Requeued", "False" if reason == "Deactivated" else "True", reason),
+    ]
+    kept += [
+        {"type": t, "status": s, "reason": r, "message": message, "lastTransitionTime": stamp}
+        for t, s, r in changed
+    ]
+    past = int((wl.get("status") or {}).get("accumulatedPastExecutionTimeSeconds") or 0) + spent
+    status = {"admission": None, "conditions": kept, "accumulatedPastExecutionTimeSeconds": past}
+    custom.patch_namespaced_custom_object_status(
+        *KUEUE, namespace, "workloads", name, {"status": status}, _content_type=MERGE
+    )
+    return float(spent)
+
+
 def workload_admitted(custom: Any, namespace: str, name: str) -> bool:
     wl = custom.get_namespaced_custom_object(*KUEUE, namespace, "workloads", name)
     conds = (wl.get("status") or {}).get("conditions") or []

@@ -27,7 +27,16 @@ from typing import Any
 
 import controlplane as cp
 import pytest
-from controller_harness import KUEUE, MERGE, TRAINER, Controller, admitting, wait_for, workload_admitted
+from controller_harness import (
+    KUEUE,
+    MERGE,
+    TRAINER,
+    Controller,
+    admitting,
+    release_reservation,
+    wait_for,
+    workload_admitted,
+)
 from test_controller_scenarios import Cluster, feed, rfc3339
 
 from advisor.controller.audit import AUDIT_LOGGER
@@ -88,48 +97,6 @@ def _finish(cluster: Cluster, job: str, workload: str) -> None:
     )
 
 
-def _give_back_quota(cluster: Cluster, workload: str) -> None:
-    """Play Kueue's job integration after a deactivation (minimalkueue has none): the job is
-    suspended and the reservation released, so that re-activation is a new admission."""
-    now = rfc3339(time.time())
-    conds = [
-        c
-        for c in cluster.workload(workload)["status"]["conditions"]
-        if c["type"] not in ("QuotaReserved", "Admitted", "Requeued")
-    ]
-    conds += [
-        {
-            "type": "QuotaReserved",
-            "status": "False",
-            "reason": "Pending",
-            "message": "released",
-            "lastTransitionTime": now,
-        },
-        {
-            "type": "Admitted",
-            "status": "False",
-            "reason": "NoReservation",
-            "message": "released",
-            "lastTransitionTime": now,
-        },
-        {
-            "type": "Requeued",
-            "status": "False",
-            "reason": "Deactivated",
-            "message": "deactivated",
-            "lastTransitionTime": now,
-        },
-    ]
-    cluster.custom.patch_namespaced_custom_object_status(
-        *KUEUE,
-        cluster.ns,
-        "workloads",
-        workload,
-        {"status": {"admission": None, "conditions": conds}},
-        _content_type=MERGE,
-    )
-
-
 def _releases(cluster: Cluster, job: str) -> list[dict[str, Any]]:
     f = cluster.forecast(job)
     return [a for a in ((f or {}).get("status") or {}).get("actions") or [] if a["kind"] == "release-quota"]
@@ -176,7 +143,7 @@ def test_apply_mode_acts_only_on_running_jobs_once_and_says_what_it_did(
         ctl = Controller(control_plane, cluster.ns)
         try:
             time.sleep(5)
-            _give_back_quota(cluster, wls["resumed"])
+            release_reservation(cluster.custom, cluster.ns, wls["resumed"])
             assert not workload_admitted(cluster.custom, cluster.ns, wls["resumed"])
             cluster.custom.patch_namespaced_custom_object(
                 *KUEUE,

@@ -30,6 +30,7 @@ from controller_harness import (
     TRAINER,
     Controller,
     admitting,
+    release_reservation,
     wait_for,
     workload_admitted,
 )
@@ -590,43 +591,7 @@ def test_apply_release_frees_real_kueue_quota_for_a_pending_job(
         cluster.custom.patch_namespaced_custom_object(
             *TRAINER[:2], cluster.ns, TRAINER[2], "flat", {"spec": {"suspend": True}}
         )
-        now = rfc3339(time.time())
-        conds = [
-            c
-            for c in cluster.workload(wl_flat)["status"]["conditions"]
-            if c["type"] not in ("QuotaReserved", "Admitted", "Requeued")
-        ]
-        conds += [
-            {
-                "type": "QuotaReserved",
-                "status": "False",
-                "reason": "Pending",
-                "message": "released",
-                "lastTransitionTime": now,
-            },
-            {
-                "type": "Admitted",
-                "status": "False",
-                "reason": "NoReservation",
-                "message": "released",
-                "lastTransitionTime": now,
-            },
-            {
-                "type": "Requeued",
-                "status": "False",
-                "reason": "Deactivated",
-                "message": "deactivated",
-                "lastTransitionTime": now,
-            },
-        ]
-        cluster.custom.patch_namespaced_custom_object_status(
-            *KUEUE,
-            cluster.ns,
-            "workloads",
-            wl_flat,
-            {"status": {"admission": None, "conditions": conds}},
-            _content_type=MERGE,
-        )
+        release_reservation(cluster.custom, cluster.ns, wl_flat)
         wait_for(lambda: admitted(wl_wait), "Kueue to admit the pending job on the freed quota")
     finally:
         control_plane.delete_namespace(cluster.ns)

@@ -16,8 +16,8 @@ from typing import Any
 
 import controlplane as cp
 import pytest
-from controller_harness import FAST, KUEUE, MERGE, Controller, wait_for
-from test_controller_scenarios import Cluster, learning_curve, rfc3339
+from controller_harness import FAST, KUEUE, Controller, release_reservation, wait_for
+from test_controller_scenarios import Cluster, learning_curve
 
 from advisor.controller.kueue import parse_time, parse_workload
 from policies.hazard import hazard_by_queue, workload_exposure
@@ -97,51 +97,6 @@ def _true(cluster: Cluster, name: str, kind: str) -> bool:
     return c is not None and c["status"] == "True"
 
 
-def _release_reservation(cluster: Cluster, name: str) -> float:
-    """Kueue's job integration after an eviction (minimalkueue runs none): the job is stopped and
-    the reservation released as ``workload.UnsetQuotaReservationWithCondition`` does it:
-    QuotaReserved and Admitted False, the admission cleared, the admitted time added to
-    ``accumulatedPastExecutionTimeSeconds`` (whole seconds). Returns the seconds added."""
-    wl = cluster.workload(name)
-    now = time.time()
-    admitted = parse_time(_cond(wl, "Admitted")["lastTransitionTime"])
-    assert admitted is not None
-    spent = int(now - admitted)
-    stamp = rfc3339(now)
-    conds = [
-        c for c in wl["status"]["conditions"] if c["type"] not in ("QuotaReserved", "Admitted", "Requeued")
-    ]
-    conds += [
-        {
-            "type": "QuotaReserved",
-            "status": "False",
-            "reason": "Pending",
-            "message": "evicted",
-            "lastTransitionTime": stamp,
-        },
-        {
-            "type": "Admitted",
-            "status": "False",
-            "reason": "NoReservation",
-            "message": "evicted",
-            "lastTransitionTime": stamp,
-        },
-        {
-            "type": "Requeued",
-            "status": "True",
-            "reason": "Preempted",
-            "message": "evicted",
-            "lastTransitionTime": stamp,
-        },
-    ]
-    past = int(wl["status"].get("accumulatedPastExecutionTimeSeconds") or 0) + spent
-    status = {"admission": None, "conditions": conds, "accumulatedPastExecutionTimeSeconds": past}
-    cluster.custom.patch_namespaced_custom_object_status(
-        *KUEUE, cluster.ns, "workloads", name, {"status": status}, _content_type=MERGE
-    )
-    return float(spent)
-
-
 def test_the_hazard_read_from_real_workloads_matches_a_hand_count(cluster: Cluster, queue: str) -> None:
     low = cluster.create_trainjob("low", queue="queue")
     wl_low = _workload(cluster, low)
@@ -152,7 +107,7 @@ def test_the_hazard_read_from_real_workloads_matches_a_hand_count(cluster: Clust
     wait_for(lambda: _true(cluster, wl_low, "Evicted"), "Kueue to preempt the low-priority job")
     assert _cond(cluster.workload(wl_low), "Evicted")["reason"] == "Preempted"
     released = time.time()
-    spent = _release_reservation(cluster, wl_low)
+    spent = release_reservation(cluster.custom, cluster.ns, wl_low, reason="Preempted")
     wait_for(lambda: _true(cluster, wl_high, "Admitted"), "Kueue to admit the preemptor")
     time.sleep(2)
     objs = {n: cluster.workload(n) for n in (wl_low, wl_high)}
