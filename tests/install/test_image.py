@@ -97,3 +97,19 @@ def test_the_chart_deploys_the_same_image_at_the_package_version() -> None:
     assert f"{values['image']['repository']}:{chart['appVersion']}" == deployment_image()
     for link in ("crds/trainjobforecast.yaml", "crds/advisorpolicy.yaml", "files/clusterrole.yaml"):
         assert (chart_dir / link).is_symlink() and (chart_dir / link).resolve().is_file(), link
+
+
+def test_the_image_exposes_the_port_the_controller_serves_and_the_manifests_probe() -> None:
+    """EXPOSE documents the container's ports: the one `run` serves (metrics and both probes) by
+    default, which is the one port the Deployment declares and probes."""
+    from advisor.cli import build_parser
+
+    default_port = build_parser().parse_args(["run"]).metrics_port
+    (exposed,) = re.findall(r"^EXPOSE (.+)$", (ROOT / "Containerfile").read_text(), re.M)
+    deploy = yaml.safe_load((ROOT / "manifests" / "deploy" / "deployment.yaml").read_text())
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    declared = {p["containerPort"] for p in container["ports"]}
+    probed = {container[probe]["httpGet"]["port"] for probe in ("livenessProbe", "readinessProbe")}
+    assert [int(port) for port in exposed.split()] == [default_port] == sorted(declared)
+    assert probed == {p["name"] for p in container["ports"]}
+    assert "--liveness" not in " ".join(container["args"])  # kopf's own endpoint, which would need a port
