@@ -115,7 +115,7 @@ def build(args: argparse.Namespace) -> int:
         print(f"nothing to build: {exc}")
         return 0 if args.if_go else 2
     try:
-        bins = cp.ensure_binaries(go, kueue=True, kubectl=True, helm=True)
+        bins = cp.ensure_binaries(go, kueue=True, kubectl=True, helm=True, trainer=args.trainer)
         cp.upstream_crds(go)  # fetches the CRD modules into the module cache now, not mid-test
         cp.compat_crds(go)
     except cp.HarnessError as exc:
@@ -174,6 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     p_build = sub.add_parser("build", help="build or find the cached binaries; start nothing")
     p_build.add_argument("--kubectl", action="store_true", help="(kubectl and helm are always built now)")
     p_build.add_argument("--if-go", action="store_true", help="exit 0 (after saying why) when Go is absent")
+    p_build.add_argument(
+        "--trainer",
+        action="store_true",
+        help="also Kubeflow Trainer's controller manager (opt-in: tests/e2e/test_trainer_pipeline.py)",
+    )
     p_build.set_defaults(func=build)
     sub.add_parser("down", help="stop every process and remove the run folder").set_defaults(func=down)
     sub.add_parser("status", help="which processes are running").set_defaults(func=status)

@@ -35,7 +35,7 @@ KUBERNETES = "v1.36.3"  # k8s.io/kubernetes (kube-apiserver, kubectl)
 STAGING = "v0.36.3"  # the published twin of every k8s.io/* staging module of KUBERNETES
 ETCD = "v3.6.8"  # go.etcd.io/etcd/server/v3, the version KUBERNETES itself pins
 KUEUE = "v0.19.2"  # sigs.k8s.io/kueue (minimalkueue + CRDs)
-TRAINER = "v2.3.0"  # github.com/kubeflow/trainer/v2 (CRDs only)
+TRAINER = "v2.3.0"  # github.com/kubeflow/trainer/v2 (CRDs; the opt-in trainer-controller-manager)
 JOBSET = "v0.12.0"  # sigs.k8s.io/jobset (CRD only), the version KUEUE pins
 HELM = "v4.3.2"  # helm.sh/helm/v4 (renders charts/ in the e2e tier)
 # The compatibility plane (tests/e2e/test_compat.py): the clusters people have besides the newest.
@@ -123,6 +123,8 @@ def _version_ldflags(kind: str) -> str:
     )
 
 
+_TRAINER_MANAGER = "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"
+
 # name -> (binary, version, workdir key, build commands; "{out}" is the output path)
 _RECIPES: dict[str, tuple[str, str, str, list[list[str]]]] = {
     "etcd": (
@@ -188,6 +190,26 @@ _RECIPES: dict[str, tuple[str, str, str, list[list[str]]]] = {
                 "-o",
                 "{out}",
                 "helm.sh/helm/v4/cmd/helm",
+            ],
+        ],
+    ),
+    # Kubeflow Trainer's controller manager (its status server is the real progress pipeline):
+    # opt-in (tests/e2e/test_trainer_pipeline.py), its own wrapper module like Kueue's.
+    "trainer-controller-manager": (
+        "trainer-controller-manager",
+        TRAINER,
+        f"trainer-{TRAINER}",
+        [
+            ["go", "get", "-tool", f"{_TRAINER_MANAGER}@{TRAINER}"],
+            [
+                "go",
+                "build",
+                "-trimpath",
+                "-ldflags",
+                "-s -w",
+                "-o",
+                "{out}",
+                _TRAINER_MANAGER,
             ],
         ],
     ),
@@ -354,12 +376,17 @@ class Binaries:
     kueue_error: str | None = None
     kubectl: Path | None = None
     helm: Path | None = None
-    #: why kubectl or helm is missing (the install tests fail with it; the rest of the tier runs)
+    #: Kubeflow Trainer's manager: built on request only (``build --trainer``), else used when cached
+    trainer_manager: Path | None = None
+    #: why kubectl, helm or the Trainer manager is missing (their tests fail with it; the rest runs)
     tool_errors: dict[str, str] = field(default_factory=dict)
 
 
-def ensure_binaries(go: Go, *, kueue: bool = True, kubectl: bool = False, helm: bool = False) -> Binaries:
-    """etcd and kube-apiserver are required (HarnessError on failure); Kueue, kubectl, helm: best effort."""
+def ensure_binaries(
+    go: Go, *, kueue: bool = True, kubectl: bool = False, helm: bool = False, trainer: bool = False
+) -> Binaries:
+    """etcd and kube-apiserver are required (HarnessError on failure); Kueue, kubectl, helm and the
+    Trainer manager: best effort. A tool not asked for is still offered when it is already cached."""
     bins = Binaries(etcd=ensure_binary(go, "etcd"), kube_apiserver=ensure_binary(go, "kube-apiserver"))
     if kueue:
         try:
@@ -367,12 +394,16 @@ def ensure_binaries(go: Go, *, kueue: bool = True, kubectl: bool = False, helm: 
         except HarnessError as exc:
             bins.kueue_error = f"minimalkueue {KUEUE} did not build: {str(exc).splitlines()[0]}"
             LOG(bins.kueue_error)
-    for name, wanted in (("kubectl", kubectl), ("helm", helm)):
+    for name, attr, wanted in (
+        ("kubectl", "kubectl", kubectl),
+        ("helm", "helm", helm),
+        ("trainer-controller-manager", "trainer_manager", trainer),
+    ):
         if not wanted and binary_path(name).exists():
-            setattr(bins, name, binary_path(name))  # built earlier: free to offer
+            setattr(bins, attr, binary_path(name))  # built earlier: free to offer
         elif wanted:
             try:
-                setattr(bins, name, ensure_binary(go, name))
+                setattr(bins, attr, ensure_binary(go, name))
             except HarnessError as exc:
                 bins.tool_errors[name] = f"{name} did not build: {str(exc).splitlines()[0]}"
                 LOG(bins.tool_errors[name])

@@ -5,7 +5,8 @@ RBAC, watches). Where Go is absent every e2e test is skipped with one line sayin
 is present the control plane is built (once, cached outside the checkout) and started. A build
 or start failure on such a machine is an error, never a silent skip.
 
-Fixtures: ``control_plane`` (session), ``admin_api``, ``controller_api`` (session ApiClients),
+Fixtures: ``control_plane`` (session), ``e2e_binaries`` (session: the binaries, for a module that
+starts its own plane), ``admin_api``, ``controller_api`` (session ApiClients),
 ``e2e_namespace`` (a fresh namespace per test, emptied and deleted after), ``requires_kueue``.
 Markers: every test here gets ``e2e``; ``kueue`` / ``requires_kueue`` skip when Kueue is not running.
 Set TRAINJOB_ADVISOR_SKIP_E2E=1 to skip the tier on purpose (the reason says so).
@@ -76,7 +77,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     with live:  # a cold build takes many minutes: let its progress lines through
         try:
             _Prepared.binaries = controlplane.ensure_binaries(
-                _Prepared.go, kueue=True, kubectl=True, helm=True
+                _Prepared.go,
+                kueue=True,
+                kubectl=True,
+                helm=True,
+                # minutes to build cold: on request only; used whenever it is cached
+                trainer=bool(os.environ.get("TRAINJOB_ADVISOR_BUILD_TRAINER")),
             )
             _Prepared.crds = controlplane.upstream_crds(_Prepared.go)
         except controlplane.HarnessError as exc:
@@ -114,6 +120,18 @@ def control_plane() -> Iterator[controlplane.ControlPlane]:
             print(f"\ncontrol plane logs kept in {run_dir}", file=sys.stderr)
         else:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def e2e_binaries() -> controlplane.Binaries:
+    """The built binaries alone, for a module that starts a control plane of its own."""
+    if _Prepared.skip_reason:
+        pytest.skip(_Prepared.skip_reason)
+    if _Prepared.error is not None:
+        raise _Prepared.error
+    if _Prepared.binaries is None:
+        raise controlplane.HarnessError("the control plane binaries were not prepared at collection")
+    return _Prepared.binaries
 
 
 @pytest.fixture(scope="session")
