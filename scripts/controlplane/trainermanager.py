@@ -280,8 +280,9 @@ class TrainerManager:
             return False
 
     def stop(self) -> None:
+        """SIGTERM, and SIGKILL after 5 s: it keeps nothing that a slower shutdown would save."""
         if self._proc is not None:
-            terminate_group(self._proc.pid, popen=self._proc)
+            terminate_group(self._proc.pid, grace_s=5.0, popen=self._proc)
             self._proc = None
 
 
