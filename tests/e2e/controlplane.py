@@ -53,6 +53,7 @@ from k8sbuild import (  # noqa: E402
     find_go,
     load_yaml_docs,
     local_manifests,
+    service_monitor_crd,
     upstream_crds,
 )
 from k8sprocs import (  # noqa: E402
@@ -87,6 +88,7 @@ __all__ = [
     "find_go",
     "local_manifests",
     "pid_alive",
+    "service_monitor_crd",
     "start_control_plane",
     "terminate_group",
     "upstream_crds",
