@@ -59,6 +59,20 @@ def proc_rss_mib(pid: int) -> tuple[float, float]:
     return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
 
 
+def rss_slope(samples: list[tuple[float, float]], after_s: float) -> float | None:
+    """MiB per hour, least squares over the samples taken after ``after_s`` (None: too few)."""
+    late = [(t, m) for t, m in samples if t >= after_s]
+    if len(late) < 3:
+        return None
+    n = len(late)
+    mt = sum(t for t, _ in late) / n
+    mm = sum(m for _, m in late) / n
+    var = sum((t - mt) ** 2 for t, _ in late)
+    if var <= 0:
+        return None
+    return round(3600.0 * sum((t - mt) * (m - mm) for t, m in late) / var, 2)
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -261,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         cpu0, wall0, m0 = proc_cpu_seconds(ctl.pid), time.time(), scrape(args.metrics_port)
         loads: list[float] = []
+        rss_samples: list[tuple[float, float]] = []  # (seconds since the first update, RSS MiB)
         sent = errors = 0
         patch_seconds: list[float] = []  # the API server's write latency, as the Trainer sees it
         lock = threading.Lock()
@@ -315,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     inflight[i] = pool.submit(send, i, rnd)
                 rss, _ = proc_rss_mib(ctl.pid)
+                rss_samples.append((time.time() - wall0, rss))
                 loads.append(os.getloadavg()[0])
                 print(
                     f"  round {rnd + 1}/{rounds}: sent {sent}, skipped {skipped}, errors {errors}, "
@@ -375,6 +391,12 @@ def main(argv: list[str] | None = None) -> int:
             "apiserver_patch_p50_s": round(percentile(patch_seconds, 0.5), 3),
             "apiserver_patch_p99_s": round(percentile(patch_seconds, 0.99), 3),
             "tjf_status_bytes_mean": round(sum(tracker.object_bytes) / max(1, len(tracker.object_bytes))),
+            # least-squares slope of the controller's RSS over the second half of the run (after
+            # the start-up has created every object): flat memory is a slope near 0
+            "rss_mib_start_end": [round(rss_samples[0][1], 1), round(rss_samples[-1][1], 1)]
+            if rss_samples
+            else None,
+            "rss_slope_mib_per_hour_second_half": rss_slope(rss_samples, args.duration / 2),
             "load_average_1m_mean_max": [round(sum(loads) / max(1, len(loads)), 2), max(loads, default=0.0)],
             "evaluations": int(
                 m1.get("trainjob_advisor_forecast_duration_seconds_count", 0)
