@@ -2,13 +2,17 @@
 
 GPU types (ResourceFlavors) are folded into one GPU count per ClusterQueue. Modelled: nominal quota,
 cohorts with borrowing and lending limits, StrictFIFO / BestEffortFIFO queueing ordered by effective
-priority then creation time, and classic preemption (``withinClusterQueue``, ``reclaimWithinCohort``,
+priority then creation time, the queues of a pass in the order of Kueue's cycle (a head that fits
+without borrowing first), and classic preemption (``withinClusterQueue``, ``reclaimWithinCohort``,
 ``borrowWithinCohort``) with Kueue's candidate ordering: workloads of other ClusterQueues first,
 then lower effective priority (priority + priority-boost), then the most recently admitted, then
-the uid; greedily taken until the preemptor fits, then pruned in reverse of whatever is not needed.
+the uid; greedily taken until the preemptor fits, then pruned in reverse of whatever is not needed,
+with borrowing allowed or not in Kueue's attempts.
 
-It is written from Kueue's documented behaviour (``shared/reference/kueue.md`` §3-4), on its own
-and not from the advisor's victim predictor, so that the predictor can be scored against it.
+It is written from Kueue's documented behaviour (``shared/reference/kueue.md`` §3-4) and its
+scheduler's code (v0.19.2), on its own and not from the advisor's victim predictor, so that the
+predictor can be scored against it; ``simulator.conformance`` plays small scenarios in it and in
+real Kueue (``docs/cluster.md``, "The quota model against real Kueue").
 Quota is released the moment a workload is evicted (Kueue frees it once the job's pods are
 terminating), and a preempted workload keeps its original creation time, hence its queue place.
 """
@@ -334,14 +338,24 @@ class QuotaModel:
     # ---- preemption ------------------------------------------------------------------------
     def preemption_targets(self, wl: Workload) -> list[Preemption] | None:
         """The victims Kueue would evict to admit ``wl`` (None when it cannot be admitted by
-        preemption). Pure: changes nothing."""
+        preemption). Pure: changes nothing.
+
+        As Kueue's ``classicalPreemptions``: candidates in other (borrowing) members of the cohort
+        first, then in its own queue, each group in ``CandidatesOrdering``; one or two attempts,
+        with borrowing allowed or not, taken greedily until the preemptor fits and then filled
+        back. A cohort candidate the preemptor may take only if it does not borrow itself
+        (``reclaimWithinCohort`` while it would borrow, without ``borrowWithinCohort`` or above
+        its ``maxPriorityThreshold``) counts only in the attempt without borrowing: there the
+        preemptor must end within its nominal quota, which its own queue's victims can make room
+        for (``_attempts``)."""
         own = self.queues[wl.cluster_queue]
         spec = own.spec
         prio = self._eff(wl)
         would_borrow = own.usage + wl.gpus > spec.nominal_gpus
         if not self._may_have_candidates(wl, prio, would_borrow):
             return None
-        candidates: list[tuple[tuple[int, int, float, int], Workload, str]] = []
+        #: (order key, victim, reason, only in the attempt without borrowing)
+        candidates: list[tuple[tuple[int, int, float, int], Workload, str, bool]] = []
         if spec.within_cluster_queue != "Never":
             for v in own.admitted.values():
                 vp = self._eff(v)
@@ -351,51 +365,83 @@ class QuotaModel:
                     and v.created_at > wl.created_at
                 )
                 if ok:
-                    candidates.append(((1, vp, -(v.admitted_at or 0.0), v.uid), v, "InClusterQueue"))
+                    candidates.append(((1, vp, -(v.admitted_at or 0.0), v.uid), v, "InClusterQueue", False))
+        cross = False
         if spec.cohort is not None and spec.reclaim_within_cohort != "Never":
+            threshold = spec.borrow_max_priority_threshold
             for name, _low in self._borrowers(spec.cohort):
                 if name == wl.cluster_queue:
                     continue
                 for v in self.queues[name].admitted.values():
                     vp = self._eff(v)
-                    if not would_borrow:
-                        ok = spec.reclaim_within_cohort == "Any" or vp < prio
-                        reason = "InCohortReclamation"
-                    else:
-                        threshold = spec.borrow_max_priority_threshold
-                        ok = (
-                            spec.borrow_within_cohort == "LowerPriority"
-                            and vp < prio
-                            and (threshold is None or vp <= threshold)
-                        )
-                        reason = "InCohortReclaimWhileBorrowing"
-                    if ok:
-                        candidates.append(((0, vp, -(v.admitted_at or 0.0), v.uid), v, reason))
+                    if not (spec.reclaim_within_cohort == "Any" or vp < prio):
+                        continue
+                    without = would_borrow and (
+                        spec.borrow_within_cohort == "Never"
+                        or vp >= prio
+                        or (threshold is not None and vp > threshold)
+                    )
+                    reason = (
+                        "InCohortReclaimWhileBorrowing"
+                        if would_borrow and not without
+                        else "InCohortReclamation"
+                    )
+                    candidates.append(((0, vp, -(v.admitted_at or 0.0), v.uid), v, reason, without))
+                    cross = True
         if not candidates:
             return None
         candidates.sort(key=lambda c: c[0])
+        for borrow in self._attempts(own, would_borrow, cross):
+            chosen = self._attempt(wl, candidates, borrow)
+            if chosen is not None:
+                return [Preemption(v, wl, reason) for v, reason in chosen]
+        return None
+
+    @staticmethod
+    def _attempts(own: _Queue, would_borrow: bool, cross: bool) -> tuple[bool, ...]:
+        """Kueue's attempts, in its order (``True``: the preemptor may borrow once admitted)."""
+        forbidden = own.spec.borrow_within_cohort == "Never"
+        if not cross or (forbidden and own.usage >= own.spec.nominal_gpus):
+            return (True,)
+        if forbidden and would_borrow:  # no candidate it has a hierarchical advantage over
+            return (False, True)
+        return (True, False)
+
+    def _attempt(
+        self,
+        wl: Workload,
+        candidates: list[tuple[tuple[int, int, float, int], Workload, str, bool]],
+        borrow: bool,
+    ) -> list[tuple[Workload, str]] | None:
+        own = self.queues[wl.cluster_queue]
+
+        def fits(removed: dict[str, int]) -> bool:
+            if not borrow and own.usage - removed.get(wl.cluster_queue, 0) + wl.gpus > own.spec.nominal_gpus:
+                return False
+            return self._fits(wl.cluster_queue, wl.gpus, removed)
+
         removed: dict[str, int] = {}
         chosen: list[tuple[Workload, str]] = []
-        fits = False
-        for _key, v, reason in candidates:
+        for _key, v, reason, without in candidates:
             if v.cluster_queue != wl.cluster_queue:
+                if borrow and without:
+                    continue
                 other = self.queues[v.cluster_queue]
                 if other.usage - removed.get(v.cluster_queue, 0) <= other.spec.nominal_gpus:
                     continue  # that queue no longer borrows: nothing left to reclaim from it
             removed[v.cluster_queue] = removed.get(v.cluster_queue, 0) + v.gpus
             chosen.append((v, reason))
-            if self._fits(wl.cluster_queue, wl.gpus, removed):
-                fits = True
+            if fits(removed):
                 break
-        if not fits:
+        else:
             return None
         for v, reason in reversed(list(chosen)):
             removed[v.cluster_queue] -= v.gpus
-            if self._fits(wl.cluster_queue, wl.gpus, removed):
+            if fits(removed):
                 chosen.remove((v, reason))
             else:
                 removed[v.cluster_queue] += v.gpus
-        return [Preemption(v, wl, reason) for v, reason in chosen]
+        return chosen
 
     # ---- the scheduling pass ---------------------------------------------------------------
     def _admit(self, wl: Workload, now: float) -> None:
@@ -412,59 +458,78 @@ class QuotaModel:
 
         Returns the newly admitted workloads and the preemptions issued. Evicted victims are
         released here; the caller requeues them (``submit``) after stopping their jobs.
+
+        Each queue is scanned in its own order (``_scan``), the queues in the order of their heads
+        as Kueue's scheduling cycle tries the heads of its ClusterQueues: one that fits without
+        borrowing first, then by effective priority, then by creation time (``_cycle_key``). That
+        order decides which queue of a cohort gets the GPUs both want. Kueue takes one head per
+        ClusterQueue per cycle; the model scans a queue through before the next one, so that a
+        queue's backlog behind its head goes before the next queue's head (a simplification that
+        keeps the pass's shortcuts exact: ``tests/simulator/test_quota_fast_paths.py``).
         """
         admitted: list[Workload] = []
         preempted: list[Preemption] = []
         while self._dirty:
-            names = sorted(self._dirty)
+            names = [name for name in sorted(self._dirty) if self.queues[name].pending]
             self._dirty.clear()
+            if len(names) > 1:
+                names.sort(key=lambda name: self._cycle_key(self.queues[name].pending[0][1]))
             for name in names:
-                q = self.queues[name]
-                if not q.pending:
-                    continue  # nothing waits: most queues of a big cohort, most of the time
-                no_fit = _INF  # smallest size that did not fit as is (larger ones cannot either)
-                no_victims: dict[int, int] = {}  # priority -> smallest size that found no victims
-                spec = q.spec
-                can_preempt = spec.within_cluster_queue != "Never" or spec.reclaim_within_cohort != "Never"
-                strict = spec.queueing_strategy == "StrictFIFO"
-                after: _Key | None = None
-                while True:
-                    # Entries of at least ``no_fit`` GPUs cannot fit as they are, and those of at least
-                    # the smallest size that found no victims cannot preempt either (every later entry
-                    # has no higher a priority): the pass skips them without looking. StrictFIFO stops
-                    # at the first entry it cannot admit, so it visits them.
-                    below = _INF
-                    if not strict:
-                        below = max(no_fit, min(no_victims.values(), default=_INF)) if can_preempt else no_fit
-                    entry = q.next_entry(after, below)
-                    if entry is None:
-                        break
-                    after, wl = entry
-                    if wl.gpus < no_fit:
-                        if self._fits(name, wl.gpus, {}):
-                            self._admit(wl, now)
-                            admitted.append(wl)
-                            no_victims.clear()
-                            continue
-                        no_fit = wl.gpus
-                    prio = self._eff(wl)
-                    hopeless = not can_preempt or any(
-                        g <= wl.gpus and p >= prio for p, g in no_victims.items()
-                    )
-                    targets = None if hopeless else self.preemption_targets(wl)
-                    if targets:
-                        for p in targets:
-                            self.release(p.victim)
-                            preempted.append(p)
-                        self._admit(wl, now)
-                        admitted.append(wl)
-                        no_fit = _INF
-                        no_victims.clear()
-                        continue
-                    if not hopeless:
-                        no_victims[prio] = min(no_victims.get(prio, _INF), wl.gpus)
-                    if q.spec.queueing_strategy == "StrictFIFO":
-                        break
-                    if no_fit <= 1 and (not can_preempt or no_victims.get(prio, _INF) <= 1):
-                        break  # nothing smaller or more important is left behind this one
+                self._scan(name, now, admitted, preempted)
         return admitted, preempted
+
+    def _cycle_key(self, wl: Workload) -> tuple[bool, int, float, int]:
+        """Kueue's order of one cycle's heads (``makeClassicalIterator``): an entry that fits
+        without borrowing before one that borrows, then higher effective priority
+        (``PrioritySortingWithinCohort``, on by default), then earlier creation."""
+        q = self.queues[wl.cluster_queue]
+        return (q.usage + wl.gpus > q.spec.nominal_gpus, -self._eff(wl), wl.created_at, wl.uid)
+
+    def _scan(self, name: str, now: float, admitted: list[Workload], preempted: list[Preemption]) -> None:
+        """One queue's part of a pass: its entries in queue order, each admitted as it fits or
+        by preemption; one that cannot be is passed over (BestEffortFIFO) or stops the queue
+        (StrictFIFO)."""
+        q = self.queues[name]
+        no_fit = _INF  # smallest size that did not fit as is (larger ones cannot either)
+        no_victims: dict[int, int] = {}  # priority -> smallest size that found no victims
+        spec = q.spec
+        can_preempt = spec.within_cluster_queue != "Never" or spec.reclaim_within_cohort != "Never"
+        strict = spec.queueing_strategy == "StrictFIFO"
+        after: _Key | None = None
+        while True:
+            # Entries of at least ``no_fit`` GPUs cannot fit as they are, and those of at least
+            # the smallest size that found no victims cannot preempt either (every later entry
+            # has no higher a priority): the pass skips them without looking. StrictFIFO stops
+            # at the first entry it cannot admit, so it visits them.
+            below = _INF
+            if not strict:
+                below = max(no_fit, min(no_victims.values(), default=_INF)) if can_preempt else no_fit
+            entry = q.next_entry(after, below)
+            if entry is None:
+                return
+            after, wl = entry
+            if wl.gpus < no_fit:
+                if self._fits(name, wl.gpus, {}):
+                    self._admit(wl, now)
+                    admitted.append(wl)
+                    no_victims.clear()
+                    continue
+                no_fit = wl.gpus
+            prio = self._eff(wl)
+            hopeless = not can_preempt or any(g <= wl.gpus and p >= prio for p, g in no_victims.items())
+            targets = None if hopeless else self.preemption_targets(wl)
+            if targets:
+                for p in targets:
+                    self.release(p.victim)
+                    preempted.append(p)
+                self._admit(wl, now)
+                admitted.append(wl)
+                no_fit = _INF
+                no_victims.clear()
+                continue
+            if not hopeless:
+                no_victims[prio] = min(no_victims.get(prio, _INF), wl.gpus)
+            if strict:
+                return
+            if no_fit <= 1 and (not can_preempt or no_victims.get(prio, _INF) <= 1):
+                return  # nothing smaller or more important is left behind this one

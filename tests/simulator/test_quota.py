@@ -193,3 +193,39 @@ def test_quota_is_never_exceeded(
         assert q.usage() <= 16
         # what the cohort lends is never exceeded: each queue keeps its exclusive part
         assert sum(max(0, q.usage(n) - guaranteed) for n in "ab") <= 2 * (8 - guaranteed)
+
+
+def test_a_preemptor_under_nominal_that_would_borrow_reclaims_and_preempts_in_its_own_queue() -> None:
+    # Kueue's classicalPreemptions: borrowWithinCohort is Never, the queue is under its nominal
+    # quota, so the attempt without borrowing comes first; the cohort member's borrowed workload
+    # and the queue's own lower-priority one both go, and the preemptor ends within nominal
+    a = ClusterQueueSpec(
+        "a", 4, cohort="c", within_cluster_queue="LowerPriority", reclaim_within_cohort="LowerPriority"
+    )
+    q = QuotaModel([a, ClusterQueueSpec("b", 4, cohort="c")])
+    own, b1, b2 = wl("a", 2, t=0), wl("b", 4, t=1), wl("b", 2, t=2)
+    for i, w in enumerate((own, b1, b2)):
+        q.submit(w)
+        q.schedule(float(i))
+    high = wl("a", 4, prio=10, t=3)
+    q.submit(high)
+    admitted, preempted = q.schedule(3.0)
+    assert admitted == [high]
+    assert {(p.victim.uid, p.reason) for p in preempted} == {
+        (own.uid, "InClusterQueue"),
+        (b2.uid, "InCohortReclamation"),
+    }
+
+
+def test_a_queue_within_its_nominal_quota_gets_the_cohort_s_free_gpus_before_a_borrowing_one() -> None:
+    # Kueue tries a cycle's heads that fit without borrowing first, whatever the queues' names
+    q = QuotaModel([ClusterQueueSpec("a", 8, cohort="c"), ClusterQueueSpec("b", 8, cohort="c")])
+    a1, b1 = wl("a", 8, t=0), wl("b", 4, t=1)
+    for w in (a1, b1):
+        q.submit(w)
+    q.schedule(1.0)
+    borrower, own = wl("a", 4, t=2), wl("b", 4, t=3)  # 4 GPUs left: a would borrow them, b not
+    q.submit(borrower)
+    q.submit(own)
+    admitted, _ = q.schedule(3.0)
+    assert admitted == [own] and not borrower.admitted
