@@ -12,18 +12,37 @@ from typing import TYPE_CHECKING, Any
 
 from advisor.model import ClusterQueueView, ClusterView, JobView, LifecycleSignals, WorkloadView
 from policies.hazard import Exposure, hazard_evidence, rates_of
-from simulator.quota import Workload
+from simulator.quota import QuotaModel, Workload
 
 if TYPE_CHECKING:
     from simulator.engine import Simulation
     from simulator.jobs import SimJob
 
-__all__ = ["VIEW_PENDING", "AdvisorViews"]
+__all__ = ["VIEW_PENDING", "AdvisorViews", "cluster_queue_view"]
 
 #: the training runtime every simulated job runs on (one helper, image and storage for all)
 SIM_RUNTIME = "torch-distributed"
 #: pending workloads per ClusterQueue shown in the ClusterView (the head of each queue)
 VIEW_PENDING = 50
+
+
+def cluster_queue_view(quota: QuotaModel, name: str) -> ClusterQueueView:
+    """ClusterQueue ``name`` of the quota model as a controller reads it."""
+    q = quota.queues[name]
+    s = q.spec
+    return ClusterQueueView(
+        name=name,
+        cohort=s.cohort,
+        nominal_gpus=s.nominal_gpus,
+        borrowing_limit=s.borrowing_limit,
+        lending_limit=s.lending_limit,
+        usage_gpus=q.usage,
+        within_cluster_queue=s.within_cluster_queue,
+        reclaim_within_cohort=s.reclaim_within_cohort,
+        borrow_within_cohort=s.borrow_within_cohort,
+        borrow_max_priority_threshold=s.borrow_max_priority_threshold,
+        queueing_strategy=s.queueing_strategy,
+    )
 
 
 class AdvisorViews:
@@ -127,21 +146,7 @@ class AdvisorViews:
         return view
 
     def _queue_view(self, name: str) -> ClusterQueueView:
-        q = self._sim.quota.queues[name]
-        s = q.spec
-        return ClusterQueueView(
-            name=name,
-            cohort=s.cohort,
-            nominal_gpus=s.nominal_gpus,
-            borrowing_limit=s.borrowing_limit,
-            lending_limit=s.lending_limit,
-            usage_gpus=q.usage,
-            within_cluster_queue=s.within_cluster_queue,
-            reclaim_within_cohort=s.reclaim_within_cohort,
-            borrow_within_cohort=s.borrow_within_cohort,
-            borrow_max_priority_threshold=s.borrow_max_priority_threshold,
-            queueing_strategy=s.queueing_strategy,
-        )
+        return cluster_queue_view(self._sim.quota, name)
 
     def _queue_workloads(self, name: str) -> tuple[WorkloadView, ...]:
         """The queue's admitted workloads, then the first ``VIEW_PENDING`` of its queue."""

@@ -9,14 +9,25 @@ while the event settled, with Kueue's reason. The admission order is the sequenc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.model import ClusterView, WorkloadView
+from policies.victims import predict_victims
+from simulator.advisor_views import cluster_queue_view
 from simulator.conformance.scenarios import Finish, Scenario, Submit
 from simulator.quota import QuotaModel, Workload
 
-__all__ = ["MAX_PASSES", "Observation", "agreement_report", "kueue_plays", "play_in_model"]
+__all__ = [
+    "MAX_PASSES",
+    "Observation",
+    "agreement_report",
+    "kueue_plays",
+    "play_in_model",
+    "predicted_victims",
+    "predictor_score",
+]
 
 #: scheduling passes per event at most: a preemption cycle (documented in ``simulator.admission``)
 #: would otherwise never settle; no scenario comes near it
@@ -46,10 +57,23 @@ def play_in_model(
 ) -> tuple[Observation, ...]:
     """``scenario`` in the quota model; event ``i`` happens at time ``i`` (creation and admission
     times order as Kueue's do). ``priority_boost_enabled`` overrides the scenario's gate."""
+    return _play(scenario, priority_boost_enabled)[0]
+
+
+def predicted_victims(scenario: Scenario) -> tuple[tuple[str, ...], ...]:
+    """Per event, the workloads the advisor's victim predictor (``policies.victims``) names on
+    the snapshot a controller would read once the event happened, before Kueue's next cycle."""
+    return _play(scenario, None)[1]
+
+
+def _play(
+    scenario: Scenario, priority_boost_enabled: bool | None
+) -> tuple[tuple[Observation, ...], tuple[tuple[str, ...], ...]]:
     gate = scenario.priority_boost_enabled if priority_boost_enabled is None else priority_boost_enabled
     model = QuotaModel(scenario.queues, priority_boost_enabled=gate)
     workloads: dict[str, Workload] = {}
     out: list[Observation] = []
+    predictions: list[tuple[str, ...]] = []
     for i, event in enumerate(scenario.events):
         now = float(i)
         if isinstance(event, Submit):
@@ -69,6 +93,8 @@ def play_in_model(
             wl = workloads[event.name]
             wl.finished = True
             model.release(wl)
+        view = _cluster_view(model, workloads.values(), gate)
+        predictions.append(tuple(sorted(v.name for v in predict_victims(view))))
         preempted: list[tuple[str, str]] = []
         for _ in range(MAX_PASSES):
             _admitted, preemptions = model.schedule(now)
@@ -79,7 +105,52 @@ def play_in_model(
                 break
         held = sorted(w.job for w in workloads.values() if w.admitted)
         out.append(Observation(tuple(held), tuple(sorted(preempted))))
-    return tuple(out)
+    return tuple(out), tuple(predictions)
+
+
+def _cluster_view(model: QuotaModel, workloads: Iterable[Workload], gate: bool) -> ClusterView:
+    """What a controller reads: every queue, every unfinished workload, boost annotations as set."""
+    return ClusterView(
+        cluster_queues={name: cluster_queue_view(model, name) for name in model.queues},
+        workloads=tuple(
+            WorkloadView(
+                namespace="",
+                name=w.job,
+                cluster_queue=w.cluster_queue,
+                gpus=w.gpus,
+                priority=w.priority,
+                admitted=w.admitted,
+                admitted_at=w.admitted_at,
+                created_at=w.created_at,
+                priority_boost=w.boost,
+            )
+            for w in workloads
+            if not w.finished
+        ),
+        priority_boost_enabled=gate,
+    )
+
+
+def predictor_score(
+    predictions: Mapping[str, Sequence[Sequence[str]]], victims: Mapping[str, Sequence[Observation]]
+) -> dict[str, Any]:
+    """The victim predictor against the victims of a play (per event, pooled): precision is the
+    share of predicted workloads preempted in that event, recall the share of preempted ones
+    predicted."""
+    predicted = chosen = hit = 0
+    for name, per_event in predictions.items():
+        for guess, obs in zip(per_event, victims[name], strict=True):
+            actual = {v for v, _reason in obs.preempted}
+            predicted += len(guess)
+            chosen += len(actual)
+            hit += len(set(guess) & actual)
+    return {
+        "predicted": predicted,
+        "preempted": chosen,
+        "hit": hit,
+        "precision": hit / predicted if predicted else None,
+        "recall": hit / chosen if chosen else None,
+    }
 
 
 def agreement_report(

@@ -2,12 +2,15 @@
 ``simulator.conformance.scenarios`` is played by both with the same objects, and after each event
 the quota holders and the preemptions (victims, Kueue's reasons) must be the same.
 
-The agreement report (per event and per scenario, with every disagreement) is printed at the
-end of the module and written to ``$TRAINJOB_ADVISOR_CONFORMANCE_JSON`` when that is set.
+The agreement report (per event and per scenario, with every disagreement, and the advisor's
+victim predictor scored against Kueue's victims) is printed at the end of the module and written
+to ``$TRAINJOB_ADVISOR_CONFORMANCE_JSON`` when that is set (``tests/fixtures/kueue_conformance.json``
+is such a recording, which the unit tier compares the model with).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -19,7 +22,13 @@ import controlplane as cp
 import pytest
 from kueue_play import KueuePlayer
 
-from simulator.conformance.play import Observation, agreement_report, play_in_model
+from simulator.conformance.play import (
+    Observation,
+    agreement_report,
+    play_in_model,
+    predicted_victims,
+    predictor_score,
+)
 from simulator.conformance.scenarios import SCENARIOS, Scenario
 
 pytestmark = pytest.mark.kueue
@@ -28,17 +37,27 @@ _PLAYS: dict[str, tuple[tuple[Observation, ...], tuple[Observation, ...]]] = {}
 
 
 @pytest.fixture(scope="module")
-def report() -> Iterator[dict[str, tuple[tuple[Observation, ...], tuple[Observation, ...]]]]:
+def report(
+    request: pytest.FixtureRequest,
+) -> Iterator[dict[str, tuple[tuple[Observation, ...], tuple[Observation, ...]]]]:
     yield _PLAYS
     if not _PLAYS:
         return
     played = [s for s in SCENARIOS if s.name in _PLAYS]
     result = agreement_report(_PLAYS, played)
+    predictions = {s.name: predicted_victims(s) for s in played}
+    result["victim_predictor_vs_kueue"] = predictor_score(
+        predictions, {n: k for n, (_m, k) in _PLAYS.items()}
+    )
+    vs = result["victim_predictor_vs_kueue"]
     line = (
         f"quota model vs Kueue: {result['events_agreeing']}/{result['events']} events agree "
-        f"({result['event_agreement']:.0%}), {result['scenarios_agreeing']}/{result['scenarios']} scenarios"
+        f"({result['event_agreement']:.0%}), {result['scenarios_agreeing']}/{result['scenarios']} scenarios; "
+        f"victim predictor vs Kueue: precision {vs['precision']}, recall {vs['recall']}"
     )
-    print("\n" + line, file=sys.stderr)
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print("\n" + line, file=sys.stderr)
     path = os.environ.get("TRAINJOB_ADVISOR_CONFORMANCE_JSON")
     if path:
         with open(path, "w") as fh:
