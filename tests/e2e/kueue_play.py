@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import controlplane as cp
-from controller_harness import KUEUE, MERGE
+from controller_harness import KUEUE, MERGE, release_reservation
 from kubernetes import client
 
 from simulator.conformance import objects
@@ -113,36 +113,6 @@ class KueuePlayer:
         )
         self._patch_status(name, {"conditions": conds})
 
-    def _release(self, wl: dict[str, Any]) -> None:
-        """The job framework after an eviction: stop the job, release the reservation, requeue."""
-        stamp = _stamp()
-        drop = ("QuotaReserved", "Admitted", "Requeued")
-        conds = [c for c in wl["status"]["conditions"] if c["type"] not in drop]
-        conds += [
-            {
-                "type": "QuotaReserved",
-                "status": "False",
-                "reason": "Pending",
-                "message": "evicted",
-                "lastTransitionTime": stamp,
-            },
-            {
-                "type": "Admitted",
-                "status": "False",
-                "reason": "NoReservation",
-                "message": "evicted",
-                "lastTransitionTime": stamp,
-            },
-            {
-                "type": "Requeued",
-                "status": "True",
-                "reason": "Preempted",
-                "message": "evicted",
-                "lastTransitionTime": stamp,
-            },
-        ]
-        self._patch_status(wl["metadata"]["name"], {"admission": None, "conditions": conds})
-
     def _settle(self) -> Observation:
         preempted: list[tuple[str, str]] = []
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
@@ -158,7 +128,8 @@ class KueuePlayer:
                 if _true(conds, "Evicted"):
                     reason = conds.get("Preempted", {}).get("reason", "") if _true(conds, "Preempted") else ""
                     preempted.append((wl["metadata"]["name"], reason or conds["Evicted"].get("reason", "")))
-                    self._release(wl)
+                    # the job framework: stop the job, release the reservation, requeue
+                    release_reservation(self.custom, self.ns, wl["metadata"]["name"], reason="Preempted")
                     evicting = True
                     continue
                 held.append(wl["metadata"]["name"])

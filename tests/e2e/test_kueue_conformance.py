@@ -53,7 +53,7 @@ def report(
     line = (
         f"quota model vs Kueue: {result['events_agreeing']}/{result['events']} events agree "
         f"({result['event_agreement']:.0%}), {result['scenarios_agreeing']}/{result['scenarios']} scenarios; "
-        f"victim predictor vs Kueue: precision {vs['precision']}, recall {vs['recall']}"
+        f"victim predictor vs Kueue: precision {vs['precision']:.2f}, recall {vs['recall']:.2f}"
     )
     capture = request.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
