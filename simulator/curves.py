@@ -184,6 +184,11 @@ class CurveSpec:
         z = self._noise()[(st * 2654435761) % 1024]
         return np.asarray(self._clean(xs, lr) * (1.0 + self.noise * z)), lr
 
+    @property
+    def logs_learning_rate(self) -> bool:
+        """A synthetic run always knows its schedule (whether its reporter sends it is the job's)."""
+        return True
+
     def learning_rate(self, step: int, peak: float = 3e-4) -> float:
         return float(self.lr(step / self.total_steps)) * peak
 

@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from advisor.model import ProgressSample, job_key
+from advisor.model import job_key
 from advisor.protocol import SAVE_SECONDS_METRIC
+from advisor.training.report import Report
 from simulator.curves import WORKLOAD_TYPE_LABEL, CurveLibrary, CurveSpec
 from simulator.quota import Workload
 from simulator.real_curves import RealCurve, RealCurveLibrary
 from simulator.traces import TraceJob
 
-__all__ = ["Phase", "SimJob", "WorldConfig", "build_jobs"]
+__all__ = ["PEAK_LR", "Phase", "SimJob", "WorldConfig", "build_jobs"]
 
 
 class Phase(enum.StrEnum):
@@ -44,6 +45,8 @@ class Phase(enum.StrEnum):
 
 #: ``grace_fits_save``: the grace period given is this many times the step plus the save
 GRACE_HEADROOM = 1.5
+#: the peak learning rate reported by simulated jobs (the curve library's schedules are relative)
+PEAK_LR = 3e-4
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +90,23 @@ class WorldConfig:
     score_victims: bool = False
     #: Kueue's PriorityBoost feature gate (alpha, off by default): the controller's default too
     priority_boost_enabled: bool = False
+    #: share of jobs whose progress reports carry the run's planned steps (``total_steps``, and so
+    #: ``progressPercentage``), and share whose reports carry the learning rate, each drawn per job.
+    #: Hugging Face's Kubeflow callback sends both; a custom loop calling the SDK's
+    #: ``update_trainjob_status`` sends what its author passes, often step and loss alone. What a
+    #: job omits the advisor never sees (its forecast has no horizon, or no schedule, to go on).
+    #: Set once as an assumption about a cluster's mix of reporters, not tuned on any seed.
+    reports_total_steps: float = 0.8
+    reports_learning_rate: float = 0.8
     horizon_s: float | None = None  # stop simulating here (None: until every job is accounted for)
 
     def __post_init__(self) -> None:
         if self.runtime_from not in ("creation", "admission"):
             raise ValueError(f"runtime_from must be creation or admission, got {self.runtime_from!r}")
+        for name in ("reports_total_steps", "reports_learning_rate", "label_rate", "label_error"):
+            share = getattr(self, name)
+            if not 0.0 <= share <= 1.0:
+                raise ValueError(f"{name} must be a share between 0 and 1, got {share!r}")
 
 
 @dataclass(slots=True)
@@ -119,6 +134,9 @@ class SimJob:
     sigterm_ok: bool = True
     #: what the job's training helper reports of its saves (its own save time), when it has one
     save_report: Mapping[str, float] = field(default_factory=dict)
+    #: whether the job's progress reports carry its planned steps and its learning rate
+    reports_total: bool = True
+    reports_lr: bool = True
     # ---- dynamic state
     phase: Phase = Phase.PENDING
     gen: int = 0
@@ -180,28 +198,31 @@ class SimJob:
             return self.step
         return min(self.phase_step + (now - self.phase_start) * self.rate(), self.cap_step)
 
-    def progress_sample(
+    def progress_report(
         self,
         step: int,
         time: float,
         loss: float | None = None,
         lr: float | None = None,
         checkpoint: tuple[int | None, str | None] | None = None,
-    ) -> ProgressSample:
-        """The report at ``step``; ``checkpoint`` (last checkpoint step, its request) as it stood
-        when the report was made, else the job's current one."""
+    ) -> Report:
+        """The report the job's trainer makes at ``step``, with what its reporter knows and sends
+        (planned steps and learning rate only if it reports them); ``checkpoint`` (last checkpoint
+        step, its request) as it stood when the report was made, else the job's current one."""
         if checkpoint is None:
             checkpoint = (self.ckpt_step if self.ckpt_time is not None else None, self.ckpt_request)
-        return ProgressSample(
-            step=step,
+        metrics = {"loss": self.curve.observed(step) if loss is None else loss}
+        if self.reports_lr:
+            metrics["learning_rate"] = self.curve.learning_rate(step, PEAK_LR) if lr is None else lr
+        if self.save_report:
+            metrics.update(self.save_report)
+        return Report(
             time=time,
-            loss=self.curve.observed(step) if loss is None else loss,
-            total_steps=self.total_steps,
-            learning_rate=self.curve.learning_rate(step) if lr is None else lr,
+            step=step,
+            total_steps=self.total_steps if self.reports_total else None,
+            metrics=metrics,
             last_checkpoint_step=checkpoint[0],
             last_checkpoint_request=checkpoint[1],
-            metrics=self.save_report,
-            source="simulator",
         )
 
     def checkpoint_report(self, now: float) -> None:
@@ -229,6 +250,14 @@ def _labels(
     if wrong:
         kind = "fine-tuning" if kind == "pretraining" else "pretraining"
     return {WORKLOAD_TYPE_LABEL: kind}
+
+
+def _reporter(world: WorldConfig, seed: int, idx: int) -> tuple[bool, bool]:
+    """Whether the job's reports carry its planned steps and its learning rate (``WorldConfig``'s
+    shares), from a stream of its own, so the draw leaves every other one as it was."""
+    rng = np.random.default_rng([seed, idx, 2])
+    total, lr = rng.random(), rng.random()
+    return bool(total < world.reports_total_steps), bool(lr < world.reports_learning_rate)
 
 
 def build_jobs(
@@ -285,6 +314,8 @@ def build_jobs(
             if world.grace_fits_save
             else world.grace_period_s
         )
+        reports_total, reports_lr = _reporter(world, seed, i)
+        reports_lr = reports_lr and curve.logs_learning_rate
         jobs.append(
             SimJob(
                 idx=i,
@@ -300,6 +331,8 @@ def build_jobs(
                 grace_s=grace,
                 sigterm_ok=sigterm_ok,
                 save_report={SAVE_SECONDS_METRIC: round(ckpt, 1)} if jit else {},
+                reports_total=reports_total,
+                reports_lr=reports_lr,
                 failures=failures,
                 report_interval=report,
                 learning_end=curve.learning_end_step(),

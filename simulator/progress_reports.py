@@ -1,10 +1,17 @@
-"""The progress reports a simulated job logs between two looks of the advisor.
+"""The progress reports a simulated job logs between two looks of the advisor, as the controller
+reads them.
 
 Progress reports are not events of the engine: the samples a job would have logged since the
 previous tick are generated, in order, when the tick comes (the controller, too, only sees what was
 reported by the time it looks), which keeps big traces cheap. Steps are interpolated between the
 points of the job's trajectory (phase changes), one report every ``report_interval`` seconds, a
 report only when the step advanced; checkpoint acknowledgements are merged in time order.
+
+Each report is what the job's trainer sends (``SimJob.progress_report``: its step, loss and
+checkpoint acknowledgement, its planned steps and learning rate only when its reporter includes
+them), rendered as the ``status.trainerStatus`` the TrainJob would carry and parsed back by
+``advisor.sources`` (``advisor.reported.read_back``, the back-test's path too): the core sees the
+sample the controller would, text-formatted values and whole-second update times included.
 """
 
 from __future__ import annotations
@@ -12,12 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.model import ProgressSample
-from simulator.jobs import Phase, SimJob
+from advisor.reported import read_back
+from advisor.training.report import Report
+from simulator.jobs import PEAK_LR, Phase, SimJob
 
 __all__ = ["PEAK_LR", "collect_samples"]
-
-#: the peak learning rate reported by simulated jobs (the curve library's schedules are relative)
-PEAK_LR = 3e-4
 
 
 def collect_samples(job: SimJob, now: float) -> list[ProgressSample]:
@@ -32,7 +38,7 @@ def collect_samples(job: SimJob, now: float) -> list[ProgressSample]:
     points.append((now, job.step_at(now)))
     job.trajectory = [points[-1]]
     start = job.last_report + job.report_interval
-    out: list[ProgressSample] = []
+    reports: list[Report] = []
     if start <= now:
         times = np.arange(start, now + 1e-9, job.report_interval)
         ts = np.array([p[0] for p in points])
@@ -47,11 +53,17 @@ def collect_samples(job: SimJob, now: float) -> list[ProgressSample]:
             loss_arr, lr_arr = job.curve.reports(ks)
             losses, lrs = loss_arr.tolist(), (lr_arr * PEAK_LR).tolist()
             for step, t, loss, lr in zip(ks.tolist(), kt.tolist(), losses, lrs, strict=True):
-                out.append(job.progress_sample(step, t, loss, lr))
+                reports.append(job.progress_report(step, t, loss, lr))
             job.last_reported_step = int(ks[-1])
         job.last_report = float(times[-1])
     if job.forced_samples:
-        out.extend(job.progress_sample(st, t, checkpoint=(c, r)) for st, t, c, r in job.forced_samples)
+        reports.extend(job.progress_report(st, t, checkpoint=(c, r)) for st, t, c, r in job.forced_samples)
         job.forced_samples = []
-        out.sort(key=lambda s: s.time or 0.0)
+        reports.sort(key=lambda r: r.time)
+    name, namespace = job.trace.name, job.namespace
+    out: list[ProgressSample] = []
+    for report in reports:
+        sample = read_back(report, name=name, namespace=namespace, now=now)
+        if sample is not None:
+            out.append(sample)
     return out

@@ -58,6 +58,12 @@ class RealCurve:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_truth", _smooth(self.values))
 
+    @property
+    def logs_learning_rate(self) -> bool:
+        """Whether the run logged its learning rate; a job following a run that did not reports
+        none (rather than a constant one it never had)."""
+        return self.lrs is not None
+
     def _x(self, steps: np.ndarray | float) -> np.ndarray:
         return np.clip(np.asarray(steps, dtype=float) / self.total_steps, 0.0, 1.0)
 

@@ -346,6 +346,18 @@ def _where_nonlearning_goes(results: Sequence[RowResult]) -> list[str]:
     return lines
 
 
+def reporting_text(jobs: Sequence[Any]) -> str:
+    """What the advisor rows could see of the jobs' progress (every row sees the same jobs)."""
+    total = sum(1 for j in jobs if j.reports_total)
+    lr = sum(1 for j in jobs if j.reports_lr)
+    return (
+        f"each report read as the controller reads it (rendered as the TrainJob's "
+        f"status.trainerStatus, parsed by advisor.sources); {total} of {len(jobs)} jobs report their "
+        f"planned steps, {lr} their learning rate (a job without planned steps is never judged by "
+        f"a policy with minProgress)"
+    )
+
+
 def write_report(
     results: Sequence[RowResult], out_dir: Path, *, title: str, meta: dict[str, Any], capacity: int
 ) -> Path:
@@ -360,6 +372,8 @@ def write_report(
     write_json(rows, out_dir / "results.json", meta)
     lines = [f"# {title}", ""]
     lines += [f"- **{k}**: {v}" for k, v in meta.items()]
+    if results:
+        lines.append(f"- **progress reports**: {reporting_text(results[0].jobs)}")
     lines += [
         "",
         "## Every policy side by side",

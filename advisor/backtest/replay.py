@@ -1,8 +1,9 @@
 """One real run replayed under one row of policies, through the path a controller takes.
 
 Each logged point becomes one progress report: rendered by the training helper's own Kubeflow
-channel (``KubeflowStatusChannel.payload``, the ``status.trainerStatus`` a TrainJob carries), read
-back by ``advisor.sources.sample_from_object``, fed to ``AdvisorCore.observe`` and judged by
+channel (the ``status.trainerStatus`` a TrainJob carries) and read back by
+``advisor.sources.sample_from_object`` (``advisor.reported.read_back``, the one path the simulator's
+reports take too), fed to ``AdvisorCore.observe`` and judged by
 ``AdvisorCore.evaluate`` with the policies, as the controller does on every watch event. Between two
 reports a decision's ``recheck_at`` (a ``for:`` window ending, a checkpoint timeout) and, when the log
 has a gap, its watchdog (``idle_recheck_at``) bring an evaluation of their own, as the controller's
@@ -24,8 +25,7 @@ import numpy as np
 
 from advisor.core import AdvisorCore
 from advisor.model import Action, ActionKind, ActionRecord, ClusterView, Decision, JobView, Mode
-from advisor.sources.trainerstatus import sample_from_object
-from advisor.training.channels import KubeflowStatusChannel
+from advisor.reported import read_back
 from advisor.training.report import Report
 
 __all__ = ["EPOCH", "Outcome", "as_applied", "replay"]
@@ -36,7 +36,6 @@ _NAMESPACE = "backtest"
 _STOPS = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
 #: a decision's advice while a plateau or divergence window is open
 _NEAR = frozenset({"plateau?", "diverging?"})
-_CHANNEL = KubeflowStatusChannel(url="http://backtest.invalid", use_sdk=False)
 
 
 @dataclass(frozen=True)
@@ -101,7 +100,7 @@ class _Replay:
         self.step = 0.0
         self.near = False
 
-    def body(self, i: int, eval_value: float | None) -> dict[str, Any]:
+    def report(self, i: int, eval_value: float | None) -> Report:
         run = self.run
         metrics = {"loss": float(run.values[i])}
         if run.learning_rates is not None and np.isfinite(run.learning_rates[i]):
@@ -113,7 +112,7 @@ class _Replay:
         epoch = None
         if run.epochs is not None and np.isfinite(run.epochs[i]):
             epoch = float(run.epochs[i])
-        report = Report(
+        return Report(
             time=EPOCH + float(run.times[i]),
             step=int(run.steps[i]),
             total_steps=self.planned,
@@ -122,12 +121,6 @@ class _Replay:
             last_checkpoint_step=None if self.acked is None else self.acked[0],
             last_checkpoint_request=None if self.acked is None else self.acked[1],
         )
-        return {
-            "apiVersion": "trainer.kubeflow.org/v1alpha1",
-            "kind": "TrainJob",
-            "metadata": {"name": run.name, "namespace": _NAMESPACE},
-            "status": _CHANNEL.payload(report),
-        }
 
     def act(self, decision: Decision, now: float) -> Outcome | None:
         for action in decision.actions:
@@ -206,7 +199,7 @@ def replay(
             while ev_next < ev_steps.size and ev_steps[ev_next] <= step:
                 eval_value = float(ev_values[ev_next])
                 ev_next += 1
-            sample = sample_from_object(r.body(i, eval_value), now=now)
+            sample = read_back(r.report(i, eval_value), name=run.name, namespace=_NAMESPACE, now=now)
             if sample is None:
                 continue
             r.step = step

@@ -30,6 +30,7 @@ from advisor.commands.json_output import (
     human_stream,
     json_target,
 )
+from advisor.commands.simulate_world import add_world_arguments, curves_text, scenario_from_args
 
 __all__ = ["register", "run"]
 
@@ -124,52 +125,7 @@ def register(subparsers: Any) -> None:
         default=1800.0,
         help="longest spacing of a job's advisor ticks (default 30m; raise it for huge traces)",
     )
-    p.add_argument(
-        "--mtbf", type=duration, default=None, help="per-node mean time between failures (0: none)"
-    )
-    p.add_argument(
-        "--job-checkpoint-interval",
-        type=duration,
-        default=None,
-        help="the jobs' own periodic checkpoint interval (0: none; default 2h)",
-    )
-    p.add_argument(
-        "--priority-boost",
-        action="store_true",
-        help="Kueue runs with the PriorityBoost gate (alpha; off by default, as in the controller)",
-    )
-    p.add_argument("--no-priority-boost", action="store_true", help="the gate off (the default)")
-    p.add_argument(
-        "--curves",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="draw each job's curve from the real runs in DIR (HF trainer_state.json, CSV/TSV, JSONL; "
-        "time-scaled to the job) instead of the synthetic library",
-    )
-    p.add_argument(
-        "--elastic",
-        action="store_true",
-        help="jobs declare elastic bounds (1 to twice their nodes) that scaling rules may use; off by "
-        "default, as for a TrainJob, which the controller never resizes",
-    )
-    p.add_argument(
-        "--runtime-from",
-        choices=("creation", "admission"),
-        default=None,
-        help="when a policy's minRuntime starts: the job's creation (default, as the controller reads "
-        "creationTimestamp) or its first admission",
-    )
-    p.add_argument(
-        "--label-rate",
-        type=float,
-        default=None,
-        help="share of jobs whose users label them workload-type (pretraining | fine-tuning) when the "
-        "trace has no workload_type column (default 0: no job is labelled)",
-    )
-    p.add_argument(
-        "--label-error", type=float, default=None, help="share of those labels that are wrong (default 0)"
-    )
+    add_world_arguments(p)
     p.add_argument(
         "--sweep",
         action="append",
@@ -187,78 +143,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--report", type=Path, help="write a Markdown report with plots to this directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
-
-
-def _scenario(args: argparse.Namespace) -> Any:
-    from simulator.quota import QuotaError
-    from simulator.scenario import Scenario, auto_cluster, default_scenario, load_cluster, with_world
-    from simulator.traces import TraceError, load_trace
-
-    if args.trace is None:
-        kwargs = {k: v for k, v in (("n_jobs", args.jobs), ("hours", args.hours)) if v is not None}
-        if kwargs.get("n_jobs", 1) <= 0 or kwargs.get("hours", 1.0) <= 0:
-            raise CommandError("--jobs and --hours must be positive")
-        scenario = default_scenario(seed=args.seed, **kwargs)
-    else:
-        try:
-            trace = load_trace(
-                args.trace, args.trace_format, skip_bad_rows=args.skip_bad_rows, limit=args.limit
-            )
-        except TraceError as exc:
-            row_error = exc.line is not None and exc.line > 1  # a header or file error is not skippable
-            hint = " (use --skip-bad-rows to skip such rows)" if row_error and not args.skip_bad_rows else ""
-            raise CommandError(f"{exc}{hint}") from None
-        queues, qmap = auto_cluster(trace)
-        scenario = Scenario(f"trace {trace.source}", trace, queues, qmap, seed=args.seed)
-    if args.cluster is not None:
-        try:
-            queues, qmap = load_cluster(args.cluster)
-        except QuotaError as exc:
-            raise CommandError(str(exc)) from None
-        missing = sorted(set(scenario.trace.queues) - set(qmap))
-        if missing:
-            raise CommandError(
-                f"{args.cluster}: localQueues has no entry for trace queue(s) {', '.join(missing)}"
-            )
-        scenario.queues, scenario.queue_map = queues, qmap
-    changes: dict[str, Any] = {}
-    if args.mtbf is not None:
-        changes["node_mtbf_h"] = args.mtbf / 3600.0
-    if args.job_checkpoint_interval is not None:
-        changes["job_checkpoint_interval_s"] = args.job_checkpoint_interval or None
-    if args.priority_boost and args.no_priority_boost:
-        raise CommandError("--priority-boost and --no-priority-boost exclude each other")
-    for flag, value in (("--label-rate", args.label_rate), ("--label-error", args.label_error)):
-        if value is not None and not 0.0 <= value <= 1.0:
-            raise CommandError(f"{flag} must be between 0 and 1, got {value:g}")
-    if args.elastic:
-        changes["elastic"] = True
-    if args.runtime_from is not None:
-        changes["runtime_from"] = args.runtime_from
-    if args.label_rate is not None:
-        changes["label_rate"] = args.label_rate
-    if args.label_error is not None:
-        changes["label_error"] = args.label_error
-    if args.priority_boost or args.no_priority_boost:
-        changes["priority_boost_enabled"] = bool(args.priority_boost)
-    if args.curves is not None:
-        from simulator.runner import curve_library
-
-        scenario.curves_dir = args.curves
-        try:
-            curve_library(scenario)  # read once (cached); a folder without runs fails here
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
-    return with_world(scenario, **changes) if changes else scenario
-
-
-def _curves_text(scenario: Any) -> str:
-    """Which curves the jobs follow, for the output and the report."""
-    from simulator.runner import curve_library
-
-    lib = curve_library(scenario)
-    text = getattr(lib, "description", None)
-    return text or "the synthetic curve library (simulator/data/curve_params.yaml)"
 
 
 def _strategies(args: argparse.Namespace) -> list[Any]:
@@ -313,7 +197,7 @@ def seed_rows(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
     from simulator.runner import run_rows
 
     one = argparse.Namespace(**{**vars(args), "seed": seed})
-    return [r.metrics for r in run_rows(_scenario(one), _strategies(one), progress=False)]
+    return [r.metrics for r in run_rows(scenario_from_args(one), _strategies(one), progress=False)]
 
 
 def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
@@ -333,7 +217,7 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
     if args.workers is not None and args.workers < 1:
         raise CommandError(f"--workers must be at least 1, got {args.workers}")
     first = argparse.Namespace(**{**vars(args), "seed": seeds[0]})
-    scenario = _scenario(first)  # bad input fails here, before any worker starts
+    scenario = scenario_from_args(first)  # bad input fails here, before any worker starts
     _strategies(first)
     bar = tqdm(total=len(seeds), unit="seed", file=sys.stderr, disable=args.quiet or not sys.stderr.isatty())
     try:
@@ -355,7 +239,7 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
     )
     meta = {
         "scenario": scenario.name,
-        "curves": _curves_text(scenario),
+        "curves": curves_text(scenario),
         "seeds": seeds,
         "capacity_gpus": scenario.capacity,
     }
@@ -373,7 +257,7 @@ def sweep_task(task: tuple[argparse.Namespace, int, Any]) -> dict[str, Any]:
     from simulator.runner import advisor_row, run_strategy
 
     args, seed, setting = task
-    scenario = _scenario(argparse.Namespace(**{**vars(args), "seed": seed}))
+    scenario = scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seed}))
     if setting is None:
         strategy: Any = NoAdvisor()
     else:
@@ -441,7 +325,7 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
     except SeedError as exc:
         raise CommandError(str(exc)) from None
     settings, budget = checked_grid(args.sweep, args.max_wrong, args.policy[0], args.workers)
-    scenario = _scenario(argparse.Namespace(**{**vars(args), "seed": seeds[0]}))
+    scenario = scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seeds[0]}))
     tasks: list[tuple[argparse.Namespace, int, Any]] = [(args, seed, None) for seed in seeds]
     tasks += [(args, seed, setting) for setting in settings for seed in seeds]
     results = run_grid(
@@ -473,10 +357,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_sweep(args, json_out)
     if args.seeds is not None:
         return _run_seeds(args, json_out)
-    from simulator.report import LEGEND, format_table, json_text, write_json, write_report
+    from simulator.report import LEGEND, format_table, json_text, reporting_text, write_json, write_report
     from simulator.runner import run_rows
 
-    scenario = _scenario(args)
+    scenario = scenario_from_args(args)
     strategies = _strategies(args)
     trace = scenario.trace
     progress = not args.quiet and sys.stderr.isatty()
@@ -487,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
     job_h = sum(j.duration for j in trace.jobs) / 3600.0 * len(rows)
     meta = {
         "scenario": scenario.name,
-        "curves": _curves_text(scenario),
+        "curves": curves_text(scenario),
         "trace": trace.source,
         "jobs": len(trace.jobs),
         "skipped_rows": trace.skipped,
@@ -510,6 +394,8 @@ def run(args: argparse.Namespace) -> int:
         f"curves: {meta['curves']}",
         file=human,
     )
+    if results:
+        print(f"progress reports: {reporting_text(results[0].jobs)}", file=human)
     if json_out == "-":
         print(json_text(rows, meta), end="")
     elif isinstance(json_out, Path):

@@ -56,10 +56,23 @@ def parse_float(
     """
     if value is None:
         return None
+    result: float
+    # the common cases first (upstream sends every value as text, RHOAI as JSON numbers), without
+    # the checks below; anything they do not accept takes the full path, which says why
+    if isinstance(value, str):
+        if len(value) <= MAX_TEXT_CHARS and not value.endswith("%"):
+            try:
+                result = float(value)
+            except ValueError:
+                pass
+            else:
+                if allow_nonfinite or math.isfinite(result):
+                    return result
+    elif isinstance(value, float) and (allow_nonfinite or math.isfinite(value)):
+        return float(value)  # a numpy float64 too, as a plain float
     if isinstance(value, bool):
         warnings.append(f"{what}: boolean {value!r} is not a number; dropped")
         return None
-    result: float
     if isinstance(value, int | float):
         try:
             result = float(value)
@@ -126,17 +139,18 @@ def parse_timestamp(value: object, what: str, warnings: list[str]) -> float | No
     if not text or len(text) > 64:
         warnings.append(f"{what}: {short_repr(value)} is not a timestamp; dropped")
         return None
-    try:
-        seconds = float(text)  # epoch seconds given as a string
-    except ValueError:
-        pass
-    else:
-        if math.isfinite(seconds):
-            return seconds
-        warnings.append(f"{what}: {short_repr(value)} is not a timestamp; dropped")
-        return None
-    if text[-1] in "zZ":
+    if text[-1] in "zZ":  # RFC 3339 in UTC, as Kubernetes writes it (no number ends so)
         text = text[:-1] + "+00:00"
+    else:
+        try:
+            seconds = float(text)  # epoch seconds given as a string
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(seconds):
+                return seconds
+            warnings.append(f"{what}: {short_repr(value)} is not a timestamp; dropped")
+            return None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

@@ -84,6 +84,18 @@ def canonical_name(name: str) -> str:
     return _SEPARATORS_RE.sub("_", _CAMEL_RE.sub(r"_\1", name.strip())).lower()
 
 
+@functools.lru_cache(maxsize=4096)
+def _name_of(raw_name: str) -> tuple[str, str, tuple[str, int] | None] | None:
+    """A metric's name as read (stripped), its canonical form and the sample field it feeds; None
+    for a name upstream would not accept (empty, or longer than ``MAX_METRIC_NAME_CHARS``).
+    Cached: a job reports the same few names in every report."""
+    name = raw_name.strip()
+    if not name or len(raw_name) > MAX_METRIC_NAME_CHARS:
+        return None
+    canonical = canonical_name(name)
+    return name, canonical, _ALIASES.get(canonical)
+
+
 @dataclass(slots=True)
 class MetricPairs:
     """Raw (name, value) pairs collected from one source, plus the warnings met so far."""
@@ -125,26 +137,26 @@ def build_sample(
     warnings = collected.warnings
     if collected.skipped:
         warnings.append(f"{collected.skipped} metrics beyond the cap of {MAX_METRICS} ignored")
-    chosen: dict[str, tuple[int, str, object]] = {}  # field -> (priority, name, raw value)
+    # field -> (priority, name, raw value, the value read as a number when it is one, else None)
+    chosen: dict[str, tuple[int, str, object, float | None]] = {}
     metrics: dict[str, float] = {}
     seen: dict[str, int] = {}
     bad_names = 0
     for raw_name, raw_value in collected.pairs:
-        if not isinstance(raw_name, str) or not raw_name.strip() or len(raw_name) > MAX_METRIC_NAME_CHARS:
+        named = _name_of(raw_name) if isinstance(raw_name, str) else None
+        if named is None:
             bad_names += 1
             continue
-        name = raw_name.strip()
-        canonical = canonical_name(name)
+        name, canonical, alias = named
         seen[canonical] = seen.get(canonical, 0) + 1
-        alias = _ALIASES.get(canonical)
+        value = parse_float(raw_value, name, [], allow_nonfinite=True)
+        if value is not None and math.isfinite(value):
+            metrics[name] = value
         if alias is not None and raw_value is not None:  # null means "not reported" (RHOAI)
             target, priority = alias
             current = chosen.get(target)
             if current is None or priority <= current[0]:
-                chosen[target] = (priority, name, raw_value)
-        value = parse_float(raw_value, name, [], allow_nonfinite=True)
-        if value is not None and math.isfinite(value):
-            metrics[name] = value
+                chosen[target] = (priority, name, raw_value, value)
     if bad_names:
         limit = MAX_METRIC_NAME_CHARS
         warnings.append(f"{bad_names} metrics without a usable name (1..{limit} chars) ignored")
@@ -153,19 +165,32 @@ def build_sample(
         warnings.append(f"metrics given more than once (last value used): {', '.join(duplicated[:5])}")
     for key, typed in (fields or {}).items():
         if typed is not None:
-            chosen[key] = (-1, _FIELD_LABELS.get(key, key), typed)
+            chosen[key] = (-1, _FIELD_LABELS.get(key, key), typed, None)
 
     def raw(target: str) -> tuple[str, object]:
         entry = chosen.get(target)
         return (entry[1], entry[2]) if entry is not None else (target, None)
 
+    # a value already read as a number in the loop above is not read again; whatever it does not
+    # settle (not finite where finiteness is required, fractional, out of range) is re-read with
+    # the warnings that say why
     def number(target: str, *, nonfinite: bool = False) -> float | None:
-        name, value = raw(target)
-        return parse_float(value, name, warnings, allow_nonfinite=nonfinite)
+        entry = chosen.get(target)
+        if entry is None:
+            return None
+        read = entry[3]
+        if read is not None and (nonfinite or math.isfinite(read)):
+            return read
+        return parse_float(entry[2], entry[1], warnings, allow_nonfinite=nonfinite)
 
     def integer(target: str, *, minimum: int = 0) -> int | None:
-        name, value = raw(target)
-        return None if value is None else parse_int(value, name, warnings, minimum=minimum)
+        entry = chosen.get(target)
+        if entry is None:
+            return None
+        read = entry[3]
+        if read is not None and read.is_integer() and minimum <= read < 2**63:
+            return int(read)
+        return parse_int(entry[2], entry[1], warnings, minimum=minimum)
 
     step = integer("step")
     total = integer("total_steps", minimum=1)

@@ -51,7 +51,9 @@ def parse_trainer_status(status: object, *, now: float | None = None) -> Progres
     metrics = status.get("metrics")
     if isinstance(metrics, list):
         entries = metrics[:MAX_METRICS]
-        pairs = [(e.get("name"), e.get("value")) for e in entries if isinstance(e, Mapping)]
+        pairs = [
+            (e.get("name"), e.get("value")) for e in entries if type(e) is dict or isinstance(e, Mapping)
+        ]
         collected.extend(pairs)
         collected.skipped += max(0, len(metrics) - len(entries))
         malformed = len(entries) - len(pairs)

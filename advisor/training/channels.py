@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import ssl
 import threading
@@ -20,7 +21,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
@@ -78,7 +78,8 @@ def _metric_text(value: object) -> str:
 
 
 def _rfc3339(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Whole seconds, as ``metav1.Time`` stores them (``time.gmtime``: twice as fast as datetime)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(math.floor(epoch_s)))
 
 
 class KubeflowStatusChannel:
@@ -119,8 +120,10 @@ class KubeflowStatusChannel:
                 raise ValueError("use_sdk=True but kubeflow.trainer.update_trainjob_status is not importable")
 
     def metrics(self, report: Report) -> dict[str, object]:
-        """Metric name -> value, in the names Kubeflow's own reporters use plus the ack metrics."""
-        out: dict[str, object] = dict(report.finite_metrics())
+        """Metric name -> value, in the names Kubeflow's own reporters use plus the ack metrics.
+        Values go out as text, so a NaN or infinite loss goes out too (``nan``): the one report that
+        proves a divergence must not be the one the channel drops."""
+        out: dict[str, object] = dict(report.numeric_metrics())
         if report.step is not None:
             out["current_step"] = report.step
         if report.total_steps is not None:
@@ -129,8 +132,8 @@ class KubeflowStatusChannel:
             out["current_epoch"] = round(report.epoch, 4)
         ack = report.ack()
         # the ack metrics must survive truncation to MaxItems: put them first
-        ordered = {**ack, **{k: v for k, v in out.items() if k not in ack}}
-        return dict(list(ordered.items())[:_MAX_METRICS])
+        ordered = {**ack, **{k: v for k, v in out.items() if k not in ack}} if ack else out
+        return ordered if len(ordered) <= _MAX_METRICS else dict(list(ordered.items())[:_MAX_METRICS])
 
     def payload(self, report: Report) -> dict[str, Any]:
         status: dict[str, Any] = {"lastUpdatedTime": _rfc3339(report.time)}

@@ -65,6 +65,13 @@ class Report:
             k: float(v) for k, v in self.metrics.items() if isinstance(v, int | float) and math.isfinite(v)
         }
 
+    def numeric_metrics(self) -> dict[str, float]:
+        """Every numeric training metric, NaN and inf included: a channel whose values are text
+        (upstream ``trainerStatus``) carries them as ``nan`` / ``inf``, as Hugging Face's own
+        Kubeflow callback does, and the controller keeps a non-finite loss as evidence of
+        divergence."""
+        return {k: float(v) for k, v in self.metrics.items() if isinstance(v, int | float)}
+
     def progress_percentage(self) -> int | None:
         if self.step is None or not self.total_steps or self.total_steps <= 0:
             return None

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from advisor.backtest import replay as replay_module
+import advisor.reported as reported_module
 from advisor.backtest.baselines import BaselineSettings, fixed_budget, median_stopping, patience
 from advisor.backtest.replay import new_core, replay
 from advisor.backtest.runs import RunError, load_runs
@@ -88,13 +88,13 @@ def test_the_replay_goes_through_trainer_status_objects(
     _write(tmp_path / "r.csv", s, v, total=500, evals=5)
     (run,), _ = load_runs([tmp_path / "r.csv"])
     seen: list[dict[str, object]] = []
-    real = replay_module.sample_from_object
+    real = reported_module.sample_from_object
 
     def spy(body, *, now=None):  # type: ignore[no-untyped-def]
         seen.append(body)
         return real(body, now=now)
 
-    monkeypatch.setattr(replay_module, "sample_from_object", spy)
+    monkeypatch.setattr(reported_module, "sample_from_object", spy)
     replay("p", new_core(load_policies(PLATEAU), 60.0), run, report_interval_s=0.0, planned_steps=500)
     assert len(seen) == len(run.steps)
     status = seen[-1]["status"]["trainerStatus"]  # type: ignore[index]

@@ -143,6 +143,7 @@ def test_a_checkpoint_acknowledgement_reports_the_checkpoint_as_it_stood_then() 
     res = run_strategy(sc, NoAdvisor(), library=HEALTHY)
     job = res.jobs[0]
     sim = Simulation([job], QuotaModel(sc.queues), sc.world, NoAdvisor())
+    job.reports_total = job.reports_lr = True  # a reporter that sends both (HF's callback)
     job.step, job.ckpt_step, job.ckpt_time, job.ckpt_request = 600.0, 600, 50.0, "r1"
     job.checkpoint_report(100.0)
     job.ckpt_step, job.ckpt_request = 900, "r2"  # a later save before the tick
@@ -150,8 +151,10 @@ def test_a_checkpoint_acknowledgement_reports_the_checkpoint_as_it_stood_then() 
     (sample,) = collect_samples(job, sim.now)
     assert (sample.step, sample.time) == (600, 100.0)
     assert (sample.last_checkpoint_step, sample.last_checkpoint_request) == (600, "r1")
-    assert sample.loss == job.curve.observed(600)
-    assert sample.learning_rate == job.curve.learning_rate(600)
+    # read back from the trainerStatus the job would carry: values as text (7 significant digits)
+    assert sample.source == "trainerStatus"
+    assert sample.loss == pytest.approx(job.curve.observed(600), rel=1e-6)
+    assert sample.learning_rate == pytest.approx(job.curve.learning_rate(600), rel=1e-6)
     assert not job.forced_samples
 
 

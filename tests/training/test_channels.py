@@ -4,6 +4,7 @@ file, and the choice among them from the environment."""
 from __future__ import annotations
 
 import json
+import math
 import socket
 import urllib.request
 from pathlib import Path
@@ -55,6 +56,7 @@ class TestKubeflowStatusChannel:
             ACK_REQUEST_METRIC: "1764496200000",
             "loss": "0.2347",
             "eval_loss": "0.2451",
+            "bad": "nan",
             "current_step": "450",
             "total_steps": "1000",
             "current_epoch": "1.35",
@@ -100,6 +102,18 @@ class TestKubeflowStatusChannel:
         metrics = KubeflowStatusChannel("http://x", use_sdk=False).metrics(many)
         assert len(metrics) == 256
         assert metrics[ACK_STEP_METRIC] == 1 and metrics[ACK_REQUEST_METRIC] == "r"
+
+    def test_a_non_finite_loss_goes_out_and_reads_back_as_divergence(self) -> None:
+        # the values are text: the report that proves a divergence is not dropped
+        from advisor.reported import read_back
+
+        report = Report(time=100.0, step=7, metrics={"loss": float("nan"), "grad_norm": float("inf")})
+        metrics = KubeflowStatusChannel("http://x", use_sdk=False).metrics(report)
+        assert metrics["loss"] != metrics["loss"] and metrics["grad_norm"] == float("inf")
+        sample = read_back(report, name="j", namespace="ns", now=100.0)
+        assert sample is not None and sample.step == 7
+        assert sample.loss is not None and math.isnan(sample.loss)
+        assert any("non-finite" in w for w in sample.warnings)
 
     def test_requires_a_url(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv("KUBEFLOW_TRAINER_SERVER_URL", raising=False)
