@@ -105,6 +105,13 @@ SMALL_REL_KNOTS = (0.021, 0.021, 0.034, 0.033, 0.236)
 Q_SMALL = 0.38
 Q_SMALL_SCHEDULE = 1.06
 
+#: the predicted drop of a short schedule-path history is weighted by how well the families agree
+#: on it (``core._drop_shrink``) only once less than this fraction of the run is left: before, the
+#: loss is in its fast first fall and the families already under-predict it (chosen on the tuning
+#: half: all four tuning-half histories the weighting changed at a tenth of the run got worse, the
+#: later cuts better; the value lies between the benchmark's cuts at a tenth and a fifth of the run)
+SHRINK_BELOW_REMAINING = 0.85
+
 ANNEAL_STRETCH = 1.5
 ANNEAL_POWER = 1.375
 #: the tail bias (in standard errors) above which a history counts as accelerating (an LR decay

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,3 +106,39 @@ def test_a_few_steeply_falling_evals_get_an_interval_that_reaches_back_to_a_flat
     width = (fc.final_loss.p90 - fc.final_loss.p10) / fc.current_loss
     assert width > 0.15
     assert fc.final_loss.p90 >= 0.6  # a run that flattens soon after is inside it
+
+
+def test_the_drop_is_weighted_by_how_well_the_families_agree_on_it() -> None:
+    from advisor.forecast.core import _drop_shrink
+
+    assert _drop_shrink(0.05, 0.0) == 1.0
+    assert _drop_shrink(0.05, 0.05) == 0.5
+    assert _drop_shrink(-0.02, 0.0) == 1.0  # a predicted rise is weighted alike
+    assert _drop_shrink(0.0, 0.0) == 1.0
+    assert 0.0 < _drop_shrink(0.01, 0.1) < 0.02
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.floats(0.05, 5.0), min_size=3, max_size=7), st.floats(1.3, 8.0), st.booleans())
+def test_a_short_schedule_history_forecasts_no_more_drop_than_its_families_do(
+    values: list[float], reach: float, with_lr: bool
+) -> None:
+    """Weighting only ever pulls the forecast from the families' mean towards the current level,
+    and only where no held-out tail checks the drop (short histories with learning rates, past the
+    run's first 15%); elsewhere the families' mean stands."""
+    from advisor.forecast import calibration as cal
+    from advisor.forecast import forecast_with_parts
+
+    steps = [100.0 * (i + 1) for i in range(len(values))]
+    total = steps[-1] * reach
+    lrs = [1e-4 * (1 - s / total) for s in steps] if with_lr else None
+    _, parts = forecast_with_parts(steps, values, total_steps=total, learning_rates=lrs)
+    if not parts["weights"]:
+        return
+    shrink = parts["drop_shrink"]
+    weighted = parts["lr_shape"] is not None and parts["remaining"] < cal.SHRINK_BELOW_REMAINING
+    assert 0.0 <= shrink <= 1.0
+    if not weighted:
+        assert shrink == 1.0
+    # |level - mean| is the families' drop times the weight
+    assert abs(parts["level"] - parts["mean"]) == pytest.approx(shrink * parts["drop"], rel=1e-9, abs=1e-12)
