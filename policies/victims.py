@@ -9,9 +9,10 @@ notice (``../shared/reference/kueue.md`` §3.4). This follows Kueue's classic pr
 * for one that does not fit, candidates are the admitted workloads its ClusterQueue's
   ``preemption`` settings allow: ``withinClusterQueue`` (LowerPriority /
   LowerOrNewerEqualPriority) in its own queue, ``reclaimWithinCohort`` (LowerPriority / Any) and
-  ``borrowWithinCohort`` (LowerPriority, below ``maxPriorityThreshold``; the only cohort rule
-  left when the preemptor must borrow itself) in cohort members that are borrowing, and only
-  while they still are;
+  ``borrowWithinCohort`` (LowerPriority, below ``maxPriorityThreshold``) in cohort members that
+  are borrowing, and only while they still are; a preemptor that must borrow tries, as Kueue's
+  ``classicalPreemptions`` does, with borrowing (cohort victims by ``borrowWithinCohort`` only)
+  and without (``reclaimWithinCohort`` victims too, its own queue's bringing it within nominal);
 * candidates are ordered as in ``CandidatesOrdering``: other ClusterQueues first, lower effective
   priority (``priority + priority-boost``) first, most recently admitted first, then name (for UID);
 * targets are added greedily until the preemptor fits, then dropped in reverse order when not
@@ -39,11 +40,15 @@ def _candidates(
     admitted: list[WorkloadView],
     usage: dict[str, int],
     taken: set[int],
-) -> list[WorkloadView]:
+) -> list[tuple[WorkloadView, bool]]:
+    """Candidates in Kueue's order, each with whether it counts only in the attempt without
+    borrowing (a cohort member's workload that ``reclaimWithinCohort`` allows while the preemptor
+    would borrow, without ``borrowWithinCohort`` or above its threshold)."""
     prio = effective_priority(p)
-    out: list[WorkloadView] = []
+    out: list[tuple[WorkloadView, bool]] = []
     cohort = {q.name: q for q in cohort_members(cluster, cq)} if cq.cohort is not None else {}
     would_borrow = usage.get(cq.name, cq.usage_gpus) + p.gpus > cq.nominal_gpus
+    threshold = cq.borrow_max_priority_threshold
     for w in admitted:
         if id(w) in taken:
             continue
@@ -54,34 +59,78 @@ def _candidates(
             if (policy == "LowerPriority" and wp < prio) or (
                 policy == "LowerOrNewerEqualPriority" and (wp < prio or (wp == prio and newer))
             ):
-                out.append(w)
+                out.append((w, False))
             continue
         other = cohort.get(w.cluster_queue)
         if other is None or usage.get(other.name, other.usage_gpus) <= other.nominal_gpus:
             continue  # only members borrowing from the cohort can be reclaimed from
-        if cq.reclaim_within_cohort == "Never":
+        if cq.reclaim_within_cohort == "Never" or not (cq.reclaim_within_cohort == "Any" or wp < prio):
             continue
-        if not would_borrow:  # reclaiming its own nominal quota
-            ok = cq.reclaim_within_cohort == "Any" or wp < prio
-        else:  # it needs to borrow itself: only borrowWithinCohort allows preempting in the cohort
-            threshold = cq.borrow_max_priority_threshold
-            ok = (
-                cq.borrow_within_cohort == "LowerPriority"
-                and wp < prio
-                and (threshold is None or wp <= threshold)
-            )
-        if ok:
-            out.append(w)
+        without = would_borrow and (
+            cq.borrow_within_cohort != "LowerPriority"
+            or wp >= prio
+            or (threshold is not None and wp > threshold)
+        )
+        out.append((w, without))
     out.sort(
-        key=lambda w: (
-            w.cluster_queue == cq.name,
-            effective_priority(w),
-            -(w.admitted_at if w.admitted_at is not None else float("-inf")),
-            w.namespace,
-            w.name,
+        key=lambda c: (
+            c[0].cluster_queue == cq.name,
+            effective_priority(c[0]),
+            -(c[0].admitted_at if c[0].admitted_at is not None else float("-inf")),
+            c[0].namespace,
+            c[0].name,
         )
     )
     return out
+
+
+def _attempts(cq: ClusterQueueView, own_usage: int, gpus: int, cross: bool) -> tuple[bool, ...]:
+    """Kueue's preemption attempts, in its order (``True``: the preemptor may borrow)."""
+    forbidden = cq.borrow_within_cohort != "LowerPriority"
+    if not cross or (forbidden and own_usage >= cq.nominal_gpus):
+        return (True,)
+    if forbidden and own_usage + gpus > cq.nominal_gpus:
+        return (False, True)
+    return (True, False)
+
+
+def _attempt(
+    cluster: ClusterView,
+    p: WorkloadView,
+    cq: ClusterQueueView,
+    candidates: list[tuple[WorkloadView, bool]],
+    usage: dict[str, int],
+    borrow: bool,
+) -> tuple[list[WorkloadView], dict[str, int]] | None:
+    """Greedy until ``p`` fits (within its nominal quota when not ``borrow``), then filled back."""
+
+    def ok(trial: dict[str, int]) -> bool:
+        if not borrow and trial.get(cq.name, 0) + p.gpus > cq.nominal_gpus:
+            return False
+        return fits(cluster, p, trial)
+
+    targets: list[WorkloadView] = []
+    trial = dict(usage)
+    for w, without in candidates:
+        if w.cluster_queue != cq.name:
+            other = cluster.cluster_queues.get(w.cluster_queue)
+            if borrow and without:
+                continue
+            if other is not None and trial.get(other.name, 0) <= other.nominal_gpus:
+                continue  # that queue stopped borrowing: nothing left to reclaim from it
+        targets.append(w)
+        trial[w.cluster_queue] = trial.get(w.cluster_queue, 0) - w.gpus
+        if ok(trial):
+            break
+    if not targets or not ok(trial):
+        return None
+    for w in reversed(list(targets)):
+        trial[w.cluster_queue] += w.gpus
+        if ok(trial):
+            targets.remove(w)
+        else:
+            trial[w.cluster_queue] -= w.gpus
+    return targets, trial
 
 
 def predict_victims(cluster: ClusterView, *, per_queue: int | None = 1) -> list[WorkloadView]:
@@ -109,28 +158,16 @@ def predict_victims(cluster: ClusterView, *, per_queue: int | None = 1) -> list[
         if fits(cluster, p, usage):
             usage[cq.name] = usage.get(cq.name, 0) + p.gpus
             continue
-        targets: list[WorkloadView] = []
-        trial = dict(usage)
-        for w in _candidates(cluster, p, cq, admitted, usage, taken):
-            other = cluster.cluster_queues.get(w.cluster_queue)
-            if (
-                w.cluster_queue != cq.name
-                and other is not None
-                and trial.get(other.name, 0) <= other.nominal_gpus
-            ):
-                continue  # that queue stopped borrowing: nothing left to reclaim from it
-            targets.append(w)
-            trial[w.cluster_queue] = trial.get(w.cluster_queue, 0) - w.gpus
-            if fits(cluster, p, trial):
+        candidates = _candidates(cluster, p, cq, admitted, usage, taken)
+        cross = any(w.cluster_queue != cq.name for w, _without in candidates)
+        found = None
+        for borrow in _attempts(cq, usage.get(cq.name, 0), p.gpus, cross):
+            found = _attempt(cluster, p, cq, candidates, usage, borrow)
+            if found is not None:
                 break
-        if not targets or not fits(cluster, p, trial):
+        if found is None:
             continue
-        for w in reversed(list(targets)):
-            trial[w.cluster_queue] += w.gpus
-            if fits(cluster, p, trial):
-                targets.remove(w)
-            else:
-                trial[w.cluster_queue] -= w.gpus
+        targets, trial = found
         trial[cq.name] = trial.get(cq.name, 0) + p.gpus
         usage = trial
         taken.update(id(w) for w in targets)

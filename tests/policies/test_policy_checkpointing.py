@@ -325,3 +325,28 @@ def test_the_first_in_line_on_an_evicting_queue_keeps_a_fresh_checkpoint_without
     assert decide(j, calm, p, now=T0).actions == ()
     off = policy({"preemptionGuard": {"likelyVictims": False}})
     assert decide(j, c, off, now=T0).actions == ()
+
+
+def test_a_preemptor_that_would_borrow_also_tries_within_its_nominal_quota_as_kueue_does() -> None:
+    # Kueue's classicalPreemptions with borrowWithinCohort Never and the queue under nominal: the
+    # attempt without borrowing reclaims the cohort member's borrowed workload and preempts the
+    # queue's own lower-priority one (played against minimalkueue: reclaim-while-under-nominal)
+    mine = ClusterQueueView(
+        name="mine",
+        cohort="co",
+        nominal_gpus=4,
+        usage_gpus=2,
+        within_cluster_queue="LowerPriority",
+        reclaim_within_cohort="LowerPriority",
+    )
+    other = ClusterQueueView(name="other", cohort="co", nominal_gpus=4, usage_gpus=6)
+    c = cluster(
+        [mine, other],
+        [
+            wl("mine-low", "mine", 2, 0, at=0),
+            wl("o1", "other", 4, 0, at=1),
+            wl("o2", "other", 2, 0, at=2),
+            wl("p", "mine", 4, 10, admitted=False),
+        ],
+    )
+    assert sorted(w.name for w in predict_victims(c)) == ["mine-low", "o2"]
