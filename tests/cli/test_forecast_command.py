@@ -114,6 +114,28 @@ def test_demo_needs_no_file_and_compares_with_the_hidden_end(capsys: pytest.Capt
     assert "step 1,200 of 3,000 (40%)" in out
 
 
+def test_the_demo_end_is_inside_its_interval_on_held_out_seeds() -> None:
+    # through the console script, at the demo's own cut (40% of the run), on seeds no constant was
+    # chosen on: the demo's hidden end falls inside the 80% interval about as often as promised
+    # (measured over seeds 100-129: 24 of 30; 9 of 30 when the demo's annealing drop was a fixed
+    # amount of loss, larger than anything a constant-LR run could still gain)
+    script = Path(sys.executable).parent / "trainjob-advisor"
+    inside = 0
+    seeds = range(100, 110)
+    for seed in seeds:
+        done = subprocess.run(
+            [str(script), "forecast", "--demo", "--seed", str(seed), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        out = json.loads(done.stdout)
+        fl = out["final_loss"]
+        inside += fl["p10"] <= out["observed_final_loss"] <= fl["p90"]
+    assert inside >= 7, f"{inside} of {len(seeds)} inside"
+
+
 def _one_error_line(err: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
