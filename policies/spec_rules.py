@@ -318,6 +318,15 @@ class ElasticRule:
         exclusive_minimum=True,
         maximum=1.0,
     )
+    max_shrink_slowdown: float = spec_field(
+        "maxShrinkSlowdown",
+        "A plateau shrink stops at the fewest nodes that slow the run by at most this factor "
+        "(predicted by the throughput model): the run still goes to its end, and a shrink to the "
+        "minimum can multiply its remaining time. 1 turns the plateau shrink off.",
+        "float",
+        default=1.5,
+        minimum=1.0,
+    )
     shrink_when_starving: bool = spec_field(
         "shrinkWhenStarving",
         "Give nodes back when a workload of equal or higher priority cannot be admitted.",

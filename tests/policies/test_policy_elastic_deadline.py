@@ -28,7 +28,16 @@ def test_throughput_fit_recovers_amdahl_and_falls_back_to_the_prior() -> None:
 
 
 def _elastic_job(**kw: object):
-    return job(nodes=2, gpus=16, min_nodes=1, max_nodes=8, throughput=((1, amdahl(1)), (2, amdahl(2))), **kw)
+    return job(
+        **{
+            "nodes": 2,
+            "gpus": 16,
+            "min_nodes": 1,
+            "max_nodes": 8,
+            "throughput": ((1, amdahl(1)), (2, amdahl(2))),
+            **kw,
+        }
+    )
 
 
 def test_grows_into_idle_quota_while_it_pays() -> None:
@@ -56,10 +65,65 @@ def test_does_not_grow_without_quota_with_poor_scaling_or_when_others_wait() -> 
 def test_does_not_grow_a_plateaued_run_and_shrinks_it_to_the_minimum() -> None:
     c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)])
     assert decide(_elastic_job(forecast=forecast(plateau=0.5)), c, policy(ELASTIC), now=T0).actions == ()
-    d = decide(_elastic_job(forecast=forecast(plateau=0.9)), c, policy(ELASTIC), now=T0)
+    # a run that scales poorly (2 nodes only 1.3x one): the minimum costs little time
+    poor = _elastic_job(forecast=forecast(plateau=0.9), throughput=((1, 1.0), (2, 1.3)))
+    d = decide(poor, c, policy(ELASTIC), now=T0)
     assert [(a.kind, a.params["nodes"]) for a in d.actions] == [
         (ActionKind.SCALE, 1)
     ] and d.advice == "scale-down:1"
+
+
+def _big_plateaued(nodes: int = 8, **kw: object):
+    # observed at one size only: the model uses the policy's prior serial fraction (0.1)
+    return job(
+        nodes=nodes,
+        gpus=8 * nodes,
+        min_nodes=1,
+        max_nodes=16,
+        forecast=forecast(plateau=0.95, eta=10 * HOUR),
+        **{"throughput": ((nodes, amdahl(nodes)),), **kw},
+    )
+
+
+def test_a_plateau_shrink_stops_where_the_run_would_slow_more_than_allowed() -> None:
+    # 8 -> 1 node would make the run's remaining time 4.7x longer (10h -> 47h) for 41% fewer
+    # GPU-hours: the shrink stops at 5 nodes, 1.32x slower (4 would be 1.53x), the cost in the reason
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=64)])
+    d = decide(_big_plateaued(), c, policy(ELASTIC), now=T0)
+    assert [(a.kind, a.params["nodes"]) for a in d.actions] == [(ActionKind.SCALE, 5)]
+    reason = d.actions[0].reason
+    assert "1.32x slower" in reason and "remaining 10.0h -> 13.2h" in reason and "limit 1.5x" in reason
+    # a looser limit lets it go further, 1 keeps it where it is (and says why)
+    loose = policy({"elastic": {**ELASTIC["elastic"], "maxShrinkSlowdown": 5}})
+    assert [a.params["nodes"] for a in decide(_big_plateaued(), c, loose, now=T0).actions] == [1]
+    off = policy({"elastic": {**ELASTIC["elastic"], "maxShrinkSlowdown": 1}})
+    d = decide(_big_plateaued(), c, off, now=T0)
+    assert d.actions == () and any("not shrinking" in r and "1.08x slower" in r for r in d.reasons)
+
+
+def test_plateau_shrinks_do_not_compound_look_after_look() -> None:
+    # the run already shrank 8 -> 5 (its throughput at both sizes observed): measured from its
+    # fastest size, one node fewer would be 1.53x slower, so it stays
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=40)])
+    shrunk = _big_plateaued(nodes=5, throughput=((8, amdahl(8)), (5, amdahl(5))))
+    d = decide(shrunk, c, policy(ELASTIC), now=T0)
+    assert d.actions == () and any("1.53x slower than its fastest size" in r for r in d.reasons)
+
+
+def test_no_shrink_for_a_workload_the_shrink_cannot_admit() -> None:
+    # a 64-GPU workload waits on a 64-GPU queue where this 8-node job runs: shrinking it to its
+    # 1-node minimum frees 56 GPUs, not enough, and the job would only run slower while it waits
+    q = ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=64)
+    big = WorkloadView(namespace="x", name="big", cluster_queue="cq", gpus=64, priority=5, admitted=False)
+    j = job(nodes=8, gpus=64, min_nodes=1, max_nodes=16, throughput=((8, 3.0),))
+    d = decide(j, cluster([q], [big]), policy(ELASTIC), now=T0)
+    assert d.actions == ()
+    assert any("not shrinking for x/big: it needs 64 GPUs, 0 are free" in r for r in d.reasons)
+    # one that fits once it gives what it can is let in, by just enough nodes
+    mid = WorkloadView(namespace="x", name="mid", cluster_queue="cq", gpus=40, priority=5, admitted=False)
+    d = decide(j, cluster([q], [big, mid]), policy(ELASTIC), now=T0)
+    assert [(a.kind, a.params["nodes"]) for a in d.actions] == [(ActionKind.SCALE, 3)]
+    assert "x/mid" in d.actions[0].reason
 
 
 def test_shrinks_just_enough_when_a_higher_priority_workload_starves() -> None:
