@@ -315,6 +315,7 @@ class Engine:
             return
         key = job_key(str(meta["namespace"]), str(meta["name"]))
         if event_type == "DELETED":
+            self._drop_in_flight(key)
             self.jobs.pop(key, None)
             self.core.forget(key)
             self.actuator.forget(key)
@@ -349,6 +350,29 @@ class Engine:
             self.metrics.samples.labels("ignored").inc()
         if sample.warnings:
             self.metrics.samples.labels("with-warnings").inc()
+
+    def _drop_in_flight(self, key: str) -> None:
+        """A job deleted in the middle of an action sequence (a checkpoint awaiting its ack before
+        a release, say): the sequence ends here, nothing of it is carried out any more, and each
+        dropped step gets one audit line, the record that outlives the job's TrainJobForecast."""
+        for rid, entry in sorted(self.actuator.pending_for(key).items()):
+            fields = {
+                "audit": "outcome",
+                "job": key,
+                "kind": str(entry.get("kind")),
+                "requestId": rid,
+                "policy": str(entry.get("policy") or ""),
+                "rule": str(entry.get("rule") or ""),
+                "outcome": "dropped",
+                "detail": f"the job was deleted (stage {entry.get('stage')}); nothing more is done",
+            }
+            log.info(
+                "action outcome: job=%s kind=%s requestId=%s outcome=dropped (the job was deleted)",
+                key,
+                fields["kind"],
+                rid,
+                extra={"audit": fields},
+            )
 
     def _on_workload(self, event_type: str, body: Mapping[str, Any]) -> None:
         wl = parse_workload(body)

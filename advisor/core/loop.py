@@ -108,6 +108,7 @@ class JobRecord:
     progress_percentage: float | None = None
     _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
     _ack_seen: str | None = None  # the last checkpoint request id the job reported (counted once)
+    _arrival_floor: float | None = None  # when progress arrived before the current arrival
 
     @property
     def step(self) -> int:
@@ -136,6 +137,22 @@ def _loss_at_checkpoint(rec: JobRecord) -> float | None:
         return None
     found.sort()
     return found[len(found) // 2]
+
+
+def _arrival_bounded(reported: float, arrived_before: float | None, now: float) -> float:
+    """When a new report was made, on the advisor's clock: the reporter's time, but no later than
+    its arrival (``now``) and no earlier than the previous arrival of progress, after which it was
+    made. The first reports of a job, with no earlier arrival, are taken at their word (but no
+    later than ``now``); for a Kueue job the stall rule is bounded by the admission time anyway.
+
+    Why: the stall rule and the lifecycle measure "no step advance for 30 minutes" against
+    ``now``; a training pod whose clock runs ten minutes behind would otherwise look stuck for ten
+    minutes at every report, and one ten minutes ahead could never look stuck. Throughput is still
+    measured on the reporter's own timestamps (a constant skew cancels out of their differences).
+    An adapter that delivers reports in batches (the simulator, the back-test) dates each at its
+    own time: they were all made after the previous batch arrived."""
+    at = min(reported, now)
+    return at if arrived_before is None else max(at, min(arrived_before, now))
 
 
 def _report_interval(rec: JobRecord) -> float | None:
@@ -301,6 +318,9 @@ class AdvisorCore:
         prev_step = rec.step if len(rec.history) else None
         outcome = rec.history.append(sample)
         when = sample.time if sample.time is not None else now
+        if rec.progress_seen_at is not None and rec.progress_seen_at < now:
+            rec._arrival_floor = rec.progress_seen_at  # the last arrival before this one
+        at = _arrival_bounded(when, rec._arrival_floor, now)
         if rec.history.last_evals_added:
             rec.fresh_data = True  # a new evaluation changes the run's learning state
         if outcome in ("appended", "restart"):
@@ -309,18 +329,18 @@ class AdvisorCore:
                 # the run rolled back to a checkpoint: the forecast of the abandoned attempt says
                 # nothing the policies may act on; the next look re-forecasts the new segment
                 rec.forecast, rec.forecast_at, rec.learning = None, None, None
-            rec.last_sample_time = when
+            rec.last_sample_time = at
             rec.progress_seen_at = now
             if prev_step is None or sample.step != prev_step:
-                rec.last_step_change = when
+                rec.last_step_change = at
             if prev_step is not None and outcome == "appended" and sample.step > prev_step:
                 rec.report_gap = sample.step - prev_step
             self._note_throughput(rec, sample.step, when, nodes, restart=outcome == "restart")
             return True
         if outcome == "invalid" and sample.loss is None and prev_step is not None and sample.step > prev_step:
             # progress without a loss value still proves the job is not hung
-            rec.last_step_change = when
-            rec.last_sample_time = when
+            rec.last_step_change = at
+            rec.last_sample_time = at
             rec.progress_seen_at = now
             return True
         return acked or rec.history.last_evals_added > 0

@@ -294,3 +294,31 @@ def test_a_change_of_learning_state_posts_one_event_naming_the_best_eval_step() 
     (event,) = api.events
     assert event["reason"] == "LearningState" and "step 300" in event["message"]
     assert event["warning"] == (st.label in ("overfitting", "diverging", "hung"))
+
+
+def test_a_job_deleted_while_its_checkpoint_awaits_the_ack_ends_the_sequence_with_an_audit_line(
+    caplog: Any,
+) -> None:
+    import logging
+
+    api = FakeApi()
+    api.workloads["team-a/trainjob-llm-abcde"] = workload()
+    api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-0"]
+    plan = [Action(ActionKind.CHECKPOINT, "plateau", "before release", {"before": "release-quota"})]
+
+    def decide(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+        acts = (plan.pop(0),) if plan else ()  # the release would follow the ack
+        return Decision(job=job.key, policy="p", mode=Mode.APPLY, actions=acts)
+
+    e = engine(api, decide)
+    e.enqueue("workload", "ADDED", api.workloads["team-a/trainjob-llm-abcde"])
+    feed(e, range(10, 30, 10))
+    rid = api.pod_annotations["team-a/llm-0"]["advisor.trainjob-advisor.io/checkpoint-request"]
+    assert list(e.actuator.pending_for(KEY)) == [rid]
+    with caplog.at_level(logging.INFO, logger="advisor.controller.engine"):
+        e.enqueue("job", "DELETED", trainjob())
+        e.step(T0 + 100)
+    dropped = [r.audit for r in caplog.records if getattr(r, "audit", {}).get("outcome") == "dropped"]
+    assert [(d["job"], d["kind"], d["requestId"]) for d in dropped] == [(KEY, "checkpoint", rid)]
+    assert "awaiting-ack" in dropped[0]["detail"]
+    assert e.actuator.pending_for(KEY) == {} and e.jobs == {}

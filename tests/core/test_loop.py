@@ -85,22 +85,30 @@ class TestObserve:
         assert view.step == 10 and view.total_steps == 1000
         assert view.last_step_change == 100.0 and view.gpus == 8
 
-    def test_arrival_is_stamped_on_the_adapters_clock_not_the_reporters(self) -> None:
-        """A pod clock an hour fast must not make old news look fresh (``safety.maxEvidenceAge``)."""
+    @pytest.mark.parametrize("skew", [600.0, -600.0])
+    def test_a_skewed_pod_clock_moves_no_clock_of_the_advisor(self, skew: float) -> None:
+        """Reports dated ten minutes ahead or behind: arrival (``safety.maxEvidenceAge``) is the
+        adapter's clock, the step-change time stays between two arrivals (the stall rule), and the
+        throughput, from the reporter's own differences, is unchanged."""
         core = make_core(Recorder())
-        skewed = 3600.0
-        for i, at in enumerate((100.0, 110.0, 120.0), start=1):
-            core.observe(JOB.key, ProgressSample(step=i, loss=1.0 / i, time=at + skewed), now=at)
+        for i, at in enumerate((100.0, 110.0, 120.0, 130.0), start=1):
+            core.observe(JOB.key, ProgressSample(step=10 * i, loss=1.0 / i, time=at + skew), now=at)
         view = core.view(JOB)
-        assert view.progress_seen_at == 120.0 and view.last_sample_time == 120.0 + skewed
-        assert view.report_interval_s == 10.0
+        assert view.progress_seen_at == 130.0 and view.report_interval_s == 10.0
+        # ahead: dated at arrival; behind: no earlier than the previous report's arrival
+        assert view.last_step_change == (130.0 if skew > 0 else 120.0)
+        first = make_core(Recorder())
+        first.observe(JOB.key, ProgressSample(step=1, loss=1.0, time=100.0 + skew), now=100.0)
+        assert first.view(JOB).last_step_change == min(100.0, 100.0 + skew)  # taken at its word
+        assert view.last_sample_time == view.last_step_change
+        assert dict(view.throughput)[1] == pytest.approx(1.0)
         # a duplicate carries no news: the arrival time stays
-        core.observe(JOB.key, ProgressSample(step=3, loss=1.0 / 3, time=120.0 + skewed), now=500.0)
-        assert core.view(JOB).progress_seen_at == 120.0
+        core.observe(JOB.key, ProgressSample(step=40, loss=0.25, time=130.0 + skew), now=500.0)
+        assert core.view(JOB).progress_seen_at == 130.0
         # and a restart keeps it: the restored controller has no fresher evidence than before
         fresh = make_core(Recorder())
         fresh.restore(JOB.key, json.loads(json.dumps(core.dump(JOB.key))))
-        assert fresh.view(JOB).progress_seen_at == 120.0
+        assert fresh.view(JOB).progress_seen_at == 130.0
 
     def test_duplicate_sample_reports_nothing_new(self) -> None:
         core = make_core(Recorder())

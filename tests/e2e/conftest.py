@@ -17,9 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import sys
-import tempfile
 import uuid
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -109,17 +107,8 @@ def control_plane() -> Iterator[controlplane.ControlPlane]:
         raise _Prepared.error
     if _Prepared.binaries is None:
         raise controlplane.HarnessError("the control plane binaries were not prepared at collection")
-    run_dir = Path(tempfile.mkdtemp(prefix="trainjob-advisor-e2e-"))
-    plane = controlplane.ControlPlane(run_dir=run_dir, binaries=_Prepared.binaries)
-    try:
-        plane.start(crds=_Prepared.crds)
+    with controlplane.session_plane("e2e", _Prepared.binaries, _Prepared.crds) as plane:
         yield plane
-    finally:
-        plane.stop()
-        if os.environ.get("TRAINJOB_ADVISOR_KEEP_E2E_LOGS"):
-            print(f"\ncontrol plane logs kept in {run_dir}", file=sys.stderr)
-        else:
-            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

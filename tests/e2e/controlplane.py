@@ -22,7 +22,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -626,6 +626,27 @@ def _as_docs(source: str | Path | Mapping[str, Any] | Iterable[Mapping[str, Any]
     for item in source:
         docs.extend(_as_docs(item))
     return docs
+
+
+@contextlib.contextmanager
+def session_plane(prefix: str, binaries: Binaries, crds: Sequence[dict[str, Any]]) -> Iterator[ControlPlane]:
+    """A started control plane in a fresh run directory, stopped and removed afterwards (kept, and
+    its place printed, when TRAINJOB_ADVISOR_KEEP_E2E_LOGS is set): the session fixture of the e2e
+    and the reliability tiers, which each need their own plane (faults would disturb the other)."""
+    import shutil
+    import tempfile
+
+    run_dir = Path(tempfile.mkdtemp(prefix=f"trainjob-advisor-{prefix}-"))
+    plane = ControlPlane(run_dir=run_dir, binaries=binaries)
+    try:
+        plane.start(crds=crds)
+        yield plane
+    finally:
+        plane.stop()
+        if os.environ.get("TRAINJOB_ADVISOR_KEEP_E2E_LOGS"):
+            print(f"\n{prefix} control plane logs kept in {run_dir}", file=sys.stderr)
+        else:
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def start_control_plane(

@@ -10,9 +10,7 @@ every test here is skipped with one line saying why. Every test is marked ``e2e`
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,17 +43,8 @@ def plane() -> Iterator[controlplane.ControlPlane]:
         pytest.skip(f"reliability tier skipped: {exc}")
     binaries = controlplane.ensure_binaries(go, kueue=True)
     crds = controlplane.upstream_crds(go)
-    run_dir = Path(tempfile.mkdtemp(prefix="trainjob-advisor-reliability-"))
-    cp = controlplane.ControlPlane(run_dir=run_dir, binaries=binaries)
-    try:
-        cp.start(crds=crds)
+    with controlplane.session_plane("reliability", binaries, crds) as cp:
         yield cp
-    finally:
-        cp.stop()
-        if os.environ.get("TRAINJOB_ADVISOR_KEEP_E2E_LOGS"):
-            print(f"\nreliability control plane logs kept in {run_dir}", file=sys.stderr)
-        else:
-            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

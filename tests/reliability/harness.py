@@ -257,11 +257,21 @@ class Jobs:
         self.acked[name], self.attempted[name] = [], []
         return dict(self.custom.create_namespaced_custom_object(*TRAINER[:2], self.ns, TRAINER[2], body))
 
-    def report(self, name: str, step: int, loss: float, at: float, total: int = 100_000) -> bool:
+    def report(
+        self,
+        name: str,
+        step: int,
+        loss: float,
+        at: float,
+        total: int = 100_000,
+        extra: dict[str, str] | None = None,
+    ) -> bool:
+        """One upstream status-server update (``extra``: more metrics, e.g. a checkpoint ack)."""
         metrics = [
             {"name": "current_step", "value": str(step)},
             {"name": "total_steps", "value": str(total)},
             {"name": "loss", "value": f"{loss:.6f}"},
+            *({"name": k, "value": v} for k, v in (extra or {}).items()),
         ]
         self.attempted[name].append(step)
         try:
@@ -279,6 +289,42 @@ class Jobs:
             return False
         self.acked[name].append(step)
         return True
+
+    def create_pods(self, job: str, count: int = 2) -> list[str]:
+        """The job's pods as JobSet would label them (no kubelet runs them: they are where the
+        controller writes checkpoint requests)."""
+        names = []
+        for i in range(count):
+            body = {
+                "metadata": {"name": f"{job}-node-0-{i}", "labels": {"jobset.sigs.k8s.io/jobset-name": job}},
+                "spec": {"containers": [{"name": "node", "image": "trainer:latest"}]},
+            }
+            self.core.create_namespaced_pod(self.ns, client.V1Pod.from_dict(body))
+            names.append(body["metadata"]["name"])
+        return names
+
+    def pod_annotations(self, pod: str) -> dict[str, str]:
+        return dict(self.core.read_namespaced_pod(pod, self.ns).metadata.annotations or {})
+
+    def workload(self, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.custom.get_namespaced_custom_object(*KUEUE, self.ns, "workloads", name))
+        except client.exceptions.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def advice(self, name: str) -> tuple[str, list[str]]:
+        """The stored recommendation: its advice and reasons."""
+        rec = ((self.forecast(name) or {}).get("status") or {}).get("recommendation") or {}
+        return str(rec.get("advice") or ""), [str(r) for r in rec.get("reasons") or []]
+
+    def events(self, reason: str) -> list[Any]:
+        return [
+            e
+            for e in self.core.list_namespaced_event(self.ns).items
+            if e.reason == reason and e.source and e.source.component == "trainjob-advisor"
+        ]
 
     def forecast(self, name: str) -> dict[str, Any] | None:
         try:
@@ -303,14 +349,33 @@ class Jobs:
         return dict(json.loads(raw) if isinstance(raw, str) else raw)
 
 
-class Reporter:
-    """Every job reports a new step every ``period_s`` (steps of 10, loss falling) on a thread,
-    with the reporter's clock; failed reports are counted and the next one carries a newer step."""
+def falling(step: int) -> float:
+    return 2.0 + 5.0 / (1 + step / 100)
 
-    def __init__(self, jobs: Jobs, names: list[str], period_s: float = 1.0, t0: float | None = None) -> None:
-        self.jobs, self.names, self.period_s = jobs, names, period_s
+
+def flat(step: int) -> float:
+    """A run that stopped learning (the plateau rule's case), with a little deterministic noise."""
+    return 1.8 + 0.001 * ((step * 7919) % 13) / 13
+
+
+class Reporter:
+    """Every job reports a new step every ``period_s`` (steps of 10, loss ``loss(step)``, falling by
+    default) on a thread, dated by the reporter's clock (``t0``: where its step 0 lies, e.g. skewed);
+    failed reports are counted and the next one carries a newer step."""
+
+    def __init__(
+        self,
+        jobs: Jobs,
+        names: list[str],
+        period_s: float = 1.0,
+        t0: float | None = None,
+        *,
+        loss: Callable[[int], float] = falling,
+        start_step: int = 0,
+    ) -> None:
+        self.jobs, self.names, self.period_s, self.loss = jobs, names, period_s, loss
         self.t0 = time.time() if t0 is None else t0
-        self.step = 0
+        self.step = start_step
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="reporter", daemon=True)
         self.thread.start()
@@ -320,9 +385,47 @@ class Reporter:
             self.step += 10
             at = self.t0 + self.step / 10 * self.period_s
             for name in self.names:
-                self.jobs.report(name, self.step, 2.0 + 5.0 / (1 + self.step / 100), at)
+                self.jobs.report(name, self.step, self.loss(self.step), at)
             self._stop.wait(self.period_s)
 
     def stop(self) -> None:
         self._stop.set()
         self.thread.join(timeout=60)
+
+
+@contextlib.contextmanager
+def apply_policy(
+    plane: Any, name: str, namespace: str, *, rules: dict[str, Any], safety: dict[str, Any] | None = None
+) -> Any:
+    """An Apply-mode AdvisorPolicy for one namespace (quick judgement: no minimum runtime, a 1 s
+    cooldown, 10 forecast points), deleted afterwards."""
+    plane.apply(
+        {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "mode": "Apply",
+                "selector": {"namespaces": [namespace]},
+                "safety": {"minRuntime": "0s", "cooldown": "1s", "minForecastPoints": 10, **(safety or {})},
+                "rules": rules,
+            },
+        }
+    )
+    try:
+        yield name
+    finally:
+        plane.delete("advisor.trainjob-advisor.io/v1alpha1", "AdvisorPolicy", name)
+
+
+def audit_lines(ctl: ControllerProcess, job: str, kind: str) -> list[dict[str, Any]]:
+    """The controller's structured audit lines about ``kind`` actions on ``job``."""
+    out = []
+    for line in ctl.log().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("job", "").endswith(f"/{job}") and rec.get("kind") == kind:
+            out.append(rec)
+    return out

@@ -4,6 +4,7 @@ and keeps every forecast current once the fault is over."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from pathlib import Path
@@ -13,7 +14,11 @@ import controlplane
 import pytest
 from harness import ControllerProcess, FaultProxy, Faults, Jobs, Reporter, proxied_kubeconfig, wait_for
 
-JOBS = 20  # jobs reporting at once (the 2-core machine is shared; the issue's 200 is not sustained here)
+#: jobs reporting at once: 20 by default (the tier stays within its CI budget on 2 shared cores);
+#: TRAINJOB_ADVISOR_RELIABILITY_JOBS=200 is the issue's figure (README "Reliability" has its run)
+JOBS = int(os.environ.get("TRAINJOB_ADVISOR_RELIABILITY_JOBS", "20"))
+#: one reporter thread reports every job in turn: with many jobs a round takes longer than 1 s
+SLACK = max(1.0, JOBS / 20)
 
 
 def _check_history(jobs: Jobs, names: list[str], before: dict[str, list[int]]) -> dict[str, int]:
@@ -41,8 +46,8 @@ def _caught_up(jobs: Jobs, names: list[str]) -> bool | str:
 def test_a_restart_loses_and_duplicates_no_history(
     plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, target: str
 ) -> None:
-    """Must hold: after ``target`` is killed (SIGKILL) and started again while every job keeps
-    reporting, each stored history is strictly increasing (no duplicate), contains every point
+    """Must hold: after ``target`` is killed (SIGKILL) and started again while every one of JOBS
+    jobs keeps reporting, each stored history is strictly increasing (no duplicate), contains every point
     it held before the restart, contains no step that was never reported, ends at the last
     report the API server acknowledged, and the controller process never exits."""
     jobs = Jobs(admin, namespace)
@@ -62,12 +67,12 @@ def test_a_restart_loses_and_duplicates_no_history(
     try:
         wait_for(ctl.ready, "the controller to lead and start", timeout=90)
         reporter = Reporter(jobs, names, period_s=1.0)
-        wait_for(lambda: all(len(jobs.history_steps(n)) >= 3 for n in names), "histories", timeout=90)
+        wait_for(lambda: all(len(jobs.history_steps(n)) >= 3 for n in names), "histories", timeout=90 * SLACK)
         before = {n: jobs.history_steps(n) for n in names}
         plane.restart(target, down_s=3.0, kill=True)
-        time.sleep(5)  # reports go on after the restart
+        time.sleep(5 * SLACK)  # reports go on after the restart
         reporter.stop()
-        wait_for(lambda: _caught_up(jobs, names), "the controller to catch up", timeout=120)
+        wait_for(lambda: _caught_up(jobs, names), "the controller to catch up", timeout=120 * SLACK)
         assert ctl.proc.poll() is None, ctl.log()[-3000:]
         figures = _check_history(jobs, names, before)
         assert figures["points"] > sum(map(len, before.values()))

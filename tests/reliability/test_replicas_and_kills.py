@@ -4,6 +4,7 @@ and the per-policy hourly cap holds across every restart."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import time
@@ -12,10 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import controlplane
-from harness import KUEUE, ControllerProcess, Jobs, lease_holder, wait_for
+from harness import KUEUE, ControllerProcess, Jobs, apply_policy, lease_holder, wait_for
 from kubernetes import client
 
 LEASE = ("--lease-duration=6", "--renew-deadline=4", "--retry-period=1")
+#: action sequences under SIGKILL: 8 jobs under a cap of 3 by default (the cap across restarts);
+#: TRAINJOB_ADVISOR_RELIABILITY_SEQUENCES=100 runs 100 jobs, each released once, cap 100, 10 kills
+SEQUENCES = int(os.environ.get("TRAINJOB_ADVISOR_RELIABILITY_SEQUENCES", "8"))
+CAP = 3 if SEQUENCES <= 8 else SEQUENCES
+KILLS = 6 if SEQUENCES <= 8 else 10
 TAKEOVER_BOUND_S = 6 + 1 + 8  # lease duration + retry period + the standby's startup (listing, kopf)
 
 
@@ -81,10 +87,11 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
 def test_sigkills_during_releases_leave_each_action_once_and_the_cap_holding(
     plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path
 ) -> None:
-    """Must hold: an Apply policy that wants to release every one of 8 plateaued jobs, with
-    maxActionsPerHour 3, while the controller is SIGKILLed at random moments and restarted 6
-    times: exactly 3 Workloads are deactivated, each job's log holds at most one release and no
-    pending action is left, and every release has exactly one QuotaReleased Event."""
+    """Must hold: an Apply policy that wants to release every one of SEQUENCES (8) plateaued
+    jobs, with maxActionsPerHour CAP (3), while the controller is SIGKILLed at random moments and
+    restarted KILLS (6) times: exactly CAP Workloads are deactivated, each job's log holds at
+    most one release and no pending action is left, and every release has exactly one
+    QuotaReleased Event."""
     if not plane.kueue:
         import pytest
 
@@ -92,90 +99,69 @@ def test_sigkills_during_releases_leave_each_action_once_and_the_cap_holding(
     from harness_kueue import admitted_jobs
 
     rng = random.Random(2026)
-    names = [f"flat-{i}" for i in range(8)]
-    policy = f"cap-{namespace[-5:]}"
+    names = [f"flat-{i}" for i in range(SEQUENCES)]
     jobs = Jobs(admin, namespace)
-    with admitted_jobs(plane, jobs, names) as workloads:
-        plane.apply(
-            {
-                "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
-                "kind": "AdvisorPolicy",
-                "metadata": {"name": policy},
-                "spec": {
-                    "mode": "Apply",
-                    "selector": {"namespaces": [namespace]},
-                    "safety": {
-                        "minRuntime": "0s",
-                        "cooldown": "1s",
-                        "minForecastPoints": 10,
-                        "maxActionsPerHour": 3,
-                    },
-                    "rules": {
-                        "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
-                        "quotaRelease": {"checkpointFirst": False},
-                    },
-                },
-            }
-        )
-        try:
-            lease = f"rel-{uuid.uuid4().hex[:6]}"
-            t0 = time.time() - 3000
-            kills = 0
-            step = 0
-            for round_ in range(7):
-                ctl = ControllerProcess(
-                    plane.controller_kubeconfig,
-                    namespace,
-                    tmp_path,
-                    lease=lease,
-                    name=f"r{round_}",
-                    lease_args=LEASE,
-                )
-                wait_for(ctl.ready, "the controller to start", timeout=90)
-                deadline = time.monotonic() + (rng.uniform(1.0, 6.0) if round_ < 6 else 25.0)
-                while time.monotonic() < deadline:
-                    step += 10
-                    for name in names:
-                        jobs.report(name, step, 1.8 + 0.001 * rng.random(), t0 + step)
-                    time.sleep(0.3)
-                if round_ < 6:
-                    ctl.kill(signal.SIGKILL)
-                    kills += 1
-                else:
-                    wait_for(lambda: all(not jobs.pending(n) for n in names), "no pending action", timeout=60)
-                    ctl.stop()
-            custom = client.CustomObjectsApi(admin)
-            inactive = [
-                w
-                for w in workloads
-                if custom.get_namespaced_custom_object(*KUEUE, namespace, "workloads", w)["spec"].get(
-                    "active"
-                )
-                is False
-            ]
-            releases = {
-                n: [
-                    a
-                    for a in jobs.actions(n)
-                    if a["kind"] == "release-quota" and a["outcome"] != "recommended"
-                ]
-                for n in names
-            }
-            core = client.CoreV1Api(admin)
-            events = [
-                e
-                for e in core.list_namespaced_event(namespace).items
-                if e.reason == "QuotaReleased" and e.source and e.source.component == "trainjob-advisor"
-            ]
-            print(
-                f"\n[reliability] {kills} SIGKILLs, {len(inactive)} releases, "
-                f"events {len(events)}, reports up to step {step}"
+    slack = max(1.0, SEQUENCES / 8 / 4)  # one thread reports every job in turn
+    with (
+        admitted_jobs(plane, jobs, names) as workloads,
+        apply_policy(
+            plane,
+            f"cap-{namespace[-5:]}",
+            namespace,
+            safety={"maxActionsPerHour": CAP},
+            rules={
+                "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
+                "quotaRelease": {"checkpointFirst": False},
+            },
+        ),
+    ):
+        lease = f"rel-{uuid.uuid4().hex[:6]}"
+        t0 = time.time() - 3000
+        kills = 0
+        step = 0
+        for round_ in range(KILLS + 1):
+            ctl = ControllerProcess(
+                plane.controller_kubeconfig,
+                namespace,
+                tmp_path,
+                lease=lease,
+                name=f"r{round_}",
+                lease_args=LEASE,
             )
-            assert len(inactive) == 3, inactive
-            assert all(len(r) <= 1 for r in releases.values()), releases
-            assert sum(len(r) for r in releases.values()) == 3
-            assert all(r[0]["outcome"] == "done" for r in releases.values() if r)
-            assert len(events) == 3
-            assert all(not jobs.pending(n) for n in names)
-        finally:
-            plane.delete("advisor.trainjob-advisor.io/v1alpha1", "AdvisorPolicy", policy)
+            wait_for(ctl.ready, "the controller to start", timeout=90 * slack)
+            deadline = time.monotonic() + (rng.uniform(1.0, 6.0) if round_ < KILLS else 25.0 * slack)
+            while time.monotonic() < deadline:
+                step += 10
+                for name in names:
+                    jobs.report(name, step, 1.8 + 0.001 * rng.random(), t0 + step)
+                time.sleep(0.3)
+            if round_ < KILLS:
+                ctl.kill(signal.SIGKILL)
+                kills += 1
+            else:
+                wait_for(
+                    lambda: all(not jobs.pending(n) for n in names), "no pending action", timeout=60 * slack
+                )
+                ctl.stop()
+        custom = client.CustomObjectsApi(admin)
+        inactive = [
+            w
+            for w in workloads
+            if custom.get_namespaced_custom_object(*KUEUE, namespace, "workloads", w)["spec"].get("active")
+            is False
+        ]
+        releases = {
+            n: [a for a in jobs.actions(n) if a["kind"] == "release-quota" and a["outcome"] != "recommended"]
+            for n in names
+        }
+        events = jobs.events("QuotaReleased")
+        print(
+            f"\n[reliability] {SEQUENCES} jobs, cap {CAP}: {kills} SIGKILLs, {len(inactive)} releases, "
+            f"events {len(events)}, reports up to step {step}"
+        )
+        assert len(inactive) == CAP, inactive
+        assert all(len(r) <= 1 for r in releases.values()), releases
+        assert sum(len(r) for r in releases.values()) == CAP
+        assert all(r[0]["outcome"] == "done" for r in releases.values() if r)
+        assert len(events) == CAP
+        assert all(not jobs.pending(n) for n in names)

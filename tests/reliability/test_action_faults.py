@@ -1,0 +1,430 @@
+"""Faults around one action sequence on real Kueue-admitted jobs: the API server paused when the
+action falls due, the job or its Workload deleted in the middle of checkpoint -> release, a
+competing writer on the same Workload and TrainJob, and training pods whose clocks are minutes off.
+
+Each test states what must hold, and prints the figures the README's "Reliability" table quotes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import controlplane
+import pytest
+from harness import (
+    ADVISOR,
+    KUEUE,
+    MERGE,
+    TRAINER,
+    ControllerProcess,
+    Jobs,
+    Reporter,
+    apply_policy,
+    audit_lines,
+    flat,
+    wait_for,
+)
+from harness_kueue import admitted_jobs
+
+from advisor.protocol import ACK_REQUEST_METRIC, ACK_STEP_METRIC, CHECKPOINT_REQUEST_ANNOTATION
+
+#: a lease far longer than any pause below: these tests are about actions, not the election
+LONG_LEASE = ("--lease-duration=90", "--renew-deadline=75", "--retry-period=2")
+RELEASE = "release-quota"
+
+
+@pytest.fixture
+def kueue(plane: controlplane.ControlPlane) -> None:
+    if not plane.kueue:
+        pytest.skip(f"needs real Kueue: {plane.kueue_reason}")
+
+
+@contextlib.contextmanager
+def controller(
+    plane: controlplane.ControlPlane, namespace: str, tmp_path: Path
+) -> Iterator[ControllerProcess]:
+    ctl = ControllerProcess(
+        plane.controller_kubeconfig,
+        namespace,
+        tmp_path,
+        lease=f"rel-{uuid.uuid4().hex[:6]}",
+        lease_args=LONG_LEASE,
+    )
+    try:
+        wait_for(ctl.ready, "the controller to lead and start", timeout=120)
+        yield ctl
+    finally:
+        ctl.stop()
+
+
+def _active(jobs: Jobs, workload: str) -> bool | None:
+    wl = jobs.workload(workload)
+    return None if wl is None else wl["spec"].get("active") is not False
+
+
+def _attempts(jobs: Jobs, name: str, kind: str = RELEASE) -> list[dict[str, Any]]:
+    return [a for a in jobs.actions(name) if a["kind"] == kind and a["outcome"] != "recommended"]
+
+
+# ------------------------------------------------------------------------------ stale forecasts
+def test_a_pause_across_the_moment_an_action_falls_due_is_not_acted_on_until_fresh_progress(
+    plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
+) -> None:
+    """Must hold: a plateaued job whose release falls due while the API server is SIGSTOPped
+    (30 s, across the due moment) is not released on that forecast after SIGCONT: for 15 s after
+    the resume, with no fresh progress, its Workload stays active, no release is attempted or
+    recorded, and its advice is ``stale`` with the age in the reason (``maxEvidenceAge`` 8 s);
+    the controller does not exit. Once progress arrives again the job is released, once."""
+    jobs = Jobs(admin, namespace)
+    name = "flat"
+    with (
+        admitted_jobs(plane, jobs, [name]) as (workload,),
+        apply_policy(
+            plane,
+            f"stale-{namespace[-5:]}",
+            namespace,
+            safety={"maxEvidenceAge": "8s"},
+            rules={
+                "plateau": {"probability": 0.6, "for": "20s", "action": "Release"},
+                "quotaRelease": {"checkpointFirst": False},
+            },
+        ),
+        controller(plane, namespace, tmp_path) as ctl,
+    ):
+        reporter = Reporter(jobs, [name], period_s=1.0, loss=flat)
+        wait_for(lambda: jobs.advice(name)[0] == "plateau?", "the plateau window to open", timeout=120)
+        opened = time.monotonic()
+        reporter.stop()
+        last_step = reporter.step
+        plane.pause("kube-apiserver")
+        try:
+            time.sleep(30)  # the window (20 s) ends in the pause
+        finally:
+            plane.resume("kube-apiserver")
+        assert time.monotonic() - opened >= 20 + 8
+        # the controller reconnects and looks again (every second) on the old forecast
+        wait_for(lambda: jobs.advice(name)[0] == "stale", "the advice to say stale", timeout=60)
+        held_from = time.monotonic()
+        while time.monotonic() - held_from < 15:
+            assert _active(jobs, workload) is True, "released on a stale forecast"
+            time.sleep(1)
+        advice, reasons = jobs.advice(name)
+        assert advice == "stale", (advice, reasons)
+        stale_reason = next(r for r in reasons if "stale evidence" in r)
+        assert stale_reason.startswith("plateau: not acted on, stale evidence: the newest progress arrived")
+        assert "maxEvidenceAge 8s" in stale_reason
+        assert _attempts(jobs, name) == [] and audit_lines(ctl, name, RELEASE) == []
+        assert ctl.proc.poll() is None
+        # fresh progress: the window has held since before the pause, the job is released at once
+        fresh = time.monotonic()
+        reporter = Reporter(
+            jobs, [name], period_s=1.0, t0=time.time() - last_step / 10, loss=flat, start_step=last_step
+        )
+        try:
+            wait_for(lambda: _active(jobs, workload) is False, "the release on fresh progress", timeout=60)
+        finally:
+            reporter.stop()
+        acted_after = time.monotonic() - fresh
+        wait_for(lambda: len(_attempts(jobs, name)) == 1, "the release in the log", timeout=30)
+        assert [a["outcome"] for a in _attempts(jobs, name)] == ["done"]
+        assert len(jobs.events("QuotaReleased")) == 1
+        retries = ctl.log().count("retrying in")
+        print(
+            "\n[reliability] stale after a 30 s pause: held 15 s with no release, "
+            f"released {acted_after:.1f}s after fresh progress; write retries logged {retries}"
+        )
+
+
+# ------------------------------------------------------------------------ deletion mid-sequence
+def _start_sequence(jobs: Jobs, pods: list[str]) -> str:
+    """Report a flat loss until the controller asks the pods for a checkpoint; its request id."""
+    return str(
+        wait_for(
+            lambda: jobs.pod_annotations(pods[0]).get(CHECKPOINT_REQUEST_ANNOTATION),
+            "the checkpoint request before the release",
+            timeout=120,
+        )
+    )
+
+
+def test_the_trainjob_deleted_mid_sequence_ends_it_and_the_forecast_goes_with_its_owner(
+    plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
+) -> None:
+    """Must hold: a TrainJob deleted while its checkpoint -> release sequence waits for the
+    checkpoint's acknowledgement ends the sequence: its Workload (which the garbage collector
+    would remove; this control plane runs no kube-controller-manager, so it stays) is never
+    deactivated, no release is attempted, one audit line records the dropped request; the
+    TrainJobForecast carries an ownerReference to the TrainJob's uid (what lets the
+    garbage collector delete it), is no longer written once the job is gone, and, deleted as
+    the collector would, is not recreated: the controller forgot the job."""
+    jobs = Jobs(admin, namespace)
+    name = "doomed"
+    with (
+        admitted_jobs(plane, jobs, [name]) as (workload,),
+        apply_policy(
+            plane,
+            f"del-{namespace[-5:]}",
+            namespace,
+            rules={
+                "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
+                "quotaRelease": {"checkpointFirst": True, "checkpointTimeout": "10m"},
+            },
+        ),
+        controller(plane, namespace, tmp_path) as ctl,
+    ):
+        pods = jobs.create_pods(name)
+        uid = jobs.custom.get_namespaced_custom_object(*TRAINER[:2], namespace, TRAINER[2], name)["metadata"][
+            "uid"
+        ]
+        reporter = Reporter(jobs, [name], period_s=1.0, loss=flat)
+        try:
+            request = _start_sequence(jobs, pods)
+        finally:
+            reporter.stop()
+        owners = (jobs.forecast(name) or {})["metadata"].get("ownerReferences") or []
+        assert [(o["apiVersion"], o["kind"], o["name"], o["uid"]) for o in owners] == [
+            ("trainer.kubeflow.org/v1alpha1", "TrainJob", name, uid)
+        ], owners
+        jobs.custom.delete_namespaced_custom_object(*TRAINER[:2], namespace, TRAINER[2], name)
+        wait_for(
+            lambda: any(r.get("outcome") == "dropped" for r in audit_lines(ctl, name, "checkpoint")),
+            "the dropped request's audit line",
+            timeout=60,
+        )
+        time.sleep(3)  # a write already handed to the pool may still land
+        before = (jobs.forecast(name) or {})["metadata"]["resourceVersion"]
+        time.sleep(10)
+        assert (jobs.forecast(name) or {})["metadata"]["resourceVersion"] == before, "written after deletion"
+        assert _active(jobs, workload) is True, "the deleted job's Workload was released"
+        assert audit_lines(ctl, name, RELEASE) == []
+        dropped = [r for r in audit_lines(ctl, name, "checkpoint") if r.get("outcome") == "dropped"]
+        assert [r["requestId"] for r in dropped] == [request]
+        # what the garbage collector would do: the forecast goes; the controller does not bring it back
+        jobs.custom.delete_namespaced_custom_object(*ADVISOR, namespace, "trainjobforecasts", name)
+        time.sleep(10)
+        assert jobs.forecast(name) is None
+        assert ctl.proc.poll() is None
+        print(f"\n[reliability] TrainJob deleted mid-sequence: request {request} dropped, 0 releases")
+
+
+def test_the_workload_deleted_mid_sequence_gets_one_impossible_attempt_and_no_retry_loop(
+    plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
+) -> None:
+    """Must hold: a Workload deleted while its job's checkpoint -> release sequence waits for the
+    acknowledgement is not recreated or written; when the job acknowledges, the release is
+    recorded once as impossible (no Workload) with one QuotaReleasedFailed Event, and over the
+    next 20 s of progress reports it is not tried again (no retry loop: the job did not change)."""
+    jobs = Jobs(admin, namespace)
+    name = "orphan"
+    with (
+        admitted_jobs(plane, jobs, [name]) as (workload,),
+        apply_policy(
+            plane,
+            f"wl-{namespace[-5:]}",
+            namespace,
+            rules={
+                "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
+                "quotaRelease": {"checkpointFirst": True, "checkpointTimeout": "10m"},
+            },
+        ),
+        controller(plane, namespace, tmp_path) as ctl,
+    ):
+        pods = jobs.create_pods(name)
+        reporter = Reporter(jobs, [name], period_s=1.0, loss=flat)
+        try:
+            request = _start_sequence(jobs, pods)
+        finally:
+            reporter.stop()
+        jobs.custom.delete_namespaced_custom_object(*KUEUE, namespace, "workloads", workload)
+        wait_for(lambda: jobs.workload(workload) is None, "the Workload to go", timeout=30)
+        step = reporter.step + 10
+        ack = {ACK_STEP_METRIC: str(step), ACK_REQUEST_METRIC: request}
+        jobs.report(name, step, flat(step), time.time(), extra=ack)
+        wait_for(lambda: _attempts(jobs, name), "the release attempt", timeout=60)
+        for _ in range(20):
+            step += 10
+            jobs.report(name, step, flat(step), time.time(), extra=ack)
+            time.sleep(1)
+        attempts = _attempts(jobs, name)
+        assert [a["outcome"] for a in attempts] == ["impossible"], attempts
+        assert len([r for r in audit_lines(ctl, name, RELEASE) if r.get("audit") == "attempt"]) == 1
+        assert len(jobs.events("QuotaReleasedFailed")) == 1
+        assert jobs.workload(workload) is None
+        assert ctl.proc.poll() is None
+        print("\n[reliability] Workload deleted mid-sequence: 1 impossible release, 0 retries in 20 s")
+
+
+# ------------------------------------------------------------------------------ competing writer
+class CompetingWriter:
+    """Another client patching a label on the Workload and an annotation on the TrainJob as fast as
+    the API server answers (merge patches, as kubectl label/annotate do); it remembers the last
+    value the server acknowledged on each."""
+
+    def __init__(self, jobs: Jobs, workload: str, job: str) -> None:
+        self.jobs, self.workload, self.job = jobs, workload, job
+        self.acked = {"workload": -1, "job": -1}
+        self.writes = 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="competing-writer", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        n = 0
+        custom = self.jobs.custom
+        while not self._stop.is_set():
+            n += 1
+            with contextlib.suppress(Exception):
+                custom.patch_namespaced_custom_object(
+                    *KUEUE,
+                    self.jobs.ns,
+                    "workloads",
+                    self.workload,
+                    {"metadata": {"labels": {"other-writer": str(n)}}},
+                )
+                self.acked["workload"] = n
+                self.writes += 1
+            with contextlib.suppress(Exception):
+                custom.patch_namespaced_custom_object(
+                    *TRAINER[:2],
+                    self.jobs.ns,
+                    TRAINER[2],
+                    self.job,
+                    {"metadata": {"annotations": {"other-writer": str(n)}}},
+                    _content_type=MERGE,
+                )
+                self.acked["job"] = n
+                self.writes += 1
+            self._stop.wait(0.005)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(timeout=30)
+
+
+def test_a_competing_writer_on_the_workload_and_the_trainjob_loses_no_update(
+    plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
+) -> None:
+    """Must hold: while another client patches the same Workload (a label) and TrainJob (an
+    annotation) continuously, the controller's release lands once (Workload inactive, one
+    ``done`` release, one QuotaReleased Event), the other writer's last acknowledged value is on
+    both objects (no lost update), and the controller's conflict retries are bounded: at most 3
+    retries per attempt (4 tries), every attempt recorded, at most 3 attempts in the test."""
+    jobs = Jobs(admin, namespace)
+    name = "contended"
+    with (
+        admitted_jobs(plane, jobs, [name]) as (workload,),
+        apply_policy(
+            plane,
+            f"race-{namespace[-5:]}",
+            namespace,
+            rules={
+                "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
+                "quotaRelease": {"checkpointFirst": False},
+            },
+        ),
+        controller(plane, namespace, tmp_path) as ctl,
+    ):
+        writer = CompetingWriter(jobs, workload, name)
+        reporter = Reporter(jobs, [name], period_s=1.0, loss=flat)
+        try:
+            # a failed attempt (4 conflicts in a row) backs off 60 s before the next: allow two
+            wait_for(lambda: _active(jobs, workload) is False, "the release", timeout=200)
+            time.sleep(2)
+        finally:
+            writer.stop()
+            reporter.stop()
+        wl = jobs.workload(workload) or {}
+        job = jobs.custom.get_namespaced_custom_object(*TRAINER[:2], namespace, TRAINER[2], name)
+        assert wl["spec"]["active"] is False
+        assert wl["metadata"]["labels"]["other-writer"] == str(writer.acked["workload"]), "lost update"
+        assert job["metadata"]["annotations"]["other-writer"] == str(writer.acked["job"]), "lost update"
+        attempts = _attempts(jobs, name)
+        assert attempts[-1]["outcome"] == "done" and len(attempts) <= 3, attempts
+        assert all(a["outcome"] == "failed" for a in attempts[:-1]), attempts
+        assert len(jobs.events("QuotaReleased")) == 1
+        conflicts = [ln for ln in ctl.log().splitlines() if "action failed (409)" in ln]
+        assert len(conflicts) <= 3 * len(attempts)
+        print(
+            f"\n[reliability] competing writer: {writer.writes} writes by the other client, "
+            f"{len(conflicts)} conflict retries, {len(attempts)} release attempt(s), 0 lost updates"
+        )
+
+
+# ----------------------------------------------------------------------------------- clock skew
+SKEWS = {"ahead": 600.0, "behind": -600.0, "true": 0.0}
+
+
+def test_pod_clocks_ten_minutes_off_change_no_judgement(
+    plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
+) -> None:
+    """Must hold, for three learning jobs whose progress timestamps are 10 minutes ahead, 10
+    minutes behind and true, under an Apply policy with a 45 s stall rule, a plateau rule and
+    a 1-minute ``maxEvidenceAge``: the controller does not crash; every report is stored once;
+    no action is taken and no job is judged hung, stalled or stale; the throughput and the ETA of
+    the skewed jobs are within 25% of the true job's. Then all three stop reporting: the stall
+    rule releases each of them once, by the controller's clock: no sooner than 45 s after the
+    last report arrived (a clock 10 minutes behind would make them look hung at once; one 10
+    minutes ahead, never)."""
+    jobs = Jobs(admin, namespace)
+    names = list(SKEWS)
+    with (
+        admitted_jobs(plane, jobs, names) as workloads,
+        apply_policy(
+            plane,
+            f"skew-{namespace[-5:]}",
+            namespace,
+            safety={"maxEvidenceAge": "1m"},
+            rules={
+                "stall": {"for": "45s", "action": "Release"},
+                "plateau": {"probability": 0.9, "for": "0s", "action": "Release"},
+                "quotaRelease": {"checkpointFirst": False},
+            },
+        ),
+        controller(plane, namespace, tmp_path) as ctl,
+    ):
+        t0 = time.time()
+        reporters = [Reporter(jobs, [n], period_s=1.0, t0=t0 + SKEWS[n]) for n in names]
+        try:
+            wait_for(
+                lambda: all(len(jobs.history_steps(n)) >= 40 for n in names), "40 reports each", timeout=180
+            )
+            for _ in range(20):  # judged every second meanwhile
+                for n in names:
+                    advice = jobs.advice(n)[0]
+                    assert advice not in ("hung", "stalled?", "stale"), (n, advice, jobs.advice(n)[1])
+                time.sleep(1)
+        finally:
+            for r in reporters:
+                r.stop()
+        stopped = time.monotonic()
+        rates = {}
+        etas = {}
+        for n in names:
+            f = (jobs.forecast(n) or {}).get("status") or {}
+            rates[n] = f["throughput"]["stepsPerSecond"]
+            etas[n] = ((f.get("forecast") or {}).get("etaSeconds") or {}).get("mean")
+            steps = jobs.history_steps(n)
+            assert steps == sorted(set(steps)) and set(steps) <= set(jobs.attempted[n])
+        for n in ("ahead", "behind"):
+            assert rates[n] == pytest.approx(rates["true"], rel=0.25), rates
+            assert etas[n] is not None and etas["true"] is not None
+            assert etas[n] == pytest.approx(etas["true"], rel=0.25), etas
+        assert all(_attempts(jobs, n) == [] for n in names)
+        assert all(_active(jobs, w) for w in workloads)
+        # silence: each is hung by the controller's clock, not its own
+        wait_for(lambda: all(not _active(jobs, w) for w in workloads), "the stall releases", timeout=180)
+        hung_after = time.monotonic() - stopped
+        assert hung_after >= 45 - 5, hung_after
+        for n in names:
+            assert [(a["rule"], a["outcome"]) for a in _attempts(jobs, n)] == [("stall", "done")]
+        assert ctl.proc.poll() is None
+        print(
+            f"\n[reliability] clock skew +-10 min: rates {rates}, ETA {etas}; "
+            f"released as hung {hung_after:.0f}s after the last report (stall for 45s)"
+        )
