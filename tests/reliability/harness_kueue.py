@@ -70,7 +70,7 @@ def admitted_jobs(plane: controlplane.ControlPlane, jobs: Jobs, names: list[str]
         wait_for(
             lambda: all(workload_admitted(jobs.custom, ns, w) for w in workloads),
             "Kueue to admit every Workload",
-            timeout=90,
+            timeout=max(90.0, 1.5 * len(names)),
         )
         yield workloads
     finally:

@@ -77,9 +77,9 @@ def test_a_pause_across_the_moment_an_action_falls_due_is_not_acted_on_until_fre
     plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
 ) -> None:
     """Must hold: a plateaued job whose release falls due while the API server is SIGSTOPped
-    (30 s, across the due moment) is not released on that forecast after SIGCONT: for 15 s after
+    (25 s, across the due moment) is not released on that forecast after SIGCONT: for 10 s after
     the resume, with no fresh progress, its Workload stays active, no release is attempted or
-    recorded, and its advice is ``stale`` with the age in the reason (``maxEvidenceAge`` 8 s);
+    recorded, and its advice is ``stale`` with the age in the reason (``maxEvidenceAge`` 6 s);
     the controller does not exit. Once progress arrives again the job is released, once."""
     jobs = Jobs(admin, namespace)
     name = "flat"
@@ -89,9 +89,9 @@ def test_a_pause_across_the_moment_an_action_falls_due_is_not_acted_on_until_fre
             plane,
             f"stale-{namespace[-5:]}",
             namespace,
-            safety={"maxEvidenceAge": "8s"},
+            safety={"maxEvidenceAge": "6s"},
             rules={
-                "plateau": {"probability": 0.6, "for": "20s", "action": "Release"},
+                "plateau": {"probability": 0.6, "for": "15s", "action": "Release"},
                 "quotaRelease": {"checkpointFirst": False},
             },
         ),
@@ -104,21 +104,21 @@ def test_a_pause_across_the_moment_an_action_falls_due_is_not_acted_on_until_fre
         last_step = reporter.step
         plane.pause("kube-apiserver")
         try:
-            time.sleep(30)  # the window (20 s) ends in the pause
+            time.sleep(25)  # the window (15 s) ends in the pause
         finally:
             plane.resume("kube-apiserver")
-        assert time.monotonic() - opened >= 20 + 8
+        assert time.monotonic() - opened >= 15 + 6
         # the controller reconnects and looks again (every second) on the old forecast
         wait_for(lambda: jobs.advice(name)[0] == "stale", "the advice to say stale", timeout=60)
         held_from = time.monotonic()
-        while time.monotonic() - held_from < 15:
+        while time.monotonic() - held_from < 10:
             assert _active(jobs, workload) is True, "released on a stale forecast"
             time.sleep(1)
         advice, reasons = jobs.advice(name)
         assert advice == "stale", (advice, reasons)
         stale_reason = next(r for r in reasons if "stale evidence" in r)
         assert stale_reason.startswith("plateau: not acted on, stale evidence: the newest progress arrived")
-        assert "maxEvidenceAge 8s" in stale_reason
+        assert "maxEvidenceAge 6s" in stale_reason
         assert _attempts(jobs, name) == [] and audit_lines(ctl, name, RELEASE) == []
         assert ctl.proc.poll() is None
         # fresh progress: the window has held since before the pause, the job is released at once
@@ -131,13 +131,16 @@ def test_a_pause_across_the_moment_an_action_falls_due_is_not_acted_on_until_fre
         finally:
             reporter.stop()
         acted_after = time.monotonic() - fresh
-        wait_for(lambda: len(_attempts(jobs, name)) == 1, "the release in the log", timeout=30)
-        assert [a["outcome"] for a in _attempts(jobs, name)] == ["done"]
+        wait_for(
+            lambda: [a["outcome"] for a in _attempts(jobs, name)] == ["done"],
+            "the release's outcome",
+            timeout=30,
+        )
         assert len(jobs.events("QuotaReleased")) == 1
         retries = ctl.log().count("retrying in")
         print(
-            "\n[reliability] stale after a 30 s pause: held 15 s with no release, "
-            f"released {acted_after:.1f}s after fresh progress; write retries logged {retries}"
+            "\n[reliability] stale after a 25 s pause: held 10 s with no release, "
+            f"released {acted_after:.1f}s after fresh progress; status writes retried {retries}"
         )
 
 
@@ -199,7 +202,7 @@ def test_the_trainjob_deleted_mid_sequence_ends_it_and_the_forecast_goes_with_it
         )
         time.sleep(3)  # a write already handed to the pool may still land
         before = (jobs.forecast(name) or {})["metadata"]["resourceVersion"]
-        time.sleep(10)
+        time.sleep(8)
         assert (jobs.forecast(name) or {})["metadata"]["resourceVersion"] == before, "written after deletion"
         assert _active(jobs, workload) is True, "the deleted job's Workload was released"
         assert audit_lines(ctl, name, RELEASE) == []
@@ -207,7 +210,7 @@ def test_the_trainjob_deleted_mid_sequence_ends_it_and_the_forecast_goes_with_it
         assert [r["requestId"] for r in dropped] == [request]
         # what the garbage collector would do: the forecast goes; the controller does not bring it back
         jobs.custom.delete_namespaced_custom_object(*ADVISOR, namespace, "trainjobforecasts", name)
-        time.sleep(10)
+        time.sleep(6)
         assert jobs.forecast(name) is None
         assert ctl.proc.poll() is None
         print(f"\n[reliability] TrainJob deleted mid-sequence: request {request} dropped, 0 releases")
@@ -219,7 +222,7 @@ def test_the_workload_deleted_mid_sequence_gets_one_impossible_attempt_and_no_re
     """Must hold: a Workload deleted while its job's checkpoint -> release sequence waits for the
     acknowledgement is not recreated or written; when the job acknowledges, the release is
     recorded once as impossible (no Workload) with one QuotaReleasedFailed Event, and over the
-    next 20 s of progress reports it is not tried again (no retry loop: the job did not change)."""
+    next 12 s of progress reports it is not tried again (no retry loop: the job did not change)."""
     jobs = Jobs(admin, namespace)
     name = "orphan"
     with (
@@ -247,7 +250,7 @@ def test_the_workload_deleted_mid_sequence_gets_one_impossible_attempt_and_no_re
         ack = {ACK_STEP_METRIC: str(step), ACK_REQUEST_METRIC: request}
         jobs.report(name, step, flat(step), time.time(), extra=ack)
         wait_for(lambda: _attempts(jobs, name), "the release attempt", timeout=60)
-        for _ in range(20):
+        for _ in range(12):
             step += 10
             jobs.report(name, step, flat(step), time.time(), extra=ack)
             time.sleep(1)
@@ -257,7 +260,7 @@ def test_the_workload_deleted_mid_sequence_gets_one_impossible_attempt_and_no_re
         assert len(jobs.events("QuotaReleasedFailed")) == 1
         assert jobs.workload(workload) is None
         assert ctl.proc.poll() is None
-        print("\n[reliability] Workload deleted mid-sequence: 1 impossible release, 0 retries in 20 s")
+        print("\n[reliability] Workload deleted mid-sequence: 1 impossible release, 0 retries in 12 s")
 
 
 # ------------------------------------------------------------------------------ competing writer
@@ -364,11 +367,11 @@ def test_pod_clocks_ten_minutes_off_change_no_judgement(
     plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
 ) -> None:
     """Must hold, for three learning jobs whose progress timestamps are 10 minutes ahead, 10
-    minutes behind and true, under an Apply policy with a 45 s stall rule, a plateau rule and
+    minutes behind and true, under an Apply policy with a 30 s stall rule, a plateau rule and
     a 1-minute ``maxEvidenceAge``: the controller does not crash; every report is stored once;
     no action is taken and no job is judged hung, stalled or stale; the throughput and the ETA of
     the skewed jobs are within 25% of the true job's. Then all three stop reporting: the stall
-    rule releases each of them once, by the controller's clock: no sooner than 45 s after the
+    rule releases each of them once, by the controller's clock: no sooner than 30 s after the
     last report arrived (a clock 10 minutes behind would make them look hung at once; one 10
     minutes ahead, never)."""
     jobs = Jobs(admin, namespace)
@@ -381,7 +384,7 @@ def test_pod_clocks_ten_minutes_off_change_no_judgement(
             namespace,
             safety={"maxEvidenceAge": "1m"},
             rules={
-                "stall": {"for": "45s", "action": "Release"},
+                "stall": {"for": "30s", "action": "Release"},
                 "plateau": {"probability": 0.9, "for": "0s", "action": "Release"},
                 "quotaRelease": {"checkpointFirst": False},
             },
@@ -392,9 +395,9 @@ def test_pod_clocks_ten_minutes_off_change_no_judgement(
         reporters = [Reporter(jobs, [n], period_s=1.0, t0=t0 + SKEWS[n]) for n in names]
         try:
             wait_for(
-                lambda: all(len(jobs.history_steps(n)) >= 40 for n in names), "40 reports each", timeout=180
+                lambda: all(len(jobs.history_steps(n)) >= 30 for n in names), "30 reports each", timeout=180
             )
-            for _ in range(20):  # judged every second meanwhile
+            for _ in range(10):  # judged every second meanwhile
                 for n in names:
                     advice = jobs.advice(n)[0]
                     assert advice not in ("hung", "stalled?", "stale"), (n, advice, jobs.advice(n)[1])
@@ -420,11 +423,11 @@ def test_pod_clocks_ten_minutes_off_change_no_judgement(
         # silence: each is hung by the controller's clock, not its own
         wait_for(lambda: all(not _active(jobs, w) for w in workloads), "the stall releases", timeout=180)
         hung_after = time.monotonic() - stopped
-        assert hung_after >= 45 - 5, hung_after
+        assert hung_after >= 30 - 5, hung_after
         for n in names:
             assert [(a["rule"], a["outcome"]) for a in _attempts(jobs, n)] == [("stall", "done")]
         assert ctl.proc.poll() is None
         print(
             f"\n[reliability] clock skew +-10 min: rates {rates}, ETA {etas}; "
-            f"released as hung {hung_after:.0f}s after the last report (stall for 45s)"
+            f"released as hung {hung_after:.0f}s after the last report (stall for 30s)"
         )
