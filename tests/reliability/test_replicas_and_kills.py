@@ -102,6 +102,14 @@ def test_sigkills_during_releases_leave_each_action_once_and_the_cap_holding(
     names = [f"flat-{i}" for i in range(SEQUENCES)]
     jobs = Jobs(admin, namespace)
     slack = max(1.0, SEQUENCES / 8 / 4)  # one thread reports every job in turn
+    custom = client.CustomObjectsApi(admin)
+
+    def _inactive(w: str) -> bool:
+        return (
+            custom.get_namespaced_custom_object(*KUEUE, namespace, "workloads", w)["spec"].get("active")
+            is False
+        )
+
     with (
         admitted_jobs(plane, jobs, names) as workloads,
         apply_policy(
@@ -129,11 +137,19 @@ def test_sigkills_during_releases_leave_each_action_once_and_the_cap_holding(
                 lease_args=LEASE,
             )
             wait_for(ctl.ready, "the controller to start", timeout=90 * slack)
-            deadline = time.monotonic() + (rng.uniform(1.0, 6.0) if round_ < KILLS else 25.0 * slack)
-            while time.monotonic() < deadline:
+            last = round_ == KILLS
+            # the last round reports until CAP releases and 10 s more (a release past the cap would
+            # show), or for 25 s (the default) / up to 10 min with many jobs (one thread reports all)
+            deadline = time.monotonic() + (
+                (25.0 if SEQUENCES <= 8 else 600.0) if last else rng.uniform(1.0, 6.0)
+            )
+            enough: float | None = None
+            while time.monotonic() < deadline and (enough is None or time.monotonic() < enough):
                 step += 10
                 for name in names:
                     jobs.report(name, step, 1.8 + 0.001 * rng.random(), t0 + step)
+                if last and enough is None and SEQUENCES > 8 and sum(map(_inactive, workloads)) >= CAP:
+                    enough = time.monotonic() + 10.0
                 time.sleep(0.3)
             if round_ < KILLS:
                 ctl.kill(signal.SIGKILL)
@@ -143,7 +159,6 @@ def test_sigkills_during_releases_leave_each_action_once_and_the_cap_holding(
                     lambda: all(not jobs.pending(n) for n in names), "no pending action", timeout=60 * slack
                 )
                 ctl.stop()
-        custom = client.CustomObjectsApi(admin)
         inactive = [
             w
             for w in workloads
