@@ -28,16 +28,10 @@ from typing import Any
 
 from advisor.controller.actuator import Actuator
 from advisor.controller.api import dumps_compact
+from advisor.controller.cluster_index import ClusterIndex
 from advisor.controller.conditions import forecast_conditions
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
-from advisor.controller.kueue import (
-    ClusterQueue,
-    LocalQueue,
-    Workload,
-    parse_cluster_queue,
-    parse_local_queue,
-    parse_workload,
-)
+from advisor.controller.kueue import Workload
 from advisor.controller.metrics import Metrics
 from advisor.controller.policystatus import PolicyBook
 from advisor.controller.render import render_status
@@ -47,7 +41,6 @@ from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
 from advisor.model import DISRUPTIVE_KINDS, ClusterView, Decision, JobView, LifecycleSignals, Mode, job_key
 from advisor.sources.lifecycle import job_signals
-from policies.hazard import hazard_evidence, rates_of, workload_exposure
 
 __all__ = ["Engine", "EngineConfig"]
 
@@ -109,17 +102,16 @@ class Engine:
         self.core = core or AdvisorCore(forecast_interval_s=cfg.forecast_interval_s)
         self.events: queue.SimpleQueue[tuple[str, str, Any, float]] = queue.SimpleQueue()
         self.jobs: dict[str, _Job] = {}
-        self.workloads: dict[str, Workload] = {}
-        self.cluster_queues: dict[str, ClusterQueue] = {}
-        self.local_queues: dict[str, LocalQueue] = {}
-        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.index = ClusterIndex()
+        self.workloads = self.index.workloads  # what the index holds, read by the commands' tests
+        self.cluster_queues = self.index.cluster_queues
+        self.local_queues = self.index.local_queues
         self.book = PolicyBook(api, self.metrics)
         self.policies = self.book.policies  # name -> policies.Policy (valid ones)
         self.policy_errors = self.book.errors  # name -> why it is invalid
         self.saved: dict[str, Mapping[str, Any]] = {}
         #: the persisted statuses' conditions, so a restart keeps their transition times
         self._saved_conditions: dict[str, Mapping[str, Any]] = {}
-        self._by_owner: dict[tuple[str, str], list[Workload]] | None = None
         self.writer = StatusWriter(
             self._write,
             min_interval_s=cfg.write_interval_s,
@@ -279,23 +271,11 @@ class Engine:
         elif kind == "workload":
             self._on_workload(event_type, body)
         elif kind == "clusterqueue":
-            cq = parse_cluster_queue(body)
-            if event_type == "DELETED":
-                self.cluster_queues.pop(cq.name, None)
-            else:
-                self.cluster_queues[cq.name] = cq
+            self.index.on_cluster_queue(event_type, body)
         elif kind == "localqueue":
-            lq = parse_local_queue(body)
-            if event_type == "DELETED":
-                self.local_queues.pop(job_key(lq.namespace, lq.name), None)
-            else:
-                self.local_queues[job_key(lq.namespace, lq.name)] = lq
+            self.index.on_local_queue(event_type, body)
         elif kind == "namespace":
-            meta = body.get("metadata") or {}
-            if event_type == "DELETED":
-                self.namespace_labels.pop(str(meta.get("name")), None)
-            else:
-                self.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
+            self.index.on_namespace(event_type, body)
         elif kind == "policy":
             self._on_policy(event_type, body)
         else:
@@ -375,72 +355,13 @@ class Engine:
             )
 
     def _on_workload(self, event_type: str, body: Mapping[str, Any]) -> None:
-        wl = parse_workload(body)
-        wkey = job_key(wl.namespace, wl.name)
-        if event_type == "DELETED":
-            self.workloads.pop(wkey, None)
-        else:
-            self.workloads[wkey] = wl
-        self._by_owner = None  # rebuilt lazily, at most once per step
-        if wl.owner_name:
-            job = self.jobs.get(job_key(wl.namespace, wl.owner_name))
-            if job is not None:
-                job.needs_eval = True
-
-    def workload_for(self, body: Mapping[str, Any]) -> Workload | None:
-        meta = body.get("metadata") or {}
-        uid, ns = meta.get("uid"), meta.get("namespace")
-        if not uid:
-            return None
-        if self._by_owner is None:
-            index: dict[tuple[str, str], list[Workload]] = {}
-            for w in self.workloads.values():
-                if w.owner_uid:
-                    index.setdefault((w.namespace, w.owner_uid), []).append(w)
-            self._by_owner = index
-        found = self._by_owner.get((str(ns), str(uid)), [])
-        live = [w for w in found if not w.finished] or found
-        return max(live, key=lambda w: w.created_at or 0.0) if live else None
-
-    def base_view(self, body: Mapping[str, Any]) -> JobView:
-        meta = body.get("metadata") or {}
-        ns = str(meta.get("namespace") or "")
-        queue_name = (meta.get("labels") or {}).get("kueue.x-k8s.io/queue-name")
-        lq = self.local_queues.get(job_key(ns, queue_name)) if queue_name else None
-        return base_view(
-            body,
-            workload=self.workload_for(body),
-            cluster_queue=lq.cluster_queue if lq else None,
-            namespace_labels=self.namespace_labels.get(ns),
-        )
-
-    def queue_of(self, wl: Workload) -> str | None:
-        """The ClusterQueue a Workload belongs to: its admission's, else its LocalQueue's (an
-        evicted workload loses its admission but keeps its history on that queue)."""
-        if wl.cluster_queue:
-            return wl.cluster_queue
-        lq = self.local_queues.get(job_key(wl.namespace, wl.queue_name)) if wl.queue_name else None
-        return lq.cluster_queue if lq is not None and lq.cluster_queue else None
+        owner = self.index.on_workload(event_type, body)
+        job = self.jobs.get(owner) if owner is not None else None
+        if job is not None:
+            job.needs_eval = True
 
     def _cluster_view(self, now: float) -> ClusterView:
-        evidence = hazard_evidence(
-            workload_exposure(
-                cq,
-                dict(wl.evictions_by_reason),
-                past_admitted_seconds=wl.past_execution_seconds,
-                admitted_since=wl.admitted_at if wl.admitted else None,
-                now=now,
-            )
-            for wl in self.workloads.values()
-            if (cq := self.queue_of(wl)) is not None
-        )
-        return ClusterView(
-            cluster_queues={name: cq.view() for name, cq in self.cluster_queues.items()},
-            workloads=tuple(w.view() for w in self.workloads.values() if not w.finished),
-            preemption_rate=rates_of(evidence),
-            hazard_evidence=evidence,
-            priority_boost_enabled=self.config.priority_boost_enabled,
-        )
+        return self.index.cluster_view(now, priority_boost_enabled=self.config.priority_boost_enabled)
 
     def _eval_due(self, key: str, job: _Job, now: float) -> bool:
         """Whether ``key`` needs the full evaluation (forecast + policies) now. New progress alone
@@ -475,7 +396,7 @@ class Engine:
     def _refresh(self, key: str, job: _Job, now: float) -> None:
         """The cheap path: progress, step, throughput from the latest sample, with the last
         forecast and decision, so that every update shows without waiting for a forecast."""
-        view = self.core.view(self.base_view(job.body))
+        view = self.core.view(self.index.base_view(job.body))
         status = self._render(key, view, job.last_decision, now)
         self.metrics.observe_job(view)
         self._submit(key, job, status, now)
@@ -493,8 +414,8 @@ class Engine:
 
     def _evaluate(self, key: str, job: _Job, cluster: ClusterView, now: float) -> None:
         body = job.body
-        workload = self.workload_for(body)
-        base = self.base_view(body)
+        workload = self.index.workload_for(body)
+        base = self.index.base_view(body)
         # a restart may have left recorded-but-unfinished actions: finish them first, exactly once
         for rid, entry in list(self.actuator.pending_for(key).items()):
             if entry.get("stage") == "recorded":
@@ -574,7 +495,8 @@ class Engine:
         job = self.jobs.get(key)
         if job is None:
             raise KeyError(f"unknown job {key}")
-        status = self._render(key, self.core.view(self.base_view(job.body)), job.last_decision, time.time())
+        view = self.core.view(self.index.base_view(job.body))
+        status = self._render(key, view, job.last_decision, time.time())
         self.writer.write_now(
             key, {"owner": self._owner(job.body), "status": status}, timeout_s=URGENT_WRITE_WAIT_S
         )
