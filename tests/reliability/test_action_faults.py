@@ -156,6 +156,35 @@ def _start_sequence(jobs: Jobs, pods: list[str]) -> str:
     )
 
 
+@contextlib.contextmanager
+def _awaiting_ack(
+    plane: controlplane.ControlPlane, jobs: Jobs, namespace: str, tmp_path: Path, name: str
+) -> Iterator[tuple[str, Any, str, Reporter]]:
+    """One admitted job under an Apply policy whose plateau rule releases after a checkpoint, its
+    controller running, and the sequence started: the checkpoint requested and not yet
+    acknowledged. Yields (Workload, controller, request id, the stopped reporter)."""
+    with (
+        admitted_jobs(plane, jobs, [name]) as (workload,),
+        apply_policy(
+            plane,
+            f"{name[:4]}-{namespace[-5:]}",
+            namespace,
+            rules={
+                "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
+                "quotaRelease": {"checkpointFirst": True, "checkpointTimeout": "10m"},
+            },
+        ),
+        controller(plane, namespace, tmp_path) as ctl,
+    ):
+        pods = jobs.create_pods(name)
+        reporter = Reporter(jobs, [name], period_s=1.0, loss=flat)
+        try:
+            request = _start_sequence(jobs, pods)
+        finally:
+            reporter.stop()
+        yield workload, ctl, request, reporter
+
+
 def test_the_trainjob_deleted_mid_sequence_ends_it_and_the_forecast_goes_with_its_owner(
     plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
 ) -> None:
@@ -168,28 +197,10 @@ def test_the_trainjob_deleted_mid_sequence_ends_it_and_the_forecast_goes_with_it
     the collector would, is not recreated: the controller forgot the job."""
     jobs = Jobs(admin, namespace)
     name = "doomed"
-    with (
-        admitted_jobs(plane, jobs, [name]) as (workload,),
-        apply_policy(
-            plane,
-            f"del-{namespace[-5:]}",
-            namespace,
-            rules={
-                "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
-                "quotaRelease": {"checkpointFirst": True, "checkpointTimeout": "10m"},
-            },
-        ),
-        controller(plane, namespace, tmp_path) as ctl,
-    ):
-        pods = jobs.create_pods(name)
+    with _awaiting_ack(plane, jobs, namespace, tmp_path, name) as (workload, ctl, request, _):
         uid = jobs.custom.get_namespaced_custom_object(*TRAINER[:2], namespace, TRAINER[2], name)["metadata"][
             "uid"
         ]
-        reporter = Reporter(jobs, [name], period_s=1.0, loss=flat)
-        try:
-            request = _start_sequence(jobs, pods)
-        finally:
-            reporter.stop()
         owners = (jobs.forecast(name) or {})["metadata"].get("ownerReferences") or []
         assert [(o["apiVersion"], o["kind"], o["name"], o["uid"]) for o in owners] == [
             ("trainer.kubeflow.org/v1alpha1", "TrainJob", name, uid)
@@ -225,25 +236,7 @@ def test_the_workload_deleted_mid_sequence_gets_one_impossible_attempt_and_no_re
     next 12 s of progress reports it is not tried again (no retry loop: the job did not change)."""
     jobs = Jobs(admin, namespace)
     name = "orphan"
-    with (
-        admitted_jobs(plane, jobs, [name]) as (workload,),
-        apply_policy(
-            plane,
-            f"wl-{namespace[-5:]}",
-            namespace,
-            rules={
-                "plateau": {"probability": 0.6, "for": "0s", "action": "Release"},
-                "quotaRelease": {"checkpointFirst": True, "checkpointTimeout": "10m"},
-            },
-        ),
-        controller(plane, namespace, tmp_path) as ctl,
-    ):
-        pods = jobs.create_pods(name)
-        reporter = Reporter(jobs, [name], period_s=1.0, loss=flat)
-        try:
-            request = _start_sequence(jobs, pods)
-        finally:
-            reporter.stop()
+    with _awaiting_ack(plane, jobs, namespace, tmp_path, name) as (workload, ctl, request, reporter):
         jobs.custom.delete_namespaced_custom_object(*KUEUE, namespace, "workloads", workload)
         wait_for(lambda: jobs.workload(workload) is None, "the Workload to go", timeout=30)
         step = reporter.step + 10
