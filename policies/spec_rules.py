@@ -10,7 +10,7 @@ once with ``spec_field`` (loader and CRD schema both read it), cross-field const
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from advisor.protocol import DEADLINE_ANNOTATION, DEFAULT_CHECKPOINT_TIMEOUT_S
 from policies.fields import spec_field
@@ -37,6 +37,33 @@ Errors = list[tuple[str, str]]
 RECOMMEND, RELEASE, STOP = "Recommend", "Release", "Stop"
 
 # --------------------------------------------------------------------------------------------
+# Fields several rules share (one description, so the CRD and the loader say the same everywhere)
+# --------------------------------------------------------------------------------------------
+def _enabled() -> Any:
+    return spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
+
+
+def _probability(doc: str, *, default: float) -> Any:
+    return spec_field(
+        "probability", doc, "float", default=default, minimum=0.0, exclusive_minimum=True, maximum=1.0
+    )
+
+
+def _hold(*, default: float) -> Any:
+    return spec_field("for", "How long the condition must hold.", "duration", default=default)
+
+
+def _release_or_stop(*, default: str) -> Any:
+    return spec_field(
+        "action",
+        "Recommend only, or (in Apply mode) checkpoint then release quota, or stop.",
+        "enum",
+        default=default,
+        enum=(RECOMMEND, RELEASE, STOP),
+    )
+
+
+# --------------------------------------------------------------------------------------------
 # Rules
 # --------------------------------------------------------------------------------------------
 
@@ -45,24 +72,10 @@ RECOMMEND, RELEASE, STOP = "Recommend", "Release", "Stop"
 class PlateauRule:
     """A run that stopped learning: P(plateau) held at or above ``probability`` for ``for``."""
 
-    enabled: bool = spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
-    probability: float = spec_field(
-        "probability",
-        "Plateau probability threshold.",
-        "float",
-        default=0.9,
-        minimum=0.0,
-        exclusive_minimum=True,
-        maximum=1.0,
-    )
-    hold: float = spec_field("for", "How long the condition must hold.", "duration", default=1800.0)
-    action: str = spec_field(
-        "action",
-        "Recommend only, or (in Apply mode) checkpoint then release quota, or stop.",
-        "enum",
-        default=RELEASE,
-        enum=(RECOMMEND, RELEASE, STOP),
-    )
+    enabled: bool = _enabled()
+    probability: float = _probability("Plateau probability threshold.", default=0.9)
+    hold: float = _hold(default=1800.0)
+    action: str = _release_or_stop(default=RELEASE)
     metric: str = spec_field(
         "metric",
         "The series judged: 'loss' (the training loss) or an eval metric (eval_loss, eval_accuracy, ...). "
@@ -79,24 +92,10 @@ class OverfittingRule:
     falls: P(overfitting) of the run's learning state held at or above ``probability`` for ``for``.
     The reason names the step of the best eval value, the checkpoint worth keeping."""
 
-    enabled: bool = spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
-    probability: float = spec_field(
-        "probability",
-        "P(overfitting) threshold.",
-        "float",
-        default=0.8,
-        minimum=0.0,
-        exclusive_minimum=True,
-        maximum=1.0,
-    )
-    hold: float = spec_field("for", "How long the condition must hold.", "duration", default=1800.0)
-    action: str = spec_field(
-        "action",
-        "Recommend only, or (in Apply mode) checkpoint then release quota, or stop.",
-        "enum",
-        default=RECOMMEND,
-        enum=(RECOMMEND, RELEASE, STOP),
-    )
+    enabled: bool = _enabled()
+    probability: float = _probability("P(overfitting) threshold.", default=0.8)
+    hold: float = _hold(default=1800.0)
+    action: str = _release_or_stop(default=RECOMMEND)
     metric: str = spec_field(
         "metric",
         "The eval series judged (eval_loss, eval_accuracy, ...). Empty: the job's primary eval metric.",
@@ -110,17 +109,9 @@ class OverfittingRule:
 class DivergenceRule:
     """A run whose loss went non-finite, or is rising away."""
 
-    enabled: bool = spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
-    probability: float = spec_field(
-        "probability",
-        "Divergence probability threshold.",
-        "float",
-        default=0.95,
-        minimum=0.0,
-        exclusive_minimum=True,
-        maximum=1.0,
-    )
-    hold: float = spec_field("for", "How long the condition must hold.", "duration", default=600.0)
+    enabled: bool = _enabled()
+    probability: float = _probability("Divergence probability threshold.", default=0.95)
+    hold: float = _hold(default=600.0)
     non_finite: bool = spec_field(
         "nonFinite", "A NaN/inf latest loss counts as divergence at once.", "bool", default=True
     )
@@ -137,7 +128,7 @@ class DivergenceRule:
 class StallRule:
     """No step advance for ``for`` (a hung collective looks exactly like this)."""
 
-    enabled: bool = spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
+    enabled: bool = _enabled()
     hold: float = spec_field(
         "for",
         "How long without a step advance (more than zero).",
@@ -161,7 +152,7 @@ class StallRule:
 class DeadlineRule:
     """Predicted completion (now + ETA p90) later than the job's deadline."""
 
-    enabled: bool = spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
+    enabled: bool = _enabled()
     max_runtime: float | None = spec_field(
         "maxRuntime",
         "Deadline relative to the job's start, for jobs without a deadline annotation.",
@@ -192,7 +183,7 @@ class DeadlineRule:
 class CheckpointRule:
     """Periodic checkpoints every Young/Daly interval for the job's cost and its queue's hazard."""
 
-    enabled: bool = spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
+    enabled: bool = _enabled()
     default_cost: float = spec_field(
         "defaultCost", "Checkpoint cost assumed until the job reports one.", "duration", default=60.0
     )
@@ -227,7 +218,7 @@ class CheckpointRule:
 class PreemptionGuardRule:
     """Checkpoint (and boost priority) a likely next preemption victim whose checkpoint is stale."""
 
-    enabled: bool = spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
+    enabled: bool = _enabled()
     stale_after: float = spec_field(
         "staleAfter", "A checkpoint older than this is stale.", "duration", default=900.0
     )
@@ -275,7 +266,7 @@ class PreemptionGuardRule:
 class ElasticRule:
     """Grow into idle quota while the run converges and scales well; shrink on plateau or starvation."""
 
-    enabled: bool = spec_field("enabled", "Turn the rule off without deleting it.", "bool", default=True)
+    enabled: bool = _enabled()
     min_nodes: int | None = spec_field(
         "minNodes",
         "Lower bound (the job's own bound applies too).",
