@@ -84,6 +84,7 @@ __all__ = [
     "Unavailable",
     "cache_root",
     "compat_crds",
+    "create_jobset_pods",
     "ensure_binaries",
     "find_go",
     "local_manifests",
@@ -594,6 +595,21 @@ class ControlPlane:
             "binaries": {k: str(v) for k, v in vars(self.binaries).items() if isinstance(v, Path)},
         }
         (self.run_dir / "state.json").write_text(json.dumps(state, indent=1) + "\n")
+
+
+def create_jobset_pods(core: Any, namespace: str, job: str, count: int = 2) -> list[str]:
+    """The job's pods as JobSet would label them (no kubelet runs them: they are where the
+    controller writes checkpoint requests). ``core``: a ``CoreV1Api``. Returns their names."""
+    from kubernetes import client
+
+    names = [f"{job}-node-0-{i}" for i in range(count)]
+    for name in names:
+        body = {
+            "metadata": {"name": name, "labels": {"jobset.sigs.k8s.io/jobset-name": job}},
+            "spec": {"containers": [{"name": "node", "image": "trainer:latest"}]},
+        }
+        core.create_namespaced_pod(namespace, client.V1Pod.from_dict(body))
+    return names
 
 
 def _api_message(exc: Exception) -> str:

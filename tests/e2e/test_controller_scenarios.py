@@ -138,15 +138,7 @@ class Cluster:
         return cast(dict, self.custom.get_namespaced_custom_object(*KUEUE, self.ns, "workloads", name))
 
     def create_pods(self, job: str, count: int = 2) -> list[str]:
-        names = []
-        for i in range(count):
-            body = {
-                "metadata": {"name": f"{job}-node-0-{i}", "labels": {"jobset.sigs.k8s.io/jobset-name": job}},
-                "spec": {"containers": [{"name": "node", "image": "trainer:latest"}]},
-            }
-            self.core.create_namespaced_pod(self.ns, client.V1Pod.from_dict(body))
-            names.append(body["metadata"]["name"])
-        return names
+        return cp.create_jobset_pods(self.core, self.ns, job, count)
 
     def pod_annotation(self, pod: str) -> str | None:
         return (self.core.read_namespaced_pod(pod, self.ns).metadata.annotations or {}).get(

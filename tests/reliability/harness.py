@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import controlplane
 import yaml
 from kubernetes import client
 
@@ -293,15 +294,7 @@ class Jobs:
     def create_pods(self, job: str, count: int = 2) -> list[str]:
         """The job's pods as JobSet would label them (no kubelet runs them: they are where the
         controller writes checkpoint requests)."""
-        names = []
-        for i in range(count):
-            body = {
-                "metadata": {"name": f"{job}-node-0-{i}", "labels": {"jobset.sigs.k8s.io/jobset-name": job}},
-                "spec": {"containers": [{"name": "node", "image": "trainer:latest"}]},
-            }
-            self.core.create_namespaced_pod(self.ns, client.V1Pod.from_dict(body))
-            names.append(body["metadata"]["name"])
-        return names
+        return controlplane.create_jobset_pods(self.core, self.ns, job, count)
 
     def pod_annotations(self, pod: str) -> dict[str, str]:
         return dict(self.core.read_namespaced_pod(pod, self.ns).metadata.annotations or {})
