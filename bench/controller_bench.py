@@ -187,6 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--metrics-port", type=int, default=18080)
     ap.add_argument("--keep", action="store_true", help="keep the run directory (logs, etcd data)")
     ap.add_argument("--writer-threads", type=int, default=32)
+    ap.add_argument(
+        "--history-points",
+        type=int,
+        default=300,
+        help="the controller's --history-points; a soak that must reach steady state within its "
+        "duration lowers it (each job's history stops growing after this many updates)",
+    )
     args = ap.parse_args(argv)
 
     import controlplane as cp
@@ -250,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--forecast-interval={args.forecast_interval}",
                 f"--max-writes-per-second={args.max_writes_per_second}",
                 f"--writer-threads={args.writer_threads}",
+                f"--history-points={args.history_points}",
                 "--log-level=warning",
             ],
             cwd=ROOT,
@@ -397,6 +405,17 @@ def main(argv: list[str] | None = None) -> int:
             if rss_samples
             else None,
             "rss_slope_mib_per_hour_second_half": rss_slope(rss_samples, args.duration / 2),
+            # the same once every job's history has reached its bound (one point per update, so
+            # after history_points rounds; None when the run is shorter): the steady state a
+            # long-running controller lives in, where any growth left is a leak
+            "history_bound_reached_after_s": (bound_at := args.history_points * args.interval),
+            "rss_slope_mib_per_hour_after_history_bound": rss_slope(rss_samples, bound_at + args.interval),
+            "rss_mib_at_history_bound_and_end": [
+                round(min(rss_samples, key=lambda s: abs(s[0] - bound_at))[1], 1),
+                round(rss_samples[-1][1], 1),
+            ]
+            if rss_samples and bound_at < rss_samples[-1][0]
+            else None,
             "load_average_1m_mean_max": [round(sum(loads) / max(1, len(loads)), 2), max(loads, default=0.0)],
             "evaluations": int(
                 m1.get("trainjob_advisor_forecast_duration_seconds_count", 0)

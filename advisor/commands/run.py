@@ -86,6 +86,13 @@ def register(subparsers: Any) -> None:
         help="treat every AdvisorPolicy as mode Recommend: record and explain, never change a job",
     )
     p.add_argument(
+        "--history-points",
+        type=int,
+        default=300,
+        metavar="N",
+        help="progress points kept per job before older ones are thinned (default 300, at least 16)",
+    )
+    p.add_argument(
         "--writer-threads",
         type=int,
         default=32,
@@ -141,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--{name.replace('_', '-')} must be positive")
     if not 1 <= args.writer_threads <= 64:
         raise CommandError(f"--writer-threads must be between 1 and 64, got {args.writer_threads}")
+    if args.history_points < 16:
+        raise CommandError(f"--history-points must be at least 16, got {args.history_points}")
     if not 0 <= args.metrics_port <= 65535:
         raise CommandError(f"--metrics-port must be a port number, got {args.metrics_port}")
     lease = None
@@ -191,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
             recommend_only=args.recommend_only,
             writer_workers=args.writer_threads,
             job_metrics=not args.no_job_metrics,
+            history_points=args.history_points,
         ),
         leader_election=lease,
     )

@@ -71,6 +71,9 @@ class EngineConfig:
     recommend_only: bool = False
     #: export per-job series (labels namespace and name); off: only per-queue and controller series
     job_metrics: bool = True
+    #: progress points kept per job before the older half is thinned: bounds each job's memory and
+    #: its stored history (~3 KB at 300), whatever the run's length
+    history_points: int = 300
 
 
 @dataclass
@@ -99,7 +102,9 @@ class Engine:
         self.api = api
         self.config = cfg = config or EngineConfig()
         self.metrics = metrics or Metrics(per_job=cfg.job_metrics)
-        self.core = core or AdvisorCore(forecast_interval_s=cfg.forecast_interval_s)
+        self.core = core or AdvisorCore(
+            forecast_interval_s=cfg.forecast_interval_s, max_history_points=cfg.history_points
+        )
         self.events: queue.SimpleQueue[tuple[str, str, Any, float]] = queue.SimpleQueue()
         self.jobs: dict[str, _Job] = {}
         self.index = ClusterIndex()

@@ -224,6 +224,21 @@ class History:
         return outcome
 
     def _thin(self) -> None:
+        """Halve the older part until the bound holds (once, for a history that grows a point at
+        a time; more often for one restored under a smaller bound), then, if restart boundaries
+        alone still overflow it, forget the oldest."""
+        while len(self._points) > self.max_points:
+            before = len(self._points)
+            self._halve_older_part()
+            if len(self._points) == before:
+                break
+        excess = len(self._points) - self.max_points
+        if excess > 0:  # so many restarts that their boundaries alone overflow: forget the oldest
+            del self._points[:excess]
+            self.dropped += excess
+            self._segments = [0] + [s - excess for s in self._segments if s - excess > 0]
+
+    def _halve_older_part(self) -> None:
         """Drop every second point of the older part, keeping the first and last point of
         every segment (where a restart came from is part of the shape)."""
         n = len(self._points)
@@ -245,11 +260,6 @@ class History:
         self._points = kept
         self._columns = None
         self._segments = new_segments or [0]
-        excess = len(self._points) - self.max_points
-        if excess > 0:  # so many restarts that their boundaries alone overflow: forget the oldest
-            del self._points[:excess]
-            self.dropped += excess
-            self._segments = [0] + [s - excess for s in self._segments if s - excess > 0]
 
     # ----------------------------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:
@@ -269,10 +279,14 @@ class History:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> History:
+    def from_dict(cls, data: Mapping[str, Any], max_points: int | None = None) -> History:
         """Rebuild from ``to_dict`` output; tolerant of damaged input (a corrupt entry is
-        skipped rather than poisoning the whole history)."""
-        hist = cls(max_points=int(data.get("maxPoints", 300) or 300))
+        skipped rather than poisoning the whole history).
+
+        ``max_points``, when given, is the reader's bound and wins over the stored one (a
+        controller restarted with another ``--history-points`` applies it to what it restores;
+        a stored bound is only a hint, and a damaged one must not lift the memory bound)."""
+        hist = cls(max_points=max_points if max_points is not None else _stored_bound(data.get("maxPoints")))
         steps = list(data.get("steps") or [])
         n = len(steps)
 
@@ -303,4 +317,16 @@ class History:
         hist.restarts = int(data.get("restarts", len(hist._segments) - 1) or 0)
         hist.dropped = int(data.get("dropped", 0) or 0)
         hist.evals = EvalHistory.from_dict(data.get("evals"))
+        if len(hist._points) > hist.max_points:
+            hist._thin()
         return hist
+
+
+def _stored_bound(value: Any) -> int:
+    """A stored ``maxPoints`` read defensively: the default when missing or not a number, and
+    clamped to what ``History`` accepts (16) and to a size a status object can hold."""
+    try:
+        bound = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return 300
+    return min(max(bound, 16), 5000)

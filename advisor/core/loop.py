@@ -715,7 +715,7 @@ class AdvisorCore:
         """Adopt persisted state (after a controller restart). Damaged parts are dropped, not fatal."""
         hist_data = data.get("history")
         history = (
-            History.from_dict(hist_data)
+            History.from_dict(hist_data, max_points=self.max_history_points)
             if isinstance(hist_data, Mapping)
             else History(self.max_history_points)
         )

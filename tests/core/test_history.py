@@ -108,6 +108,23 @@ class TestPersistence:
         assert back.curve().steps == (1.0, 3.0)
         assert back.curve().segments == (0,)
 
+    def test_the_readers_bound_wins_over_the_stored_one_and_thins_what_exceeds_it(self) -> None:
+        h = History(max_points=300)
+        for i in range(1, 250):
+            h.append(s(i, 5.0 / i))
+        h.append(s(10, 1.0, time=900.0))  # a restart: its boundary must survive the thinning
+        back = History.from_dict(h.to_dict(), max_points=64)
+        curve = back.curve()
+        assert back.max_points == 64
+        assert len(curve.steps) <= 64
+        assert curve.steps[0] == 1.0 and curve.steps[-1] == 10.0
+        assert len(curve.segments) == 2 and curve.steps[curve.segments[1]] == 10.0
+
+    def test_a_damaged_stored_bound_neither_crashes_nor_lifts_the_memory_bound(self) -> None:
+        assert History.from_dict({"maxPoints": 3, "steps": [1], "losses": [1.0]}).max_points == 16
+        assert History.from_dict({"maxPoints": "many", "steps": []}).max_points == 300
+        assert History.from_dict({"maxPoints": 10**12, "steps": []}).max_points == 5000
+
 
 @settings(max_examples=60, deadline=None)
 @given(
