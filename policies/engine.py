@@ -90,9 +90,9 @@ def judge(job: JobView, policy: Policy, now: float) -> tuple[bool, str]:
             return False, f"ran {dur(max(ran, 0.0))} < minRuntime {dur(s.min_runtime)}"
     if job.step < s.min_steps:
         return False, f"step {job.step} < minSteps {s.min_steps}"
-    if s.min_progress > 0:
-        if not job.total_steps:
-            return False, "total steps unknown, minProgress cannot be checked"
+    if s.min_progress > 0 and job.total_steps:
+        # without a total, minRuntime and minSteps alone hold judgement: such a job's forecast
+        # is read against the curve's asymptote, a stricter test than its own last step
         done = job.step / job.total_steps
         if done < s.min_progress:
             return False, f"progress {done:.0%} < minProgress {s.min_progress:.0%}"
@@ -110,14 +110,13 @@ def judged_from(
 ) -> float | None:
     """When ``judge`` will first let ``policy`` judge a job that keeps its pace: its minimum
     runtime passed and the step, projected at ``steps_per_second``, past ``minSteps`` and
-    ``minProgress``. None when that cannot be projected (total steps or throughput unknown).
+    ``minProgress`` (when the total is known). None when that cannot be projected (throughput
+    unknown).
     A caller that looks at jobs on its own schedule (the simulator) need not look before then."""
     s = policy.safety
     at = started_at + s.min_runtime
     need = float(s.min_steps)
-    if s.min_progress > 0:
-        if not total_steps:
-            return None
+    if s.min_progress > 0 and total_steps:
         need = max(need, math.ceil(s.min_progress * total_steps))
     if need > step:
         if not steps_per_second:

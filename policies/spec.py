@@ -173,7 +173,8 @@ class Safety:
     )
     min_progress: float = spec_field(
         "minProgress",
-        "Fraction of total steps done before any judgement (needs total steps).",
+        "Fraction of total steps done before any judgement, for a job that reports its total steps; "
+        "one that does not is judged once minRuntime and minSteps are met.",
         "float",
         default=0.0,
         minimum=0.0,

@@ -30,7 +30,26 @@ def test_the_runtime_can_be_what_is_waited_for() -> None:
     assert at == pytest.approx(T0 + 2 * HOUR)
 
 
-def test_unknown_totals_or_pace_cannot_be_projected() -> None:
+def test_an_unknown_pace_cannot_be_projected() -> None:
     p = policy({"plateau": {}}, safety={"minProgress": 0.1})
-    assert judged_from(p, started_at=T0, step=0, total_steps=None, steps_per_second=1.0, now=T0) is None
     assert judged_from(p, started_at=T0, step=0, total_steps=1000, steps_per_second=None, now=T0) is None
+
+
+def test_without_a_total_minprogress_gives_way_to_minruntime_and_minsteps() -> None:
+    """A job that never reports its planned steps is judged once minRuntime and minSteps are met
+    (with minProgress it would never be: a hung or NaN run among them was never released)."""
+    p = policy({"plateau": {}}, safety={"minRuntime": "20m", "minProgress": 0.1, "minSteps": 500})
+    assert judged_from(
+        p, started_at=T0, step=100, total_steps=None, steps_per_second=1.0, now=T0
+    ) == pytest.approx(T0 + 20 * 60)
+    assert judged_from(
+        p, started_at=T0, step=0, total_steps=None, steps_per_second=0.1, now=T0
+    ) == pytest.approx(T0 + 5000)
+    unknown = job(started_at=T0 - 3600, step=400, total_steps=None)
+    ok, why = judge(unknown, p, T0)
+    assert not ok and "minSteps" in why
+    ok, why = judge(dataclasses.replace(unknown, step=600), p, T0)
+    assert ok and why == ""
+    known = dataclasses.replace(unknown, step=600, total_steps=10_000)  # 6% < 10%: held
+    ok, why = judge(known, p, T0)
+    assert not ok and "minProgress" in why
