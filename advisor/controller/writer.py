@@ -29,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.controller.retry import Backoff
+from advisor.controller.retry import Backoff, is_retryable
 
 __all__ = ["StatusWriter", "WriteStats"]
 
@@ -91,6 +91,9 @@ class StatusWriter:
         self.object_burst = max(1.0, float(object_burst))
         self._credit: dict[str, tuple[float, float]] = {}  # key -> (tokens, when)
         self._blocked_until: dict[str, float] = {}  # error backoff
+        #: objects whose last write failed transiently (timeout, refused, 429/5xx): waiting out
+        #: the API server, not a fault of their own, so the server's return ends their backoff
+        self._transient: set[str] = set()
         self._in_flight: set[str] = set()
         self._tokens = float(self.burst)
         self._refilled_at: float | None = None
@@ -125,6 +128,20 @@ class StatusWriter:
             self._credit.pop(key, None)
             self._blocked_until.pop(key, None)
             self._failures.pop(key, None)
+            self._transient.discard(key)
+
+    def server_answered(self) -> None:
+        """The API server answers again (a write succeeded, or a watch event arrived): end the
+        backoff of every object that was only waiting for it. Without this, after an outage of
+        minutes the objects' grown backoffs (up to ``max_error_backoff_s``) kept their forecasts
+        stale that long after the server was back. An object whose write was refused for a
+        reason of its own (403, 422, ...) keeps its backoff: retrying it sooner cannot help."""
+        if not self._transient:  # the common case, without taking the lock
+            return
+        with self._lock:
+            for key in self._transient:
+                self._blocked_until.pop(key, None)
+            self._transient.clear()
 
     # ------------------------------------------------------------------------------- output
     def _refill(self, now: float) -> None:
@@ -190,6 +207,10 @@ class StatusWriter:
                 failures = self._failures.get(key, 0)
                 self._failures[key] = failures + 1
                 wait = self._backoff.delay(failures, self._rng)
+                if is_retryable(exc):
+                    self._transient.add(key)
+                else:
+                    self._transient.discard(key)
                 # keep the newest data if something newer arrived meanwhile; retry after a backoff
                 if key not in self._pending:
                     self._pending[key] = item
@@ -210,8 +231,10 @@ class StatusWriter:
             self.stats.writes += 1
             self._failures.pop(key, None)
             self._blocked_until.pop(key, None)
+            self._transient.discard(key)
             self._in_flight.discard(key)
             self._idle.notify_all()
+        self.server_answered()
         if self._on_written is not None:
             self._on_written(key, item.since)
 

@@ -80,6 +80,64 @@ def test_a_failed_write_is_retried_after_the_backoff_with_the_newest_data() -> N
     assert sink.writes == [("a", "new")]
 
 
+class ApiError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+class Outage:
+    """Every write fails with ``error`` while ``down``; afterwards they succeed."""
+
+    def __init__(self, error: Exception) -> None:
+        self.down, self.error, self.writes = True, error, []  # type: ignore[var-annotated]
+
+    def __call__(self, key: str, payload: Any) -> None:
+        if self.down:
+            raise self.error
+        self.writes.append((key, payload))
+
+
+def _backed_off_through_an_outage(error: Exception) -> tuple[StatusWriter, Outage]:
+    """Two objects fail six times in a row (backoffs grow to minutes), then the server returns."""
+    sink = Outage(error)
+    w = StatusWriter(
+        sink, min_interval_s=0, max_per_second=100, workers=0, error_backoff_s=5, rng=lambda: 1.0
+    )
+    t = 0.0
+    for _ in range(6):
+        for key in ("a", "b"):
+            w.submit(key, t, observed_at=t)
+        w.flush(t)
+        t += 200.0  # past any backoff: each flush is one more failure
+    assert w.stats.errors == 12
+    sink.down = False
+    return w, sink
+
+
+def test_the_servers_return_ends_the_backoff_of_objects_that_waited_for_it() -> None:
+    """After a long outage the grown backoffs must not keep forecasts stale for minutes more:
+    one write that succeeds (or a watch event, ``server_answered``) lets every object that only
+    waited out the server be written on the next flush."""
+    for error in (ApiError(503), ConnectionError("refused"), TimeoutError("read timed out")):
+        w, sink = _backed_off_through_an_outage(error)
+        now = 1000.0  # within the backoff of both (their 6th failure was at t=1000)
+        w.submit("c", "fresh", observed_at=now)  # a new object: not backing off
+        assert w.flush(now) == 1 and sink.writes == [("c", "fresh")]
+        assert w.flush(now + 0.1) == 2, f"{error!r}: the others still wait out their backoff"
+        w, sink = _backed_off_through_an_outage(error)
+        w.server_answered()  # the engine saw a watch event
+        assert w.flush(1000.0) == 2
+
+
+def test_an_object_refused_for_its_own_reason_keeps_its_backoff() -> None:
+    w, sink = _backed_off_through_an_outage(ApiError(422))
+    w.submit("c", "fresh", observed_at=1000.0)
+    w.flush(1000.0)
+    w.server_answered()
+    assert w.flush(1000.1) == 0 and sink.writes == [("c", "fresh")]  # no failing write loop
+
+
 def test_urgent_writes_skip_the_interval_and_report_latency() -> None:
     seen: list[tuple[str, float]] = []
     sink = Sink()

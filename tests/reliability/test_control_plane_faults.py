@@ -4,7 +4,9 @@ and keeps every forecast current once the fault is over."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -12,13 +14,27 @@ from typing import Any
 
 import controlplane
 import pytest
-from harness import ControllerProcess, FaultProxy, Faults, Jobs, Reporter, proxied_kubeconfig, wait_for
+from harness import (
+    ControllerProcess,
+    FaultProxy,
+    Faults,
+    Jobs,
+    Reporter,
+    apply_policy,
+    proxied_kubeconfig,
+    wait_for,
+)
 
 #: jobs reporting at once: 20 by default (the tier stays within its CI budget on 2 shared cores);
 #: TRAINJOB_ADVISOR_RELIABILITY_JOBS=200 is the issue's figure (README "Reliability" has its run)
 JOBS = int(os.environ.get("TRAINJOB_ADVISOR_RELIABILITY_JOBS", "20"))
 #: one reporter thread reports every job in turn: with many jobs a round takes longer than 1 s
 SLACK = max(1.0, JOBS / 20)
+#: how long the API server is SIGSTOPped: 40 s by default, past the controller's 30 s read timeout
+#: (a stopped server still accepts connections, so only the read timeout ends a request; a shorter
+#: pause is waited out, not retried); TRAINJOB_ADVISOR_RELIABILITY_PAUSE_S=120 is the issue's two
+#: minutes (README "Reliability")
+PAUSE_S = float(os.environ.get("TRAINJOB_ADVISOR_RELIABILITY_PAUSE_S", "40"))
 
 
 def _check_history(jobs: Jobs, names: list[str], before: dict[str, list[int]]) -> dict[str, int]:
@@ -84,21 +100,38 @@ def test_a_restart_loses_and_duplicates_no_history(
 def test_a_paused_api_server_is_backed_off_from_and_recovered_from(
     plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path
 ) -> None:
-    """Must hold: while the API server is SIGSTOPped for 20 s (the issue's 2 minutes scaled down to
-    keep the tier short; every request times out either way), the controller's writes fail and
-    are retried with growing, jittered waits (its log says so), it does not exit, and within
-    60 s of the API server's return every forecast shows the last acknowledged report again."""
+    """Must hold: while the API server is SIGSTOPped for PAUSE_S (40 s by default, the issue's 2
+    minutes on request; longer than the 30 s read timeout either way), the controller's writes fail and
+    are retried after jittered waits (its log says so: at least one retry, and the waits differ
+    when there are several; their growth is unit-tested in tests/controller/test_retry.py), it
+    does not exit, and within 60 s of the API server's return every forecast shows the last
+    acknowledged report again.
+
+    A Recommend-only stall rule (``for: 4s``) makes sure there is something to write while the
+    server is stopped: the reports stop with it, the advice turns to a stall and the controller
+    must write that; without it the pause may fall where nothing is pending, and nothing fails."""
     jobs = Jobs(admin, namespace)
     names = [f"job-{i:02d}" for i in range(5)]
     for name in names:
         jobs.create(name)
+    policy = contextlib.ExitStack()
+    policy.enter_context(
+        apply_policy(
+            plane, f"pause-{namespace[-5:]}", namespace, rules={"stall": {"for": "4s", "action": "Recommend"}}
+        )
+    )
     ctl = ControllerProcess(
         plane.controller_kubeconfig,
         namespace,
         tmp_path,
         lease=f"rel-{uuid.uuid4().hex[:6]}",
-        # a long lease: this test is about the API server pause, not the election
-        lease_args=("--lease-duration=60", "--renew-deadline=45", "--retry-period=2"),
+        # a lease longer than the pause: this test is about the API server pause, not the
+        # election (with the default 10 s renew deadline the leader steps down and its pod restarts)
+        lease_args=(
+            f"--lease-duration={PAUSE_S + 40:.0f}",
+            f"--renew-deadline={PAUSE_S + 25:.0f}",
+            "--retry-period=2",
+        ),
     )
     try:
         wait_for(ctl.ready, "the controller to lead and start", timeout=90)
@@ -107,18 +140,26 @@ def test_a_paused_api_server_is_backed_off_from_and_recovered_from(
         before = {n: jobs.history_steps(n) for n in names}
         plane.pause("kube-apiserver")
         try:
-            time.sleep(20)
+            time.sleep(PAUSE_S)
         finally:
             plane.resume("kube-apiserver")
         resumed = time.monotonic()
         time.sleep(3)
         reporter.stop()
         wait_for(lambda: _caught_up(jobs, names), "the controller to catch up", timeout=60)
-        print(f"\n[reliability] caught up {time.monotonic() - resumed:.1f}s after SIGCONT")
+        caught_up = time.monotonic() - resumed
         assert ctl.proc.poll() is None, ctl.log()[-3000:]
         _check_history(jobs, names, before)
+        waits = [float(w) for w in re.findall(r"retrying in ([0-9.]+)s", ctl.log())]
+        assert waits, f"nothing was retried: {ctl.log()[-3000:]}"
+        assert len(waits) < 3 or len(set(waits)) > 1, f"the waits are not jittered: {waits}"
+        print(
+            f"\n[reliability] API server paused {PAUSE_S:.0f}s: {len(waits)} retries logged, waits "
+            f"{min(waits):.2f}-{max(waits):.2f}s; caught up {caught_up:.1f}s after SIGCONT"
+        )
     finally:
         ctl.stop()
+        policy.close()
 
 
 def test_latency_resets_and_refusals_between_controller_and_api_server(
