@@ -4,8 +4,8 @@ A run reports its training loss and, every so often, eval metrics (``eval_loss``
 ``eval_accuracy``, ``eval_rouge1``, ...). Whether a metric should fall or rise is read from its
 name, the way a person reading a dashboard would: loss, error rates and perplexity fall; accuracy,
 F1, BLEU, ROUGE, exact match and the like rise. A name with neither kind of word has no direction:
-it is counted (``eval_runtime`` is a timing, not a quality) and never judged. A policy can override
-the direction of any name (``directions:``), for metrics whose name says nothing.
+it is counted (``eval_runtime`` is a timing, not a quality) and never judged. There is no override
+yet: a metric whose name says nothing is not judged (rename it, e.g. ``eval_myscore_accuracy``).
 
 Pure and dependency-free: the history, the forecaster, the learning state and the policies all
 read these rules, so they live once, here.
