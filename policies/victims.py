@@ -24,6 +24,9 @@ simulator scores this prediction against its own, independent quota model.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 from advisor.model import ClusterQueueView, ClusterView, WorkloadView
 from policies.quota import cohort_members, effective_priority, fits, pending_workloads
 
@@ -133,6 +136,27 @@ def _attempt(
     return targets, trial
 
 
+def _pass_order(cluster: ClusterView, usage: dict[str, int]) -> list[WorkloadView]:
+    """Pending workloads in the order one scheduling pass meets them: each ClusterQueue's queue
+    (effective priority, then age), the queues in the order Kueue's cycle sorts their heads
+    (``makeClassicalIterator``): a head that fits without borrowing first, then higher effective
+    priority, then earlier creation. A global (priority, age) order instead let an older head that
+    must borrow take, in the prediction, the cohort quota that a non-borrowing head of another
+    queue gets first in Kueue, and so "preempt" for workloads Kueue admits without preempting."""
+    by_queue: dict[str, list[WorkloadView]] = {}
+    for w in pending_workloads(cluster):
+        by_queue.setdefault(w.cluster_queue, []).append(w)
+
+    def head_key(name: str) -> tuple[bool, int, float, str]:
+        head = by_queue[name][0]
+        cq = cluster.cluster_queues.get(name)
+        borrows = cq is not None and usage.get(name, 0) + head.gpus > cq.nominal_gpus
+        created = head.created_at if head.created_at is not None else 0.0
+        return (borrows, -effective_priority(head), created, name)
+
+    return [w for name in sorted(by_queue, key=head_key) for w in by_queue[name]]
+
+
 def predict_victims(cluster: ClusterView, *, per_queue: int | None = 1) -> list[WorkloadView]:
     """The admitted workloads Kueue would evict next to admit pending ones, most likely first.
 
@@ -147,9 +171,10 @@ def predict_victims(cluster: ClusterView, *, per_queue: int | None = 1) -> list[
     usage = {name: q.usage_gpus for name, q in cluster.cluster_queues.items()}
     admitted = [w for w in cluster.workloads if w.admitted and w.active]
     taken: set[int] = set()
+    played: set[int] = set()  # admitted in the play, not in the cluster
     victims: list[WorkloadView] = []
     preempting: dict[str, int] = {}
-    for p in pending_workloads(cluster):
+    for p in _pass_order(cluster, usage):
         cq = cluster.cluster_queues.get(p.cluster_queue)
         if cq is None or p.gpus <= 0:
             continue
@@ -157,6 +182,12 @@ def predict_victims(cluster: ClusterView, *, per_queue: int | None = 1) -> list[
             continue
         if fits(cluster, p, usage):
             usage[cq.name] = usage.get(cq.name, 0) + p.gpus
+            # admitted in the play, it is the most recently admitted workload of its queue: a
+            # reclaiming queue later in the pass takes it first, before any running one. Not
+            # running now, it has nothing to save, so it is never in the result.
+            admission = dataclasses.replace(p, admitted=True, admitted_at=math.inf)
+            admitted.append(admission)
+            played.add(id(admission))
             continue
         candidates = _candidates(cluster, p, cq, admitted, usage, taken)
         cross = any(w.cluster_queue != cq.name for w, _without in candidates)
@@ -171,7 +202,7 @@ def predict_victims(cluster: ClusterView, *, per_queue: int | None = 1) -> list[
         trial[cq.name] = trial.get(cq.name, 0) + p.gpus
         usage = trial
         taken.update(id(w) for w in targets)
-        victims.extend(targets)
+        victims.extend(w for w in targets if id(w) not in played)
         preempting[cq.name] = preempting.get(cq.name, 0) + 1
     _cache = (cluster, per_queue, tuple(victims))
     return victims

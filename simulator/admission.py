@@ -83,6 +83,11 @@ class Admission:
         chosen = set()
         for p in preempted:
             job = self._sim.by_workload[p.victim.uid]
+            if job.phase is Phase.PENDING:
+                # admitted and preempted again within this pass (the model scans a queue through
+                # before the next; Kueue would not have admitted it): it never ran, lost nothing,
+                # and was not running in the snapshot, so no predictor could have named it
+                continue
             chosen.add((job.namespace, job.trace.name))
         record.victims_predicted += len(predicted)
         record.victims_chosen += len(chosen)

@@ -177,6 +177,63 @@ def test_a_pending_workload_that_fits_takes_free_quota_and_evicts_nobody() -> No
     assert [w.name for w in predict_victims(c)] == ["run"]  # p1 takes the free 8, p2 then needs "run"
 
 
+def test_a_head_that_fits_without_borrowing_goes_before_an_older_one_that_must_borrow() -> None:
+    """Kueue's cycle sorts the ClusterQueues' heads: one that fits within its nominal quota first,
+    then priority, then age. In a (priority, age) order the older borrowing head took the cohort's
+    free GPUs in the play, and the other queue's head "preempted" for quota Kueue gives it free."""
+    a = ClusterQueueView(name="a", cohort="co", nominal_gpus=8, usage_gpus=8, reclaim_within_cohort="Any")
+    b = ClusterQueueView(
+        name="b",
+        cohort="co",
+        nominal_gpus=8,
+        usage_gpus=4,
+        reclaim_within_cohort="Any",
+        within_cluster_queue="LowerPriority",
+    )
+    c = cluster(
+        [a, b],
+        [
+            wl("a-run", "a", 8, 0, at=1),
+            wl("b-run", "b", 4, 0, at=2),
+            wl("a-old", "a", 4, 0, admitted=False, created=1),  # must borrow b's 4 free GPUs
+            wl("b-new", "b", 4, 0, admitted=False, created=2),  # fits in b's own nominal quota
+        ],
+    )
+    # b-new takes its own 4 GPUs first; a-old then finds nothing to borrow and preempts nobody
+    assert predict_victims(c) == []
+
+
+def test_a_workload_admitted_in_the_play_is_reclaimed_before_a_running_one_and_not_named() -> None:
+    """A reclaiming queue later in the pass takes the most recently admitted borrower: one just
+    admitted in the same pass, not the running one. It was not running, so it is no victim to
+    warn, and the running workload is not named either."""
+    a = ClusterQueueView(name="a", cohort="co", nominal_gpus=8, usage_gpus=4)
+    b = ClusterQueueView(name="b", cohort="co", nominal_gpus=8, usage_gpus=4, reclaim_within_cohort="Any")
+    c = cluster(
+        [a, b],
+        [
+            wl("a-run", "a", 4, 0, at=1),
+            wl("b-run", "b", 4, 0, at=1),
+            wl("a-head", "a", 4, 0, admitted=False, created=1),  # within a's nominal quota
+            wl("a-second", "a", 4, 0, admitted=False, created=2),  # borrows the cohort's last 4
+            wl("b-head", "b", 4, 0, admitted=False, created=3),  # within b's quota: reclaims
+        ],
+    )
+    # the pass scans a through (a-head, then a-second borrowing), then b-head reclaims from a's
+    # borrowers, newest first: a-second, admitted in the play, not a-run
+    assert predict_victims(c) == []
+    running_borrower = cluster(
+        [dataclasses.replace(a, usage_gpus=12), b],
+        [
+            wl("a-run", "a", 8, 0, at=1),
+            wl("a-borrow", "a", 4, 0, at=2),
+            wl("b-run", "b", 4, 0, at=1),
+            wl("b-head", "b", 4, 0, admitted=False, created=3),
+        ],
+    )
+    assert [w.name for w in predict_victims(running_borrower)] == ["a-borrow"]  # the rule itself
+
+
 def test_by_default_only_the_head_preemptor_of_each_queue_is_played_out() -> None:
     q = ClusterQueueView(name="cq", nominal_gpus=16, usage_gpus=16, within_cluster_queue="LowerPriority")
     c = cluster(
