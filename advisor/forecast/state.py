@@ -97,7 +97,15 @@ def lr_at(
     pairs.sort()
     xs = np.array([p[0] for p in pairs])
     ys = np.array([p[1] for p in pairs])
-    return [float(v) for v in np.interp(np.asarray(steps, dtype=float), xs, ys)]
+    at = np.asarray(steps, dtype=float)
+    vals = np.interp(at, xs, ys)
+    # two steps a subnormal apart make the slope overflow (inf, or inf * 0 = nan): take the rate
+    # logged at or before the step there, and keep every rate within those it was given
+    odd = ~np.isfinite(vals)
+    if odd.any():
+        left = np.clip(np.searchsorted(xs, at[odd], side="right") - 1, 0, len(ys) - 1)
+        vals[odd] = ys[left]
+    return [float(v) for v in np.clip(vals, ys.min(), ys.max())]
 
 
 def forecast_series(
