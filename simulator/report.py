@@ -353,8 +353,8 @@ def reporting_text(jobs: Sequence[Any]) -> str:
     return (
         f"each report read as the controller reads it (rendered as the TrainJob's "
         f"status.trainerStatus, parsed by advisor.sources); {total} of {len(jobs)} jobs report their "
-        f"planned steps, {lr} their learning rate (a job without planned steps is never judged by "
-        f"a policy with minProgress)"
+        f"planned steps, {lr} their learning rate (a policy's minProgress holds only jobs that report "
+        f"planned steps; the forecast of one that does not is read against its curve's asymptote)"
     )
 
 
