@@ -74,7 +74,7 @@ def _run_atheris(runs: int) -> int:
         )
         stats = [line for line in done.stderr.splitlines() if "number_of_executed_units" in line]
         execs = stats[0].split(":")[-1].strip() if stats else "?"
-        cov = next((line for line in done.stderr.splitlines() if " cov: " in line), "")
+        cov = next((line for line in reversed(done.stderr.splitlines()) if " cov: " in line), "")
         cov = cov.split(" cov: ")[1].split()[0] if cov else "?"
         print(
             f"atheris {target}: {execs} inputs, {cov} coverage edges, "
