@@ -224,7 +224,7 @@ class Engine:
                 break
             self._stage("queue", time.time() - received)
             self._received = received
-            self.writer.server_answered()  # a watch event: the API server is reachable
+            self.writer.server_answered(received)  # a watch event: the API server answered then
             try:
                 self._apply_event(kind, event_type, body, now)
             except Exception:  # one malformed object must never stop the loop

@@ -94,6 +94,7 @@ class StatusWriter:
         #: objects whose last write failed transiently (timeout, refused, 429/5xx): waiting out
         #: the API server, not a fault of their own, so the server's return ends their backoff
         self._transient: set[str] = set()
+        self._transient_failed_at = float("-inf")  # wall clock of the latest transient failure
         self._in_flight: set[str] = set()
         self._tokens = float(self.burst)
         self._refilled_at: float | None = None
@@ -130,15 +131,19 @@ class StatusWriter:
             self._failures.pop(key, None)
             self._transient.discard(key)
 
-    def server_answered(self) -> None:
+    def server_answered(self, at: float | None = None) -> None:
         """The API server answers again (a write succeeded, or a watch event arrived): end the
         backoff of every object that was only waiting for it. Without this, after an outage of
         minutes the objects' grown backoffs (up to ``max_error_backoff_s``) kept their forecasts
         stale that long after the server was back. An object whose write was refused for a
-        reason of its own (403, 422, ...) keeps its backoff: retrying it sooner cannot help."""
+        reason of its own (403, 422, ...) keeps its backoff: retrying it sooner cannot help.
+        ``at``: when the answer came (a watch event's arrival); one that came before the latest
+        transient failure proves nothing about the server now, and is ignored."""
         if not self._transient:  # the common case, without taking the lock
             return
         with self._lock:
+            if at is not None and at < self._transient_failed_at:
+                return
             for key in self._transient:
                 self._blocked_until.pop(key, None)
             self._transient.clear()
@@ -209,6 +214,7 @@ class StatusWriter:
                 wait = self._backoff.delay(failures, self._rng)
                 if is_retryable(exc):
                     self._transient.add(key)
+                    self._transient_failed_at = max(self._transient_failed_at, time.time())
                 else:
                     self._transient.discard(key)
                 # keep the newest data if something newer arrived meanwhile; retry after a backoff

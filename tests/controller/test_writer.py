@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from advisor.controller.writer import StatusWriter
@@ -126,7 +127,9 @@ def test_the_servers_return_ends_the_backoff_of_objects_that_waited_for_it() -> 
         assert w.flush(now) == 1 and sink.writes == [("c", "fresh")]
         assert w.flush(now + 0.1) == 2, f"{error!r}: the others still wait out their backoff"
         w, sink = _backed_off_through_an_outage(error)
-        w.server_answered()  # the engine saw a watch event
+        w.server_answered(at=time.time() - 3600)  # an event received before the outage: no proof
+        assert w.flush(1000.0) == 0
+        w.server_answered(at=time.time() + 1)  # the engine saw a watch event arrive since
         assert w.flush(1000.0) == 2
 
 
