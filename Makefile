@@ -32,7 +32,8 @@ demo: $(STAMP)
 test: $(STAMP) lint unit-lowest
 	@mkdir -p out
 	@# the Ray sweep test needs the optional extra; where Ray cannot install, that test skips with a reason
-	$(BIN)/python -c "import ray" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[ray]' \
+	$(BIN)/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('ray') is None)" \
+	  || $(BIN)/python -m pip install --quiet -e '.[ray]' \
 	  || echo "ray could not be installed here: the --ray sweep test will be skipped"
 	scripts/dev-control-plane build --if-go
 	$(BIN)/python -m pytest --junitxml=out/junit.xml $(PYTEST_ARGS) || { rc=$$?; \

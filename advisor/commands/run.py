@@ -88,7 +88,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--history-points",
         type=int,
-        default=300,
+        default=None,
         metavar="N",
         help="progress points kept per job before older ones are thinned (default 300, at least 16)",
     )
@@ -148,8 +148,6 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--{name.replace('_', '-')} must be positive")
     if not 1 <= args.writer_threads <= 64:
         raise CommandError(f"--writer-threads must be between 1 and 64, got {args.writer_threads}")
-    if args.history_points < 16:
-        raise CommandError(f"--history-points must be at least 16, got {args.history_points}")
     if not 0 <= args.metrics_port <= 65535:
         raise CommandError(f"--metrics-port must be a port number, got {args.metrics_port}")
     lease = None
@@ -173,6 +171,11 @@ def run(args: argparse.Namespace) -> int:
     from advisor.controller.cliutil import configure_logging, probe_cluster
     from advisor.controller.engine import EngineConfig
     from advisor.controller.operator import LeadershipLost, OperatorOptions, run_operator
+    from advisor.core.history import DEFAULT_MAX_POINTS, MIN_MAX_POINTS
+
+    history_points = DEFAULT_MAX_POINTS if args.history_points is None else args.history_points
+    if history_points < MIN_MAX_POINTS:
+        raise CommandError(f"--history-points must be at least {MIN_MAX_POINTS}, got {history_points}")
 
     probe_cluster(args)  # no kubeconfig, or no API server: one line now, not retries later
     configure_logging(args.log_format, args.log_level)
@@ -200,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
             recommend_only=args.recommend_only,
             writer_workers=args.writer_threads,
             job_metrics=not args.no_job_metrics,
-            history_points=args.history_points,
+            history_points=history_points,
         ),
         leader_election=lease,
     )

@@ -39,6 +39,7 @@ from advisor.controller.store import ForecastStore, decode_history
 from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
+from advisor.core.history import DEFAULT_MAX_POINTS
 from advisor.model import DISRUPTIVE_KINDS, ClusterView, Decision, JobView, LifecycleSignals, Mode, job_key
 from advisor.sources.lifecycle import job_signals
 
@@ -73,7 +74,7 @@ class EngineConfig:
     job_metrics: bool = True
     #: progress points kept per job before the older half is thinned: bounds each job's memory and
     #: its stored history (~3 KB at 300), whatever the run's length
-    history_points: int = 300
+    history_points: int = DEFAULT_MAX_POINTS
 
 
 @dataclass

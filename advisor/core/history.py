@@ -35,6 +35,13 @@ from advisor.core.codec import finite_or_none
 from advisor.core.evals import EvalHistory
 from advisor.model import Curve, ProgressSample
 
+#: progress points a history keeps before it thins its older part (a controller's ``--history-points``)
+DEFAULT_MAX_POINTS = 300
+#: fewer leave too little of a run's shape to fit a curve to
+MIN_MAX_POINTS = 16
+#: the most a stored ``maxPoints`` may ask for: a status object must still hold the history
+MAX_STORED_POINTS = 5000
+
 __all__ = ["History", "Point"]
 
 #: fraction of the newest points that are never thinned when the history is full
@@ -121,9 +128,9 @@ class History:
         "restarts",
     )
 
-    def __init__(self, max_points: int = 300) -> None:
-        if max_points < 16:
-            raise ValueError(f"max_points must be >= 16, got {max_points}")
+    def __init__(self, max_points: int = DEFAULT_MAX_POINTS) -> None:
+        if max_points < MIN_MAX_POINTS:
+            raise ValueError(f"max_points must be >= {MIN_MAX_POINTS}, got {max_points}")
         self.max_points = max_points
         #: the run's eval series (see ``advisor.core.evals``)
         self.evals = EvalHistory()
@@ -324,9 +331,9 @@ class History:
 
 def _stored_bound(value: Any) -> int:
     """A stored ``maxPoints`` read defensively: the default when missing or not a number, and
-    clamped to what ``History`` accepts (16) and to a size a status object can hold."""
+    clamped to what ``History`` accepts and to a size a status object can hold."""
     try:
         bound = int(value)
     except (TypeError, ValueError, OverflowError):
-        return 300
-    return min(max(bound, 16), 5000)
+        return DEFAULT_MAX_POINTS
+    return min(max(bound, MIN_MAX_POINTS), MAX_STORED_POINTS)

@@ -31,7 +31,7 @@ from advisor.core.codec import (
     forecast_to_dict,
     int_or_none,
 )
-from advisor.core.history import History
+from advisor.core.history import DEFAULT_MAX_POINTS, History
 from advisor.core.lifecycle import derive_phase
 from advisor.core.saves import ResumeCheck, note_admission, resolve
 from advisor.model import (
@@ -250,7 +250,7 @@ class AdvisorCore:
         policies: Sequence[Any] = (),
         *,
         forecast_interval_s: float = 30.0,
-        max_history_points: int = 300,
+        max_history_points: int = DEFAULT_MAX_POINTS,
         forecast_run_fraction: float = 0.0,
         forecaster: Forecaster | None = None,
         selector: Selector | None = None,

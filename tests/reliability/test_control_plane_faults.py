@@ -4,7 +4,6 @@ and keeps every forecast current once the fault is over."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import time
@@ -114,52 +113,47 @@ def test_a_paused_api_server_is_backed_off_from_and_recovered_from(
     names = [f"job-{i:02d}" for i in range(5)]
     for name in names:
         jobs.create(name)
-    policy = contextlib.ExitStack()
-    policy.enter_context(
-        apply_policy(
-            plane, f"pause-{namespace[-5:]}", namespace, rules={"stall": {"for": "4s", "action": "Recommend"}}
+    stall = {"stall": {"for": "4s", "action": "Recommend"}}
+    with apply_policy(plane, f"pause-{namespace[-5:]}", namespace, rules=stall):
+        ctl = ControllerProcess(
+            plane.controller_kubeconfig,
+            namespace,
+            tmp_path,
+            lease=f"rel-{uuid.uuid4().hex[:6]}",
+            # a lease longer than the pause: this test is about the API server pause, not the
+            # election (with the default 10 s renew deadline the leader steps down and its pod restarts)
+            lease_args=(
+                f"--lease-duration={PAUSE_S + 40:.0f}",
+                f"--renew-deadline={PAUSE_S + 25:.0f}",
+                "--retry-period=2",
+            ),
         )
-    )
-    ctl = ControllerProcess(
-        plane.controller_kubeconfig,
-        namespace,
-        tmp_path,
-        lease=f"rel-{uuid.uuid4().hex[:6]}",
-        # a lease longer than the pause: this test is about the API server pause, not the
-        # election (with the default 10 s renew deadline the leader steps down and its pod restarts)
-        lease_args=(
-            f"--lease-duration={PAUSE_S + 40:.0f}",
-            f"--renew-deadline={PAUSE_S + 25:.0f}",
-            "--retry-period=2",
-        ),
-    )
-    try:
-        wait_for(ctl.ready, "the controller to lead and start", timeout=90)
-        reporter = Reporter(jobs, names, period_s=0.5)
-        wait_for(lambda: all(len(jobs.history_steps(n)) >= 3 for n in names), "histories", timeout=60)
-        before = {n: jobs.history_steps(n) for n in names}
-        plane.pause("kube-apiserver")
         try:
-            time.sleep(PAUSE_S)
+            wait_for(ctl.ready, "the controller to lead and start", timeout=90)
+            reporter = Reporter(jobs, names, period_s=0.5)
+            wait_for(lambda: all(len(jobs.history_steps(n)) >= 3 for n in names), "histories", timeout=60)
+            before = {n: jobs.history_steps(n) for n in names}
+            plane.pause("kube-apiserver")
+            try:
+                time.sleep(PAUSE_S)
+            finally:
+                plane.resume("kube-apiserver")
+            resumed = time.monotonic()
+            time.sleep(3)
+            reporter.stop()
+            wait_for(lambda: _caught_up(jobs, names), "the controller to catch up", timeout=60)
+            caught_up = time.monotonic() - resumed
+            assert ctl.proc.poll() is None, ctl.log()[-3000:]
+            _check_history(jobs, names, before)
+            waits = [float(w) for w in re.findall(r"retrying in ([0-9.]+)s", ctl.log())]
+            assert waits, f"nothing was retried: {ctl.log()[-3000:]}"
+            assert len(waits) < 3 or len(set(waits)) > 1, f"the waits are not jittered: {waits}"
+            print(
+                f"\n[reliability] API server paused {PAUSE_S:.0f}s: {len(waits)} retries logged, waits "
+                f"{min(waits):.2f}-{max(waits):.2f}s; caught up {caught_up:.1f}s after SIGCONT"
+            )
         finally:
-            plane.resume("kube-apiserver")
-        resumed = time.monotonic()
-        time.sleep(3)
-        reporter.stop()
-        wait_for(lambda: _caught_up(jobs, names), "the controller to catch up", timeout=60)
-        caught_up = time.monotonic() - resumed
-        assert ctl.proc.poll() is None, ctl.log()[-3000:]
-        _check_history(jobs, names, before)
-        waits = [float(w) for w in re.findall(r"retrying in ([0-9.]+)s", ctl.log())]
-        assert waits, f"nothing was retried: {ctl.log()[-3000:]}"
-        assert len(waits) < 3 or len(set(waits)) > 1, f"the waits are not jittered: {waits}"
-        print(
-            f"\n[reliability] API server paused {PAUSE_S:.0f}s: {len(waits)} retries logged, waits "
-            f"{min(waits):.2f}-{max(waits):.2f}s; caught up {caught_up:.1f}s after SIGCONT"
-        )
-    finally:
-        ctl.stop()
-        policy.close()
+            ctl.stop()
 
 
 def test_latency_resets_and_refusals_between_controller_and_api_server(
