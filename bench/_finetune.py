@@ -20,7 +20,8 @@ thresholds:
   eval at the cut. The truth run label: ``learning`` when not stopped; else ``overfitting`` when
   the training loss still improved by >= 1% after the cut, ``plateaued`` when it did not.
 
-Methods: ``advisor`` (``forecast`` / ``forecast_series`` and ``learning_state``; the eval series
+Methods: ``advisor`` (``forecast`` / ``forecast_series`` and ``learning_state``; the training loss
+with ``training_loss=True`` as the core loop forecasts it, the eval series
 with the run's learning rate at its steps, from the visible training history, as the core loop
 does), ``last`` (last smoothed value, P(plateau) = 1), ``pow3`` (curve_fit, Laplace interval),
 ``patience`` (HF EarlyStopping: plateau when the last 3 points brought no new best, threshold 0;
@@ -191,6 +192,7 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
                     {
                         "learning_rates": tlr[mt] if tlr is not None else None,
                         "epochs": tep[mt] if tep is not None else None,
+                        "training_loss": True,
                     },
                 ),
                 # the eval series with the run's learning rate at its steps, as the core loop

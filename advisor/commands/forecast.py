@@ -175,6 +175,7 @@ def compute(args: argparse.Namespace) -> Outcome:
         learning_rates=curve.learning_rates,
         epochs=curve.epochs,
         points=60 if getattr(args, "plot", None) else 0,
+        training_loss=full.metric == "loss",
     )
     observed = _observed_end(full, len(curve), total) if truncated else None
     evals = _eval_series(args, curve)

@@ -201,9 +201,7 @@ class ClusterApi:
             )
         )
 
-    def json_patch_forecast_status(
-        self, namespace: str, name: str, ops: list[dict[str, Any]]
-    ) -> int | None:
+    def json_patch_forecast_status(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> int | None:
         """An RFC 6902 JSON patch of the status (``ForecastStore``'s incremental writes); a failed
         ``test`` op comes back as 422. Returns the object's ``metadata.generation`` after it."""
         return _generation(

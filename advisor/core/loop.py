@@ -189,7 +189,8 @@ def _learning_state(rec: JobRecord, now: float | None) -> LearningState:
 def _default_forecaster(curve: Curve, total_steps: int | None) -> Forecast:
     from advisor.forecast import forecast_curve
 
-    return forecast_curve(curve, total_steps=total_steps)
+    # the history's main curve is the training loss (eval metrics are forecast by the state)
+    return forecast_curve(curve, total_steps=total_steps, training_loss=True)
 
 
 def _default_selector(policies: Sequence[Any], job: JobView) -> Any:

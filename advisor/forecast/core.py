@@ -513,6 +513,7 @@ def _run(
     epochs: Any,
     segments: Iterable[int] | None,
     path_points: int = 0,
+    training_loss: bool = False,
 ) -> tuple[Forecast, Parts]:
     warnings: list[str] = []
     prep = prepare(steps, values, times, learning_rates, epochs, segments)
@@ -557,6 +558,14 @@ def _run(
     level = parts.level
     thresh = level - 0.01 * abs(level)
     plateau = float(ndtr((mean - thresh) / sd)) if sd > 0 else float(mean >= thresh)
+    if training_loss and sd > 0:
+        # the training loss does not end above its level by more than the threshold short of a
+        # divergence (reported apart): the final value's upper tail beyond that is no evidence of a
+        # plateau, only of a wide interval, and counted as such it put P(plateau) near 0.4 on
+        # histories whose interval was wide but whose drop still to come was large
+        ceiling = float(ndtr((level + 0.01 * abs(level) - mean) / sd))
+        if ceiling > 1e-12:
+            plateau = min(max((ceiling - (1.0 - plateau)) / ceiling, 0.0), 1.0)
     flattened = parts.tail_bias_z <= cal.FLATTENED_Z  # False when NaN
     if (
         (plateau >= 0.5 or flattened)
@@ -582,7 +591,10 @@ def _run(
         # the run is at its last step: no improvement is left to come, whatever the noise of the
         # last reports says about the level (a finished fine-tune is not "still learning")
         plateau = 1.0
-    turn = rising_branch(prep.steps, prep.values, horizon, level)
+    # the loss the optimiser minimises does not turn: its rise is an instability (a spike, a bad
+    # epoch, a blow-up), the divergence probability's business, and the schedule brings it back
+    # down (see ``turn``)
+    turn = None if training_loss else rising_branch(prep.steps, prep.values, horizon, level)
     if turn is not None:
         # the series has turned upward (an eval loss past its minimum): mix in its rising branch,
         # by how sure the rise is; the final value moves to or above the current level, the
@@ -623,13 +635,21 @@ def forecast(
     times: Any = None,
     learning_rates: Any = None,
     epochs: Any = None,
+    training_loss: bool = False,
 ) -> Forecast:
-    """Forecast where a run ends: see DESIGN.md's Forecast contract. Never raises on bad data."""
+    """Forecast where a run ends: see DESIGN.md's Forecast contract. Never raises on bad data.
+
+    ``training_loss``: the series is the loss the optimiser minimises. Any other series (an eval
+    loss, a metric) may turn upward past its minimum, and the forecast follows the rise (see
+    ``turn``); the training loss does not turn: a rise there is an instability that the schedule
+    brings back down or a divergence, which ``divergence_probability`` reports."""
     try:
         # 1e300 losses overflow a square on the way: the fit copes (non-finite candidates are
         # dropped) and says so in the warnings; numpy's own warnings would only add noise on stderr
         with np.errstate(all="ignore"):
-            return _run(steps, values, total_steps, times, learning_rates, epochs, None)[0]
+            return _run(
+                steps, values, total_steps, times, learning_rates, epochs, None, training_loss=training_loss
+            )[0]
     except Exception as exc:  # last line of defence: a forecast must never crash its caller
         nan = float("nan")
         return Forecast(
@@ -648,15 +668,19 @@ def forecast_with_parts(
     times: Any = None,
     learning_rates: Any = None,
     epochs: Any = None,
+    training_loss: bool = False,
 ) -> tuple[Forecast, Mapping[str, Any]]:
     """Like ``forecast`` but also returns the ensemble's internals (for calibration and explain)."""
     with np.errstate(all="ignore"):
-        fc, parts = _run(steps, values, total_steps, times, learning_rates, epochs, None)
+        fc, parts = _run(
+            steps, values, total_steps, times, learning_rates, epochs, None, training_loss=training_loss
+        )
     return fc, parts.__dict__
 
 
-def forecast_curve(curve: Any, *, total_steps: Any = None) -> Forecast:
-    """Forecast from an ``advisor.model.Curve``: fits its last restart segment."""
+def forecast_curve(curve: Any, *, total_steps: Any = None, training_loss: bool = False) -> Forecast:
+    """Forecast from an ``advisor.model.Curve``: fits its last restart segment.
+    ``training_loss`` as in ``forecast``."""
     try:
         with np.errstate(all="ignore"):
             return _run(
@@ -667,6 +691,7 @@ def forecast_curve(curve: Any, *, total_steps: Any = None) -> Forecast:
                 curve.learning_rates,
                 curve.epochs,
                 getattr(curve, "segments", None),
+                training_loss=training_loss,
             )[0]
     except Exception as exc:
         nan = float("nan")

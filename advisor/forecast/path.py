@@ -40,13 +40,16 @@ def forecast_path(
     learning_rates: Any = None,
     epochs: Any = None,
     points: int = 40,
+    training_loss: bool = False,
 ) -> tuple[Forecast, ForecastPath | None]:
     """``forecast`` (the same numbers) and the forecast along ``points`` steps from the last one to
     ``total_steps`` (unknown: over as many steps again as the history spans); None when there is
-    no forecast. Never raises on bad data."""
+    no forecast. ``training_loss`` as in ``forecast``. Never raises on bad data."""
     try:
         with np.errstate(all="ignore"):
-            fc, parts = _run(steps, values, total_steps, times, learning_rates, epochs, None, points)
+            fc, parts = _run(
+                steps, values, total_steps, times, learning_rates, epochs, None, points, training_loss
+            )
     except Exception as exc:
         return Forecast(
             final_loss=Interval(float("nan"), float("nan"), float("nan")),

@@ -238,9 +238,8 @@ def learning_state(
         probs["learning"] = rest
     total = sum(probs.values())
     probs = {k: float(np.clip(v / total, 0.0, 1.0)) if total > 0 else 0.0 for k, v in probs.items()}
-    label = max(LEARNING_LABELS, key=lambda k: probs[k])
     return LearningState(
-        label=label,
+        label=_label(probs),
         probabilities=probs,
         metric=judged if p_eval is not None else None,
         best_step=best_step,
@@ -249,3 +248,19 @@ def learning_state(
         series=series_fc,
         warnings=tuple(warnings),
     )
+
+
+def _label(probs: Mapping[str, float]) -> str:
+    """The most probable label, where "stopped learning" is one outcome split two ways.
+
+    ``plateaued`` and ``overfitting`` answer the same question (no improvement left) and differ
+    only by whether the training loss still falls; compared one by one with ``learning``, a run
+    whose eval metric has surely stopped but whose training loss is uncertain would read
+    ``learning`` (0.4 against 0.3 and 0.3). So their sum is weighed against the other labels
+    first, and the larger of the two names it."""
+    stopped = probs["plateaued"] + probs["overfitting"]
+    others = [k for k in LEARNING_LABELS if k not in ("plateaued", "overfitting")]
+    top = max(others, key=lambda k: probs[k])
+    if stopped > probs[top]:
+        return "overfitting" if probs["overfitting"] > probs["plateaued"] else "plateaued"
+    return top

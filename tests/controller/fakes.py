@@ -106,9 +106,7 @@ class FakeApi:
         obj["status"] = copy.deepcopy(dict(status))
         return int(obj["metadata"]["generation"])
 
-    def json_patch_forecast_status(
-        self, namespace: str, name: str, ops: list[dict[str, Any]]
-    ) -> int | None:
+    def json_patch_forecast_status(self, namespace: str, name: str, ops: list[dict[str, Any]]) -> int | None:
         """RFC 6902 as the API server applies it (atomically; 422 when a ``test`` fails)."""
         obj = self._stored_forecast(namespace, name)
         doc = copy.deepcopy(obj)

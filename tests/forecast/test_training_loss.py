@@ -1,0 +1,79 @@
+"""The training loss is the objective the optimiser minimises: it does not turn, and a wide interval
+is no evidence that it has stopped falling. Any other series (an eval loss) still turns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advisor.core.loop import _default_forecaster
+from advisor.forecast import forecast
+from advisor.forecast.state import _label
+from advisor.model import Curve
+
+STEPS = np.arange(10, 1001, 10.0)
+
+
+def _rising() -> np.ndarray:
+    """Falls to step 600, then creeps up 0.06% a step (an instability, or an eval loss past its
+    minimum: the numbers cannot tell them apart, the caller knows which series it is)."""
+    rng = np.random.default_rng(0)
+    low = 2 * 60.0**-0.3
+    clean = np.where(STEPS < 600, 2 * (STEPS / 10) ** -0.3, low * (1 + 0.0006 * (STEPS - 600)))
+    return clean + rng.normal(0, 0.005, STEPS.size)
+
+
+def test_a_rising_series_turns_but_a_rising_training_loss_does_not() -> None:
+    y = _rising()
+    level = float(np.median(y[-5:]))
+    other = forecast(STEPS, y, total_steps=3000)
+    train = forecast(STEPS, y, total_steps=3000, training_loss=True)
+    assert other.final_loss.mean > level and other.plateau_probability > 0.9
+    assert any("rising" in w for w in other.warnings)
+    # the training loss's rise is the divergence signal's, which both report alike
+    assert train.final_loss.mean < level and train.plateau_probability < 0.2
+    assert not any("rising" in w for w in train.warnings)
+    assert train.divergence_probability == other.divergence_probability > 0.9
+
+
+def test_a_wide_interval_on_a_falling_training_loss_is_not_a_plateau() -> None:
+    # a noisy run at a fifth of its logged history: the interval is wide (about +-30% of the
+    # level) and the fits predict a drop of 20% still to come; the final value's tail above the
+    # current level read as "plateau" gave 0.4
+    rng = np.random.default_rng(0)
+    y = 1.0 + 2 * (STEPS / 10) ** -0.5 + rng.normal(0, 0.05, STEPS.size)
+    m = STEPS <= 200
+    other = forecast(STEPS[m], y[m], total_steps=5000)
+    train = forecast(STEPS[m], y[m], total_steps=5000, training_loss=True)
+    assert other.final_loss == train.final_loss
+    assert other.plateau_probability > 0.3
+    assert train.plateau_probability < 0.1
+
+
+def test_a_flat_training_loss_keeps_a_high_plateau_probability() -> None:
+    rng = np.random.default_rng(1)
+    s = np.arange(50.0, 8001.0, 50.0)
+    y = 2.0 + 3.0 * (1.0 + np.minimum(s, 3000.0) / 100.0) ** -0.5
+    y = y * (1.0 + 0.01 * rng.standard_normal(s.size))
+    lr = np.full(s.size, 3e-4)
+    fc = forecast(s, y, total_steps=10_000, learning_rates=lr, training_loss=True)
+    assert fc.plateau_probability >= 0.9
+
+
+def test_the_core_loop_forecasts_its_history_as_a_training_loss() -> None:
+    y = _rising()
+    curve = Curve(steps=tuple(STEPS), values=tuple(y))
+    assert _default_forecaster(curve, 3000) == forecast(STEPS, y, total_steps=3000, training_loss=True)
+
+
+def test_a_run_whose_eval_surely_stopped_is_not_labelled_learning() -> None:
+    # eval P(plateau) 0.6, training loss as likely to fall as not: no single "stopped" label beats
+    # learning's 0.4, but stopping does
+    probs = {"learning": 0.4, "plateaued": 0.3, "overfitting": 0.3, "diverging": 0.0, "hung": 0.0}
+    assert _label(probs) in ("plateaued", "overfitting")
+    assert _label({**probs, "overfitting": 0.35, "plateaued": 0.25}) == "overfitting"
+    assert _label({"learning": 0.5, "plateaued": 0.2, "overfitting": 0.2, "diverging": 0.1, "hung": 0.0}) == (
+        "learning"
+    )
+    assert _label({"learning": 0.1, "plateaued": 0.2, "overfitting": 0.2, "diverging": 0.5, "hung": 0.0}) == (
+        "diverging"
+    )
