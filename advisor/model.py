@@ -181,6 +181,9 @@ class ActionKind(enum.StrEnum):
     DROP_BOOST = "drop-boost"
     SCALE = "scale"
     STOP = "stop"
+    SET_GRACE_PERIOD = "set-grace-period"
+    """The pods' ``terminationGracePeriodSeconds`` for the job's next start (a TrainJob's own
+    ``runtimePatches`` entry, which Trainer accepts only while the job is suspended)."""
 
 
 #: kinds that policy cooldowns and hourly caps govern: they interrupt a run. Checkpoints and

@@ -24,7 +24,14 @@ step under way plus the save fit the grace period). The worlds (``--world``):
 - ``platform``: every job runs a helper that saves on SIGTERM, and the platform gives each job the
   grace period the advisor recommends (the step under way plus a save);
 - ``platform-30pct-fail``: the same, with the save on SIGTERM broken for 30% of the jobs (drawn per
-  job; the advisor must notice from their restarts and keep checkpointing them).
+  job; the advisor must notice from their restarts and keep checkpointing them);
+- ``helpers-30s``: every job runs a helper that saves on SIGTERM (HF's ``enable_jit_checkpoint``,
+  OpenShift AI's JIT checkpoints), and the pods keep Kubernetes' 30 s grace period unless a row
+  changes it: the advisor's rows set the grace period of an evicted TrainJob for its next start
+  (``checkpoint.setGracePeriod``, what the controller writes through ``runtimePatches``), the
+  fixed intervals cannot. So the first eviction of a job whose step plus save exceeds 30 s loses
+  its unsaved work in every row, and the later ones only where no one set the grace period;
+- ``helpers-30s-30pct-fail``: the same with the save on SIGTERM broken for 30% of the jobs.
 
 The seeds are a range (``--seeds 100-114``): the settings were chosen on seeds 0-14, the held-out
 seeds are 100 and up. ``--json`` writes one object per (world, policy) row.
@@ -60,6 +67,8 @@ WORLDS: dict[str, dict[str, Any]] = {
     "today": {},
     "platform": {"jit_fraction": 1.0, "grace_fits_save": True},
     "platform-30pct-fail": {"jit_fraction": 1.0, "grace_fits_save": True, "sigterm_success": 0.7},
+    "helpers-30s": {"jit_fraction": 1.0},
+    "helpers-30s-30pct-fail": {"jit_fraction": 1.0, "sigterm_success": 0.7},
 }
 
 

@@ -45,6 +45,7 @@ from policies.index import cluster_index
 from policies.retries import hold_for
 from policies.rules import RULES
 from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record
+from policies.rules.checkpoint import grace_period_action
 from policies.rules.guard import NAME as GUARD
 from policies.rules.guard import boost_to_drop
 from policies.spec import Policy
@@ -353,7 +354,10 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
 
 def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now: float) -> Decision:
     """The decision on a job that is not running: no rule spoke, nothing is done but dropping a
-    priority boost the advisor left on a Workload that went back to the queue (Apply mode only)."""
+    priority boost the advisor left on a Workload that went back to the queue, and setting the
+    grace period of an evicted TrainJob for its next start (``checkpoint.grace_period_action``:
+    the only moment the Trainer API allows it), in Apply mode only. Neither stops, releases or
+    changes what the job runs."""
     gate = ctx.judge_reason
     actions: list[Action] = []
     if ctx.apply and job.phase not in (Phase.FINISHED, Phase.FAILED):
@@ -370,6 +374,11 @@ def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now:
                     {"workload": f"{w.namespace}/{w.name}", "predicted_victim": False},
                 )
             )
+    grace = policy.rules.checkpoint
+    if grace is not None and grace.enabled and hold_for(job, ActionKind.SET_GRACE_PERIOD, now) is None:
+        action = grace_period_action(ctx, grace)
+        if action is not None:
+            actions.append(action)
     released = last_record(job, _RELEASES)
     advice = job.phase.value if job.phase is not Phase.RUNNING else ("pending" if job.active else "suspended")
     if advice == Phase.SUSPENDED.value and released is not None and released.outcome == "done":

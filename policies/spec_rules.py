@@ -36,6 +36,7 @@ Errors = list[tuple[str, str]]
 #: what a rule may do about a condition it detected
 RECOMMEND, RELEASE, STOP = "Recommend", "Release", "Stop"
 
+
 # --------------------------------------------------------------------------------------------
 # Fields several rules share (one description, so the CRD and the loader say the same everywhere)
 # --------------------------------------------------------------------------------------------
@@ -199,6 +200,15 @@ class CheckpointRule:
     )
     max_interval: float = spec_field(
         "maxInterval", "Never go longer than this without one.", "duration", default=6 * 3600.0
+    )
+    set_grace_period: bool = spec_field(
+        "setGracePeriod",
+        "In Apply mode, give a TrainJob that was evicted the grace period a save on SIGTERM needs "
+        "(its step plus a save, measured) for its next start, through its runtimePatches while it "
+        "is suspended (Trainer v2.3+; needs the trainjob-grace-period RBAC component). Otherwise "
+        "the grace period is only recommended.",
+        "bool",
+        default=False,
     )
     # minInterval <= maxInterval is checked by the loader only: CEL cannot compare int-or-string
     # durations with day units, so the API server accepts it and the policy goes Invalid.

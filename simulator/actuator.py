@@ -4,8 +4,8 @@ A checkpoint request pauses the job for its checkpoint cost and is acknowledged 
 stream; releasing quota deactivates the workload (SIGTERM: a save within the grace period when the
 job's helper does that and it fits, ``sigterm_save_lands``; quota freed at once, never requeued); a
 priority boost changes Kueue's effective priority; a scale restarts the job from a checkpoint at its
-new size. Preemptions and node failures go through the same eviction: the job loses what it had
-not saved.
+new size; a grace period set on an evicted job holds from its next start. Preemptions and node
+failures go through the same eviction: the job loses what it had not saved.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ DONE_AT_ONCE = frozenset(
         ActionKind.BOOST_PRIORITY,
         ActionKind.DROP_BOOST,
         ActionKind.SCALE,
+        ActionKind.SET_GRACE_PERIOD,
     }
 )
 
@@ -103,7 +104,18 @@ class Actuator:
             sim.admission.schedule()
         elif kind is ActionKind.SCALE:
             self._scale(job, params)
+        elif kind is ActionKind.SET_GRACE_PERIOD:
+            self._set_grace(job, params)
         return request
+
+    @staticmethod
+    def _set_grace(job: SimJob, params: dict[str, Any]) -> None:
+        """The pods' grace period for the job's next start. Trainer takes a runtime patch only
+        while the job is suspended with no pod left, so a running job keeps its grace period (the
+        controller's actuator refuses it the same way)."""
+        seconds = params.get("grace_period_s")
+        if job.phase is Phase.PENDING and isinstance(seconds, int | float) and seconds > 0:
+            job.grace_s = float(seconds)
 
     def checkpoint(self, job: SimJob, request: str | None) -> None:
         """Start a save (the job's own, ``request`` None, or the advisor's)."""

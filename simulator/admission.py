@@ -60,7 +60,9 @@ class Admission:
                         continue
                     sim.record.preemptions.append((victim.idx, sim.now))
                     sim.actuator.evict(victim, "preempted")
-                    if victim.workload.boost and sim.strategy.watches_cluster:
+                    if sim.strategy.watches_cluster:
+                        # the controller sees the eviction (a watch event) and decides on the job
+                        # at once: a boost to drop, a grace period to set for its next start
                         sim.react(victim)
                 for wl in admitted:
                     job = sim.by_workload[wl.uid]

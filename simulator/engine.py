@@ -228,10 +228,11 @@ class Simulation:
                 self._push(self.now + delay, TICK, job.idx, 0)
 
     def react(self, job: SimJob) -> None:
-        """The controller's answer to the eviction of a workload it boosted, before Kueue's next
-        scheduling cycle: a preempted workload is requeued only once its pods have terminated,
-        which takes up to the grace period, so the boost can be dropped in time (a boosted
-        workload back in the queue would outrank, and could preempt, its equals)."""
+        """The controller's answer to an eviction (a watch event), before Kueue's next scheduling
+        cycle: a preempted workload is requeued only once its pods have terminated, which takes up
+        to the grace period, so a boost can be dropped in time (a boosted workload back in the
+        queue would outrank, and could preempt, its equals), and the suspended job can be given
+        the grace period its next start needs."""
         if job.phase.terminal:
             return
         self.record.ticks += 1

@@ -26,6 +26,7 @@ also after a restart.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -33,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.controller.audit import audit
+from advisor.controller.gracepatch import MANAGER as GRACE_MANAGER
+from advisor.controller.gracepatch import set_grace_ops
 from advisor.controller.jobs import JOB_KINDS, PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import Workload
 from advisor.controller.retry import call_with_retries
@@ -58,6 +61,7 @@ _EVENT_REASONS = {
     ActionKind.DROP_BOOST: "PriorityBoostDropped",
     ActionKind.SCALE: "Scaled",
     ActionKind.STOP: "Stopped",
+    ActionKind.SET_GRACE_PERIOD: "GracePeriodSet",
 }
 
 
@@ -390,7 +394,43 @@ class Actuator:
             return Outcome("done", f"priority boost on Workload {workload.name} set to {value}")
         if kind is ActionKind.SCALE:
             return self._scale(job, params, workload)
+        if kind is ActionKind.SET_GRACE_PERIOD:
+            return self._set_grace(job, params)
         return Outcome("impossible", f"unsupported action kind {kind.value}")
+
+    def _set_grace(self, job: JobView, params: Mapping[str, Any]) -> Outcome:
+        """The advisor's ``runtimePatches`` entry with the trainer pods' grace period, on a fresh
+        read of a suspended TrainJob (``gracepatch``: every write tests ``/spec/suspend``, so a job
+        resumed since is refused by the API server, not patched)."""
+        seconds = params.get("grace_period_s")
+        if job.kind != TRAINJOB.kind or not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            return Outcome("impossible", f"grace periods are set on TrainJobs only ({job.kind}, {seconds!r})")
+        target = math.ceil(float(seconds))
+        try:
+            for _ in range(3):  # a value of the advisor's own is replaced in two writes: remove, add
+                spec = self.api.get_job(TRAINJOB.kind, job.namespace, job.name).get("spec") or {}
+                if spec.get("suspend") is not True:
+                    return Outcome(
+                        "impossible",
+                        "the TrainJob is not suspended: Trainer changes runtimePatches only while it is",
+                    )
+                ops = set_grace_ops(spec, target)
+                if ops is None:
+                    return Outcome(
+                        "done",
+                        f"terminationGracePeriodSeconds {target} for the next start (runtimePatches "
+                        f"manager {GRACE_MANAGER})",
+                    )
+                self.api.json_patch_job(TRAINJOB.kind, job.namespace, job.name, ops)
+        except Exception as exc:
+            if getattr(exc, "status", None) == 403:
+                return Outcome(
+                    "impossible",
+                    "the controller may not read and patch TrainJobs (setting grace periods is opt-in: "
+                    "add the manifests/components/trainjob-grace-period RBAC component)",
+                )
+            raise
+        return Outcome("failed", "the grace period did not hold after three writes (another writer?)")
 
     def _release(self, job: JobView, workload: Workload) -> Outcome:
         """``Workload.spec.active=false`` on a fresh read, guarded by its resourceVersion: a Workload

@@ -233,6 +233,17 @@ class ClusterApi:
             )
         )
 
+    def json_patch_job(
+        self, kind: str, namespace: str, name: str, ops: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """An RFC 6902 JSON patch of the job's spec; a failed ``test`` op comes back as 422."""
+        jk = JOB_KINDS[kind]
+        return _as_dict(
+            self.custom.patch_namespaced_custom_object(
+                jk.group, jk.version, namespace, jk.plural, name, ops, _content_type=JSON_PATCH
+            )
+        )
+
     def scale_job(self, kind: str, namespace: str, name: str, replicas: int) -> None:
         """Set replicas through the scale subresource (PyTorchJob: the Worker replicas)."""
         jk = JOB_KINDS[kind]

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from advisor.controller.gracepatch import patched_grace
 from advisor.controller.kueue import Workload, gpus_in, parse_time
 from advisor.model import JobView, LifecycleSignals
 from advisor.protocol import KUEUE_QUEUE_LABEL
@@ -187,6 +188,12 @@ def base_view(
     else:
         active = admitted = not _suspended(body)
         priority = 0
+    if kind is not PYTORCHJOB:
+        # the advisor's (or anyone's) runtime patch is what the pods get at their next start, and
+        # got at this one if it was there before it; the Workload's pod sets may lag behind it
+        patched = patched_grace(spec)
+        if patched is not None:
+            grace = float(patched)
     return JobView(
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),

@@ -64,6 +64,11 @@ def test_rbac_is_least_privilege() -> None:
     assert resize[0]["rules"] == [
         {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["patch"]}
     ]
+    grace = docs(ROOT / "components" / "trainjob-grace-period" / "trainjob-grace-period.yaml")
+    assert grace[0]["rules"] == [
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["get", "patch"]}
+    ]
+    assert grace[1]["roleRef"]["name"] == grace[0]["metadata"]["name"]
     (binding,) = docs(ROOT / "rbac" / "clusterrolebinding.yaml")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "trainjob-advisor", "namespace": "trainjob-advisor-system"}

@@ -12,16 +12,23 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import controlplane as cp
 import pytest
-from controller_harness import FAST, KUEUE, Controller, release_reservation, wait_for
+import yaml
+from controller_harness import FAST, KUEUE, TRAINER, Controller, release_reservation, wait_for
+from kubernetes.client.exceptions import ApiException
 from test_controller_scenarios import Cluster, learning_curve
 
+from advisor.controller.api import JSON_PATCH
+from advisor.controller.gracepatch import MANAGER as GRACE_MANAGER
+from advisor.controller.gracepatch import grace_entry, patched_grace, set_grace_ops
 from advisor.controller.kueue import parse_time, parse_workload
 from policies.hazard import hazard_by_queue, workload_exposure
 
+ROOT = Path(__file__).resolve().parents[2]
 BOOST = "kueue.x-k8s.io/priority-boost"
 REQUEST = "advisor.trainjob-advisor.io/checkpoint-request"
 
@@ -228,3 +235,87 @@ def test_a_trainjob_on_a_preemptible_queue_gets_the_grace_period_advice(
         assert "terminationGracePeriodSeconds >= 43 (now 30)" in event.message
     finally:
         ctl.close()
+
+
+GRACE_COMPONENT = ROOT / "manifests" / "components" / "trainjob-grace-period" / "trainjob-grace-period.yaml"
+
+
+def _runtime_patches(cluster: Cluster, name: str) -> list[dict]:
+    body = cluster.custom.get_namespaced_custom_object(*TRAINER[:2], cluster.ns, TRAINER[2], name)
+    return list((body.get("spec") or {}).get("runtimePatches") or [])
+
+
+def test_an_evicted_trainjob_gets_its_grace_period_for_the_next_start(
+    control_plane: cp.ControlPlane, cluster: Cluster, queue: str, policy_cleanup: list[str]
+) -> None:
+    """Apply mode with ``setGracePeriod``: the job runs (0.5 s steps, 42 s saves: 43 s needed),
+    Kueue preempts it and (as its TrainJob integration does) suspends the TrainJob; the controller
+    writes its own runtimePatches entry, which the real API server validates against Trainer
+    v2.3's CRD. A later larger value replaces it in two writes (the value is immutable there), and
+    a TrainJob that is not suspended is refused by the patch's own test."""
+    name = f"gapply-{cluster.ns[-6:]}"
+    cluster.apply_policy(
+        control_plane, name, "Apply", checkpoint={"minInterval": "1h", "setGracePeriod": True}
+    )
+    policy_cleanup.append(name)
+    rbac = list(yaml.safe_load_all(GRACE_COMPONENT.read_text()))
+    control_plane.apply(rbac)
+    ctl = Controller(control_plane, cluster.ns)
+    try:
+        job = cluster.create_trainjob("saver", queue="queue")
+        wl = _workload(cluster, job)
+        wait_for(lambda: _true(cluster, wl, "Admitted"), "Kueue to admit the job")
+        spec = learning_curve()
+        t0 = time.time() - 300
+        for i, step in enumerate(range(10, 300, 10)):
+            ack = [
+                {"name": "last_checkpoint_step", "value": "10"},
+                {"name": "last_checkpoint_seconds", "value": "42"},
+            ]
+            cluster.report_step("saver", spec, step, t0 + 5 * i, ack)
+            time.sleep(0.05)
+        time.sleep(2)
+        assert _runtime_patches(cluster, "saver") == []  # running: nothing is written
+        high = cluster.create_trainjob("high", queue="queue")
+        _workload(cluster, high, priority=100)
+        wait_for(lambda: _true(cluster, wl, "Evicted"), "Kueue to preempt the job")
+        cluster.custom.patch_namespaced_custom_object(
+            *TRAINER[:2], cluster.ns, TRAINER[2], "saver", {"spec": {"suspend": True}}
+        )
+        release_reservation(cluster.custom, cluster.ns, wl, reason="Preempted")
+        patches = wait_for(lambda: _runtime_patches(cluster, "saver"), "the grace period to be written")
+        assert [p["manager"] for p in patches] == [GRACE_MANAGER]
+        assert patched_grace({"runtimePatches": patches}) == 43
+        wait_for(lambda: "GracePeriodSet" in (cluster.reasons("saver") or []), "the GracePeriodSet Event")
+    finally:
+        ctl.close()
+        for doc in rbac:
+            control_plane.delete(doc["apiVersion"], doc["kind"], doc["metadata"]["name"])
+    # the value inside a runtime patch is immutable (Trainer's CEL rule): replaced in place it is
+    # refused, so a larger one takes the two writes set_grace_ops plans
+    custom = cluster.custom
+    in_place = [{"op": "replace", "path": "/spec/runtimePatches/0", "value": grace_entry(60)}]
+    with pytest.raises(ApiException) as refused:
+        custom.patch_namespaced_custom_object(
+            *TRAINER[:2], cluster.ns, TRAINER[2], "saver", in_place, _content_type=JSON_PATCH
+        )
+    assert refused.value.status == 422
+    for _ in range(2):
+        body = custom.get_namespaced_custom_object(*TRAINER[:2], cluster.ns, TRAINER[2], "saver")
+        ops = set_grace_ops(body["spec"], 60)
+        assert ops is not None
+        custom.patch_namespaced_custom_object(
+            *TRAINER[:2], cluster.ns, TRAINER[2], "saver", ops, _content_type=JSON_PATCH
+        )
+    body = custom.get_namespaced_custom_object(*TRAINER[:2], cluster.ns, TRAINER[2], "saver")
+    assert patched_grace(body["spec"]) == 60 and set_grace_ops(body["spec"], 60) is None
+    # a TrainJob that runs (not suspended) is never patched: the guard's test op fails
+    running = cluster.create_trainjob("running", queue="queue")
+    ops = set_grace_ops(running["spec"], 60)
+    assert ops is not None
+    with pytest.raises(ApiException) as not_suspended:
+        custom.patch_namespaced_custom_object(
+            *TRAINER[:2], cluster.ns, TRAINER[2], "running", ops, _content_type=JSON_PATCH
+        )
+    assert not_suspended.value.status == 422
+    assert _runtime_patches(cluster, "running") == []

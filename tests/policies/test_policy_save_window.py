@@ -8,7 +8,18 @@ import dataclasses
 import pytest
 from policy_builders import HOUR, T0, cluster, job, policy
 
-from advisor.model import ActionKind, CheckpointState, ClusterQueueView, Forecast, Interval, WorkloadView
+from advisor.model import (
+    Action,
+    ActionKind,
+    ActionRecord,
+    CheckpointState,
+    ClusterQueueView,
+    Decision,
+    Forecast,
+    Interval,
+    Phase,
+    WorkloadView,
+)
 from policies import checkpoint_interval, decide
 from policies.savewindow import miss_probability, needed_grace
 
@@ -109,3 +120,63 @@ def test_the_guard_leaves_a_verified_saver_alone_and_shields_one_that_cannot_sav
         ActionKind.BOOST_PRIORITY,
         ActionKind.CHECKPOINT,
     ]
+
+
+def _evicted(**kw: object):
+    """The job after Kueue preempted it: requeued (pending), its TrainJob suspended."""
+    cp = CheckpointState(last_time=T0 - 600, cost_seconds=45.0, save_seconds=40.0)
+    j = job(
+        namespace="ns",
+        name="ft-1",
+        checkpoint=cp,
+        throughput=((1, 0.25),),  # 4 s steps: the window is 44 s
+        grace_period_s=30.0,
+        phase=Phase.PENDING,
+        admitted=False,
+        **kw,
+    )
+    w = WorkloadView("ns", "ft-1", "cq", 8, priority=0, admitted=False, job=j.key)
+    return j, cluster([PREEMPTIBLE], [w], preemption_rate=SPOT)
+
+
+def _grace_sets(d: Decision) -> list[Action]:
+    return [a for a in d.actions if a.kind is ActionKind.SET_GRACE_PERIOD]
+
+
+def test_an_evicted_trainjob_gets_its_grace_period_set_for_its_next_start_in_apply_mode() -> None:
+    j, c = _evicted()
+    (action,) = _grace_sets(decide(j, c, policy({"checkpoint": {"setGracePeriod": True}}), now=T0))
+    assert action.params["grace_period_s"] == 44.0 and "for the next start" in action.reason
+    # the option is off by default, and Recommend mode never writes
+    assert not _grace_sets(decide(j, c, policy({"checkpoint": {}}), now=T0))
+    recommend = policy({"checkpoint": {"setGracePeriod": True}}, mode="Recommend")
+    assert not _grace_sets(decide(j, c, recommend, now=T0))
+
+
+def test_the_grace_period_is_never_set_on_a_running_or_finished_job_or_one_already_covered() -> None:
+    p = policy({"checkpoint": {"setGracePeriod": True}})
+    cp = CheckpointState(last_time=T0 - 60, cost_seconds=45.0, save_seconds=40.0)
+    running, c = _on_queue(checkpoint=cp, throughput=((1, 0.25),), grace_period_s=30.0)
+    d = decide(running, c, p, now=T0)
+    assert not _grace_sets(d)  # Trainer refuses it while the pods run: a recommendation instead
+    assert [a for a in d.actions if a.params.get("would") == "set-grace-period"]
+    for phase in (Phase.FINISHED, Phase.FAILED):
+        j, c = _evicted()
+        assert not _grace_sets(decide(dataclasses.replace(j, phase=phase), c, p, now=T0))
+    j, c = _evicted()
+    assert not _grace_sets(decide(dataclasses.replace(j, grace_period_s=60.0), c, p, now=T0))
+    assert not _grace_sets(decide(dataclasses.replace(j, kind="PyTorchJob"), c, p, now=T0))
+    unknown = dataclasses.replace(j, throughput=(), forecast=None)  # never ran long enough to tell
+    assert not _grace_sets(decide(unknown, c, p, now=T0))
+
+
+def test_a_failed_grace_write_is_backed_off_and_an_impossible_one_waits_for_the_job_to_change() -> None:
+    p = policy({"checkpoint": {"setGracePeriod": True}})
+    j, c = _evicted()
+    failed = ActionRecord(ActionKind.SET_GRACE_PERIOD, T0 - 10, "r1", outcome="failed", stamp=j.version)
+    assert not _grace_sets(decide(dataclasses.replace(j, actions=(failed,)), c, p, now=T0))
+    assert _grace_sets(decide(dataclasses.replace(j, actions=(failed,)), c, p, now=T0 + 120))
+    impossible = dataclasses.replace(failed, outcome="impossible")
+    assert not _grace_sets(decide(dataclasses.replace(j, actions=(impossible,)), c, p, now=T0 + 3600))
+    moved = dataclasses.replace(j, actions=(impossible,), version=j.version + "+resumed")
+    assert _grace_sets(decide(moved, c, p, now=T0 + 3600))

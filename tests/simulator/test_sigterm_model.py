@@ -3,6 +3,8 @@ works, when the rest of the step under way plus the save fit the grace period.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from simulator.actuator import sigterm_save_lands
 from simulator.baselines import NoAdvisor
 from simulator.jobs import Phase
@@ -56,3 +58,29 @@ def test_the_victim_predictor_is_scored_against_the_quota_models_choice() -> Non
     assert 0.0 <= m["victim_model_precision"] <= 1.0 and 0.0 <= m["victim_model_recall"] <= 1.0
     # a pass can preempt only what the model saw admitted: every hit was both predicted and chosen
     assert result.record.victims_hit <= min(result.record.victims_predicted, result.record.victims_chosen)
+
+
+def test_the_advisor_sets_the_grace_period_of_evicted_jobs_and_their_later_saves_land(tmp_path) -> None:
+    import yaml
+
+    from simulator.runner import policy_strategies
+
+    guard = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "manifests/samples/policy-preemption-guard.yaml").read_text()
+    )
+    assert guard["spec"]["rules"]["checkpoint"]["setGracePeriod"] is True
+    off = tmp_path / "policy-guard-off.yaml"
+    guard["spec"]["rules"]["checkpoint"]["setGracePeriod"] = False
+    off.write_text(yaml.safe_dump(guard))
+    on = Path(__file__).resolve().parents[2] / "manifests/samples/policy-preemption-guard.yaml"
+    # every job saves on SIGTERM, with Kubernetes' 30 s grace period unless the advisor sets one
+    scenario = with_world(default_scenario(seed=4, n_jobs=60), jit_fraction=1.0)
+    rows = {s.name: run_strategy(scenario, s) for s in policy_strategies([on, off])}
+    with_grace, without = rows["advisor-preemption-guard"], rows["advisor-guard-off"]
+    assert with_grace.record.actions.get("set-grace-period", 0) > 0
+    assert "set-grace-period" not in without.record.actions
+    assert with_grace.metrics["preemptions"] > 0
+    assert (
+        with_grace.metrics["lost_work_preemption_gpu_hours"]
+        < without.metrics["lost_work_preemption_gpu_hours"]
+    )
