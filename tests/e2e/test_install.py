@@ -74,6 +74,24 @@ def test_the_chart_renders_its_values_and_the_api_server_accepts_it(
     assert out.count("(server dry run)") == len(objects), out
 
 
+def test_the_grace_period_rbac_is_the_kustomize_components_on_request(tools: Tools) -> None:
+    path = MANIFESTS / "components" / "trainjob-grace-period" / "trainjob-grace-period.yaml"
+    component = list(yaml.safe_load_all(path.read_text()))
+
+    def controller_role(values: dict[str, Any]) -> dict[str, Any]:
+        roles = by_kind(tools.helm_template(values, namespace=NS), "ClusterRole")
+        (role,) = [r for r in roles if any("workloads" in rule["resources"] for rule in r["rules"])]
+        return role
+
+    plain, granted = controller_role({}), controller_role({"rbac": {"trainJobGracePeriod": True}})
+    assert granted["rules"] == plain["rules"] + component[0]["rules"]
+    assert not [r for r in plain["rules"] if "patch" in r["verbs"] and "trainjobs" in r["resources"]]
+    out = tools.server_side_dry_run(
+        by_kind(tools.helm_template({"rbac": {"trainJobGracePeriod": True}}, namespace=NS), "ClusterRole")
+    )
+    assert "(server dry run)" in out, out
+
+
 def test_the_service_monitor_is_rendered_on_request_and_accepted_by_prometheus_operators_crd(
     tools: Tools, control_plane: cp.ControlPlane
 ) -> None:
