@@ -4,8 +4,8 @@ A run reports its training loss and, every so often, eval metrics (``eval_loss``
 ``eval_accuracy``, ``eval_rouge1``, ...). Whether a metric should fall or rise is read from its
 name, the way a person reading a dashboard would: loss, error rates and perplexity fall; accuracy,
 F1, BLEU, ROUGE, exact match and the like rise. A name with neither kind of word has no direction:
-it is counted (``eval_runtime`` is a timing, not a quality) and never judged. There is no override
-yet: a metric whose name says nothing is not judged (rename it, e.g. ``eval_myscore_accuracy``).
+it is counted (``eval_runtime`` is a timing, not a quality) and never judged, unless the policy
+that governs the job names its direction (``metricDirections``: ``direction_of``'s overrides).
 
 Pure and dependency-free: the history, the forecaster, the learning state and the policies all
 read these rules, so they live once, here.
@@ -113,12 +113,15 @@ def direction_of(name: str, overrides: Mapping[str, str] | None = None) -> Direc
     return None
 
 
-def primary_eval(names: list[str] | tuple[str, ...]) -> str | None:
+def primary_eval(
+    names: list[str] | tuple[str, ...], overrides: Mapping[str, str] | None = None
+) -> str | None:
     """The eval series a rule judges by default: ``eval_loss`` when reported, else the first
-    eval series with a direction, in order of first appearance."""
+    eval series with a direction (its name's, or one ``overrides`` gives), in order of first
+    appearance."""
     if "eval_loss" in names:
         return "eval_loss"
     for name in names:
-        if is_eval_name(name) and direction_of(name) is not None:
+        if is_eval_name(name) and direction_of(name, overrides) is not None:
             return name
     return None

@@ -49,11 +49,10 @@ def _field_schema(spec: FieldSpec) -> dict[str, Any]:
             "items": {"type": "string", "minLength": 1, "maxLength": MAX_STRING},
         }
     elif kind == "strmap":
-        out = {
-            "type": "object",
-            "maxProperties": MAX_ITEMS,
-            "additionalProperties": {"type": "string", "maxLength": MAX_STRING},
-        }
+        values: dict[str, Any] = {"type": "string", "maxLength": MAX_STRING}
+        if spec.enum:
+            values = {"type": "string", "enum": list(spec.enum)}
+        out = {"type": "object", "maxProperties": MAX_ITEMS, "additionalProperties": values}
     elif kind == "duration":
         # the canonical structural int-or-string form; pattern and minimum apply to their own type
         out = {

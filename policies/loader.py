@@ -139,6 +139,8 @@ def _value(spec: FieldSpec, value: Any, path: str, errors: Errors) -> Any:
                 errors.append(
                     (_join(path, str(k)), f"must be a string of at most {MAX_STRING} characters, got {v!r}")
                 )
+            elif spec.enum and v not in spec.enum:
+                errors.append((_join(path, str(k)), f"must be one of {', '.join(spec.enum)}, got {v!r}"))
         return {str(k): v for k, v in value.items() if isinstance(v, str)}  # a dict: policies must pickle
     return _scalar(spec, value, path, errors)
 

@@ -242,6 +242,15 @@ class PolicySpec:
     )
     safety: Safety = spec_field("safety", Safety.__doc__ or "", "object", default_factory=Safety, cls=Safety)
     rules: Rules = spec_field("rules", Rules.__doc__ or "", "object", default_factory=Rules, cls=Rules)
+    metric_directions: dict[str, str] = spec_field(
+        "metricDirections",
+        "Which way an eval metric improves, for the jobs this policy governs, where its name does not "
+        "say or says it wrongly: metric name (eval_myscore) -> lower or higher. Names with loss, error, "
+        "wer, perplexity, ... are lower-is-better and accuracy, f1, bleu, rouge, ... higher without it.",
+        "strmap",
+        default_factory=dict,
+        enum=("lower", "higher"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +274,10 @@ class Policy:
     @property
     def selector(self) -> Selector:
         return self.spec.selector
+
+    @property
+    def metric_directions(self) -> dict[str, str]:
+        return self.spec.metric_directions
 
     @property
     def safety(self) -> Safety:

@@ -9,8 +9,9 @@ What counts as a new evaluation: a progress source repeats the latest eval value
 until the next evaluation (upstream ``trainerStatus`` replaces the whole metrics list each time),
 so an evaluation is new when any ``eval_*`` value differs from the one seen last, timings such as
 ``eval_runtime`` included (two evaluations almost never take the same time). All the eval metrics
-with a direction are then recorded at the sample's step. Names without a direction are watched for
-that purpose but not kept as series; names beyond ``max_series`` are counted, never stored, so a
+with a direction are then recorded at the sample's step (the direction from the name, or from the
+governing policy's ``metricDirections``). Names without a direction are watched for that purpose
+but not kept as series; names beyond ``max_series`` are counted, never stored, so a
 job reporting thousands of metrics cannot grow the object.
 
 Non-finite eval values are kept as NaN (evidence of divergence), like the loss history does.
@@ -68,6 +69,7 @@ class EvalHistory:
 
     __slots__ = (
         "_last_seen",
+        "_overrides",
         "_series",
         "dropped",
         "ignored",
@@ -84,6 +86,8 @@ class EvalHistory:
         self.max_series = max_series
         self._series: dict[str, EvalSeries] = {}
         self._last_seen: dict[str, float] = {}
+        #: the governing policy's ``metricDirections`` (canonical eval names -> direction)
+        self._overrides: dict[str, str] = {}
         #: points thinned away, metrics beyond the series cap, names with no direction, NaN values
         self.dropped = 0
         self.ignored = 0
@@ -95,6 +99,11 @@ class EvalHistory:
     def names(self) -> tuple[str, ...]:
         """The tracked series, in order of first appearance."""
         return tuple(self._series)
+
+    @property
+    def overrides(self) -> Mapping[str, str]:
+        """The governing policy's ``metricDirections`` in force (canonical names)."""
+        return self._overrides
 
     def series(self, name: str) -> EvalSeries | None:
         return self._series.get(name)
@@ -113,6 +122,25 @@ class EvalHistory:
         return tuple(out)
 
     # ----------------------------------------------------------------------------------- update
+    def set_overrides(self, overrides: Mapping[str, str]) -> bool:
+        """Take the governing policy's ``metricDirections`` (metric name -> ``lower``/``higher``).
+
+        A name whose own words give no direction is recorded from its next evaluation on (the ones
+        before were watched, not kept); a tracked series whose direction the override changes is
+        turned at once (its points stay, its best is read the other way). Returns whether a
+        tracked series changed direction (its forecasts and the run state must be made again)."""
+        canon = {eval_series_name(canonical_name(str(k))): str(v) for k, v in overrides.items()}
+        if canon == self._overrides:
+            return False
+        self._overrides = canon
+        changed = False
+        for name, series in self._series.items():
+            direction = direction_of(name, canon)
+            if direction is not None and direction is not series.direction:
+                series.direction = direction
+                changed = True
+        return changed
+
     @staticmethod
     def _evals_of(sample: ProgressSample) -> dict[str, float]:
         found: dict[str, float] = {}
@@ -149,7 +177,7 @@ class EvalHistory:
     def _record(self, name: str, step: int, value: float) -> int:
         series = self._series.get(name)
         if series is None:
-            direction = direction_of(name)
+            direction = direction_of(name, self._overrides)
             if direction is None:
                 self.undirected += 1
                 return 0

@@ -183,6 +183,7 @@ def _learning_state(rec: JobRecord, now: float | None) -> LearningState:
         forecast_all=True,
         series_forecasts=rec.learning.series if reuse and rec.learning is not None else None,
         schedule=schedule,
+        metric_directions=evals.overrides,
     )
 
 
@@ -582,6 +583,8 @@ class AdvisorCore:
         else:
             view = self.view(job, now=now, forecast_interval_s=forecast_interval_s)
             policy = self._selector(self._policies, view) if self._policies else None
+        if self._turn_series(rec, policy, now, forecast_interval_s):
+            view = self.view(job, now=now, forecast_interval_s=forecast_interval_s)
         if policy is None:
             decision = Decision(
                 job=job.key,
@@ -593,6 +596,19 @@ class AdvisorCore:
         rec.rule_state = {k: float(v) for k, v in decision.state.items()}
         rec.last_decision = decision
         return decision
+
+    def _turn_series(
+        self, rec: JobRecord, policy: Any, now: float, forecast_interval_s: float | None
+    ) -> bool:
+        """Apply the governing policy's ``metricDirections`` to the job's eval series; when a
+        tracked series changes direction, its forecasts and the run state are made again now
+        (whatever the re-forecast bound), so the decision reads them the right way up."""
+        overrides = getattr(policy, "metric_directions", None) or {}
+        if not rec.history.evals.set_overrides(overrides):
+            return False
+        rec.fresh_data, rec.forecast_at = True, None
+        self._refresh_forecast(rec, now, forecast_interval_s)
+        return True
 
     def _expire_checkpoint(self, rec: JobRecord, now: float) -> None:
         cp = rec.checkpoint

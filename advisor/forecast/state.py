@@ -176,6 +176,7 @@ def learning_state(
     forecast_all: bool = False,
     series_forecasts: Mapping[str, Forecast] | None = None,
     schedule: tuple[Sequence[float], Sequence[float | None]] | None = None,
+    metric_directions: Mapping[str, str] | None = None,
 ) -> LearningState:
     """The run's learning state from its training-loss forecast and its eval series.
 
@@ -185,10 +186,13 @@ def learning_state(
     ``forecast_all`` every eval series is forecast, not only the judged one. ``series_forecasts``
     reuses forecasts made earlier (a state re-read for the time since the last step advance needs no
     new fit). ``schedule``: the training history's (steps, learning rates), when it reports them:
-    each eval series is forecast with the rate at its steps."""
+    each eval series is forecast with the rate at its steps. ``metric_directions``: the governing
+    policy's directions for metrics whose names say none (they may then be the primary one)."""
     warnings: list[str] = []
     names = tuple(evals)
-    judged = primary_eval(names) if metric is None else (metric if metric in evals else None)
+    judged = (
+        primary_eval(names, metric_directions) if metric is None else (metric if metric in evals else None)
+    )
     if metric is not None and metric != "loss" and judged is None:
         warnings.append(f"metric {metric!r} not reported; judged by the training loss")
     p_hung = _hung(idle_s, report_interval_s)
