@@ -206,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
             history_points=history_points,
         ),
         leader_election=lease,
+        # beside the Lease: the controller's own namespace (its Role allows ConfigMaps there)
+        evidence_namespace=lease.namespace if lease is not None else None,
     )
     try:
         asyncio.run(run_operator(options))

@@ -30,6 +30,7 @@ from advisor.controller.actuator import Actuator
 from advisor.controller.api import dumps_compact
 from advisor.controller.cluster_index import ClusterIndex
 from advisor.controller.conditions import forecast_conditions
+from advisor.controller.evidence import EvidenceStore
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
 from advisor.controller.kueue import Workload
 from advisor.controller.metrics import Metrics
@@ -135,6 +136,25 @@ class Engine:
         self.ready = False
         self._gate: Callable[[], bool] = _always
         self._forged_counted = 0
+        #: where the deleted jobs' SIGTERM evidence per runtime is kept (None: memory only)
+        self.evidence: EvidenceStore | None = None
+        self._evidence_written: dict[str, tuple[int, int]] = {}
+
+    def use_evidence_store(self, store: EvidenceStore) -> int:
+        """Keep the runtimes' SIGTERM evidence of deleted jobs in ``store`` (``evidence``): what it
+        holds is adopted now (call before the first events), changes are written by ``step``.
+        Returns the runtimes adopted."""
+        self.evidence = store
+        adopted = self.core.adopt_retired_evidence(store.load())
+        self._evidence_written = self.core.retired_runtime_evidence
+        return adopted
+
+    def _write_evidence(self) -> None:
+        if self.evidence is None:
+            return
+        current = self.core.retired_runtime_evidence
+        if current != self._evidence_written and self.evidence.save(current):
+            self._evidence_written = current
 
     def set_gate(self, may_act: Callable[[], bool]) -> None:
         """Only while ``may_act()`` (the leader Lease held) does the engine evaluate, act or write."""
@@ -230,6 +250,7 @@ class Engine:
                 self._apply_event(kind, event_type, body, now)
             except Exception:  # one malformed object must never stop the loop
                 log.exception("ignoring a %s %s event that could not be handled", kind, event_type)
+        self._write_evidence()
         if self.core.forged_acks > self._forged_counted:
             self.metrics.forged_acks.inc(self.core.forged_acks - self._forged_counted)
             self._forged_counted = self.core.forged_acks

@@ -67,6 +67,9 @@ class OperatorOptions:
     #: None: no leader election (a single replica, tests, ``run`` on a laptop)
     leader_election: LeaseConfig | None = None
     identity: str | None = None
+    #: the namespace of the ConfigMap that keeps deleted jobs' SIGTERM evidence per runtime
+    #: (``advisor.controller.evidence``); None: kept in memory only
+    evidence_namespace: str | None = None
 
 
 class LeadershipLost(RuntimeError):
@@ -262,6 +265,12 @@ async def run_operator(
 
     forwarder = asyncio.create_task(forward_stop())
     try:
+        if options.evidence_namespace is not None:
+            from advisor.controller.evidence import EvidenceStore
+
+            store = EvidenceStore(api.core, options.evidence_namespace)
+            adopted = await asyncio.to_thread(engine.use_evidence_store, store)
+            log.info("runtime SIGTERM evidence of deleted jobs: %d runtime(s) restored", adopted)
         saved = await asyncio.to_thread(_list_saved, api, options.namespaces)
         log.info("restoring %d TrainJobForecast(s)", engine.load_saved(saved))
         await asyncio.to_thread(prime, engine, api, options)

@@ -691,6 +691,29 @@ class AdvisorCore:
     def keys(self) -> tuple[str, ...]:
         return tuple(self._records)
 
+    @property
+    def retired_runtime_evidence(self) -> dict[str, tuple[int, int]]:
+        """``runtime -> (saves, misses)`` on SIGTERM of the jobs forgotten so far (deleted jobs,
+        whose own records are gone): what an adapter persists so that a restart keeps it."""
+        return dict(self._runtime_retired)
+
+    def adopt_retired_evidence(self, evidence: Mapping[str, Any]) -> int:
+        """Take persisted ``runtime -> (saves, misses)`` of forgotten jobs (a restart). The counts
+        only grow, so each runtime keeps the larger of what it has and what is given (adopting
+        the same evidence twice counts it once); malformed entries are skipped. Returns the
+        runtimes adopted."""
+        adopted = 0
+        for runtime, pair in evidence.items():
+            if not isinstance(runtime, str) or not isinstance(pair, list | tuple) or len(pair) != 2:
+                continue
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair):
+                continue
+            s, m = self._runtime_retired.get(runtime, (0, 0))
+            self._runtime_retired[runtime] = (max(s, int(pair[0])), max(m, int(pair[1])))
+            adopted += 1
+        self._runtime_pool = None
+        return adopted
+
     def forget(self, key: str) -> None:
         rec = self._records.pop(key, None)
         if rec is not None and rec.runtime is not None:

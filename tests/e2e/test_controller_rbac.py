@@ -12,10 +12,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from advisor.controller.api import ClusterApi
+from advisor.controller.evidence import EvidenceStore
 from advisor.controller.store import ForecastStore
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+OWN_NAMESPACE = "trainjob-advisor-system"
 
 
 def _status(fn: Any) -> int:
@@ -105,6 +107,15 @@ def test_the_actuators_writes_are_allowed(
         message="allowed",
     )
     assert api.kueue.list_cluster_queues() is not None
+    # the deleted jobs' runtime evidence, beside the Lease in the controller's own namespace
+    evidence = EvidenceStore(api.core, OWN_NAMESPACE, name=f"evidence-{ns[-6:]}")
+    try:
+        assert evidence.load() == {}
+        assert evidence.save({"torch-distributed": (3, 1)})  # created
+        assert evidence.save({"torch-distributed": (4, 1)})  # patched
+        assert evidence.load() == {"torch-distributed": [4, 1]}
+    finally:
+        client.CoreV1Api(admin_api).delete_namespaced_config_map(evidence.name, OWN_NAMESPACE)
 
 
 def test_writes_outside_the_binding_are_refused(

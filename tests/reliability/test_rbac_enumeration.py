@@ -36,8 +36,11 @@ USED_EVERYWHERE = {
     ("authorization.k8s.io", "selfsubjectrulesreviews"): {"create"},
     ("authentication.k8s.io", "selfsubjectreviews"): {"create"},
 }
-#: only in its own namespace: the leader Lease
-USED_IN_OWN_NAMESPACE = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+#: only in its own namespace: the leader Lease and the runtime-evidence ConfigMap
+USED_IN_OWN_NAMESPACE = {
+    ("coordination.k8s.io", "leases"): {"get", "create", "update"},
+    ("", "configmaps"): {"get", "create", "patch"},
+}
 
 
 def _served(plane: controlplane.ControlPlane) -> list[tuple[str, str, bool]]:

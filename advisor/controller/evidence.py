@@ -1,0 +1,91 @@
+"""Evidence that outlives its jobs: saves on SIGTERM per runtime, kept in a ConfigMap.
+
+Whether a runtime's saves on SIGTERM work is learnt from its jobs' evictions (``advisor.core.saves``)
+and sets the prior of every new job on that runtime (``policies.savewindow.miss_probability``).
+A job's own counts live in its TrainJobForecast; once the TrainJob is deleted, its forecast goes
+with it and its counts live only in the controller's memory (``AdvisorCore.forget``). So they are
+also written to one ConfigMap in the controller's own namespace (beside its Lease), read back at
+start-up: a restart or a new leader keeps what the deleted jobs taught. Written by the leader
+only, when the counts changed, and retried on the next engine step after a failed write; a
+missing, unreadable or malformed ConfigMap is no evidence, never an error that stops the
+controller.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+__all__ = ["CONFIGMAP", "KEY", "EvidenceStore"]
+
+log = logging.getLogger(__name__)
+
+#: the ConfigMap's name, in the controller's namespace
+CONFIGMAP = "trainjob-advisor-runtime-evidence"
+#: its data key: JSON ``{"runtime": [saves, misses], ...}``
+KEY = "sigtermByRuntime"
+
+
+class EvidenceStore:
+    """Reads and writes the runtime evidence ConfigMap with a typed CoreV1Api."""
+
+    def __init__(self, core_v1: Any, namespace: str, name: str = CONFIGMAP) -> None:
+        self.api = core_v1
+        self.namespace = namespace
+        self.name = name
+
+    def load(self) -> dict[str, Any]:
+        """The stored evidence; {} when there is none or it cannot be read (logged)."""
+        try:
+            cm = self.api.read_namespaced_config_map(self.name, self.namespace)
+        except Exception as exc:
+            if getattr(exc, "status", None) != 404:
+                log.warning(
+                    "reading ConfigMap %s/%s failed (%s); starting without the runtimes' SIGTERM evidence",
+                    self.namespace,
+                    self.name,
+                    getattr(exc, "reason", None) or exc,
+                )
+            return {}
+        raw = (getattr(cm, "data", None) or {}).get(KEY)
+        try:
+            data = json.loads(raw) if isinstance(raw, str) else {}
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            log.warning("ConfigMap %s/%s: %s is not a JSON object; ignored", self.namespace, self.name, KEY)
+            return {}
+        return data
+
+    def save(self, evidence: dict[str, tuple[int, int]]) -> bool:
+        """Write ``evidence`` (create the ConfigMap or patch its key); False on failure (logged)."""
+        body = {KEY: json.dumps({k: [int(s), int(m)] for k, (s, m) in sorted(evidence.items())})}
+        try:
+            try:
+                self.api.patch_namespaced_config_map(self.name, self.namespace, {"data": body})
+            except Exception as exc:
+                if getattr(exc, "status", None) != 404:
+                    raise
+                from kubernetes import client
+
+                self.api.create_namespaced_config_map(
+                    self.namespace,
+                    client.V1ConfigMap(
+                        metadata=client.V1ObjectMeta(
+                            name=self.name,
+                            namespace=self.namespace,
+                            labels={"app.kubernetes.io/name": "trainjob-advisor"},
+                        ),
+                        data=body,
+                    ),
+                )
+        except Exception as exc:
+            log.warning(
+                "writing ConfigMap %s/%s failed (%s); retried on the next step",
+                self.namespace,
+                self.name,
+                getattr(exc, "reason", None) or exc,
+            )
+            return False
+        return True
