@@ -15,30 +15,27 @@ carries it out and reports back with :meth:`AdvisorCore.record_action`.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from advisor.core.codec import (
-    action_from_dict,
-    action_to_dict,
-    checkpoint_from_dict,
-    checkpoint_to_dict,
-    finite_or_none,
-    forecast_from_dict,
-    forecast_to_dict,
-    int_or_none,
-)
 from advisor.core.history import DEFAULT_MAX_POINTS, History
 from advisor.core.lifecycle import derive_phase
-from advisor.core.saves import ResumeCheck, note_admission, resolve
+from advisor.core.record import (
+    JobRecord,
+    arrival_bounded,
+    loss_at_checkpoint,
+    record_from_dict,
+    record_learning_state,
+    record_to_dict,
+    report_interval,
+)
+from advisor.core.runtime_pool import RuntimeSigtermPool
+from advisor.core.saves import note_admission, resolve
 from advisor.model import (
     DISRUPTIVE_KINDS,
     ActionKind,
     ActionRecord,
-    CheckpointState,
     ClusterView,
     Curve,
     Decision,
@@ -71,120 +68,6 @@ Forecaster = Callable[[Curve, "int | None"], Forecast]
 Selector = Callable[[Sequence[Any], JobView], Any]
 Decider = Callable[..., Decision]
 Judged = Callable[[Any, JobView, float], bool]
-
-
-@dataclass
-class JobRecord:
-    """Everything the loop remembers about one job; persisted by the adapter (``dump``)."""
-
-    history: History
-    total_steps: int | None = None
-    forecast: Forecast | None = None
-    forecast_at: float | None = None
-    #: the run's learning state as of the latest forecast (its eval series' forecasts included)
-    learning: LearningState | None = None
-    fresh_data: bool = False
-    checkpoint: CheckpointState = field(default_factory=CheckpointState)
-    actions: list[ActionRecord] = field(default_factory=list)
-    rule_state: dict[str, float] = field(default_factory=dict)
-    first_seen: float | None = None
-    last_step_change: float | None = None
-    last_sample_time: float | None = None
-    #: the adapter's clock when new progress last arrived (the reporter's own time may be skewed)
-    progress_seen_at: float | None = None
-    throughput: dict[int, float] = field(default_factory=dict)
-    last_decision: Decision | None = None
-    sample_warnings: int = 0
-    #: the eviction whose save on SIGTERM is being verified (see ``advisor.core.saves``)
-    resume: ResumeCheck = field(default_factory=ResumeCheck)
-    runtime: str | None = None
-    #: the lifecycle phase last derived, and when it was entered (see ``advisor.core.lifecycle``)
-    phase: Phase = Phase.RUNNING
-    phase_since: float | None = None
-    phase_reason: str = ""
-    #: step distance between the last reports (a run logging every N steps ends up to N short)
-    report_gap: int = 0
-    #: the latest progress percentage any sample reported (the final one may carry no step)
-    progress_percentage: float | None = None
-    _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
-    _ack_seen: str | None = None  # the last checkpoint request id the job reported (counted once)
-    _arrival_floor: float | None = None  # when progress arrived before the current arrival
-
-    @property
-    def step(self) -> int:
-        last = self.history.last
-        return last.step if last is not None else 0
-
-
-#: reports around the checkpoint's step whose median is the loss it saved (one report is noisy)
-_CHECKPOINT_REPORTS = 3
-
-
-def _loss_at_checkpoint(rec: JobRecord) -> float | None:
-    """The median loss of the last reports at or before the last checkpoint's step, when that
-    checkpoint is behind the latest report (the history's newest points come first, so a recent
-    checkpoint is found within a few points)."""
-    ckpt = rec.checkpoint.last_step
-    if ckpt is None or ckpt >= rec.step:
-        return None
-    found: list[float] = []
-    for point in reversed(rec.history.points):
-        if point.step <= ckpt and math.isfinite(point.loss):
-            found.append(point.loss)
-            if len(found) == _CHECKPOINT_REPORTS:
-                break
-    if not found:
-        return None
-    found.sort()
-    return found[len(found) // 2]
-
-
-def _arrival_bounded(reported: float, arrived_before: float | None, now: float) -> float:
-    """When a new report was made, on the advisor's clock: the reporter's time, but no later than
-    its arrival (``now``) and no earlier than the previous arrival of progress, after which it was
-    made. The first reports of a job, with no earlier arrival, are taken at their word (but no
-    later than ``now``); for a Kueue job the stall rule is bounded by the admission time anyway.
-
-    Why: the stall rule and the lifecycle measure "no step advance for 30 minutes" against
-    ``now``; a training pod whose clock runs ten minutes behind would otherwise look stuck for ten
-    minutes at every report, and one ten minutes ahead could never look stuck. Throughput is still
-    measured on the reporter's own timestamps (a constant skew cancels out of their differences).
-    An adapter that delivers reports in batches (the simulator, the back-test) dates each at its
-    own time: they were all made after the previous batch arrived."""
-    at = min(reported, now)
-    return at if arrived_before is None else max(at, min(arrived_before, now))
-
-
-def _report_interval(rec: JobRecord) -> float | None:
-    """The run's usual time between reports: the median gap of its latest points."""
-    times = [p.time for p in rec.history.points[-21:] if p.time is not None]
-    gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
-    return gaps[len(gaps) // 2] if gaps else None
-
-
-def _learning_state(rec: JobRecord, now: float | None) -> LearningState:
-    """The run's learning state from its forecast and eval series (``advisor.forecast.state``);
-    the eval forecasts are made once per forecast and reused when only ``now`` changed."""
-    from advisor.forecast.state import learning_state
-
-    evals = rec.history.evals
-    series = {name: s for name in evals.names if (s := evals.series(name)) is not None}
-    idle = None if now is None or rec.last_step_change is None else max(0.0, now - rec.last_step_change)
-    reuse = now is not None and rec.learning is not None
-    points = rec.history.points
-    # the eval series are forecast with the run's learning rate at their steps (see ``state``)
-    schedule = None if reuse else ([p.step for p in points], [p.learning_rate for p in points])
-    return learning_state(
-        rec.forecast,
-        series,
-        total_steps=rec.total_steps,
-        idle_s=idle,
-        report_interval_s=_report_interval(rec),
-        forecast_all=True,
-        series_forecasts=rec.learning.series if reuse and rec.learning is not None else None,
-        schedule=schedule,
-        metric_directions=evals.overrides,
-    )
 
 
 def _default_forecaster(curve: Curve, total_steps: int | None) -> Forecast:
@@ -276,10 +159,8 @@ class AdvisorCore:
         self._records: dict[str, JobRecord] = {}
         #: policy -> request id -> time of its capped actions (pruned to the cap's window)
         self._policy_actions: dict[str, dict[str, float]] = {}
-        #: saves on SIGTERM per runtime, pooled over the jobs (rebuilt when a count changed)
-        self._runtime_pool: dict[str, tuple[int, int]] | None = None
-        #: the counts of jobs forgotten since (finished, deleted): the runtime's evidence outlives them
-        self._runtime_retired: dict[str, tuple[int, int]] = {}
+        #: saves on SIGTERM per runtime, over live and forgotten jobs (the prior of new ones)
+        self._runtime = RuntimeSigtermPool()
         #: (snapshot, its recent policy actions, the snapshot with them): see ``_with_policy_actions``
         self._capped: tuple[ClusterView, dict[str, tuple[float, ...]], ClusterView] | None = None
         self.forecasts_made = 0
@@ -322,7 +203,7 @@ class AdvisorCore:
         when = sample.time if sample.time is not None else now
         if rec.progress_seen_at is not None and rec.progress_seen_at < now:
             rec._arrival_floor = rec.progress_seen_at  # the last arrival before this one
-        at = _arrival_bounded(when, rec._arrival_floor, now)
+        at = arrival_bounded(when, rec._arrival_floor, now)
         if rec.history.last_evals_added:
             rec.fresh_data = True  # a new evaluation changes the run's learning state
         if outcome in ("appended", "restart"):
@@ -442,7 +323,7 @@ class AdvisorCore:
         if rec.forecast_at is not None and now - rec.forecast_at < bound:
             return
         rec.forecast = self._forecaster(rec.history.curve(), rec.total_steps)
-        rec.learning = _learning_state(rec, None)
+        rec.learning = record_learning_state(rec, None)
         rec.forecast_at = now
         rec.fresh_data = False
         self.forecasts_made += 1
@@ -470,7 +351,7 @@ class AdvisorCore:
             last_step_change=rec.last_step_change,
             last_sample_time=rec.last_sample_time,
             progress_seen_at=rec.progress_seen_at,
-            report_interval_s=_report_interval(rec),
+            report_interval_s=report_interval(rec),
             started_at=job.started_at if job.started_at is not None else rec.first_seen,
             forecast=rec.forecast,
             checkpoint=rec.checkpoint,
@@ -478,26 +359,10 @@ class AdvisorCore:
             actions=tuple(rec.actions),
             rule_state=dict(rec.rule_state),
             last_loss=rec.history.last.loss if rec.history.last is not None else None,
-            checkpoint_loss=_loss_at_checkpoint(rec),
-            runtime_sigterm=self._runtime_prior(rec, job.runtime),
+            checkpoint_loss=loss_at_checkpoint(rec),
+            runtime_sigterm=self._runtime.prior(self._records.values(), rec, job.runtime),
             learning_state=self.learning_state(job.key, now=now),
         )
-
-    def _runtime_prior(self, rec: JobRecord, runtime: str | None) -> tuple[int, int]:
-        """``(saves, misses)`` on SIGTERM of the runtime's other jobs."""
-        if runtime is None:
-            return (0, 0)
-        if self._runtime_pool is None:
-            pool: dict[str, tuple[int, int]] = dict(self._runtime_retired)
-            for r in self._records.values():
-                if r.runtime is not None:
-                    s, m = pool.get(r.runtime, (0, 0))
-                    pool[r.runtime] = (s + r.checkpoint.sigterm_saves, m + r.checkpoint.sigterm_misses)
-            self._runtime_pool = pool
-        saves, misses = self._runtime_pool.get(runtime, (0, 0))
-        if rec.runtime == runtime:
-            saves, misses = saves - rec.checkpoint.sigterm_saves, misses - rec.checkpoint.sigterm_misses
-        return (max(0, saves), max(0, misses))
 
     def _note_phase(self, rec: JobRecord, job: JobView, total: int | None, now: float | None) -> None:
         """Derive the job's lifecycle phase; stamp a change with ``now`` (when the caller knows it).
@@ -532,7 +397,7 @@ class AdvisorCore:
             return None
         if now is None or rec.last_step_change is None:
             return rec.learning
-        return _learning_state(rec, now)
+        return record_learning_state(rec, now)
 
     def _with_policy_actions(self, cluster: ClusterView, now: float) -> ClusterView:
         """The cluster view plus the recent capped actions of every policy, on any job: the
@@ -571,7 +436,7 @@ class AdvisorCore:
         rec.checkpoint = resolve(rec.resume, rec.history, before)
         if rec.checkpoint is not before or rec.runtime != job.runtime:
             rec.runtime = job.runtime
-            self._runtime_pool = None
+            self._runtime.invalidate()
         self._note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
         if self.lazy_forecast:
             view = self.view(job)
@@ -695,108 +560,27 @@ class AdvisorCore:
     def retired_runtime_evidence(self) -> dict[str, tuple[int, int]]:
         """``runtime -> (saves, misses)`` on SIGTERM of the jobs forgotten so far (deleted jobs,
         whose own records are gone): what an adapter persists so that a restart keeps it."""
-        return dict(self._runtime_retired)
+        return self._runtime.retired
 
     def adopt_retired_evidence(self, evidence: Mapping[str, Any]) -> int:
-        """Take persisted ``runtime -> (saves, misses)`` of forgotten jobs (a restart). The counts
-        only grow, so each runtime keeps the larger of what it has and what is given (adopting
-        the same evidence twice counts it once); malformed entries are skipped. Returns the
-        runtimes adopted."""
-        adopted = 0
-        for runtime, pair in evidence.items():
-            if not isinstance(runtime, str) or not isinstance(pair, list | tuple) or len(pair) != 2:
-                continue
-            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair):
-                continue
-            s, m = self._runtime_retired.get(runtime, (0, 0))
-            self._runtime_retired[runtime] = (max(s, int(pair[0])), max(m, int(pair[1])))
-            adopted += 1
-        self._runtime_pool = None
-        return adopted
+        """Take persisted forgotten-job evidence (a restart); see ``RuntimeSigtermPool.adopt``."""
+        return self._runtime.adopt(evidence)
 
     def forget(self, key: str) -> None:
         rec = self._records.pop(key, None)
-        if rec is not None and rec.runtime is not None:
-            s, m = self._runtime_retired.get(rec.runtime, (0, 0))
-            self._runtime_retired[rec.runtime] = (
-                s + rec.checkpoint.sigterm_saves,
-                m + rec.checkpoint.sigterm_misses,
-            )
-        self._runtime_pool = None
+        if rec is not None:
+            self._runtime.retire(rec)
+        self._runtime.invalidate()
 
     def dump(self, key: str) -> dict[str, Any]:
         """JSON-safe state of one job, for ``TrainJobForecast.status`` or a report."""
         rec = self._records.get(key)
-        if rec is None:
-            return {}
-        return {
-            "history": rec.history.to_dict(),
-            "totalSteps": rec.total_steps,
-            "forecast": forecast_to_dict(rec.forecast),
-            "forecastAt": rec.forecast_at,
-            "checkpoint": checkpoint_to_dict(rec.checkpoint),
-            "actions": [action_to_dict(a) for a in rec.actions],
-            "ruleState": {k: v for k, v in rec.rule_state.items() if math.isfinite(v)},
-            "firstSeen": rec.first_seen,
-            "lastStepChange": rec.last_step_change,
-            "lastSampleTime": rec.last_sample_time,
-            "progressSeenAt": rec.progress_seen_at,
-            "throughput": [{"nodes": n, "stepsPerSecond": r} for n, r in sorted(rec.throughput.items())],
-            "sampleWarnings": rec.sample_warnings,
-            "resume": rec.resume.to_dict(),
-            "runtime": rec.runtime,
-            "phase": rec.phase.value,
-            "phaseSince": rec.phase_since,
-            "reportGap": rec.report_gap,
-            "progressPercentage": rec.progress_percentage,
-        }
+        return {} if rec is None else record_to_dict(rec)
 
     def restore(self, key: str, data: Mapping[str, Any]) -> JobRecord:
         """Adopt persisted state (after a controller restart). Damaged parts are dropped, not fatal."""
-        hist_data = data.get("history")
-        history = (
-            History.from_dict(hist_data, max_points=self.max_history_points)
-            if isinstance(hist_data, Mapping)
-            else History(self.max_history_points)
-        )
-        rec = JobRecord(history=history)
-        rec.total_steps = int_or_none(data.get("totalSteps"))
-        rec.forecast = forecast_from_dict(data.get("forecast"))
-        rec.forecast_at = finite_or_none(data.get("forecastAt"))
-        rec.checkpoint = checkpoint_from_dict(data.get("checkpoint"))
-        rec.actions = [a for a in map(action_from_dict, data.get("actions") or []) if a is not None]
-        state = data.get("ruleState")
-        if isinstance(state, Mapping):
-            rec.rule_state = {
-                str(k): f for k, f in ((k, finite_or_none(v)) for k, v in state.items()) if f is not None
-            }
-        rec.first_seen = finite_or_none(data.get("firstSeen"))
-        rec.last_step_change = finite_or_none(data.get("lastStepChange"))
-        rec.last_sample_time = finite_or_none(data.get("lastSampleTime"))
-        rec.progress_seen_at = finite_or_none(data.get("progressSeenAt"))
-        for item in data.get("throughput") or []:
-            if isinstance(item, Mapping):
-                nodes, rate = int_or_none(item.get("nodes")), finite_or_none(item.get("stepsPerSecond"))
-                if nodes is not None and rate is not None and rate > 0:
-                    rec.throughput[nodes] = rate
-        rec.sample_warnings = int_or_none(data.get("sampleWarnings")) or 0
-        rec.resume = ResumeCheck.from_dict(data.get("resume"))
-        runtime = data.get("runtime")
-        rec.runtime = runtime if isinstance(runtime, str) and runtime else None
-        self._runtime_pool = None
-        try:
-            rec.phase = Phase(str(data.get("phase") or Phase.RUNNING.value))
-        except ValueError:
-            rec.phase = Phase.RUNNING
-        rec.phase_since = finite_or_none(data.get("phaseSince"))
-        rec.report_gap = max(int_or_none(data.get("reportGap")) or 0, 0)
-        rec.progress_percentage = finite_or_none(data.get("progressPercentage"))
-        last = history.last
-        if last is not None and last.time is not None:
-            rec._rate_anchor = (last.step, last.time, min(rec.throughput) if rec.throughput else 1)
-        rec.fresh_data = rec.forecast is None and len(history) > 0
-        if rec.forecast is not None:
-            rec.learning = _learning_state(rec, None)  # from the restored history: nothing is lost
+        rec = record_from_dict(data, max_points=self.max_history_points)
+        self._runtime.invalidate()
         self._records[key] = rec
         return rec
 

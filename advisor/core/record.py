@@ -1,0 +1,226 @@
+"""What the core loop remembers about one job (``JobRecord``), the readings it takes off it, and
+its persisted form (``record_to_dict`` / ``record_from_dict``: the TrainJobForecast status the
+controller writes and reads back after a restart, the report's job state).
+
+Split from ``advisor.core.loop``: the loop decides when to observe, forecast and ask the policies;
+this module is the state it does that on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.core.codec import (
+    action_from_dict,
+    action_to_dict,
+    checkpoint_from_dict,
+    checkpoint_to_dict,
+    finite_or_none,
+    forecast_from_dict,
+    forecast_to_dict,
+    int_or_none,
+)
+from advisor.core.history import History
+from advisor.core.saves import ResumeCheck
+from advisor.model import ActionRecord, CheckpointState, Decision, Forecast, LearningState, Phase
+
+__all__ = [
+    "JobRecord",
+    "arrival_bounded",
+    "loss_at_checkpoint",
+    "record_from_dict",
+    "record_learning_state",
+    "record_to_dict",
+    "report_interval",
+]
+
+
+@dataclass
+class JobRecord:
+    """Everything the loop remembers about one job; persisted by the adapter (``dump``)."""
+
+    history: History
+    total_steps: int | None = None
+    forecast: Forecast | None = None
+    forecast_at: float | None = None
+    #: the run's learning state as of the latest forecast (its eval series' forecasts included)
+    learning: LearningState | None = None
+    fresh_data: bool = False
+    checkpoint: CheckpointState = field(default_factory=CheckpointState)
+    actions: list[ActionRecord] = field(default_factory=list)
+    rule_state: dict[str, float] = field(default_factory=dict)
+    first_seen: float | None = None
+    last_step_change: float | None = None
+    last_sample_time: float | None = None
+    #: the adapter's clock when new progress last arrived (the reporter's own time may be skewed)
+    progress_seen_at: float | None = None
+    throughput: dict[int, float] = field(default_factory=dict)
+    last_decision: Decision | None = None
+    sample_warnings: int = 0
+    #: the eviction whose save on SIGTERM is being verified (see ``advisor.core.saves``)
+    resume: ResumeCheck = field(default_factory=ResumeCheck)
+    runtime: str | None = None
+    #: the lifecycle phase last derived, and when it was entered (see ``advisor.core.lifecycle``)
+    phase: Phase = Phase.RUNNING
+    phase_since: float | None = None
+    phase_reason: str = ""
+    #: step distance between the last reports (a run logging every N steps ends up to N short)
+    report_gap: int = 0
+    #: the latest progress percentage any sample reported (the final one may carry no step)
+    progress_percentage: float | None = None
+    _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
+    _ack_seen: str | None = None  # the last checkpoint request id the job reported (counted once)
+    _arrival_floor: float | None = None  # when progress arrived before the current arrival
+
+    @property
+    def step(self) -> int:
+        last = self.history.last
+        return last.step if last is not None else 0
+
+
+#: reports around the checkpoint's step whose median is the loss it saved (one report is noisy)
+_CHECKPOINT_REPORTS = 3
+
+
+def loss_at_checkpoint(rec: JobRecord) -> float | None:
+    """The median loss of the last reports at or before the last checkpoint's step, when that
+    checkpoint is behind the latest report (the history's newest points come first, so a recent
+    checkpoint is found within a few points)."""
+    ckpt = rec.checkpoint.last_step
+    if ckpt is None or ckpt >= rec.step:
+        return None
+    found: list[float] = []
+    for point in reversed(rec.history.points):
+        if point.step <= ckpt and math.isfinite(point.loss):
+            found.append(point.loss)
+            if len(found) == _CHECKPOINT_REPORTS:
+                break
+    if not found:
+        return None
+    found.sort()
+    return found[len(found) // 2]
+
+
+def arrival_bounded(reported: float, arrived_before: float | None, now: float) -> float:
+    """When a new report was made, on the advisor's clock: the reporter's time, but no later than
+    its arrival (``now``) and no earlier than the previous arrival of progress, after which it was
+    made. The first reports of a job, with no earlier arrival, are taken at their word (but no
+    later than ``now``); for a Kueue job the stall rule is bounded by the admission time anyway.
+
+    Why: the stall rule and the lifecycle measure "no step advance for 30 minutes" against
+    ``now``; a training pod whose clock runs ten minutes behind would otherwise look stuck for ten
+    minutes at every report, and one ten minutes ahead could never look stuck. Throughput is still
+    measured on the reporter's own timestamps (a constant skew cancels out of their differences).
+    An adapter that delivers reports in batches (the simulator, the back-test) dates each at its
+    own time: they were all made after the previous batch arrived."""
+    at = min(reported, now)
+    return at if arrived_before is None else max(at, min(arrived_before, now))
+
+
+def report_interval(rec: JobRecord) -> float | None:
+    """The run's usual time between reports: the median gap of its latest points."""
+    times = [p.time for p in rec.history.points[-21:] if p.time is not None]
+    gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+    return gaps[len(gaps) // 2] if gaps else None
+
+
+def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
+    """The run's learning state from its forecast and eval series (``advisor.forecast.state``);
+    the eval forecasts are made once per forecast and reused when only ``now`` changed."""
+    from advisor.forecast.state import learning_state
+
+    evals = rec.history.evals
+    series = {name: s for name in evals.names if (s := evals.series(name)) is not None}
+    idle = None if now is None or rec.last_step_change is None else max(0.0, now - rec.last_step_change)
+    reuse = now is not None and rec.learning is not None
+    points = rec.history.points
+    # the eval series are forecast with the run's learning rate at their steps (see ``state``)
+    schedule = None if reuse else ([p.step for p in points], [p.learning_rate for p in points])
+    return learning_state(
+        rec.forecast,
+        series,
+        total_steps=rec.total_steps,
+        idle_s=idle,
+        report_interval_s=report_interval(rec),
+        forecast_all=True,
+        series_forecasts=rec.learning.series if reuse and rec.learning is not None else None,
+        schedule=schedule,
+        metric_directions=evals.overrides,
+    )
+
+
+def record_to_dict(rec: JobRecord) -> dict[str, Any]:
+    """JSON-safe state of one job (``AdvisorCore.dump``)."""
+    return {
+        "history": rec.history.to_dict(),
+        "totalSteps": rec.total_steps,
+        "forecast": forecast_to_dict(rec.forecast),
+        "forecastAt": rec.forecast_at,
+        "checkpoint": checkpoint_to_dict(rec.checkpoint),
+        "actions": [action_to_dict(a) for a in rec.actions],
+        "ruleState": {k: v for k, v in rec.rule_state.items() if math.isfinite(v)},
+        "firstSeen": rec.first_seen,
+        "lastStepChange": rec.last_step_change,
+        "lastSampleTime": rec.last_sample_time,
+        "progressSeenAt": rec.progress_seen_at,
+        "throughput": [{"nodes": n, "stepsPerSecond": r} for n, r in sorted(rec.throughput.items())],
+        "sampleWarnings": rec.sample_warnings,
+        "resume": rec.resume.to_dict(),
+        "runtime": rec.runtime,
+        "phase": rec.phase.value,
+        "phaseSince": rec.phase_since,
+        "reportGap": rec.report_gap,
+        "progressPercentage": rec.progress_percentage,
+    }
+
+
+def record_from_dict(data: Mapping[str, Any], *, max_points: int) -> JobRecord:
+    """A record from its persisted state; damaged parts are dropped, not fatal."""
+    hist_data = data.get("history")
+    history = (
+        History.from_dict(hist_data, max_points=max_points)
+        if isinstance(hist_data, Mapping)
+        else History(max_points)
+    )
+    rec = JobRecord(history=history)
+    rec.total_steps = int_or_none(data.get("totalSteps"))
+    rec.forecast = forecast_from_dict(data.get("forecast"))
+    rec.forecast_at = finite_or_none(data.get("forecastAt"))
+    rec.checkpoint = checkpoint_from_dict(data.get("checkpoint"))
+    rec.actions = [a for a in map(action_from_dict, data.get("actions") or []) if a is not None]
+    state = data.get("ruleState")
+    if isinstance(state, Mapping):
+        rec.rule_state = {
+            str(k): f for k, f in ((k, finite_or_none(v)) for k, v in state.items()) if f is not None
+        }
+    rec.first_seen = finite_or_none(data.get("firstSeen"))
+    rec.last_step_change = finite_or_none(data.get("lastStepChange"))
+    rec.last_sample_time = finite_or_none(data.get("lastSampleTime"))
+    rec.progress_seen_at = finite_or_none(data.get("progressSeenAt"))
+    for item in data.get("throughput") or []:
+        if isinstance(item, Mapping):
+            nodes, rate = int_or_none(item.get("nodes")), finite_or_none(item.get("stepsPerSecond"))
+            if nodes is not None and rate is not None and rate > 0:
+                rec.throughput[nodes] = rate
+    rec.sample_warnings = int_or_none(data.get("sampleWarnings")) or 0
+    rec.resume = ResumeCheck.from_dict(data.get("resume"))
+    runtime = data.get("runtime")
+    rec.runtime = runtime if isinstance(runtime, str) and runtime else None
+    try:
+        rec.phase = Phase(str(data.get("phase") or Phase.RUNNING.value))
+    except ValueError:
+        rec.phase = Phase.RUNNING
+    rec.phase_since = finite_or_none(data.get("phaseSince"))
+    rec.report_gap = max(int_or_none(data.get("reportGap")) or 0, 0)
+    rec.progress_percentage = finite_or_none(data.get("progressPercentage"))
+    last = history.last
+    if last is not None and last.time is not None:
+        rec._rate_anchor = (last.step, last.time, min(rec.throughput) if rec.throughput else 1)
+    rec.fresh_data = rec.forecast is None and len(history) > 0
+    if rec.forecast is not None:
+        rec.learning = record_learning_state(rec, None)  # from the restored history: nothing is lost
+    return rec

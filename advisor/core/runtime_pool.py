@@ -1,0 +1,75 @@
+"""Saves on SIGTERM pooled per runtime: the prior a job's own evictions update.
+
+Jobs of one runtime share the training helper, the image and the storage, so whether their saves
+on SIGTERM worked says something about the next job's (``policies.savewindow.miss_probability``).
+The pool sums the counts of the jobs the loop holds and of those it forgot (deleted jobs, whose
+records and forecasts are gone: ``retired``, which an adapter persists so that a restart keeps
+it). Summed lazily and cached until a count or the set of jobs changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from advisor.core.record import JobRecord
+
+__all__ = ["RuntimeSigtermPool"]
+
+
+class RuntimeSigtermPool:
+    """``runtime -> (saves, misses)`` on SIGTERM over the loop's jobs, live and forgotten."""
+
+    __slots__ = ("_pool", "_retired")
+
+    def __init__(self) -> None:
+        self._retired: dict[str, tuple[int, int]] = {}
+        self._pool: dict[str, tuple[int, int]] | None = None
+
+    def invalidate(self) -> None:
+        """A count or the set of jobs changed: sum again on the next ``prior``."""
+        self._pool = None
+
+    def prior(self, records: Iterable[JobRecord], rec: JobRecord, runtime: str | None) -> tuple[int, int]:
+        """``(saves, misses)`` of the runtime's jobs other than ``rec``."""
+        if runtime is None:
+            return (0, 0)
+        if self._pool is None:
+            pool = dict(self._retired)
+            for r in records:
+                if r.runtime is not None:
+                    s, m = pool.get(r.runtime, (0, 0))
+                    pool[r.runtime] = (s + r.checkpoint.sigterm_saves, m + r.checkpoint.sigterm_misses)
+            self._pool = pool
+        saves, misses = self._pool.get(runtime, (0, 0))
+        if rec.runtime == runtime:
+            saves, misses = saves - rec.checkpoint.sigterm_saves, misses - rec.checkpoint.sigterm_misses
+        return (max(0, saves), max(0, misses))
+
+    def retire(self, rec: JobRecord) -> None:
+        """Keep a forgotten job's counts with its runtime."""
+        if rec.runtime is not None:
+            s, m = self._retired.get(rec.runtime, (0, 0))
+            self._retired[rec.runtime] = (s + rec.checkpoint.sigterm_saves, m + rec.checkpoint.sigterm_misses)
+        self._pool = None
+
+    @property
+    def retired(self) -> dict[str, tuple[int, int]]:
+        """The forgotten jobs' counts per runtime (a copy)."""
+        return dict(self._retired)
+
+    def adopt(self, evidence: Mapping[str, Any]) -> int:
+        """Take persisted forgotten-job counts (a restart). The counts only grow, so each runtime
+        keeps the larger of what it has and what is given (adopting the same evidence twice counts
+        it once); malformed entries are skipped. Returns the runtimes adopted."""
+        adopted = 0
+        for runtime, pair in evidence.items():
+            if not isinstance(runtime, str) or not isinstance(pair, list | tuple) or len(pair) != 2:
+                continue
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair):
+                continue
+            s, m = self._retired.get(runtime, (0, 0))
+            self._retired[runtime] = (max(s, int(pair[0])), max(m, int(pair[1])))
+            adopted += 1
+        self._pool = None
+        return adopted
