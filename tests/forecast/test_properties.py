@@ -109,7 +109,7 @@ def test_a_few_steeply_falling_evals_get_an_interval_that_reaches_back_to_a_flat
 
 
 def test_the_drop_is_weighted_by_how_well_the_families_agree_on_it() -> None:
-    from advisor.forecast.core import _drop_shrink
+    from advisor.forecast.ensemble import _drop_shrink
 
     assert _drop_shrink(0.05, 0.0) == 1.0
     assert _drop_shrink(0.05, 0.05) == 0.5

@@ -1,0 +1,451 @@
+"""The fit ensemble behind ``forecast``: every curve family fitted, weighted by extrapolation skill.
+
+Fit every curve family by variable projection with robust reweighting (``families``), plus the
+schedule-aware law when learning rates are known (``schedule``); weight the families by how well
+each one, fitted on the history without its tail, predicted that tail (extrapolation skill rather
+than in-sample fit); average, read at the horizon (stretched for an assumed anneal when the
+learning rates are unknown), and give the sd of the calibrated interval (``calibration``).
+``core`` turns these ``Parts`` into the Forecast contract's numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from advisor.forecast import calibration as cal
+from advisor.forecast import epochs as epoch_track
+from advisor.forecast._prep import Prepared, downsample, report_noise, smoothed_level
+from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all_robust
+from advisor.forecast.schedule import infer_future, lr_law_family
+
+__all__ = ["Parts", "epoch_boundaries_ahead", "estimate"]
+
+FloatArray = NDArray[np.float64]
+
+#: horizon used for "the asymptote" when total_steps is unknown (in units of the observed span)
+_ASYMPTOTE_U = 1e4
+#: a family prediction further than this many times the current level from it is discarded
+_ABSURD_FACTOR = 1e3
+
+
+@dataclass
+class Parts:
+    """Intermediate results, exposed for the benchmark's calibration and for ``explain``."""
+
+    mean: float = float("nan")
+    spread: float = 0.0
+    drop: float = 0.0
+    level: float = float("nan")
+    remaining: float = 0.0
+    sd: float = float("nan")
+    weights: dict[str, float] = field(default_factory=dict)
+    preds: dict[str, float] = field(default_factory=dict)
+    lr_shape: str | None = None
+    holdout_err: float = float("nan")
+    reach: float = 0.0
+    #: the weighted ensemble's mean error on the held-out tail, in standard errors of that mean
+    #: (negative: the tail stayed above what the fits expected, the curve has flattened)
+    tail_bias_z: float = float("nan")
+    #: the share of the ensemble's predicted drop kept in the mean (see ``_drop_shrink``)
+    drop_shrink: float = 1.0
+    #: without learning rates: the share of the assumed anneal's extra drop kept (see ``_anneal_share``)
+    anneal_share: float = 1.0
+    #: without learning rates: the ensemble's mean at the horizon itself and at the stretched one
+    mean_plain: float = float("nan")
+    mean_stretched: float = float("nan")
+    #: with ``path_steps``: the forecast mean and sd at each of those steps (see ``forecast_path``)
+    path_steps: FloatArray | None = None
+    path_mean: FloatArray | None = None
+    path_sd: FloatArray | None = None
+
+
+def _families_for(
+    prep: Prepared, horizon: float | None, warnings: list[str], parts: Parts
+) -> tuple[list[Family], FloatArray | None, FloatArray | None]:
+    """The saturating families, plus the LR grid for the schedule-aware law when the learning
+    rates and the horizon are known."""
+    fams = list(FAMILIES)
+    if prep.lrs is None or horizon is None:
+        return fams, None, None
+    ok = np.isfinite(prep.lrs) & (prep.lrs >= 0)
+    if ok.sum() < 3 or float(np.max(prep.lrs[ok])) <= 0:
+        warnings.append("learning rates unusable; schedule ignored")
+        return fams, None, None
+    grid, lr_grid, shape = infer_future(prep.steps[ok], prep.lrs[ok], max(horizon, float(prep.steps[-1])))
+    parts.lr_shape = shape
+    return fams, grid, lr_grid
+
+
+def _holdout_mask(u: FloatArray) -> NDArray[np.bool_] | None:
+    """The points the holdout fit sees (the history without its last ``HOLDOUT`` fraction), or
+    None when either part would be too short to fit or to score."""
+    train = u <= 1.0 - cal.HOLDOUT
+    n_tr = int(train.sum())
+    if n_tr < 4 or u.size - n_tr < 2:
+        return None
+    return train
+
+
+def _weights(
+    y: FloatArray,
+    w: FloatArray,
+    fams: list[Family],
+    train: NDArray[np.bool_] | None,
+    tail: dict[str, FloatArray],
+) -> tuple[dict[str, float], float, float]:
+    """Family weights from extrapolation skill: each family, fitted on the history without its
+    tail, is scored on how well it predicted that tail (``tail``, from the same robust fit). In-sample
+    fit would reward flexibility, not foresight. ``w`` are the robust point weights of the full fit
+    (recency times Huber): a spike is down-weighted in the holdout fit and in the scoring alike.
+
+    Also returns the weighted ensemble's own error on that tail (RMS), the one direct measure of
+    how predictable this particular curve is, and its mean (signed) error in standard errors (both
+    NaN when the history is too short to hold out)."""
+    priors = {f.name: f.prior for f in fams}
+    if train is None or not tail:
+        return priors, float("nan"), float("nan")
+    n = y.size
+    test = ~train
+    n_te = int(test.sum())
+    wt = w[test] / float(w[test].sum())
+    y_te = y[test]
+    names = list(tail)
+    pred_te = np.stack([tail[k] for k in names])
+    rms = np.sqrt(((pred_te - y_te) ** 2) @ wt)
+    errs = dict(zip(names, rms.tolist(), strict=True))
+    recent = y[-max(5, n // 3) :]
+    noise = report_noise(recent)
+    floor = max(noise / math.sqrt(n_te), 1e-9 * (abs(fast_median(y)) + 1e-12))
+    best = min(errs.values())
+    out: dict[str, float] = {}
+    for fam in fams:
+        if fam.name in errs:
+            z = (errs[fam.name] - best) / (best + floor)
+            out[fam.name] = fam.prior * math.exp(-cal.SKILL_SHARPNESS * z * z)
+    tot = sum(out.values())
+    if tot <= 0:
+        return out, float("nan"), float("nan")
+    ens = np.array([out.get(k, 0.0) for k in names]) @ pred_te / tot
+    resid = ens - y_te
+    bias_z = float(resid @ wt) / max(noise / math.sqrt(n_te), 1e-12 * (abs(float(y_te[-1])) + 1e-12))
+    return out, float(np.sqrt((resid**2) @ wt)), bias_z
+
+
+def _epoch_boundaries(
+    prep: Prepared, x: FloatArray, horizon: float | None, warnings: list[str], path_steps: FloatArray
+) -> tuple[FloatArray | None, float, FloatArray]:
+    """Completed epoch boundaries at the fitted points, the expected count at the horizon and at
+    each of ``path_steps``, when the history has crossed at least one (see ``epochs`` for the two
+    conventions)."""
+    column = epoch_track.boundary_column(prep.steps, prep.epochs, x, horizon)
+    track = epoch_track.track(prep.steps, prep.epochs)
+    if column is None or track is None:
+        return None, 0.0, np.zeros(0)
+    count, future = column
+    if future > 0:
+        warnings.append(f"expects {future} more epoch boundary drop(s) before total_steps")
+
+    def expected(ahead: int) -> float:
+        # later epochs teach less: each future boundary gives EPOCH_DECAY of the one before
+        return float(count[-1]) + sum(cal.EPOCH_DECAY**k for k in range(1, ahead + 1))
+
+    ahead = [min(future, epoch_track.boundaries_ahead(track, float(s))) for s in path_steps]
+    at_path = np.array([expected(k) for k in ahead])
+    return count, expected(future), at_path
+
+
+def epoch_boundaries_ahead(prep: Prepared, horizon: float | None) -> int:
+    """How many epoch boundaries lie between the last point and ``horizon`` at the observed
+    epochs-per-step rate (0 when epochs or the horizon are unknown)."""
+    t = epoch_track.track(prep.steps, prep.epochs)
+    return 0 if t is None else epoch_track.boundaries_ahead(t, horizon)
+
+
+def estimate(
+    prep: Prepared, horizon: float | None, warnings: list[str], path_steps: FloatArray | None = None
+) -> Parts:
+    """The ensemble's forecast at the horizon; with ``path_steps`` (steps after the last one) also
+    its mean and sd at each of them, from the same fits and weights."""
+    parts = Parts()
+    path_steps = np.zeros(0) if path_steps is None else np.asarray(path_steps, dtype=np.float64)
+    x_all = prep.steps + 1.0
+    y_all = prep.values
+    level = smoothed_level(y_all)
+    parts.level = level
+    n = y_all.size
+    if n < 3:
+        parts.mean = level
+        # no trend to read: the widest measured short-history interval, wherever the run is (a
+        # fixed half of the level covered every one of the 84 such histories of the development
+        # curves, far beyond the 80% an interval promises)
+        parts.sd = max(abs(level) * max(cal.SMALL_REL_KNOTS), 1e-3) / cal.Z80
+        warnings.append(f"only {n} point(s); forecast is the current level with a wide interval")
+        parts.path_mean, parts.path_sd = np.full(path_steps.size, level), np.full(path_steps.size, parts.sd)
+        return parts
+    fams, grid, lr_grid = _families_for(prep, horizon, warnings, parts)
+    # skip the initial transient, but always keep the latest points
+    start = x_all[-1] * cal.SKIP_START
+    if horizon is not None and grid is None:
+        # without learning rates nothing models the warmup and the fast transient after it, which
+        # last a fixed fraction of a fixed-budget run: leave them out (the schedule-aware law
+        # models warmup through the cumulative LR, so with learning rates they stay in)
+        start = max(start, min(cal.SKIP_WARMUP * horizon, cal.SKIP_MAX * x_all[-1]))
+    keep = x_all >= start
+    keep[-min(n, 5) :] = True
+    x, y = downsample(x_all[keep], y_all[keep])
+    x_ref = float(x[-1])
+    u = x / x_ref
+    w = np.exp(cal.RECENCY * u)
+    u_t = (max(horizon, x_ref - 1.0) + 1.0) / x_ref if horizon is not None else _ASYMPTOTE_U
+    # the asymptote (unknown horizon) is as far as it gets: remaining fraction 1
+    parts.remaining = 1.0 if horizon is None else max(0.0, 1.0 - 1.0 / u_t)
+    stretch_u = u_t
+    if horizon is not None and grid is None:
+        stretch_u = (1.0 + cal.ANNEAL_STRETCH * (u_t - 1.0)) ** cal.ANNEAL_POWER
+    stretched = stretch_u != u_t
+    u_pred = np.array([stretch_u, 1.0, u_t]) if stretched else np.array([stretch_u, 1.0])
+    n_fixed = u_pred.size
+    u_path = (path_steps + 1.0) / x_ref
+    u_pred = np.concatenate((u_pred, u_path))
+    if grid is not None and lr_grid is not None:
+        # the schedule-aware law's design is built for its exact points: the observed steps, then
+        # the prediction points (it is read at the true horizon: its areas carry the schedule)
+        steps_all = np.concatenate((x - 1.0, u_pred * x_ref - 1.0))
+        fams.append(lr_law_family(steps_all, grid, lr_grid, x_ref - 1.0))
+    ep_obs, ep_pred, ep_path = _epoch_boundaries(prep, x, horizon, warnings, path_steps)
+    train = _holdout_mask(u)
+    ecol = None
+    if ep_obs is not None:
+        # the boundary count at each prediction point: the stretched horizon stands for an LR
+        # anneal, not for more steps, so it has the horizon's boundaries
+        at_pred = np.concatenate((np.array([ep_pred, ep_obs[-1], ep_pred][:n_fixed]), ep_path))
+        ecol = (ep_obs, at_pred)
+    rf = fit_all_robust(fams, u, y, w, u_pred, irls=cal.IRLS_PASSES, epoch_col=ecol, train=train)
+    fits = rf.fits
+    weights, parts.holdout_err, parts.tail_bias_z = _weights(y, rf.weights, fams, train, rf.tail)
+    share = _anneal_share(parts.tail_bias_z) if stretched else 1.0
+    parts.anneal_share = share
+    if share < 1.0:
+        warnings.append(
+            "the loss falls faster than its earlier history predicted: took the LR decay to be under way"
+        )
+    for name in rf.unscored:
+        # no tail to judge it on: its prior stands (as if it had predicted the tail best)
+        weights[name] = next(f.prior for f in fams if f.name == name)
+    # how far the forecast reaches, in units of the held-out tail's reach
+    parts.reach = (u_t - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT)) if horizon is not None else 10.0
+    # a family whose extrapolation runs off by orders of magnitude is not a loss curve: drop it
+    # (it would otherwise overflow the spread and swamp the interval)
+    bound = _ABSURD_FACTOR * max(abs(level), 1e-6)
+
+    # A falling family whose curve passes above the run's current level (the run has dipped below
+    # it: an LR decay under way, or a recent fast drop) would put the end above where the run is
+    # now. Its predicted drop is kept, measured from the current level instead: a run that is
+    # learning cannot be forecast to end worse than it is, and P(plateau) must not read that as
+    # "no improvement left". A curve passing below the level is left as it is (its extrapolation
+    # already carries the fit's own view of the noise).
+    def at_end(f: Any) -> float:
+        end = float(f.pred[0])
+        if stretched:
+            # only a share of the stretch's extra drop when the anneal already shows in the fits
+            plain = float(f.pred[2])
+            end = plain + share * (end - plain)
+        return end - max(0.0, float(f.pred[1]) - level)
+
+    preds = {
+        k: p
+        for k, p in ((k, at_end(f)) for k, f in fits.items() if weights.get(k, 0.0) > 0.0)
+        if math.isfinite(p) and abs(p - level) <= bound
+    }
+    if float(np.min(y_all)) >= 0.0:
+        # a loss that has never been negative (a cross-entropy, an MSE) ends at or above zero: a
+        # family extrapolating below it has run past the floor (a steep fine-tune, or the
+        # schedule-aware law's anneal term applied in full to a run already near zero), and
+        # averaging it in drags the mean to an impossible value, clipped to exactly 0. Unless every
+        # family does so (the run is then headed for its floor: the clip at zero stands)
+        above = {k: p for k, p in preds.items() if p >= 0.0}
+        if above:
+            preds = above
+    fits = {k: fits[k] for k in preds}
+    if not fits:
+        warnings.append(
+            "no curve family fitted the history (rising or erratic loss); forecast is the current level"
+        )
+        parts.mean = level
+        parts.sd = max(abs(level) * 0.2, 1e-3)
+        parts.path_mean, parts.path_sd = np.full(path_steps.size, level), np.full(path_steps.size, parts.sd)
+        return parts
+    names = list(fits)
+    wv = np.array([weights.get(k, 0.0) for k in names])
+    if wv.sum() <= 0:
+        wv = np.ones(len(names))
+    wv = wv / wv.sum()
+    pv = np.array([preds[k] for k in names])
+    mean = float(wv @ pv)
+    parts.mean = mean
+    if stretched:
+        for attr, col in (("mean_plain", 2), ("mean_stretched", 0)):
+            setattr(parts, attr, float(wv @ np.array([float(fits[k].pred[col]) for k in names])))
+        if u_t > 1.0:
+            warnings.append(_anneal_warning(parts, fits, names, wv))
+    parts.spread = float(np.sqrt(wv @ (pv - mean) ** 2))
+    parts.drop = abs(level - mean)
+    parts.weights = {k: float(v) for k, v in zip(names, wv, strict=True)}
+    parts.preds = preds
+    parts.sd = _interval_sd(parts, n)
+    # a short history on the schedule path has no tail to check the families' drop against: weight
+    # the drop by how well they agree on it (see ``_drop_shrink``)
+    short = n < cal.SMALL_N and parts.lr_shape is not None and parts.remaining < cal.SHRINK_BELOW_REMAINING
+    shrink = _drop_shrink(level - mean, parts.spread) if short else 1.0
+    parts.mean = level - shrink * (level - mean)
+    parts.drop_shrink = shrink
+    if path_steps.size:
+        _path(parts, fits, names, wv, n, n_fixed, u_path, u_t, share if stretched else None)
+    if n < cal.SMALL_N:
+        warnings.append(f"only {n} points: no tail to check the fit against; interval from a coarse rule")
+    return parts
+
+
+def _drop_shrink(drop: float, spread: float) -> float:
+    """The share of the ensemble's predicted drop (or rise) to keep: ``drop**2 / (drop**2 +
+    spread**2)``, its signal-to-noise weight.
+
+    The families agree on a drop they can read off the history and disagree on one they cannot;
+    their spread is the uncertainty of the drop itself. Reading the average drop as the forecast
+    treats a drop of 5% +- 5% like one of 5% +- 0.5%, and a sparse eval series (a handful of
+    evaluations) is mostly of the first kind: on the development fine-tunes the ensemble
+    over-predicted what was left (the eval finals lay above the forecast at the median). Weighting
+    the drop by how well determined it is, the usual Wiener / empirical-Bayes weight with the drop's
+    own size as the prior scale, leaves a well-determined drop as it is and halves one whose
+    spread is as large as itself. It has no constant of its own (the spread is the interval's
+    ``K_SPREAD`` = 1 term) and the interval is the ensemble's, unchanged.
+
+    Applied where nothing else checks the drop: histories shorter than ``SMALL_N`` (no held-out
+    tail to weight the families by) on the schedule path, once the run is past its fast first
+    phase (``calibration.SHRINK_BELOW_REMAINING``). Longer histories have their families
+    weighted by how well each predicted the held-out tail. Without learning rates the anneal prior
+    reads the families at a stretched horizon chosen so that the pre-training curves' drop comes
+    out unbiased, and shrinking it undid that (pre-training error at a fifth of the run 2.4% ->
+    5.6%). On the tuning half's fine-tunes the median error of the eval final value went 0.076 ->
+    0.059 and of the training loss 0.201 -> 0.203; applied to every schedule-path history it also
+    helped the tuning half's training loss (0.144) but not the held-out half's (0.212), and cost
+    the pre-training benchmark's HF training curves at a tenth of the run (36.8% -> 51.3%). Early
+    in a fine-tune the loss is still in its fast fall, which the families under-predict already:
+    there the shrink only made it worse (every one of the tuning half's short histories it changed
+    at a tenth of the run, four of four), so it waits for the run's first 15%."""
+    d2 = drop * drop
+    s2 = spread * spread
+    if d2 + s2 <= 0.0 or not math.isfinite(d2 + s2):
+        return 1.0
+    return d2 / (d2 + s2)
+
+
+def _path(
+    parts: Parts,
+    fits: Mapping[str, Any],
+    names: list[str],
+    wv: FloatArray,
+    n: int,
+    n_fixed: int,
+    u_path: FloatArray,
+    u_t: float,
+    share: float | None,
+) -> None:
+    """The forecast mean and sd at each path point: every kept family's curve there, measured from
+    the current level as at the horizon, weighted as at the horizon; the sd by the same calibrated
+    rule, at that point's remaining fraction and reach. Without learning rates the assumed anneal's
+    extra drop at the horizon (``share`` of it) is added in proportion to the steps done towards
+    the horizon: a drawing of the assumption, which only the end point is calibrated for."""
+    level = parts.level
+    rows = []
+    for k in names:
+        f = fits[k]
+        curve = np.asarray(f.pred[n_fixed:], dtype=np.float64) - max(0.0, float(f.pred[1]) - level)
+        if share is not None and u_t > 1.0:
+            extra = share * (float(f.pred[0]) - float(f.pred[2]))
+            curve = curve + extra * np.clip((u_path - 1.0) / (u_t - 1.0), 0.0, 1.0)
+        rows.append(curve)
+    pv = np.stack(rows)
+    raw = wv @ pv
+    # the horizon's share of the predicted drop, so the path ends where the forecast does
+    mean = level - parts.drop_shrink * (level - raw)
+    sd = np.empty_like(mean)
+    for i, (u, m) in enumerate(zip(u_path, raw, strict=True)):
+        at = Parts(
+            level=level,
+            remaining=max(0.0, 1.0 - 1.0 / u),
+            reach=(u - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT)),
+            spread=float(np.sqrt(wv @ (pv[:, i] - m) ** 2)),
+            drop=abs(level - float(m)),
+            holdout_err=parts.holdout_err,
+            lr_shape=parts.lr_shape,
+        )
+        sd[i] = _interval_sd(at, n)
+    parts.path_mean, parts.path_sd = mean, sd
+
+
+def _anneal_warning(parts: Parts, fits: Mapping[str, Any], names: list[str], wv: FloatArray) -> str:
+    """The anneal prior's warning, with what a constant LR would give instead.
+
+    Before a decay shows, the loss cannot tell a run whose LR will anneal from one whose LR stays
+    constant: a warmup-stable-decay run is a constant-LR run until its cooldown, and a cosine's
+    early decay is lost in the noise. Measured on the synthetic runs (seeds 0-14, at 20-80% of the
+    run), the held-out tail's bias and the fit of the schedule-aware law under either schedule
+    spread alike for constant, cosine and warmup-stable-decay runs. 117 of the 126 development
+    fine-tunes that log their LR (20 points or more) decay it, so the forecast keeps the anneal; the
+    constant-LR end (the fits read at the horizon itself, from the current level as the forecast
+    is) is named so that a run known to keep its LR can be read right.
+    """
+    level = parts.level
+    plain = float(
+        wv @ np.array([float(fits[k].pred[2]) - max(0.0, float(fits[k].pred[1]) - level) for k in names])
+    )
+    return (
+        f"learning rates unknown: assumed the LR anneals by total_steps; with a constant LR the end "
+        f"would be near {plain:.4g} (the loss so far cannot tell the two apart: pass the learning "
+        f"rates to decide)"
+    )
+
+
+def _anneal_share(tail_bias_z: float) -> float:
+    """How much of the assumed anneal's extra drop (the stretched horizon) to keep, when the
+    learning rates are unknown. The stretch stands for an LR decay the history has not shown yet.
+    Once a decay is under way, the recent points fall clearly faster than the fits on the earlier
+    history expected (a tail bias of more than ``ACCEL_Z`` standard errors), and the fits' own
+    slope already carries part of that decay: stretching it in full would count it twice."""
+    if math.isfinite(tail_bias_z) and tail_bias_z > cal.ACCEL_Z:
+        return cal.ACCEL_SHARE
+    return 1.0
+
+
+def _interval_sd(parts: Parts, n: int) -> float:
+    """The sd whose +-Z80 band is the calibrated 80% interval (see ``calibration``)."""
+    rem = parts.remaining
+    level = abs(parts.level)
+    if n < cal.SMALL_N:
+        # no tail to hold out, so no measure of this curve's own extrapolation skill; but the
+        # families' disagreement and the drop they predict are there, and with a handful of points
+        # (a sparse eval series) they are large: the coarse relative rule alone ignored them
+        # (see ``calibration.Q_SMALL``)
+        half = float(np.interp(rem, cal.REM_KNOTS, cal.SMALL_REL_KNOTS)) * level
+        scale = math.sqrt(
+            (cal.K_SPREAD * parts.spread) ** 2 + (cal.K_DROP * parts.drop) ** 2 + (cal.REL_FLOOR * level) ** 2
+        )
+        half = max(half, (cal.Q_SMALL if parts.lr_shape is None else cal.Q_SMALL_SCHEDULE) * scale)
+    else:
+        ho = parts.holdout_err if math.isfinite(parts.holdout_err) else 0.0
+        scale = math.sqrt(
+            (cal.K_SPREAD * parts.spread) ** 2
+            + (cal.K_DROP * parts.drop) ** 2
+            + (cal.K_HOLDOUT * ho * parts.reach) ** 2
+            + (cal.REL_FLOOR * level) ** 2
+        )
+        knots = cal.Q_KNOTS if parts.lr_shape is None else cal.Q_KNOTS_SCHEDULE
+        half = float(np.interp(rem, cal.REM_KNOTS, knots)) * scale
+    return max(half, 1e-12 * (1.0 + level)) / cal.Z80
