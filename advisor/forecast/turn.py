@@ -11,8 +11,10 @@ residuals. Its significance ``t`` says how sure the rise is, and the rise's weig
 is ``Phi(t - RISE_Z)``: 0.5 at two standard errors, 0.84 at three, negligible for a flat or
 falling window, so a training loss that keeps falling is left exactly as the families forecast it.
 The rising branch is that trend continued in log-step to ``total_steps`` (a rise that decelerates
-in steps, as overfitting does), with the trend's own uncertainty; its P(plateau) counts the rise
-as "less than 1% improvement left", as the contract says.
+in steps, as overfitting does), with the trend's own uncertainty and the scatter of one more report
+about it (the larger of the window's residuals and the whole series' point-to-point noise: four
+evals that happen to lie on a line leave two degrees of freedom and an error far too small); its
+P(plateau) counts the rise as "less than 1% improvement left", as the contract says.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
+
+from advisor.forecast._prep import report_noise
 
 FloatArray = NDArray[np.float64]
 
@@ -76,7 +80,11 @@ def rising_branch(steps: FloatArray, values: FloatArray, horizon: float | None, 
     reach = math.log((horizon + 1.0) / (last + 1.0)) if horizon is not None else UNKNOWN_REACH
     reach = max(reach, 0.0)
     rise = slope * reach
-    sd = max(se * reach, floor)
+    # the final value is one more report: the trend's own uncertainty at the horizon, plus the
+    # scatter of a single report about it, read off the whole series as well (four evals on a
+    # near-straight line leave two degrees of freedom and an error too small to trust)
+    scatter = max(math.sqrt(float(resid @ resid) / max(k - 2, 1)), report_noise(values))
+    sd = max(math.hypot(se * reach, scatter), floor)
     threshold = IMPROVEMENT * abs(level)
     plateau = float(ndtr((threshold + rise) / sd))
     return Turn(weight=weight, mean=level + rise, sd=sd, plateau=plateau, slope_t=t)

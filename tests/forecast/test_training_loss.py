@@ -77,3 +77,15 @@ def test_a_run_whose_eval_surely_stopped_is_not_labelled_learning() -> None:
     assert _label({"learning": 0.1, "plateaued": 0.2, "overfitting": 0.2, "diverging": 0.5, "hung": 0.0}) == (
         "diverging"
     )
+
+
+def test_a_turn_read_off_a_few_collinear_evals_keeps_the_series_scatter_in_its_interval() -> None:
+    # eight evals, noisy by about 0.01, whose last four happen to lie on a straight rising line:
+    # their own residuals leave two degrees of freedom and an interval of +-0.002, which the
+    # series' scatter says is far too sure of where the next eval lands
+    steps = np.arange(500.0, 4001.0, 500.0)
+    values = np.array([1.939, 1.908, 1.894, 1.891, 1.879, 1.889, 1.900, 1.908])
+    fc = forecast(steps, values, total_steps=5838)
+    assert any("rising" in w for w in fc.warnings)
+    assert fc.final_loss.p90 - fc.final_loss.p10 > 0.02
+    assert fc.final_loss.p10 <= 1.902 <= fc.final_loss.p90  # where that run's eval loss ended
