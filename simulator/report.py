@@ -103,7 +103,10 @@ LEGEND = (
     "healthy runs released in their last 15%. "
     "lost: work recomputed after preemptions and failures; ckpt: checkpoint overhead (GPU-h). JCT "
     "of completed runs (cut: of released ones), wait: queue wait, util: GPU-h / capacity x span. "
-    "victim P/R: precision/recall of predicted preemption victims ('-': the row predicts none)."
+    "victim P/R: of the jobs the row flagged as likely preemption victims (a guard's checkpoint or "
+    "boost), the share preempted within the hour after; of the preemptions, the share flagged in "
+    "the hour before ('-': the row flags none). A flag an hour ahead, not the per-pass prediction: "
+    "that one, against the quota model's choice with the boost off, is bench/preemption_bench.py's."
 )
 
 _COLUMNS = (
