@@ -104,6 +104,25 @@ def _true(cluster: Cluster, name: str, kind: str) -> bool:
     return c is not None and c["status"] == "True"
 
 
+def _admitted_saver(cluster: Cluster) -> str:
+    """The TrainJob ``saver``, admitted (its pod template sets no grace period: Kubernetes' 30 s),
+    reporting 10 steps per 5 s (0.5 s a step) and a helper's 42 s saves: a save on SIGTERM needs
+    43 s. Returns its Workload's name."""
+    job = cluster.create_trainjob("saver", queue="queue")
+    wl = _workload(cluster, job)
+    wait_for(lambda: _true(cluster, wl, "Admitted"), "Kueue to admit the job")
+    spec = learning_curve()
+    t0 = time.time() - 300
+    for i, step in enumerate(range(10, 300, 10)):
+        ack = [
+            {"name": "last_checkpoint_step", "value": "10"},
+            {"name": "last_checkpoint_seconds", "value": "42"},
+        ]
+        cluster.report_step("saver", spec, step, t0 + 5 * i, ack)
+        time.sleep(0.05)
+    return wl
+
+
 def test_the_hazard_read_from_real_workloads_matches_a_hand_count(cluster: Cluster, queue: str) -> None:
     low = cluster.create_trainjob("low", queue="queue")
     wl_low = _workload(cluster, low)
@@ -208,19 +227,7 @@ def test_a_trainjob_on_a_preemptible_queue_gets_the_grace_period_advice(
     policy_cleanup.append(name)
     ctl = Controller(control_plane, cluster.ns)
     try:
-        job = cluster.create_trainjob("saver", queue="queue")
-        wl = _workload(cluster, job)  # its pod template sets no grace period: Kubernetes' 30 s
-        wait_for(lambda: _true(cluster, wl, "Admitted"), "Kueue to admit the job")
-        spec = learning_curve()
-        t0 = time.time() - 300
-        # 10 steps per 5 s (0.5 s a step) and a helper that reports 42 s saves: needs 43 s > 30 s
-        for i, step in enumerate(range(10, 300, 10)):
-            ack = [
-                {"name": "last_checkpoint_step", "value": "10"},
-                {"name": "last_checkpoint_seconds", "value": "42"},
-            ]
-            cluster.report_step("saver", spec, step, t0 + 5 * i, ack)
-            time.sleep(0.05)
+        _admitted_saver(cluster)
         event = wait_for(
             lambda: next(
                 (
@@ -262,18 +269,7 @@ def test_an_evicted_trainjob_gets_its_grace_period_for_the_next_start(
     control_plane.apply(rbac)
     ctl = Controller(control_plane, cluster.ns)
     try:
-        job = cluster.create_trainjob("saver", queue="queue")
-        wl = _workload(cluster, job)
-        wait_for(lambda: _true(cluster, wl, "Admitted"), "Kueue to admit the job")
-        spec = learning_curve()
-        t0 = time.time() - 300
-        for i, step in enumerate(range(10, 300, 10)):
-            ack = [
-                {"name": "last_checkpoint_step", "value": "10"},
-                {"name": "last_checkpoint_seconds", "value": "42"},
-            ]
-            cluster.report_step("saver", spec, step, t0 + 5 * i, ack)
-            time.sleep(0.05)
+        wl = _admitted_saver(cluster)
         time.sleep(2)
         assert _runtime_patches(cluster, "saver") == []  # running: nothing is written
         high = cluster.create_trainjob("high", queue="queue")
