@@ -1,9 +1,12 @@
 """Synthetic loss curves with a hidden ground truth.
 
 Every simulated job gets a :class:`CurveSpec`: a clean, schedule-aware loss law plus optional
-pathologies (early or late plateau, divergence, hang, slow convergence, recovering spikes). The job
+pathologies (early or late plateau, divergence, hang, slow convergence, recovering spikes), and for
+a share of the fine-tunes a paired eval series (sparse, noisy, overfitting in a U shape for some:
+``evals`` in the parameters, measured on real HF fine-tunes by ``calibrate_evals``). The job
 reports noisy samples of it; the clean curve stays hidden from every strategy and is used only to
-judge outcomes afterwards ("did stopping this run lose more than 1% of improvement?").
+judge outcomes afterwards ("did stopping this run lose more than 1% of improvement?", read on the
+eval curve of a run that reports one, the series the policies judge).
 
 Why a parametric library rather than replaying real curves: a trace job has a duration and a GPU
 count but no curve, and the simulator needs arbitrarily many runs of any length. The family shapes,
@@ -90,6 +93,14 @@ class CurveSpec:
     spikes: tuple[tuple[float, float], ...] = ()  # (x, height relative to loss)
     seed: int = 0
     workload_type: str = "fine-tuning"  # pretraining | fine-tuning: the kind of run its user knows it is
+    #: a paired eval series (0: none): an evaluation every ``eval_every`` steps of the eval law
+    #: ``clean(x) * (1 + eval_gap) * (1 + overfit_rate * max(0, x - overfit_at))``, a U shape when it
+    #: overfits, each with a relative scatter ``eval_noise``; a run that reports it is judged by it
+    eval_every: int = 0
+    eval_gap: float = 0.0
+    overfit_at: float = 1.0
+    overfit_rate: float = 0.0
+    eval_noise: float = 0.0
     _noise_table: np.ndarray | None = field(init=False, repr=False, compare=False)
     _truth: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False, compare=False)
 
@@ -103,8 +114,10 @@ class CurveSpec:
             raise ValueError(f"workload_type must be one of {kinds}, got {self.workload_type!r}")
         # the noise table is drawn on the first report (most jobs of a big trace never tick in a
         # row without an advisor); the truth grid is read at once (``learning_end_step``)
+        if self.eval_every < 0:
+            raise ValueError("eval_every must not be negative")
         object.__setattr__(self, "_noise_table", None)
-        object.__setattr__(self, "_truth", (_X, self.clean(_X)))
+        object.__setattr__(self, "_truth", (_X, self._judged(_X)))
 
     def _noise(self) -> np.ndarray:
         table = self._noise_table
@@ -154,6 +167,36 @@ class CurveSpec:
         return np.asarray(loss)
 
     @property
+    def has_evals(self) -> bool:
+        return self.eval_every > 0
+
+    def eval_clean(self, x: np.ndarray | float) -> np.ndarray:
+        """The noiseless eval loss at progress x: the training law above it by ``eval_gap``, and
+        rising past ``overfit_at`` when the run overfits."""
+        xs = np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+        rise = 1.0 + self.overfit_rate * np.maximum(xs - self.overfit_at, 0.0)
+        return np.asarray(self.clean(xs) * (1.0 + self.eval_gap) * rise)
+
+    def _judged(self, x: np.ndarray | float) -> np.ndarray:
+        """The series whose improvement says whether the run still learns: the eval loss when
+        the run reports one (what the policies judge by default), else the training loss."""
+        return self.eval_clean(x) if self.has_evals else self.clean(x)
+
+    def eval_observed(self, step: int) -> float | None:
+        """The latest evaluation at or before ``step`` (None before the first), as every report
+        carries it until the next; deterministic per (seed, evaluation step)."""
+        if not self.has_evals:
+            return None
+        at = min(int(step), self.total_steps) // self.eval_every * self.eval_every
+        if at <= 0:
+            return None
+        value = float(self.eval_clean(at / self.total_steps))
+        if not math.isfinite(value):
+            return float("nan")
+        z = self._noise()[(at * 40503 + 7) % 1024]
+        return value * (1.0 + self.eval_noise * float(z))
+
+    @property
     def hang_step(self) -> int | None:
         """The step at which a hung run stops advancing (None when it never hangs)."""
         if self.pathology != "hang":
@@ -194,13 +237,14 @@ class CurveSpec:
 
     # ---- ground truth ------------------------------------------------------------------------
     def remaining_improvement(self, step: float) -> float:
-        """Relative improvement of the clean loss still to come if the run continued from
-        ``step`` to its end (0 for a hung run past its hang point or a diverged one)."""
+        """Relative improvement of the clean judged loss (the eval loss of a run that reports one,
+        else the training loss) still to come if the run continued from ``step`` to its end (0
+        for a hung run past its hang point or a diverged one)."""
         x, y = self._truth
         end = 1.0
         if self.hang_step is not None:
             end = min(end, self.hang_step / self.total_steps)
-        here = float(self.clean(min(step / self.total_steps, 1.0)))
+        here = float(self._judged(min(step / self.total_steps, 1.0)))
         if not math.isfinite(here):
             return 0.0
         mask = (x >= step / self.total_steps) & (x <= end)
@@ -300,6 +344,7 @@ class CurveLibrary:
             spikes = tuple((float(x), float(rng.uniform(0.1, 0.6))) for x in xs)
         # the kind of run follows from its schedule (no draw, so the random stream stays as it was)
         workload_type = "pretraining" if schedule in PRETRAINING_SCHEDULES else "fine-tuning"
+        evals = self._draw_evals(seed, total_steps) if workload_type == "fine-tuning" else {}
         return CurveSpec(
             total_steps=int(total_steps),
             l_inf=l_inf,
@@ -315,4 +360,27 @@ class CurveLibrary:
             spikes=spikes,
             seed=seed,
             workload_type=workload_type,
+            **evals,
         )
+
+    def _draw_evals(self, seed: int, total_steps: int) -> dict[str, Any]:
+        """A fine-tune's eval series (``evals`` of the calibration), from a generator of its own so
+        that every other draw of the run, and of the runs after it, stays as it was."""
+        e = self.params.get("evals")
+        if not e:
+            return {}
+        rng = np.random.default_rng((int(seed), 0xE7A1))
+        if rng.random() >= float(e["share"]):
+            return {}
+        count = float(np.exp(rng.normal(e["log_count_mean"], e["log_count_sd"])))
+        out: dict[str, Any] = {
+            "eval_every": max(1, int(total_steps / min(max(count, 3.0), 200.0))),
+            "eval_gap": float(e["gap"]),
+            "eval_noise": float(
+                np.clip(np.exp(rng.normal(e["log_scatter_mean"], e["log_scatter_sd"])), 0.002, 0.1)
+            ),
+        }
+        if rng.random() < float(e["overfit_share"]):
+            out["overfit_at"] = float(rng.uniform(*e["overfit_at"]))
+            out["overfit_rate"] = float(np.exp(rng.normal(e["log_rate_mean"], e["log_rate_sd"])))
+        return out

@@ -216,6 +216,9 @@ class SimJob:
             metrics["learning_rate"] = self.curve.learning_rate(step, PEAK_LR) if lr is None else lr
         if self.save_report:
             metrics.update(self.save_report)
+        evaluation = self.curve.eval_observed(step)
+        if evaluation is not None:
+            metrics["eval_loss"] = evaluation  # the latest evaluation, repeated until the next
         return Report(
             time=time,
             step=step,

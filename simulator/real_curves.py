@@ -79,6 +79,10 @@ class RealCurve:
     def learning_rate(self, step: int, peak: float = 3e-4) -> float:
         return float(self.reports(np.array([step]))[1][0]) * peak
 
+    def eval_observed(self, step: int) -> float | None:
+        """A real run is replayed by its training loss alone (its judged series and truth)."""
+        return None
+
     def remaining_improvement(self, step: float) -> float:
         x = float(self._x(step))
         here = float(np.interp(x, self.xs, self._truth))
