@@ -75,6 +75,8 @@ class JobRecord:
     _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
     _ack_seen: str | None = None  # the last checkpoint request id the job reported (counted once)
     _arrival_floor: float | None = None  # when progress arrived before the current arrival
+    #: what the eval forecasts of ``learning`` were made from (``eval_fingerprint``)
+    _evals_key: tuple[Any, ...] | None = None
 
     @property
     def step(self) -> int:
@@ -128,15 +130,41 @@ def report_interval(rec: JobRecord) -> float | None:
     return gaps[len(gaps) // 2] if gaps else None
 
 
+def eval_fingerprint(rec: JobRecord) -> tuple[Any, ...]:
+    """What a run's eval forecasts depend on beyond the learning rates at past eval steps: each
+    series' length, last point and direction, the planned steps and the directions in force."""
+    evals = rec.history.evals
+    parts: list[Any] = [rec.total_steps, tuple(sorted(evals.overrides.items()))]
+    for name in evals.names:
+        s = evals.series(name)
+        if s is not None:
+            parts.append(
+                (
+                    name,
+                    len(s),
+                    s.steps[-1] if s.steps else None,
+                    s.values[-1] if s.values else None,
+                    s.direction,
+                )
+            )
+    return tuple(parts)
+
+
 def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
-    """The run's learning state from its forecast and eval series (``advisor.forecast.state``);
-    the eval forecasts are made once per forecast and reused when only ``now`` changed."""
+    """The run's learning state from its forecast and eval series (``advisor.forecast.state``).
+
+    The eval forecasts are made again only when an eval series changed (a new evaluation, new
+    planned steps, a policy's direction): a new training-loss forecast alone reuses them, as a
+    re-read for ``now`` (the time since the last step) does. A fine-tune evaluates every few
+    hundred steps while its training loss is re-forecast at every look."""
     from advisor.forecast.state import learning_state
 
     evals = rec.history.evals
     series = {name: s for name in evals.names if (s := evals.series(name)) is not None}
     idle = None if now is None or rec.last_step_change is None else max(0.0, now - rec.last_step_change)
-    reuse = now is not None and rec.learning is not None
+    key = eval_fingerprint(rec) if now is None else rec._evals_key
+    reuse = rec.learning is not None and (now is not None or key == rec._evals_key)
+    rec._evals_key = key
     points = rec.history.points
     # the eval series are forecast with the run's learning rate at their steps (see ``state``)
     schedule = None if reuse else ([p.step for p in points], [p.learning_rate for p in points])

@@ -84,3 +84,45 @@ def test_a_direction_other_than_lower_or_higher_is_refused(bad: str) -> None:
 
     with pytest.raises(PolicyError, match="metricDirections"):
         _policy({"eval_myscore": bad})
+
+
+def test_eval_forecasts_are_made_again_only_when_an_eval_series_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import advisor.forecast.state as state
+
+    calls: list[str] = []
+    real = state.forecast_series
+
+    def counting(*args: object, **kw: object) -> object:
+        calls.append("eval")
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(state, "forecast_series", counting)
+    core = AdvisorCore(forecast_interval_s=0)
+    job = JobView(namespace="ns", name="a")
+    for s in range(10, 1010, 10):
+        score = {"eval_loss": 1.0 / (1 + s / 500)} if s % 200 == 0 else {}
+        core.observe(
+            "ns/a",
+            ProgressSample(step=s, loss=2.0 / (1 + s / 300), total_steps=TOTAL, time=float(s), metrics=score),
+            now=float(s),
+        )
+    core.evaluate(job, ClusterView(), now=1000.0)
+    made = len(calls)
+    assert made >= 1
+    for s in range(1010, 1190, 10):  # training reports only: the eval series is unchanged
+        core.observe(
+            "ns/a",
+            ProgressSample(step=s, loss=2.0 / (1 + s / 300), total_steps=TOTAL, time=float(s)),
+            now=float(s),
+        )
+        core.evaluate(job, ClusterView(), now=float(s))
+    assert core.forecasts_made > 1 and len(calls) == made
+    core.observe(
+        "ns/a",
+        ProgressSample(step=1200, loss=0.4, total_steps=TOTAL, time=1200.0, metrics={"eval_loss": 0.29}),
+        now=1200.0,
+    )
+    core.evaluate(job, ClusterView(), now=1200.0)
+    assert len(calls) == made + 1  # a new evaluation: forecast again
