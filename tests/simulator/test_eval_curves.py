@@ -11,14 +11,12 @@ from simulator.curves import CurveLibrary, CurveSpec, load_curve_params
 from simulator.jobs import build_jobs
 from simulator.runner import curve_library
 from simulator.scenario import default_scenario
+from tests.simulator.test_curves import spec as curves_spec
 
 
 def spec(**kw: object) -> CurveSpec:
-    base: dict[str, object] = dict(
-        total_steps=10_000, l_inf=2.0, a=6.0, alpha=0.5, x0=0.002, schedule="cosine", noise=0.01, seed=1
-    )
-    base.update(kw)
-    return CurveSpec(**base)  # type: ignore[arg-type]
+    """``test_curves``' run on a cosine schedule (its training loss falls to the end)."""
+    return curves_spec(**{"schedule": "cosine", **kw})
 
 
 def test_an_overfitting_eval_turns_up_and_the_run_stops_learning_near_its_minimum() -> None:
