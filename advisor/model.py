@@ -13,6 +13,7 @@ nothing here cares which.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -39,6 +40,7 @@ __all__ = [
     "ProgressSample",
     "WorkloadView",
     "job_key",
+    "seconds_per_step",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -47,6 +49,17 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 def job_key(namespace: str, name: str) -> str:
     """The one spelling of a job's identity across layers: ``namespace/name``."""
     return f"{namespace}/{name}"
+
+
+def seconds_per_step(throughput: Mapping[int, float], nodes: int, forecast: Forecast | None) -> float | None:
+    """Seconds one step takes at ``nodes``: the throughput measured at that size, else the
+    forecast's (None when neither is a positive finite rate)."""
+    rate = throughput.get(nodes)
+    if rate is None and forecast is not None:
+        rate = forecast.steps_per_second
+    if rate is None or not math.isfinite(rate) or rate <= 0:
+        return None
+    return 1.0 / rate
 
 
 # --------------------------------------------------------------------------------------------
@@ -210,6 +223,15 @@ class CheckpointState:
     sigterm_misses: int = 0
     """Evictions after which the run resumed from an older checkpoint (work lost)."""
 
+    @property
+    def save_duration(self) -> float | None:
+        """Seconds one save takes: the helper's own measure, else the request-to-acknowledgement
+        latency of the advisor's requests (which includes the wait for a safe point, so errs long)."""
+        for value in (self.save_seconds, self.cost_seconds):
+            if value is not None and math.isfinite(value) and value >= 0:
+                return value
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class ActionRecord:
@@ -331,6 +353,10 @@ class JobView:
     runtime_sigterm: tuple[int, int] = (0, 0)
     """``(saves, misses)`` on SIGTERM seen on the *other* jobs of the same runtime (filled in by the
     core loop): the prior for a job that has not been evicted yet."""
+    runtime_save_windows: tuple[tuple[int, float, float], ...] = ()
+    """``(gpus, seconds per step, seconds per save)`` measured on the jobs of the same runtime, the
+    latest first (filled in by the core loop, bounded): what a save on SIGTERM needs on jobs like
+    this one, before it has measured its own (a job's own measure is among them once it has one)."""
     signals: LifecycleSignals | None = None
     """What the adapter read of the job's life (None: only ``active`` / ``admitted`` are known)."""
     phase: Phase = Phase.RUNNING

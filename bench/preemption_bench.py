@@ -31,7 +31,13 @@ step under way plus the save fit the grace period). The worlds (``--world``):
   (``checkpoint.setGracePeriod``, what the controller writes through ``runtimePatches``), the
   fixed intervals cannot. So the first eviction of a job whose step plus save exceeds 30 s loses
   its unsaved work in every row, and the later ones only where no one set the grace period;
-- ``helpers-30s-30pct-fail``: the same with the save on SIGTERM broken for 30% of the jobs.
+- ``helpers-30s-30pct-fail``: the same with the save on SIGTERM broken for 30% of the jobs;
+- ``helpers-30s-check``, ``helpers-30s-check-30pct-fail``: the same two, with the advisor's
+  AdmissionCheck on the ClusterQueues (``save_window_check``; ``manifests/components/
+  save-window-check``): Kueue starts a workload only once the advisor marked its check Ready, so
+  the advisor's rows set a job's grace period before its first start too (from the save windows
+  its runtime's other jobs measured, ``policies.savewindow.peer_grace``). Without the check they
+  race Kueue's admission, and a job that fits at once starts with 30 s.
 
 The seeds are a range (``--seeds 100-114``): the settings were chosen on seeds 0-14, the held-out
 seeds are 100 and up. ``--json`` writes one object per (world, policy) row.
@@ -69,6 +75,8 @@ WORLDS: dict[str, dict[str, Any]] = {
     "platform-30pct-fail": {"jit_fraction": 1.0, "grace_fits_save": True, "sigterm_success": 0.7},
     "helpers-30s": {"jit_fraction": 1.0},
     "helpers-30s-30pct-fail": {"jit_fraction": 1.0, "sigterm_success": 0.7},
+    "helpers-30s-check": {"jit_fraction": 1.0, "save_window_check": True},
+    "helpers-30s-check-30pct-fail": {"jit_fraction": 1.0, "sigterm_success": 0.7, "save_window_check": True},
 }
 
 

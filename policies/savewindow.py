@@ -23,29 +23,39 @@ from __future__ import annotations
 
 import math
 
-from advisor.model import JobView
+from advisor.model import JobView, seconds_per_step
 
-__all__ = ["miss_probability", "needed_grace", "save_seconds", "step_seconds", "window_covered"]
+__all__ = [
+    "MIN_PEERS",
+    "PEER_QUANTILE",
+    "miss_probability",
+    "needed_grace",
+    "peer_grace",
+    "save_seconds",
+    "step_seconds",
+    "window_covered",
+]
+
+#: jobs of a runtime with a measured save window needed before their windows set a new job's
+#: grace period
+MIN_PEERS = 3
+#: the quantile of the peers' save windows a new job's grace period is set to
+PEER_QUANTILE = 1.0
 
 
 def step_seconds(job: JobView) -> float | None:
     """Seconds per step at the job's current size (measured throughput, else the forecast's)."""
-    rates = dict(job.throughput)
-    rate = rates.get(job.nodes)
-    if rate is None and job.forecast is not None:
-        rate = job.forecast.steps_per_second
-    if rate is None or not math.isfinite(rate) or rate <= 0:
-        return None
-    return 1.0 / rate
+    return seconds_per_step(dict(job.throughput), job.nodes, job.forecast)
 
 
 def save_seconds(job: JobView) -> float | None:
     """Seconds one save takes: the helper's own measure, else the request-to-ack latency."""
-    cp = job.checkpoint
-    for value in (cp.save_seconds, cp.cost_seconds):
-        if value is not None and math.isfinite(value) and value >= 0:
-            return value
-    return None
+    return job.checkpoint.save_duration
+
+
+def _window(step: float, save: float) -> float:
+    """Whole seconds for the step under way plus a save."""
+    return float(math.ceil(step + save))
 
 
 def needed_grace(job: JobView) -> float | None:
@@ -53,7 +63,33 @@ def needed_grace(job: JobView) -> float | None:
     step, save = step_seconds(job), save_seconds(job)
     if step is None or save is None:
         return None
-    return float(math.ceil(step + save))
+    return _window(step, save)
+
+
+def peer_grace(job: JobView) -> tuple[float, int] | None:
+    """The grace period a job that has not measured its own save window starts with, from the
+    jobs of its runtime that have: ``(seconds, peers)``, None with fewer than ``MIN_PEERS``.
+
+    A save writes the model and its optimiser state, whose size grows with the job's share of the
+    cluster, so the peers are those of the job's size (its GPU count) when there are enough of
+    them, else those within a factor of two, else all of the runtime's. The value is the
+    ``PEER_QUANTILE`` of their windows: a grace period too short loses the work since the last
+    checkpoint, one too long only delays the preemptor by what the save really takes (a helper
+    exits once it has saved)."""
+    peers = job.runtime_save_windows
+    if len(peers) < MIN_PEERS:
+        return None
+    gpus = max(job.gpus, 1)
+    for near in (
+        [w for w in peers if w[0] == gpus],
+        [w for w in peers if gpus / 2 <= w[0] <= gpus * 2],
+        list(peers),
+    ):
+        if len(near) >= MIN_PEERS:
+            windows = sorted(_window(step, save) for _g, step, save in near)
+            at = min(len(windows) - 1, math.ceil(PEER_QUANTILE * len(windows)) - 1)
+            return windows[max(at, 0)], len(near)
+    return None
 
 
 def window_covered(job: JobView) -> bool | None:

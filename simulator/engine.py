@@ -86,7 +86,16 @@ class Simulation:
                 job.queued_since = t
                 job.last_account = t
                 self.quota.submit(job.workload)
+                watched = self.strategy.watches_cluster
+                if watched and self.world.save_window_check:
+                    # Kueue admits it only once the advisor's admission check is Ready: the
+                    # controller always decides on a new job before its first start
+                    self.react(job)
                 self.admission.schedule()
+                if watched and not self.world.save_window_check and job.phase is Phase.PENDING:
+                    # the controller sees the new job (a watch event) while it waits for quota: a
+                    # grace period can be set before its first start (one admitted at once had none)
+                    self.react(job)
             elif kind == TICK:
                 self._tick(job, gen)
             elif gen != job.gen:
@@ -228,11 +237,11 @@ class Simulation:
                 self._push(self.now + delay, TICK, job.idx, 0)
 
     def react(self, job: SimJob) -> None:
-        """The controller's answer to an eviction (a watch event), before Kueue's next scheduling
-        cycle: a preempted workload is requeued only once its pods have terminated, which takes up
-        to the grace period, so a boost can be dropped in time (a boosted workload back in the
-        queue would outrank, and could preempt, its equals), and the suspended job can be given
-        the grace period its next start needs."""
+        """The controller's answer to a job waiting for quota (a watch event: its creation, or its
+        eviction, before Kueue's next scheduling cycle). A preempted workload is requeued only once
+        its pods have terminated, which takes up to the grace period, so a boost can be dropped in
+        time (a boosted workload back in the queue would outrank, and could preempt, its equals);
+        and the waiting job can be given the grace period its next start needs."""
         if job.phase.terminal:
             return
         self.record.ticks += 1

@@ -90,6 +90,11 @@ class WorldConfig:
     score_victims: bool = False
     #: Kueue's PriorityBoost feature gate (alpha, off by default): the controller's default too
     priority_boost_enabled: bool = False
+    #: the ClusterQueues carry the advisor's AdmissionCheck (``trainjob-advisor.io/save-window``):
+    #: Kueue admits a workload only once the advisor marked its check Ready, so the advisor decides
+    #: on every job (its grace period) before its first start. Off: it races Kueue's admission, and
+    #: a job that fits at once starts before the advisor could write anything.
+    save_window_check: bool = False
     #: share of jobs whose progress reports carry the run's planned steps (``total_steps``, and so
     #: ``progressPercentage``), and share whose reports carry the learning rate, each drawn per job.
     #: Hugging Face's Kubeflow callback sends both; a custom loop calling the SDK's

@@ -138,6 +138,13 @@ def register(subparsers: Any) -> None:
         help="export no per-job series on /metrics (no namespace/job names, steps or forecasts)",
     )
     p.add_argument("--no-kueue", action="store_true", help="do not watch Kueue objects")
+    p.add_argument(
+        "--save-window-check",
+        action="store_true",
+        help="answer Kueue AdmissionChecks with controllerName trainjob-advisor.io/save-window: a "
+        "workload on a ClusterQueue that lists one starts only after the advisor looked at its job "
+        "(so a grace period can be set before its first start; manifests/components/save-window-check)",
+    )
     p.add_argument("--no-pytorchjobs", action="store_true", help="do not watch Kubeflow v1 PyTorchJobs")
     p.set_defaults(func=run)
 
@@ -194,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         liveness_endpoint=args.liveness,
         watch_kueue=not args.no_kueue,
         watch_pytorchjobs=not args.no_pytorchjobs,
+        save_window_check=args.save_window_check and not args.no_kueue,
         engine=EngineConfig(
             write_interval_s=args.write_interval,
             max_writes_per_second=args.max_writes_per_second,

@@ -32,16 +32,26 @@ from advisor.controller.cluster_index import ClusterIndex
 from advisor.controller.conditions import forecast_conditions
 from advisor.controller.evidence import EvidenceStore
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
-from advisor.controller.kueue import Workload
+from advisor.controller.kueue import Workload, parse_workload
 from advisor.controller.metrics import Metrics
 from advisor.controller.policystatus import PolicyBook
 from advisor.controller.render import render_status
+from advisor.controller.savecheck import SaveWindowCheck
 from advisor.controller.store import ForecastStore, decode_history
 from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
 from advisor.core.history import DEFAULT_MAX_POINTS
-from advisor.model import DISRUPTIVE_KINDS, ClusterView, Decision, JobView, LifecycleSignals, Mode, job_key
+from advisor.model import (
+    DISRUPTIVE_KINDS,
+    ActionKind,
+    ClusterView,
+    Decision,
+    JobView,
+    LifecycleSignals,
+    Mode,
+    job_key,
+)
 from advisor.sources.lifecycle import job_signals
 
 __all__ = ["Engine", "EngineConfig"]
@@ -139,6 +149,9 @@ class Engine:
         #: where the deleted jobs' SIGTERM evidence per runtime is kept (None: memory only)
         self.evidence: EvidenceStore | None = None
         self._evidence_written: dict[str, tuple[int, int]] = {}
+        #: the save-window AdmissionCheck's answers (None: the controller does not run the check)
+        self.save_check: SaveWindowCheck | None = None
+        self._judged_kinds: frozenset[str] = frozenset()
 
     def use_evidence_store(self, store: EvidenceStore) -> int:
         """Keep the runtimes' SIGTERM evidence of deleted jobs in ``store`` (``evidence``): what it
@@ -155,6 +168,12 @@ class Engine:
         current = self.core.retired_runtime_evidence
         if current != self._evidence_written and self.evidence.save(current):
             self._evidence_written = current
+
+    def use_save_check(self, check: SaveWindowCheck, judged_kinds: Sequence[str]) -> None:
+        """Answer the save-window AdmissionChecks (``advisor.controller.savecheck``): a workload of
+        a job of ``judged_kinds`` is let through once its job was evaluated, any other at once."""
+        self.save_check = check
+        self._judged_kinds = frozenset(judged_kinds)
 
     def set_gate(self, may_act: Callable[[], bool]) -> None:
         """Only while ``may_act()`` (the leader Lease held) does the engine evaluate, act or write."""
@@ -298,6 +317,9 @@ class Engine:
             self._on_job(event_type, body, now)
         elif kind == "workload":
             self._on_workload(event_type, body)
+        elif kind == "admissioncheck":
+            if self.save_check is not None:
+                self.save_check.on_admission_check(event_type, body)
         elif kind == "clusterqueue":
             self.index.on_cluster_queue(event_type, body)
         elif kind == "localqueue":
@@ -387,6 +409,13 @@ class Engine:
         job = self.jobs.get(owner) if owner is not None else None
         if job is not None:
             job.needs_eval = True
+        elif self.save_check is not None and event_type != "DELETED":
+            # a workload of a kind the advisor does not judge (a batch Job on the same queue):
+            # nothing to look at before it starts, so its check must not hold it
+            wl = parse_workload(body)
+            if wl.owner_kind not in self._judged_kinds:
+                kind = wl.owner_kind or "ownerless"
+                self.save_check.settle(wl, f"trainjob-advisor does not judge {kind} workloads")
 
     def _cluster_view(self, now: float) -> ClusterView:
         return self.index.cluster_view(now, priority_boost_enabled=self.config.priority_boost_enabled)
@@ -454,6 +483,8 @@ class Engine:
         self._sync_checkpoints(key, base, body, workload, now)
         if decision.actions:
             self.actuator.execute(self.core.view(base), decision, body=body, workload=workload, now=now)
+        if self.save_check is not None:
+            self.save_check.settle(workload, _check_message(decision))
         job.last_decision = decision
         view = self.core.view(base)
         previous = self._statuses.get(key)
@@ -589,6 +620,12 @@ def _always() -> bool:
 
 def _same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     return old is not None and all(old.get(k) == v for k, v in new.items() if k != "observedAt")
+
+
+def _check_message(decision: Decision) -> str:
+    """What the save-window check says when it lets a workload start."""
+    graces = [a.reason for a in decision.actions if a.kind is ActionKind.SET_GRACE_PERIOD]
+    return "trainjob-advisor looked at the job before its start" + (f": {graces[0]}" if graces else "")
 
 
 def _mid_run(view: JobView) -> bool:

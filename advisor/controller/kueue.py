@@ -170,6 +170,9 @@ class Workload:
     grace_period_s: float | None = None
     #: ``schedulingStats.evictions`` summed per reason (over underlying causes), sorted by reason
     evictions_by_reason: tuple[tuple[str, int], ...] = ()
+    #: ``status.admissionChecks`` as ``(name, state)``, in the object's order (a JSON patch of one
+    #: entry addresses it by its index)
+    admission_checks: tuple[tuple[str, str], ...] = ()
 
     def view(self) -> WorkloadView:
         owner = job_key(self.namespace, self.owner_name) if self.owner_name else None
@@ -295,6 +298,11 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         ),
         evictions_by_reason=tuple(sorted(by_reason.items())),
         grace_period_s=max(graces) if graces else None,
+        admission_checks=tuple(
+            (str(c.get("name") or ""), str(c.get("state") or ""))
+            for c in status.get("admissionChecks") or []
+            if isinstance(c, Mapping)
+        ),
     )
 
 

@@ -70,6 +70,8 @@ class OperatorOptions:
     #: the namespace of the ConfigMap that keeps deleted jobs' SIGTERM evidence per runtime
     #: (``advisor.controller.evidence``); None: kept in memory only
     evidence_namespace: str | None = None
+    #: answer the save-window AdmissionChecks (``advisor.controller.savecheck``; needs Kueue)
+    save_window_check: bool = False
 
 
 class LeadershipLost(RuntimeError):
@@ -139,6 +141,10 @@ def build_registry(engine: Engine, api: ClusterApi, options: OperatorOptions) ->
             ("localqueues", "localqueue"),
         ):
             kopf.on.event(KUEUE_GROUP, kueue_version, plural, registry=registry)(feed(kind))
+        if options.save_window_check:
+            kopf.on.event(KUEUE_GROUP, kueue_version, "admissionchecks", registry=registry)(
+                feed("admissioncheck")
+            )
     kopf.on.event("", "v1", "namespaces", registry=registry)(feed("namespace"))
     kopf.on.event(GROUP, VERSION, "advisorpolicies", registry=registry)(feed("policy"))
 
@@ -216,6 +222,11 @@ async def run_operator(
             api.kueue.version = options.kueue_version
         options = dataclasses.replace(options, kueue_version=api.kueue.version)
     engine = Engine(api, config=options.engine)
+    if options.watch_kueue and options.save_window_check:
+        from advisor.controller.savecheck import SaveWindowCheck
+
+        kinds = [TRAINJOB.kind, PYTORCHJOB.kind] if options.watch_pytorchjobs else [TRAINJOB.kind]
+        engine.use_save_check(SaveWindowCheck(api.custom, api.kueue.version), kinds)
     stop = threading.Event()
     workers: list[threading.Thread] = []
     # /healthz answers from the start (a standby is alive); /readyz only once this replica leads

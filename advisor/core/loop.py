@@ -30,7 +30,7 @@ from advisor.core.record import (
     record_to_dict,
     report_interval,
 )
-from advisor.core.runtime_pool import RuntimeSigtermPool
+from advisor.core.runtime_pool import RuntimeSigtermPool, save_window
 from advisor.core.saves import note_admission, resolve
 from advisor.model import (
     DISRUPTIVE_KINDS,
@@ -361,6 +361,7 @@ class AdvisorCore:
             last_loss=rec.history.last.loss if rec.history.last is not None else None,
             checkpoint_loss=loss_at_checkpoint(rec),
             runtime_sigterm=self._runtime.prior(self._records.values(), rec, job.runtime),
+            runtime_save_windows=self._runtime.windows(self._records.values(), job.runtime),
             learning_state=self.learning_state(job.key, now=now),
         )
 
@@ -434,8 +435,12 @@ class AdvisorCore:
         note_admission(rec.resume, rec.history, job.admitted_at)
         before = rec.checkpoint
         rec.checkpoint = resolve(rec.resume, rec.history, before)
-        if rec.checkpoint is not before or rec.runtime != job.runtime:
-            rec.runtime = job.runtime
+        if rec.checkpoint is not before or rec.runtime != job.runtime or rec.gpus != job.gpus:
+            rec.runtime, rec.gpus = job.runtime, job.gpus
+            self._runtime.invalidate()
+        rec.nodes = job.nodes
+        if (save_window(rec) is not None) != rec.window_pooled:
+            rec.window_pooled = not rec.window_pooled
             self._runtime.invalidate()
         self._note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
         if self.lazy_forecast:

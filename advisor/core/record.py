@@ -64,6 +64,11 @@ class JobRecord:
     #: the eviction whose save on SIGTERM is being verified (see ``advisor.core.saves``)
     resume: ResumeCheck = field(default_factory=ResumeCheck)
     runtime: str | None = None
+    #: the job's size as the adapter last showed it (what its throughput and saves were measured at)
+    gpus: int = 0
+    nodes: int = 1
+    #: whether the pool holds this job's save window (``runtime_pool.save_window`` was not None)
+    window_pooled: bool = False
     #: the lifecycle phase last derived, and when it was entered (see ``advisor.core.lifecycle``)
     phase: Phase = Phase.RUNNING
     phase_since: float | None = None

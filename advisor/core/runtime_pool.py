@@ -1,34 +1,75 @@
 """Saves on SIGTERM pooled per runtime: the prior a job's own evictions update.
 
 Jobs of one runtime share the training helper, the image and the storage, so whether their saves
-on SIGTERM worked says something about the next job's (``policies.savewindow.miss_probability``).
-The pool sums the counts of the jobs the loop holds and of those it forgot (deleted jobs, whose
-records and forecasts are gone: ``retired``, which an adapter persists so that a restart keeps
-it). Summed lazily and cached until a count or the set of jobs changes.
+on SIGTERM worked says something about the next job's (``policies.savewindow.miss_probability``),
+and how long their steps and saves took says what grace period the next one needs before it has
+measured its own (``policies.savewindow.peer_grace``). The pool sums the counts of the jobs the
+loop holds and of those it forgot (deleted jobs, whose records and forecasts are gone:
+``retired``, which an adapter persists so that a restart keeps it), and keeps the save windows of
+both (the forgotten ones' in memory, the latest ``MAX_WINDOWS`` per runtime). Summed lazily and
+cached until a count, a measure or the set of jobs changes.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from advisor.core.record import JobRecord
+from advisor.model import seconds_per_step
 
-__all__ = ["RuntimeSigtermPool"]
+__all__ = ["MAX_WINDOWS", "RuntimeSigtermPool", "save_window"]
+
+#: save windows kept per runtime (live jobs first, then the latest forgotten ones)
+MAX_WINDOWS = 256
+
+Window = tuple[int, float, float]
+
+
+def save_window(rec: JobRecord) -> Window | None:
+    """``(gpus, seconds per step, seconds per save)`` the job measured at its current size."""
+    save = rec.checkpoint.save_duration
+    if save is None:
+        return None
+    step = seconds_per_step(rec.throughput, rec.nodes, rec.forecast)
+    if step is None:
+        return None
+    return (rec.gpus, step, save)
 
 
 class RuntimeSigtermPool:
     """``runtime -> (saves, misses)`` on SIGTERM over the loop's jobs, live and forgotten."""
 
-    __slots__ = ("_pool", "_retired")
+    __slots__ = ("_pool", "_retired", "_retired_windows", "_windows")
 
     def __init__(self) -> None:
         self._retired: dict[str, tuple[int, int]] = {}
         self._pool: dict[str, tuple[int, int]] | None = None
+        self._retired_windows: dict[str, deque[Window]] = {}
+        self._windows: dict[str, tuple[Window, ...]] | None = None
 
     def invalidate(self) -> None:
-        """A count or the set of jobs changed: sum again on the next ``prior``."""
+        """A count, a measure or the set of jobs changed: pool again on the next look."""
         self._pool = None
+        self._windows = None
+
+    def windows(self, records: Iterable[JobRecord], runtime: str | None) -> tuple[Window, ...]:
+        """The save windows measured on the runtime's jobs, live and forgotten (at most
+        ``MAX_WINDOWS``)."""
+        if runtime is None:
+            return ()
+        if self._windows is None:
+            pooled: dict[str, list[Window]] = {}
+            for r in records:
+                rt = r.runtime
+                w = save_window(r) if rt is not None else None
+                if rt is not None and w is not None:
+                    pooled.setdefault(rt, []).append(w)
+            for rt, kept in self._retired_windows.items():
+                pooled.setdefault(rt, []).extend(reversed(kept))
+            self._windows = {rt: tuple(ws[:MAX_WINDOWS]) for rt, ws in pooled.items()}
+        return self._windows.get(runtime, ())
 
     def prior(self, records: Iterable[JobRecord], rec: JobRecord, runtime: str | None) -> tuple[int, int]:
         """``(saves, misses)`` of the runtime's jobs other than ``rec``."""
@@ -47,11 +88,14 @@ class RuntimeSigtermPool:
         return (max(0, saves), max(0, misses))
 
     def retire(self, rec: JobRecord) -> None:
-        """Keep a forgotten job's counts with its runtime."""
+        """Keep a forgotten job's counts and save window with its runtime."""
         if rec.runtime is not None:
             s, m = self._retired.get(rec.runtime, (0, 0))
             self._retired[rec.runtime] = (s + rec.checkpoint.sigterm_saves, m + rec.checkpoint.sigterm_misses)
-        self._pool = None
+            w = save_window(rec)
+            if w is not None:
+                self._retired_windows.setdefault(rec.runtime, deque(maxlen=MAX_WINDOWS)).append(w)
+        self.invalidate()
 
     @property
     def retired(self) -> dict[str, tuple[int, int]]:

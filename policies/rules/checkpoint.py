@@ -19,7 +19,7 @@ from advisor.model import Action, ActionKind, Phase
 from policies.hazard import queue_hazard
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
-from policies.savewindow import miss_probability, needed_grace, save_seconds, step_seconds
+from policies.savewindow import miss_probability, needed_grace, peer_grace, save_seconds, step_seconds
 from policies.spec import CheckpointRule
 from policies.victims import can_be_preempted
 from policies.youngdaly import checkpoint_interval
@@ -86,17 +86,18 @@ def _grace_advice(ctx: Context, preemptible: bool, out: Outcome) -> None:
 
 
 def grace_period_action(ctx: Context, rule: CheckpointRule) -> Action | None:
-    """Set the grace period a save on SIGTERM needs, for the next start of an evicted TrainJob.
+    """Set the grace period a save on SIGTERM needs, for the next start of a waiting TrainJob.
 
     The grace period belongs to the pod template, and Trainer (v2.3+) lets a TrainJob's
-    ``runtimePatches`` change only while the job is suspended with no pod left: after an eviction,
-    while it waits for quota again. That is also the first moment the need is known (the step and
-    save times measured while it ran) and the moment it matters (its next eviction). So only then,
-    in Apply mode, with the rule's ``setGracePeriod``, on a Kueue-managed TrainJob (a queue that can
-    preempt it) or one a release may stop; the adapter checks that the job is still suspended
-    before it writes. The value is whole seconds with no margin below the need; a grace period
-    already at or above it is left alone. Trainer makes the value of a patch immutable, so a
-    larger one later replaces the advisor's own patch."""
+    ``runtimePatches`` change only while the job is suspended with no pod left: while it waits for
+    quota, before its first start or after an eviction. After one, the job's own step and save
+    times (measured while it ran) give the need; before its first start, the save windows of the
+    jobs of its runtime do (``policies.savewindow.peer_grace``), so that its first eviction can
+    save too. So only then, in Apply mode, with the rule's ``setGracePeriod``, on a Kueue-managed
+    TrainJob (a queue that can preempt it) or one a release may stop; the adapter checks that the
+    job is still suspended before it writes. The value is whole seconds with no margin below the
+    need; a grace period already at or above it is left alone. Trainer makes the value of a patch
+    immutable, so a larger one later replaces the advisor's own patch."""
     job = ctx.job
     if not (ctx.apply and rule.set_grace_period) or job.kind != "TrainJob":
         return None
@@ -105,18 +106,28 @@ def grace_period_action(ctx: Context, rule: CheckpointRule) -> Action | None:
     if job.queue_name is None and not releases_possible(ctx):
         return None  # not Kueue-managed (no preemption) and no release of the advisor's own
     need = needed_grace(job)
-    if need is None or job.grace_period_s >= need:
+    if need is not None:
+        step, save = step_seconds(job), save_seconds(job)
+        why = f"the step under way ({dur(step or 0.0)}) plus a save ({dur(save or 0.0)})"
+    else:
+        peers = peer_grace(job)
+        if peers is None:
+            return None
+        need = peers[0]
+        why = (
+            f"the step under way plus a save, as measured on {peers[1]} jobs of runtime "
+            f"{job.runtime} (its own not yet measured)"
+        )
+    if job.grace_period_s >= need:
         return None
     done = last_record(job, {ActionKind.SET_GRACE_PERIOD})
     if done is not None and done.outcome == "done" and done.stamp == job.version:
         return None  # written for this version of the job; the view has not caught up yet
-    step, save = step_seconds(job), save_seconds(job)
     return Action(
         ActionKind.SET_GRACE_PERIOD,
         SAVE_WINDOW,
         f"set terminationGracePeriodSeconds to {need:.0f} for the next start (was "
-        f"{job.grace_period_s:.0f}): a save on SIGTERM needs the step under way ({dur(step or 0.0)}) "
-        f"plus a save ({dur(save or 0.0)})",
+        f"{job.grace_period_s:.0f}): a save on SIGTERM needs {why}",
         {"grace_period_s": need, "current_grace_period_s": job.grace_period_s},
     )
 

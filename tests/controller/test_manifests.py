@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from advisor.controller.metrics import Metrics
+from advisor.controller.savecheck import CONTROLLER_NAME
 
 ROOT = Path(__file__).resolve().parents[2] / "manifests"
 
@@ -70,6 +71,16 @@ def test_rbac_is_least_privilege() -> None:
         {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["get", "patch"]}
     ]
     assert grace[1]["roleRef"]["name"] == grace[0]["metadata"]["name"]
+    check = docs(ROOT / "components" / "save-window-check" / "save-window-check.yaml")
+    assert check[0]["rules"] == [
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["admissionchecks"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["admissionchecks/status"], "verbs": ["patch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
+    ]
+    assert check[1]["roleRef"]["name"] == check[0]["metadata"]["name"]
+    assert check[2]["spec"]["controllerName"] == CONTROLLER_NAME
+    kust = yaml.safe_load((ROOT / "components" / "save-window-check" / "kustomization.yaml").read_text())
+    assert "--save-window-check" in kust["patches"][0]["patch"]
     (binding,) = docs(ROOT / "rbac" / "clusterrolebinding.yaml")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "trainjob-advisor", "namespace": "trainjob-advisor-system"}

@@ -93,3 +93,20 @@ def test_a_runtimes_evidence_outlives_its_jobs() -> None:
     assert core.view(other).runtime_sigterm == (1, 0)
     core.forget(JOB.key)  # the first job finished: what it showed about the runtime stays
     assert core.view(other).runtime_sigterm == (1, 0)
+
+
+def test_a_runtimes_save_windows_are_pooled_for_its_new_jobs_and_outlive_them() -> None:
+    core = _core()
+    run = dataclasses.replace(JOB, runtime="torch", admitted_at=0.0)
+    newcomer = JobView(namespace="ml", name="run-2", runtime="torch", gpus=8, admitted=False)
+    core.evaluate(newcomer, ClusterView(), now=1.0)
+    for i in range(1, 4):  # 100 steps a minute: 0.6 s a step, saves of 21-23 s
+        _report(core, 100 * i, 60.0 * i, ckpt=100 * i, last_checkpoint_seconds=20.0 + i)
+    core.evaluate(run, ClusterView(), now=200.0)
+    ((gpus, step, save),) = core.view(newcomer).runtime_save_windows
+    assert gpus == 8 and abs(step - 0.6) < 1e-9 and 21.0 < save <= 23.0
+    elsewhere = dataclasses.replace(newcomer, name="run-3", runtime="jax")
+    core.evaluate(elsewhere, ClusterView(), now=201.0)
+    assert core.view(elsewhere).runtime_save_windows == ()  # another runtime's jobs say nothing
+    core.forget(JOB.key)  # the measured job is deleted: its window stays with the runtime
+    assert core.view(newcomer).runtime_save_windows == ((gpus, step, save),)

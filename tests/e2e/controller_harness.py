@@ -55,6 +55,7 @@ class Controller:
         config: EngineConfig = FAST,
         *,
         watch_pytorchjobs: bool = False,
+        save_window_check: bool = False,
     ) -> None:
         self.stop = threading.Event()
         self.engine: Engine | None = None
@@ -64,6 +65,7 @@ class Controller:
             namespaces=(namespace,),
             metrics_port=None,
             watch_pytorchjobs=watch_pytorchjobs,
+            save_window_check=save_window_check,
             engine=config,
         )
 

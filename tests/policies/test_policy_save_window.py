@@ -21,7 +21,7 @@ from advisor.model import (
     WorkloadView,
 )
 from policies import checkpoint_interval, decide
-from policies.savewindow import miss_probability, needed_grace
+from policies.savewindow import MIN_PEERS, miss_probability, needed_grace, peer_grace
 
 SPOT = {"cq": 1 / HOUR}
 PREEMPTIBLE = ClusterQueueView(name="cq", nominal_gpus=8, usage_gpus=8, within_cluster_queue="LowerPriority")
@@ -180,3 +180,44 @@ def test_a_failed_grace_write_is_backed_off_and_an_impossible_one_waits_for_the_
     assert not _grace_sets(decide(dataclasses.replace(j, actions=(impossible,)), c, p, now=T0 + 3600))
     moved = dataclasses.replace(j, actions=(impossible,), version=j.version + "+resumed")
     assert _grace_sets(decide(moved, c, p, now=T0 + 3600))
+
+
+def _new(gpus: int, peers: tuple[tuple[int, float, float], ...]):
+    """A new TrainJob waiting for its first start: nothing of its own measured yet."""
+    j = job(
+        namespace="ns",
+        name="new-1",
+        gpus=gpus,
+        grace_period_s=30.0,
+        phase=Phase.PENDING,
+        admitted=False,
+        throughput=(),
+        forecast=None,
+        runtime="torch-distributed",
+        runtime_save_windows=peers,
+    )
+    w = WorkloadView("ns", "new-1", "cq", gpus, priority=0, admitted=False, job=j.key)
+    return j, cluster([PREEMPTIBLE], [w], preemption_rate=SPOT)
+
+
+def test_a_new_job_takes_the_save_window_its_runtime_measured_on_jobs_of_its_size() -> None:
+    p = policy({"checkpoint": {"setGracePeriod": True}})
+    same = ((8, 1.0, 60.0), (8, 2.0, 70.0), (8, 1.5, 80.5))
+    bigger = ((64, 2.0, 200.0),) * 3
+    j, c = _new(8, same + bigger)
+    assert peer_grace(j) == (82.0, 3)  # the jobs of its own size, their largest window (ceil)
+    (action,) = _grace_sets(decide(j, c, p, now=T0))
+    assert action.params["grace_period_s"] == 82.0
+    assert "measured on 3 jobs of runtime torch-distributed" in action.reason
+    # too few of its size: those within a factor of two, then the whole runtime
+    assert peer_grace(_new(16, same + bigger)[0]) == (82.0, 3)
+    assert peer_grace(_new(1, same + bigger)[0]) == (202.0, 6)
+    # fewer than MIN_PEERS windows on the runtime: nothing to go on, nothing is written
+    j, c = _new(8, same[: MIN_PEERS - 1])
+    assert peer_grace(j) is None and not _grace_sets(decide(j, c, p, now=T0))
+    # the job's own measure wins over its peers' once it has one
+    own = dataclasses.replace(
+        _new(8, same)[0], throughput=((1, 0.25),), checkpoint=CheckpointState(save_seconds=40.0)
+    )
+    (action,) = _grace_sets(decide(own, c, p, now=T0))
+    assert action.params["grace_period_s"] == 44.0  # below its peers' 82 s

@@ -84,3 +84,22 @@ def test_the_advisor_sets_the_grace_period_of_evicted_jobs_and_their_later_saves
         with_grace.metrics["lost_work_preemption_gpu_hours"]
         < without.metrics["lost_work_preemption_gpu_hours"]
     )
+
+
+def test_with_the_admission_check_new_jobs_get_their_grace_period_before_their_first_start() -> None:
+    from simulator.runner import policy_strategies
+
+    guard = Path(__file__).resolve().parents[2] / "manifests/samples/policy-preemption-guard.yaml"
+    base = with_world(default_scenario(seed=4, n_jobs=60), jit_fraction=1.0)
+    raced = run_strategy(base, policy_strategies([guard])[0])
+    checked = run_strategy(with_world(base, save_window_check=True), policy_strategies([guard])[0])
+    # the check holds every new job until the advisor decided on it, so more of them start with
+    # the grace period their runtime's save windows call for, and fewer first evictions lose work
+    assert checked.record.actions["set-grace-period"] > raced.record.actions["set-grace-period"]
+    assert checked.metrics["lost_work_preemption_gpu_hours"] < raced.metrics["lost_work_preemption_gpu_hours"]
+    # rows that do not watch the cluster are not held by it
+    plain = run_strategy(base, NoAdvisor()).metrics
+    held = run_strategy(with_world(base, save_window_check=True), NoAdvisor()).metrics
+    assert {k: v for k, v in held.items() if k != "wall_seconds"} == {
+        k: v for k, v in plain.items() if k != "wall_seconds"
+    }
