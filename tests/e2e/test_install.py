@@ -92,6 +92,27 @@ def test_the_grace_period_rbac_is_the_kustomize_components_on_request(tools: Too
     assert "(server dry run)" in out, out
 
 
+def test_the_save_window_check_is_the_kustomize_components_on_request(tools: Tools) -> None:
+    path = MANIFESTS / "components" / "save-window-check" / "save-window-check.yaml"
+    component = list(yaml.safe_load_all(path.read_text()))
+    plain = tools.helm_template({}, namespace=NS)
+    checked = tools.helm_template({"kueue": {"saveWindowCheck": True}}, namespace=NS)
+    assert "--save-window-check" not in container(plain)["args"]
+    assert "--save-window-check" in container(checked)["args"]
+    assert not by_kind(plain, "AdmissionCheck")
+    (check,) = by_kind(checked, "AdmissionCheck")
+    assert check["spec"] == component[2]["spec"]
+
+    def rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        roles = by_kind(objects, "ClusterRole")
+        (role,) = [r for r in roles if any("workloads" in rule["resources"] for rule in r["rules"])]
+        return list(role["rules"])
+
+    assert rules(checked) == rules(plain) + component[0]["rules"]
+    out = tools.server_side_dry_run([*by_kind(checked, "ClusterRole"), check])
+    assert out.count("(server dry run)") == 1 + len(by_kind(checked, "ClusterRole")), out
+
+
 def test_the_service_monitor_is_rendered_on_request_and_accepted_by_prometheus_operators_crd(
     tools: Tools, control_plane: cp.ControlPlane
 ) -> None:
