@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from advisor.model import ActionKind, JobView
 
-__all__ = ["AUDIT_LOGGER", "audit"]
+__all__ = ["AUDIT_LOGGER", "audit", "audit_dropped"]
 
 AUDIT_LOGGER = "trainjob_advisor.audit"
 log = logging.getLogger(AUDIT_LOGGER)
@@ -64,3 +65,27 @@ def audit(
     text = " ".join(f"{k}={json.dumps(v)}" for k, v in fields.items() if k != "audit" and v is not None)
     log.info("action %s: %s", stage, text, extra={"audit": fields})
     return fields
+
+
+def audit_dropped(key: str, pending: Mapping[str, Mapping[str, Any]]) -> None:
+    """A job deleted in the middle of an action sequence (a checkpoint awaiting its ack before a
+    release, say): the sequence ends there, nothing of it is carried out any more, and each dropped
+    step gets one audit line, the record that outlives the job's TrainJobForecast."""
+    for rid, entry in sorted(pending.items()):
+        fields = {
+            "audit": "outcome",
+            "job": key,
+            "kind": str(entry.get("kind")),
+            "requestId": rid,
+            "policy": str(entry.get("policy") or ""),
+            "rule": str(entry.get("rule") or ""),
+            "outcome": "dropped",
+            "detail": f"the job was deleted (stage {entry.get('stage')}); nothing more is done",
+        }
+        log.info(
+            "action outcome: job=%s kind=%s requestId=%s outcome=dropped (the job was deleted)",
+            key,
+            fields["kind"],
+            rid,
+            extra={"audit": fields},
+        )

@@ -16,8 +16,6 @@ The clock is an argument (``now``), so the engine is unit-tested with a fake API
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import math
 import queue
@@ -28,28 +26,28 @@ from typing import Any
 
 from advisor.controller.actuator import Actuator
 from advisor.controller.api import dumps_compact
+from advisor.controller.audit import audit_dropped
 from advisor.controller.cluster_index import ClusterIndex
 from advisor.controller.conditions import forecast_conditions
+from advisor.controller.config import EngineConfig
 from advisor.controller.evidence import EvidenceStore
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
 from advisor.controller.kueue import Workload, parse_workload
 from advisor.controller.metrics import Metrics
 from advisor.controller.policystatus import PolicyBook
 from advisor.controller.render import render_status
-from advisor.controller.savecheck import SaveWindowCheck
-from advisor.controller.store import ForecastStore, decode_history
+from advisor.controller.savecheck import SaveWindowCheck, ready_message
+from advisor.controller.saved import SavedStatuses
+from advisor.controller.store import ForecastStore
 from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
-from advisor.core.history import DEFAULT_MAX_POINTS
 from advisor.model import (
     DISRUPTIVE_KINDS,
-    ActionKind,
     ClusterView,
     Decision,
     JobView,
     LifecycleSignals,
-    Mode,
     job_key,
 )
 from advisor.sources.lifecycle import job_signals
@@ -61,31 +59,6 @@ log = logging.getLogger(__name__)
 #: how long a write that must precede a mutation waits for the object's write in flight (which
 #: itself times out after ``api.REQUEST_TIMEOUT``); past it the action is not taken
 URGENT_WRITE_WAIT_S = 90.0
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    evaluate_interval_s: float = 30.0
-    forecast_interval_s: float = 30.0
-    write_interval_s: float = 2.0
-    max_writes_per_second: float = 200.0
-    writer_workers: int = 32
-    queue_metrics_interval_s: float = 15.0
-    priority_boost_enabled: bool = False
-    hung_after_s: float = 900.0
-    #: seconds of full evaluations (forecast + policies) one step may spend; jobs beyond it are
-    #: rendered from their latest sample and the last decision now, and evaluated in a later step
-    evaluate_budget_s: float = 0.25
-    #: AdvisorPolicy statuses (jobs matched, actions, GPU-hours flagged) are refreshed this often
-    policy_status_interval_s: float = 30.0
-    #: evaluate every AdvisorPolicy as if its mode were Recommend, whatever it says: a cluster-wide
-    #: safety rail for a first install (manifests/overlays/recommend-only, the chart's default)
-    recommend_only: bool = False
-    #: export per-job series (labels namespace and name); off: only per-queue and controller series
-    job_metrics: bool = True
-    #: progress points kept per job before the older half is thinned: bounds each job's memory and
-    #: its stored history (~3 KB at 300), whatever the run's length
-    history_points: int = DEFAULT_MAX_POINTS
 
 
 @dataclass
@@ -126,9 +99,6 @@ class Engine:
         self.book = PolicyBook(api, self.metrics)
         self.policies = self.book.policies  # name -> policies.Policy (valid ones)
         self.policy_errors = self.book.errors  # name -> why it is invalid
-        self.saved: dict[str, Mapping[str, Any]] = {}
-        #: the persisted statuses' conditions, so a restart keeps their transition times
-        self._saved_conditions: dict[str, Mapping[str, Any]] = {}
         self.writer = StatusWriter(
             self._write,
             min_interval_s=cfg.write_interval_s,
@@ -139,6 +109,8 @@ class Engine:
         )
         self.store = ForecastStore(api)
         self.actuator = Actuator(api, self.core, self._persist_now, metrics=self.metrics)
+        self.restart = SavedStatuses(self.store, self.core, self.actuator)
+        self.saved = self.restart.pending  # the statuses not adopted yet, read by the tests
         self._last_queue_metrics = -1e18
         self._statuses: dict[str, dict[str, Any]] = {}
         self._received = 0.0  # wall clock at which the event being applied was received
@@ -148,7 +120,6 @@ class Engine:
         self._forged_counted = 0
         #: where the deleted jobs' SIGTERM evidence per runtime is kept (None: memory only)
         self.evidence: EvidenceStore | None = None
-        self._evidence_written: dict[str, tuple[int, int]] = {}
         #: the save-window AdmissionCheck's answers (None: the controller does not run the check)
         self.save_check: SaveWindowCheck | None = None
         self._judged_kinds: frozenset[str] = frozenset()
@@ -159,15 +130,8 @@ class Engine:
         Returns the runtimes adopted."""
         self.evidence = store
         adopted = self.core.adopt_retired_evidence(store.load())
-        self._evidence_written = self.core.retired_runtime_evidence
+        store.written = self.core.retired_runtime_evidence
         return adopted
-
-    def _write_evidence(self) -> None:
-        if self.evidence is None:
-            return
-        current = self.core.retired_runtime_evidence
-        if current != self._evidence_written and self.evidence.save(current):
-            self._evidence_written = current
 
     def use_save_check(self, check: SaveWindowCheck, judged_kinds: Sequence[str]) -> None:
         """Answer the save-window AdmissionChecks (``advisor.controller.savecheck``): a workload of
@@ -189,67 +153,7 @@ class Engine:
     # ------------------------------------------------------------------------------------- startup
     def load_saved(self, forecasts: Sequence[Mapping[str, Any]]) -> int:
         """Adopt the persisted TrainJobForecasts (listed once at startup); restored on first sight."""
-        for obj in forecasts:
-            meta = obj.get("metadata") or {}
-            status = obj.get("status") or {}
-            if meta.get("namespace") and meta.get("name"):
-                generation = meta.get("generation")
-                self.store.known(
-                    job_key(meta["namespace"], meta["name"]),
-                    generation if isinstance(generation, int) else None,
-                )
-            if meta.get("namespace") and meta.get("name") and status:
-                self.saved[job_key(meta["namespace"], meta["name"])] = status
-                self._saved_conditions[job_key(meta["namespace"], meta["name"])] = status
-                self._note_capped_actions(status)
-        return len(self.saved)
-
-    def _note_capped_actions(self, status: Mapping[str, Any]) -> None:
-        """Count the saved job's capped actions toward its policies' hourly caps now, before the
-        job is seen again: a restart must not reset ``maxActionsPerHour``."""
-        from advisor.core.codec import action_from_dict
-
-        raw = status.get("coreState")
-        try:
-            data = json.loads(raw) if isinstance(raw, str) else None
-        except ValueError:
-            return
-        if not isinstance(data, Mapping):
-            return
-        actions: dict[str, list[tuple[str, float]]] = {}
-        for item in data.get("actions") or []:
-            rec = action_from_dict(item)
-            if (
-                rec is not None
-                and rec.kind in DISRUPTIVE_KINDS
-                and rec.policy
-                and rec.outcome != "recommended"
-            ):
-                actions.setdefault(rec.policy, []).append((rec.request_id, rec.time))
-        for policy, found in actions.items():
-            self.core.note_policy_actions(policy, found)
-
-    def _restore(self, key: str) -> None:
-        status = self.saved.pop(key, None)
-        if not status:
-            return
-        raw = status.get("coreState")
-        try:
-            data = json.loads(raw) if isinstance(raw, str) else None
-        except ValueError:
-            data = None
-        if isinstance(data, Mapping):
-            history = status.get("history")
-            if "history" not in data and isinstance(history, Mapping):  # stored beside coreState
-                data = {**data, "history": decode_history(history)}
-            self.core.restore(key, data)
-        pending = status.get("pendingActions")
-        try:
-            pending = json.loads(pending) if isinstance(pending, str) else pending
-        except ValueError:
-            pending = None
-        if isinstance(pending, Mapping):
-            self.actuator.restore_pending(key, pending)
+        return self.restart.load(forecasts)
 
     # ------------------------------------------------------------------------------------ the loop
     def step(self, now: float | None = None) -> int:
@@ -269,7 +173,8 @@ class Engine:
                 self._apply_event(kind, event_type, body, now)
             except Exception:  # one malformed object must never stop the loop
                 log.exception("ignoring a %s %s event that could not be handled", kind, event_type)
-        self._write_evidence()
+        if self.evidence is not None:
+            self.evidence.sync(self.core.retired_runtime_evidence)
         if self.core.forged_acks > self._forged_counted:
             self.metrics.forged_acks.inc(self.core.forged_acks - self._forged_counted)
             self._forged_counted = self.core.forged_acks
@@ -345,7 +250,7 @@ class Engine:
             return
         key = job_key(str(meta["namespace"]), str(meta["name"]))
         if event_type == "DELETED":
-            self._drop_in_flight(key)
+            audit_dropped(key, self.actuator.pending_for(key))
             self.jobs.pop(key, None)
             self.core.forget(key)
             self.actuator.forget(key)
@@ -357,7 +262,7 @@ class Engine:
         job = self.jobs.get(key)
         if job is None:
             job = self.jobs[key] = _Job(body)
-            self._restore(key)
+            self.restart.restore(key)
         job.body = body
         signals = job_signals(body)
         if signals != job.signals:  # completed, failed, suspended: the decision changes with it
@@ -380,29 +285,6 @@ class Engine:
             self.metrics.samples.labels("ignored").inc()
         if sample.warnings:
             self.metrics.samples.labels("with-warnings").inc()
-
-    def _drop_in_flight(self, key: str) -> None:
-        """A job deleted in the middle of an action sequence (a checkpoint awaiting its ack before
-        a release, say): the sequence ends here, nothing of it is carried out any more, and each
-        dropped step gets one audit line, the record that outlives the job's TrainJobForecast."""
-        for rid, entry in sorted(self.actuator.pending_for(key).items()):
-            fields = {
-                "audit": "outcome",
-                "job": key,
-                "kind": str(entry.get("kind")),
-                "requestId": rid,
-                "policy": str(entry.get("policy") or ""),
-                "rule": str(entry.get("rule") or ""),
-                "outcome": "dropped",
-                "detail": f"the job was deleted (stage {entry.get('stage')}); nothing more is done",
-            }
-            log.info(
-                "action outcome: job=%s kind=%s requestId=%s outcome=dropped (the job was deleted)",
-                key,
-                fields["kind"],
-                rid,
-                extra={"audit": fields},
-            )
 
     def _on_workload(self, event_type: str, body: Mapping[str, Any]) -> None:
         owner = self.index.on_workload(event_type, body)
@@ -484,7 +366,7 @@ class Engine:
         if decision.actions:
             self.actuator.execute(self.core.view(base), decision, body=body, workload=workload, now=now)
         if self.save_check is not None:
-            self.save_check.settle(workload, _check_message(decision))
+            self.save_check.settle(workload, ready_message(decision))
         job.last_decision = decision
         view = self.core.view(base)
         previous = self._statuses.get(key)
@@ -545,7 +427,7 @@ class Engine:
             pending_actions=self.actuator.pending_for(key),
             hung_after_s=self.config.hung_after_s,
         )
-        previous = (self._statuses.get(key) or self._saved_conditions.pop(key, None) or {}).get("conditions")
+        previous = (self._statuses.get(key) or self.restart.conditions(key) or {}).get("conditions")
         status["conditions"] = forecast_conditions(view, decision, now=now, previous=previous or ())
         self._statuses[key] = status
         return status
@@ -586,13 +468,7 @@ class Engine:
         if event_type != "DELETED":
             name = str((body.get("metadata") or {}).get("name"))
             self.core.note_policy_actions(name, self.book.stored_actions(body))
-        policies = sorted(self.policies.values(), key=lambda p: p.name)
-        if self.config.recommend_only:
-            policies = [
-                dataclasses.replace(p, spec=dataclasses.replace(p.spec, mode=Mode.RECOMMEND))
-                for p in policies
-            ]
-        self.core.set_policies(policies)
+        self.core.set_policies(self.book.governing(recommend_only=self.config.recommend_only))
         for job in self.jobs.values():
             job.needs_eval = True
 
@@ -620,12 +496,6 @@ def _always() -> bool:
 
 def _same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     return old is not None and all(old.get(k) == v for k, v in new.items() if k != "observedAt")
-
-
-def _check_message(decision: Decision) -> str:
-    """What the save-window check says when it lets a workload start."""
-    graces = [a.reason for a in decision.actions if a.kind is ActionKind.SET_GRACE_PERIOD]
-    return "trainjob-advisor looked at the job before its start" + (f": {graces[0]}" if graces else "")
 
 
 def _mid_run(view: JobView) -> bool:

@@ -34,6 +34,13 @@ class EvidenceStore:
         self.api = core_v1
         self.namespace = namespace
         self.name = name
+        #: what was last read or written: a step writes only when the core's evidence differs
+        self.written: dict[str, tuple[int, int]] = {}
+
+    def sync(self, current: dict[str, tuple[int, int]]) -> None:
+        """Write ``current`` if it differs from what was last read or written."""
+        if current != self.written and self.save(current):
+            self.written = current
 
     def load(self) -> dict[str, Any]:
         """The stored evidence; {} when there is none or it cannot be read (logged)."""

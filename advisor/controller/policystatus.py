@@ -25,6 +25,7 @@ when they changed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.controller.metrics import Metrics
-from advisor.model import ActionRecord
+from advisor.model import ActionRecord, Mode
 
 __all__ = ["MAX_LISTED_JOBS", "PolicyBook", "PolicyFigures", "policy_figures"]
 
@@ -95,6 +96,16 @@ class PolicyBook:
         self.errors: dict[str, str] = {}
         self.hours: dict[str, float] = {}  # GPU-hours flagged non-learning, per policy
         self.written: dict[str, dict[str, Any]] = {}  # figures last written, per policy
+
+    def governing(self, *, recommend_only: bool = False) -> list[Any]:
+        """The valid policies, by name; with ``recommend_only`` (the cluster-wide safety rail) each
+        as if its mode were Recommend, whatever it says."""
+        policies = sorted(self.policies.values(), key=lambda p: p.name)
+        if not recommend_only:
+            return policies
+        return [
+            dataclasses.replace(p, spec=dataclasses.replace(p.spec, mode=Mode.RECOMMEND)) for p in policies
+        ]
 
     def on_event(self, event_type: str, body: Mapping[str, Any]) -> None:
         from policies import PolicyError, load_policy

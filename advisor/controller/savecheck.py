@@ -25,14 +25,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from advisor.controller.kueue import KUEUE_GROUP, Workload
+from advisor.model import ActionKind, Decision
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONTROLLER_NAME", "SaveWindowCheck"]
+__all__ = ["CONTROLLER_NAME", "SaveWindowCheck", "ready_message"]
 
 #: ``spec.controllerName`` of the AdmissionChecks the advisor answers
 CONTROLLER_NAME = "trainjob-advisor.io/save-window"
 _JSON_PATCH = "application/json-patch+json"
+
+
+def ready_message(decision: Decision) -> str:
+    """What the check says when it lets a workload start: that the advisor looked, and the grace
+    period it set, if it set one."""
+    graces = [a.reason for a in decision.actions if a.kind is ActionKind.SET_GRACE_PERIOD]
+    return "trainjob-advisor looked at the job before its start" + (f": {graces[0]}" if graces else "")
 
 
 def _now_iso() -> str:

@@ -315,7 +315,7 @@ def test_a_job_deleted_while_its_checkpoint_awaits_the_ack_ends_the_sequence_wit
     feed(e, range(10, 30, 10))
     rid = api.pod_annotations["team-a/llm-0"]["advisor.trainjob-advisor.io/checkpoint-request"]
     assert list(e.actuator.pending_for(KEY)) == [rid]
-    with caplog.at_level(logging.INFO, logger="advisor.controller.engine"):
+    with caplog.at_level(logging.INFO, logger="trainjob_advisor.audit"):
         e.enqueue("job", "DELETED", trainjob())
         e.step(T0 + 100)
     dropped = [r.audit for r in caplog.records if getattr(r, "audit", {}).get("outcome") == "dropped"]

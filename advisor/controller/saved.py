@@ -1,0 +1,95 @@
+"""What a controller restart finds: the persisted TrainJobForecast statuses, adopted job by job.
+
+At start-up the controller lists every TrainJobForecast once (``SavedStatuses.load``). Each
+status holds its job's core state (history, checkpoints, action log) and the actions still in
+flight; they are restored when the job is first seen again (``restore``), so a restart neither
+forgets a run's history nor repeats an action half done. Two things cannot wait for the job: the
+policies' hourly caps (a restart must not reset ``maxActionsPerHour``, so the capped actions are
+counted at once) and the conditions' transition times (kept until the first status is rendered).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from advisor.controller.actuator import Actuator
+from advisor.controller.store import ForecastStore, decode_history
+from advisor.core import AdvisorCore
+from advisor.model import DISRUPTIVE_KINDS, job_key
+
+__all__ = ["SavedStatuses"]
+
+
+def _json(raw: object) -> Any:
+    try:
+        return json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+
+
+class SavedStatuses:
+    """The persisted statuses of the jobs not seen again yet."""
+
+    def __init__(self, store: ForecastStore, core: AdvisorCore, actuator: Actuator) -> None:
+        self._store, self._core, self._actuator = store, core, actuator
+        #: job key -> its persisted status, until the job is seen again
+        self.pending: dict[str, Mapping[str, Any]] = {}
+        self._conditions: dict[str, Mapping[str, Any]] = {}
+
+    def load(self, forecasts: Sequence[Mapping[str, Any]]) -> int:
+        """Adopt the listed TrainJobForecasts; returns how many carry a status."""
+        for obj in forecasts:
+            meta = obj.get("metadata") or {}
+            status = obj.get("status") or {}
+            if not (meta.get("namespace") and meta.get("name")):
+                continue
+            key = job_key(meta["namespace"], meta["name"])
+            generation = meta.get("generation")
+            self._store.known(key, generation if isinstance(generation, int) else None)
+            if status:
+                self.pending[key] = status
+                self._conditions[key] = status
+                self._note_capped_actions(status)
+        return len(self.pending)
+
+    def _note_capped_actions(self, status: Mapping[str, Any]) -> None:
+        """Count the saved job's capped actions toward its policies' hourly caps now, before the
+        job is seen again: a restart must not reset ``maxActionsPerHour``."""
+        from advisor.core.codec import action_from_dict
+
+        data = _json(status.get("coreState"))
+        if not isinstance(data, Mapping):
+            return
+        actions: dict[str, list[tuple[str, float]]] = {}
+        for item in data.get("actions") or []:
+            rec = action_from_dict(item)
+            if (
+                rec is not None
+                and rec.kind in DISRUPTIVE_KINDS
+                and rec.policy
+                and rec.outcome != "recommended"
+            ):
+                actions.setdefault(rec.policy, []).append((rec.request_id, rec.time))
+        for policy, found in actions.items():
+            self._core.note_policy_actions(policy, found)
+
+    def restore(self, key: str) -> None:
+        """The job is seen again: hand its core state and in-flight actions back (once)."""
+        status = self.pending.pop(key, None)
+        if not status:
+            return
+        data = _json(status.get("coreState"))
+        if isinstance(data, Mapping):
+            history = status.get("history")
+            if "history" not in data and isinstance(history, Mapping):  # stored beside coreState
+                data = {**data, "history": decode_history(history)}
+            self._core.restore(key, data)
+        pending = _json(status.get("pendingActions"))
+        if isinstance(pending, Mapping):
+            self._actuator.restore_pending(key, pending)
+
+    def conditions(self, key: str) -> Mapping[str, Any] | None:
+        """The saved status whose conditions the job's first rendered status continues (once)."""
+        return self._conditions.pop(key, None)
