@@ -21,6 +21,9 @@ from typing import Any, Protocol
 
 from advisor.core.history import DEFAULT_MAX_POINTS, History
 from advisor.core.lifecycle import derive_phase
+from advisor.core.policy_caps import PolicyActionLog
+from advisor.core.readings import Ack, note_checkpoint, note_throughput
+from advisor.core.readings import rate as measured_rate
 from advisor.core.record import (
     JobRecord,
     arrival_bounded,
@@ -46,16 +49,12 @@ from advisor.model import (
     Phase,
     ProgressSample,
 )
-from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S, SAVE_SECONDS_METRIC
+from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S
 
 __all__ = ["AdvisorCore", "JobRecord", "PolicyLike"]
 
 #: actions kept per job (older ones only matter for caps/cooldowns, which look back an hour or so)
 MAX_ACTIONS_KEPT = 50
-#: weight of the newest throughput measurement in the per-node-count moving average
-THROUGHPUT_EWMA = 0.3
-#: how far back the per-policy action log reaches (the cap is per hour)
-CAP_WINDOW_S = 3600.0
 
 
 class PolicyLike(Protocol):
@@ -157,12 +156,10 @@ class AdvisorCore:
         self.lazy_forecast = lazy_forecast
         self._judged = judged or _default_judged
         self._records: dict[str, JobRecord] = {}
-        #: policy -> request id -> time of its capped actions (pruned to the cap's window)
-        self._policy_actions: dict[str, dict[str, float]] = {}
+        #: every policy's recent capped actions, on any job (its hourly cap)
+        self._caps = PolicyActionLog()
         #: saves on SIGTERM per runtime, over live and forgotten jobs (the prior of new ones)
         self._runtime = RuntimeSigtermPool()
-        #: (snapshot, its recent policy actions, the snapshot with them): see ``_with_policy_actions``
-        self._capped: tuple[ClusterView, dict[str, tuple[float, ...]], ClusterView] | None = None
         self.forecasts_made = 0
         #: acknowledgements naming a request this job never had (forged, or another job's): ignored
         self.forged_acks = 0
@@ -197,7 +194,11 @@ class AdvisorCore:
             rec.progress_percentage = float(pct)
         if sample.total_steps is not None and sample.total_steps > 0:
             rec.total_steps = int(sample.total_steps)
-        acked = self._note_checkpoint(rec, sample, now)
+        ack, forged = note_checkpoint(rec, sample, now)
+        self.forged_acks += forged
+        if ack is Ack.ANSWERED and sample.last_checkpoint_request is not None:
+            self._set_outcome(rec, sample.last_checkpoint_request, "acknowledged")
+        acked = ack is not Ack.NONE
         prev_step = rec.step if len(rec.history) else None
         outcome = rec.history.append(sample)
         when = sample.time if sample.time is not None else now
@@ -218,7 +219,7 @@ class AdvisorCore:
                 rec.last_step_change = at
             if prev_step is not None and outcome == "appended" and sample.step > prev_step:
                 rec.report_gap = sample.step - prev_step
-            self._note_throughput(rec, sample.step, when, nodes, restart=outcome == "restart")
+            note_throughput(rec, sample.step, when, nodes, restart=outcome == "restart")
             return True
         if outcome == "invalid" and sample.loss is None and prev_step is not None and sample.step > prev_step:
             # progress without a loss value still proves the job is not hung
@@ -228,78 +229,18 @@ class AdvisorCore:
             return True
         return acked or rec.history.last_evals_added > 0
 
-    def _note_checkpoint(self, rec: JobRecord, sample: ProgressSample, now: float) -> bool:
-        step = sample.last_checkpoint_step
-        request = sample.last_checkpoint_request
-        cp = rec.checkpoint
-        if step is None and request is None:
-            return False
-        answers_pending = cp.pending_request is not None and request == cp.pending_request
-        if request is not None and request != rec._ack_seen:
-            rec._ack_seen = request  # the helper repeats its last ack in every report: count it once
-            if not answers_pending and all(a.request_id != request for a in rec.actions):
-                self.forged_acks += 1
-        new_step = step is not None and step != cp.last_step
-        if not (answers_pending or new_step):
-            return False
-        when = sample.time if sample.time is not None else now
-        cost = cp.cost_seconds
-        if answers_pending and cp.pending_since is not None:
-            latency = max(0.0, when - cp.pending_since)
-            cost = latency if cost is None else 0.5 * cost + 0.5 * latency
-        save = sample.metrics.get(SAVE_SECONDS_METRIC)
-        save_s = cp.save_seconds
-        if isinstance(save, int | float) and math.isfinite(save) and save >= 0:
-            # the longest recent save (halving the excess on each shorter one): the save window
-            # must cover a slow save, not the average one
-            save_s = float(save) if save_s is None or save >= save_s else 0.5 * (save_s + float(save))
-        rec.checkpoint = dataclasses.replace(
-            cp,
-            save_seconds=save_s,
-            last_step=step if step is not None else cp.last_step,
-            last_time=when,
-            cost_seconds=cost,
-            pending_request=None if answers_pending else cp.pending_request,
-            pending_since=None if answers_pending else cp.pending_since,
-        )
-        if answers_pending and request is not None:
-            self._set_outcome(rec, request, "acknowledged")
-        return True
-
-    def _note_throughput(self, rec: JobRecord, step: int, when: float, nodes: int, *, restart: bool) -> None:
-        anchor = rec._rate_anchor
-        rec._rate_anchor = (step, when, nodes)
-        if anchor is None or restart or anchor[2] != nodes:
-            return
-        dt = when - anchor[1]
-        ds = step - anchor[0]
-        if dt <= 0 or ds <= 0:
-            return
-        rate = ds / dt
-        old = rec.throughput.get(nodes)
-        rec.throughput[nodes] = rate if old is None else (1 - THROUGHPUT_EWMA) * old + THROUGHPUT_EWMA * rate
-
     # -------------------------------------------------------------------------------- forecast
-    @staticmethod
-    def _rate(rec: JobRecord) -> float | None:
-        """Steps per second at the node count of the latest measurement."""
-        if not rec.throughput:
-            return None
-        anchor = rec._rate_anchor
-        rate = rec.throughput.get(anchor[2]) if anchor is not None else None
-        return rate if rate is not None else max(rec.throughput.values())
-
     def steps_per_second(self, key: str) -> float | None:
         """The job's measured throughput at its current size (None before two samples)."""
         rec = self._records.get(key)
-        return None if rec is None else self._rate(rec)
+        return None if rec is None else measured_rate(rec)
 
     def expected_run_s(self, key: str) -> float | None:
         """The job's whole run at its measured throughput (None until steps and rate are known)."""
         rec = self._records.get(key)
         if rec is None or not rec.total_steps:
             return None
-        rate = self._rate(rec)
+        rate = measured_rate(rec)
         return rec.total_steps / rate if rate else None
 
     def forecast_bound(self, key: str) -> float:
@@ -311,7 +252,7 @@ class AdvisorCore:
     def _quiet_bound(self, rec: JobRecord) -> float:
         bound = self.forecast_interval_s
         if self.forecast_run_fraction > 0 and rec.total_steps:
-            rate = self._rate(rec)
+            rate = measured_rate(rec)
             if rate:
                 bound = max(bound, self.forecast_run_fraction * rec.total_steps / rate)
         return bound
@@ -400,28 +341,6 @@ class AdvisorCore:
             return rec.learning
         return record_learning_state(rec, now)
 
-    def _with_policy_actions(self, cluster: ClusterView, now: float) -> ClusterView:
-        """The cluster view plus the recent capped actions of every policy, on any job: the
-        loop sees all jobs, a one-job view does not, so the hourly cap is counted here."""
-        if cluster.policy_action_times or not self._policy_actions:
-            return cluster
-        horizon = now - CAP_WINDOW_S
-        recent: dict[str, tuple[float, ...]] = {}
-        for name, actions in self._policy_actions.items():
-            for rid in [rid for rid, t in actions.items() if t <= horizon]:
-                del actions[rid]
-            if actions:
-                recent[name] = tuple(sorted(actions.values()))
-        # every job of a tick is decided against the same snapshot: the view with the actions is
-        # made once per snapshot and set of actions, so that it keeps the per-snapshot index of
-        # ``policies.index`` (keyed by identity) too
-        capped = self._capped
-        if capped is not None and capped[0] is cluster and capped[1] == recent:
-            return capped[2]
-        view = dataclasses.replace(cluster, policy_action_times=recent)
-        self._capped = (cluster, recent, view)
-        return view
-
     def evaluate(
         self, job: JobView, cluster: ClusterView, *, now: float, forecast_interval_s: float | None = None
     ) -> Decision:
@@ -462,7 +381,7 @@ class AdvisorCore:
                 advice=_default_advice(view),
             )
         else:
-            decision = self._decider(view, self._with_policy_actions(cluster, now), policy, now=now)
+            decision = self._decider(view, self._caps.with_actions(cluster, now), policy, now=now)
         rec.rule_state = {k: float(v) for k, v in decision.state.items()}
         rec.last_decision = decision
         return decision
@@ -518,26 +437,12 @@ class AdvisorCore:
     def note_policy_actions(self, policy: str, actions: Iterable[tuple[str, float]]) -> int:
         """Adopt ``(request id, time)`` of ``policy``'s capped actions kept elsewhere (its
         AdvisorPolicy status, or the action logs of saved jobs not yet seen again after a restart),
-        so that a restart does not reset the hourly cap. An action already known (by its request
-        id) is not counted twice; returns how many were new."""
-        known = self._policy_actions.setdefault(policy, {})
-        added = 0
-        for rid, t in actions:
-            if rid in known or isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
-                continue
-            known[rid] = float(t)
-            added += 1
-        return added
+        so that a restart does not reset the hourly cap; returns how many were new."""
+        return self._caps.note(policy, actions)
 
     def policy_actions(self, policy: str, now: float) -> tuple[tuple[str, float], ...]:
-        """``(request id, time)`` of ``policy``'s capped actions within the cap's window before
-        ``now``, oldest first."""
-        window = [
-            (t, rid)
-            for rid, t in self._policy_actions.get(policy, {}).items()
-            if now - CAP_WINDOW_S < t <= now
-        ]
-        return tuple((rid, t) for t, rid in sorted(window))
+        """``(request id, time)`` of ``policy``'s capped actions within the hour before ``now``."""
+        return self._caps.recent(policy, now)
 
     def update_action(self, key: str, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
         rec = self._records.get(key)
