@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor.core import AdvisorCore
 from advisor.model import Action, ActionKind, ActionRecord, Mode, ProgressSample
+from simulator import replay_memo
 from simulator.look_schedule import LOOKS_PER_RUN, LookSchedule, learning_only
 from simulator.strategy import Cadence
 
@@ -80,6 +81,7 @@ class AdvisorStrategy:
     def _new_core(self) -> AdvisorCore:
         return AdvisorCore(
             self.policies,
+            forecaster=replay_memo.forecast,
             forecast_interval_s=self.forecast_interval_s,
             forecast_run_fraction=self.looks.run_fraction,
             lazy_forecast=True,

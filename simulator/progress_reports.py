@@ -11,7 +11,9 @@ Each report is what the job's trainer sends (``SimJob.progress_report``: its ste
 checkpoint acknowledgement, its planned steps and learning rate only when its reporter includes
 them), rendered as the ``status.trainerStatus`` the TrainJob would carry and parsed back by
 ``advisor.sources`` (``advisor.reported.read_back``, the back-test's path too): the core sees the
-sample the controller would, text-formatted values and whole-second update times included.
+sample the controller would, text-formatted values and whole-second update times included. A
+report parsed before (by another row of the scenario) is not parsed again
+(``simulator.replay_memo``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.model import ProgressSample
-from advisor.reported import read_back
 from advisor.training.report import Report
+from simulator import replay_memo
 from simulator.jobs import PEAK_LR, Phase, SimJob
 
 __all__ = ["PEAK_LR", "collect_samples"]
@@ -63,7 +65,7 @@ def collect_samples(job: SimJob, now: float) -> list[ProgressSample]:
     name, namespace = job.trace.name, job.namespace
     out: list[ProgressSample] = []
     for report in reports:
-        sample = read_back(report, name=name, namespace=namespace, now=now)
+        sample = replay_memo.sample(report, name=name, namespace=namespace, now=now)
         if sample is not None:
             out.append(sample)
     return out

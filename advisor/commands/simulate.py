@@ -326,14 +326,17 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
         raise CommandError(str(exc)) from None
     settings, budget = checked_grid(args.sweep, args.max_wrong, args.policy[0], args.workers)
     scenario = scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seeds[0]}))
-    tasks: list[tuple[argparse.Namespace, int, Any]] = [(args, seed, None) for seed in seeds]
-    tasks += [(args, seed, setting) for setting in settings for seed in seeds]
+    # seed by seed: a worker replaying a seed's settings one after another finds most of the
+    # reports and curves of the previous ones already parsed and fitted (simulator.replay_memo)
+    tasks: list[tuple[argparse.Namespace, int, Any]] = [
+        (args, seed, setting) for seed in seeds for setting in (None, *settings)
+    ]
     results = run_grid(
         sweep_task, tasks, workers=args.workers, ray_address=args.ray, unit="run", quiet=args.quiet
     )
-    n = len(seeds)
-    base = results[:n]
-    rows = [results[n + i * n : n + (i + 1) * n] for i in range(len(settings))]
+    n, per_seed = len(seeds), len(settings) + 1
+    base = results[::per_seed]
+    rows = [results[1 + i :: per_seed] for i in range(len(settings))]
     label = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
     return report_sweep(
         sweep_points(settings, seeds, base, rows),

@@ -51,7 +51,7 @@ from advisor.model import (
 )
 from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S
 
-__all__ = ["AdvisorCore", "JobRecord", "PolicyLike"]
+__all__ = ["AdvisorCore", "JobRecord", "PolicyLike", "training_loss_forecast"]
 
 #: actions kept per job (older ones only matter for caps/cooldowns, which look back an hour or so)
 MAX_ACTIONS_KEPT = 50
@@ -69,10 +69,11 @@ Decider = Callable[..., Decision]
 Judged = Callable[[Any, JobView, float], bool]
 
 
-def _default_forecaster(curve: Curve, total_steps: int | None) -> Forecast:
+def training_loss_forecast(curve: Curve, total_steps: int | None) -> Forecast:
+    """The loop's default forecaster: a job's history is its training loss (its eval metrics are
+    forecast by the learning state), the objective the optimiser minimises, which does not turn."""
     from advisor.forecast import forecast_curve
 
-    # the history's main curve is the training loss (eval metrics are forecast by the state)
     return forecast_curve(curve, total_steps=total_steps, training_loss=True)
 
 
@@ -150,7 +151,7 @@ class AdvisorCore:
         self.forecast_interval_s = forecast_interval_s
         self.max_history_points = max_history_points
         self.forecast_run_fraction = forecast_run_fraction
-        self._forecaster = forecaster or _default_forecaster
+        self._forecaster = forecaster or training_loss_forecast
         self._selector = selector or _default_selector
         self._decider = decider or _default_decider
         self.lazy_forecast = lazy_forecast

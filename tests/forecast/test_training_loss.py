@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.core.loop import _default_forecaster
+from advisor.core.loop import training_loss_forecast
 from advisor.forecast import forecast
 from advisor.forecast.state import _label
 from advisor.model import Curve
@@ -62,7 +62,7 @@ def test_a_flat_training_loss_keeps_a_high_plateau_probability() -> None:
 def test_the_core_loop_forecasts_its_history_as_a_training_loss() -> None:
     y = _rising()
     curve = Curve(steps=tuple(STEPS), values=tuple(y))
-    assert _default_forecaster(curve, 3000) == forecast(STEPS, y, total_steps=3000, training_loss=True)
+    assert training_loss_forecast(curve, 3000) == forecast(STEPS, y, total_steps=3000, training_loss=True)
 
 
 def test_a_run_whose_eval_surely_stopped_is_not_labelled_learning() -> None:

@@ -69,6 +69,7 @@ def test_the_simulator_and_the_back_test_share_the_one_parse(monkeypatch: pytest
     """Every sample a row is fed was parsed by ``advisor.sources.sample_from_object`` from a
     TrainJob object, through ``advisor.reported`` (the back-test's path), not built by hand."""
     import advisor.reported as reported
+    from simulator import replay_memo
 
     bodies: list[dict[str, Any]] = []
     real = reported.sample_from_object
@@ -78,6 +79,7 @@ def test_the_simulator_and_the_back_test_share_the_one_parse(monkeypatch: pytest
         return real(body, now=now)
 
     monkeypatch.setattr(reported, "sample_from_object", spy)
+    replay_memo.clear()  # no report parsed by an earlier replay in this process
     row = Listening()
     run_strategy(_jobs(2, QUIET), row)
     assert row.samples and len(bodies) == len(row.samples)
