@@ -94,8 +94,9 @@ class Controller:
             raise self.error
 
 
-def queue_objects(cq: str, namespace: str, *, gpus: int = 16) -> list[dict[str, Any]]:
-    """A ResourceFlavor, a ClusterQueue of ``gpus`` GPUs and the LocalQueue ``queue`` in ``namespace``."""
+def queue_objects(cq: str, namespace: str, *, gpus: int = 16, **spec: Any) -> list[dict[str, Any]]:
+    """A ResourceFlavor, a ClusterQueue of ``gpus`` GPUs (``spec``: more of its spec, such as
+    ``preemption`` or ``admissionChecksStrategy``) and the LocalQueue ``queue`` in ``namespace``."""
     return [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": cq}},
         {
@@ -104,6 +105,7 @@ def queue_objects(cq: str, namespace: str, *, gpus: int = 16) -> list[dict[str, 
             "metadata": {"name": cq},
             "spec": {
                 "namespaceSelector": {},
+                **spec,
                 "resourceGroups": [
                     {
                         "coveredResources": ["nvidia.com/gpu"],

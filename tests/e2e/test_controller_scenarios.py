@@ -30,6 +30,7 @@ from controller_harness import (
     TRAINER,
     Controller,
     admitting,
+    queue_objects,
     release_reservation,
     wait_for,
     workload_admitted,
@@ -519,33 +520,7 @@ def test_apply_release_frees_real_kueue_quota_for_a_pending_job(
     control_plane: cp.ControlPlane, cluster: Cluster, controller: Controller, policy_cleanup: list[str]
 ) -> None:
     cq = f"gpu-{cluster.ns[-6:]}"
-    control_plane.apply(
-        [
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": cq}},
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": cq},
-                "spec": {
-                    "namespaceSelector": {},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["nvidia.com/gpu"],
-                            "flavors": [
-                                {"name": cq, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "16"}]}
-                            ],
-                        }
-                    ],
-                },
-            },
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": "queue", "namespace": cluster.ns},
-                "spec": {"clusterQueue": cq},
-            },
-        ]
-    )
+    control_plane.apply(queue_objects(cq, cluster.ns))
     name = f"kq-{cluster.ns[-6:]}"
     policy_cleanup.append(name)
     try:

@@ -18,7 +18,7 @@ from typing import Any
 import controlplane as cp
 import pytest
 import yaml
-from controller_harness import FAST, KUEUE, TRAINER, Controller, release_reservation, wait_for
+from controller_harness import FAST, KUEUE, TRAINER, Controller, queue_objects, release_reservation, wait_for
 from kubernetes.client.exceptions import ApiException
 from test_controller_scenarios import Cluster, learning_curve
 
@@ -44,34 +44,7 @@ def cluster(admin_api: Any, e2e_namespace: str) -> Cluster:
 def queue(control_plane: cp.ControlPlane, cluster: Cluster) -> Iterator[str]:
     """A 16-GPU ClusterQueue that preempts lower priorities, and the namespace's LocalQueue on it."""
     cq = f"pre-{cluster.ns[-6:]}"
-    control_plane.apply(
-        [
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": cq}},
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": cq},
-                "spec": {
-                    "namespaceSelector": {},
-                    "preemption": {"withinClusterQueue": "LowerPriority"},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["nvidia.com/gpu"],
-                            "flavors": [
-                                {"name": cq, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "16"}]}
-                            ],
-                        }
-                    ],
-                },
-            },
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": "queue", "namespace": cluster.ns},
-                "spec": {"clusterQueue": cq},
-            },
-        ]
-    )
+    control_plane.apply(queue_objects(cq, cluster.ns, preemption={"withinClusterQueue": "LowerPriority"}))
     yield cq
     control_plane.delete_namespace(cluster.ns)
     control_plane.delete("kueue.x-k8s.io/v1beta2", "ClusterQueue", cq, wait_s=30)

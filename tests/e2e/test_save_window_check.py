@@ -18,7 +18,7 @@ from typing import Any
 import controlplane as cp
 import pytest
 import yaml
-from controller_harness import KUEUE, TRAINER, Controller, wait_for
+from controller_harness import KUEUE, TRAINER, Controller, queue_objects, wait_for
 from test_controller_scenarios import Cluster, learning_curve
 from test_preemption_guard import GRACE_COMPONENT, _runtime_patches, _true, _workload
 
@@ -57,30 +57,9 @@ def checked_queue(control_plane: cp.ControlPlane, cluster: Cluster) -> Iterator[
                 "metadata": {"name": check},
                 "spec": {"controllerName": CONTROLLER_NAME},
             },
-            {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": cq}},
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": cq},
-                "spec": {
-                    "namespaceSelector": {},
-                    "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["nvidia.com/gpu"],
-                            "flavors": [
-                                {"name": cq, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "64"}]}
-                            ],
-                        }
-                    ],
-                },
-            },
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": "queue", "namespace": cluster.ns},
-                "spec": {"clusterQueue": cq},
-            },
+            *queue_objects(
+                cq, cluster.ns, gpus=64, admissionChecksStrategy={"admissionChecks": [{"name": check}]}
+            ),
         ]
     )
     yield check
