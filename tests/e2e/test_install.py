@@ -85,6 +85,12 @@ def test_the_grace_period_rbac_is_the_kustomize_components_on_request(tools: Too
 
     plain, granted = controller_role({}), controller_role({"rbac": {"trainJobGracePeriod": True}})
     assert granted["rules"] == plain["rules"] + component[0]["rules"]
+    resize = list(
+        yaml.safe_load_all(
+            (MANIFESTS / "components" / "trainjob-resize" / "trainjob-resize.yaml").read_text()
+        )
+    )
+    assert controller_role({"rbac": {"trainJobResize": True}})["rules"] == plain["rules"] + resize[0]["rules"]
     assert not [r for r in plain["rules"] if "patch" in r["verbs"] and "trainjobs" in r["resources"]]
     out = tools.server_side_dry_run(
         by_kind(tools.helm_template({"rbac": {"trainJobGracePeriod": True}}, namespace=NS), "ClusterRole")
