@@ -1,0 +1,275 @@
+"""From records of any format to a loss history: the one place a file's rows become a curve.
+
+``advisor.sources.files`` reads a file and detects its format (CSV/TSV, JSONL, a JSON list, HF
+``trainer_state.json``), turning each row or ``log_history`` entry into a record: its location,
+its line number and its fields. What follows is the same for every format and lives here: naming
+the columns by role, choosing the metric, reading each value with the reason a bad one is
+refused (``SourceError``: file, line, reason) or merely skipped (a warning), and aligning the
+sparse series (an eval loss every 500 steps, a learning rate on training rows only).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from advisor.model import Curve
+from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
+from advisor.sources.columns import Column, resolve_columns
+
+__all__ = [
+    "METRICS",
+    "LoadedCurve",
+    "Record",
+    "SourceError",
+    "assemble",
+    "choose_metric",
+    "is_number",
+    "listing",
+    "total_from",
+]
+
+#: what ``metric=`` accepts: the training loss or the evaluation loss
+METRICS = ("loss", "eval_loss")
+
+Record = tuple[str, int | None, Mapping[str, object]]  # (location, line number, fields)
+
+
+class SourceError(Exception):
+    """A file that cannot be read as a loss history; ``str()`` is one line: ``file:line: reason``."""
+
+    def __init__(self, path: str | Path, reason: str, *, line: int | None = None, where: str | None = None):
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        location = f":{line}" if line is not None else (f" ({where})" if where else "")
+        super().__init__(f"{self.path}{location}: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedCurve:
+    """A loss history read from a file, in file order (restarts are kept, not sorted away)."""
+
+    steps: tuple[float, ...]
+    values: tuple[float, ...]
+    times: tuple[float, ...] | None = None
+    learning_rates: tuple[float, ...] | None = None
+    epochs: tuple[float, ...] | None = None
+    total_steps: int | None = None
+    metric: str = "loss"
+    source: str = ""
+    warnings: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def upto(self, step: float) -> LoadedCurve:
+        """The history as it stood when training first passed ``step`` (the prefix up to it)."""
+        end = next((i for i, s in enumerate(self.steps) if s > step), len(self.steps))
+
+        def cut(series: tuple[float, ...] | None) -> tuple[float, ...] | None:
+            return None if series is None else series[:end]
+
+        return replace(
+            self,
+            steps=self.steps[:end],
+            values=self.values[:end],
+            times=cut(self.times),
+            learning_rates=cut(self.learning_rates),
+            epochs=cut(self.epochs),
+        )
+
+    def as_curve(self) -> Curve:
+        """The shared ``Curve`` type, with a new segment wherever the step goes backwards."""
+        segments = (0, *(i for i in range(1, len(self.steps)) if self.steps[i] < self.steps[i - 1]))
+        return Curve(
+            steps=self.steps,
+            values=self.values,
+            times=self.times,
+            learning_rates=self.learning_rates,
+            epochs=self.epochs,
+            segments=segments,
+        )
+
+
+def assemble(
+    path: str | Path,
+    kind: str,
+    records: Sequence[Record],
+    metric: str | None,
+    curve_id: str | None,
+    roles: dict[str, tuple[str, ...]],
+    *,
+    warnings: list[str] | None = None,
+    names: Sequence[str] | None = None,
+) -> LoadedCurve:
+    warnings = warnings if warnings is not None else []
+    if not records:
+        raise SourceError(path, f"{kind} file has no data rows")
+    if names is None:
+        seen: dict[str, None] = {}
+        for _, _, fields in records:
+            seen.update(dict.fromkeys(k for k in fields if isinstance(k, str)))
+        names = list(seen)
+    columns = resolve_columns(names, roles)
+    metric_role, target = choose_metric(path, columns, metric, names)
+    if "step" not in columns:
+        raise SourceError(path, f"no step field (found: {listing(names)})")
+    records = _select_curve(path, records, columns.get("curve_id"), curve_id)
+
+    def strict(
+        location: str, line: int | None, column: Column, raw: object, *, time: bool = False
+    ) -> float | None:
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            return None
+        problems: list[str] = []
+        if time:
+            value = parse_duration(raw, column.name, problems)
+            if value is None:
+                value = parse_timestamp(raw, column.name, [])
+        else:
+            value = parse_float(raw, column.name, problems, allow_nonfinite=True)
+        if value is None:
+            where = None if line is not None else location
+            raise SourceError(
+                path, f"column {column.describe()}: {short_repr(raw)} is not a number", line=line, where=where
+            )
+        return value * column.scale
+
+    optional = [role for role in ("time", "learning_rate", "epoch") if role in columns]
+    steps: list[float] = []
+    values: list[float] = []
+    kept: list[int] = []
+    extra: dict[str, list[float]] = {role: [] for role in optional}
+    totals: list[float] = []
+    for index, (location, line, fields) in enumerate(records):
+        for role in optional:
+            value = strict(location, line, columns[role], fields.get(columns[role].name), time=role == "time")
+            extra[role].append(math.nan if value is None else value)
+        if "total_steps" in columns:
+            total = strict(location, line, columns["total_steps"], fields.get(columns["total_steps"].name))
+            if total is not None:
+                totals.append(total)
+        value = strict(location, line, target, fields.get(target.name))
+        if value is None:
+            continue  # sparse logging: this row does not carry the chosen metric
+        step = strict(location, line, columns["step"], fields.get(columns["step"].name))
+        if step is None or not math.isfinite(step) or step < 0:
+            reason = "missing step" if step is None else f"step {step} is not a non-negative number"
+            raise SourceError(path, reason, line=line, where=None if line is not None else location)
+        steps.append(step)
+        values.append(value)
+        kept.append(index)
+    if not steps:
+        raise SourceError(path, f"no row has a value for {target.describe()}")
+    series = {role: _aligned(extra[role], kept, role, warnings) for role in optional}
+    backwards = sum(1 for a, b in itertools.pairwise(steps) if b < a)
+    if backwards:
+        # what it means (restarts or an unsorted file) is the forecaster's call, said in its warnings
+        warnings.append(f"step goes backwards {backwards} time(s); kept in file order")
+    nonfinite = sum(1 for v in values if not math.isfinite(v))
+    if nonfinite:
+        warnings.append(f"{nonfinite} non-finite {target.name} values")
+    total_name = columns["total_steps"].name if "total_steps" in columns else "total_steps"
+    total_steps = total_from(totals[-1] if totals else None, total_name, warnings)
+    if totals and len(set(totals)) > 1:
+        warnings.append(f"total steps vary within the file; using the last value {total_steps}")
+    details = [f"{len(steps)} points of {target.describe()}", f"step {columns['step'].describe()}"]
+    details += [f"{role} {columns[role].describe()}" for role in optional if series[role] is not None]
+    return LoadedCurve(
+        steps=tuple(steps),
+        values=tuple(values),
+        times=series.get("time"),
+        learning_rates=series.get("learning_rate"),
+        epochs=series.get("epoch"),
+        total_steps=total_steps,
+        metric=metric_role,
+        source=f"{kind} {Path(path).name}: " + ", ".join(details),
+        warnings=tuple(warnings),
+    )
+
+
+def choose_metric(
+    path: str | Path, columns: dict[str, Column], metric: str | None, names: Sequence[str]
+) -> tuple[str, Column]:
+    if metric is None:
+        role = "loss" if "loss" in columns else "eval_loss"
+        if role not in columns:
+            raise SourceError(path, f"no loss field (found: {listing(names)})")
+        return role, columns[role]
+    if metric not in columns:
+        other = "eval_loss" if metric == "loss" else "loss"
+        hint = f"; the file has {columns[other].describe()}, use metric {other}" if other in columns else ""
+        wanted = "training-loss" if metric == "loss" else "evaluation-loss"
+        raise SourceError(path, f"no {wanted} field (found: {listing(names)}){hint}")
+    return metric, columns[metric]
+
+
+def _select_curve(
+    path: str | Path, records: Sequence[Record], column: Column | None, wanted: str | None
+) -> Sequence[Record]:
+    if column is None:
+        if wanted is not None:
+            raise SourceError(path, "a curve was chosen but the file holds one (no curve_id/run_id column)")
+        return records
+    ids = [str(fields.get(column.name, "")).strip() for _, _, fields in records]
+    distinct = list(dict.fromkeys(ids))
+    if wanted is None:
+        if len(distinct) > 1:
+            raise SourceError(
+                path,
+                f"the file holds {len(distinct)} curves (column '{column.name}': "
+                f"{listing(distinct)}); choose one",
+            )
+        return records
+    matches = [r for r, i in zip(records, ids, strict=True) if i == wanted.strip()]
+    if not matches:
+        found = listing(distinct)
+        raise SourceError(path, f"no curve {wanted!r} in column '{column.name}' (found: {found})")
+    return matches
+
+
+def _aligned(
+    values: list[float], kept: list[int], role: str, warnings: list[str]
+) -> tuple[float, ...] | None:
+    """Values of an optional series at the kept rows; gaps are filled from the nearest earlier
+    row (a learning rate logged on training rows, read at an eval row), else the first later one."""
+    known = [v for v in values if not math.isnan(v)]
+    if not known:
+        return None
+    filled: list[float] = []
+    last = known[0]
+    for value in values:
+        last = value if not math.isnan(value) else last
+        filled.append(last)
+    result = tuple(filled[i] for i in kept)
+    gaps = sum(1 for i in kept if math.isnan(values[i]))
+    if gaps:
+        warnings.append(f"{role} missing on {gaps} of {len(kept)} points; taken from neighbouring rows")
+    return result
+
+
+def total_from(raw: object, name: str, warnings: list[str]) -> int | None:
+    if raw is None:
+        return None
+    value = parse_float(raw, name, warnings)
+    if value is None or value < 1 or not value.is_integer():
+        warnings.append(f"{name} {short_repr(raw)} is not a positive whole number; ignored")
+        return None
+    return int(value)
+
+
+def is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def listing(items: Sequence[str], limit: int = 8) -> str:
+    shown = ", ".join(str(i) for i in items[:limit])
+    return (shown + f", ... ({len(items)} in all)" if len(items) > limit else shown) or "nothing"
