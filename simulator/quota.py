@@ -19,149 +19,24 @@ terminating), and a preempted workload keeps its original creation time, hence i
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+
+from simulator.quota_types import ClusterQueueSpec, PendingQueue, Preemption, QueueKey, QuotaError, Workload
 
 __all__ = ["ClusterQueueSpec", "Preemption", "QuotaError", "QuotaModel", "Workload"]
 
 _INF = 1 << 60
 
 
-class QuotaError(ValueError):
-    """An inconsistent cluster description (unknown queue, negative quota, ...)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterQueueSpec:
-    name: str
-    nominal_gpus: int
-    cohort: str | None = None
-    borrowing_limit: int | None = None
-    lending_limit: int | None = None
-    within_cluster_queue: str = "Never"  # Never | LowerPriority | LowerOrNewerEqualPriority
-    reclaim_within_cohort: str = "Never"  # Never | LowerPriority | Any
-    borrow_within_cohort: str = "Never"  # Never | LowerPriority
-    borrow_max_priority_threshold: int | None = None
-    queueing_strategy: str = "BestEffortFIFO"  # BestEffortFIFO | StrictFIFO
-
-    def __post_init__(self) -> None:
-        checks = {
-            "within_cluster_queue": (
-                self.within_cluster_queue,
-                {"Never", "LowerPriority", "LowerOrNewerEqualPriority"},
-            ),
-            "reclaim_within_cohort": (self.reclaim_within_cohort, {"Never", "LowerPriority", "Any"}),
-            "borrow_within_cohort": (self.borrow_within_cohort, {"Never", "LowerPriority"}),
-            "queueing_strategy": (self.queueing_strategy, {"BestEffortFIFO", "StrictFIFO"}),
-        }
-        for fname, (value, allowed) in checks.items():
-            if value not in allowed:
-                raise QuotaError(f"ClusterQueue {self.name}: {fname} {value!r} not one of {sorted(allowed)}")
-        if self.nominal_gpus < 0:
-            raise QuotaError(f"ClusterQueue {self.name}: nominal_gpus must be >= 0")
-        for fname in ("borrowing_limit", "lending_limit"):
-            v = getattr(self, fname)
-            if v is not None and v < 0:
-                raise QuotaError(f"ClusterQueue {self.name}: {fname} must be >= 0")
-        if self.cohort is None and self.borrowing_limit not in (None, 0):
-            raise QuotaError(f"ClusterQueue {self.name}: borrowing_limit needs a cohort")
-        if self.lending_limit is not None and self.lending_limit > self.nominal_gpus:
-            raise QuotaError(f"ClusterQueue {self.name}: lending_limit exceeds nominal_gpus")
-        if self.reclaim_within_cohort == "Never" and self.borrow_within_cohort != "Never":
-            raise QuotaError(f"ClusterQueue {self.name}: borrowWithinCohort needs reclaimWithinCohort")
-
-    @property
-    def guaranteed(self) -> int:
-        """The part of the nominal quota never lent to the cohort."""
-        return self.nominal_gpus - (self.nominal_gpus if self.lending_limit is None else self.lending_limit)
-
-
-@dataclass(slots=True)
-class Workload:
-    uid: int
-    job: str
-    cluster_queue: str
-    gpus: int
-    priority: int = 0
-    created_at: float = 0.0
-    boost: int = 0
-    active: bool = True
-    admitted: bool = False
-    admitted_at: float | None = None
-    finished: bool = False
-
-    def order_key(self, boost_enabled: bool) -> tuple[int, float, int]:
-        return (-(self.priority + (self.boost if boost_enabled else 0)), self.created_at, self.uid)
-
-
-@dataclass(frozen=True, slots=True)
-class Preemption:
-    victim: Workload
-    preemptor: Workload
-    reason: str  # InClusterQueue | InCohortReclamation | InCohortReclaimWhileBorrowing
-
-
-_Key = tuple[int, float, int]
-
-
-def _first(entry: tuple[_Key, Workload]) -> _Key:
-    return entry[0]
-
-
-@dataclass(slots=True)
-class _Queue:
-    spec: ClusterQueueSpec
-    usage: int = 0
-    #: the queue in Kueue order (effective priority, then creation time, then uid)
-    pending: list[tuple[_Key, Workload]] = field(default_factory=list)
-    admitted: dict[int, Workload] = field(default_factory=dict)
-    #: the same entries by size (GPUs), each list in queue order: a scheduling pass visits only the
-    #: sizes that may still be admitted, so a long backlog of workloads that cannot be costs nothing
-    by_size: dict[int, list[tuple[_Key, Workload]]] = field(default_factory=dict)
-    #: the key each pending workload was queued under (uid -> key)
-    keys: dict[int, _Key] = field(default_factory=dict)
-
-    def add(self, key: _Key, wl: Workload) -> None:
-        entry = (key, wl)
-        bisect.insort(self.pending, entry, key=_first)
-        bisect.insort(self.by_size.setdefault(wl.gpus, []), entry, key=_first)
-        self.keys[wl.uid] = key
-
-    def remove(self, wl: Workload) -> None:
-        key = self.keys.pop(wl.uid, None)
-        if key is None:
-            return
-        for entries in (self.pending, self.by_size.get(wl.gpus, [])):
-            i = bisect.bisect_left(entries, key, key=_first)
-            if i < len(entries) and entries[i][1] is wl:
-                del entries[i]
-            else:  # the workload changed size while queued: find it by identity
-                entries[:] = [e for e in entries if e[1] is not wl]
-        if wl.gpus in self.by_size and not self.by_size[wl.gpus]:
-            del self.by_size[wl.gpus]
-
-    def next_entry(self, after: _Key | None, below: int) -> tuple[_Key, Workload] | None:
-        """The first pending entry after ``after`` (in queue order) of fewer than ``below`` GPUs."""
-        best: tuple[_Key, Workload] | None = None
-        for gpus, entries in self.by_size.items():
-            if gpus >= below:
-                continue
-            i = 0 if after is None else bisect.bisect_right(entries, after, key=_first)
-            if i < len(entries) and (best is None or entries[i][0] < best[0]):
-                best = entries[i]
-        return best
-
-
 class QuotaModel:
     """ClusterQueues, cohorts, pending queues and admitted workloads; admission and preemption."""
 
     def __init__(self, queues: Iterable[ClusterQueueSpec], *, priority_boost_enabled: bool = False) -> None:
-        self.queues: dict[str, _Queue] = {}
+        self.queues: dict[str, PendingQueue] = {}
         for spec in queues:
             if spec.name in self.queues:
                 raise QuotaError(f"duplicate ClusterQueue {spec.name}")
-            self.queues[spec.name] = _Queue(spec)
+            self.queues[spec.name] = PendingQueue(spec)
         if not self.queues:
             raise QuotaError("no ClusterQueues")
         self.cohorts: dict[str, list[str]] = {}
@@ -398,7 +273,7 @@ class QuotaModel:
         return None
 
     @staticmethod
-    def _attempts(own: _Queue, would_borrow: bool, cross: bool) -> tuple[bool, ...]:
+    def _attempts(own: PendingQueue, would_borrow: bool, cross: bool) -> tuple[bool, ...]:
         """Kueue's attempts, in its order (``True``: the preemptor may borrow once admitted)."""
         forbidden = own.spec.borrow_within_cohort == "Never"
         if not cross or (forbidden and own.usage >= own.spec.nominal_gpus):
@@ -495,7 +370,7 @@ class QuotaModel:
         spec = q.spec
         can_preempt = spec.within_cluster_queue != "Never" or spec.reclaim_within_cohort != "Never"
         strict = spec.queueing_strategy == "StrictFIFO"
-        after: _Key | None = None
+        after: QueueKey | None = None
         while True:
             # Entries of at least ``no_fit`` GPUs cannot fit as they are, and those of at least
             # the smallest size that found no victims cannot preempt either (every later entry

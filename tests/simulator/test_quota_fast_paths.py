@@ -31,18 +31,18 @@ class LongWay(QuotaModel):
         )
 
     def schedule(self, now: float) -> tuple[list[Workload], list[quota_mod.Preemption]]:
-        original = quota_mod._Queue.next_entry
+        original = quota_mod.PendingQueue.next_entry
 
         def every(
-            q: quota_mod._Queue, after: quota_mod._Key | None, below: int
-        ) -> tuple[quota_mod._Key, Workload] | None:
+            q: quota_mod.PendingQueue, after: quota_mod.QueueKey | None, below: int
+        ) -> tuple[quota_mod.QueueKey, Workload] | None:
             return original(q, after, quota_mod._INF)
 
-        quota_mod._Queue.next_entry = every  # type: ignore[method-assign,assignment]
+        quota_mod.PendingQueue.next_entry = every  # type: ignore[method-assign,assignment]
         try:
             return super().schedule(now)
         finally:
-            quota_mod._Queue.next_entry = original  # type: ignore[method-assign]
+            quota_mod.PendingQueue.next_entry = original  # type: ignore[method-assign]
 
 
 def _specs(rng: random.Random) -> list[ClusterQueueSpec]:
