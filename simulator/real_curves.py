@@ -7,8 +7,14 @@ time-scaled to the job: the run's progress (its step over its last logged step) 
 job's steps, so a 20-minute log can stand for an 8-hour job. The job reports the logged values as
 they are (their own noise included), interpolated between logged points.
 
-The hidden truth for the verdicts is the run's own later record, judged as the back-test judges it:
-the logged series smoothed by a centred running median over 5% of its points. A real curve has no
+A run that logged an eval loss (a ``trainer_state.json`` with ``eval_loss`` entries) is replayed
+with it: each report carries the latest evaluation at or before its step, laid over the job's
+steps as the training loss is, and the run is judged by it, as the policies and the synthetic
+library's eval runs are.
+
+The hidden truth for the verdicts is the run's own later record of its judged series (the eval
+loss when it logged one, else the training loss), judged as the back-test judges it: smoothed by
+a centred running median over 5% of its points. A real curve has no
 known pathology (``pathology`` is ``"real"``, counted as healthy, so a release near its end is no
 saving) and no hang; its ``workload_type`` is ``fine-tuning`` unless the scenario labels it.
 """
@@ -29,6 +35,8 @@ CURVE_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv")
 #: index files beside the runs are not runs
 _INDEX_NAMES = ("index.csv", "runs.csv")
 _MIN_POINTS = 10
+#: evaluations a run needs for its eval loss to be replayed and judged (fewer say nothing of a trend)
+_MIN_EVALS = 3
 _SMOOTH_FRACTION = 0.05
 _LEARNING_THRESHOLD = 0.01
 
@@ -50,13 +58,23 @@ class RealCurve:
     xs: np.ndarray = field(repr=False)  # the run's progress at its logged points, in [0, 1]
     values: np.ndarray = field(repr=False)
     lrs: np.ndarray | None = field(default=None, repr=False)  # relative to the run's peak
+    #: the run's evaluations (progress in [0, 1] on the training run's scale, and the eval loss)
+    eval_xs: np.ndarray | None = field(default=None, repr=False)
+    eval_values: np.ndarray | None = field(default=None, repr=False)
     pathology: str = "real"
     workload_type: str = "fine-tuning"
     hang_step: int | None = None
+    _truth_xs: np.ndarray = field(init=False, repr=False, compare=False)
     _truth: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_truth", _smooth(self.values))
+        judged = (self.eval_xs, self.eval_values) if self.has_evals else (self.xs, self.values)
+        object.__setattr__(self, "_truth_xs", judged[0])
+        object.__setattr__(self, "_truth", _smooth(np.asarray(judged[1], dtype=float)))
+
+    @property
+    def has_evals(self) -> bool:
+        return self.eval_xs is not None and self.eval_values is not None and self.eval_xs.size > 0
 
     @property
     def logs_learning_rate(self) -> bool:
@@ -80,13 +98,18 @@ class RealCurve:
         return float(self.reports(np.array([step]))[1][0]) * peak
 
     def eval_observed(self, step: int) -> float | None:
-        """A real run is replayed by its training loss alone (its judged series and truth)."""
-        return None
+        """The run's latest evaluation at or before ``step`` (None before its first, or for a run
+        that logged none), as every report carries it until the next."""
+        if not self.has_evals:
+            return None
+        assert self.eval_xs is not None and self.eval_values is not None
+        i = int(np.searchsorted(self.eval_xs, float(self._x(step)), side="right")) - 1
+        return None if i < 0 else float(self.eval_values[i])
 
     def remaining_improvement(self, step: float) -> float:
         x = float(self._x(step))
-        here = float(np.interp(x, self.xs, self._truth))
-        later = self._truth[self.xs > x]
+        here = float(np.interp(x, self._truth_xs, self._truth))
+        later = self._truth[self._truth_xs > x]
         later = later[np.isfinite(later)]
         if not math.isfinite(here) or here == 0 or later.size == 0:
             return 0.0
@@ -101,7 +124,7 @@ class RealCurve:
         first = 0 if bad.size == 0 else int(bad[-1]) + 1
         if first >= y.size:
             return self.total_steps
-        return round(float(self.xs[first]) * self.total_steps)
+        return round(float(self._truth_xs[first]) * self.total_steps)
 
     def non_finite_from(self) -> int | None:
         bad = np.flatnonzero(~np.isfinite(self.values))
@@ -116,7 +139,7 @@ class RealCurveLibrary:
         if not folder.is_dir():
             raise ValueError(f"{folder}: --curves needs a folder of runs")
         self.folder = folder
-        self.curves: list[tuple[str, np.ndarray, np.ndarray, np.ndarray | None]] = []
+        self.curves: list[_Run] = []
         self.skipped = 0
         files = sorted(
             p
@@ -129,6 +152,7 @@ class RealCurveLibrary:
             except SourceError:
                 self.skipped += 1
                 continue
+            evals = _eval_series(path)
             for cid, curve in loaded:
                 steps = np.asarray(curve.steps, dtype=float)
                 back = np.nonzero(np.diff(steps) < 0)[0]
@@ -144,15 +168,59 @@ class RealCurveLibrary:
                     peak = np.nanmax(lr) if np.isfinite(lr).any() else 0.0
                     lrs = np.where(np.isfinite(lr), lr / peak, 1.0) if peak > 0 else None
                 name = f"{path.name}#{cid}" if cid is not None else path.name
-                self.curves.append((name, steps / steps[-1], values, lrs))
+                ev = evals.get(cid)
+                eval_xs = eval_values = None
+                if ev is not None:
+                    keep = (ev[0] >= steps[0]) & (ev[0] <= steps[-1]) & np.isfinite(ev[1])
+                    if int(keep.sum()) >= _MIN_EVALS:
+                        eval_xs, eval_values = ev[0][keep] / steps[-1], ev[1][keep]
+                self.curves.append(_Run(name, steps / steps[-1], values, lrs, eval_xs, eval_values))
         if not self.curves:
             raise ValueError(f"{folder}: no run with {_MIN_POINTS} or more points to draw curves from")
 
     @property
     def description(self) -> str:
         skipped = f"{self.skipped} unreadable or too short skipped"
-        return f"{len(self.curves)} real runs from {self.folder} ({skipped})"
+        evals = sum(1 for run in self.curves if run.eval_xs is not None)
+        return f"{len(self.curves)} real runs from {self.folder}, {evals} with an eval loss ({skipped})"
 
     def draw(self, rng: np.random.Generator, total_steps: int, seed: int) -> RealCurve:
-        name, xs, values, lrs = self.curves[int(rng.integers(len(self.curves)))]
-        return RealCurve(total_steps=int(total_steps), source=name, xs=xs, values=values, lrs=lrs)
+        run = self.curves[int(rng.integers(len(self.curves)))]
+        return RealCurve(
+            total_steps=int(total_steps),
+            source=run.name,
+            xs=run.xs,
+            values=run.values,
+            lrs=run.lrs,
+            eval_xs=run.eval_xs,
+            eval_values=run.eval_values,
+        )
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One real run as read: its training loss (and learning rate) and its evaluations."""
+
+    name: str
+    xs: np.ndarray
+    values: np.ndarray
+    lrs: np.ndarray | None
+    eval_xs: np.ndarray | None
+    eval_values: np.ndarray | None
+
+
+def _eval_series(path: Path) -> dict[str | None, tuple[np.ndarray, np.ndarray]]:
+    """``curve id -> (steps, eval losses)`` of the runs in ``path`` that logged an eval loss."""
+    try:
+        loaded = load_curves(path, metric="eval_loss")
+    except SourceError:
+        return {}
+    out: dict[str | None, tuple[np.ndarray, np.ndarray]] = {}
+    for cid, curve in loaded:
+        steps = np.asarray(curve.steps, dtype=float)
+        values = np.asarray(curve.values, dtype=float)
+        order = np.argsort(steps, kind="stable")
+        steps, values = steps[order], values[order]
+        last = np.r_[steps[1:] != steps[:-1], True]  # one evaluation per step: the last logged
+        out[cid] = (steps[last], values[last])
+    return out

@@ -72,3 +72,31 @@ def test_simulate_with_real_curves_says_which_curves(
     assert "curves: 2 real runs" in capsys.readouterr().out
     assert main(["simulate", "--jobs", "6", "--quiet", "--curves", str(tmp_path / "none")]) == 2
     assert "--curves needs a folder" in capsys.readouterr().err
+
+
+def test_a_real_run_with_an_eval_loss_is_replayed_with_it_and_judged_by_it(tmp_path: Path) -> None:
+    """A fine-tune whose training loss falls to the end while its eval loss turns up at 40%: the
+    job reports the latest evaluation, and the run stopped learning where the eval loss did."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    history: list[dict[str, float]] = []
+    for step in range(10, 2001, 10):
+        history.append({"step": step, "loss": 3.0 - step / 1000})
+        if step % 200 == 0:
+            x = step / 2000
+            history.append({"step": step, "eval_loss": 2.0 - x + 3.0 * max(0.0, x - 0.4) ** 2 * 4})
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history, "max_steps": 2000}))
+    lib = RealCurveLibrary(folder)
+    assert "1 with an eval loss" in lib.description
+    run = lib.draw(np.random.default_rng(0), 10_000, 0)
+    assert run.has_evals
+    assert run.eval_observed(500) is None  # before the first evaluation (at 10% of the run)
+    assert run.eval_observed(1_000) == pytest.approx(1.9)
+    assert run.eval_observed(1_999) == pytest.approx(1.9)  # held until the next one
+    assert run.eval_observed(2_000) == pytest.approx(1.8)
+    # the training loss still falls, but the eval loss is at its best near 40-50%: no more learning
+    assert 4_000 <= run.learning_end_step() <= 5_500
+    assert run.remaining_improvement(7_000) == 0.0 and run.remaining_improvement(1_000) > 0.1
+    # a run without evaluations is judged by its training loss, as before
+    plain = RealCurveLibrary(_runs(tmp_path / "plain")).draw(np.random.default_rng(0), 10_000, 0)
+    assert not plain.has_evals and plain.eval_observed(5_000) is None
