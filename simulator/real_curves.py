@@ -100,9 +100,8 @@ class RealCurve:
     def eval_observed(self, step: int) -> float | None:
         """The run's latest evaluation at or before ``step`` (None before its first, or for a run
         that logged none), as every report carries it until the next."""
-        if not self.has_evals:
+        if self.eval_xs is None or self.eval_values is None or not self.has_evals:
             return None
-        assert self.eval_xs is not None and self.eval_values is not None
         i = int(np.searchsorted(self.eval_xs, float(self._x(step)), side="right")) - 1
         return None if i < 0 else float(self.eval_values[i])
 
