@@ -200,6 +200,8 @@ class AdvisorCore:
         if ack is Ack.ANSWERED and sample.last_checkpoint_request is not None:
             self._set_outcome(rec, sample.last_checkpoint_request, "acknowledged")
         acked = ack is not Ack.NONE
+        if acked:
+            self._note_window(rec)
         prev_step = rec.step if len(rec.history) else None
         outcome = rec.history.append(sample)
         when = sample.time if sample.time is not None else now
@@ -221,6 +223,7 @@ class AdvisorCore:
             if prev_step is not None and outcome == "appended" and sample.step > prev_step:
                 rec.report_gap = sample.step - prev_step
             note_throughput(rec, sample.step, when, nodes, restart=outcome == "restart")
+            self._note_window(rec)
             return True
         if outcome == "invalid" and sample.loss is None and prev_step is not None and sample.step > prev_step:
             # progress without a loss value still proves the job is not hung
@@ -359,9 +362,7 @@ class AdvisorCore:
             rec.runtime, rec.gpus = job.runtime, job.gpus
             self._runtime.invalidate()
         rec.nodes = job.nodes
-        if (save_window(rec) is not None) != rec.window_pooled:
-            rec.window_pooled = not rec.window_pooled
-            self._runtime.invalidate()
+        self._note_window(rec)
         self._note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
         if self.lazy_forecast:
             view = self.view(job)
@@ -399,6 +400,16 @@ class AdvisorCore:
         rec.fresh_data, rec.forecast_at = True, None
         self._refresh_forecast(rec, now, forecast_interval_s)
         return True
+
+    def _note_window(self, rec: JobRecord) -> None:
+        """Pool the job's save window again when what a grace period is made of changed: its
+        size or its step plus save in whole seconds (the EWMA of its throughput moves with every
+        report; a fraction of a second of it changes no grace period)."""
+        w = save_window(rec)
+        key = None if w is None else (w[0], math.ceil(w[1] + w[2]))
+        if key != rec.pooled_window:
+            rec.pooled_window = key
+            self._runtime.invalidate()
 
     def _expire_checkpoint(self, rec: JobRecord, now: float) -> None:
         cp = rec.checkpoint

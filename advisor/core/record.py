@@ -67,8 +67,8 @@ class JobRecord:
     #: the job's size as the adapter last showed it (what its throughput and saves were measured at)
     gpus: int = 0
     nodes: int = 1
-    #: whether the pool holds this job's save window (``runtime_pool.save_window`` was not None)
-    window_pooled: bool = False
+    #: the save window the runtime pool last took: ``(gpus, ceil(step + save))``, None without one
+    pooled_window: tuple[int, int] | None = None
     #: the lifecycle phase last derived, and when it was entered (see ``advisor.core.lifecycle``)
     phase: Phase = Phase.RUNNING
     phase_since: float | None = None

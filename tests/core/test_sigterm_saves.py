@@ -110,3 +110,18 @@ def test_a_runtimes_save_windows_are_pooled_for_its_new_jobs_and_outlive_them() 
     assert core.view(elsewhere).runtime_save_windows == ()  # another runtime's jobs say nothing
     core.forget(JOB.key)  # the measured job is deleted: its window stays with the runtime
     assert core.view(newcomer).runtime_save_windows == ((gpus, step, save),)
+
+
+def test_a_peers_longer_saves_reach_the_pool_without_the_peer_being_evaluated_again() -> None:
+    core = _core()
+    run = dataclasses.replace(JOB, runtime="torch", admitted_at=0.0)
+    newcomer = JobView(namespace="ml", name="run-2", runtime="torch", gpus=8, admitted=False)
+    for i in range(1, 4):
+        _report(core, 100 * i, 60.0 * i, ckpt=100 * i, last_checkpoint_seconds=20.0)
+    core.evaluate(run, ClusterView(), now=200.0)
+    core.evaluate(newcomer, ClusterView(), now=201.0)
+    ((_, _, save),) = core.view(newcomer).runtime_save_windows
+    assert save == 20.0
+    _report(core, 400, 240.0, ckpt=400, last_checkpoint_seconds=80.0)  # a slow save, seen by observe
+    ((_, _, save),) = core.view(newcomer).runtime_save_windows
+    assert save == 80.0
