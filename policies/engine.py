@@ -355,9 +355,9 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
 def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now: float) -> Decision:
     """The decision on a job that is not running: no rule spoke, nothing is done but dropping a
     priority boost the advisor left on a Workload that went back to the queue, and setting the
-    grace period of an evicted TrainJob for its next start (``checkpoint.grace_period_action``:
-    the only moment the Trainer API allows it), in Apply mode only. Neither stops, releases or
-    changes what the job runs."""
+    grace period of a waiting TrainJob for its next start (``checkpoint.grace_period_action``:
+    the only moment the Trainer API allows it), in Apply mode (in Recommend mode the grace period
+    is a recommendation). Neither stops, releases or changes what the job runs."""
     gate = ctx.judge_reason
     actions: list[Action] = []
     if ctx.apply and job.phase not in (Phase.FINISHED, Phase.FAILED):

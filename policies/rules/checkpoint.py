@@ -93,13 +93,14 @@ def grace_period_action(ctx: Context, rule: CheckpointRule) -> Action | None:
     quota, before its first start or after an eviction. After one, the job's own step and save
     times (measured while it ran) give the need; before its first start, the save windows of the
     jobs of its runtime do (``policies.savewindow.peer_grace``), so that its first eviction can
-    save too. So only then, in Apply mode, with the rule's ``setGracePeriod``, on a Kueue-managed
+    save too. So only then, with the rule's ``setGracePeriod`` (in Recommend mode, the same said as a
+    recommendation), on a Kueue-managed
     TrainJob (a queue that can preempt it) or one a release may stop; the adapter checks that the
     job is still suspended before it writes. The value is whole seconds with no margin below the
     need; a grace period already at or above it is left alone. Trainer makes the value of a patch
     immutable, so a larger one later replaces the advisor's own patch."""
     job = ctx.job
-    if not (ctx.apply and rule.set_grace_period) or job.kind != "TrainJob":
+    if not rule.set_grace_period or job.kind != "TrainJob":
         return None
     if job.phase not in (Phase.PENDING, Phase.SUSPENDED) or job.grace_period_s is None:
         return None
@@ -123,13 +124,16 @@ def grace_period_action(ctx: Context, rule: CheckpointRule) -> Action | None:
     done = last_record(job, {ActionKind.SET_GRACE_PERIOD})
     if done is not None and done.outcome == "done" and done.stamp == job.version:
         return None  # written for this version of the job; the view has not caught up yet
-    return Action(
-        ActionKind.SET_GRACE_PERIOD,
-        SAVE_WINDOW,
+    reason = (
         f"set terminationGracePeriodSeconds to {need:.0f} for the next start (was "
-        f"{job.grace_period_s:.0f}): a save on SIGTERM needs {why}",
-        {"grace_period_s": need, "current_grace_period_s": job.grace_period_s},
+        f"{job.grace_period_s:.0f}): a save on SIGTERM needs {why}"
     )
+    params = {"grace_period_s": need, "current_grace_period_s": job.grace_period_s}
+    if not ctx.apply:  # what Apply would write, said once an hour (the actuator's repeat window)
+        return Action(
+            ActionKind.RECOMMEND, SAVE_WINDOW, "would " + reason, {**params, "would": "set-grace-period"}
+        )
+    return Action(ActionKind.SET_GRACE_PERIOD, SAVE_WINDOW, reason, params)
 
 
 def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:

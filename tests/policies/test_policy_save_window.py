@@ -150,7 +150,11 @@ def test_an_evicted_trainjob_gets_its_grace_period_set_for_its_next_start_in_app
     # the option is off by default, and Recommend mode never writes
     assert not _grace_sets(decide(j, c, policy({"checkpoint": {}}), now=T0))
     recommend = policy({"checkpoint": {"setGracePeriod": True}}, mode="Recommend")
-    assert not _grace_sets(decide(j, c, recommend, now=T0))
+    d = decide(j, c, recommend, now=T0)
+    assert not _grace_sets(d)
+    (said,) = [a for a in d.actions if a.params.get("would") == "set-grace-period"]
+    assert said.kind is ActionKind.RECOMMEND and said.params["grace_period_s"] == 44.0
+    assert said.reason.startswith("would set terminationGracePeriodSeconds to 44")
 
 
 def test_the_grace_period_is_never_set_on_a_running_or_finished_job_or_one_already_covered() -> None:
