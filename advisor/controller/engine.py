@@ -120,6 +120,7 @@ class Engine:
         self._forged_counted = 0
         #: where the deleted jobs' SIGTERM evidence per runtime is kept (None: memory only)
         self.evidence: EvidenceStore | None = None
+        self._evidence_version = -1
         #: the save-window AdmissionCheck's answers (None: the controller does not run the check)
         self.save_check: SaveWindowCheck | None = None
         self._judged_kinds: frozenset[str] = frozenset()
@@ -129,8 +130,10 @@ class Engine:
         holds is adopted now (call before the first events), changes are written by ``step``.
         Returns the runtimes adopted."""
         self.evidence = store
-        adopted = self.core.adopt_retired_evidence(store.load())
-        store.written = self.core.retired_runtime_evidence
+        counts, windows = store.load()
+        adopted = self.core.adopt_retired_evidence(counts)
+        self.core.adopt_retired_windows(windows)
+        store.written = (self.core.retired_runtime_evidence, self.core.retired_save_windows)
         return adopted
 
     def use_save_check(self, check: SaveWindowCheck, judged_kinds: Sequence[str]) -> None:
@@ -173,8 +176,10 @@ class Engine:
                 self._apply_event(kind, event_type, body, now)
             except Exception:  # one malformed object must never stop the loop
                 log.exception("ignoring a %s %s event that could not be handled", kind, event_type)
-        if self.evidence is not None:
-            self.evidence.sync(self.core.retired_runtime_evidence)
+        if self.evidence is not None and self.core.retired_version != self._evidence_version:
+            version = self.core.retired_version
+            if self.evidence.sync(self.core.retired_runtime_evidence, self.core.retired_save_windows):
+                self._evidence_version = version  # else tried again on the next step
         if self.core.forged_acks > self._forged_counted:
             self.metrics.forged_acks.inc(self.core.forged_acks - self._forged_counted)
             self._forged_counted = self.core.forged_acks

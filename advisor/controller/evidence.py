@@ -5,7 +5,10 @@ and sets the prior of every new job on that runtime (``policies.savewindow.miss_
 A job's own counts live in its TrainJobForecast; once the TrainJob is deleted, its forecast goes
 with it and its counts live only in the controller's memory (``AdvisorCore.forget``). So they are
 also written to one ConfigMap in the controller's own namespace (beside its Lease), read back at
-start-up: a restart or a new leader keeps what the deleted jobs taught. Written by the leader
+start-up: a restart or a new leader keeps what the deleted jobs taught. The save windows the
+deleted jobs measured (a step plus a save, per GPU count: the grace period a new job of the
+runtime starts with, ``policies.savewindow.peer_grace``) are kept beside the counts, under a key
+of their own (the latest ``advisor.core.runtime_pool.MAX_WINDOWS`` per runtime). Written by the leader
 only, when the counts changed, and retried on the next engine step after a failed write; a
 missing, unreadable or malformed ConfigMap is no evidence, never an error that stops the
 controller.
@@ -17,7 +20,7 @@ import json
 import logging
 from typing import Any
 
-__all__ = ["CONFIGMAP", "KEY", "EvidenceStore"]
+__all__ = ["CONFIGMAP", "KEY", "WINDOWS_KEY", "EvidenceStore"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +28,11 @@ log = logging.getLogger(__name__)
 CONFIGMAP = "trainjob-advisor-runtime-evidence"
 #: its data key: JSON ``{"runtime": [saves, misses], ...}``
 KEY = "sigtermByRuntime"
+#: its data key for the save windows: JSON ``{"runtime": [[gpus, step seconds, save seconds], ...]}``
+WINDOWS_KEY = "saveWindowsByRuntime"
+
+Counts = dict[str, tuple[int, int]]
+Windows = dict[str, list[list[float]]]
 
 
 class EvidenceStore:
@@ -35,15 +43,20 @@ class EvidenceStore:
         self.namespace = namespace
         self.name = name
         #: what was last read or written: a step writes only when the core's evidence differs
-        self.written: dict[str, tuple[int, int]] = {}
+        self.written: tuple[Counts, Windows] = ({}, {})
 
-    def sync(self, current: dict[str, tuple[int, int]]) -> None:
-        """Write ``current`` if it differs from what was last read or written."""
-        if current != self.written and self.save(current):
-            self.written = current
+    def sync(self, counts: Counts, windows: Windows) -> bool:
+        """Write the evidence if it differs from what was last read or written; False when that
+        write failed (the caller tries again later)."""
+        if (counts, windows) == self.written:
+            return True
+        if not self.save(counts, windows):
+            return False
+        self.written = (counts, windows)
+        return True
 
-    def load(self) -> dict[str, Any]:
-        """The stored evidence; {} when there is none or it cannot be read (logged)."""
+    def load(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The stored counts and save windows; {} for what is missing or cannot be read (logged)."""
         try:
             cm = self.api.read_namespaced_config_map(self.name, self.namespace)
         except Exception as exc:
@@ -54,20 +67,27 @@ class EvidenceStore:
                     self.name,
                     getattr(exc, "reason", None) or exc,
                 )
-            return {}
-        raw = (getattr(cm, "data", None) or {}).get(KEY)
-        try:
-            data = json.loads(raw) if isinstance(raw, str) else {}
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            log.warning("ConfigMap %s/%s: %s is not a JSON object; ignored", self.namespace, self.name, KEY)
-            return {}
-        return data
+            return {}, {}
+        data = getattr(cm, "data", None) or {}
+        return self._object(data, KEY), self._object(data, WINDOWS_KEY)
 
-    def save(self, evidence: dict[str, tuple[int, int]]) -> bool:
-        """Write ``evidence`` (create the ConfigMap or patch its key); False on failure (logged)."""
+    def _object(self, data: dict[str, Any], key: str) -> dict[str, Any]:
+        raw = data.get(key)
+        try:
+            parsed = json.loads(raw) if isinstance(raw, str) else {}
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            log.warning("ConfigMap %s/%s: %s is not a JSON object; ignored", self.namespace, self.name, key)
+            return {}
+        return parsed
+
+    def save(self, evidence: Counts, windows: Windows | None = None) -> bool:
+        """Write the counts and the save windows (create the ConfigMap or patch its keys); False on
+        failure (logged)."""
         body = {KEY: json.dumps({k: [int(s), int(m)] for k, (s, m) in sorted(evidence.items())})}
+        if windows is not None:
+            body[WINDOWS_KEY] = json.dumps(dict(sorted(windows.items())))
         try:
             try:
                 self.api.patch_namespaced_config_map(self.name, self.namespace, {"data": body})

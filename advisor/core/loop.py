@@ -488,6 +488,21 @@ class AdvisorCore:
         """Take persisted forgotten-job evidence (a restart); see ``RuntimeSigtermPool.adopt``."""
         return self._runtime.adopt(evidence)
 
+    @property
+    def retired_version(self) -> int:
+        """Grows whenever the forgotten jobs' evidence (counts, save windows) changes."""
+        return self._runtime.retired_version
+
+    @property
+    def retired_save_windows(self) -> dict[str, list[list[float]]]:
+        """``runtime -> [[gpus, step s, save s], ...]`` the forgotten jobs measured (persisted by
+        an adapter beside the counts)."""
+        return self._runtime.retired_windows
+
+    def adopt_retired_windows(self, windows: Mapping[str, Any]) -> int:
+        """Take persisted forgotten-job save windows; see ``RuntimeSigtermPool.adopt_windows``."""
+        return self._runtime.adopt_windows(windows)
+
     def forget(self, key: str) -> None:
         rec = self._records.pop(key, None)
         if rec is not None:

@@ -12,6 +12,7 @@ cached until a count, a measure or the set of jobs changes.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -41,13 +42,16 @@ def save_window(rec: JobRecord) -> Window | None:
 class RuntimeSigtermPool:
     """``runtime -> (saves, misses)`` on SIGTERM over the loop's jobs, live and forgotten."""
 
-    __slots__ = ("_pool", "_retired", "_retired_windows", "_windows")
+    __slots__ = ("_pool", "_retired", "_retired_windows", "_windows", "retired_version")
 
     def __init__(self) -> None:
         self._retired: dict[str, tuple[int, int]] = {}
         self._pool: dict[str, tuple[int, int]] | None = None
         self._retired_windows: dict[str, deque[Window]] = {}
         self._windows: dict[str, tuple[Window, ...]] | None = None
+        #: grows whenever what ``retired`` or ``retired_windows`` hold changes (an adapter that
+        #: persists them writes only then)
+        self.retired_version = 0
 
     def invalidate(self) -> None:
         """A count, a measure or the set of jobs changed: pool again on the next look."""
@@ -95,7 +99,45 @@ class RuntimeSigtermPool:
             w = save_window(rec)
             if w is not None:
                 self._retired_windows.setdefault(rec.runtime, deque(maxlen=MAX_WINDOWS)).append(w)
+            self.retired_version += 1
         self.invalidate()
+
+    @property
+    def retired_windows(self) -> dict[str, list[list[float]]]:
+        """The forgotten jobs' save windows per runtime, oldest first (JSON-safe lists)."""
+        return {rt: [list(w) for w in kept] for rt, kept in self._retired_windows.items() if kept}
+
+    def adopt_windows(self, data: Mapping[str, Any]) -> int:
+        """Take persisted forgotten-job save windows (a restart): a runtime that has none of its
+        own yet takes the stored ones (so adopting twice adds nothing); malformed entries are
+        skipped. Returns the runtimes adopted."""
+        adopted = 0
+        for runtime, items in data.items():
+            if (
+                not isinstance(runtime, str)
+                or not isinstance(items, list)
+                or self._retired_windows.get(runtime)
+            ):
+                continue
+            kept: deque[Window] = deque(maxlen=MAX_WINDOWS)
+            for item in items:
+                if (
+                    isinstance(item, list | tuple)
+                    and len(item) == 3
+                    and all(isinstance(v, int | float) and not isinstance(v, bool) for v in item)
+                    and item[0] >= 0
+                    and math.isfinite(item[1])
+                    and item[1] > 0
+                    and math.isfinite(item[2])
+                    and item[2] >= 0
+                ):
+                    kept.append((int(item[0]), float(item[1]), float(item[2])))
+            if kept:
+                self._retired_windows[runtime] = kept
+                adopted += 1
+        self.retired_version += 1
+        self.invalidate()
+        return adopted
 
     @property
     def retired(self) -> dict[str, tuple[int, int]]:
@@ -115,5 +157,6 @@ class RuntimeSigtermPool:
             s, m = self._retired.get(runtime, (0, 0))
             self._retired[runtime] = (max(s, int(pair[0])), max(m, int(pair[1])))
             adopted += 1
+        self.retired_version += 1
         self._pool = None
         return adopted

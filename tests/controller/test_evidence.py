@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.evidence import CONFIGMAP, KEY, EvidenceStore
+from advisor.controller.evidence import CONFIGMAP, KEY, WINDOWS_KEY, EvidenceStore
 from tests.controller.fakes import ApiError, FakeApi
 from tests.controller.test_engine import KEY as JOB
 from tests.controller.test_engine import T0, engine, feed
@@ -101,3 +101,28 @@ def test_malformed_evidence_is_no_evidence(stored: str, caplog: pytest.LogCaptur
     with caplog.at_level(logging.WARNING):
         assert e.use_evidence_store(EvidenceStore(cms, "sys")) == 0
     assert e.core.retired_runtime_evidence == {}
+
+
+def test_the_save_windows_of_deleted_jobs_survive_a_restart_and_are_adopted_once() -> None:
+    cms = FakeConfigMaps()
+    first = engine(FakeApi())
+    first.use_evidence_store(EvidenceStore(cms, "sys"))
+    feed(first, range(10, 200, 10))
+    rec = first.core.record(JOB)
+    rec.runtime, rec.gpus, rec.nodes = "torch-distributed", 16, 2
+    rec.throughput[2] = 2.0  # 0.5 s a step
+    rec.checkpoint = dataclasses.replace(rec.checkpoint, save_seconds=42.0)
+    first.core.forget(JOB)
+    first.step(T0 + 1000)
+    stored = json.loads(cms.maps[("sys", CONFIGMAP)][WINDOWS_KEY])
+    assert stored == {"torch-distributed": [[16, 0.5, 42.0]]}
+    second = engine(FakeApi())
+    second.use_evidence_store(EvidenceStore(cms, "sys"))
+    assert second.core.retired_save_windows == {"torch-distributed": [[16, 0.5, 42.0]]}
+    # adopted again (a second restart before any change): nothing added
+    second.core.adopt_retired_windows(stored)
+    assert second.core.retired_save_windows == {"torch-distributed": [[16, 0.5, 42.0]]}
+    # damaged entries are skipped, the rest kept
+    third = engine(FakeApi())
+    third.core.adopt_retired_windows({"jax": [[8, 1.0, 30.0], [8, -1, 3], "x", [True, 1, 1]], 7: []})
+    assert third.core.retired_save_windows == {"jax": [[8, 1.0, 30.0]]}

@@ -110,10 +110,12 @@ def test_the_actuators_writes_are_allowed(
     # the deleted jobs' runtime evidence, beside the Lease in the controller's own namespace
     evidence = EvidenceStore(api.core, OWN_NAMESPACE, name=f"evidence-{ns[-6:]}")
     try:
-        assert evidence.load() == {}
+        assert evidence.load() == ({}, {})
         assert evidence.save({"torch-distributed": (3, 1)})  # created
-        assert evidence.save({"torch-distributed": (4, 1)})  # patched
-        assert evidence.load() == {"torch-distributed": [4, 1]}
+        assert evidence.save(
+            {"torch-distributed": (4, 1)}, {"torch-distributed": [[16, 0.5, 42.0]]}
+        )  # patched
+        assert evidence.load() == ({"torch-distributed": [4, 1]}, {"torch-distributed": [[16, 0.5, 42.0]]})
     finally:
         client.CoreV1Api(admin_api).delete_namespaced_config_map(evidence.name, OWN_NAMESPACE)
 
