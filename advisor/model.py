@@ -40,6 +40,7 @@ __all__ = [
     "ProgressSample",
     "WorkloadView",
     "job_key",
+    "save_window_seconds",
     "seconds_per_step",
 ]
 
@@ -60,6 +61,11 @@ def seconds_per_step(throughput: Mapping[int, float], nodes: int, forecast: Fore
     if rate is None or not math.isfinite(rate) or rate <= 0:
         return None
     return 1.0 / rate
+
+
+def save_window_seconds(step: float, save: float) -> int:
+    """The grace period a save on SIGTERM needs, in whole seconds: the step under way plus a save."""
+    return math.ceil(step + save)
 
 
 # --------------------------------------------------------------------------------------------
@@ -354,8 +360,9 @@ class JobView:
     """``(saves, misses)`` on SIGTERM seen on the *other* jobs of the same runtime (filled in by the
     core loop): the prior for a job that has not been evicted yet."""
     runtime_save_windows: tuple[tuple[int, float, float], ...] = ()
-    """``(gpus, seconds per step, seconds per save)`` measured on the jobs of the same runtime, the
-    latest first (filled in by the core loop, bounded): what a save on SIGTERM needs on jobs like
+    """``(gpus, seconds per step, seconds per save)`` measured on the jobs of the same runtime, live
+    ones first, then the deleted ones latest first (filled in by the core loop, bounded): what a
+    save on SIGTERM needs on jobs like
     this one, before it has measured its own (a job's own measure is among them once it has one)."""
     signals: LifecycleSignals | None = None
     """What the adapter read of the job's life (None: only ``active`` / ``admitted`` are known)."""

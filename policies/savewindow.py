@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from advisor.model import JobView, seconds_per_step
+from advisor.model import JobView, save_window_seconds, seconds_per_step
 
 __all__ = [
     "MIN_PEERS",
@@ -54,8 +54,7 @@ def save_seconds(job: JobView) -> float | None:
 
 
 def _window(step: float, save: float) -> float:
-    """Whole seconds for the step under way plus a save."""
-    return float(math.ceil(step + save))
+    return float(save_window_seconds(step, save))
 
 
 def needed_grace(job: JobView) -> float | None:

@@ -12,8 +12,10 @@ objects (frozen dataclasses). Nothing here changes what any row decides: only wh
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import OrderedDict
+from collections.abc import Mapping
 
 from advisor.core.loop import training_loss_forecast
 from advisor.model import Curve, Forecast, ProgressSample
@@ -34,6 +36,14 @@ def forecast(curve: Curve, total_steps: int | None) -> Forecast:
     return training_loss_forecast(curve, total_steps)
 
 
+#: every field of a report (a field added to ``Report`` is part of the key without a change here)
+_REPORT_FIELDS = tuple(f.name for f in dataclasses.fields(Report))
+
+
+def _hashable(value: object) -> object:
+    return tuple(value.items()) if isinstance(value, Mapping) else value
+
+
 _SAMPLES: OrderedDict[tuple[object, ...], ProgressSample | None] = OrderedDict()
 
 
@@ -44,17 +54,7 @@ def sample(report: Report, *, name: str, namespace: str, now: float) -> Progress
     such warning is kept by its content alone."""
     if not report.time <= now:
         return read_back(report, name=name, namespace=namespace, now=now)
-    key = (
-        name,
-        namespace,
-        report.time,
-        report.step,
-        report.total_steps,
-        report.epoch,
-        tuple(report.metrics.items()),
-        report.last_checkpoint_step,
-        report.last_checkpoint_request,
-    )
+    key = (name, namespace, *(_hashable(getattr(report, f)) for f in _REPORT_FIELDS))
     if key in _SAMPLES:
         _SAMPLES.move_to_end(key)
         return _SAMPLES[key]

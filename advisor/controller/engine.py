@@ -133,7 +133,7 @@ class Engine:
         counts, windows = store.load()
         adopted = self.core.adopt_retired_evidence(counts)
         self.core.adopt_retired_windows(windows)
-        store.written = (self.core.retired_runtime_evidence, self.core.retired_save_windows)
+        self._evidence_version = self.core.retired_version  # what is stored is what it holds
         return adopted
 
     def use_save_check(self, check: SaveWindowCheck, judged_kinds: Sequence[str]) -> None:
@@ -178,7 +178,7 @@ class Engine:
                 log.exception("ignoring a %s %s event that could not be handled", kind, event_type)
         if self.evidence is not None and self.core.retired_version != self._evidence_version:
             version = self.core.retired_version
-            if self.evidence.sync(self.core.retired_runtime_evidence, self.core.retired_save_windows):
+            if self.evidence.save(self.core.retired_runtime_evidence, self.core.retired_save_windows):
                 self._evidence_version = version  # else tried again on the next step
         if self.core.forged_acks > self._forged_counted:
             self.metrics.forged_acks.inc(self.core.forged_acks - self._forged_counted)

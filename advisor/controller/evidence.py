@@ -42,18 +42,6 @@ class EvidenceStore:
         self.api = core_v1
         self.namespace = namespace
         self.name = name
-        #: what was last read or written: a step writes only when the core's evidence differs
-        self.written: tuple[Counts, Windows] = ({}, {})
-
-    def sync(self, counts: Counts, windows: Windows) -> bool:
-        """Write the evidence if it differs from what was last read or written; False when that
-        write failed (the caller tries again later)."""
-        if (counts, windows) == self.written:
-            return True
-        if not self.save(counts, windows):
-            return False
-        self.written = (counts, windows)
-        return True
 
     def load(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The stored counts and save windows; {} for what is missing or cannot be read (logged)."""

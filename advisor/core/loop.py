@@ -48,6 +48,7 @@ from advisor.model import (
     LifecycleSignals,
     Phase,
     ProgressSample,
+    save_window_seconds,
 )
 from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S
 
@@ -358,11 +359,11 @@ class AdvisorCore:
         note_admission(rec.resume, rec.history, job.admitted_at)
         before = rec.checkpoint
         rec.checkpoint = resolve(rec.resume, rec.history, before)
-        if rec.checkpoint is not before or rec.runtime != job.runtime or rec.gpus != job.gpus:
-            rec.runtime, rec.gpus = job.runtime, job.gpus
+        if rec.checkpoint is not before or rec.runtime != job.runtime:
+            rec.runtime = job.runtime
             self._runtime.invalidate()
-        rec.nodes = job.nodes
-        self._note_window(rec)
+        rec.gpus, rec.nodes = job.gpus, job.nodes
+        self._note_window(rec)  # a new size is a new window
         self._note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
         if self.lazy_forecast:
             view = self.view(job)
@@ -406,7 +407,7 @@ class AdvisorCore:
         size or its step plus save in whole seconds (the EWMA of its throughput moves with every
         report; a fraction of a second of it changes no grace period)."""
         w = save_window(rec)
-        key = None if w is None else (w[0], math.ceil(w[1] + w[2]))
+        key = None if w is None else (w[0], save_window_seconds(w[1], w[2]))
         if key != rec.pooled_window:
             rec.pooled_window = key
             self._runtime.invalidate()
