@@ -415,6 +415,12 @@ class WorkloadView:
     admitted_at: float | None = None
     created_at: float | None = None
     priority_boost: int = 0
+    interruptions: int = 0
+    """Its evictions that cost unsaved work (``Preempted`` and ``NodeFailures``, as the queue's
+    hazard counts them: ``policies.hazard``)."""
+    past_admitted_seconds: float = 0.0
+    """Seconds it held an admission before the current one (Kueue's
+    ``accumulatedPastExecutionTimeSeconds``): with ``admitted_at``, its own exposure."""
 
 
 @dataclass(frozen=True, slots=True)

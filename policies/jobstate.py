@@ -210,6 +210,8 @@ _WL: dict[str, tuple[str, Conv]] = {
     "admittedAt": ("admitted_at", _num),
     "createdAt": ("created_at", _num),
     "priorityBoost": ("priority_boost", _int),
+    "interruptions": ("interruptions", _int),
+    "pastAdmittedSeconds": ("past_admitted_seconds", _num),
 }
 
 

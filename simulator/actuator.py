@@ -158,6 +158,8 @@ class Actuator:
         if cause == "preempted":
             sim.evictions[cq] = sim.evictions.get(cq, 0) + 1
             job.preemptions += 1
+            if job.workload.admitted_at is not None:
+                job.past_admitted_s += max(0.0, now - job.workload.admitted_at)
             sim.enter(job, Phase.PENDING)
             job.queued_since = now
             sim.admission.requeue(job)

@@ -156,11 +156,20 @@ class AdvisorViews:
         return tuple(out)
 
     def _wl_view(self, wl: Workload) -> WorkloadView:
-        stamp = (wl.gpus, wl.admitted, wl.active, wl.admitted_at, wl.boost)
+        job = self._sim.by_workload[wl.uid]
+        interruptions = job.preemptions + job.failures_met
+        stamp = (
+            wl.gpus,
+            wl.admitted,
+            wl.active,
+            wl.admitted_at,
+            wl.boost,
+            interruptions,
+            job.past_admitted_s,
+        )
         cached = self._wl_views.get(wl.uid)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        job = self._sim.by_workload[wl.uid]
         view = WorkloadView(
             namespace=job.namespace,
             name=job.trace.name,
@@ -173,6 +182,8 @@ class AdvisorViews:
             admitted_at=wl.admitted_at,
             created_at=wl.created_at,
             priority_boost=wl.boost,
+            interruptions=interruptions,
+            past_admitted_seconds=job.past_admitted_s,
         )
         self._wl_views[wl.uid] = (stamp, view)
         return view

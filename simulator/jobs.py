@@ -179,6 +179,9 @@ class SimJob:
     end_step: float = 0.0
     preemptions: int = 0
     failures_met: int = 0
+    #: seconds its workload held an admission before the current one (Kueue's
+    #: ``accumulatedPastExecutionTimeSeconds``)
+    past_admitted_s: float = 0.0
     checkpoints: int = 0
     started: bool = False
 

@@ -2,7 +2,10 @@
 
 The cost is the one the job reported (``CheckpointState.cost_seconds``) or the policy's default;
 the hazard is the eviction rate observed on the job's ClusterQueue (``ClusterView.preemption_rate``)
-or the policy's default. So a calm queue checkpoints rarely and a preemptible one often. A
+or the policy's default, refined by the workload's own record (``policies.hazard.workload_hazard``:
+Kueue evicts the newest of the lowest priority first, so a workload it keeps evicting faces more
+than the queue's average and one that has run for hours untouched less). So a calm queue
+checkpoints rarely and a preemptible one often. A
 workload that no preemption rule can reach (top of the priorities in use in its cohort, its queue
 unable to borrow, or reclamation limited to lower priorities: ``policies.victims.can_be_preempted``)
 keeps ``maxInterval``: the queue's eviction rate is other workloads' risk, not its own. One
@@ -16,7 +19,7 @@ from __future__ import annotations
 import math
 
 from advisor.model import Action, ActionKind, Phase
-from policies.hazard import queue_hazard
+from policies.hazard import queue_hazard, workload_hazard
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
 from policies.savewindow import miss_probability, needed_grace, peer_grace, save_seconds, step_seconds
@@ -32,7 +35,8 @@ SAVE_WINDOW = "save-window"
 def interval(ctx: Context, rule: CheckpointRule) -> tuple[float, float, float]:
     """``(interval_s, cost_s, hazard_per_s)`` for the job, clamped to the rule's bounds.
 
-    The hazard is the queue's, times the chance that an eviction loses the unsaved work
+    The hazard is the queue's, refined by the workload's own evictions and admitted time, times
+    the chance that an eviction loses the unsaved work
     (``policies.savewindow.miss_probability``): 1 until the job's saves on SIGTERM are seen to
     work, so an unverified job keeps the Young/Daly interval for the full hazard."""
     job, cluster = ctx.job, ctx.cluster
@@ -45,6 +49,7 @@ def interval(ctx: Context, rule: CheckpointRule) -> tuple[float, float, float]:
         rates=cluster.preemption_rate,
         default_per_s=rule.default_hazard_per_hour / 3600.0,
     )
+    hazard = workload_hazard(hazard, cluster_index(cluster).by_job.get(job.key), ctx.now)
     hazard *= miss_probability(job)
     ideal = checkpoint_interval(cost, hazard)
     return min(max(ideal, rule.min_interval), rule.max_interval), cost, hazard

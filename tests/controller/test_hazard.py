@@ -42,6 +42,14 @@ def test_eviction_reasons_are_kept_apart() -> None:
     assert c.cluster_queue is None and not c.admitted  # pending: no admission left
 
 
+def test_each_workload_view_carries_its_own_record() -> None:
+    by_name = {o["metadata"]["name"]: parse_workload(o) for o in _objects()}
+    b, c = by_name["trainjob-b-4d5c6"].view(), by_name["trainjob-c-7a8b9"].view()
+    # the advisor's own release (Deactivated) is no interruption of the workload's
+    assert b.interruptions == 2 and c.interruptions == 2
+    assert b.past_admitted_seconds == by_name["trainjob-b-4d5c6"].past_execution_seconds
+
+
 def test_hazard_matches_the_hand_count() -> None:
     assert NOW is not None
     e = _engine()

@@ -125,3 +125,17 @@ def test_a_peers_longer_saves_reach_the_pool_without_the_peer_being_evaluated_ag
     _report(core, 400, 240.0, ckpt=400, last_checkpoint_seconds=80.0)  # a slow save, seen by observe
     ((_, _, save),) = core.view(newcomer).runtime_save_windows
     assert save == 80.0
+
+
+def test_a_miss_is_counted_when_the_job_rolled_back_and_was_evicted_again_between_two_looks() -> None:
+    core = _core()
+    for i in range(1, 6):
+        _report(core, 100 * i, 60.0 * i, ckpt=100)
+    _look(core, 300.0, admitted_at=0.0)
+    # evicted after step 500, the save lost; admitted at 900, back at the checkpoint of step 100,
+    # evicted again at once: the advisor never looked during that admission
+    _report(core, 110, 950.0, ckpt=100)
+    # admitted a third time: its last report before is the rolled-back 110, its furthest 500
+    _report(core, 120, 2000.0, ckpt=100)
+    cp = _look(core, 2000.0, admitted_at=1900.0).checkpoint
+    assert (cp.sigterm_saves, cp.sigterm_misses) == (0, 1)

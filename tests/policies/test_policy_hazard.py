@@ -65,3 +65,34 @@ def test_the_rules_plan_for_the_posterior_not_a_lucky_zero() -> None:
     # an adapter that gives only a rate, and a queue nobody has seen
     assert queue_hazard("x", evidence={}, rates={"x": 0.5}, default_per_s=default) == 0.5
     assert queue_hazard("y", evidence={}, rates={}, default_per_s=default) == default
+
+
+def test_a_workload_plans_for_its_own_record_with_the_queue_as_prior() -> None:
+    from advisor.model import WorkloadView
+    from policies.hazard import workload_hazard
+
+    queue = 0.1 / 3600.0  # one interruption in ten hours of admission, across the queue
+    fresh = WorkloadView("ns", "a", "q", 8, admitted=True, admitted_at=1000.0)
+    assert workload_hazard(queue, fresh, now=1000.0) == pytest.approx(queue)
+    assert workload_hazard(queue, None, now=1000.0) == queue  # no workload seen: the queue's
+    # ten hours untouched halve it: among equals Kueue evicts the ones admitted later
+    settled = WorkloadView("ns", "b", "q", 8, admitted=True, admitted_at=0.0)
+    assert workload_hazard(queue, settled, now=36000.0) == pytest.approx(queue / 2)
+    # evicted twice in its first hour, admitted again just now: first in line again
+    evicted = WorkloadView(
+        "ns", "c", "q", 8, admitted=True, admitted_at=5000.0, interruptions=2, past_admitted_seconds=3600.0
+    )
+    assert workload_hazard(queue, evicted, now=5000.0) == pytest.approx(3 / (3600.0 + 36000.0))
+    assert workload_hazard(queue, evicted, now=5000.0) > 2.5 * queue
+    # a pending workload's exposure is its past admissions only; a queue without hazard stays 0
+    pending = WorkloadView("ns", "d", "q", 8, admitted=False, admitted_at=None, past_admitted_seconds=36000.0)
+    assert workload_hazard(queue, pending, now=1e9) == pytest.approx(queue / 2)
+    assert workload_hazard(0.0, evicted, now=5000.0) == 0.0
+
+
+def test_a_job_state_file_gives_a_workload_its_record() -> None:
+    from policies.jobstate import cluster_from_dict
+
+    wl = {"namespace": "ns", "name": "a", "clusterQueue": "q", "gpus": 8, "interruptions": 2}
+    view = cluster_from_dict({"workloads": [{**wl, "pastAdmittedSeconds": 3600}]}).workloads[0]
+    assert (view.interruptions, view.past_admitted_seconds) == (2, 3600.0)
