@@ -17,7 +17,7 @@ import functools
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from advisor.core.loop import training_loss_forecast
+from advisor.core.wiring import training_loss_forecast
 from advisor.model import Curve, Forecast, ProgressSample
 from advisor.reported import read_back
 from advisor.training.report import Report
@@ -32,7 +32,7 @@ MAX_REPORTS = 100_000
 
 @functools.lru_cache(maxsize=MAX_FORECASTS)
 def forecast(curve: Curve, total_steps: int | None) -> Forecast:
-    """``advisor.core.loop.training_loss_forecast``, once per distinct (curve, total steps)."""
+    """``advisor.core.wiring.training_loss_forecast``, once per distinct (curve, total steps)."""
     return training_loss_forecast(curve, total_steps)
 
 

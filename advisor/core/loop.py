@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from advisor.core.history import DEFAULT_MAX_POINTS, History
 from advisor.core.lifecycle import derive_phase
@@ -35,14 +35,24 @@ from advisor.core.record import (
 )
 from advisor.core.runtime_pool import RuntimeSigtermPool, save_window
 from advisor.core.saves import note_admission, resolve
+from advisor.core.wiring import (
+    Decider,
+    Forecaster,
+    Judged,
+    PolicyLike,
+    Selector,
+    default_advice,
+    default_decider,
+    default_judged,
+    default_selector,
+    training_loss_forecast,
+)
 from advisor.model import (
     DISRUPTIVE_KINDS,
     ActionKind,
     ActionRecord,
     ClusterView,
-    Curve,
     Decision,
-    Forecast,
     JobView,
     LearningState,
     LifecycleSignals,
@@ -56,46 +66,6 @@ __all__ = ["AdvisorCore", "JobRecord", "PolicyLike", "training_loss_forecast"]
 
 #: actions kept per job (older ones only matter for caps/cooldowns, which look back an hour or so)
 MAX_ACTIONS_KEPT = 50
-
-
-class PolicyLike(Protocol):
-    """What the loop needs of a policy (``policies.Policy`` satisfies it)."""
-
-    name: str
-
-
-Forecaster = Callable[[Curve, "int | None"], Forecast]
-Selector = Callable[[Sequence[Any], JobView], Any]
-Decider = Callable[..., Decision]
-Judged = Callable[[Any, JobView, float], bool]
-
-
-def training_loss_forecast(curve: Curve, total_steps: int | None) -> Forecast:
-    """The loop's default forecaster: a job's history is its training loss (its eval metrics are
-    forecast by the learning state), the objective the optimiser minimises, which does not turn."""
-    from advisor.forecast import forecast_curve
-
-    return forecast_curve(curve, total_steps=total_steps, training_loss=True)
-
-
-def _default_selector(policies: Sequence[Any], job: JobView) -> Any:
-    from policies import select_policy
-
-    return select_policy(policies, job)
-
-
-def _default_decider(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
-    from policies import decide
-
-    return decide(job, cluster, policy, now=now)
-
-
-def _default_judged(policy: Any, job: JobView, now: float) -> bool:
-    """Whether ``policy`` judges ``job``'s learning now (its minimum runtime/steps/progress are
-    met): only then do its rules read the forecast."""
-    from policies.engine import judge
-
-    return judge(job, policy, now)[0]
 
 
 class AdvisorCore:
@@ -153,10 +123,10 @@ class AdvisorCore:
         self.max_history_points = max_history_points
         self.forecast_run_fraction = forecast_run_fraction
         self._forecaster = forecaster or training_loss_forecast
-        self._selector = selector or _default_selector
-        self._decider = decider or _default_decider
+        self._selector = selector or default_selector
+        self._decider = decider or default_decider
         self.lazy_forecast = lazy_forecast
-        self._judged = judged or _default_judged
+        self._judged = judged or default_judged
         self._records: dict[str, JobRecord] = {}
         #: every policy's recent capped actions, on any job (its hourly cap)
         self._caps = PolicyActionLog()
@@ -381,7 +351,7 @@ class AdvisorCore:
             decision = Decision(
                 job=job.key,
                 reasons=("no AdvisorPolicy selects this job",),
-                advice=_default_advice(view),
+                advice=default_advice(view),
             )
         else:
             decision = self._decider(view, self._caps.with_actions(cluster, now), policy, now=now)
@@ -521,16 +491,3 @@ class AdvisorCore:
         self._runtime.invalidate()
         self._records[key] = rec
         return rec
-
-
-def _default_advice(view: JobView) -> str:
-    if view.phase is not Phase.RUNNING:
-        return view.phase.value
-    fc = view.forecast
-    if fc is None:
-        return "observing"
-    if fc.divergence_probability >= 0.5:
-        return "diverging?"
-    if fc.plateau_probability >= 0.5:
-        return "plateau?"
-    return "learning"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.core.loop import training_loss_forecast
+from advisor.core.wiring import training_loss_forecast
 from advisor.forecast import forecast
 from advisor.forecast.state import _label
 from advisor.model import Curve

@@ -1,0 +1,80 @@
+"""The core loop's default collaborators: the forecaster, the policy selector, the decider, the
+judgement gate and the one-word advice of a job no policy judged.
+
+Apart from the loop so that its injection points (tests, the simulator's memoised forecaster)
+and what they default to are read in one place; the policies are imported lazily, as the core
+must not depend on them at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from advisor.model import ClusterView, Curve, Decision, Forecast, JobView, Phase
+
+__all__ = [
+    "Decider",
+    "Forecaster",
+    "Judged",
+    "PolicyLike",
+    "Selector",
+    "default_advice",
+    "default_decider",
+    "default_judged",
+    "default_selector",
+    "training_loss_forecast",
+]
+
+
+class PolicyLike(Protocol):
+    """What the loop needs of a policy (``policies.Policy`` satisfies it)."""
+
+    name: str
+
+
+Forecaster = Callable[[Curve, "int | None"], Forecast]
+Selector = Callable[[Sequence[Any], JobView], Any]
+Decider = Callable[..., Decision]
+Judged = Callable[[Any, JobView, float], bool]
+
+
+def training_loss_forecast(curve: Curve, total_steps: int | None) -> Forecast:
+    """The loop's default forecaster: a job's history is its training loss (its eval metrics are
+    forecast by the learning state), the objective the optimiser minimises, which does not turn."""
+    from advisor.forecast import forecast_curve
+
+    return forecast_curve(curve, total_steps=total_steps, training_loss=True)
+
+
+def default_selector(policies: Sequence[Any], job: JobView) -> Any:
+    from policies import select_policy
+
+    return select_policy(policies, job)
+
+
+def default_decider(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+    from policies import decide
+
+    return decide(job, cluster, policy, now=now)
+
+
+def default_judged(policy: Any, job: JobView, now: float) -> bool:
+    """Whether ``policy`` judges ``job``'s learning now (its minimum runtime/steps/progress are
+    met): only then do its rules read the forecast."""
+    from policies.engine import judge
+
+    return judge(job, policy, now)[0]
+
+
+def default_advice(view: JobView) -> str:
+    if view.phase is not Phase.RUNNING:
+        return view.phase.value
+    fc = view.forecast
+    if fc is None:
+        return "observing"
+    if fc.divergence_probability >= 0.5:
+        return "diverging?"
+    if fc.plateau_probability >= 0.5:
+        return "plateau?"
+    return "learning"
