@@ -38,6 +38,10 @@ step under way plus the save fit the grace period). The worlds (``--world``):
   the advisor's rows set a job's grace period before its first start too (from the save windows
   its runtime's other jobs measured, ``policies.savewindow.peer_grace``). Without the check they
   race Kueue's admission, and a job that fits at once starts with 30 s.
+- ``helpers-30s-check-boost``, ``helpers-30s-check-boost-30pct-fail``: the two check worlds with
+  Kueue's PriorityBoost gate on (alpha in Kueue; off in every other world, as in the controller's
+  default), so that the guard's standing boost (``standingBoost``) can steer Kueue's victim order
+  to workloads that would lose little.
 
 The seeds are a range (``--seeds 100-114``): the settings were chosen on seeds 0-14, the held-out
 seeds are 100 and up. ``--json`` writes one object per (world, policy) row.
@@ -77,6 +81,17 @@ WORLDS: dict[str, dict[str, Any]] = {
     "helpers-30s-30pct-fail": {"jit_fraction": 1.0, "sigterm_success": 0.7},
     "helpers-30s-check": {"jit_fraction": 1.0, "save_window_check": True},
     "helpers-30s-check-30pct-fail": {"jit_fraction": 1.0, "sigterm_success": 0.7, "save_window_check": True},
+    "helpers-30s-check-boost": {
+        "jit_fraction": 1.0,
+        "save_window_check": True,
+        "priority_boost_enabled": True,
+    },
+    "helpers-30s-check-boost-30pct-fail": {
+        "jit_fraction": 1.0,
+        "sigterm_success": 0.7,
+        "save_window_check": True,
+        "priority_boost_enabled": True,
+    },
 }
 
 

@@ -158,3 +158,24 @@ def test_recommend_mode_only_says_it_would_boost() -> None:
     assert [a.kind for a in d.actions] == [ActionKind.RECOMMEND]
     assert d.actions[0].params["would"] == ActionKind.BOOST_PRIORITY.value
     assert d.actions[0].reason.startswith("would standing priority boost 1")
+
+
+def test_a_verified_saver_is_left_to_be_the_victim_and_a_broken_one_is_shielded() -> None:
+    # 1 s steps, 20 s saves, 60 s of grace: a save on SIGTERM fits; what it did on past evictions
+    # says whether it works. Checkpoint 40 minutes old on a preemptible queue.
+    fits = {"throughput": ((1, 1.0),), "grace_period_s": 60.0}
+    verified = CheckpointState(last_time=T0 - 40 * 60, cost_seconds=30.0, save_seconds=20.0, sigterm_saves=4)
+    assert _kinds(job(namespace="ns", name="ft-1", checkpoint=verified, **fits), _spot()) == []
+    broken = dataclasses.replace(verified, sigterm_saves=1, sigterm_misses=2)  # misses with p=0.75
+    d = decide(
+        job(namespace="ns", name="ft-1", checkpoint=broken, **fits),
+        _spot(),
+        policy({"preemptionGuard": GUARD}),
+        now=T0,
+    )
+    assert [a.kind for a in d.actions] == [ActionKind.BOOST_PRIORITY]
+    assert "expected lost" in d.actions[0].reason
+    # a verified saver's boost from before is dropped: it loses little whenever it is evicted
+    boosted = (record(ActionKind.BOOST_PRIORITY, T0 - HOUR, rule="preemption-guard", outcome="done"),)
+    again = job(namespace="ns", name="ft-1", checkpoint=verified, actions=boosted, **fits)
+    assert _kinds(again, _spot(me=_wl("ft-1", boost=1))) == [ActionKind.DROP_BOOST]
