@@ -20,11 +20,15 @@ What "found plateaued" means, and why:
   restarting at every such dip left 6 to 39 more non-learning GPU-hours per seed, 1-6% of them,
   for no fewer wrong stops.)
 * P(plateau) is the probability that less than 1% improvement is left, so a forecast predicting the
-  loss to *rise* counts as a plateau too. A rising prediction with a low divergence probability is
-  a fit not following the curve (it happens, for instance, while the learning rate is annealed and
-  the loss is falling fastest), so it is not taken as evidence: the predicted final loss must stay
-  within the same 1% band above the current level (``FLAT_BAND``). A loss rising for real is the
-  divergence rule's business.
+  series to *rise* counts as a plateau too. On the training loss, which the forecaster holds does
+  not turn, a rising prediction is a fit not following the curve (it happens, for instance, while
+  the learning rate is annealed and the loss is falling fastest), so it is not taken as evidence
+  there: the predicted final loss must stay within the same 1% band above the current level
+  (``FLAT_BAND``); a training loss rising for real is the divergence rule's business. On an eval
+  metric, a series that does turn, the rise is the finding: an eval loss climbing past its best
+  while the training loss is flat is neither overfitting (the training loss no longer falls) nor
+  a divergence, and without this no rule judged it. The reason then names the step of the best
+  eval value, the checkpoint to keep.
 * A release that would keep only an older checkpoint (its checkpoint request timed out, say because
   the job was preempted meanwhile and rolled back) is held when the loss logged at that checkpoint
   is more than 1% above the current one (``JobView.checkpoint_loss``): the plateau was found at the
@@ -41,6 +45,7 @@ from collections.abc import Mapping
 from advisor.model import ActionKind, Forecast, JobView
 from advisor.series import TRAIN_SERIES
 from policies.rules.base import Context, Outcome, dur, held_since, pct
+from policies.rules.overfitting import best_checkpoint_text
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, PlateauRule
 
@@ -92,7 +97,9 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     if job.total_steps is not None and job.step >= job.total_steps:
         return out  # finished: nothing left to save
     p = fc.plateau_probability
-    flat = predicts_flat(fc)
+    # a rising prediction is evidence only on a series that may turn (an eval metric); on the
+    # training loss, which the forecaster holds does not turn, it is a fit not following the curve
+    flat = predicts_flat(fc) or series != TRAIN_SERIES
     opened = KEY in job.rule_state
     level = min(KEEP_PROBABILITY, rule.probability) if opened else rule.probability
     holds = flat and (p > level if opened else p >= level)
@@ -112,6 +119,14 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     numbers = f"P(plateau)={pct(p)} >= {pct(rule.probability)} for {dur(held)}"
     if fc.current_loss is not None:
         numbers += f", {series} {fc.current_loss:.4g} → {fc.final_loss.mean:.4g} predicted at the end"
+    state = job.learning_state
+    if (
+        series != TRAIN_SERIES
+        and state is not None
+        and state.metric == series
+        and state.best_step is not None
+    ):
+        numbers += f"; {best_checkpoint_text(state)}"
     if p < rule.probability:
         out.reasons.append(
             f"{NAME}: P(plateau)={pct(p)} below {pct(rule.probability)} but above {pct(level)}: "

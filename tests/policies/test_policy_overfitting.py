@@ -96,3 +96,36 @@ def test_policies_without_the_new_fields_still_load() -> None:
     }
     pol = load_policy(doc)
     assert pol.rules.plateau is not None and pol.rules.plateau.metric == "" and pol.rules.overfitting is None
+
+
+def test_an_eval_loss_climbing_past_its_best_while_training_is_flat_is_a_plateau() -> None:
+    """Neither overfitting (the training loss no longer falls) nor a divergence: the eval metric has
+    no improvement left, and a rising forecast of an eval series is the finding, not a bad fit."""
+    rising = forecast(plateau=0.99, diverge=0.7, loss=0.94, final=1.03)
+    plateaued = LearningState(
+        label="plateaued",
+        probabilities={
+            "learning": 0.02,
+            "plateaued": 0.9,
+            "overfitting": 0.08,
+            "diverging": 0.0,
+            "hung": 0.0,
+        },
+        metric="eval_loss",
+        best_step=1000,
+        best_value=0.92,
+        evals_since_best=5,
+        series={"eval_loss": rising},
+    )
+    flat_train = forecast(plateau=0.99, loss=0.3, final=0.3)
+    view = job(forecast=flat_train, learning_state=plateaued, rule_state={"plateau.since": T0 - HOUR})
+    d = decide(view, cluster(), policy({"plateau": {"for": "10m"}}, mode="Recommend"), now=T0)
+    (action,) = [a for a in d.actions if a.rule == "plateau"]
+    assert "eval_loss 0.94 → 1.03" in action.reason and "at step 1000" in action.reason
+    # the same rising prediction of the training loss is a fit not following the curve: no plateau
+    on_loss = job(forecast=rising, rule_state={"plateau.since": T0 - HOUR})
+    d = decide(
+        on_loss, cluster(), policy({"plateau": {"for": "10m", "metric": "loss"}}, mode="Recommend"), now=T0
+    )
+    assert not [a for a in d.actions if a.rule == "plateau"]
+    assert any("not taken as a plateau" in r for r in d.reasons)
