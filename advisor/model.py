@@ -346,6 +346,9 @@ class JobView:
     checkpoint_loss: float | None = None
     """The loss the run reported at its last checkpoint's step, when that checkpoint is behind the
     latest report: what a release keeps (None when unknown, or when the checkpoint is current)."""
+    progress_warnings: tuple[str, ...] = ()
+    """What the reader of the latest progress report could not use (filled in by the core loop):
+    a job that reports but whose reports carry nothing usable says why."""
     learning_state: LearningState | None = None
     """The run's learning state from all its series (None before its first forecast)."""
     admitted_at: float | None = None

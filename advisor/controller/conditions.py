@@ -5,7 +5,8 @@ Kubernetes users read an object's state from its conditions (``kubectl wait
 passes the previous conditions so that ``lastTransitionTime`` moves only when a status does.
 
 * ``Forecasting``: True once a forecast exists (``Forecast``); False with ``NoProgress`` (no
-  sample yet) or ``NotEnoughData`` (samples, no forecast yet).
+  sample yet), ``UnreadableProgress`` (reports arrive, none usable: the reader's warnings say
+  why, e.g. a loss that is not a number, no step) or ``NotEnoughData`` (samples, no forecast yet).
 * ``Actionable``: whether the advisor may act on the job now: True ``Apply``; False with
   ``NoPolicy``, ``RecommendOnly``, ``Exempt``, or the lifecycle phase of a job that is not running
   (``Finished``, ``Failed``, ``Suspended``, ``Pending``).
@@ -27,6 +28,12 @@ def _forecasting(view: JobView) -> tuple[str, str, str]:
         fc = view.forecast
         return "True", "Forecast", f"forecast on {fc.n_points} point(s)"
     if view.last_sample_time is None and view.step == 0:
+        if view.progress_warnings:
+            return (
+                "False",
+                "UnreadableProgress",
+                "progress reported, nothing usable in it: " + "; ".join(view.progress_warnings),
+            )
         return "False", "NoProgress", "no progress report seen yet"
     return "False", "NotEnoughData", f"step {view.step}: not enough data for a forecast yet"
 

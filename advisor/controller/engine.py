@@ -277,6 +277,8 @@ class Engine:
         if sample is None:
             return
         nodes = base_view(body).nodes
+        rec = self.core.record(key)
+        warned_before = rec.last_warnings if rec is not None else ()
         if self.core.observe(key, sample, now=now, nodes=nodes):
             self.metrics.samples.labels("new").inc()
             job.dirty = True
@@ -288,6 +290,10 @@ class Engine:
                 self._stage("watch", self._received - sample.time)
         else:
             self.metrics.samples.labels("ignored").inc()
+            if sample.warnings and tuple(sample.warnings) != warned_before:
+                # nothing usable, and not for the reason given last time: the status says why
+                log.warning("%s: progress report not usable: %s", key, "; ".join(sample.warnings))
+                job.dirty = job.needs_eval = True
         if sample.warnings:
             self.metrics.samples.labels("with-warnings").inc()
 

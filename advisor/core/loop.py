@@ -159,6 +159,7 @@ class AdvisorCore:
         duplicate: the training process may report the ack on its own.
         """
         rec = self._record_for(key, now)
+        rec.last_warnings = tuple(sample.warnings)
         if sample.warnings:
             rec.sample_warnings += len(sample.warnings)
         pct = sample.progress_percentage
@@ -279,6 +280,7 @@ class AdvisorCore:
             runtime_sigterm=self._runtime.prior(self._records.values(), rec, job.runtime),
             runtime_save_windows=self._runtime.windows(self._records.values(), job.runtime),
             learning_state=self.learning_state(job.key, now=now),
+            progress_warnings=rec.last_warnings,
         )
 
     def _note_phase(self, rec: JobRecord, job: JobView, total: int | None, now: float | None) -> None:

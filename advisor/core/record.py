@@ -61,6 +61,9 @@ class JobRecord:
     throughput: dict[int, float] = field(default_factory=dict)
     last_decision: Decision | None = None
     sample_warnings: int = 0
+    #: the warnings of the latest report (empty when it was read cleanly): what to tell the user
+    #: when reports arrive but none is usable
+    last_warnings: tuple[str, ...] = ()
     #: the eviction whose save on SIGTERM is being verified (see ``advisor.core.saves``)
     resume: ResumeCheck = field(default_factory=ResumeCheck)
     runtime: str | None = None

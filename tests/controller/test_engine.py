@@ -322,3 +322,21 @@ def test_a_job_deleted_while_its_checkpoint_awaits_the_ack_ends_the_sequence_wit
     assert [(d["job"], d["kind"], d["requestId"]) for d in dropped] == [(KEY, "checkpoint", rid)]
     assert "awaiting-ack" in dropped[0]["detail"]
     assert e.actuator.pending_for(KEY) == {} and e.jobs == {}
+
+
+def test_reports_with_nothing_usable_in_them_say_why_in_the_status() -> None:
+    """A loss that is not a number and a negative step: not "no progress report seen yet"."""
+    api = FakeApi()
+    e = engine(api)
+    bad = [{"name": "loss", "value": "abc"}, {"name": "current_step", "value": "-5"}]
+    e.enqueue("job", "ADDED", trainjob(metrics=bad, updated=iso(T0)))
+    e.step(T0)
+    conds = {c["type"]: c for c in api.forecasts[KEY]["status"]["conditions"]}
+    forecasting = conds["Forecasting"]
+    assert forecasting["status"] == "False" and forecasting["reason"] == "UnreadableProgress"
+    assert "loss: 'abc' is not a number" in forecasting["message"] and "below 0" in forecasting["message"]
+    # a usable report afterwards clears it
+    e.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.5", updated=iso(T0 + 5)))
+    e.step(T0 + 5)
+    conds = {c["type"]: c for c in api.forecasts[KEY]["status"]["conditions"]}
+    assert conds["Forecasting"]["reason"] != "UnreadableProgress"
