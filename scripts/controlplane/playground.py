@@ -14,6 +14,9 @@ progress. This helper plays those parts for one TrainJob, so a person can watch 
 * when the advisor releases the quota (``Workload.spec.active=false``), plays the eviction (the
   reservation is released, reporting stops); ``trainjob-advisor resume`` (or setting
   ``spec.active=true``) lets Kueue admit it again and reporting resumes from the last step;
+* answers the advisor's checkpoint requests as the training helpers do: a request annotated on
+  the pod is acknowledged in the next report (``last_checkpoint_step`` = that step,
+  ``last_checkpoint_request`` = its id), so a policy that checkpoints before it releases goes on;
 * at the end of the curve, sets TrainJob ``Complete`` and Workload ``Finished``.
 
 Usage: see docs/dev-control-plane.md ("Watch the advisor work").
@@ -56,6 +59,9 @@ class Player:
         self.core = client.CoreV1Api(api_client)
         self.ns, self.name, self.queue, self.gpus = namespace, name, queue, gpus
         self.workload = f"trainjob-{name}-play"
+        #: the last checkpoint request answered, and the step it was saved at
+        self._answered: str | None = None
+        self._saved_step = 0
 
     # -- setup -----------------------------------------------------------------------------------
     def setup_queues(self, quota: int) -> None:
@@ -214,12 +220,34 @@ class Player:
         )
 
     # -- the Trainer's side ----------------------------------------------------------------------
+    def checkpoint_request(self) -> str | None:
+        """The checkpoint request the advisor annotated on the pod, if any."""
+        from kubernetes import client
+
+        from advisor.protocol import CHECKPOINT_REQUEST_ANNOTATION
+
+        try:
+            pod = self.core.read_namespaced_pod(f"{self.name}-node-0-0", self.ns)
+        except client.exceptions.ApiException:
+            return None
+        meta = pod.metadata
+        value = ((meta.annotations if meta is not None else None) or {}).get(CHECKPOINT_REQUEST_ANNOTATION)
+        return str(value) if value else None
+
     def report(self, step: int, total: int, loss: float) -> None:
         metrics = [
             {"name": "current_step", "value": str(step)},
             {"name": "total_steps", "value": str(total)},
             {"name": "loss", "value": f"{loss:.6g}"},
         ]
+        request = self.checkpoint_request()
+        if request is not None and request != self._answered:
+            self._answered, self._saved_step = request, step  # saved at this step, then reported
+        if self._answered is not None:
+            metrics += [
+                {"name": "last_checkpoint_step", "value": str(self._saved_step)},
+                {"name": "last_checkpoint_request", "value": self._answered},
+            ]
         status = {
             "metrics": metrics,
             "lastUpdatedTime": _rfc3339(time.time()),

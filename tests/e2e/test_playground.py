@@ -60,3 +60,35 @@ def ctl_forecast(player: Player) -> dict[str, Any] | None:
         if exc.status == 404:
             return None
         raise
+
+
+def test_the_played_trainer_answers_a_checkpoint_request_in_its_next_report(
+    control_plane: cp.ControlPlane, admin_api: Any, e2e_namespace: str
+) -> None:
+    """A release checkpoints first: without an answer the demo would wait out ``checkpointTimeout``."""
+    from advisor.protocol import CHECKPOINT_REQUEST_ANNOTATION
+
+    player = Player(admin_api, e2e_namespace, "ack", queue="queue", gpus=8)
+    try:
+        player.create_job()
+        player.start_pods()
+        player.report(10, 200, 1.5)
+        assert "last_checkpoint_request" not in _metrics(player)
+        player.core.patch_namespaced_pod(
+            f"{player.name}-node-0-0",
+            player.ns,
+            {"metadata": {"annotations": {CHECKPOINT_REQUEST_ANNOTATION: "req-1"}}},
+        )
+        player.report(20, 200, 1.4)
+        player.report(30, 200, 1.3)  # the helper repeats its last answer in every report
+        m = _metrics(player)
+        assert m["last_checkpoint_request"] == "req-1" and m["last_checkpoint_step"] == "20"
+    finally:
+        control_plane.delete_namespace(e2e_namespace)
+
+
+def _metrics(player: Player) -> dict[str, str]:
+    tj = player.custom.get_namespaced_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", player.ns, "trainjobs", player.name
+    )
+    return {m["name"]: m["value"] for m in tj["status"]["trainerStatus"]["metrics"]}
