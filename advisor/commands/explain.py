@@ -109,10 +109,12 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
         f"  wants         {a['kind']} (rule {a['rule']}): {a['reason']}" for a in rec.get("actions") or []
     ]
     if ck.get("lastStep") is not None or ck.get("pendingRequest"):
-        lines.append(
-            f"  checkpoint    last at step {ck.get('lastStep')} ({ck.get('lastTime') or '-'}); "
-            f"pending request {ck.get('pendingRequest') or 'none'}"
+        last = (
+            "none acknowledged yet"
+            if ck.get("lastStep") is None
+            else f"last at step {ck.get('lastStep')} ({ck.get('lastTime') or '-'})"
         )
+        lines.append(f"  checkpoint    {last}; pending request {ck.get('pendingRequest') or 'none'}")
     for a in status.get("actions") or []:
         lines.append(
             f"  action        {a['time']} {a['kind']} -> {a['outcome']} [{a['requestId']}] "

@@ -8,6 +8,7 @@ server calm. kopf and the kubernetes client are imported only when the command r
 from __future__ import annotations
 
 import argparse
+import errno
 from typing import Any
 
 from advisor.cli import CommandError, duration
@@ -220,7 +221,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         asyncio.run(run_operator(options))
     except OSError as exc:
-        raise CommandError(f"cannot start: {exc}") from exc
+        hint = ""
+        if getattr(exc, "errno", None) == errno.EADDRINUSE:
+            hint = f" (the metrics port {args.metrics_port} is taken: choose another with --metrics-port)"
+        raise CommandError(f"cannot start: {exc}{hint}") from exc
     except LeadershipLost as exc:
         raise CommandError(f"{exc} (the pod restarts and stands by)") from exc
     return 0

@@ -62,7 +62,8 @@ def audit(
     }
     if detail:
         fields["detail"] = detail
-    text = " ".join(f"{k}={json.dumps(v)}" for k, v in fields.items() if k != "audit" and v is not None)
+    shown = ((k, v) for k, v in fields.items() if k != "audit" and v is not None)
+    text = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown)
     log.info("action %s: %s", stage, text, extra={"audit": fields})
     return fields
 

@@ -152,3 +152,21 @@ def test_each_attempt_and_outcome_is_one_structured_audit_line(caplog: pytest.Lo
     data = json.loads(JsonFormatter().format(lines[1]))
     assert data["requestId"] == outcome["requestId"] and data["outcome"] == "done" and data["job"] == KEY
     assert f"requestId={json.dumps(outcome['requestId'])}" in lines[1].getMessage()
+
+
+def test_the_text_audit_line_keeps_the_reasons_characters(caplog: pytest.LogCaptureFixture) -> None:
+    from advisor.controller.audit import audit
+
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        audit(
+            "attempt",
+            JobView(namespace="team-a", name="llm"),
+            kind=ActionKind.RELEASE_QUOTA,
+            request_id="r1",
+            policy="p",
+            rule="plateau",
+            mode="Apply",
+            outcome="requested",
+            reason="eval_loss 0.94 → 1.03 predicted",
+        )
+    assert "0.94 → 1.03" in caplog.text and "\\u2192" not in caplog.text
