@@ -290,9 +290,29 @@ def _is_file(name: str) -> bool:
         return False
 
 
-def policies_from_text(text: str) -> list[Policy]:
-    """Every AdvisorPolicy in YAML/JSON text (see ``load_policies``)."""
+def foreign_kinds(text: str) -> list[str]:
+    """The kinds of the documents in ``text`` that belong to another API group (a TrainJob, a
+    runtime in the same manifests folder): not AdvisorPolicies with mistakes, so a check of a
+    whole folder names and skips them (``policies_from_text(..., skip_foreign=True)``)."""
+    return [str(d.get("kind") or "?") for d in _parse_text(text) if _foreign(d)]
+
+
+def _foreign(doc: object) -> bool:
+    if not isinstance(doc, Mapping):
+        return False
+    api, kind = doc.get("apiVersion"), doc.get("kind")
+    if not isinstance(api, str) or kind == "AdvisorPolicy":
+        return False  # an AdvisorPolicy with a wrong apiVersion is a mistake to report
+    group = api.split("/", 1)[0] if "/" in api else ""  # "v1": the core group
+    return group != GROUP
+
+
+def policies_from_text(text: str, *, skip_foreign: bool = False) -> list[Policy]:
+    """Every AdvisorPolicy in YAML/JSON text (see ``load_policies``); with ``skip_foreign``,
+    documents of other API groups are left out rather than reported as invalid policies."""
     docs = _parse_text(text)
+    if skip_foreign:
+        docs = [d for d in docs if not _foreign(d)]
     policies: list[Policy] = []
     errors: Errors = []
     for i, doc in enumerate(docs):

@@ -83,7 +83,7 @@ def _read(path: str) -> str:
 
 def _validate(files: list[str]) -> int:
     from policies import PolicyError
-    from policies.loader import policies_from_text, read_policy_file
+    from policies.loader import foreign_kinds, policies_from_text, read_policy_file
 
     failed = False
     defined: dict[str, str] = {}  # policy name -> the file that defines it first
@@ -97,13 +97,17 @@ def _validate(files: list[str]) -> int:
             print(f"{path}: {exc.errors[0][1]}")
             continue
         try:
-            policies = policies_from_text(text)
+            policies = policies_from_text(text, skip_foreign=True)
+            others = foreign_kinds(text)
         except PolicyError as exc:
             failed = True
             for field, reason in exc.errors:
                 print(f"{path}: {field}: {reason}" if field else f"{path}: {reason}")
             continue
         if not policies:
+            if others:  # a TrainJob or a runtime beside the policies: not a policy file
+                print(f"{path}: skipped: no AdvisorPolicy ({', '.join(others)})")
+                continue
             failed = True
             print(f"{path}: no AdvisorPolicy found")
             continue
@@ -116,7 +120,8 @@ def _validate(files: list[str]) -> int:
             continue
         defined.update(dict.fromkeys((p.name for p in policies), path))
         names = ", ".join(f"{p.name} ({p.mode.value})" for p in policies)
-        print(f"{path}: OK: {names}")
+        skipped = f" (skipped: {', '.join(others)})" if others else ""
+        print(f"{path}: OK: {names}{skipped}")
     return 1 if failed else 0
 
 

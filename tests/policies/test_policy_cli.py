@@ -28,6 +28,28 @@ def test_validate_prints_ok_for_every_sample(capsys: pytest.CaptureFixture[str])
     assert len(out) == len(SAMPLES) and all(": OK: " in line for line in out)
 
 
+def test_validate_of_a_whole_manifests_folder_names_and_skips_what_is_no_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    everything = sorted((ROOT / "manifests" / "samples").glob("*.yaml"))
+    assert main(["policy", "validate", *map(str, everything)]) == 0
+    out = capsys.readouterr().out
+    assert "trainjob-hf-advisor.yaml: skipped: no AdvisorPolicy (TrainJob)" in out
+    # a policy beside a TrainJob in one file is checked, the TrainJob named
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(
+        SAMPLES[0].read_text() + "\n---\napiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\n"
+    )
+    assert main(["policy", "validate", str(mixed)]) == 0
+    assert "(skipped: TrainJob)" in capsys.readouterr().out
+    # an AdvisorPolicy with a wrong apiVersion, or the advisor's group with a wrong kind: mistakes
+    for api, kind in (("v1", "AdvisorPolicy"), ("advisor.trainjob-advisor.io/v1alpha1", "AdvisorPolcy")):
+        typo = tmp_path / "typo.yaml"
+        typo.write_text(f"apiVersion: {api}\nkind: {kind}\nmetadata: {{name: t}}\nspec: {{}}\n")
+        assert main(["policy", "validate", str(typo)]) == 1
+        assert "must be" in capsys.readouterr().out
+
+
 def test_validate_prints_each_error_with_its_path_and_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
