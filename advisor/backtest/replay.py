@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from advisor.core import AdvisorCore
-from advisor.model import Action, ActionKind, ActionRecord, ClusterView, Decision, JobView, Mode
+from advisor.model import Action, ActionKind, ActionRecord, ClusterView, Decision, JobView, Mode, Phase
 from advisor.reported import read_back
 from advisor.training.report import Report
 
@@ -191,6 +191,7 @@ def replay(
     ev_steps = run.eval_steps if run.eval_steps is not None else np.empty(0)
     ev_values = run.eval_values if run.eval_values is not None else np.empty(0)
     ev_next = 0
+    judged: Decision | None = None
     try:
         for n, i in enumerate(idx):
             now = EPOCH + float(run.times[i])
@@ -209,6 +210,8 @@ def replay(
             decision, out = r.evaluate(now)
             if out is not None:
                 return out
+            if judged is None or core.view(r.view).phase is Phase.RUNNING:
+                judged = decision  # not the finished run's looks: nothing is judged there
             # the controller's timers between this report and the next
             until = EPOCH + float(run.times[idx[n + 1]]) if n + 1 < len(idx) else now
             for _ in range(8):
@@ -220,9 +223,19 @@ def replay(
                 decision, out = r.evaluate(now)
                 if out is not None:
                     return out
-        return Outcome(row=row, run=run.name, checkpoints=r.checkpoints, actions=r.actions)
+        return Outcome(
+            row=row, run=run.name, reason=_why_not(judged), checkpoints=r.checkpoints, actions=r.actions
+        )
     finally:
         core.forget(r.key)
+
+
+def _why_not(decision: Decision | None) -> str:
+    """Why a run went on to its end: the judgement at its last look (the rules' own words)."""
+    if decision is None:
+        return "no usable report"
+    said = "; ".join(decision.reasons[:3]) or f"advice {decision.advice or 'none'}"
+    return f"ran to its end; at the last look: {said}"
 
 
 def new_core(policies: Sequence[Any], forecast_interval_s: float, run_fraction: float = 0.0) -> AdvisorCore:

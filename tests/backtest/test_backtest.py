@@ -77,7 +77,10 @@ def test_a_plateaued_run_is_released_and_a_learning_run_is_not(tmp_path: Path) -
     assert run.time_at(0.25 * 6000) < flat.time_s < run.duration_s
     v_flat = verdict(run, judged(run), flat)
     assert v_flat["improvement_left"] < 0.005 and v_flat["gpu_hours_saved"] > 0
-    assert not replay("p", core, by_name["learning.csv"], planned_steps=6000).stopped
+    learning = replay("p", core, by_name["learning.csv"], planned_steps=6000)
+    assert not learning.stopped
+    # why not, in the rules' own words at its last look
+    assert learning.reason.startswith("ran to its end; at the last look: ") and "plateau" in learning.reason
     assert core.keys() == ()  # every run forgotten after its replay
 
 
