@@ -66,6 +66,11 @@ __all__ = ["AdvisorCore", "JobRecord", "PolicyLike", "training_loss_forecast"]
 
 #: actions kept per job (older ones only matter for caps/cooldowns, which look back an hour or so)
 MAX_ACTIONS_KEPT = 50
+#: a forecast made on fewer points is replaced by the next new data, whatever the re-forecast
+#: bound: a fit of a handful of points is mostly its prior (the first one, on one point, is the
+#: step-0 loss), and keeping it for the whole bound showed it as the run's forecast for that long.
+#: The forecaster's local plateau test needs as many (``advisor.forecast.plateau.MIN_POINTS``).
+EARLY_FORECAST_POINTS = 8
 
 
 class AdvisorCore:
@@ -237,7 +242,8 @@ class AdvisorCore:
         if not rec.fresh_data or len(rec.history) == 0:
             return
         bound = self._quiet_bound(rec) if interval is None else interval
-        if rec.forecast_at is not None and now - rec.forecast_at < bound:
+        early = rec.forecast is not None and rec.forecast.n_points < EARLY_FORECAST_POINTS
+        if rec.forecast_at is not None and now - rec.forecast_at < bound and not early:
             return
         rec.forecast = self._forecaster(rec.history.curve(), rec.total_steps)
         rec.learning = record_learning_state(rec, None)

@@ -132,14 +132,25 @@ class TestForecastRateLimit:
     def test_reforecast_only_with_new_data_and_after_the_interval(self) -> None:
         rec = Recorder()
         core = make_core(rec, forecast_interval_s=60.0)
-        feed(core, range(1, 5))
+        feed(core, range(1, 11))
         core.evaluate(JOB, CLUSTER, now=100.0)
         core.evaluate(JOB, CLUSTER, now=110.0)  # no new data
-        feed(core, range(5, 7))
+        feed(core, range(11, 13))
         core.evaluate(JOB, CLUSTER, now=120.0)  # new data, but within the interval
         assert len(rec.curves) == 1
         core.evaluate(JOB, CLUSTER, now=161.0)
-        assert len(rec.curves) == 2 and rec.curves[-1].steps[-1] == 6.0
+        assert len(rec.curves) == 2 and rec.curves[-1].steps[-1] == 12.0
+
+    def test_a_forecast_on_a_handful_of_points_is_replaced_by_the_next_data(self) -> None:
+        rec = Recorder()
+        core = make_core(rec, forecast_interval_s=600.0)
+        feed(core, range(1, 2))
+        core.evaluate(JOB, CLUSTER, now=100.0)  # one point: the step-1 loss is all it can say
+        feed(core, range(2, 4))
+        core.evaluate(JOB, CLUSTER, now=110.0)
+        assert len(rec.curves) == 2 and rec.curves[-1].steps[-1] == 3.0
+        core.evaluate(JOB, CLUSTER, now=120.0)  # no new data: nothing to replace it with
+        assert len(rec.curves) == 2
 
     def test_a_restart_drops_the_forecast_of_the_abandoned_attempt(self) -> None:
         rec = Recorder()
