@@ -380,16 +380,19 @@ class Engine:
             self.save_check.settle(workload, ready_message(decision))
         job.last_decision = decision
         view = self.core.view(base)
+        # the state shown before: this controller's last status, else the one a previous controller
+        # saved (announced already), else none (a job first judged in a state other than learning,
+        # e.g. when its reports arrived in one burst, is announced too)
         previous = self._statuses.get(key)
+        shown = previous.get("state") if previous is not None else self.restart.saved_state(key)
         status = self._render(key, view, decision, now)
         if (
-            previous is not None
-            and view.learning_state is not None
-            and previous.get("state") != status["state"] == view.learning_state.label
+            view.learning_state is not None
+            and shown != status["state"] == view.learning_state.label
             and view.learning_state.label != "learning"
             and _mid_run(view)
         ):
-            self.actuator.learning_state_changed(view, body, previous.get("state"))
+            self.actuator.learning_state_changed(view, body, shown)
         if job.last_eval is not None and status["state"] in NOT_LEARNING and view.active:
             hours = view.gpus * max(0.0, now - job.last_eval) / 3600.0
             self.metrics.non_learning_gpu_hours.labels(view.namespace).inc(hours)

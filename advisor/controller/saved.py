@@ -90,6 +90,13 @@ class SavedStatuses:
         if isinstance(pending, Mapping):
             self._actuator.restore_pending(key, pending)
 
+    def saved_state(self, key: str) -> str | None:
+        """The STATE the saved status showed (None: no saved status), without using it up: a
+        restarted controller must not announce again a learning state it had announced."""
+        status = self._conditions.get(key)
+        state = status.get("state") if status is not None else None
+        return str(state) if state is not None else None
+
     def conditions(self, key: str) -> Mapping[str, Any] | None:
         """The saved status whose conditions the job's first rendered status continues (once)."""
         return self._conditions.pop(key, None)

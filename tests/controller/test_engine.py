@@ -340,3 +340,37 @@ def test_reports_with_nothing_usable_in_them_say_why_in_the_status() -> None:
     e.step(T0 + 5)
     conds = {c["type"]: c for c in api.forecasts[KEY]["status"]["conditions"]}
     assert conds["Forecasting"]["reason"] != "UnreadableProgress"
+
+
+def _burst(e: Engine, upto: int, *, t0: float = T0) -> float:
+    """Reports to ``upto`` of 2000 steps all arriving before one step of the engine (a watch that
+    caught up late): the training loss falls, the eval loss is past its best at step 600."""
+    now = t0
+    for i, step in enumerate(range(20, upto + 1, 20)):
+        now = t0 + i * 2.0
+        ev = 0.5 + 0.25 * ((step - 600) / 600) ** 2 * (1.0 if step < 600 else 0.6)
+        evals = [{"name": "eval_loss", "value": f"{ev:.6f}"}] if step % 100 == 0 else []
+        body = trainjob(
+            step=step, total=2000, loss=f"{0.3 + 2.0 * math.exp(-step / 400):.6f}", updated=iso(now)
+        )
+        body["status"]["trainerStatus"]["metrics"] += evals
+        e.enqueue("job", "MODIFIED", body)
+    e.step(now)
+    return now
+
+
+def test_a_run_first_judged_past_its_best_is_announced_once_and_not_again_after_a_restart() -> None:
+    api = FakeApi()
+    e1 = engine(api)
+    now = _burst(e1, 1480)
+    label = api.forecasts[KEY]["status"]["state"]
+    assert label in ("overfitting", "plateaued")
+    (event,) = [ev for ev in api.events if ev["reason"] == "LearningState"]
+    assert event["message"].startswith(f"unknown -> {label}")
+    # a restarted controller adopts the saved status: the state it showed was announced already
+    e2 = engine(api)
+    assert e2.load_saved(api.list_forecasts()) == 1
+    body = trainjob(step=1500, total=2000, loss="0.33", updated=iso(now + 10))
+    e2.enqueue("job", "MODIFIED", body)
+    e2.step(now + 10)
+    assert len([ev for ev in api.events if ev["reason"] == "LearningState"]) == 1
