@@ -413,6 +413,9 @@ def test_falling_train_loss_with_rising_eval_loss_is_overfitting_with_an_event_n
     cluster.apply_policy(control_plane, name, "Recommend", overfitting={"probability": 0.6, "for": "0s"})
     policy_cleanup.append(name)
     cluster.create_trainjob("ft")
+    # the controller watches before the reports start (on a just-started API server its first
+    # watch can be refused while storage initialises, and reports sent meanwhile are never seen)
+    wait_for(lambda: cluster.forecast("ft"), "the controller to see the job")
     total, best = 2000, 600
     at = time.time() - 300
     evaluation: list[dict[str, str]] = []
@@ -450,6 +453,55 @@ def test_falling_train_loss_with_rising_eval_loss_is_overfitting_with_an_event_n
     wait_for(lambda: "LearningState" in cluster.reasons("ft"), "a LearningState Event")
     history = decode_history(tjf["status"]["history"])
     assert history["evals"]["series"]["eval_loss"]["steps"][:3] == [100, 200, 300]
+
+
+def test_flat_train_loss_with_rising_eval_loss_is_a_plateau_naming_the_best_step(
+    control_plane: cp.ControlPlane, cluster: Cluster, controller: Controller, policy_cleanup: list[str]
+) -> None:
+    """The training loss has stopped falling while the eval loss climbs past its best: not
+    overfitting (that needs a falling training loss), not a divergence, but no improvement left in
+    the judged eval metric; the plateau rule recommends, naming the step of the best eval loss."""
+    name = f"evr-{cluster.ns[-6:]}"
+    cluster.apply_policy(control_plane, name, "Recommend", plateau={"probability": 0.8, "for": "0s"})
+    policy_cleanup.append(name)
+    cluster.create_trainjob("flat")
+    wait_for(lambda: cluster.forecast("flat"), "the controller to see the job")
+    total, best = 2000, 600
+    at = time.time() - 300
+    evaluation: list[dict[str, str]] = []
+    for step in range(20, 1500, 20):
+        train = 0.3 + 2.0 * math.exp(-step / 60) + 0.002 * math.sin(step)  # flat from step ~400
+        if step % 100 == 0:  # rising by 2% of its best per evaluation after step 600
+            value = (
+                0.5 + 0.25 * ((step - best) / best) ** 2
+                if step < best
+                else 0.5 * (1 + 0.02 * (step - best) / 100)
+            )
+            evaluation = [{"name": "eval_loss", "value": f"{value:.6f}"}]
+        metrics = [
+            {"name": "current_step", "value": str(step)},
+            {"name": "total_steps", "value": str(total)},
+            {"name": "loss", "value": f"{train:.6f}"},
+            *evaluation,
+        ]
+        cluster.report("flat", metrics, at, percent=100 * step // total)
+        at += 2.0
+        time.sleep(0.03)
+    tjf = wait_for(
+        lambda: (
+            (f := cluster.forecast("flat"))
+            and any(
+                a["rule"] == "plateau"
+                for a in (f.get("status") or {}).get("recommendation", {}).get("actions", [])
+            )
+            and f
+        ),
+        "the plateau rule's recommendation on the rising eval loss",
+        timeout=90,
+    )
+    (action,) = [a for a in tjf["status"]["recommendation"]["actions"] if a["rule"] == "plateau"]
+    assert "eval_loss" in action["reason"] and f"at step {best}" in action["reason"]
+    assert tjf["status"]["learningState"]["label"] in ("plateaued", "overfitting")
 
 
 # ------------------------------------------------------------------------------------ scenario 3
