@@ -42,6 +42,7 @@ __all__ = [
     "Exposure",
     "hazard_by_queue",
     "hazard_evidence",
+    "interruptions",
     "queue_hazard",
     "workload_exposure",
     "workload_hazard",
@@ -63,6 +64,12 @@ class Exposure:
     @property
     def interruptions(self) -> int:
         return self.preemptions + self.failures
+
+
+def interruptions(evictions: Mapping[str, int]) -> int:
+    """A workload's evictions that count as hazard (``HAZARD_REASONS``), from its eviction counts
+    by reason (``schedulingStats.evictions``)."""
+    return sum(max(0, int(n)) for reason, n in evictions.items() if reason in HAZARD_REASONS)
 
 
 def workload_exposure(

@@ -290,13 +290,6 @@ def _is_file(name: str) -> bool:
         return False
 
 
-def foreign_kinds(text: str) -> list[str]:
-    """The kinds of the documents in ``text`` that belong to another API group (a TrainJob, a
-    runtime in the same manifests folder): not AdvisorPolicies with mistakes, so a check of a
-    whole folder names and skips them (``policies_from_text(..., skip_foreign=True)``)."""
-    return [str(d.get("kind") or "?") for d in _parse_text(text) if _foreign(d)]
-
-
 def _foreign(doc: object) -> bool:
     if not isinstance(doc, Mapping):
         return False
@@ -307,11 +300,13 @@ def _foreign(doc: object) -> bool:
     return group != GROUP
 
 
-def policies_from_text(text: str, *, skip_foreign: bool = False) -> list[Policy]:
-    """Every AdvisorPolicy in YAML/JSON text (see ``load_policies``); with ``skip_foreign``,
-    documents of other API groups are left out rather than reported as invalid policies."""
+def policies_from_text(text: str, *, skipped: list[str] | None = None) -> list[Policy]:
+    """Every AdvisorPolicy in YAML/JSON text (see ``load_policies``). Given a ``skipped`` list,
+    documents of other API groups (a TrainJob, a runtime, RBAC in the same manifests folder) are
+    left out and their kinds appended to it, rather than reported as invalid policies."""
     docs = _parse_text(text)
-    if skip_foreign:
+    if skipped is not None:
+        skipped.extend(str(d.get("kind") or "?") for d in docs if _foreign(d))
         docs = [d for d in docs if not _foreign(d)]
     policies: list[Policy] = []
     errors: Errors = []

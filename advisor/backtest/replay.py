@@ -210,7 +210,8 @@ def replay(
             decision, out = r.evaluate(now)
             if out is not None:
                 return out
-            if judged is None or core.view(r.view).phase is Phase.RUNNING:
+            rec = core.record(r.key)
+            if judged is None or (rec is not None and rec.phase is Phase.RUNNING):
                 judged = decision  # not the finished run's looks: nothing is judged there
             # the controller's timers between this report and the next
             until = EPOCH + float(run.times[idx[n + 1]]) if n + 1 < len(idx) else now

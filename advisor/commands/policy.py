@@ -83,7 +83,7 @@ def _read(path: str) -> str:
 
 def _validate(files: list[str]) -> int:
     from policies import PolicyError
-    from policies.loader import foreign_kinds, policies_from_text, read_policy_file
+    from policies.loader import policies_from_text, read_policy_file
 
     failed = False
     defined: dict[str, str] = {}  # policy name -> the file that defines it first
@@ -97,8 +97,8 @@ def _validate(files: list[str]) -> int:
             print(f"{path}: {exc.errors[0][1]}")
             continue
         try:
-            policies = policies_from_text(text, skip_foreign=True)
-            others = foreign_kinds(text)
+            others: list[str] = []
+            policies = policies_from_text(text, skipped=others)
         except PolicyError as exc:
             failed = True
             for field, reason in exc.errors:

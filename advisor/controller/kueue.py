@@ -20,7 +20,7 @@ from typing import Any
 
 from advisor.model import ClusterQueueView, WorkloadView, job_key
 from advisor.protocol import KUEUE_PRIORITY_BOOST_ANNOTATION
-from policies.hazard import HAZARD_REASONS
+from policies.hazard import interruptions
 
 __all__ = [
     "GPU_RESOURCES",
@@ -189,7 +189,7 @@ class Workload:
             admitted_at=self.admitted_at,
             created_at=self.created_at,
             priority_boost=self.priority_boost,
-            interruptions=sum(n for reason, n in self.evictions_by_reason if reason in HAZARD_REASONS),
+            interruptions=interruptions(dict(self.evictions_by_reason)),
             past_admitted_seconds=self.past_execution_seconds,
         )
 

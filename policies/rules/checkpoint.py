@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from advisor.model import Action, ActionKind, Phase
+from advisor.model import Action, ActionKind, Phase, WorkloadView
 from policies.hazard import queue_hazard, workload_hazard
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
@@ -32,7 +32,7 @@ NAME = "checkpoint"
 SAVE_WINDOW = "save-window"
 
 
-def interval(ctx: Context, rule: CheckpointRule) -> tuple[float, float, float]:
+def interval(ctx: Context, rule: CheckpointRule, w: WorkloadView | None) -> tuple[float, float, float]:
     """``(interval_s, cost_s, hazard_per_s)`` for the job, clamped to the rule's bounds.
 
     The hazard is the queue's, refined by the workload's own evictions and admitted time, times
@@ -49,7 +49,7 @@ def interval(ctx: Context, rule: CheckpointRule) -> tuple[float, float, float]:
         rates=cluster.preemption_rate,
         default_per_s=rule.default_hazard_per_hour / 3600.0,
     )
-    hazard = workload_hazard(hazard, cluster_index(cluster).by_job.get(job.key), ctx.now)
+    hazard = workload_hazard(hazard, w, ctx.now)
     hazard *= miss_probability(job)
     ideal = checkpoint_interval(cost, hazard)
     return min(max(ideal, rule.min_interval), rule.max_interval), cost, hazard
@@ -146,8 +146,8 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
     job, now = ctx.job, ctx.now
     if not job.active or not job.admitted:
         return out
-    every, cost, hazard = interval(ctx, rule)
     w = cluster_index(ctx.cluster).by_job.get(job.key)
+    every, cost, hazard = interval(ctx, rule, w)
     safe = w is not None and w.admitted and not can_be_preempted(ctx.cluster, w, as_it_stands=False)
     if safe:
         # nothing in Kueue can evict it, even if its queue starts borrowing: only node failures

@@ -404,6 +404,34 @@ def test_recommend_policy_advises_with_an_event_and_changes_nothing(
     assert policy["status"]["actionsTaken"] == 0  # Recommend mode takes none
 
 
+def _train_and_evaluate(
+    cluster: Cluster, job: str, *, train: Callable[[int], float], evaluate: Callable[[int], float]
+) -> None:
+    """Create ``job`` and report steps 20..1480 of 2000, an evaluation every 100 steps (repeated in
+    the reports after it, as HF's callback merges the last one)."""
+    cluster.create_trainjob(job)
+    # the controller watches before the reports start (on a just-started API server its first
+    # watch can be refused while storage initialises, and reports sent meanwhile are never seen)
+    wait_for(lambda: cluster.forecast(job), "the controller to see the job")
+    total, at = 2000, time.time() - 300
+    evaluation: list[dict[str, str]] = []
+    for step in range(20, 1500, 20):
+        if step % 100 == 0:
+            evaluation = [
+                {"name": "eval_loss", "value": f"{evaluate(step):.6f}"},
+                {"name": "eval_runtime", "value": f"{3.0 + step / 1e4:.4f}"},
+            ]
+        metrics = [
+            {"name": "current_step", "value": str(step)},
+            {"name": "total_steps", "value": str(total)},
+            {"name": "loss", "value": f"{train(step):.6f}"},
+            *evaluation,
+        ]
+        cluster.report(job, metrics, at, percent=100 * step // total)
+        at += 2.0
+        time.sleep(0.03)
+
+
 def test_falling_train_loss_with_rising_eval_loss_is_overfitting_with_an_event_naming_the_best_step(
     control_plane: cp.ControlPlane, cluster: Cluster, controller: Controller, policy_cleanup: list[str]
 ) -> None:
@@ -412,30 +440,14 @@ def test_falling_train_loss_with_rising_eval_loss_is_overfitting_with_an_event_n
     name = f"ovf-{cluster.ns[-6:]}"
     cluster.apply_policy(control_plane, name, "Recommend", overfitting={"probability": 0.6, "for": "0s"})
     policy_cleanup.append(name)
-    cluster.create_trainjob("ft")
-    # the controller watches before the reports start (on a just-started API server its first
-    # watch can be refused while storage initialises, and reports sent meanwhile are never seen)
-    wait_for(lambda: cluster.forecast("ft"), "the controller to see the job")
-    total, best = 2000, 600
-    at = time.time() - 300
-    evaluation: list[dict[str, str]] = []
-    for step in range(20, 1500, 20):
-        train = 0.3 + 2.0 * math.exp(-step / 400)
-        if step % 100 == 0:  # an evaluation every 100 steps: a U with its minimum at step 600
-            value = 0.5 + 0.25 * ((step - best) / best) ** 2 * (1.0 if step < best else 0.6)
-            evaluation = [
-                {"name": "eval_loss", "value": f"{value:.6f}"},
-                {"name": "eval_runtime", "value": f"{3.0 + step / 1e4:.4f}"},
-            ]
-        metrics = [
-            {"name": "current_step", "value": str(step)},
-            {"name": "total_steps", "value": str(total)},
-            {"name": "loss", "value": f"{train:.6f}"},
-            *evaluation,
-        ]
-        cluster.report("ft", metrics, at, percent=100 * step // total)
-        at += 2.0
-        time.sleep(0.03)
+    best = 600
+    _train_and_evaluate(
+        cluster,
+        "ft",
+        train=lambda step: 0.3 + 2.0 * math.exp(-step / 400),
+        # a U with its minimum at step 600
+        evaluate=lambda step: 0.5 + 0.25 * ((step - best) / best) ** 2 * (1.0 if step < best else 0.6),
+    )
     tjf = wait_for(
         lambda: (
             (f := cluster.forecast("ft"))
@@ -464,29 +476,18 @@ def test_flat_train_loss_with_rising_eval_loss_is_a_plateau_naming_the_best_step
     name = f"evr-{cluster.ns[-6:]}"
     cluster.apply_policy(control_plane, name, "Recommend", plateau={"probability": 0.8, "for": "0s"})
     policy_cleanup.append(name)
-    cluster.create_trainjob("flat")
-    wait_for(lambda: cluster.forecast("flat"), "the controller to see the job")
-    total, best = 2000, 600
-    at = time.time() - 300
-    evaluation: list[dict[str, str]] = []
-    for step in range(20, 1500, 20):
-        train = 0.3 + 2.0 * math.exp(-step / 60) + 0.002 * math.sin(step)  # flat from step ~400
-        if step % 100 == 0:  # rising by 2% of its best per evaluation after step 600
-            value = (
-                0.5 + 0.25 * ((step - best) / best) ** 2
-                if step < best
-                else 0.5 * (1 + 0.02 * (step - best) / 100)
-            )
-            evaluation = [{"name": "eval_loss", "value": f"{value:.6f}"}]
-        metrics = [
-            {"name": "current_step", "value": str(step)},
-            {"name": "total_steps", "value": str(total)},
-            {"name": "loss", "value": f"{train:.6f}"},
-            *evaluation,
-        ]
-        cluster.report("flat", metrics, at, percent=100 * step // total)
-        at += 2.0
-        time.sleep(0.03)
+    best = 600
+    _train_and_evaluate(
+        cluster,
+        "flat",
+        train=lambda step: 0.3 + 2.0 * math.exp(-step / 60) + 0.002 * math.sin(step),  # flat from ~400
+        # rising by 2% of its best per evaluation after step 600
+        evaluate=lambda step: (
+            0.5 + 0.25 * ((step - best) / best) ** 2
+            if step < best
+            else 0.5 * (1 + 0.02 * (step - best) / 100)
+        ),
+    )
     tjf = wait_for(
         lambda: (
             (f := cluster.forecast("flat"))
