@@ -376,10 +376,10 @@ class Engine:
         self._sync_checkpoints(key, base, body, workload, now)
         if decision.actions:
             self.actuator.execute(self.core.view(base), decision, body=body, workload=workload, now=now)
-        if self.save_check is not None:
-            self.save_check.settle(workload, ready_message(decision))
         job.last_decision = decision
         view = self.core.view(base)
+        if self.save_check is not None:
+            self.save_check.settle(workload, ready_message(decision, view))
         # the state shown before: this controller's last status, else the one a previous controller
         # saved (announced already), else none (a job first judged in a state other than learning,
         # e.g. when its reports arrived in one burst, is announced too)

@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from advisor.controller.kueue import KUEUE_GROUP, Workload
-from advisor.model import ActionKind, Decision
+from advisor.model import ActionKind, Decision, JobView
+from policies.rules.base import last_record
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,19 @@ CONTROLLER_NAME = "trainjob-advisor.io/save-window"
 _JSON_PATCH = "application/json-patch+json"
 
 
-def ready_message(decision: Decision) -> str:
+def ready_message(decision: Decision, job: JobView) -> str:
     """What the check says when it lets a workload start: that the advisor looked, and the grace
-    period it set, if it set one."""
+    period it set for this start, if it set one.
+
+    The grace period may have been written by an earlier evaluation than the one that settles the
+    check (the first settle refused on a Workload changed meanwhile, say): the message names the
+    one the job's action log records as written while the job waited for this start, not only
+    this decision's, so what the check says does not depend on which evaluation got through."""
     graces = [a.reason for a in decision.actions if a.kind is ActionKind.SET_GRACE_PERIOD]
+    if not graces:
+        done = last_record(job, {ActionKind.SET_GRACE_PERIOD})
+        if done is not None and done.outcome == "done" and done.time >= (job.phase_since or 0.0):
+            graces = [done.reason]
     return "trainjob-advisor looked at the job before its start" + (f": {graces[0]}" if graces else "")
 
 

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.kueue import parse_workload
-from advisor.controller.savecheck import CONTROLLER_NAME, SaveWindowCheck
+from advisor.controller.savecheck import CONTROLLER_NAME, SaveWindowCheck, ready_message
+from advisor.model import Action, ActionKind, ActionRecord, Decision, JobView
 from tests.controller.fakes import ApiError, FakeApi, trainjob, workload
 
 T0 = 1_800_000_000.0
@@ -145,3 +147,22 @@ def test_without_the_option_the_engine_answers_no_check() -> None:
     e.enqueue("workload", "ADDED", _waiting([("advisor-check", "Pending")], kind="Job"))
     e.step(T0)
     assert custom.calls == [] and e.save_check is None
+
+
+def test_the_ready_message_names_the_grace_period_written_while_the_job_waited_even_by_an_earlier_look() -> None:
+    """The grace period may be written by one evaluation and the check settled by a later one whose
+    decision sets nothing (its first settle was refused): the message still names it, but never one
+    written before the job's current wait (a grace period of an earlier start)."""
+    reason = "set terminationGracePeriodSeconds to 43 for the next start (was 30): a save needs 42 s"
+    grace = Action(ActionKind.SET_GRACE_PERIOD, "save-window", reason, {"grace_period_s": 43.0})
+    written = ActionRecord(ActionKind.SET_GRACE_PERIOD, T0 + 5, "r1", outcome="done", reason=reason)
+    waiting = JobView(namespace="team-a", name="llm", active=False, admitted=False, phase_since=T0)
+    plain = "trainjob-advisor looked at the job before its start"
+    assert ready_message(Decision(job="team-a/llm", actions=(grace,)), waiting) == f"{plain}: {reason}"
+    later = Decision(job="team-a/llm")
+    assert ready_message(later, dataclasses.replace(waiting, actions=(written,))) == f"{plain}: {reason}"
+    # written for an earlier start (the job waits again since T0 + 10), or not written: the plain message
+    earlier = dataclasses.replace(waiting, actions=(written,), phase_since=T0 + 10)
+    assert ready_message(later, earlier) == plain
+    failed = dataclasses.replace(written, outcome="failed")
+    assert ready_message(later, dataclasses.replace(waiting, actions=(failed,))) == plain
