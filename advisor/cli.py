@@ -139,9 +139,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The (sub)command's own parser that ``argv`` names, deepest first (``policy validate``), so
+    that a usage error points at that command's ``--help``, not the top-level one."""
+    found = parser
+    for token in argv:
+        subs = [a for a in found._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and token in subs[0].choices:
+            found = subs[0].choices[token]
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    command = _command_parser(parser, list(sys.argv[1:] if argv is None else argv))
+    if extra:
+        command.error(f"unrecognized arguments: {' '.join(extra)}")
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
@@ -149,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(func(args) or 0)
     except CommandError as exc:
-        print(f"trainjob-advisor {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"{command.prog}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -164,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # called from Python (tests, embedding): the caller gets the exception itself
         # a defect, not bad input: one line all the same, with the way to see more
         print(
-            f"trainjob-advisor {args.command}: internal error: {type(exc).__name__}: {exc} "
+            f"{command.prog}: internal error: {type(exc).__name__}: {exc} "
             "(set TRAINJOB_ADVISOR_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )

@@ -203,6 +203,8 @@ def crd_manifest() -> dict[str, Any]:
                         },
                         {"name": "Jobs", "type": "integer", "jsonPath": ".status.jobsMatched"},
                         {"name": "Actions", "type": "integer", "jsonPath": ".status.actionsTaken"},
+                        # a Recommend-mode policy takes no action: what it advised is its figure
+                        {"name": "Recommended", "type": "integer", "jsonPath": ".status.recommendations"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {"openAPIV3Schema": schema},

@@ -21,7 +21,7 @@ _Z90 = 1.2815515655446004
 
 
 def register(subparsers: Any) -> None:
-    from advisor.controller.cliutil import add_cluster_args
+    from advisor.controller.cliutil import add_cluster_args, add_namespace_arg
 
     p = subparsers.add_parser(
         "compare",
@@ -30,7 +30,8 @@ def register(subparsers: Any) -> None:
         "probability that each ends best (lowest loss).",
     )
     add_cluster_args(p)
-    p.add_argument("refs", nargs="+", metavar="NS/NAME", help="two or more runs")
+    add_namespace_arg(p)
+    p.add_argument("refs", nargs="+", metavar="NAME", help="two or more runs: NAME or NS/NAME")
     p.add_argument("--draws", type=int, default=20000, help="Monte-Carlo draws (default 20000)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.set_defaults(func=run)
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("compare needs at least two runs")
     if args.draws < 100:
         raise CommandError("--draws must be at least 100")
-    refs = [parse_ref(r) for r in args.refs]
+    refs = [parse_ref(r, args) for r in args.refs]
     api = cluster_api(args)
     found: list[tuple[str, Mapping[str, Any], tuple[float, float, float] | None]] = []
     for ns, name in refs:

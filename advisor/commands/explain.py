@@ -20,7 +20,7 @@ __all__ = ["explain_lines", "register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    from advisor.controller.cliutil import add_cluster_args
+    from advisor.controller.cliutil import add_cluster_args, add_namespace_arg
 
     p = subparsers.add_parser(
         "explain",
@@ -28,7 +28,8 @@ def register(subparsers: Any) -> None:
         description="Print everything the advisor knows about one run and why it advises what it does.",
     )
     add_cluster_args(p)
-    p.add_argument("ref", metavar="NS/NAME", help="the TrainJob (and its TrainJobForecast)")
+    add_namespace_arg(p)
+    p.add_argument("ref", metavar="NAME", help="the TrainJob (and its TrainJobForecast): NAME or NS/NAME")
     p.add_argument("--plot", metavar="FILE", help="write a plot of the history and forecast (PNG/SVG/PDF)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     p.set_defaults(func=run)
@@ -177,7 +178,7 @@ def plot(status: Mapping[str, Any], path: str, title: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from advisor.controller.cliutil import api_error, cluster_api, parse_ref, status_of
 
-    ns, name = parse_ref(args.ref)
+    ns, name = parse_ref(args.ref, args)
     if args.plot:
         require_extra("matplotlib", "sim", "--plot")
     api = cluster_api(args)

@@ -134,9 +134,9 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         policies = policies_from_text(_read(args.file))
     except PolicyError as exc:
-        raise CommandError(
-            f"{args.file} is not a valid AdvisorPolicy: {exc.errors[0][0]}: {exc.errors[0][1]}"
-        ) from None
+        found = "; ".join(f"{where}: {what}" for where, what in exc.errors)
+        more = f" ({len(exc.errors)} errors)" if len(exc.errors) > 1 else ""
+        raise CommandError(f"{args.file} is not a valid AdvisorPolicy{more}: {found}") from None
     try:
         raw = json.loads(_read(args.job_state))
     except ValueError as exc:

@@ -17,7 +17,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    from advisor.controller.cliutil import add_cluster_args
+    from advisor.controller.cliutil import add_cluster_args, add_namespace_arg
 
     p = subparsers.add_parser(
         "resume",
@@ -25,7 +25,8 @@ def register(subparsers: Any) -> None:
         description="Set the run's Kueue Workload spec.active back to true.",
     )
     add_cluster_args(p)
-    p.add_argument("ref", metavar="NS/NAME", help="the TrainJob (or PyTorchJob with --kind)")
+    add_namespace_arg(p)
+    p.add_argument("ref", metavar="NAME", help="the TrainJob (or PyTorchJob with --kind): NAME or NS/NAME")
     p.add_argument("--kind", choices=("TrainJob", "PyTorchJob"), default="TrainJob")
     p.set_defaults(func=run)
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from advisor.controller.cliutil import api_error, cluster_api, parse_ref
     from advisor.controller.jobs import JOB_KINDS
 
-    ns, name = parse_ref(args.ref)
+    ns, name = parse_ref(args.ref, args)
     api = cluster_api(args)
     try:
         job = api.get_job(args.kind, ns, name)

@@ -60,20 +60,9 @@ def _namespace(args: argparse.Namespace) -> str | None:
         return None
     if args.namespace:
         return str(args.namespace)
+    from advisor.controller.cliutil import kubeconfig_namespace
+
     return kubeconfig_namespace(args.kubeconfig, args.context)
-
-
-def kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:
-    """The namespace of the kubeconfig context in use (``--context``, else the current one), as
-    kubectl picks it; 'default' when it names none or there is no kubeconfig."""
-    try:
-        from kubernetes import config
-
-        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
-        chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
-        return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
-    except Exception:
-        return "default"
 
 
 def rows(items: list[dict[str, Any]], *, with_namespace: bool) -> list[list[Any]]:

@@ -17,10 +17,12 @@ from typing import Any
 __all__ = [
     "JsonFormatter",
     "add_cluster_args",
+    "add_namespace_arg",
     "age",
     "api_client_for",
     "cluster_api",
     "configure_logging",
+    "kubeconfig_namespace",
     "parse_ref",
     "print_table",
     "probe_cluster",
@@ -91,13 +93,42 @@ def api_error(exc: BaseException, what: str) -> Exception:
     return CommandError(f"API error reading {what}: {getattr(exc, 'reason', None) or exc}")
 
 
-def parse_ref(text: str) -> tuple[str, str]:
-    """``NS/NAME`` → (ns, name); raises CommandError on anything else."""
+def add_namespace_arg(parser: argparse.ArgumentParser) -> None:
+    """``-n NS`` for commands that name jobs, as kubectl does: ``NAME -n NS`` or ``NS/NAME``."""
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        metavar="NS",
+        help="namespace of a job named without one (default: the kubeconfig context's, else 'default')",
+    )
+
+
+def kubeconfig_namespace(kubeconfig: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig context in use (``--context``, else the current one), as
+    kubectl picks it; 'default' when it names none or there is no kubeconfig (e.g. in a pod)."""
+    try:
+        from kubernetes import config
+
+        contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+        chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
+        return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+    except Exception:
+        return "default"
+
+
+def parse_ref(text: str, args: argparse.Namespace | None = None) -> tuple[str, str]:
+    """``NS/NAME``, or ``NAME`` in ``args.namespace`` (``-n``), else in the kubeconfig context's
+    namespace, as kubectl reads a name → (ns, name); raises CommandError on anything else."""
     from advisor.cli import CommandError
 
     ns, sep, name = text.partition("/")
+    if not sep and text and args is not None:
+        ns, name = getattr(args, "namespace", None) or "", text
+        if not ns:
+            ns = kubeconfig_namespace(getattr(args, "kubeconfig", None), getattr(args, "context", None))
+        return ns, name
     if not sep or not ns or not name or "/" in name:
-        raise CommandError(f"expected NAMESPACE/NAME, got {text!r}")
+        raise CommandError(f"expected NAME (with -n NAMESPACE) or NAMESPACE/NAME, got {text!r}")
     return ns, name
 
 

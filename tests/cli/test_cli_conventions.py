@@ -137,6 +137,13 @@ def test_usage_errors_are_one_line() -> None:
         _one_error(script(*argv), argv[0])
 
 
+def test_an_unknown_flag_points_at_the_help_of_the_command_it_was_given_to() -> None:
+    line = _one_error(script("forecast", "--bogus", "x"), "forecast")
+    assert line.endswith("unrecognized arguments: --bogus (see trainjob-advisor forecast --help)")
+    line = _one_error(script("policy", "validate", "--zz", "p.yaml"), "policy validate")
+    assert line.endswith("(see trainjob-advisor policy validate --help)")
+
+
 def test_policy_validate_rejects_duplicate_keys_and_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

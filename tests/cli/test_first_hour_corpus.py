@@ -82,7 +82,7 @@ def test_replayed_forecasts_of_the_reproductions_work(path: Path, capsys: pytest
 )
 def test_policy_validate_reports_or_accepts(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _call(capsys, "policy", "validate", str(path))
-    _result_or_one_error(code, out, err, "policy", check_failed=True)
+    _result_or_one_error(code, out, err, "policy validate", check_failed=True)
 
 
 def test_policy_explain_on_every_job_state(capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,7 +90,7 @@ def test_policy_explain_on_every_job_state(capsys: pytest.CaptureFixture[str]) -
     policy = CORPUS / "policy" / "ok.yaml"
     for state in sorted((CORPUS / "policy").glob("state*.json")):
         code, out, err = _call(capsys, "policy", "explain", str(policy), "--job-state", str(state))
-        _result_or_one_error(code, out, err, "policy")
+        _result_or_one_error(code, out, err, "policy explain")
     # a wrong type inside the forecast is an error naming the key, not "usable"
     code, _, err = _call(
         capsys, "policy", "explain", str(policy), "--job-state", str(CORPUS / "policy" / "state_badtype.json")

@@ -8,30 +8,44 @@ from pathlib import Path
 
 import pytest
 
-from advisor.cli import build_parser
+from advisor.cli import CommandError, build_parser
 from advisor.completion import bash_script, candidates, plugin_candidates
-from advisor.kubectl_plugin import PLUGIN_COMMANDS, main, translate
-
-
-def ns() -> str:
-    return "from-context"
+from advisor.controller.cliutil import parse_ref
+from advisor.kubectl_plugin import PLUGIN_COMMANDS, main
 
 
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["explain", "llm", "-n", "team-a"], ["explain", "team-a/llm"]),
-        (["explain", "team-a/llm"], ["explain", "team-a/llm"]),
-        (["explain", "llm"], ["explain", "from-context/llm"]),
-        (["explain", "--namespace=b", "llm", "-o", "json"], ["explain", "b/llm", "-o", "json"]),
-        (["compare", "a", "x/b", "-n", "t", "--draws", "500"], ["compare", "t/a", "x/b", "--draws", "500"]),
-        (["resume", "--kind", "PyTorchJob", "job", "-n", "t"], ["resume", "--kind", "PyTorchJob", "t/job"]),
-        (["status", "-n", "team-a", "--by", "queue"], ["status", "-n", "team-a", "--by", "queue"]),
-        (["explain", "llm", "--kubeconfig", "cfg", "-n", "a"], ["explain", "a/llm", "--kubeconfig", "cfg"]),
+        (["explain", "llm", "-n", "team-a"], [("team-a", "llm")]),
+        (["explain", "team-a/llm"], [("team-a", "llm")]),
+        (["explain", "llm"], [("from-context", "llm")]),
+        (["explain", "--namespace=b", "llm", "-o", "json"], [("b", "llm")]),
+        (["compare", "a", "x/b", "-n", "t", "--draws", "500"], [("t", "a"), ("x", "b")]),
+        (["resume", "--kind", "PyTorchJob", "job", "-n", "t"], [("t", "job")]),
+        (["explain", "llm", "--kubeconfig", "cfg", "-n", "a"], [("a", "llm")]),
     ],
 )
-def test_kubectl_style_names_become_namespace_slash_name(argv: list[str], expected: list[str]) -> None:
-    assert translate(argv, ns) == expected
+def test_jobs_are_named_as_kubectl_names_them(
+    argv: list[str], expected: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    """``NAME -n NS`` or ``NS/NAME``; a bare name is in the kubeconfig context's namespace."""
+    cfg = tmp_path / "config"
+    cfg.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u, "
+        "namespace: from-context}}]\ncurrent-context: x\n"
+    )
+    if "--kubeconfig" not in argv:
+        argv = [*argv, "--kubeconfig", str(cfg)]
+    args = build_parser().parse_args(argv)
+    refs = args.refs if argv[0] == "compare" else [args.ref]
+    assert [parse_ref(r, args) for r in refs] == expected
+
+
+def test_a_malformed_name_is_one_clear_error() -> None:
+    with pytest.raises(CommandError, match="NAME \\(with -n NAMESPACE\\) or NAMESPACE/NAME"):
+        parse_ref("a/b/c", build_parser().parse_args(["explain", "x"]))
 
 
 def test_every_plugin_command_is_a_cli_command_and_unknown_ones_exit_2(

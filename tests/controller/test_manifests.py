@@ -28,6 +28,16 @@ def test_printer_columns_are_the_documented_ones() -> None:
     assert version["subresources"] == {"status": {}}
 
 
+def test_a_policy_lists_what_it_recommended_beside_what_it_did() -> None:
+    """A Recommend-mode policy takes no action: ``kubectl get advisorpolicies`` shows its advice."""
+    (crd,) = docs(ROOT / "crds" / "advisorpolicy.yaml")
+    (version,) = crd["spec"]["versions"]
+    cols = {c["name"].upper(): c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert cols["ACTIONS"] == ".status.actionsTaken"
+    assert cols["RECOMMENDED"] == ".status.recommendations"
+    assert "recommendations" in version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+
+
 def test_rbac_is_least_privilege() -> None:
     (role,) = docs(ROOT / "rbac" / "clusterrole.yaml")
     grants = {

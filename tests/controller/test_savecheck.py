@@ -149,7 +149,7 @@ def test_without_the_option_the_engine_answers_no_check() -> None:
     assert custom.calls == [] and e.save_check is None
 
 
-def test_the_ready_message_names_the_grace_period_written_while_the_job_waited_even_by_an_earlier_look() -> None:
+def test_the_ready_message_names_the_grace_period_written_while_the_job_waited_by_any_look() -> None:
     """The grace period may be written by one evaluation and the check settled by a later one whose
     decision sets nothing (its first settle was refused): the message still names it, but never one
     written before the job's current wait (a grace period of an earlier start)."""

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from advisor import cli
-from advisor.commands.status import kubeconfig_namespace
 from advisor.controller import cliutil
+from advisor.controller.cliutil import kubeconfig_namespace
 from advisor.controller.summary import summarize
 from tests.controller.test_commands import CliApi, tjf
 
