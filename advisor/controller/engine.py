@@ -25,19 +25,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.controller.actuator import Actuator
-from advisor.controller.api import dumps_compact
 from advisor.controller.audit import audit_dropped
 from advisor.controller.cluster_index import ClusterIndex
-from advisor.controller.conditions import forecast_conditions
 from advisor.controller.config import EngineConfig
 from advisor.controller.evidence import EvidenceStore
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
 from advisor.controller.kueue import Workload, parse_workload
 from advisor.controller.metrics import Metrics
 from advisor.controller.policystatus import PolicyBook
-from advisor.controller.render import render_status
 from advisor.controller.savecheck import SaveWindowCheck, ready_message
 from advisor.controller.saved import SavedStatuses
+from advisor.controller.statusboard import StatusBoard, owner_reference, same_but_time
 from advisor.controller.store import ForecastStore
 from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
@@ -110,9 +108,9 @@ class Engine:
         self.store = ForecastStore(api)
         self.actuator = Actuator(api, self.core, self._persist_now, metrics=self.metrics)
         self.restart = SavedStatuses(self.store, self.core, self.actuator)
+        self.board = StatusBoard(self.core, self.actuator, self.restart, hung_after_s=cfg.hung_after_s)
         self.saved = self.restart.pending  # the statuses not adopted yet, read by the tests
         self._last_queue_metrics = -1e18
-        self._statuses: dict[str, dict[str, Any]] = {}
         self._received = 0.0  # wall clock at which the event being applied was received
         self._last_policy_status = -math.inf
         self.ready = False
@@ -218,7 +216,7 @@ class Engine:
             self._write_policy_figures()
         if now - self._last_queue_metrics >= self.config.queue_metrics_interval_s:
             self._last_queue_metrics = now
-            self.metrics.set_queues(summarize((k.split("/", 1)[0], s) for k, s in self._statuses.items()))
+            self.metrics.set_queues(summarize((k.split("/", 1)[0], s) for k, s in self.board.items()))
             self.metrics.jobs.set(len(self.jobs))
         return evaluated
 
@@ -255,19 +253,22 @@ class Engine:
             return
         key = job_key(str(meta["namespace"]), str(meta["name"]))
         if event_type == "DELETED":
+            if key in self.jobs:
+                log.info("%s: deleted, its history and actions forgotten", key)
             audit_dropped(key, self.actuator.pending_for(key))
             self.jobs.pop(key, None)
             self.core.forget(key)
             self.actuator.forget(key)
             self.writer.forget(key)
             self.store.forget(key)
-            self._statuses.pop(key, None)
+            self.board.forget(key)
             self.metrics.forget_job(*key.split("/", 1))
             return
         job = self.jobs.get(key)
         if job is None:
             job = self.jobs[key] = _Job(body)
             self.restart.restore(key)
+            log.info("%s: %s seen, advising it", key, body.get("kind") or TRAINJOB.kind)
         job.body = body
         signals = job_signals(body)
         if signals != job.signals:  # completed, failed, suspended: the decision changes with it
@@ -347,14 +348,14 @@ class Engine:
         """The cheap path: progress, step, throughput from the latest sample, with the last
         forecast and decision, so that every update shows without waiting for a forecast."""
         view = self.core.view(self.index.base_view(job.body))
-        status = self._render(key, view, job.last_decision, now)
+        status = self.board.render(key, view, job.last_decision, now)
         self.metrics.observe_job(view)
         self._submit(key, job, status, now)
 
     def _submit(self, key: str, job: _Job, status: dict[str, Any], now: float) -> None:
         self.writer.submit(
             key,
-            {"owner": self._owner(job.body), "status": status},
+            {"owner": owner_reference(job.body), "status": status},
             observed_at=job.unwritten_since if job.unwritten_since is not None else now,
         )
         job.unwritten_since = None
@@ -380,26 +381,14 @@ class Engine:
         view = self.core.view(base)
         if self.save_check is not None:
             self.save_check.settle(workload, ready_message(decision, view))
-        # the state shown before: this controller's last status, else the one a previous controller
-        # saved (announced already), else none (a job first judged in a state other than learning,
-        # e.g. when its reports arrived in one burst, is announced too)
-        previous = self._statuses.get(key)
-        shown = previous.get("state") if previous is not None else self.restart.saved_state(key)
-        status = self._render(key, view, decision, now)
-        if (
-            view.learning_state is not None
-            and shown != status["state"] == view.learning_state.label
-            and view.learning_state.label != "learning"
-            and _mid_run(view)
-        ):
-            self.actuator.learning_state_changed(view, body, shown)
+        previous, status = self.board.evaluated(key, view, decision, body, now)
         if job.last_eval is not None and status["state"] in NOT_LEARNING and view.active:
             hours = view.gpus * max(0.0, now - job.last_eval) / 3600.0
             self.metrics.non_learning_gpu_hours.labels(view.namespace).inc(hours)
             if decision.policy:
                 self.book.add_hours(decision.policy, hours)
         self.metrics.observe_job(view)
-        if job.unwritten_since is None and _same_but_time(previous, status):
+        if job.unwritten_since is None and same_but_time(previous, status):
             return  # a periodic re-evaluation that changed nothing: no write
         self._submit(key, job, status, now)
 
@@ -420,40 +409,15 @@ class Engine:
             detail = f"at step {rec.checkpoint.last_step}" if action.outcome == "acknowledged" else ""
             self.actuator.checkpoint_done(self.core.view(base), rid, action.outcome, body=body, detail=detail)
 
-    # ----------------------------------------------------------------------------- rendering
-    @staticmethod
-    def _owner(body: Mapping[str, Any]) -> dict[str, Any]:
-        meta = body.get("metadata") or {}
-        jk = JOB_KINDS.get(str(body.get("kind") or ""), TRAINJOB)
-        return {"apiVersion": f"{jk.group}/{jk.version}", "kind": jk.kind, "uid": meta.get("uid")}
-
-    def _render(self, key: str, view: JobView, decision: Decision | None, now: float) -> dict[str, Any]:
-        rec = self.core.record(key)
-        state = self.core.dump(key) if rec else None
-        history = state.pop("history", None) if state else None  # stored as its own, appendable field
-        status = render_status(
-            view,
-            decision,
-            now=now,
-            forecast_at=rec.forecast_at if rec else None,
-            core_state=dumps_compact(state) if state is not None else None,
-            history=history,
-            pending_actions=self.actuator.pending_for(key),
-            hung_after_s=self.config.hung_after_s,
-        )
-        previous = (self._statuses.get(key) or self.restart.conditions(key) or {}).get("conditions")
-        status["conditions"] = forecast_conditions(view, decision, now=now, previous=previous or ())
-        self._statuses[key] = status
-        return status
-
+    # ------------------------------------------------------------------------------- writing
     def _persist_now(self, key: str) -> None:
         job = self.jobs.get(key)
         if job is None:
             raise KeyError(f"unknown job {key}")
         view = self.core.view(self.index.base_view(job.body))
-        status = self._render(key, view, job.last_decision, time.time())
+        status = self.board.render(key, view, job.last_decision, time.time())
         self.writer.write_now(
-            key, {"owner": self._owner(job.body), "status": status}, timeout_s=URGENT_WRITE_WAIT_S
+            key, {"owner": owner_reference(job.body), "status": status}, timeout_s=URGENT_WRITE_WAIT_S
         )
         rec = self.core.record(key)
         last = rec.actions[-1] if rec is not None and rec.actions else None
@@ -506,16 +470,3 @@ class NotLeader(RuntimeError):
 
 def _always() -> bool:
     return True
-
-
-def _same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
-    return old is not None and all(old.get(k) == v for k, v in new.items() if k != "observedAt")
-
-
-def _mid_run(view: JobView) -> bool:
-    """Whether a state change is worth an Event: not in the first 10% of steps (a warmup looks like
-    anything, as the samples' ``minProgress`` says) nor the last 10% (with almost nothing left to
-    learn, any run is "plateaued"). Unknown length: always."""
-    if not view.total_steps:
-        return True
-    return 0.1 * view.total_steps <= view.step < 0.9 * view.total_steps

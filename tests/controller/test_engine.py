@@ -374,3 +374,28 @@ def test_a_run_first_judged_past_its_best_is_announced_once_and_not_again_after_
     e2.enqueue("job", "MODIFIED", body)
     e2.step(now + 10)
     assert len([ev for ev in api.events if ev["reason"] == "LearningState"]) == 1
+
+
+def test_the_log_says_when_a_job_is_seen_changes_advice_and_goes_but_not_at_every_evaluation(
+    caplog: Any,
+) -> None:
+    """An operator tailing the controller sees one line per change of a job's state or advice, not
+    one per progress report."""
+    import logging
+
+    def decide(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+        advice = "release quota: plateaued" if job.step >= 300 else ""
+        return Decision(job=job.key, policy="p", mode=Mode.RECOMMEND, advice=advice)
+
+    api = FakeApi()
+    e = engine(api, decide)
+    with caplog.at_level(logging.INFO, logger="advisor.controller"):
+        feed(e, range(10, 400, 10))
+        e.enqueue("job", "DELETED", trainjob(step=390))
+        e.step(T0 + 1000)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(KEY)]
+    assert lines[0] == f"{KEY}: TrainJob seen, advising it"
+    advice = [m for m in lines if "release quota" in m]
+    assert len(advice) == 1 and advice[0].endswith("(policy p, Recommend)")
+    assert lines[-1] == f"{KEY}: deleted, its history and actions forgotten"
+    assert len(lines) <= 6  # seen, a state or two, the advice, deleted: not one per report (39)

@@ -1,0 +1,128 @@
+"""What the controller shows about each job: its rendered ``TrainJobForecast`` status, and the
+changes worth telling (a LearningState Event, a log line).
+
+Kept apart from the engine, which decides *when* a job is evaluated and written: this module holds
+the last status shown per job (the reference for "what changed") and turns a view and a decision
+into the status, its conditions and its announcements.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from advisor.controller.actuator import Actuator
+from advisor.controller.api import dumps_compact
+from advisor.controller.conditions import forecast_conditions
+from advisor.controller.jobs import JOB_KINDS, TRAINJOB
+from advisor.controller.render import render_status
+from advisor.controller.saved import SavedStatuses
+from advisor.core import AdvisorCore
+from advisor.model import Decision, JobView
+
+__all__ = ["StatusBoard", "owner_reference"]
+
+log = logging.getLogger(__name__)
+
+
+def owner_reference(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The job as the owner of its ``TrainJobForecast`` (deleted with it)."""
+    meta = body.get("metadata") or {}
+    jk = JOB_KINDS.get(str(body.get("kind") or ""), TRAINJOB)
+    return {"apiVersion": f"{jk.group}/{jk.version}", "kind": jk.kind, "uid": meta.get("uid")}
+
+
+class StatusBoard:
+    """The statuses last rendered per job, and what a new one announces."""
+
+    def __init__(
+        self, core: AdvisorCore, actuator: Actuator, restart: SavedStatuses, *, hung_after_s: float
+    ) -> None:
+        self.core = core
+        self.actuator = actuator
+        self.restart = restart
+        self.hung_after_s = hung_after_s
+        self._shown: dict[str, dict[str, Any]] = {}
+
+    def shown(self, key: str) -> dict[str, Any] | None:
+        """The status this controller rendered last for the job (None: none yet)."""
+        return self._shown.get(key)
+
+    def items(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        return iter(self._shown.items())
+
+    def forget(self, key: str) -> None:
+        self._shown.pop(key, None)
+
+    def render(self, key: str, view: JobView, decision: Decision | None, now: float) -> dict[str, Any]:
+        """The job's full status (conditions carried over from the last one shown, else from the
+        one a previous controller saved), kept as the one shown."""
+        rec = self.core.record(key)
+        state = self.core.dump(key) if rec else None
+        history = state.pop("history", None) if state else None  # stored as its own, appendable field
+        status = render_status(
+            view,
+            decision,
+            now=now,
+            forecast_at=rec.forecast_at if rec else None,
+            core_state=dumps_compact(state) if state is not None else None,
+            history=history,
+            pending_actions=self.actuator.pending_for(key),
+            hung_after_s=self.hung_after_s,
+        )
+        previous = (self._shown.get(key) or self.restart.conditions(key) or {}).get("conditions")
+        status["conditions"] = forecast_conditions(view, decision, now=now, previous=previous or ())
+        self._shown[key] = status
+        return status
+
+    def evaluated(
+        self, key: str, view: JobView, decision: Decision, body: Mapping[str, Any], now: float
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """Render the status of a full evaluation and announce what changed: an Event on the first
+        judgement other than learning, a log line on a new state or advice. Returns the status
+        shown before (None: none by this controller) and the new one."""
+        # the state shown before: this controller's last status, else the one a previous controller
+        # saved (announced already), else none (a job first judged in a state other than learning,
+        # e.g. when its reports arrived in one burst, is announced too)
+        previous = self._shown.get(key)
+        shown = previous.get("state") if previous is not None else self.restart.saved_state(key)
+        status = self.render(key, view, decision, now)
+        if (
+            view.learning_state is not None
+            and shown != status["state"] == view.learning_state.label
+            and view.learning_state.label != "learning"
+            and _mid_run(view)
+        ):
+            self.actuator.learning_state_changed(view, body, shown)
+        _log_change(key, previous, status)
+        return previous, status
+
+
+def same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether a new status says nothing the old one did not (a periodic re-evaluation)."""
+    return old is not None and all(old.get(k) == v for k, v in new.items() if k != "observedAt")
+
+
+def _log_change(key: str, previous: Mapping[str, Any] | None, status: Mapping[str, Any]) -> None:
+    """One log line when a job's state or advice changes (not at every evaluation): what an
+    operator tailing the controller wants to see, without the status' numbers."""
+    rec = status.get("recommendation") or {}
+    old = (previous or {}).get("recommendation") or {}
+    if previous is not None and (previous.get("state"), old.get("advice")) == (
+        status.get("state"),
+        rec.get("advice"),
+    ):
+        return
+    advice = rec.get("advice") or ""
+    policy = f" (policy {rec['policy']}, {rec.get('mode')})" if rec.get("policy") else ""
+    log.info("%s: %s%s%s", key, status.get("state"), f"; {advice}" if advice else "", policy)
+
+
+def _mid_run(view: JobView) -> bool:
+    """Whether a state change is worth an Event: not in the first 10% of steps (a warmup looks like
+    anything, as the samples' ``minProgress`` says) nor the last 10% (with almost nothing left to
+    learn, any run is "plateaued"). Unknown length: always."""
+    if not view.total_steps:
+        return True
+    return 0.1 * view.total_steps <= view.step < 0.9 * view.total_steps
