@@ -129,6 +129,9 @@ def parse_ref(text: str, args: argparse.Namespace | None = None) -> tuple[str, s
         return ns, name
     if not sep or not ns or not name or "/" in name:
         raise CommandError(f"expected NAME (with -n NAMESPACE) or NAMESPACE/NAME, got {text!r}")
+    given = getattr(args, "namespace", None) if args is not None else None
+    if given and given != ns:  # as kubectl: two namespaces for one object is a mistake, not a choice
+        raise CommandError(f"{text!r} names namespace {ns!r} but -n says {given!r}")
     return ns, name
 
 

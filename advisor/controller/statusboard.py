@@ -105,15 +105,16 @@ def same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool
 
 
 def _log_change(key: str, previous: Mapping[str, Any] | None, status: Mapping[str, Any]) -> None:
-    """One log line when a job's state or advice changes (not at every evaluation): what an
-    operator tailing the controller wants to see, without the status' numbers."""
+    """One log line when a job's state, advice or governing policy (and its mode) changes, not at
+    every evaluation: what an operator tailing the controller wants to see, without the numbers."""
     rec = status.get("recommendation") or {}
     old = (previous or {}).get("recommendation") or {}
-    if previous is not None and (previous.get("state"), old.get("advice")) == (
-        status.get("state"),
-        rec.get("advice"),
-    ):
-        return
+
+    def said(st: Mapping[str, Any] | None, r: Mapping[str, Any]) -> tuple[Any, ...]:
+        return ((st or {}).get("state"), r.get("advice"), r.get("policy"), r.get("mode"))
+
+    if previous is not None and said(previous, old) == said(status, rec):
+        return  # a job moving to another policy or mode (Recommend -> Apply) is logged too
     advice = rec.get("advice") or ""
     policy = f" (policy {rec['policy']}, {rec.get('mode')})" if rec.get("policy") else ""
     log.info("%s: %s%s%s", key, status.get("state"), f"; {advice}" if advice else "", policy)

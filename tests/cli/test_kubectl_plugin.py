@@ -21,7 +21,8 @@ from advisor.kubectl_plugin import PLUGIN_COMMANDS, main
         (["explain", "team-a/llm"], [("team-a", "llm")]),
         (["explain", "llm"], [("from-context", "llm")]),
         (["explain", "--namespace=b", "llm", "-o", "json"], [("b", "llm")]),
-        (["compare", "a", "x/b", "-n", "t", "--draws", "500"], [("t", "a"), ("x", "b")]),
+        (["compare", "a", "t/b", "-n", "t", "--draws", "500"], [("t", "a"), ("t", "b")]),
+        (["compare", "x/a", "y/b", "--draws", "500"], [("x", "a"), ("y", "b")]),
         (["resume", "--kind", "PyTorchJob", "job", "-n", "t"], [("t", "job")]),
         (["explain", "llm", "--kubeconfig", "cfg", "-n", "a"], [("a", "llm")]),
     ],
@@ -46,6 +47,8 @@ def test_jobs_are_named_as_kubectl_names_them(
 def test_a_malformed_name_is_one_clear_error() -> None:
     with pytest.raises(CommandError, match="NAME \\(with -n NAMESPACE\\) or NAMESPACE/NAME"):
         parse_ref("a/b/c", build_parser().parse_args(["explain", "x"]))
+    with pytest.raises(CommandError, match="names namespace 'a' but -n says 'b'"):
+        parse_ref("a/x", build_parser().parse_args(["explain", "a/x", "-n", "b"]))
 
 
 def test_every_plugin_command_is_a_cli_command_and_unknown_ones_exit_2(
