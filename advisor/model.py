@@ -176,6 +176,9 @@ class LearningState:
     series: Mapping[str, Forecast] = field(default_factory=lambda: _EMPTY)
     """The forecast of each eval series judged, by name, in the metric's own units."""
     warnings: tuple[str, ...] = ()
+    directions: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    """Which way each forecast series improves (``"lower"`` / ``"higher"``), by name: what
+    ranks runs by an eval metric (``compare``) without guessing from its name."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -483,3 +486,6 @@ class Decision:
     #: progress (the controller on each report, the simulator from its model) need not look at the
     #: job for it until progress stops
     idle_recheck_at: float | None = None
+    #: other policies that select the job as specifically and with the same priority as
+    #: ``policy``, which governs by name order alone (``policies.selection.tied_with``)
+    tied_with: tuple[str, ...] = ()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from policies.engine import decide, is_exempt
 from policies.errors import PolicyError
 from policies.loader import load_policies, load_policy, parse_spec
-from policies.selection import matches, select_policy, specificity
+from policies.selection import matches, select_policy, specificity, tie_reason, tied_with
 from policies.spec import Policy, PolicySpec
 from policies.throughput import ThroughputModel, fit_throughput
 from policies.victims import first_in_line, predict_victims
@@ -38,5 +38,7 @@ __all__ = [
     "predict_victims",
     "select_policy",
     "specificity",
+    "tie_reason",
+    "tied_with",
     "young_interval",
 ]

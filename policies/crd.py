@@ -142,7 +142,30 @@ def _status_schema() -> dict[str, Any]:
                 "additionalProperties": {"type": "integer", "minimum": 0},
             },
             "recommendations": {"type": "integer", "minimum": 0},
+            "lostTies": {
+                "type": "object",
+                "description": "Jobs this policy selects that another policy governs because it ties "
+                "this one on specificity and priority and wins by name order, by that policy's name. "
+                "Set spec.priority on the policy meant to govern.",
+                "additionalProperties": {"type": "integer", "minimum": 0},
+            },
             "gpuHoursFlaggedNonLearning": {"type": "number", "minimum": 0},
+            "fromDeletedJobs": {
+                "type": "object",
+                "description": "The action and recommendation counts of jobs deleted since (included in "
+                "actionsTaken, actionsByKind, actionsByOutcome and recommendations), kept across restarts.",
+                "properties": {
+                    "actionsByKind": {
+                        "type": "object",
+                        "additionalProperties": {"type": "integer", "minimum": 0},
+                    },
+                    "actionsByOutcome": {
+                        "type": "object",
+                        "additionalProperties": {"type": "integer", "minimum": 0},
+                    },
+                    "recommendations": {"type": "integer", "minimum": 0},
+                },
+            },
             "recentActions": {
                 "type": "array",
                 "description": "The policy's disruptive actions of the last hour (the newest "

@@ -118,6 +118,11 @@ def parse_duration(value: Any) -> float:
         return float(value)
     if isinstance(value, str) and len(value) <= MAX_DURATION and _DURATION_RE.match(value):
         return sum(float(n) * _UNIT_S[u] for n, u in _PART_RE.findall(value))
+    if isinstance(value, str) and value.strip().isdigit():  # "90": YAML quotes made it a string
+        raise ValueError(
+            f"must be a duration: got the string {value!r} without a unit; write {value.strip()}s, "
+            f"or {value.strip()} without quotes (seconds)"
+        )
     raise ValueError(f"must be a duration (integer seconds or e.g. '90s', '30m', '1h30m'), got {value!r}")
 
 

@@ -5,6 +5,11 @@ wins: the one whose selector constrains more (one point per constrained dimensio
 local queues, cluster queues, kinds; one per label requirement of the namespace and job
 selectors), then the higher ``priority``, then the name in lexical order. The input order of the
 policies never matters.
+
+A tie broken by name is a configuration an admin rarely means (a sample policy's label selector
+counts as much as one's own namespace list): ``tied_with`` names the policies that lost that way,
+and ``tie_reason`` says it in the decision, so that ``explain``, the policy's status and
+``policy explain`` show it instead of a policy that silently governs nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from advisor.model import JobView
 from advisor.protocol import KUEUE_QUEUE_LABEL
 from policies.spec import Policy, Selector
 
-__all__ = ["matches", "select_policy", "specificity"]
+__all__ = ["matches", "select_policy", "specificity", "tie_reason", "tied_with"]
 
 
 def specificity(selector: Selector) -> int:
@@ -48,6 +53,10 @@ def matches(selector: Selector, job: JobView) -> bool:
     return selector.job_selector is None or selector.job_selector.matches(job.labels)
 
 
+def _rank(p: Policy) -> tuple[int, int, str]:
+    return (-specificity(p.selector), -p.priority, p.name)
+
+
 def select_policy(policies: Sequence[Policy], job: JobView) -> Policy | None:
     """The policy that governs ``job`` (``None`` when none matches)."""
     best: Policy | None = None
@@ -55,7 +64,29 @@ def select_policy(policies: Sequence[Policy], job: JobView) -> Policy | None:
     for p in policies:
         if not matches(p.selector, job):
             continue
-        key = (-specificity(p.selector), -p.priority, p.name)
+        key = _rank(p)
         if best_key is None or key < best_key:
             best, best_key = p, key
     return best
+
+
+def tied_with(policies: Sequence[Policy], job: JobView, chosen: Policy) -> tuple[str, ...]:
+    """The other policies that select ``job`` as specifically and with the same priority as
+    ``chosen``, which won over them by its name alone (sorted)."""
+    key = _rank(chosen)[:2]
+    return tuple(
+        sorted(
+            p.name
+            for p in policies
+            if p.name != chosen.name and _rank(p)[:2] == key and matches(p.selector, job)
+        )
+    )
+
+
+def tie_reason(chosen: Policy, tied: Sequence[str]) -> str:
+    """The decision's reason for a tie broken by name (empty ``tied``: none)."""
+    return (
+        f"policy: {chosen.name} governs by name order over {', '.join(tied)} (same specificity "
+        f"{specificity(chosen.selector)} and priority {chosen.priority}); set spec.priority on the "
+        "one meant to govern"
+    )

@@ -1,9 +1,13 @@
-"""``trainjob-advisor compare NS/A NS/B ...``: which run of a sweep will end best?
+"""``trainjob-advisor compare NAME NAME ...``: which run of a sweep will end best?
 
 For runs of one experiment (a hyperparameter sweep, seeds), prints each run's predicted final
-loss with its 80% interval and the probability that it ends with the lowest loss. Each forecast
-interval is read as a split normal (p10 / mean / p90) and the probabilities come from a seeded
-Monte-Carlo draw, so the same forecasts always give the same answer.
+value of the series the runs are judged by, with its 80% interval, and the probability that each
+ends best. The series: ``--metric`` when given, else the eval metric every run is judged by (a
+fine-tune's ``eval_loss``: a run that overfits ends with a low training loss and a poor model),
+else the training loss. "Best" follows the metric's direction (lowest loss, highest accuracy).
+Each forecast interval is read as a split normal (p10 / mean / p90) and the probabilities come
+from a seeded Monte-Carlo draw, so the same forecasts always give the same answer. Each run's
+best eval step so far (the checkpoint worth keeping) is shown beside it.
 """
 
 from __future__ import annotations
@@ -25,22 +29,33 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "compare",
-        help="compare the predicted final loss of several runs",
-        description="Predicted final loss of each run, with its interval, and the "
-        "probability that each ends best (lowest loss).",
+        help="compare the predicted final loss (or eval metric) of several runs",
+        description="Predicted final value of each run's judged series (its eval metric, else the "
+        "training loss), with its interval, and the probability that each ends best.",
     )
     add_cluster_args(p)
     add_namespace_arg(p)
     p.add_argument("refs", nargs="+", metavar="NAME", help="two or more runs: NAME or NS/NAME")
+    p.add_argument(
+        "--metric",
+        metavar="NAME",
+        help="series to rank by: loss (training loss) or an eval metric such as eval_loss "
+        "(default: the eval metric every run is judged by, else loss)",
+    )
     p.add_argument("--draws", type=int, default=20000, help="Monte-Carlo draws (default 20000)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.set_defaults(func=run)
 
 
 def prob_best(
-    intervals: Sequence[tuple[float, float, float]], *, draws: int = 20000, seed: int = 0
+    intervals: Sequence[tuple[float, float, float]],
+    *,
+    draws: int = 20000,
+    seed: int = 0,
+    higher: bool = False,
 ) -> list[float]:
-    """P(run i has the lowest final loss) for intervals (mean, p10, p90), split-normal read."""
+    """P(run i ends best) for intervals (mean, p10, p90), split-normal read: the lowest final
+    value, or the highest with ``higher`` (an accuracy)."""
     import numpy as np
 
     if not intervals:
@@ -51,13 +66,39 @@ def prob_best(
     lo = np.array([(m - p10) / _Z90 for m, p10, _ in intervals]).clip(min=0.0)
     hi = np.array([(p90 - m) / _Z90 for m, _, p90 in intervals]).clip(min=0.0)
     samples = means + np.where(z < 0, z * lo, z * hi)
-    winners = np.argmin(samples, axis=1)
+    winners = np.argmax(samples, axis=1) if higher else np.argmin(samples, axis=1)
     counts = np.bincount(winners, minlength=len(intervals))
     return [float(c) / draws for c in counts]
 
 
-def _interval(status: Mapping[str, Any]) -> tuple[float, float, float] | None:
-    final = (status.get("forecast") or {}).get("finalLoss") or {}
+def _judged_metric(statuses: Sequence[Mapping[str, Any]]) -> str:
+    """The eval metric the runs are judged by, when those judged by one agree (a run with too few
+    evaluations to be judged yet still shows its forecast of it, or none), else the training loss
+    (``loss``)."""
+    names = {m for st in statuses if (m := (st.get("learningState") or {}).get("metric"))}
+    return names.pop() if len(names) == 1 else "loss"
+
+
+def _final(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
+    if metric == "loss":
+        return (status.get("forecast") or {}).get("finalLoss") or {}
+    series = ((status.get("learningState") or {}).get("series") or {}).get(metric) or {}
+    return series.get("final") or {}
+
+
+def _higher(statuses: Sequence[Mapping[str, Any]], metric: str) -> bool:
+    """Whether ``metric`` improves upwards: as the runs' states say, else as its name says."""
+    from advisor.series import Direction, direction_of
+
+    for st in statuses:
+        series = ((st.get("learningState") or {}).get("series") or {}).get(metric) or {}
+        if series.get("direction"):
+            return bool(series["direction"] == Direction.HIGHER)
+    return direction_of(metric) is Direction.HIGHER
+
+
+def _interval(status: Mapping[str, Any], metric: str = "loss") -> tuple[float, float, float] | None:
+    final = _final(status, metric)
     try:
         values = (float(final["mean"]), float(final["p10"]), float(final["p90"]))
     except (KeyError, TypeError, ValueError):
@@ -84,19 +125,31 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"no TrainJobForecast {ns}/{name}")
         status = status_of(obj)
         found.append((f"{ns}/{name}", status, _interval(status)))
-    usable = [(ref, iv) for ref, _, iv in found if iv is not None]
+    statuses = [st for _, st, _ in found]
+    metric = args.metric or _judged_metric(statuses)
+    higher = _higher(statuses, metric)
+    ranked = [(ref, st, _interval(st, metric)) for ref, st, _ in found]
+    usable = [(ref, iv) for ref, _, iv in ranked if iv is not None]
     probs = dict(
-        zip([r for r, _ in usable], prob_best([iv for _, iv in usable], draws=args.draws), strict=True)
+        zip(
+            [r for r, _ in usable],
+            prob_best([iv for _, iv in usable], draws=args.draws, higher=higher),
+            strict=True,
+        )
     )
     result: list[dict[str, Any]] = [
         {
             "run": ref,
-            "finalLoss": None if iv is None else {"mean": iv[0], "p10": iv[1], "p90": iv[2]},
+            "metric": metric,
+            "higherIsBetter": higher,
+            "final": None if iv is None else {"mean": iv[0], "p10": iv[1], "p90": iv[2]},
+            "finalLoss": None if train is None else {"mean": train[0], "p10": train[1], "p90": train[2]},
             "probabilityBest": probs.get(ref),
+            "bestStep": (st.get("learningState") or {}).get("bestStep"),
             "progress": (st.get("summary") or {}).get("progress"),
             "state": st.get("state"),
         }
-        for ref, st, iv in found
+        for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
     ]
     if args.output == "json":
         print(json.dumps(result, indent=2))
@@ -104,16 +157,19 @@ def run(args: argparse.Namespace) -> int:
     rows = [
         [
             r["run"],
-            "-" if r["finalLoss"] is None else f"{r['finalLoss']['mean']:.4g}",
-            "-" if r["finalLoss"] is None else f"[{r['finalLoss']['p10']:.4g}, {r['finalLoss']['p90']:.4g}]",
+            "-" if r["final"] is None else f"{r['final']['mean']:.4g}",
+            "-" if r["final"] is None else f"[{r['final']['p10']:.4g}, {r['final']['p90']:.4g}]",
             "-" if r["probabilityBest"] is None else f"{r['probabilityBest']:.0%}",
+            "-" if r["bestStep"] is None else r["bestStep"],
             r["progress"],
             r["state"],
         ]
         for r in sorted(result, key=lambda r: -(r["probabilityBest"] or -1))
     ]
-    print_table(("RUN", "FINAL LOSS", "80% INTERVAL", "P(BEST)", "PROGRESS", "STATE"), rows)
-    missing = [r["run"] for r in result if r["finalLoss"] is None]
+    final = "FINAL LOSS" if metric == "loss" else f"FINAL {metric.upper()}"
+    print_table(("RUN", final, "80% INTERVAL", "P(BEST)", "BEST STEP", "PROGRESS", "STATE"), rows)
+    print(f"ranked by {metric} ({'higher' if higher else 'lower'} is better)")
+    missing = [r["run"] for r in result if r["final"] is None]
     if missing:
-        print(f"no forecast yet for: {', '.join(missing)}")
+        print(f"no forecast of {metric} yet for: {', '.join(missing)}")
     return 0

@@ -2,14 +2,14 @@
 
 Reads the run's TrainJobForecast and prints the progress, throughput, the forecast (final loss
 with its interval, ETA, plateau and divergence probabilities, which curve families carried the
-weight, and every warning), the policy decision with its reasons, checkpoints and the action log.
-``--plot FILE`` draws the stored history with the forecast band.
+weight, and every warning), the run state from all its series (the eval metric it is judged by,
+its best step, each eval series' forecast), the policy decision with its reasons, checkpoints and
+the action log. ``--plot FILE`` draws the stored history as ``forecast --plot`` draws a file.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +39,38 @@ def _iv(d: Mapping[str, Any] | None, fmt: str = "{:.4g}") -> str:
     if not d or d.get("mean") is None:
         return "unknown"
     return f"{fmt.format(d['mean'])} (80% interval {fmt.format(d['p10'])} .. {fmt.format(d['p90'])})"
+
+
+def _learning_lines(st: Mapping[str, Any]) -> list[str]:
+    """The run state from all its series: its probabilities, the series it is judged by with its
+    best step (the checkpoint worth keeping), and each eval series' forecast final value."""
+    if not st.get("label"):
+        return []
+    probs = ", ".join(
+        f"{k} {v:.0%}" for k, v in (st.get("probabilities") or {}).items() if isinstance(v, int | float)
+    )
+    lines = [f"  run state     {st['label']} ({probs})"]
+    metric = st.get("metric")
+    if metric:
+        best = (
+            f"; best {st.get('bestValue'):.4g} at step {st.get('bestStep')} (the checkpoint to keep), "
+            f"{st.get('evalsSinceBest', 0)} evaluation(s) since"
+            if st.get("bestStep") is not None and isinstance(st.get("bestValue"), int | float)
+            else ""
+        )
+        lines.append(f"  judged by     {metric}{best}")
+    else:
+        lines.append(
+            "  judged by     the training loss (no eval metric with a direction and enough evaluations)"
+        )
+    for name, series in (st.get("series") or {}).items():
+        direction = f", {series['direction']} is better" if series.get("direction") else ""
+        lines.append(
+            f"  {name:<13} final {_iv(series.get('final'))}; current {series.get('current')}; "
+            f"P(plateau) {series.get('plateauProbability')}{direction}"
+        )
+    lines += [f"  warning       {w}" for w in st.get("warnings") or []]
+    return lines
 
 
 def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
@@ -97,6 +129,7 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
         lines += [f"  warning       {w}" for w in fc.get("warnings") or []]
     else:
         lines.append("  forecast      none yet (too few progress samples)")
+    lines += _learning_lines(status.get("learningState") or {})
     lines.append(
         f"  policy        {rec.get('policy') or 'none selects this run'} (mode {rec.get('mode') or '-'})"
     )
@@ -125,54 +158,51 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
 
 
 def plot(status: Mapping[str, Any], path: str, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The picture ``forecast --plot`` draws, of the run's stored history: the training loss with
+    its forecast path and band, each eval series with its forecast final value, and the best eval
+    step (the checkpoint to keep). The forecast is made again from the stored points by the same
+    function the controller calls (it is the controller's unless points arrived since)."""
+    from advisor.commands.forecast import outcome_of
+    from advisor.commands.forecast_plot import write_plot
     from advisor.controller.store import decode_history
     from advisor.core import History
+    from advisor.sources.files import LoadedCurve
 
     raw = status.get("coreState")
     try:
         data = json.loads(raw) if isinstance(raw, str) else {}
         stored = status.get("history") or data.get("history") or {}  # older objects: inside coreState
-        curve = History.from_dict(decode_history(stored)).curve()
+        history = History.from_dict(decode_history(stored))
     except (ValueError, TypeError, KeyError) as exc:
         raise CommandError(f"the stored history cannot be read: {exc}") from exc
+    curve = history.curve()
     if len(curve) == 0:
         raise CommandError("no history stored yet: nothing to plot")
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    bounds = [*curve.segments, len(curve)]
-    for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
-        ax.plot(
-            curve.steps[lo:hi], curve.values[lo:hi], ".-", ms=3, lw=1, label="history" if i == 0 else None
-        )
-    fc = status.get("forecast") or {}
     total = (status.get("progress") or {}).get("totalSteps")
-    final = fc.get("finalLoss") or {}
-    if total and final.get("mean") is not None:
-        ax.errorbar(
-            [total],
-            [final["mean"]],
-            yerr=[[final["mean"] - final["p10"]], [final["p90"] - final["mean"]]],
-            fmt="o",
-            color="C3",
-            capsize=4,
-            label="forecast final loss (80%)",
-        )
-        ax.axvline(total, color="0.7", lw=0.8, ls="--")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    try:
-        fig.savefig(path)
-    except (OSError, ValueError) as exc:
-        raise CommandError(f"cannot write {path}: {exc}") from exc
-    finally:
-        plt.close(fig)
+    loaded = LoadedCurve(
+        steps=curve.steps,
+        values=curve.values,
+        times=curve.times,
+        learning_rates=curve.learning_rates,
+        epochs=curve.epochs,
+        total_steps=total,
+        source=f"{title}: {len(curve)} stored point(s), forecast again from them",
+    )
+    evals = {
+        name: (series, LoadedCurve(steps=tuple(float(x) for x in series.steps), values=tuple(series.values)))
+        for name in history.evals.names
+        if (series := history.evals.series(name)) is not None and len(series)
+    }
+    outcome = outcome_of(
+        loaded,
+        loaded,
+        total if isinstance(total, int) and total > 0 else None,
+        [],
+        evals={name: lc for name, (_, lc) in evals.items()},
+        directions={name: s.direction for name, (s, _) in evals.items()},
+        plot=True,
+    )
+    write_plot(outcome, path)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from advisor.sources.files import METRICS, LoadedCurve, SourceError, load_curve,
 if TYPE_CHECKING:
     from advisor.forecast.path import ForecastPath
 
-__all__ = ["register", "run"]
+__all__ = ["Outcome", "outcome_of", "register", "run"]
 
 #: ``--demo`` forecasts from this fraction of the synthetic run unless ``--upto-step`` is given
 DEMO_CUT = 0.4
@@ -141,8 +141,6 @@ def _load(args: argparse.Namespace) -> tuple[LoadedCurve, list[str]]:
 
 
 def compute(args: argparse.Namespace) -> Outcome:
-    from advisor.forecast.path import forecast_path
-
     full, notes = _load(args)
     curve = full
     if args.upto_step is not None:
@@ -166,7 +164,37 @@ def compute(args: argparse.Namespace) -> Outcome:
             f"total steps unknown: the final loss is the asymptote. If the run has ended, pass "
             f"--total-steps {math.ceil(last_step)} (its last step); if not, its planned total"
         )
-    # the same forecast as ``forecast()``; the path along the steps is only drawn (--plot)
+    observed = _observed_end(full, len(curve), total) if truncated else None
+    evals = _eval_series(args, curve)
+    directions = {name: direction_of(name) or Direction.LOWER for name in evals}
+    return outcome_of(
+        curve,
+        full,
+        total,
+        notes,
+        evals=evals,
+        directions=directions,
+        observed=observed,
+        plot=bool(getattr(args, "plot", None)),
+    )
+
+
+def outcome_of(
+    curve: LoadedCurve,
+    full: LoadedCurve,
+    total: int | None,
+    notes: list[str],
+    *,
+    evals: Mapping[str, LoadedCurve],
+    directions: Mapping[str, Direction],
+    observed: float | None = None,
+    plot: bool = False,
+) -> Outcome:
+    """The forecast of ``curve`` (the same one as ``forecast()``, with its path along the steps
+    when it is to be drawn) and the run's learning state from it and the eval series. Shared by
+    this command and ``explain --plot`` (a run's stored history), so both draw one picture."""
+    from advisor.forecast.path import forecast_path
+
     fc, path = forecast_path(
         curve.steps,
         curve.values,
@@ -174,20 +202,17 @@ def compute(args: argparse.Namespace) -> Outcome:
         times=curve.times,
         learning_rates=curve.learning_rates,
         epochs=curve.epochs,
-        points=60 if getattr(args, "plot", None) else 0,
+        points=60 if plot else 0,
         training_loss=full.metric == "loss",
     )
-    observed = _observed_end(full, len(curve), total) if truncated else None
-    evals = _eval_series(args, curve)
-    series = {
-        name: _Series(e.steps, e.values, direction_of(name) or Direction.LOWER) for name, e in evals.items()
-    }
+    series = {name: _Series(e.steps, e.values, directions[name]) for name, e in evals.items()}
     state = learning_state(
         fc,
         series,
         total_steps=total,
         forecast_all=True,
         schedule=(curve.steps, curve.learning_rates) if curve.learning_rates is not None else None,
+        metric_directions={name: str(d) for name, d in directions.items()},
     )
     return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
 

@@ -84,6 +84,7 @@ def _read(path: str) -> str:
 def _validate(files: list[str]) -> int:
     from policies import PolicyError
     from policies.loader import policies_from_text, read_policy_file
+    from policies.rules.base import NO_DIRECTION, undirected_metrics
 
     failed = False
     defined: dict[str, str] = {}  # policy name -> the file that defines it first
@@ -122,11 +123,14 @@ def _validate(files: list[str]) -> int:
         names = ", ".join(f"{p.name} ({p.mode.value})" for p in policies)
         skipped = f" (skipped: {', '.join(others)})" if others else ""
         print(f"{path}: OK: {names}{skipped}")
+        for p in policies:
+            for field, metric in undirected_metrics(p):
+                print(f"{path}: warning: policy {p.name}: {field}: {metric} is never judged: {NO_DIRECTION}")
     return 1 if failed else 0
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from policies import PolicyError, select_policy, specificity
+    from policies import PolicyError, select_policy, specificity, tie_reason, tied_with
     from policies.engine import decide, evaluate_rules, is_exempt
     from policies.jobstate import JobStateError, state_from_dict
     from policies.loader import policies_from_text
@@ -157,6 +161,9 @@ def _explain(args: argparse.Namespace) -> int:
             print(f"{job.key}: no policy in {args.file} selects this job")
             return 0
         why = f"most specific match (specificity {specificity(chosen.selector)}, priority {chosen.priority})"
+        tied = tied_with(policies, job, chosen)
+        if tied:
+            print(f"warning: {tie_reason(chosen, tied)}", file=sys.stderr)
     decision = decide(job, cluster, chosen, now=now)
     if args.json:
         print(json.dumps(_decision_json(decision), indent=2))

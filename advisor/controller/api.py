@@ -133,6 +133,15 @@ class ClusterApi:
         self.kueue.version, why = discover_version(self.api_client)
         return why
 
+    def serves(self, group: str, version: str) -> bool | None:
+        """Whether the API server serves ``group/version`` (None: discovery failed)."""
+        from advisor.controller.kueue import served_versions
+
+        try:
+            return version in served_versions(self.api_client, group)
+        except Exception:
+            return None
+
     # ---------------------------------------------------------------- TrainJobForecast objects
     def list_forecasts(self, namespace: str | None = None) -> list[dict[str, Any]]:
         if namespace:

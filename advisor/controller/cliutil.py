@@ -87,7 +87,12 @@ def api_error(exc: BaseException, what: str) -> Exception:
 
     status = getattr(exc, "status", None)
     if status == 404:
-        return CommandError(f"{what} not found (is the controller running and the CRD installed?)")
+        # the kind itself unknown to the API server (its CRD not installed) is told apart from an
+        # object that does not exist (a job deleted meanwhile): the API server's body says which
+        body = str(getattr(exc, "body", "") or "")
+        if "could not find the requested resource" in body or "404 page not found" in body:
+            return CommandError(f"{what}: the API server does not serve this kind (is its CRD installed?)")
+        return CommandError(f"{what} not found")
     if status == 403:
         return CommandError(f"forbidden: your credentials may not read {what}")
     return CommandError(f"API error reading {what}: {getattr(exc, 'reason', None) or exc}")

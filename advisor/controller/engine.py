@@ -32,7 +32,7 @@ from advisor.controller.evidence import EvidenceStore
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
 from advisor.controller.kueue import Workload, parse_workload
 from advisor.controller.metrics import Metrics
-from advisor.controller.policystatus import PolicyBook
+from advisor.controller.policystatus import JobFigures, PolicyBook
 from advisor.controller.savecheck import SaveWindowCheck, ready_message
 from advisor.controller.saved import SavedStatuses
 from advisor.controller.statusboard import StatusBoard, owner_reference, same_but_time
@@ -113,6 +113,9 @@ class Engine:
         self._last_queue_metrics = -1e18
         self._received = 0.0  # wall clock at which the event being applied was received
         self._last_policy_status = -math.inf
+        #: a policy or a job came or went: the policies' figures are written at the next step that
+        #: has judged every job, not at the bounded rate (a new policy's columns would stay blank)
+        self._figures_due = False
         self.ready = False
         self._gate: Callable[[], bool] = _always
         self._forged_counted = 0
@@ -211,8 +214,10 @@ class Engine:
                     log.exception("rendering %s failed", key)
                 job.dirty = False
         self.writer.flush(now)
-        if now - self._last_policy_status >= self.config.policy_status_interval_s:
+        figures_now = self._figures_due and not any(j.needs_eval for j in self.jobs.values())
+        if figures_now or now - self._last_policy_status >= self.config.policy_status_interval_s:
             self._last_policy_status = now
+            self._figures_due = False
             self._write_policy_figures()
         if now - self._last_queue_metrics >= self.config.queue_metrics_interval_s:
             self._last_queue_metrics = now
@@ -256,6 +261,9 @@ class Engine:
             if key in self.jobs:
                 log.info("%s: deleted, its history and actions forgotten", key)
             audit_dropped(key, self.actuator.pending_for(key))
+            rec = self.core.record(key)
+            self.book.job_deleted(rec.actions if rec is not None else ())
+            self._figures_due = True  # JOBS drops now; the action counts stay
             self.jobs.pop(key, None)
             self.core.forget(key)
             self.actuator.forget(key)
@@ -347,7 +355,7 @@ class Engine:
     def _refresh(self, key: str, job: _Job, now: float) -> None:
         """The cheap path: progress, step, throughput from the latest sample, with the last
         forecast and decision, so that every update shows without waiting for a forecast."""
-        view = self.core.view(self.index.base_view(job.body))
+        view = self.core.view(self.index.base_view(job.body), judged_at=now)
         status = self.board.render(key, view, job.last_decision, now)
         self.metrics.observe_job(view)
         self._submit(key, job, status, now)
@@ -378,7 +386,7 @@ class Engine:
         if decision.actions:
             self.actuator.execute(self.core.view(base), decision, body=body, workload=workload, now=now)
         job.last_decision = decision
-        view = self.core.view(base)
+        view = self.core.view(base, judged_at=now)
         if self.save_check is not None:
             self.save_check.settle(workload, ready_message(decision, view))
         previous, status = self.board.evaluated(key, view, decision, body, now)
@@ -414,8 +422,9 @@ class Engine:
         job = self.jobs.get(key)
         if job is None:
             raise KeyError(f"unknown job {key}")
-        view = self.core.view(self.index.base_view(job.body))
-        status = self.board.render(key, view, job.last_decision, time.time())
+        now = time.time()
+        view = self.core.view(self.index.base_view(job.body), judged_at=now)
+        status = self.board.render(key, view, job.last_decision, now)
         self.writer.write_now(
             key, {"owner": owner_reference(job.body), "status": status}, timeout_s=URGENT_WRITE_WAIT_S
         )
@@ -449,13 +458,15 @@ class Engine:
         self.core.set_policies(self.book.governing(recommend_only=self.config.recommend_only))
         for job in self.jobs.values():
             job.needs_eval = True
+        self._figures_due = True  # written once the jobs are judged under the new set, not later
 
     def _write_policy_figures(self) -> None:
         self.book.write_figures(
-            (
+            JobFigures(
                 key,
                 job.last_decision.policy if job.last_decision is not None else None,
                 rec.actions if (rec := self.core.record(key)) is not None else (),
+                job.last_decision.tied_with if job.last_decision is not None else (),
             )
             for key, job in self.jobs.items()
         )

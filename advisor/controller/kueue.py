@@ -377,23 +377,29 @@ def choose_version(served: Iterable[str]) -> str | None:
     return next((v for v in KUEUE_VERSIONS if v in offered), None)
 
 
+def served_versions(api_client: Any, group: str) -> list[str]:
+    """The versions of ``group`` the API server serves, from its discovery (empty: not served);
+    raises what discovery raises."""
+    from kubernetes import client
+
+    groups = client.ApisApi(api_client).get_api_versions().groups or []
+    found = next((g for g in groups if g.name == group), None)
+    return [v.version for v in found.versions or []] if found is not None else []
+
+
 def discover_version(api_client: Any) -> tuple[str, str]:
     """(version to use, why) from the server's API discovery.
 
     Without Kueue (or when discovery fails) the answer is ``KUEUE_VERSION``: the watches on it then
     wait, as kopf does for any resource not yet served, and start if Kueue is installed later.
     """
-    from kubernetes import client
-
     try:
-        groups = client.ApisApi(api_client).get_api_versions().groups or []
+        served = served_versions(api_client, KUEUE_GROUP)
     except Exception as exc:  # discovery is open to every authenticated identity; say why if not
         why = getattr(exc, "reason", None) or exc
         return KUEUE_VERSION, f"API discovery failed ({why}); assuming {KUEUE_VERSION}"
-    group = next((g for g in groups if g.name == KUEUE_GROUP), None)
-    if group is None:
+    if not served:
         return KUEUE_VERSION, f"{KUEUE_GROUP} is not served (no Kueue); watching {KUEUE_VERSION} for it"
-    served = [v.version for v in group.versions or []]
     chosen = choose_version(served)
     if chosen is None:
         known = ", ".join(KUEUE_VERSIONS)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from advisor.controller.render import judged_forecast
 from advisor.controller.summary import HORIZONS, QueueSummary
 from advisor.model import LEARNING_LABELS, JobView
 
@@ -41,7 +42,12 @@ class Metrics:
         self.eta = Gauge(
             "trainjob_advisor_job_eta_seconds", "Forecast time to completion (mean)", _JOB, registry=r
         )
-        self.plateau = Gauge("trainjob_advisor_job_plateau_probability", "P(plateau)", _JOB, registry=r)
+        self.plateau = Gauge(
+            "trainjob_advisor_job_plateau_probability",
+            "P(plateau) of the series the run is judged by (the PLATEAU column)",
+            _JOB,
+            registry=r,
+        )
         self.divergence = Gauge(
             "trainjob_advisor_job_divergence_probability", "P(divergence)", _JOB, registry=r
         )
@@ -57,6 +63,21 @@ class Metrics:
         self.best_eval_step = Gauge(
             "trainjob_advisor_job_best_eval_step", "Step of the best eval value so far", _JOB, registry=r
         )
+        self.final_value = Gauge(
+            "trainjob_advisor_job_predicted_final_value",
+            "Predicted final value (mean) of each series the run reports: the training loss "
+            "(series=loss) and each eval metric, in its own units",
+            (*_JOB, "series"),
+            registry=r,
+        )
+        self.judged = Gauge(
+            "trainjob_advisor_job_judged_series_info",
+            "The series the run is judged by (1): its eval metric, else the training loss",
+            (*_JOB, "series"),
+            registry=r,
+        )
+        #: the series labels set per job, to remove them with the job (or when a series goes)
+        self._series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
         self.actions = Counter(
             "trainjob_advisor_actions_total",
             "Actions by kind, mode and outcome",
@@ -143,7 +164,9 @@ class Metrics:
         fc = view.forecast
         if fc is None:
             return
-        self.plateau.labels(*labels).set(fc.plateau_probability)
+        judged = judged_forecast(view)[1] or fc
+        if math.isfinite(judged.final_loss.mean):  # no usable point: its 50% is "don't know"
+            self.plateau.labels(*labels).set(judged.plateau_probability)
         self.divergence.labels(*labels).set(fc.divergence_probability)
         if math.isfinite(fc.final_loss.mean):
             self.final_loss.labels(*labels).set(fc.final_loss.mean)
@@ -155,8 +178,32 @@ class Metrics:
                 self.learning_state.labels(*labels, label).set(p)
             if state.best_step is not None:
                 self.best_eval_step.labels(*labels).set(state.best_step)
+        self._observe_series(view)
+
+    def _observe_series(self, view: JobView) -> None:
+        """Each series' predicted final value and which one the run is judged by."""
+        labels = (view.namespace, view.name)
+        finals = {"loss": view.forecast} | dict(view.learning_state.series if view.learning_state else {})
+        judged, _ = judged_forecast(view)
+        now: set[tuple[str, ...]] = set()
+        for series, fc in finals.items():
+            if fc is not None and math.isfinite(fc.final_loss.mean):
+                self.final_value.labels(*labels, series).set(fc.final_loss.mean)
+                now.add(("final", series))
+        self.judged.labels(*labels, judged).set(1)
+        now.add(("judged", judged))
+        for gone in self._series.get(labels, set()) - now:
+            self._remove_series(labels, gone)
+        self._series[labels] = now
+
+    def _remove_series(self, labels: tuple[str, str], entry: tuple[str, ...]) -> None:
+        gauge = self.final_value if entry[0] == "final" else self.judged
+        with contextlib.suppress(KeyError):
+            gauge.remove(*labels, entry[1])
 
     def forget_job(self, namespace: str, name: str) -> None:
+        for entry in self._series.pop((namespace, name), set()):
+            self._remove_series((namespace, name), entry)
         for gauge in (
             self.progress,
             self.step,

@@ -221,6 +221,17 @@ async def run_operator(
         else:
             api.kueue.version = options.kueue_version
         options = dataclasses.replace(options, kueue_version=api.kueue.version)
+    if (
+        options.watch_pytorchjobs
+        and await asyncio.to_thread(api.serves, PYTORCHJOB.group, PYTORCHJOB.version) is False
+    ):
+        # kopf waits for the kind (and says it is not served); say what that means and how to stop it
+        log.warning(
+            "PyTorchJobs: %s/%s is not served (no Kubeflow Training Operator v1); watching for it in case "
+            "it is installed later; pass --no-pytorchjobs (chart value pytorchJobs=false) to stop",
+            PYTORCHJOB.group,
+            PYTORCHJOB.version,
+        )
     engine = Engine(api, config=options.engine)
     if options.watch_kueue and options.save_window_check:
         from advisor.controller.savecheck import SaveWindowCheck

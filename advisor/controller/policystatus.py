@@ -14,6 +14,12 @@ controller already persists, so that a restart does not reset them:
   classified plateaued, hung or diverging, accumulated by the controller from the value found in
   the status when it started.
 
+* ``lostTies``: jobs the policy selects but another one governs, which ties it on specificity and
+  priority and wins by name order, by that policy's name: the reason a policy an admin just
+  created may govern no job (set ``spec.priority`` on the one meant to govern);
+* ``fromDeletedJobs``: the actions and recommendations of jobs deleted since (their logs went with
+  their TrainJobForecasts), kept so that the counts above never shrink when a job goes; read back
+  from the status when the controller starts, like the GPU-hours;
 * ``recentActions``: the request id and time of the policy's capped (disruptive) actions of the last hour,
   written *before* each such action's mutation, so that ``maxActionsPerHour`` holds across a
   controller restart (and across the deletion of a job whose log held the action).
@@ -35,7 +41,7 @@ from typing import Any
 from advisor.controller.metrics import Metrics
 from advisor.model import ActionRecord, Mode
 
-__all__ = ["MAX_LISTED_JOBS", "PolicyBook", "PolicyFigures", "policy_figures"]
+__all__ = ["MAX_LISTED_JOBS", "JobFigures", "PolicyBook", "PolicyFigures", "policy_figures"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,46 @@ class PolicyFigures:
     outcomes: dict[str, int] = field(default_factory=dict)
     recommendations: int = 0
     gpu_hours: float = 0.0
+    lost_ties: dict[str, int] = field(default_factory=dict)
+
+    def add(self, records: Iterable[ActionRecord]) -> None:
+        """Count ``records`` (the policy's own) as actions or recommendations."""
+        for rec in records:
+            if rec.outcome == "recommended":
+                self.recommendations += 1
+            else:
+                self.actions[rec.kind.value] = self.actions.get(rec.kind.value, 0) + 1
+                self.outcomes[rec.outcome] = self.outcomes.get(rec.outcome, 0) + 1
+
+    def merge(self, other: PolicyFigures) -> None:
+        for mine, theirs in ((self.actions, other.actions), (self.outcomes, other.outcomes)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
+        self.recommendations += other.recommendations
+
+    def counts(self) -> dict[str, Any]:
+        """The action counts alone (what ``fromDeletedJobs`` stores)."""
+        return {
+            "actionsByKind": dict(sorted(self.actions.items())),
+            "actionsByOutcome": dict(sorted(self.outcomes.items())),
+            "recommendations": self.recommendations,
+        }
+
+    @classmethod
+    def from_counts(cls, data: Any) -> PolicyFigures:
+        """``counts()`` read back; malformed entries are skipped."""
+        out = cls()
+        if not isinstance(data, Mapping):
+            return out
+
+        def table(raw: Any) -> dict[str, int]:
+            items = raw.items() if isinstance(raw, Mapping) else ()
+            return {str(k): v for k, v in items if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+
+        out.actions, out.outcomes = table(data.get("actionsByKind")), table(data.get("actionsByOutcome"))
+        recs = data.get("recommendations")
+        out.recommendations = recs if isinstance(recs, int) and not isinstance(recs, bool) and recs > 0 else 0
+        return out
 
     def status(self) -> dict[str, Any]:
         jobs = sorted(self.jobs)
@@ -61,28 +107,41 @@ class PolicyFigures:
             "actionsByOutcome": dict(sorted(self.outcomes.items())),
             "recommendations": self.recommendations,
             "gpuHoursFlaggedNonLearning": round(self.gpu_hours, 3),
+            "lostTies": dict(sorted(self.lost_ties.items())),
         }
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    """What one job adds to the policies' figures."""
+
+    key: str
+    policy: str | None  # the policy its latest decision came from
+    actions: Iterable[ActionRecord]  # its action log
+    tied_with: tuple[str, ...] = ()  # policies that tied ``policy`` and lost by name
 
 
 def policy_figures(
     policies: Iterable[str],
-    jobs: Iterable[tuple[str, str | None, Iterable[ActionRecord]]],
+    jobs: Iterable[JobFigures],
     gpu_hours: Mapping[str, float],
+    deleted: Mapping[str, PolicyFigures] | None = None,
 ) -> dict[str, PolicyFigures]:
-    """``jobs``: (job key, name of the policy its latest decision came from, its action log)."""
+    """Each policy's figures from the jobs followed now, plus ``deleted`` (the counts of jobs gone)."""
     out = {name: PolicyFigures(gpu_hours=float(gpu_hours.get(name, 0.0))) for name in policies}
-    for key, selected, actions in jobs:
-        if selected in out:
-            out[selected].jobs.append(key)
-        for rec in actions:
+    for name, gone in (deleted or {}).items():
+        if name in out:
+            out[name].merge(gone)
+    for job in jobs:
+        if job.policy in out:
+            out[job.policy].jobs.append(job.key)
+        for loser in job.tied_with:
+            if loser in out and job.policy is not None:
+                out[loser].lost_ties[job.policy] = out[loser].lost_ties.get(job.policy, 0) + 1
+        for rec in job.actions:
             figures = out.get(rec.policy)
-            if figures is None:
-                continue
-            if rec.outcome == "recommended":
-                figures.recommendations += 1
-            else:
-                figures.actions[rec.kind.value] = figures.actions.get(rec.kind.value, 0) + 1
-                figures.outcomes[rec.outcome] = figures.outcomes.get(rec.outcome, 0) + 1
+            if figures is not None:
+                figures.add((rec,))
     return out
 
 
@@ -95,6 +154,7 @@ class PolicyBook:
         self.policies: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
         self.hours: dict[str, float] = {}  # GPU-hours flagged non-learning, per policy
+        self.deleted: dict[str, PolicyFigures] = {}  # action counts of jobs deleted, per policy
         self.written: dict[str, dict[str, Any]] = {}  # figures last written, per policy
 
     def governing(self, *, recommend_only: bool = False) -> list[Any]:
@@ -115,8 +175,11 @@ class PolicyBook:
         self.errors.pop(name, None)
         if event_type == "DELETED":
             self.hours.pop(name, None)
+            self.deleted.pop(name, None)
             self.written.pop(name, None)
             return
+        if name not in self.deleted:  # carried over a controller restart, as the hours
+            self.deleted[name] = PolicyFigures.from_counts((body.get("status") or {}).get("fromDeletedJobs"))
         if name not in self.hours:  # carry the total over a controller restart
             stored = (body.get("status") or {}).get("gpuHoursFlaggedNonLearning")
             valid = isinstance(stored, int | float) and not isinstance(stored, bool) and stored > 0
@@ -153,6 +216,12 @@ class PolicyBook:
         )
         self.metrics.api_writes.labels("advisorpolicy-status").inc()
 
+    def job_deleted(self, actions: Iterable[ActionRecord]) -> None:
+        """A job went, and its action log with its TrainJobForecast: keep its counts."""
+        for rec in actions:
+            if rec.policy:
+                self.deleted.setdefault(rec.policy, PolicyFigures()).add((rec,))
+
     def add_hours(self, policy: str, hours: float) -> None:
         self.hours[policy] = self.hours.get(policy, 0.0) + hours
 
@@ -188,13 +257,14 @@ class PolicyBook:
         }
         self._patch(name, status)
 
-    def write_figures(self, jobs: Iterable[tuple[str, str | None, Iterable[ActionRecord]]]) -> None:
+    def write_figures(self, jobs: Iterable[JobFigures]) -> None:
         """``jobs`` as for ``policy_figures``; writes each policy's figures when they changed."""
         names = sorted({*self.policies, *self.errors})
         if not names:
             return
-        for name, figures in policy_figures(names, jobs, self.hours).items():
-            status = figures.status()
+        for name, figures in policy_figures(names, jobs, self.hours, self.deleted).items():
+            gone = self.deleted.get(name)
+            status = {**figures.status(), "fromDeletedJobs": (gone or PolicyFigures()).counts()}
             if self.written.get(name) != status and self._patch(name, status):
                 self.written[name] = status
 

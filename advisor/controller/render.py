@@ -28,6 +28,7 @@ __all__ = [
     "classify",
     "format_duration",
     "iso",
+    "judged_forecast",
     "learning_state_dict",
     "render_status",
 ]
@@ -95,11 +96,21 @@ def percent(view: JobView) -> float | None:
     return None
 
 
-def classify(view: JobView, *, now: float, hung_after_s: float = HUNG_AFTER_S) -> str:
+#: the governing policy's verdicts that name a run state: STATE never contradicts ADVICE (a
+#: policy's stall rule may act on a shorter silence than the learning state calls hung)
+_ADVICE_STATES = ("hung", "diverging")
+
+
+def classify(
+    view: JobView, *, now: float, hung_after_s: float = HUNG_AFTER_S, decision: Decision | None = None
+) -> str:
     """One word for where a run stands (the GPU-as-a-service view): the lifecycle phase of a job
-    that is not running (finished, failed, suspended, pending), else how its learning goes."""
+    that is not running (finished, failed, suspended, pending), else how its learning goes, or
+    the governing policy's verdict when it names a state (``decision``)."""
     if view.phase is not Phase.RUNNING:
         return view.phase.value
+    if decision is not None and decision.advice in _ADVICE_STATES:
+        return decision.advice
     fc = view.forecast
     pct = percent(view)
     if view.last_step_change is not None and view.active and now - view.last_step_change > hung_after_s:
@@ -121,11 +132,32 @@ def classify(view: JobView, *, now: float, hung_after_s: float = HUNG_AFTER_S) -
     return "learning"
 
 
-def _loss_text(fc: Forecast | None) -> str:
+def judged_forecast(view: JobView) -> tuple[str, Forecast | None]:
+    """The series the run is judged by and its forecast: the eval metric the learning state
+    judged (a fine-tune's ``eval_loss``), else the training loss. The LOSS and PLATEAU columns,
+    ``compare`` and the predicted-final metric show this one, so that a run whose eval loss rises
+    under a falling training loss is not shown as still improving."""
+    st = view.learning_state
+    if st is not None and st.metric and st.metric in st.series:
+        return st.metric, st.series[st.metric]
+    return "loss", view.forecast
+
+
+def _loss_text(name: str, fc: Forecast | None) -> str:
+    """``0.412±0.03`` for the training loss; ``eval_loss 0.92±0.05`` for an eval metric."""
     if fc is None or not math.isfinite(fc.final_loss.mean):
         return "-"
     half = (fc.final_loss.p90 - fc.final_loss.p10) / 2.0
-    return f"{fc.final_loss.mean:.4g}±{half:.2g}" if math.isfinite(half) else f"{fc.final_loss.mean:.4g}"
+    text = f"{fc.final_loss.mean:.4g}±{half:.2g}" if math.isfinite(half) else f"{fc.final_loss.mean:.4g}"
+    return text if name == "loss" else f"{name} {text}"
+
+
+def _plateau_text(fc: Forecast | None) -> str:
+    """P(plateau) as a percentage; ``-`` without a usable forecast (no finite point: its 50% is
+    the forecaster's "don't know", not a finding)."""
+    if fc is None or not math.isfinite(fc.final_loss.mean):
+        return "-"
+    return f"{fc.plateau_probability * 100:.0f}%"
 
 
 def _action_dict(rec: ActionRecord) -> dict[str, Any]:
@@ -158,6 +190,7 @@ def learning_state_dict(state: LearningState | None) -> dict[str, Any] | None:
                 "current": _num(fc.current_loss),
                 "plateauProbability": _num(fc.plateau_probability, 4),
                 "points": fc.n_points,
+                "direction": state.directions.get(name),
             }
             for name, fc in list(state.series.items())[:16]
         },
@@ -198,8 +231,9 @@ def render_status(
 ) -> dict[str, Any]:
     """The full ``TrainJobForecast.status`` for one job."""
     fc = view.forecast
+    judged, judged_fc = judged_forecast(view)
     pct = percent(view)
-    state = classify(view, now=now, hung_after_s=hung_after_s)
+    state = classify(view, now=now, hung_after_s=hung_after_s, decision=decision)
     advice = (decision.advice if decision else "") or ""
     throughput = [{"nodes": int(n), "stepsPerSecond": _num(v)} for n, v in view.throughput]
     ck = view.checkpoint
@@ -234,6 +268,7 @@ def render_status(
             "mode": decision.mode.value if decision else None,
             "advice": advice,
             "reasons": list(decision.reasons) if decision else [],
+            "tiedWith": list(decision.tied_with) if decision else [],
             "actions": [
                 {"kind": a.kind.value, "rule": a.rule, "reason": a.reason}
                 for a in (decision.actions if decision else ())
@@ -249,9 +284,10 @@ def render_status(
         "actions": [_action_dict(r) for r in view.actions[-MAX_LISTED_ACTIONS:]],
         "summary": {
             "progress": "-" if pct is None else f"{pct:.0f}%",
-            "eta": format_duration(fc.eta_seconds.mean) if fc and fc.eta_seconds else "-",
-            "loss": _loss_text(fc),
-            "plateau": f"{fc.plateau_probability * 100:.0f}%" if fc else "-",
+            # a hung run's ETA is the one forecast before its step stopped: not shown as if it held
+            "eta": format_duration(fc.eta_seconds.mean) if fc and fc.eta_seconds and state != "hung" else "-",
+            "loss": _loss_text(judged, judged_fc),
+            "plateau": _plateau_text(judged_fc),
             "advice": (advice or state)[:80],
         },
         "pendingActions": json.dumps(dict(pending_actions or {}), sort_keys=True, separators=(",", ":")),

@@ -111,13 +111,22 @@ def _log_change(key: str, previous: Mapping[str, Any] | None, status: Mapping[st
     old = (previous or {}).get("recommendation") or {}
 
     def said(st: Mapping[str, Any] | None, r: Mapping[str, Any]) -> tuple[Any, ...]:
-        return ((st or {}).get("state"), r.get("advice"), r.get("policy"), r.get("mode"))
+        tied = tuple(r.get("tiedWith") or ())
+        return ((st or {}).get("state"), r.get("advice"), r.get("policy"), r.get("mode"), tied)
 
     if previous is not None and said(previous, old) == said(status, rec):
         return  # a job moving to another policy or mode (Recommend -> Apply) is logged too
     advice = rec.get("advice") or ""
     policy = f" (policy {rec['policy']}, {rec.get('mode')})" if rec.get("policy") else ""
     log.info("%s: %s%s%s", key, status.get("state"), f"; {advice}" if advice else "", policy)
+    if rec.get("tiedWith"):
+        log.warning(
+            "%s: policy %s governs by name order over %s (same specificity and priority); "
+            "set spec.priority on the one meant to govern",
+            key,
+            rec.get("policy"),
+            ", ".join(rec["tiedWith"]),
+        )
 
 
 def _mid_run(view: JobView) -> bool:

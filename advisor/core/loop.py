@@ -45,7 +45,9 @@ from advisor.core.wiring import (
     default_decider,
     default_judged,
     default_selector,
+    default_ties,
     training_loss_forecast,
+    with_ties,
 )
 from advisor.model import (
     DISRUPTIVE_KINDS,
@@ -253,10 +255,17 @@ class AdvisorCore:
 
     # ---------------------------------------------------------------------------------- decide
     def view(
-        self, job: JobView, *, now: float | None = None, forecast_interval_s: float | None = None
+        self,
+        job: JobView,
+        *,
+        now: float | None = None,
+        forecast_interval_s: float | None = None,
+        judged_at: float | None = None,
     ) -> JobView:
         """The adapter's base view with every history-derived field filled in (re-forecast first
-        when ``now`` is given and a forecast is due)."""
+        when ``now`` is given and a forecast is due). ``judged_at``: the time the learning state's
+        ``hung`` is judged at when ``now`` is not given (a view rendered for display, which must not
+        re-forecast or stamp a phase change, still shows a run whose step stopped as hung)."""
         rec = self._records.get(job.key)
         if rec is None:
             return job
@@ -285,7 +294,7 @@ class AdvisorCore:
             checkpoint_loss=loss_at_checkpoint(rec),
             runtime_sigterm=self._runtime.prior(self._records.values(), rec, job.runtime),
             runtime_save_windows=self._runtime.windows(self._records.values(), job.runtime),
-            learning_state=self.learning_state(job.key, now=now),
+            learning_state=self.learning_state(job.key, now=now if now is not None else judged_at),
             progress_warnings=rec.last_warnings,
         )
 
@@ -363,6 +372,8 @@ class AdvisorCore:
             )
         else:
             decision = self._decider(view, self._caps.with_actions(cluster, now), policy, now=now)
+            if self._selector is default_selector:  # a tie is the default selection's notion
+                decision = with_ties(decision, policy, default_ties(self._policies, view, policy))
         rec.rule_state = {k: float(v) for k, v in decision.state.items()}
         rec.last_decision = decision
         return decision

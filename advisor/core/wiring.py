@@ -8,6 +8,7 @@ must not depend on them at import time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -23,7 +24,9 @@ __all__ = [
     "default_decider",
     "default_judged",
     "default_selector",
+    "default_ties",
     "training_loss_forecast",
+    "with_ties",
 ]
 
 
@@ -51,6 +54,23 @@ def default_selector(policies: Sequence[Any], job: JobView) -> Any:
     from policies import select_policy
 
     return select_policy(policies, job)
+
+
+def default_ties(policies: Sequence[Any], job: JobView, chosen: Any) -> tuple[str, ...]:
+    from policies import tied_with
+
+    return tied_with(policies, job, chosen)
+
+
+def with_ties(decision: Decision, chosen: Any, tied: tuple[str, ...]) -> Decision:
+    """The decision saying that ``chosen`` governs over ``tied`` by name order alone."""
+    from policies import tie_reason
+
+    if not tied:
+        return decision
+    return dataclasses.replace(
+        decision, tied_with=tied, reasons=(*decision.reasons, tie_reason(chosen, tied))
+    )
 
 
 def default_decider(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:

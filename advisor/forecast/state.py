@@ -251,6 +251,7 @@ def learning_state(
         evals_since_best=since_best,
         series=series_fc,
         warnings=tuple(warnings),
+        directions={name: str(evals[name].direction) for name in series_fc if name in evals},
     )
 
 

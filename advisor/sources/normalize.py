@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from advisor.model import ProgressSample
 from advisor.protocol import ACK_REQUEST_METRIC, ACK_STEP_METRIC
@@ -137,12 +138,14 @@ def build_sample(
     warnings = collected.warnings
     if collected.skipped:
         warnings.append(f"{collected.skipped} metrics beyond the cap of {MAX_METRICS} ignored")
-    # field -> (priority, name, raw value, the value read as a number when it is one, else None)
-    chosen: dict[str, tuple[int, str, object, float | None]] = {}
+    # field -> every candidate as (priority, order, name, raw value, the value read as a number
+    # when it is one, else None); the best usable one wins (``current_step: "n/a"`` beside a valid
+    # ``step`` loses to it, with a warning, rather than costing the report its step)
+    chosen: dict[str, list[tuple[int, int, str, object, float | None]]] = {}
     metrics: dict[str, float] = {}
     seen: dict[str, int] = {}
     bad_names = 0
-    for raw_name, raw_value in collected.pairs:
+    for index, (raw_name, raw_value) in enumerate(collected.pairs):
         named = _name_of(raw_name) if isinstance(raw_name, str) else None
         if named is None:
             bad_names += 1
@@ -154,9 +157,8 @@ def build_sample(
             metrics[name] = value
         if alias is not None and raw_value is not None:  # null means "not reported" (RHOAI)
             target, priority = alias
-            current = chosen.get(target)
-            if current is None or priority <= current[0]:
-                chosen[target] = (priority, name, raw_value, value)
+            # of equal priority (a name given twice) the last one comes first
+            chosen.setdefault(target, []).append((priority, -index, name, raw_value, value))
     if bad_names:
         limit = MAX_METRIC_NAME_CHARS
         warnings.append(f"{bad_names} metrics without a usable name (1..{limit} chars) ignored")
@@ -164,33 +166,48 @@ def build_sample(
     if duplicated:
         warnings.append(f"metrics given more than once (last value used): {', '.join(duplicated[:5])}")
     for key, typed in (fields or {}).items():
-        if typed is not None:
-            chosen[key] = (-1, _FIELD_LABELS.get(key, key), typed, None)
+        if typed is not None:  # typed slots come first
+            chosen.setdefault(key, []).append((-1, 0, _FIELD_LABELS.get(key, key), typed, None))
+    for candidates in chosen.values():
+        candidates.sort(key=lambda c: (c[0], c[1]))
 
     def raw(target: str) -> tuple[str, object]:
-        entry = chosen.get(target)
-        return (entry[1], entry[2]) if entry is not None else (target, None)
+        entries = chosen.get(target)
+        return (entries[0][2], entries[0][3]) if entries else (target, None)
 
     # a value already read as a number in the loop above is not read again; whatever it does not
     # settle (not finite where finiteness is required, fractional, out of range) is re-read with
-    # the warnings that say why
+    # the warnings that say why, and the next candidate for the field is tried
+    def first(
+        target: str, read_ok: Callable[[float], bool], parse: Callable[[str, object, list[str]], Any]
+    ) -> Any:
+        rejected: list[str] = []
+        for _p, _o, name, raw_value, read in chosen.get(target) or ():
+            if read is not None and read_ok(read):
+                value: Any = read
+            else:
+                value = parse(name, raw_value, rejected)
+            if value is not None:
+                warnings.extend(f"{w}; used {name} instead" for w in rejected)
+                return value
+        warnings.extend(rejected)
+        return None
+
     def number(target: str, *, nonfinite: bool = False) -> float | None:
-        entry = chosen.get(target)
-        if entry is None:
-            return None
-        read = entry[3]
-        if read is not None and (nonfinite or math.isfinite(read)):
-            return read
-        return parse_float(entry[2], entry[1], warnings, allow_nonfinite=nonfinite)
+        value = first(
+            target,
+            lambda read: nonfinite or math.isfinite(read),
+            lambda name, raw_value, w: parse_float(raw_value, name, w, allow_nonfinite=nonfinite),
+        )
+        return None if value is None else float(value)
 
     def integer(target: str, *, minimum: int = 0) -> int | None:
-        entry = chosen.get(target)
-        if entry is None:
-            return None
-        read = entry[3]
-        if read is not None and read.is_integer() and minimum <= read < 2**63:
-            return int(read)
-        return parse_int(entry[2], entry[1], warnings, minimum=minimum)
+        value = first(
+            target,
+            lambda read: read.is_integer() and minimum <= read < 2**63,
+            lambda name, raw_value, w: parse_int(raw_value, name, w, minimum=minimum),
+        )
+        return None if value is None else int(value)
 
     step = integer("step")
     total = integer("total_steps", minimum=1)

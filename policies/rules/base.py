@@ -24,12 +24,14 @@ from advisor.model import (
     Forecast,
     JobView,
 )
+from advisor.series import TRAIN_SERIES, direction_of, eval_series_name
 from policies.fields import format_duration
 from policies.index import cluster_index
 from policies.spec import Policy
 
 __all__ = [
     "DISRUPTIVE",
+    "NO_DIRECTION",
     "Context",
     "Outcome",
     "admitted_at",
@@ -37,6 +39,8 @@ __all__ = [
     "last_record",
     "pct",
     "propose_scale",
+    "undirected",
+    "undirected_metrics",
     "unsaved_since",
 ]
 
@@ -174,3 +178,34 @@ def pct(x: float) -> str:
 
 def dur(seconds: float) -> str:
     return format_duration(seconds)
+
+
+#: why a rule's ``metric:`` whose name says no direction is never judged, and the remedy
+NO_DIRECTION = (
+    "its name says no direction (neither a loss/error nor an accuracy/score word); "
+    "add it to spec.metricDirections as lower or higher"
+)
+
+
+def undirected(metric: str, overrides: Mapping[str, str]) -> bool:
+    """Whether a rule's ``metric:`` is an eval metric no one says the direction of (the job's
+    history keeps only eval series with a direction, so such a rule never judges)."""
+    from advisor.sources.normalize import canonical_name
+
+    if not metric or metric == TRAIN_SERIES:
+        return False
+    canon = {eval_series_name(canonical_name(k)): v for k, v in overrides.items()}
+    name = eval_series_name(canonical_name(metric))
+    return direction_of(name, canon) is None
+
+
+def undirected_metrics(policy: Policy) -> list[tuple[str, str]]:
+    """(field, metric) of each rule of ``policy`` whose ``metric:`` is never judged for want of a
+    direction: ``policy validate`` warns of them (the policy is valid, the rule idle)."""
+    rules = policy.rules
+    named = (("plateau", rules.plateau), ("overfitting", rules.overfitting))
+    return [
+        (f"spec.rules.{name}.metric", rule.metric)
+        for name, rule in named
+        if rule is not None and undirected(rule.metric, policy.metric_directions)
+    ]

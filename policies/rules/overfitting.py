@@ -15,7 +15,7 @@ job's primary eval metric). A job reporting too few evaluations for a verdict ge
 from __future__ import annotations
 
 from advisor.model import ActionKind, LearningState
-from policies.rules.base import Context, Outcome, dur, held_since, pct
+from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, held_since, pct, undirected
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, OverfittingRule
 
@@ -23,8 +23,10 @@ NAME = "overfitting"
 KEY = "overfitting.since"
 
 
-def _judged(state: LearningState | None, rule: OverfittingRule) -> str | None:
+def _judged(state: LearningState | None, rule: OverfittingRule, ctx: Context) -> str | None:
     """Why there is no verdict, or None when the state judged the rule's metric."""
+    if undirected(rule.metric, ctx.policy.metric_directions):
+        return f"{rule.metric} is never judged: {NO_DIRECTION}"
     if state is None:
         return "no learning state yet"
     if state.metric is None:
@@ -52,7 +54,7 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
         out.reasons.append(f"{NAME}: no judgement ({ctx.forecast_reason})")
         return out
     state = job.learning_state
-    why_not = _judged(state, rule)
+    why_not = _judged(state, rule, ctx)
     if why_not is not None or state is None:
         out.reasons.append(f"{NAME}: no judgement ({why_not})")
         return out

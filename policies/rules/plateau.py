@@ -44,7 +44,7 @@ from collections.abc import Mapping
 
 from advisor.model import ActionKind, Forecast, JobView
 from advisor.series import TRAIN_SERIES
-from policies.rules.base import Context, Outcome, dur, held_since, pct
+from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, held_since, pct, undirected
 from policies.rules.overfitting import best_checkpoint_text
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, PlateauRule
@@ -81,6 +81,8 @@ def judged_series(ctx: Context, metric: str) -> tuple[Forecast | None, str, str]
     if name and state is not None and name in state.series and (metric or state.metric == name):
         return state.series[name], name, ""
     if metric:
+        if undirected(metric, ctx.policy.metric_directions):
+            return None, metric, f"{metric} is never judged: {NO_DIRECTION}"
         return None, metric, f"no forecast of {metric} (not reported, or too few evaluations)"
     return ctx.forecast, TRAIN_SERIES, ctx.forecast_reason
 

@@ -14,7 +14,7 @@ from advisor.controller.api import dumps_compact
 from advisor.controller.render import render_status
 from advisor.controller.store import encode_history
 from advisor.core import History
-from advisor.model import Forecast, Interval, JobView, ProgressSample
+from advisor.model import Forecast, Interval, JobView, LearningState, ProgressSample
 from tests.controller.fakes import FakeApi, workload
 
 NOW = 1_800_000_000.0
@@ -30,6 +30,7 @@ def tjf(
     plateau: float = 0.1,
     step: int = 500,
     cq: str = "gpu-cq",
+    state: LearningState | None = None,
 ) -> dict[str, Any]:
     hist = History(64)
     for s in range(10, step, 10):
@@ -50,6 +51,7 @@ def tjf(
         cluster_queue=cq,
         forecast=fc,
         last_step_change=NOW - 5,
+        learning_state=state,
     )
     status = render_status(  # as the controller stores it: the history in chunks, beside coreState
         view, None, now=NOW, core_state=dumps_compact({}), history=encode_history(hist.to_dict(), 1)
@@ -153,6 +155,40 @@ def test_explain_and_plot(api: CliApi, capsys: pytest.CaptureFixture[str], tmp_p
     assert cli.main(["explain", "no-slash"]) == 2
 
 
+def test_explain_a_fine_tune_judged_by_its_eval_loss(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    """Training loss falling, eval loss past its minimum at step 400: explain names the run state,
+    the series it is judged by with its best step, and plots the eval series too."""
+    from advisor.forecast import forecast
+    from advisor.forecast.state import learning_state
+
+    hist = History(256)
+    for s in range(10, 1200, 10):
+        ev = 0.5 + ((s - 400) / 800) ** 2 if s % 100 == 0 else None
+        hist.append(ProgressSample(step=s, loss=1.0 / s**0.3, time=NOW - 2000 + s, eval_loss=ev))
+    curve = hist.curve()
+    fc = forecast(curve.steps, curve.values, total_steps=2000, times=curve.times)
+    evals = {n: hist.evals.series(n) for n in hist.evals.names}
+    state = learning_state(fc, evals, total_steps=2000, forecast_all=True)  # type: ignore[arg-type]
+    assert state.label == "overfitting" and state.best_step == 400
+    view = JobView(namespace="a", name="ft", step=1190, total_steps=2000, forecast=fc, learning_state=state)
+    status = render_status(
+        view, None, now=NOW, core_state=dumps_compact({}), history=encode_history(hist.to_dict(), 1)
+    )
+    fake = CliApi([{"metadata": {"namespace": "a", "name": "ft"}, "status": status}])
+    monkeypatch.setattr(cliutil, "cluster_api", lambda args: fake)
+    out = tmp_path / "ft.png"
+    assert cli.main(["explain", "ft", "-n", "a", "--plot", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "run state     overfitting (" in text
+    best = "judged by     eval_loss; best 0.5 at step 400 (the checkpoint to keep), 7 evaluation(s) since"
+    assert best in text
+    assert "eval_loss     final " in text and "lower is better" in text
+    assert out.stat().st_size > 1000
+    assert status["summary"]["loss"].startswith("eval_loss ")
+
+
 def test_compare_probabilities(api: CliApi, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["compare", "a/lr-1e-4", "a/lr-3e-4", "-o", "json"]) == 0
     data = {d["run"]: d for d in json.loads(capsys.readouterr().out)}
@@ -161,11 +197,65 @@ def test_compare_probabilities(api: CliApi, capsys: pytest.CaptureFixture[str]) 
     assert cli.main(["compare", "a/lr-1e-4"]) == 2
 
 
+def _eval_judged(mean: float, p10: float, p90: float, label: str, best: int) -> LearningState:
+    final = Forecast(final_loss=Interval(mean, p10, p90), plateau_probability=0.9, divergence_probability=0.0)
+    return LearningState(
+        label=label,
+        probabilities={label: 1.0},
+        metric="eval_loss",
+        best_step=best,
+        best_value=p10,
+        series={"eval_loss": final},
+        directions={"eval_loss": "lower"},
+    )
+
+
+def test_compare_ranks_fine_tunes_by_the_eval_metric_they_are_judged_by(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run with the lowest training loss overfits (its eval loss ends at 0.92): the one whose
+    eval loss ends lowest is ranked best, with the step of its best checkpoint."""
+    fake = CliApi(
+        [
+            tjf(
+                "a",
+                "overfit",
+                mean=0.02,
+                p10=0.01,
+                p90=0.03,
+                state=_eval_judged(0.92, 0.85, 0.99, "overfitting", 300),
+            ),
+            tjf(
+                "a",
+                "steady",
+                mean=0.40,
+                p10=0.38,
+                p90=0.42,
+                state=_eval_judged(0.50, 0.47, 0.53, "learning", 500),
+            ),
+        ]
+    )
+    monkeypatch.setattr(cliutil, "cluster_api", lambda args: fake)
+    assert cli.main(["compare", "overfit", "steady", "-n", "a", "-o", "json"]) == 0
+    data = {d["run"]: d for d in json.loads(capsys.readouterr().out)}
+    assert data["a/steady"]["metric"] == "eval_loss" and data["a/steady"]["probabilityBest"] == 1.0
+    assert data["a/overfit"]["bestStep"] == 300 and data["a/overfit"]["finalLoss"]["mean"] == 0.02
+    assert cli.main(["compare", "overfit", "steady", "-n", "a"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["RUN", "FINAL", "EVAL_LOSS"] and lines[1].split()[0] == "a/steady"
+    assert "ranked by eval_loss (lower is better)" in lines
+    # asked for the training loss: the overfitting run wins that one
+    assert cli.main(["compare", "overfit", "steady", "-n", "a", "--metric", "loss", "-o", "json"]) == 0
+    data = {d["run"]: d for d in json.loads(capsys.readouterr().out)}
+    assert data["a/overfit"]["probabilityBest"] == 1.0
+
+
 def test_prob_best_is_symmetric_and_seeded() -> None:
     p = prob_best([(1.0, 0.9, 1.1), (1.0, 0.9, 1.1)], draws=20000)
     assert p[0] == pytest.approx(0.5, abs=0.02)
     assert prob_best([(1.0, 0.9, 1.1), (2.0, 1.9, 2.1)]) == [1.0, 0.0]
     assert prob_best([(1.0, 0.5, 1.2), (1.05, 1.0, 1.1)]) == prob_best([(1.0, 0.5, 1.2), (1.05, 1.0, 1.1)])
+    assert prob_best([(0.7, 0.69, 0.71), (0.8, 0.79, 0.81)], higher=True) == [0.0, 1.0]  # an accuracy
 
 
 def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,3 +281,18 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
 def test_run_rejects_bad_flags() -> None:
     assert cli.main(["run", "--max-writes-per-second", "0"]) == 2
     assert cli.main(["run", "--metrics-port", "70000"]) == 2
+
+
+def test_a_missing_object_and_a_missing_kind_are_told_apart() -> None:
+    """A TrainJob deleted meanwhile is "not found"; a kind the API server does not serve (its CRD
+    not installed) says so, from the API server's own 404 body."""
+    from kubernetes.client.exceptions import ApiException
+
+    gone = ApiException(status=404, reason="Not Found")
+    gone.body = '{"reason":"NotFound","message":"trainjobs.trainer.kubeflow.org \\"ft\\" not found"}'
+    assert str(cliutil.api_error(gone, "TrainJob a/ft")) == "TrainJob a/ft not found"
+    kind = ApiException(status=404, reason="Not Found")
+    kind.body = '{"reason":"NotFound","message":"the server could not find the requested resource"}'
+    assert "does not serve this kind (is its CRD installed?)" in str(cliutil.api_error(kind, "TrainJob a/ft"))
+    forbidden = ApiException(status=403, reason="Forbidden")
+    assert "forbidden" in str(cliutil.api_error(forbidden, "TrainJob a/ft"))

@@ -107,3 +107,36 @@ def test_the_same_run_silent_but_not_complete_is_released() -> None:
     for dt in (10.0, 60.0, 600.0):
         e.step(now + dt)
     assert api.mutations() == [("set_active", "team-a", "trainjob-llm-abcde", False)]
+
+
+def test_a_run_whose_step_stops_while_reports_arrive_is_shown_hung_before_the_policy_acts() -> None:
+    """Reports every 30 s keep coming with the step stuck: the status's learning state (STATE, its
+    hung probability) is judged at the time of each look, not at the last forecast, so it says hung
+    while a stall rule with a longer ``for`` still waits ("stalled?")."""
+    api = FakeApi()
+    api.workloads[WL] = workload()
+    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+    policy = copy.deepcopy(POLICY)
+    policy["spec"].update(mode="Recommend", rules={"stall": {"for": "30m"}})
+    e.enqueue("policy", "ADDED", policy)
+    e.enqueue("workload", "ADDED", api.workloads[WL])
+    now = T0
+    for i, step in enumerate(range(10, 1001, 10)):
+        now = T0 + i * 30.0
+        e.enqueue(
+            "job",
+            "MODIFIED",
+            trainjob(step=step, total=3000, loss=f"{2.0 - step / 2000:.5f}", updated=iso(now)),
+        )
+        e.step(now)
+    assert api.forecasts[KEY]["status"]["state"] == "learning"
+    stuck = now
+    for k in range(1, 41):  # 20 minutes of reports at step 1000
+        now = stuck + k * 30.0
+        e.enqueue("job", "MODIFIED", trainjob(step=1000, total=3000, loss="1.5", updated=iso(now)))
+        e.step(now)
+    status = api.forecasts[KEY]["status"]
+    assert status["state"] == "hung"
+    assert status["learningState"]["probabilities"]["hung"] == 1.0
+    assert status["recommendation"]["advice"] == "stalled?"
+    assert status["summary"]["eta"] == "-"

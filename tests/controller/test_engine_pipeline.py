@@ -159,3 +159,18 @@ def test_policy_status_counts_jobs_actions_and_flagged_gpu_hours() -> None:
     writes = len(figures)
     e._write_policy_figures()  # nothing changed since: nothing written
     assert len([c for c in api.log if c[0] == "policy_status" and "jobsMatched" in c[2]]) == writes
+    # the job is deleted: JOBS drops at the next step, the recommendation it got is still counted
+    later = T0 + 300.0 * 12 + 1.0
+    e.enqueue("job", "DELETED", {"kind": "TrainJob", "metadata": {"namespace": "team-a", "name": "llm"}})
+    e.step(later)
+    last = [c[2] for c in api.log if c[0] == "policy_status" and "jobsMatched" in c[2]][-1]
+    assert last["jobsMatched"] == 0 and last["recommendations"] == 1
+    assert last["fromDeletedJobs"] == {"actionsByKind": {}, "actionsByOutcome": {}, "recommendations": 1}
+    # a new controller reads the deleted jobs' counts back from the status it finds
+    again = Engine(
+        FakeApi(), config=EngineConfig(write_interval_s=0, writer_workers=0, policy_status_interval_s=60)
+    )
+    again.enqueue("policy", "ADDED", {**body, "status": last})
+    again.step(later + 1.0)
+    restored = [c[2] for c in again.api.log if c[0] == "policy_status" and "jobsMatched" in c[2]][-1]
+    assert restored["recommendations"] == 1 and restored["jobsMatched"] == 0

@@ -113,3 +113,19 @@ def test_the_operator_watches_and_lists_the_version_it_was_given() -> None:
         if h.selector.group == "kueue.x-k8s.io"  # type: ignore[union-attr]
     }
     assert kueue == {("workloads", "v1beta1"), ("clusterqueues", "v1beta1"), ("localqueues", "v1beta1")}
+
+
+def test_the_api_says_whether_a_kind_is_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the controller reads before warning that PyTorchJobs are not served."""
+    from kubernetes import client
+
+    from advisor.controller.api import ClusterApi
+
+    api = ClusterApi.__new__(ClusterApi)
+    api.api_client = object()
+    monkeypatch.setattr(client, "ApisApi", lambda api_client: _Apis({"kubeflow.org": ["v1"]}))
+    assert api.serves("kubeflow.org", "v1") is True and api.serves("kubeflow.org", "v2") is False
+    monkeypatch.setattr(client, "ApisApi", lambda api_client: _Apis({"trainer.kubeflow.org": ["v1alpha1"]}))
+    assert api.serves("kubeflow.org", "v1") is False
+    monkeypatch.setattr(client, "ApisApi", lambda api_client: _Apis(RuntimeError("refused")))
+    assert api.serves("kubeflow.org", "v1") is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from advisor.controller.policystatus import policy_figures
+from advisor.controller.policystatus import JobFigures, policy_figures
 from advisor.model import ActionKind, ActionRecord
 
 
@@ -14,7 +14,7 @@ def record(kind: ActionKind, outcome: str, policy: str = "release", t: float = 0
 
 def test_actions_are_counted_by_kind_and_by_outcome_and_recommendations_apart() -> None:
     jobs = [
-        (
+        JobFigures(
             "team-a/one",
             "release",
             [
@@ -23,12 +23,12 @@ def test_actions_are_counted_by_kind_and_by_outcome_and_recommendations_apart() 
                 record(ActionKind.RECOMMEND, "recommended", t=2),
             ],
         ),
-        (
+        JobFigures(
             "team-a/two",
             "release",
             [record(ActionKind.RELEASE_QUOTA, "impossible"), record(ActionKind.RELEASE_QUOTA, "failed", t=5)],
         ),
-        ("team-b/other", "other", [record(ActionKind.RELEASE_QUOTA, "done", policy="other")]),
+        JobFigures("team-b/other", "other", [record(ActionKind.RELEASE_QUOTA, "done", policy="other")]),
     ]
     figures = policy_figures(["release", "other"], jobs, {}).get("release")
     assert figures is not None
@@ -38,3 +38,15 @@ def test_actions_are_counted_by_kind_and_by_outcome_and_recommendations_apart() 
     assert status["actionsByKind"] == {"checkpoint": 1, "release-quota": 3}
     assert status["actionsByOutcome"] == {"acknowledged": 1, "done": 1, "failed": 1, "impossible": 1}
     assert sum(status["actionsByOutcome"].values()) == status["actionsTaken"]
+
+
+def test_a_policy_that_loses_a_tie_by_name_says_which_policy_governs_its_jobs() -> None:
+    jobs = [
+        JobFigures("team-a/one", "sample", [], tied_with=("mine",)),
+        JobFigures("team-a/two", "sample", [], tied_with=("mine",)),
+        JobFigures("team-b/other", "mine", []),
+    ]
+    figures = policy_figures(["sample", "mine"], jobs, {})
+    assert figures["mine"].status()["lostTies"] == {"sample": 2}
+    assert figures["mine"].status()["jobsMatched"] == 1
+    assert figures["sample"].status()["lostTies"] == {} and figures["sample"].status()["jobsMatched"] == 2

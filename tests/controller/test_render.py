@@ -8,7 +8,17 @@ import pytest
 
 from advisor.controller.render import classify, format_duration, render_status
 from advisor.controller.summary import eta_cdf, summarize
-from advisor.model import Action, ActionKind, ActionRecord, Decision, Forecast, Interval, JobView, Mode
+from advisor.model import (
+    Action,
+    ActionKind,
+    ActionRecord,
+    Decision,
+    Forecast,
+    Interval,
+    JobView,
+    LearningState,
+    Mode,
+)
 
 NOW = 1_800_000_000.0
 
@@ -74,6 +84,39 @@ def test_classification() -> None:
     assert classify(view(last_step_change=NOW - 3600), now=NOW) == "hung"
     assert classify(view(last_step_change=NOW - 3600, active=False), now=NOW) != "hung"  # released, not hung
     assert classify(view(forecast=None), now=NOW) == "unknown"
+
+
+def test_the_state_never_contradicts_a_policy_that_calls_the_run_hung_or_diverging() -> None:
+    """A stall rule with a shorter ``for`` than the learning state's hung window: STATE says hung
+    with ADVICE, and the ETA forecast before the step stopped is not shown as if it held."""
+    quiet = view(last_step_change=NOW - 400)
+    assert classify(quiet, now=NOW) == "learning"
+    hung = Decision(job="team-a/llm", advice="hung")
+    assert classify(quiet, now=NOW, decision=hung) == "hung"
+    assert classify(quiet, now=NOW, decision=Decision(job="team-a/llm", advice="stalled?")) == "learning"
+    status = render_status(quiet, hung, now=NOW)
+    assert status["state"] == "hung" and status["summary"]["eta"] == "-"
+    assert render_status(quiet, None, now=NOW)["summary"]["eta"] == "2h"
+
+
+def test_an_eval_judged_run_shows_its_eval_forecast_in_the_loss_and_plateau_columns() -> None:
+    """Training loss still falling (P(plateau) 10%), eval loss past its minimum: the columns show
+    the judged eval series, named, not the training loss."""
+    rising = fc(plateau=0.97, loss=(0.92, 0.85, 0.99))
+    state = LearningState(
+        label="overfitting",
+        probabilities={"learning": 0.03, "overfitting": 0.97},
+        metric="eval_loss",
+        best_step=300,
+        best_value=0.55,
+        series={"eval_loss": rising},
+    )
+    summary = render_status(view(learning_state=state), None, now=NOW)["summary"]
+    assert summary["loss"] == "eval_loss 0.92±0.07" and summary["plateau"] == "97%"
+    # no eval metric judged (too few evaluations): the training loss, unnamed, as before
+    early = LearningState(label="learning", probabilities={"learning": 1.0}, series={"eval_loss": rising})
+    summary = render_status(view(learning_state=early), None, now=NOW)["summary"]
+    assert summary["loss"] == "0.25±0.035" and summary["plateau"] == "10%"
 
 
 def test_status_has_every_field_and_the_printer_column_strings() -> None:
@@ -172,3 +215,43 @@ def test_summary_by_queue_counts_states_idle_gpus_and_capacity() -> None:
     assert [s.queue for s in by_ns] == ["a", "b"]
     with pytest.raises(ValueError, match="by must be"):
         summarize(items, by="flavor")
+
+
+def test_metrics_carry_each_series_final_value_and_the_judged_series() -> None:
+    """``predicted_final_value`` per series (training loss and each eval metric), the judged one
+    marked, and P(plateau) of the judged series, as the columns show; a job's series go with it."""
+    from advisor.controller.metrics import Metrics
+
+    m = Metrics()
+    rising = fc(plateau=0.97, loss=(0.92, 0.85, 0.99))
+    state = LearningState(
+        label="overfitting",
+        probabilities={"overfitting": 1.0},
+        metric="eval_loss",
+        series={"eval_loss": rising, "eval_accuracy": fc(loss=(0.71, 0.7, 0.72))},
+    )
+    m.observe_job(view(learning_state=state))
+    get = m.registry.get_sample_value
+    job = {"namespace": "team-a", "job": "llm"}
+    assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "loss"}) == 0.25
+    assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "eval_loss"}) == 0.92
+    assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "eval_accuracy"}) == 0.71
+    assert get("trainjob_advisor_job_judged_series_info", {**job, "series": "eval_loss"}) == 1
+    assert get("trainjob_advisor_job_plateau_probability", job) == 0.97
+    m.observe_job(view())  # the evals gone (a restarted run): their series go, the loss is judged
+    assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "eval_loss"}) is None
+    assert get("trainjob_advisor_job_judged_series_info", {**job, "series": "eval_loss"}) is None
+    assert get("trainjob_advisor_job_judged_series_info", {**job, "series": "loss"}) == 1
+    m.forget_job("team-a", "llm")
+    assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "loss"}) is None
+    assert get("trainjob_advisor_job_judged_series_info", {**job, "series": "loss"}) is None
+
+
+def test_no_usable_forecast_shows_no_plateau_percentage() -> None:
+    """Only non-finite losses so far: the forecaster's 50% is "don't know", shown as ``-``."""
+    from advisor.forecast import forecast
+
+    empty = forecast([1, 2, 3, 4], [float("nan")] * 4, total_steps=100)
+    assert empty.plateau_probability == 0.5  # what the column must not show as a finding
+    summary = render_status(view(forecast=empty), None, now=NOW)["summary"]
+    assert summary["plateau"] == "-" and summary["loss"] == "-"

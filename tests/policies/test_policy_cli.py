@@ -159,3 +159,64 @@ def test_explain_counts_a_stall_from_the_admission_time_in_the_state(
     assert main([*args, str(_state(tmp_path, **quiet))]) == 0
     released = json.loads(capsys.readouterr().out)
     assert [a["rule"] for a in released["actions"]] == ["stall"]
+
+
+def test_explain_warns_when_the_governing_policy_wins_a_tie_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two policies select the job as specifically with the same priority: the one first by name
+    governs, and explain says so on stderr (the JSON on stdout stays JSON)."""
+    doc = """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {{name: {name}}}
+spec:
+  mode: {mode}
+  selector: {{namespaces: [team-a]}}
+  rules: {{plateau: {{probability: 0.8, for: 1h}}}}
+"""
+    path = tmp_path / "two.yaml"
+    path.write_text(
+        doc.format(name="a-sample", mode="Recommend") + "---" + doc.format(name="b-mine", mode="Apply")
+    )
+    args = ["policy", "explain", str(path), "--job-state", str(_state(tmp_path))]
+    assert main([*args, "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["policy"] == "a-sample"
+    assert "a-sample governs by name order over b-mine (same specificity 1 and priority 0)" in out.err
+    assert "set spec.priority" in out.err
+    path.write_text(
+        doc.format(name="a-sample", mode="Recommend")
+        + "---"
+        + doc.format(name="b-mine", mode="Apply")
+        + "  priority: 10\n"
+    )
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "policy b-mine (Apply)" in out.out and "warning" not in out.err
+
+
+def test_validate_warns_of_a_rule_metric_whose_name_says_no_direction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``metric: eval_myscore`` is valid but never judged (only eval series with a direction are
+    tracked): validate says so and how to fix it; with metricDirections there is no warning."""
+    doc = """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: score}
+spec:
+  rules:
+    plateau: {probability: 0.8, for: 1h, metric: eval_myscore}
+    overfitting: {metric: eval_loss}
+"""
+    path = tmp_path / "score.yaml"
+    path.write_text(doc)
+    assert main(["policy", "validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ": OK: score (Recommend)" in out
+    assert "warning: policy score: spec.rules.plateau.metric: eval_myscore is never judged" in out
+    assert "spec.metricDirections" in out and "overfitting.metric" not in out
+    path.write_text(doc + "  metricDirections: {eval_myscore: higher}\n")
+    assert main(["policy", "validate", str(path)]) == 0
+    assert "warning" not in capsys.readouterr().out

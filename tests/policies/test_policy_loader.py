@@ -160,3 +160,11 @@ def test_bounds_on_lists_and_strings() -> None:
     assert errs["spec.selector.namespaces"] == "must have at most 64 items, got 65"
     assert "spec.rules.stall.for" in dict(_errors(_obj({"rules": {"stall": {"for": "1s" * 17}}})))
     assert "spec.rules.stall.for" in dict(_errors(_obj({"rules": {"stall": {"for": "0m"}}})))
+
+
+def test_a_quoted_number_as_a_duration_says_how_to_write_it() -> None:
+    (err,) = _errors(_obj({"safety": {"minRuntime": "90"}}))
+    assert err == (
+        "spec.safety.minRuntime",
+        "must be a duration: got the string '90' without a unit; write 90s, or 90 without quotes (seconds)",
+    )

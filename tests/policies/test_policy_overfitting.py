@@ -129,3 +129,31 @@ def test_an_eval_loss_climbing_past_its_best_while_training_is_flat_is_a_plateau
     )
     assert not [a for a in d.actions if a.rule == "plateau"]
     assert any("not taken as a plateau" in r for r in d.reasons)
+
+
+def test_a_rule_metric_whose_name_says_no_direction_says_why_it_never_judges() -> None:
+    """``metric: eval_myscore``: the job's history keeps no undirected series, so no verdict ever
+    comes; the reasons say so and name the fix, until ``metricDirections`` gives the direction."""
+    view = job(forecast=forecast(plateau=0.05), learning_state=state())
+    for rules in (
+        {"overfitting": {"for": "0s", "metric": "eval_myscore"}},
+        {"plateau": {"metric": "eval_myscore"}},
+    ):
+        d = decide(view, cluster(), policy(rules), now=T0)
+        assert not d.actions
+        assert any("eval_myscore is never judged" in r and "metricDirections" in r for r in d.reasons), (
+            d.reasons
+        )
+    directed = load_policy(
+        {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": "p"},
+            "spec": {
+                "rules": {"overfitting": {"for": "0s", "metric": "eval_myscore"}},
+                "metricDirections": {"eval_myscore": "higher"},
+            },
+        }
+    )
+    d = decide(view, cluster(), directed, now=T0)
+    assert not any("never judged" in r for r in d.reasons)

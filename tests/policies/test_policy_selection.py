@@ -77,3 +77,33 @@ def test_most_specific_then_priority_then_name_whatever_the_order() -> None:
     )
     assert select_policy([broad, ns, ns_hi, label], j) is label
     assert select_policy([], j) is None
+
+
+def test_a_tie_broken_by_name_is_named_and_reaches_the_decision() -> None:
+    """A sample's one-label job selector ties one's own namespace list (specificity 1 each, same
+    priority): the first by name governs, the others are named, and the core's decision says so."""
+    from advisor.core import AdvisorCore
+    from advisor.model import ClusterView
+    from policies import tie_reason, tied_with
+
+    j = job(namespace="team-a", labels={"tier": "ft"})
+    sample = policy(
+        name="a-sample",
+        mode="Recommend",
+        selector={
+            "jobSelector": {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["x"]}]}
+        },
+    )
+    mine = policy(name="b-mine", selector={"namespaces": ["team-a"]})
+    other = policy(name="c-other", selector={"namespaces": ["team-b"]})  # does not select the job
+    assert select_policy([mine, sample, other], j) is sample
+    assert tied_with([mine, sample, other], j, sample) == ("b-mine",)
+    assert "over b-mine" in tie_reason(sample, ("b-mine",))
+    preferred = policy(name="b-mine", selector={"namespaces": ["team-a"]}, priority=5)
+    assert (
+        select_policy([preferred, sample], j) is preferred
+        and tied_with([preferred, sample], j, preferred) == ()
+    )
+    decision = AdvisorCore(policies=[sample, mine]).evaluate(j, ClusterView(), now=1_800_000_000.0)
+    assert decision.policy == "a-sample" and decision.tied_with == ("b-mine",)
+    assert any("governs by name order over b-mine" in r for r in decision.reasons)

@@ -352,3 +352,16 @@ def test_an_update_time_from_the_future_is_flagged_as_clock_skew() -> None:
     sample = sample_from_object({"status": {"trainerStatus": status}}, now=NOW - 10**8)
     assert sample is not None
     assert any("clock skew" in w for w in sample.warnings)
+
+
+def test_an_unreadable_alias_falls_back_to_the_next_one_that_reads() -> None:
+    """``current_step: "n/a"`` beside a valid ``step``: the report keeps its step (and a warning
+    says which name was used), instead of losing the step and with it the whole report."""
+    sample = upstream(("current_step", "n/a"), ("step", "1200"), ("loss", "abc"), ("train_loss", 0.7))
+    assert sample.step == 1200 and sample.loss == 0.7
+    assert any("current_step" in w and "used step instead" in w for w in sample.warnings)
+    assert any("used train_loss instead" in w for w in sample.warnings)
+    # the preferred name wins when it reads, whatever comes later
+    assert upstream(("current_step", 5), ("step", 9)).step == 5
+    # nothing readable: no step, as before
+    assert upstream(("current_step", "n/a"), ("step", "x")).step < 0
