@@ -37,6 +37,9 @@ class Prepared:
     n_segments: int
     context_values: FloatArray
     warnings: list[str] = field(default_factory=list)
+    #: the restart segment of each kept point (None: one segment): a resumed segment joined to
+    #: the attempt it resumed from has a gap of wall time at the join that is no training pace
+    segment_ids: NDArray[np.intp] | None = None
 
 
 def _to_float(x: Any) -> float:
@@ -199,6 +202,7 @@ def prepare(
             warnings.append(f"restart detected ({n_segments} segments); fitted the last one only")
 
     s2, v2 = s[keep], v[keep]
+    seg2 = np.searchsorted(np.asarray(starts), keep, side="right") if spliced else None
     t2 = t[keep] if t is not None else None
     lr2 = lr[keep] if lr is not None else None
     ep2 = ep[keep] if ep is not None else None
@@ -210,6 +214,7 @@ def prepare(
         t2 = t2[order] if t2 is not None else None
         lr2 = lr2[order] if lr2 is not None else None
         ep2 = ep2[order] if ep2 is not None else None
+        seg2 = seg2[order] if seg2 is not None else None
 
         # Duplicated steps: keep the last report of each step (the freshest value).
         last_of = np.r_[s2[1:] != s2[:-1], True]
@@ -220,6 +225,7 @@ def prepare(
             t2 = t2[last_of] if t2 is not None else None
             lr2 = lr2[last_of] if lr2 is not None else None
             ep2 = ep2[last_of] if ep2 is not None else None
+            seg2 = seg2[last_of] if seg2 is not None else None
 
     n_dropped = n_in - s2.size - context.size
     return Prepared(
@@ -234,6 +240,7 @@ def prepare(
         n_segments=n_segments,
         context_values=context,
         warnings=warnings,
+        segment_ids=seg2,
     )
 
 

@@ -184,7 +184,7 @@ def _run(
             warnings.append(
                 f"the series is rising ({turn.slope_t:.1f} standard errors over its recent points)"
             )
-    eta, sps = eta_interval(prep.steps, prep.times, horizon)
+    eta, sps = eta_interval(prep.steps, prep.times, horizon, prep.segment_ids)
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),
         plateau_probability=min(max(float(plateau), 0.0), 1.0),

@@ -24,8 +24,14 @@ _STALL_FACTOR = 3.0
 _Z80 = 1.2816
 
 
-def throughput(steps: FloatArray, times: FloatArray | None) -> tuple[float | None, FloatArray]:
-    """(robust steps per second over the recent history, per-interval seconds-per-step)."""
+def throughput(
+    steps: FloatArray, times: FloatArray | None, segments: NDArray[np.intp] | None = None
+) -> tuple[float | None, FloatArray]:
+    """(robust steps per second over the recent history, per-interval seconds-per-step).
+
+    ``segments``: the restart segment of each point; an interval across two (a resume joined to
+    the attempt it resumed from) spans the restart's downtime and lost work, not training pace,
+    and is left out rather than charged to the rest of the run as a stall."""
     if times is None:
         return None, np.zeros(0)
     ok = np.isfinite(times)
@@ -34,6 +40,9 @@ def throughput(steps: FloatArray, times: FloatArray | None) -> tuple[float | Non
         return None, np.zeros(0)
     ds, dt = s[1:] - s[:-1], t[1:] - t[:-1]
     good = (ds > 0) & (dt > 0)
+    if segments is not None and segments.size == steps.size:
+        seg = segments[ok]
+        good &= seg[1:] == seg[:-1]
     ds, dt = ds[good], dt[good]
     if ds.size == 0:
         return None, np.zeros(0)
@@ -56,10 +65,13 @@ def throughput(steps: FloatArray, times: FloatArray | None) -> tuple[float | Non
 
 
 def eta_interval(
-    steps: FloatArray, times: FloatArray | None, total_steps: float | None
+    steps: FloatArray,
+    times: FloatArray | None,
+    total_steps: float | None,
+    segments: NDArray[np.intp] | None = None,
 ) -> tuple[Interval | None, float | None]:
     """(ETA interval in seconds or None, steps per second or None)."""
-    rate, sps = throughput(steps, times)
+    rate, sps = throughput(steps, times, segments)
     if rate is None or rate <= 0 or not np.isfinite(rate):
         return None, None
     if total_steps is None or not np.isfinite(total_steps):

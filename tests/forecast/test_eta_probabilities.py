@@ -41,6 +41,21 @@ def test_eta_uses_the_recent_throughput_after_a_resize() -> None:
     assert fc.eta_seconds.mean == pytest.approx(2000 / 4.0, rel=0.1)
 
 
+def test_the_downtime_of_a_resume_is_not_charged_to_the_rest_of_the_run() -> None:
+    """1 step/s, then a restart from step 1000 after 60 s down at step 1200: the resumed segment is
+    joined to the attempt it resumed from (same level), and the wall time across the join (lost
+    work and downtime, 270 s for 10 steps) is no pace: the ETA stays at 1 step/s right away."""
+    first = np.arange(10, 1201, 10, dtype=float)
+    resumed = np.arange(1010, 1121, 10, dtype=float)
+    steps = np.r_[first, resumed]
+    times = np.r_[first, 1200.0 + 60.0 + (resumed - 1000.0)]
+    y = 2.0 - steps / 4000.0
+    fc = forecast(steps, y, total_steps=3000, times=times)  # the step going back is the restart
+    assert any("joined" in w for w in fc.warnings)
+    assert fc.steps_per_second == pytest.approx(1.0, rel=0.02)
+    assert fc.eta_seconds is not None and fc.eta_seconds.mean == pytest.approx(1880.0, rel=0.03)
+
+
 def test_plateau_probability_separates_flat_from_falling() -> None:
     s = np.arange(1, 101) * 10.0
     lr = np.full(100, 1e-4)
