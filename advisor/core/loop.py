@@ -20,18 +20,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from advisor.core.history import DEFAULT_MAX_POINTS, History
-from advisor.core.lifecycle import derive_phase
 from advisor.core.policy_caps import PolicyActionLog
 from advisor.core.readings import Ack, note_checkpoint, note_throughput
 from advisor.core.readings import rate as measured_rate
 from advisor.core.record import (
     JobRecord,
     arrival_bounded,
+    expire_checkpoint,
     loss_at_checkpoint,
+    note_phase,
     record_from_dict,
     record_learning_state,
     record_to_dict,
     report_interval,
+    set_outcome,
 )
 from advisor.core.runtime_pool import RuntimeSigtermPool, save_window
 from advisor.core.saves import note_admission, resolve
@@ -57,12 +59,9 @@ from advisor.model import (
     Decision,
     JobView,
     LearningState,
-    LifecycleSignals,
-    Phase,
     ProgressSample,
     save_window_seconds,
 )
-from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S
 
 __all__ = ["AdvisorCore", "JobRecord", "PolicyLike", "training_loss_forecast"]
 
@@ -177,7 +176,7 @@ class AdvisorCore:
         ack, forged = note_checkpoint(rec, sample, now)
         self.forged_acks += forged
         if ack is Ack.ANSWERED and sample.last_checkpoint_request is not None:
-            self._set_outcome(rec, sample.last_checkpoint_request, "acknowledged")
+            set_outcome(rec, sample.last_checkpoint_request, "acknowledged")
         acked = ack is not Ack.NONE
         if acked:
             self._note_window(rec)
@@ -272,7 +271,7 @@ class AdvisorCore:
         if now is not None:
             self._refresh_forecast(rec, now, forecast_interval_s)
         total = rec.total_steps if rec.total_steps is not None else job.total_steps
-        self._note_phase(rec, job, total, now)
+        note_phase(rec, job, total, now)
         return dataclasses.replace(
             job,
             phase=rec.phase,
@@ -298,31 +297,6 @@ class AdvisorCore:
             progress_warnings=rec.last_warnings,
         )
 
-    def _note_phase(self, rec: JobRecord, job: JobView, total: int | None, now: float | None) -> None:
-        """Derive the job's lifecycle phase; stamp a change with ``now`` (when the caller knows it).
-
-        A job that starts running again (resumed, re-admitted) starts its rules' timers over: it is
-        judged from its resume, not from what held before it stopped."""
-        signals = job.signals
-        if rec.progress_percentage is not None and (signals is None or signals.progress_percentage is None):
-            base = signals if signals is not None else LifecycleSignals()
-            signals = dataclasses.replace(base, progress_percentage=rec.progress_percentage)
-        lc = derive_phase(
-            signals,
-            active=job.active,
-            admitted=job.admitted,
-            step=rec.step,
-            total_steps=total,
-            report_gap=rec.report_gap,
-        )
-        rec.phase_reason = lc.reason
-        if lc.phase is not rec.phase or rec.phase_since is None:
-            if now is None:
-                return
-            if lc.phase is Phase.RUNNING and rec.phase is not Phase.RUNNING:
-                rec.rule_state.clear()
-            rec.phase, rec.phase_since = lc.phase, now
-
     def learning_state(self, key: str, *, now: float | None = None) -> LearningState | None:
         """The job's learning state as of its latest forecast, with ``hung`` judged at ``now``
         (a hung run sends nothing that would trigger a new forecast)."""
@@ -342,7 +316,7 @@ class AdvisorCore:
         this call: an adapter may look more closely at a job whose decision is near (the simulator
         does)."""
         rec = self._record_for(job.key, now)
-        self._expire_checkpoint(rec, now)
+        expire_checkpoint(rec, now)
         note_admission(rec.resume, rec.history, job.admitted_at)
         before = rec.checkpoint
         rec.checkpoint = resolve(rec.resume, rec.history, before)
@@ -351,7 +325,7 @@ class AdvisorCore:
             self._runtime.invalidate()
         rec.gpus, rec.nodes = job.gpus, job.nodes
         self._note_window(rec)  # a new size is a new window
-        self._note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
+        note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
         if self.lazy_forecast:
             view = self.view(job)
             policy = self._selector(self._policies, view) if self._policies else None
@@ -401,19 +375,6 @@ class AdvisorCore:
             rec.pooled_window = key
             self._runtime.invalidate()
 
-    def _expire_checkpoint(self, rec: JobRecord, now: float) -> None:
-        cp = rec.checkpoint
-        if cp.pending_request is None or cp.pending_since is None:
-            return
-        timeout = DEFAULT_CHECKPOINT_TIMEOUT_S
-        for action in reversed(rec.actions):
-            if action.request_id == cp.pending_request:
-                timeout = action.timeout_s if action.timeout_s is not None else timeout
-                break
-        if now - cp.pending_since >= timeout:
-            self._set_outcome(rec, cp.pending_request, "timed-out")
-            rec.checkpoint = dataclasses.replace(cp, pending_request=None, pending_since=None)
-
     # ------------------------------------------------------------------------------------- act
     def record_action(self, key: str, action: ActionRecord) -> bool:
         """Remember an action the adapter took or requested (call it before the mutation).
@@ -448,18 +409,7 @@ class AdvisorCore:
 
     def update_action(self, key: str, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
         rec = self._records.get(key)
-        return rec is not None and self._set_outcome(rec, request_id, outcome, detail=detail)
-
-    @staticmethod
-    def _set_outcome(rec: JobRecord, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
-        for i in range(len(rec.actions) - 1, -1, -1):
-            if rec.actions[i].request_id == request_id:
-                changed = dataclasses.replace(rec.actions[i], outcome=outcome)
-                if detail is not None:
-                    changed = dataclasses.replace(changed, detail=detail)
-                rec.actions[i] = changed
-                return True
-        return False
+        return rec is not None and set_outcome(rec, request_id, outcome, detail=detail)
 
     # ------------------------------------------------------------------------------ bookkeeping
     def record(self, key: str) -> JobRecord | None:

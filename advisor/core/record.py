@@ -8,6 +8,7 @@ this module is the state it does that on.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Mapping
@@ -25,17 +26,31 @@ from advisor.core.codec import (
     int_or_none,
 )
 from advisor.core.history import History
+from advisor.core.lifecycle import derive_phase
 from advisor.core.saves import ResumeCheck
-from advisor.model import ActionRecord, CheckpointState, Decision, Forecast, LearningState, Phase
+from advisor.model import (
+    ActionRecord,
+    CheckpointState,
+    Decision,
+    Forecast,
+    JobView,
+    LearningState,
+    LifecycleSignals,
+    Phase,
+)
+from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S
 
 __all__ = [
     "JobRecord",
     "arrival_bounded",
+    "expire_checkpoint",
     "loss_at_checkpoint",
+    "note_phase",
     "record_from_dict",
     "record_learning_state",
     "record_to_dict",
     "report_interval",
+    "set_outcome",
 ]
 
 
@@ -260,3 +275,57 @@ def record_from_dict(data: Mapping[str, Any], *, max_points: int) -> JobRecord:
     if rec.forecast is not None:
         rec.learning = record_learning_state(rec, None)  # from the restored history: nothing is lost
     return rec
+
+
+def note_phase(rec: JobRecord, job: JobView, total: int | None, now: float | None) -> None:
+    """Derive the job's lifecycle phase; stamp a change with ``now`` (when the caller knows it).
+
+    A job that starts running again (resumed, re-admitted) starts its rules' timers over: it is
+    judged from its resume, not from what held before it stopped."""
+    signals = job.signals
+    if rec.progress_percentage is not None and (signals is None or signals.progress_percentage is None):
+        base = signals if signals is not None else LifecycleSignals()
+        signals = dataclasses.replace(base, progress_percentage=rec.progress_percentage)
+    lc = derive_phase(
+        signals,
+        active=job.active,
+        admitted=job.admitted,
+        step=rec.step,
+        total_steps=total,
+        report_gap=rec.report_gap,
+    )
+    rec.phase_reason = lc.reason
+    if lc.phase is not rec.phase or rec.phase_since is None:
+        if now is None:
+            return
+        if lc.phase is Phase.RUNNING and rec.phase is not Phase.RUNNING:
+            rec.rule_state.clear()
+        rec.phase, rec.phase_since = lc.phase, now
+
+
+def expire_checkpoint(rec: JobRecord, now: float) -> None:
+    """Time out the job's pending checkpoint request after its timeout (the action's, else the
+    protocol's default)."""
+    cp = rec.checkpoint
+    if cp.pending_request is None or cp.pending_since is None:
+        return
+    timeout = DEFAULT_CHECKPOINT_TIMEOUT_S
+    for action in reversed(rec.actions):
+        if action.request_id == cp.pending_request:
+            timeout = action.timeout_s if action.timeout_s is not None else timeout
+            break
+    if now - cp.pending_since >= timeout:
+        set_outcome(rec, cp.pending_request, "timed-out")
+        rec.checkpoint = dataclasses.replace(cp, pending_request=None, pending_since=None)
+
+
+def set_outcome(rec: JobRecord, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
+    """Set the outcome (and detail) of the job's latest action with ``request_id``."""
+    for i in range(len(rec.actions) - 1, -1, -1):
+        if rec.actions[i].request_id == request_id:
+            changed = dataclasses.replace(rec.actions[i], outcome=outcome)
+            if detail is not None:
+                changed = dataclasses.replace(changed, detail=detail)
+            rec.actions[i] = changed
+            return True
+    return False

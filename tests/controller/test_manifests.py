@@ -26,6 +26,10 @@ def test_printer_columns_are_the_documented_ones() -> None:
     cols = [c["name"].upper() for c in version["additionalPrinterColumns"] if not c.get("priority")]
     assert cols == ["JOB", "PROGRESS", "ETA", "LOSS", "PLATEAU", "STATE", "ADVICE", "AGE"]
     assert version["subresources"] == {"status": {}}
+    # only the fields the API server declares (a comma in an unquoted flow-style description
+    # splits it into a stray key, which the API server rejects)
+    allowed = {"name", "type", "jsonPath", "description", "priority", "format"}
+    assert all(set(c) <= allowed for c in version["additionalPrinterColumns"])
 
 
 def test_a_policy_lists_what_it_recommended_beside_what_it_did() -> None:
