@@ -73,7 +73,10 @@ def register(subparsers: Any) -> None:
         "--upto-step", type=float, metavar="K", help="forecast from the points up to step K only"
     )
     parser.add_argument(
-        "--metric", choices=METRICS, help="loss to forecast (default: training loss if present)"
+        "--metric",
+        choices=METRICS,
+        help="loss to forecast (default: training loss if present; every eval metric with a "
+        "direction is forecast beside it)",
     )
     parser.add_argument(
         "--curve", metavar="ID", help="which run, in a file holding several (curve_id/run_id column)"
@@ -224,18 +227,30 @@ class _Series:
     direction: Direction
 
 
+#: eval series a file's forecast reads at most (besides its training loss)
+MAX_EVAL_SERIES = 8
+
+
 def _eval_series(args: argparse.Namespace, curve: LoadedCurve) -> dict[str, LoadedCurve]:
-    """The file's eval loss up to the same cut, when the forecast is of the training loss and the
-    file has one (each series is forecast on its own; the run state combines them)."""
+    """The file's eval series up to the same cut (``eval_loss`` and every other eval metric whose
+    name says its direction: ``eval_accuracy``, ``eval_wer``, ...), when the forecast is of the
+    training loss; each is forecast on its own and the run state combines them, as the
+    controller's core does with what a job reports."""
+    from advisor.sources.assemble import eval_metrics
+
     if curve.metric != "loss" or not args.file or args.file == "-":
         return {}
-    try:
-        evals = load_curve(args.file, metric="eval_loss", curve_id=args.curve)
-    except SourceError:
-        return {}  # no eval points: the training loss alone judges the run
-    if args.upto_step is not None:
-        evals = evals.upto(args.upto_step)
-    return {"eval_loss": evals} if evals.steps else {}
+    out: dict[str, LoadedCurve] = {}
+    for name in eval_metrics(curve.columns)[:MAX_EVAL_SERIES]:
+        try:
+            evals = load_curve(args.file, metric=name, curve_id=args.curve)
+        except SourceError:
+            continue  # a column with no usable value: the other series still speak
+        if args.upto_step is not None:
+            evals = evals.upto(args.upto_step)
+        if evals.steps:
+            out[evals.metric] = evals
+    return out
 
 
 def _failure(fc: Forecast) -> str | None:

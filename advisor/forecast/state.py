@@ -125,8 +125,11 @@ def forecast_series(
         return forecast(steps, values, total_steps=total_steps, learning_rates=learning_rates)
     fc = forecast(steps, [-float(v) for v in values], total_steps=total_steps, learning_rates=learning_rates)
     f = fc.final_loss
+    # a score never passes its scale's top: an accuracy reported in [0, 1] (or percent) ends at
+    # most at 1 (100), however steeply its early points rise
+    top = _score_top(values)
     return Forecast(
-        final_loss=Interval(mean=-f.mean, p10=-f.p90, p90=-f.p10),
+        final_loss=Interval(mean=min(-f.mean, top), p10=min(-f.p90, top), p90=min(-f.p10, top)),
         plateau_probability=fc.plateau_probability,
         divergence_probability=fc.divergence_probability,
         eta_seconds=fc.eta_seconds,
@@ -139,6 +142,16 @@ def forecast_series(
         n_points=fc.n_points,
         n_dropped=fc.n_dropped,
     )
+
+
+def _score_top(values: Sequence[float]) -> float:
+    """The top of a higher-is-better metric's scale as its values show it: 1 for a fraction, 100
+    for a percentage, else none (``inf``)."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    if not finite or min(finite) < 0:
+        return math.inf
+    peak = max(finite)
+    return 1.0 if peak <= 1.0 else 100.0 if peak <= 100.0 else math.inf
 
 
 def _best(series: SeriesLike) -> tuple[int | None, float | None, int, int]:

@@ -17,8 +17,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from advisor.model import Curve
+from advisor.series import direction_of, eval_series_name, is_eval_name
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
 from advisor.sources.columns import Column, resolve_columns
+from advisor.sources.normalize import canonical_name
 
 __all__ = [
     "METRICS",
@@ -27,12 +29,15 @@ __all__ = [
     "SourceError",
     "assemble",
     "choose_metric",
+    "eval_metrics",
     "is_number",
+    "is_series_metric",
     "listing",
     "total_from",
 ]
 
-#: what ``metric=`` accepts: the training loss or the evaluation loss
+#: the series ``metric=`` names by role: the training loss or the evaluation loss (and any eval
+#: metric with a direction, ``is_series_metric``)
 METRICS = ("loss", "eval_loss")
 
 Record = tuple[str, int | None, Mapping[str, object]]  # (location, line number, fields)
@@ -62,6 +67,8 @@ class LoadedCurve:
     metric: str = "loss"
     source: str = ""
     warnings: tuple[str, ...] = ()
+    #: every field name the file has (what other series it could be read for)
+    columns: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -189,7 +196,26 @@ def assemble(
         metric=metric_role,
         source=f"{kind} {Path(path).name}: " + ", ".join(details),
         warnings=tuple(warnings),
+        columns=tuple(names),
     )
+
+
+def is_series_metric(metric: str) -> bool:
+    """What ``metric=`` accepts: the training or evaluation loss, or any eval metric whose name
+    says which way it improves (``eval_accuracy``, ``eval_wer``, ...)."""
+    name = eval_series_name(canonical_name(metric))
+    return metric in METRICS or (is_eval_name(name) and direction_of(name) is not None)
+
+
+def eval_metrics(names: Sequence[str]) -> list[str]:
+    """The eval metrics among a file's field names that a forecast can judge (those whose name
+    says a direction), each once, ``eval_loss`` first, in the file's order otherwise."""
+    out: dict[str, str] = {}
+    for n in names:
+        series = eval_series_name(canonical_name(n))
+        if series not in out and is_eval_name(series) and direction_of(series) is not None:
+            out[series] = n
+    return sorted(out, key=lambda k: k != "eval_loss")
 
 
 def choose_metric(
@@ -200,6 +226,12 @@ def choose_metric(
         if role not in columns:
             raise SourceError(path, f"no loss field (found: {listing(names)})")
         return role, columns[role]
+    if metric not in METRICS:  # another eval metric: its own column, by its one spelling
+        wanted_series = eval_series_name(canonical_name(metric))
+        found = next((n for n in names if eval_series_name(canonical_name(n)) == wanted_series), None)
+        if found is None:
+            raise SourceError(path, f"no {metric} field (found: {listing(names)})")
+        return wanted_series, Column(found)
     if metric not in columns:
         other = "eval_loss" if metric == "loss" else "loss"
         hint = f"; the file has {columns[other].describe()}, use metric {other}" if other in columns else ""

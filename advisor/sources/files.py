@@ -25,6 +25,7 @@ from advisor.sources.assemble import (
     assemble,
     choose_metric,
     is_number,
+    is_series_metric,
     listing,
     total_from,
 )
@@ -72,8 +73,12 @@ def load_curve_bytes(
 
 
 def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
-    if metric is not None and metric not in METRICS:
-        raise SourceError(path, f"unknown metric {metric!r} (choose one of {', '.join(METRICS)})")
+    if metric is not None and not is_series_metric(metric):
+        raise SourceError(
+            path,
+            f"unknown metric {metric!r} (choose one of {', '.join(METRICS)}, or an eval metric whose "
+            "name says its direction, such as eval_accuracy)",
+        )
     head = text.lstrip()
     if head.startswith(("{", "[", '"')) or head.rstrip() in ("null", "true", "false"):
         try:
@@ -275,6 +280,7 @@ def _large_table(path: str | Path, text: str, metric: str | None) -> LoadedCurve
         metric=metric_role,
         source=f"{kind} {Path(path).name}: " + ", ".join(details),
         warnings=tuple(warnings),
+        columns=tuple(header),
     )
 
 
@@ -282,8 +288,12 @@ def load_curves(path: str | Path, *, metric: str | None = None) -> list[tuple[st
     """Every run in ``path``: ``[(curve id, curve)]``, one per distinct ``curve_id``/``run_id`` of a
     multi-run table or JSON(L) dump (read once, in the order the ids first appear), or
     ``[(None, curve)]`` for a file that holds one run. Raises ``SourceError`` as ``load_curve``."""
-    if metric is not None and metric not in METRICS:
-        raise SourceError(path, f"unknown metric {metric!r} (choose one of {', '.join(METRICS)})")
+    if metric is not None and not is_series_metric(metric):
+        raise SourceError(
+            path,
+            f"unknown metric {metric!r} (choose one of {', '.join(METRICS)}, or an eval metric whose "
+            "name says its direction, such as eval_accuracy)",
+        )
     text = _read_text(Path(path))
     head = text.lstrip()
     names: list[str] | None = None

@@ -282,6 +282,38 @@ def test_a_trainer_state_with_evals_forecasts_each_series_and_prints_the_run_sta
     assert eval_fc["final_loss"]["mean"] >= eval_fc["current_loss"] and eval_fc["plateau_probability"] > 0.9
 
 
+def test_every_eval_metric_with_a_direction_is_forecast_and_a_score_stays_on_its_scale(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A classifier's trainer_state: eval_loss, eval_accuracy (rising fast early), eval_runtime
+    (no direction: not a series). Each judged series is forecast; an accuracy never ends above 1."""
+    import math
+
+    log: list[dict[str, float]] = []
+    for step in range(10, 3001, 10):
+        log.append({"step": step, "loss": 0.2 + 2.0 * math.exp(-step / 500), "learning_rate": 1e-4})
+        if step % 100 == 0:
+            acc = 0.95 - 0.5 * math.exp(-step / 300)
+            log.append(
+                {
+                    "step": step,
+                    "eval_loss": 0.3 + math.exp(-step / 400),
+                    "eval_accuracy": acc,
+                    "eval_runtime": 3.2,
+                }
+            )
+    f = tmp_path / "trainer_state.json"
+    f.write_text(json.dumps({"global_step": 3000, "max_steps": 3000, "log_history": log}))
+    code, out, _ = run(capsys, str(f), "--upto-step", "400", "--json")
+    doc = json.loads(out)
+    assert code == 0 and set(doc["series"]) == {"loss", "eval_loss", "eval_accuracy"}
+    acc_fc = doc["series"]["eval_accuracy"]["final_loss"]
+    assert acc_fc["p90"] <= 1.0 and acc_fc["mean"] <= 1.0
+    assert doc["state"]["metric"] == "eval_loss"  # the primary eval metric, as the controller's
+    code, _, err = run(capsys, str(f), "--metric", "eval_runtime")
+    assert code == 2 and "eval_runtime" in err
+
+
 def test_the_plot_shows_the_eval_series_its_forecast_and_the_best_checkpoint(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 
