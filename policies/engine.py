@@ -44,7 +44,7 @@ from advisor.model import Action, ActionKind, ClusterView, Decision, Forecast, J
 from policies.index import cluster_index
 from policies.retries import hold_for
 from policies.rules import RULES
-from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record
+from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record, runtime_gate
 from policies.rules.checkpoint import grace_period_action
 from policies.rules.guard import NAME as GUARD
 from policies.rules.guard import boost_to_drop
@@ -83,12 +83,9 @@ def judge(job: JobView, policy: Policy, now: float) -> tuple[bool, str]:
     """Whether ``policy`` may judge ``job``'s learning yet (minimum runtime, steps, progress met),
     and why not: warmup looks like anything, and a forecast nobody reads need not be made."""
     s = policy.safety
-    if s.min_runtime > 0:
-        if job.started_at is None:
-            return False, "start time unknown"
-        ran = now - job.started_at
-        if ran < s.min_runtime:
-            return False, f"ran {dur(max(ran, 0.0))} < minRuntime {dur(s.min_runtime)}"
+    young = runtime_gate(job, policy, now)
+    if young is not None:
+        return False, young
     if job.step < s.min_steps:
         return False, f"step {job.step} < minSteps {s.min_steps}"
     if s.min_progress > 0 and job.total_steps:
@@ -112,10 +109,15 @@ def judged_from(
     """When ``judge`` will first let ``policy`` judge a job that keeps its pace: its minimum
     runtime passed and the step, projected at ``steps_per_second``, past ``minSteps`` and
     ``minProgress`` (when the total is known). None when that cannot be projected (throughput
-    unknown).
+    unknown). A policy with a stall rule speaks of a job once its minimum runtime has passed
+    (``rules.base.runtime_gate``): before then, that is the time (the look then arms the stall
+    rule's watchdog, which brings the next one if the job stops).
     A caller that looks at jobs on its own schedule (the simulator) need not look before then."""
     s = policy.safety
     at = started_at + s.min_runtime
+    stall = policy.rules.stall
+    if stall is not None and stall.enabled and at > now:
+        return at  # the stall rule may speak from then on; its watchdog then says when to look
     need = float(s.min_steps)
     if s.min_progress > 0 and total_steps:
         need = max(need, math.ceil(s.min_progress * total_steps))

@@ -270,7 +270,8 @@ class LookSchedule:
         if self.learning_only:
             wait = self.judge_wait(job, now)
             if wait is not None and wait > self.min_skip_s:
-                return wait  # no rule of the row may speak before
+                # no rule of the row may speak before, but the stall rule's watchdog if it stops
+                return self._bounded(job, now, wait)
             if spacing is None:
                 spacing = self._quiet_bound(job)
                 if key in self._flat:
@@ -287,6 +288,12 @@ class LookSchedule:
             delay = min(
                 self.cadence.next(now - start), spacing if spacing is not None else self._quiet_spacing
             )
+        return self._bounded(job, now, delay)
+
+    def _bounded(self, job: SimJob, now: float, delay: float) -> float:
+        """``delay`` cut to the job's pending ``recheck_at`` and, when it stops progressing before
+        then, to its watchdog (``idle_recheck_at``)."""
+        key = job.key
         due = self._recheck_at.get(key)
         if due is not None and due > now:
             delay = min(delay, due - now)

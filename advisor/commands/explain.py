@@ -41,15 +41,22 @@ def _iv(d: Mapping[str, Any] | None, fmt: str = "{:.4g}") -> str:
     return f"{fmt.format(d['mean'])} (80% interval {fmt.format(d['p10'])} .. {fmt.format(d['p90'])})"
 
 
-def _learning_lines(st: Mapping[str, Any]) -> list[str]:
+def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
     """The run state from all its series: its probabilities, the series it is judged by with its
-    best step (the checkpoint worth keeping), and each eval series' forecast final value."""
+    best step (the checkpoint worth keeping), and each eval series' forecast final value. When the
+    STATE shown is the governing policy's verdict (``hung``, ``diverging``: a stall rule may act on
+    a shorter silence than the run state calls hung), the line says so."""
     if not st.get("label"):
         return []
     probs = ", ".join(
         f"{k} {v:.0%}" for k, v in (st.get("probabilities") or {}).items() if isinstance(v, int | float)
     )
-    lines = [f"  run state     {st['label']} ({probs})"]
+    verdict = (
+        f"; STATE shows {shown}: the governing policy's verdict"
+        if shown in ("hung", "diverging") and shown != st["label"]
+        else ""
+    )
+    lines = [f"  run state     {st['label']} ({probs}){verdict}"]
     metric = st.get("metric")
     if metric:
         best = (
@@ -66,7 +73,7 @@ def _learning_lines(st: Mapping[str, Any]) -> list[str]:
     for name, series in (st.get("series") or {}).items():
         direction = f", {series['direction']} is better" if series.get("direction") else ""
         lines.append(
-            f"  {name:<13} final {_iv(series.get('final'))}; current {series.get('current')}; "
+            f"  {name:<13} final {_iv(series.get('final'))}; smoothed level now {series.get('current')}; "
             f"P(plateau) {series.get('plateauProbability')}{direction}"
         )
     lines += [f"  warning       {w}" for w in st.get("warnings") or []]
@@ -74,7 +81,7 @@ def _learning_lines(st: Mapping[str, Any]) -> list[str]:
 
 
 def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
-    from advisor.controller.render import format_duration
+    from advisor.controller.render import format_duration, shows_eta
 
     prog = status.get("progress") or {}
     fc = status.get("forecast") or {}
@@ -104,15 +111,19 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
         )
     if fc:
         eta = fc.get("etaSeconds")
-        lines += [
-            f"  final loss    {_iv(fc.get('finalLoss'))}; current {fc.get('currentLoss')}",
-            "  ETA           "
-            + (
+        state = str(status.get("state") or "")
+        if not shows_eta(state):
+            eta_text = f"none while the job is {state} (the forecast's was made while it ran)"
+        elif eta and eta.get("mean") is not None:
+            eta_text = (
                 f"{format_duration(eta['mean'])} (80%: {format_duration(eta['p10'])} .. "
                 f"{format_duration(eta['p90'])})"
-                if eta and eta.get("mean") is not None
-                else "unknown (no total steps or no timestamps)"
-            ),
+            )
+        else:
+            eta_text = "unknown (no total steps or no timestamps)"
+        lines += [
+            f"  final loss    {_iv(fc.get('finalLoss'))}; current {fc.get('currentLoss')}",
+            f"  ETA           {eta_text}",
             f"  P(plateau)    {fc.get('plateauProbability')}    P(diverge) {fc.get('divergenceProbability')}",
             "  model         "
             + (
@@ -129,7 +140,7 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
         lines += [f"  warning       {w}" for w in fc.get("warnings") or []]
     else:
         lines.append("  forecast      none yet (too few progress samples)")
-    lines += _learning_lines(status.get("learningState") or {})
+    lines += _learning_lines(status.get("learningState") or {}, str(status.get("state") or ""))
     lines.append(
         f"  policy        {rec.get('policy') or 'none selects this run'} (mode {rec.get('mode') or '-'})"
     )

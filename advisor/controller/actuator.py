@@ -140,12 +140,21 @@ class Actuator:
                 f"; best {state.metric} {state.best_value:.4g} at step {state.best_step}"
                 f" ({state.evals_since_best} evaluation(s) ago)"
             )
-        p = state.probabilities.get(state.label, 0.0)
+        probs = state.probabilities
+        if state.label in ("plateaued", "overfitting"):
+            # the two answer one question (no improvement left): their sum is what named the label
+            stopped = probs.get("plateaued", 0.0) + probs.get("overfitting", 0.0)
+            odds = (
+                f"P(no longer improving)={stopped:.2f}: overfitting {probs.get('overfitting', 0.0):.2f}, "
+                f"plateaued {probs.get('plateaued', 0.0):.2f}"
+            )
+        else:
+            odds = f"p={probs.get(state.label, 0.0):.2f}"
         self._event(
             job,
             body,
             "LearningState",
-            f"{previous or 'unknown'} -> {state.label} (p={p:.2f}){detail}",
+            f"{previous or 'unknown'} -> {state.label} ({odds}){detail}",
             warning=state.label in ("overfitting", "diverging", "hung"),
         )
 

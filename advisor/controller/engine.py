@@ -357,7 +357,7 @@ class Engine:
         forecast and decision, so that every update shows without waiting for a forecast."""
         view = self.core.view(self.index.base_view(job.body), judged_at=now)
         status = self.board.render(key, view, job.last_decision, now)
-        self.metrics.observe_job(view)
+        self.metrics.observe_job(view, state=status["state"])
         self._submit(key, job, status, now)
 
     def _submit(self, key: str, job: _Job, status: dict[str, Any], now: float) -> None:
@@ -395,7 +395,7 @@ class Engine:
             self.metrics.non_learning_gpu_hours.labels(view.namespace).inc(hours)
             if decision.policy:
                 self.book.add_hours(decision.policy, hours)
-        self.metrics.observe_job(view)
+        self.metrics.observe_job(view, state=status["state"])
         if job.unwritten_since is None and same_but_time(previous, status):
             return  # a periodic re-evaluation that changed nothing: no write
         self._submit(key, job, status, now)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from advisor.controller.render import judged_forecast
+from advisor.controller.render import judged_forecast, shows_eta
 from advisor.controller.summary import HORIZONS, QueueSummary
 from advisor.model import LEARNING_LABELS, JobView
 
@@ -154,7 +154,9 @@ class Metrics:
         )
 
     # ---------------------------------------------------------------------------------- per job
-    def observe_job(self, view: JobView) -> None:
+    def observe_job(self, view: JobView, *, state: str | None = None) -> None:
+        """The job's gauges; ``state``: its STATE, without an ETA while hung or not running (as
+        the column shows)."""
         if not self.per_job:
             return
         labels = (view.namespace, view.name)
@@ -170,14 +172,21 @@ class Metrics:
         self.divergence.labels(*labels).set(fc.divergence_probability)
         if math.isfinite(fc.final_loss.mean):
             self.final_loss.labels(*labels).set(fc.final_loss.mean)
-        if fc.eta_seconds is not None and math.isfinite(fc.eta_seconds.mean):
+        if (
+            fc.eta_seconds is not None
+            and math.isfinite(fc.eta_seconds.mean)
+            and (state is None or shows_eta(state))
+        ):
             self.eta.labels(*labels).set(fc.eta_seconds.mean)
-        state = view.learning_state
-        if state is not None:
-            for label, p in state.probabilities.items():
+        else:
+            with contextlib.suppress(KeyError):
+                self.eta.remove(*labels)
+        learning = view.learning_state
+        if learning is not None:
+            for label, p in learning.probabilities.items():
                 self.learning_state.labels(*labels, label).set(p)
-            if state.best_step is not None:
-                self.best_eval_step.labels(*labels).set(state.best_step)
+            if learning.best_step is not None:
+                self.best_eval_step.labels(*labels).set(learning.best_step)
         self._observe_series(view)
 
     def _observe_series(self, view: JobView) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "judged_forecast",
     "learning_state_dict",
     "render_status",
+    "shows_eta",
 ]
 
 #: lifecycle phases shown in STATE instead of a learning state when the job is not running
@@ -141,6 +142,11 @@ def judged_forecast(view: JobView) -> tuple[str, Forecast | None]:
     if st is not None and st.metric and st.metric in st.series:
         return st.metric, st.series[st.metric]
     return "loss", view.forecast
+
+
+def shows_eta(state: str) -> bool:
+    """Whether a run in ``state`` has an ETA worth showing: it runs and its step advances."""
+    return state != "hung" and state not in PHASES
 
 
 def _loss_text(name: str, fc: Forecast | None) -> str:
@@ -284,8 +290,11 @@ def render_status(
         "actions": [_action_dict(r) for r in view.actions[-MAX_LISTED_ACTIONS:]],
         "summary": {
             "progress": "-" if pct is None else f"{pct:.0f}%",
-            # a hung run's ETA is the one forecast before its step stopped: not shown as if it held
-            "eta": format_duration(fc.eta_seconds.mean) if fc and fc.eta_seconds and state != "hung" else "-",
+            # a hung run's ETA is the one forecast before its step stopped, and a job that does
+            # not run has none: neither is shown as if it held
+            "eta": format_duration(fc.eta_seconds.mean)
+            if fc and fc.eta_seconds and shows_eta(state)
+            else "-",
             "loss": _loss_text(judged, judged_fc),
             "plateau": _plateau_text(judged_fc),
             "advice": (advice or state)[:80],

@@ -209,6 +209,10 @@ class AdvisorCore:
             rec.last_sample_time = at
             rec.progress_seen_at = now
             return True
+        if prev_step is not None and sample.step == prev_step and (rec.last_sample_time or -math.inf) < at:
+            # a newer report at the same step: the reporter is alive and the step stuck (what the
+            # stall rule's reason tells from a reporter gone silent); no new progress otherwise
+            rec.last_sample_time = at
         return acked or rec.history.last_evals_added > 0
 
     # -------------------------------------------------------------------------------- forecast
@@ -408,8 +412,14 @@ class AdvisorCore:
         return self._caps.recent(policy, now)
 
     def update_action(self, key: str, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
+        """Set an action's outcome; a checkpoint request that failed (or cannot work) is no longer
+        pending: it will not be acknowledged, and it is not a timeout either."""
         rec = self._records.get(key)
-        return rec is not None and set_outcome(rec, request_id, outcome, detail=detail)
+        if rec is None or not set_outcome(rec, request_id, outcome, detail=detail):
+            return False
+        if outcome in ("failed", "impossible") and rec.checkpoint.pending_request == request_id:
+            rec.checkpoint = dataclasses.replace(rec.checkpoint, pending_request=None, pending_since=None)
+        return True
 
     # ------------------------------------------------------------------------------ bookkeeping
     def record(self, key: str) -> JobRecord | None:

@@ -201,6 +201,7 @@ def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
         series_forecasts=rec.learning.series if reuse and rec.learning is not None else None,
         schedule=schedule,
         metric_directions=evals.overrides,
+        previous_label=rec.learning.label if rec.learning is not None else None,
     )
 
 

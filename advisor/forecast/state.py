@@ -54,6 +54,8 @@ __all__ = [
     "lr_at",
 ]
 
+#: how far another label's probability must lead the one shown before to replace it
+LABEL_HYSTERESIS = 0.1
 #: evaluations an eval series needs before it is judged (two points have no trend to read)
 MIN_EVALS = 3
 #: P(hung) rises from 0 at this many report intervals without a step advance ...
@@ -190,6 +192,7 @@ def learning_state(
     series_forecasts: Mapping[str, Forecast] | None = None,
     schedule: tuple[Sequence[float], Sequence[float | None]] | None = None,
     metric_directions: Mapping[str, str] | None = None,
+    previous_label: str | None = None,
 ) -> LearningState:
     """The run's learning state from its training-loss forecast and its eval series.
 
@@ -200,7 +203,9 @@ def learning_state(
     reuses forecasts made earlier (a state re-read for the time since the last step advance needs no
     new fit). ``schedule``: the training history's (steps, learning rates), when it reports them:
     each eval series is forecast with the rate at its steps. ``metric_directions``: the governing
-    policy's directions for metrics whose names say none (they may then be the primary one)."""
+    policy's directions for metrics whose names say none (they may then be the primary one).
+    ``previous_label``: the label the run's state had before; it is kept until another leads it by
+    ``LABEL_HYSTERESIS`` (the probabilities are unchanged)."""
     warnings: list[str] = []
     names = tuple(evals)
     judged = (
@@ -256,7 +261,7 @@ def learning_state(
     total = sum(probs.values())
     probs = {k: float(np.clip(v / total, 0.0, 1.0)) if total > 0 else 0.0 for k, v in probs.items()}
     return LearningState(
-        label=_label(probs),
+        label=_label(probs, previous_label),
         probabilities=probs,
         metric=judged if p_eval is not None else None,
         best_step=best_step,
@@ -268,7 +273,7 @@ def learning_state(
     )
 
 
-def _label(probs: Mapping[str, float]) -> str:
+def _label(probs: Mapping[str, float], previous: str | None = None) -> str:
     """The most probable label, where "stopped learning" is one outcome split two ways.
 
     ``plateaued`` and ``overfitting`` answer the same question (no improvement left) and differ
@@ -280,5 +285,18 @@ def _label(probs: Mapping[str, float]) -> str:
     others = [k for k in LEARNING_LABELS if k not in ("plateaued", "overfitting")]
     top = max(others, key=lambda k: probs[k])
     if stopped > probs[top]:
-        return "overfitting" if probs["overfitting"] > probs["plateaued"] else "plateaued"
-    return top
+        label = "overfitting" if probs["overfitting"] > probs["plateaued"] else "plateaued"
+    else:
+        label = top
+    if previous is None or previous == label or previous not in probs:
+        return label
+
+    # hysteresis: the label shown before stays until another leads it by a margin, so that odds
+    # near even (a flat eval series at 0.45 / 0.55) do not flip STATE, and post an Event, at
+    # every re-forecast
+    def score(name: str) -> float:
+        return stopped if name in ("plateaued", "overfitting") else probs[name]
+
+    if {previous, label} == {"plateaued", "overfitting"}:
+        return previous if probs[previous] >= probs[label] - LABEL_HYSTERESIS else label
+    return previous if score(previous) >= score(label) - LABEL_HYSTERESIS else label

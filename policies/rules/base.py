@@ -39,6 +39,7 @@ __all__ = [
     "last_record",
     "pct",
     "propose_scale",
+    "runtime_gate",
     "undirected",
     "undirected_metrics",
     "unsaved_since",
@@ -182,8 +183,9 @@ def dur(seconds: float) -> str:
 
 #: why a rule's ``metric:`` whose name says no direction is never judged, and the remedy
 NO_DIRECTION = (
-    "its name says no direction (neither a loss/error nor an accuracy/score word); "
-    "add it to spec.metricDirections as lower or higher"
+    "its name says no direction (no part of it between '_' is a loss/error or an accuracy/score "
+    "word: eval_my_score would read as higher-is-better); add it to spec.metricDirections as lower "
+    "or higher"
 )
 
 
@@ -209,3 +211,18 @@ def undirected_metrics(policy: Policy) -> list[tuple[str, str]]:
         for name, rule in named
         if rule is not None and undirected(rule.metric, policy.metric_directions)
     ]
+
+
+def runtime_gate(job: JobView, policy: Policy, now: float) -> str | None:
+    """Why ``policy`` may not speak of ``job`` yet for want of runtime (``minRuntime``), or None.
+
+    The one gate of the stall rule: a run that hangs before ``minSteps`` or ``minProgress`` (a
+    collective stuck at start-up) never reaches them, and would hold its GPUs for good."""
+    s = policy.safety
+    if s.min_runtime > 0:
+        if job.started_at is None:
+            return "start time unknown"
+        ran = now - job.started_at
+        if ran < s.min_runtime:
+            return f"ran {dur(max(ran, 0.0))} < minRuntime {dur(s.min_runtime)}"
+    return None

@@ -23,15 +23,14 @@ _CHECKPOINT = frozenset({ActionKind.CHECKPOINT})
 
 def already_released(ctx: Context) -> bool:
     """Whether this run was already released or stopped. A release before the current admission
-    (or the current running phase) does not count: the job was resumed since, and a resumed job
-    is judged again from its resume."""
+    or the current running phase does not count: the job was resumed since, and a resumed job is
+    judged again from its resume (a Workload reactivated without a new admission, as Kueue does
+    when its quota was kept, has only the phase to say so)."""
     rec = last_record(ctx.job, _FINAL)
     if rec is None or rec.outcome in ("failed", "impossible"):
         return False
-    since = admitted_at(ctx)
-    if since is None:
-        since = ctx.job.phase_since
-    return since is None or rec.time >= since
+    marks = [t for t in (admitted_at(ctx), ctx.job.phase_since) if t is not None]
+    return not marks or rec.time >= max(marks)
 
 
 def release(
@@ -117,20 +116,23 @@ def release(
             followup=True,
         )
     elif _given_up(request, now, spec):
+        failed = request.outcome in ("failed", "impossible")
+        detail = f" ({request.detail})" if failed and request.detail else ""
+        missing = (
+            f"the checkpoint request failed{detail}" if failed else "the checkpoint was not acknowledged"
+        )
         if spec.release_on_timeout:
-            _final(
-                ctx,
-                out,
-                rule,
-                final,
-                f"{verb}, checkpoint not acknowledged after {dur(waited)} (releaseOnTimeout): {why}",
-                followup=True,
+            what = (
+                f"{missing}, released without it"
+                if failed
+                else f"checkpoint not acknowledged after {dur(waited)}"
             )
+            _final(ctx, out, rule, final, f"{verb}, {what} (releaseOnTimeout): {why}", followup=True)
         else:
             out.act(
                 ActionKind.RECOMMEND,
                 rule,
-                f"would {verb}, but the checkpoint was not acknowledged and releaseOnTimeout is false: {why}",
+                f"would {verb}, but {missing} and releaseOnTimeout is false: {why}",
                 would=final.value,
             )
     else:

@@ -3,15 +3,17 @@
 Measured from the time the step last changed (or the job started), so it needs no forecast, and
 never from before the job's current admission: a run preempted (or requeued) and admitted again
 after a long wait has not been stuck while it waited in the queue, and its first progress report
-comes only after its restart. The reason says whether progress reports still arrive with a stuck
-step (hung training) or stopped arriving altogether (which may also be a broken reporter). By
-default no checkpoint is requested first: a hung process cannot answer one.
+comes only after its restart. It waits for the policy's ``minRuntime`` only, not for ``minSteps``
+or ``minProgress``: a collective that hangs at start-up never reaches them. The reason says
+whether progress reports still arrive with a stuck step (hung training) or stopped arriving
+altogether (which may also be a broken reporter). By default no checkpoint is requested first: a
+hung process cannot answer one.
 """
 
 from __future__ import annotations
 
 from advisor.model import ActionKind
-from policies.rules.base import Context, Outcome, admitted_at, dur
+from policies.rules.base import Context, Outcome, admitted_at, dur, runtime_gate
 from policies.rules.release import release
 from policies.spec import RECOMMEND, StallRule
 
@@ -21,7 +23,8 @@ NAME = "stall"
 def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     out = Outcome()
     job, now = ctx.job, ctx.now
-    if not ctx.judge or not job.active or not job.admitted:
+    # not the learning gate (minSteps, minProgress): a run stuck before them never reaches them
+    if runtime_gate(job, ctx.policy, now) is not None or not job.active or not job.admitted:
         return out
     if job.total_steps is not None and job.step >= job.total_steps:
         return out

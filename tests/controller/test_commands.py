@@ -9,6 +9,7 @@ import pytest
 
 from advisor import cli
 from advisor.commands.compare import prob_best
+from advisor.commands.explain import explain_lines
 from advisor.controller import cliutil
 from advisor.controller.api import dumps_compact
 from advisor.controller.render import render_status
@@ -184,7 +185,13 @@ def test_explain_a_fine_tune_judged_by_its_eval_loss(
     assert "run state     overfitting (" in text
     best = "judged by     eval_loss; best 0.5 at step 400 (the checkpoint to keep), 7 evaluation(s) since"
     assert best in text
-    assert "eval_loss     final " in text and "lower is better" in text
+    assert "eval_loss     final " in text and "lower is better" in text and "smoothed level now" in text
+    # the STATE a stall rule gave (its window shorter than the run state's): explain says whose it is,
+    # and shows no ETA for a hung run
+    hung = {**status, "state": "hung"}
+    lines = "\n".join(explain_lines("a", "ft", hung))
+    assert "STATE shows hung: the governing policy's verdict" in lines
+    assert "ETA           none while the job is hung" in lines
     assert out.stat().st_size > 1000
     assert status["summary"]["loss"].startswith("eval_loss ")
 

@@ -140,3 +140,5 @@ def test_a_run_whose_step_stops_while_reports_arrive_is_shown_hung_before_the_po
     assert status["learningState"]["probabilities"]["hung"] == 1.0
     assert status["recommendation"]["advice"] == "stalled?"
     assert status["summary"]["eta"] == "-"
+    # the reports kept coming: the reason says the step is stuck, not that the reporter is silent
+    assert any("while progress reports still arrive" in r for r in status["recommendation"]["reasons"])

@@ -18,6 +18,7 @@ from advisor.model import (
     JobView,
     LearningState,
     Mode,
+    Phase,
 )
 
 NOW = 1_800_000_000.0
@@ -97,6 +98,20 @@ def test_the_state_never_contradicts_a_policy_that_calls_the_run_hung_or_divergi
     status = render_status(quiet, hung, now=NOW)
     assert status["state"] == "hung" and status["summary"]["eta"] == "-"
     assert render_status(quiet, None, now=NOW)["summary"]["eta"] == "2h"
+    released = view(phase=Phase.SUSPENDED, active=False)  # a job that does not run has no ETA
+    assert render_status(released, None, now=NOW)["summary"]["eta"] == "-"
+    from advisor.controller.metrics import Metrics
+
+    m = Metrics()
+    m.observe_job(quiet, state="learning")
+    assert m.registry.get_sample_value(
+        "trainjob_advisor_job_eta_seconds", {"namespace": "team-a", "job": "llm"}
+    )
+    m.observe_job(quiet, state="hung")  # nor does the metric
+    assert (
+        m.registry.get_sample_value("trainjob_advisor_job_eta_seconds", {"namespace": "team-a", "job": "llm"})
+        is None
+    )
 
 
 def test_an_eval_judged_run_shows_its_eval_forecast_in_the_loss_and_plateau_columns() -> None:

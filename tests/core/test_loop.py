@@ -219,6 +219,17 @@ class TestActions:
         view = core.view(JOB)
         assert view.checkpoint.pending_request is None and view.actions[-1].outcome == "timed-out"
 
+    def test_a_failed_checkpoint_request_stays_failed_and_is_no_longer_pending(self) -> None:
+        core = make_core(Recorder())
+        feed(core, range(1, 3))
+        core.record_action(
+            JOB.key, ActionRecord(kind=ActionKind.CHECKPOINT, time=50.0, request_id="ck-3", timeout_s=100.0)
+        )
+        assert core.update_action(JOB.key, "ck-3", "failed", detail="no running pods")
+        assert core.view(JOB).checkpoint.pending_request is None
+        core.evaluate(JOB, CLUSTER, now=151.0)  # past its timeout: not relabelled a timeout
+        assert core.view(JOB).actions[-1].outcome == "failed"
+
 
 class TestPersistence:
     def test_dump_and_restore_resume_where_it_left_off(self) -> None:

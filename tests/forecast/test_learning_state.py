@@ -250,3 +250,18 @@ def test_the_core_loop_forecasts_eval_series_with_the_reported_learning_rates() 
     view = core.view(JobView(namespace="ns", name="a"), now=1500.0)
     st_ = view.learning_state
     assert st_ is not None and "lr_law" in st_.series["eval_loss"].model
+
+
+def test_the_label_shown_before_stays_until_another_leads_it_by_a_margin() -> None:
+    """Odds near even (a flat eval series) do not flip the label at every re-forecast; a clear
+    lead does. The probabilities themselves are not touched."""
+    from advisor.forecast.state import _label
+
+    near = {"learning": 0.46, "plateaued": 0.27, "overfitting": 0.27, "diverging": 0.0, "hung": 0.0}
+    assert _label(near) == "plateaued"  # stopped 0.54 > 0.46 (a tie between the two: plateaued)
+    assert _label(near, "learning") == "learning"  # within the margin: kept
+    clear = {"learning": 0.3, "plateaued": 0.0, "overfitting": 0.7, "diverging": 0.0, "hung": 0.0}
+    assert _label(clear, "learning") == "overfitting"
+    # between the two "stopped" labels, the same margin
+    split = {"learning": 0.1, "plateaued": 0.43, "overfitting": 0.47, "diverging": 0.0, "hung": 0.0}
+    assert _label(split) == "overfitting" and _label(split, "plateaued") == "plateaued"

@@ -202,10 +202,17 @@ def test_exempt_jobs_get_nothing(name: str) -> None:
 
 @pytest.mark.parametrize("name", IDS)
 def test_no_disruptive_judgement_before_minimum_runtime_or_progress(name: str) -> None:
+    """Before minRuntime no rule disrupts; before minProgress / minSteps no rule that judges
+    learning does. The stall rule waits for minRuntime only: a run stuck before the progress gates
+    never reaches them."""
     for safety in ({"minRuntime": "3h"}, {"minProgress": 0.5}, {"minSteps": 10_000}):
         j, c, p = build(name, safety=safety)
         d = decide(j, c, p, now=T0)
-        assert not {a.kind for a in d.actions} & (DISRUPTIVE | {ActionKind.CHECKPOINT} - _protective(name))
+        disrupted = {a.kind for a in d.actions} & (DISRUPTIVE | {ActionKind.CHECKPOINT} - _protective(name))
+        if name == "stall" and "minRuntime" not in safety:
+            assert disrupted, safety
+        else:
+            assert not disrupted, safety
 
 
 def _protective(name: str) -> set[ActionKind]:

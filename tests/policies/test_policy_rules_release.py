@@ -132,6 +132,18 @@ def test_checkpoint_timeout_releases_only_when_the_policy_says_so() -> None:
     assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "not acknowledged after 11m40s" in d.actions[0].reason
     strict = policy({"plateau": {"for": "10m"}, "quotaRelease": {"releaseOnTimeout": False}})
     assert kinds(decide(stuck, CV, strict, now=T0)) == [ActionKind.RECOMMEND]
+    # a request that failed (no pod to deliver it to) is said as such, not as a timeout
+    failed = dataclasses.replace(
+        record(ActionKind.CHECKPOINT, T0 - 5, rule="plateau", outcome="failed"),
+        detail="no running pods found",
+    )
+    d = decide(dataclasses.replace(base, actions=(failed,)), CV, policy({"plateau": {"for": "10m"}}), now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA]
+    assert "the checkpoint request failed (no running pods found), released without it" in d.actions[0].reason
+    d = decide(dataclasses.replace(base, actions=(failed,)), CV, strict, now=T0)
+    assert "but the checkpoint request failed (no running pods found) and releaseOnTimeout is false" in (
+        d.actions[0].reason
+    )
 
 
 def test_a_release_on_an_old_checkpoint_that_still_had_learning_left_is_held() -> None:
@@ -172,6 +184,23 @@ def test_a_fresh_checkpoint_means_release_at_once() -> None:
     )
     d = decide(fresh, CV, policy({"plateau": {"for": "10m"}}), now=T0)
     assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "fresh" in d.actions[0].reason
+
+
+def test_a_job_resumed_after_its_release_is_judged_again() -> None:
+    """Released 10 minutes ago, reactivated by its user 1 minute ago without a new admission (the
+    Workload kept its quota): the release is history, not "already released"."""
+    from policies.rules.base import Context
+    from policies.rules.release import already_released
+
+    done = record(ActionKind.RELEASE_QUOTA, T0 - 600, rule="plateau", outcome="done")
+    p = policy({"plateau": {"for": "10m"}})
+
+    def ctx(**kw: object) -> Context:
+        j = job(actions=(done,), admitted_at=T0 - HOUR, **kw)
+        return Context(j, CV, p, T0, True, True, "", j.forecast, "", None)
+
+    assert already_released(ctx(phase_since=T0 - 900))  # running since before the release
+    assert not already_released(ctx(phase_since=T0 - 60))  # running again since the resume
 
 
 def test_plateau_stop_and_recommend_actions() -> None:
@@ -234,6 +263,19 @@ def test_stall_releases_without_a_checkpoint_by_default_and_says_why() -> None:
     assert kinds(decide(early, CV, p, now=T0)) == [] and decide(early, CV, p, now=T0).advice == "stalled?"
     careful = policy({"stall": {"for": "30m", "checkpointFirst": True}})
     assert kinds(decide(hung, CV, careful, now=T0)) == [ActionKind.CHECKPOINT]
+
+
+def test_a_run_that_hangs_before_min_progress_is_still_released() -> None:
+    """Stuck at step 300 of 9000 (3%) for 40 minutes under minProgress 10%: the learning rules may
+    not judge it yet, but a run stuck there never reaches 10%; the stall rule waits for minRuntime
+    only."""
+    p = policy({"stall": {"for": "30m"}, "plateau": {"for": "10m"}}, safety={"minProgress": 0.1})
+    early = job(step=300, total_steps=9000, last_step_change=T0 - 40 * 60, last_sample_time=T0 - 10)
+    d = decide(early, CV, p, now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and d.advice == "hung"
+    assert any("no judgement yet: progress 3% < minProgress 10%" in r for r in d.reasons)
+    young = dataclasses.replace(early, started_at=T0 - 5 * 60)  # minRuntime (15m here) still holds
+    assert kinds(decide(young, CV, p, now=T0)) == []
 
 
 def test_stall_is_not_counted_while_the_job_waited_in_the_queue() -> None:

@@ -118,3 +118,18 @@ def test_deadline_warns_and_scales_only_for_deadlines() -> None:
     )
     d = decide(late, c, p, now=T0)
     assert d.advice.startswith("scale-up:") and d.actions[0].kind is ActionKind.SCALE
+
+
+def test_the_samples_applied_together_govern_without_a_tie_broken_by_name() -> None:
+    """Every sample applied at once (what a new admin does): each job kind is governed by one of
+    them for a reason that is not the name order, and the fine-tunes by plateau-release."""
+    from policies import select_policy, tied_with
+    from policies.loader import policies_from_text
+
+    every = [p for f in sorted(SAMPLES.glob("policy-*.yaml")) for p in policies_from_text(f.read_text())]
+    for labels in ({}, {"workload-type": "pretraining"}):
+        for kind in ("TrainJob", "PyTorchJob"):
+            j = dataclasses.replace(job(labels=labels), kind=kind)
+            chosen = select_policy(every, j)
+            assert chosen is not None and tied_with(every, j, chosen) == (), (labels, kind)
+            assert chosen.name.startswith("plateau-release"), (labels, kind, chosen.name)
