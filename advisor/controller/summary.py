@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.controller.render import STATES
+from advisor.controller.render import STATES, shows_eta
 
 __all__ = ["HORIZONS", "QueueSummary", "eta_cdf", "holds_quota", "summarize"]
 
@@ -94,7 +94,8 @@ def summarize(items: Iterable[tuple[str, Mapping[str, Any]]], *, by: str = "queu
         summary.states[state if state in summary.states else "unknown"] += 1
         if state in NOT_LEARNING:
             summary.gpus_not_learning += gpus
-        eta = (status.get("forecast") or {}).get("etaSeconds")
+        # a hung run frees its GPUs when someone releases it, not at the ETA forecast before it hung
+        eta = (status.get("forecast") or {}).get("etaSeconds") if shows_eta(state) else None
         for label, horizon in HORIZONS:
             summary.gpus_freeing[label] += gpus * eta_cdf(eta, horizon)
     return [out[k] for k in sorted(out)]

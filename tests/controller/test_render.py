@@ -214,7 +214,7 @@ def test_summary_by_queue_counts_states_idle_gpus_and_capacity() -> None:
     items = [
         ("a", st("learning", 8, "cq1", {"mean": 1800.0, "p10": 1200.0, "p90": 2400.0})),
         ("a", st("plateaued", 16, "cq1")),
-        ("b", st("hung", 4, "cq1")),
+        ("b", st("hung", 4, "cq1", {"mean": 600.0, "p10": 500.0, "p90": 700.0})),  # frees nothing by it
         ("b", st("diverging", 2, "cq2")),
         ("b", st("plateaued", 8, "cq2", active=False)),
     ]
