@@ -331,7 +331,8 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         advice = best.advice
     elif ctx.forecast is None or not ctx.judge:
         advice = "observing"  # nothing judged yet: "continue" would claim a verdict
-        reasons.append(f"observing: {ctx.forecast_reason if ctx.judge else ctx.judge_reason}")
+        if ctx.judge:  # (without judgement, "no judgement yet" above says why)
+            reasons.append(f"observing: {ctx.forecast_reason}")
     else:
         advice = "continue"
         fc = ctx.forecast

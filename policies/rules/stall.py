@@ -13,11 +13,12 @@ hung process cannot answer one.
 from __future__ import annotations
 
 from advisor.model import ActionKind
-from policies.rules.base import Context, Outcome, admitted_at, dur, runtime_gate
+from policies.rules.base import Context, Outcome, admitted_at, dur, last_record, runtime_gate
 from policies.rules.release import release
 from policies.spec import RECOMMEND, StallRule
 
 NAME = "stall"
+_RELEASES = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
 
 
 def evaluate(ctx: Context, rule: StallRule) -> Outcome:
@@ -29,9 +30,22 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     if job.total_steps is not None and job.step >= job.total_steps:
         return out
     since = job.last_step_change if job.last_step_change is not None else job.started_at
-    admitted = admitted_at(ctx)
-    if admitted is not None and admitted <= now:
-        since = admitted if since is None else max(since, admitted)
+    # nor, for a job released and then reactivated (``resume``) with its Workload's admission
+    # kept, from before it ran again: it was not stuck while suspended. (Its running phase alone
+    # is no mark: a controller that first sees a job stamps it then, and a hung job would gain a
+    # whole window.)
+    released = last_record(job, _RELEASES)
+    resumed = (
+        job.phase_since
+        if released is not None
+        and released.outcome == "done"
+        and job.phase_since is not None
+        and released.time <= job.phase_since
+        else None
+    )
+    for mark in (admitted_at(ctx), resumed):
+        if mark is not None and mark <= now:
+            since = mark if since is None else max(since, mark)
     if since is None or since > now:
         return out
     idle = now - since

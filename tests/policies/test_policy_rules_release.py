@@ -278,6 +278,27 @@ def test_a_run_that_hangs_before_min_progress_is_still_released() -> None:
     assert kinds(decide(young, CV, p, now=T0)) == []
 
 
+def test_stall_is_not_counted_while_a_resumed_job_was_suspended() -> None:
+    """Released for a stall, reactivated by its user 5 minutes ago with its Workload's admission
+    kept: its silence while suspended is not a stall; the window runs from the resume."""
+    p = policy({"stall": {"for": "30m"}})
+    resumed = job(
+        last_step_change=T0 - 2 * HOUR,
+        last_sample_time=T0 - 10,
+        admitted_at=T0 - 3 * HOUR,
+        phase_since=T0 - 300,
+        actions=(record(ActionKind.RELEASE_QUOTA, T0 - HOUR, rule="stall", outcome="done"),),
+    )
+    d = decide(resumed, CV, p, now=T0)
+    assert kinds(d) == []
+    assert not any("stalled" in a.reason for a in d.actions)
+    later = decide(resumed, CV, p, now=T0 + 30 * 60)  # still stuck 30 minutes after the resume
+    assert kinds(later) == [ActionKind.RELEASE_QUOTA]
+    # a job first seen (its running phase stamped now) that was never released: hung as it is
+    seen = dataclasses.replace(resumed, actions=())
+    assert kinds(decide(seen, CV, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+
+
 def test_stall_is_not_counted_while_the_job_waited_in_the_queue() -> None:
     """Preempted two hours ago and admitted again five minutes ago, still restarting: not hung."""
     p = policy({"stall": {"for": "30m"}})
