@@ -146,18 +146,29 @@ def _rows(args: argparse.Namespace) -> tuple[list[str], list[tuple[str, list[Any
     paths = args.policy if args.policy is not None else sorted(_samples_dir().glob("policy-*.yaml"))
     rows: list[tuple[str, list[Any]]] = []
     for path in paths:
+        if path.is_dir():
+            raise CommandError(f"{path}: is a directory, not a policy file")
         if not path.is_file():
             raise CommandError(f"{path}: no such policy file")
         try:
             policies = load_policies(path)
         except PolicyError as exc:
             raise CommandError(f"{path}: " + str(exc).replace("\n", "; ")) from None
+        if not policies:
+            raise CommandError(f"{path}: no AdvisorPolicy found (as `policy validate` says)")
         stem = path.stem[len("policy-") :] if path.stem.startswith("policy-") else path.stem
         rows.append((f"advisor-{stem}", policies))
     return baselines, rows
 
 
 def _check(args: argparse.Namespace) -> None:
+    for path in args.runs:
+        if path.suffix.lower() in (".yaml", ".yml") and path.is_file():
+            # a shell glob after --policy hands only its first file to --policy, the rest here
+            raise CommandError(
+                f"{path}: a YAML file among the runs (a policy?); give each policy file with its own "
+                "--policy (a shell glob after --policy passes only its first file to it)"
+            )
     if args.gpus is not None and args.gpus < 1:
         raise CommandError(f"--gpus must be at least 1, got {args.gpus}")
     if not (math.isfinite(args.steps_per_second) and args.steps_per_second > 0):
@@ -351,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report is not None:
         require_extra("matplotlib", "sim", "--report")
     json_out = json_target(args, "backtest")
-    check_outputs(json_out, args.report)
+    check_outputs(json_out, args.report, [*args.runs, *(args.policy or []), args.index])
     if args.sweep:
         return _run_sweep(args, json_out)
     progress = not args.quiet and sys.stderr.isatty()

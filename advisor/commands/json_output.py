@@ -2,7 +2,9 @@
 
 ``--json`` prints JSON on stdout (the human-readable table then goes to stderr, so stdout parses),
 ``--json-file FILE`` writes a file, and the older ``--json FILE`` still writes one with a
-deprecation note. One module so that the two commands cannot drift apart.
+deprecation note, but never over an existing file: ``--json`` placed before the run files takes
+the first of them as its FILE, and writing there would destroy the user's run. No output may be
+one of the command's inputs either. One module so that the two commands cannot drift apart.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -42,6 +45,12 @@ def json_target(args: argparse.Namespace, command: str) -> JsonTarget:
         return Path(args.json_file)
     if args.json is None or args.json == "-":
         return args.json
+    if Path(args.json).exists():
+        raise CommandError(
+            f"--json {args.json}: exists, and the deprecated `--json FILE` form never writes over anything; "
+            f"for JSON on stdout put --json after the {'runs' if command == 'backtest' else 'arguments'}, "
+            f"or write --json-file {args.json} to overwrite it"
+        )
     print(
         f"{command}: --json FILE is deprecated; use --json-file {args.json} (or --json > {args.json})",
         file=sys.stderr,
@@ -67,9 +76,13 @@ def emit_json(doc: Any, target: JsonTarget) -> None:
         path.write_text(text)
 
 
-def check_outputs(target: JsonTarget, report: Path | None) -> None:
-    """Fail before the run, not after it: an output that cannot be written is a usage error."""
+def check_outputs(target: JsonTarget, report: Path | None, inputs: Sequence[Path | None] = ()) -> None:
+    """Fail before the run, not after it: an output that cannot be written, or that is one of the
+    command's ``inputs`` (it would be overwritten), is a usage error."""
     if isinstance(target, Path):
+        given = {p.resolve() for p in inputs if p is not None and p.is_file()}
+        if target.resolve() in given:
+            raise CommandError(f"--json-file {target}: is one of the inputs; it would be overwritten")
         if target.is_dir():
             raise CommandError(f"--json-file {target}: is a directory")
         _writable_dir(target.parent, f"--json-file {target}")

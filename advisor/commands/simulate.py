@@ -355,7 +355,7 @@ def run(args: argparse.Namespace) -> int:
     if args.report is not None:
         require_extra("matplotlib", "sim", "--report")
     json_out = json_target(args, "simulate")
-    check_outputs(json_out, args.report)
+    check_outputs(json_out, args.report, [args.trace, args.cluster, *(args.policy or [])])
     if args.sweep:
         return _run_sweep(args, json_out)
     if args.seeds is not None:

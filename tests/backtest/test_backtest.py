@@ -225,12 +225,32 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
             ["--baselines", "oracle"],
             "unknown baseline",
         ),
+        (
+            lambda d: (
+                (d / "x.csv").write_text("step,loss\n" + "".join(f"{i},1\n" for i in range(1, 9)))
+                and (d / "empty.yaml").write_text("# nothing yet\n")
+                and d / "x.csv"
+            ),
+            ["--policy", "EMPTY"],
+            "no AdvisorPolicy found",
+        ),
+        (
+            # `--policy samples/policy-*.yaml RUN`: the glob's second file lands among the runs
+            lambda d: (
+                (d / "x.csv").write_text("step,loss\n" + "".join(f"{i},1\n" for i in range(1, 9)))
+                and (d / "policy-b.yaml").write_text(PLATEAU.read_text())
+                and d / "policy-b.yaml"
+            ),
+            ["--policy", str(PLATEAU)],
+            "give each policy file with its own --policy",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], make, extra, message
 ) -> None:  # type: ignore[no-untyped-def]
     target = make(tmp_path)
+    extra = [str(tmp_path / "empty.yaml") if a == "EMPTY" else a for a in extra]
     assert main(["backtest", str(target), "--quiet", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err

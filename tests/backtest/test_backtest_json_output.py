@@ -60,6 +60,21 @@ def test_bad_json_outputs_are_one_line_errors_before_the_run(tmp_path: Path) -> 
     assert "Traceback" not in both.stderr + a_dir.stderr
 
 
+def test_json_before_the_runs_never_overwrites_a_run(tmp_path: Path) -> None:
+    """``--json`` typed before the run files takes the first as its FILE (the deprecated form):
+    it must refuse rather than write the table over the user's run."""
+    runs = _runs(tmp_path)
+    victim = runs / "flat0.csv"
+    before = victim.read_bytes()
+    done = _backtest("--json", str(victim), str(runs / "learning.csv"))
+    assert done.returncode == 2 and "never writes over anything" in done.stderr
+    assert "--json-file" in done.stderr and "Traceback" not in done.stderr
+    assert victim.read_bytes() == before
+    into_input = _backtest(str(victim), "--json-file", str(victim))
+    assert into_input.returncode == 2 and "is one of the inputs" in into_input.stderr
+    assert victim.read_bytes() == before
+
+
 def test_sweep_json_on_stdout_and_the_shared_summary(tmp_path: Path) -> None:
     runs = _runs(tmp_path)
     done = _backtest(
