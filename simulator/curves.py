@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from advisor.judging import LEARNING_THRESHOLD
+
 __all__ = [
     "PATHOLOGIES",
     "PRETRAINING_SCHEDULES",
@@ -37,9 +39,8 @@ __all__ = [
 
 PATHOLOGIES = ("none", "early_plateau", "late_plateau", "diverge", "hang", "slow", "spikes")
 
-#: relative improvement still to come below which a run "no longer learns" (the same 1% as the
-#: forecaster's plateau definition and the wrong-stop judgement)
-LEARNING_THRESHOLD = 0.01
+# LEARNING_THRESHOLD: relative improvement still to come below which a run "no longer learns"
+# (the same 1% as the forecaster's plateau definition and every wrong-stop judgement)
 _GRID = 512
 #: the progress grid of every run's hidden truth (read-only, shared)
 _X = np.linspace(0.0, 1.0, _GRID)

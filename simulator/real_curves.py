@@ -21,12 +21,12 @@ saving) and no hang; its ``workload_type`` is ``fine-tuning`` unless the scenari
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from advisor.judging import improvement_left, learning_end_index, smoothed
 from advisor.sources.files import SourceError, load_curves
 
 __all__ = ["CURVE_SUFFIXES", "RealCurve", "RealCurveLibrary"]
@@ -37,16 +37,6 @@ _INDEX_NAMES = ("index.csv", "runs.csv")
 _MIN_POINTS = 10
 #: evaluations a run needs for its eval loss to be replayed and judged (fewer say nothing of a trend)
 _MIN_EVALS = 3
-_SMOOTH_FRACTION = 0.05
-_LEARNING_THRESHOLD = 0.01
-
-
-def _smooth(values: np.ndarray) -> np.ndarray:
-    from scipy.ndimage import median_filter
-
-    vals = np.where(np.isfinite(values), values, np.inf)
-    window = max(1, round(_SMOOTH_FRACTION * vals.size))
-    return np.asarray(median_filter(vals, size=2 * (window // 2) + 1, mode="nearest")) if window > 1 else vals
 
 
 @dataclass(frozen=True)
@@ -70,7 +60,7 @@ class RealCurve:
     def __post_init__(self) -> None:
         judged = (self.eval_xs, self.eval_values) if self.has_evals else (self.xs, self.values)
         object.__setattr__(self, "_truth_xs", judged[0])
-        object.__setattr__(self, "_truth", _smooth(np.asarray(judged[1], dtype=float)))
+        object.__setattr__(self, "_truth", smoothed(np.asarray(judged[1], dtype=float)))
 
     @property
     def has_evals(self) -> bool:
@@ -108,20 +98,11 @@ class RealCurve:
     def remaining_improvement(self, step: float) -> float:
         x = float(self._x(step))
         here = float(np.interp(x, self._truth_xs, self._truth))
-        later = self._truth[self._truth_xs > x]
-        later = later[np.isfinite(later)]
-        if not math.isfinite(here) or here == 0 or later.size == 0:
-            return 0.0
-        return max(0.0, (here - float(later.min())) / abs(here))
+        return improvement_left(here, self._truth[self._truth_xs > x])[0]
 
     def learning_end_step(self) -> int:
-        y = self._truth
-        suffix = np.minimum.accumulate(np.where(np.isfinite(y), y, np.inf)[::-1])[::-1]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            left = np.where(np.isfinite(y), (y - suffix) / np.abs(y), 0.0)
-        bad = np.nonzero(~(left <= _LEARNING_THRESHOLD))[0]
-        first = 0 if bad.size == 0 else int(bad[-1]) + 1
-        if first >= y.size:
+        first = learning_end_index(self._truth)
+        if first >= self._truth.size:
             return self.total_steps
         return round(float(self._truth_xs[first]) * self.total_steps)
 

@@ -5,8 +5,9 @@ one definition for every row (policies and baselines alike), independent of the 
 policies use:
 
 * the *judged series* is the run's eval series when it has at least ``MIN_EVAL_POINTS`` points,
-  else the loss it reports; it is smoothed by a centred running median over ``SMOOTH_FRACTION`` of
-  its points (at least 1), so that one noisy point neither makes nor unmakes a verdict;
+  else the loss it reports; it is smoothed by a running median over ``SMOOTH_FRACTION`` of its
+  points (at least 1; ``advisor.judging``, which ``simulate --curves`` shares), so that one noisy
+  point neither makes nor unmakes a verdict;
 * a decision at step ``s`` *left* ``(v(s) - min_{s' > s} v(s')) / v(s)`` of improvement: the best
   later smoothed value against the smoothed value at the decision (0 when the run has no later
   point). It is a *wrong stop* at threshold t when that exceeds t (0.5%, 1% and 2% are reported);
@@ -27,6 +28,12 @@ import numpy as np
 
 from advisor.backtest.replay import Outcome
 from advisor.backtest.runs import Run
+from advisor.judging import (
+    LEARNING_THRESHOLD,
+    improvement_left,
+    learning_end_index,
+    smoothed,
+)
 
 __all__ = [
     "LEARNING_THRESHOLD",
@@ -39,8 +46,6 @@ __all__ = [
 ]
 
 MIN_EVAL_POINTS = 5
-SMOOTH_FRACTION = 0.05
-LEARNING_THRESHOLD = 0.01
 WRONG_STOP_THRESHOLDS = (0.005, 0.01, 0.02)
 NEAR_END_FRACTION = 0.15
 
@@ -60,22 +65,8 @@ class Judged:
         if i < 0:
             i = 0
         here = float(self.smooth[i])
-        later = self.smooth[i + 1 :]
-        later = later[np.isfinite(later)]
-        if later.size == 0 or not np.isfinite(here) or here == 0:
-            return 0.0, here, None
-        best = float(later.min())
-        return max(0.0, (here - best) / abs(here)), here, best
-
-
-def _running_median(values: np.ndarray, window: int) -> np.ndarray:
-    """Centred running median; a non-finite value counts as +inf (a blown-up loss is the worst)."""
-    vals = np.where(np.isfinite(values), values, np.inf)
-    if window <= 1:
-        return vals
-    from scipy.ndimage import median_filter
-
-    return np.asarray(median_filter(vals, size=2 * (window // 2) + 1, mode="nearest"))
+        left, best = improvement_left(here, self.smooth[i + 1 :])
+        return left, here, best
 
 
 def judged(run: Run) -> Judged:
@@ -84,13 +75,8 @@ def judged(run: Run) -> Judged:
     else:
         series, steps, values = "loss", run.steps, run.values
     assert values is not None
-    smooth = _running_median(np.asarray(values, dtype=float), max(1, round(SMOOTH_FRACTION * values.size)))
-    # the first point from which no later one improves on it by more than the threshold
-    suffix_min = np.minimum.accumulate(np.where(np.isfinite(smooth), smooth, np.inf)[::-1])[::-1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        left = np.where(np.isfinite(smooth), (smooth - suffix_min) / np.abs(smooth), 0.0)
-    bad = np.nonzero(~(left <= LEARNING_THRESHOLD))[0]
-    first = 0 if bad.size == 0 else int(bad[-1]) + 1
+    smooth = smoothed(np.asarray(values, dtype=float))
+    first = learning_end_index(smooth)
     end_step = float(steps[first]) if first < steps.size else float(run.steps[-1])
     return Judged(series, np.asarray(steps, dtype=float), smooth, end_step)
 

@@ -1,0 +1,82 @@
+"""How a real run's own later record judges it: one definition for the back-test and the simulator.
+
+A real run has no hidden truth, so whether it "still learned" at a step is read from what it logged
+afterwards, the same way wherever a verdict on a real run is given (``advisor.backtest.verdict``
+for ``trainjob-advisor backtest``, ``simulator.real_curves`` for ``simulate --curves``), and
+independently of the thresholds any policy uses:
+
+* the series is smoothed by a running median over ``SMOOTH_FRACTION`` of its points, so that one
+  noisy point neither makes nor unmakes a verdict. Near either end the window keeps its size and
+  stays inside the series (the median of the first or last points): a window padded with copies
+  of the end point, as ``median_filter(mode="nearest")`` pads it, hands the verdict to that one
+  point (its copies are the window's majority);
+* the improvement *left* after a point is its smoothed value minus the best later smoothed value,
+  relative to the former (0 without a later point);
+* the run *stopped learning* at the first point from which nothing later improves on it by more
+  than ``LEARNING_THRESHOLD``.
+
+Pure: numpy and scipy only.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "LEARNING_THRESHOLD",
+    "SMOOTH_FRACTION",
+    "improvement_left",
+    "learning_end_index",
+    "running_median",
+    "smoothed",
+]
+
+#: the share of a series' points its running median spans
+SMOOTH_FRACTION = 0.05
+#: a run that can still improve by more than this share of its value is still learning
+LEARNING_THRESHOLD = 0.01
+
+
+def running_median(values: np.ndarray, window: int) -> np.ndarray:
+    """Running median over ``window`` points (made odd), centred where the series allows and kept
+    inside it near the ends. A non-finite value counts as +inf (a blown-up loss is the worst)."""
+    vals = np.where(np.isfinite(values), values, np.inf).astype(float)
+    half = window // 2
+    if half < 1 or vals.size < 3:
+        return vals
+    size = 2 * half + 1
+    if vals.size <= size:
+        return np.full(vals.size, float(np.median(vals)))
+    from scipy.ndimage import median_filter
+
+    out = np.asarray(median_filter(vals, size=size, mode="nearest"), dtype=float)
+    out[:half] = float(np.median(vals[:size]))
+    out[-half:] = float(np.median(vals[-size:]))
+    return out
+
+
+def smoothed(values: np.ndarray) -> np.ndarray:
+    """``values`` through the running median of ``SMOOTH_FRACTION`` of their points."""
+    vals = np.asarray(values, dtype=float)
+    return running_median(vals, max(1, round(SMOOTH_FRACTION * vals.size)))
+
+
+def improvement_left(here: float, later: np.ndarray) -> tuple[float, float | None]:
+    """(share of ``here`` that the best of ``later`` improves on it, that best; None without one)."""
+    later = later[np.isfinite(later)]
+    if later.size == 0 or not math.isfinite(here) or here == 0:
+        return 0.0, None
+    best = float(later.min())
+    return max(0.0, (here - best) / abs(here)), best
+
+
+def learning_end_index(smooth: np.ndarray) -> int:
+    """The first index from which no later smoothed value improves on it by more than
+    ``LEARNING_THRESHOLD``."""
+    suffix_min = np.minimum.accumulate(np.where(np.isfinite(smooth), smooth, np.inf)[::-1])[::-1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        left = np.where(np.isfinite(smooth), (smooth - suffix_min) / np.abs(smooth), 0.0)
+    bad = np.nonzero(~(left <= LEARNING_THRESHOLD))[0]
+    return 0 if bad.size == 0 else int(bad[-1]) + 1
