@@ -216,6 +216,7 @@ def outcome_of(
         forecast_all=True,
         schedule=(curve.steps, curve.learning_rates) if curve.learning_rates is not None else None,
         metric_directions={name: str(d) for name, d in directions.items()},
+        train_history=(curve.steps, curve.values) if full.metric == "loss" else None,
     )
     return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
 

@@ -180,7 +180,7 @@ def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
     planned steps, a policy's direction): a new training-loss forecast alone reuses them, as a
     re-read for ``now`` (the time since the last step) does. A fine-tune evaluates every few
     hundred steps while its training loss is re-forecast at every look."""
-    from advisor.forecast.state import learning_state
+    from advisor.forecast.state import at_last_step, learning_state
 
     evals = rec.history.evals
     series = {name: s for name in evals.names if (s := evals.series(name)) is not None}
@@ -202,7 +202,15 @@ def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
         schedule=schedule,
         metric_directions=evals.overrides,
         previous_label=rec.learning.label if rec.learning is not None else None,
+        train_history=(
+            _train_history(rec) if rec.forecast is not None and at_last_step(rec.forecast) else None
+        ),
     )
+
+
+def _train_history(rec: JobRecord) -> tuple[list[float], list[float]]:
+    points = rec.history.points
+    return [float(p.step) for p in points], [p.loss for p in points]
 
 
 def record_to_dict(rec: JobRecord) -> dict[str, Any]:

@@ -33,7 +33,11 @@ class Prepared:
     epochs: FloatArray | None
     n_input: int
     n_dropped: int
+    #: non-finite losses among the last tenth of the points (at least 3) ...
     n_nonfinite_tail: int
+    #: ... and how many of them come after the last finite one (the run has not recovered)
+    n_nonfinite_trailing: int
+    tail_size: int
     n_segments: int
     context_values: FloatArray
     warnings: list[str] = field(default_factory=list)
@@ -162,6 +166,8 @@ def prepare(
     nonfinite = ~np.isfinite(v)
     tail = max(3, n // 10)
     n_nonfinite_tail = int(nonfinite[-tail:].sum()) if n else 0
+    finite_at = np.flatnonzero(~nonfinite)
+    n_nonfinite_trailing = n - 1 - int(finite_at[-1]) if finite_at.size else n
 
     ok = np.isfinite(s) & np.isfinite(v) & (s >= 0)
     n_bad = int(n - ok.sum())
@@ -237,6 +243,8 @@ def prepare(
         n_input=n_in,
         n_dropped=int(max(0, n_dropped)),
         n_nonfinite_tail=n_nonfinite_tail,
+        n_nonfinite_trailing=n_nonfinite_trailing,
+        tail_size=tail,
         n_segments=n_segments,
         context_values=context,
         warnings=warnings,

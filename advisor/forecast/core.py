@@ -46,10 +46,24 @@ def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
     return t
 
 
+#: the fewest reports the share of recovered non-finite losses is taken over
+_NONFINITE_TAIL_MIN = 10
+
+
 def _divergence(prep: Prepared) -> float:
     """P(the loss is rising away): non-finite values at the end, or a significant upward trend
-    that has lifted the loss clearly above its best level."""
-    p_nonfinite = 0.0 if prep.n_nonfinite_tail == 0 else min(0.99, 0.6 + 0.1 * prep.n_nonfinite_tail)
+    that has lifted the loss clearly above its best level.
+
+    A non-finite loss the run has reported past is weak evidence: mixed-precision training logs
+    an inf or NaN loss on each step whose gradients overflowed, skips that step and carries on.
+    So only the non-finite values after the last finite one weigh fully; the recovered ones count
+    by their share of the tail (of at least ``_NONFINITE_TAIL_MIN`` reports)."""
+    trailing = prep.n_nonfinite_trailing
+    recovered = prep.n_nonfinite_tail - min(trailing, prep.n_nonfinite_tail)
+    p_nonfinite = 0.0 if trailing == 0 else min(0.99, 0.6 + 0.1 * trailing)
+    if recovered:
+        share = recovered / max(prep.tail_size, _NONFINITE_TAIL_MIN)
+        p_nonfinite = max(p_nonfinite, min(0.9, 2.0 * share))
     y = prep.values
     n = y.size
     if n < 6:
@@ -162,10 +176,6 @@ def _run(
                 lo, hi = mean - half, mean + half
                 if float(np.min(prep.values)) >= 0.0:
                     lo, mean = max(lo, 0.0), max(mean, 0.0)
-    if horizon is not None and horizon <= float(prep.steps[-1]):
-        # the run is at its last step: no improvement is left to come, whatever the noise of the
-        # last reports says about the level (a finished fine-tune is not "still learning")
-        plateau = 1.0
     # the loss the optimiser minimises does not turn: its rise is an instability (a spike, a bad
     # epoch, a blow-up), the divergence probability's business, and the schedule brings it back
     # down (see ``turn``)
@@ -177,13 +187,19 @@ def _run(
         w = turn.weight
         half_t = cal.Z80 * turn.sd
         mean = (1.0 - w) * mean + w * turn.mean
-        lo = min((1.0 - w) * lo + w * (turn.mean - half_t), mean)
+        # the rise may stop at any report: its low end reaches down to where the series stands
+        # smoothed now (the branch itself starts higher, where the trend stands)
+        lo = min((1.0 - w) * lo + w * min(turn.mean - half_t, level), mean)
         hi = max((1.0 - w) * hi + w * (turn.mean + half_t), mean)
         plateau = (1.0 - w) * plateau + w * turn.plateau
         if w >= 0.5:
             warnings.append(
                 f"the series is rising ({turn.slope_t:.1f} standard errors over its recent points)"
             )
+    if horizon is not None and horizon <= float(prep.steps[-1]):
+        # the run is at its last step: no improvement is left to come, whatever the noise of the
+        # last reports says about the level (a finished fine-tune is not "still learning")
+        plateau = 1.0
     eta, sps = eta_interval(prep.steps, prep.times, horizon, prep.segment_ids)
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),

@@ -13,8 +13,10 @@ generalising better. So the state reads, in this order:
 * the judged eval series (``metric``, default ``eval_loss`` or the first eval metric with a
   direction), once it has ``MIN_EVALS`` finite evaluations: P(it improves by less than 1% of its
   level by ``total_steps``) is its forecast's P(plateau), a rise counting as no improvement (see
-  ``turn``). That probability splits by whether the training loss still falls (1 - its P(plateau)):
-  ``overfitting`` when it does, ``plateaued`` when both stopped;
+  ``turn``). That probability splits by whether the training loss still falls (1 - its P(plateau);
+  for a run at its last step, whether it fell since the eval's best): ``overfitting`` when it does
+  and the eval series is past its best, ``plateaued`` otherwise (both stopped, or an eval series
+  whose latest point is its best: it has flattened, not turned);
 * without an eval series (or with too few evaluations), the training loss alone: ``plateaued``
   with its P(plateau), ``learning`` otherwise.
 
@@ -49,11 +51,16 @@ __all__ = [
     "HUNG_TO",
     "MIN_EVALS",
     "SeriesLike",
+    "at_last_step",
     "forecast_series",
     "learning_state",
     "lr_at",
 ]
 
+#: a finished run's training loss "still fell" after its eval's best by about this share (the
+#: Forecast contract's 1%), its medians over this many points compared
+RECENT_FALL = 0.01
+RECENT_POINTS = 5
 #: how far another label's probability must lead the one shown before to replace it
 LABEL_HYSTERESIS = 0.1
 #: evaluations an eval series needs before it is judged (two points have no trend to read)
@@ -173,6 +180,30 @@ def _best(series: SeriesLike) -> tuple[int | None, float | None, int, int]:
     return int(series.steps[best_i]), float(values[best_i]), len(values) - 1 - best_i, finite
 
 
+def at_last_step(fc: Forecast) -> bool:
+    """The forecast's run is at its planned last step: nothing is left to forecast."""
+    return fc.total_steps is not None and fc.last_step is not None and fc.last_step >= fc.total_steps
+
+
+def _fell_since(history: tuple[Sequence[float], Sequence[float]], step: float) -> float:
+    """How sure it is that the training loss fell by more than ``RECENT_FALL`` since ``step``: its
+    median over the last points up to ``step`` against its median over the last points now, a
+    ramp from half to one and a half times the threshold (noise on either side of it)."""
+    steps = np.asarray(history[0], dtype=float)
+    vals = np.asarray(history[1], dtype=float)
+    ok = np.isfinite(steps) & np.isfinite(vals)
+    steps, vals = steps[ok], vals[ok]
+    before = vals[steps <= step][-RECENT_POINTS:]
+    after = vals[steps > step][-RECENT_POINTS:]
+    if before.size == 0 or after.size == 0:
+        return 0.0
+    then = float(np.median(before))
+    if then == 0.0:
+        return 0.0
+    fell = (then - float(np.median(after))) / abs(then)
+    return float(np.clip((fell - 0.5 * RECENT_FALL) / RECENT_FALL, 0.0, 1.0))
+
+
 def _hung(idle_s: float | None, interval_s: float | None) -> float:
     if idle_s is None or idle_s < HUNG_MIN_S:
         return 0.0
@@ -193,6 +224,7 @@ def learning_state(
     schedule: tuple[Sequence[float], Sequence[float | None]] | None = None,
     metric_directions: Mapping[str, str] | None = None,
     previous_label: str | None = None,
+    train_history: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> LearningState:
     """The run's learning state from its training-loss forecast and its eval series.
 
@@ -205,7 +237,9 @@ def learning_state(
     each eval series is forecast with the rate at its steps. ``metric_directions``: the governing
     policy's directions for metrics whose names say none (they may then be the primary one).
     ``previous_label``: the label the run's state had before; it is kept until another leads it by
-    ``LABEL_HYSTERESIS`` (the probabilities are unchanged)."""
+    ``LABEL_HYSTERESIS`` (the probabilities are unchanged). ``train_history``: the training loss'
+    (steps, values), read only when ``train`` has no step left to forecast (a finished run: did
+    its training loss still fall after the eval's best?)."""
     warnings: list[str] = []
     names = tuple(evals)
     judged = (
@@ -250,8 +284,15 @@ def learning_state(
     train_plateau = train.plateau_probability if train is not None else 0.5
     if p_eval is not None:
         train_falls = 1.0 - train_plateau
-        probs["overfitting"] = rest * p_eval * train_falls
-        probs["plateaued"] = rest * p_eval * (1.0 - train_falls)
+        if train is not None and at_last_step(train) and train_history is not None and best_step is not None:
+            # a run at its last step has no training-loss improvement left to forecast; whether
+            # its training loss still fell is then read off its record since the eval's best
+            train_falls = max(train_falls, _fell_since(train_history, best_step))
+        # overfitting is the eval metric past its best while the training loss falls: an eval
+        # series whose latest point is its best has flattened, not turned
+        over = train_falls if since_best > 0 else 0.0
+        probs["overfitting"] = rest * p_eval * over
+        probs["plateaued"] = rest * p_eval * (1.0 - over)
         probs["learning"] = rest * (1.0 - p_eval)
     elif train is not None:
         probs["plateaued"] = rest * train_plateau

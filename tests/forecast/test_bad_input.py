@@ -34,6 +34,24 @@ def test_nan_and_inf_are_dropped_and_counted() -> None:
     assert abs(fc.final_loss.mean - final) / final < 0.05
 
 
+def test_a_non_finite_loss_the_run_reported_past_is_not_a_divergence() -> None:
+    """Mixed precision logs an inf loss on a step whose gradients overflowed, skips it and goes on;
+    a run whose latest losses are non-finite, or that overflows on a third of its recent reports,
+    is another matter."""
+    s, y, _ = power_curve(noise=0.002)
+    n = s.size
+    once = y.copy()
+    once[n - 10] = np.inf
+    assert forecast(s, once, total_steps=10_000).divergence_probability < 0.3
+    now = y.copy()
+    now[-1] = np.nan
+    assert forecast(s, now, total_steps=10_000).divergence_probability >= 0.6
+    often = y.copy()
+    tail = max(3, n // 10)
+    often[n - tail :: 3] = np.inf
+    assert forecast(s, often, total_steps=10_000).divergence_probability >= 0.6
+
+
 def test_strings_are_coerced_or_dropped() -> None:
     steps = ["1", "2", "3", "four", 5, 6, 7, 8, 9, 10]
     values = ["2.0", "1.8", "1.7", "1.6", "oops", 1.5, 1.45, 1.42, None, 1.40]

@@ -88,6 +88,36 @@ def test_eval_that_flattens_while_train_flattens_is_a_plateau_not_overfitting() 
     assert st.label == "plateaued"
 
 
+def test_an_eval_that_flattens_with_its_latest_point_its_best_is_not_overfitting() -> None:
+    """Overfitting is the eval metric past its best: one still making (small) new bests while the
+    training loss falls has flattened, not turned."""
+    steps = np.arange(10, 3001, 10.0)
+    train = 0.3 + 1.5 * np.exp(-steps / 900)
+    es = np.arange(100, 2001, 100.0)
+    ev = 0.5 + 0.5 * np.exp(-es / 150)  # strictly falling: every eval a new best, by less and less
+    fc = forecast(steps[steps <= 2000], train[steps <= 2000], total_steps=3000)
+    st = learning_state(fc, {"eval_loss": Series(list(es), list(ev))}, total_steps=3000)
+    assert st.evals_since_best == 0 and fc.plateau_probability < 0.5
+    assert st.label == "plateaued" and st.probabilities["overfitting"] == 0.0
+
+
+def test_a_finished_run_whose_eval_climbed_while_its_training_loss_fell_is_overfitting() -> None:
+    """At its last step nothing is left to forecast: P(plateau) is 1 whatever the rise, the final
+    value is where the rise stands (not a median lagging it), and whether the training loss still
+    fell is read off its record since the eval's best."""
+    ts, ty, es, ey = run(5)
+    fc = forecast(ts, ty, total_steps=TOTAL, training_loss=True)
+    series = {"eval_loss": Series(list(es), list(ey))}
+    st = learning_state(fc, series, total_steps=TOTAL, train_history=(list(ts), list(ty)))
+    assert st.label == "overfitting" and st.best_step is not None and abs(st.best_step - MINIMUM) <= 200
+    without = learning_state(fc, series, total_steps=TOTAL)  # the forecast alone has nothing left
+    assert without.label == "plateaued"
+    ev = st.series["eval_loss"]
+    assert ev.plateau_probability == 1.0
+    assert ev.final_loss.p10 <= ey[-1] <= ev.final_loss.p90
+    assert abs(ev.final_loss.mean - ey[-1]) < abs(float(np.median(ey[-5:])) - ey[-1])
+
+
 def test_a_falling_eval_is_learning_even_when_train_is_flat() -> None:
     es = np.arange(100, 1001, 100.0)
     ev = list(2.0 - 0.15 * np.arange(es.size))
