@@ -42,6 +42,11 @@ class Family:
     log_space: bool = False
     prior: float = 1.0
     constrained: bool = True  # shape coefficients must be >= 0 (the curve falls)
+    #: one-parameter families: ``shape(thetas, u)`` gives the design rows at any ``thetas`` and
+    #: ``grid`` is the (geometric) grid ``design`` uses, so that the best grid point can be refined
+    #: between its neighbours (see ``_refine``)
+    shape: Callable[[FloatArray, FloatArray], FloatArray] | None = None
+    grid: FloatArray | None = None
 
 
 def _grid2(a: FloatArray, b: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -78,21 +83,37 @@ def _upow(u: FloatArray) -> FloatArray:
     return rows
 
 
-def _optimus(u: FloatArray) -> FloatArray:
+def _optimus_shape(c: FloatArray, u: FloatArray) -> FloatArray:
     # 1/(b0*k + b1) + b2 == b2 + A/(u + c)
-    return 1.0 / (u[None, :] + _OPT_C[:, None])
+    return 1.0 / (u[None, :] + c[:, None])
+
+
+def _pow3_shape(a: FloatArray, u: FloatArray) -> FloatArray:
+    return np.exp(-a[:, None] * np.log(u)[None, :])
+
+
+def _exp3_shape(b: FloatArray, u: FloatArray) -> FloatArray:
+    return np.exp(-b[:, None] * u[None, :])
+
+
+def _ilog2_shape(k: FloatArray, u: FloatArray) -> FloatArray:
+    return 1.0 / np.log1p(u[None, :] / k[:, None])
+
+
+def _optimus(u: FloatArray) -> FloatArray:
+    return _optimus_shape(_OPT_C, u)
 
 
 def _pow3(u: FloatArray) -> FloatArray:
-    return np.exp(-_POW_A[:, None] * np.log(u)[None, :])
+    return _pow3_shape(_POW_A, u)
 
 
 def _exp3(u: FloatArray) -> FloatArray:
-    return np.exp(-_EXP_B[:, None] * u[None, :])
+    return _exp3_shape(_EXP_B, u)
 
 
 def _ilog2(u: FloatArray) -> FloatArray:
-    return 1.0 / np.log1p(u[None, :] / _ILOG_K[:, None])
+    return _ilog2_shape(_ILOG_K, u)
 
 
 def _janoschek(u: FloatArray) -> FloatArray:
@@ -125,15 +146,15 @@ def _vap(u: FloatArray) -> FloatArray:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("optimus", _optimus),
-    Family("pow3", _pow3),
-    Family("exp3", _exp3),
+    Family("optimus", _optimus, shape=_optimus_shape, grid=_OPT_C),
+    Family("pow3", _pow3, shape=_pow3_shape, grid=_POW_A),
+    Family("exp3", _exp3, shape=_exp3_shape, grid=_EXP_B),
     Family("log_power", _log_power, kind="b"),
     Family("vap", _vap, kind="abc", log_space=True, prior=0.5, constrained=False),
     Family("janoschek", _janoschek, prior=0.5),
     Family("weibull", _weibull, prior=0.5),
     Family("mmf", _mmf),
-    Family("ilog2", _ilog2),
+    Family("ilog2", _ilog2, shape=_ilog2_shape, grid=_ILOG_K),
 )
 
 
@@ -196,6 +217,11 @@ class _Block:
             self.q = np.concatenate((p1, p2)).T
             self.r = np.concatenate((p1 * p1, p2 * p2, p1 * p2)).T
         self.coef: tuple[FloatArray, FloatArray, FloatArray] = (np.zeros(0), np.zeros(0), np.zeros(0))
+        #: the one-parameter families among ``names`` (their index there), and the points the
+        #: designs were built on (fitted and prediction points, how many are fitted, the epoch
+        #: column): what ``_refine`` needs to build a row between two grid points
+        self.refinable: list[tuple[int, Family]] = []
+        self.points: tuple[FloatArray, int, tuple[FloatArray, FloatArray] | None] | None = None
         self.sse = np.zeros(0)
         #: kind "abc": where p2 was constant under a weighting (K, G), from the latest solve
         self.flat = np.zeros((0, 0), dtype=bool)
@@ -326,6 +352,8 @@ def _blocks(
             p2 = np.ascontiguousarray(np.broadcast_to(-epoch_col[0], phi.shape))
             p2p = np.broadcast_to(-epoch_col[1], (big.shape[0], u_pred.size))
             out.append(_Block("abc", names, sizes, phi, big[:, n:], p2, p2p, droppable=True))
+        out[-1].refinable = [(i, f) for i, f in enumerate(ab) if f.shape is not None and f.grid is not None]
+        out[-1].points = (uu, n, epoch_col)
     for fam in fams:
         if fam.kind == "ab" or fam in joined or (fam.log_space and not has_log):
             continue
@@ -443,17 +471,24 @@ def _fit_passes(
     out = RobustFit({}, ww)
     tail_idx = np.flatnonzero(~train) if train is not None else None
     for blk in blocks:
+        better = _refine(blk, ylog if (blk.log_space and ylog is not None) else y, W)
         g = blk.best(0)
         preds = blk.predict(g, 0)
-        ok = np.isfinite(blk.sse[0, g]) & np.isfinite(preds).all(axis=1)
+        sse0 = blk.sse[0, g]
+        for j, (fine, r) in better.get(0, {}).items():
+            preds[j], sse0[j] = fine.predict(np.array([r]), 0)[0], fine.sse[0, r]
+        ok = np.isfinite(sse0) & np.isfinite(preds).all(axis=1)
         for j, name in enumerate(blk.names):
             if ok[j]:
-                out.fits[name] = Fit(name, preds[j], float(blk.sse[0, g[j]]), True)
+                out.fits[name] = Fit(name, preds[j], float(sse0[j]), True)
         if tail_idx is None:
             continue
         g1 = blk.best(1)
         tail = blk.values(g1, 1, tail_idx)
-        ok = np.isfinite(blk.sse[1, g1]) & np.isfinite(tail).all(axis=1)
+        sse1 = blk.sse[1, g1]
+        for j, (fine, r) in better.get(1, {}).items():
+            tail[j], sse1[j] = fine.values(np.array([r]), 1, tail_idx)[0], fine.sse[1, r]
+        ok = np.isfinite(sse1) & np.isfinite(tail).all(axis=1)
         for j, name in enumerate(blk.names):
             if ok[j]:
                 out.tail[name] = tail[j]
@@ -461,4 +496,59 @@ def _fit_passes(
                 start = sum(blk.sizes[:j])
                 if blk.flat[1, start : start + blk.sizes[j]].all():
                     out.unscored.add(name)
+    return out
+
+
+def _refine(blk: _Block, y: FloatArray, W: FloatArray) -> dict[int, dict[int, tuple[_Block, int]]]:
+    """Each one-parameter family's best grid point refined between its neighbours, per weighting:
+    the vertex of the parabola through the three SSEs in log-parameter (the grid is geometric),
+    kept where it fits better than the grid point. Returns, per weighting, the family index ->
+    (the block holding the refined rows, the row).
+
+    The grid steps the parameter by about 30%; on a curve the family describes exactly (an
+    exponential decay with its time constant a third of the steps seen), the nearest grid rate
+    fitted the held-out tail ten times worse than the true one, lost the skill weighting to
+    families that decay to zero, and the forecast halved the loss still to come. One parabola
+    step recovers most of that at the cost of a few more design rows."""
+    if not blk.refinable or blk.points is None:
+        return {}
+    uu, n, epoch_col = blk.points
+    starts = np.cumsum([0, *blk.sizes[:-1]])
+    wanted: list[tuple[int, int, float]] = []  # (weighting, family index, parameter)
+    for k in range(W.shape[0]):
+        best = blk.best(k)
+        for j, fam in blk.refinable:
+            assert fam.grid is not None
+            g = int(best[j] - starts[j])
+            if not 0 < g < fam.grid.size - 1:
+                continue
+            s0, s1, s2 = (float(v) for v in blk.sse[k, best[j] - 1 : best[j] + 2])
+            curv = s0 - 2.0 * s1 + s2
+            if not (math.isfinite(curv) and curv > 0.0):
+                continue
+            step = math.log(float(fam.grid[g + 1]) / float(fam.grid[g]))
+            shift = 0.5 * (s0 - s2) / curv  # in grid steps, within (-1, 1) when s1 is the least
+            if abs(shift) < 1e-3:
+                continue
+            wanted.append((k, j, float(fam.grid[g]) * math.exp(shift * step)))
+    if not wanted:
+        return {}
+    shapes = {j: fam.shape for j, fam in blk.refinable}
+    rows = np.concatenate([shapes[j](np.array([theta]), uu) for _, j, theta in wanted])  # type: ignore[misc]
+    p1 = np.ascontiguousarray(rows[:, :n])
+    if not np.isfinite(p1).all():
+        p1 = np.where(np.isfinite(p1), p1, 0.0)
+    names = [blk.names[j] for _, j, _ in wanted]
+    if epoch_col is None:
+        fine = _Block("ab", names, [1] * len(names), p1, rows[:, n:])
+    else:
+        p2 = np.ascontiguousarray(np.broadcast_to(-epoch_col[0], p1.shape))
+        p2p = np.broadcast_to(-epoch_col[1], (p1.shape[0], uu.size - n))
+        fine = _Block("abc", names, [1] * len(names), p1, rows[:, n:], p2, p2p, droppable=True)
+    fine.solve(y, W)
+    out: dict[int, dict[int, tuple[_Block, int]]] = {}
+    best_by_k = {k: blk.best(k) for k in range(W.shape[0])}
+    for r, (k, j, _) in enumerate(wanted):
+        if fine.sse[k, r] < blk.sse[k, best_by_k[k][j]]:
+            out.setdefault(k, {})[j] = (fine, r)
     return out
