@@ -60,9 +60,12 @@ def non_negative_int(text: str) -> int:
 
 def positive_int(text: str) -> int:
     """argparse type: a whole number >= 1."""
-    value = non_negative_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be 1 or more, got 0")
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
 
 

@@ -158,7 +158,7 @@ def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bo
     span = max(j.submit + j.duration for j in scenario.trace.jobs)
     total_h = span / 3600.0 * len(strategies)
     bar = tqdm(
-        total=round(total_h, 1),
+        total=total_h,
         unit="sim-h",
         file=sys.stderr,
         disable=not progress,

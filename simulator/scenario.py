@@ -23,7 +23,7 @@ from simulator.jobs import WorldConfig
 from simulator.quota import ClusterQueueSpec, QuotaError
 from simulator.traces import Trace, synthetic_trace
 
-__all__ = ["Scenario", "auto_cluster", "default_scenario", "load_cluster"]
+__all__ = ["Scenario", "auto_cluster", "default_scenario", "dominated_queues", "load_cluster"]
 
 
 @dataclass(slots=True)
@@ -88,6 +88,25 @@ def auto_cluster(
         nominal = max(biggest[q], math.ceil(demand[q] / span / target_utilization))
         queues.append(_team_queue(f"cq-{q}", nominal))
     return queues, {q: f"cq-{q}" for q in demand}
+
+
+#: a queue sized to its largest job at more than this many times its mean demand is mostly idle
+DOMINATED_FACTOR = 4.0
+
+
+def dominated_queues(trace: Trace, queues: list[ClusterQueueSpec]) -> list[tuple[str, int, float]]:
+    """The queues ``auto_cluster`` sized to one job far larger than the rest of their demand:
+    (queue, its GPUs, the GPUs its mean demand needs). A single 100,000-GPU row makes a cluster
+    whose utilisation, waits and savings say nothing of the other jobs; the user should know."""
+    span = max(3600.0, max(j.submit + j.duration for j in trace.jobs) - min(j.submit for j in trace.jobs))
+    demand: dict[str, float] = defaultdict(float)
+    for j in trace.jobs:
+        demand[f"cq-{j.queue}"] += j.gpus * j.duration / span
+    return [
+        (q.name, q.nominal_gpus, demand[q.name])
+        for q in queues
+        if q.name in demand and q.nominal_gpus > DOMINATED_FACTOR * max(demand[q.name], 1.0)
+    ]
 
 
 def _opt_int(spec: dict[str, Any], key: str, where: str) -> int | None:

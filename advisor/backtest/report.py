@@ -30,10 +30,14 @@ _COLUMNS = (
     ("GPU-h", lambda r: f"{r['gpu_hours']:.1f}"),
     ("non-learn", lambda r: f"{r['gpu_hours_nonlearning']:.1f}"),
     ("saved", lambda r: f"{r['gpu_hours_saved']:+.1f}"),
+    ("of it on wrong stops", lambda r: f"{r['gpu_hours_saved_on_wrong_stops']:.1f}"),
     (
         "non-learn saved",
         lambda r: (
-            "-" if r["nonlearning_saved_fraction"] is None else f"{r['nonlearning_saved_fraction']:.1%}"
+            "-"
+            if r["nonlearning_saved_fraction"] is None
+            # + 0.0 turns a negative zero into "0.0%"
+            else f"{round(r['nonlearning_saved_fraction'], 3) + 0.0:.1%}"
         ),
     ),
     (

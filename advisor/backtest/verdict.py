@@ -144,6 +144,10 @@ def row_summary(row: str, decisions: Sequence[dict[str, Any]]) -> dict[str, Any]
         "gpu_hours": sum(d["gpu_hours"] for d in decisions),
         "gpu_hours_nonlearning": nl,
         "gpu_hours_saved": sum(d["gpu_hours_saved"] for d in decisions),
+        # of them, the hours spared by its wrong stops (at 1%): savings that cost learning
+        "gpu_hours_saved_on_wrong_stops": sum(
+            d["gpu_hours_saved"] for d in stopped if (d["improvement_left"] or 0.0) > WRONG_STOP_THRESHOLDS[1]
+        ),
         "wrong_stops_by_threshold": wrong,
         "wrong_stop_fraction_by_threshold": {k: (v / runs if runs else 0.0) for k, v in wrong.items()},
         "near_end_releases": sum(1 for d in stopped if d["near_end"]),

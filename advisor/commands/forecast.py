@@ -339,6 +339,13 @@ def render_text(outcome: Outcome) -> str:
         f" at step {outcome.total_steps:,}" if outcome.total_steps else " (asymptote: total steps unknown)"
     )
     lines.append(f"  {_label('final ' + curve.metric)}{_interval(fc.final_loss)}{where}")
+    if fc.divergence_probability >= 0.5:
+        # the families fit the history before the blow-up: their end is where a run that recovered
+        # would land, not where this one is heading
+        lines.append(
+            f"  caution         the run is diverging (P = {fc.divergence_probability:.2f}): the final "
+            "value above is where it would end if it recovered, not where it is heading"
+        )
     if outcome.observed_final is not None:
         lo, hi = fc.final_loss.p10, fc.final_loss.p90
         inside = "inside" if lo <= outcome.observed_final <= hi else "outside"

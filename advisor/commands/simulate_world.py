@@ -9,6 +9,7 @@ scenario here, so a setting means the same in each.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,14 @@ def add_world_arguments(p: argparse.ArgumentParser) -> None:
 def scenario_from_args(args: argparse.Namespace) -> Any:
     """The scenario the flags describe (bad input: a ``CommandError`` naming the flag or file)."""
     from simulator.quota import QuotaError
-    from simulator.scenario import Scenario, auto_cluster, default_scenario, load_cluster, with_world
+    from simulator.scenario import (
+        Scenario,
+        auto_cluster,
+        default_scenario,
+        dominated_queues,
+        load_cluster,
+        with_world,
+    )
     from simulator.traces import TraceError, load_trace
 
     if args.trace is None:
@@ -104,6 +112,14 @@ def scenario_from_args(args: argparse.Namespace) -> Any:
             raise CommandError(f"{exc}{hint}") from None
         queues, qmap = auto_cluster(trace)
         scenario = Scenario(f"trace {trace.source}", trace, queues, qmap, seed=args.seed)
+        if args.cluster is None:
+            for name, gpus, need in dominated_queues(trace, queues):
+                print(
+                    f"simulate: warning: {name} is sized to its largest job ({gpus} GPUs) while its jobs' "
+                    f"mean demand needs {need:.0f}: utilisation, waits and savings will read low; give "
+                    "--cluster FILE to size the queues",
+                    file=sys.stderr,
+                )
     if args.cluster is not None:
         try:
             queues, qmap = load_cluster(args.cluster)

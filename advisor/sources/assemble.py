@@ -254,7 +254,7 @@ def _select_curve(
             raise SourceError(
                 path,
                 f"the file holds {len(distinct)} curves (column '{column.name}': "
-                f"{listing(distinct)}); choose one",
+                f"{listing(distinct)}); choose one (forecast --curve ID)",
             )
         return records
     matches = [r for r, i in zip(records, ids, strict=True) if i == wanted.strip()]

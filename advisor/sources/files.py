@@ -120,6 +120,26 @@ def _json_kind(value: object) -> str:
     )
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _gunzip(path: str | Path, data: bytes) -> bytes:
+    """A gzip-compressed log (``train.csv.gz``), read as its text: decompressed up to the same
+    size limit as a plain file, so that a small archive cannot expand without bound."""
+    import zlib
+
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(data, MAX_FILE_BYTES + 1)
+    except zlib.error as exc:
+        raise SourceError(path, f"gzip-compressed but does not decompress: {exc}") from None
+    if len(out) > MAX_FILE_BYTES or inflate.unconsumed_tail:
+        raise SourceError(path, f"decompresses to more than the limit of {MAX_FILE_BYTES} bytes")
+    if not inflate.eof:
+        raise SourceError(path, "gzip-compressed but truncated (the archive ends early)")
+    return out
+
+
 def _read_text(path: Path) -> str:
     try:
         size = path.stat().st_size
@@ -136,6 +156,8 @@ def _read_text(path: Path) -> str:
 
 
 def _decode(path: str | Path, data: bytes) -> str:
+    if data[:2] == _GZIP_MAGIC:
+        data = _gunzip(path, data)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -189,6 +189,9 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for r in rows:
         assert set(r) >= KEYS and r["runs"] == 4 and len(r["decisions"]) == 4
         assert set(r["wrong_stops_by_threshold"]) == {"0.005", "0.01", "0.02"}
+        stops = [d for d in r["decisions"] if d["action"]]
+        wrong_saved = sum(d["gpu_hours_saved"] for d in stops if (d["improvement_left"] or 0) > 0.01)
+        assert r["gpu_hours_saved_on_wrong_stops"] == pytest.approx(wrong_saved)
     base, advisor = rows[0], rows[-1]
     assert base["gpu_hours_saved"] == 0 and base["gpu_hours"] == pytest.approx(4 * 8 * 6000 / 3600, rel=0.02)
     assert advisor["gpu_hours_saved"] > 0 and advisor["wrong_stops_by_threshold"]["0.01"] == 0

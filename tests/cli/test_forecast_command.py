@@ -37,6 +37,19 @@ def test_each_format_gives_a_summary(capsys: pytest.CaptureFixture[str], name: s
     assert "plateau         P = " in out and "divergence      P = " in out
 
 
+def test_a_diverging_run_says_its_final_value_assumes_a_recovery(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rows = [f"{i},{2.0 / (1 + i / 20)}" for i in range(1, 150)] + [
+        f"{i},{0.5 * 1.1 ** (i - 150)}" for i in range(150, 200)
+    ]
+    (tmp_path / "d.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
+    code, out, _ = run(capsys, str(tmp_path / "d.csv"))
+    assert code == 0 and "the run is diverging" in out and "if it recovered" in out
+    code, out, _ = run(capsys, str(FIXTURES / "run.csv"))
+    assert code == 0 and "the run is diverging" not in out
+
+
 def test_summary_has_an_eta_when_times_and_total_are_known(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, str(FIXTURES / "run.csv"))
     assert code == 0

@@ -95,6 +95,20 @@ def test_malformed_trace_row_is_one_clear_error(tmp_path: Path, capsys: pytest.C
     assert json.loads(out.read_text())[0]["scenario"]["skipped_rows"] == 1
 
 
+def test_a_queue_sized_to_one_huge_job_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = "".join(f"j{i},{i * 600},2,3600,q\n" for i in range(20))
+    trace = tmp_path / "t.csv"
+    trace.write_text("name,submit_s,gpus,duration_s,queue\n" + rows + "huge,0,100000,600,q\n")
+    assert main(["simulate", "--trace", str(trace), "--baselines-only", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "cq-q is sized to its largest job (100000 GPUs)" in err and "--cluster" in err
+    trace.write_text("name,submit_s,gpus,duration_s,queue\n" + rows)
+    assert main(["simulate", "--trace", str(trace), "--baselines-only", "--quiet"]) == 0
+    assert "sized to its largest job" not in capsys.readouterr().err
+
+
 def test_unknown_trace_header_names_the_columns_and_offers_no_row_skipping(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

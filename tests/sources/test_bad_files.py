@@ -116,3 +116,17 @@ def test_an_unknown_metric_or_curve_is_refused(tmp_path: Path) -> None:
     single.write_text("step,loss\n0,3.0\n")
     with pytest.raises(SourceError, match="a curve was chosen"):
         load_curve(single, curve_id="1")
+
+
+def test_a_gzip_compressed_log_reads_as_its_text_and_a_truncated_one_says_so(tmp_path: Path) -> None:
+    import gzip
+
+    text = "step,loss\n" + "".join(f"{i * 10},{2.0 / (1 + i)}\n" for i in range(1, 60))
+    (tmp_path / "run.csv").write_text(text)
+    packed = gzip.compress(text.encode())
+    (tmp_path / "run.csv.gz").write_bytes(packed)
+    plain, zipped = load_curve(tmp_path / "run.csv"), load_curve(tmp_path / "run.csv.gz")
+    assert list(zipped.steps) == list(plain.steps) and list(zipped.values) == list(plain.values)
+    (tmp_path / "cut.gz").write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(SourceError, match="truncated"):
+        load_curve(tmp_path / "cut.gz")
