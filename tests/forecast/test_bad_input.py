@@ -135,6 +135,16 @@ def test_total_steps_before_the_last_step() -> None:
     assert any("before the last step" in w for w in fc.warnings)
 
 
+def test_a_run_at_its_last_step_ends_where_it_stands() -> None:
+    """Nothing is left to forecast: the end is the smoothed level, with the uncertainty of that
+    median only, and no improvement is left."""
+    s, y, _ = power_curve(n=200, noise=0.01)
+    fc = forecast(s, y, total_steps=float(s[-1]), training_loss=True)
+    assert fc.final_loss.mean == fc.current_loss and fc.plateau_probability == 1.0
+    assert fc.final_loss.p90 - fc.final_loss.p10 < 0.03
+    assert fc.final_loss.p10 <= float(np.median(y[-10:])) <= fc.final_loss.p90
+
+
 def test_optional_series_of_the_wrong_length_are_ignored() -> None:
     s, y, _ = power_curve(n=50)
     fc = forecast(s, y, total_steps=10_000, times=[1, 2, 3], learning_rates=[0.1])
