@@ -8,6 +8,11 @@ else the training loss. "Best" follows the metric's direction (lowest loss, high
 Each forecast interval is read as a split normal (p10 / mean / p90) and the probabilities come
 from a seeded Monte-Carlo draw, so the same forecasts always give the same answer. Each run's
 best eval step so far (the checkpoint worth keeping) is shown beside it.
+
+The runs are TrainJobForecasts on the cluster, or, when every argument is a file or a folder, run
+logs (the formats ``forecast FILE`` reads: a sweep's ``trainer_state.json`` files, CSV, JSONL),
+each forecast as ``forecast FILE`` forecasts it (to its planned total when the log says it, else to
+``--total-steps``, else its asymptote).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from advisor.cli import CommandError
@@ -35,7 +41,18 @@ def register(subparsers: Any) -> None:
     )
     add_cluster_args(p)
     add_namespace_arg(p)
-    p.add_argument("refs", nargs="+", metavar="NAME", help="two or more runs: NAME or NS/NAME")
+    p.add_argument(
+        "refs",
+        nargs="+",
+        metavar="NAME",
+        help="two or more runs: NAME or NS/NAME of TrainJobForecasts, or run log files / folders",
+    )
+    p.add_argument(
+        "--total-steps",
+        type=int,
+        default=None,
+        help="with log files: the planned total of runs whose log does not say it",
+    )
     p.add_argument(
         "--metric",
         metavar="NAME",
@@ -106,25 +123,97 @@ def _interval(status: Mapping[str, Any], metric: str = "loss") -> tuple[float, f
     return values
 
 
+def _log_files(refs: Sequence[str]) -> list[Path] | None:
+    """The run logs named (a folder stands for the logs in it), or None when the runs are
+    TrainJobForecast names. Mixing the two is an error: a name that happens to be a file would
+    otherwise be read from the wrong place."""
+    paths = [Path(r) for r in refs]
+    exist = [p.exists() for p in paths]
+    if not any(exist):
+        return None
+    if not all(exist):
+        missing = [r for r, e in zip(refs, exist, strict=True) if not e]
+        raise CommandError(f"{missing[0]}: no such file; give run logs only, or TrainJobForecast names only")
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            logs = sorted(f for f in p.iterdir() if f.is_file() and _is_log(f))
+            if not logs:
+                raise CommandError(f"{p}: no run logs in it")
+            out += logs
+        else:
+            out.append(p)
+    return out
+
+
+#: what a folder's run logs are named (its plots, scripts and notes are not runs)
+_LOG_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".log")
+
+
+def _is_log(path: Path) -> bool:
+    name = path.name.lower().removesuffix(".gz")
+    return not name.startswith(".") and name.endswith(_LOG_SUFFIXES)
+
+
+def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
+    """A run log forecast as ``forecast FILE`` does, in the shape of a TrainJobForecast's status
+    (the part ``compare`` reads)."""
+    from advisor.commands import forecast as fc_cmd
+    from advisor.controller.render import learning_state_dict
+    from advisor.core.codec import forecast_to_dict
+
+    ns = argparse.Namespace(
+        file=str(path),
+        demo=False,
+        metric=None,
+        curve=None,
+        total_steps=total_steps,
+        upto_step=None,
+        plot=None,
+    )
+    try:
+        outcome = fc_cmd.compute(ns)
+    except CommandError as exc:
+        raise CommandError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
+    last = outcome.forecast.last_step
+    total = outcome.total_steps
+    progress = None if last is None else (f"{last:,.0f}/{total:,}" if total else f"{last:,.0f}")
+    state = outcome.state
+    return {
+        "forecast": forecast_to_dict(outcome.forecast),
+        "learningState": learning_state_dict(state),
+        "summary": {"progress": progress},
+        "state": state.label if state is not None else None,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from advisor.controller.cliutil import api_error, cluster_api, parse_ref, print_table, status_of
 
-    if len(args.refs) < 2:
+    if len(args.refs) < 2 and not (len(args.refs) == 1 and Path(args.refs[0]).is_dir()):
         raise CommandError("compare needs at least two runs")
     if args.draws < 100:
         raise CommandError("--draws must be at least 100")
-    refs = [parse_ref(r, args) for r in args.refs]
-    api = cluster_api(args)
     found: list[tuple[str, Mapping[str, Any], tuple[float, float, float] | None]] = []
-    for ns, name in refs:
-        try:
-            obj = api.get_forecast(ns, name)
-        except Exception as exc:
-            raise api_error(exc, f"TrainJobForecast {ns}/{name}") from exc
-        if obj is None:
-            raise CommandError(f"no TrainJobForecast {ns}/{name}")
-        status = status_of(obj)
-        found.append((f"{ns}/{name}", status, _interval(status)))
+    files = _log_files(args.refs)
+    if files is not None:
+        for path in files:
+            logged = _file_status(path, args.total_steps)
+            found.append((str(path), logged, _interval(logged)))
+    else:
+        refs = [parse_ref(r, args) for r in args.refs]
+        api = cluster_api(args)
+        for ns, name in refs:
+            try:
+                obj = api.get_forecast(ns, name)
+            except Exception as exc:
+                raise api_error(exc, f"TrainJobForecast {ns}/{name}") from exc
+            if obj is None:
+                raise CommandError(f"no TrainJobForecast {ns}/{name}")
+            status = status_of(obj)
+            found.append((f"{ns}/{name}", status, _interval(status)))
+    if len(found) < 2:
+        raise CommandError("compare needs at least two runs")
     statuses = [st for _, st, _ in found]
     metric = args.metric or _judged_metric(statuses)
     higher = _higher(statuses, metric)

@@ -204,6 +204,17 @@ def _fell_since(history: tuple[Sequence[float], Sequence[float]], step: float) -
     return float(np.clip((fell - 0.5 * RECENT_FALL) / RECENT_FALL, 0.0, 1.0))
 
 
+def _rose_above_best(series: SeriesLike, best: float | None) -> float:
+    """How sure it is that the series ended worse than its best by more than ``RECENT_FALL``: its
+    median over its last evaluations against the best, on the same ramp as ``_fell_since``."""
+    vals = np.asarray([v for v in series.values if math.isfinite(v)], dtype=float)
+    if best is None or best == 0.0 or vals.size == 0:
+        return 0.0
+    end = float(np.median(vals[-MIN_EVALS:]))
+    worse = (best - end if series.direction is Direction.HIGHER else end - best) / abs(best)
+    return float(np.clip((worse - 0.5 * RECENT_FALL) / RECENT_FALL, 0.0, 1.0))
+
+
 def _hung(idle_s: float | None, interval_s: float | None) -> float:
     if idle_s is None or idle_s < HUNG_MIN_S:
         return 0.0
@@ -284,13 +295,16 @@ def learning_state(
     train_plateau = train.plateau_probability if train is not None else 0.5
     if p_eval is not None:
         train_falls = 1.0 - train_plateau
-        if train is not None and at_last_step(train) and train_history is not None and best_step is not None:
-            # a run at its last step has no training-loss improvement left to forecast; whether
-            # its training loss still fell is then read off its record since the eval's best
-            train_falls = max(train_falls, _fell_since(train_history, best_step))
         # overfitting is the eval metric past its best while the training loss falls: an eval
         # series whose latest point is its best has flattened, not turned
-        over = train_falls if since_best > 0 else 0.0
+        past_best = 1.0 if since_best > 0 else 0.0
+        if train is not None and at_last_step(train) and train_history is not None and best_step is not None:
+            # a run at its last step has nothing left to forecast (every P(plateau) is 1): whether
+            # its training loss still fell is read off its record since the eval's best, and the
+            # eval counts as past its best when it ended above it by the threshold, not by noise
+            train_falls = max(train_falls, _fell_since(train_history, best_step))
+            past_best = _rose_above_best(evals[judged], best_value) if judged is not None else 0.0
+        over = train_falls * past_best
         probs["overfitting"] = rest * p_eval * over
         probs["plateaued"] = rest * p_eval * (1.0 - over)
         probs["learning"] = rest * (1.0 - p_eval)
