@@ -47,26 +47,24 @@ class CommandError(Exception):
     """A user-facing error: printed as one line, exit code 2."""
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: a whole number >= 0 (seeds, counts), rejected at parse time in one line."""
+def _whole_number(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be {low} or more, got {value}")
     return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: a whole number >= 0 (seeds, counts), rejected at parse time in one line."""
+    return _whole_number(text, 0)
 
 
 def positive_int(text: str) -> int:
     """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
+    return _whole_number(text, 1)
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

@@ -188,7 +188,7 @@ def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from advisor.controller.cliutil import api_error, cluster_api, parse_ref, print_table, status_of
+    from advisor.controller.cliutil import cluster_api, forecast_status, parse_ref, print_table
 
     if len(args.refs) < 2 and not (len(args.refs) == 1 and Path(args.refs[0]).is_dir()):
         raise CommandError("compare needs at least two runs")
@@ -204,13 +204,7 @@ def run(args: argparse.Namespace) -> int:
         refs = [parse_ref(r, args) for r in args.refs]
         api = cluster_api(args)
         for ns, name in refs:
-            try:
-                obj = api.get_forecast(ns, name)
-            except Exception as exc:
-                raise api_error(exc, f"TrainJobForecast {ns}/{name}") from exc
-            if obj is None:
-                raise CommandError(f"no TrainJobForecast {ns}/{name}")
-            status = status_of(obj)
+            status = forecast_status(api, ns, name)
             found.append((f"{ns}/{name}", status, _interval(status)))
     if len(found) < 2:
         raise CommandError("compare needs at least two runs")

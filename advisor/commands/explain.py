@@ -217,19 +217,13 @@ def plot(status: Mapping[str, Any], path: str, title: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from advisor.controller.cliutil import api_error, cluster_api, parse_ref, status_of
+    from advisor.controller.cliutil import cluster_api, forecast_status, parse_ref
 
     ns, name = parse_ref(args.ref, args)
     if args.plot:
         require_extra("matplotlib", "sim", "--plot")
     api = cluster_api(args)
-    try:
-        obj = api.get_forecast(ns, name)
-    except Exception as exc:
-        raise api_error(exc, f"TrainJobForecast {ns}/{name}") from exc
-    if obj is None:
-        raise CommandError(f"no TrainJobForecast {ns}/{name} (no such TrainJob, or no progress reported yet)")
-    status = status_of(obj)
+    status = forecast_status(api, ns, name, " (no such TrainJob, or no progress reported yet)")
     if args.output == "json":
         print(json.dumps({k: v for k, v in status.items() if k not in ("coreState", "history")}, indent=2))
     else:

@@ -198,3 +198,17 @@ def configure_logging(fmt: str, level: str) -> None:
 def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     status = obj.get("status")
     return status if isinstance(status, Mapping) else {}
+
+
+def forecast_status(api: Any, ns: str, name: str, missing: str = "") -> Mapping[str, Any]:
+    """The status of TrainJobForecast ``ns/name``; an API error or a missing object is one clear
+    ``CommandError`` (``missing`` says why it may be missing)."""
+    from advisor.cli import CommandError
+
+    try:
+        obj = api.get_forecast(ns, name)
+    except Exception as exc:
+        raise api_error(exc, f"TrainJobForecast {ns}/{name}") from exc
+    if obj is None:
+        raise CommandError(f"no TrainJobForecast {ns}/{name}{missing}")
+    return status_of(obj)
