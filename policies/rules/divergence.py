@@ -1,8 +1,14 @@
-"""Divergence: a non-finite loss, or a loss rising away, gets checkpointed then released or stopped.
+"""Divergence: a non-finite loss, or a loss rising away, gets released or stopped, without a save.
 
 A NaN/inf latest loss is a fact, not a forecast, so it acts at once (after the policy's minimum
 runtime, since mixed-precision runs report inf losses while their loss scale settles). A high
 ``divergence_probability`` must hold for the ``for`` window like any forecast-based condition.
+
+Unlike the other releases, no checkpoint is taken first: the weights of a run whose loss is NaN
+are NaN, and those of a run whose loss is running away are worse than any saved before it. A save
+now would become the newest checkpoint, the one a resume starts from, and with a bounded number of
+kept checkpoints it could push out the last good one. The reason names what to resume from
+instead: the last checkpoint the advisor knows of, and the last step with a finite loss.
 """
 
 from __future__ import annotations
@@ -57,5 +63,23 @@ def evaluate(ctx: Context, rule: DivergenceRule) -> Outcome:
         out.act(ActionKind.RECOMMEND, NAME, f"diverged: {numbers}; consider stopping it", would="none")
         return out
     final = ActionKind.STOP if rule.action == STOP else ActionKind.RELEASE_QUOTA
-    release(ctx, out, rule=NAME, final=final, why=f"diverged: {numbers}", since=since)
+    saved = f"no checkpoint taken (its weights would be {_weights(bad)})"
+    why = f"diverged: {numbers}; {saved}{_resume_from(ctx)}"
+    release(ctx, out, rule=NAME, final=final, why=why, since=since, checkpoint_first=False)
     return out
+
+
+def _weights(bad: float | None) -> str:
+    return "non-finite" if bad is not None else "worse than any saved before"
+
+
+def _resume_from(ctx: Context) -> str:
+    """Where a resume should start: the last checkpoint known and the last finite loss's step."""
+    parts = []
+    cp = ctx.job.checkpoint
+    if cp.last_step is not None:
+        parts.append(f"the checkpoint of step {cp.last_step:,}")
+    fc = ctx.job.forecast
+    if fc is not None and fc.last_step is not None:
+        parts.append(f"one at or before step {fc.last_step:,.0f} (the last finite loss)")
+    return f"; resume from {' or '.join(parts)}" if parts else ""

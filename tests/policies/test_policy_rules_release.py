@@ -7,7 +7,7 @@ import math
 
 from policy_builders import HOUR, T0, forecast, job, policy, record, with_state
 
-from advisor.model import ActionKind, ClusterView, JobView, Mode, WorkloadView
+from advisor.model import ActionKind, CheckpointState, ClusterView, JobView, Mode, WorkloadView
 from policies import decide
 
 CV = ClusterView()
@@ -233,12 +233,23 @@ def test_a_finished_run_is_not_a_plateau() -> None:
     assert kinds(decide(j, CV, policy({"plateau": {"for": "10m"}}), now=T0)) == []
 
 
-def test_non_finite_loss_diverges_at_once_and_checkpoints_first() -> None:
+def test_non_finite_loss_diverges_at_once_without_saving_its_weights() -> None:
+    """A save now would be the newest checkpoint, of NaN weights, the one a resume starts from (and
+    with a bounded number kept it could push out the last good one): none is taken, and the
+    reason names what to resume from."""
     p = policy({"divergence": {"action": "Stop"}})
     for bad in (math.nan, math.inf):
         d = decide(job(last_loss=bad), CV, p, now=T0)
-        assert kinds(d) == [ActionKind.CHECKPOINT] and d.advice == "diverging"
-        assert d.state["divergence.since"] == T0 and "latest loss is" in d.actions[0].reason
+        assert kinds(d) == [ActionKind.STOP] and d.advice == "diverging"
+        reason = d.actions[0].reason
+        assert d.state["divergence.since"] == T0 and "latest loss is" in reason
+        assert "no checkpoint taken (its weights would be non-finite)" in reason
+    saved = dataclasses.replace(
+        job(last_loss=math.nan, forecast=dataclasses.replace(forecast(), last_step=4500.0)),
+        checkpoint=CheckpointState(last_step=4000, last_time=T0 - HOUR),
+    )
+    reason = decide(saved, CV, p, now=T0).actions[0].reason
+    assert "resume from the checkpoint of step 4,000 or one at or before step 4,500" in reason
 
 
 def test_divergence_probability_must_hold_and_non_finite_can_be_turned_off() -> None:
@@ -248,7 +259,8 @@ def test_divergence_probability_must_hold_and_non_finite_can_be_turned_off() -> 
     d = decide(j, CV, p, now=T0)
     assert kinds(d) == [] and d.advice == "diverging?"
     d = decide(with_state(j, d.state), CV, p, now=T0 + 601)
-    assert kinds(d) == [ActionKind.CHECKPOINT] and "P(diverge)=0.99" in d.actions[0].reason
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "P(diverge)=0.99" in d.actions[0].reason
+    assert "worse than any saved before" in d.actions[0].reason
 
 
 def test_stall_releases_without_a_checkpoint_by_default_and_says_why() -> None:
