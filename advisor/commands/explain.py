@@ -89,6 +89,7 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
     ck = status.get("checkpoint") or {}
     job = status.get("job") or {}
     pct = prog.get("percent")
+    unread = [str(w) for w in prog.get("warnings") or []]
     lines = [
         f"{job.get('kind', 'TrainJob')} {ns}/{name}: {status.get('state', 'unknown')}",
         f"  progress      step {prog.get('step')} of {prog.get('totalSteps') or '?'}"
@@ -99,6 +100,8 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
         f"  last sample   {status.get('lastSampleTime') or '-'} "
         f"(step last advanced {status.get('lastStepChange') or '-'})",
     ]
+    if unread:
+        lines.append(f"  unreadable    the latest report: {'; '.join(unread)}")
     tput = (status.get("throughput") or {}).get("byNodes") or []
     if tput:
         lines.append(

@@ -297,12 +297,16 @@ class Engine:
                 job.applied_wall = time.time()
             if sample.time is not None and 0.0 <= self._received - sample.time < 86400.0:
                 self._stage("watch", self._received - sample.time)
+            used = True
         else:
             self.metrics.samples.labels("ignored").inc()
-            if sample.warnings and tuple(sample.warnings) != warned_before:
-                # nothing usable, and not for the reason given last time: the status says why
-                log.warning("%s: progress report not usable: %s", key, "; ".join(sample.warnings))
-                job.dirty = job.needs_eval = True
+            used = False
+        if sample.warnings and tuple(sample.warnings) != warned_before:
+            # part of the report (a loss written as "tensor(1.2)") or all of it could not be read,
+            # and not for the reason given last time: the log and the status say why
+            what = "partly unusable" if used else "not usable"
+            log.warning("%s: progress report %s: %s", key, what, "; ".join(sample.warnings))
+            job.dirty = job.needs_eval = True
         if sample.warnings:
             self.metrics.samples.labels("with-warnings").inc()
 

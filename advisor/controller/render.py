@@ -265,6 +265,9 @@ def render_status(
             "step": view.step,
             "totalSteps": view.total_steps,
             "percent": None if pct is None else round(pct, 2),
+            # what the latest report held that could not be read (a loss written as a tensor's
+            # repr): the run may advance while its forecast cannot
+            "warnings": [str(w)[:200] for w in view.progress_warnings[:5]],
         },
         "throughput": {"stepsPerSecond": _num(fc.steps_per_second) if fc else None, "byNodes": throughput},
         "forecast": forecast_dict(fc, at=forecast_at),

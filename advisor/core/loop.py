@@ -59,6 +59,7 @@ from advisor.model import (
     Decision,
     JobView,
     LearningState,
+    Phase,
     ProgressSample,
     save_window_seconds,
 )
@@ -182,6 +183,8 @@ class AdvisorCore:
             self._note_window(rec)
         prev_step = rec.step if len(rec.history) else None
         outcome = rec.history.append(sample)
+        if outcome in ("appended", "restart"):
+            rec.reported_step = None
         when = sample.time if sample.time is not None else now
         if rec.progress_seen_at is not None and rec.progress_seen_at < now:
             rec._arrival_floor = rec.progress_seen_at  # the last arrival before this one
@@ -204,7 +207,8 @@ class AdvisorCore:
             self._note_window(rec)
             return True
         if outcome == "invalid" and sample.loss is None and prev_step is not None and sample.step > prev_step:
-            # progress without a loss value still proves the job is not hung
+            # progress without a loss value still proves the job is not hung, and says where it is
+            rec.reported_step = sample.step
             rec.last_step_change = at
             rec.last_sample_time = at
             rec.progress_seen_at = now
@@ -297,7 +301,11 @@ class AdvisorCore:
             checkpoint_loss=loss_at_checkpoint(rec),
             runtime_sigterm=self._runtime.prior(self._records.values(), rec, job.runtime),
             runtime_save_windows=self._runtime.windows(self._records.values(), job.runtime),
-            learning_state=self.learning_state(job.key, now=now if now is not None else judged_at),
+            # a run that is not running (released, suspended, queued, done) reports nothing and
+            # is not hung for it: its state stays as it was last judged while running
+            learning_state=self.learning_state(
+                job.key, now=(now if now is not None else judged_at) if rec.phase is Phase.RUNNING else None
+            ),
             progress_warnings=rec.last_warnings,
         )
 

@@ -95,6 +95,9 @@ class JobRecord:
     report_gap: int = 0
     #: the latest progress percentage any sample reported (the final one may carry no step)
     progress_percentage: float | None = None
+    #: a step reported past the history's last point by reports with no usable loss (None when
+    #: the history is current): the run advances while its loss cannot be read
+    reported_step: int | None = None
     _rate_anchor: tuple[int, float, int] | None = None  # (step, time, nodes) of the last rate measurement
     _ack_seen: str | None = None  # the last checkpoint request id the job reported (counted once)
     _arrival_floor: float | None = None  # when progress arrived before the current arrival
@@ -104,7 +107,8 @@ class JobRecord:
     @property
     def step(self) -> int:
         last = self.history.last
-        return last.step if last is not None else 0
+        logged = last.step if last is not None else 0
+        return max(logged, self.reported_step) if self.reported_step is not None else logged
 
 
 #: reports around the checkpoint's step whose median is the loss it saved (one report is noisy)

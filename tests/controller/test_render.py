@@ -154,7 +154,7 @@ def test_status_has_every_field_and_the_printer_column_strings() -> None:
         core_state=json.dumps({"history": {}}),
         pending_actions={"r": {"stage": "recorded"}},
     )
-    assert status["progress"] == {"step": 450, "totalSteps": 1000, "percent": 45.0}
+    assert status["progress"] == {"step": 450, "totalSteps": 1000, "percent": 45.0, "warnings": []}
     assert status["summary"] == {
         "progress": "45%",
         "eta": "2h",

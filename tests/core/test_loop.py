@@ -21,6 +21,7 @@ from advisor.model import (
     Forecast,
     Interval,
     JobView,
+    Phase,
     ProgressSample,
 )
 
@@ -126,6 +127,31 @@ class TestObserve:
         feed(core, range(1, 3))
         assert core.observe(JOB.key, ProgressSample(step=9, time=500.0), now=500.0)
         assert core.view(JOB).last_step_change == 500.0
+
+    def test_a_step_reported_with_an_unreadable_loss_moves_the_progress_and_says_why(self) -> None:
+        """A loss written as a tensor's repr cannot be read; the step it came with still counts,
+        and the view says what could not be read."""
+        core = make_core(Recorder())
+        feed(core, range(1, 3))
+        unread = ("loss: 'tensor(1.20)' is not a number; dropped",)
+        odd = ProgressSample(step=700, time=600.0, warnings=unread)
+        assert core.observe(JOB.key, odd, now=600.0)
+        view = core.view(JOB)
+        assert view.step == 700 and view.last_step_change == 600.0
+        assert view.progress_warnings == odd.warnings
+        assert core.observe(JOB.key, ProgressSample(step=800, time=700.0, loss=1.1), now=700.0)
+        assert core.view(JOB).step == 800 and core.view(JOB).progress_warnings == ()
+
+    def test_a_released_job_is_not_judged_hung_for_the_reports_it_no_longer_sends(self) -> None:
+        core = make_core(Recorder())
+        feed(core, range(1, 40))
+        running = core.view(JOB, now=200.0)
+        assert running.learning_state is not None
+        later = 200.0 + 6 * 3600
+        assert core.view(JOB, judged_at=later).learning_state.label == "hung"  # type: ignore[union-attr]
+        released = dataclasses.replace(JOB, active=False)
+        view = core.view(released, now=later)  # the look that sees it released stamps its phase
+        assert view.phase is not Phase.RUNNING and view.learning_state.label != "hung"  # type: ignore[union-attr]
 
 
 class TestForecastRateLimit:
