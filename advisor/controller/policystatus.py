@@ -145,6 +145,17 @@ def policy_figures(
     return out
 
 
+def _nulling_gone_keys(status: Mapping[str, Any], before: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``status`` as a merge patch over ``before``: each map field also names, as null, the keys
+    it had before and has no longer (a merge patch would otherwise keep them)."""
+    out: dict[str, Any] = dict(status)
+    for key, value in status.items():
+        old = (before or {}).get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            out[key] = {**_nulling_gone_keys(value, old), **{k: None for k in old if k not in value}}
+    return out
+
+
 class PolicyBook:
     """The AdvisorPolicies the controller knows, and what it last wrote into their statuses."""
 
@@ -156,6 +167,10 @@ class PolicyBook:
         self.hours: dict[str, float] = {}  # GPU-hours flagged non-learning, per policy
         self.deleted: dict[str, PolicyFigures] = {}  # action counts of jobs deleted, per policy
         self.written: dict[str, dict[str, Any]] = {}  # figures last written, per policy
+        #: the status as the API server last showed it, per policy: what a merge patch must null
+        #: out of its maps (a key a merge patch leaves out stays: a tie no longer lost, an outcome
+        #: count that went to zero)
+        self.stored: dict[str, Mapping[str, Any]] = {}
 
     def governing(self, *, recommend_only: bool = False) -> list[Any]:
         """The valid policies, by name; with ``recommend_only`` (the cluster-wide safety rail) each
@@ -177,7 +192,10 @@ class PolicyBook:
             self.hours.pop(name, None)
             self.deleted.pop(name, None)
             self.written.pop(name, None)
+            self.stored.pop(name, None)
             return
+        stored_status = body.get("status")
+        self.stored[name] = stored_status if isinstance(stored_status, Mapping) else {}
         if name not in self.deleted:  # carried over a controller restart, as the hours
             self.deleted[name] = PolicyFigures.from_counts((body.get("status") or {}).get("fromDeletedJobs"))
         if name not in self.hours:  # carry the total over a controller restart
@@ -265,7 +283,9 @@ class PolicyBook:
         for name, figures in policy_figures(names, jobs, self.hours, self.deleted).items():
             gone = self.deleted.get(name)
             status = {**figures.status(), "fromDeletedJobs": (gone or PolicyFigures()).counts()}
-            if self.written.get(name) != status and self._patch(name, status):
+            before = self.written.get(name)
+            patch = _nulling_gone_keys(status, before or self.stored.get(name))
+            if before != status and self._patch(name, patch):
                 self.written[name] = status
 
     def _patch(self, name: str, status: Mapping[str, Any]) -> bool:

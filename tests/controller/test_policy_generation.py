@@ -34,3 +34,22 @@ def test_observed_generation_follows_a_spec_change_that_keeps_the_verdict() -> N
     writes = len([c for c in api.log if c[0] == "policy_status"])
     book.on_event("MODIFIED", _policy(2, second, cooldown="2h"))  # a status-only event: no write
     assert len([c for c in api.log if c[0] == "policy_status"]) == writes
+
+
+def test_map_keys_gone_from_the_figures_are_nulled_out_of_the_stored_status() -> None:
+    """A merge patch keeps every key it leaves out: a tie no longer lost, an outcome count gone to
+    zero, stayed in the status for good (even across a restart, read from the stored object)."""
+    from advisor.controller.policystatus import JobFigures
+
+    api = FakeApi()
+    book = PolicyBook(api, Metrics())
+    stale = {"lostTies": {"tie-a": 1}, "actionsByOutcome": {"requested": 1}, "jobsMatched": 1}
+    book.on_event("ADDED", _policy(1, stale))
+    book.write_figures([JobFigures(key="ns/j", policy="p", actions=())])
+    last = [c[2] for c in api.log if c[0] == "policy_status"][-1]
+    assert last["lostTies"] == {"tie-a": None} and last["actionsByOutcome"] == {"requested": None}
+    assert last["jobsMatched"] == 1
+    book.write_figures([JobFigures(key="ns/j", policy="p", actions=(), tied_with=("p",))])
+    book.write_figures([JobFigures(key="ns/j", policy="p", actions=())])
+    last = [c[2] for c in api.log if c[0] == "policy_status"][-1]
+    assert last["lostTies"] == {"p": None}  # what this process wrote before, gone now
