@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "e2e"))
-import controlplane as cp
+try:
+    import controlplane as cp
+except ModuleNotFoundError as exc:  # the kubernetes client and friends come with the controller extra
+    sys.exit(
+        f"dev-control-plane: {exc.name} is not installed; install the controller extra first: "
+        "pip install -e '.[controller]' (or make venv)"
+    )
 
 
 def run_dir() -> Path:
