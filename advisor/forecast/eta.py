@@ -21,6 +21,8 @@ from advisor.model import Interval
 FloatArray = NDArray[np.float64]
 
 _STALL_FACTOR = 3.0
+#: stalls in the recent window from which their size is read as a pattern that recurs
+_RECURRING = 3
 _Z80 = 1.2816
 
 
@@ -57,8 +59,13 @@ def throughput(
     # far longer than the typical one (a restart, a one-off checkpoint) is not expected to recur at
     # that size, so each stall is capped at a few times the median stall
     excess = dt[~steady] - ds[~steady] / rate
-    if excess.size:
+    if excess.size >= _RECURRING:
         excess = np.minimum(excess, _STALL_FACTOR * fast_median(excess))
+    elif excess.size:
+        # one or two stalls say nothing of a pattern (the median of one stall is itself): a wait in
+        # the queue after a suspension, an eviction or a one-off save at the same step is not
+        # expected to recur, so each counts for at most a few typical report intervals
+        excess = np.minimum(excess, _STALL_FACTOR * fast_median(dt[steady]))
     stall_frac = float(excess.sum()) / float(dt[steady].sum())
     effective = rate / (1.0 + max(0.0, stall_frac))
     return effective, sps

@@ -90,3 +90,22 @@ def test_a_loss_spike_on_its_way_back_down_is_not_divergence() -> None:
     for n in range(90, 97):
         assert forecast(s, spike[:n]).divergence_probability < 0.1
     assert forecast(s, blowup[:95]).divergence_probability > 0.9
+
+
+def test_one_long_wait_at_the_same_step_is_not_charged_to_the_rest_of_the_run() -> None:
+    """Suspended for 30 minutes at step 30,000 (a release then a resume, a preemption), then 10
+    minutes of training: one stall is no pattern, and the rest of the run runs at its pace. Stalls
+    that recur (an evaluation every 5,000 steps) still count in full."""
+    from advisor.forecast.eta import eta_interval
+
+    t = np.concatenate([np.arange(0.0, 3001.0, 10.0), 4800.0 + np.arange(10.0, 601.0, 10.0)])
+    s = np.concatenate([np.arange(0.0, 30001.0, 100.0), 30000.0 + np.arange(100.0, 6001.0, 100.0)])
+    eta, _ = eta_interval(s, t, 72_000.0)
+    assert eta is not None and eta.mean == pytest.approx((72_000 - s[-1]) / 10.0, rel=0.05)
+    steps, times, clock = [], [], 0.0
+    for step in range(100, 40_001, 100):
+        clock += 10.0 + (120.0 if step % 5000 == 0 else 0.0)
+        steps.append(float(step))
+        times.append(clock)
+    eta, _ = eta_interval(np.array(steps), np.array(times), 80_000.0)
+    assert eta is not None and eta.mean == pytest.approx(4000.0 + 8 * 120.0, rel=0.05)
