@@ -61,6 +61,8 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--draws", type=int, default=20000, help="Monte-Carlo draws (default 20000)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    # the other commands print JSON with --json: the same flag here, so that neither form fails
+    p.add_argument("--json", dest="output", action="store_const", const="json", help="same as -o json")
     p.set_defaults(func=run)
 
 
@@ -254,5 +256,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"ranked by {metric} ({'higher' if higher else 'lower'} is better)")
     missing = [r["run"] for r in result if r["final"] is None]
     if missing:
-        print(f"no forecast of {metric} yet for: {', '.join(missing)}")
+        print(f"no forecast of {metric} for: {', '.join(missing)} (not reported yet, or never)")
     return 0

@@ -32,6 +32,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("ref", metavar="NAME", help="the TrainJob (and its TrainJobForecast): NAME or NS/NAME")
     p.add_argument("--plot", metavar="FILE", help="write a plot of the history and forecast (PNG/SVG/PDF)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    # the other commands print JSON with --json: the same flag here, so that neither form fails
+    p.add_argument("--json", dest="output", action="store_const", const="json", help="same as -o json")
     p.set_defaults(func=run)
 
 

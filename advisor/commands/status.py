@@ -50,6 +50,8 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--by", choices=("queue", "namespace"), help="summarise per ClusterQueue or namespace")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    # the other commands print JSON with --json: the same flag here, so that neither form fails
+    p.add_argument("--json", dest="output", action="store_const", const="json", help="same as -o json")
     p.set_defaults(func=run)
 
 

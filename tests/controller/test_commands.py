@@ -201,6 +201,8 @@ def test_compare_probabilities(api: CliApi, capsys: pytest.CaptureFixture[str]) 
     data = {d["run"]: d for d in json.loads(capsys.readouterr().out)}
     assert data["a/lr-3e-4"]["probabilityBest"] > 0.9
     assert data["a/lr-1e-4"]["probabilityBest"] + data["a/lr-3e-4"]["probabilityBest"] == pytest.approx(1.0)
+    assert cli.main(["compare", "a/lr-1e-4", "a/lr-3e-4", "--json"]) == 0  # as forecast and simulate take it
+    assert {d["run"]: d for d in json.loads(capsys.readouterr().out)} == data
     assert cli.main(["compare", "a/lr-1e-4"]) == 2
 
 
