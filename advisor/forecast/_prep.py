@@ -162,6 +162,19 @@ def prepare(
     lr = _optional(to_array(learning_rates), n, "learning_rates", warnings)
     ep = _optional(to_array(epochs), n, "epochs", warnings)
 
+    # A value orders of magnitude beyond the rest is an overflow written as a number (fp16's 65504,
+    # 1e308): kept, one such point took every curve family off the history for good. It counts as
+    # a non-finite value (divergence evidence by its share, see ``core._divergence``).
+    finite = np.isfinite(v)
+    if finite.sum() >= 3:
+        scale = fast_median(np.abs(v[finite]))
+        huge = finite & (np.abs(v) > OVERFLOW_FACTOR * max(scale, 1e-12))
+        if huge.any():
+            warnings.append(
+                f"{int(huge.sum())} value(s) over {OVERFLOW_FACTOR:g} times the series' typical size "
+                "taken for overflows and dropped"
+            )
+            v = np.where(huge, np.inf, v)
     # Non-finite losses near the end are a divergence signal: count them before dropping.
     nonfinite = ~np.isfinite(v)
     tail = max(3, n // 10)
@@ -298,6 +311,10 @@ def report_noise(y: FloatArray) -> float:
     if y.size < 2:
         return 0.0
     return 1.4826 * fast_median(np.abs(y[1:] - y[:-1])) / math.sqrt(2.0)
+
+
+#: a value this many times the series' median magnitude is an overflow, not a loss
+OVERFLOW_FACTOR = 1e4
 
 
 def smoothed_level(y: FloatArray, k: int = 5) -> float:

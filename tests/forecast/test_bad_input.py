@@ -52,6 +52,17 @@ def test_a_non_finite_loss_the_run_reported_past_is_not_a_divergence() -> None:
     assert forecast(s, often, total_steps=10_000).divergence_probability >= 0.6
 
 
+@pytest.mark.parametrize("overflow", [1e308, 65504.0])
+def test_one_overflow_written_as_a_number_is_dropped_not_fitted(overflow: float) -> None:
+    s, y, _ = power_curve(noise=0.002)
+    clean = forecast(s, y, total_steps=10_000)
+    spiked = y.copy()
+    spiked[120] = overflow
+    fc = forecast(s, spiked, total_steps=10_000)
+    assert fc.n_dropped == 1 and any("overflows" in w for w in fc.warnings)
+    assert fc.final_loss.mean == pytest.approx(clean.final_loss.mean, rel=0.02)
+
+
 def test_strings_are_coerced_or_dropped() -> None:
     steps = ["1", "2", "3", "four", 5, 6, 7, 8, 9, 10]
     values = ["2.0", "1.8", "1.7", "1.6", "oops", 1.5, 1.45, 1.42, None, 1.40]
