@@ -72,4 +72,32 @@ def run(args: argparse.Namespace) -> int:
             message=f"Workload {workload.name} reactivated by trainjob-advisor resume",
         )
     print(f"Workload {ns}/{workload.name} of {args.kind} {ns}/{name} reactivated; Kueue will requeue it")
+    note = _judged_again(api, args.kind, ns, name)
+    if note:
+        print(note)
     return 0
+
+
+def _judged_again(api: Any, kind: str, ns: str, name: str) -> str | None:
+    """What happens next when a policy released the run: it is judged again once it runs, and a
+    run that still does not learn is released again after the policy's cooldown."""
+    from policies.spec import DEFAULT_EXEMPT_LABEL
+
+    try:
+        obj = api.get_forecast(ns, name)
+    except Exception:  # the note is a courtesy: the reactivation is done
+        return None
+    status = (obj or {}).get("status") or {}
+    released = [
+        a
+        for a in status.get("actions") or []
+        if isinstance(a, dict) and a.get("kind") in ("release-quota", "stop") and a.get("policy")
+    ]
+    if not released:
+        return None
+    policy = released[-1]["policy"]
+    return (
+        f"note: policy {policy} released it ({released[-1].get('rule') or 'a rule'}); it is judged again "
+        "once it runs, and if it still does not learn it is released again after the policy's cooldown. "
+        f"To keep it running: kubectl label {kind.lower()} -n {ns} {name} {DEFAULT_EXEMPT_LABEL}=true"
+    )

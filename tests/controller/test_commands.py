@@ -281,8 +281,13 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
             wl["spec"]["active"] = active
 
     api.kueue = Kueue()  # type: ignore[assignment]
+    released = {"kind": "release-quota", "policy": "plateau-release", "rule": "plateau", "outcome": "done"}
+    api.items.append({"metadata": {"namespace": "team-a", "name": "llm"}, "status": {"actions": [released]}})
     assert cli.main(["resume", "team-a/llm"]) == 0
     assert wl["spec"]["active"] is True and api.events[-1]["reason"] == "Resumed"
+    out = capsys.readouterr().out
+    assert "note: policy plateau-release released it (plateau)" in out and "released again" in out
+    assert "kubectl label trainjob -n team-a llm advisor.trainjob-advisor.io/exempt=true" in out
     assert cli.main(["resume", "team-a/llm"]) == 0
     assert "already active" in capsys.readouterr().out
 
