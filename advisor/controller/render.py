@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from advisor.core.lifecycle import holds_quota
 from advisor.model import ActionRecord, Decision, Forecast, Interval, JobView, LearningState, Phase
 
 __all__ = [
@@ -260,6 +261,7 @@ def render_status(
             "phase": view.phase.value,
             "phaseReason": view.phase_reason,
             "phaseSince": iso(view.phase_since),
+            "holdsQuota": holds_quota(view.phase, view.signals, active=view.active, admitted=view.admitted),
         },
         "progress": {
             "step": view.step,

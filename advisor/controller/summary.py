@@ -60,9 +60,14 @@ class QueueSummary:
 
 
 def holds_quota(job: Mapping[str, Any]) -> bool:
-    """Whether the job holds its GPUs now: active, admitted and not finished (a pending Workload
-    requests GPUs it does not have, a finished one gave them back; counting either put 64 GPUs in
-    a 48-GPU queue). A status from before the lifecycle phase was rendered counts when admitted."""
+    """Whether the job holds its GPUs now (``status.job.holdsQuota``, see ``lifecycle.holds_quota``:
+    a run its trainer reports done still holds them until it completes). A status from before that
+    field: active, admitted and not finished (a pending Workload requests GPUs it does not have, a
+    finished one gave them back; counting either put 64 GPUs in a 48-GPU queue), and a status from
+    before the lifecycle phase was rendered counts when admitted."""
+    held = job.get("holdsQuota")
+    if isinstance(held, bool):
+        return held
     phase = job.get("phase")
     running = phase in (None, "running")
     return bool(job.get("active", True)) and bool(job.get("admitted", True)) and running

@@ -20,6 +20,9 @@ from tests.controller.test_commands import CliApi, tjf
 def _with_job(obj: dict[str, Any], **job: Any) -> dict[str, Any]:
     out = copy.deepcopy(obj)
     out["status"]["job"].update(job)
+    if "holdsQuota" not in job:  # as the controller renders it for these (see lifecycle.holds_quota)
+        j = out["status"]["job"]
+        out["status"]["job"]["holdsQuota"] = j["phase"] == "running" and j["active"] and j["admitted"]
     return out
 
 
@@ -33,6 +36,26 @@ def test_only_admitted_running_jobs_count_their_gpus() -> None:
     ]
     (queue,) = summarize((o["metadata"]["namespace"], o["status"]) for o in items)
     assert queue.jobs == 4 and queue.gpus == 8  # the one running job's 8 GPUs, not 32
+    # a run its trainer reports done, whose Workload Kueue still admits (a final save): it holds them
+    saving = _with_job(tjf("a", "saving", mean=0.3, p10=0.28, p90=0.33), phase="finished", holdsQuota=True)
+    (queue,) = summarize((o["metadata"]["namespace"], o["status"]) for o in [*items, saving])
+    assert queue.jobs == 5 and queue.gpus == 16
+    old_status = _with_job(tjf("a", "old", mean=0.3, p10=0.28, p90=0.33), phase="finished")
+    del old_status["status"]["job"]["holdsQuota"]  # rendered before the field: the phase decides
+    (queue,) = summarize([("a", old_status["status"])])
+    assert queue.gpus == 0
+
+
+def test_holds_quota_follows_kueue_not_the_trainers_own_report() -> None:
+    from advisor.core.lifecycle import holds_quota
+    from advisor.model import LifecycleSignals, Phase
+
+    reported_done = LifecycleSignals(has_workload=True, progress_percentage=100.0)
+    assert holds_quota(Phase.FINISHED, reported_done, active=True, admitted=True)
+    completed = LifecycleSignals(has_workload=True, complete=True)
+    assert not holds_quota(Phase.FINISHED, completed, active=True, admitted=True)
+    assert not holds_quota(Phase.RUNNING, None, active=False, admitted=True)
+    assert holds_quota(Phase.RUNNING, None, active=True, admitted=True)
 
 
 def _kubeconfig(tmp_path: Path) -> Path:
