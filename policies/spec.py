@@ -12,6 +12,7 @@ Cross-field constraints (``minNodes <= maxNodes``) live in ``check()`` for the l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
@@ -65,6 +66,32 @@ Errors = list[tuple[str, str]]
 # --------------------------------------------------------------------------------------------
 
 
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def label_key_error(key: str) -> str | None:
+    """Why ``key`` is no Kubernetes label key (an optional DNS-subdomain prefix and ``/``, then a
+    name of at most 63 characters), or None. The API server would refuse such a selector; a
+    policy that selects by it would match nothing, silently."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"{key!r} is not a label key: its prefix must be a DNS subdomain (lower case, dots)"
+    if not name or len(name) > 63 or not _LABEL_NAME.match(name):
+        return (
+            f"{key!r} is not a label key: a name of at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    return None
+
+
+def label_value_error(value: str) -> str | None:
+    """Why ``value`` is no Kubernetes label value (empty, or a name of at most 63 characters)."""
+    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+        return f"{value!r} is not a label value: at most 63 letters, digits, '-', '_' or '.'"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class LabelRequirement:
     """One ``matchExpressions`` entry of a Kubernetes label selector."""
@@ -87,6 +114,12 @@ class LabelRequirement:
     values: tuple[str, ...] = spec_field("values", "Values for In/NotIn.", "strlist", default=())
 
     def check(self) -> Errors:
+        bad_key = label_key_error(self.key)
+        if bad_key:
+            return [("key", bad_key)]
+        bad_value = next((e for v in self.values if (e := label_value_error(v))), None)
+        if bad_value:
+            return [("values", bad_value)]
         if self.operator in ("In", "NotIn") and not self.values:
             return [("values", f"must be non-empty for operator {self.operator}")]
         if self.operator in ("Exists", "DoesNotExist") and self.values:
@@ -116,6 +149,14 @@ class LabelSelector:
     match_expressions: tuple[LabelRequirement, ...] = spec_field(
         "matchExpressions", "Set-based requirements.", "objlist", default=(), cls=LabelRequirement
     )
+
+    def check(self) -> Errors:
+        errors: Errors = []
+        for key, value in self.match_labels.items():
+            reason = label_key_error(key) or label_value_error(value)
+            if reason:
+                errors.append((f"matchLabels.{key}", reason))
+        return errors
 
     @property
     def size(self) -> int:

@@ -168,3 +168,30 @@ def test_a_quoted_number_as_a_duration_says_how_to_write_it() -> None:
         "spec.safety.minRuntime",
         "must be a duration: got the string '90' without a unit; write 90s, or 90 without quotes (seconds)",
     )
+
+
+def test_selector_label_keys_and_values_must_be_kubernetes_labels() -> None:
+    """A key the API server would never hold matched nothing, silently."""
+    bad_key = {"selector": {"jobSelector": {"matchExpressions": [{"key": "bad key!", "operator": "Exists"}]}}}
+    errors = dict(_errors(_obj(bad_key)))
+    assert "is not a label key" in errors["spec.selector.jobSelector.matchExpressions[0].key"]
+    bad_value = {"selector": {"namespaceSelector": {"matchLabels": {"team": "a b"}}}}
+    assert (
+        "is not a label value"
+        in dict(_errors(_obj(bad_value)))["spec.selector.namespaceSelector.matchLabels.team"]
+    )
+    bad_prefix = {"selector": {"jobSelector": {"matchLabels": {"Example.COM/team": "a"}}}}
+    assert (
+        "prefix" in dict(_errors(_obj(bad_prefix)))["spec.selector.jobSelector.matchLabels.Example.COM/team"]
+    )
+    good = {
+        "selector": {
+            "jobSelector": {
+                "matchLabels": {"app.kubernetes.io/name": "llm", "tier": ""},
+                "matchExpressions": [
+                    {"key": "kueue.x-k8s.io/queue-name", "operator": "In", "values": ["a-1"]}
+                ],
+            }
+        }
+    }
+    load_policy(_obj(good))
