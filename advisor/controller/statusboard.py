@@ -79,9 +79,8 @@ class StatusBoard:
     def evaluated(
         self, key: str, view: JobView, decision: Decision, body: Mapping[str, Any], now: float
     ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        """Render the status of a full evaluation and announce what changed: an Event when the run
-        enters a judgement other than learning or returns to learning from one, a log line on a new
-        state or advice. Returns the status
+        """Render the status of a full evaluation and announce what changed: an Event on the first
+        judgement other than learning, a log line on a new state or advice. Returns the status
         shown before (None: none by this controller) and the new one."""
         # the state shown before: this controller's last status, else the one a previous controller
         # saved (announced already), else none (a job first judged in a state other than learning,
@@ -92,9 +91,7 @@ class StatusBoard:
         if (
             view.learning_state is not None
             and shown != status["state"] == view.learning_state.label
-            # back to learning is told too, once a state other than learning was (the Events
-            # read "learning -> plateaued" again and again with nothing between them)
-            and (view.learning_state.label != "learning" or shown not in (None, "learning"))
+            and view.learning_state.label != "learning"
             and _mid_run(view)
         ):
             self.actuator.learning_state_changed(view, body, shown)
