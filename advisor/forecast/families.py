@@ -515,8 +515,8 @@ def _refine(blk: _Block, y: FloatArray, W: FloatArray) -> dict[int, dict[int, tu
     uu, n, epoch_col = blk.points
     starts = np.cumsum([0, *blk.sizes[:-1]])
     wanted: list[tuple[int, int, float]] = []  # (weighting, family index, parameter)
-    for k in range(W.shape[0]):
-        best = blk.best(k)
+    best_by_k = {k: blk.best(k) for k in range(W.shape[0])}
+    for k, best in best_by_k.items():
         for j, fam in blk.refinable:
             assert fam.grid is not None
             g = int(best[j] - starts[j])
@@ -547,7 +547,6 @@ def _refine(blk: _Block, y: FloatArray, W: FloatArray) -> dict[int, dict[int, tu
         fine = _Block("abc", names, [1] * len(names), p1, rows[:, n:], p2, p2p, droppable=True)
     fine.solve(y, W)
     out: dict[int, dict[int, tuple[_Block, int]]] = {}
-    best_by_k = {k: blk.best(k) for k in range(W.shape[0])}
     for r, (k, j, _) in enumerate(wanted):
         if fine.sse[k, r] < blk.sse[k, best_by_k[k][j]]:
             out.setdefault(k, {})[j] = (fine, r)
