@@ -129,8 +129,9 @@ class Actuator:
             log.warning("event %s on %s not posted: %s", reason, job.key, exc)
 
     def learning_state_changed(self, job: JobView, body: Mapping[str, Any], previous: str | None) -> None:
-        """One Event when a run enters a learning state other than learning (the label STATE shows); a
-        Warning for the states that call for a look (overfitting, diverging, hung)."""
+        """One Event when a run enters a learning state other than learning, or returns to learning
+        from one (the label STATE shows); a Warning for the states that call for a look
+        (overfitting, diverging, hung)."""
         state = job.learning_state
         if state is None:
             return

@@ -44,6 +44,10 @@ class StatusBoard:
         self.restart = restart
         self.hung_after_s = hung_after_s
         self._shown: dict[str, dict[str, Any]] = {}
+        #: the learning state last announced per job (a LearningState Event), so that a return to
+        #: learning is told only from a state that was told: STATE also shows the stall rule's
+        #: "hung", which that rule's own Events announce
+        self._told: dict[str, str] = {}
 
     def shown(self, key: str) -> dict[str, Any] | None:
         """The status this controller rendered last for the job (None: none yet)."""
@@ -54,6 +58,7 @@ class StatusBoard:
 
     def forget(self, key: str) -> None:
         self._shown.pop(key, None)
+        self._told.pop(key, None)
 
     def render(self, key: str, view: JobView, decision: Decision | None, now: float) -> dict[str, Any]:
         """The job's full status (conditions carried over from the last one shown, else from the
@@ -79,8 +84,9 @@ class StatusBoard:
     def evaluated(
         self, key: str, view: JobView, decision: Decision, body: Mapping[str, Any], now: float
     ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        """Render the status of a full evaluation and announce what changed: an Event on the first
-        judgement other than learning, a log line on a new state or advice. Returns the status
+        """Render the status of a full evaluation and announce what changed: an Event when the run
+        enters a judgement other than learning or returns to learning from one, a log line on a new
+        state or advice. Returns the status
         shown before (None: none by this controller) and the new one."""
         # the state shown before: this controller's last status, else the one a previous controller
         # saved (announced already), else none (a job first judged in a state other than learning,
@@ -88,12 +94,19 @@ class StatusBoard:
         previous = self._shown.get(key)
         shown = previous.get("state") if previous is not None else self.restart.saved_state(key)
         status = self.render(key, view, decision, now)
+        label = view.learning_state.label if view.learning_state is not None else None
         if (
-            view.learning_state is not None
-            and shown != status["state"] == view.learning_state.label
-            and view.learning_state.label != "learning"
+            label is not None
+            and shown != status["state"] == label
+            # back to learning is told too, after a judgement other than learning was told (the
+            # Events read "learning -> plateaued" again and again with nothing between them); not
+            # after the "unknown" of a run not yet forecast, a phase (a resume tells itself), a
+            # rule's verdict, or a state a previous controller showed (the saved STATE does not
+            # say which of them it was: at worst a restart misses one return)
+            and (label != "learning" or self._told.get(key, "learning") != "learning")
             and _mid_run(view)
         ):
+            self._told[key] = label
             self.actuator.learning_state_changed(view, body, shown)
         _log_change(key, previous, status)
         return previous, status

@@ -172,7 +172,10 @@ def test_apply_mode_acts_only_on_running_jobs_once_and_says_what_it_did(
 
         for job in ("done-a", "done-b", "waiting"):
             assert _releases(cluster, job) == [], job
-            assert not [e for e in _events(cluster, job) if e.reason != "Recommendation"], job
+            assert not [e for e in _events(cluster, job) if e.reason != "Recommendation"], (
+                job,
+                [(e.reason, e.message) for e in _events(cluster, job)],
+            )
         assert cluster.workload(wls["done-a"])["spec"].get("active", True) is True
         states = {j: (cluster.forecast(j) or {}).get("status", {}) for j in ("done-a", "done-b", "waiting")}
         assert states["done-a"]["state"] == "finished" and states["done-a"]["summary"]["advice"] == "finished"
@@ -180,7 +183,9 @@ def test_apply_mode_acts_only_on_running_jobs_once_and_says_what_it_did(
         # a job that never reported may have no TrainJobForecast; if it has one, it says pending
         assert not states["waiting"] or states["waiting"]["state"] == "pending"
         assert [a["outcome"] for a in _releases(cluster, "no-wl")] == ["impossible"]
-        assert [e.reason for e in _events(cluster, "no-wl")] == ["QuotaReleasedFailed"]
+        assert [e.reason for e in _events(cluster, "no-wl")] == ["QuotaReleasedFailed"], [
+            (e.reason, e.message) for e in _events(cluster, "no-wl")
+        ]
         assert [a["outcome"] for a in _releases(cluster, "resumed")] == ["done", "done"]
         # one Event per request id and outcome, across the restart
         seen = Counter(
