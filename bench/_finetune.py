@@ -171,6 +171,7 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
     t_series: list[float] = []
     t_state: list[float] = []
     stability: list[float] = []
+    train_moves: list[float] = []
     for run in runs:
         ts, ty, tlr, tep = run.train
         es, ey = run.evals
@@ -250,6 +251,19 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
                                 "p": p_ts,
                             }
                         )
+                if series == "train" and n_seen + 1 < vals.size:
+                    # the same question for the training loss: one more report, as the core loop
+                    # would receive it (its learning rate and epoch with it)
+                    k1 = n_seen + 1
+                    nxt = forecast(
+                        steps[:k1],
+                        vals[:k1],
+                        total_steps=total,
+                        learning_rates=tlr[:k1] if tlr is not None else None,
+                        epochs=tep[:k1] if tep is not None else None,
+                        training_loss=True,
+                    )
+                    train_moves.append(abs(nxt.plateau_probability - fc.plateau_probability))
                 if series == "eval" and n_seen + 1 < vals.size:
                     upto = float(steps[n_seen])
                     seen = (ts[ts <= upto], tlr[ts <= upto]) if tlr is not None else None
@@ -302,6 +316,7 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
         "t_series": t_series,
         "t_state": t_state,
         "stability": stability,
+        "train_moves": train_moves,
     }
 
 
@@ -398,6 +413,9 @@ def main_finetune(root: Path, split: str, as_json: bool, horizon: str = "logged"
         "state_ms_median": 1e3 * float(np.median(result["t_state"])) if result["t_state"] else math.nan,
         "eval_plateau_moves_ge_0.2": float(np.mean(stab >= 0.2)) if stab.size else math.nan,
         "eval_plateau_moves": _moves(result["stability"]),
+        "train_plateau_moves_ge_0.2": float(np.mean(np.array(result["train_moves"]) >= 0.2))
+        if result["train_moves"]
+        else math.nan,
         "runs": {s: sum(r.split == s for r in runs) for s in ("tune", "holdout")},
     }
     if as_json:
@@ -408,7 +426,8 @@ def main_finetune(root: Path, split: str, as_json: bool, horizon: str = "logged"
     print(
         f"\nruns {timing['runs']}; median per-series forecast {timing['series_forecast_ms_median']:.2f} ms,"
         f" per run state {timing['state_ms_median']:.2f} ms; eval P(plateau) moved >= 0.2 by one new eval in"
-        f" {100 * timing['eval_plateau_moves_ge_0.2']:.0f}% of cuts"
+        f" {100 * timing['eval_plateau_moves_ge_0.2']:.0f}% of cuts, training-loss P(plateau) by one new"
+        f" report in {100 * timing['train_plateau_moves_ge_0.2']:.1f}% ({len(result['train_moves'])} cuts)"
     )
     m = timing["eval_plateau_moves"]
     print(
