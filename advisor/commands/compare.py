@@ -164,17 +164,8 @@ def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
     from advisor.controller.render import learning_state_dict
     from advisor.core.codec import forecast_to_dict
 
-    ns = argparse.Namespace(
-        file=str(path),
-        demo=False,
-        metric=None,
-        curve=None,
-        total_steps=total_steps,
-        upto_step=None,
-        plot=None,
-    )
     try:
-        outcome = fc_cmd.compute(ns)
+        outcome = fc_cmd.compute(fc_cmd.ForecastRequest(file=str(path), total_steps=total_steps))
     except CommandError as exc:
         raise CommandError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
     last = outcome.forecast.last_step

@@ -28,10 +28,38 @@ from advisor.sources.files import METRICS, LoadedCurve, SourceError, load_curve,
 if TYPE_CHECKING:
     from advisor.forecast.path import ForecastPath
 
-__all__ = ["Outcome", "outcome_of", "register", "run"]
+__all__ = ["ForecastRequest", "Outcome", "compute", "outcome_of", "register", "run"]
 
 #: ``--demo`` forecasts from this fraction of the synthetic run unless ``--upto-step`` is given
 DEMO_CUT = 0.4
+
+
+@dataclass(frozen=True)
+class ForecastRequest:
+    """What to forecast: a run log (``-``: stdin) or the synthetic demo run, the series read from
+    it, and the cut and horizon (the command's options; ``compare`` forecasts its files with it)."""
+
+    file: str | None = None
+    demo: bool = False
+    seed: int = 0
+    metric: str | None = None
+    curve: str | None = None
+    total_steps: int | None = None
+    upto_step: float | None = None
+    plot: bool = False  # the forecast path along the steps is wanted too
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ForecastRequest:
+        return cls(
+            file=args.file,
+            demo=bool(args.demo),
+            seed=args.seed,
+            metric=args.metric,
+            curve=args.curve,
+            total_steps=args.total_steps,
+            upto_step=args.upto_step,
+            plot=bool(args.plot),
+        )
 
 
 @dataclass(frozen=True)
@@ -93,7 +121,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.plot:
         require_extra("matplotlib", "sim", "--plot")
-    outcome = compute(args)
+    outcome = compute(ForecastRequest.from_args(args))
     written = None
     if args.plot:
         from advisor.commands.forecast_plot import write_plot
@@ -118,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def _load(args: argparse.Namespace) -> tuple[LoadedCurve, list[str]]:
+def _load(args: ForecastRequest) -> tuple[LoadedCurve, list[str], float | None]:
+    """The whole curve, notes about it, and the step the forecast is cut at (the demo's own)."""
     if args.demo == bool(args.file):
         raise CommandError("give a FILE or --demo (exactly one)")
     if args.total_steps is not None and args.total_steps <= 0:
@@ -129,29 +158,30 @@ def _load(args: argparse.Namespace) -> tuple[LoadedCurve, list[str]]:
         from advisor.sources.synthetic import synthetic_curve
 
         curve = synthetic_curve(seed=args.seed)
-        if args.upto_step is None:
-            args.upto_step = DEMO_CUT * (curve.total_steps or 0)
-        return curve, [f"demo: {curve.source}; forecast from step {args.upto_step:,.0f}"]
+        cut = args.upto_step if args.upto_step is not None else DEMO_CUT * (curve.total_steps or 0)
+        return curve, [f"demo: {curve.source}; forecast from step {cut:,.0f}"], cut
+    assert args.file is not None
     try:
         if args.file == "-":
             import sys
 
             data = sys.stdin.buffer.read()
-            return load_curve_bytes(data, "<stdin>", metric=args.metric, curve_id=args.curve), []
-        return load_curve(args.file, metric=args.metric, curve_id=args.curve), []
+            loaded = load_curve_bytes(data, "<stdin>", metric=args.metric, curve_id=args.curve)
+        else:
+            loaded = load_curve(args.file, metric=args.metric, curve_id=args.curve)
     except SourceError as exc:
         raise CommandError(str(exc)) from None
+    return loaded, [], args.upto_step
 
 
-def compute(args: argparse.Namespace) -> Outcome:
-    full, notes = _load(args)
+def compute(args: ForecastRequest) -> Outcome:
+    """The forecast of ``args``'s run, as the command prints it (errors as ``CommandError``)."""
+    full, notes, cut = _load(args)
     curve = full
-    if args.upto_step is not None:
-        curve = full.upto(args.upto_step)
+    if cut is not None:
+        curve = full.upto(cut)
         if not curve.steps:
-            raise CommandError(
-                f"no points at or before step {args.upto_step:g} (first step {full.steps[0]:g})"
-            )
+            raise CommandError(f"no points at or before step {cut:g} (first step {full.steps[0]:g})")
     truncated = len(curve) < len(full)
     last_step = max(full.steps)
     if args.total_steps is not None and args.total_steps < last_step:
@@ -168,7 +198,7 @@ def compute(args: argparse.Namespace) -> Outcome:
             f"--total-steps {math.ceil(last_step)} (its last step); if not, its planned total"
         )
     observed = _observed_end(full, len(curve), total) if truncated else None
-    evals = _eval_series(args, curve)
+    evals = _eval_series(args, curve, cut)
     directions = {name: direction_of(name) or Direction.LOWER for name in evals}
     return outcome_of(
         curve,
@@ -178,7 +208,7 @@ def compute(args: argparse.Namespace) -> Outcome:
         evals=evals,
         directions=directions,
         observed=observed,
-        plot=bool(getattr(args, "plot", None)),
+        plot=args.plot,
     )
 
 
@@ -232,7 +262,7 @@ class _Series:
 MAX_EVAL_SERIES = 8
 
 
-def _eval_series(args: argparse.Namespace, curve: LoadedCurve) -> dict[str, LoadedCurve]:
+def _eval_series(args: ForecastRequest, curve: LoadedCurve, cut: float | None) -> dict[str, LoadedCurve]:
     """The file's eval series up to the same cut (``eval_loss`` and every other eval metric whose
     name says its direction: ``eval_accuracy``, ``eval_wer``, ...), when the forecast is of the
     training loss; each is forecast on its own and the run state combines them, as the
@@ -247,8 +277,8 @@ def _eval_series(args: argparse.Namespace, curve: LoadedCurve) -> dict[str, Load
             evals = load_curve(args.file, metric=name, curve_id=args.curve)
         except SourceError:
             continue  # a column with no usable value: the other series still speak
-        if args.upto_step is not None:
-            evals = evals.upto(args.upto_step)
+        if cut is not None:
+            evals = evals.upto(cut)
         if evals.steps:
             out[evals.metric] = evals
     return out
