@@ -97,7 +97,9 @@ def summarize(items: Iterable[tuple[str, Mapping[str, Any]]], *, by: str = "queu
         summary.jobs += 1
         summary.gpus += gpus
         summary.states[state if state in summary.states else "unknown"] += 1
-        if state in NOT_LEARNING:
+        if state in NOT_LEARNING or state == "finished":
+            # a run its trainer reports done that still holds its GPUs (a final save, an upload, a
+            # teardown that hangs) no longer learns on them either
             summary.gpus_not_learning += gpus
         # a hung run frees its GPUs when someone releases it, not at the ETA forecast before it hung
         eta = (status.get("forecast") or {}).get("etaSeconds") if shows_eta(state) else None

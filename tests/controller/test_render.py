@@ -270,3 +270,13 @@ def test_no_usable_forecast_shows_no_plateau_percentage() -> None:
     assert empty.plateau_probability == 0.5  # what the column must not show as a finding
     summary = render_status(view(forecast=empty), None, now=NOW)["summary"]
     assert summary["plateau"] == "-" and summary["loss"] == "-"
+
+
+def test_a_run_reported_done_that_still_holds_its_gpus_counts_as_not_learning_on_them() -> None:
+    """A trainer at 100% whose Workload has not finished (a final save, an upload, a teardown that
+    hangs) holds its GPUs and no longer learns on them; one whose Workload finished holds none."""
+    lingering = {"state": "finished", "job": {"clusterQueue": "cq", "gpus": 16, "holdsQuota": True}}
+    done = {"state": "finished", "job": {"clusterQueue": "cq", "gpus": 8, "holdsQuota": False}}
+    learning = {"state": "learning", "job": {"clusterQueue": "cq", "gpus": 4, "holdsQuota": True}}
+    (cq,) = summarize([("a", lingering), ("a", done), ("a", learning)])
+    assert (cq.jobs, cq.gpus, cq.gpus_not_learning) == (3, 20, 16)
