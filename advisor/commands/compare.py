@@ -180,6 +180,18 @@ def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
     }
 
 
+def _rank_key(row: Mapping[str, Any], broken: set[str]) -> tuple[int, float, float, str]:
+    """Most likely best first; among runs as likely (0% each), by the predicted value in the
+    metric's direction; runs with no forecast, then diverging ones, last."""
+    final = row["final"]
+    if row["run"] in broken:
+        return (2, 0.0, 0.0, row["run"])
+    if final is None:
+        return (1, 0.0, 0.0, row["run"])
+    value = float(final["mean"])
+    return (0, -float(row["probabilityBest"] or 0.0), -value if row["higherIsBetter"] else value, row["run"])
+
+
 def run(args: argparse.Namespace) -> int:
     from advisor.controller.cliutil import cluster_api, forecast_status, parse_ref, print_table
 
@@ -205,7 +217,10 @@ def run(args: argparse.Namespace) -> int:
     metric = args.metric or _judged_metric(statuses)
     higher = _higher(statuses, metric)
     ranked = [(ref, st, _interval(st, metric)) for ref, st, _ in found]
-    usable = [(ref, iv) for ref, _, iv in ranked if iv is not None]
+    # a run judged diverging (its loss blew up or went NaN) will not end best, whatever its
+    # forecast from the points before says: it is listed last, outside the draw
+    broken = {ref for ref, st, _ in ranked if st.get("state") == "diverging"}
+    usable = [(ref, iv) for ref, _, iv in ranked if iv is not None and ref not in broken]
     probs = dict(
         zip(
             [r for r, _ in usable],
@@ -227,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
         }
         for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
     ]
+    result.sort(key=lambda r: _rank_key(r, broken))
     if args.output == "json":
         print(json.dumps(result, indent=2))
         return 0
@@ -240,11 +256,13 @@ def run(args: argparse.Namespace) -> int:
             r["progress"],
             r["state"],
         ]
-        for r in sorted(result, key=lambda r: -(r["probabilityBest"] or -1))
+        for r in result
     ]
     final = "FINAL LOSS" if metric == "loss" else f"FINAL {metric.upper()}"
     print_table(("RUN", final, "80% INTERVAL", "P(BEST)", "BEST STEP", "PROGRESS", "STATE"), rows)
     print(f"ranked by {metric} ({'higher' if higher else 'lower'} is better)")
+    if broken:
+        print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")
     missing = [r["run"] for r in result if r["final"] is None]
     if missing:
         print(f"no forecast of {metric} for: {', '.join(missing)} (not reported yet, or never)")

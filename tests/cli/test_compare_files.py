@@ -65,3 +65,32 @@ def test_run_logs_and_forecast_names_do_not_mix(tmp_path: Path, capsys: pytest.C
     empty.mkdir()
     assert cli.main(["compare", str(empty), str(tmp_path / "a.json")]) == 2
     assert "no run logs in it" in capsys.readouterr().err
+
+
+def _csv_run(path: Path, *, floor: float, nan_from: int | None = None, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    rows = ["step,loss"]
+    for s in range(10, 5001, 10):
+        loss = floor + 2.0 * (s / 100) ** -0.5 + rng.gauss(0, 0.002)
+        rows.append(f"{s},{'nan' if nan_from is not None and s >= nan_from else f'{loss:.5f}'}")
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_runs_as_likely_to_end_best_are_ordered_by_their_predicted_value_and_a_diverged_one_comes_last(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Five runs whose intervals do not overlap: the best has P(best) 100% and the other four 0%
+    each; those four follow in the order of their predicted final value, not of their names. A run
+    whose loss went NaN (the lowest loss before it did) is not ranked at all: it comes last, named."""
+    for name, floor in (("a_worst", 1.7), ("b_bad", 1.5), ("c_ok", 1.3), ("d_good", 1.1), ("e_best", 0.9)):
+        _csv_run(tmp_path / f"{name}.csv", floor=floor)
+    _csv_run(tmp_path / "f_nan.csv", floor=0.5, nan_from=3010)
+    assert cli.main(["compare", str(tmp_path), "--total-steps", "5000", "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [Path(r["run"]).stem for r in rows] == ["e_best", "d_good", "c_ok", "b_bad", "a_worst", "f_nan"]
+    assert rows[-1]["state"] == "diverging" and rows[-1]["probabilityBest"] is None
+    assert cli.main(["compare", str(tmp_path), "--total-steps", "5000"]) == 0
+    out = capsys.readouterr().out
+    table = [line.split()[0] for line in out.splitlines()[1:7]]
+    assert [Path(t).stem for t in table] == ["e_best", "d_good", "c_ok", "b_bad", "a_worst", "f_nan"]
+    assert "not ranked, diverging:" in out and "f_nan.csv" in out
