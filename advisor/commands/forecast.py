@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import math
 import statistics
@@ -239,16 +240,36 @@ def outcome_of(
         training_loss=full.metric == "loss",
     )
     series = {name: _Series(e.steps, e.values, directions[name]) for name, e in evals.items()}
+    idle, interval = stuck_for(curve)
     state = learning_state(
         fc,
         series,
         total_steps=total,
+        idle_s=idle if total is None or (curve.steps and curve.steps[-1] < total) else None,
+        report_interval_s=interval,
         forecast_all=True,
         schedule=(curve.steps, curve.learning_rates) if curve.learning_rates is not None else None,
         metric_directions={name: str(d) for name, d in directions.items()},
         train_history=(curve.steps, curve.values) if full.metric == "loss" else None,
     )
     return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
+
+
+def stuck_for(curve: LoadedCurve) -> tuple[float | None, float | None]:
+    """How long the log's last step has been reported without an advance (the time between its
+    first and last report; the file's last report stands for "now"), and the usual time between
+    reports before it: what the controller reads as the run's idle time and report interval, so
+    that a log whose reports go on at a stuck step reads as hung. (None, None) without times."""
+    times, steps = curve.times, curve.steps
+    if times is None or len(steps) < 3:
+        return None, None
+    first = len(steps) - 1
+    while first > 0 and steps[first - 1] == steps[-1]:
+        first -= 1
+    gaps = sorted(b - a for a, b in itertools.pairwise(times[max(first - 20, 0) : first + 1]) if b > a)
+    if not gaps:
+        return None, None
+    return max(times[-1] - times[first], 0.0), gaps[len(gaps) // 2]
 
 
 @dataclass(frozen=True)
@@ -385,7 +406,11 @@ def render_text(outcome: Outcome) -> str:
         )
     lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
     lines.append(f"  divergence      P = {fc.divergence_probability:.2f}")
-    if fc.eta_seconds is not None:
+    hung = outcome.state is not None and outcome.state.label == "hung"
+    if hung:
+        idle, _ = stuck_for(curve)
+        lines.append(f"  ETA             n/a (no step advance for the last {_duration(idle)} of reports)")
+    elif fc.eta_seconds is not None:
         rate = f" at {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
         lines.append(f"  ETA             {_interval(fc.eta_seconds, _duration)}{rate}")
     else:

@@ -373,3 +373,40 @@ def test_a_trainer_state_without_evals_is_judged_by_the_training_loss(
     doc = json.loads(out)
     assert code == 0 and set(doc["series"]) == {"loss"} and doc["state"]["metric"] is None
     assert doc["state"]["label"] == "learning"
+
+
+def _stuck_log(path: Path, *, last_step: int, total: int | None = None) -> None:
+    """Reports every 10 s to ``last_step``, then 199 more a minute apart at that same step."""
+    rows, t = [], 0.0
+    for s in range(10, last_step + 1, 10):
+        t += 10.0
+        rows.append({"step": s, "loss": 2 + 3 * (s / 100) ** -0.5, "time": t})
+    for _ in range(199):
+        t += 60.0
+        rows.append({"step": last_step, "loss": rows[-1]["loss"], "time": t})
+    if total is not None:
+        for row in rows:
+            row["total_steps"] = total
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_a_log_whose_reports_go_on_at_a_stuck_step_reads_as_hung_with_no_eta(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The controller calls a run hung when its step stops while time passes; a log that shows the
+    same (three hours of reports at one step) says so too, and promises no ETA."""
+    _stuck_log(tmp_path / "hung.jsonl", last_step=3000)
+    assert main(["forecast", str(tmp_path / "hung.jsonl"), "--total-steps", "10000"]) == 0
+    out = capsys.readouterr().out
+    assert "run state       hung" in out
+    assert "ETA             n/a (no step advance for the last 3h 19m of reports)" in out
+    assert main(["forecast", str(tmp_path / "hung.jsonl"), "--total-steps", "10000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"]["label"] == "hung"
+
+
+def test_a_log_that_ends_at_its_last_step_is_not_hung_however_long_it_reports_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stuck_log(tmp_path / "done.jsonl", last_step=3000)
+    assert main(["forecast", str(tmp_path / "done.jsonl"), "--total-steps", "3000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"]["label"] != "hung"
