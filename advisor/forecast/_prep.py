@@ -318,7 +318,8 @@ OVERFLOW_FACTOR = 1e4
 
 
 def smoothed_level(y: FloatArray, k: int = 5) -> float:
-    """The current loss level: median of the last ``k`` points (robust to a final spike)."""
+    """The current loss level: median of the last ``k`` points (robust to a final spike), and of
+    the later half of a shorter series (two points are not smoothed into their mean)."""
     if y.size == 0:
         return float("nan")
-    return fast_median(y[-k:])
+    return fast_median(y[-min(k, (y.size + 1) // 2) :])

@@ -168,3 +168,14 @@ def test_negative_steps_are_dropped() -> None:
     fc = forecast([-3, -1, 1, 2, 3, 4, 5, 6, 7, 8], [5, 4, 3, 2.5, 2.2, 2.0, 1.9, 1.85, 1.8, 1.78])
     _valid(fc)
     assert fc.n_dropped == 2
+
+
+def test_a_short_series_is_at_its_later_half_not_the_mean_of_all_its_points() -> None:
+    """Two evaluations, 10.83 then 4.43: the run stands at 4.43 now, not at their mean (7.63, which
+    read as "plateaued" above the last point); three: the median of the later two."""
+    from advisor.forecast import forecast
+
+    two = forecast([100, 267], [10.83, 4.43])
+    assert two.current_loss == 4.43
+    assert forecast([100, 200, 300], [10.0, 6.0, 5.0]).current_loss == 5.5
+    assert forecast(list(range(1, 21)), [1.0] * 15 + [0.5] * 5).current_loss == 0.5  # five at 20 points
