@@ -346,10 +346,20 @@ def _final_level(values: tuple[float, ...]) -> float | None:
 # --------------------------------------------------------------------------------------------
 
 
+def _judged_series_warnings(state: LearningState | None) -> list[str]:
+    """The judged eval series' own warnings (a rise, a short series), as the JSON's ``series``
+    has them."""
+    if state is None or state.metric is None or state.metric not in state.series:
+        return []
+    return [f"{state.metric}: {w}" for w in state.series[state.metric].warnings]
+
+
 def _num(value: float | None) -> str:
     if value is None or not math.isfinite(value):
         return "n/a"
-    return f"{value:.4g}"
+    text = f"{value:.4g}"
+    # a value at zero by rounding (a metric stuck at 0 read "-0", "-1e-12") is zero
+    return "0" if abs(value) < 1e-9 or text == "-0" else text
 
 
 def _duration(seconds: float | None) -> str:
@@ -428,8 +438,20 @@ def render_text(outcome: Outcome) -> str:
         shown = ", ".join(f"{name} {weight:.2f}" for name, weight in weights[:5] if weight >= 0.005)
         lines.append(f"  model           {shown or 'none'}")
     for name, sfc in outcome.state.series.items() if outcome.state is not None else ():
+        seen = (outcome.evals or {}).get(name)
+        last = seen.values[-1] if seen is not None and seen.values else None
+        level = sfc.current_loss
+        now = f"{_num(level)} now"
+        if (
+            last is not None
+            and level is not None
+            and math.isfinite(last)
+            and abs(last - level) > 0.01 * abs(level)
+        ):
+            # the level is a median of the last evaluations: say so when the last one is elsewhere
+            now = f"{_num(sfc.current_loss)} smoothed (last {_num(last)})"
         lines.append(
-            f"  {_label(name)}{_num(sfc.current_loss)} now; final {_interval(sfc.final_loss)}; "
+            f"  {_label(name)}{now}; final {_interval(sfc.final_loss)}; "
             f"P(plateau) = {sfc.plateau_probability:.2f}"
         )
     if outcome.state is not None:
@@ -441,7 +463,12 @@ def render_text(outcome: Outcome) -> str:
                 f"  best checkpoint step {st.best_step:,} ({st.metric} {_num(st.best_value)}, "
                 f"{st.evals_since_best} evaluation(s) ago)"
             )
-    warnings = [*curve.warnings, *fc.warnings, *(outcome.state.warnings if outcome.state else ())]
+    warnings = [
+        *curve.warnings,
+        *fc.warnings,
+        *(outcome.state.warnings if outcome.state else ()),
+        *_judged_series_warnings(outcome.state),
+    ]
     if warnings:
         lines.append("  warnings")
         lines += [f"    - {warning}" for warning in warnings]

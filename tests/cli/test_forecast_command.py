@@ -410,3 +410,26 @@ def test_a_log_that_ends_at_its_last_step_is_not_hung_however_long_it_reports_th
     _stuck_log(tmp_path / "done.jsonl", last_step=3000)
     assert main(["forecast", str(tmp_path / "done.jsonl"), "--total-steps", "3000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"]["label"] != "hung"
+
+
+def test_the_text_names_a_smoothed_eval_level_and_carries_the_judged_series_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An eval loss past its best and rising: its level is a median of the last evaluations, so the
+    text says "smoothed" and shows the last one beside it, and the rise the JSON's series carry is
+    among the text's warnings too. A metric stuck at zero reads 0, never -0."""
+    history: list[dict[str, float]] = []
+    for s in range(10, 2001, 10):
+        history.append({"step": s, "loss": 0.2 + 2.0 * (s / 10) ** -0.7, "learning_rate": 1e-4})
+        if s % 100 == 0:
+            ev = 0.6 + (0.0 if s <= 800 else 0.0004 * (s - 800)) + 0.4 * (100 / s)
+            history.append({"step": s, "eval_loss": ev, "eval_f1": 0.0})
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps({"log_history": history, "max_steps": 3000}))
+    assert main(["forecast", str(path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("eval_loss"))
+    assert "smoothed (last 1.1)" in line, line
+    assert "- eval_loss: the series is rising" in out
+    f1 = next(x for x in out.splitlines() if x.strip().startswith("eval_f1"))
+    assert "-0" not in f1 and "e-" not in f1, f1
