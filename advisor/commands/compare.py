@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -125,10 +126,10 @@ def _interval(status: Mapping[str, Any], metric: str = "loss") -> tuple[float, f
     return values
 
 
-def _log_files(refs: Sequence[str]) -> list[Path] | None:
-    """The run logs named (a folder stands for the logs in it), or None when the runs are
-    TrainJobForecast names. Mixing the two is an error: a name that happens to be a file would
-    otherwise be read from the wrong place."""
+def _log_files(refs: Sequence[str]) -> list[tuple[Path, bool]] | None:
+    """The run logs named, each with whether it was found in a folder (a folder stands for the
+    logs in it), or None when the runs are TrainJobForecast names. Mixing the two is an error: a
+    name that happens to be a file would otherwise be read from the wrong place."""
     paths = [Path(r) for r in refs]
     exist = [p.exists() for p in paths]
     if not any(exist):
@@ -136,15 +137,15 @@ def _log_files(refs: Sequence[str]) -> list[Path] | None:
     if not all(exist):
         missing = [r for r, e in zip(refs, exist, strict=True) if not e]
         raise CommandError(f"{missing[0]}: no such file; give run logs only, or TrainJobForecast names only")
-    out: list[Path] = []
+    out: list[tuple[Path, bool]] = []
     for p in paths:
         if p.is_dir():
             logs = sorted(f for f in p.iterdir() if f.is_file() and _is_log(f))
             if not logs:
                 raise CommandError(f"{p}: no run logs in it")
-            out += logs
+            out += [(f, True) for f in logs]
         else:
-            out.append(p)
+            out.append((p, False))
     return out
 
 
@@ -201,9 +202,17 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--draws must be at least 100")
     found: list[tuple[str, Mapping[str, Any], tuple[float, float, float] | None]] = []
     files = _log_files(args.refs)
+    skipped: list[str] = []
     if files is not None:
-        for path in files:
-            logged = _file_status(path, args.total_steps)
+        for path, in_folder in files:
+            try:
+                logged = _file_status(path, args.total_steps)
+            except CommandError as exc:
+                if not in_folder:
+                    raise
+                # a folder's index, notes or summary table is no run: named, not fatal
+                skipped.append(f"{path.name} ({str(exc).removeprefix(f'{path}: ')})")
+                continue
             found.append((str(path), logged, _interval(logged)))
     else:
         refs = [parse_ref(r, args) for r in args.refs]
@@ -212,7 +221,10 @@ def run(args: argparse.Namespace) -> int:
             status = forecast_status(api, ns, name)
             found.append((f"{ns}/{name}", status, _interval(status)))
     if len(found) < 2:
-        raise CommandError("compare needs at least two runs")
+        extra = f" (skipped: {'; '.join(skipped)})" if skipped else ""
+        raise CommandError(f"compare needs at least two runs{extra}")
+    for note in skipped:
+        print(f"skipped {note}", file=sys.stderr)
     statuses = [st for _, st, _ in found]
     metric = args.metric or _judged_metric(statuses)
     higher = _higher(statuses, metric)

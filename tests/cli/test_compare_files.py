@@ -94,3 +94,19 @@ def test_runs_as_likely_to_end_best_are_ordered_by_their_predicted_value_and_a_d
     table = [line.split()[0] for line in out.splitlines()[1:7]]
     assert [Path(t).stem for t in table] == ["e_best", "d_good", "c_ok", "b_bad", "a_worst", "f_nan"]
     assert "not ranked, diverging:" in out and "f_nan.csv" in out
+
+
+def test_a_sweep_folder_with_an_index_beside_its_runs_names_what_it_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder of runs with its index.csv (no loss in it): the runs are compared, the index is
+    named as skipped on stderr; a file named explicitly that is no run is still an error."""
+    _csv_run(tmp_path / "a.csv", floor=1.0)
+    _csv_run(tmp_path / "b.csv", floor=1.2)
+    (tmp_path / "index.csv").write_text("file,repo\na.csv,x/y\nb.csv,x/z\n")
+    assert cli.main(["compare", str(tmp_path), "--total-steps", "5000", "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    assert [Path(r["run"]).name for r in json.loads(captured.out)] == ["a.csv", "b.csv"]
+    assert "skipped index.csv" in captured.err
+    assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "index.csv")]) == 2
+    assert "index.csv" in capsys.readouterr().err
