@@ -211,6 +211,16 @@ def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool =
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line for a YAML error: where (line and column) and what, without PyYAML's excerpt of
+    the text and its caret (several lines that a terminal or a status condition breaks up)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}" + (f" ({context})" if context else "")
+
+
 def _parse_text(text: str) -> list[Any]:
     try:
         return [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]  # a SafeLoader
@@ -219,12 +229,12 @@ def _parse_text(text: str) -> list[Any]:
             mark = exc.problem_mark
             where = f"line {mark.line + 1}: " if mark is not None else ""
             raise PolicyError("", f"{where}{exc.problem}") from None
-        raise PolicyError("", f"not valid YAML or JSON: {exc}") from None
+        raise PolicyError("", f"not valid YAML or JSON: {_yaml_problem(exc)}") from None
     except yaml.YAMLError as exc:
         try:  # JSON is YAML, but JSON's own error message is clearer for JSON input
             return [json.loads(text)]
         except ValueError:
-            raise PolicyError("", f"not valid YAML or JSON: {exc}") from None
+            raise PolicyError("", f"not valid YAML or JSON: {_yaml_problem(exc)}") from None
 
 
 def load_policy(obj: Mapping[str, Any] | str) -> Policy:

@@ -141,6 +141,9 @@ def _explain(args: argparse.Namespace) -> int:
         found = "; ".join(f"{where}: {what}" for where, what in exc.errors)
         more = f" ({len(exc.errors)} errors)" if len(exc.errors) > 1 else ""
         raise CommandError(f"{args.file} is not a valid AdvisorPolicy{more}: {found}") from None
+    if not policies:
+        # as ``validate`` says it: nothing to explain (not "no policy selects this job", exit 0)
+        raise CommandError(f"{args.file}: no AdvisorPolicy found")
     try:
         raw = json.loads(_read(args.job_state))
     except ValueError as exc:

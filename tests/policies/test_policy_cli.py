@@ -220,3 +220,23 @@ spec:
     path.write_text(doc + "  metricDirections: {eval_myscore: higher}\n")
     assert main(["policy", "validate", str(path)]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+def test_explain_of_a_file_with_no_policy_is_an_error_as_validate_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing here\n---\n")
+    assert main(["policy", "explain", str(empty), "--job-state", str(_state(tmp_path))]) == 2
+    assert f"{empty}: no AdvisorPolicy found" in capsys.readouterr().err
+
+
+def test_a_yaml_syntax_error_is_one_line_with_its_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tabbed = tmp_path / "tab.yaml"
+    tabbed.write_text("kind: AdvisorPolicy\nmetadata:\n  name: x\nspec:\n\tmode: x\n")
+    assert main(["policy", "validate", str(tabbed)]) == 1
+    out = capsys.readouterr().out.strip()
+    assert "\n" not in out, out
+    assert "line 5, column 1: found character '\\t' that cannot start any token" in out
