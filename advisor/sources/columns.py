@@ -37,6 +37,8 @@ ROLES: dict[str, tuple[str, ...]] = {
         "walltime",
         "elapsed",
         "elapsed_time",
+        "elapsed_s",
+        "elapsed_seconds",
         "time_s",
         "seconds",
         "train_time",

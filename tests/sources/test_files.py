@@ -158,3 +158,11 @@ def test_missing_optional_values_are_filled_from_neighbours(tmp_path: Path) -> N
     curve = load_curve(path)
     assert curve.learning_rates == (1e-3, 1e-3, 1e-3, 5e-4)
     assert any("missing on 2 of 4" in w for w in curve.warnings)
+
+
+@pytest.mark.parametrize("name", ["elapsed_s", "elapsed_seconds"])
+def test_an_elapsed_seconds_column_is_the_time(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "log.csv"
+    path.write_text(f"step,loss,{name}\n10,2.0,20\n20,1.5,40\n30,1.2,60\n")
+    curve = load_curve(path)
+    assert curve.times == (20.0, 40.0, 60.0)
