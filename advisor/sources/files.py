@@ -80,7 +80,8 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
             "name says its direction, such as eval_accuracy)",
         )
     head = text.lstrip()
-    if head.startswith(("{", "[", '"')) or head.rstrip() in ("null", "true", "false"):
+    named_json = str(path).lower().removesuffix(".gz").endswith(".json")
+    if head.startswith(("{", "[", '"')) or head.rstrip() in ("null", "true", "false") or named_json:
         try:
             document = json.loads(text)
         except (ValueError, RecursionError):

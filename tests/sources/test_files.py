@@ -166,3 +166,12 @@ def test_an_elapsed_seconds_column_is_the_time(tmp_path: Path, name: str) -> Non
     path.write_text(f"step,loss,{name}\n10,2.0,20\n20,1.5,40\n30,1.2,60\n")
     curve = load_curve(path)
     assert curve.times == (20.0, 40.0, 60.0)
+
+
+def test_a_json_file_that_is_one_number_says_so(tmp_path: Path) -> None:
+    from advisor.sources import SourceError
+
+    path = tmp_path / "run.json"
+    path.write_text("42\n")
+    with pytest.raises(SourceError, match="the file is a single JSON number"):
+        load_curve(path)
