@@ -77,6 +77,9 @@ class Outcome:
     path: ForecastPath | None = None  # the forecast along the steps to the end (for --plot)
     evals: Mapping[str, LoadedCurve] | None = None  # the eval series the forecast cut saw, by name
     state: LearningState | None = None  # the run's learning state from all its series
+    #: the step from which the file's values are non-finite to its end, with a cut (the run
+    #: diverged: its "observed end" is no number)
+    observed_nonfinite_from: float | None = None
 
 
 def register(subparsers: Any) -> None:
@@ -199,18 +202,31 @@ def compute(args: ForecastRequest) -> Outcome:
             f"--total-steps {math.ceil(last_step)} (its last step); if not, its planned total"
         )
     observed = _observed_end(full, len(curve), total) if truncated else None
+    diverged = _nonfinite_from(full, len(curve)) if truncated else None
     evals = _eval_series(args, curve, cut)
     directions = {name: direction_of(name) or Direction.LOWER for name in evals}
-    return outcome_of(
+    outcome = outcome_of(
         curve,
         full,
         total,
         notes,
         evals=evals,
         directions=directions,
-        observed=observed,
+        observed=None if diverged is not None else observed,
         plot=args.plot,
     )
+    return dataclasses.replace(outcome, observed_nonfinite_from=diverged)
+
+
+def _nonfinite_from(full: LoadedCurve, cut: int) -> float | None:
+    """The step from which the file's values stay non-finite to its end (None when the file ends
+    on a finite value, or holds nothing after the first ``cut`` points)."""
+    if cut >= len(full.values):
+        return None
+    i = len(full.values)
+    while i > 0 and not math.isfinite(full.values[i - 1]):
+        i -= 1
+    return full.steps[i] if i < len(full.values) else None
 
 
 def outcome_of(
@@ -407,6 +423,11 @@ def render_text(outcome: Outcome) -> str:
             f"  caution         the run is diverging (P = {fc.divergence_probability:.2f}): the final "
             "value above is where it would end if it recovered, not where it is heading"
         )
+    if outcome.observed_nonfinite_from is not None:
+        lines.append(
+            f"  observed end    non-finite from step {outcome.observed_nonfinite_from:,.0f} to the end "
+            "of the file (the run diverged)"
+        )
     if outcome.observed_final is not None:
         lo, hi = fc.final_loss.p10, fc.final_loss.p90
         inside = "inside" if lo <= outcome.observed_final <= hi else "outside"
@@ -518,6 +539,8 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
     }
     if outcome.observed_final is not None:
         result["observed_final_loss"] = _plain(outcome.observed_final)
+    if outcome.observed_nonfinite_from is not None:
+        result["observed_nonfinite_from_step"] = outcome.observed_nonfinite_from
     st = outcome.state
     if st is not None:
         result["state"] = {

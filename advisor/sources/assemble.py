@@ -80,8 +80,16 @@ class LoadedCurve:
         def cut(series: tuple[float, ...] | None) -> tuple[float, ...] | None:
             return None if series is None else series[:end]
 
+        # the file's count of non-finite values is recounted for the prefix: a warning about
+        # values after the cut tells what the forecast, made before them, could not know
+        tail = f" non-finite {self.metric} values"
+        warnings = [w for w in self.warnings if not (w.endswith(tail) and w.split(" ", 1)[0].isdigit())]
+        nonfinite = sum(1 for v in self.values[:end] if not math.isfinite(v))
+        if nonfinite and len(warnings) < len(self.warnings):
+            warnings.append(f"{nonfinite}{tail}")
         return replace(
             self,
+            warnings=tuple(warnings),
             steps=self.steps[:end],
             values=self.values[:end],
             times=cut(self.times),

@@ -433,3 +433,23 @@ def test_the_text_names_a_smoothed_eval_level_and_carries_the_judged_series_warn
     assert "- eval_loss: the series is rising" in out
     f1 = next(x for x in out.splitlines() if x.strip().startswith("eval_f1"))
     assert "-0" not in f1 and "e-" not in f1, f1
+
+
+def test_a_cut_before_a_divergence_neither_warns_of_it_nor_calls_the_last_finite_value_the_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The loss goes NaN at step 3,010 of 5,000. Cut at 2,500, the forecast saw no NaN: no warning
+    counts the later ones, and the observed end is the divergence, not the last finite value."""
+    rows = ["step,loss"] + [
+        f"{s},{'nan' if s > 3000 else 2 + 3 * (s / 100) ** -0.5}" for s in range(10, 5001, 10)
+    ]
+    path = tmp_path / "nan.csv"
+    path.write_text("\n".join(rows) + "\n")
+    assert main(["forecast", str(path), "--upto-step", "2500", "--total-steps", "5000"]) == 0
+    out = capsys.readouterr().out
+    assert "non-finite loss values" not in out
+    assert "observed end    non-finite from step 3,010 to the end of the file (the run diverged)" in out
+    assert main(["forecast", str(path), "--upto-step", "3500", "--total-steps", "5000", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["observed_nonfinite_from_step"] == 3010 and "observed_final_loss" not in got
+    assert "50 non-finite loss values" in got["input"]["warnings"]
