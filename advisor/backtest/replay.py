@@ -76,6 +76,18 @@ def _report_indices(times: np.ndarray, min_gap_s: float) -> list[int]:
     return out
 
 
+def _with_eval_reports(idx: list[int], steps: np.ndarray, ev_steps: np.ndarray) -> list[int]:
+    """The reports sent, plus one at each evaluation: a trainer logs its eval metrics as they come
+    (HF's ``evaluate`` logs them at the step it evaluated), so the progress carries each eval with
+    its own step, not the step of whichever report follows it (the best-checkpoint step named
+    would be one no checkpoint was saved at), and two evals between reports are both seen."""
+    if ev_steps.size == 0 or steps.size == 0 or np.any(np.diff(steps) < 0):
+        return idx
+    at = np.searchsorted(steps, ev_steps, side="left")  # the first training point at or after each
+    extra = {int(i) for i in at if 0 <= i < steps.size}
+    return sorted(set(idx) | extra)
+
+
 class _Replay:
     def __init__(self, row: str, core: AdvisorCore, run: Any, planned_steps: int | None) -> None:
         self.row, self.core, self.run = row, core, run
@@ -187,9 +199,9 @@ def replay(
     """Replay ``run`` (``advisor.backtest.runs.Run``) under ``core``'s policies; the core forgets the
     run afterwards. ``planned_steps``: what the run reports as its total steps (None: not reported)."""
     r = _Replay(row, core, run, planned_steps)
-    idx = _report_indices(run.times, report_interval_s)
     ev_steps = run.eval_steps if run.eval_steps is not None else np.empty(0)
     ev_values = run.eval_values if run.eval_values is not None else np.empty(0)
+    idx = _with_eval_reports(_report_indices(run.times, report_interval_s), run.steps, ev_steps)
     ev_next = 0
     judged: Decision | None = None
     try:

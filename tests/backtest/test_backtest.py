@@ -290,3 +290,30 @@ def test_a_multi_run_dump_gives_one_run_per_curve_id_with_its_group_and_gpus(tmp
         ("val_curves.csv#3", "records/b", 2),
     ]
     assert runs[0].timed and runs[0].duration_s == pytest.approx(700.0) and runs[0].metric == "eval_loss"
+
+
+def test_each_evaluation_reaches_the_core_at_its_own_step_between_throttled_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reports go out at most every 60 s (60 logged rows here), evals every 25 rows: each eval is
+    still reported with the step it was taken at (a checkpoint exists there), and none is lost to
+    a later one arriving before the next report."""
+    s, v = _learning(5, n=300)
+    _write(tmp_path / "r.csv", s, v, total=3000, dt=10.0, evals=25)
+    (run,), _ = load_runs([tmp_path / "r.csv"])
+    assert run.eval_steps is not None
+    reported: list[tuple[int, bool]] = []
+    real = reported_module.sample_from_object
+
+    def spy(body, *, now=None):  # type: ignore[no-untyped-def]
+        status = body["status"]["trainerStatus"]
+        names = {m["name"] for m in status["metrics"]}
+        step = next(int(float(m["value"])) for m in status["metrics"] if m["name"] == "current_step")
+        reported.append((step, "eval_loss" in names))
+        return real(body, now=now)
+
+    monkeypatch.setattr(reported_module, "sample_from_object", spy)
+    replay("p", new_core(load_policies(PLATEAU), 60.0), run, report_interval_s=60.0, planned_steps=3000)
+    with_eval = [step for step, has in reported if has]
+    assert with_eval == [int(x) for x in run.eval_steps]
+    assert len(reported) < len(run.steps)  # still throttled
