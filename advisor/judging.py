@@ -10,10 +10,14 @@ independently of the thresholds any policy uses:
   stays inside the series (the median of the first or last points): a window padded with copies
   of the end point, as ``median_filter(mode="nearest")`` pads it, hands the verdict to that one
   point (its copies are the window's majority);
-* the improvement *left* after a point is its smoothed value minus the best later smoothed value,
-  relative to the former (0 without a later point);
-* the run *stopped learning* at the first point from which nothing later improves on it by more
-  than ``LEARNING_THRESHOLD``.
+* what the run has *attained* at a point is the best smoothed value up to it (its running
+  minimum): the checkpoint a stop keeps is the best one (an eval past its minimum is overfitting,
+  and HF's ``load_best_model_at_end`` keeps that minimum), and a run climbing back to where it
+  had been is not improving;
+* the improvement *left* after a point is what the run had attained there minus the best later
+  smoothed value, relative to the former (0 without a later point);
+* the run *stopped learning* at the first point from which nothing later improves on what it had
+  attained there by more than ``LEARNING_THRESHOLD`` (callers pass the attained series).
 
 Pure: numpy and scipy only.
 """
@@ -27,6 +31,7 @@ import numpy as np
 __all__ = [
     "LEARNING_THRESHOLD",
     "SMOOTH_FRACTION",
+    "attained",
     "improvement_left",
     "learning_end_index",
     "running_median",
@@ -61,6 +66,12 @@ def smoothed(values: np.ndarray) -> np.ndarray:
     """``values`` through the running median of ``SMOOTH_FRACTION`` of their points."""
     vals = np.asarray(values, dtype=float)
     return running_median(vals, max(1, round(SMOOTH_FRACTION * vals.size)))
+
+
+def attained(values: np.ndarray) -> np.ndarray:
+    """The best (lowest) of ``values`` up to each point; non-finite values attain nothing."""
+    vals = np.where(np.isfinite(values), values, np.inf).astype(float)
+    return np.minimum.accumulate(vals) if vals.size else vals
 
 
 def improvement_left(here: float, later: np.ndarray) -> tuple[float, float | None]:

@@ -8,12 +8,13 @@ policies use:
   else the loss it reports; it is smoothed by a running median over ``SMOOTH_FRACTION`` of its
   points (at least 1; ``advisor.judging``, which ``simulate --curves`` shares), so that one noisy
   point neither makes nor unmakes a verdict;
-* a decision at step ``s`` *left* ``(v(s) - min_{s' > s} v(s')) / v(s)`` of improvement: the best
-  later smoothed value against the smoothed value at the decision (0 when the run has no later
-  point). It is a *wrong stop* at threshold t when that exceeds t (0.5%, 1% and 2% are reported);
-* the run *stopped learning* at the first judged point from which no later point improves on it by
-  more than ``LEARNING_THRESHOLD``; GPU-hours after that, to the run's recorded end, are its
-  *non-learning* GPU-hours;
+* a decision at step ``s`` *left* ``(a(s) - min_{s' > s} v(s')) / a(s)`` of improvement: the best
+  later smoothed value against what the run had attained at the decision, ``a(s)``, the best
+  smoothed value up to it (the checkpoint a stop keeps; 0 when the run has no later point). It is
+  a *wrong stop* at threshold t when that exceeds t (0.5%, 1% and 2% are reported);
+* the run *stopped learning* at the first judged point from which no later point improves on what
+  it had attained there by more than ``LEARNING_THRESHOLD``; GPU-hours after that, to the run's
+  recorded end, are its *non-learning* GPU-hours;
 * a *near-end release* is a stop in the last ``NEAR_END_FRACTION`` of the run's budget (its planned
   steps, else its last step); what it spared is not counted as saved.
 """
@@ -30,6 +31,7 @@ from advisor.backtest.replay import Outcome
 from advisor.backtest.runs import Run
 from advisor.judging import (
     LEARNING_THRESHOLD,
+    attained,
     improvement_left,
     learning_end_index,
     smoothed,
@@ -60,11 +62,12 @@ class Judged:
     learning_end_step: float
 
     def left_after(self, step: float) -> tuple[float, float | None, float | None]:
-        """(improvement left, value at ``step``, best later value) for a decision at ``step``."""
+        """(improvement left, value attained by ``step``, best later value) for a decision at
+        ``step``."""
         i = int(np.searchsorted(self.steps, step, side="right")) - 1
         if i < 0:
             i = 0
-        here = float(self.smooth[i])
+        here = float(attained(self.smooth[: i + 1])[-1])
         left, best = improvement_left(here, self.smooth[i + 1 :])
         return left, here, best
 
@@ -76,7 +79,7 @@ def judged(run: Run) -> Judged:
         series, steps, values = "loss", run.steps, run.values
     assert values is not None
     smooth = smoothed(np.asarray(values, dtype=float))
-    first = learning_end_index(smooth)
+    first = learning_end_index(attained(smooth))
     end_step = float(steps[first]) if first < steps.size else float(run.steps[-1])
     return Judged(series, np.asarray(steps, dtype=float), smooth, end_step)
 
