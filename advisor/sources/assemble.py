@@ -184,7 +184,8 @@ def assemble(
     backwards = sum(1 for a, b in itertools.pairwise(steps) if b < a)
     if backwards:
         # what it means (restarts or an unsorted file) is the forecaster's call, said in its warnings
-        warnings.append(f"step goes backwards {backwards} time(s); kept in file order")
+        # what the forecast makes of it (restarts, or unsorted rows it sorts) is its own warning
+        warnings.append(f"step goes backwards {backwards} time(s) in the file")
     nonfinite = sum(1 for v in values if not math.isfinite(v))
     if nonfinite:
         warnings.append(f"{nonfinite} non-finite {target.name} values")
