@@ -189,14 +189,18 @@ class History:
         return tuple(cols.steps[start:]), tuple(cols.losses[start:])
 
     # ----------------------------------------------------------------------------------- update
-    def append(self, sample: ProgressSample) -> str:
+    def append(self, sample: ProgressSample, *, times_trusted_until: float | None = None) -> str:
         """Add a sample; returns what happened: ``appended``, ``restart`` (appended as the
         first point of a new segment), ``duplicate``, ``stale`` or ``invalid`` (no loss or a
         negative step: nothing to learn from). Eval metrics in the sample are recorded whatever
         becomes of its loss (an evaluation is logged on its own, often at a step already seen);
-        ``last_evals_added`` says how many points they added."""
+        ``last_evals_added`` says how many points they added. ``times_trusted_until``: a newest
+        point dated after it (a reporter's clock once far ahead, kept by an older version) makes
+        no later sample stale."""
         self.last_evals_added = 0
         last_time = self._points[-1].time if self._points else None
+        if last_time is not None and times_trusted_until is not None and last_time > times_trusted_until:
+            last_time = None
         if not (sample.time is not None and last_time is not None and sample.time < last_time):
             self.last_evals_added = self.evals.add(sample)
         if sample.loss is None or sample.step is None or sample.step < 0:
@@ -215,7 +219,7 @@ class History:
         last = pts[-1] if pts else None
         outcome = "appended"
         if last is not None:
-            if point.time is not None and last.time is not None and point.time < last.time:
+            if point.time is not None and last_time is not None and point.time < last_time:
                 return "stale"
             if point.step == last.step:
                 return "duplicate"

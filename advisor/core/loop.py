@@ -63,6 +63,7 @@ from advisor.model import (
     ProgressSample,
     save_window_seconds,
 )
+from advisor.sources.normalize import CLOCK_SKEW_S
 
 __all__ = ["AdvisorCore", "JobRecord", "PolicyLike", "training_loss_forecast"]
 
@@ -182,7 +183,7 @@ class AdvisorCore:
         if acked:
             self._note_window(rec)
         prev_step = rec.step if len(rec.history) else None
-        outcome = rec.history.append(sample)
+        outcome = rec.history.append(sample, times_trusted_until=now + CLOCK_SKEW_S)
         if outcome in ("appended", "restart"):
             rec.reported_step = None
         when = sample.time if sample.time is not None else now

@@ -234,7 +234,13 @@ def build_sample(
             warnings.append("no update time reported; using the observation time")
         time = now
     elif now is not None and time > now + CLOCK_SKEW_S:
-        warnings.append(f"update time is {time - now:.0f}s ahead of the observation time (clock skew?)")
+        # a time in the future would stand as the newest report and make every later one (at the
+        # right time) look stale: the progress would freeze while the job trains on
+        warnings.append(
+            f"update time is {time - now:.0f}s ahead of the observation time (clock skew?); "
+            "using the observation time"
+        )
+        time = now
 
     if step is not None and total is not None and step > total:
         warnings.append(f"step {step} exceeds total_steps {total}; total_steps dropped")

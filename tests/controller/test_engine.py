@@ -399,3 +399,40 @@ def test_the_log_says_when_a_job_is_seen_changes_advice_and_goes_but_not_at_ever
     assert len(advice) == 1 and advice[0].endswith("(policy p, Recommend)")
     assert lines[-1] == f"{KEY}: deleted, its history and actions forgotten"
     assert len(lines) <= 6  # seen, a state or two, the advice, deleted: not one per report (39)
+
+
+def test_a_report_dated_in_the_future_does_not_freeze_the_progress_of_the_reports_after_it() -> None:
+    """One report's clock an hour ahead (a pod's clock stepped): it is taken at the observation
+    time with a warning, and the reports after it, at the right time, still advance the step (the
+    future time stood as the newest report and every later one was stale: the stall rule then
+    released a job that trained on)."""
+    api = FakeApi()
+    e = engine(api)
+    now = feed(e, range(10, 200, 10), dt=5.0)
+    skewed = now + 5.0
+    e.enqueue("job", "MODIFIED", trainjob(step=200, loss="0.5", updated=iso(skewed + 3600.0)))
+    e.step(skewed)
+    warned = api.forecasts[KEY]["status"]["progress"]["warnings"]
+    assert any("ahead of the observation time (clock skew?); using the observation time" in w for w in warned)
+    feed(e, range(210, 300, 10), t0=skewed + 5.0, dt=5.0)
+    status = api.forecasts[KEY]["status"]
+    assert status["progress"]["step"] == 290
+    record = e.core.record(KEY)
+    assert record is not None and record.history.last is not None and record.history.last.step == 290
+
+
+def test_a_restored_history_with_a_point_dated_in_the_future_takes_new_reports() -> None:
+    """An older version kept such a point in ``status.history``: after a restart the reports at the
+    right time are still appended."""
+    from advisor.model import ProgressSample
+
+    core = AdvisorCore()
+    for i, step in enumerate(range(10, 110, 10)):
+        core.observe(KEY, ProgressSample(step=step, loss=1.0 / step, time=T0 + i), now=T0 + i)
+    data = core.dump(KEY)
+    data["history"]["times"][-1] = T0 + 10 * 86400.0  # the persisted columns of the history
+    restored = AdvisorCore()
+    restored.restore(KEY, data)
+    assert restored.observe(KEY, ProgressSample(step=110, loss=0.009, time=T0 + 20), now=T0 + 20)
+    record = restored.record(KEY)
+    assert record is not None and record.history.last is not None and record.history.last.step == 110
