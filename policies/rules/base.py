@@ -35,6 +35,7 @@ __all__ = [
     "Context",
     "Outcome",
     "admitted_at",
+    "ends_within",
     "held_since",
     "last_record",
     "pct",
@@ -125,6 +126,20 @@ def propose_scale(out: Outcome, ctx: Context, rule: str, *, nodes: int, reason: 
         )
     else:
         out.act(ActionKind.SCALE, rule, reason, nodes=nodes, from_nodes=ctx.job.nodes)
+
+
+def ends_within(ctx: Context, seconds: float) -> float | None:
+    """The run's expected time to its end (its forecast's ETA), when that is at most ``seconds``.
+
+    Why: a run that will end within a rule's own ``for`` window frees its GPUs by itself before the
+    rule could have confirmed its verdict again; releasing it instead gives back minutes, costs a
+    checkpoint and a requeue, and leaves the run short of its end (its final save, evaluation and
+    upload), so the rule lets it finish. Every run nearing its last step has "less than 1% left"."""
+    fc = ctx.job.forecast
+    eta = fc.eta_seconds if fc is not None else None
+    if eta is None or not math.isfinite(eta.mean) or eta.mean < 0:
+        return None
+    return eta.mean if eta.mean <= seconds else None
 
 
 def held_since(state: Mapping[str, float], key: str, now: float, condition: bool) -> float | None:

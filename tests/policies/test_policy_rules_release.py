@@ -372,3 +372,28 @@ def test_a_pending_window_or_acknowledgement_asks_to_be_rechecked_when_it_falls_
     waiting = job(forecast=forecast(plateau=0.97), rule_state={"plateau.since": T0 - HOUR}, actions=(asked,))
     d2 = decide(waiting, CV, p, now=T0)
     assert kinds(d2) == [] and d2.recheck_at == T0 - 120 + 600  # the default checkpointTimeout
+
+
+def test_a_run_that_ends_within_the_window_is_let_finish_not_released() -> None:
+    """Every run nearing its last step has "less than 1% left". One whose ETA is within the rule's
+    own window ends (and frees its GPUs) before the rule could confirm again: the rule neither
+    releases nor recommends it, and says why; with more time left it acts as before."""
+    p = policy({"plateau": {"probability": 0.9, "for": "10m"}})
+    opened = decide(job(forecast=forecast(plateau=0.99, eta=300.0)), CV, p, now=T0)
+    ending = decide(
+        with_state(job(forecast=forecast(plateau=0.99, eta=300.0)), opened.state), CV, p, now=T0 + 700
+    )
+    assert kinds(ending) == [] and ending.advice == "near-completion"
+    assert any(
+        "the run ends in about 5m, within the rule's 10m window: it is let finish" in r
+        for r in ending.reasons
+    )
+    longer = decide(
+        with_state(job(forecast=forecast(plateau=0.99, eta=3600.0)), opened.state), CV, p, now=T0 + 700
+    )
+    assert kinds(longer) == [ActionKind.CHECKPOINT]
+    rec = policy({"plateau": {"probability": 0.9, "for": "10m", "action": "Recommend"}})
+    quiet = decide(
+        with_state(job(forecast=forecast(plateau=0.99, eta=300.0)), opened.state), CV, rec, now=T0 + 700
+    )
+    assert kinds(quiet) == []
