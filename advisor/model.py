@@ -346,6 +346,8 @@ class JobView:
     namespace_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     last_loss: float | None = None
     """The latest raw loss reported (may be NaN/inf: the forecaster drops those, policies must not)."""
+    last_finite_step: int | None = None
+    """The step of the latest report with a finite loss (where a run that diverged can resume)."""
     checkpoint_loss: float | None = None
     """The loss the run reported at its last checkpoint's step, when that checkpoint is behind the
     latest report: what a release keeps (None when unknown, or when the checkpoint is current)."""

@@ -154,6 +154,13 @@ class History:
     def last(self) -> Point | None:
         return self._points[-1] if self._points else None
 
+    def last_finite_step(self) -> int | None:
+        """The step of the latest point whose loss is finite (None without one)."""
+        for p in reversed(self._points):
+            if math.isfinite(p.loss):
+                return p.step
+        return None
+
     @property
     def segments(self) -> tuple[int, ...]:
         return tuple(self._segments)

@@ -299,6 +299,7 @@ class AdvisorCore:
             actions=tuple(rec.actions),
             rule_state=dict(rec.rule_state),
             last_loss=rec.history.last.loss if rec.history.last is not None else None,
+            last_finite_step=rec.history.last_finite_step(),
             checkpoint_loss=loss_at_checkpoint(rec),
             runtime_sigterm=self._runtime.prior(self._records.values(), rec, job.runtime),
             runtime_save_windows=self._runtime.windows(self._records.values(), job.runtime),

@@ -79,7 +79,10 @@ def _resume_from(ctx: Context) -> str:
     cp = ctx.job.checkpoint
     if cp.last_step is not None:
         parts.append(f"the checkpoint of step {cp.last_step:,}")
-    fc = ctx.job.forecast
-    if fc is not None and fc.last_step is not None:
-        parts.append(f"one at or before step {fc.last_step:,.0f} (the last finite loss)")
+    # the history's, not the latest forecast's last point: finite reports may have come after it
+    last = ctx.job.last_finite_step
+    if last is None and ctx.job.forecast is not None and ctx.job.forecast.last_step is not None:
+        last = int(ctx.job.forecast.last_step)
+    if last is not None:
+        parts.append(f"one at or before step {last:,} (the last finite loss)")
     return f"; resume from {' or '.join(parts)}" if parts else ""

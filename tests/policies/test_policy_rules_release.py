@@ -250,6 +250,11 @@ def test_non_finite_loss_diverges_at_once_without_saving_its_weights() -> None:
     )
     reason = decide(saved, CV, p, now=T0).actions[0].reason
     assert "resume from the checkpoint of step 4,000 or one at or before step 4,500" in reason
+    # finite reports after the latest forecast: the history's last finite step is named, not the
+    # forecast's last point
+    later = dataclasses.replace(saved, last_finite_step=4700)
+    reason = decide(later, CV, p, now=T0).actions[0].reason
+    assert "one at or before step 4,700 (the last finite loss)" in reason
 
 
 def test_divergence_probability_must_hold_and_non_finite_can_be_turned_off() -> None:
