@@ -12,7 +12,7 @@ hung process cannot answer one.
 
 from __future__ import annotations
 
-from advisor.model import ActionKind
+from advisor.model import ActionKind, JobView
 from policies.rules.base import Context, Outcome, admitted_at, dur, last_record, runtime_gate
 from policies.rules.release import release
 from policies.spec import RECOMMEND, StallRule
@@ -52,7 +52,7 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     if idle < rule.hold / 2:
         out.watchdog(since + rule.hold)  # when it would act if nothing moves; no earlier look needed
         return out
-    if job.last_sample_time is not None and now - job.last_sample_time < idle:
+    if job.last_sample_time is not None and _reports_still_arrive(job, now, idle):
         detail = (
             f"step stuck at {job.step} for {dur(idle)} while progress reports still arrive "
             f"(last {dur(now - job.last_sample_time)} ago)"
@@ -78,3 +78,15 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
         checkpoint_first=rule.checkpoint_first,
     )
     return out
+
+
+def _reports_still_arrive(job: JobView, now: float, idle: float) -> bool:
+    """Whether reports kept coming at the stuck step: the last one is recent, within a few of the
+    run's report intervals (half the idle time when the interval is unknown). One that came a
+    second after the step's last change is no sign of a live reporter."""
+    if job.last_sample_time is None:
+        return False
+    quiet = now - job.last_sample_time
+    interval = job.report_interval_s
+    recent = 3.0 * interval if interval is not None and interval > 0 else 0.5 * idle
+    return quiet < min(recent, 0.5 * idle)

@@ -276,6 +276,9 @@ def test_stall_releases_without_a_checkpoint_by_default_and_says_why() -> None:
     assert "step stuck at 5000 for 40m while progress reports still arrive" in d.actions[0].reason
     silent = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 40 * 60)
     assert "no progress report" in decide(silent, CV, p, now=T0).actions[0].reason
+    # one report a little after the step's last change, then silence: no live reporter
+    gone = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 39 * 60, report_interval_s=5.0)
+    assert "no progress report" in decide(gone, CV, p, now=T0).actions[0].reason
     early = job(last_step_change=T0 - 20 * 60)
     assert kinds(decide(early, CV, p, now=T0)) == [] and decide(early, CV, p, now=T0).advice == "stalled?"
     careful = policy({"stall": {"for": "30m", "checkpointFirst": True}})
