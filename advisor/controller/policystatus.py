@@ -249,7 +249,7 @@ class PolicyBook:
             "type": "Valid",
             "status": "False" if error else "True",
             "reason": "Invalid" if error else "Valid",
-            "message": error or "the policy is valid",
+            "message": error or "the policy is valid" + _warnings(self.policies.get(name)),
         }
         generation = (body.get("metadata") or {}).get("generation")
         if isinstance(generation, int) and not isinstance(generation, bool):
@@ -296,3 +296,14 @@ class PolicyBook:
             return False
         self.metrics.api_writes.labels("advisorpolicy-status").inc()
         return True
+
+
+def _warnings(policy: Any) -> str:
+    """What ``policy validate`` warns of, for whoever applied the policy with kubectl: a rule's
+    metric whose name says no direction is never judged."""
+    if policy is None:
+        return ""
+    from policies.rules.base import NO_DIRECTION, undirected_metrics
+
+    found = [f"{field}: {metric} is never judged" for field, metric in undirected_metrics(policy)]
+    return f"; warning: {'; '.join(found)} ({NO_DIRECTION})" if found else ""

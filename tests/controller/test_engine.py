@@ -436,3 +436,28 @@ def test_a_restored_history_with_a_point_dated_in_the_future_takes_new_reports()
     assert restored.observe(KEY, ProgressSample(step=110, loss=0.009, time=T0 + 20), now=T0 + 20)
     record = restored.record(KEY)
     assert record is not None and record.history.last is not None and record.history.last.step == 110
+
+
+def test_a_valid_policy_whose_rule_judges_an_undirected_metric_says_so_in_its_condition() -> None:
+    """``policy validate`` warns of it; whoever applies the policy with kubectl reads it in the
+    Valid condition's message."""
+    api = FakeApi()
+    e = engine(api)
+    spec = {"mode": "Recommend", "rules": {"plateau": {"metric": "eval_reward"}}}
+    e.enqueue(
+        "policy",
+        "ADDED",
+        {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": "rewarded", "generation": 1},
+            "spec": spec,
+        },
+    )
+    e.step(T0)
+    assert "rewarded" in e.policies
+    (call,) = [c for c in api.log if c[0] == "policy_status" and "conditions" in c[2]]
+    cond = call[2]["conditions"][0]
+    assert (cond["type"], cond["status"]) == ("Valid", "True")
+    assert cond["message"].startswith("the policy is valid; warning: ")
+    assert "eval_reward is never judged" in cond["message"]
