@@ -43,6 +43,9 @@ MAX_METRICS = 256
 MAX_METRIC_NAME_CHARS = 64
 #: warnings kept per sample; the rest are summarised in one last line
 MAX_WARNINGS = 20
+#: a step more than this many times the reported total is taken for the wrong number (a run
+#: extended past its plan reports a step a little beyond the old total, not orders of magnitude)
+STEP_BEYOND_TOTAL = 2.0
 #: an update time further than this ahead of the observation time is flagged (the reporter's clock)
 CLOCK_SKEW_S = 300.0
 
@@ -242,7 +245,12 @@ def build_sample(
         )
         time = now
 
-    if step is not None and total is not None and step > total:
+    if step is not None and total is not None and step > STEP_BEYOND_TOTAL * total:
+        # far past the plan, the step is the wrong number (a counter overflow, a garbled write), not
+        # the total: kept, it read the run as finished and its throughput as 1e15 steps/s
+        warnings.append(f"step {step} is more than {STEP_BEYOND_TOTAL:g}x total_steps {total}; step dropped")
+        step = None
+    elif step is not None and total is not None and step > total:
         warnings.append(f"step {step} exceeds total_steps {total}; total_steps dropped")
         total = None
     if step is None:

@@ -90,6 +90,17 @@ def test_step_beyond_total_drops_the_total() -> None:
     assert any("exceeds total_steps" in w for w in sample.warnings)
 
 
+def test_a_step_orders_of_magnitude_past_the_total_is_the_wrong_number_not_the_total() -> None:
+    """10**18 against a total of 9,000: the step is dropped and the total kept (kept, the step read
+    the run as finished and its throughput as 1e15 steps/s); with a percentage the step is
+    estimated from it."""
+    sample = upstream(("current_step", str(10**18)), ("total_steps", "9000"))
+    assert sample.total_steps == 9000 and sample.step != 10**18
+    assert any("more than 2x total_steps 9000; step dropped" in w for w in sample.warnings)
+    estimated = upstream(("current_step", str(10**18)), ("total_steps", "9000"), progressPercentage=50)
+    assert (estimated.step, estimated.total_steps) == (4500, 9000)
+
+
 def test_checkpoint_ahead_of_step_is_flagged() -> None:
     sample = upstream(("current_step", "100"), ("last_checkpoint_step", "150"))
     assert sample.last_checkpoint_step == 150
