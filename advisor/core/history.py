@@ -35,6 +35,8 @@ from advisor.core.codec import finite_or_none
 from advisor.core.evals import EvalHistory
 from advisor.model import Curve, ProgressSample
 
+#: a lone step back is a garbled report when the next one jumps more than this many report gaps
+GLITCH_GAPS = 3
 #: progress points a history keeps before it thins its older part (a controller's ``--history-points``)
 DEFAULT_MAX_POINTS = 300
 #: fewer leave too little of a run's shape to fit a curve to
@@ -225,6 +227,26 @@ class History:
         pts = self._points
         last = pts[-1] if pts else None
         outcome = "appended"
+        if (
+            last is not None
+            and point.step > last.step
+            and len(self._segments) > 1
+            and self._segments[-1] == len(pts) - 1
+            and point.step > pts[-2].step
+            and len(pts) >= 3
+            and point.step - last.step > GLITCH_GAPS * max(pts[-2].step - pts[-3].step, 1)
+        ):
+            # the newest segment is one point, a step back, and this report is past where the run
+            # stood before it, many report gaps ahead of that point: no resume from a checkpoint
+            # covers that ground in one report, so the step back was a garbled report (a stray
+            # "100" after 600), not a restart. Kept, it cut the history the forecast reads to its
+            # last two points. (A resume from a checkpoint just behind the last report passes the
+            # old step within a gap or two, and stays a restart.)
+            pts.pop()
+            self._segments.pop()
+            self.restarts -= 1
+            self._columns = None
+            last = pts[-1]
         if last is not None:
             if point.time is not None and last_time is not None and point.time < last_time:
                 return "stale"

@@ -188,10 +188,10 @@ class TestSnapshotColumns:
 
     def test_the_snapshot_equals_the_points_through_thinning_and_restarts(self) -> None:
         h = History(max_points=20)
-        t = 0.0
+        t, step = 0.0, 0
         for i in range(1, 400):
             t += 1.0
-            step = i if i % 97 else max(1, i - 30)  # a restart now and then
+            step = step + 1 if i % 97 else max(1, step - 30)  # a restart now and then, resumed from
             h.append(s(step, loss=1.0 / i, time=t, learning_rate=1e-3, epoch=step / 100))
             assert _as_tuple(h) == _reference_curve(h)
         assert h.dropped > 0 and h.restarts > 0
@@ -224,3 +224,34 @@ class TestSnapshotColumns:
         h.append(s(4, loss=8.0, time=11.0))
         assert h.last_segment() == ((3.0, 4.0), (9.0, 8.0))
         assert History().last_segment() == ((), ())
+
+
+def test_a_lone_step_back_followed_by_the_run_going_on_is_no_restart() -> None:
+    """600, then a stray 100, then 630: no resume from a checkpoint covers 100 -> 630 in one report,
+    so the 100 was a garbled report and the history goes on in one segment; a real restart (100,
+    then 110) stays a restart."""
+    from advisor.core.history import History
+    from advisor.model import ProgressSample
+
+    h = History()
+    for i, step in enumerate(range(10, 610, 10)):
+        h.append(ProgressSample(step=step, loss=1.0 / step, time=float(i)))
+    assert h.append(ProgressSample(step=100, loss=0.5, time=100.0)) == "restart"
+    assert h.append(ProgressSample(step=630, loss=0.0016, time=101.0)) == "appended"
+    assert h.segments == (0,) and h.restarts == 0 and [p.step for p in h.points[-2:]] == [600, 630]
+    assert h.curve().steps[-1] == 630 and len(h.curve().steps) == 61
+    assert h.append(ProgressSample(step=100, loss=0.5, time=102.0)) == "restart"
+    assert h.append(ProgressSample(step=110, loss=0.45, time=103.0)) == "appended"
+    assert h.restarts == 1 and len(h.segments) == 2
+
+
+def test_a_resume_from_a_checkpoint_just_behind_the_last_report_stays_a_restart() -> None:
+    from advisor.core.history import History
+    from advisor.model import ProgressSample
+
+    h = History()
+    for i, step in enumerate(range(20, 620, 20)):
+        h.append(ProgressSample(step=step, loss=1.0 / step, time=float(i)))
+    assert h.append(ProgressSample(step=598, loss=0.0017, time=100.0)) == "restart"
+    assert h.append(ProgressSample(step=618, loss=0.0016, time=101.0)) == "appended"
+    assert h.restarts == 1 and len(h.segments) == 2
