@@ -38,6 +38,7 @@ __all__ = [
     "ends_within",
     "held_since",
     "last_record",
+    "let_finish",
     "pct",
     "propose_scale",
     "runtime_gate",
@@ -140,6 +141,20 @@ def ends_within(ctx: Context, seconds: float) -> float | None:
     if eta is None or not math.isfinite(eta.mean) or eta.mean < 0:
         return None
     return eta.mean if eta.mean <= seconds else None
+
+
+def let_finish(ctx: Context, out: Outcome, rule: str, hold: float, numbers: str) -> bool:
+    """When the run ends within the rule's window (``ends_within``): say so in ``out`` and return
+    True, the rule then neither acts nor recommends."""
+    left = ends_within(ctx, hold)
+    if left is None:
+        return False
+    out.reasons.append(
+        f"{rule}: {numbers}; the run ends in about {dur(left)}, within the rule's {dur(hold)} window: "
+        "it is let finish"
+    )
+    out.advice, out.severity = "near-completion", 1
+    return True
 
 
 def held_since(state: Mapping[str, float], key: str, now: float, condition: bool) -> float | None:

@@ -15,7 +15,7 @@ job's primary eval metric). A job reporting too few evaluations for a verdict ge
 from __future__ import annotations
 
 from advisor.model import ActionKind, LearningState
-from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, ends_within, held_since, pct, undirected
+from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, held_since, let_finish, pct, undirected
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, OverfittingRule
 
@@ -73,13 +73,7 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
         out.recheck(since + rule.hold)
         out.advice, out.severity = "overfitting?", 2
         return out
-    left = ends_within(ctx, rule.hold)
-    if left is not None:
-        out.reasons.append(
-            f"{NAME}: {numbers}; the run ends in about {dur(left)}, within the rule's {dur(rule.hold)} "
-            "window: it is let finish"
-        )
-        out.advice, out.severity = "near-completion", 1
+    if let_finish(ctx, out, NAME, rule.hold, numbers):
         return out
     keep = f"keep the checkpoint of step {state.best_step}"
     if rule.action == RECOMMEND:

@@ -44,7 +44,7 @@ from collections.abc import Mapping
 
 from advisor.model import ActionKind, Forecast, JobView
 from advisor.series import TRAIN_SERIES
-from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, ends_within, held_since, pct, undirected
+from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, held_since, let_finish, pct, undirected
 from policies.rules.overfitting import best_checkpoint_text
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, PlateauRule
@@ -143,13 +143,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         out.recheck(since + rule.hold)
         out.advice, out.severity = "plateau?", 2
         return out
-    left = ends_within(ctx, rule.hold)
-    if left is not None:
-        out.reasons.append(
-            f"{NAME}: {numbers}; the run ends in about {dur(left)}, within the rule's {dur(rule.hold)} "
-            "window: it is let finish"
-        )
-        out.advice, out.severity = "near-completion", 1
+    if let_finish(ctx, out, NAME, rule.hold, numbers):
         return out
     if rule.action == RECOMMEND:
         out.act(
