@@ -20,7 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from advisor.cli import CommandError, non_negative_int, positive_int, require_extra
+from advisor.forecast._prep import report_noise
 from advisor.forecast.state import learning_state
 from advisor.model import Forecast, Interval, LearningState
 from advisor.series import Direction, direction_of
@@ -362,6 +365,21 @@ def _final_level(values: tuple[float, ...]) -> float | None:
 # --------------------------------------------------------------------------------------------
 
 
+#: the report-to-report scatter (a share of the level) from which the text mentions it
+NOISY_SCATTER = 0.05
+
+
+def _scatter(values: tuple[float, ...], level: float | None) -> float | None:
+    """The scatter of one report about the trend, as a share of the level, when it is at least
+    ``NOISY_SCATTER`` (a small-batch fine-tune's loss: its "current" value is a median of a few
+    reports, and the forecast moves with them); None otherwise."""
+    tail = [v for v in values[-50:] if math.isfinite(v)]
+    if level is None or not math.isfinite(level) or level == 0 or len(tail) < 10:
+        return None
+    share = report_noise(np.asarray(tail, dtype=float)) / abs(level)
+    return share if share >= NOISY_SCATTER else None
+
+
 def _judged_series_warnings(state: LearningState | None) -> list[str]:
     """The judged eval series' own warnings (a rise, a short series), as the JSON's ``series``
     has them."""
@@ -411,7 +429,9 @@ def render_text(outcome: Outcome) -> str:
         progress += f" of {outcome.total_steps:,} ({100 * last / outcome.total_steps:.0f}%)"
     dropped = f", {fc.n_dropped} dropped" if fc.n_dropped else ""
     lines.append(f"  progress        {progress}; {fc.n_points} points used{dropped}")
-    lines.append(f"  {_label('current ' + curve.metric)}{_num(fc.current_loss)} (smoothed)")
+    scatter = _scatter(curve.values, fc.current_loss)
+    noisy = f"; reports scatter by about {scatter:.0%} around it" if scatter is not None else ""
+    lines.append(f"  {_label('current ' + curve.metric)}{_num(fc.current_loss)} (smoothed{noisy})")
     where = (
         f" at step {outcome.total_steps:,}" if outcome.total_steps else " (asymptote: total steps unknown)"
     )

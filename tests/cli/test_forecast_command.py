@@ -453,3 +453,23 @@ def test_a_cut_before_a_divergence_neither_warns_of_it_nor_calls_the_last_finite
     got = json.loads(capsys.readouterr().out)
     assert got["observed_nonfinite_from_step"] == 3010 and "observed_final_loss" not in got
     assert "50 non-finite loss values" in got["input"]["warnings"]
+
+
+def test_a_noisy_loss_says_how_much_its_reports_scatter_and_a_smooth_one_does_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A small-batch loss scattering by ~20% of its level: the "current" line says so (it is a
+    median of a few reports, and the forecast moves with them); the demo's smooth run says nothing."""
+    import random
+
+    rng = random.Random(1)
+    rows = ["step,loss"] + [
+        f"{s},{2 + 3 * (s / 100) ** -0.5 + rng.gauss(0, 0.5):.4f}" for s in range(10, 2501, 10)
+    ]
+    (tmp_path / "noisy.csv").write_text("\n".join(rows) + "\n")
+    assert main(["forecast", str(tmp_path / "noisy.csv"), "--total-steps", "5000"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "current loss" in x)
+    assert "reports scatter by about" in line, line
+    assert main(["forecast", "--demo"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "current loss" in x)
+    assert line.endswith("(smoothed)"), line
