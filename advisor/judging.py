@@ -17,7 +17,7 @@ independently of the thresholds any policy uses:
 * the improvement *left* after a point is what the run had attained there minus the best later
   smoothed value, relative to the former (0 without a later point);
 * the run *stopped learning* at the first point from which nothing later improves on what it had
-  attained there by more than ``LEARNING_THRESHOLD`` (callers pass the attained series).
+  attained there by more than ``LEARNING_THRESHOLD``.
 
 Pure: numpy and scipy only.
 """
@@ -86,6 +86,7 @@ def improvement_left(here: float, later: np.ndarray) -> tuple[float, float | Non
 def learning_end_index(smooth: np.ndarray) -> int:
     """The first index from which no later smoothed value improves on it by more than
     ``LEARNING_THRESHOLD``."""
+    smooth = attained(smooth)  # what the run had attained at each point
     suffix_min = np.minimum.accumulate(np.where(np.isfinite(smooth), smooth, np.inf)[::-1])[::-1]
     with np.errstate(invalid="ignore", divide="ignore"):
         left = np.where(np.isfinite(smooth), (smooth - suffix_min) / np.abs(smooth), 0.0)

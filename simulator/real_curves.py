@@ -104,7 +104,7 @@ class RealCurve:
         return improvement_left(here, self._truth[self._truth_xs > x])[0]
 
     def learning_end_step(self) -> int:
-        first = learning_end_index(attained(self._truth))
+        first = learning_end_index(self._truth)
         if first >= self._truth.size:
             return self.total_steps
         return round(float(self._truth_xs[first]) * self.total_steps)

@@ -79,7 +79,7 @@ def judged(run: Run) -> Judged:
         series, steps, values = "loss", run.steps, run.values
     assert values is not None
     smooth = smoothed(np.asarray(values, dtype=float))
-    first = learning_end_index(attained(smooth))
+    first = learning_end_index(smooth)
     end_step = float(steps[first]) if first < steps.size else float(run.steps[-1])
     return Judged(series, np.asarray(steps, dtype=float), smooth, end_step)
 

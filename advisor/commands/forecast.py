@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import itertools
 import json
 import math
 import statistics
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.cli import CommandError, non_negative_int, positive_int, require_extra
+from advisor.core.record import median_gap
 from advisor.forecast._prep import report_noise
 from advisor.forecast.state import learning_state
 from advisor.model import Forecast, Interval, LearningState
@@ -285,10 +285,10 @@ def stuck_for(curve: LoadedCurve) -> tuple[float | None, float | None]:
     first = len(steps) - 1
     while first > 0 and steps[first - 1] == steps[-1]:
         first -= 1
-    gaps = sorted(b - a for a, b in itertools.pairwise(times[max(first - 20, 0) : first + 1]) if b > a)
-    if not gaps:
+    interval = median_gap(times[max(first - 20, 0) : first + 1])
+    if interval is None:
         return None, None
-    return max(times[-1] - times[first], 0.0), gaps[len(gaps) // 2]
+    return max(times[-1] - times[first], 0.0), interval
 
 
 @dataclass(frozen=True)

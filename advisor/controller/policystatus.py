@@ -40,6 +40,7 @@ from typing import Any
 
 from advisor.controller.metrics import Metrics
 from advisor.model import ActionRecord, Mode
+from policies.rules.base import NO_DIRECTION, undirected_metrics
 
 __all__ = ["MAX_LISTED_JOBS", "JobFigures", "PolicyBook", "PolicyFigures", "policy_figures"]
 
@@ -303,7 +304,5 @@ def _warnings(policy: Any) -> str:
     metric whose name says no direction is never judged."""
     if policy is None:
         return ""
-    from policies.rules.base import NO_DIRECTION, undirected_metrics
-
     found = [f"{field}: {metric} is never judged" for field, metric in undirected_metrics(policy)]
     return f"; warning: {'; '.join(found)} ({NO_DIRECTION})" if found else ""

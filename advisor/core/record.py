@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,8 +152,14 @@ def arrival_bounded(reported: float, arrived_before: float | None, now: float) -
 
 def report_interval(rec: JobRecord) -> float | None:
     """The run's usual time between reports: the median gap of its latest points."""
-    times = [p.time for p in rec.history.points[-21:] if p.time is not None]
-    gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+    return median_gap([p.time for p in rec.history.points[-21:]])
+
+
+def median_gap(times: Sequence[float | None]) -> float | None:
+    """The median of the positive gaps between consecutive known times (None without one): how
+    often a run reports, read the same from a job's history and from a log file."""
+    known = [t for t in times if t is not None]
+    gaps = sorted(b - a for a, b in itertools.pairwise(known) if b > a)
     return gaps[len(gaps) // 2] if gaps else None
 
 

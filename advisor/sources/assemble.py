@@ -54,6 +54,11 @@ class SourceError(Exception):
         super().__init__(f"{self.path}{location}: {reason}")
 
 
+def nonfinite_warning(count: int, metric: str) -> str:
+    """The loader's word on a file's non-finite values (recounted for a cut by ``upto``)."""
+    return f"{count} non-finite {metric} values"
+
+
 @dataclass(frozen=True, slots=True)
 class LoadedCurve:
     """A loss history read from a file, in file order (restarts are kept, not sorted away)."""
@@ -82,11 +87,11 @@ class LoadedCurve:
 
         # the file's count of non-finite values is recounted for the prefix: a warning about
         # values after the cut tells what the forecast, made before them, could not know
-        tail = f" non-finite {self.metric} values"
-        warnings = [w for w in self.warnings if not (w.endswith(tail) and w.split(" ", 1)[0].isdigit())]
+        whole = nonfinite_warning(sum(1 for v in self.values if not math.isfinite(v)), self.metric)
+        warnings = [w for w in self.warnings if w != whole]
         nonfinite = sum(1 for v in self.values[:end] if not math.isfinite(v))
         if nonfinite and len(warnings) < len(self.warnings):
-            warnings.append(f"{nonfinite}{tail}")
+            warnings.append(nonfinite_warning(nonfinite, self.metric))
         return replace(
             self,
             warnings=tuple(warnings),
@@ -184,11 +189,10 @@ def assemble(
     backwards = sum(1 for a, b in itertools.pairwise(steps) if b < a)
     if backwards:
         # what it means (restarts or an unsorted file) is the forecaster's call, said in its warnings
-        # what the forecast makes of it (restarts, or unsorted rows it sorts) is its own warning
         warnings.append(f"step goes backwards {backwards} time(s) in the file")
     nonfinite = sum(1 for v in values if not math.isfinite(v))
     if nonfinite:
-        warnings.append(f"{nonfinite} non-finite {target.name} values")
+        warnings.append(nonfinite_warning(nonfinite, target.name))
     total_name = columns["total_steps"].name if "total_steps" in columns else "total_steps"
     total_steps = total_from(totals[-1] if totals else None, total_name, warnings)
     if totals and len(set(totals)) > 1:
