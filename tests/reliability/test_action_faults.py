@@ -426,6 +426,14 @@ def test_pod_clocks_ten_minutes_off_change_no_judgement(
         wait_for(lambda: all(not _active(jobs, w) for w in workloads), "the stall releases", timeout=180)
         hung_after = time.monotonic() - stopped
         assert hung_after >= 30 - 5, hung_after
+        # the audit records "done" in the status patch after the Workload's own patch
+        wait_for(
+            lambda: all(
+                _attempts(jobs, n) and _attempts(jobs, n)[-1]["outcome"] != "requested" for n in names
+            ),
+            "each release's outcome recorded",
+            timeout=60,
+        )
         for n in names:
             assert [(a["rule"], a["outcome"]) for a in _attempts(jobs, n)] == [("stall", "done")]
         assert ctl.proc.poll() is None
