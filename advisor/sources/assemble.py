@@ -136,6 +136,11 @@ def assemble(
         names = list(seen)
     columns = resolve_columns(names, roles)
     metric_role, target = choose_metric(path, columns, metric, names)
+    epoch_axis = "step" not in columns and "epoch" in columns
+    if epoch_axis:
+        # a per-epoch log (Keras's CSVLogger: epoch, loss, val_loss, ...): its epochs are the
+        # step axis, and no epoch series is read beside it (every point would be a boundary)
+        columns["step"] = columns.pop("epoch")
     if "step" not in columns:
         raise SourceError(path, f"no step field (found: {listing(names)})")
     records = _select_curve(path, records, columns.get("curve_id"), curve_id)
@@ -185,6 +190,8 @@ def assemble(
         kept.append(index)
     if not steps:
         raise SourceError(path, f"no row has a value for {target.describe()}")
+    if epoch_axis:
+        steps = _epochs_completed(steps, columns["step"], warnings)
     series = {role: _aligned(extra[role], kept, role, warnings) for role in optional}
     backwards = sum(1 for a, b in itertools.pairwise(steps) if b < a)
     if backwards:
@@ -211,6 +218,16 @@ def assemble(
         warnings=tuple(warnings),
         columns=tuple(names),
     )
+
+
+def _epochs_completed(epochs: list[float], column: Column, warnings: list[str]) -> list[float]:
+    """The step axis of a per-epoch log, counted in epochs completed. Keras numbers the row it
+    writes after the first epoch 0; counted so, a run's last row would stand one short of its
+    total, and its first at the step a run starts from."""
+    zero_based = epochs[0] == 0 and all(float(e).is_integer() for e in epochs)
+    shown = f"{column.describe()} + 1" if zero_based else column.describe()
+    warnings.append(f"no step field: the step axis is the epoch column, {shown} (epochs completed)")
+    return [e + 1.0 for e in epochs] if zero_based else epochs
 
 
 def is_series_metric(metric: str) -> bool:

@@ -224,7 +224,12 @@ def _table_records(
             raise SourceError(path, "duplicate column names in the header", line=lines[0][0])
     roles = resolve_columns(header)
     missing = [
-        r for r, ok in (("step", "step" in roles), ("loss", {"loss", "eval_loss"} & roles.keys())) if not ok
+        r
+        for r, ok in (
+            ("step", {"step", "epoch"} & roles.keys()),
+            ("loss", {"loss", "eval_loss"} & roles.keys()),
+        )
+        if not ok
     ]
     if missing:
         # checked before the rows: a console log or another tool's dump is told what it is not,

@@ -175,3 +175,24 @@ def test_a_json_file_that_is_one_number_says_so(tmp_path: Path) -> None:
     path.write_text("42\n")
     with pytest.raises(SourceError, match="the file is a single JSON number"):
         load_curve(path)
+
+
+def test_a_per_epoch_log_without_steps_counts_epochs_completed(tmp_path: Path) -> None:
+    """Keras's CSVLogger writes one row per epoch, numbered from 0, and no step column."""
+    path = tmp_path / "training.log"
+    path.write_text(
+        "epoch,accuracy,loss,val_accuracy,val_loss\n0,0.5,1.2,0.5,1.3\n1,0.6,0.9,0.6,1.0\n2,0.7,0.8,0.6,1.1\n"
+    )
+    curve = load_curve(path)
+    assert curve.steps == (1.0, 2.0, 3.0) and curve.values == (1.2, 0.9, 0.8)
+    assert curve.epochs is None  # every point would be an epoch boundary
+    assert any("step axis is the epoch column, 'epoch' + 1" in w for w in curve.warnings)
+    assert load_curve(path, metric="eval_loss").steps == (1.0, 2.0, 3.0)
+
+
+def test_fractional_epochs_without_steps_are_the_step_axis_as_they_are(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"epoch": 0.5, "loss": 2.0}\n{"epoch": 1.0, "loss": 1.5}\n')
+    curve = load_curve(path)
+    assert curve.steps == (0.5, 1.0)
+    assert any("the step axis is the epoch column, 'epoch' (epochs completed)" in w for w in curve.warnings)
