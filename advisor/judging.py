@@ -10,14 +10,16 @@ independently of the thresholds any policy uses:
   stays inside the series (the median of the first or last points): a window padded with copies
   of the end point, as ``median_filter(mode="nearest")`` pads it, hands the verdict to that one
   point (its copies are the window's majority);
-* what the run has *attained* at a point is the best smoothed value up to it (its running
-  minimum): the checkpoint a stop keeps is the best one (an eval past its minimum is overfitting,
-  and HF's ``load_best_model_at_end`` keeps that minimum), and a run climbing back to where it
-  had been is not improving;
-* the improvement *left* after a point is what the run had attained there minus the best later
+* what the run *stands at* at a point, on an eval series, is the best smoothed value up to it (its
+  running minimum): the checkpoint a stop keeps is the best evaluated one (an eval past its
+  minimum is overfitting, and HF's ``load_best_model_at_end`` keeps that minimum), and a run
+  climbing back to where it had been is not improving. On the training loss no checkpoint keeps
+  its best (nothing selects one), so a run stands at its smoothed value there: a run that rose
+  and then recovered was still improving on what a stop would have kept (``keep_best``);
+* the improvement *left* after a point is what the run stood at there minus the best later
   smoothed value, relative to the former (0 without a later point);
-* the run *stopped learning* at the first point from which nothing later improves on what it had
-  attained there by more than ``LEARNING_THRESHOLD``.
+* the run *stopped learning* at the first point from which nothing later improves on what it
+  stood at there by more than ``LEARNING_THRESHOLD``.
 
 Pure: numpy and scipy only.
 """
@@ -36,6 +38,7 @@ __all__ = [
     "learning_end_index",
     "running_median",
     "smoothed",
+    "standing",
 ]
 
 #: the share of a series' points its running median spans
@@ -74,6 +77,12 @@ def attained(values: np.ndarray) -> np.ndarray:
     return np.minimum.accumulate(vals) if vals.size else vals
 
 
+def standing(smooth_upto: np.ndarray, *, keep_best: bool) -> np.ndarray:
+    """What a run stands at at each point of its smoothed series: what it had attained there
+    (``keep_best``: an eval series, whose best checkpoint is kept), else the value itself."""
+    return attained(smooth_upto) if keep_best else np.asarray(smooth_upto, dtype=float)
+
+
 def improvement_left(here: float, later: np.ndarray) -> tuple[float, float | None]:
     """(share of ``here`` that the best of ``later`` improves on it, that best; None without one)."""
     later = later[np.isfinite(later)]
@@ -83,10 +92,10 @@ def improvement_left(here: float, later: np.ndarray) -> tuple[float, float | Non
     return max(0.0, (here - best) / abs(here)), best
 
 
-def learning_end_index(smooth: np.ndarray) -> int:
-    """The first index from which no later smoothed value improves on it by more than
-    ``LEARNING_THRESHOLD``."""
-    smooth = attained(smooth)  # what the run had attained at each point
+def learning_end_index(smooth: np.ndarray, *, keep_best: bool = True) -> int:
+    """The first index from which no later smoothed value improves on what the run stood at
+    there (``standing``) by more than ``LEARNING_THRESHOLD``."""
+    smooth = standing(smooth, keep_best=keep_best)
     suffix_min = np.minimum.accumulate(np.where(np.isfinite(smooth), smooth, np.inf)[::-1])[::-1]
     with np.errstate(invalid="ignore", divide="ignore"):
         left = np.where(np.isfinite(smooth), (smooth - suffix_min) / np.abs(smooth), 0.0)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor.judging import attained, improvement_left, learning_end_index, smoothed
+from advisor.judging import improvement_left, learning_end_index, smoothed, standing
 from advisor.sources.files import SourceError, load_curves
 
 __all__ = ["CURVE_SUFFIXES", "RealCurve", "RealCurveLibrary"]
@@ -97,14 +97,15 @@ class RealCurve:
 
     def remaining_improvement(self, step: float) -> float:
         x = float(self._x(step))
-        # what the run had attained by ``step`` (the best smoothed value up to it, see judging)
+        # what the run stood at by ``step`` (on an eval series the best smoothed value up to it,
+        # on the training loss the value there: see judging)
         upto = self._truth[self._truth_xs <= x]
         now = float(np.interp(x, self._truth_xs, self._truth))
-        here = min(now, float(attained(upto)[-1])) if upto.size else now
+        here = min(now, float(standing(upto, keep_best=self.has_evals)[-1])) if upto.size else now
         return improvement_left(here, self._truth[self._truth_xs > x])[0]
 
     def learning_end_step(self) -> int:
-        first = learning_end_index(self._truth)
+        first = learning_end_index(self._truth, keep_best=self.has_evals)
         if first >= self._truth.size:
             return self.total_steps
         return round(float(self._truth_xs[first]) * self.total_steps)

@@ -51,18 +51,22 @@ def _stop(row: str, run: Run, step: float, rule: str, reason: str) -> Outcome:
 
 
 def _series(run: Run) -> tuple[np.ndarray, np.ndarray]:
-    if run.eval_steps is not None and run.eval_values is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
-        return run.eval_steps, run.eval_values
+    """The judged series, lower is better (a higher-is-better eval metric negated)."""
+    evals = run.eval_lower_better()
+    if run.eval_steps is not None and evals is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
+        return run.eval_steps, evals
     return run.steps, run.values
 
 
 def patience(run: Run, s: BaselineSettings) -> Outcome:
     row = "patience"
-    if run.eval_steps is None or run.eval_values is None:
+    evals = run.eval_lower_better()
+    if run.eval_steps is None or evals is None:
         return Outcome(row=row, run=run.name)
     best = np.inf
     waited = 0
-    for step, value in zip(run.eval_steps.tolist(), run.eval_values.tolist(), strict=True):
+    sign = -1.0 if run.eval_higher else 1.0
+    for step, value in zip(run.eval_steps.tolist(), evals.tolist(), strict=True):
         if not np.isfinite(value):
             waited += 1
         elif value < best and abs(value - best) > s.patience_threshold:
@@ -70,7 +74,7 @@ def patience(run: Run, s: BaselineSettings) -> Outcome:
         else:
             waited += 1
         if waited >= s.patience:
-            why = f"eval metric not improved for {s.patience} evaluations (best {best:.4g})"
+            why = f"{run.eval_metric} not improved for {s.patience} evaluations (best {sign * best:.4g})"
             return _stop(row, run, step, "patience", why)
     return Outcome(row=row, run=run.name)
 
@@ -104,7 +108,11 @@ def median_stopping(run: Run, peers: Sequence[Run], s: BaselineSettings) -> Outc
             continue
         median = float(np.median(at))
         if best[i] > median:
-            why = f"best {best[i]:.4g} worse than the median {median:.4g} of {len(at)} peers' running means"
+            sign = -1.0 if steps is run.eval_steps and run.eval_higher else 1.0
+            why = (
+                f"best {sign * best[i]:.4g} worse than the median {sign * median:.4g} of {len(at)} peers'"
+                " running means"
+            )
             return _stop(row, run, step, "median", why)
     return Outcome(row=row, run=run.name)
 

@@ -112,13 +112,12 @@ class _Replay:
         self.step = 0.0
         self.near = False
 
-    def report(self, i: int, eval_value: float | None) -> Report:
+    def report(self, i: int, evals: dict[str, float]) -> Report:
         run = self.run
         metrics = {"loss": float(run.values[i])}
         if run.learning_rates is not None and np.isfinite(run.learning_rates[i]):
             metrics["learning_rate"] = float(run.learning_rates[i])
-        if eval_value is not None:
-            metrics["eval_loss"] = eval_value
+        metrics.update(evals)
         if self.ack is not None:
             self.acked, self.ack = self.ack, None
         epoch = None
@@ -199,20 +198,21 @@ def replay(
     """Replay ``run`` (``advisor.backtest.runs.Run``) under ``core``'s policies; the core forgets the
     run afterwards. ``planned_steps``: what the run reports as its total steps (None: not reported)."""
     r = _Replay(row, core, run, planned_steps)
-    ev_steps = run.eval_steps if run.eval_steps is not None else np.empty(0)
-    ev_values = run.eval_values if run.eval_values is not None else np.empty(0)
-    idx = _with_eval_reports(_report_indices(run.times, report_interval_s), run.steps, ev_steps)
-    ev_next = 0
+    evals = _eval_series(run)
+    every_eval = np.concatenate([steps for _, steps, _ in evals]) if evals else np.empty(0)
+    idx = _with_eval_reports(_report_indices(run.times, report_interval_s), run.steps, np.sort(every_eval))
+    ev_next = [0] * len(evals)
     judged: Decision | None = None
     try:
         for n, i in enumerate(idx):
             now = EPOCH + float(run.times[i])
             step = float(run.steps[i])
-            eval_value = None
-            while ev_next < ev_steps.size and ev_steps[ev_next] <= step:
-                eval_value = float(ev_values[ev_next])
-                ev_next += 1
-            sample = read_back(r.report(i, eval_value), name=run.name, namespace=_NAMESPACE, now=now)
+            reported: dict[str, float] = {}
+            for k, (name, ev_steps, ev_values) in enumerate(evals):
+                while ev_next[k] < ev_steps.size and ev_steps[ev_next[k]] <= step:
+                    reported[name] = float(ev_values[ev_next[k]])
+                    ev_next[k] += 1
+            sample = read_back(r.report(i, reported), name=run.name, namespace=_NAMESPACE, now=now)
             if sample is None:
                 continue
             r.step = step
@@ -241,6 +241,14 @@ def replay(
         )
     finally:
         core.forget(r.key)
+
+
+def _eval_series(run: Any) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """Every eval series the run logged, (name, steps, values), the judged one first: each is
+    reported as the trainer reported it, by its own name."""
+    if run.eval_steps is None or run.eval_values is None:
+        return []
+    return [(run.eval_metric, run.eval_steps, run.eval_values), *run.other_evals]
 
 
 def _why_not(decision: Decision | None) -> str:

@@ -72,10 +72,10 @@ def _timeline(run: Run, stops: Sequence[dict[str, Any]], path: Path) -> None:
     raw_steps = run.eval_steps if j.series == "eval" and run.eval_steps is not None else run.steps
     raw = run.eval_values if j.series == "eval" and run.eval_values is not None else run.values
     fig, ax = plt.subplots(figsize=(7.0, 3.4))
-    ax.plot(raw_steps, raw, color="#bbbbbb", lw=0.8, label=f"{j.series} (logged)")
+    ax.plot(raw_steps, raw, color="#bbbbbb", lw=0.8, label=f"{j.metric} (logged)")
     ax.plot(
         j.steps,
-        np.where(np.isfinite(j.smooth), j.smooth, np.nan),
+        np.where(np.isfinite(j.smooth), j.sign * j.smooth, np.nan),
         color="#264653",
         lw=1.4,
         label="judged (smoothed)",
@@ -89,7 +89,7 @@ def _timeline(run: Run, stops: Sequence[dict[str, Any]], path: Path) -> None:
             label=f"{d['row']} ({(d['improvement_left'] or 0):.1%} left)",
         )
     ax.set_xlabel("step")
-    ax.set_ylabel(j.series)
+    ax.set_ylabel(j.metric)
     ax.set_title(run.name[:90], fontsize=8)
     ax.legend(fontsize=6)
     fig.tight_layout()

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from advisor.series import Direction, direction_of
+from advisor.sources.assemble import eval_metrics
 from advisor.sources.files import LoadedCurve, SourceError, load_curves
 
 __all__ = ["RUN_SUFFIXES", "Run", "RunError", "load_runs"]
@@ -31,6 +33,8 @@ RUN_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".log")
 INDEX_NAMES = ("index.csv", "runs.csv")
 #: a run needs this many points to be replayed at all
 MIN_POINTS = 5
+#: eval series read per run (a file may log hundreds of eval_* metrics)
+MAX_EVAL_SERIES = 16
 
 
 class RunError(Exception):
@@ -52,14 +56,26 @@ class Run:
     total_steps: int  # its budget: the planned steps when the file has them, else its last step
     planned_steps: int | None  # what the run itself reports as its total (None: not in the file)
     metric: str  # "loss" or "eval_loss": the series the run reports as its loss
-    eval_steps: np.ndarray | None
+    eval_steps: np.ndarray | None  # the judged eval series: the primary one (``eval_metric``)
     eval_values: np.ndarray | None
     timed: bool  # times from the file (else a constant throughput)
     source: str
+    eval_metric: str = "eval_loss"
+    eval_higher: bool = False  # whether ``eval_metric`` improves upwards (accuracy, f1, ...)
+    #: the run's other eval series with a direction, (name, steps, values): reported too, as a
+    #: trainer reports them, for a rule that names one
+    other_evals: tuple[tuple[str, np.ndarray, np.ndarray], ...] = ()
 
     @property
     def duration_s(self) -> float:
         return float(self.times[-1])
+
+    def eval_lower_better(self) -> np.ndarray | None:
+        """The judged eval values oriented so that lower is better (a higher-is-better metric
+        negated): what every verdict and baseline compares."""
+        if self.eval_values is None:
+            return None
+        return -self.eval_values if self.eval_higher else self.eval_values
 
     def time_at(self, step: float) -> float:
         """Seconds since the first report when the run reached ``step`` (interpolated)."""
@@ -241,22 +257,39 @@ def load_runs(
 def _attach_evals(
     path: Path, curves: Sequence[tuple[str | None, LoadedCurve]], runs: list[Run], first: int
 ) -> None:
-    """Give the runs read from ``path`` (``runs[first:]``) their eval series (the file read once)."""
+    """Give the runs read from ``path`` (``runs[first:]``) their eval series, each read once per
+    file: every eval metric whose name says its direction (at most ``MAX_EVAL_SERIES``), the
+    primary one (``eval_loss``, else the first, as the core's rules default to) judged."""
     if all(c.metric == "eval_loss" for _cid, c in curves):
         return
-    try:
-        evals = {cid: c for cid, c in load_curves(path, metric="eval_loss")}
-    except SourceError:
-        return
+    columns = next((c.columns for _cid, c in curves if c.columns), ())
+    per_metric: list[tuple[str, dict[str | None, LoadedCurve]]] = []
+    for name in eval_metrics(columns)[:MAX_EVAL_SERIES]:
+        try:
+            per_metric.append((name, {cid: c for cid, c in load_curves(path, metric=name)}))
+        except SourceError:
+            continue
     for i in range(first, len(runs)):
         run = runs[i]
         cid = run.name.split("#", 1)[1] if "#" in run.name else None
-        ev = evals.get(cid)
-        if ev is None or len(ev) < 2:
-            continue
-        seg = _last_segment(ev)
-        s = np.asarray(ev.steps[seg], dtype=float)
-        v = np.asarray(ev.values[seg], dtype=float)
-        keep = (s >= run.steps[0]) & (s <= run.steps[-1]) & np.isfinite(v)
-        if keep.sum() >= 2:
-            runs[i] = replace(run, eval_steps=s[keep], eval_values=v[keep])
+        found: list[tuple[str, np.ndarray, np.ndarray]] = []
+        for name, evals in per_metric:
+            ev = evals.get(cid)
+            if ev is None or len(ev) < 2:
+                continue
+            seg = _last_segment(ev)
+            s = np.asarray(ev.steps[seg], dtype=float)
+            v = np.asarray(ev.values[seg], dtype=float)
+            keep = (s >= run.steps[0]) & (s <= run.steps[-1]) & np.isfinite(v)
+            if keep.sum() >= 2:
+                found.append((name, s[keep], v[keep]))
+        if found:
+            name, s, v = found[0]
+            runs[i] = replace(
+                run,
+                eval_steps=s,
+                eval_values=v,
+                eval_metric=name,
+                eval_higher=direction_of(name) is Direction.HIGHER,
+                other_evals=tuple(found[1:]),
+            )

@@ -8,15 +8,21 @@ policies use:
   else the loss it reports; it is smoothed by a running median over ``SMOOTH_FRACTION`` of its
   points (at least 1; ``advisor.judging``, which ``simulate --curves`` shares), so that one noisy
   point neither makes nor unmakes a verdict;
+* a higher-is-better eval metric (accuracy, f1, ...) is judged negated, so that below "lower" and
+  "best" read the same for every metric;
 * a decision at step ``s`` *left* ``(a(s) - min_{s' > s} v(s')) / a(s)`` of improvement: the best
-  later smoothed value against what the run had attained at the decision, ``a(s)``, the best
-  smoothed value up to it (the checkpoint a stop keeps; 0 when the run has no later point). It is
-  a *wrong stop* at threshold t when that exceeds t (0.5%, 1% and 2% are reported);
+  later smoothed value against what the run stood at at the decision, ``a(s)``: on an eval series
+  the best smoothed value up to it (the checkpoint a stop keeps), on the training loss its smoothed
+  value there (no checkpoint keeps the training loss's best); 0 when the run has no later point.
+  It is a *wrong stop* at threshold t when that exceeds t (0.5%, 1% and 2% are reported);
 * the run *stopped learning* at the first judged point from which no later point improves on what
-  it had attained there by more than ``LEARNING_THRESHOLD``; GPU-hours after that, to the run's
+  it stood at there by more than ``LEARNING_THRESHOLD``; GPU-hours after that, to the run's
   recorded end, are its *non-learning* GPU-hours;
 * a *near-end release* is a stop in the last ``NEAR_END_FRACTION`` of the run's budget (its planned
-  steps, else its last step); what it spared is not counted as saved.
+  steps, else its last step) of a healthy run: one whose judged series did not get worse after the
+  stop (it stayed finite and ended no more than ``LEARNING_THRESHOLD`` above its smoothed value at
+  the stop). What such a stop spared is the user's budget, not counted as saved; a stop there of a
+  run that went on to blow up or overfit spared hours that bought nothing, and counts.
 """
 
 from __future__ import annotations
@@ -31,10 +37,10 @@ from advisor.backtest.replay import Outcome
 from advisor.backtest.runs import Run
 from advisor.judging import (
     LEARNING_THRESHOLD,
-    attained,
     improvement_left,
     learning_end_index,
     smoothed,
+    standing,
 )
 
 __all__ = [
@@ -58,30 +64,50 @@ class Judged:
 
     series: str  # "eval" | "loss"
     steps: np.ndarray
-    smooth: np.ndarray
+    smooth: np.ndarray  # lower is better (a higher-is-better metric negated)
     learning_end_step: float
+    metric: str = "loss"  # the series' name (``eval_loss``, ``eval_accuracy``, ``loss``)
+    sign: float = 1.0  # -1 for a higher-is-better metric: ``sign * smooth`` is in its own units
+
+    @property
+    def keep_best(self) -> bool:
+        """Whether a stop keeps the series' best point (an eval series: its best checkpoint)."""
+        return self.series == "eval"
 
     def left_after(self, step: float) -> tuple[float, float | None, float | None]:
-        """(improvement left, value attained by ``step``, best later value) for a decision at
-        ``step``."""
+        """(improvement left, value the run stood at at ``step``, best later value) for a
+        decision at ``step``; the values in the metric's own units."""
         i = int(np.searchsorted(self.steps, step, side="right")) - 1
         if i < 0:
             i = 0
-        here = float(attained(self.smooth[: i + 1])[-1])
+        here = float(standing(self.smooth[: i + 1], keep_best=self.keep_best)[-1])
         left, best = improvement_left(here, self.smooth[i + 1 :])
-        return left, here, best
+        return left, self.sign * here, None if best is None else self.sign * best
+
+    def worsened_after(self, step: float) -> bool:
+        """Whether the series got worse after ``step``: a non-finite later value, or a smoothed
+        end more than ``LEARNING_THRESHOLD`` above its smoothed value at ``step``."""
+        i = max(0, int(np.searchsorted(self.steps, step, side="right")) - 1)
+        later = self.smooth[i + 1 :]
+        if later.size == 0:
+            return False
+        here = float(self.smooth[i])
+        if not np.all(np.isfinite(later)):
+            return True
+        return bool(np.isfinite(here) and later[-1] > here + LEARNING_THRESHOLD * abs(here))
 
 
 def judged(run: Run) -> Judged:
-    if run.eval_steps is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
-        series, steps, values = "eval", run.eval_steps, run.eval_values
+    oriented = run.eval_lower_better()
+    if run.eval_steps is not None and oriented is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
+        series, metric, steps, values = "eval", run.eval_metric, run.eval_steps, oriented
+        sign = -1.0 if run.eval_higher else 1.0
     else:
-        series, steps, values = "loss", run.steps, run.values
-    assert values is not None
+        series, metric, steps, values, sign = "loss", "loss", run.steps, run.values, 1.0
     smooth = smoothed(np.asarray(values, dtype=float))
-    first = learning_end_index(smooth)
+    first = learning_end_index(smooth, keep_best=series == "eval")
     end_step = float(steps[first]) if first < steps.size else float(run.steps[-1])
-    return Judged(series, np.asarray(steps, dtype=float), smooth, end_step)
+    return Judged(series, np.asarray(steps, dtype=float), smooth, end_step, metric, sign)
 
 
 def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
@@ -96,6 +122,7 @@ def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
         "group": run.group,
         "gpus": run.gpus,
         "judged_series": judged_run.series,
+        "judged_metric": judged_run.metric,
         "action": outcome.kind or None,
         "rule": outcome.rule or None,
         "policy": outcome.policy or None,
@@ -118,7 +145,9 @@ def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
         out["improvement_left"] = left
         out["value_at_decision"] = here
         out["best_later_value"] = best
-        out["near_end"] = outcome.step >= (1.0 - NEAR_END_FRACTION) * run.total_steps
+        out["near_end"] = outcome.step >= (
+            1.0 - NEAR_END_FRACTION
+        ) * run.total_steps and not judged_run.worsened_after(outcome.step)
     spared = (end_s - stop_s) * run.gpus / h
     out["gpu_hours_saved"] = 0.0 if out["near_end"] else spared
     return out

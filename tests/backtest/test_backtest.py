@@ -317,3 +317,42 @@ def test_each_evaluation_reaches_the_core_at_its_own_step_between_throttled_repo
     with_eval = [step for step, has in reported if has]
     assert with_eval == [int(x) for x in run.eval_steps]
     assert len(reported) < len(run.steps)  # still throttled
+
+
+def test_a_stop_near_the_end_counts_as_saved_only_when_the_run_went_on_to_get_worse() -> None:
+    """In the last 15% of the budget: a stop of a run that then blew up (NaN) spared hours that
+    bought nothing and is saved; a stop of a run whose flat tail stayed flat is a near-end release,
+    the user's budget, not saved."""
+    from advisor.backtest.replay import Outcome
+    from advisor.backtest.runs import Run
+
+    steps = np.arange(10, 10001, 10, dtype=float)
+    healthy = 2.0 + np.exp(-steps / 1500)
+    blown = healthy.copy()
+    blown[steps > 8800] = np.nan
+
+    def run(values: np.ndarray) -> Run:
+        return Run(
+            name="r",
+            group="g",
+            gpus=8,
+            steps=steps,
+            values=values,
+            times=steps.copy(),
+            learning_rates=None,
+            epochs=None,
+            total_steps=10000,
+            planned_steps=10000,
+            metric="loss",
+            eval_steps=None,
+            eval_values=None,
+            timed=True,
+            source="test",
+        )
+
+    stop = Outcome(row="x", run="r", stopped=True, kind="release-quota", step=8700.0, time_s=8700.0)
+    for values, near_end in ((blown, False), (healthy, True)):
+        r = run(values)
+        d = verdict(r, judged(r), stop)
+        assert d["near_end"] is near_end
+        assert d["gpu_hours_saved"] == (0.0 if near_end else pytest.approx(1300 * 8 / 3600))

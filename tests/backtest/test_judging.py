@@ -3,6 +3,8 @@ the last included, neither makes nor unmakes it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from advisor.judging import learning_end_index, running_median, smoothed
@@ -54,3 +56,44 @@ def test_a_stop_past_an_eval_minimum_is_judged_against_the_minimum_the_run_had_a
     deeper = np.concatenate([u[:67], np.linspace(0.9, 0.4, 34)])
     again = Judged("eval", steps, smoothed(deeper), 0.0)
     assert again.left_after(4000)[0] > 0.1
+
+
+def test_a_stop_on_a_training_loss_bump_is_judged_against_its_value_at_the_stop() -> None:
+    """A training loss that falls to 1.0, jumps to 1.3, stays, then recovers to 1.1: no checkpoint
+    keeps the training loss's best, so a stop on the bump kept 1.3, and the run would have gone on
+    to 1.1 (about 15% left: a wrong stop); the run stopped learning only near its recovered end."""
+    from advisor.backtest.verdict import Judged
+
+    steps = np.arange(300, dtype=float) * 10
+    y = np.concatenate([np.linspace(2.0, 1.0, 100), np.full(100, 1.3), np.linspace(1.3, 1.1, 100)])
+    smooth = smoothed(y)
+    end = float(steps[learning_end_index(smooth, keep_best=False)])
+    judged = Judged("loss", steps, smooth, end)
+    left, here, best = judged.left_after(1500)
+    assert here is not None and abs(here - 1.3) < 0.01 and best is not None and best < 1.12
+    assert 0.13 < left < 0.17
+    assert end > 2500  # it learned again until its recovery ended
+    # judged as an eval series, the same stop kept the 1.0 checkpoint: nothing left
+    assert Judged("eval", steps, smooth, 0.0).left_after(1500)[0] == 0.0
+
+
+def test_a_higher_is_better_metric_is_judged_negated_and_reported_in_its_own_units(tmp_path: Path) -> None:
+    """A run whose only eval metric is ``eval_accuracy``, rising from 0.70 to 0.89: it is judged
+    by that metric; a stop half-way left about 20% (0.89 against 0.74), in accuracy's units."""
+    from advisor.backtest.runs import load_runs
+    from advisor.backtest.verdict import judged
+
+    rows = ["step,loss,eval_accuracy"]
+    for k in range(1, 201):
+        acc = f"{0.70 + 0.19 * k / 200:.4f}" if k % 10 == 0 else ""
+        rows.append(f"{k * 10},{1.0 + 1.0 / k:.5f},{acc}")
+    path = tmp_path / "acc.csv"
+    path.write_text("\n".join(rows) + "\n")
+    (run,), _ = load_runs([path])
+    assert run.eval_metric == "eval_accuracy" and run.eval_higher
+    j = judged(run)
+    assert j.series == "eval" and j.metric == "eval_accuracy"
+    left, here, best = j.left_after(1000)
+    assert here is not None and 0.78 < here < 0.81 and best is not None and best > 0.87
+    assert left > 0.08
+    assert j.learning_end_step >= 1900
