@@ -348,6 +348,11 @@ class JobView:
     """The latest raw loss reported (may be NaN/inf: the forecaster drops those, policies must not)."""
     last_finite_step: int | None = None
     """The step of the latest report with a finite loss (where a run that diverged can resume)."""
+    last_finite_loss: float | None = None
+    """The loss of that report."""
+    lowest_loss: tuple[int, float] | None = None
+    """(step, loss) of the lowest finite loss in the history: a run that blew up gradually was last
+    at its best there, and a checkpoint after it may hold the blow-up's weights."""
     checkpoint_loss: float | None = None
     """The loss the run reported at its last checkpoint's step, when that checkpoint is behind the
     latest report: what a release keeps (None when unknown, or when the checkpoint is current)."""

@@ -67,6 +67,7 @@ class _Columns:
     __slots__ = (
         "epochs",
         "losses",
+        "lowest",
         "lrs",
         "missing_epochs",
         "missing_lrs",
@@ -84,6 +85,8 @@ class _Columns:
         self.missing_times = 0
         self.missing_lrs = 0
         self.missing_epochs = 0
+        #: (step, loss) of the lowest finite loss, the first of equals (None without one)
+        self.lowest: tuple[int, float] | None = None
 
     @classmethod
     def of(cls, points: list[Point]) -> _Columns:
@@ -96,7 +99,13 @@ class _Columns:
         cols.missing_times = cols.times.count(None)
         cols.missing_lrs = cols.lrs.count(None)
         cols.missing_epochs = cols.epochs.count(None)
+        for p in points:
+            cols._lower(p)
         return cols
+
+    def _lower(self, p: Point) -> None:
+        if math.isfinite(p.loss) and (self.lowest is None or p.loss < self.lowest[1]):
+            self.lowest = (p.step, p.loss)
 
     def add(self, p: Point) -> None:
         self.steps.append(float(p.step))
@@ -110,6 +119,7 @@ class _Columns:
             self.missing_lrs += 1
         if p.epoch is None:
             self.missing_epochs += 1
+        self._lower(p)
 
 
 class History:
@@ -156,12 +166,22 @@ class History:
     def last(self) -> Point | None:
         return self._points[-1] if self._points else None
 
-    def last_finite_step(self) -> int | None:
-        """The step of the latest point whose loss is finite (None without one)."""
+    def lowest_loss(self) -> tuple[int, float] | None:
+        """(step, loss) of the lowest finite loss kept (None without one): where a run that blew
+        up was last at its best, the checkpoint a resume should not be later than."""
+        return self._cols().lowest
+
+    def last_finite(self) -> tuple[int, float] | None:
+        """(step, loss) of the latest point whose loss is finite (None without one)."""
         for p in reversed(self._points):
             if math.isfinite(p.loss):
-                return p.step
+                return p.step, p.loss
         return None
+
+    def last_finite_step(self) -> int | None:
+        """The step of the latest point whose loss is finite (None without one)."""
+        last = self.last_finite()
+        return None if last is None else last[0]
 
     @property
     def segments(self) -> tuple[int, ...]:

@@ -281,6 +281,7 @@ class AdvisorCore:
             self._refresh_forecast(rec, now, forecast_interval_s)
         total = rec.total_steps if rec.total_steps is not None else job.total_steps
         note_phase(rec, job, total, now)
+        last_finite = rec.history.last_finite()
         return dataclasses.replace(
             job,
             phase=rec.phase,
@@ -299,7 +300,9 @@ class AdvisorCore:
             actions=tuple(rec.actions),
             rule_state=dict(rec.rule_state),
             last_loss=rec.history.last.loss if rec.history.last is not None else None,
-            last_finite_step=rec.history.last_finite_step(),
+            last_finite_step=last_finite[0] if last_finite is not None else None,
+            last_finite_loss=last_finite[1] if last_finite is not None else None,
+            lowest_loss=rec.history.lowest_loss(),
             checkpoint_loss=loss_at_checkpoint(rec),
             runtime_sigterm=self._runtime.prior(self._records.values(), rec, job.runtime),
             runtime_save_windows=self._runtime.windows(self._records.values(), job.runtime),

@@ -8,7 +8,8 @@ Unlike the other releases, no checkpoint is taken first: the weights of a run wh
 are NaN, and those of a run whose loss is running away are worse than any saved before it. A save
 now would become the newest checkpoint, the one a resume starts from, and with a bounded number of
 kept checkpoints it could push out the last good one. The reason names what to resume from
-instead: the last checkpoint the advisor knows of, and the last step with a finite loss.
+instead: the last checkpoint the advisor knows of, and the last step with a finite loss, or the step
+of the lowest loss when the loss had already risen well above it (a gradual blow-up).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from policies.spec import RECOMMEND, STOP, DivergenceRule
 
 NAME = "divergence"
 KEY = "divergence.since"
+#: the reason names the lowest loss's step, not the last finite one's, once the loss stood this
+#: share above its lowest there (a wording choice: no action depends on it)
+RISEN = 0.10
 
 
 def _non_finite(ctx: Context) -> float | None:
@@ -74,7 +78,9 @@ def _weights(bad: float | None) -> str:
 
 
 def _resume_from(ctx: Context) -> str:
-    """Where a resume should start: the last checkpoint known and the last finite loss's step."""
+    """Where a resume should start: the last checkpoint known, and one at or before the step of
+    the lowest loss when the loss rose after it (a gradual blow-up: a checkpoint saved on the way up
+    holds its weights), else at or before the last finite loss's step."""
     parts = []
     cp = ctx.job.checkpoint
     if cp.last_step is not None:
@@ -83,6 +89,19 @@ def _resume_from(ctx: Context) -> str:
     last = ctx.job.last_finite_step
     if last is None and ctx.job.forecast is not None and ctx.job.forecast.last_step is not None:
         last = int(ctx.job.forecast.last_step)
-    if last is not None:
+    lowest = ctx.job.lowest_loss
+    risen = ctx.job.last_finite_loss
+    if (
+        lowest is not None
+        and last is not None
+        and risen is not None
+        and lowest[0] < last
+        and risen > lowest[1] + RISEN * abs(lowest[1])
+    ):
+        parts.append(
+            f"one at or before step {lowest[0]:,} (its lowest loss, {lowest[1]:.4g}; the loss rose after "
+            f"it, to {risen:.4g} at step {last:,}, the last finite one)"
+        )
+    elif last is not None:
         parts.append(f"one at or before step {last:,} (the last finite loss)")
     return f"; resume from {' or '.join(parts)}" if parts else ""

@@ -255,6 +255,19 @@ def test_non_finite_loss_diverges_at_once_without_saving_its_weights() -> None:
     later = dataclasses.replace(saved, last_finite_step=4700)
     reason = decide(later, CV, p, now=T0).actions[0].reason
     assert "one at or before step 4,700 (the last finite loss)" in reason
+    # a gradual blow-up: the loss had risen 100-fold before it went NaN; a checkpoint on the way up
+    # holds those weights, so the step of its lowest loss is named
+    risen = dataclasses.replace(later, last_finite_loss=200.0, lowest_loss=(3900, 2.0))
+    reason = decide(risen, CV, p, now=T0).actions[0].reason
+    assert (
+        "one at or before step 3,900 (its lowest loss, 2; the loss rose after it, to 200 at step 4,700"
+        in reason
+    )
+    # a loss still near its lowest when it went NaN: the last finite step stays the one named
+    near = dataclasses.replace(later, last_finite_loss=2.05, lowest_loss=(4600, 2.0))
+    assert (
+        "one at or before step 4,700 (the last finite loss)" in decide(near, CV, p, now=T0).actions[0].reason
+    )
 
 
 def test_divergence_probability_must_hold_and_non_finite_can_be_turned_off() -> None:
