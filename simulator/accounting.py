@@ -50,6 +50,8 @@ def account(job: SimJob, now: float, busy_s: dict[str, float]) -> None:
             job.restart_gpu_s += dt * g
         elif job.phase is Phase.CHECKPOINTING:
             job.ckpt_gpu_s += dt * g
+        if job.phase is not Phase.RUNNING and job.step >= job.learning_end:
+            job.overhead_nonlearning_gpu_s += dt * g
         if job.phase is Phase.RUNNING:
             s0 = job.step_at(job.last_account)
             if s0 >= job.learning_end:

@@ -149,6 +149,9 @@ class Actuator:
         lost = lost_steps * job.step_time / job.rate_factor * job.gpus
         if cause in ("preempted", "failure"):
             job.lost_gpu_s += lost
+            # the lost steps past the learning end were charged as non-learning when first run
+            past = max(0.0, job.step - max(float(job.ckpt_step), float(job.learning_end)))
+            job.overhead_nonlearning_gpu_s += past * job.step_time / job.rate_factor * job.gpus
             if cause == "preempted":
                 job.lost_preempt_gpu_s += lost
             job.step = float(job.ckpt_step)

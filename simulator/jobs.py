@@ -172,6 +172,9 @@ class SimJob:
     restart_gpu_s: float = 0.0
     lost_gpu_s: float = 0.0
     lost_preempt_gpu_s: float = 0.0
+    #: of the overheads above, those after the job stopped learning: counted in
+    #: ``nonlearning_gpu_s`` too (the saved split must not count them twice)
+    overhead_nonlearning_gpu_s: float = 0.0
     queue_wait_s: float = 0.0
     queued_since: float = 0.0
     first_start: float | None = None

@@ -172,6 +172,7 @@ def row_metrics(
         "lost_work_preemption_gpu_hours": sum(j.lost_preempt_gpu_s for j in jobs) / h,
         "checkpoint_overhead_gpu_hours": sum(j.ckpt_gpu_s for j in jobs) / h,
         "restart_overhead_gpu_hours": sum(j.restart_gpu_s for j in jobs) / h,
+        "overhead_nonlearning_gpu_hours": sum(j.overhead_nonlearning_gpu_s for j in jobs) / h,
         "jct_mean_s": float(jct.mean()) if jct.size else None,
         "jct_p95_s": float(np.percentile(jct, 95)) if jct.size else None,
         "jct_released_mean_s": float(jct_cut.mean()) if jct_cut.size else None,

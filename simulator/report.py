@@ -71,6 +71,9 @@ def saved_split(row: dict[str, Any], base: dict[str, Any]) -> dict[str, float] |
     try:
         nonlearning = float(base["gpu_hours_nonlearning"]) - float(row["gpu_hours_nonlearning"])
         overheads = sum(float(base.get(k) or 0.0) - float(row.get(k) or 0.0) for k in _OVERHEADS)
+        # the overheads after runs stopped learning are in ``nonlearning`` already
+        key = "overhead_nonlearning_gpu_hours"
+        overheads -= float(base.get(key) or 0.0) - float(row.get(key) or 0.0)
     except (KeyError, TypeError):
         return None
     return {
@@ -96,8 +99,9 @@ LEGEND = (
     "GPU-h: GPU-hours held under admitted quota. non-learn: of them, held after a run stopped "
     "learning (<=1% improvement ahead on its hidden clean curve). saved: no-advisor's GPU-h minus "
     "this row's (near-end releases excluded) = non-learn (non-learning GPU-h not burnt: what a "
-    "release is for; checkpoints and restarts after a run stopped learning count here) + overheads "
-    "(lost work, checkpoints, restarts avoided; negative: added) + cut learning (GPU-h of runs still "
+    "release is for; checkpoints, restarts and lost work after a run stopped learning count here) + "
+    "overheads (lost work, checkpoints, restarts avoided while runs learned; negative: added) + cut "
+    "learning (GPU-h of runs still "
     "learning not spent: work cut short or not reached by the end; not a saving). wrong .5/1/2%: "
     "runs released or stopped that would still have improved by more than 0.5/1/2%. near-end: "
     "healthy runs released in their last 15%. "

@@ -55,3 +55,23 @@ def test_no_minus_zero_and_no_recall_without_predictions() -> None:
     line = table.splitlines()[2]
     assert " -0 " not in line and "+0" in line
     assert line.split()[-1] == "-" and line.split()[-2] == "-"
+
+
+def test_a_row_that_stops_no_run_cuts_no_learning() -> None:
+    """Periodic checkpoints taken after runs stopped learning are non-learning GPU-hours and
+    checkpoint overhead at once: the split counts them once, so a row that releases nothing has no
+    "cut learning" (it showed +14 GPU-h of it on the default scenario)."""
+    from simulator.baselines import FixedInterval, NoAdvisor
+    from simulator.runner import run_strategy
+    from simulator.scenario import default_scenario
+
+    sc = default_scenario(seed=1, n_jobs=60)
+    base = run_strategy(sc, NoAdvisor()).metrics
+    fixed = run_strategy(sc, FixedInterval(900.0)).metrics
+    assert fixed["released_or_stopped"] == 0 and fixed["overhead_nonlearning_gpu_hours"] > 0
+    split = saved_split(
+        {**fixed, "policy": "fixed-interval", "gpu_hours_saved": base["gpu_hours"] - fixed["gpu_hours"]},
+        {**base, "policy": "no-advisor"},
+    )
+    assert split is not None and abs(split["learning"]) < 0.01 * fixed["gpu_hours"]
+    assert split["nonlearning"] < 0  # more checkpoints held after runs stopped learning
