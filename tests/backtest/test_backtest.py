@@ -150,7 +150,8 @@ def test_baselines() -> None:
     assert stopped.stopped and stopped.rule == "median"
     assert not median_stopping(good[0], [good[0], bad], s).stopped  # one peer is too few
     cut = fixed_budget(good[0], BaselineSettings(fixed_fraction=0.75))
-    assert cut.stopped and cut.step == 800
+    # at 75% of the budget by the clock, not at the next report (800)
+    assert cut.stopped and cut.step == 750 and cut.time_s == pytest.approx(750.0)
 
 
 def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
