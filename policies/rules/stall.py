@@ -8,6 +8,12 @@ or ``minProgress``: a collective that hangs at start-up never reaches them. The 
 whether progress reports still arrive with a stuck step (hung training) or stopped arriving
 altogether (which may also be a broken reporter). By default no checkpoint is requested first: a
 hung process cannot answer one.
+
+A job that has never reported progress is not judged at all: without a report nothing tells a
+run that hangs at start-up from one that has no progress source (Kubeflow Trainer's
+``TrainJobStatus`` gate is off by default, and a job without the training callback never
+reports), and releasing every job of the second kind is the worse mistake. Once a job has reported,
+a restart that hangs before its next report is judged as any stall.
 """
 
 from __future__ import annotations
@@ -28,6 +34,12 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     if runtime_gate(job, ctx.policy, now) is not None or not job.active or not job.admitted:
         return out
     if job.total_steps is not None and job.step >= job.total_steps:
+        return out
+    if job.last_sample_time is None:
+        out.reasons.append(
+            f"{NAME}: no progress report seen yet: not judged (a job without a progress source is "
+            "never called stalled)"
+        )
         return out
     since = job.last_step_change if job.last_step_change is not None else job.started_at
     # nor, for a job released and then reactivated (``resume``) with its Workload's admission
