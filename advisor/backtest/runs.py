@@ -151,6 +151,12 @@ def _one(
     values = np.asarray(curve.values[seg], dtype=float)
     if steps.size < MIN_POINTS:
         raise RunError(f"{name}: steps: {steps.size} points, fewer than the {MIN_POINTS} a replay needs")
+    if not np.isfinite(values).any():
+        # nothing to forecast or judge (``forecast`` refuses such a file): a bad run, not one no
+        # row stops and every row "saves" nothing on
+        raise RunError(
+            f"{name}: {curve.metric}: no usable points (all {values.size} values are NaN or infinite)"
+        )
     if not np.all(np.diff(steps) > 0):
         raise RunError(f"{name}: step: repeats within the run (the same step logged twice)")
     times = None

@@ -214,6 +214,15 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         (lambda d: (d / "x.csv").write_text("step,loss\n1,2\n2,1\n") and d / "x.csv", [], "fewer than the 5"),
         (lambda d: d / "missing.csv", [], "no such file"),
         (
+            # what `forecast` refuses ("no usable points") is no run to back-test either
+            lambda d: (
+                (d / "x.csv").write_text("step,loss\n" + "".join(f"{i},nan\n" for i in range(1, 9)))
+                and d / "x.csv"
+            ),
+            [],
+            "x.csv: loss: no usable points",
+        ),
+        (
             lambda d: (
                 (d / "x.csv").write_text("step,loss\n" + "".join(f"{i},1\n" for i in range(1, 9)))
                 and d / "x.csv"
@@ -264,10 +273,11 @@ def test_bad_runs_can_be_skipped_and_counted(tmp_path: Path, capsys: pytest.Capt
     s, v = _learning(5, n=40)
     _write(tmp_path / "good.csv", s, v, total=400)
     (tmp_path / "bad.csv").write_text("step,loss\n1,x\n")
+    (tmp_path / "nan.csv").write_text("step,loss\n" + "".join(f"{i},nan\n" for i in range(1, 9)))
     assert main(["backtest", str(tmp_path), "--quiet", "--policy", str(PLATEAU)]) == 2
     assert "bad.csv" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path), "--quiet", "--policy", str(PLATEAU), "--skip-bad-runs"]) == 0
-    assert "1 skipped as bad" in capsys.readouterr().out
+    assert "2 skipped as bad" in capsys.readouterr().out
     with pytest.raises(RunError, match="no runs to back-test"):
         load_runs([tmp_path / "bad.csv"], skip_bad=True)
 
