@@ -121,15 +121,20 @@ def _read_index(path: Path) -> dict[str, _IndexRow]:
         raise RunError(f"{path}: {exc.strerror or exc}") from None
 
 
+def _is_run_file(path: Path) -> bool:
+    """A folder's run log: one of ``RUN_SUFFIXES``, gzip-compressed or not (``train.csv.gz`` is
+    read as a file given alone is), and no index."""
+    name = path.name.lower()
+    return name.removesuffix(".gz").endswith(RUN_SUFFIXES) and name not in INDEX_NAMES
+
+
 def _files(arg: Path) -> list[Path]:
     if arg.is_dir():
-        found = sorted(
-            p
-            for p in arg.rglob("*")
-            if p.is_file() and p.suffix.lower() in RUN_SUFFIXES and p.name.lower() not in INDEX_NAMES
-        )
+        found = sorted(p for p in arg.rglob("*") if p.is_file() and _is_run_file(p))
         if not found:
-            raise RunError(f"{arg}: folder: no runs in it (looked for {', '.join(RUN_SUFFIXES)})")
+            raise RunError(
+                f"{arg}: folder: no runs in it (looked for {', '.join(RUN_SUFFIXES)}, each also as .gz)"
+            )
         return found
     if not arg.exists():
         raise RunError(f"{arg}: no such file or folder")

@@ -282,6 +282,25 @@ def test_bad_runs_can_be_skipped_and_counted(tmp_path: Path, capsys: pytest.Capt
         load_runs([tmp_path / "bad.csv"], skip_bad=True)
 
 
+def test_a_folder_of_gzip_compressed_runs_is_read_as_each_file_alone_is(tmp_path: Path) -> None:
+    import gzip
+
+    for name, seed in (("a.csv", 1), ("b.json", 2)):
+        s, v = _learning(seed, n=40)
+        plain = _write(tmp_path / name, s, v, total=400)
+        if name.endswith(".json"):  # a trainer_state.json
+            plain.write_text(
+                json.dumps(
+                    {"log_history": [{"step": int(a), "loss": float(b)} for a, b in zip(s, v, strict=True)]}
+                )
+            )
+        (tmp_path / "gz").mkdir(exist_ok=True)
+        (tmp_path / "gz" / f"{name}.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    runs, skipped = load_runs([tmp_path / "gz"])
+    assert not skipped and [r.name for r in runs] == ["a.csv.gz", "b.json.gz"]
+    assert all(r.steps.size == 40 for r in runs)
+
+
 def test_a_multi_run_dump_gives_one_run_per_curve_id_with_its_group_and_gpus(tmp_path: Path) -> None:
     from advisor.sources.files import load_curves
 
