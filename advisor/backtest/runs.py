@@ -25,7 +25,7 @@ from advisor.series import Direction, direction_of
 from advisor.sources.assemble import eval_metrics
 from advisor.sources.files import LoadedCurve, SourceError, load_curves
 
-__all__ = ["RUN_SUFFIXES", "Run", "RunError", "load_runs"]
+__all__ = ["RUN_SUFFIXES", "BadRunError", "Run", "RunError", "load_runs"]
 
 #: files a folder is searched for
 RUN_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".log")
@@ -38,7 +38,13 @@ MAX_EVAL_SERIES = 16
 
 
 class RunError(Exception):
-    """A run that cannot be back-tested; ``str()`` is one line: ``file: field: reason``."""
+    """Runs that cannot be back-tested; ``str()`` is one line: ``file: field: reason``."""
+
+
+class BadRunError(RunError):
+    """One run that cannot be back-tested, which ``skip_bad`` skips. Apart from ``RunError``
+    because only this kind is worth a hint to skip it: an empty folder, a bad index or flag
+    fails with or without skipping."""
 
 
 @dataclass(frozen=True)
@@ -155,15 +161,15 @@ def _one(
     steps = np.asarray(curve.steps[seg], dtype=float)
     values = np.asarray(curve.values[seg], dtype=float)
     if steps.size < MIN_POINTS:
-        raise RunError(f"{name}: steps: {steps.size} points, fewer than the {MIN_POINTS} a replay needs")
+        raise BadRunError(f"{name}: steps: {steps.size} points, fewer than the {MIN_POINTS} a replay needs")
     if not np.isfinite(values).any():
         # nothing to forecast or judge (``forecast`` refuses such a file): a bad run, not one no
         # row stops and every row "saves" nothing on
-        raise RunError(
+        raise BadRunError(
             f"{name}: {curve.metric}: no usable points (all {values.size} values are NaN or infinite)"
         )
     if not np.all(np.diff(steps) > 0):
-        raise RunError(f"{name}: step: repeats within the run (the same step logged twice)")
+        raise BadRunError(f"{name}: step: repeats within the run (the same step logged twice)")
     times = None
     timed = False
     if curve.times is not None:
@@ -230,7 +236,7 @@ def load_runs(
                 curves = load_curves(path)
             except SourceError as exc:
                 if not skip_bad:
-                    raise RunError(str(exc)) from None
+                    raise BadRunError(str(exc)) from None
                 skipped.append(str(exc))
                 curves = []
             first = len(runs)
@@ -252,7 +258,7 @@ def load_runs(
                             steps_per_second=steps_per_second,
                         )
                     )
-                except RunError as exc:
+                except BadRunError as exc:
                     if not skip_bad:
                         raise
                     skipped.append(str(exc))

@@ -192,7 +192,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def _load(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
     """The runs the arguments name, and the bad ones skipped; a bad run is one error line."""
-    from advisor.backtest.runs import RunError, load_runs
+    from advisor.backtest.runs import BadRunError, RunError, load_runs
 
     try:
         return load_runs(
@@ -204,7 +204,9 @@ def _load(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
             skip_bad=args.skip_bad_runs,
         )
     except RunError as exc:
-        hint = " (use --skip-bad-runs to skip such runs)" if not args.skip_bad_runs else ""
+        # only a bad run can be skipped: an empty folder or a bad index fails either way
+        skippable = isinstance(exc, BadRunError) and not args.skip_bad_runs
+        hint = " (use --skip-bad-runs to skip such runs)" if skippable else ""
         raise CommandError(f"{exc}{hint}") from None
 
 

@@ -282,6 +282,28 @@ def test_bad_runs_can_be_skipped_and_counted(tmp_path: Path, capsys: pytest.Capt
         load_runs([tmp_path / "bad.csv"], skip_bad=True)
 
 
+def test_skipping_bad_runs_is_suggested_only_where_it_helps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty folder or an index CSV without a run column fails with --skip-bad-runs too: no
+    hint to use it; a bad run (here a one-point log) gets the hint."""
+    (tmp_path / "empty").mkdir()
+    s, v = _learning(5, n=40)
+    good = _write(tmp_path / "good.csv", s, v, total=400)
+    (tmp_path / "idx.csv").write_text("who,gpus\ngood.csv,2\n")
+    (tmp_path / "short").mkdir()
+    (tmp_path / "short" / "x.csv").write_text("step,loss\n1,2\n")
+    for argv, message in (
+        ([str(tmp_path / "empty")], "no runs in it"),
+        ([str(good), "--index", str(tmp_path / "idx.csv")], "no run column"),
+    ):
+        assert main(["backtest", *argv, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "--skip-bad-runs" not in err, err
+    assert main(["backtest", str(tmp_path / "short"), "--quiet"]) == 2
+    assert "(use --skip-bad-runs to skip such runs)" in capsys.readouterr().err
+
+
 def test_a_folder_of_gzip_compressed_runs_is_read_as_each_file_alone_is(tmp_path: Path) -> None:
     import gzip
 
