@@ -195,7 +195,7 @@ def _load(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
     from advisor.backtest.runs import BadRunError, RunError, load_runs
 
     try:
-        return load_runs(
+        runs, skipped = load_runs(
             args.runs,
             gpus=args.gpus,
             steps_per_second=args.steps_per_second,
@@ -208,6 +208,10 @@ def _load(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
         skippable = isinstance(exc, BadRunError) and not args.skip_bad_runs
         hint = " (use --skip-bad-runs to skip such runs)" if skippable else ""
         raise CommandError(f"{exc}{hint}") from None
+    # which runs were skipped and why, where the count is read (not only in --json / --report)
+    for line in skipped:
+        print(f"skipped {line}", file=sys.stderr)
+    return runs, skipped
 
 
 def backtest(

@@ -277,7 +277,12 @@ def test_bad_runs_can_be_skipped_and_counted(tmp_path: Path, capsys: pytest.Capt
     assert main(["backtest", str(tmp_path), "--quiet", "--policy", str(PLATEAU)]) == 2
     assert "bad.csv" in capsys.readouterr().err
     assert main(["backtest", str(tmp_path), "--quiet", "--policy", str(PLATEAU), "--skip-bad-runs"]) == 0
-    assert "2 skipped as bad" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "2 skipped as bad" in out
+    # which files, and why, on the terminal too: one line each
+    skipped = [line for line in err.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 2 and "bad.csv" in skipped[0]
+    assert skipped[1] == "skipped nan.csv: loss: no usable points (all 8 values are NaN or infinite)"
     with pytest.raises(RunError, match="no runs to back-test"):
         load_runs([tmp_path / "bad.csv"], skip_bad=True)
 
