@@ -156,9 +156,22 @@ def _rows(args: argparse.Namespace) -> tuple[list[str], list[tuple[str, list[Any
             raise CommandError(f"{path}: " + str(exc).replace("\n", "; ")) from None
         if not policies:
             raise CommandError(f"{path}: no AdvisorPolicy found (as `policy validate` says)")
-        stem = path.stem[len("policy-") :] if path.stem.startswith("policy-") else path.stem
-        rows.append((f"advisor-{stem}", policies))
+        rows.append((_row_name(policies[0].name, path, {name for name, _p in rows}), policies))
     return baselines, rows
+
+
+def _row_name(policy: str, path: Path, taken: set[str]) -> str:
+    """``advisor-<metadata.name>`` of the file's first policy (a sample file's first policy is the
+    one it is named for: ``advisor-plateau-release``): what the user called it, not their file's
+    name. A name already in the table gets its file's name, then a number, so that every row
+    stays its own."""
+    name = f"advisor-{policy}"
+    if name in taken:
+        name = f"{name} ({path.name})"
+    base, k = name, 2
+    while name in taken:
+        name, k = f"{base} #{k}", k + 1
+    return name
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -309,6 +309,37 @@ def test_skipping_bad_runs_is_suggested_only_where_it_helps(
     assert "(use --skip-bad-runs to skip such runs)" in capsys.readouterr().err
 
 
+def test_a_policy_row_is_named_by_its_metadata_name_and_every_row_is_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s, v = _learning(5, n=40)
+    _write(tmp_path / "good.csv", s, v, total=400)
+    mine = PLATEAU.read_text().replace("name: plateau-release\n", "name: my-aggressive\n", 1)
+    (tmp_path / "mypol.yaml").write_text(mine)
+    (tmp_path / "other.yaml").write_text(mine)
+    out = tmp_path / "bt.json"
+    argv = [
+        "backtest",
+        str(tmp_path / "good.csv"),
+        "--quiet",
+        "--baselines",
+        "no-advisor",
+        "--json-file",
+        str(out),
+    ]
+    for policy in ("mypol.yaml", "other.yaml", "mypol.yaml", str(PLATEAU)):
+        argv += ["--policy", str(tmp_path / policy)]
+    assert main(argv) == 0
+    assert [r["policy"] for r in json.loads(out.read_text())] == [
+        "no-advisor",
+        "advisor-my-aggressive",
+        "advisor-my-aggressive (other.yaml)",
+        "advisor-my-aggressive (mypol.yaml)",
+        "advisor-plateau-release",
+    ]
+    assert "advisor-my-aggressive" in capsys.readouterr().out
+
+
 def test_a_folder_of_gzip_compressed_runs_is_read_as_each_file_alone_is(tmp_path: Path) -> None:
     import gzip
 
