@@ -17,10 +17,15 @@ import numpy as np
 from advisor.backtest.runs import Run
 from advisor.backtest.verdict import judged
 
-__all__ = ["MAX_TIMELINES", "format_table", "write_report"]
+__all__ = ["MAX_TIMELINES", "WRONG_STOP_HOURS", "format_table", "write_report"]
 
 #: timelines drawn (the worst calls); the table lists every stopped run
 MAX_TIMELINES = 40
+#: what the "of it on wrong stops" column holds (``gpu_hours_saved_on_wrong_stops``), in the table's
+#: footer and the report alike: GPU-hours, not a share of the saved ones
+WRONG_STOP_HOURS = (
+    "of the GPU-hours saved, those the row's wrong stops at 1% spared (hours that cost learning)"
+)
 
 
 _COLUMNS = (
@@ -128,7 +133,8 @@ def write_report(
         "A stop at step s *left* (v(s) - best later v) / v(s); it is a *wrong stop* at 0.5%, 1% or 2% when "
         "that exceeds the threshold. A run *stopped learning* at the first point no later point improves on "
         "by more than 1%; GPU-hours after it, to the run's recorded end, are *non-learning*. A stop in the "
-        "last 15% of a run's budget is a *near-end release* and what it spared is not counted as saved.",
+        "last 15% of a run's budget is a *near-end release* and what it spared is not counted as saved. "
+        f"*Of it on wrong stops*: {WRONG_STOP_HOURS}.",
         "",
         f"## Stopped runs, worst call first ({len(worst)})",
         "",

@@ -386,7 +386,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_sweep(args, json_out)
     progress = not args.quiet and sys.stderr.isatty()
     rows, meta, runs = backtest(args, progress=progress)
-    from advisor.backtest.report import format_table
+    from advisor.backtest.report import WRONG_STOP_HOURS, format_table
 
     human = human_stream(json_out)
     print(format_table(rows), file=human)
@@ -395,8 +395,7 @@ def run(args: argparse.Namespace) -> int:
         f"{meta['runs_with_eval_series']} with an eval series; {meta['runs_without_times']} without times, "
         f"replayed at {args.steps_per_second:g} steps/s). Wrong stop: the judged series (eval if logged, "
         "else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop in the last "
-        "15% of the budget, not counted as saved; of it on wrong stops: the share of saved that the "
-        "row's wrong stops at 1% spared (hours that cost learning).",
+        f"15% of the budget, not counted as saved; of it on wrong stops: {WRONG_STOP_HOURS}.",
         file=human,
     )
     emit_json([_clean({**r, "backtest": meta}) for r in rows], json_out)

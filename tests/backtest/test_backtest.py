@@ -200,10 +200,17 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "learning.csv" not in released and len(released) == 3
     text = (rep / "report.md").read_text()
     assert "worst call first" in text and "flat0.csv" in text
+    # the column is GPU-hours (gpu_hours_saved_on_wrong_stops), not a share: so say both texts
+    hours = "*Of it on wrong stops*: of the GPU-hours saved, those the row's wrong stops at 1% spared"
+    assert hours in text and "share of saved" not in text
+    footer_and_table = capsys.readouterr().out
+    footer = footer_and_table.split("\n\n")[-1]
+    assert "of it on wrong stops: of the GPU-hours saved, those the row's" in " ".join(footer.split())
+    assert "share" not in footer
     assert len(list(rep.glob("timeline-*.png"))) == len(
         {d["run"] for r in rows for d in r["decisions"] if d["action"]}
     )
-    assert "advisor-plateau-release" in capsys.readouterr().out
+    assert "advisor-plateau-release" in footer_and_table
 
 
 @pytest.mark.parametrize(
