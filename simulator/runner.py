@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -156,10 +157,14 @@ def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bo
 
     lib = curve_library(scenario)
     span = max(j.submit + j.duration for j in scenario.trace.jobs)
-    total_h = span / 3600.0 * len(strategies)
+    # counted in whole simulated seconds, shown in hours: float hours added up row by row ran an
+    # ulp past their float total, and tqdm warned ("clamping frac to range [0, 1]") and showed a
+    # negative time left; whole numbers end exactly at the total
+    row_s = math.ceil(span)
     bar = tqdm(
-        total=total_h,
+        total=row_s * len(strategies),
         unit="sim-h",
+        unit_scale=1.0 / 3600.0,
         file=sys.stderr,
         disable=not progress,
         bar_format="{desc} {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} sim-h [{elapsed}<{remaining}]",
@@ -173,8 +178,8 @@ def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bo
             done = [0.0]
 
             def tick(t: float, _done: list[float] = done, _i: int = i) -> None:
-                target = min(t, span) / 3600.0 + _i * span / 3600.0
-                bar.update(max(0.0, target - bar.n))
+                target = min(math.floor(t), row_s) + _i * row_s
+                bar.update(max(0, target - bar.n))
                 _done[0] = t
 
             result = run_strategy(
@@ -187,7 +192,7 @@ def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bo
             result.metrics["nonlearning_saved_fraction"] = nonlearning_saved(
                 base_nonlearning, result.metrics["gpu_hours_nonlearning"]
             )
-            bar.update(max(0.0, (i + 1) * span / 3600.0 - bar.n))
+            bar.update(max(0, (i + 1) * row_s - bar.n))
             results.append(result)
     finally:
         bar.close()

@@ -188,3 +188,44 @@ def test_a_zero_close_interval_is_rejected(capsys: pytest.CaptureFixture[str]) -
     args = ["simulate", "--jobs", "3", "--quiet", "--policy", str(PLATEAU), "--close-interval", "0s"]
     assert main(args) == 2
     assert "--close-interval must be a positive duration" in capsys.readouterr().err
+
+
+class _RecordingBar:
+    """tqdm's part ``run_rows`` uses, keeping every update (``disable`` ignored: as on a terminal)."""
+
+    last: _RecordingBar | None = None
+
+    def __init__(self, *_args: object, total: float, **_kwargs: object) -> None:
+        self.total, self.n = total, 0.0
+        self.updates: list[float] = []
+        _RecordingBar.last = self
+
+    def update(self, n: float = 1) -> None:
+        self.updates.append(n)
+        self.n += n
+
+    def set_description(self, _desc: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("jobs", "seed"), [(3, 3), (5, 1), (7, 0)])
+def test_the_progress_bar_ends_at_its_total_and_never_passes_it(
+    monkeypatch: pytest.MonkeyPatch, jobs: int, seed: int
+) -> None:
+    """Past its total tqdm warns "clamping frac to range [0, 1]" and shows a negative time left
+    (these scenarios' rows, added up in float hours, overshot by an ulp)."""
+    import tqdm
+
+    from simulator.baselines import baseline_strategies
+    from simulator.runner import run_rows
+    from simulator.scenario import default_scenario
+
+    monkeypatch.setattr(tqdm, "tqdm", _RecordingBar)
+    rows = [s for s in baseline_strategies() if s.name != "fixed-interval"]
+    run_rows(default_scenario(seed=seed, n_jobs=jobs), rows, progress=True)
+    bar = _RecordingBar.last
+    assert bar is not None and all(u >= 0 for u in bar.updates)
+    assert bar.n == bar.total  # exactly: at the end, and (updates never negative) never past it
