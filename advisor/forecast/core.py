@@ -30,6 +30,9 @@ FloatArray = NDArray[np.float64]
 
 #: a last report this many noise units below the recent peak: the loss is coming back down
 _RECOVERED_Z = 4.0
+#: the warning of a series that has turned upward; it reads a loss (lower is better), and
+#: ``state.forecast_series`` words it for a higher-is-better metric forecast negated
+RISING_WARNING = "the series is rising"
 
 
 def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
@@ -193,9 +196,7 @@ def _run(
         hi = max((1.0 - w) * hi + w * (turn.mean + half_t), mean)
         plateau = (1.0 - w) * plateau + w * turn.plateau
         if w >= 0.5:
-            warnings.append(
-                f"the series is rising ({turn.slope_t:.1f} standard errors over its recent points)"
-            )
+            warnings.append(f"{RISING_WARNING} ({turn.slope_t:.1f} standard errors over its recent points)")
     if horizon is not None and horizon <= float(prep.steps[-1]):
         # the run is at its last step: no improvement is left to come, whatever the noise of the
         # last reports says about the level (a finished fine-tune is not "still learning")

@@ -41,7 +41,7 @@ from typing import Protocol
 
 import numpy as np
 
-from advisor.forecast.core import forecast
+from advisor.forecast.core import RISING_WARNING, forecast
 from advisor.model import LEARNING_LABELS, Forecast, Interval, LearningState
 from advisor.series import Direction, primary_eval
 
@@ -144,13 +144,22 @@ def forecast_series(
         eta_seconds=fc.eta_seconds,
         steps_per_second=fc.steps_per_second,
         model=fc.model,
-        warnings=fc.warnings,
+        warnings=tuple(_in_own_terms(w) for w in fc.warnings),
         current_loss=None if fc.current_loss is None else -fc.current_loss,
         last_step=fc.last_step,
         total_steps=fc.total_steps,
         n_points=fc.n_points,
         n_dropped=fc.n_dropped,
     )
+
+
+def _in_own_terms(warning: str) -> str:
+    """A warning about the negated series, in a higher-is-better metric's own direction: the
+    negated series rising is the metric falling, which is its worsening (an accuracy "rising"
+    read as good news)."""
+    if warning.startswith(RISING_WARNING):
+        return "the series is falling (worsening)" + warning[len(RISING_WARNING) :]
+    return warning
 
 
 def _score_top(values: Sequence[float]) -> float:

@@ -137,6 +137,18 @@ def test_higher_is_better_metrics_are_judged_upside_down() -> None:
     assert st.label == "overfitting" and st.best_value == max(acc)
 
 
+def test_a_falling_higher_is_better_metric_is_warned_of_as_falling_not_rising() -> None:
+    """The forecaster reads the accuracy negated, where its fall is a rise: the warning says what
+    the metric itself does, and that it is worsening."""
+    es = list(np.arange(100, 2001, 100.0))
+    acc = [0.8 - (0.0 if s < 600 else 0.0002 * (s - 600)) for s in es]
+    fc = forecast_series(es, acc, Direction.HIGHER, total_steps=3000)
+    assert any(w.startswith("the series is falling (worsening) (") for w in fc.warnings), fc.warnings
+    assert not any(w.startswith("the series is rising") for w in fc.warnings)
+    loss = forecast_series(es, [1.0 - a for a in acc], Direction.LOWER, total_steps=3000)
+    assert any(w.startswith("the series is rising (") for w in loss.warnings), loss.warnings
+
+
 def test_few_evals_fall_back_to_the_training_loss_with_a_warning() -> None:
     train = forecast(np.arange(10, 501, 10.0), 1 / np.arange(1, 51), total_steps=5000)
     st = learning_state(train, {"eval_loss": Series([100.0, 200.0], [0.5, 0.9])}, total_steps=5000)
