@@ -206,3 +206,18 @@ def test_the_shipped_cluster_example_loads_in_both_spellings(tmp_path: Path) -> 
     old.write_text("clusterQueues:\n  - {name: cq, nominalGpus: 16}\n")
     (q,), _ = load_cluster(old)
     assert q.nominal_gpus == 16
+
+
+@pytest.mark.parametrize(
+    ("key", "command"),
+    [("wrong_stop_gpu_hours", "simulate --json"), ("gpu_hours_saved_on_wrong_stops", "backtest --json")],
+)
+def test_the_readme_documents_the_gpu_hours_of_wrong_stops_in_the_json(key: str, command: str) -> None:
+    """Each is GPU-hours (what the wrongly stopped runs had used; what a row saved on its wrong
+    stops), which neither its name nor the table's "of it on wrong stops" says."""
+    from advisor.backtest.verdict import row_summary
+
+    assert "gpu_hours_saved_on_wrong_stops" in row_summary("row", [])
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    lines = [line for line in readme.splitlines() if f"`{key}` (`{command}`" in line]
+    assert len(lines) == 1 and "GPU-hours" in lines[0], lines
