@@ -298,6 +298,17 @@ def test_stall_releases_without_a_checkpoint_by_default_and_says_why() -> None:
     assert kinds(decide(hung, CV, careful, now=T0)) == [ActionKind.CHECKPOINT]
 
 
+def test_a_job_that_never_reported_progress_is_not_called_stalled() -> None:
+    """Admitted an hour ago and never a report: a job without a progress source (the Trainer's
+    TrainJobStatus gate off, no training callback) looks exactly like one hung at start-up; it is
+    not released, and the reasons say why."""
+    p = policy({"stall": {"for": "30m"}})
+    silent = job(step=0, last_step_change=None, last_sample_time=None, started_at=T0 - HOUR)
+    d = decide(silent, CV, p, now=T0)
+    assert kinds(d) == [] and d.advice != "hung"
+    assert any("no progress report seen yet: not judged" in r for r in d.reasons)
+
+
 def test_a_run_that_hangs_before_min_progress_is_still_released() -> None:
     """Stuck at step 300 of 9000 (3%) for 40 minutes under minProgress 10%: the learning rules may
     not judge it yet, but a run stuck there never reaches 10%; the stall rule waits for minRuntime
