@@ -95,7 +95,9 @@ class Engine:
         self.cluster_queues = self.index.cluster_queues
         self.local_queues = self.index.local_queues
         self.book = PolicyBook(api, self.metrics)
-        self.policies = self.book.policies  # name -> policies.Policy (valid ones)
+        self.policies = (
+            self.book.policies
+        )  # name -> policies.Policy (valid ones, and what stands in for an invalid one)
         self.policy_errors = self.book.errors  # name -> why it is invalid
         self.writer = StatusWriter(
             self._write,

@@ -172,6 +172,10 @@ class PolicyBook:
         #: out of its maps (a key a merge patch leaves out stays: a tie no longer lost, an outcome
         #: count that went to zero)
         self.stored: dict[str, Mapping[str, Any]] = {}
+        #: each policy's last valid version and its generation (what an invalid edit leaves in force)
+        self.last_valid: dict[str, tuple[Any, int | None]] = {}
+        #: per invalid policy, what stands in for it (``_stand_in``), said in its condition
+        self.holding: dict[str, str] = {}
 
     def governing(self, *, recommend_only: bool = False) -> list[Any]:
         """The valid policies, by name; with ``recommend_only`` (the cluster-wide safety rail) each
@@ -189,7 +193,9 @@ class PolicyBook:
         name = str((body.get("metadata") or {}).get("name"))
         self.policies.pop(name, None)
         self.errors.pop(name, None)
+        self.holding.pop(name, None)
         if event_type == "DELETED":
+            self.last_valid.pop(name, None)
             self.hours.pop(name, None)
             self.deleted.pop(name, None)
             self.written.pop(name, None)
@@ -203,11 +209,41 @@ class PolicyBook:
             stored = (body.get("status") or {}).get("gpuHoursFlaggedNonLearning")
             valid = isinstance(stored, int | float) and not isinstance(stored, bool) and stored > 0
             self.hours[name] = float(stored) if valid and stored is not None else 0.0
+        generation = (body.get("metadata") or {}).get("generation")
         try:
             self.policies[name] = load_policy({k: v for k, v in body.items() if k != "status"})
+            self.last_valid[name] = (self.policies[name], generation if isinstance(generation, int) else None)
         except PolicyError as exc:
             self.errors[name] = str(exc).replace("\n", "; ")
+            self._stand_in(name, body)
         self._write_condition(name, body)
+
+    def _stand_in(self, name: str, body: Mapping[str, Any]) -> None:
+        """What governs an invalid policy's jobs: its last valid version, while this process has
+        seen one; else (a restart) a holding version, its selector and priority without rules in
+        Recommend, so that its jobs are not handed to a broader policy that would act on them at
+        once (an edit typo must not turn a Recommend policy's jobs over to an Apply one)."""
+        from policies import PolicyError, load_policy
+
+        if name in self.last_valid:
+            previous, generation = self.last_valid[name]
+            self.policies[name] = previous
+            self.holding[name] = (
+                f"generation {generation}, the last valid one, stays in force"
+                if generation is not None
+                else "its last valid version stays in force"
+            )
+        else:
+            spec = dict(body.get("spec") or {}) if isinstance(body.get("spec"), Mapping) else {}
+            spec.update(mode="Recommend", rules={})
+            try:
+                self.policies[name] = load_policy(
+                    {k: v for k, v in body.items() if k not in ("status", "spec")} | {"spec": spec}
+                )
+                self.holding[name] = "its jobs are held: no rule acts on them and no other policy takes them"
+            except PolicyError:
+                self.holding[name] = "its selector is invalid too: it holds no job"
+        log.warning("AdvisorPolicy %s is invalid (%s); %s", name, self.errors[name], self.holding[name])
 
     @staticmethod
     def stored_actions(body: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -250,7 +286,9 @@ class PolicyBook:
             "type": "Valid",
             "status": "False" if error else "True",
             "reason": "Invalid" if error else "Valid",
-            "message": error or "the policy is valid" + _warnings(self.policies.get(name)),
+            "message": (f"{error}; {self.holding[name]}" if name in self.holding else error)
+            if error
+            else "the policy is valid" + _warnings(self.policies.get(name)),
         }
         generation = (body.get("metadata") or {}).get("generation")
         if isinstance(generation, int) and not isinstance(generation, bool):

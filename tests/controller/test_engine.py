@@ -225,7 +225,9 @@ def test_checkpoint_ack_closes_the_request_and_the_guard_drops_its_boost() -> No
     assert status["checkpoint"]["lastStep"] == 50 and status["pendingActions"] == "{}"
 
 
-def test_invalid_policy_gets_an_invalid_condition_and_applies_to_nothing() -> None:
+def test_invalid_policy_gets_an_invalid_condition_and_holds_its_jobs_without_rules() -> None:
+    from policies.spec_rules import Rules
+
     api = FakeApi()
     e = engine(api)
     e.enqueue(
@@ -239,11 +241,15 @@ def test_invalid_policy_gets_an_invalid_condition_and_applies_to_nothing() -> No
         },
     )
     e.step(T0)
-    assert e.policies == {} and "bad" in e.policy_errors
+    # seen first invalid (a restart): it holds its jobs, in Recommend with no rule, so that no
+    # broader policy takes them over
+    held = e.policies["bad"]
+    assert "bad" in e.policy_errors and held.mode.value == "Recommend" and held.spec.rules == Rules()
     (call,) = [c for c in api.log if c[0] == "policy_status" and "conditions" in c[2]]
     cond = call[2]["conditions"][0]
     assert (cond["type"], cond["status"], cond["reason"]) == ("Valid", "False", "Invalid")
     assert "spec.mode" in cond["message"] and call[2]["observedGeneration"] == 3
+    assert "its jobs are held" in cond["message"]
 
 
 def test_deleted_job_is_forgotten_and_queue_metrics_exported() -> None:

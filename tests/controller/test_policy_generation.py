@@ -53,3 +53,52 @@ def test_map_keys_gone_from_the_figures_are_nulled_out_of_the_stored_status() ->
     book.write_figures([JobFigures(key="ns/j", policy="p", actions=())])
     last = [c[2] for c in api.log if c[0] == "policy_status"][-1]
     assert last["lostTies"] == {"p": None}  # what this process wrote before, gone now
+
+
+def _guard(generation: int, rules: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+        "kind": "AdvisorPolicy",
+        "metadata": {"name": "guard", "generation": generation},
+        "spec": {"mode": "Recommend", "selector": {"namespaces": ["team-a"]}, "rules": rules},
+    }
+
+
+def test_an_invalid_edit_keeps_the_last_valid_generation_in_force() -> None:
+    """An edit the loader refuses (minInterval above maxInterval) must not hand the policy's jobs
+    to a broader policy that acts on them at once: the last valid generation stays in force, and
+    the condition says so."""
+    api = FakeApi()
+    book = PolicyBook(api, Metrics())
+    book.on_event("ADDED", _guard(1, {"stall": {"for": "30s"}}))
+    bad = {"stall": {"for": "30s"}, "checkpoint": {"minInterval": "5h", "maxInterval": "1h"}}
+    book.on_event("MODIFIED", _guard(2, bad))
+    (kept,) = book.governing()
+    assert kept.name == "guard" and kept.spec.rules.stall is not None and kept.spec.rules.checkpoint is None
+    cond = [c[2] for c in api.log if c[0] == "policy_status"][-1]["conditions"][0]
+    assert cond["status"] == "False" and cond["observedGeneration"] == 2
+    assert "generation 1, the last valid one, stays in force" in cond["message"]
+    # fixed: the new generation governs, and the condition is valid again
+    book.on_event("MODIFIED", _guard(3, {"stall": {"for": "45s"}}))
+    (fixed,) = book.governing()
+    assert fixed.spec.rules.stall is not None and fixed.spec.rules.stall.hold == 45.0
+    assert "guard" not in book.errors and "guard" not in book.holding
+
+
+def test_an_invalid_policy_first_seen_after_a_restart_holds_its_jobs() -> None:
+    """No valid version known (the controller restarted after the bad edit): the policy keeps its
+    selector and priority, in Recommend with no rule, so that it still claims its jobs; with a
+    selector that is invalid too, it holds none."""
+    from policies.spec_rules import Rules
+
+    api = FakeApi()
+    book = PolicyBook(api, Metrics())
+    book.on_event("ADDED", _guard(2, {"checkpoint": {"minInterval": "5h", "maxInterval": "1h"}}))
+    (held,) = book.governing()
+    assert held.spec.rules == Rules() and held.mode.value == "Recommend"
+    assert held.spec.selector.namespaces == ("team-a",) or list(held.spec.selector.namespaces) == ["team-a"]
+    assert "its jobs are held" in book.holding["guard"]
+    broken = _guard(2, {})
+    broken["spec"]["selector"] = {"namespaces": "team-a"}  # not a list
+    book.on_event("MODIFIED", broken)
+    assert book.governing() == [] and "holds no job" in book.holding["guard"]
