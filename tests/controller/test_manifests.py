@@ -151,3 +151,16 @@ def test_dashboard_queries_only_metrics_the_controller_exports() -> None:
         for n in re.findall(r"trainjob_advisor_\w+", t["expr"])
     }
     assert used and used <= exported | {n + "_total" for n in exported}
+
+
+def test_the_samples_folder_applies_as_one_set() -> None:
+    """``kubectl apply -f manifests/samples/`` must not apply two documents to one object (two
+    TrainJobs ``team-a/hf-finetune`` with different trainers: the second is refused as an
+    immutable-field change)."""
+    seen: dict[tuple[str, str, str], str] = {}
+    for path in sorted((ROOT / "samples").glob("*.yaml")):
+        for d in docs(path):
+            meta = d.get("metadata") or {}
+            key = (str(d.get("kind")), str(meta.get("namespace", "")), str(meta.get("name")))
+            assert key not in seen, f"{path.name} and {seen[key]} both define {key}"
+            seen[key] = path.name
