@@ -64,6 +64,8 @@ def test_the_chart_renders_its_values_and_the_api_server_accepts_it(
     tools: Tools, values: dict[str, Any], flags: set[str]
 ) -> None:
     objects = tools.helm_template(values, namespace=NS)
+    for ns in values.get("watchNamespaces") or []:  # its RoleBindings live there: they must exist
+        tools.run("kubectl", "create", "namespace", ns, check=False)
     args = set(container(objects)["args"])
     assert flags <= args
     assert ("--recommend-only" in args) is values.get("recommendOnly", True)
@@ -94,6 +96,55 @@ def test_the_grace_period_rbac_is_the_kustomize_components_on_request(tools: Too
     assert not [r for r in plain["rules"] if "patch" in r["verbs"] and "trainjobs" in r["resources"]]
     out = tools.server_side_dry_run(
         by_kind(tools.helm_template({"rbac": {"trainJobGracePeriod": True}}, namespace=NS), "ClusterRole")
+    )
+    assert "(server dry run)" in out, out
+
+
+def test_with_watch_namespaces_the_writes_are_granted_in_those_namespaces_only(tools: Tools) -> None:
+    """A controller told to watch team-a and team-b must not be able to patch pods or Workloads in
+    kube-system: its writes to namespaced objects come from a RoleBinding per watched namespace;
+    its reads and its writes to cluster-scoped objects stay cluster-wide. Each release gets its own
+    Lease (two namespace shards in one namespace must not stand one another by)."""
+    writes = {"patch", "create", "update", "delete"}
+    cluster_scoped = {"advisorpolicies", "advisorpolicies/status", "clusterqueues", "namespaces"}
+    cluster_scoped |= {"customresourcedefinitions", "admissionchecks", "admissionchecks/status"}
+    values = {"watchNamespaces": ["team-a", "team-b"], "rbac": {"trainJobGracePeriod": True}}
+    objects = tools.helm_template(values, release="shard-a", namespace=NS)
+    bound = {b["roleRef"]["name"] for b in by_kind(objects, "ClusterRoleBinding")}
+    for role in by_kind(objects, "ClusterRole"):
+        if role["metadata"]["name"] in bound:
+            for rule in role["rules"]:
+                namespaced = set(rule["resources"]) - cluster_scoped
+                assert not (namespaced and writes & set(rule["verbs"])), rule
+    bindings = [b for b in by_kind(objects, "RoleBinding") if b["roleRef"]["kind"] == "ClusterRole"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    (granted,) = {b["roleRef"]["name"] for b in bindings}
+    (role,) = [r for r in by_kind(objects, "ClusterRole") if r["metadata"]["name"] == granted]
+    patched = {res for rule in role["rules"] if "patch" in rule["verbs"] for res in rule["resources"]}
+    assert {"pods", "workloads", "trainjobs", "trainjobforecasts/status"} <= patched
+    # every rule of the cluster-wide install is still granted somewhere
+    plain = by_kind(tools.helm_template({"rbac": {"trainJobGracePeriod": True}}, namespace=NS), "ClusterRole")
+    every = {
+        (g, r, v)
+        for o in plain
+        for rule in o["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    split = {
+        (g, r, v)
+        for o in by_kind(objects, "ClusterRole")
+        for rule in o["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert every == split
+    assert "--leader-election-id=shard-a-trainjob-advisor" in container(objects)["args"]
+    assert "--leader-election-id=trainjob-advisor" in container(tools.helm_template(namespace=NS))["args"]
+    out = tools.server_side_dry_run(
+        [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     )
     assert "(server dry run)" in out, out
 
