@@ -65,6 +65,10 @@ _EVENT_REASONS = {
 _IMPOSSIBLE_STATUS = frozenset({400, 403, 405, 422})
 
 
+#: the outcomes of an attempt whose write reached the API server (a Workload, pod or job patched)
+_WROTE = frozenset({"done", "requested"})
+
+
 class Actuator:
     def __init__(
         self,
@@ -124,9 +128,14 @@ class Actuator:
         }
         key = f"{request_id}/{reason}" if request_id else None
         try:
-            self.api.create_event(involved, reason=reason, message=message, warning=warning, dedupe_key=key)
+            posted = self.api.create_event(
+                involved, reason=reason, message=message, warning=warning, dedupe_key=key
+            )
         except Exception as exc:  # an Event is best effort; the status keeps the record
             log.warning("event %s on %s not posted: %s", reason, job.key, exc)
+            return
+        if posted is not False and self.metrics is not None:
+            self.metrics.api_writes.labels("event").inc()
 
     def learning_state_changed(self, job: JobView, body: Mapping[str, Any], previous: str | None) -> None:
         """One Event when a run enters a learning state other than learning, or returns to learning
@@ -327,6 +336,8 @@ class Actuator:
             request_id=rid,
         )
         self._count(kind, Mode.APPLY.value, result.outcome)
+        if result.outcome in _WROTE and self.metrics is not None:
+            self.metrics.api_writes.labels(kind.value).inc()
         return result
 
     @staticmethod

@@ -149,6 +149,7 @@ class Engine:
         """Only while ``may_act()`` (the leader Lease held) does the engine evaluate, act or write."""
         self._gate = may_act
         self.actuator.may_act = may_act
+        self.metrics.leader.set_function(lambda: 1.0 if may_act() else 0.0)
 
     # ---------------------------------------------------------------------------- intake (any thread)
     def enqueue(self, kind: str, event_type: str, body: Any) -> None:

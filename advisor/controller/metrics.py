@@ -134,6 +134,21 @@ class Metrics:
             "trainjob_advisor_api_write_errors_total", "Failed writes by kind", ("kind",), registry=r
         )
         self.jobs = Gauge("trainjob_advisor_watched_jobs", "Jobs the controller currently tracks", registry=r)
+        from advisor import __version__
+
+        self.build_info = Gauge(
+            "trainjob_advisor_build_info",
+            "1, labelled with the controller's version",
+            ("version",),
+            registry=r,
+        )
+        self.build_info.labels(__version__).set(1)
+        self.leader = Gauge(
+            "trainjob_advisor_leader",
+            "1 while this replica holds the leader Lease and may act (1 without leader election)",
+            registry=r,
+        )
+        self.leader.set(1)
         self.queue_jobs = Gauge(
             "trainjob_advisor_queue_jobs", "Runs per queue and state", ("queue", "state"), registry=r
         )

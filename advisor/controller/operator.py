@@ -74,6 +74,23 @@ class OperatorOptions:
     save_window_check: bool = False
 
 
+def startup_line(options: OperatorOptions) -> str:
+    """What this controller is about to do, in one line at start-up (an operator reading the log of
+    a pod asks first: which version, which namespaces, may it act, may it boost)."""
+    from advisor import __version__
+
+    cfg = options.engine
+    namespaces = ", ".join(options.namespaces) if options.namespaces else "every namespace"
+    return (
+        f"trainjob-advisor {__version__}: watching {namespaces}; "
+        f"{'every policy held to Recommend (--recommend-only)' if cfg.recommend_only else 'policies act in their own mode'}; "
+        f"Kueue {'watched' if options.watch_kueue else 'not watched'}, PriorityBoost "
+        f"{'on' if cfg.priority_boost_enabled else 'off'}, save-window check "
+        f"{'on' if options.save_window_check else 'off'}; leader election "
+        f"{'on (Lease ' + options.leader_election.name + ')' if options.leader_election is not None else 'off'}"
+    )
+
+
 class LeadershipLost(RuntimeError):
     """The Lease could not be renewed in time: another replica may act now, so this one stopped."""
 
@@ -215,6 +232,7 @@ async def run_operator(
 
     api_client = load_api_client(options.kubeconfig, options.context)
     api = ClusterApi(api_client)
+    log.info("%s", startup_line(options))
     if options.watch_kueue:
         if options.kueue_version is None:
             log.info("Kueue: %s", await asyncio.to_thread(api.discover_kueue))

@@ -170,6 +170,17 @@ def test_apply_decision_releases_quota_once_with_kueue_workload() -> None:
         )
         == 1
     )
+    # the write counter counts the Workload's patch and the Event, not only the status writes (a
+    # standby's 0 must mean it wrote nothing)
+    writes = e.metrics.registry.get_sample_value
+    assert writes("trainjob_advisor_api_writes_total", {"kind": "release-quota"}) == 1
+    assert (writes("trainjob_advisor_api_writes_total", {"kind": "event"}) or 0) >= 1
+    from advisor import __version__
+
+    assert writes("trainjob_advisor_build_info", {"version": __version__}) == 1
+    assert writes("trainjob_advisor_leader") == 1
+    e.set_gate(lambda: False)
+    assert writes("trainjob_advisor_leader") == 0
 
 
 def test_checkpoint_ack_closes_the_request_and_the_guard_drops_its_boost() -> None:

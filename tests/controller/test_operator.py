@@ -149,3 +149,23 @@ def test_prime_queues_policies_namespaces_and_kueue_objects_before_any_job() -> 
         ("workload", "workloads-in-team-a"),
         ("workload", "workloads-in-team-b"),
     ]
+
+
+def test_the_start_up_line_says_version_namespaces_mode_and_boost() -> None:
+    from advisor import __version__
+    from advisor.controller.config import EngineConfig
+    from advisor.controller.leader import LeaseConfig
+    from advisor.controller.operator import OperatorOptions, startup_line
+
+    line = startup_line(
+        OperatorOptions(
+            namespaces=("team-a", "team-b"),
+            engine=EngineConfig(recommend_only=True, priority_boost_enabled=True),
+            leader_election=LeaseConfig(name="shard-a"),
+        )
+    )
+    assert line.startswith(f"trainjob-advisor {__version__}: watching team-a, team-b;")
+    assert "--recommend-only" in line and "PriorityBoost on" in line and "Lease shard-a" in line
+    assert "every namespace" in startup_line(OperatorOptions()) and "leader election off" in startup_line(
+        OperatorOptions()
+    )
