@@ -81,13 +81,18 @@ def startup_line(options: OperatorOptions) -> str:
 
     cfg = options.engine
     namespaces = ", ".join(options.namespaces) if options.namespaces else "every namespace"
+    mode = (
+        "every policy held to Recommend (--recommend-only)"
+        if cfg.recommend_only
+        else "policies act in their own mode"
+    )
+    lease = options.leader_election
+    election = f"on (Lease {lease.name})" if lease is not None else "off"
     return (
-        f"trainjob-advisor {__version__}: watching {namespaces}; "
-        f"{'every policy held to Recommend (--recommend-only)' if cfg.recommend_only else 'policies act in their own mode'}; "
+        f"trainjob-advisor {__version__}: watching {namespaces}; {mode}; "
         f"Kueue {'watched' if options.watch_kueue else 'not watched'}, PriorityBoost "
         f"{'on' if cfg.priority_boost_enabled else 'off'}, save-window check "
-        f"{'on' if options.save_window_check else 'off'}; leader election "
-        f"{'on (Lease ' + options.leader_election.name + ')' if options.leader_election is not None else 'off'}"
+        f"{'on' if options.save_window_check else 'off'}; leader election {election}"
     )
 
 
