@@ -98,6 +98,12 @@ def derive_phase(
                 return Lifecycle(Phase.PENDING, "its Workload was evicted and waits to be admitted again")
             why = "quota reserved, not yet admitted" if s.quota_reserved else "its Workload waits for quota"
             return Lifecycle(Phase.PENDING, why)
+        if s.evicted:
+            # Kueue has set Evicted while Admitted still stands: its pods are being stopped (a
+            # preemption), and the job waits to be admitted again; nothing may act on it now
+            return Lifecycle(
+                Phase.PENDING, "Kueue is evicting its Workload; it will wait to be admitted again"
+            )
         if s.suspended:
             return Lifecycle(Phase.SUSPENDED, "the job is suspended")
         return Lifecycle(Phase.RUNNING, "its Workload is admitted")

@@ -58,6 +58,8 @@ def _phase(
         (dataclasses.replace(RUNNING, progress_percentage=100.0), Phase.FINISHED),
         (dataclasses.replace(RUNNING, workload_active=False), Phase.SUSPENDED),
         (dataclasses.replace(RUNNING, workload_admitted=False, evicted=True), Phase.PENDING),
+        # Kueue sets Evicted (Preempted) before Admitted goes: the pods are being stopped
+        (dataclasses.replace(RUNNING, evicted=True), Phase.PENDING),
         (dataclasses.replace(RUNNING, workload_admitted=False, quota_reserved=False), Phase.PENDING),
         # Kueue keeps a queued TrainJob suspended: with a Workload, the Workload says pending
         (dataclasses.replace(RUNNING, workload_admitted=False, suspended=True), Phase.PENDING),
@@ -176,6 +178,7 @@ def test_the_same_hung_run_that_still_runs_is_released() -> None:
         (dataclasses.replace(RUNNING, failed=True), "failed"),
         (dataclasses.replace(RUNNING, suspended=True), "suspended"),
         (dataclasses.replace(RUNNING, workload_admitted=False, evicted=True), "pending"),
+        (dataclasses.replace(RUNNING, evicted=True), "pending"),
         (dataclasses.replace(RUNNING, workload_active=False), "suspended"),
     ],
 )
