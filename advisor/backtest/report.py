@@ -128,12 +128,16 @@ def write_report(
         format_table(list(rows)),
         "```",
         "",
-        "Definitions (the same for every row): the *judged series* is a run's eval series when it logs one "
-        "(at least 5 points), else its loss, smoothed by a centred running median over 5% of its points. "
-        "A stop at step s *left* (v(s) - best later v) / v(s); it is a *wrong stop* at 0.5%, 1% or 2% when "
-        "that exceeds the threshold. A run *stopped learning* at the first point no later point improves on "
-        "by more than 1%; GPU-hours after it, to the run's recorded end, are *non-learning*. A stop in the "
-        "last 15% of a run's budget is a *near-end release* and what it spared is not counted as saved. "
+        "Definitions (the same for every row): the *judged series* is a run's primary eval metric when it "
+        "logs one (eval_loss, else the first eval metric whose name gives its direction; at least 5 points; "
+        "a higher-is-better metric is judged negated), else its loss, smoothed by a centred running median "
+        "over 5% of its points. At a stop at step s the run *stood at* a(s): on an eval series the best "
+        "smoothed value up to s (the checkpoint a stop keeps), on the training loss its smoothed value at s. "
+        "The stop *left* (a(s) - best later value) / a(s); it is a *wrong stop* at 0.5%, 1% or 2% when "
+        "that exceeds the threshold. A run *stopped learning* at the first point from which no later point "
+        "improves on what it stood at by more than 1%; GPU-hours after it, to the run's recorded end, are "
+        "*non-learning*. A stop in the last 15% of a run's budget of a run that did not get worse after it "
+        "is a *near-end release*, and what it spared is not counted as saved. "
         f"*Of it on wrong stops*: {WRONG_STOP_HOURS}.",
         "",
         f"## Stopped runs, worst call first ({len(worst)})",

@@ -294,6 +294,12 @@ def evaluate_rows(
         "groups": len(groups),
         "runs_with_eval_series": sum(1 for r in runs if r.eval_steps is not None),
         "runs_without_times": sum(1 for r in runs if not r.timed),
+        # a log that ends before the steps it planned (a checkpoint's copy of trainer_state.json, a
+        # run stopped early): what it would have done after its last point is unknown, and it is
+        # judged on what it logged
+        "runs_ending_before_planned": sum(
+            1 for r in runs if r.planned_steps is not None and r.steps[-1] < 0.99 * r.planned_steps
+        ),
         "steps_per_second_without_times": args.steps_per_second,
         "report_interval_s": args.report_interval,
         "forecast_interval_s": args.forecast_interval,
@@ -301,6 +307,16 @@ def evaluate_rows(
         "gpus_default": args.gpus or 1,
     }
     return rows, meta
+
+
+def _unfinished(meta: dict[str, Any]) -> str:
+    n = meta.get("runs_ending_before_planned") or 0
+    if not n:
+        return ""
+    return (
+        f"; {n} whose log ends before its planned steps (a checkpoint's copy, or a run stopped early):"
+        " judged on what it logged, its later course unknown"
+    )
 
 
 def _clean(value: Any) -> Any:
@@ -393,9 +409,10 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"\n{meta['runs']} runs in {meta['groups']} groups ({meta['skipped_runs']} skipped as bad; "
         f"{meta['runs_with_eval_series']} with an eval series; {meta['runs_without_times']} without times, "
-        f"replayed at {args.steps_per_second:g} steps/s). Wrong stop: the judged series (eval if logged, "
-        "else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop in the last "
-        f"15% of the budget, not counted as saved; of it on wrong stops: {WRONG_STOP_HOURS}.",
+        f"replayed at {args.steps_per_second:g} steps/s{_unfinished(meta)}). Wrong stop: the judged series "
+        "(eval if logged, else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop "
+        "in the last 15% of the budget of a run that did not get worse after it, not counted as saved; of it "
+        f"on wrong stops: {WRONG_STOP_HOURS}.",
         file=human,
     )
     emit_json([_clean({**r, "backtest": meta}) for r in rows], json_out)
