@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from advisor.forecast._prep import looks_unsorted
 from advisor.series import Direction, direction_of
 from advisor.sources.assemble import eval_metrics
 from advisor.sources.files import LoadedCurve, SourceError, load_curves
@@ -157,6 +158,12 @@ def _one(
     steps_per_second: float,
 ) -> Run:
     name = f"{path.name}#{cid}" if cid is not None else path.name
+    back = sum(1 for i in range(1, len(curve.steps)) if curve.steps[i] < curve.steps[i - 1])
+    if looks_unsorted(back + 1, len(curve.steps)):
+        raise BadRunError(
+            f"{name}: step: goes backwards {back} times, more than restarts do: the file is not in the "
+            "order the run logged it, which a replay needs (sort it by step)"
+        )
     seg = _last_segment(curve)
     steps = np.asarray(curve.steps[seg], dtype=float)
     values = np.asarray(curve.values[seg], dtype=float)

@@ -85,6 +85,12 @@ def _optional(arr: FloatArray | None, n: int, name: str, warnings: list[str]) ->
     return arr
 
 
+def looks_unsorted(n_segments: int, n_points: int) -> bool:
+    """Whether a history whose step goes back ``n_segments - 1`` times over ``n_points`` is an
+    unsorted one rather than one with restarts: restarts are rare events."""
+    return n_segments > max(3, n_points // 10)
+
+
 def segment_starts(steps: FloatArray) -> list[int]:
     """Indices where a new restart segment begins: the step goes backwards (a resume from an
     earlier checkpoint). Duplicated steps are not a restart."""
@@ -197,7 +203,7 @@ def prepare(
     else:
         local = segment_starts(s[idx])
         n_segments = len(local)
-        if n_segments > max(3, idx.size // 10):
+        if looks_unsorted(n_segments, idx.size):
             # restarts are rare events; steps going back this often are an unsorted history
             warnings.append(
                 f"steps go backwards {n_segments - 1} times: treated as unsorted, not as restarts; "

@@ -230,6 +230,17 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
             "x.csv: loss: no usable points",
         ),
         (
+            # a file sorted by anything but step: a replay needs the order the run logged
+            lambda d: (
+                (d / "x.csv").write_text(
+                    "step,loss\n" + "".join(f"{(i * 37) % 100 + 1},{1 + 1 / (i + 1)}\n" for i in range(100))
+                )
+                and d / "x.csv"
+            ),
+            [],
+            "x.csv: step: goes backwards",
+        ),
+        (
             lambda d: (
                 (d / "x.csv").write_text("step,loss\n" + "".join(f"{i},1\n" for i in range(1, 9)))
                 and d / "x.csv"
