@@ -100,8 +100,9 @@ class ClusterIndex:
         )
 
     def queue_of(self, wl: Workload) -> str | None:
-        """The ClusterQueue a Workload belongs to: its admission's, else its LocalQueue's (an
-        evicted workload loses its admission but keeps its history on that queue)."""
+        """The ClusterQueue a Workload belongs to: its admission's, else its LocalQueue's (a
+        pending workload has no admission yet; an evicted one lost it but keeps its history on
+        that queue)."""
         if wl.cluster_queue:
             return wl.cluster_queue
         lq = self.local_queues.get(job_key(wl.namespace, wl.queue_name)) if wl.queue_name else None
@@ -121,7 +122,9 @@ class ClusterIndex:
         )
         return ClusterView(
             cluster_queues={name: cq.view() for name, cq in self.cluster_queues.items()},
-            workloads=tuple(w.view() for w in self.workloads.values() if not w.finished),
+            # a pending workload has no admission: its queue is its LocalQueue's, else the guard
+            # sees no pending preemptor and the priority ranges per queue leave it out
+            workloads=tuple(w.view(self.queue_of(w)) for w in self.workloads.values() if not w.finished),
             preemption_rate=rates_of(evidence),
             hazard_evidence=evidence,
             priority_boost_enabled=priority_boost_enabled,

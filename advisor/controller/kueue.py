@@ -175,12 +175,14 @@ class Workload:
     #: entry addresses it by its index)
     admission_checks: tuple[tuple[str, str], ...] = ()
 
-    def view(self) -> WorkloadView:
+    def view(self, cluster_queue: str | None = None) -> WorkloadView:
+        """The policies' view; ``cluster_queue`` where the admission names none (a pending
+        workload: the ClusterQueue of its LocalQueue, which only the caller knows)."""
         owner = job_key(self.namespace, self.owner_name) if self.owner_name else None
         return WorkloadView(
             namespace=self.namespace,
             name=self.name,
-            cluster_queue=self.cluster_queue or "",
+            cluster_queue=self.cluster_queue or cluster_queue or "",
             gpus=self.gpus,
             priority=self.priority,
             admitted=self.admitted,
