@@ -254,7 +254,9 @@ class PreemptionGuardRule:
     )
     likely_hazard_per_hour: float = spec_field(
         "likelyHazardPerHour",
-        "Observed evictions per workload-hour on the queue from which first-in-line counts as likely.",
+        "Evictions per workload-hour on the queue from which first-in-line counts as likely: its "
+        "observed rate, shrunk toward the checkpoint rule's defaultHazardPerHour as the checkpoint "
+        "rule estimates it (a queue never seen evicting never counts).",
         "float",
         default=0.05,
         minimum=0.0,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from advisor.model import Action, ActionKind, Phase, WorkloadView
+from advisor.model import Action, ActionKind, ClusterView, Phase, WorkloadView
 from policies.hazard import queue_hazard, workload_hazard
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
@@ -32,6 +32,26 @@ NAME = "checkpoint"
 SAVE_WINDOW = "save-window"
 
 
+#: the checkpoint rule's settings where a policy has none (its ``defaultHazardPerHour``: the prior)
+_DEFAULTS = CheckpointRule()
+
+
+def queue_rate(cluster: ClusterView, cq_name: str | None, rule: CheckpointRule | None) -> float:
+    """The preemption hazard per admitted second a rule plans for on ``cq_name``:
+    ``policies.hazard.queue_hazard``, the queue's evidence shrunk toward a prior worth one
+    interruption at the checkpoint rule's ``defaultHazardPerHour`` (the field's default where
+    the policy has no checkpoint rule). One estimate for every rule that reads a queue's hazard:
+    the preemption guard's too, where the bare count over a short exposure (one eviction 78 s
+    after admission: 46 per workload-hour) took a queue for a hostile one for hours."""
+    prior = (rule or _DEFAULTS).default_hazard_per_hour
+    return queue_hazard(
+        cq_name,
+        evidence=cluster.hazard_evidence,
+        rates=cluster.preemption_rate,
+        default_per_s=prior / 3600.0,
+    )
+
+
 def interval(ctx: Context, rule: CheckpointRule, w: WorkloadView | None) -> tuple[float, float, float]:
     """``(interval_s, cost_s, hazard_per_s)`` for the job, clamped to the rule's bounds.
 
@@ -43,13 +63,7 @@ def interval(ctx: Context, rule: CheckpointRule, w: WorkloadView | None) -> tupl
     cost = job.checkpoint.cost_seconds
     if cost is None or not math.isfinite(cost) or cost < 0:
         cost = rule.default_cost
-    hazard = queue_hazard(
-        job.cluster_queue,
-        evidence=cluster.hazard_evidence,
-        rates=cluster.preemption_rate,
-        default_per_s=rule.default_hazard_per_hour / 3600.0,
-    )
-    hazard = workload_hazard(hazard, w, ctx.now)
+    hazard = workload_hazard(queue_rate(cluster, job.cluster_queue, rule), w, ctx.now)
     hazard *= miss_probability(job)
     ideal = checkpoint_interval(cost, hazard)
     return min(max(ideal, rule.min_interval), rule.max_interval), cost, hazard

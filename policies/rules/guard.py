@@ -7,8 +7,9 @@ gate is on); the boost is dropped once the checkpoint is acknowledged, or after 
 
 Kueue usually preempts in the very scheduling cycle a higher-priority workload arrives in, so a
 pending preemptor is rarely seen in advance. Hence the second, weaker signal: the workload first
-in Kueue's victim order on a queue whose observed eviction rate is high (``likelyVictims``) keeps
-its checkpoint fresh, without a boost (a boost with nothing pending would only push the next
+in Kueue's victim order on a queue seen evicting at a high rate (``likelyVictims``; the rate as
+the checkpoint rule estimates it, shrunk toward its ``defaultHazardPerHour``) keeps its
+checkpoint fresh, without a boost (a boost with nothing pending would only push the next
 workload to the front). "Fresh" there is the Young/Daly interval for the hazard that workload
 faces (the queue's eviction rate times the workloads it stands in front of), at least
 ``staleAfter``.
@@ -36,9 +37,9 @@ from __future__ import annotations
 import math
 
 from advisor.model import ActionKind, ClusterView, JobView, WorkloadView
-from policies.hazard import queue_hazard
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
+from policies.rules.checkpoint import queue_rate
 from policies.savewindow import miss_probability
 from policies.spec import PreemptionGuardRule
 from policies.victims import can_be_preempted, first_in_line, predict_victims
@@ -68,18 +69,21 @@ def _preemptible(cluster: ClusterView, cq_name: str) -> bool:
 
 
 def _hazard(ctx: Context, cq_name: str, *, observed: bool = False) -> float:
-    """The queue's hazard per admitted second (``policies.hazard.queue_hazard``), with the
-    checkpoint rule's default as the prior (none without that rule, or when only what was
-    ``observed`` counts: a queue "that evicts often" must have been seen evicting)."""
-    ck = ctx.policy.rules.checkpoint
-    use_prior = ck is not None and ck.enabled and not observed
-    default = ck.default_hazard_per_hour / 3600.0 if use_prior and ck is not None else 0.0
-    return queue_hazard(
-        cq_name,
-        evidence=ctx.cluster.hazard_evidence,
-        rates=ctx.cluster.preemption_rate,
-        default_per_s=default,
-    )
+    """The queue's hazard per admitted second: the checkpoint rule's estimate
+    (``policies.rules.checkpoint.queue_rate``, shrunk toward the policy's ``defaultHazardPerHour``,
+    so that one eviction soon after an admission is not read as dozens per workload-hour). With
+    ``observed``, 0 on a queue never seen evicting: a queue "that evicts often" must have been
+    seen evicting, the prior alone never makes one."""
+    if observed and not _seen_evicting(ctx.cluster, cq_name):
+        return 0.0
+    return queue_rate(ctx.cluster, cq_name, ctx.policy.rules.checkpoint)
+
+
+def _seen_evicting(cluster: ClusterView, cq_name: str) -> bool:
+    found = cluster.hazard_evidence.get(cq_name)
+    if found is not None:
+        return found[0] > 0
+    return cluster.preemption_rate.get(cq_name, 0.0) > 0.0  # an adapter that gives only a rate
 
 
 def standing_boost(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView) -> int:
