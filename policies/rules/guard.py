@@ -86,6 +86,22 @@ def _seen_evicting(cluster: ClusterView, cq_name: str) -> bool:
     return cluster.preemption_rate.get(cq_name, 0.0) > 0.0  # an adapter that gives only a rate
 
 
+def _unsaved(ctx: Context, age: float | None) -> str:
+    """What an eviction would lose now, in words. ``age`` counts from ``unsaved_since``, the later
+    of the last checkpoint and the current admission: it is a checkpoint's age only when the job
+    has one and has not been admitted again since (a job with none said "last checkpoint 1m18s
+    old": the time since its admission)."""
+    last = ctx.job.checkpoint.last_time
+    if age is None:
+        return "no checkpoint yet"
+    if last is None:
+        return f"no checkpoint yet, {dur(age)} of work unsaved"
+    if ctx.now - last > age:
+        old = dur(ctx.now - last)
+        return f"{dur(age)} of work unsaved since it resumed from its last checkpoint ({old} old)"
+    return f"last checkpoint {dur(age)} old"
+
+
 def standing_boost(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView) -> int:
     """The standing boost ``w`` may carry now (0: none; the rule then behaves as without it).
 
@@ -146,14 +162,14 @@ def _standing(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView, value: i
     boosted = last.kind is ActionKind.BOOST_PRIORITY if last is not None else w.priority_boost > 0
     if want > 0 and (not boosted or w.priority_boost not in (0, want)):
         if age is None:
-            why = "no checkpoint yet"
+            why = _unsaved(ctx, age)
         elif miss < 1.0:
             why = (
-                f"checkpoint {dur(age)} old, a save on SIGTERM missing with p={miss:.2f}: "
+                f"{_unsaved(ctx, age)}, a save on SIGTERM missing with p={miss:.2f}: "
                 f"{dur(miss * age)} of work expected lost > {dur(rule.stale_after)}"
             )
         else:
-            why = f"checkpoint {dur(age)} old > {dur(rule.stale_after)}"
+            why = f"{_unsaved(ctx, age)} > {dur(rule.stale_after)}"
         kind = ActionKind.BOOST_PRIORITY
         reason = (
             f"standing priority boost {want} on a preemptible queue ({why}), so that Kueue picks a "
@@ -282,12 +298,12 @@ def _guard(
         )
         return out
     if age is not None and age <= stale_after:
-        out.reasons.append(f"{NAME}: likely preemption victim, but its checkpoint is {dur(age)} old (fresh)")
+        out.reasons.append(f"{NAME}: likely preemption victim, but {_unsaved(ctx, age)} (fresh)")
         return out
     if cp.pending_request is not None:
         out.reasons.append(f"{NAME}: likely preemption victim; a checkpoint is already requested")
         return out
-    stale = "no checkpoint yet" if age is None else f"last checkpoint {dur(age)} old > {dur(stale_after)}"
+    stale = _unsaved(ctx, age) if age is None else f"{_unsaved(ctx, age)} > {dur(stale_after)}"
     if certain:
         why = (
             f"likely next preemption victim of a pending workload ({len(index.victims)} predicted in the "
