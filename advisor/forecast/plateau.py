@@ -136,6 +136,20 @@ def _has_spike(xc: FloatArray, y: FloatArray, sxx: float, sigma: float) -> bool:
     return bool(run.any())
 
 
+def _later_half(x: FloatArray, y: FloatArray, k: int, sigma: float) -> tuple[float, float, int] | None:
+    """(slope, its standard error, points) over the later half of a shortest window that held a
+    spike, when that half holds none (None otherwise, or when it is too short)."""
+    h = k // 2
+    if h < MIN_POINTS:
+        return None
+    xs, ys = x[-h:], y[-h:]
+    xc = xs - float(xs.sum()) / h
+    sxx = float(xc @ xc)
+    if sxx <= 0.0 or _has_spike(xc, ys, sxx, sigma):
+        return None
+    return float(xc @ ys) / sxx, sigma / math.sqrt(sxx), h
+
+
 def _straight_window(x: FloatArray, y: FloatArray) -> tuple[float, float, int] | None:
     """(slope, its standard error, its number of points) over the longest recent window that is
     still a straight line.
@@ -161,7 +175,12 @@ def _straight_window(x: FloatArray, y: FloatArray) -> tuple[float, float, int] |
         if _has_spike(xc, ys, sxx, sigma):
             # a loss spike and its recovery bend the window's trend (early in the window it reads
             # as a flat stretch, a run still learning as a plateau): no verdict while one is in
-            # the shortest window, and no longer window that reaches back to one
+            # the shortest window, and no longer window that reaches back to one. What stands
+            # above the shortest window's line may also be the steep end of a run that stopped
+            # dead inside it (an abrupt plateau): then the window's later half, clear of it, is
+            # judged alone
+            if best is None:
+                return _later_half(x, y, k, sigma)
             break
         if best is not None:
             # the quadratic term, orthogonalised against the line: its z-score tests straightness

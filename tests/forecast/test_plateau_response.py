@@ -145,3 +145,25 @@ def test_a_recovering_loss_spike_in_the_window_is_not_a_plateau() -> None:
         steps, values, total_steps=total, times=data["times"], learning_rates=data["learning_rates"]
     )
     assert fc.plateau_probability < 0.9
+
+
+def test_an_abrupt_plateau_is_judged_from_the_stretch_after_its_bend() -> None:
+    """A constant-LR run falling steeply (exp(-step/4000)) that stops dead at 80% and stays flat:
+    at 95% it has been flat for 150 reports. The last fifth of the points reaches back across the
+    bend, whose steep reports stand above that window's straight line like a loss spike, so the
+    local test gave no verdict and the fits kept predicting a 14% drop (P(plateau) 0.02, an
+    interval that excluded the current value). The window's later half lies wholly after the
+    bend: over several noise draws the forecast is sure in the typical case."""
+    steps = np.arange(10.0, 9501.0, 10.0)
+    probs, means = [], []
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        clean = 0.5 + 3.0 * np.exp(-np.minimum(steps, 8000.0) / 4000.0)
+        y = clean * (1.0 + 0.003 * rng.standard_normal(steps.size))
+        fc = forecast(
+            steps, y, total_steps=10_000, learning_rates=np.full(steps.size, 1e-4), training_loss=True
+        )
+        probs.append(fc.plateau_probability)
+        means.append(fc.final_loss.mean / float(np.median(y[-5:])))
+    assert float(np.median(probs)) >= 0.9
+    assert float(np.median(means)) >= 0.99
