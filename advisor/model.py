@@ -263,6 +263,9 @@ class ActionRecord:
     """``JobView.version`` when the action was tried: the job it was found impossible on."""
     detail: str = ""
     """What the attempt found (the failure's reason), for the log, ``explain`` and the backoff."""
+    boost: int | None = None
+    """For a priority boost: the value written, which tells the advisor's annotation from another
+    writer's when the boost is cleaned up (``policies.cleanup``; None in records of older versions)."""
 
 
 class Phase(enum.StrEnum):
@@ -386,6 +389,10 @@ class JobView:
     phase_since: float | None = None
     """When the job entered ``phase`` as the core loop saw it (a resumed job is judged from here)."""
 
+    workload_boost: int | None = None
+    """The ``priority-boost`` annotation on the job's Workload, finished ones included (None: no
+    Workload known); the cluster snapshot leaves finished Workloads out."""
+
     version: str = ""
     """The identity and generation of the job and of its Workload, as the adapter read them: an
     action found impossible on one version is tried again only on another (a Workload appeared,
@@ -496,3 +503,6 @@ class Decision:
     #: other policies that select the job as specifically and with the same priority as
     #: ``policy``, which governs by name order alone (``policies.selection.tied_with``)
     tied_with: tuple[str, ...] = ()
+    #: the advisor undoing its own writes whose mandate ended (``policies.cleanup``): adapters carry
+    #: them out whatever the mode, also under ``--recommend-only`` and on a job that stopped running
+    cleanup: tuple[Action, ...] = ()

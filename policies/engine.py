@@ -6,8 +6,11 @@ The engine owns everything rules must not decide alone:
   core loop from what the cluster says). A finished, failed, suspended or pending job is given to
   no rule at all: it keeps its forecast and history, gets no action (not even a recommendation),
   and its advice is its phase. The one exception is cleanup of the advisor's own mutation: a
-  priority boost left on a Workload that went back to the queue is dropped, or the job would jump
-  ahead of its equals;
+  priority boost left on its Workload is dropped (back in the queue the job would jump ahead of
+  its equals; on a finished Workload nobody else would ever drop it);
+* cleanup (``policies.cleanup``, ``Decision.cleanup``): the advisor's own boost is removed, in any
+  mode, once nothing gives it a mandate: the policy recommends only, its guard is off, the job is
+  exempt or not running (a job no policy governs: the core loop asks the same module);
 * exemption (the policy's ``exemptLabel``): an exempt job gets no action at all;
 * the gates: minimum runtime / steps / progress before judging learning, and a forecast strong
   enough to act on (enough points, finite numbers, not mostly dropped data);
@@ -41,6 +44,7 @@ import math
 from typing import Any
 
 from advisor.model import Action, ActionKind, ClusterView, Decision, Forecast, JobView, Mode, Phase
+from policies.cleanup import boost_cleanup
 from policies.index import cluster_index
 from policies.retries import hold_for
 from policies.rules import RULES
@@ -289,17 +293,23 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         raise ValueError(f"now must be finite, got {now!r}")
     if is_exempt(job, policy):
         label = policy.safety.exempt_label
+        exempt = f"exempt: label {label}={job.labels[label]}"
+        drop = boost_cleanup(job, cluster, now, why=f"the job is {exempt}")
         return Decision(
             job=job.key,
             policy=policy.name,
             mode=policy.mode,
             advice="exempt",
-            reasons=(f"exempt: label {label}={job.labels[label]}",),
+            reasons=(exempt,),
+            cleanup=(drop,) if drop is not None else (),
         )
     ctx, outcomes = evaluate_rules(job, cluster, policy, now=now)
     if not_running(job) is not None:
         return _idle(job, cluster, policy, ctx, now)
     actions = _merge(outcomes)
+    cleanup = _no_mandate(job, cluster, policy, now)
+    if cleanup:  # the removal is done, not recommended
+        actions = [a for a in actions if a.params.get("would") != ActionKind.DROP_BOOST.value]
     reasons: list[str] = []
     stale = stale_evidence(job, policy, now)
     held_stale = False
@@ -352,31 +362,54 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         advice=advice,
         recheck_at=min(rechecks) if rechecks else None,
         idle_recheck_at=min(watchdogs) if watchdogs else None,
+        cleanup=cleanup,
     )
+
+
+def _no_mandate(job: JobView, cluster: ClusterView, policy: Policy, now: float) -> tuple[Action, ...]:
+    """The removal of the advisor's own boost on a running job whose policy gives it no mandate to
+    keep one: the policy recommends only, or its preemption guard (the one rule that sets and drops
+    boosts) is off. Left there, the boost would reorder Kueue's victims with no rule to drop it."""
+    guard = policy.rules.preemption_guard
+    if policy.mode is not Mode.APPLY:
+        why = f"policy {policy.name} is in {policy.mode.value} mode"
+    elif guard is None or not guard.enabled:
+        why = f"policy {policy.name} has no preemptionGuard rule enabled"
+    else:
+        return ()
+    drop = boost_cleanup(job, cluster, now, why=why)
+    return (drop,) if drop is not None else ()
 
 
 def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now: float) -> Decision:
     """The decision on a job that is not running: no rule spoke, nothing is done but dropping a
-    priority boost the advisor left on a Workload that went back to the queue, and setting the
-    grace period of a waiting TrainJob for its next start (``checkpoint.grace_period_action``:
-    the only moment the Trainer API allows it), in Apply mode (in Recommend mode the grace period
-    is a recommendation). Neither stops, releases or changes what the job runs."""
+    priority boost the advisor left on its Workload, and setting the grace period of a waiting
+    TrainJob for its next start (``checkpoint.grace_period_action``: the only moment the Trainer
+    API allows it), in Apply mode (in Recommend mode the grace period is a recommendation).
+    Neither stops, releases or changes what the job runs.
+
+    The boost's mandate ends with the run (``policies.cleanup``): in the queue it would jump ahead
+    of its equals, and on a finished Workload nobody would ever drop it. Its removal is cleanup in
+    any mode; a policy in Apply mode also drops a boost the log does not know (a record lost) from
+    a Workload back in the queue, as its guard does on a running one."""
     gate = ctx.judge_reason
     actions: list[Action] = []
-    if ctx.apply and job.phase not in (Phase.FINISHED, Phase.FAILED):
-        w = cluster_index(cluster).by_job.get(job.key)
-        last = last_record(job, _BOOSTS)
-        ours = last is not None and last.kind is ActionKind.BOOST_PRIORITY and last.outcome != "failed"
-        if w is not None and (ours or (last is None and w.priority_boost > 0)):
-            why = boost_to_drop(job, w, now, drop_after=0.0) or "job not running"
-            actions.append(
-                Action(
-                    ActionKind.DROP_BOOST,
-                    GUARD,
-                    f"drop priority boost: {why} ({gate})",
-                    {"workload": f"{w.namespace}/{w.name}", "predicted_victim": False},
-                )
+    cleanup: list[Action] = []
+    w = cluster_index(cluster).by_job.get(job.key)
+    why = (boost_to_drop(job, w, now, drop_after=0.0) if w is not None else None) or "job not running"
+    drop = boost_cleanup(job, cluster, now, why=f"{why} ({gate})")
+    queued = ctx.apply and job.phase not in (Phase.FINISHED, Phase.FAILED)
+    if drop is not None:
+        (actions if queued else cleanup).append(drop)
+    elif queued and w is not None and w.priority_boost > 0 and last_record(job, _BOOSTS) is None:
+        actions.append(
+            Action(
+                ActionKind.DROP_BOOST,
+                GUARD,
+                f"drop priority boost: {why} ({gate})",
+                {"workload": f"{w.namespace}/{w.name}", "predicted_victim": False},
             )
+        )
     grace = policy.rules.checkpoint
     if grace is not None and grace.enabled and hold_for(job, ActionKind.SET_GRACE_PERIOD, now) is None:
         action = grace_period_action(ctx, grace)
@@ -393,4 +426,5 @@ def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now:
         actions=tuple(actions),
         reasons=(f"not judged: {gate}",),
         advice=advice,
+        cleanup=tuple(cleanup),
     )

@@ -38,6 +38,13 @@ def as_applied(policy: Any) -> Any:
     return dataclasses.replace(policy, spec=dataclasses.replace(policy.spec, mode=Mode.APPLY))
 
 
+def _boost_written(action: Action) -> int | None:
+    """The value a boost sets on the simulated Workload (``simulator.actuator`` writes the same)."""
+    if action.kind is not ActionKind.BOOST_PRIORITY:
+        return None
+    return int(action.params.get("boost", action.params.get("priority_boost", 1000)))
+
+
 class AdvisorStrategy:
     predicts_victims = True
     watches_cluster = True
@@ -118,9 +125,11 @@ class AdvisorStrategy:
             self.forecasts_by_job[job.idx] = self.forecasts_by_job.get(job.idx, 0) + 1
         self.looks.decided(key, decision)
         acts = [a for a in decision.actions if a.kind in _MUTATING]
-        if acts and decision.policy is not None:
+        if (acts or decision.cleanup) and decision.policy is not None:
             self._current_policy = decision.policy
-        return acts
+        # the cleanup (the advisor's own boost, its mandate ended) is carried out in any mode, as
+        # the controller does
+        return [*acts, *(a for a in decision.cleanup if a.kind in _MUTATING)]
 
     def record(self, job: SimJob, action: Action, request_id: str, now: float) -> None:
         timeout = action.params.get("timeout_s")
@@ -135,6 +144,7 @@ class AdvisorStrategy:
                 outcome="requested",
                 reason=action.reason,
                 timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
+                boost=_boost_written(action),
             ),
         )
 

@@ -194,6 +194,8 @@ def _explain(args: argparse.Namespace) -> int:
         print(f"  {a.kind.value} [{a.rule}] {a.reason}" + (f" ({params})" if params else ""))
     if not decision.actions:
         print("  no action")
+    for a in decision.cleanup:  # carried out in any mode: the advisor's own write, its mandate ended
+        print(f"  cleanup: {a.kind.value} [{a.rule}] {a.reason}")
     if decision.state:
         print(
             "state: " + ", ".join(f"{k}={_state_value(k, v, now)}" for k, v in sorted(decision.state.items()))
@@ -225,6 +227,7 @@ def _decision_json(decision: Any) -> dict[str, Any]:
             {"kind": a.kind.value, "rule": a.rule, "reason": a.reason, "params": dict(a.params)}
             for a in decision.actions
         ],
+        "cleanup": [{"kind": a.kind.value, "rule": a.rule, "reason": a.reason} for a in decision.cleanup],
         "reasons": list(decision.reasons),
         "state": dict(decision.state),
     }

@@ -69,6 +69,14 @@ _IMPOSSIBLE_STATUS = frozenset({400, 403, 405, 422})
 _WROTE = frozenset({"done", "requested"})
 
 
+def boost_value(action: Action, default: int) -> int | None:
+    """The value a boost action writes (``mutations.mutate`` writes the same), None for others."""
+    if action.kind is not ActionKind.BOOST_PRIORITY:
+        return None
+    value = action.params.get("boost", default)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+
 class Actuator:
     def __init__(
         self,
@@ -178,7 +186,10 @@ class Actuator:
         workload: Workload | None,
         now: float,
     ) -> list[ActionRecord]:
-        """Carry out (Apply) or record (Recommend) each action of ``decision``."""
+        """Carry out (Apply) or record (Recommend) each action of ``decision``, then its cleanup
+        (``Decision.cleanup``: the advisor undoing its own writes), carried out in any mode: it
+        never harms a job more than leaving the write would, and the mode (or ``--recommend-only``)
+        only withholds new actions on the job."""
         done: list[ActionRecord] = []
         for action in decision.actions:
             if decision.mode is Mode.APPLY and action.kind is not ActionKind.RECOMMEND:
@@ -187,6 +198,11 @@ class Actuator:
                 rec = self._recommend(job, decision, action, body=body, now=now)
             if rec is not None:
                 done.append(rec)
+        for action in decision.cleanup:
+            if action.kind is not ActionKind.RECOMMEND:
+                cleaned = self._apply(job, decision, action, body=body, workload=workload, now=now)
+                if cleaned is not None:
+                    done.append(cleaned)
         return done
 
     def _recommend(
@@ -263,6 +279,7 @@ class Actuator:
             reason=action.reason,
             timeout_s=timeout if action.kind is ActionKind.CHECKPOINT else None,
             stamp=job.version,
+            boost=boost_value(action, self.boost),
         )
         self.core.record_action(job.key, rec)
         self.pending.setdefault(job.key, {})[rid] = {

@@ -390,7 +390,7 @@ class Engine:
         decision = self.core.evaluate(base, cluster, now=now)
         self.metrics.forecast_latency.observe(time.perf_counter() - started)
         self._sync_checkpoints(key, base, body, workload, now)
-        if decision.actions:
+        if decision.actions or decision.cleanup:
             self.actuator.execute(self.core.view(base), decision, body=body, workload=workload, now=now)
         job.last_decision = decision
         view = self.core.view(base, judged_at=now)

@@ -211,6 +211,7 @@ def base_view(
         admitted=admitted,
         admitted_at=admitted_at,
         grace_period_s=grace,
+        workload_boost=workload.priority_boost if workload is not None else None,
         runtime=_runtime_name(spec) if kind is not PYTORCHJOB else None,
         signals=signals,
         version=_version(meta, workload),

@@ -282,7 +282,7 @@ def render_status(
             "tiedWith": list(decision.tied_with) if decision else [],
             "actions": [
                 {"kind": a.kind.value, "rule": a.rule, "reason": a.reason}
-                for a in (decision.actions if decision else ())
+                for a in ((*decision.actions, *decision.cleanup) if decision else ())
             ],
         },
         "checkpoint": {

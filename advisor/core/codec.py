@@ -154,6 +154,7 @@ def action_to_dict(rec: ActionRecord) -> dict[str, Any]:
         "timeoutSeconds": finite_or_none(rec.timeout_s),
         **({"stamp": rec.stamp} if rec.stamp else {}),
         **({"detail": rec.detail[:300]} if rec.detail else {}),
+        **({"boost": rec.boost} if rec.boost is not None else {}),
     }
 
 
@@ -179,4 +180,5 @@ def action_from_dict(data: Any) -> ActionRecord | None:
         timeout_s=finite_or_none(data.get("timeoutSeconds")),
         stamp=str(data.get("stamp") or ""),
         detail=str(data.get("detail") or ""),
+        boost=int_or_none(data.get("boost")),
     )

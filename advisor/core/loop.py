@@ -48,6 +48,7 @@ from advisor.core.wiring import (
     default_judged,
     default_selector,
     default_ties,
+    orphan_cleanup,
     training_loss_forecast,
     with_ties,
 )
@@ -74,6 +75,28 @@ MAX_ACTIONS_KEPT = 50
 #: step-0 loss), and keeping it for the whole bound showed it as the run's forecast for that long.
 #: The forecaster's local plateau test needs as many (``advisor.forecast.plateau.MIN_POINTS``).
 EARLY_FORECAST_POINTS = 8
+
+
+_BOOST_WRITES = frozenset({ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST})
+
+
+def _trim_actions(actions: list[ActionRecord]) -> None:
+    """Keep the newest ``MAX_ACTIONS_KEPT`` actions, and the latest boost write among the older:
+    it is how the advisor knows a boost on the Workload is its own to remove
+    (``policies.cleanup``), and a standing boost can outlive fifty checkpoints."""
+    if len(actions) <= MAX_ACTIONS_KEPT:
+        return
+    boost = next(
+        (
+            a
+            for a in reversed(actions)
+            if a.kind in _BOOST_WRITES and a.outcome not in ("failed", "impossible")
+        ),
+        None,
+    )
+    del actions[:-MAX_ACTIONS_KEPT]
+    if boost is not None and boost not in actions:
+        actions[0] = boost  # oldest first: it replaces the oldest kept
 
 
 class AdvisorCore:
@@ -360,6 +383,7 @@ class AdvisorCore:
                 job=job.key,
                 reasons=("no AdvisorPolicy selects this job",),
                 advice=default_advice(view),
+                cleanup=orphan_cleanup(view, cluster, now),
             )
         else:
             decision = self._decider(view, self._caps.with_actions(cluster, now), policy, now=now)
@@ -405,7 +429,7 @@ class AdvisorCore:
         if any(a.request_id == action.request_id for a in rec.actions):
             return False
         rec.actions.append(action)
-        del rec.actions[:-MAX_ACTIONS_KEPT]
+        _trim_actions(rec.actions)
         if action.kind in DISRUPTIVE_KINDS and action.policy and action.outcome != "recommended":
             self.note_policy_actions(action.policy, [(action.request_id, action.time)])
         if action.kind is ActionKind.CHECKPOINT and action.outcome == "requested":

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from advisor.model import ClusterView, Curve, Decision, Forecast, JobView, Phase
+from advisor.model import Action, ClusterView, Curve, Decision, Forecast, JobView, Phase
 
 __all__ = [
     "Decider",
@@ -25,6 +25,7 @@ __all__ = [
     "default_judged",
     "default_selector",
     "default_ties",
+    "orphan_cleanup",
     "training_loss_forecast",
     "with_ties",
 ]
@@ -77,6 +78,15 @@ def default_decider(job: JobView, cluster: ClusterView, policy: Any, *, now: flo
     from policies import decide
 
     return decide(job, cluster, policy, now=now)
+
+
+def orphan_cleanup(job: JobView, cluster: ClusterView, now: float) -> tuple[Action, ...]:
+    """What the advisor undoes on a job no policy governs (``policies.cleanup``): its own boost,
+    whose mandate ended with the policy (deleted, or no longer selecting the job)."""
+    from policies.cleanup import boost_cleanup
+
+    drop = boost_cleanup(job, cluster, now, why="no AdvisorPolicy governs the job")
+    return (drop,) if drop is not None else ()
 
 
 def default_judged(policy: Any, job: JobView, now: float) -> bool:
