@@ -253,9 +253,10 @@ class ActionRecord:
     policy: str = ""
     rule: str = ""
     outcome: str = "requested"
-    """requested | done | acknowledged | timed-out | failed | impossible | recommended. ``failed``
-    may work on a later try (backed off); ``impossible`` cannot work on this job as it stands (no
-    Workload, no permission, not supported) and is not tried again until ``stamp`` changes."""
+    """requested | done | acknowledged | timed-out | dropped | failed | impossible | recommended.
+    ``dropped``: a checkpoint request whose pods went away unanswered (``detail`` says why).
+    ``failed`` may work on a later try (backed off); ``impossible`` cannot work on this job as it
+    stands (no Workload, no permission, not supported) and is not tried again until ``stamp`` changes."""
     reason: str = ""
     timeout_s: float | None = None
     """For a checkpoint request: how long to wait for the acknowledgement (None: the protocol default)."""

@@ -394,7 +394,8 @@ class Actuator:
     def checkpoint_done(
         self, job: JobView, rid: str, outcome: str, *, body: Mapping[str, Any], detail: str = ""
     ) -> bool:
-        """Close a checkpoint request (``acknowledged`` or ``timed-out``); False if not pending."""
+        """Close a checkpoint request (``acknowledged``, ``timed-out`` or ``dropped``); False if not
+        pending."""
         entry = self.pending.get(job.key, {}).get(rid)
         if entry is None or entry.get("kind") != ActionKind.CHECKPOINT.value:
             return False
@@ -407,6 +408,14 @@ class Actuator:
                 body,
                 "CheckpointAcknowledged",
                 f"checkpoint {rid} saved {detail}".strip(),
+                request_id=rid,
+            )
+        elif outcome == "dropped":
+            self._event(
+                job,
+                body,
+                "CheckpointRequestDropped",
+                f"checkpoint request {rid} dropped: {detail}; a new one may be made",
                 request_id=rid,
             )
         else:

@@ -410,7 +410,8 @@ class Engine:
     def _sync_checkpoints(
         self, key: str, base: JobView, body: Mapping[str, Any], workload: Workload | None, now: float
     ) -> None:
-        """Close checkpoint requests the core saw acknowledged or timed out. Dropping a boost the
+        """Close checkpoint requests the core saw acknowledged, timed out or dropped (their pods are
+        gone: ``advisor.core.record.drop_pending_request``). Dropping a boost the
         checkpoint was shielding is the guard's decision (``policies.rules.guard.boost_to_drop``),
         made in the same evaluation from the acknowledged checkpoint and carried out with it."""
         rec = self.core.record(key)
@@ -419,9 +420,11 @@ class Engine:
         outcomes = {a.request_id: a for a in rec.actions}
         for rid, _, _ in self.actuator.awaiting_ack(key):
             action = outcomes.get(rid)
-            if action is None or action.outcome not in ("acknowledged", "timed-out"):
+            if action is None or action.outcome not in ("acknowledged", "timed-out", "dropped"):
                 continue
-            detail = f"at step {rec.checkpoint.last_step}" if action.outcome == "acknowledged" else ""
+            detail = (
+                f"at step {rec.checkpoint.last_step}" if action.outcome == "acknowledged" else action.detail
+            )
             self.actuator.checkpoint_done(self.core.view(base), rid, action.outcome, body=body, detail=detail)
 
     # ------------------------------------------------------------------------------- writing

@@ -24,8 +24,11 @@ from advisor.core.policy_caps import PolicyActionLog
 from advisor.core.readings import Ack, note_checkpoint, note_throughput
 from advisor.core.readings import rate as measured_rate
 from advisor.core.record import (
+    MAX_ACTIONS_KEPT,
     JobRecord,
     arrival_bounded,
+    drop_orphaned_request,
+    drop_pending_request,
     expire_checkpoint,
     loss_at_checkpoint,
     note_phase,
@@ -34,6 +37,7 @@ from advisor.core.record import (
     record_to_dict,
     report_interval,
     set_outcome,
+    trim_actions,
 )
 from advisor.core.runtime_pool import RuntimeSigtermPool, save_window
 from advisor.core.saves import note_admission, resolve
@@ -66,37 +70,13 @@ from advisor.model import (
 )
 from advisor.sources.normalize import CLOCK_SKEW_S
 
-__all__ = ["AdvisorCore", "JobRecord", "PolicyLike", "training_loss_forecast"]
+__all__ = ["MAX_ACTIONS_KEPT", "AdvisorCore", "JobRecord", "PolicyLike", "training_loss_forecast"]
 
-#: actions kept per job (older ones only matter for caps/cooldowns, which look back an hour or so)
-MAX_ACTIONS_KEPT = 50
 #: a forecast made on fewer points is replaced by the next new data, whatever the re-forecast
 #: bound: a fit of a handful of points is mostly its prior (the first one, on one point, is the
 #: step-0 loss), and keeping it for the whole bound showed it as the run's forecast for that long.
 #: The forecaster's local plateau test needs as many (``advisor.forecast.plateau.MIN_POINTS``).
 EARLY_FORECAST_POINTS = 8
-
-
-_BOOST_WRITES = frozenset({ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST})
-
-
-def _trim_actions(actions: list[ActionRecord]) -> None:
-    """Keep the newest ``MAX_ACTIONS_KEPT`` actions, and the latest boost write among the older:
-    it is how the advisor knows a boost on the Workload is its own to remove
-    (``policies.cleanup``), and a standing boost can outlive fifty checkpoints."""
-    if len(actions) <= MAX_ACTIONS_KEPT:
-        return
-    boost = next(
-        (
-            a
-            for a in reversed(actions)
-            if a.kind in _BOOST_WRITES and a.outcome not in ("failed", "impossible")
-        ),
-        None,
-    )
-    del actions[:-MAX_ACTIONS_KEPT]
-    if boost is not None and boost not in actions:
-        actions[0] = boost  # oldest first: it replaces the oldest kept
 
 
 class AdvisorCore:
@@ -209,6 +189,10 @@ class AdvisorCore:
         outcome = rec.history.append(sample, times_trusted_until=now + CLOCK_SKEW_S)
         if outcome in ("appended", "restart"):
             rec.reported_step = None
+        if outcome == "restart" and prev_step is not None:
+            # a request not answered in this report was written on the pods of the run before
+            why = f"the run restarted (its step went back from {prev_step} to {sample.step})"
+            drop_pending_request(rec, why)
         when = sample.time if sample.time is not None else now
         if rec.progress_seen_at is not None and rec.progress_seen_at < now:
             rec._arrival_floor = rec.progress_seen_at  # the last arrival before this one
@@ -357,6 +341,7 @@ class AdvisorCore:
         does)."""
         rec = self._record_for(job.key, now)
         expire_checkpoint(rec, now)
+        admission = rec.resume.admission
         note_admission(rec.resume, rec.history, job.admitted_at)
         before = rec.checkpoint
         rec.checkpoint = resolve(rec.resume, rec.history, before)
@@ -366,6 +351,7 @@ class AdvisorCore:
         rec.gpus, rec.nodes = job.gpus, job.nodes
         self._note_window(rec)  # a new size is a new window
         note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
+        drop_orphaned_request(rec, admission, job.admitted_at)
         if self.lazy_forecast:
             view = self.view(job)
             policy = self._selector(self._policies, view) if self._policies else None
@@ -429,7 +415,7 @@ class AdvisorCore:
         if any(a.request_id == action.request_id for a in rec.actions):
             return False
         rec.actions.append(action)
-        _trim_actions(rec.actions)
+        trim_actions(rec.actions)
         if action.kind in DISRUPTIVE_KINDS and action.policy and action.outcome != "recommended":
             self.note_policy_actions(action.policy, [(action.request_id, action.time)])
         if action.kind is ActionKind.CHECKPOINT and action.outcome == "requested":

@@ -29,6 +29,7 @@ from advisor.core.history import History
 from advisor.core.lifecycle import derive_phase
 from advisor.core.saves import ResumeCheck
 from advisor.model import (
+    ActionKind,
     ActionRecord,
     CheckpointState,
     Decision,
@@ -41,8 +42,11 @@ from advisor.model import (
 from advisor.protocol import DEFAULT_CHECKPOINT_TIMEOUT_S
 
 __all__ = [
+    "MAX_ACTIONS_KEPT",
     "JobRecord",
     "arrival_bounded",
+    "drop_orphaned_request",
+    "drop_pending_request",
     "expire_checkpoint",
     "loss_at_checkpoint",
     "note_phase",
@@ -51,7 +55,11 @@ __all__ = [
     "record_to_dict",
     "report_interval",
     "set_outcome",
+    "trim_actions",
 ]
+
+#: actions kept per job (older ones only matter for caps/cooldowns, which look back an hour or so)
+MAX_ACTIONS_KEPT = 50
 
 
 @dataclass
@@ -338,6 +346,19 @@ def expire_checkpoint(rec: JobRecord, now: float) -> None:
         rec.checkpoint = dataclasses.replace(cp, pending_request=None, pending_since=None)
 
 
+def drop_pending_request(rec: JobRecord, why: str) -> None:
+    """Give up the job's pending checkpoint request, recorded ``dropped`` with ``why``: the pods it
+    was written on are gone (the workload was evicted or lost its admission, or the run
+    restarted), so no process will ever answer it, and while it stays pending no rule asks again
+    (the preemption guard said "a checkpoint is already requested" until its timeout). An answer
+    that comes anyway still counts as a checkpoint (``readings.note_checkpoint``)."""
+    cp = rec.checkpoint
+    if cp.pending_request is None:
+        return
+    set_outcome(rec, cp.pending_request, "dropped", detail=why)
+    rec.checkpoint = dataclasses.replace(cp, pending_request=None, pending_since=None)
+
+
 def set_outcome(rec: JobRecord, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
     """Set the outcome (and detail) of the job's latest action with ``request_id``."""
     for i in range(len(rec.actions) - 1, -1, -1):
@@ -348,3 +369,38 @@ def set_outcome(rec: JobRecord, request_id: str, outcome: str, *, detail: str | 
             rec.actions[i] = changed
             return True
     return False
+
+
+_BOOST_WRITES = frozenset({ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST})
+
+
+def trim_actions(actions: list[ActionRecord]) -> None:
+    """Keep the newest ``MAX_ACTIONS_KEPT`` actions, and the latest boost write among the older:
+    it is how the advisor knows a boost on the Workload is its own to remove
+    (``policies.cleanup``), and a standing boost can outlive fifty checkpoints."""
+    if len(actions) <= MAX_ACTIONS_KEPT:
+        return
+    boost = next(
+        (
+            a
+            for a in reversed(actions)
+            if a.kind in _BOOST_WRITES and a.outcome not in ("failed", "impossible")
+        ),
+        None,
+    )
+    del actions[:-MAX_ACTIONS_KEPT]
+    if boost is not None and boost not in actions:
+        actions[0] = boost  # oldest first: it replaces the oldest kept
+
+
+def drop_orphaned_request(rec: JobRecord, admission: float | None, admitted_at: float | None) -> None:
+    """Drop a pending checkpoint request whose pods are gone: the job is no longer running on its
+    admission (evicted, deactivated, suspended), or it was admitted again since the request
+    (``admission``: the admission the loop knew before this look, under which any pending request
+    was made). The new pods never saw the request and cannot answer it."""
+    if rec.checkpoint.pending_request is None:
+        return
+    if rec.phase in (Phase.PENDING, Phase.SUSPENDED):
+        drop_pending_request(rec, f"the workload was evicted or lost its admission ({rec.phase_reason})")
+    elif admission is not None and admitted_at is not None and admitted_at > admission:
+        drop_pending_request(rec, "the workload was admitted again since the request (new pods)")

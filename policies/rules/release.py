@@ -72,7 +72,10 @@ def release(
         )
         return True
     request = last_record(job, _CHECKPOINT, rule=rule)  # our own request, not a periodic one
-    request = request if request is not None and request.time >= since else None
+    # a request dropped unanswered (its pods gone) is no request: the sequence asks again
+    request = (
+        request if request is not None and request.time >= since and request.outcome != "dropped" else None
+    )
     acked = request is not None and (
         request.outcome in ("acknowledged", "done")
         or (cp.last_time is not None and cp.last_time >= request.time)

@@ -121,6 +121,19 @@ def test_release_follows_the_acknowledged_checkpoint_and_never_repeats() -> None
     assert kinds(decide(dataclasses.replace(acked, active=False), CV, p, now=T0)) == []
 
 
+def test_a_checkpoint_request_dropped_with_its_pods_is_asked_again_before_releasing() -> None:
+    """The run restarted on new pods before answering: no process will answer the old request, so
+    the sequence starts over rather than wait out its timeout and release without a checkpoint."""
+    p = policy({"plateau": {"for": "10m"}})
+    base = job(forecast=forecast(plateau=0.97), rule_state={"plateau.since": T0 - HOUR})
+    dropped = dataclasses.replace(
+        record(ActionKind.CHECKPOINT, T0 - 120, rule="plateau", rid="ck-1", outcome="dropped"),
+        detail="the run restarted (its step went back from 5000 to 4000)",
+    )
+    d = decide(dataclasses.replace(base, actions=(dropped,)), CV, p, now=T0)
+    assert kinds(d) == [ActionKind.CHECKPOINT] and d.actions[0].params["before"] == "release-quota"
+
+
 def test_checkpoint_timeout_releases_only_when_the_policy_says_so() -> None:
     base = job(
         forecast=forecast(plateau=0.97),
