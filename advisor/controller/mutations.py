@@ -67,7 +67,8 @@ def mutate(
             return Outcome("impossible", "no Kueue Workload found for the job")
         value = int(params.get("boost", boost)) if kind is ActionKind.BOOST_PRIORITY else None
         api.kueue.set_priority_boost(ns, workload.name, value)
-        return Outcome("done", f"priority boost on Workload {workload.name} set to {value}")
+        what = f"set to {value}" if value is not None else "removed"
+        return Outcome("done", f"priority boost on Workload {workload.name} {what}")
     if kind is ActionKind.SCALE:
         return _scale(api, job, params, workload)
     if kind is ActionKind.SET_GRACE_PERIOD:

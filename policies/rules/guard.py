@@ -172,8 +172,8 @@ def _standing(ctx: Context, rule: PreemptionGuardRule, w: WorkloadView, value: i
             why = f"{_unsaved(ctx, age)} > {dur(rule.stale_after)}"
         kind = ActionKind.BOOST_PRIORITY
         reason = (
-            f"standing priority boost {want} on a preemptible queue ({why}), so that Kueue picks a "
-            "freshly checkpointed equal first"
+            f"set a standing priority boost of {want} on a preemptible queue ({why}), so that Kueue "
+            "picks a freshly checkpointed equal first"
         )
     elif want == 0 and boosted:
         why = "checkpoint fresh" if w.admitted and not stale else "not admitted"

@@ -157,7 +157,7 @@ def test_recommend_mode_only_says_it_would_boost() -> None:
     d = decide(_job(40 * 60), _spot(), policy({"preemptionGuard": GUARD}, mode="Recommend"), now=T0)
     assert [a.kind for a in d.actions] == [ActionKind.RECOMMEND]
     assert d.actions[0].params["would"] == ActionKind.BOOST_PRIORITY.value
-    assert d.actions[0].reason.startswith("would standing priority boost 1")
+    assert d.actions[0].reason.startswith("would set a standing priority boost of 1")
 
 
 def test_a_verified_saver_is_left_to_be_the_victim_and_a_broken_one_is_shielded() -> None:
