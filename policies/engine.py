@@ -50,7 +50,6 @@ from policies.retries import hold_for
 from policies.rules import RULES
 from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record, runtime_gate
 from policies.rules.checkpoint import grace_period_action
-from policies.rules.guard import NAME as GUARD
 from policies.rules.guard import boost_to_drop
 from policies.spec import Policy
 from policies.staleness import RESTS_ON_FORECAST, stale_evidence
@@ -390,26 +389,19 @@ def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now:
 
     The boost's mandate ends with the run (``policies.cleanup``): in the queue it would jump ahead
     of its equals, and on a finished Workload nobody would ever drop it. Its removal is cleanup in
-    any mode; a policy in Apply mode also drops a boost the log does not know (a record lost) from
-    a Workload back in the queue, as its guard does on a running one."""
+    any mode. A boost the advisor did not set (``policies.cleanup.own_boost``) is never touched."""
     gate = ctx.judge_reason
     actions: list[Action] = []
     cleanup: list[Action] = []
     w = cluster_index(cluster).by_job.get(job.key)
-    why = (boost_to_drop(job, w, now, drop_after=0.0) if w is not None else None) or "job not running"
+    # acknowledged, or evicted; never "no acknowledgement after ...": the run's end is the reason
+    why = (
+        boost_to_drop(job, w, now, drop_after=math.inf) if w is not None else None
+    ) or "the job is not running"
     drop = boost_cleanup(job, cluster, now, why=f"{why} ({gate})")
     queued = ctx.apply and job.phase not in (Phase.FINISHED, Phase.FAILED)
     if drop is not None:
         (actions if queued else cleanup).append(drop)
-    elif queued and w is not None and w.priority_boost > 0 and last_record(job, _BOOSTS) is None:
-        actions.append(
-            Action(
-                ActionKind.DROP_BOOST,
-                GUARD,
-                f"drop priority boost: {why} ({gate})",
-                {"workload": f"{w.namespace}/{w.name}", "predicted_victim": False},
-            )
-        )
     grace = policy.rules.checkpoint
     if grace is not None and grace.enabled and hold_for(job, ActionKind.SET_GRACE_PERIOD, now) is None:
         action = grace_period_action(ctx, grace)

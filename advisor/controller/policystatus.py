@@ -192,7 +192,7 @@ class PolicyBook:
 
         name = str((body.get("metadata") or {}).get("name"))
         self.policies.pop(name, None)
-        self.errors.pop(name, None)
+        known_error = self.errors.pop(name, None)
         self.holding.pop(name, None)
         if event_type == "DELETED":
             self.last_valid.pop(name, None)
@@ -215,10 +215,10 @@ class PolicyBook:
             self.last_valid[name] = (self.policies[name], generation if isinstance(generation, int) else None)
         except PolicyError as exc:
             self.errors[name] = str(exc).replace("\n", "; ")
-            self._stand_in(name, body)
+            self._stand_in(name, body, warn=self.errors[name] != known_error)
         self._write_condition(name, body)
 
-    def _stand_in(self, name: str, body: Mapping[str, Any]) -> None:
+    def _stand_in(self, name: str, body: Mapping[str, Any], *, warn: bool = True) -> None:
         """What governs an invalid policy's jobs: its last valid version, while this process has
         seen one; else (a restart) a holding version, its selector and priority without rules in
         Recommend, so that its jobs are not handed to a broader policy that would act on them at
@@ -243,7 +243,8 @@ class PolicyBook:
                 self.holding[name] = "its jobs are held: no rule acts on them and no other policy takes them"
             except PolicyError:
                 self.holding[name] = "its selector is invalid too: it holds no job"
-        log.warning("AdvisorPolicy %s is invalid (%s); %s", name, self.errors[name], self.holding[name])
+        if warn:  # once per new error, not at each status-only event of the same spec
+            log.warning("AdvisorPolicy %s is invalid (%s); %s", name, self.errors[name], self.holding[name])
 
     @staticmethod
     def stored_actions(body: Mapping[str, Any]) -> list[tuple[str, float]]:

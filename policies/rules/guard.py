@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 
 from advisor.model import ActionKind, ClusterView, JobView, WorkloadView
+from policies.cleanup import own_boost
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
 from policies.rules.checkpoint import queue_rate
@@ -218,12 +219,35 @@ def boost_to_drop(job: JobView, w: WorkloadView, now: float, *, drop_after: floa
     return None
 
 
+def _foreign_boost(ctx: Context, w: WorkloadView) -> int | None:
+    """The boost on ``w`` when another writer set it (or changed the advisor's since), else None:
+    the advisor neither drops nor overwrites it, and adds none of its own on top (an admin who
+    boosted a workload by hand meant it). A drop of the advisor's own still on its way is its own."""
+    if w.priority_boost <= 0:
+        return None
+    last = last_record(ctx.job, _BOOSTS)
+    if last is not None and last.kind is ActionKind.DROP_BOOST and last.outcome == "requested":
+        return None
+    if last is not None and last.kind is ActionKind.BOOST_PRIORITY and last.outcome == "requested":
+        return None  # its own write, not seen on the Workload yet
+    return None if own_boost(ctx.job, ctx.cluster) is not None else w.priority_boost
+
+
 def evaluate(ctx: Context, rule: PreemptionGuardRule) -> Outcome:
     out = Outcome()
     job, now = ctx.job, ctx.now
     w = workload_of(ctx)
     if w is None or not job.active:
         return out
+    foreign = _foreign_boost(ctx, w)
+    if foreign is not None:
+        out.reasons.append(
+            f"{NAME}: its Workload carries a priority boost of {foreign} the advisor did not set: left "
+            "alone, and no boost of its own on top"
+        )
+        if not (job.admitted and w.admitted):
+            return out
+        return _guard(ctx, rule, w, out, boost_allowed=False)
     standing = standing_boost(ctx, rule, w)
     if standing > 0:
         _standing(ctx, rule, w, standing, out)

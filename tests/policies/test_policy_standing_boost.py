@@ -179,3 +179,22 @@ def test_a_verified_saver_is_left_to_be_the_victim_and_a_broken_one_is_shielded(
     boosted = (record(ActionKind.BOOST_PRIORITY, T0 - HOUR, rule="preemption-guard", outcome="done"),)
     again = job(namespace="ns", name="ft-1", checkpoint=verified, actions=boosted, **fits)
     assert _kinds(again, _spot(me=_wl("ft-1", boost=1))) == [ActionKind.DROP_BOOST]
+
+
+def test_a_boost_another_writer_set_is_neither_dropped_nor_overwritten() -> None:
+    """An admin boosted the workload by hand (7; no boost in the advisor's action log): in Apply
+    mode the guard neither removes it, nor lowers it to its own standing 1, nor drops it once the
+    checkpoint is fresh; the reasons say it is left alone. The advisor's own boost still goes."""
+    theirs = _wl("ft-1", boost=7)
+    for age in (40 * 60, 5 * 60):  # stale (the guard would boost) and fresh (it would drop)
+        d = decide(_job(age), _spot(me=theirs), policy({"preemptionGuard": GUARD}), now=T0)
+        assert [a.kind for a in d.actions] == [] and d.cleanup == ()
+        assert any("priority boost of 7 the advisor did not set: left alone" in r for r in d.reasons)
+    # back in the queue (not admitted) under Apply: still not the advisor's to drop
+    queued = _wl("ft-1", boost=7, admitted=False)
+    d = decide(_job(40 * 60, admitted=False), _spot(me=queued), policy({"preemptionGuard": GUARD}), now=T0)
+    assert ActionKind.DROP_BOOST not in [a.kind for a in (*d.actions, *d.cleanup)]
+    # the advisor's own boost (its record says it wrote 1, and 1 is there) is dropped once fresh
+    own = (record(ActionKind.BOOST_PRIORITY, T0 - HOUR, rule="preemption-guard", outcome="done"),)
+    mine = _wl("ft-1", boost=1)
+    assert _kinds(_job(5 * 60, actions=own), _spot(me=mine)) == [ActionKind.DROP_BOOST]
