@@ -24,11 +24,12 @@ from advisor.model import Action, ActionKind, ActionRecord, ClusterView, JobView
 from policies.index import cluster_index
 from policies.retries import hold_for
 
-__all__ = ["BOOST_RULE", "boost_cleanup", "own_boost"]
+__all__ = ["BOOSTS", "BOOST_RULE", "boost_cleanup", "own_boost"]
 
 #: the rule whose write is undone (the only one that sets a boost)
 BOOST_RULE = "preemption-guard"
-_BOOSTS = frozenset({ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST})
+#: the action kinds that write the boost annotation
+BOOSTS = frozenset({ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST})
 #: outcomes of boost records that wrote nothing to the Workload
 _NOT_WRITTEN = frozenset({"failed", "impossible", "recommended"})
 
@@ -37,11 +38,7 @@ def _last_write(job: JobView) -> ActionRecord | None:
     """The job's latest boost or drop that took effect (or may have: one still ``requested``)."""
     best: ActionRecord | None = None
     for rec in job.actions:
-        if (
-            rec.kind in _BOOSTS
-            and rec.outcome not in _NOT_WRITTEN
-            and (best is None or rec.time >= best.time)
-        ):
+        if rec.kind in BOOSTS and rec.outcome not in _NOT_WRITTEN and (best is None or rec.time >= best.time):
             best = rec
     return best
 

@@ -56,7 +56,6 @@ from policies.staleness import RESTS_ON_FORECAST, stale_evidence
 
 __all__ = ["decide", "evaluate_rules", "is_exempt", "judge", "not_running"]
 
-_BOOSTS = frozenset({ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST})
 _RELEASES = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 
 from advisor.model import ActionKind, ClusterView, JobView, WorkloadView
+from policies.cleanup import BOOSTS as _BOOSTS
 from policies.cleanup import own_boost
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
@@ -47,7 +48,6 @@ from policies.victims import can_be_preempted, first_in_line, predict_victims
 from policies.youngdaly import checkpoint_interval
 
 NAME = "preemption-guard"
-_BOOSTS = frozenset({ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST})
 
 
 def workload_of(ctx: Context) -> WorkloadView | None:
