@@ -279,7 +279,10 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
                     new_level = float(np.median(vals[: n_seen + 1][-k:]))
                     stability.append(
                         {
+                            "run": run.name,
+                            "cut": cut,
                             "split": run.split,
+                            "p": fc.plateau_probability,
                             "move": nxt.plateau_probability - fc.plateau_probability,
                             "truth_after": (new_level - final) < 0.01 * abs(new_level),
                             "new_eval_change": abs(float(vals[n_seen]) - level) / max(abs(level), 1e-12),
@@ -303,10 +306,14 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
             truth_label = "learning" if not stopped else ("overfitting" if train_improves else "plateaued")
             states.append(
                 {
+                    "run": run.name,
+                    "cut": cut,
                     "split": run.split,
                     "truth": truth_label,
                     "stopped": stopped,
                     "label": st.label,
+                    "probabilities": dict(st.probabilities),
+                    "best_step": st.best_step,
                     "patience": _patience(y)[0] > 0.5,
                 }
             )
