@@ -35,6 +35,7 @@ the state, the plateau rule and the divergence rule agree by construction.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -129,10 +130,21 @@ def forecast_series(
 
     The forecaster reads a loss (lower is better); a higher-is-better metric is forecast negated
     and turned back, so its P(plateau) is P(it rises by less than 1% of its level).
-    ``learning_rates``: the run's learning rate at each of ``steps`` (see ``lr_at``)."""
+    ``learning_rates``: the run's learning rate at each of ``steps`` (see ``lr_at``).
+
+    Its P(divergence) counts non-finite evaluations only: an eval metric that rises while it stays
+    finite has stopped improving (its P(plateau) counts a rise), which the run state calls
+    overfitting or a plateau, not divergence; a divergence is the training loss's to show. So the
+    series' forecast and the run state say the same (a rising eval loss read "diverging, P 1.00"
+    beside a state of ``overfitting``)."""
     if direction is Direction.LOWER:
-        return forecast(steps, values, total_steps=total_steps, learning_rates=learning_rates)
-    fc = forecast(steps, [-float(v) for v in values], total_steps=total_steps, learning_rates=learning_rates)
+        return _eval_divergence(
+            forecast(steps, values, total_steps=total_steps, learning_rates=learning_rates), values
+        )
+    fc = _eval_divergence(
+        forecast(steps, [-float(v) for v in values], total_steps=total_steps, learning_rates=learning_rates),
+        values,
+    )
     f = fc.final_loss
     # a score never passes its scale's top: an accuracy reported in [0, 1] (or percent) ends at
     # most at 1 (100), however steeply its early points rise
@@ -151,6 +163,15 @@ def forecast_series(
         n_points=fc.n_points,
         n_dropped=fc.n_dropped,
     )
+
+
+def _eval_divergence(fc: Forecast, values: Sequence[float]) -> Forecast:
+    """``fc`` with its P(divergence) kept only when the latest evaluation is not finite."""
+    if values and not math.isfinite(float(values[-1])):
+        return fc
+    if fc.divergence_probability == 0.0:
+        return fc
+    return dataclasses.replace(fc, divergence_probability=0.0)
 
 
 def _in_own_terms(warning: str) -> str:

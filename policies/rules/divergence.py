@@ -91,6 +91,9 @@ def _resume_from(ctx: Context) -> str:
         last = int(ctx.job.forecast.last_step)
     lowest = ctx.job.lowest_loss
     risen = ctx.job.last_finite_loss
+    # a loss that rose without going non-finite: its last finite report is simply its latest
+    latest = ctx.job.last_loss is not None and math.isfinite(ctx.job.last_loss)
+    which = "the latest" if latest else "the last finite one"
     if (
         lowest is not None
         and last is not None
@@ -100,8 +103,8 @@ def _resume_from(ctx: Context) -> str:
     ):
         parts.append(
             f"one at or before step {lowest[0]:,} (its lowest loss, {lowest[1]:.4g}; the loss rose after "
-            f"it, to {risen:.4g} at step {last:,}, the last finite one)"
+            f"it, to {risen:.4g} at step {last:,}, {which})"
         )
     elif last is not None:
-        parts.append(f"one at or before step {last:,} (the last finite loss)")
+        parts.append(f"one at or before step {last:,} ({'the latest' if latest else 'the last finite'} loss)")
     return f"; resume from {' or '.join(parts)}" if parts else ""

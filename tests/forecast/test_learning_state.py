@@ -164,6 +164,28 @@ def test_nan_latest_eval_is_divergence() -> None:
     assert st.label == "diverging"
 
 
+@pytest.mark.parametrize("direction", [Direction.LOWER, Direction.HIGHER])
+def test_an_eval_series_past_its_best_is_not_called_diverging_by_its_own_forecast(direction: Direction) -> None:
+    """The state calls a finite eval metric that turned overfitting (or a plateau); its series'
+    forecast said "diverging, P 1.00" beside it. Only a non-finite evaluation is divergence."""
+    ts, ty, es, ey = run(0)
+    es, ey = es[es <= 2500], ey[es <= 2500]  # well past the minimum, before the run's end
+    sign = 1.0 if direction is Direction.LOWER else -1.0
+    m = ts <= es[-1]
+    st = learning_state(
+        forecast(ts[m], ty[m], total_steps=TOTAL),
+        {"eval_m": Series(list(es), list(sign * ey), direction)},
+        total_steps=TOTAL,
+        metric="eval_m",
+        metric_directions={"eval_m": str(direction)},
+    )
+    fc = st.series["eval_m"]
+    assert st.label == "overfitting" and fc.plateau_probability > 0.9
+    assert fc.divergence_probability == 0.0
+    broken = forecast_series(list(es), [*(sign * ey[:-1]), math.nan], direction, total_steps=TOTAL)
+    assert broken.divergence_probability > 0.5
+
+
 def test_silence_over_many_report_intervals_is_hung() -> None:
     train = forecast(np.arange(10, 501, 10.0), 1 / np.arange(1, 51), total_steps=5000)
     assert learning_state(train, {}, idle_s=30.0 * 20, report_interval_s=30.0).label == "hung"

@@ -281,6 +281,17 @@ def test_non_finite_loss_diverges_at_once_without_saving_its_weights() -> None:
     assert (
         "one at or before step 4,700 (the last finite loss)" in decide(near, CV, p, now=T0).actions[0].reason
     )
+    # a loss that rose 100-fold and is still finite: its latest report is named as such, not as
+    # "the last finite one" (nothing went non-finite)
+    finite = dataclasses.replace(
+        job(forecast=forecast(diverge=0.99), last_loss=200.0),
+        last_finite_step=4700,
+        last_finite_loss=200.0,
+        lowest_loss=(3900, 2.0),
+    )
+    p_rise = policy({"divergence": {"probability": 0.9, "for": "0s", "action": "Stop"}})
+    reason = decide(finite, CV, p_rise, now=T0).actions[0].reason
+    assert "to 200 at step 4,700, the latest)" in reason and "last finite" not in reason, reason
 
 
 def test_divergence_probability_must_hold_and_non_finite_can_be_turned_off() -> None:
