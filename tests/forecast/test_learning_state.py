@@ -165,7 +165,7 @@ def test_nan_latest_eval_is_divergence() -> None:
 
 
 @pytest.mark.parametrize("direction", [Direction.LOWER, Direction.HIGHER])
-def test_an_eval_series_past_its_best_is_not_called_diverging_by_its_own_forecast(direction: Direction) -> None:
+def test_an_eval_series_past_its_best_is_not_called_diverging_by_its_forecast(direction: Direction) -> None:
     """The state calls a finite eval metric that turned overfitting (or a plateau); its series'
     forecast said "diverging, P 1.00" beside it. Only a non-finite evaluation is divergence."""
     ts, ty, es, ey = run(0)
