@@ -1,4 +1,4 @@
-"""``trainjob-advisor compare NAME NAME ...``: which run of a sweep will end best?
+"""``trainjob-advisor compare NAME NAME ...``: which run of a sweep gives the best model?
 
 For runs of one experiment (a hyperparameter sweep, seeds), prints each run's predicted final
 value of the series the runs are judged by, with its 80% interval, and the probability that each
@@ -6,8 +6,13 @@ ends best. The series: ``--metric`` when given, else the eval metric every run i
 fine-tune's ``eval_loss``: a run that overfits ends with a low training loss and a poor model),
 else the training loss. "Best" follows the metric's direction (lowest loss, highest accuracy).
 Each forecast interval is read as a split normal (p10 / mean / p90) and the probabilities come
-from a seeded Monte-Carlo draw, so the same forecasts always give the same answer. Each run's
-best eval step so far (the checkpoint worth keeping) is shown beside it.
+from a seeded Monte-Carlo draw, so the same forecasts always give the same answer.
+
+Judged by an eval metric, a run gives the better of its best evaluation so far and its final
+value: the best checkpoint can be kept (HF's ``load_best_model_at_end``; the state names its
+step), so a run that overfit after reaching the sweep's best eval loss still holds the best
+model. Each run's best checkpoint (step and value) is shown beside it. The training loss has no
+such checkpoint to keep (a run's last weights are what its final training loss describes).
 
 The runs are TrainJobForecasts on the cluster, or, when every argument is a file or a folder, run
 logs (the formats ``forecast FILE`` reads: a sweep's ``trainer_state.json`` files, CSV, JSONL),
@@ -73,9 +78,11 @@ def prob_best(
     draws: int = 20000,
     seed: int = 0,
     higher: bool = False,
+    kept: Sequence[float | None] | None = None,
 ) -> list[float]:
     """P(run i ends best) for intervals (mean, p10, p90), split-normal read: the lowest final
-    value, or the highest with ``higher`` (an accuracy)."""
+    value, or the highest with ``higher`` (an accuracy). ``kept``: per run, a value it already
+    holds (its best checkpoint's), which bounds its outcome whatever its final value."""
     import numpy as np
 
     if not intervals:
@@ -86,6 +93,12 @@ def prob_best(
     lo = np.array([(m - p10) / _Z90 for m, p10, _ in intervals]).clip(min=0.0)
     hi = np.array([(p90 - m) / _Z90 for m, _, p90 in intervals]).clip(min=0.0)
     samples = means + np.where(z < 0, z * lo, z * hi)
+    if kept is not None:
+        floor = np.array([np.nan if k is None else float(k) for k in kept])
+        has = np.isfinite(floor)
+        if has.any():
+            bound = np.maximum if higher else np.minimum
+            samples[:, has] = bound(samples[:, has], floor[has])
     winners = np.argmax(samples, axis=1) if higher else np.argmin(samples, axis=1)
     counts = np.bincount(winners, minlength=len(intervals))
     return [float(c) / draws for c in counts]
@@ -181,16 +194,37 @@ def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
     }
 
 
+def _kept(status: Mapping[str, Any], metric: str) -> float | None:
+    """The value of the run's best checkpoint of ``metric``, when the run is judged by that eval
+    metric (the training loss keeps none: see the module's docstring)."""
+    state = status.get("learningState") or {}
+    if metric == "loss" or state.get("metric") != metric:
+        return None
+    value = state.get("bestValue")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _outcome(row: Mapping[str, Any]) -> float:
+    """The predicted value a run gives: its final value, or its best checkpoint's when better."""
+    value = float(row["final"]["mean"])
+    kept = row.get("bestValue")
+    if kept is None:
+        return value
+    return max(value, kept) if row["higherIsBetter"] else min(value, kept)
+
+
 def _rank_key(row: Mapping[str, Any], broken: set[str]) -> tuple[int, float, float, str]:
-    """Most likely best first; among runs as likely (0% each), by the predicted value in the
-    metric's direction; runs with no forecast, then diverging ones, last."""
+    """Most likely best first, as the table shows the probability (to the percent: runs shown at
+    0% each are as likely), then by the value it gives in the metric's direction; runs with no
+    forecast, then diverging ones, last."""
     final = row["final"]
     if row["run"] in broken:
         return (2, 0.0, 0.0, row["run"])
     if final is None:
         return (1, 0.0, 0.0, row["run"])
-    value = float(final["mean"])
-    return (0, -float(row["probabilityBest"] or 0.0), -value if row["higherIsBetter"] else value, row["run"])
+    value = _outcome(row)
+    shown = round(float(row["probabilityBest"] or 0.0), 2)
+    return (0, -shown, -value if row["higherIsBetter"] else value, row["run"])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -232,11 +266,13 @@ def run(args: argparse.Namespace) -> int:
     # a run judged diverging (its loss blew up or went NaN) will not end best, whatever its
     # forecast from the points before says: it is listed last, outside the draw
     broken = {ref for ref, st, _ in ranked if st.get("state") == "diverging"}
-    usable = [(ref, iv) for ref, _, iv in ranked if iv is not None and ref not in broken]
+    usable = [(ref, iv, _kept(st, metric)) for ref, st, iv in ranked if iv is not None and ref not in broken]
     probs = dict(
         zip(
-            [r for r, _ in usable],
-            prob_best([iv for _, iv in usable], draws=args.draws, higher=higher),
+            [r for r, _, _ in usable],
+            prob_best(
+                [iv for _, iv, _ in usable], draws=args.draws, higher=higher, kept=[k for _, _, k in usable]
+            ),
             strict=True,
         )
     )
@@ -249,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
             "finalLoss": None if train is None else {"mean": train[0], "p10": train[1], "p90": train[2]},
             "probabilityBest": probs.get(ref),
             "bestStep": (st.get("learningState") or {}).get("bestStep"),
+            "bestValue": _kept(st, metric),
             "progress": (st.get("summary") or {}).get("progress"),
             "state": st.get("state"),
         }
@@ -264,18 +301,29 @@ def run(args: argparse.Namespace) -> int:
             "-" if r["final"] is None else f"{r['final']['mean']:.4g}",
             "-" if r["final"] is None else f"[{r['final']['p10']:.4g}, {r['final']['p90']:.4g}]",
             "-" if r["probabilityBest"] is None else f"{r['probabilityBest']:.0%}",
-            "-" if r["bestStep"] is None else r["bestStep"],
+            _best_cell(r),
             r["progress"],
             r["state"],
         ]
         for r in result
     ]
     final = "FINAL LOSS" if metric == "loss" else f"FINAL {metric.upper()}"
-    print_table(("RUN", final, "80% INTERVAL", "P(BEST)", "BEST STEP", "PROGRESS", "STATE"), rows)
+    print_table(("RUN", final, "80% INTERVAL", "P(BEST)", "BEST CHECKPOINT", "PROGRESS", "STATE"), rows)
     print(f"ranked by {metric} ({'higher' if higher else 'lower'} is better)")
+    if any(r["bestValue"] is not None for r in result):
+        print("a run gives its best checkpoint where it beats the run's final value (keep that checkpoint)")
     if broken:
         print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")
     missing = [r["run"] for r in result if r["final"] is None]
     if missing:
         print(f"no forecast of {metric} for: {', '.join(missing)} (not reported yet, or never)")
     return 0
+
+
+def _best_cell(row: Mapping[str, Any]) -> str:
+    """``step 1000: 0.8096``: where the run's best checkpoint is, and its value when judged by it."""
+    if row["bestStep"] is None:
+        return "-"
+    if row["bestValue"] is None:
+        return f"step {row['bestStep']}"
+    return f"step {row['bestStep']}: {row['bestValue']:.4g}"

@@ -56,6 +56,39 @@ def test_a_sweep_folder_ranks_by_the_eval_loss_and_names_the_overfitting_run(
     assert "FINAL EVAL_LOSS" in out and "ranked by eval_loss (lower is better)" in out
 
 
+def test_a_run_that_overfit_after_the_sweeps_best_eval_gives_that_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its eval loss ended high, but its best checkpoint (kept with ``load_best_model_at_end``)
+    beats every other run's end: it is the run to take, and the table says which step."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    _sweep_run(sweep / "overfit.json", overfit=True)  # best 1.2 at step 1000, ends near 3.7
+    for i, floor in enumerate((1.35, 1.5)):
+        rng = random.Random(i)
+        history: list[dict[str, float]] = []
+        for s in range(10, 3001, 10):
+            history.append({"step": s, "loss": 0.3 + 2 * math.exp(-s / 600), "epoch": s / 1000})
+            if s % 100 == 0:
+                ev = floor + 1.2 * math.exp(-s / 700) + rng.gauss(0, 0.01)
+                history.append({"step": s, "eval_loss": ev, "epoch": s / 1000})
+        (sweep / f"steady{i}.json").write_text(
+            json.dumps({"log_history": history, "max_steps": 3000, "global_step": 3000})
+        )
+    assert cli.main(["compare", str(sweep), "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [Path(r["run"]).name for r in rows] == ["overfit.json", "steady0.json", "steady1.json"]
+    assert rows[0]["bestStep"] == 1000 and abs(rows[0]["bestValue"] - 1.2) < 0.05
+    assert rows[0]["probabilityBest"] > 0.99 and rows[0]["final"]["mean"] > 2.0
+    assert cli.main(["compare", str(sweep)]) == 0
+    out = capsys.readouterr().out
+    assert "step 1000: 1.19" in out or "step 1000: 1.2" in out, out
+    assert "keep that checkpoint" in out
+    # judged by the training loss, no best checkpoint is kept: the final value ranks
+    assert cli.main(["compare", str(sweep), "--metric", "loss", "-o", "json"]) == 0
+    assert all(r["bestValue"] is None for r in json.loads(capsys.readouterr().out))
+
+
 def test_run_logs_and_forecast_names_do_not_mix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _sweep_run(tmp_path / "a.json", overfit=False)
     assert cli.main(["compare", str(tmp_path / "a.json"), "lr-1e-4"]) == 2
