@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -399,6 +400,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if results:
         print(f"progress reports: {reporting_text(results[0].jobs)}", file=human)
+    for note in idle_scaling_notes(strategies, elastic=scenario.world.elastic):
+        print(note, file=human)
     if json_out == "-":
         print(json_text(rows, meta), end="")
     elif isinstance(json_out, Path):
@@ -409,6 +412,28 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"report: {path}", file=human)
     return 0
+
+
+def idle_scaling_notes(strategies: Sequence[Any], *, elastic: bool) -> list[str]:
+    """Why a row whose policies scale jobs did none of it: no job of the scenario declares elastic
+    bounds (a TrainJob declares none, and the controller never resizes it), so its scaling rules
+    had nothing to act on and it may read exactly as another row."""
+    if elastic:
+        return []
+    notes = []
+    for strategy in strategies:
+        scaling = [
+            p.name
+            for p in getattr(strategy, "policies", ())
+            if (p.rules.elastic is not None and p.rules.elastic.enabled)
+            or (p.rules.deadline is not None and p.rules.deadline.enabled and p.rules.deadline.scale_up)
+        ]
+        if scaling:
+            notes.append(
+                f"{strategy.name}: no job declares elastic bounds, so the scaling rules of "
+                f"{', '.join(scaling)} had nothing to act on (--elastic gives jobs bounds)"
+            )
+    return notes
 
 
 def _policies_in(path: Path) -> int:

@@ -229,3 +229,18 @@ def test_the_progress_bar_ends_at_its_total_and_never_passes_it(
     bar = _RecordingBar.last
     assert bar is not None and all(u >= 0 for u in bar.updates)
     assert bar.n == bar.total  # exactly: at the end, and (updates never negative) never past it
+
+
+def test_a_row_whose_scaling_rules_had_no_elastic_job_says_so() -> None:
+    """Without ``--elastic`` no job declares bounds: the deadline and elastic-growth samples then
+    read exactly as each other, and the footer says why; the plateau sample scales nothing."""
+    from advisor.commands.simulate import idle_scaling_notes
+    from simulator.runner import policy_strategies
+
+    samples = Path(__file__).resolve().parents[2] / "manifests" / "samples"
+    names = ("policy-deadline.yaml", "policy-elastic-growth.yaml", "policy-plateau-release.yaml")
+    strategies = policy_strategies([samples / n for n in names])
+    notes = idle_scaling_notes(strategies, elastic=False)
+    assert [n.split(":")[0] for n in notes] == ["advisor-deadline", "advisor-elastic-growth"]
+    assert all("no job declares elastic bounds" in n and "--elastic" in n for n in notes)
+    assert idle_scaling_notes(strategies, elastic=True) == []
