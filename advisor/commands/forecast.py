@@ -466,6 +466,9 @@ def render_text(outcome: Outcome) -> str:
         lines.append(f"  ETA             {_interval(fc.eta_seconds, _duration)}{rate}")
     else:
         why = "total steps unknown"
+        if outcome.total_steps and not fc.steps_per_second:
+            # the total is known: what is missing is a speed, which takes two timed reports
+            why = f"no speed yet from {fc.n_points} timed report(s)"
         if curve.times is None:
             why = (
                 "a trainer_state.json logs no timestamps"

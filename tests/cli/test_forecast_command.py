@@ -62,6 +62,15 @@ def test_summary_explains_a_missing_eta(capsys: pytest.CaptureFixture[str]) -> N
     assert "ETA             n/a (a trainer_state.json logs no timestamps)" in out
 
 
+def test_a_missing_eta_with_a_known_total_says_a_speed_is_missing_not_the_total(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "one.csv").write_text("step,loss,time\n0,5.8,0\n10,5.7,5\n")
+    _, out, _ = run(capsys, str(tmp_path / "one.csv"), "--upto-step", "5", "--total-steps", "4000")
+    eta = next(line for line in out.splitlines() if line.strip().startswith("ETA"))
+    assert "no speed yet from 1 timed report(s)" in eta and "total steps unknown" not in eta
+
+
 def test_json_mirrors_the_forecast_fields(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, str(FIXTURES / "run.csv"), "--json")
     assert code == 0, err
