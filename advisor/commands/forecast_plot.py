@@ -121,12 +121,15 @@ def _draw_evals(ax: Any, outcome: Outcome) -> list[float]:
 
 
 def _wants_log(values: tuple[float, ...]) -> bool:
-    """A log axis for a loss that spans decades or heads for zero (all positive, min under 1/30 of
-    the max): on a linear one its whole later history is a flat line on the floor."""
+    """A log axis for a loss that spans decades or heads for zero (none negative, the smallest
+    positive value under 1/30 of the max): on a linear one its whole later history is a flat line
+    on the floor. An interval reaching 0 (a band cut at a loss's floor) does not rule it out: the
+    band is cut at the axis' bottom; a blow-up to 100 times the loss is the case it is for."""
     finite = [v for v in values if math.isfinite(v)]
-    if not finite or min(finite) <= 0:
+    if not finite or min(finite) < 0:
         return False
-    return max(finite) / min(finite) > 30
+    positive = [v for v in finite if v > 0]
+    return bool(positive) and max(positive) / min(positive) > 30
 
 
 def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
@@ -159,8 +162,12 @@ def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
         mean = [fc.current_loss, *fpath.mean]
         p10 = [fc.current_loss, *fpath.p10]
         p90 = [fc.current_loss, *fpath.p90]
-        ax.fill_between(steps, p10, p90, color="#ff7f0e", alpha=0.22, lw=0, label="forecast, 80% interval")
-        ax.plot(steps, mean, "-", color="#d62728", lw=1.6, label="forecast mean")
+        # a diverging run's forecast is where it would end if it recovered (as the text says)
+        recovered = " if it recovered" if fc.divergence_probability >= 0.5 else ""
+        ax.fill_between(
+            steps, p10, p90, color="#ff7f0e", alpha=0.22, lw=0, label=f"forecast{recovered}, 80% interval"
+        )
+        ax.plot(steps, mean, "-", color="#d62728", lw=1.6, label=f"forecast mean{recovered}")
         drawn += [*p10, *p90]
     final = fc.final_loss
     if outcome.total_steps is not None and math.isfinite(final.mean):

@@ -228,6 +228,27 @@ def test_plot_draws_the_path_on_a_log_axis_when_the_loss_spans_decades(tmp_path:
     assert _wants_log((3.0, 1.0, 0.05))
     assert not _wants_log((3.0, 2.0, 1.5))
     assert not _wants_log((1.0, -0.2))  # a loss that goes negative has no log axis
+    assert _wants_log((2.0, 268.0, 0.0))  # a blow-up, with an interval cut at the loss's floor
+    assert not _wants_log((2.0, 3.0, 0.0))
+
+
+def test_a_diverging_runs_plot_says_its_forecast_assumes_a_recovery(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from advisor.commands import forecast as command
+    from advisor.commands.forecast_plot import build_figure
+
+    rows = [f"{i},{2.0 / (1 + i / 20)}" for i in range(1, 150)] + [
+        f"{i},{0.5 * 1.1 ** (i - 150)}" for i in range(150, 200)
+    ]
+    (tmp_path / "d.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
+    fig = build_figure(command.compute(_parsed(str(tmp_path / "d.csv"), "--plot", str(tmp_path / "p.png"))))
+    try:
+        (ax,) = fig.axes
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "forecast mean if it recovered" in labels and ax.get_yscale() == "log", labels
+    finally:
+        plt.close(fig)
     path = tmp_path / "decay.csv"
     path.write_text(
         "step,loss\n" + "".join(f"{s},{3.0 * 0.5 ** (s / 150):.6g}\n" for s in range(10, 3001, 10))
