@@ -5,6 +5,11 @@ Loss logs name their columns in a dozen ways (``step``/``global_step``/``iter``,
 /``learning_rate``). This table maps a column name to its role, by priority, once for every file
 format; ``canonical_name`` first folds case, camelCase and ``/``, ``.``, ``-`` separators so that
 ``train/loss`` and ``trainLoss`` are both ``train_loss``.
+
+A W&B export carries two step columns: ``_step``, W&B's own counter of ``log`` calls (one per
+logged row, whatever the training step), and the trainer's step it logs beside it (HF's
+``WandbCallback``: ``train/global_step``; Lightning's ``WandbLogger``: ``trainer/global_step``).
+The trainer's step comes first; ``_step`` is the step only of a file that has no other.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ ROLES: dict[str, tuple[str, ...]] = {
         "global_step",
         "current_step",
         "current_steps",
+        "train_global_step",
         "trainer_global_step",
         "iteration",
         "iter",
         "it",
+        # W&B's row counter: the step only when nothing else is
         "_step",
     ),
     "loss": ("loss", "train_loss", "training_loss", "train_loss_step"),

@@ -196,3 +196,43 @@ def test_fractional_epochs_without_steps_are_the_step_axis_as_they_are(tmp_path:
     curve = load_curve(path)
     assert curve.steps == (0.5, 1.0)
     assert any("the step axis is the epoch column, 'epoch' (epochs completed)" in w for w in curve.warnings)
+
+
+@pytest.mark.parametrize("step_column", ["train/global_step", "trainer/global_step", "global_step"])
+@pytest.mark.parametrize("with_row_counter", [True, False])
+def test_a_wandb_export_takes_the_trainer_step_not_the_row_counter(
+    tmp_path: Path, step_column: str, with_row_counter: bool
+) -> None:
+    """W&B's ``_step`` counts logged rows (a training row and an eval row each count one); the
+    trainer's own step beside it (HF logs ``train/global_step``, Lightning ``trainer/global_step``)
+    is the step. ``_runtime`` is the time, ``eval/loss`` the eval loss, ``eval/accuracy`` a score."""
+    from advisor.series import Direction, direction_of
+    from advisor.sources.assemble import eval_metrics
+
+    header = [step_column, "train/loss", "eval/loss", "eval/accuracy", "train/learning_rate", "_runtime"]
+    rows = []
+    for step in range(10, 401, 10):
+        rows.append([step, 2.0 - step / 1000, "", "", 1e-4, 0.7 * step])
+        if step % 100 == 0:
+            rows.append([step, "", 2.1 - step / 1000, 0.5 + step / 1000, "", 0.7 * step + 1])
+    if with_row_counter:
+        header = ["_step", *header]
+        rows = [[i, *row] for i, row in enumerate(rows)]
+    path = tmp_path / "wandb_export.csv"
+    path.write_text("\n".join(",".join(str(c) for c in r) for r in [header, *rows]) + "\n")
+
+    curve = load_curve(path)
+    assert curve.metric == "loss" and f"step '{step_column}'" in curve.source
+    assert curve.steps[:3] == (10.0, 20.0, 30.0) and curve.steps[-1] == 400.0
+    assert curve.times is not None and curve.times[-1] == pytest.approx(280.0)  # _runtime, seconds
+    evals = load_curve(path, metric="eval_loss")
+    assert evals.metric == "eval_loss" and evals.steps == (100.0, 200.0, 300.0, 400.0)
+    assert eval_metrics(curve.columns) == ["eval_loss", "eval_accuracy"]
+    accuracy = load_curve(path, metric="eval_accuracy")
+    assert accuracy.steps == evals.steps and direction_of(accuracy.metric) is Direction.HIGHER
+
+
+def test_the_wandb_row_counter_is_the_step_of_a_file_with_no_other(tmp_path: Path) -> None:
+    path = tmp_path / "export.csv"
+    path.write_text("_step,loss\n0,2.0\n1,1.9\n2,1.8\n")
+    assert load_curve(path).steps == (0.0, 1.0, 2.0)
