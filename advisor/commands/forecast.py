@@ -26,8 +26,8 @@ from advisor.core.record import median_gap
 from advisor.forecast._prep import report_noise
 from advisor.forecast.state import learning_state
 from advisor.model import Forecast, Interval, LearningState
-from advisor.series import Direction, direction_of
-from advisor.sources.files import METRICS, LoadedCurve, SourceError, load_curve, load_curve_bytes
+from advisor.series import TRAIN_SERIES, Direction, direction_of, primary_eval
+from advisor.sources.files import LoadedCurve, SourceError, load_curve, load_curve_bytes
 
 if TYPE_CHECKING:
     from advisor.forecast.path import ForecastPath
@@ -51,6 +51,10 @@ class ForecastRequest:
     total_steps: int | None = None
     upto_step: float | None = None
     plot: bool = False  # the forecast path along the steps is wanted too
+    #: without ``metric``, a log with no training loss (nor eval_loss) is forecast by its primary
+    #: eval metric (the command's way); off, it is refused as before (``compare`` ranks a file's
+    #: forecast as its training loss, which such a log does not have)
+    eval_default: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ForecastRequest:
@@ -63,6 +67,7 @@ class ForecastRequest:
             total_steps=args.total_steps,
             upto_step=args.upto_step,
             plot=bool(args.plot),
+            eval_default=True,
         )
 
 
@@ -109,9 +114,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--metric",
-        choices=METRICS,
-        help="loss to forecast (default: training loss if present; every eval metric with a "
-        "direction is forecast beside it)",
+        metavar="NAME",
+        help="series to forecast: loss (the training loss), eval_loss, or any eval metric of the "
+        "file whose name says its direction (eval_accuracy, eval_wer, ...; a higher-is-better one "
+        "is forecast upwards). Default: the training loss, with every eval metric with a direction "
+        "forecast beside it; a log without one, its primary eval metric (eval_loss, else the first)",
     )
     parser.add_argument(
         "--curve", metavar="ID", help="which run, in a file holding several (curve_id/run_id column)"
@@ -167,18 +174,41 @@ def _load(args: ForecastRequest) -> tuple[LoadedCurve, list[str], float | None]:
         curve = synthetic_curve(seed=args.seed)
         cut = args.upto_step if args.upto_step is not None else DEMO_CUT * (curve.total_steps or 0)
         return curve, [f"demo: {curve.source}; forecast from step {cut:,.0f}"], cut
-    assert args.file is not None
     try:
-        if args.file == "-":
-            import sys
-
-            data = sys.stdin.buffer.read()
-            loaded = load_curve_bytes(data, "<stdin>", metric=args.metric, curve_id=args.curve)
-        else:
-            loaded = load_curve(args.file, metric=args.metric, curve_id=args.curve)
+        loaded = _read(args)
     except SourceError as exc:
         raise CommandError(str(exc)) from None
-    return loaded, [], args.upto_step
+    notes: list[str] = []
+    if args.metric is None and loaded.metric != TRAIN_SERIES:
+        notes.append(
+            f"no training loss in the file: forecasting its primary eval metric {loaded.metric} "
+            f"({series_direction(loaded.metric)} is better; --metric NAME forecasts another)"
+        )
+    return loaded, notes, args.upto_step
+
+
+def _read(args: ForecastRequest) -> LoadedCurve:
+    """The file's series ``args.metric``; without one, its training loss, else its eval loss, else
+    (``eval_default``) its primary eval metric, the one the run would be judged by."""
+    assert args.file is not None
+    file = args.file
+    if file == "-":
+        import sys
+
+        data = sys.stdin.buffer.read()  # once: a fallback series is read from the same bytes
+
+    def read(metric: str | None) -> LoadedCurve:
+        if file == "-":
+            return load_curve_bytes(data, "<stdin>", metric=metric, curve_id=args.curve)
+        return load_curve(file, metric=metric, curve_id=args.curve)
+
+    try:
+        return read(args.metric)
+    except SourceError as exc:
+        primary = primary_eval(exc.series or ()) if args.metric is None and args.eval_default else None
+        if primary is None:
+            raise
+    return read(primary)
 
 
 def compute(args: ForecastRequest) -> Outcome:
@@ -257,6 +287,7 @@ def outcome_of(
         epochs=curve.epochs,
         points=60 if plot else 0,
         training_loss=full.metric == "loss",
+        direction=series_direction(full.metric),
     )
     series = {name: _Series(e.steps, e.values, directions[name]) for name, e in evals.items()}
     idle, interval = stuck_for(curve)
@@ -272,6 +303,12 @@ def outcome_of(
         train_history=(curve.steps, curve.values) if full.metric == "loss" else None,
     )
     return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
+
+
+def series_direction(metric: str) -> Direction:
+    """Which way the forecast series improves: the training loss and a metric whose name says
+    none downwards, a score (``eval_accuracy``) upwards."""
+    return direction_of(metric) or Direction.LOWER
 
 
 def stuck_for(curve: LoadedCurve) -> tuple[float | None, float | None]:
@@ -550,6 +587,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
     result["input"] = {
         "source": curve.source,
         "metric": curve.metric,
+        "direction": str(series_direction(curve.metric)),
         "points": len(curve),
         "first_step": curve.steps[0] if curve.steps else None,
         "last_step": curve.steps[-1] if curve.steps else None,

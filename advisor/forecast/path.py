@@ -2,7 +2,8 @@
 
 The same fits and weights as the forecast at the horizon (``core._estimate`` with path steps),
 read at each step after the last one, with the calibrated interval rule at that step's remaining
-fraction; the end point is the forecast's final loss itself.
+fraction; the end point is the forecast's final loss itself. A higher-is-better metric (an
+accuracy) is forecast negated and turned back, as ``state.forecast_series`` forecasts it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import numpy as np
 
 from advisor.forecast import calibration as cal
 from advisor.forecast.core import Parts, _run
+from advisor.forecast.state import score_top, turned_back
 from advisor.model import Forecast, Interval
+from advisor.series import Direction
 
 __all__ = ["ForecastPath", "forecast_path"]
 
@@ -41,15 +44,19 @@ def forecast_path(
     epochs: Any = None,
     points: int = 40,
     training_loss: bool = False,
+    direction: Direction = Direction.LOWER,
 ) -> tuple[Forecast, ForecastPath | None]:
     """``forecast`` (the same numbers) and the forecast along ``points`` steps from the last one to
     ``total_steps`` (unknown: over as many steps again as the history spans); None when there is
-    no forecast. ``training_loss`` as in ``forecast``. Never raises on bad data."""
+    no forecast. ``training_loss`` as in ``forecast``; ``direction``: which way the series improves
+    (``Direction.HIGHER``: forecast as ``forecast_series`` does). Never raises on bad data."""
+    higher = direction is Direction.HIGHER
     try:
         with np.errstate(all="ignore"):
-            fc, parts = _run(
-                steps, values, total_steps, times, learning_rates, epochs, None, points, training_loss
-            )
+            # a higher-is-better series is forecast negated (a loss), then turned back
+            own = np.asarray(values, dtype=np.float64) if higher else values
+            read, loss = (-own, False) if higher else (values, training_loss)
+            fc, parts = _run(steps, read, total_steps, times, learning_rates, epochs, None, points, loss)
     except Exception as exc:
         return Forecast(
             final_loss=Interval(float("nan"), float("nan"), float("nan")),
@@ -57,7 +64,10 @@ def forecast_path(
             divergence_probability=0.0,
             warnings=(f"forecast failed: {type(exc).__name__}: {exc}",),
         ), None
-    return fc, _path_band(fc, parts, values)
+    path = _path_band(fc, parts, read)
+    if higher:
+        return turned_back(fc, own.tolist()), None if path is None else _turned_path(path, own.tolist())
+    return fc, path
 
 
 def _path_band(fc: Forecast, parts: Parts, values: Any) -> ForecastPath | None:
@@ -85,4 +95,16 @@ def _path_band(fc: Forecast, parts: Parts, values: Any) -> ForecastPath | None:
         tuple(float(v) for v in mean),
         tuple(float(v) for v in np.minimum(lo, mean)),
         tuple(float(v) for v in np.maximum(hi, mean)),
+    )
+
+
+def _turned_path(path: ForecastPath, values: Any) -> ForecastPath:
+    """The path of a negated higher-is-better series, in the series' own units (capped at its
+    scale's top as its final value is: ``turned_back``)."""
+    top = score_top(values)
+    return ForecastPath(
+        path.steps,
+        tuple(min(-v, top) for v in path.mean),
+        tuple(min(-v, top) for v in path.p90),
+        tuple(min(-v, top) for v in path.p10),
     )

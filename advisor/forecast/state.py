@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
@@ -56,6 +57,8 @@ __all__ = [
     "forecast_series",
     "learning_state",
     "lr_at",
+    "score_top",
+    "turned_back",
 ]
 
 #: a finished run's training loss "still fell" after its eval's best by about this share (the
@@ -145,10 +148,16 @@ def forecast_series(
         forecast(steps, [-float(v) for v in values], total_steps=total_steps, learning_rates=learning_rates),
         values,
     )
+    return turned_back(fc, values)
+
+
+def turned_back(fc: Forecast, values: Sequence[float]) -> Forecast:
+    """The forecast of a higher-is-better metric's negated ``values``, in the metric's own units
+    and direction (``forecast_series``; ``forecast_path`` with ``Direction.HIGHER``)."""
     f = fc.final_loss
     # a score never passes its scale's top: an accuracy reported in [0, 1] (or percent) ends at
     # most at 1 (100), however steeply its early points rise
-    top = _score_top(values)
+    top = score_top(values)
     return Forecast(
         final_loss=Interval(mean=min(-f.mean, top), p10=min(-f.p90, top), p90=min(-f.p10, top)),
         plateau_probability=fc.plateau_probability,
@@ -174,16 +183,28 @@ def _eval_divergence(fc: Forecast, values: Sequence[float]) -> Forecast:
     return dataclasses.replace(fc, divergence_probability=0.0)
 
 
+#: a value the forecaster names in a warning (the end with a constant learning rate), in the
+#: units of the series it forecast
+_VALUE_IN_WARNING = re.compile(r"(?<=the end would be near )(\S+)(?= )")
+
+
 def _in_own_terms(warning: str) -> str:
     """A warning about the negated series, in a higher-is-better metric's own direction: the
     negated series rising is the metric falling, which is its worsening (an accuracy "rising"
-    read as good news)."""
+    read as good news), and a value it names is the metric's, not its negation."""
     if warning.startswith(RISING_WARNING):
         return "the series is falling (worsening)" + warning[len(RISING_WARNING) :]
-    return warning
+    return _VALUE_IN_WARNING.sub(lambda m: _negated(m.group(1)), warning)
 
 
-def _score_top(values: Sequence[float]) -> float:
+def _negated(text: str) -> str:
+    try:
+        return f"{-float(text):.4g}"
+    except ValueError:
+        return text
+
+
+def score_top(values: Sequence[float]) -> float:
     """The top of a higher-is-better metric's scale as its values show it: 1 for a fraction, 100
     for a percentage, else none (``inf``)."""
     finite = [float(v) for v in values if math.isfinite(v)]

@@ -30,6 +30,7 @@ __all__ = [
     "assemble",
     "choose_metric",
     "eval_metrics",
+    "file_series",
     "is_number",
     "is_series_metric",
     "listing",
@@ -44,12 +45,24 @@ Record = tuple[str, int | None, Mapping[str, object]]  # (location, line number,
 
 
 class SourceError(Exception):
-    """A file that cannot be read as a loss history; ``str()`` is one line: ``file:line: reason``."""
+    """A file that cannot be read as a loss history; ``str()`` is one line: ``file:line: reason``.
 
-    def __init__(self, path: str | Path, reason: str, *, line: int | None = None, where: str | None = None):
+    ``series``: when the file was read but holds no series by the name asked for (or, asked for
+    none, no loss), the series it does hold (``file_series``), else None."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        reason: str,
+        *,
+        line: int | None = None,
+        where: str | None = None,
+        series: Sequence[str] | None = None,
+    ):
         self.path = str(path)
         self.line = line
         self.reason = reason
+        self.series = None if series is None else tuple(series)
         location = f":{line}" if line is not None else (f" ({where})" if where else "")
         super().__init__(f"{self.path}{location}: {reason}")
 
@@ -248,25 +261,44 @@ def eval_metrics(names: Sequence[str]) -> list[str]:
     return sorted(out, key=lambda k: k != "eval_loss")
 
 
+def file_series(columns: Mapping[str, Column], names: Sequence[str]) -> list[str]:
+    """The series a file with these resolved ``columns`` and field ``names`` holds, as ``metric=``
+    names them: ``loss``, ``eval_loss``, then every other eval metric whose name says its
+    direction, in the file's order."""
+    out = [role for role in METRICS if role in columns]
+    return out + [name for name in eval_metrics(names) if name not in out]
+
+
 def choose_metric(
     path: str | Path, columns: dict[str, Column], metric: str | None, names: Sequence[str]
 ) -> tuple[str, Column]:
+    series = file_series(columns, names)
+    has = f"; the file's series: {listing(series)}" if series else ""
     if metric is None:
         role = "loss" if "loss" in columns else "eval_loss"
         if role not in columns:
-            raise SourceError(path, f"no loss field (found: {listing(names)})")
+            raise SourceError(path, f"no loss field (found: {listing(names)}){has}", series=series)
         return role, columns[role]
+    if not is_series_metric(metric):
+        wanted = canonical_name(metric)
+        if any(canonical_name(n) == wanted for n in names):
+            why = "its name says no direction (neither a loss nor a score), so it is not forecast"
+        else:
+            why = f"not {' or '.join(METRICS)}, nor an eval metric whose name says its direction"
+        raise SourceError(
+            path, f"unknown metric {metric!r}: {why}{has or '; the file has no series'}", series=series
+        )
     if metric not in METRICS:  # another eval metric: its own column, by its one spelling
         wanted_series = eval_series_name(canonical_name(metric))
         found = next((n for n in names if eval_series_name(canonical_name(n)) == wanted_series), None)
         if found is None:
-            raise SourceError(path, f"no {metric} field (found: {listing(names)})")
+            raise SourceError(path, f"no {metric} field (found: {listing(names)}){has}", series=series)
         return wanted_series, Column(found)
     if metric not in columns:
         other = "eval_loss" if metric == "loss" else "loss"
         hint = f"; the file has {columns[other].describe()}, use metric {other}" if other in columns else ""
         wanted = "training-loss" if metric == "loss" else "evaluation-loss"
-        raise SourceError(path, f"no {wanted} field (found: {listing(names)}){hint}")
+        raise SourceError(path, f"no {wanted} field (found: {listing(names)}){hint or has}", series=series)
     return metric, columns[metric]
 
 

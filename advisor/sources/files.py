@@ -24,6 +24,7 @@ from advisor.sources.assemble import (
     SourceError,
     assemble,
     choose_metric,
+    eval_metrics,
     is_number,
     is_series_metric,
     listing,
@@ -55,8 +56,10 @@ _HEADERLESS_ROLES = ("step", "loss", "time", "learning_rate", "epoch")
 def load_curve(path: str | Path, *, metric: str | None = None, curve_id: str | None = None) -> LoadedCurve:
     """Read ``path`` (format from its content) into a ``LoadedCurve``; raises ``SourceError``.
 
-    ``metric`` is ``"loss"`` (training loss), ``"eval_loss"``, or ``None``: the training loss when
-    the file has one, else its evaluation loss. ``curve_id`` selects one run in a file that holds
+    ``metric`` is ``"loss"`` (training loss), ``"eval_loss"``, another eval metric whose name says
+    its direction (``"eval_accuracy"``), or ``None``: the training loss when the file has one, else
+    its evaluation loss. A file without the series asked for raises a ``SourceError`` whose
+    ``series`` are those it holds. ``curve_id`` selects one run in a file that holds
     several (a ``curve_id``/``run_id`` column).
     """
     return _parse(path, _read_text(Path(path)), metric, curve_id)
@@ -73,12 +76,8 @@ def load_curve_bytes(
 
 
 def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
-    if metric is not None and not is_series_metric(metric):
-        raise SourceError(
-            path,
-            f"unknown metric {metric!r} (choose one of {', '.join(METRICS)}, or an eval metric whose "
-            "name says its direction, such as eval_accuracy)",
-        )
+    # a metric is checked against the file's fields once they are read (``choose_metric``), so
+    # that a name it does not hold is told the series it does
     head = text.lstrip()
     named_json = str(path).lower().removesuffix(".gz").endswith(".json")
     if head.startswith(("{", "[", '"')) or head.rstrip() in ("null", "true", "false") or named_json:
@@ -227,7 +226,7 @@ def _table_records(
         r
         for r, ok in (
             ("step", {"step", "epoch"} & roles.keys()),
-            ("loss", {"loss", "eval_loss"} & roles.keys()),
+            ("loss", {"loss", "eval_loss"} & roles.keys() or eval_metrics(header)),
         )
         if not ok
     ]

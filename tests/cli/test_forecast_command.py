@@ -503,3 +503,82 @@ def test_a_noisy_loss_says_how_much_its_reports_scatter_and_a_smooth_one_does_no
     assert main(["forecast", "--demo"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "current loss" in x)
     assert line.endswith("(smoothed)"), line
+
+
+def _classifier_state(path: Path, *, training_loss: bool = True) -> Path:
+    """A classifier's trainer_state to step 2,500 of 5,000: a falling training loss (or none),
+    eval_loss, eval_accuracy rising to 0.89, and eval_runtime (a timing: no direction)."""
+    import math
+
+    log: list[dict[str, float]] = []
+    for step in range(10, 2501, 10):
+        if training_loss:
+            log.append({"step": step, "loss": 0.3 + 1.7 * math.exp(-step / 800), "learning_rate": 5e-5})
+        if step % 250 == 0:
+            acc = 0.89 - 0.19 * math.exp(-step / 700)
+            entry = {"step": step, "eval_accuracy": acc, "eval_runtime": 12.3}
+            if training_loss:
+                entry["eval_loss"] = 0.4 + math.exp(-step / 600)
+            log.append(entry)
+    path.write_text(json.dumps({"global_step": 2500, "max_steps": 5000, "log_history": log}))
+    return path
+
+
+def test_metric_names_any_eval_series_of_the_file_and_a_score_is_forecast_upwards(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    f = _classifier_state(tmp_path / "trainer_state.json")
+    code, out, err = run(capsys, str(f), "--metric", "eval_accuracy", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["input"]["metric"] == "eval_accuracy" and doc["input"]["direction"] == "higher"
+    assert doc["input"]["points"] == 10 and doc["input"]["notes"] == []
+    final, now = doc["final_loss"], doc["current_loss"]
+    assert 0.85 < now <= final["mean"] <= 1.0 and final["p10"] <= final["mean"] <= final["p90"] <= 1.0
+    code, out, _ = run(capsys, str(f), "--metric", "eval_accuracy")
+    assert code == 0 and "  final eval_accuracy " in out and "  current eval_accuracy " in out
+
+
+@pytest.mark.parametrize(
+    ("metric", "message"),
+    [
+        ("eval_f1", "no eval_f1 field (found: step, loss, learning_rate, eval_accuracy, eval_runtime, "),
+        ("eval_runtime", "unknown metric 'eval_runtime': its name says no direction"),
+        ("throughput", "unknown metric 'throughput': not loss or eval_loss, nor an eval metric"),
+    ],
+)
+def test_a_metric_the_file_cannot_forecast_is_one_line_naming_its_series(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, metric: str, message: str
+) -> None:
+    f = _classifier_state(tmp_path / "trainer_state.json")
+    code, out, err = run(capsys, str(f), "--metric", metric)
+    assert code == 2 and out == ""
+    line = _one_error_line(err)
+    assert message in line and line.endswith("the file's series: loss, eval_loss, eval_accuracy"), line
+
+
+def test_a_log_without_a_training_loss_is_forecast_by_its_primary_eval_metric(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Only eval_accuracy (and eval_runtime): the series the run would be judged by, said in a
+    note, forecast upwards; from a file as from standard input."""
+    f = _classifier_state(tmp_path / "trainer_state.json", training_loss=False)
+    code, out, err = run(capsys, str(f))
+    assert code == 0, err
+    assert "primary eval metric eval_accuracy (higher is better" in out
+    assert "  final eval_accuracy " in out
+    code, out, err = run(capsys, str(f), "--json")
+    doc = json.loads(out)
+    assert doc["input"]["metric"] == "eval_accuracy" and doc["input"]["direction"] == "higher"
+    assert doc["current_loss"] <= doc["final_loss"]["mean"] <= 1.0
+    done = subprocess.run(
+        [sys.executable, "-m", "advisor", "forecast", "-", "--json"],
+        input=f.read_bytes(),
+        capture_output=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["input"]["metric"] == "eval_accuracy"
+    code, _, err = run(capsys, str(f), "--metric", "loss")
+    assert code == 2 and "no training-loss field" in _one_error_line(err)
+    assert _one_error_line(err).endswith("the file's series: eval_accuracy")

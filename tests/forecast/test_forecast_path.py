@@ -42,3 +42,21 @@ def test_the_path_changes_nothing_and_ends_at_the_forecast(with_lr: bool, total:
 def test_no_path_without_a_forecast() -> None:
     fc, path = forecast_path([1.0, 2.0], [float("nan"), float("nan")], total_steps=10, points=5)
     assert path is None and fc.n_points == 0
+
+
+def test_a_higher_is_better_series_is_forecast_upwards_as_the_state_forecasts_it() -> None:
+    """An accuracy: the same forecast as ``forecast_series`` gives it (negated, turned back), its
+    path rising from the current level to the final value and never past the scale's top; a value
+    the forecaster names in a warning is the accuracy's, not its negation."""
+    from advisor.forecast.state import forecast_series
+    from advisor.series import Direction
+
+    s = np.arange(1, 21) * 100.0
+    acc = 0.9 - 0.4 * np.exp(-s / 600.0)
+    fc, path = forecast_path(s, acc, total_steps=5000, points=20, direction=Direction.HIGHER)
+    assert fc == forecast_series(list(s), list(acc), Direction.HIGHER, total_steps=5000)
+    assert fc.current_loss is not None and acc[-1] - 0.02 < fc.current_loss <= fc.final_loss.mean <= 1.0
+    assert path is not None and path.mean[-1] == fc.final_loss.mean and path.p90[-1] == fc.final_loss.p90
+    assert all(lo <= m <= hi <= 1.0 for lo, m, hi in zip(path.p10, path.mean, path.p90, strict=True))
+    near = [w for w in fc.warnings if "the end would be near" in w]
+    assert near and all(float(w.split("near ")[1].split()[0]) > 0 for w in near), fc.warnings

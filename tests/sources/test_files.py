@@ -236,3 +236,17 @@ def test_the_wandb_row_counter_is_the_step_of_a_file_with_no_other(tmp_path: Pat
     path = tmp_path / "export.csv"
     path.write_text("_step,loss\n0,2.0\n1,1.9\n2,1.8\n")
     assert load_curve(path).steps == (0.0, 1.0, 2.0)
+
+
+def test_a_table_with_only_an_eval_score_is_read_for_it_and_names_it_when_asked_for_a_loss(
+    tmp_path: Path,
+) -> None:
+    from advisor.sources import SourceError
+
+    path = tmp_path / "acc.csv"
+    path.write_text("step,eval_accuracy,eval_runtime\n100,0.5,3\n200,0.6,3\n")
+    curve = load_curve(path, metric="eval_accuracy")
+    assert curve.metric == "eval_accuracy" and curve.values == (0.5, 0.6)
+    with pytest.raises(SourceError) as caught:
+        load_curve(path)
+    assert caught.value.series == ("eval_accuracy",) and "no loss field" in caught.value.reason
