@@ -3,8 +3,10 @@
 This is how a finished or running job's log reaches ``trainjob-advisor forecast`` (and the
 benchmarks). Unlike live progress, a file is something the user hands us on purpose, so a broken
 one is reported, not silently patched: ``SourceError`` names the file, the line (or the
-``log_history`` entry) and the reason. What is merely sparse (an eval loss every 500 steps, a
-learning rate logged on training rows only) is normal and is aligned, not rejected.
+``log_history`` entry) and the reason. Only the last line of a JSONL log is let go, with a warning
+when it does not parse: a log still being written ends mid-line. What is merely sparse (an eval
+loss every 500 steps, a learning rate logged on training rows only) is normal and is aligned, not
+rejected.
 """
 
 from __future__ import annotations
@@ -93,7 +95,9 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
         if isinstance(document, list):
             return assemble(path, "JSON", _json_list_records(path, document), metric, curve_id, ROLES)
         if head.startswith("{"):
-            return assemble(path, "JSONL", _jsonl_records(path, text), metric, curve_id, ROLES)
+            warnings: list[str] = []
+            records = _jsonl_records(path, text, warnings)
+            return assemble(path, "JSONL", records, metric, curve_id, ROLES, warnings=warnings)
     return _from_table(path, text, metric, curve_id)
 
 
@@ -172,15 +176,24 @@ def _decode(path: str | Path, data: bytes) -> str:
     return text
 
 
-def _jsonl_records(path: str | Path, text: str) -> list[Record]:
+def _jsonl_records(path: str | Path, text: str, warnings: list[str] | None = None) -> list[Record]:
+    """A JSONL file's records. Its last line alone may be cut short (a log being written is read
+    while its writer is mid-line): skipped with a warning in ``warnings``, after at least one
+    record; an invalid line anywhere else is an error."""
     records: list[Record] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except (ValueError, RecursionError) as exc:
-            raise SourceError(path, f"invalid JSON ({str(exc).splitlines()[0][:80]})", line=number) from None
+            reason = f"invalid JSON ({str(exc).splitlines()[0][:80]})"
+            if number == last and records and warnings is not None:
+                warnings.append(f"line {number}: {reason}; skipped (the last line, still being written?)")
+                break
+            raise SourceError(path, reason, line=number) from None
         if not isinstance(value, dict):
             raise SourceError(path, f"expected a JSON object, found {type(value).__name__}", line=number)
         records.append((f"line {number}", number, value))
@@ -336,7 +349,7 @@ def load_curves(path: str | Path, *, metric: str | None = None) -> list[tuple[st
         if isinstance(document, list):
             kind, records = "JSON", _json_list_records(path, document)
         elif head.startswith("{"):
-            kind, records = "JSONL", _jsonl_records(path, text)
+            kind, records = "JSONL", _jsonl_records(path, text, warnings)
         else:
             kind, records, names, warnings = _table_records(path, text, None)
     else:

@@ -33,7 +33,13 @@ def _error(tmp_path: Path, name: str, content: str | bytes, **kwargs: str) -> So
         ("negative.csv", "step,loss\n0,3.0\n-10,2.5\n", 3, "step -10.0 is not a non-negative number"),
         ("nostep.csv", "step,loss\n0,3.0\n,2.5\n", 3, "missing step"),
         ("badtime.tsv", "step\tloss\ttime\n0\t3.0\t0\n10\t2.5\tlater\n", 3, "'later' is not a number"),
-        ("bad.jsonl", '{"step": 0, "loss": 3.0}\n{"step": 10, "loss": \n', 2, "invalid JSON"),
+        (
+            "bad.jsonl",
+            '{"step": 0, "loss": 3.0}\n{"step": 10, "loss": \n{"step": 20, "loss": 2.0}\n',
+            2,
+            "invalid JSON",
+        ),
+        ("cut.jsonl", '{"step": 10, "loss": \n', 1, "invalid JSON"),  # a last line, but the only one
         ("list.jsonl", '{"step": 0, "loss": 3.0}\n[1, 2]\n', 2, "expected a JSON object"),
         (
             "strloss.jsonl",
@@ -130,3 +136,16 @@ def test_a_gzip_compressed_log_reads_as_its_text_and_a_truncated_one_says_so(tmp
     (tmp_path / "cut.gz").write_bytes(packed[: len(packed) // 2])
     with pytest.raises(SourceError, match="truncated"):
         load_curve(tmp_path / "cut.gz")
+
+
+@pytest.mark.parametrize("end", ["", "\n", "\n\n"])
+def test_a_jsonl_log_cut_short_in_its_last_line_is_read_without_it(tmp_path: Path, end: str) -> None:
+    """A log read while its writer is mid-line: the last line alone is skipped, with a warning
+    naming it; the same line anywhere else is an error (``test_bad_rows_name_their_line``)."""
+    from advisor.sources.files import load_curves
+
+    path = tmp_path / "live.jsonl"
+    path.write_text('{"step": 0, "loss": 3.0}\n\n{"step": 10, "loss": 2.5}\n{"step": 20, "lo' + end)
+    for curve in (load_curve(path), load_curves(path)[0][1]):
+        assert curve.steps == (0.0, 10.0) and curve.values == (3.0, 2.5)
+        assert any(w.startswith("line 4: invalid JSON") and "skipped" in w for w in curve.warnings)
