@@ -288,12 +288,20 @@ def outcome_of(
         points=60 if plot else 0,
         training_loss=full.metric == "loss",
         direction=series_direction(full.metric),
+        eval_series=full.metric != "loss",
     )
     series = {name: _Series(e.steps, e.values, directions[name]) for name, e in evals.items()}
+    judged = None
+    if full.metric != "loss":
+        # a log of eval metrics alone: the forecast series is judged as the eval series it is (a
+        # rise past its best is a stopped run, not a divergence), with no training loss beside it
+        judged = full.metric
+        series[judged] = _Series(curve.steps, curve.values, series_direction(judged))
     idle, interval = stuck_for(curve)
     state = learning_state(
-        fc,
+        fc if judged is None else None,
         series,
+        metric=judged,
         total_steps=total,
         idle_s=idle if total is None or (curve.steps and curve.steps[-1] < total) else None,
         report_interval_s=interval,
@@ -417,10 +425,10 @@ def _scatter(values: tuple[float, ...], level: float | None) -> float | None:
     return share if share >= NOISY_SCATTER else None
 
 
-def _judged_series_warnings(state: LearningState | None) -> list[str]:
+def _judged_series_warnings(state: LearningState | None, shown: str) -> list[str]:
     """The judged eval series' own warnings (a rise, a short series), as the JSON's ``series``
-    has them."""
-    if state is None or state.metric is None or state.metric not in state.series:
+    has them; none when it is the series ``shown`` (its warnings are the forecast's own)."""
+    if state is None or state.metric is None or state.metric not in state.series or state.metric == shown:
         return []
     return [f"{state.metric}: {w}" for w in state.series[state.metric].warnings]
 
@@ -519,6 +527,8 @@ def render_text(outcome: Outcome) -> str:
         shown = ", ".join(f"{name} {weight:.2f}" for name, weight in weights[:5] if weight >= 0.005)
         lines.append(f"  model           {shown or 'none'}")
     for name, sfc in outcome.state.series.items() if outcome.state is not None else ():
+        if name == curve.metric:
+            continue  # the series forecast above, judged as it is
         seen = (outcome.evals or {}).get(name)
         last = seen.values[-1] if seen is not None and seen.values else None
         level = sfc.current_loss
@@ -548,7 +558,7 @@ def render_text(outcome: Outcome) -> str:
         *curve.warnings,
         *fc.warnings,
         *(outcome.state.warnings if outcome.state else ()),
-        *_judged_series_warnings(outcome.state),
+        *_judged_series_warnings(outcome.state, curve.metric),
     ]
     if warnings:
         lines.append("  warnings")
@@ -614,6 +624,6 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             "warnings": list(st.warnings),
         }
         series = {curve.metric: _plain(outcome.forecast)}
-        series.update({name: _plain(sfc) for name, sfc in st.series.items()})
+        series.update({name: _plain(sfc) for name, sfc in st.series.items() if name != curve.metric})
         result["series"] = series
     return result

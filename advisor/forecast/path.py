@@ -16,7 +16,7 @@ import numpy as np
 
 from advisor.forecast import calibration as cal
 from advisor.forecast.core import Parts, _run
-from advisor.forecast.state import score_top, turned_back
+from advisor.forecast.state import eval_divergence, score_top, turned_back
 from advisor.model import Forecast, Interval
 from advisor.series import Direction
 
@@ -45,11 +45,14 @@ def forecast_path(
     points: int = 40,
     training_loss: bool = False,
     direction: Direction = Direction.LOWER,
+    eval_series: bool = False,
 ) -> tuple[Forecast, ForecastPath | None]:
     """``forecast`` (the same numbers) and the forecast along ``points`` steps from the last one to
     ``total_steps`` (unknown: over as many steps again as the history spans); None when there is
     no forecast. ``training_loss`` as in ``forecast``; ``direction``: which way the series improves
-    (``Direction.HIGHER``: forecast as ``forecast_series`` does). Never raises on bad data."""
+    (``Direction.HIGHER``: forecast as ``forecast_series`` does); ``eval_series``: the series is an
+    eval metric, whose P(divergence) counts non-finite evaluations only, as ``forecast_series``
+    has it (a rise is its P(plateau)'s). Never raises on bad data."""
     higher = direction is Direction.HIGHER
     try:
         with np.errstate(all="ignore"):
@@ -65,6 +68,8 @@ def forecast_path(
             warnings=(f"forecast failed: {type(exc).__name__}: {exc}",),
         ), None
     path = _path_band(fc, parts, read)
+    if eval_series:
+        fc = eval_divergence(fc, np.asarray(values, dtype=np.float64).tolist())
     if higher:
         return turned_back(fc, own.tolist()), None if path is None else _turned_path(path, own.tolist())
     return fc, path

@@ -54,6 +54,7 @@ __all__ = [
     "MIN_EVALS",
     "SeriesLike",
     "at_last_step",
+    "eval_divergence",
     "forecast_series",
     "learning_state",
     "lr_at",
@@ -141,10 +142,10 @@ def forecast_series(
     series' forecast and the run state say the same (a rising eval loss read "diverging, P 1.00"
     beside a state of ``overfitting``)."""
     if direction is Direction.LOWER:
-        return _eval_divergence(
+        return eval_divergence(
             forecast(steps, values, total_steps=total_steps, learning_rates=learning_rates), values
         )
-    fc = _eval_divergence(
+    fc = eval_divergence(
         forecast(steps, [-float(v) for v in values], total_steps=total_steps, learning_rates=learning_rates),
         values,
     )
@@ -174,8 +175,9 @@ def turned_back(fc: Forecast, values: Sequence[float]) -> Forecast:
     )
 
 
-def _eval_divergence(fc: Forecast, values: Sequence[float]) -> Forecast:
-    """``fc`` with its P(divergence) kept only when the latest evaluation is not finite."""
+def eval_divergence(fc: Forecast, values: Sequence[float]) -> Forecast:
+    """``fc``, the forecast of an eval series' ``values``, with its P(divergence) kept only when
+    the latest evaluation is not finite (see ``forecast_series``)."""
     if values and not math.isfinite(float(values[-1])):
         return fc
     if fc.divergence_probability == 0.0:

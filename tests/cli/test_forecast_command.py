@@ -71,6 +71,25 @@ def test_a_missing_eta_with_a_known_total_says_a_speed_is_missing_not_the_total(
     assert "no speed yet from 1 timed report(s)" in eta and "total steps unknown" not in eta
 
 
+def test_a_log_of_an_eval_loss_alone_past_its_minimum_is_a_stopped_run_not_a_divergence(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """With no training loss beside it, a U-shaped eval loss is judged as the eval series it is:
+    stopped, with its best checkpoint named, not "diverging" (which is a training loss's)."""
+    rows = [f"{s},{0.9 + 0.5 * ((s - 1500) / 1500) ** 2:.4f}" for s in range(250, 4001, 250)]
+    (tmp_path / "e.csv").write_text("step,eval_loss\n" + "\n".join(rows) + "\n")
+    code, out, err = run(capsys, str(tmp_path / "e.csv"), "--total-steps", "6000")
+    assert code == 0, err
+    assert "the run is diverging" not in out and "divergence      P = 0.00" in out, out
+    assert "run state       plateaued" in out or "run state       overfitting" in out, out
+    assert "best checkpoint step 1,500" in out
+    assert sum(line.strip().startswith("eval_loss ") for line in out.splitlines()) == 0  # no repeat
+    code, out, _ = run(capsys, str(tmp_path / "e.csv"), "--total-steps", "6000", "--json")
+    data = json.loads(out)
+    assert data["state"]["label"] in ("plateaued", "overfitting") and list(data["series"]) == ["eval_loss"]
+    assert data["state"]["probabilities"]["diverging"] == 0.0
+
+
 def test_json_mirrors_the_forecast_fields(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, str(FIXTURES / "run.csv"), "--json")
     assert code == 0, err

@@ -53,7 +53,9 @@ def test_a_higher_is_better_series_is_forecast_upwards_as_the_state_forecasts_it
 
     s = np.arange(1, 21) * 100.0
     acc = 0.9 - 0.4 * np.exp(-s / 600.0)
-    fc, path = forecast_path(s, acc, total_steps=5000, points=20, direction=Direction.HIGHER)
+    fc, path = forecast_path(
+        s, acc, total_steps=5000, points=20, direction=Direction.HIGHER, eval_series=True
+    )
     assert fc == forecast_series(list(s), list(acc), Direction.HIGHER, total_steps=5000)
     assert fc.current_loss is not None and acc[-1] - 0.02 < fc.current_loss <= fc.final_loss.mean <= 1.0
     assert path is not None and path.mean[-1] == fc.final_loss.mean and path.p90[-1] == fc.final_loss.p90
