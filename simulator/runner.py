@@ -93,7 +93,8 @@ def policy_strategies(
     flatten_margin: float = 0.1,
     reference_gpus: float | None = None,
 ) -> list[Strategy]:
-    """One advisor row per policy file: ``advisor-<file stem without "policy-">``.
+    """One advisor row per policy file, named as ``backtest`` names it: ``advisor-<metadata.name>``
+    of the file's first policy (:func:`advisor.policy_rows.policy_row_name`).
 
     ``looks_per_run``: how often a quiet job of a learning-only row is looked at over its run (None,
     the default: no spacing by run length; a huge trace replays several times faster with
@@ -101,15 +102,17 @@ def policy_strategies(
     ``close_interval_s``, ``watch_interval_s``, ``flatten_margin``, ``reference_gpus``: see
     :class:`~simulator.advisor_strategy.AdvisorStrategy` (the defaults keep the embedded scenario's
     cadence)."""
+    from advisor.policy_rows import policy_row_name
     from policies import load_policies
 
     rows: list[Strategy] = []
     for path in paths:
-        stem = path.stem[len("policy-") :] if path.stem.startswith("policy-") else path.stem
+        policies = load_policies(path)
+        named = policies[0].name if policies else path.stem
         rows.append(
             advisor_row(
-                f"advisor-{stem}",
-                load_policies(path),
+                policy_row_name(named, path, {row.name for row in rows}),
+                policies,
                 forecast_interval_s=forecast_interval_s,
                 tick_max_s=tick_max_s,
                 looks_per_run=looks_per_run,

@@ -141,6 +141,7 @@ def _rows(args: argparse.Namespace) -> tuple[list[str], list[tuple[str, list[Any
             f"--baselines: unknown baseline(s) {', '.join(unknown)} (known: {', '.join(BASELINES)})"
         )
     baselines = ["no-advisor", *[b for b in BASELINES if b in wanted and b != "no-advisor"]]
+    from advisor.policy_rows import policy_row_name
     from policies import PolicyError, load_policies
 
     paths = args.policy if args.policy is not None else sorted(_samples_dir().glob("policy-*.yaml"))
@@ -156,22 +157,8 @@ def _rows(args: argparse.Namespace) -> tuple[list[str], list[tuple[str, list[Any
             raise CommandError(f"{path}: " + str(exc).replace("\n", "; ")) from None
         if not policies:
             raise CommandError(f"{path}: no AdvisorPolicy found (as `policy validate` says)")
-        rows.append((_row_name(policies[0].name, path, {name for name, _p in rows}), policies))
+        rows.append((policy_row_name(policies[0].name, path, {name for name, _p in rows}), policies))
     return baselines, rows
-
-
-def _row_name(policy: str, path: Path, taken: set[str]) -> str:
-    """``advisor-<metadata.name>`` of the file's first policy (a sample file's first policy is the
-    one it is named for: ``advisor-plateau-release``): what the user called it, not their file's
-    name. A name already in the table gets its file's name, then a number, so that every row
-    stays its own."""
-    name = f"advisor-{policy}"
-    if name in taken:
-        name = f"{name} ({path.name})"
-    base, k = name, 2
-    while name in taken:
-        name, k = f"{base} #{k}", k + 1
-    return name
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -244,3 +244,23 @@ def test_a_row_whose_scaling_rules_had_no_elastic_job_says_so() -> None:
     assert [n.split(":")[0] for n in notes] == ["advisor-deadline", "advisor-elastic-growth"]
     assert all("no job declares elastic bounds" in n and "--elastic" in n for n in notes)
     assert idle_scaling_notes(strategies, elastic=True) == []
+
+
+def test_a_policy_row_is_named_by_its_metadata_name_as_backtest_names_it(tmp_path: Path) -> None:
+    """The row is called what the user called the policy, not after the file it sits in; a name
+    already in the table gets its file's name, then a number (as ``backtest`` does)."""
+    mine = PLATEAU.read_text().replace("name: plateau-release\n", "name: my-aggressive\n", 1)
+    (tmp_path / "policy-mypol.yaml").write_text(mine)
+    (tmp_path / "other.yaml").write_text(mine)
+    out = tmp_path / "rows.json"
+    argv = ["simulate", "--jobs", "5", "--quiet", "--baselines", "no-advisor", "--json", str(out)]
+    for policy in ("policy-mypol.yaml", "other.yaml", "policy-mypol.yaml"):
+        argv += ["--policy", str(tmp_path / policy)]
+    assert main([*argv, "--policy", str(PLATEAU)]) == 0
+    assert [r["policy"] for r in json.loads(out.read_text())] == [
+        "no-advisor",
+        "advisor-my-aggressive",
+        "advisor-my-aggressive (other.yaml)",
+        "advisor-my-aggressive (policy-mypol.yaml)",
+        "advisor-plateau-release",
+    ]

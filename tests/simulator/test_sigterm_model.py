@@ -76,7 +76,8 @@ def test_the_advisor_sets_the_grace_period_of_evicted_jobs_and_their_later_saves
     # every job saves on SIGTERM, with Kubernetes' 30 s grace period unless the advisor sets one
     scenario = with_world(default_scenario(seed=4, n_jobs=60), jit_fraction=1.0)
     rows = {s.name: run_strategy(scenario, s) for s in policy_strategies([on, off])}
-    with_grace, without = rows["advisor-preemption-guard"], rows["advisor-guard-off"]
+    with_grace = rows["advisor-preemption-guard"]
+    without = rows["advisor-preemption-guard (policy-guard-off.yaml)"]
     assert with_grace.record.actions.get("set-grace-period", 0) > 0
     assert "set-grace-period" not in without.record.actions
     assert with_grace.metrics["preemptions"] > 0
