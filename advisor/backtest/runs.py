@@ -24,7 +24,7 @@ import numpy as np
 from advisor.forecast._prep import looks_unsorted
 from advisor.series import Direction, direction_of
 from advisor.sources.assemble import eval_metrics
-from advisor.sources.files import LoadedCurve, SourceError, load_curves
+from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
 
 __all__ = ["RUN_SUFFIXES", "BadRunError", "Run", "RunError", "load_runs"]
 
@@ -239,13 +239,15 @@ def load_runs(
                 found = next((folder / n for n in INDEX_NAMES if (folder / n).is_file()), None)
                 indexes[folder] = _read_index(found) if found is not None else {}
             table = indexes[folder] or (indexes.get(index.parent, {}) if index is not None else {})
+            log: ParsedLog | None = None
+            curves: list[tuple[str | None, LoadedCurve]] = []
             try:
-                curves = load_curves(path)
+                log = parse_log(path)
+                curves = log.curves()
             except SourceError as exc:
                 if not skip_bad:
                     raise BadRunError(str(exc)) from None
                 skipped.append(str(exc))
-                curves = []
             first = len(runs)
             for cid, curve in curves:
                 key = cid if cid is not None else path.name
@@ -269,8 +271,8 @@ def load_runs(
                     if not skip_bad:
                         raise
                     skipped.append(str(exc))
-            if len(runs) > first:
-                _attach_evals(path, curves, runs, first)
+            if log is not None and len(runs) > first:
+                _attach_evals(log, curves, runs, first)
             if on_file is not None:
                 on_file(path)
     if not runs:
@@ -279,20 +281,21 @@ def load_runs(
 
 
 def _attach_evals(
-    path: Path, curves: Sequence[tuple[str | None, LoadedCurve]], runs: list[Run], first: int
+    log: ParsedLog, curves: Sequence[tuple[str | None, LoadedCurve]], runs: list[Run], first: int
 ) -> None:
-    """Give the runs read from ``path`` (``runs[first:]``) their eval series, each read once per
-    file: every eval metric whose name says its direction (at most ``MAX_EVAL_SERIES``), the
-    primary one (``eval_loss``, else the first, as the core's rules default to) judged."""
+    """Give the runs read from ``log`` (``runs[first:]``) their eval series, all read in one pass
+    over the file's records: every eval metric whose name says its direction (at most
+    ``MAX_EVAL_SERIES``; one that cannot be read is left out), the primary one (``eval_loss``,
+    else the first, as the core's rules default to) judged."""
     if all(c.metric == "eval_loss" for _cid, c in curves):
         return
     columns = next((c.columns for _cid, c in curves if c.columns), ())
-    per_metric: list[tuple[str, dict[str | None, LoadedCurve]]] = []
-    for name in eval_metrics(columns)[:MAX_EVAL_SERIES]:
-        try:
-            per_metric.append((name, {cid: c for cid, c in load_curves(path, metric=name)}))
-        except SourceError:
-            continue
+    names = eval_metrics(columns)[:MAX_EVAL_SERIES]
+    per_metric: list[tuple[str, dict[str | None, LoadedCurve]]] = [
+        (name, dict(got))
+        for name, got in zip(names, log.curves_each(names), strict=True)
+        if not isinstance(got, SourceError)
+    ]
     for i in range(first, len(runs)):
         run = runs[i]
         cid = run.name.split("#", 1)[1] if "#" in run.name else None

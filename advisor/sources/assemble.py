@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 from advisor.model import Curve
 from advisor.series import direction_of, eval_series_name, is_eval_name
@@ -28,6 +29,7 @@ __all__ = [
     "Record",
     "SourceError",
     "assemble",
+    "assemble_each",
     "choose_metric",
     "eval_metrics",
     "file_series",
@@ -136,75 +138,185 @@ def assemble(
     curve_id: str | None,
     roles: dict[str, tuple[str, ...]],
     *,
-    warnings: list[str] | None = None,
+    warnings: Sequence[str] = (),
     names: Sequence[str] | None = None,
 ) -> LoadedCurve:
-    warnings = warnings if warnings is not None else []
+    """The series of ``metric`` in ``records`` (``warnings``: the format's own, said first);
+    raises ``SourceError`` (file, line, reason) on the first value it cannot read."""
+    (curve,) = assemble_each(path, kind, records, [metric], curve_id, roles, warnings=warnings, names=names)
+    if isinstance(curve, SourceError):
+        raise curve
+    return curve
+
+
+def assemble_each(
+    path: str | Path,
+    kind: str,
+    records: Sequence[Record],
+    metrics: Sequence[str | None],
+    curve_id: str | None,
+    roles: dict[str, tuple[str, ...]],
+    *,
+    warnings: Sequence[str] = (),
+    names: Sequence[str] | None = None,
+) -> list[LoadedCurve | SourceError]:
+    """Each of ``metrics`` read from ``records`` in one pass: per metric, the curve ``assemble``
+    returns for it, or the ``SourceError`` it raises. Why one pass: the step, time, learning-rate
+    and epoch fields every series is aligned on are the same for all of a file's metrics, and
+    reading them is most of the work, once per file rather than once per metric (a run logs its
+    loss and up to dozens of eval metrics)."""
     if not records:
-        raise SourceError(path, f"{kind} file has no data rows")
+        return [SourceError(path, f"{kind} file has no data rows")] * len(metrics)
     if names is None:
         seen: dict[str, None] = {}
         for _, _, fields in records:
             seen.update(dict.fromkeys(k for k in fields if isinstance(k, str)))
         names = list(seen)
     columns = resolve_columns(names, roles)
-    metric_role, target = choose_metric(path, columns, metric, names)
+    out: list[LoadedCurve | SourceError | None] = [None] * len(metrics)
+    chosen: dict[int, tuple[str, Column]] = {}
+    for i, metric in enumerate(metrics):
+        try:
+            chosen[i] = choose_metric(path, columns, metric, names)
+        except SourceError as exc:
+            out[i] = exc
     epoch_axis = "step" not in columns and "epoch" in columns
     if epoch_axis:
         # a per-epoch log (Keras's CSVLogger: epoch, loss, val_loss, ...): its epochs are the
         # step axis, and no epoch series is read beside it (every point would be a boundary)
         columns["step"] = columns.pop("epoch")
-    if "step" not in columns:
-        raise SourceError(path, f"no step field (found: {listing(names)})")
-    records = _select_curve(path, records, columns.get("curve_id"), curve_id)
-
-    def strict(
-        location: str, line: int | None, column: Column, raw: object, *, time: bool = False
-    ) -> float | None:
-        if raw is None or (isinstance(raw, str) and not raw.strip()):
-            return None
-        problems: list[str] = []
-        if time:
-            value = parse_duration(raw, column.name, problems)
-            if value is None:
-                value = parse_timestamp(raw, column.name, [])
-        else:
-            value = parse_float(raw, column.name, problems, allow_nonfinite=True)
-        if value is None:
-            where = None if line is not None else location
-            raise SourceError(
-                path, f"column {column.describe()}: {short_repr(raw)} is not a number", line=line, where=where
-            )
-        return value * column.scale
+    try:
+        if chosen and "step" not in columns:
+            raise SourceError(path, f"no step field (found: {listing(names)})")
+        if chosen:
+            records = _select_curve(path, records, columns.get("curve_id"), curve_id)
+    except SourceError as exc:
+        for i in chosen:
+            out[i] = exc
+        chosen = {}
 
     optional = [role for role in ("time", "learning_rate", "epoch") if role in columns]
-    steps: list[float] = []
-    values: list[float] = []
-    kept: list[int] = []
+    # per metric still being read: its steps, values and the rows they came from
+    alive = {i: target for i, (_role, target) in chosen.items()}
+    steps: dict[int, list[float]] = {i: [] for i in alive}
+    values: dict[int, list[float]] = {i: [] for i in alive}
+    kept: dict[int, list[int]] = {i: [] for i in alive}
     extra: dict[str, list[float]] = {role: [] for role in optional}
     totals: list[float] = []
     for index, (location, line, fields) in enumerate(records):
-        for role in optional:
-            value = strict(location, line, columns[role], fields.get(columns[role].name), time=role == "time")
-            extra[role].append(math.nan if value is None else value)
-        if "total_steps" in columns:
-            total = strict(location, line, columns["total_steps"], fields.get(columns["total_steps"].name))
-            if total is not None:
-                totals.append(total)
-        value = strict(location, line, target, fields.get(target.name))
+        if not alive:
+            break
+        try:  # what every metric reads on every row, before its own value
+            for role in optional:
+                column = columns[role]
+                got = _strict(path, location, line, column, fields.get(column.name), time=role == "time")
+                extra[role].append(math.nan if got is None else got)
+            if "total_steps" in columns:
+                column = columns["total_steps"]
+                total = _strict(path, location, line, column, fields.get(column.name))
+                if total is not None:
+                    totals.append(total)
+        except SourceError as exc:
+            for i in alive:
+                out[i] = exc
+            alive = {}
+            break
+        step: float | SourceError | None = None  # read once, on the first metric this row carries
+        for i, target in list(alive.items()):
+            try:
+                value = _strict(path, location, line, target, fields.get(target.name))
+            except SourceError as exc:
+                out[i] = exc
+                del alive[i]
+                continue
+            if value is None:
+                continue  # sparse logging: this row does not carry the chosen metric
+            if step is None:
+                step = _step(path, location, line, columns["step"], fields)
+            if isinstance(step, SourceError):
+                out[i] = step
+                del alive[i]
+                continue
+            steps[i].append(step)
+            values[i].append(value)
+            kept[i].append(index)
+    for i in alive:
+        metric_role, target = chosen[i]
+        try:
+            read = _Read(steps[i], values[i], kept[i], extra, totals)
+            out[i] = _curve(path, kind, names, columns, metric_role, target, read, epoch_axis, list(warnings))
+        except SourceError as exc:
+            out[i] = exc
+    return cast(list[LoadedCurve | SourceError], out)  # every metric got its curve or error above
+
+
+def _strict(
+    path: str | Path, location: str, line: int | None, column: Column, raw: object, *, time: bool = False
+) -> float | None:
+    """A field's number in the column's unit (None: the row does not carry it); raises
+    ``SourceError`` for a value that is no number."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    problems: list[str] = []
+    if time:
+        value = parse_duration(raw, column.name, problems)
         if value is None:
-            continue  # sparse logging: this row does not carry the chosen metric
-        step = strict(location, line, columns["step"], fields.get(columns["step"].name))
-        if step is None or not math.isfinite(step) or step < 0:
-            reason = "missing step" if step is None else f"step {step} is not a non-negative number"
-            raise SourceError(path, reason, line=line, where=None if line is not None else location)
-        steps.append(step)
-        values.append(value)
-        kept.append(index)
+            value = parse_timestamp(raw, column.name, [])
+    else:
+        value = parse_float(raw, column.name, problems, allow_nonfinite=True)
+    if value is None:
+        where = None if line is not None else location
+        raise SourceError(
+            path, f"column {column.describe()}: {short_repr(raw)} is not a number", line=line, where=where
+        )
+    return value * column.scale
+
+
+def _step(
+    path: str | Path, location: str, line: int | None, column: Column, fields: Mapping[str, object]
+) -> float | SourceError:
+    """A row's step, or why it has none a series can stand on."""
+    try:
+        step = _strict(path, location, line, column, fields.get(column.name))
+    except SourceError as exc:
+        return exc
+    if step is None or not math.isfinite(step) or step < 0:
+        reason = "missing step" if step is None else f"step {step} is not a non-negative number"
+        return SourceError(path, reason, line=line, where=None if line is not None else location)
+    return step
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What the pass over the records read for one metric: its steps and values, the rows they
+    came from (``kept``), and what every metric shares (the optional series on every row, the
+    total steps each row states)."""
+
+    steps: list[float]
+    values: list[float]
+    kept: list[int]
+    extra: dict[str, list[float]]
+    totals: list[float]
+
+
+def _curve(
+    path: str | Path,
+    kind: str,
+    names: Sequence[str],
+    columns: dict[str, Column],
+    metric_role: str,
+    target: Column,
+    read: _Read,
+    epoch_axis: bool,
+    warnings: list[str],
+) -> LoadedCurve:
+    """One metric's curve from the rows that carry it and the series shared by all."""
+    steps, values, kept, extra, totals = read.steps, read.values, read.kept, read.extra, read.totals
     if not steps:
         raise SourceError(path, f"no row has a value for {target.describe()}")
     if epoch_axis:
         steps = _epochs_completed(steps, columns["step"], warnings)
+    optional = list(extra)
     series = {role: _aligned(extra[role], kept, role, warnings) for role in optional}
     backwards = sum(1 for a, b in itertools.pairwise(steps) if b < a)
     if backwards:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from advisor.sources.assemble import (
     Record,
     SourceError,
     assemble,
+    assemble_each,
     choose_metric,
     eval_metrics,
     is_number,
@@ -39,10 +40,12 @@ __all__ = [
     "MAX_FILE_BYTES",
     "METRICS",
     "LoadedCurve",
+    "ParsedLog",
     "SourceError",
     "load_curve",
     "load_curve_bytes",
     "load_curves",
+    "parse_log",
 ]
 
 #: files larger than this are refused (a 24,000-step trainer_state.json is ~3 MB)
@@ -328,48 +331,130 @@ def load_curves(path: str | Path, *, metric: str | None = None) -> list[tuple[st
     """Every run in ``path``: ``[(curve id, curve)]``, one per distinct ``curve_id``/``run_id`` of a
     multi-run table or JSON(L) dump (read once, in the order the ids first appear), or
     ``[(None, curve)]`` for a file that holds one run. Raises ``SourceError`` as ``load_curve``."""
+    _check_metric(path, metric)
+    return parse_log(path).curves(metric)
+
+
+def _check_metric(path: str | Path, metric: str | None) -> None:
     if metric is not None and not is_series_metric(metric):
         raise SourceError(
             path,
             f"unknown metric {metric!r} (choose one of {', '.join(METRICS)}, or an eval metric whose "
             "name says its direction, such as eval_accuracy)",
         )
-    text = _read_text(Path(path))
-    head = text.lstrip()
-    names: list[str] | None = None
-    warnings: list[str] = []
-    records: list[Record]
-    if head.startswith(("{", "[")):
-        try:
-            document = json.loads(text)
-        except (ValueError, RecursionError):
-            document = None
+
+
+class ParsedLog:
+    """A log file read, decoded and split into records once, its series assembled from those
+    records on demand: one (``curves``) or many in one pass over them (``curves_each``). Why: a
+    run's loss and every eval metric it logs are series of the same file, and the back-test reads
+    up to 17 of them per run; reading the file and its step and time fields again for each would
+    be most of the work."""
+
+    def __init__(self, path: str | Path, text: str) -> None:
+        self.path = path
+        self._roles = ROLES
+        self._warnings: list[str] = []
+        #: a trainer_state.json's ``max_steps`` (checked against each curve's last step)
+        self._hf_total: int | None = None
+        self._hf = False
+        names: list[str] | None = None
+        head = text.lstrip()
+        records: list[Record]
+        document: object = None
+        if head.startswith(("{", "[")):
+            try:
+                document = json.loads(text)
+            except (ValueError, RecursionError):
+                document = None
         if isinstance(document, dict) and "log_history" in document:
-            return [(None, _from_trainer_state(path, document, metric))]
-        if isinstance(document, list):
-            kind, records = "JSON", _json_list_records(path, document)
+            self._hf, self._roles = True, HF_ROLES
+            self._kind = "HF trainer state"
+            records, self._warnings, self._hf_total = _trainer_state_records(path, document)
+        elif isinstance(document, list):
+            self._kind, records = "JSON", _json_list_records(path, document)
         elif head.startswith("{"):
-            kind, records = "JSONL", _jsonl_records(path, text, warnings)
+            self._kind, records = "JSONL", _jsonl_records(path, text, self._warnings)
         else:
-            kind, records, names, warnings = _table_records(path, text, None)
-    else:
-        kind, records, names, warnings = _table_records(path, text, None)
+            self._kind, records, names, self._warnings = _table_records(path, text, None)
+        whole = names if names is not None else _field_names(records)
+        column = None if self._hf else resolve_columns(whole).get("curve_id")
+        #: per run (``None``: the file holds one), its records and field names (a table's header,
+        #: else the names its own records have)
+        self._runs: dict[str | None, tuple[list[Record], list[str]]] = {}
+        if column is None:
+            self._runs[None] = (records, whole)
+            return
+        groups: dict[str | None, list[Record]] = {}
+        for record in records:
+            groups.setdefault(str(record[2].get(column.name, "")).strip(), []).append(record)
+        self._runs = {
+            cid: (rows, names if names is not None else _field_names(rows)) for cid, rows in groups.items()
+        }
+
+    def curves(self, metric: str | None = None) -> list[tuple[str | None, LoadedCurve]]:
+        """The file's runs read for ``metric``, as ``load_curves(path, metric=metric)`` reads them
+        (raises ``SourceError`` as it does)."""
+        (got,) = self.curves_each([metric])
+        if isinstance(got, SourceError):
+            raise got
+        return got
+
+    def curves_each(
+        self, metrics: Sequence[str | None]
+    ) -> list[list[tuple[str | None, LoadedCurve]] | SourceError]:
+        """Per metric, in one pass over the records of each run: what ``curves(metric)`` returns,
+        or the ``SourceError`` it raises."""
+        out: list[list[tuple[str | None, LoadedCurve]] | SourceError] = []
+        wanted: list[str | None] = []
+        for metric in metrics:
+            try:
+                _check_metric(self.path, metric)
+            except SourceError as exc:
+                out.append(exc)
+            else:
+                out.append([])
+                wanted.append(metric)
+        slots = [i for i, got in enumerate(out) if not isinstance(got, SourceError)]
+        for cid, (rows, names) in self._runs.items():
+            read = assemble_each(
+                self.path, self._kind, rows, wanted, None, self._roles, warnings=self._warnings, names=names
+            )
+            for i, got in zip(slots, read, strict=True):
+                done = out[i]
+                if isinstance(done, SourceError):
+                    continue  # the first run this metric cannot be read in is what is said
+                if isinstance(got, SourceError):
+                    out[i] = got
+                else:
+                    done.append((cid, _within_max_steps(got, self._hf_total) if self._hf else got))
+        return out
+
+
+def _field_names(records: Sequence[Record]) -> list[str]:
     seen: dict[str, None] = {}
     for _, _, fields in records:
         seen.update(dict.fromkeys(k for k in fields if isinstance(k, str)))
-    column = resolve_columns(names if names is not None else list(seen)).get("curve_id")
-    if column is None:
-        return [(None, assemble(path, kind, records, metric, None, ROLES, warnings=warnings, names=names))]
-    groups: dict[str, list[Record]] = {}
-    for record in records:
-        groups.setdefault(str(record[2].get(column.name, "")).strip(), []).append(record)
-    return [
-        (cid, assemble(path, kind, rows, metric, None, ROLES, warnings=list(warnings), names=names))
-        for cid, rows in groups.items()
-    ]
+    return list(seen)
+
+
+def parse_log(path: str | Path) -> ParsedLog:
+    """``path`` read and split into records once, for reading several of its series
+    (``ParsedLog.curves``); raises ``SourceError`` when the file cannot be read or split."""
+    return ParsedLog(path, _read_text(Path(path)))
 
 
 def _from_trainer_state(path: str | Path, state: Mapping[str, object], metric: str | None) -> LoadedCurve:
+    records, warnings, total = _trainer_state_records(path, state)
+    curve = assemble(path, "HF trainer state", records, metric, None, HF_ROLES, warnings=warnings)
+    return _within_max_steps(curve, total)
+
+
+def _trainer_state_records(
+    path: str | Path, state: Mapping[str, object]
+) -> tuple[list[Record], list[str], int | None]:
+    """A trainer_state.json's ``log_history`` entries as records, the warnings about its
+    ``max_steps``, and that total (None: absent or not a step count)."""
     history = state.get("log_history")
     if not isinstance(history, list):
         raise SourceError(path, "'log_history' is not a list (not a trainer_state.json?)")
@@ -381,7 +466,13 @@ def _from_trainer_state(path: str | Path, state: Mapping[str, object], metric: s
         records.append((f"log_history[{index}]", None, entry))
     warnings: list[str] = []
     total = total_from(state.get("max_steps"), "max_steps", warnings)
-    curve = assemble(path, "HF trainer state", records, metric, None, HF_ROLES, warnings=warnings)
+    return records, warnings, total
+
+
+def _within_max_steps(curve: LoadedCurve, total: int | None) -> LoadedCurve:
+    """A trainer_state.json's curve with its ``max_steps`` as its total, unless the run logged
+    past it (then no total, and a warning)."""
+    warnings = list(curve.warnings)
     if total is not None and curve.steps and max(curve.steps) > total:
         warnings.append(f"max_steps {total} is below the last logged step; ignored")
         total = None
