@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PURE = ["advisor/model.py", "advisor/forecast", "advisor/sources", "advisor/core", "policies"]
+PURE = ["advisor/model", "advisor/forecast", "advisor/sources", "advisor/core", "policies"]
 FORBIDDEN_MODULES = {"kopf", "kubernetes", "asyncio"}
 FORBIDDEN_CALLS = {("time", "time"), ("time", "monotonic"), ("datetime", "now"), ("datetime", "utcnow")}
 
@@ -62,3 +62,20 @@ def test_importing_the_pure_core_loads_no_forbidden_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == ""
+
+
+def test_the_model_is_one_import_over_two_modules_and_progress_never_reads_a_decision() -> None:
+    """``advisor.model`` names every shared type; what is observed and forecast
+    (``advisor.model.progress``) stands apart from what policies see and return
+    (``advisor.model.decisions``), which reads a forecast but is never read by it."""
+    import advisor.model as model
+    from advisor.model import decisions, progress
+
+    halves = set(progress.__all__) | set(decisions.__all__)
+    assert set(model.__all__) == halves and not set(progress.__all__) & set(decisions.__all__)
+    for name in model.__all__:
+        home = progress if name in progress.__all__ else decisions
+        assert getattr(model, name) is getattr(home, name), name
+    tree = ast.parse((ROOT / "advisor" / "model" / "progress.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m for m in imported if m.startswith("advisor")}

@@ -1,0 +1,64 @@
+"""Frozen value types shared by every layer: sources, forecasting, policies, the core loop,
+the controller and the simulator.
+
+Why one package, imported as one (``from advisor.model import JobView``): the controller and the
+simulator are two adapters around one core loop, and the moment either grows a private copy of
+``JobView`` or ``Decision`` the two drift apart (the Pollux simulator's ``JobInfo`` is the
+cautionary tale). Everything here is plain data: no I/O, no clock, no numpy (so that it is cheap
+to import everywhere and trivially serialisable).
+
+Two modules, along the line between measuring and deciding: ``advisor.model.progress``, what is
+observed of a run and forecast from it, and ``advisor.model.decisions``, what policies see of a job
+and the cluster and what they return (it reads a forecast; nothing in ``progress`` reads a
+decision).
+
+Times are seconds (wall-clock epoch seconds in the controller, virtual seconds in the simulator);
+nothing here cares which.
+"""
+
+from __future__ import annotations
+
+from advisor.model.decisions import (
+    DISRUPTIVE_KINDS,
+    Action,
+    ActionKind,
+    ActionRecord,
+    CheckpointState,
+    ClusterQueueView,
+    ClusterView,
+    Decision,
+    JobView,
+    LifecycleSignals,
+    Mode,
+    Phase,
+    WorkloadView,
+    job_key,
+    save_window_seconds,
+    seconds_per_step,
+)
+from advisor.model.progress import LEARNING_LABELS, Curve, Forecast, Interval, LearningState, ProgressSample
+
+__all__ = [
+    "DISRUPTIVE_KINDS",
+    "LEARNING_LABELS",
+    "Action",
+    "ActionKind",
+    "ActionRecord",
+    "CheckpointState",
+    "ClusterQueueView",
+    "ClusterView",
+    "Curve",
+    "Decision",
+    "Forecast",
+    "Interval",
+    "JobView",
+    "LearningState",
+    "LifecycleSignals",
+    "Mode",
+    "Phase",
+    "ProgressSample",
+    "WorkloadView",
+    "job_key",
+    "save_window_seconds",
+    "seconds_per_step",
+]

@@ -1,0 +1,130 @@
+"""A run's progress: what is observed of it (``ProgressSample``, ``Curve``) and what is forecast
+from it (``Forecast``, ``LearningState``), the stable contract between the sources, the
+forecaster and everything that reads a forecast.
+
+Plain data, like all of ``advisor.model``: no I/O, no clock, no numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["LEARNING_LABELS", "Curve", "Forecast", "Interval", "LearningState", "ProgressSample"]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+# --------------------------------------------------------------------------------------------
+# Observations
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressSample:
+    """One observation of a run's progress, normalised from any source.
+
+    Sources differ wildly (strings in upstream ``trainerStatus``, JSON numbers in the RHOAI
+    annotation, rows of a CSV); parsers turn each into this shape and record in ``warnings``
+    whatever they had to drop or coerce, so that bad input is counted rather than fatal.
+    """
+
+    step: int
+    time: float | None = None
+    loss: float | None = None
+    total_steps: int | None = None
+    epoch: float | None = None
+    learning_rate: float | None = None
+    eval_loss: float | None = None
+    progress_percentage: float | None = None
+    estimated_remaining_seconds: float | None = None
+    last_checkpoint_step: int | None = None
+    last_checkpoint_request: str | None = None
+    metrics: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    warnings: tuple[str, ...] = ()
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """A loss history as parallel tuples (what the forecaster consumes).
+
+    ``segments`` holds the start index of each contiguous segment: a step going backwards (a
+    restart from checkpoint) starts a new one, so no fit ever spans a restart.
+    """
+
+    steps: tuple[float, ...]
+    values: tuple[float, ...]
+    times: tuple[float, ...] | None = None
+    learning_rates: tuple[float, ...] | None = None
+    epochs: tuple[float, ...] | None = None
+    segments: tuple[int, ...] = (0,)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+# --------------------------------------------------------------------------------------------
+# Forecast (the stable contract of ``advisor.forecast.forecast``)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A point estimate with its 80% interval (p10..p90). Invariant: p10 <= mean <= p90."""
+
+    mean: float
+    p10: float
+    p90: float
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """Where a run is heading, with its uncertainty.
+
+    Field semantics are the contract in DESIGN.md; ``warnings`` explains anything that made the
+    forecast less trustworthy (dropped points, too little data, a restart), so that policies can
+    refuse to act on a weak forecast rather than act rashly.
+    """
+
+    final_loss: Interval
+    plateau_probability: float
+    divergence_probability: float
+    eta_seconds: Interval | None = None
+    steps_per_second: float | None = None
+    model: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    warnings: tuple[str, ...] = ()
+    current_loss: float | None = None
+    last_step: float | None = None
+    total_steps: int | None = None
+    n_points: int = 0
+    n_dropped: int = 0
+
+
+#: the labels of a run's learning state, in the order they are shown
+LEARNING_LABELS = ("learning", "plateaued", "overfitting", "diverging", "hung")
+
+
+@dataclass(frozen=True, slots=True)
+class LearningState:
+    """Whether a run is still learning, judged from all its series (see ``advisor.forecast.state``).
+
+    ``probabilities`` maps every label of ``LEARNING_LABELS`` to its probability (they sum to 1);
+    ``label`` is the most probable. ``metric`` is the eval series judged (None: the training loss
+    alone); ``best_step`` / ``best_value`` are where that series was best so far, the checkpoint
+    worth keeping; ``evals_since_best`` counts the evaluations after it."""
+
+    label: str
+    probabilities: Mapping[str, float]
+    metric: str | None = None
+    best_step: int | None = None
+    best_value: float | None = None
+    evals_since_best: int = 0
+    series: Mapping[str, Forecast] = field(default_factory=lambda: _EMPTY)
+    """The forecast of each eval series judged, by name, in the metric's own units."""
+    warnings: tuple[str, ...] = ()
+    directions: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    """Which way each forecast series improves (``"lower"`` / ``"higher"``), by name: what
+    ranks runs by an eval metric (``compare``) without guessing from its name."""
