@@ -11,6 +11,8 @@ loader rejects gets an ``Invalid`` condition and applies to nothing).
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from typing import Any
 
 import yaml
@@ -96,9 +98,19 @@ def _field_schema(spec: FieldSpec) -> dict[str, Any]:
     return {"description": spec.doc.strip(), **out} if spec.doc else out
 
 
+def _server_default(spec: FieldSpec, field: Any) -> dict[str, Any]:
+    """``{"default": value}`` for a field the API server fills in (``FieldSpec.server_default``):
+    the loader's own default, so that the stored object says what the loader reads."""
+    if not spec.server_default:
+        return {}
+    value = field.default
+    assert value is not dataclasses.MISSING, f"{spec.key}: server_default needs a plain default"
+    return {"default": value.value if isinstance(value, enum.Enum) else value}
+
+
 def object_schema(cls: type) -> dict[str, Any]:
     """The OpenAPI v3 (structural) schema of one policy dataclass."""
-    props = {spec.key: _field_schema(spec) for _, spec, _ in field_specs(cls)}
+    props = {spec.key: {**_field_schema(spec), **_server_default(spec, f)} for _, spec, f in field_specs(cls)}
     out: dict[str, Any] = {"type": "object", "properties": props}
     if cls.__doc__:
         out = {"description": " ".join(cls.__doc__.split()), **out}
@@ -185,7 +197,9 @@ def _status_schema() -> dict[str, Any]:
 
 def crd_manifest() -> dict[str, Any]:
     """The CustomResourceDefinition object for AdvisorPolicy."""
-    spec_schema = object_schema(PolicySpec)
+    # a policy without a spec is all defaults, to the loader and, with this default, to the API server
+    # (which fills in the spec's own defaulted fields only inside a spec that is there)
+    spec_schema = {**object_schema(PolicySpec), "default": {}}
     schema = {
         "type": "object",
         "properties": {

@@ -62,6 +62,10 @@ class FieldSpec:
     cls: type | None = None
     nullable: bool = False
     required: bool = False
+    #: the CRD carries the field's default, so that the API server stores it in every object that
+    #: leaves it out: for a field a printer column shows (``kubectl get`` reads the stored object,
+    #: and an unset field would be a blank where the loader reads its default)
+    server_default: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

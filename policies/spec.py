@@ -269,6 +269,7 @@ class PolicySpec:
         default=Mode.RECOMMEND,
         enum=tuple(m.value for m in Mode),
         cls=Mode,
+        server_default=True,
     )
     priority: int = spec_field(
         "priority",
@@ -277,6 +278,7 @@ class PolicySpec:
         default=0,
         minimum=-(2**31),
         maximum=2**31 - 1,
+        server_default=True,
     )
     selector: Selector = spec_field(
         "selector", Selector.__doc__ or "", "object", default_factory=Selector, cls=Selector

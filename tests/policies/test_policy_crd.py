@@ -12,6 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from advisor.protocol import GROUP, VERSION
 from policies import PolicyError, load_policy
 from policies.crd import crd_manifest, crd_yaml, json_schema
 from policies.fields import field_specs
@@ -183,3 +184,34 @@ def test_the_schema_generator_covers_every_field() -> None:
         "exclusiveMinimum": True,
         "maximum": 1.0,
     }
+
+
+def _server_defaulted(value: Any, schema: dict[str, Any]) -> Any:
+    """``value`` as the API server stores it: each absent property with a ``default`` gets it,
+    then the same inside every property (the structural-schema defaulting of custom resources)."""
+    if not isinstance(value, dict):
+        return value
+    props = schema.get("properties", {})
+    out = {k: v for k, v in value.items()}
+    for key, prop in props.items():
+        if key not in out and "default" in prop:
+            out[key] = prop["default"]
+    return {k: _server_defaulted(v, props[k]) if k in props else v for k, v in out.items()}
+
+
+def test_a_printer_column_of_the_spec_shows_what_the_loader_reads_when_the_field_is_left_out() -> None:
+    """``kubectl get advisorpolicies`` reads the stored object: a spec field the loader defaults
+    is stored with that default (MODE Recommend, PRIORITY 0), not shown blank."""
+    (version,) = yaml.safe_load(CRD.read_text())["spec"]["versions"]
+    schema = version["schema"]["openAPIV3Schema"]
+    shown = [c["jsonPath"].removeprefix(".spec.") for c in version["additionalPrinterColumns"]]
+    shown = [key for key in shown if not key.startswith(".")]
+    assert sorted(shown) == ["mode", "priority"]
+    for spec in (None, {}, {"selector": {"namespaces": ["team-a"]}}, {"priority": 5}, {"mode": "Apply"}):
+        obj = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AdvisorPolicy", "metadata": {"name": "p"}}
+        obj = obj if spec is None else {**obj, "spec": spec}
+        stored = _server_defaulted(obj, schema)
+        loaded = load_policy(obj).spec
+        assert stored["spec"]["mode"] == loaded.mode.value, spec
+        assert stored["spec"]["priority"] == loaded.priority, spec
+        assert load_policy(stored).spec == loaded  # the defaults change nothing the loader reads
