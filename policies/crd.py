@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from advisor.model import Mode
 from advisor.protocol import GROUP, VERSION
 from policies.fields import (
     DURATION_PATTERN,
@@ -144,6 +145,13 @@ def _status_schema() -> dict[str, Any]:
                     },
                 },
             },
+            "effectiveMode": {
+                "type": "string",
+                "enum": [m.value for m in Mode],
+                "description": "The mode the controller evaluates the policy in: Recommend under the "
+                "controller's --recommend-only whatever spec.mode says (the RecommendOnly condition "
+                "says so), else spec.mode. Absent while nothing of an invalid policy governs.",
+            },
             "jobsMatched": {"type": "integer", "minimum": 0},
             "actionsTaken": {"type": "integer", "minimum": 0},
             "matchedJobs": {"type": "array", "items": {"type": "string"}},
@@ -232,6 +240,8 @@ def crd_manifest() -> dict[str, Any]:
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": [
                         {"name": "Mode", "type": "string", "jsonPath": ".spec.mode"},
+                        # what the controller does with it: Recommend under --recommend-only
+                        {"name": "Effective", "type": "string", "jsonPath": ".status.effectiveMode"},
                         {"name": "Priority", "type": "integer", "jsonPath": ".spec.priority"},
                         {
                             "name": "Valid",

@@ -94,7 +94,7 @@ class Engine:
         self.workloads = self.index.workloads  # what the index holds, read by the commands' tests
         self.cluster_queues = self.index.cluster_queues
         self.local_queues = self.index.local_queues
-        self.book = PolicyBook(api, self.metrics)
+        self.book = PolicyBook(api, self.metrics, recommend_only=cfg.recommend_only)
         self.policies = (
             self.book.policies
         )  # name -> policies.Policy (valid ones, and what stands in for an invalid one)
@@ -465,7 +465,7 @@ class Engine:
         if event_type != "DELETED":
             name = str((body.get("metadata") or {}).get("name"))
             self.core.note_policy_actions(name, self.book.stored_actions(body))
-        self.core.set_policies(self.book.governing(recommend_only=self.config.recommend_only))
+        self.core.set_policies(self.book.governing())
         for job in self.jobs.values():
             job.needs_eval = True
         self._figures_due = True  # written once the jobs are judged under the new set, not later

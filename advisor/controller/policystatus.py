@@ -22,11 +22,15 @@ controller already persists, so that a restart does not reset them:
   from the status when the controller starts, like the GPU-hours;
 * ``recentActions``: the request id and time of the policy's capped (disruptive) actions of the last hour,
   written *before* each such action's mutation, so that ``maxActionsPerHour`` holds across a
-  controller restart (and across the deletion of a job whose log held the action).
+  controller restart (and across the deletion of a job whose log held the action);
+* ``effectiveMode``: the mode the controller evaluates the policy in (printer column ``Effective``
+  beside ``Mode``, the spec's): Recommend under ``--recommend-only`` whatever ``spec.mode`` says,
+  which the ``RecommendOnly`` condition explains; for an invalid policy, the mode of what stands
+  in for it (absent when nothing does). An admin who set Apply sees that nothing will act yet.
 
 ``policy_figures`` is pure; ``PolicyBook`` holds the loaded policies for the engine, writes the
-``Valid`` condition when a policy changes, and the figures at the engine's bounded rate, only
-when they changed.
+``Valid`` and ``RecommendOnly`` conditions and ``effectiveMode`` when a policy changes, and the
+figures at the engine's bounded rate, only when they changed.
 """
 
 from __future__ import annotations
@@ -160,9 +164,11 @@ def _nulling_gone_keys(status: Mapping[str, Any], before: Mapping[str, Any] | No
 class PolicyBook:
     """The AdvisorPolicies the controller knows, and what it last wrote into their statuses."""
 
-    def __init__(self, api: Any, metrics: Metrics) -> None:
+    def __init__(self, api: Any, metrics: Metrics, *, recommend_only: bool = False) -> None:
         self.api = api
         self.metrics = metrics
+        #: the cluster-wide safety rail (``run --recommend-only``): every policy evaluated as Recommend
+        self.recommend_only = recommend_only
         self.policies: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
         self.hours: dict[str, float] = {}  # GPU-hours flagged non-learning, per policy
@@ -177,11 +183,11 @@ class PolicyBook:
         #: per invalid policy, what stands in for it (``_stand_in``), said in its condition
         self.holding: dict[str, str] = {}
 
-    def governing(self, *, recommend_only: bool = False) -> list[Any]:
-        """The valid policies, by name; with ``recommend_only`` (the cluster-wide safety rail) each
+    def governing(self) -> list[Any]:
+        """The valid policies, by name; under ``recommend_only`` (the cluster-wide safety rail) each
         as if its mode were Recommend, whatever it says."""
         policies = sorted(self.policies.values(), key=lambda p: p.name)
-        if not recommend_only:
+        if not self.recommend_only:
             return policies
         return [
             dataclasses.replace(p, spec=dataclasses.replace(p.spec, mode=Mode.RECOMMEND)) for p in policies
@@ -216,7 +222,7 @@ class PolicyBook:
         except PolicyError as exc:
             self.errors[name] = str(exc).replace("\n", "; ")
             self._stand_in(name, body, warn=self.errors[name] != known_error)
-        self._write_condition(name, body)
+        self._write_verdict(name, body)
 
     def _stand_in(self, name: str, body: Mapping[str, Any], *, warn: bool = True) -> None:
         """What governs an invalid policy's jobs: its last valid version, while this process has
@@ -281,9 +287,19 @@ class PolicyBook:
     def add_hours(self, policy: str, hours: float) -> None:
         self.hours[policy] = self.hours.get(policy, 0.0) + hours
 
-    def _write_condition(self, name: str, body: Mapping[str, Any]) -> None:
+    def effective_mode(self, name: str) -> str | None:
+        """The mode the policy is evaluated in (None: nothing of it governs, an invalid policy
+        with no stand-in)."""
+        policy = self.policies.get(name)
+        if policy is None:
+            return None
+        return Mode.RECOMMEND.value if self.recommend_only else str(policy.mode.value)
+
+    def _conditions(self, name: str) -> list[dict[str, Any]]:
+        """``Valid``: whether the loader accepts the policy (and what governs its jobs if not);
+        ``RecommendOnly``: whether the controller holds every policy to Recommend."""
         error = self.errors.get(name)
-        cond: dict[str, Any] = {
+        valid = {
             "type": "Valid",
             "status": "False" if error else "True",
             "reason": "Invalid" if error else "Valid",
@@ -291,27 +307,58 @@ class PolicyBook:
             if error
             else "the policy is valid" + _warnings(self.policies.get(name)),
         }
+        policy = self.policies.get(name)
+        if self.recommend_only:
+            held = (
+                f"; its spec.mode {policy.mode.value} takes effect once the controller runs without it"
+                if policy is not None and policy.mode is not Mode.RECOMMEND
+                else ""
+            )
+            recommend_only = {
+                "type": "RecommendOnly",
+                "status": "True",
+                "reason": "ControllerRecommendOnly",
+                "message": "the controller runs with --recommend-only: the policy is evaluated as Recommend "
+                f"and changes no job{held}",
+            }
+        else:
+            recommend_only = {
+                "type": "RecommendOnly",
+                "status": "False",
+                "reason": "SpecMode",
+                "message": "the controller evaluates the policy in its spec.mode",
+            }
+        return [valid, recommend_only]
+
+    def _write_verdict(self, name: str, body: Mapping[str, Any]) -> None:
+        """The conditions and ``effectiveMode``, written when they differ from the stored status."""
+        conditions = self._conditions(name)
         generation = (body.get("metadata") or {}).get("generation")
-        if isinstance(generation, int) and not isinstance(generation, bool):
-            cond["observedGeneration"] = generation
+        observed = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+        if observed is not None:
+            for cond in conditions:
+                cond["observedGeneration"] = observed
+        mode = self.effective_mode(name)
         stored = body.get("status") or {}
-        old = [c for c in stored.get("conditions") or [] if c.get("type") == "Valid"]
+        old = {c.get("type"): c for c in stored.get("conditions") or [] if isinstance(c, Mapping)}
         # a spec change that leaves the verdict alone must still say which generation was read
         if (
-            old
-            and all(old[0].get(k) == v for k, v in cond.items())
-            and stored.get("observedGeneration") == cond.get("observedGeneration")
+            all(
+                c["type"] in old and all(old[c["type"]].get(k) == v for k, v in c.items()) for c in conditions
+            )
+            and stored.get("observedGeneration") == observed
+            and stored.get("effectiveMode") == mode
         ):
             return
-        same_verdict = old and old[0].get("status") == cond["status"] and old[0].get("lastTransitionTime")
-        cond["lastTransitionTime"] = (
-            old[0]["lastTransitionTime"]
-            if same_verdict
-            else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        )
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for cond in conditions:
+            before = old.get(cond["type"]) or {}
+            same_verdict = before.get("status") == cond["status"] and before.get("lastTransitionTime")
+            cond["lastTransitionTime"] = before["lastTransitionTime"] if same_verdict else now
         status = {
-            "conditions": [cond],
-            **({"observedGeneration": cond["observedGeneration"]} if "observedGeneration" in cond else {}),
+            "conditions": conditions,
+            "effectiveMode": mode,  # None nulls it out: nothing of the policy governs
+            **({"observedGeneration": observed} if observed is not None else {}),
         }
         self._patch(name, status)
 

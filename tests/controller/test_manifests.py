@@ -42,6 +42,20 @@ def test_a_policy_lists_what_it_recommended_beside_what_it_did() -> None:
     assert "recommendations" in version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
 
 
+def test_a_policy_shows_its_spec_mode_beside_the_mode_the_controller_evaluates_it_in() -> None:
+    """Under ``--recommend-only`` an Apply policy changes no job: EFFECTIVE (``status.effectiveMode``)
+    says Recommend beside MODE, which stays what the admin wrote."""
+    (crd,) = docs(ROOT / "crds" / "advisorpolicy.yaml")
+    (version,) = crd["spec"]["versions"]
+    columns = [(c["name"].upper(), c["jsonPath"]) for c in version["additionalPrinterColumns"]]
+    assert [name for name, _path in columns] == [
+        "MODE", "EFFECTIVE", "PRIORITY", "VALID", "JOBS", "ACTIONS", "RECOMMENDED", "AGE",
+    ]  # fmt: skip
+    assert columns[:2] == [("MODE", ".spec.mode"), ("EFFECTIVE", ".status.effectiveMode")]
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    assert status["effectiveMode"]["enum"] == ["Recommend", "Apply"]
+
+
 def test_rbac_is_least_privilege() -> None:
     (role,) = docs(ROOT / "rbac" / "clusterrole.yaml")
     grants = {

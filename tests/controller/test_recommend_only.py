@@ -44,4 +44,75 @@ def test_an_apply_policy_is_seen_as_recommend_under_recommend_only(
         )
         e.step(T0 + 60 * i)
     assert seen and set(seen) == {("act", expected)}
-    assert e.policies["act"].mode is Mode.APPLY  # the policy itself (and its status) is unchanged
+    assert e.policies["act"].mode is Mode.APPLY  # the policy itself is unchanged; its status says
+
+
+def _statuses(api: FakeApi, name: str) -> list[dict[str, Any]]:
+    """The writes of the policy's conditions and effective mode (not of its figures)."""
+    return [c[2] for c in api.log if c[0] == "policy_status" and c[1] == name and "conditions" in c[2]]
+
+
+@pytest.mark.parametrize("recommend_only", [False, True])
+@pytest.mark.parametrize("mode", ["Apply", "Recommend"])
+def test_the_status_says_which_mode_the_controller_evaluates_the_policy_in(
+    recommend_only: bool, mode: str
+) -> None:
+    """``kubectl get advisorpolicies`` shows MODE (the spec's) beside EFFECTIVE
+    (``status.effectiveMode``): an Apply policy under ``--recommend-only`` reads ``Apply
+    Recommend``, and its ``RecommendOnly`` condition says why and what lifts it."""
+    api = FakeApi()
+    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, recommend_only=recommend_only))
+    e.enqueue("policy", "ADDED", {**APPLY_POLICY, "spec": {"mode": mode}})
+    e.step(T0)
+    (status,) = _statuses(api, "act")
+    assert status["effectiveMode"] == ("Recommend" if recommend_only else mode)
+    valid, held = status["conditions"]
+    assert (valid["type"], valid["status"]) == ("Valid", "True")
+    assert held["type"] == "RecommendOnly" and held["observedGeneration"] == 1
+    if recommend_only:
+        assert (held["status"], held["reason"]) == ("True", "ControllerRecommendOnly")
+        assert held["message"].startswith(
+            "the controller runs with --recommend-only: the policy is evaluated"
+        )
+        assert ("spec.mode Apply takes effect once" in held["message"]) == (mode == "Apply")
+    else:
+        assert (held["status"], held["reason"]) == ("False", "SpecMode")
+    # the status the server now holds is what the controller would write: no second write
+    e.enqueue("policy", "MODIFIED", {**APPLY_POLICY, "spec": {"mode": mode}, "status": status})
+    e.step(T0 + 1)
+    assert len(_statuses(api, "act")) == 1
+
+
+def test_restarted_without_recommend_only_the_status_says_the_spec_mode_again() -> None:
+    api = FakeApi()
+    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, recommend_only=True))
+    e.enqueue("policy", "ADDED", APPLY_POLICY)
+    e.step(T0)
+    (held,) = _statuses(api, "act")
+    api = FakeApi()
+    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0))
+    e.enqueue("policy", "ADDED", {**APPLY_POLICY, "status": held})
+    e.step(T0 + 60)
+    (status,) = _statuses(api, "act")
+    assert status["effectiveMode"] == "Apply"
+    after = {c["type"]: c for c in status["conditions"]}
+    assert after["RecommendOnly"]["status"] == "False"
+    assert after["Valid"]["lastTransitionTime"] == held["conditions"][0]["lastTransitionTime"]
+
+
+def test_an_invalid_policy_with_nothing_standing_in_has_no_effective_mode() -> None:
+    api = FakeApi()
+    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0))
+    broken = {**APPLY_POLICY, "spec": {"mode": "Apply", "selector": {"namespaces": "team-a"}}}
+    e.enqueue("policy", "ADDED", broken)
+    e.step(T0)
+    (status,) = _statuses(api, "act")
+    assert status["effectiveMode"] is None  # a merge patch's null: the field goes
+    assert status["conditions"][0]["status"] == "False"
+    # held in Recommend with no rule while it is invalid (a restart: no valid version known)
+    e.enqueue(
+        "policy", "MODIFIED", {**APPLY_POLICY, "spec": {"mode": "Apply", "rules": {"stall": {"for": 0}}}}
+    )
+    e.step(T0 + 1)
+    last = _statuses(api, "act")[-1]
+    assert last["effectiveMode"] == "Recommend" and "its jobs are held" in last["conditions"][0]["message"]
