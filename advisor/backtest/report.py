@@ -70,6 +70,21 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:80]
 
 
+def _png_names(names: Sequence[str]) -> dict[str, str]:
+    """A timeline file name per run name: the name made safe (``lr1e-3/trainer_state.json`` ->
+    ``timeline-lr1e-3_trainer_state.json.png``), numbered when two come out the same."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in names:
+        base = f"timeline-{_safe(name)}"
+        png, k = f"{base}.png", 2
+        while png in taken:
+            png, k = f"{base}-{k}.png", k + 1
+        taken.add(png)
+        out[name] = png
+    return out
+
+
 def _timeline(run: Run, stops: Sequence[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
@@ -95,7 +110,7 @@ def _timeline(run: Run, stops: Sequence[dict[str, Any]], path: Path) -> None:
         )
     ax.set_xlabel("step")
     ax.set_ylabel(j.metric)
-    ax.set_title(run.name[:90], fontsize=8)
+    ax.set_title(run.name if len(run.name) <= 90 else "..." + run.name[-87:], fontsize=8)
     ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -150,12 +165,13 @@ def write_report(
             frac = "-" if d["budget_fraction"] is None else f"{d['budget_fraction']:.0%}"
             reason = (d["reason"] or "").replace("|", "/")[:140]
             lines.append(
-                f"| {name[:60]} | {d['row']} | {d['action']} | {d['rule']} | {frac} | "
+                f"| {name.replace('|', '/')} | {d['row']} | {d['action']} | {d['rule']} | {frac} | "
                 f"{(d['improvement_left'] or 0.0):.2%} | {reason} |"
             )
     lines += ["", "## Timelines", ""]
+    pngs = _png_names(worst[:MAX_TIMELINES])
     for name in worst[:MAX_TIMELINES]:
-        png = f"timeline-{_safe(name)}.png"
+        png = pngs[name]
         _timeline(by_name[name], stops[name], out_dir / png)
         lines += [f"### {name}", "", f"![{name}]({png})", ""]
     path = out_dir / "report.md"

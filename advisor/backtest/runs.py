@@ -6,6 +6,19 @@ around it: its GPUs (``--gpus``, or a ``gpus`` column in an index CSV), the grou
 with (a sweep: an index ``group`` column, the folder of an index ``path``, or a pattern on its
 name) and its times. A log without times is replayed at a stated constant throughput.
 
+A run's name is unique among the runs read, and is what every verdict, decision, report and
+timeline is keyed by: its log's path relative to the folder given (``lr1e-3/trainer_state.json``
+in HF's ``<sweep>/<run>/trainer_state.json`` layout), a file given alone its file name (see
+``advisor.sources.runlogs``), then ``#<curve_id>`` for a run of a multi-run dump.
+
+An index CSV (``index.csv`` or ``runs.csv``; the nearest one in the run's folder or a folder above
+it, up to the folder given; else ``--index``) gives a run the row whose run column is, the first
+that matches: its ``curve_id`` (a multi-run dump); its log's path relative to the index's folder,
+with or without its suffix (``lr1e-3/trainer_state.json``, ``lr1e-3/trainer_state``); the run's
+folder (``lr1e-3``) when no other log is in it; the run's name; its file name, with or without its
+suffix, when no other run's log has that file name. A row that names by file name several runs'
+logs (``trainer_state.json``) is an error that says which path to give instead.
+
 Why the last segment only: a log whose step goes backwards restarted from a checkpoint, and which
 of its segments the platform paid for is not in the file; the last one is the run that finished.
 """
@@ -15,6 +28,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,13 +39,12 @@ from advisor.forecast._prep import looks_unsorted
 from advisor.series import Direction, direction_of
 from advisor.sources.assemble import eval_metrics
 from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
+from advisor.sources.runlogs import INDEX_NAMES, RUN_LOG_SUFFIXES, RunLog, find_run_logs
 
 __all__ = ["RUN_SUFFIXES", "BadRunError", "Run", "RunError", "load_runs"]
 
 #: files a folder is searched for
-RUN_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".log")
-#: index files: runs' GPUs and groups, never runs themselves
-INDEX_NAMES = ("index.csv", "runs.csv")
+RUN_SUFFIXES = RUN_LOG_SUFFIXES
 #: a run needs this many points to be replayed at all
 MIN_POINTS = 5
 #: eval series read per run (a file may log hundreds of eval_* metrics)
@@ -72,6 +85,8 @@ class Run:
     #: the run's other eval series with a direction, (name, steps, values): reported too, as a
     #: trainer reports them, for a rule that names one
     other_evals: tuple[tuple[str, np.ndarray, np.ndarray], ...] = ()
+    #: its ``curve_id`` in a multi-run dump (None: its file holds one run)
+    curve_id: str | None = None
 
     @property
     def duration_s(self) -> float:
@@ -128,28 +143,8 @@ def _read_index(path: Path) -> dict[str, _IndexRow]:
         raise RunError(f"{path}: {exc.strerror or exc}") from None
 
 
-def _is_run_file(path: Path) -> bool:
-    """A folder's run log: one of ``RUN_SUFFIXES``, gzip-compressed or not (``train.csv.gz`` is
-    read as a file given alone is), and no index."""
-    name = path.name.lower()
-    return name.removesuffix(".gz").endswith(RUN_SUFFIXES) and name not in INDEX_NAMES
-
-
-def _files(arg: Path) -> list[Path]:
-    if arg.is_dir():
-        found = sorted(p for p in arg.rglob("*") if p.is_file() and _is_run_file(p))
-        if not found:
-            raise RunError(
-                f"{arg}: folder: no runs in it (looked for {', '.join(RUN_SUFFIXES)}, each also as .gz)"
-            )
-        return found
-    if not arg.exists():
-        raise RunError(f"{arg}: no such file or folder")
-    return [arg]
-
-
 def _one(
-    path: Path,
+    name: str,
     cid: str | None,
     curve: LoadedCurve,
     *,
@@ -157,7 +152,6 @@ def _one(
     group: str,
     steps_per_second: float,
 ) -> Run:
-    name = f"{path.name}#{cid}" if cid is not None else path.name
     back = sum(1 for i in range(1, len(curve.steps)) if curve.steps[i] < curve.steps[i - 1])
     if looks_unsorted(back + 1, len(curve.steps)):
         raise BadRunError(
@@ -205,7 +199,75 @@ def _one(
         eval_values=None,
         timed=timed,
         source=curve.source,
+        curve_id=cid,
     )
+
+
+@dataclass(frozen=True)
+class _Index:
+    path: Path
+    rows: dict[str, _IndexRow]
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+
+class _Indexes:
+    """The index CSV each run is looked up in (see the module's docstring), each read once."""
+
+    def __init__(self, given: Path | None) -> None:
+        self.given = None if given is None else _Index(given, _read_index(given))
+        self.found: dict[Path, _Index | None] = {}
+        if self.given is not None:  # the index given is its own folder's, whatever else is there
+            self.found[self.given.folder] = self.given
+
+    def _in(self, folder: Path) -> _Index | None:
+        if folder not in self.found:
+            path = next((folder / n for n in INDEX_NAMES if (folder / n).is_file()), None)
+            self.found[folder] = None if path is None else _Index(path, _read_index(path))
+        return self.found[folder]
+
+    def of(self, log: RunLog) -> _Index | None:
+        folder = log.path.parent
+        while True:
+            found = self._in(folder)
+            if found is not None and found.rows:
+                return found
+            if folder == log.root or folder == folder.parent:
+                return self.given
+            folder = folder.parent
+
+
+def _index_row(
+    index: _Index | None, log: RunLog, cid: str | None, name: str, alone: bool, file_names: Counter[str]
+) -> _IndexRow:
+    """The index's row for one run (see the module's docstring for the keys tried)."""
+    if index is None:
+        return _IndexRow(None, None)
+    try:
+        rel = log.path.relative_to(index.folder)
+    except ValueError:  # an --index elsewhere: paths relative to the folder given
+        rel = log.relative
+    keys = [cid] if cid is not None else []
+    keys += [rel.as_posix(), (rel.parent / rel.stem).as_posix()]
+    if alone and rel.parent != Path("."):
+        keys.append(rel.parent.as_posix())
+    keys.append(name)
+    unique = file_names[log.path.name] == 1
+    if unique:
+        keys += [log.path.name, log.path.stem]
+    row = next((index.rows[k] for k in keys if k in index.rows), None)
+    if row is not None:
+        return row
+    if not unique:
+        shared = next((k for k in (log.path.name, log.path.stem) if k in index.rows), None)
+        if shared is not None:
+            raise RunError(
+                f"{index.path}: run {shared!r}: {file_names[log.path.name]} runs' logs have that file "
+                f"name; name each by its path relative to the index's folder (such as {rel.as_posix()!r})"
+            )
+    return _IndexRow(None, None)
 
 
 def load_runs(
@@ -220,61 +282,61 @@ def load_runs(
 ) -> tuple[list[Run], list[str]]:
     """The runs in ``args`` (files or folders) and, with ``skip_bad``, one line per run skipped.
 
-    GPUs: the index's ``gpus`` column, else ``gpus``, else 1. Group: the index's, else the first
-    match of ``group_pattern`` on the run's name, else the run's folder (or its file, for a
-    multi-run dump). Raises ``RunError`` (one line: file, field, reason) on the first bad run
-    unless ``skip_bad``."""
+    Names and index rows: see the module's docstring. GPUs: the index's ``gpus`` column, else
+    ``gpus``, else 1. Group: the index's, else the first match of ``group_pattern`` on the run's
+    name, else the run's folder (or its file, for a multi-run dump). Raises ``RunError`` (one line:
+    file, field, reason) on the first bad run unless ``skip_bad``."""
     if not math.isfinite(steps_per_second) or steps_per_second <= 0:
         raise RunError("--steps-per-second: must be a positive number")
     pattern = re.compile(group_pattern) if group_pattern else None
     runs: list[Run] = []
     skipped: list[str] = []
-    indexes: dict[Path, dict[str, _IndexRow]] = {}
-    if index is not None:
-        indexes[index.parent] = _read_index(index)
-    for arg in args:
-        for path in _files(arg):
-            folder = path.parent
-            if folder not in indexes:
-                found = next((folder / n for n in INDEX_NAMES if (folder / n).is_file()), None)
-                indexes[folder] = _read_index(found) if found is not None else {}
-            table = indexes[folder] or (indexes.get(index.parent, {}) if index is not None else {})
-            log: ParsedLog | None = None
-            curves: list[tuple[str | None, LoadedCurve]] = []
+    indexes = _Indexes(index)
+    try:
+        logs = find_run_logs(args)
+    except SourceError as exc:
+        raise RunError(str(exc)) from None
+    file_names = Counter(log.path.name for log in logs)
+    per_folder = Counter(log.path.parent for log in logs)
+    for log in logs:
+        path = log.path
+        folder = path.parent
+        table = indexes.of(log)
+        parsed: ParsedLog | None = None
+        curves: list[tuple[str | None, LoadedCurve]] = []
+        try:
+            parsed = parse_log(path)
+            curves = parsed.curves()
+        except SourceError as exc:
+            if not skip_bad:
+                raise BadRunError(str(exc)) from None
+            skipped.append(str(exc))
+        first = len(runs)
+        for cid, curve in curves:
+            name = f"{log.name}#{cid}" if cid is not None else log.name
+            row = _index_row(table, log, cid, name, per_folder[folder] == 1, file_names)
+            match = pattern.search(name) if pattern is not None else None
+            group = row.group or (match.group(0) if match else None)
+            group = group or (str(path) if cid is not None else str(folder))
             try:
-                log = parse_log(path)
-                curves = log.curves()
-            except SourceError as exc:
-                if not skip_bad:
-                    raise BadRunError(str(exc)) from None
-                skipped.append(str(exc))
-            first = len(runs)
-            for cid, curve in curves:
-                key = cid if cid is not None else path.name
-                row = table.get(key) or table.get(path.stem) or _IndexRow(None, None)
-                name = f"{path.name}#{cid}" if cid is not None else path.name
-                match = pattern.search(name) if pattern is not None else None
-                group = row.group or (match.group(0) if match else None)
-                group = group or (str(path) if cid is not None else str(folder))
-                try:
-                    runs.append(
-                        _one(
-                            path,
-                            cid,
-                            curve,
-                            gpus=row.gpus or gpus or 1,
-                            group=group,
-                            steps_per_second=steps_per_second,
-                        )
+                runs.append(
+                    _one(
+                        name,
+                        cid,
+                        curve,
+                        gpus=row.gpus or gpus or 1,
+                        group=group,
+                        steps_per_second=steps_per_second,
                     )
-                except BadRunError as exc:
-                    if not skip_bad:
-                        raise
-                    skipped.append(str(exc))
-            if log is not None and len(runs) > first:
-                _attach_evals(log, curves, runs, first)
-            if on_file is not None:
-                on_file(path)
+                )
+            except BadRunError as exc:
+                if not skip_bad:
+                    raise
+                skipped.append(str(exc))
+        if parsed is not None and len(runs) > first:
+            _attach_evals(parsed, curves, runs, first)
+        if on_file is not None:
+            on_file(path)
     if not runs:
         raise RunError("no runs to back-test" + (f" ({len(skipped)} skipped as bad)" if skipped else ""))
     return runs, skipped
@@ -298,7 +360,7 @@ def _attach_evals(
     ]
     for i in range(first, len(runs)):
         run = runs[i]
-        cid = run.name.split("#", 1)[1] if "#" in run.name else None
+        cid = run.curve_id
         found: list[tuple[str, np.ndarray, np.ndarray]] = []
         for name, evals in per_metric:
             ev = evals.get(cid)

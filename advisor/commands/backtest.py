@@ -73,7 +73,9 @@ def register(subparsers: Any) -> None:
         "--index",
         type=Path,
         default=None,
-        help="index CSV: a run column (curve_id, run, name or file), gpus, group",
+        help="index CSV: a run column (curve_id, run, name or file), gpus, group; a run is matched by "
+        "its curve_id, its path relative to the index's folder (e.g. lr1e-3/trainer_state.json), its "
+        "folder when it is alone in it (lr1e-3), its name, or its file name when no other run has it",
     )
     p.add_argument(
         "--group-pattern",
@@ -242,7 +244,7 @@ def evaluate_rows(
     groups: dict[str, list[Any]] = {}
     for r in runs:
         groups.setdefault(r.group, []).append(r)
-    truth = {r.name: judged(r) for r in runs}
+    truth = [judged(r) for r in runs]
     settings = BaselineSettings(patience=args.patience, fixed_fraction=args.fixed_budget)
     rows: list[dict[str, Any]] = []
     bar = tqdm(
@@ -255,21 +257,19 @@ def evaluate_rows(
         for name in baselines:
             bar.set_description(f"{name:<26}")
             decisions = []
-            for r in runs:
-                decisions.append(
-                    verdict(r, truth[r.name], baseline_outcomes(name, r, groups[r.group], settings))
-                )
+            for r, t in zip(runs, truth, strict=True):
+                decisions.append(verdict(r, t, baseline_outcomes(name, r, groups[r.group], settings)))
                 bar.update(1)
             rows.append(row_summary(name, decisions))
         for name, policies in policy_rows:
             bar.set_description(f"{name:<26}")
             core = new_core(policies, args.forecast_interval, args.run_fraction)
             decisions = []
-            for r in runs:
+            for r, t in zip(runs, truth, strict=True):
                 out = replay(
                     name, core, r, report_interval_s=args.report_interval, planned_steps=r.planned_steps
                 )
-                decisions.append(verdict(r, truth[r.name], out))
+                decisions.append(verdict(r, t, out))
                 bar.update(1)
             row = row_summary(name, decisions)
             row["forecasts"] = core.forecasts_made

@@ -1,0 +1,133 @@
+"""Every back-tested run has a name of its own, which everything is keyed by: in HF's layout
+(``<sweep>/<run>/trainer_state.json``) every run's file has the same name, and the runs must not
+be taken for one another (verdicts, decisions, timelines, index rows)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from advisor.backtest.runs import RunError, load_runs
+from advisor.cli import main
+from tests.backtest.test_backtest import PLATEAU
+
+#: eval curves of a small LR sweep: one overfits after step 1000, one plateaus early, two learn on
+_EVALS = {
+    "lr1e-4": lambda s: 0.78 + 0.9 * math.exp(-s / 300) + 0.4 * max(0.0, (s - 1000) / 2000) ** 1.2,
+    "lr1e-3": lambda s: 1.30 + 0.4 * math.exp(-s / 200),
+    "lr2e-5": lambda s: 0.90 + 0.8 * math.exp(-s / 1500),
+    "lr5e-5": lambda s: 0.86 + 0.85 * math.exp(-s / 900),
+}
+
+
+def _trainer_state(path: Path, run: str) -> None:
+    history: list[dict[str, float]] = []
+    for s in range(10, 3001, 10):
+        history.append({"step": s, "loss": 0.4 + 1.6 * math.exp(-s / 700), "epoch": s / 1000})
+        if s % 200 == 0:
+            history.append({"step": s, "eval_loss": _EVALS[run](s), "epoch": s / 1000})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"log_history": history, "max_steps": 3000, "global_step": 3000}))
+
+
+def _hf_sweep(root: Path) -> Path:
+    for run in _EVALS:
+        _trainer_state(root / run / "trainer_state.json", run)
+    return root
+
+
+def test_runs_in_the_hf_layout_are_named_by_their_path_in_the_folder_given(tmp_path: Path) -> None:
+    sweep = _hf_sweep(tmp_path / "sweep")
+    runs, _ = load_runs([sweep])
+    assert [r.name for r in runs] == [
+        "lr1e-3/trainer_state.json",
+        "lr1e-4/trainer_state.json",
+        "lr2e-5/trainer_state.json",
+        "lr5e-5/trainer_state.json",
+    ]
+    # files named alone keep their file name, unless that would name two runs alike
+    (one,), _ = load_runs([sweep / "lr1e-3" / "trainer_state.json"])
+    assert one.name == "trainer_state.json"
+    two, _ = load_runs([sweep / "lr1e-3" / "trainer_state.json", sweep / "lr1e-4" / "trainer_state.json"])
+    assert [r.name for r in two] == [
+        (sweep / "lr1e-3" / "trainer_state.json").as_posix(),
+        (sweep / "lr1e-4" / "trainer_state.json").as_posix(),
+    ]
+    # a folder and a file in it name that file once
+    both, _ = load_runs([sweep, sweep / "lr1e-3" / "trainer_state.json"])
+    assert len(both) == 4
+
+
+def test_a_sweep_in_the_hf_layout_is_judged_as_the_same_files_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each stop judged against its own run's curve: the decisions are those of the same logs
+    copied flat into one folder, each under its own name."""
+    sweep = _hf_sweep(tmp_path / "sweep")
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for run in _EVALS:
+        shutil.copy(sweep / run / "trainer_state.json", flat / f"{run}.json")
+
+    def decisions(folder: Path) -> dict[str, list[dict[str, object]]]:
+        out = tmp_path / f"{folder.name}.json"
+        argv = ["backtest", str(folder), "--quiet", "--policy", str(PLATEAU), "--json-file", str(out)]
+        assert main([*argv, "--baselines", "no-advisor,patience"]) == 0
+        rows = json.loads(out.read_text())
+        return {
+            r["policy"]: [{k: v for k, v in d.items() if k not in ("run", "group")} for d in r["decisions"]]
+            for r in rows
+        }
+
+    nested, side_by_side = decisions(sweep), decisions(flat)
+    capsys.readouterr()
+    assert nested == side_by_side
+    assert sum(1 for d in nested["patience"] if d["action"]) >= 1  # something was stopped and judged
+
+
+def test_the_report_draws_one_timeline_per_stopped_run(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    sweep = _hf_sweep(tmp_path / "sweep")
+    rep, out = tmp_path / "rep", tmp_path / "bt.json"
+    argv = ["backtest", str(sweep), "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor,patience"]
+    assert main([*argv, "--json-file", str(out), "--report", str(rep)]) == 0
+    stopped = {d["run"] for row in json.loads(out.read_text()) for d in row["decisions"] if d["action"]}
+    assert len(stopped) >= 2 and all(name.endswith("/trainer_state.json") for name in stopped)
+    pngs = sorted(p.name for p in rep.glob("timeline-*.png"))
+    assert len(pngs) == len(stopped)
+    text = (rep / "report.md").read_text()
+    assert all(f"### {name}" in text for name in stopped)
+
+
+def test_an_index_beside_a_sweep_in_the_hf_layout_addresses_each_run(tmp_path: Path) -> None:
+    sweep = _hf_sweep(tmp_path / "sweep")
+    (sweep / "index.csv").write_text(
+        "run,gpus,group\nlr1e-3/trainer_state.json,8,a\nlr1e-4,4,b\nlr2e-5/trainer_state,2,a\n"
+    )
+    runs, _ = load_runs([sweep])
+    assert [(r.name, r.gpus, r.group) for r in runs] == [
+        ("lr1e-3/trainer_state.json", 8, "a"),
+        ("lr1e-4/trainer_state.json", 4, "b"),
+        ("lr2e-5/trainer_state.json", 2, "a"),
+        ("lr5e-5/trainer_state.json", 1, str(sweep / "lr5e-5")),
+    ]
+    # a file name that several runs' logs have addresses none of them: an error that says what to give
+    (sweep / "index.csv").write_text("run,gpus\ntrainer_state.json,8\n")
+    with pytest.raises(RunError, match=r"4 runs' logs have that file name.*'lr1e-3/trainer_state.json'"):
+        load_runs([sweep])
+    # a file name that only one run's log has still addresses it
+    (sweep / "lr5e-5" / "trainer_state.json").rename(sweep / "lr5e-5" / "state.json")
+    (sweep / "index.csv").write_text("run,gpus\nstate.json,8\n")
+    runs, _ = load_runs([sweep])
+    assert [r.gpus for r in runs] == [1, 1, 1, 8]
+
+
+def test_a_run_whose_path_holds_a_hash_keeps_its_eval_series(tmp_path: Path) -> None:
+    _trainer_state(tmp_path / "sweep" / "run#1" / "trainer_state.json", "lr2e-5")
+    (run,), _ = load_runs([tmp_path / "sweep"])
+    assert run.name == "run#1/trainer_state.json" and run.curve_id is None
+    assert run.eval_steps is not None and run.eval_steps.size == 15
