@@ -3,8 +3,14 @@
 A run is one loss history read by ``advisor.sources.files`` (a HF ``trainer_state.json``, a
 CSV/TSV or JSONL log, one run per ``curve_id`` of a multi-run dump), plus what the back-test needs
 around it: its GPUs (``--gpus``, or a ``gpus`` column in an index CSV), the group of runs it belongs
-with (a sweep: an index ``group`` column, the folder of an index ``path``, or a pattern on its
-name) and its times. A log without times is replayed at a stated constant throughput.
+with (a sweep: an index ``group`` column, the folder of an index ``path``, a pattern on its name,
+else the folder that holds it) and its times. A log without times is replayed at a stated constant
+throughput.
+
+A run is its folder when its log is a ``trainer_state.json`` (HF's name for every run's log) or
+the only log in a folder below the folder given (``lightning_logs/version_0/metrics.csv``): such a
+run's group is the folder above it (``<sweep>/<run>/trainer_state.json``: the sweep), as it is the
+folder of the logs for runs side by side in one folder.
 
 A run's name is unique among the runs read, and is what every verdict, decision, report and
 timeline is keyed by: its log's path relative to the folder given (``lr1e-3/trainer_state.json``
@@ -15,7 +21,7 @@ An index CSV (``index.csv`` or ``runs.csv``; the nearest one in the run's folder
 it, up to the folder given; else ``--index``) gives a run the row whose run column is, the first
 that matches: its ``curve_id`` (a multi-run dump); its log's path relative to the index's folder,
 with or without its suffix (``lr1e-3/trainer_state.json``, ``lr1e-3/trainer_state``); the run's
-folder (``lr1e-3``) when no other log is in it; the run's name; its file name, with or without its
+folder (``lr1e-3``) when the run is its folder; the run's name; its file name, with or without its
 suffix, when no other run's log has that file name. A row that names by file name several runs'
 logs (``trainer_state.json``) is an error that says which path to give instead.
 
@@ -239,6 +245,17 @@ class _Indexes:
             folder = folder.parent
 
 
+#: the log file that names no run: the run is its folder (HF writes every run's state under it)
+_FOLDER_RUN_LOGS = ("trainer_state.json",)
+
+
+def _is_folder_run(log: RunLog, logs_in_folder: int) -> bool:
+    """Whether the run is the folder its log is in (see the module's docstring)."""
+    if log.path.name.lower().removesuffix(".gz") in _FOLDER_RUN_LOGS:
+        return True
+    return logs_in_folder == 1 and log.path.parent != log.root
+
+
 def _index_row(
     index: _Index | None, log: RunLog, cid: str | None, name: str, alone: bool, file_names: Counter[str]
 ) -> _IndexRow:
@@ -301,6 +318,7 @@ def load_runs(
     for log in logs:
         path = log.path
         folder = path.parent
+        folder_run = _is_folder_run(log, per_folder[folder])
         table = indexes.of(log)
         parsed: ParsedLog | None = None
         curves: list[tuple[str | None, LoadedCurve]] = []
@@ -314,10 +332,11 @@ def load_runs(
         first = len(runs)
         for cid, curve in curves:
             name = f"{log.name}#{cid}" if cid is not None else log.name
-            row = _index_row(table, log, cid, name, per_folder[folder] == 1, file_names)
+            row = _index_row(table, log, cid, name, folder_run, file_names)
             match = pattern.search(name) if pattern is not None else None
             group = row.group or (match.group(0) if match else None)
-            group = group or (str(path) if cid is not None else str(folder))
+            if group is None:
+                group = str(path) if cid is not None else str(folder.parent if folder_run else folder)
             try:
                 runs.append(
                     _one(

@@ -76,8 +76,9 @@ def test_a_sweep_in_the_hf_layout_is_judged_as_the_same_files_side_by_side(
     def decisions(folder: Path) -> dict[str, list[dict[str, object]]]:
         out = tmp_path / f"{folder.name}.json"
         argv = ["backtest", str(folder), "--quiet", "--policy", str(PLATEAU), "--json-file", str(out)]
-        assert main([*argv, "--baselines", "no-advisor,patience"]) == 0
+        assert main([*argv, "--baselines", "no-advisor,patience,median-stopping"]) == 0
         rows = json.loads(out.read_text())
+        assert rows[0]["backtest"]["groups"] == 1  # one sweep: median stopping compares its runs
         return {
             r["policy"]: [{k: v for k, v in d.items() if k not in ("run", "group")} for d in r["decisions"]]
             for r in rows
@@ -113,7 +114,7 @@ def test_an_index_beside_a_sweep_in_the_hf_layout_addresses_each_run(tmp_path: P
         ("lr1e-3/trainer_state.json", 8, "a"),
         ("lr1e-4/trainer_state.json", 4, "b"),
         ("lr2e-5/trainer_state.json", 2, "a"),
-        ("lr5e-5/trainer_state.json", 1, str(sweep / "lr5e-5")),
+        ("lr5e-5/trainer_state.json", 1, str(sweep)),
     ]
     # a file name that several runs' logs have addresses none of them: an error that says what to give
     (sweep / "index.csv").write_text("run,gpus\ntrainer_state.json,8\n")
@@ -131,3 +132,28 @@ def test_a_run_whose_path_holds_a_hash_keeps_its_eval_series(tmp_path: Path) -> 
     (run,), _ = load_runs([tmp_path / "sweep"])
     assert run.name == "run#1/trainer_state.json" and run.curve_id is None
     assert run.eval_steps is not None and run.eval_steps.size == 15
+
+
+def test_a_run_that_is_its_folder_is_grouped_with_the_runs_beside_it(tmp_path: Path) -> None:
+    """HF's <sweep>/<run>/trainer_state.json (named alone too) and one log per run folder
+    (lightning_logs/version_N/metrics.csv): the group is the folder holding the run folders; runs
+    side by side in one folder are grouped by that folder, as before."""
+    sweep = _hf_sweep(tmp_path / "sweep")
+    runs, _ = load_runs([sweep])
+    assert {r.group for r in runs} == {str(sweep)}
+    given, _ = load_runs(sorted(sweep.glob("*/trainer_state.json")))
+    assert {r.group for r in given} == {str(sweep)}
+    logs = tmp_path / "lightning_logs"
+    for k, run in enumerate(("lr1e-3", "lr2e-5")):
+        (logs / f"version_{k}").mkdir(parents=True)
+        rows = ["step,loss"] + [f"{s},{_EVALS[run](s):.5f}" for s in range(10, 1001, 10)]
+        (logs / f"version_{k}" / "metrics.csv").write_text("\n".join(rows) + "\n")
+    runs, _ = load_runs([logs])
+    assert [(r.name, r.group) for r in runs] == [
+        ("version_0/metrics.csv", str(logs)),
+        ("version_1/metrics.csv", str(logs)),
+    ]
+    for k in range(2):
+        shutil.copy(logs / f"version_{k}" / "metrics.csv", tmp_path / f"m{k}.csv")
+    side_by_side, _ = load_runs([tmp_path / "m0.csv", tmp_path / "m1.csv"])
+    assert {r.group for r in side_by_side} == {str(tmp_path)}
