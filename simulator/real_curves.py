@@ -28,12 +28,10 @@ import numpy as np
 
 from advisor.judging import improvement_left, learning_end_index, smoothed, standing
 from advisor.sources.files import SourceError, load_curves
+from advisor.sources.runlogs import find_run_logs
 
-__all__ = ["CURVE_SUFFIXES", "RealCurve", "RealCurveLibrary"]
+__all__ = ["RealCurve", "RealCurveLibrary"]
 
-CURVE_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv")
-#: index files beside the runs are not runs
-_INDEX_NAMES = ("index.csv", "runs.csv")
 _MIN_POINTS = 10
 #: evaluations a run needs for its eval loss to be replayed and judged (fewer say nothing of a trend)
 _MIN_EVALS = 3
@@ -116,8 +114,9 @@ class RealCurve:
 
 
 class RealCurveLibrary:
-    """Real runs read from a folder (any format ``advisor.sources`` reads; a multi-run dump gives
-    one curve per ``curve_id``), drawn uniformly per job."""
+    """Real runs read from a folder (the run logs under it, found and named as ``backtest`` finds
+    and names them; any format ``advisor.sources`` reads; a multi-run dump gives one curve per
+    ``curve_id``), drawn uniformly per job."""
 
     def __init__(self, folder: Path) -> None:
         if not folder.is_dir():
@@ -125,12 +124,12 @@ class RealCurveLibrary:
         self.folder = folder
         self.curves: list[_Run] = []
         self.skipped = 0
-        files = sorted(
-            p
-            for p in folder.rglob("*")
-            if p.is_file() and p.suffix.lower() in CURVE_SUFFIXES and p.name.lower() not in _INDEX_NAMES
-        )
-        for path in files:
+        try:
+            logs = find_run_logs([folder])
+        except SourceError:
+            logs = []  # no run log in it: said below
+        for log in logs:
+            path = log.path
             try:
                 loaded = load_curves(path)
             except SourceError:
@@ -151,7 +150,7 @@ class RealCurveLibrary:
                     lr = np.asarray(curve.learning_rates[start:], dtype=float)
                     peak = np.nanmax(lr) if np.isfinite(lr).any() else 0.0
                     lrs = np.where(np.isfinite(lr), lr / peak, 1.0) if peak > 0 else None
-                name = f"{path.name}#{cid}" if cid is not None else path.name
+                name = f"{log.name}#{cid}" if cid is not None else log.name
                 ev = evals.get(cid)
                 eval_xs = eval_values = None
                 if ev is not None:

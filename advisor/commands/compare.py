@@ -15,7 +15,8 @@ model. Each run's best checkpoint (step and value) is shown beside it. The train
 such checkpoint to keep (a run's last weights are what its final training loss describes).
 
 The runs are TrainJobForecasts on the cluster, or, when every argument is a file or a folder, run
-logs (the formats ``forecast FILE`` reads: a sweep's ``trainer_state.json`` files, CSV, JSONL),
+logs (the formats ``forecast FILE`` reads: a sweep's ``trainer_state.json`` files, CSV, JSONL; a
+folder stands for every run log under it, found as ``backtest`` finds them),
 each forecast as ``forecast FILE`` forecasts it (to its planned total when the log says it, else to
 ``--total-steps``, else its asymptote).
 """
@@ -139,10 +140,14 @@ def _interval(status: Mapping[str, Any], metric: str = "loss") -> tuple[float, f
     return values
 
 
-def _log_files(refs: Sequence[str]) -> list[tuple[Path, bool]] | None:
-    """The run logs named, each with whether it was found in a folder (a folder stands for the
-    logs in it), or None when the runs are TrainJobForecast names. Mixing the two is an error: a
-    name that happens to be a file would otherwise be read from the wrong place."""
+def _log_files(refs: Sequence[str]) -> list[tuple[Path, str, bool]] | None:
+    """The run logs named, each with its name among them and whether it was found in a folder (a
+    folder stands for the run logs under it, found as ``backtest`` finds them), or None when the
+    runs are TrainJobForecast names. Mixing the two is an error: a name that happens to be a file
+    would otherwise be read from the wrong place."""
+    from advisor.sources.files import SourceError
+    from advisor.sources.runlogs import find_run_logs
+
     paths = [Path(r) for r in refs]
     exist = [p.exists() for p in paths]
     if not any(exist):
@@ -150,25 +155,10 @@ def _log_files(refs: Sequence[str]) -> list[tuple[Path, bool]] | None:
     if not all(exist):
         missing = [r for r, e in zip(refs, exist, strict=True) if not e]
         raise CommandError(f"{missing[0]}: no such file; give run logs only, or TrainJobForecast names only")
-    out: list[tuple[Path, bool]] = []
-    for p in paths:
-        if p.is_dir():
-            logs = sorted(f for f in p.iterdir() if f.is_file() and _is_log(f))
-            if not logs:
-                raise CommandError(f"{p}: no run logs in it")
-            out += [(f, True) for f in logs]
-        else:
-            out.append((p, False))
-    return out
-
-
-#: what a folder's run logs are named (its plots, scripts and notes are not runs)
-_LOG_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".log")
-
-
-def _is_log(path: Path) -> bool:
-    name = path.name.lower().removesuffix(".gz")
-    return not name.startswith(".") and name.endswith(_LOG_SUFFIXES)
+    try:
+        return [(log.path, log.name, log.in_folder) for log in find_run_logs(paths)]
+    except SourceError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
@@ -238,14 +228,14 @@ def run(args: argparse.Namespace) -> int:
     files = _log_files(args.refs)
     skipped: list[str] = []
     if files is not None:
-        for path, in_folder in files:
+        for path, name, in_folder in files:
             try:
                 logged = _file_status(path, args.total_steps)
             except CommandError as exc:
                 if not in_folder:
                     raise
-                # a folder's index, notes or summary table is no run: named, not fatal
-                skipped.append(f"{path.name} ({str(exc).removeprefix(f'{path}: ')})")
+                # a folder's notes or summary table is no run: named, not fatal
+                skipped.append(f"{name} ({str(exc).removeprefix(f'{path}: ')})")
                 continue
             found.append((str(path), logged, _interval(logged)))
     else:

@@ -1,10 +1,12 @@
 """The run logs a command line names: a file stands for itself, a folder for every run log under it.
 
-``backtest`` finds its runs here; each log gets a name unique among those found, which is what the
-commands key it by and print: its path relative to the folder given (``lr1e-3/trainer_state.json``
-in HF's ``<sweep>/<run>/trainer_state.json`` layout, where every run's file has the same name), a
-file given alone its file name; logs whose names would clash (``trainer_state.json`` given twice,
-two folders holding an ``a.csv``) are named by their path as given instead.
+``backtest``, ``compare`` and ``simulate --curves`` find their runs here, in every subfolder of a
+folder given (hidden files and folders, such as ``.ipynb_checkpoints``, left out). Each log gets a
+name unique among those found, which is what the commands key it by and print: its path relative
+to the folder given (``lr1e-3/trainer_state.json`` in HF's ``<sweep>/<run>/trainer_state.json``
+layout, where every run's file has the same name), a file given alone its file name; logs whose
+names would clash (``trainer_state.json`` given twice, two folders holding an ``a.csv``) are named
+by their path as given instead.
 """
 
 from __future__ import annotations
@@ -49,7 +51,13 @@ def is_run_log(path: Path) -> bool:
 
 
 def _in_folder(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and is_run_log(p))
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if is_run_log(p)
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        and p.is_file()
+    )
 
 
 def find_run_logs(args: Sequence[Path]) -> list[RunLog]:

@@ -97,7 +97,7 @@ def test_run_logs_and_forecast_names_do_not_mix(tmp_path: Path, capsys: pytest.C
     empty = tmp_path / "empty"
     empty.mkdir()
     assert cli.main(["compare", str(empty), str(tmp_path / "a.json")]) == 2
-    assert "no run logs in it" in capsys.readouterr().err
+    assert "empty: folder: no runs in it" in capsys.readouterr().err
 
 
 def _csv_run(path: Path, *, floor: float, nan_from: int | None = None, seed: int = 0) -> None:
@@ -133,13 +133,33 @@ def test_a_sweep_folder_with_an_index_beside_its_runs_names_what_it_skipped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A folder of runs with its index.csv (no loss in it): the runs are compared, the index is
-    named as skipped on stderr; a file named explicitly that is no run is still an error."""
+    no run (as for ``backtest``), and a folder's file that is no run is named as skipped on stderr;
+    a file named explicitly that is no run is still an error."""
     _csv_run(tmp_path / "a.csv", floor=1.0)
     _csv_run(tmp_path / "b.csv", floor=1.2)
     (tmp_path / "index.csv").write_text("file,repo\na.csv,x/y\nb.csv,x/z\n")
+    (tmp_path / "summary.csv").write_text("file,repo\na.csv,x/y\nb.csv,x/z\n")
     assert cli.main(["compare", str(tmp_path), "--total-steps", "5000", "-o", "json"]) == 0
     captured = capsys.readouterr()
     assert [Path(r["run"]).name for r in json.loads(captured.out)] == ["a.csv", "b.csv"]
-    assert "skipped index.csv" in captured.err
+    assert "skipped summary.csv" in captured.err and "index.csv" not in captured.err
     assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "index.csv")]) == 2
     assert "index.csv" in capsys.readouterr().err
+
+
+def test_a_sweep_folder_in_the_hf_layout_is_compared_as_backtest_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """<sweep>/<run>/trainer_state.json: the folder stands for the run logs in its subfolders, as
+    for ``backtest``; hidden folders (a notebook's checkpoints) are left out."""
+    sweep = tmp_path / "sweep"
+    for name, overfit in (("lr1e-4", True), ("lr5e-5", False)):
+        (sweep / name).mkdir(parents=True)
+        _sweep_run(sweep / name / "trainer_state.json", overfit=overfit)
+    (sweep / ".ipynb_checkpoints").mkdir()
+    (sweep / ".ipynb_checkpoints" / "notes.txt").write_text("not a run")
+    assert cli.main(["compare", str(sweep), "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    rows = {Path(r["run"]).parent.name: r for r in json.loads(captured.out)}
+    assert set(rows) == {"lr1e-4", "lr5e-5"} and "skipped" not in captured.err
+    assert rows["lr1e-4"]["state"] == "overfitting"

@@ -100,3 +100,23 @@ def test_a_real_run_with_an_eval_loss_is_replayed_with_it_and_judged_by_it(tmp_p
     # a run without evaluations is judged by its training loss, as before
     plain = RealCurveLibrary(_runs(tmp_path / "plain")).draw(np.random.default_rng(0), 10_000, 0)
     assert not plain.has_evals and plain.eval_observed(5_000) is None
+
+
+def test_real_curves_are_found_and_named_as_backtest_finds_and_names_runs(tmp_path: Path) -> None:
+    """Every run log under the folder, each named by its path in it: the runs of HF's
+    <sweep>/<run>/trainer_state.json layout are four curves, not four called trainer_state.json."""
+    from advisor.backtest.runs import load_runs
+
+    sweep = tmp_path / "sweep"
+    steps = np.arange(10, 1001, 10)
+    for k, run in enumerate(("lr1e-3", "lr1e-4", "lr2e-5")):
+        (sweep / run).mkdir(parents=True)
+        history = [{"step": int(s), "loss": float(2.0 + k - s / 1000)} for s in steps]
+        (sweep / run / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    (sweep / "lr5e-5").mkdir()
+    rows = ["step,loss"] + [f"{s},{3.0 - s / 2000:.5f}" for s in steps]
+    (sweep / "lr5e-5" / "train.log").write_text("\n".join(rows) + "\n")
+    lib = RealCurveLibrary(sweep)
+    runs, _ = load_runs([sweep])
+    names = ["lr1e-3/trainer_state.json", "lr1e-4/trainer_state.json", "lr2e-5/trainer_state.json"]
+    assert [c.name for c in lib.curves] == [r.name for r in runs] == [*names, "lr5e-5/train.log"]
