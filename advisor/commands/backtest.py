@@ -296,14 +296,33 @@ def evaluate_rows(
     return rows, meta
 
 
-def _unfinished(meta: dict[str, Any]) -> str:
-    n = meta.get("runs_ending_before_planned") or 0
-    if not n:
-        return ""
-    return (
-        f"; {n} whose log ends before its planned steps (a checkpoint's copy, or a run stopped early):"
-        " judged on what it logged, its later course unknown"
-    )
+def _n(count: int, noun: str) -> str:
+    """``1 run``, ``2 runs``: a count with its noun."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _footer(meta: dict[str, Any]) -> str:
+    """The line under the table: the runs and groups read, then only the counts that are not zero
+    (bad runs skipped, runs with an eval series, without times and the throughput they were
+    replayed at, logs that end before their planned steps)."""
+    notes = []
+    if meta.get("skipped_runs"):
+        notes.append(f"{meta['skipped_runs']} skipped as bad")
+    if meta.get("runs_with_eval_series"):
+        notes.append(f"{meta['runs_with_eval_series']} with an eval series")
+    if meta.get("runs_without_times"):
+        rate = meta["steps_per_second_without_times"]
+        unit = "step/s" if rate == 1 else "steps/s"
+        notes.append(f"{meta['runs_without_times']} without times, replayed at {rate:g} {unit}")
+    unfinished = meta.get("runs_ending_before_planned") or 0
+    if unfinished:
+        whose = "whose log ends before its" if unfinished == 1 else "whose logs end before their"
+        notes.append(
+            f"{unfinished} {whose} planned steps (a checkpoint's copy, or a run stopped early): judged on "
+            "what it logged, its later course unknown"
+        )
+    head = f"{_n(meta['runs'], 'run')} in {_n(meta['groups'], 'group')}"
+    return head + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _clean(value: Any) -> Any:
@@ -370,11 +389,12 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
     return report_sweep(
         points,
         budget,
-        summary=f"{len(settings)} settings of {args.policy[0]} over {len(runs)} runs: saved = non-learning "
-        "GPU-hours saved against no-advisor; * on the Pareto frontier (saved against wrong stops at 1%)",
+        summary=f"{_n(len(settings), 'setting')} of {args.policy[0]} over {_n(len(runs), 'run')}: "
+        "saved = non-learning GPU-hours saved against no-advisor; * on the Pareto frontier (saved against "
+        "wrong stops at 1%)",
         json_out=json_out,
         report=args.report,
-        plot_title=f"{args.policy[0].name}, {len(runs)} runs",
+        plot_title=f"{args.policy[0].name}, {_n(len(runs), 'run')}",
         clean=_clean,
     )
 
@@ -394,9 +414,7 @@ def run(args: argparse.Namespace) -> int:
     human = human_stream(json_out)
     print(format_table(rows), file=human)
     print(
-        f"\n{meta['runs']} runs in {meta['groups']} groups ({meta['skipped_runs']} skipped as bad; "
-        f"{meta['runs_with_eval_series']} with an eval series; {meta['runs_without_times']} without times, "
-        f"replayed at {args.steps_per_second:g} steps/s{_unfinished(meta)}). Wrong stop: the judged series "
+        f"\n{_footer(meta)}. Wrong stop: the judged series "
         "(eval if logged, else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop "
         "in the last 15% of the budget of a run that did not get worse after it, not counted as saved; of it "
         f"on wrong stops: {WRONG_STOP_HOURS}.",

@@ -1,0 +1,47 @@
+"""What ``backtest`` prints and writes around its table: the footer's counts, the report's
+reasons, bad runs a folder holds, and the ``--sweep`` summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from tests.backtest.test_backtest import PLATEAU, _learning, _write
+
+
+def _footer(out: str) -> str:
+    return next(line for line in out.splitlines() if " in " in line and "Wrong stop" in line)
+
+
+def test_the_footer_counts_in_the_singular_and_leaves_out_what_is_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s, v = _learning(1, n=40)
+    one = _write(tmp_path / "one.csv", s, v, total=400)  # timed, no eval series
+    argv = ["backtest", "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
+    assert main([*argv, str(one)]) == 0
+    assert _footer(capsys.readouterr().out).startswith("1 run in 1 group. Wrong stop: ")
+    untimed = tmp_path / "untimed"
+    untimed.mkdir()
+    for k in range(2):
+        rows = ["step,loss"] + [f"{int(a)},{b:.5f}" for a, b in zip(s, v + 0.1 * k, strict=True)]
+        (untimed / f"r{k}.csv").write_text("\n".join(rows) + "\n")
+    assert main([*argv, str(untimed)]) == 0
+    assert _footer(capsys.readouterr().out).startswith(
+        "2 runs in 1 group (2 without times, replayed at 1 step/s). Wrong stop: "
+    )
+    assert main([*argv, str(untimed), str(one), "--steps-per-second", "2.5"]) == 0
+    assert _footer(capsys.readouterr().out).startswith(
+        "3 runs in 2 groups (2 without times, replayed at 2.5 steps/s). Wrong stop: "
+    )
+
+
+def test_a_sweep_summary_counts_in_the_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s, v = _learning(1, n=40)
+    one = _write(tmp_path / "one.csv", s, v, total=400)
+    argv = ["backtest", str(one), "--quiet", "--policy", str(PLATEAU), "--workers", "1"]
+    assert main([*argv, "--sweep", "plateau.probability=0.8"]) == 0
+    out = capsys.readouterr().out
+    assert "1 setting of " in out and " over 1 run: " in out
