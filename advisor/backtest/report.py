@@ -21,6 +21,8 @@ __all__ = ["MAX_TIMELINES", "WRONG_STOP_HOURS", "format_table", "write_report"]
 
 #: timelines drawn (the worst calls); the table lists every stopped run
 MAX_TIMELINES = 40
+#: the longest reason a row of the report's table gives in full; a longer one is cut at a word
+REASON_CHARS = 400
 #: what the "of it on wrong stops" column holds (``gpu_hours_saved_on_wrong_stops``), in the table's
 #: footer and the report alike: GPU-hours, not a share of the saved ones
 WRONG_STOP_HOURS = (
@@ -64,6 +66,18 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         )
 
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(b) for b in body)])
+
+
+def _cell(text: str, limit: int) -> str:
+    """``text`` as one Markdown table cell: on one line, no ``|``, and when longer than ``limit``
+    cut at the last word boundary before it, with an ellipsis."""
+    text = " ".join(text.replace("|", "/").split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if text[limit - 1] != " " and " " in cut:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def _safe(name: str) -> str:
@@ -163,7 +177,7 @@ def write_report(
     for name in worst:
         for d in sorted(stops[name], key=lambda d: -(d["improvement_left"] or 0.0)):
             frac = "-" if d["budget_fraction"] is None else f"{d['budget_fraction']:.0%}"
-            reason = (d["reason"] or "").replace("|", "/")[:140]
+            reason = _cell(d["reason"] or "", REASON_CHARS)
             lines.append(
                 f"| {name.replace('|', '/')} | {d['row']} | {d['action']} | {d['rule']} | {frac} | "
                 f"{(d['improvement_left'] or 0.0):.2%} | {reason} |"

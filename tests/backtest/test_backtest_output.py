@@ -3,6 +3,7 @@ reasons, bad runs a folder holds, and the ``--sweep`` summary."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,24 @@ def test_a_sweep_summary_counts_in_the_singular(tmp_path: Path, capsys: pytest.C
     assert main([*argv, "--sweep", "plateau.probability=0.8"]) == 0
     out = capsys.readouterr().out
     assert "1 setting of " in out and " over 1 run: " in out
+
+
+def test_the_report_gives_each_stop_its_whole_reason(tmp_path: Path) -> None:
+    """The plateau sample's reasons (some 180 characters) were cut mid-word at 140 ("keep the
+    checkpoi"); they are given whole, and one longer than the report's limit is cut at a word."""
+    pytest.importorskip("matplotlib")
+    from advisor.backtest.report import REASON_CHARS, _cell
+    from tests.backtest.test_run_names import _hf_sweep
+
+    sweep = _hf_sweep(tmp_path / "sweep")
+    rep, out = tmp_path / "rep", tmp_path / "bt.json"
+    argv = ["backtest", str(sweep), "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
+    assert main([*argv, "--json-file", str(out), "--report", str(rep)]) == 0
+    reasons = [d["reason"] for row in json.loads(out.read_text()) for d in row["decisions"] if d["action"]]
+    assert reasons and max(len(r) for r in reasons) > 140
+    text = (rep / "report.md").read_text()
+    assert all(f" | {r.replace('|', '/')} |" in text for r in reasons)
+    words = " ".join(f"word{k:03d}" for k in range(100))  # 799 characters
+    cut = _cell(words, REASON_CHARS)
+    assert len(cut) <= REASON_CHARS and cut.endswith("…") and words.startswith(cut[:-1] + " ")
+    assert _cell("a | b\nc", REASON_CHARS) == "a / b c"
