@@ -149,7 +149,7 @@ def _log_files(refs: Sequence[str]) -> list[tuple[Path, str, bool]] | None:
     from advisor.sources.runlogs import find_run_logs
 
     paths = [Path(r) for r in refs]
-    exist = [p.exists() for p in paths]
+    exist = [p.exists() or p.is_symlink() for p in paths]  # a broken link: a bad run log, said so
     if not any(exist):
         return None
     if not all(exist):

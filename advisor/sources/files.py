@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -154,6 +155,8 @@ def _read_text(path: Path) -> str:
             raise SourceError(path, f"file of {size} bytes exceeds the limit of {MAX_FILE_BYTES}")
         data = path.read_bytes()
     except FileNotFoundError:
+        if path.is_symlink():
+            raise SourceError(path, f"a broken symbolic link: {os.readlink(path)} does not exist") from None
         raise SourceError(path, "no such file") from None
     except IsADirectoryError:
         raise SourceError(path, "is a directory, not a file") from None

@@ -50,13 +50,19 @@ def is_run_log(path: Path) -> bool:
     return name.removesuffix(".gz").endswith(RUN_LOG_SUFFIXES) and name not in INDEX_NAMES
 
 
+def _broken_link(path: Path) -> bool:
+    return path.is_symlink() and not path.exists()
+
+
 def _in_folder(folder: Path) -> list[Path]:
+    """The run logs under ``folder``; a broken symbolic link named as one is among them (reading
+    it fails, and the commands count it as the bad run it is rather than pass over it)."""
     return sorted(
         p
         for p in folder.rglob("*")
         if is_run_log(p)
         and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        and p.is_file()
+        and (p.is_file() or _broken_link(p))
     )
 
 
@@ -74,7 +80,7 @@ def find_run_logs(args: Sequence[Path]) -> list[RunLog]:
                     f"folder: no runs in it (looked for {', '.join(RUN_LOG_SUFFIXES)}, each also as .gz)",
                 )
             entries = [(p, arg, True) for p in logs]
-        elif arg.exists():
+        elif arg.exists() or _broken_link(arg):
             entries = [(arg, arg.parent, False)]
         else:
             raise SourceError(arg, "no such file or folder")

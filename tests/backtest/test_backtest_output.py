@@ -67,3 +67,27 @@ def test_the_report_gives_each_stop_its_whole_reason(tmp_path: Path) -> None:
     cut = _cell(words, REASON_CHARS)
     assert len(cut) <= REASON_CHARS and cut.endswith("…") and words.startswith(cut[:-1] + " ")
     assert _cell("a | b\nc", REASON_CHARS) == "a / b c"
+
+
+def test_a_broken_link_among_the_runs_is_a_bad_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not passed over: an error that names it, or with --skip-bad-runs one line and a count."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    s, v = _learning(1, n=40)
+    _write(runs / "good.csv", s, v, total=400)
+    (runs / "gone.json").symlink_to(tmp_path / "deleted.json")
+    argv = ["backtest", str(runs), "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"gone.json: a broken symbolic link: {tmp_path / 'deleted.json'} does not exist" in err
+    assert "--skip-bad-runs" in err
+    assert main([*argv, "--skip-bad-runs"]) == 0
+    out, err = capsys.readouterr()
+    assert [line for line in err.splitlines() if line.startswith("skipped ")] == [
+        f"skipped {runs / 'gone.json'}: a broken symbolic link: {tmp_path / 'deleted.json'} does not exist"
+    ]
+    assert _footer(out).startswith("1 run in 1 group (1 skipped as bad). ")
+    assert main(["compare", str(runs / "good.csv"), str(runs / "gone.json")]) == 2  # named: an error
+    assert "gone.json: a broken symbolic link" in capsys.readouterr().err
