@@ -216,15 +216,18 @@ def run_tasks(
 
 def sweep_table(points: Sequence[Mapping[str, Any]], frontier: Sequence[int], best: int | None) -> str:
     """One line per setting: saved (pooled, and min / median / max over seeds when there are
-    several), wrong stops at 0.5/1/2%, near-end releases; ``*`` marks the frontier, ``>`` the best."""
-    header = ("", "setting", "saved", "min / median / max", "wrong .5/1/2%", "wrong rate", "near-end")
+    several), wrong stops at 0.5/1/2%, near-end releases; ``*`` marks the frontier, ``>`` the best.
+    Without a spread (one seed, or ``backtest``'s real runs, which have no seeds) the min / median
+    / max column is left out rather than filled with dashes."""
+    spreads = any(p.get("spread") for p in points)
+    header = ["", "setting", "saved", "min / median / max", "wrong .5/1/2%", "wrong rate", "near-end"]
     body = []
     for i, p in enumerate(points):
         spread = p.get("spread")
         w = p["wrong_by_threshold"]
         mark = (">" if i == best else " ") + ("*" if i in frontier else " ")
         body.append(
-            (
+            [
                 mark,
                 p["label"],
                 f"{p['saved']:.1%}",
@@ -232,8 +235,11 @@ def sweep_table(points: Sequence[Mapping[str, Any]], frontier: Sequence[int], be
                 f"{w.get('0.005', 0)}/{w.get('0.01', 0)}/{w.get('0.02', 0)}",
                 f"{p['wrong_rate']:.2%}",
                 str(p.get("near_end", 0)),
-            )
+            ]
         )
+    if not spreads:
+        for cells in (header, *body):
+            del cells[3]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(header)]
 
     def line(cells: Sequence[str]) -> str:

@@ -390,7 +390,8 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
         points,
         budget,
         summary=f"{_n(len(settings), 'setting')} of {args.policy[0]} over {_n(len(runs), 'run')}: "
-        "saved = non-learning GPU-hours saved against no-advisor; * on the Pareto frontier (saved against "
+        "saved = non-learning GPU-hours saved against no-advisor, pooled over the runs (each replayed "
+        "once: no seeds, so no min / median / max); * on the Pareto frontier (saved against "
         "wrong stops at 1%)",
         json_out=json_out,
         report=args.report,

@@ -343,8 +343,9 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
         sweep_points(settings, seeds, base, rows),
         budget,
         summary=f"{len(settings)} settings of {args.policy[0]} x {n} seed(s) ({label}) of {scenario.name}: "
-        "saved = non-learning GPU-hours saved against no-advisor (pooled; min / median / max over seeds); "
-        "* on the Pareto frontier (saved against wrong stops at 1%)",
+        "saved = non-learning GPU-hours saved against no-advisor"
+        + (" (pooled; min / median / max over seeds)" if n > 1 else "")
+        + "; * on the Pareto frontier (saved against wrong stops at 1%)",
         json_out=json_out,
         report=args.report,
         plot_title=f"{args.policy[0].name}, seeds {label}",

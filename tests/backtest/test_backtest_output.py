@@ -48,6 +48,27 @@ def test_a_sweep_summary_counts_in_the_singular(tmp_path: Path, capsys: pytest.C
     assert "1 setting of " in out and " over 1 run: " in out
 
 
+def test_a_backtest_sweep_table_has_no_column_of_dashes_for_a_spread_over_seeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Real runs are replayed once each: no seeds, so no min / median / max over them. The column
+    is left out (simulate's sweep over several seeds keeps it)."""
+    from advisor.sweep import sweep_table
+
+    s, v = _learning(1, n=40)
+    one = _write(tmp_path / "one.csv", s, v, total=400)
+    argv = ["backtest", str(one), "--quiet", "--policy", str(PLATEAU), "--workers", "1"]
+    assert main([*argv, "--sweep", "plateau.probability=0.7,0.8"]) == 0
+    out = capsys.readouterr().out
+    header, _rule, *rows = out.splitlines()[:4]
+    assert header.split() == ["setting", "saved", "wrong", ".5/1/2%", "wrong", "rate", "near-end"]
+    assert " - " not in " ".join(rows) + " "
+    assert "no seeds, so no min / median / max" in out
+    point = {"label": "x=1", "saved": 0.5, "wrong_by_threshold": {}, "wrong_rate": 0.0, "near_end": 0}
+    assert "min / median / max" in sweep_table([{**point, "spread": [0.4, 0.5, 0.6]}], [0], 0)
+    assert "min / median / max" not in sweep_table([{**point, "spread": None}], [0], 0)
+
+
 def test_the_report_gives_each_stop_its_whole_reason(tmp_path: Path) -> None:
     """The plateau sample's reasons (some 180 characters) were cut mid-word at 140 ("keep the
     checkpoi"); they are given whole, and one longer than the report's limit is cut at a word."""
