@@ -68,7 +68,7 @@ from advisor.model import (
     ProgressSample,
     save_window_seconds,
 )
-from advisor.sources.normalize import CLOCK_SKEW_S
+from advisor.sources.normalize import CLOCK_SKEW_S, UNKNOWN_STEP
 
 __all__ = ["MAX_ACTIONS_KEPT", "AdvisorCore", "JobRecord", "PolicyLike", "training_loss_forecast"]
 
@@ -171,6 +171,10 @@ class AdvisorCore:
         """
         rec = self._record_for(key, now)
         rec.last_warnings = tuple(sample.warnings)
+        # a report with no readable step (garbage from a broken reporter) proves the reporter is
+        # alive but says nothing of the run's progress: remembered, so that no rule reads the
+        # reports it dropped as silence
+        rec.unreadable_report_at = now if sample.step == UNKNOWN_STEP else None
         if sample.warnings:
             rec.sample_warnings += len(sample.warnings)
         pct = sample.progress_percentage
@@ -299,6 +303,7 @@ class AdvisorCore:
             last_step_change=rec.last_step_change,
             last_sample_time=rec.last_sample_time,
             progress_seen_at=rec.progress_seen_at,
+            unreadable_report_at=rec.unreadable_report_at,
             report_interval_s=report_interval(rec),
             started_at=job.started_at if job.started_at is not None else rec.first_seen,
             forecast=rec.forecast,

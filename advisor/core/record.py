@@ -81,6 +81,8 @@ class JobRecord:
     last_sample_time: float | None = None
     #: the adapter's clock when new progress last arrived (the reporter's own time may be skewed)
     progress_seen_at: float | None = None
+    #: when the latest report whose step could not be read arrived (None after a readable one)
+    unreadable_report_at: float | None = None
     throughput: dict[int, float] = field(default_factory=dict)
     last_decision: Decision | None = None
     sample_warnings: int = 0
@@ -203,6 +205,8 @@ def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
     evals = rec.history.evals
     series = {name: s for name in evals.names if (s := evals.series(name)) is not None}
     idle = None if now is None or rec.last_step_change is None else max(0.0, now - rec.last_step_change)
+    if rec.unreadable_report_at is not None:
+        idle = None  # reports arrive with no readable step: not known to be stuck (as the stall rule)
     key = eval_fingerprint(rec) if now is None else rec._evals_key
     reuse = rec.learning is not None and (now is not None or key == rec._evals_key)
     rec._evals_key = key

@@ -220,6 +220,10 @@ class JobView:
     and no rule is held back for staleness."""
     report_interval_s: float | None = None
     """The run's usual time between reports (median gap of its latest points), None when unknown."""
+    unreadable_report_at: float | None = None
+    """When the adapter last received a progress report it could not read a step from (a reporter
+    writing garbage), on its own clock; None: none since the last readable one. Reports still
+    arrive then, so the job is not known to be silent or stuck: the stall rule does not judge it."""
     forecast: Forecast | None = None
     checkpoint: CheckpointState = field(default_factory=CheckpointState)
     throughput: tuple[tuple[int, float], ...] = ()

@@ -213,6 +213,7 @@ def build_sample(
         return None if value is None else int(value)
 
     step = integer("step")
+    step_given = raw("step")[1] is not None
     total = integer("total_steps", minimum=1)
     ckpt = integer("last_checkpoint_step")
     loss = number("loss", nonfinite=True)
@@ -253,6 +254,12 @@ def build_sample(
     elif step is not None and total is not None and step > total:
         warnings.append(f"step {step} exceeds total_steps {total}; total_steps dropped")
         total = None
+    if step is None and step_given and percent is not None and percent >= 100.0:
+        # the report had a step and it cannot be read: a completion it claims comes from the same
+        # broken reporter, and read as such it makes a running job "finished", judged no more (a
+        # lower percentage still places the run, below)
+        warnings.append(f"progressPercentage {percent:g} (done) dropped with the unreadable step")
+        percent = None
     if step is None:
         if percent is not None and total is not None:
             step = math.floor(percent / 100.0 * total)

@@ -9,6 +9,10 @@ whether progress reports still arrive with a stuck step (hung training) or stopp
 altogether (which may also be a broken reporter). By default no checkpoint is requested first: a
 hung process cannot answer one.
 
+A job whose latest progress report has no readable step (a reporter writing garbage) is not
+judged either: reports still arrive, so nothing says the run is stuck, and the step it is at is
+unknown.
+
 A job that has never reported progress is not judged at all: without a report nothing tells a
 run that hangs at start-up from one that has no progress source (Kubeflow Trainer's
 ``TrainJobStatus`` gate is off by default, and a job without the training callback never
@@ -40,6 +44,15 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
             f"{NAME}: no progress report seen yet: not judged (a job without a progress source is "
             "never called stalled)"
         )
+        return out
+    if job.unreadable_report_at is not None:
+        # reports arrive, but no step can be read from them (a reporter writing garbage): the run
+        # is not known to be stuck, and a release would cost its work for a reporter's bug
+        out.reasons.append(
+            f"{NAME}: progress reports arrive but no step can be read from them (the latest "
+            f"{dur(max(now - job.unreadable_report_at, 0.0))} ago; see the progress warnings): not judged"
+        )
+        out.advice, out.severity = "unreadable-progress", 3
         return out
     since = job.last_step_change if job.last_step_change is not None else job.started_at
     # nor, for a job released and then reactivated (``resume``) with its Workload's admission

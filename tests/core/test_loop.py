@@ -142,6 +142,21 @@ class TestObserve:
         assert core.observe(JOB.key, ProgressSample(step=800, time=700.0, loss=1.1), now=700.0)
         assert core.view(JOB).step == 800 and core.view(JOB).progress_warnings == ()
 
+    def test_reports_with_no_readable_step_are_remembered_and_not_read_as_a_hang(self) -> None:
+        """A reporter writing garbage ("-310" as its step): each report is dropped, but it came;
+        the view says when, and the run's state is not ``hung`` for the steps it could not read.
+        A readable report clears it."""
+        core = make_core(Recorder())
+        feed(core, range(1, 40))
+        later = 390.0 + 6 * 3600
+        garbage = ProgressSample(step=-1, time=later, warnings=("current_step: '-310' is below 0; dropped",))
+        core.observe(JOB.key, garbage, now=later)
+        view = core.view(JOB, now=later + 2)
+        assert view.unreadable_report_at == later
+        assert view.learning_state is not None and view.learning_state.label != "hung"
+        core.observe(JOB.key, ProgressSample(step=41, loss=0.2, time=later + 5), now=later + 5)
+        assert core.view(JOB).unreadable_report_at is None
+
     def test_a_released_job_is_not_judged_hung_for_the_reports_it_no_longer_sends(self) -> None:
         core = make_core(Recorder())
         feed(core, range(1, 40))

@@ -322,6 +322,19 @@ def test_stall_releases_without_a_checkpoint_by_default_and_says_why() -> None:
     assert kinds(decide(hung, CV, careful, now=T0)) == [ActionKind.CHECKPOINT]
 
 
+def test_a_job_whose_reports_arrive_unreadable_is_not_called_stalled() -> None:
+    """Its step last moved 40 minutes ago, but reports still arrive and no step can be read from
+    them (a reporter writing "-310"): nothing says the run is stuck, and a release would cost its
+    work for a reporter's bug. Once a readable report stands again, the rule judges as before."""
+    p = policy({"stall": {"for": "30m"}})
+    garbled = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 40 * 60, unreadable_report_at=T0 - 2)
+    d = decide(garbled, CV, p, now=T0)
+    assert kinds(d) == [] and d.advice != "hung"
+    assert any("no step can be read from them" in r and "not judged" in r for r in d.reasons), d.reasons
+    readable = dataclasses.replace(garbled, unreadable_report_at=None)
+    assert kinds(decide(readable, CV, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+
+
 def test_a_job_that_never_reported_progress_is_not_called_stalled() -> None:
     """Admitted an hour ago and never a report: a job without a progress source (the Trainer's
     TrainJobStatus gate off, no training callback) looks exactly like one hung at start-up; it is

@@ -101,6 +101,18 @@ def test_a_step_orders_of_magnitude_past_the_total_is_the_wrong_number_not_the_t
     assert (estimated.step, estimated.total_steps) == (4500, 9000)
 
 
+def test_a_completion_claimed_beside_an_unreadable_step_is_not_taken() -> None:
+    """A report whose step is garbage and whose percentage says 100: the same broken reporter,
+    and taken, it reads a running job as finished, judged by no rule. A report with no step at all
+    and 100% is the trainer's final update, and stands."""
+    for step in ("1e30", "-310", "twelve"):
+        sample = upstream(("current_step", step), ("total_steps", "4000"), progressPercentage=100)
+        assert sample.progress_percentage is None and sample.step == UNKNOWN_STEP, step
+        assert any("progressPercentage 100 (done) dropped with the unreadable step" in w for w in sample.warnings)
+    final = upstream(("total_steps", "4000"), progressPercentage=100)
+    assert final.progress_percentage == 100.0 and final.step == 4000
+
+
 def test_checkpoint_ahead_of_step_is_flagged() -> None:
     sample = upstream(("current_step", "100"), ("last_checkpoint_step", "150"))
     assert sample.last_checkpoint_step == 150
