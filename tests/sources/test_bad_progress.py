@@ -108,7 +108,8 @@ def test_a_completion_claimed_beside_an_unreadable_step_is_not_taken() -> None:
     for step in ("1e30", "-310", "twelve"):
         sample = upstream(("current_step", step), ("total_steps", "4000"), progressPercentage=100)
         assert sample.progress_percentage is None and sample.step == UNKNOWN_STEP, step
-        assert any("progressPercentage 100 (done) dropped with the unreadable step" in w for w in sample.warnings)
+        said = "progressPercentage 100 (done) dropped with the unreadable step"
+        assert any(said in w for w in sample.warnings)
     final = upstream(("total_steps", "4000"), progressPercentage=100)
     assert final.progress_percentage == 100.0 and final.step == 4000
 
