@@ -51,6 +51,7 @@ from policies.rules import RULES
 from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record, runtime_gate
 from policies.rules.checkpoint import grace_period_action
 from policies.rules.guard import boost_to_drop
+from policies.rules.stall import finished_but_holding
 from policies.spec import Policy
 from policies.staleness import RESTS_ON_FORECAST, stale_evidence
 
@@ -410,6 +411,14 @@ def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now:
     advice = job.phase.value if job.phase is not Phase.RUNNING else ("pending" if job.active else "suspended")
     if advice == Phase.SUSPENDED.value and released is not None and released.outcome == "done":
         advice = "released"
+    recheck: float | None = None
+    stall = policy.rules.stall
+    if stall is not None and stall.enabled and not is_exempt(job, policy):
+        # a run reported done that still holds its quota: said, never acted on (see the rule)
+        held = finished_but_holding(ctx, stall)
+        actions.extend(held.actions)
+        advice = held.advice or advice
+        recheck = held.recheck_at
     return Decision(
         job=job.key,
         policy=policy.name,
@@ -418,4 +427,5 @@ def _idle(job: JobView, cluster: ClusterView, policy: Policy, ctx: Context, now:
         reasons=(f"not judged: {gate}",),
         advice=advice,
         cleanup=tuple(cleanup),
+        recheck_at=recheck,
     )

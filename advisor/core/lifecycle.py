@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.model import LifecycleSignals, Phase
+from advisor.model import LifecycleSignals, Phase, holds_quota
 
 __all__ = ["FAILED_FINISH_REASONS", "Lifecycle", "derive_phase", "holds_quota"]
 
@@ -42,19 +42,6 @@ FAILED_FINISH_REASONS: frozenset[str] = frozenset({"Failed", "FailedToStart"})
 class Lifecycle:
     phase: Phase
     reason: str
-
-
-def holds_quota(phase: Phase, signals: LifecycleSignals | None, *, active: bool, admitted: bool) -> bool:
-    """Whether the job holds its GPUs now: Kueue admitted its active Workload and nothing says the
-    run is over. A run the trainer reports done (100%, its last step) is ``finished`` for the
-    advisor, which judges it no more, but until its Complete condition or its Workload's Finished
-    one, Kueue still counts its quota (a final save or upload runs on it)."""
-    if not (active and admitted):
-        return False
-    if phase is Phase.RUNNING:
-        return True
-    s = signals or LifecycleSignals()
-    return phase is Phase.FINISHED and not s.complete and not s.workload_finished and s.has_workload
 
 
 def derive_phase(

@@ -191,6 +191,19 @@ class LifecycleSignals:
     """The latest reported progress percentage (the last upstream update may carry no step)."""
 
 
+def holds_quota(phase: Phase, signals: LifecycleSignals | None, *, active: bool, admitted: bool) -> bool:
+    """Whether a job holds its GPUs now: Kueue admitted its active Workload and nothing says the
+    run is over. A run the trainer reports done (100%, its last step) is ``finished`` for the
+    advisor, which judges it no more, but until its Complete condition or its Workload's Finished
+    one, Kueue still counts its quota (a final save or upload runs on it)."""
+    if not (active and admitted):
+        return False
+    if phase is Phase.RUNNING:
+        return True
+    s = signals or LifecycleSignals()
+    return phase is Phase.FINISHED and not s.complete and not s.workload_finished and s.has_workload
+
+
 @dataclass(frozen=True, slots=True)
 class JobView:
     """A frozen snapshot of one training job, as every policy sees it."""
@@ -284,6 +297,11 @@ class JobView:
     @property
     def key(self) -> str:
         return job_key(self.namespace, self.name)
+
+    @property
+    def holds_quota(self) -> bool:
+        """Whether the job holds its GPUs now (``holds_quota``)."""
+        return holds_quota(self.phase, self.signals, active=self.active, admitted=self.admitted)
 
 
 @dataclass(frozen=True, slots=True)

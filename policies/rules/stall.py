@@ -22,7 +22,7 @@ a restart that hangs before its next report is judged as any stall.
 
 from __future__ import annotations
 
-from advisor.model import ActionKind, JobView
+from advisor.model import ActionKind, JobView, Phase
 from policies.rules.base import Context, Outcome, admitted_at, dur, last_record, runtime_gate
 from policies.rules.release import release
 from policies.spec import RECOMMEND, StallRule
@@ -115,3 +115,30 @@ def _reports_still_arrive(job: JobView, now: float, idle: float) -> bool:
     interval = job.report_interval_s
     recent = 3.0 * interval if interval is not None and interval > 0 else 0.5 * idle
     return quiet < min(recent, 0.5 * idle)
+
+
+def finished_but_holding(ctx: Context, rule: StallRule) -> Outcome:
+    """A run its trainer reported done (100%, its last step) whose Workload still holds its quota
+    a whole ``for`` window later: its final save, upload or teardown hangs, or its pods never
+    exit, and nothing in Kubernetes says so. Only recommended, in any mode: the run is not
+    running, so nothing may act on it, and a release could cut a final save short. Repeated no
+    more than a recommendation is (the actuator's own bound)."""
+    out = Outcome()
+    job, now = ctx.job, ctx.now
+    if job.phase is not Phase.FINISHED or not job.holds_quota or job.phase_since is None:
+        return out
+    held = now - job.phase_since
+    if held < rule.hold:
+        out.recheck(job.phase_since + rule.hold)
+        return out
+    out.advice, out.severity = "done-holding", 5
+    gpus = f"its {job.gpus} GPU(s)" if job.gpus else "its quota"
+    out.act(
+        ActionKind.RECOMMEND,
+        NAME,
+        f"reported done {dur(held)} ago ({job.phase_reason or 'finished'}) but its Workload still "
+        f"holds {gpus}, with no Complete condition: check its final save or teardown, or delete the "
+        "job once its model is saved",
+        would="none",
+    )
+    return out

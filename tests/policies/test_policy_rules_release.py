@@ -466,3 +466,29 @@ def test_a_run_that_ends_within_the_window_is_let_finish_not_released() -> None:
         with_state(job(forecast=forecast(plateau=0.99, eta=300.0)), opened.state), CV, rec, now=T0 + 700
     )
     assert kinds(quiet) == []
+
+
+def test_a_run_reported_done_that_still_holds_its_quota_is_pointed_out_never_acted_on() -> None:
+    """100% reported, then silence; its TrainJob is not Complete and its Workload still admitted:
+    a final save or teardown that hangs holds the GPUs with nothing saying so. A whole stall window
+    later it is recommended for a look, in any mode, and nothing is done to it."""
+    from advisor.model import LifecycleSignals, Phase
+
+    signals = LifecycleSignals(has_workload=True, workload_active=True, workload_admitted=True)
+    done = job(
+        phase=Phase.FINISHED,
+        phase_reason="the trainer reports 100% progress",
+        phase_since=T0 - 40 * 60,
+        signals=signals,
+        gpus=8,
+    )
+    for mode in ("Recommend", "Apply"):
+        d = decide(done, CV, policy({"stall": {"for": "30m"}}, mode=mode), now=T0)
+        assert kinds(d) == [ActionKind.RECOMMEND] and d.advice == "done-holding", d
+        assert "reported done 40m ago" in d.actions[0].reason and "8 GPU(s)" in d.actions[0].reason
+    early = dataclasses.replace(done, phase_since=T0 - 10 * 60)
+    d = decide(early, CV, policy({"stall": {"for": "30m"}}), now=T0)
+    assert kinds(d) == [] and d.recheck_at == T0 + 20 * 60
+    completed = dataclasses.replace(done, signals=dataclasses.replace(signals, complete=True))
+    assert kinds(decide(completed, CV, policy({"stall": {"for": "30m"}}), now=T0)) == []
+    assert kinds(decide(done, CV, policy({"plateau": {"for": "10m"}}), now=T0)) == []  # no stall rule
