@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from advisor.cli import CommandError
@@ -72,15 +73,17 @@ def run(args: argparse.Namespace) -> int:
             message=f"Workload {workload.name} reactivated by trainjob-advisor resume",
         )
     print(f"Workload {ns}/{workload.name} of {args.kind} {ns}/{name} reactivated; Kueue will requeue it")
-    note = _judged_again(api, args.kind, ns, name)
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    note = _judged_again(api, args.kind, ns, name, labels)
     if note:
         print(note)
     return 0
 
 
-def _judged_again(api: Any, kind: str, ns: str, name: str) -> str | None:
+def _judged_again(api: Any, kind: str, ns: str, name: str, labels: Mapping[str, str]) -> str | None:
     """What happens next when a policy released the run: it is judged again once it runs, and a
-    run that still does not learn is released again after the policy's cooldown."""
+    run that still does not learn is released again after the policy's cooldown; unless the job
+    already carries the exempt label, which is then said instead of suggested."""
     from policies.spec import DEFAULT_EXEMPT_LABEL
 
     try:
@@ -96,8 +99,13 @@ def _judged_again(api: Any, kind: str, ns: str, name: str) -> str | None:
     if not released:
         return None
     policy = released[-1]["policy"]
+    said = f"note: policy {policy} released it ({released[-1].get('rule') or 'a rule'}); "
+    exempt = str(labels.get(DEFAULT_EXEMPT_LABEL, "")).strip().lower()
+    if exempt and exempt != "false":
+        value = labels[DEFAULT_EXEMPT_LABEL]
+        return said + f"it carries {DEFAULT_EXEMPT_LABEL}={value}, so no policy judges it again"
     return (
-        f"note: policy {policy} released it ({released[-1].get('rule') or 'a rule'}); it is judged again "
-        "once it runs, and if it still does not learn it is released again after the policy's cooldown. "
-        f"To keep it running: kubectl label {kind.lower()} -n {ns} {name} {DEFAULT_EXEMPT_LABEL}=true"
+        said + "it is judged again once it runs, and if it still does not learn it is released again after "
+        f"the policy's cooldown. To keep it running: kubectl label {kind.lower()} -n {ns} {name} "
+        f"{DEFAULT_EXEMPT_LABEL}=true"
     )

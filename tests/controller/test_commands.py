@@ -290,6 +290,12 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
     assert "kubectl label trainjob -n team-a llm advisor.trainjob-advisor.io/exempt=true" in out
     assert cli.main(["resume", "team-a/llm"]) == 0
     assert "already active" in capsys.readouterr().out
+    # already exempt: said, not suggested again
+    api.jobs["team-a/llm"]["metadata"]["labels"] = {"advisor.trainjob-advisor.io/exempt": "true"}
+    wl["spec"]["active"] = False
+    assert cli.main(["resume", "team-a/llm"]) == 0
+    out = capsys.readouterr().out
+    assert "kubectl label" not in out and "so no policy judges it again" in out, out
 
 
 def test_run_rejects_bad_flags() -> None:
