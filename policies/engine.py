@@ -350,6 +350,10 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
             f"P(diverging) {fc.divergence_probability:.2f}, step {job.step}"
             + (f" of {job.total_steps})" if job.total_steps else ")")
         )
+    if ":" in advice and any(a.kind is ActionKind.RECOMMEND and a.params.get("held") for a in actions):
+        # the rule's action is held back (cooldown, the policy's cap): ADVICE says so, not that
+        # the job is being released; the reasons say by what
+        advice = advice.split(":", 1)[0] + ":held"
     watchdogs = [o.idle_recheck_at for _, o in outcomes if o.idle_recheck_at is not None]
     return Decision(
         job=job.key,
