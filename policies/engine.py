@@ -345,8 +345,16 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
     else:
         advice = "continue"
         fc = ctx.forecast
+        plateau = f"P(plateau) {fc.plateau_probability:.2f}"
+        st = job.learning_state
+        if st is not None and st.metric is not None and st.metric in st.series:
+            # a run judged by an eval metric: its P(plateau) is what PLATEAU shows; the training
+            # loss's, alone, read "P(plateau) 0.00" beside a PLATEAU of 62%
+            judged = st.series[st.metric].plateau_probability
+            train = fc.plateau_probability
+            plateau = f"{st.metric} P(plateau) {judged:.2f}, training loss P(plateau) {train:.2f}"
         reasons.append(
-            f"continue: no rule's condition holds (P(plateau) {fc.plateau_probability:.2f}, "
+            f"continue: no rule's condition holds ({plateau}, "
             f"P(diverging) {fc.divergence_probability:.2f}, step {job.step}"
             + (f" of {job.total_steps})" if job.total_steps else ")")
         )

@@ -278,3 +278,22 @@ def test_views_are_frozen() -> None:
     j: JobView = build("stall")[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         j.step = 3  # type: ignore[misc]
+
+
+def test_continue_names_the_judged_eval_metrics_plateau_probability_beside_the_training_losss() -> None:
+    """PLATEAU shows the judged eval metric's P(plateau); the reason gave only the training loss's
+    ("P(plateau) 0.00" beside a PLATEAU of 62%)."""
+    from advisor.model import LearningState
+    from policies.engine import decide
+
+    j, c, p = build("plateau")
+    judged = forecast(plateau=0.62, diverge=0.0, points=20, eta=HOUR)
+    state = LearningState(
+        label="learning", probabilities={"learning": 1.0}, metric="eval_loss", series={"eval_loss": judged}
+    )
+    calm = dataclasses.replace(
+        j, forecast=forecast(plateau=0.0, points=40, eta=HOUR), learning_state=state, rule_state={}
+    )
+    d = decide(calm, c, p, now=T0)
+    said = next(r for r in d.reasons if r.startswith("continue:"))
+    assert "eval_loss P(plateau) 0.62, training loss P(plateau) 0.00" in said, d.reasons
