@@ -287,6 +287,9 @@ def evaluate_rows(
         "runs_ending_before_planned": sum(
             1 for r in runs if r.planned_steps is not None and r.steps[-1] < 0.99 * r.planned_steps
         ),
+        # runs over before the shortest minRuntime of the policies given: no policy judges them
+        # (a per-epoch log replayed untimed at 1 step/s lasts seconds)
+        "runs_shorter_than_min_runtime": _too_short(runs, policy_rows),
         "steps_per_second_without_times": args.steps_per_second,
         "report_interval_s": args.report_interval,
         "forecast_interval_s": args.forecast_interval,
@@ -294,6 +297,17 @@ def evaluate_rows(
         "gpus_default": args.gpus or 1,
     }
     return rows, meta
+
+
+def _too_short(runs: list[Any], policy_rows: list[tuple[str, Any]]) -> dict[str, Any] | None:
+    """How many runs, as replayed, end before every policy's ``minRuntime`` (and how many of those
+    have no times, so that ``--steps-per-second`` would change it); None without policies."""
+    floors = [p.safety.min_runtime for _, policies in policy_rows for p in policies]
+    if not floors:
+        return None
+    floor = min(floors)
+    short = [r for r in runs if r.duration_s < floor]
+    return {"runs": len(short), "untimed": sum(1 for r in short if not r.timed), "min_runtime_s": floor}
 
 
 def _n(count: int, noun: str) -> str:
@@ -304,7 +318,10 @@ def _n(count: int, noun: str) -> str:
 def _footer(meta: dict[str, Any]) -> str:
     """The line under the table: the runs and groups read, then only the counts that are not zero
     (bad runs skipped, runs with an eval series, without times and the throughput they were
-    replayed at, logs that end before their planned steps)."""
+    replayed at, runs over before any policy may judge them, logs that end before their planned
+    steps)."""
+    from policies.rules.base import dur
+
     notes = []
     if meta.get("skipped_runs"):
         notes.append(f"{meta['skipped_runs']} skipped as bad")
@@ -314,6 +331,17 @@ def _footer(meta: dict[str, Any]) -> str:
         rate = meta["steps_per_second_without_times"]
         unit = "step/s" if rate == 1 else "steps/s"
         notes.append(f"{meta['runs_without_times']} without times, replayed at {rate:g} {unit}")
+    short = meta.get("runs_shorter_than_min_runtime") or {}
+    if short.get("runs"):
+        hint = (
+            f"; {short['untimed']} of them without times: --steps-per-second sets their pace"
+            if short.get("untimed")
+            else ""
+        )
+        notes.append(
+            f"{_n(short['runs'], 'run')} over before every policy's minRuntime "
+            f"({dur(short['min_runtime_s'])}) as replayed, so judged by none{hint}"
+        )
     unfinished = meta.get("runs_ending_before_planned") or 0
     if unfinished:
         whose = "whose log ends before its" if unfinished == 1 else "whose logs end before their"

@@ -11,6 +11,8 @@ import pytest
 from advisor.cli import main
 from tests.backtest.test_backtest import PLATEAU, _learning, _write
 
+SHORT = "over before every policy's minRuntime (20m) as replayed, so judged by none"
+
 
 def _footer(out: str) -> str:
     return next(line for line in out.splitlines() if " in " in line and "Wrong stop" in line)
@@ -23,7 +25,8 @@ def test_the_footer_counts_in_the_singular_and_leaves_out_what_is_zero(
     one = _write(tmp_path / "one.csv", s, v, total=400)  # timed, no eval series
     argv = ["backtest", "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
     assert main([*argv, str(one)]) == 0
-    assert _footer(capsys.readouterr().out).startswith("1 run in 1 group. Wrong stop: ")
+    # a 400 s run is over before the sample's minRuntime (20m): said, since no policy judges it
+    assert _footer(capsys.readouterr().out).startswith(f"1 run in 1 group (1 run {SHORT}). Wrong stop: ")
     untimed = tmp_path / "untimed"
     untimed.mkdir()
     for k in range(2):
@@ -31,11 +34,13 @@ def test_the_footer_counts_in_the_singular_and_leaves_out_what_is_zero(
         (untimed / f"r{k}.csv").write_text("\n".join(rows) + "\n")
     assert main([*argv, str(untimed)]) == 0
     assert _footer(capsys.readouterr().out).startswith(
-        "2 runs in 1 group (2 without times, replayed at 1 step/s). Wrong stop: "
+        f"2 runs in 1 group (2 without times, replayed at 1 step/s; 2 runs {SHORT}; 2 of them without times: "
+        "--steps-per-second sets their pace). Wrong stop: "
     )
     assert main([*argv, str(untimed), str(one), "--steps-per-second", "2.5"]) == 0
     assert _footer(capsys.readouterr().out).startswith(
-        "3 runs in 2 groups (2 without times, replayed at 2.5 steps/s). Wrong stop: "
+        f"3 runs in 2 groups (2 without times, replayed at 2.5 steps/s; 3 runs {SHORT}; 2 of them without "
+        "times: --steps-per-second sets their pace). Wrong stop: "
     )
 
 
@@ -109,6 +114,6 @@ def test_a_broken_link_among_the_runs_is_a_bad_run(
     assert [line for line in err.splitlines() if line.startswith("skipped ")] == [
         f"skipped {runs / 'gone.json'}: a broken symbolic link: {tmp_path / 'deleted.json'} does not exist"
     ]
-    assert _footer(out).startswith("1 run in 1 group (1 skipped as bad). ")
+    assert _footer(out).startswith("1 run in 1 group (1 skipped as bad; ")
     assert main(["compare", str(runs / "good.csv"), str(runs / "gone.json")]) == 2  # named: an error
     assert "gone.json: a broken symbolic link" in capsys.readouterr().err
