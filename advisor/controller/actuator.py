@@ -7,13 +7,23 @@ loses an action nor repeats it:
    parameters needed to finish it;
 2. persist both synchronously in the ``TrainJobForecast`` status (``persist``); if that fails,
    nothing is mutated;
-3. mutate (merge patches of exactly the fields concerned; setting a value twice is a no-op);
-4. record the outcome, emit one Event on the job, count it in Prometheus.
+3. for an action the policy's hourly cap counts (``DISRUPTIVE_KINDS``), make sure the
+   AdvisorPolicy's ``status.recentActions`` carries it (``record_cap``); if that fails, nothing
+   is mutated;
+4. mutate (merge patches of exactly the fields concerned; setting a value twice is a no-op);
+5. record the outcome, emit one Event on the job, count it in Prometheus.
 
-On restart, ``resume`` redoes step 3-4 for whatever step 2 left pending. Recommend mode (and
-``recommend`` actions) only records, emits an Event and counts: it never touches user objects.
-Releasing quota is always ``Workload.spec.active=false`` (never ``suspend``, never deleting the
-Workload).
+On restart, ``finish`` redoes steps 3-5 for whatever step 2 left pending. Step 3 is part of the
+resumption, so a controller killed between steps 2 and 3 does not carry the action out
+unrecorded in the cap (``record_cap`` writes only what the policy status lacks: an action is
+never listed twice). No kill can then lose a count, since a mutation always follows a durable
+record; what a kill can leave errs the safe way: a record whose mutation never comes (killed
+after step 3, the job deleted before the restart) counts toward the cap for its hour, as a failed
+attempt does.
+
+Recommend mode (and ``recommend`` actions) only records, emits an Event and counts: it never
+touches user objects. Releasing quota is always ``Workload.spec.active=false`` (never
+``suspend``, never deleting the Workload).
 
 An attempt that cannot work on this job as it stands (no Kueue Workload, no permission, an API
 that does not allow the change) is recorded ``impossible``, one that may work later ``failed``;
@@ -36,7 +46,7 @@ from advisor.controller.jobs import JOB_KINDS, TRAINJOB
 from advisor.controller.kueue import Workload
 from advisor.controller.mutations import Outcome, mutate
 from advisor.controller.retry import call_with_retries
-from advisor.model import Action, ActionKind, ActionRecord, Decision, JobView, Mode
+from advisor.model import DISRUPTIVE_KINDS, Action, ActionKind, ActionRecord, Decision, JobView, Mode
 from advisor.protocol import (
     DEFAULT_CHECKPOINT_TIMEOUT_S,
     new_checkpoint_request_id,
@@ -87,12 +97,16 @@ class Actuator:
         metrics: Any | None = None,
         boost: int = DEFAULT_BOOST,
         sleep: Callable[[float], None] | None = None,
+        record_cap: Callable[[str, str, float, bool], None] | None = None,
     ) -> None:
         self.api = api
         self.sleep = sleep or time.sleep
         self.may_act: Callable[[], bool] = lambda: True  # the engine's leader gate
         self.core = core
         self.persist = persist
+        #: ``(policy, request id, time, resumed)`` of a capped action about to be carried out:
+        #: makes the policy's durable record of its hourly cap carry it; raises when it cannot
+        self.record_cap: Callable[[str, str, float, bool], None] = record_cap or (lambda *_: None)
         self.metrics = metrics
         self.boost = boost
         #: key -> request id -> what is needed to finish the action (persisted with the status)
@@ -316,15 +330,41 @@ class Actuator:
         self.finish(job, rid, body=body, workload=workload)
         return rec
 
-    # ------------------------------------------------------------------------- step 3 and 4
+    # ---------------------------------------------------------------------- steps 3 to 5
     def finish(
-        self, job: JobView, rid: str, *, body: Mapping[str, Any], workload: Workload | None
+        self,
+        job: JobView,
+        rid: str,
+        *,
+        body: Mapping[str, Any],
+        workload: Workload | None,
+        resumed: bool = False,
     ) -> Outcome | None:
-        """Carry out a recorded action (first time, or after a restart). Idempotent."""
+        """Carry out a recorded action (first time, or after a restart: ``resumed``). Idempotent."""
         entry = self.pending.get(job.key, {}).get(rid)
         if entry is None or entry.get("stage") != "recorded":
             return None
         kind = ActionKind(entry["kind"])
+        policy = str(entry.get("policy") or "")
+        if kind in DISRUPTIVE_KINDS and policy:
+            at = entry.get("time")
+            try:
+                when = float(at) if isinstance(at, int | float) else time.time()
+                self.record_cap(policy, rid, when, resumed)
+            except Exception as exc:
+                log.error(
+                    "not acting on %s: request %s could not be recorded in AdvisorPolicy %s first: %s",
+                    job.key,
+                    rid,
+                    policy,
+                    exc,
+                )
+                detail = f"not recorded in the policy's recentActions before acting: {exc}"
+                self.pending[job.key].pop(rid, None)
+                self.core.update_action(job.key, rid, "failed", detail=detail)
+                self._audit_outcome(job, rid, entry, "failed", detail)
+                self._count(kind, Mode.APPLY.value, "failed")
+                return Outcome("failed", detail)
 
         def attempt() -> Outcome:
             if not self.may_act():  # checked before every attempt: a deposed leader must not act

@@ -41,7 +41,6 @@ from advisor.controller.summary import NOT_LEARNING, summarize
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
 from advisor.model import (
-    DISRUPTIVE_KINDS,
     ClusterView,
     Decision,
     JobView,
@@ -108,11 +107,14 @@ class Engine:
             on_stage=self._stage,
         )
         self.store = ForecastStore(api)
-        self.actuator = Actuator(api, self.core, self._persist_now, metrics=self.metrics)
+        self.actuator = Actuator(
+            api, self.core, self._persist_now, metrics=self.metrics, record_cap=self._record_cap
+        )
         self.restart = SavedStatuses(self.store, self.core, self.actuator)
         self.board = StatusBoard(self.core, self.actuator, self.restart, hung_after_s=cfg.hung_after_s)
         self.saved = self.restart.pending  # the statuses not adopted yet, read by the tests
         self._last_queue_metrics = -1e18
+        self._now = -math.inf  # the time of the step being run
         self._received = 0.0  # wall clock at which the event being applied was received
         self._last_policy_status = -math.inf
         #: a policy or a job came or went: the policies' figures are written at the next step that
@@ -168,6 +170,7 @@ class Engine:
         now = time.time() if now is None else now
         if not self._gate():
             return 0  # not the leader (any more): another replica may be acting
+        self._now = now
         while True:
             try:
                 kind, event_type, body, received = self.events.get_nowait()
@@ -383,9 +386,10 @@ class Engine:
         workload = self.index.workload_for(body)
         base = self.index.base_view(body)
         # a restart may have left recorded-but-unfinished actions: finish them first, exactly once
+        # (each recorded in its policy's hourly cap first, if the process died before it was)
         for rid, entry in list(self.actuator.pending_for(key).items()):
             if entry.get("stage") == "recorded":
-                self.actuator.finish(self.core.view(base), rid, body=body, workload=workload)
+                self.actuator.finish(self.core.view(base), rid, body=body, workload=workload, resumed=True)
         started = time.perf_counter()
         decision = self.core.evaluate(base, cluster, now=now)
         self.metrics.forecast_latency.observe(time.perf_counter() - started)
@@ -438,12 +442,20 @@ class Engine:
         self.writer.write_now(
             key, {"owner": owner_reference(job.body), "status": status}, timeout_s=URGENT_WRITE_WAIT_S
         )
-        rec = self.core.record(key)
-        last = rec.actions[-1] if rec is not None and rec.actions else None
-        if (
-            last is not None and last.kind in DISRUPTIVE_KINDS and last.policy and last.outcome == "requested"
-        ):  # the policy's hourly cap must survive a restart too: persisted before the mutation
-            self.book.persist_actions(last.policy, self.core.policy_actions(last.policy, last.time))
+
+    def _record_cap(self, policy: str, rid: str, at: float, resumed: bool) -> None:
+        """Before a capped action is carried out (the first time, or ``resumed`` after a restart):
+        the policy's hourly cap must survive a restart and the deletion of the job, so its
+        ``status.recentActions`` is made to carry the action (with the policy's other recent ones:
+        the list is replaced). Raises when that cannot be written: the action is then not run.
+
+        A resumed action whose policy this process has not seen (deleted while the controller was
+        down: the policies are listed before any job) fails: writing the list would drop entries
+        only the status holds, and carrying the action out unrecorded could lose it from a cap."""
+        if resumed and policy not in self.book.stored:
+            raise LookupError(f"AdvisorPolicy {policy} not seen: its recentActions cannot be completed")
+        self.core.note_policy_actions(policy, [(rid, at)])
+        self.book.record_actions(policy, self.core.policy_actions(policy, max(self._now, at)))
 
     def _write(self, key: str, payload: Mapping[str, Any]) -> None:
         if not self._gate():

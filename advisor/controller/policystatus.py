@@ -21,8 +21,10 @@ controller already persists, so that a restart does not reset them:
   their TrainJobForecasts), kept so that the counts above never shrink when a job goes; read back
   from the status when the controller starts, like the GPU-hours;
 * ``recentActions``: the request id and time of the policy's capped (disruptive) actions of the last hour,
-  written *before* each such action's mutation, so that ``maxActionsPerHour`` holds across a
-  controller restart (and across the deletion of a job whose log held the action);
+  written *before* each such action's mutation, also when a restarted controller resumes an
+  action it finds recorded in a TrainJobForecast but not here, so that ``maxActionsPerHour``
+  holds across a controller restart (and across the deletion of a job whose log held the action);
+  written only when the status lacks one of the newest ``maxActionsPerHour`` actions known;
 * ``effectiveMode``: the mode the controller evaluates the policy in (printer column ``Effective``
   beside ``Mode``, the spec's): Recommend under ``--recommend-only`` whatever ``spec.mode`` says,
   which the ``RecommendOnly`` condition explains; for an invalid policy, the mode of what stands
@@ -182,6 +184,10 @@ class PolicyBook:
         self.last_valid: dict[str, tuple[Any, int | None]] = {}
         #: per invalid policy, what stands in for it (``_stand_in``), said in its condition
         self.holding: dict[str, str] = {}
+        #: per policy, the request ids its ``status.recentActions`` carries (as last seen, plus what
+        #: this process wrote since), or that it no longer needs (older than the newest
+        #: ``maxActionsPerHour`` written)
+        self.recorded: dict[str, set[str]] = {}
 
     def governing(self) -> list[Any]:
         """The valid policies, by name; under ``recommend_only`` (the cluster-wide safety rail) each
@@ -206,9 +212,11 @@ class PolicyBook:
             self.deleted.pop(name, None)
             self.written.pop(name, None)
             self.stored.pop(name, None)
+            self.recorded.pop(name, None)
             return
         stored_status = body.get("status")
         self.stored[name] = stored_status if isinstance(stored_status, Mapping) else {}
+        self.recorded[name] = {rid for rid, _ in self.stored_actions(body)}
         if name not in self.deleted:  # carried over a controller restart, as the hours
             self.deleted[name] = PolicyFigures.from_counts((body.get("status") or {}).get("fromDeletedJobs"))
         if name not in self.hours:  # carry the total over a controller restart
@@ -265,18 +273,38 @@ class PolicyBook:
                 out.append((rid, float(t)))
         return out
 
-    def persist_actions(self, name: str, actions: Iterable[tuple[str, float]]) -> None:
-        """Write the policy's recent capped actions (the newest ``maxActionsPerHour`` are enough to
-        enforce the cap). Raises when the write fails: the action must then not run."""
+    def _newest(self, name: str, actions: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+        """The newest ``maxActionsPerHour`` of ``actions``, oldest first: enough to enforce the cap
+        (it holds while any ``maxActionsPerHour`` of them are in the hour)."""
         policy = self.policies.get(name)
         cap = policy.safety.max_actions_per_hour if policy is not None else None
         kept = sorted(actions, key=lambda a: a[1])
-        if cap is not None:
-            kept = kept[-cap:]
+        return kept[-cap:] if cap is not None else kept
+
+    def persist_actions(self, name: str, actions: Iterable[tuple[str, float]]) -> None:
+        """Write the policy's recent capped actions (the newest ``maxActionsPerHour`` are enough to
+        enforce the cap). Raises when the write fails: the action must then not run. The list
+        replaces the stored one, so ``actions`` must hold what the status showed (the engine adopts
+        it at each event of the policy)."""
+        actions = list(actions)
+        kept = self._newest(name, actions)
         self.api.patch_policy_status(
             name, {"recentActions": [{"requestId": rid, "time": round(t, 3)} for rid, t in kept]}
         )
         self.metrics.api_writes.labels("advisorpolicy-status").inc()
+        self.recorded.setdefault(name, set()).update(rid for rid, _ in actions)
+
+    def record_actions(self, name: str, actions: Iterable[tuple[str, float]]) -> bool:
+        """Make the policy's ``status.recentActions`` carry the newest ``maxActionsPerHour`` of
+        ``actions`` (its recent capped actions as the engine knows them), writing them only when
+        it lacks one (a request id is never listed twice). Returns whether it wrote; raises as
+        ``persist_actions``."""
+        actions = list(actions)
+        known = self.recorded.get(name, set())
+        if all(rid in known for rid, _ in self._newest(name, actions)):
+            return False
+        self.persist_actions(name, actions)
+        return True
 
     def job_deleted(self, actions: Iterable[ActionRecord]) -> None:
         """A job went, and its action log with its TrainJobForecast: keep its counts."""

@@ -1,0 +1,274 @@
+"""A controller killed (``kill -9``) at each step of a capped action, restarted, then the job
+deleted and the controller restarted again: the action is carried out once, and the policy's
+``maxActionsPerHour`` still counts it, from ``status.recentActions`` alone (the job's
+TrainJobForecast, which held its log, went with the job).
+
+The crash points, in the order the actuator takes them:
+
+* ``record``: during the TrainJobForecast write that records the request (nothing durable yet);
+* ``forecast``: after that write, before the AdvisorPolicy's ``recentActions`` is written (the
+  platform trial's kill);
+* ``policy``: after ``recentActions`` is written, before the Workload is patched;
+* ``workload``: after the Workload is patched, before the outcome is recorded;
+* ``event``: after the outcome is recorded and logged, before its Event is posted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.render import iso
+from advisor.model import ActionKind
+from tests.controller.fakes import FakeApi, trainjob, workload
+
+T0 = 1_800_000_000.0
+NS = "team-a"
+POLICY = {
+    "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+    "kind": "AdvisorPolicy",
+    "metadata": {"name": "capped", "generation": 1},
+    "spec": {
+        "mode": "Apply",
+        "safety": {"minRuntime": "0s", "cooldown": "0s", "maxActionsPerHour": 1},
+        "rules": {"stall": {"for": "40s", "action": "Release"}, "quotaRelease": {"checkpointFirst": False}},
+    },
+}
+POINTS = ("record", "forecast", "policy", "workload", "event")
+
+
+class Killed(BaseException):
+    """``kill -9``: nothing after it runs, not even an ``except Exception``."""
+
+
+def _wl_name(job: str) -> str:
+    return f"trainjob-{job}-abcde"
+
+
+def _policy_as_stored(api: FakeApi) -> dict[str, Any]:
+    """The AdvisorPolicy as a restarted controller lists it: its status is what was patched."""
+    status: dict[str, Any] = {}
+    for call in api.log:
+        if call[0] == "policy_status" and call[1] == POLICY["metadata"]["name"]:
+            status.update(copy.deepcopy(call[2]))
+    return {**copy.deepcopy(POLICY), "status": status}
+
+
+def _recent_actions(api: FakeApi) -> list[str]:
+    return [a["requestId"] for a in _policy_as_stored(api)["status"].get("recentActions", [])]
+
+
+def _releases(api: FakeApi, job: str) -> int:
+    return sum(1 for c in api.mutations() if c[0] == "set_active" and c[2] == _wl_name(job))
+
+
+@dataclass
+class Run:
+    api: FakeApi = field(default_factory=FakeApi)
+    bodies: dict[str, dict[str, Any]] = field(default_factory=dict)  # each job as last reported
+    released: str | None = None  # the request id that released j0
+    restarted_at: int = 0  # where the second controller's calls start in ``api.log``
+
+    def start(self) -> Engine:
+        """A controller (re)starting: the saved statuses, then the listings (policy first)."""
+        e = Engine(self.api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+        e.load_saved(self.api.list_forecasts())
+        e.enqueue("policy", "ADDED", _policy_as_stored(self.api))
+        for wl in self.api.workloads.values():
+            e.enqueue("workload", "ADDED", copy.deepcopy(wl))
+        for body in self.bodies.values():
+            e.enqueue("job", "ADDED", copy.deepcopy(body))
+        return e
+
+    def new_job(self, e: Engine, name: str) -> None:
+        self.api.workloads[f"{NS}/{_wl_name(name)}"] = workload(job_name=name, uid=f"u-{name}")
+        e.enqueue("workload", "ADDED", copy.deepcopy(self.api.workloads[f"{NS}/{_wl_name(name)}"]))
+
+    def report(self, e: Engine, name: str, t0: float) -> float:
+        """Progress every 5 s up to step 500, then nothing: the job hangs (stall rule)."""
+        now = t0
+        for i, step in enumerate(range(10, 501, 10)):
+            now = t0 + 5.0 * i
+            self.bodies[name] = trainjob(
+                name=name, uid=f"u-{name}", step=step, total=2000, loss="1.5", updated=iso(now)
+            )
+            e.enqueue("job", "MODIFIED", copy.deepcopy(self.bodies[name]))
+            e.step(now)
+        return now
+
+    def delete(self, e: Engine, name: str, now: float) -> None:
+        """The user deletes the TrainJob; its TrainJobForecast and Workload go with it."""
+        e.enqueue("job", "DELETED", self.bodies.pop(name))
+        wl = self.api.workloads.pop(f"{NS}/{_wl_name(name)}")
+        e.enqueue("workload", "DELETED", wl)
+        e.step(now)
+        self.api.forecasts.pop(f"{NS}/{name}", None)
+
+
+def _arm(e: Engine, api: FakeApi, point: str) -> Callable[[], None]:
+    """Kill the controller at ``point`` of j0's release; returns what disarms it (the API outlives
+    the process)."""
+    if point == "record":
+        write_now = e.writer.write_now
+
+        def dying_write(key: str, payload: Any, **kw: Any) -> None:
+            pending = json.loads(payload["status"].get("pendingActions") or "{}").values()
+            if any(p.get("kind") == "release-quota" and p.get("stage") == "recorded" for p in pending):
+                raise Killed(point)
+            write_now(key, payload, **kw)
+
+        e.writer.write_now = dying_write  # type: ignore[method-assign]
+        return lambda: None
+    if point == "forecast":
+        patch = api.patch_policy_status
+
+        def dying_patch(name: str, status: Any) -> None:
+            if "recentActions" in status:
+                raise Killed(point)
+            patch(name, status)
+
+        api.patch_policy_status = dying_patch  # type: ignore[method-assign]
+        return lambda: delattr(api, "patch_policy_status")
+    if point in ("policy", "workload"):
+        set_active = api.kueue.set_active
+
+        def dying_set_active(*a: Any, **kw: Any) -> Any:
+            if point == "workload":
+                set_active(*a, **kw)
+            raise Killed(point)
+
+        api.kueue.set_active = dying_set_active  # type: ignore[method-assign]
+        return lambda: delattr(api.kueue, "set_active")
+    assert point == "event"
+    create_event = api.create_event
+
+    def dying_event(involved: Any, *, reason: str, **kw: Any) -> bool:
+        if reason == "QuotaReleased":
+            raise Killed(point)
+        return create_event(involved, reason=reason, **kw)
+
+    api.create_event = dying_event  # type: ignore[method-assign]
+    return lambda: delattr(api, "create_event")
+
+
+def _run(point: str) -> Run:
+    """j0 hangs and its release is killed at ``point``; the restarted controller sees j0 again and
+    j1 hang (the cap of 1 is reached); the user deletes j0; the controller restarts again and
+    sees j1 still hung, within the hour of j0's release."""
+    run = Run()
+    first = run.start()
+    run.new_job(first, "j0")
+    now = run.report(first, "j0", T0)
+    disarm = _arm(first, run.api, point)
+    with pytest.raises(Killed):
+        for t in range(10, 300, 10):
+            first.step(now + t)
+    disarm()
+    assert _releases(run.api, "j0") == (1 if point in ("workload", "event") else 0)
+
+    run.restarted_at = len(run.api.log)
+    second = run.start()
+    t1 = T0 + 600
+    second.step(t1)
+    run.new_job(second, "j1")
+    now = run.report(second, "j1", t1)
+    for t in range(10, 300, 10):
+        second.step(now + t)
+    rec = second.core.record(f"{NS}/j0")
+    assert rec is not None
+    (release,) = [a for a in rec.actions if a.kind is ActionKind.RELEASE_QUOTA]
+    assert release.outcome == "done"
+    run.released = release.request_id
+    run.delete(second, "j0", now + 300)
+    second.close()
+
+    third = run.start()
+    t2 = T0 + 1800  # j0's release is 25-30 min old: it counts
+    for t in range(0, 300, 10):
+        third.step(t2 + t)
+    third.close()
+    return run
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_kill_at_any_step_of_a_capped_action_loses_no_count(point: str) -> None:
+    run = _run(point)
+    assert _releases(run.api, "j0") == 1  # carried out once, whatever the kill
+    assert _releases(run.api, "j1") == 0  # the cap of 1 holds, from the policy status alone
+    assert _recent_actions(run.api).count(run.released) == 1
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_the_restarted_controller_writes_the_record_only_when_the_policy_lacks_it(point: str) -> None:
+    run = _run(point)
+    writes = [
+        c[2]["recentActions"]
+        for c in run.api.log[run.restarted_at :]
+        if c[0] == "policy_status" and "recentActions" in c[2]
+    ]
+    if point == "forecast":  # killed before the record: written once, before the release
+        assert [[a["requestId"] for a in w] for w in writes] == [[run.released]]
+        first_release = next(
+            i for i, c in enumerate(run.api.log) if c[0] == "set_active" and c[2] == _wl_name("j0")
+        )
+        first_record = next(
+            i for i, c in enumerate(run.api.log) if c[0] == "policy_status" and "recentActions" in c[2]
+        )
+        assert first_record < first_release
+    else:  # nothing new to record (``record``: the release after the restart is a new one)
+        assert len(writes) == (1 if point == "record" else 0)
+
+
+def test_a_resumed_action_whose_policy_is_gone_is_not_carried_out() -> None:
+    """Deleted while the controller was down: recording the action would overwrite a list never
+    seen, carrying it out unrecorded could lose it from a cap; it fails instead."""
+    run = Run()
+    first = run.start()
+    run.new_job(first, "j0")
+    now = run.report(first, "j0", T0)
+    disarm = _arm(first, run.api, "forecast")
+    with pytest.raises(Killed):
+        for t in range(10, 300, 10):
+            first.step(now + t)
+    disarm()
+    second = Engine(run.api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+    second.load_saved(run.api.list_forecasts())
+    for wl in run.api.workloads.values():
+        second.enqueue("workload", "ADDED", copy.deepcopy(wl))
+    second.enqueue("job", "ADDED", copy.deepcopy(run.bodies["j0"]))
+    second.step(T0 + 600)
+    assert _releases(run.api, "j0") == 0
+    rec = second.core.record(f"{NS}/j0")
+    assert rec is not None and [a.outcome for a in rec.actions] == ["failed"]
+    assert "not seen" in (rec.actions[0].detail or "")
+    assert second.actuator.pending_for(f"{NS}/j0") == {}
+
+
+def test_a_resumed_action_whose_record_cannot_be_written_is_not_carried_out() -> None:
+    run = Run()
+    first = run.start()
+    run.new_job(first, "j0")
+    now = run.report(first, "j0", T0)
+    disarm = _arm(first, run.api, "forecast")
+    with pytest.raises(Killed):
+        for t in range(10, 300, 10):
+            first.step(now + t)
+    disarm()
+
+    def unavailable(name: str, status: Any) -> None:
+        if "recentActions" in status:
+            raise RuntimeError("API server unavailable")
+
+    run.api.patch_policy_status = unavailable  # type: ignore[method-assign]
+    second = run.start()
+    second.step(T0 + 600)
+    assert _releases(run.api, "j0") == 0
+    rec = second.core.record(f"{NS}/j0")
+    assert rec is not None and rec.actions[0].outcome == "failed"  # then held back: a recommendation
+    assert "recentActions" in (rec.actions[0].detail or "")
