@@ -246,7 +246,7 @@ class Engine:
         elif kind == "namespace":
             self.index.on_namespace(event_type, body)
         elif kind == "policy":
-            self._on_policy(event_type, body)
+            self._on_policy(event_type, body, now)
         else:
             raise ValueError(f"unknown event kind {kind!r}")
 
@@ -472,15 +472,27 @@ class Engine:
         self.metrics.update_latency.observe(max(0.0, time.time() - since))
 
     # ------------------------------------------------------------------------------- policies
-    def _on_policy(self, event_type: str, body: Mapping[str, Any]) -> None:
+    def _on_policy(self, event_type: str, body: Mapping[str, Any], now: float) -> None:
         self.book.on_event(event_type, body)
         if event_type != "DELETED":
             name = str((body.get("metadata") or {}).get("name"))
             self.core.note_policy_actions(name, self.book.stored_actions(body))
+            self._complete_record(name, now)
         self.core.set_policies(self.book.governing())
         for job in self.jobs.values():
             job.needs_eval = True
         self._figures_due = True  # written once the jobs are judged under the new set, not later
+
+    def _complete_record(self, name: str, now: float) -> None:
+        """Write into the policy's ``status.recentActions`` the recent capped actions this process
+        counts and the status lacks: those of the saved job logs a restart adopted (an action a
+        restart finished without recording it there, or whose record failed), so that the cap
+        still counts them once those jobs, and their logs, are deleted. Nothing is written when the
+        status lists them all; a failed write is tried again at the policy's next event."""
+        try:
+            self.book.record_actions(name, self.core.policy_actions(name, now))
+        except Exception as exc:
+            log.warning("AdvisorPolicy %s: recentActions not completed: %s", name, exc)
 
     def _write_policy_figures(self) -> None:
         self.book.write_figures(

@@ -272,3 +272,43 @@ def test_a_resumed_action_whose_record_cannot_be_written_is_not_carried_out() ->
     rec = second.core.record(f"{NS}/j0")
     assert rec is not None and rec.actions[0].outcome == "failed"  # then held back: a recommendation
     assert "recentActions" in (rec.actions[0].detail or "")
+
+
+def test_a_restart_completes_recent_actions_from_the_saved_job_logs() -> None:
+    """A policy status that lacks an action a saved job log holds (left so by a controller that
+    resumed it without recording it, or written back by hand): the restarted controller writes
+    it in at once, so the cap still counts it after the job is deleted."""
+    run = Run()
+
+    def without_recent_actions(name: str, status: Any) -> None:
+        kept = {k: v for k, v in status.items() if k != "recentActions"}
+        if kept:
+            run.api.log.append(("policy_status", name, copy.deepcopy(kept)))
+
+    run.api.patch_policy_status = without_recent_actions  # type: ignore[method-assign]
+    first = run.start()
+    run.new_job(first, "j0")
+    now = run.report(first, "j0", T0)
+    for t in range(10, 300, 10):
+        first.step(now + t)
+    first.close()
+    assert _releases(run.api, "j0") == 1 and _recent_actions(run.api) == []
+    del run.api.patch_policy_status
+
+    second = run.start()
+    second.step(T0 + 600)
+    rec = second.core.record(f"{NS}/j0")
+    assert rec is not None
+    (release,) = [a.request_id for a in rec.actions if a.kind is ActionKind.RELEASE_QUOTA]
+    assert _recent_actions(run.api) == [release]
+    run.delete(second, "j0", T0 + 610)
+    second.close()
+
+    third = run.start()
+    run.new_job(third, "j1")
+    now = run.report(third, "j1", T0 + 900)
+    for t in range(10, 300, 10):
+        third.step(now + t)
+    assert _releases(run.api, "j1") == 0
+    writes = [c for c in run.api.log if c[0] == "policy_status" and "recentActions" in c[2]]
+    assert len(writes) == 1  # the completion; nothing rewritten while the status lists it
