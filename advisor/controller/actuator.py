@@ -30,7 +30,11 @@ that does not allow the change) is recorded ``impossible``, one that may work la
 ``policies.retries`` decides when either is tried again (the actuator only records). Every
 attempt and outcome is one INFO line of the audit log (``advisor.controller.audit``), and every
 Event is named after its request id and outcome, so the API server itself refuses a second one,
-also after a restart.
+also after a restart. The ``attempt`` line is logged once the request is persisted (step 2), so
+a controller killed before that leaves no attempt that nothing will finish; each outcome is
+persisted before its line, so a restarted controller neither misses the outcome of an attempt it
+resumes nor logs again one already logged; it marks the outcomes of the attempts it resumed
+(``resumed=true``).
 """
 
 from __future__ import annotations
@@ -306,17 +310,6 @@ class Actuator:
             "rule": action.rule,
             "reason": action.reason,
         }
-        audit(
-            "attempt",
-            job,
-            kind=action.kind,
-            request_id=rid,
-            policy=rec.policy,
-            rule=action.rule,
-            mode=Mode.APPLY.value,
-            outcome="requested",
-            reason=action.reason,
-        )
         try:
             self.persist(job.key)
         except Exception as exc:
@@ -324,9 +317,13 @@ class Actuator:
             self.pending[job.key].pop(rid, None)
             detail = f"not recorded before acting: {exc}"
             self.core.update_action(job.key, rid, "failed", detail=detail)
+            self._audit_attempt(job, rid, self._entry_like(rec))
             self._audit_outcome(job, rid, self._entry_like(rec), "failed", detail)
             self._count(action.kind, Mode.APPLY.value, "failed")
             return rec
+        # logged once the request is durable: a kill from here on leaves it to the restarted
+        # controller, which finishes it and logs its outcome, so every attempt line gets one
+        self._audit_attempt(job, rid, self._entry_like(rec))
         self.finish(job, rid, body=body, workload=workload)
         return rec
 
@@ -362,7 +359,7 @@ class Actuator:
                 detail = f"not recorded in the policy's recentActions before acting: {exc}"
                 self.pending[job.key].pop(rid, None)
                 self.core.update_action(job.key, rid, "failed", detail=detail)
-                self._audit_outcome(job, rid, entry, "failed", detail)
+                self._outcome_settled(job, rid, entry, "failed", detail, resumed=resumed)
                 self._count(kind, Mode.APPLY.value, "failed")
                 return Outcome("failed", detail)
 
@@ -380,7 +377,7 @@ class Actuator:
         else:
             self.pending[job.key].pop(rid, None)
             self.core.update_action(job.key, rid, result.outcome, detail=result.detail if failed else None)
-        self._audit_outcome(job, rid, entry, result.outcome, result.detail)
+        self._outcome_settled(job, rid, entry, result.outcome, result.detail, resumed=resumed)
         reason = _EVENT_REASONS[kind] if not failed else f"{_EVENT_REASONS[kind]}Failed"
         not_again = "; not retried until the job changes" if result.outcome == "impossible" else ""
         self._event(
@@ -401,8 +398,48 @@ class Actuator:
     def _entry_like(rec: ActionRecord) -> dict[str, Any]:
         return {"kind": rec.kind.value, "policy": rec.policy, "rule": rec.rule, "reason": rec.reason}
 
+    def _outcome_settled(
+        self,
+        job: JobView,
+        rid: str,
+        entry: Mapping[str, Any],
+        outcome: str,
+        detail: str,
+        *,
+        resumed: bool = False,
+    ) -> None:
+        """An outcome is written to the status first, then logged: a restart resumes only what the
+        status still shows pending, so a controller killed after the line does not log it again.
+        (Killed in the instant between the write and the line, the status alone has it.) A failed
+        write is only logged: the next status write carries the outcome."""
+        try:
+            self.persist(job.key)
+        except Exception as exc:
+            log.warning("%s: outcome %s of request %s not written yet: %s", job.key, outcome, rid, exc)
+        self._audit_outcome(job, rid, entry, outcome, detail, resumed=resumed)
+
+    def _audit_attempt(self, job: JobView, rid: str, entry: Mapping[str, Any]) -> None:
+        audit(
+            "attempt",
+            job,
+            kind=ActionKind(entry["kind"]),
+            request_id=rid,
+            policy=str(entry.get("policy") or ""),
+            rule=str(entry.get("rule") or ""),
+            mode=Mode.APPLY.value,
+            outcome="requested",
+            reason=str(entry.get("reason") or ""),
+        )
+
     def _audit_outcome(
-        self, job: JobView, rid: str, entry: Mapping[str, Any], outcome: str, detail: str
+        self,
+        job: JobView,
+        rid: str,
+        entry: Mapping[str, Any],
+        outcome: str,
+        detail: str,
+        *,
+        resumed: bool = False,
     ) -> None:
         audit(
             "outcome",
@@ -415,6 +452,7 @@ class Actuator:
             outcome=outcome,
             reason=str(entry.get("reason") or ""),
             detail=detail,
+            resumed=resumed,
         )
 
     def _with_retries(self, fn: Callable[[], Outcome]) -> Outcome:
@@ -441,7 +479,7 @@ class Actuator:
             return False
         self.pending[job.key].pop(rid, None)
         self.core.update_action(job.key, rid, outcome)
-        self._audit_outcome(job, rid, entry, outcome, detail)
+        self._outcome_settled(job, rid, entry, outcome, detail)
         if outcome == "acknowledged":
             self._event(
                 job,

@@ -39,8 +39,12 @@ def audit(
     outcome: str,
     reason: str,
     detail: str = "",
+    resumed: bool = False,
 ) -> dict[str, Any]:
-    """Log one line (``stage``: ``attempt`` or ``outcome``) and return its fields (for tests)."""
+    """Log one line (``stage``: ``attempt`` or ``outcome``) and return its fields (for tests).
+
+    ``resumed``: the outcome of an attempt that a restarted controller finished (its ``attempt``
+    line is in the log of the process that recorded the request)."""
     fc = job.forecast
     fields: dict[str, Any] = {
         "audit": stage,
@@ -62,6 +66,8 @@ def audit(
     }
     if detail:
         fields["detail"] = detail
+    if resumed:
+        fields["resumed"] = True
     shown = ((k, v) for k, v in fields.items() if k != "audit" and v is not None)
     text = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in shown)
     log.info("action %s: %s", stage, text, extra={"audit": fields})

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import logging
+from typing import Any
+
 import pytest
 
 from advisor.controller.actuator import Actuator
@@ -22,6 +26,7 @@ class Setup:
         self.core = AdvisorCore()
         self.core.observe(KEY, ProgressSample(step=10, loss=1.0, time=NOW - 60), now=NOW - 60)
         self.persisted: list[list[str]] = []
+        self.saves: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (pending, core state) per persist
         self.persist_fails = persist_fails
         self.actuator = Actuator(self.api, self.core, self.persist)
         self.body = trainjob()
@@ -32,8 +37,9 @@ class Setup:
             raise RuntimeError("API server unavailable")
         # what would be in the TrainJobForecast at this instant
         self.persisted.append([c[0] for c in self.api.log])
-        self.saved_pending = self.actuator.pending_for(key)
-        self.saved_core = self.core.dump(key)
+        self.saved_pending = copy.deepcopy(self.actuator.pending_for(key))  # not the live entries
+        self.saved_core = copy.deepcopy(self.core.dump(key))
+        self.saves.append((self.saved_pending, self.saved_core))
 
     @property
     def wl(self):
@@ -62,10 +68,13 @@ def test_apply_release_records_the_request_before_patching_the_workload() -> Non
     s = Setup()
     s.run(Mode.APPLY, RELEASE)
     assert s.api.mutations() == [("set_active", "team-a", "trainjob-llm-abcde", False)]
-    assert s.persisted == [[]]  # persisted before any mutation
-    ((rid, entry),) = s.saved_pending.items()
+    # persisted before any mutation, then with the outcome (before its audit line)
+    assert s.persisted == [[], ["set_active"]]
+    (pending, core), (pending_after, core_after) = s.saves
+    ((rid, entry),) = pending.items()
     assert entry["stage"] == "recorded" and entry["kind"] == "release-quota"
-    assert [a["requestId"] for a in s.saved_core["actions"]] == [rid]
+    assert [a["requestId"] for a in core["actions"]] == [rid]
+    assert pending_after == {} and [a["outcome"] for a in core_after["actions"]] == ["done"]
     rec = s.core.record(KEY)
     assert rec is not None and rec.actions[-1].outcome == "done"
     assert s.actuator.pending_for(KEY) == {}
@@ -171,3 +180,43 @@ def test_pytorchjob_scale_respects_elastic_bounds() -> None:
     s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 3}))
     (call,) = s.api.mutations()
     assert call == ("scale_job", "PyTorchJob", "team-a", "llm", 2)  # Worker replicas; the Master is one node
+
+
+class Killed(BaseException):
+    """``kill -9``: nothing after it runs."""
+
+
+def test_a_kill_after_a_checkpoint_is_requested_logs_its_outcome_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The trial's repeated ``outcome=requested``: killed after the pods were annotated and the
+    outcome logged, before the status said so, the restarted controller annotated them again
+    and logged the outcome a second time. The outcome is now in the status before its line."""
+    from advisor.controller.audit import AUDIT_LOGGER
+
+    s = Setup()
+    posted = s.api.create_event
+
+    def dying(involved: Any, *, reason: str, **kw: Any) -> bool:
+        if reason == "CheckpointRequested":
+            raise Killed(reason)
+        return posted(involved, reason=reason, **kw)
+
+    s.api.create_event = dying  # type: ignore[method-assign]
+    checkpoint = Action(ActionKind.CHECKPOINT, "checkpoint", "before release")
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER), pytest.raises(Killed):
+        s.run(Mode.APPLY, checkpoint)
+    del s.api.create_event
+    pending, core_state = s.saves[-1]  # what the TrainJobForecast holds
+    core2 = AdvisorCore()
+    core2.restore(KEY, core_state)
+    fresh = Actuator(s.api, core2, lambda key: None)
+    fresh.restore_pending(KEY, pending)
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        for rid in pending:  # what the engine resumes after a restart
+            fresh.finish(core2.view(s.job), rid, body=s.body, workload=s.wl, resumed=True)
+    audit = [r.audit for r in caplog.records if r.name == AUDIT_LOGGER]  # type: ignore[attr-defined]
+    lines = [(a["audit"], a["outcome"]) for a in audit]
+    assert lines == [("attempt", "requested"), ("outcome", "requested")]
+    assert len([c for c in s.api.log if c[0] == "annotate_pod"]) == 2  # once per pod
+    assert fresh.awaiting_ack(KEY)  # still waiting for the acknowledgement

@@ -11,18 +11,23 @@ The crash points, in the order the actuator takes them:
 * ``policy``: after ``recentActions`` is written, before the Workload is patched;
 * ``workload``: after the Workload is patched, before the outcome is recorded;
 * ``event``: after the outcome is recorded and logged, before its Event is posted.
+
+The audit log, across the processes, has one ``outcome`` line per request and an ``attempt``
+line only for a request that got one: no attempt is left without its outcome, none logged twice.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from advisor.controller.audit import AUDIT_LOGGER
 from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.render import iso
 from advisor.model import ActionKind
@@ -312,3 +317,22 @@ def test_a_restart_completes_recent_actions_from_the_saved_job_logs() -> None:
     assert _releases(run.api, "j1") == 0
     writes = [c for c in run.api.log if c[0] == "policy_status" and "recentActions" in c[2]]
     assert len(writes) == 1  # the completion; nothing rewritten while the status lists it
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_kill_at_any_step_leaves_each_attempt_with_one_outcome_line(
+    point: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger=AUDIT_LOGGER):
+        run = _run(point)
+    audit = [r.audit for r in caplog.records if r.name == AUDIT_LOGGER]  # type: ignore[attr-defined]
+    lines = [a for a in audit if a["kind"] == "release-quota" and a.get("mode") == "Apply"]
+    rids = {a["requestId"] for a in lines}
+    stages = {rid: [a["audit"] for a in lines if a["requestId"] == rid] for rid in rids}
+    # ``record``: the request killed before it was persisted left no line; the restarted
+    # controller decided the release again, under a new request id
+    assert stages == {run.released: ["attempt", "outcome"]}, stages
+    (outcome,) = [a for a in lines if a["audit"] == "outcome"]
+    assert outcome["outcome"] == "done"
+    resumed = point in ("forecast", "policy", "workload")  # finished by the restarted controller
+    assert outcome.get("resumed", False) is resumed
