@@ -30,6 +30,7 @@ __all__ = [
     "Mode",
     "Phase",
     "WorkloadView",
+    "holds_quota",
     "job_key",
     "save_window_seconds",
     "seconds_per_step",
