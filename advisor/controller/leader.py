@@ -90,6 +90,7 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None  # the other holder's record, as last seen
         self._observed_at = -float("inf")  # local monotonic time it last changed
         self._renewed_at: float | None = None  # local monotonic time of our last successful write
+        self._read_at: float | None = None  # local monotonic time the API server last answered a read
         self.transitions = 0
 
     # ------------------------------------------------------------------------------ state
@@ -99,6 +100,11 @@ class LeaderElector:
             self._renewed_at is not None
             and self._monotonic() - self._renewed_at < self.config.renew_deadline_s
         )
+
+    def in_touch(self) -> bool:
+        """True while the API server answered a read of the Lease within the lease duration: a
+        standby that can take over when the holder stops renewing."""
+        return self._read_at is not None and self._monotonic() - self._read_at < self.config.lease_duration_s
 
     def _spec(self, acquire_wall: str | None, transitions: int) -> dict[str, Any]:
         now = _micro_time(self._wall())
@@ -123,6 +129,7 @@ class LeaderElector:
             if status_of(exc) != 404:
                 log.warning("reading Lease %s/%s failed: %s", cfg.namespace, cfg.name, _reason(exc))
                 return self.is_leader()
+            self._read_at = started  # no Lease yet: the API server answered all the same
             body = client.V1Lease(
                 metadata=client.V1ObjectMeta(name=cfg.name, namespace=cfg.namespace),
                 spec=client.V1LeaseSpec(**_snake(self._spec(None, 0))),
@@ -134,6 +141,7 @@ class LeaderElector:
                 return False
             self._became_leader(started, 0)
             return True
+        self._read_at = started
         spec = lease.spec
         holder = spec.holder_identity if spec is not None else None
         record = (  # any write changes the resourceVersion: a renewal is seen even if renewTime is not

@@ -7,7 +7,8 @@ a future change-detecting handler cannot write into status by accident. kopf's o
 is off: the advisor posts its Events itself, with its reasons and numbers.
 
 The engine runs on one worker thread (see ``advisor.controller.engine``); a small HTTP server
-serves ``/metrics``, ``/healthz`` and ``/readyz``; kopf's own liveness endpoint is optional.
+serves ``/metrics``, ``/healthz`` and ``/readyz`` (ready on the leader and on a standby alike, see
+``serve_http``); kopf's own liveness endpoint is optional.
 
 With leader election on (``OperatorOptions.leader_election``, the Deployment's default), nothing
 starts (no listing, no watch, no write) before the process holds the Lease (see
@@ -182,26 +183,54 @@ def build_registry(engine: Engine, api: ClusterApi, options: OperatorOptions) ->
 
 
 def serve_http(
-    engine: Engine, host: str, port: int, worker: threading.Thread | Sequence[threading.Thread] | None
+    engine: Engine,
+    host: str,
+    port: int,
+    worker: threading.Thread | Sequence[threading.Thread] | None,
+    *,
+    elector: LeaderElector | None = None,
 ) -> Any:
-    """``/metrics`` (Prometheus), ``/healthz`` (worker alive) and ``/readyz`` (startup done) on one port.
+    """``/metrics`` (Prometheus), ``/healthz`` (liveness) and ``/readyz`` (readiness) on one port.
 
     ``worker``: the engine's thread, or a list that receives it once this replica leads (a
-    standby without a worker is alive, and not ready)."""
+    standby has none yet); ``elector``: this replica's, under leader election.
+
+    ``/healthz`` answers 200 while the engine's worker lives (a standby, without one, is alive).
+    ``/readyz`` answers 200 when this replica can do its part, leader and standby alike, and its
+    body says which: ``leader`` once it holds the Lease (or runs without leader election) and has
+    listed the cluster; ``standby`` while it waits for the Lease and can read it (the API server
+    answered within the lease duration), so it can take over. A standby is ready on purpose:
+    readiness is the health of the process, not leadership, so that a rolling update of replicas
+    under leader election (maxUnavailable 0) counts the new pod, a standby, as available and
+    removes the old leader; a leader-only probe would hold every update forever. Which replica
+    leads is the body and the ``trainjob_advisor_leader`` gauge. 503 while a new leader lists the
+    cluster (``starting``), while a standby cannot read the Lease, and once the worker stopped."""
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
     from prometheus_client import make_wsgi_app
 
     metrics_app = make_wsgi_app(engine.metrics.registry)
 
+    def answer(path: str) -> tuple[bool, str]:
+        threads = [worker] if isinstance(worker, threading.Thread) else list(worker or ())
+        if not all(t.is_alive() for t in threads):
+            return False, "engine worker stopped"
+        if path == "/healthz":
+            return True, "ok"
+        if elector is not None and not threads and not elector.is_leader():
+            if elector.in_touch():
+                return True, "standby"
+            return False, "standby, cannot read the Lease"
+        if engine.ready and (threads or worker is None):
+            return True, "leader"
+        return False, "starting"
+
     def app(environ: dict[str, Any], start_response: Any) -> Any:
         path = environ.get("PATH_INFO", "")
         if path in ("/healthz", "/readyz"):
-            threads = [worker] if isinstance(worker, threading.Thread) else list(worker or ())
-            alive = all(t.is_alive() for t in threads)
-            ok = alive and (path == "/healthz" or (engine.ready and bool(threads or worker is None)))
+            ok, text = answer(path)
             start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
-            return [b"ok\n" if ok else b"not ready\n"]
+            return [f"{text}\n".encode()]
         return metrics_app(environ, start_response)
 
     class Quiet(WSGIRequestHandler):
@@ -263,9 +292,17 @@ async def run_operator(
         engine.use_save_check(SaveWindowCheck(api.custom, api.kueue.version), kinds)
     stop = threading.Event()
     workers: list[threading.Thread] = []
-    # /healthz answers from the start (a standby is alive); /readyz only once this replica leads
+    elector: LeaderElector | None = None
+    if options.leader_election is not None:
+        from kubernetes import client
+
+        elector = LeaderElector(
+            client.CoordinationV1Api(api.api_client), options.leader_election, identity=options.identity
+        )
+    # /healthz answers from the start (a standby is alive); /readyz on a standby that can read the
+    # Lease ("standby") and on the leader once it has listed the cluster ("leader")
     server = (
-        serve_http(engine, options.metrics_host, options.metrics_port, workers)
+        serve_http(engine, options.metrics_host, options.metrics_port, workers, elector=elector)
         if options.metrics_port is not None
         else None
     )
@@ -277,14 +314,8 @@ async def run_operator(
         lost.set()
         loop.call_soon_threadsafe(stop_all.set)
 
-    elector: LeaderElector | None = None
     renewer: threading.Thread | None = None
-    if options.leader_election is not None:
-        from kubernetes import client
-
-        elector = LeaderElector(
-            client.CoordinationV1Api(api.api_client), options.leader_election, identity=options.identity
-        )
+    if elector is not None and options.leader_election is not None:
         engine.set_gate(elector.is_leader)
         log.info("waiting for the leader Lease (identity %s)", elector.identity)
         while not await asyncio.to_thread(elector.try_acquire_or_renew):

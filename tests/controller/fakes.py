@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.controller.kueue import Workload, parse_workload
+from advisor.controller.leader import LeaseConfig
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 
 class ApiError(Exception):
@@ -313,3 +317,56 @@ def workload(
             ),
         },
     }
+
+
+#: the Lease timings of the leader-election tests
+LEASE_CONFIG = LeaseConfig(
+    namespace="sys", name="lease", lease_duration_s=15, renew_deadline_s=10, retry_period_s=2
+)
+
+
+class FakeLeases:
+    """The three Lease calls, with the API server's optimistic concurrency on resourceVersion."""
+
+    def __init__(self) -> None:
+        self.lease: client.V1Lease | None = None
+        self.version = 0
+        self.down = False
+
+    def _check(self) -> None:
+        if self.down:
+            raise ApiError(503, "unavailable")
+
+    def read_namespaced_lease(self, name: str, namespace: str) -> client.V1Lease:
+        self._check()
+        if self.lease is None:
+            raise ApiError(404, "not found")
+        return copy.deepcopy(self.lease)
+
+    def create_namespaced_lease(self, namespace: str, body: client.V1Lease) -> client.V1Lease:
+        self._check()
+        if self.lease is not None:
+            raise ApiError(409, "already exists")
+        return self._store(body)
+
+    def replace_namespaced_lease(self, name: str, namespace: str, body: client.V1Lease) -> client.V1Lease:
+        self._check()
+        assert self.lease is not None
+        if body.metadata.resource_version != self.lease.metadata.resource_version:
+            raise ApiError(409, "Conflict")
+        return self._store(body)
+
+    def _store(self, body: client.V1Lease) -> client.V1Lease:
+        self.version += 1
+        stored = copy.deepcopy(body)
+        stored.metadata.resource_version = str(self.version)
+        self.lease = stored
+        return copy.deepcopy(stored)
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t

@@ -6,59 +6,10 @@ from __future__ import annotations
 import copy
 
 import pytest
-from kubernetes import client
 
 from advisor.controller.leader import LeaderElector, LeaseConfig
-from tests.controller.fakes import ApiError
-
-CFG = LeaseConfig(namespace="sys", name="lease", lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)
-
-
-class FakeLeases:
-    """The three Lease calls, with the API server's optimistic concurrency on resourceVersion."""
-
-    def __init__(self) -> None:
-        self.lease: client.V1Lease | None = None
-        self.version = 0
-        self.down = False
-
-    def _check(self) -> None:
-        if self.down:
-            raise ApiError(503, "unavailable")
-
-    def read_namespaced_lease(self, name: str, namespace: str) -> client.V1Lease:
-        self._check()
-        if self.lease is None:
-            raise ApiError(404, "not found")
-        return copy.deepcopy(self.lease)
-
-    def create_namespaced_lease(self, namespace: str, body: client.V1Lease) -> client.V1Lease:
-        self._check()
-        if self.lease is not None:
-            raise ApiError(409, "already exists")
-        return self._store(body)
-
-    def replace_namespaced_lease(self, name: str, namespace: str, body: client.V1Lease) -> client.V1Lease:
-        self._check()
-        assert self.lease is not None
-        if body.metadata.resource_version != self.lease.metadata.resource_version:
-            raise ApiError(409, "Conflict")
-        return self._store(body)
-
-    def _store(self, body: client.V1Lease) -> client.V1Lease:
-        self.version += 1
-        stored = copy.deepcopy(body)
-        stored.metadata.resource_version = str(self.version)
-        self.lease = stored
-        return copy.deepcopy(stored)
-
-
-class Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
+from tests.controller.fakes import LEASE_CONFIG as CFG
+from tests.controller.fakes import Clock, FakeLeases
 
 
 def elector(api: FakeLeases, name: str, clock: Clock, wall: float = 1.8e9) -> LeaderElector:
@@ -149,6 +100,23 @@ def test_a_released_lease_is_taken_at_once() -> None:
     a.release()
     assert not a.is_leader()
     assert b.try_acquire_or_renew()
+
+
+def test_a_standby_is_in_touch_while_the_api_server_answers_its_reads_of_the_lease() -> None:
+    """What a standby's readiness rests on: it can take over only while it can read the Lease."""
+    api, ca, cb = FakeLeases(), Clock(), Clock()
+    a, b = elector(api, "a", ca), elector(api, "b", cb)
+    assert not b.in_touch()  # never asked yet
+    assert a.try_acquire_or_renew() and a.in_touch()  # a 404, then the Lease created: answered
+    assert not b.try_acquire_or_renew() and b.in_touch() and not b.is_leader()
+    api.down = True
+    cb.t += CFG.lease_duration_s - 1
+    assert not b.try_acquire_or_renew() and b.in_touch()  # one failed read is within the duration
+    cb.t += 1
+    assert not b.try_acquire_or_renew() and not b.in_touch()
+    api.down = False
+    assert a.try_acquire_or_renew()  # the leader renews as soon as it can
+    assert not b.try_acquire_or_renew() and b.in_touch()
 
 
 def test_config_must_order_its_periods() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import threading
 import urllib.error
@@ -12,6 +13,7 @@ from typing import Any
 import kopf
 
 from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.leader import LeaderElector
 from advisor.controller.operator import (
     OperatorOptions,
     _connection_info,
@@ -19,7 +21,8 @@ from advisor.controller.operator import (
     configure_settings,
     serve_http,
 )
-from tests.controller.fakes import FakeApi, trainjob
+from tests.controller.fakes import LEASE_CONFIG as CFG
+from tests.controller.fakes import Clock, FakeApi, FakeLeases, trainjob
 
 
 def free_port() -> int:
@@ -79,6 +82,19 @@ def test_login_uses_the_clients_credentials() -> None:
     )
 
 
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _leader_gauge(port: int) -> float:
+    (line,) = [x for x in _get(port, "/metrics")[1].splitlines() if x.startswith("trainjob_advisor_leader ")]
+    return float(line.split()[1])
+
+
 def test_http_endpoints_report_health_readiness_and_metrics() -> None:
     engine = Engine(FakeApi(), config=EngineConfig(writer_workers=0))
     port = free_port()
@@ -86,24 +102,61 @@ def test_http_endpoints_report_health_readiness_and_metrics() -> None:
     worker = threading.Thread(target=alive.wait, daemon=True)
     worker.start()
     server = serve_http(engine, "127.0.0.1", port, worker)
-
-    def get(path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, ""
-
+    get = functools.partial(_get, port)
     try:
-        assert get("/healthz")[0] == 200
-        assert get("/readyz")[0] == 503  # not ready before the startup listing
+        assert get("/healthz") == (200, "ok\n")
+        assert get("/readyz") == (503, "starting\n")  # not ready before the startup listing
         engine.ready = True
-        assert get("/readyz")[0] == 200
+        assert get("/readyz") == (200, "leader\n")  # without leader election it acts alone
         code, text = get("/metrics")
         assert code == 200 and "trainjob_advisor_watched_jobs" in text
         alive.set()
         worker.join()
         assert get("/healthz")[0] == 503  # the engine worker died
+        assert get("/readyz")[0] == 503
+    finally:
+        server.shutdown()
+
+
+def test_a_standby_that_can_take_over_is_ready_and_says_it_stands_by() -> None:
+    """Under leader election readiness is the process's health, not leadership: a standby that can
+    read the Lease answers /readyz 200 ``standby`` (so that a rolling update can count it available
+    and remove the old leader), a new leader 503 ``starting`` until it has listed the cluster, then
+    200 ``leader``. Leadership shows in the body and in ``trainjob_advisor_leader``."""
+    leases, clock = FakeLeases(), Clock()
+    holder = LeaderElector(leases, CFG, identity="old-leader", monotonic=clock)
+    assert holder.try_acquire_or_renew()
+    mine = LeaderElector(leases, CFG, identity="new-pod", monotonic=clock)
+    engine = Engine(FakeApi(), config=EngineConfig(writer_workers=0))
+    engine.set_gate(mine.is_leader)
+    workers: list[threading.Thread] = []
+    port = free_port()
+    server = serve_http(engine, "127.0.0.1", port, workers, elector=mine)
+    get = functools.partial(_get, port)
+    try:
+        assert get("/healthz") == (200, "ok\n")
+        assert get("/readyz")[0] == 503  # has not read the Lease yet: cannot tell it could take over
+        assert not mine.try_acquire_or_renew()  # held by the old leader
+        assert get("/readyz") == (200, "standby\n")
+        assert get("/healthz") == (200, "ok\n")
+        assert _leader_gauge(port) == 0
+        leases.down = True  # the API server stops answering for a lease duration
+        clock.t += CFG.lease_duration_s
+        assert not mine.try_acquire_or_renew()
+        assert get("/readyz") == (503, "standby, cannot read the Lease\n")
+        leases.down = False
+        assert mine.try_acquire_or_renew()  # the old leader stopped renewing: taken over
+        assert get("/readyz") == (503, "starting\n")  # leads, listing the cluster
+        assert _leader_gauge(port) == 1
+        stop = threading.Event()
+        worker = threading.Thread(target=stop.wait, daemon=True)
+        worker.start()
+        workers.append(worker)
+        engine.ready = True
+        assert get("/readyz") == (200, "leader\n")
+        stop.set()
+        worker.join()
+        assert get("/readyz")[0] == 503 and get("/healthz")[0] == 503
     finally:
         server.shutdown()
 

@@ -149,6 +149,7 @@ def test_the_controller_runs_in_cluster_as_the_deployment_starts_it(
         timeout=90,
     )
     assert forecast
+    assert _get(probes["readiness"]) == (200, "leader\n")  # a standby would answer "standby"
     text = _get(probes["metrics"])[1]
     assert re.search(r"^trainjob_advisor_\w+", text, re.M), text[:500]
     logs = pod["log"].read_text()

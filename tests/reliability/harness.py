@@ -111,8 +111,9 @@ class ControllerProcess:
         except OSError:
             return 0, ""
 
-    def ready(self) -> bool:
-        return self.get("/readyz")[0] == 200
+    def leading(self) -> bool:
+        """This replica leads and has started (a standby is ready too, but answers ``standby``)."""
+        return self.get("/readyz") == (200, "leader\n")
 
     def metric(self, name: str, **labels: str) -> float:
         """The sum of the samples of ``name`` whose labels include ``labels`` (0 when absent)."""

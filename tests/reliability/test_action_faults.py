@@ -65,7 +65,7 @@ def controller(
         lease_args=LONG_LEASE,
     )
     try:
-        wait_for(ctl.ready, "the controller to lead and start", timeout=120)
+        wait_for(ctl.leading, "the controller to lead and start", timeout=120)
         yield ctl
     finally:
         ctl.stop()

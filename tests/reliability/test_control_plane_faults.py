@@ -80,7 +80,7 @@ def test_a_restart_loses_and_duplicates_no_history(
         lease_args=("--lease-duration=60", "--renew-deadline=45", "--retry-period=2"),
     )
     try:
-        wait_for(ctl.ready, "the controller to lead and start", timeout=90)
+        wait_for(ctl.leading, "the controller to lead and start", timeout=90)
         reporter = Reporter(jobs, names, period_s=1.0)
         wait_for(lambda: all(len(jobs.history_steps(n)) >= 3 for n in names), "histories", timeout=90 * SLACK)
         before = {n: jobs.history_steps(n) for n in names}
@@ -129,7 +129,7 @@ def test_a_paused_api_server_is_backed_off_from_and_recovered_from(
             ),
         )
         try:
-            wait_for(ctl.ready, "the controller to lead and start", timeout=90)
+            wait_for(ctl.leading, "the controller to lead and start", timeout=90)
             reporter = Reporter(jobs, names, period_s=0.5)
             wait_for(lambda: all(len(jobs.history_steps(n)) >= 3 for n in names), "histories", timeout=60)
             before = {n: jobs.history_steps(n) for n in names}
@@ -177,7 +177,7 @@ def test_latency_resets_and_refusals_between_controller_and_api_server(
         lease_args=("--lease-duration=60", "--renew-deadline=45", "--retry-period=2"),
     )
     try:
-        wait_for(ctl.ready, "the controller to start through the proxy", timeout=120)
+        wait_for(ctl.leading, "the controller to start through the proxy", timeout=120)
         reporter = Reporter(jobs, names, period_s=0.5)
         wait_for(lambda: all(len(jobs.history_steps(n)) >= 3 for n in names), "histories", timeout=90)
         before = {n: jobs.history_steps(n) for n in names}

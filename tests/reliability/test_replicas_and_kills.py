@@ -28,10 +28,10 @@ TAKEOVER_BOUND_S = 6 + 1 + 8  # lease duration + retry period + the standby's st
 def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
     plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path
 ) -> None:
-    """Must hold: of two controllers started on the same Lease, exactly one is ready and writes
-    (the standby's write counter stays 0); after the leader is SIGKILLed, the standby holds the
-    Lease within lease duration + retry period (7 s, measured below) and serves forecasts again
-    within TAKEOVER_BOUND_S."""
+    """Must hold: of two controllers started on the same Lease, exactly one leads and writes (the
+    standby's write counter stays 0, and its /readyz answers 200 ``standby``: ready to take over);
+    after the leader is SIGKILLed, the standby holds the Lease within lease duration + retry period
+    (7 s, measured below) and serves forecasts again within TAKEOVER_BOUND_S."""
     lease = f"rel-{uuid.uuid4().hex[:6]}"
     jobs = Jobs(admin, namespace)
     jobs.create("job")
@@ -40,7 +40,7 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
     )
     b = None
     try:
-        wait_for(a.ready, "the first replica to lead", timeout=90)
+        wait_for(a.leading, "the first replica to lead", timeout=90)
         b = ControllerProcess(
             plane.controller_kubeconfig, namespace, tmp_path, lease=lease, name="b", lease_args=LEASE
         )
@@ -49,7 +49,8 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
             jobs.report("job", step, 3.0 - step / 100, time.time())
             time.sleep(0.5)
         wait_for(lambda: jobs.history_steps("job")[-1:] == [50], "the leader's forecast", timeout=30)
-        assert not b.ready()
+        assert not b.leading()
+        assert b.get("/readyz") == (200, "standby\n")  # ready, so that a rolling update can proceed
         assert b.metric("trainjob_advisor_api_writes_total") == 0
         assert a.metric("trainjob_advisor_api_writes_total") > 0
         assert (lease_holder(admin, lease) or "").startswith("a_")
@@ -63,7 +64,7 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
             interval=0.1,
         )
         took_lease = time.monotonic() - killed
-        wait_for(b.ready, "the standby to serve", timeout=TAKEOVER_BOUND_S)
+        wait_for(b.leading, "the standby to serve", timeout=TAKEOVER_BOUND_S)
         serving = time.monotonic() - killed
         jobs.report("job", 60, 2.4, time.time())
         wait_for(lambda: jobs.history_steps("job")[-1:] == [60], "the new leader's forecast", timeout=30)
@@ -136,7 +137,7 @@ def test_sigkills_during_releases_leave_each_action_once_and_the_cap_holding(
                 name=f"r{round_}",
                 lease_args=LEASE,
             )
-            wait_for(ctl.ready, "the controller to start", timeout=90 * slack)
+            wait_for(ctl.leading, "the controller to start", timeout=90 * slack)
             last = round_ == KILLS
             # the last round reports until CAP releases and 10 s more (a release past the cap would
             # show), or for 25 s (the default) / up to 10 min with many jobs (one thread reports all)

@@ -1,0 +1,73 @@
+"""What the two install paths deploy, read without a cluster: the chart rendered by ``helm
+template`` and ``manifests/deploy`` as kustomize applies it.
+
+helm is the one the e2e tier builds (``scripts/dev-control-plane build``, cached outside the
+checkout), else one on PATH; without either, the tests that render the chart skip with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "trainjob-advisor"
+MANIFESTS = ROOT / "manifests"
+NAMESPACE = "trainjob-advisor-system"
+
+
+def helm_binary() -> Path | None:
+    helpers = str(ROOT / "scripts" / "controlplane")
+    if helpers not in sys.path:
+        sys.path.insert(0, helpers)
+    import k8sbuild
+
+    cached = k8sbuild.binary_path("helm")
+    if cached.exists():
+        return cached
+    found = shutil.which("helm")
+    return Path(found) if found else None
+
+
+def helm_template(*sets: str) -> list[dict[str, Any]]:
+    """``helm template`` of the chart with ``--set`` values ``sets``; skips when there is no helm."""
+    helm = helm_binary()
+    if helm is None:
+        pytest.skip("no helm: `scripts/dev-control-plane build` builds it (or put one on PATH)")
+    with tempfile.TemporaryDirectory() as home:  # helm's cache/config/data dirs, thrown away
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": home,
+            "HELM_CACHE_HOME": f"{home}/cache",
+            "HELM_CONFIG_HOME": f"{home}/config",
+            "HELM_DATA_HOME": f"{home}/data",
+        }
+        args = [str(helm), "template", "trainjob-advisor", str(CHART), "--namespace", NAMESPACE]
+        for value in sets:
+            args += ["--set", value]
+        out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def kustomize_deploy() -> list[dict[str, Any]]:
+    """``manifests/deploy``'s objects (the overlays add arguments only)."""
+    kust = yaml.safe_load((MANIFESTS / "deploy" / "kustomization.yaml").read_text())
+    return [
+        d
+        for res in kust["resources"]
+        for d in yaml.safe_load_all((MANIFESTS / "deploy" / res).read_text())
+        if d
+    ]
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o.get("kind") == kind]
