@@ -169,7 +169,12 @@ def _status_schema() -> dict[str, Any]:
                 "Set spec.priority on the policy meant to govern.",
                 "additionalProperties": {"type": "integer", "minimum": 0},
             },
-            "gpuHoursFlaggedNonLearning": {"type": "number", "minimum": 0},
+            "gpuHoursFlaggedNonLearning": {
+                "type": "number",
+                "minimum": 0,
+                "description": "GPU-hours held by the jobs this policy governs while their state was "
+                "plateaued, overfitting, hung or diverging (not learning), kept across restarts.",
+            },
             "fromDeletedJobs": {
                 "type": "object",
                 "description": "The action and recommendation counts of jobs deleted since (included in "

@@ -118,7 +118,8 @@ class DivergenceRule:
     )
     action: str = spec_field(
         "action",
-        "Recommend only, or checkpoint then release quota, or checkpoint then stop.",
+        "Recommend only, or release quota, or stop; without a checkpoint first (a diverged run's "
+        "weights are no checkpoint to resume from).",
         "enum",
         default=RELEASE,
         enum=(RECOMMEND, RELEASE, STOP),

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from advisor.controller.render import judged_forecast, shows_eta
-from advisor.controller.summary import HORIZONS, QueueSummary
+from advisor.controller.summary import HORIZONS, NOT_LEARNING, QueueSummary
 from advisor.model import LEARNING_LABELS, JobView
 
 __all__ = ["Metrics"]
@@ -108,7 +108,8 @@ class Metrics:
         )
         self.non_learning_gpu_hours = Counter(
             "trainjob_advisor_non_learning_gpu_hours_total",
-            "GPU-hours held by runs flagged plateaued, hung or diverging",
+            "GPU-hours held by runs while their state was "
+            f"{', '.join(NOT_LEARNING[:-1])} or {NOT_LEARNING[-1]} (not learning)",
             ("namespace",),
             registry=r,
         )

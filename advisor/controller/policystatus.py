@@ -10,9 +10,9 @@ controller already persists, so that a restart does not reset them:
   (each job's log is persisted in its TrainJobForecast), split by kind and by outcome (``done``,
   ``acknowledged``, ``failed``, ``impossible``, ...: an admin tells attempts from effects);
   ``recommendations`` counts the Recommend-mode ones;
-* ``gpuHoursFlaggedNonLearning``: GPU-hours held by jobs the policy governs while they were
-  classified plateaued, hung or diverging, accumulated by the controller from the value found in
-  the status when it started.
+* ``gpuHoursFlaggedNonLearning``: GPU-hours held by jobs the policy governs while their state was
+  plateaued, overfitting, hung or diverging (``summary.NOT_LEARNING``), accumulated by the
+  controller from the value found in the status when it started.
 
 * ``lostTies``: jobs the policy selects but another one governs, which ties it on specificity and
   priority and wins by name order, by that policy's name: the reason a policy an admin just

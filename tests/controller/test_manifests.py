@@ -9,8 +9,10 @@ from typing import Any
 
 import yaml
 
+from advisor.controller import policystatus
 from advisor.controller.metrics import Metrics
 from advisor.controller.savecheck import CONTROLLER_NAME
+from advisor.controller.summary import NOT_LEARNING
 
 ROOT = Path(__file__).resolve().parents[2] / "manifests"
 
@@ -54,6 +56,26 @@ def test_a_policy_shows_its_spec_mode_beside_the_mode_the_controller_evaluates_i
     assert columns[:2] == [("MODE", ".spec.mode"), ("EFFECTIVE", ".status.effectiveMode")]
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     assert status["effectiveMode"]["enum"] == ["Recommend", "Apply"]
+
+
+def test_the_non_learning_gpu_hours_name_every_state_they_count() -> None:
+    """The engine counts GPU-hours while a run's state is in ``NOT_LEARNING`` (overfitting
+    included): the counter's HELP, the policy status field's description in the CRD and the
+    status docstring say so."""
+    (family,) = [
+        m for m in Metrics().registry.collect() if m.name == "trainjob_advisor_non_learning_gpu_hours"
+    ]
+    (crd,) = docs(ROOT / "crds" / "advisorpolicy.yaml")
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    (doc,) = [
+        part for part in (policystatus.__doc__ or "").split("\n* ") if part.startswith("``gpuHoursFlagged")
+    ]
+    for where, text in (
+        ("HELP", family.documentation),
+        ("CRD", status["gpuHoursFlaggedNonLearning"]["description"]),
+        ("docstring", " ".join(doc.split())),
+    ):
+        assert all(state in text for state in NOT_LEARNING), f"{where}: {text}"
 
 
 def test_rbac_is_least_privilege() -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 from policy_builders import HOUR, T0, forecast, job, policy, record, with_state
 
 from advisor.model import ActionKind, CheckpointState, ClusterView, JobView, Mode, WorkloadView
 from policies import decide
+from policies.crd import crd_manifest
+from policies.spec import QuotaReleaseRule, StallRule
 
 CV = ClusterView()
 
@@ -333,6 +336,26 @@ def test_a_job_whose_reports_arrive_unreadable_is_not_called_stalled() -> None:
     assert any("no step can be read from them" in r and "not judged" in r for r in d.reasons), d.reasons
     readable = dataclasses.replace(garbled, unreadable_report_at=None)
     assert kinds(decide(readable, CV, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+
+
+def test_the_readme_and_the_crd_say_which_releases_checkpoint_first() -> None:
+    """Releases checkpoint first by default (``quotaRelease.checkpointFirst``), but not the stall
+    rule's (its own ``checkpointFirst``, default false: a hung job usually cannot save) nor the
+    divergence rule's (never: its weights are no checkpoint to resume from)."""
+    assert QuotaReleaseRule().checkpoint_first and not StallRule().checkpoint_first
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    claim = readme[readme.index("A release checkpoints first") : readme.index("3) Cap the rate")]
+    assert "The stall rule releases at once unless its own `checkpointFirst` is set (default false)" in claim
+    assert "The divergence rule never checkpoints first" in claim
+    rules = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"][
+        "properties"
+    ]["rules"]["properties"]
+    assert "checkpoint then" not in rules["divergence"]["properties"]["action"]["description"]
+    careful = policy(
+        {"divergence": {"for": "0s", "action": "Stop"}, "quotaRelease": {"checkpointFirst": True}}
+    )
+    d = decide(job(last_loss=math.nan), CV, careful, now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.STOP]  # no checkpoint asked, whatever quotaRelease says
 
 
 def test_a_job_that_never_reported_progress_is_not_called_stalled() -> None:
