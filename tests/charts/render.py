@@ -37,8 +37,7 @@ def helm_binary() -> Path | None:
     return Path(found) if found else None
 
 
-def helm_template(*sets: str) -> list[dict[str, Any]]:
-    """``helm template`` of the chart with ``--set`` values ``sets``; skips when there is no helm."""
+def _helm(*args: str) -> str:
     helm = helm_binary()
     if helm is None:
         pytest.skip("no helm: `scripts/dev-control-plane build` builds it (or put one on PATH)")
@@ -49,13 +48,29 @@ def helm_template(*sets: str) -> list[dict[str, Any]]:
             "HELM_CACHE_HOME": f"{home}/cache",
             "HELM_CONFIG_HOME": f"{home}/config",
             "HELM_DATA_HOME": f"{home}/data",
+            "KUBECONFIG": f"{home}/no-cluster",  # nothing here talks to a cluster
         }
-        args = [str(helm), "template", "trainjob-advisor", str(CHART), "--namespace", NAMESPACE]
-        for value in sets:
-            args += ["--set", value]
-        out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+        out = subprocess.run([str(helm), *args], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return out.stdout
+
+
+def _sets(sets: tuple[str, ...]) -> list[str]:
+    return [arg for value in sets for arg in ("--set", value)]
+
+
+def helm_template(*sets: str) -> list[dict[str, Any]]:
+    """``helm template`` of the chart with ``--set`` values ``sets``; skips when there is no helm."""
+    out = _helm("template", "trainjob-advisor", str(CHART), "--namespace", NAMESPACE, *_sets(sets))
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def helm_notes(*sets: str) -> str:
+    """The chart's NOTES as ``helm install`` prints them (a client-side dry run: no cluster)."""
+    out = _helm(
+        "install", "trainjob-advisor", str(CHART), "--namespace", NAMESPACE, "--dry-run=client", *_sets(sets)
+    )
+    return out.split("\nNOTES:\n", 1)[1]
 
 
 def kustomize_deploy() -> list[dict[str, Any]]:
