@@ -155,7 +155,8 @@ class Engine:
 
     # ---------------------------------------------------------------------------- intake (any thread)
     def enqueue(self, kind: str, event_type: str, body: Any) -> None:
-        """``kind``: job | workload | clusterqueue | localqueue | namespace | policy;
+        """``kind``: job | workload | clusterqueue | localqueue | namespace | policy | admissioncheck |
+        unwatched-workload (a Workload of a namespace not watched, for the save-window check only);
         ``event_type``: the watch event type (ADDED, MODIFIED, DELETED, or None for a listing)."""
         self.events.put((kind, str(event_type or "ADDED"), body, time.time()))
 
@@ -239,6 +240,11 @@ class Engine:
         elif kind == "admissioncheck":
             if self.save_check is not None:
                 self.save_check.on_admission_check(event_type, body)
+        elif kind == "unwatched-workload":
+            # a namespace's Workload that kopf does not watch (``UnwatchedWorkloads``): only the
+            # check's answer, never the index (its quota, its job are none of this advisor's)
+            if self.save_check is not None and event_type != "DELETED":
+                self.save_check.let_through(parse_workload(body), self._judged_kinds)
         elif kind == "clusterqueue":
             self.index.on_cluster_queue(event_type, body)
         elif kind == "localqueue":
@@ -324,10 +330,7 @@ class Engine:
         elif self.save_check is not None and event_type != "DELETED":
             # a workload of a kind the advisor does not judge (a batch Job on the same queue):
             # nothing to look at before it starts, so its check must not hold it
-            wl = parse_workload(body)
-            if wl.owner_kind not in self._judged_kinds:
-                kind = wl.owner_kind or "ownerless"
-                self.save_check.settle(wl, f"trainjob-advisor does not judge {kind} workloads")
+            self.save_check.let_through(parse_workload(body), self._judged_kinds)
 
     def _cluster_view(self, now: float) -> ClusterView:
         return self.index.cluster_view(now, priority_boost_enabled=self.config.priority_boost_enabled)

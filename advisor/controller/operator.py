@@ -37,6 +37,7 @@ from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.jobs import PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
 from advisor.controller.leader import LeaderElector, LeaseConfig
+from advisor.controller.savecheck import NamespaceScope, SaveWindowCheck, UnwatchedWorkloads
 from advisor.protocol import GROUP, VERSION
 
 __all__ = [
@@ -285,11 +286,20 @@ async def run_operator(
             PYTORCHJOB.version,
         )
     engine = Engine(api, config=options.engine)
+    follower: UnwatchedWorkloads | None = None
     if options.watch_kueue and options.save_window_check:
-        from advisor.controller.savecheck import SaveWindowCheck
-
         kinds = [TRAINJOB.kind, PYTORCHJOB.kind] if options.watch_pytorchjobs else [TRAINJOB.kind]
-        engine.use_save_check(SaveWindowCheck(api.custom, api.kueue.version), kinds)
+        scope = NamespaceScope(options.namespaces)
+        engine.use_save_check(SaveWindowCheck(api.custom, api.kueue.version, scope=scope, events=api), kinds)
+        if options.namespaces:
+            # a queue that lists the check may serve namespaces kopf does not watch: their
+            # workloads must not wait for a look that never comes
+            follower = UnwatchedWorkloads(
+                api.custom,
+                api.kueue.version,
+                scope,
+                functools.partial(engine.enqueue, "unwatched-workload"),
+            )
     stop = threading.Event()
     workers: list[threading.Thread] = []
     elector: LeaderElector | None = None
@@ -354,6 +364,8 @@ async def run_operator(
             on_engine(engine)
         worker.start()
         workers.append(worker)
+        if follower is not None:  # after the listing above: the check's AdmissionChecks come first
+            threading.Thread(target=follower.run, args=(stop,), name="advisor-unwatched", daemon=True).start()
         settings = kopf.OperatorSettings()
         configure_settings(settings)
         engine.ready = True
@@ -405,6 +417,15 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
         ("policy", lambda: custom.list_cluster_custom_object(GROUP, VERSION, "advisorpolicies")),
         ("namespace", lambda: api.core.list_namespace().to_dict()),
     ]
+    if options.watch_kueue and options.save_window_check:
+        # before the Workloads: a workload listed before its check is known would not be answered
+        # (Kueue sends no further event while it waits on the check)
+        listings.append(
+            (
+                "admissioncheck",
+                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, kueue_version, "admissionchecks"),
+            )
+        )
     if options.watch_kueue:
         listings += [
             (

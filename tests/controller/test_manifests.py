@@ -126,6 +126,7 @@ def test_rbac_is_least_privilege() -> None:
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["admissionchecks"], "verbs": ["list", "watch"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["admissionchecks/status"], "verbs": ["patch"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ]
     assert check[1]["roleRef"]["name"] == check[0]["metadata"]["name"]
     assert check[2]["spec"]["controllerName"] == CONTROLLER_NAME

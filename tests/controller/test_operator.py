@@ -202,6 +202,20 @@ def test_prime_queues_policies_namespaces_and_kueue_objects_before_any_job() -> 
         ("workload", "workloads-in-team-a"),
         ("workload", "workloads-in-team-b"),
     ]
+    # with the save-window check, its AdmissionChecks come before any Workload: one listed while
+    # its check was unknown would wait for good (Kueue sends nothing more while it waits)
+    prime(engine, Api(), OperatorOptions(namespaces=("team-a",), save_window_check=True))  # type: ignore[arg-type]
+    queued = []
+    while not engine.events.empty():
+        kind, _, body, _ = engine.events.get_nowait()
+        queued.append((kind, body["metadata"]["name"]))
+    assert queued == [
+        ("policy", "advisorpolicies-1"),
+        ("namespace", "team-a"),
+        ("admissioncheck", "admissionchecks-1"),
+        ("localqueue", "localqueues-1"),
+        ("workload", "workloads-in-team-a"),
+    ]
 
 
 def test_the_start_up_line_says_version_namespaces_mode_and_boost() -> None:

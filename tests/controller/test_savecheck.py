@@ -5,11 +5,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 from typing import Any
+
+import pytest
 
 from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.kueue import parse_workload
-from advisor.controller.savecheck import CONTROLLER_NAME, SaveWindowCheck, ready_message
+from advisor.controller.savecheck import (
+    CONTROLLER_NAME,
+    KIND_NOT_JUDGED,
+    NAMESPACE_NOT_WATCHED,
+    NamespaceScope,
+    SaveWindowCheck,
+    UnwatchedWorkloads,
+    ready_message,
+    unlooked,
+)
 from advisor.model import Action, ActionKind, ActionRecord, Decision, JobView
 from tests.controller.fakes import ApiError, FakeApi, trainjob, workload
 
@@ -53,9 +65,9 @@ def _check(name: str = "advisor-check", controller: str = CONTROLLER_NAME, **sta
 
 
 def _waiting(
-    checks: list[tuple[str, str]], *, reserved: bool = True, kind: str = "TrainJob"
+    checks: list[tuple[str, str]], *, reserved: bool = True, kind: str = "TrainJob", namespace: str = "team-a"
 ) -> dict[str, Any]:
-    wl = workload(admitted=False)
+    wl = workload(admitted=False, namespace=namespace)
     wl["status"]["conditions"] = [{"type": "QuotaReserved", "status": "True" if reserved else "False"}]
     wl["status"]["admissionChecks"] = [
         {"name": n, "state": s, "message": "", "lastTransitionTime": "2026-08-21T10:00:02Z"}
@@ -107,9 +119,10 @@ def test_only_our_pending_checks_with_quota_reserved_are_set_ready_each_guarded_
     assert check.settle(wl, "looked") == 1
 
 
-def _engine(custom: FakeCustom) -> Engine:
-    e = Engine(FakeApi(), config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
-    e.use_save_check(SaveWindowCheck(custom, "v1beta2"), ["TrainJob"])
+def _engine(custom: FakeCustom, scope: NamespaceScope | None = None) -> Engine:
+    api = FakeApi()
+    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+    e.use_save_check(SaveWindowCheck(custom, "v1beta2", scope=scope, events=api), ["TrainJob"])
     e.enqueue("admissioncheck", "ADDED", _check())
     e.step(T0)
     custom.calls.clear()
@@ -166,3 +179,184 @@ def test_the_ready_message_names_the_grace_period_written_while_the_job_waited_b
     assert ready_message(later, earlier) == plain
     failed = dataclasses.replace(written, outcome="failed")
     assert ready_message(later, dataclasses.replace(waiting, actions=(failed,))) == plain
+
+
+def test_the_advisor_looks_first_only_at_judged_kinds_in_namespaces_it_watches() -> None:
+    """The pure decision: a namespace not watched lets any workload through (nothing there is seen,
+    so nothing can be saved, and no look would ever come); then a kind not judged; else: wait."""
+    a = NamespaceScope(["team-a"])
+    assert unlooked("team-a", "TrainJob", a, {"TrainJob"}) is None
+    reason, message = unlooked("team-b", "TrainJob", a, {"TrainJob"}) or ("", "")
+    assert reason == NAMESPACE_NOT_WATCHED
+    assert message == (
+        "trainjob-advisor: namespace team-b not watched by this advisor (it watches team-a): nothing to save"
+    )
+    assert unlooked("team-b", "Job", a, {"TrainJob"}) == (NAMESPACE_NOT_WATCHED, message)
+    assert unlooked("team-a", "Job", a, {"TrainJob"}) == (
+        KIND_NOT_JUDGED,
+        "trainjob-advisor does not judge Job workloads",
+    )
+    assert unlooked("team-a", None, a, {"TrainJob"}) == (
+        KIND_NOT_JUDGED,
+        "trainjob-advisor does not judge ownerless workloads",
+    )
+    # no namespace named: every namespace is watched
+    assert unlooked("anything", "TrainJob", NamespaceScope(), {"TrainJob"}) is None
+    assert str(NamespaceScope()) == "every namespace"
+
+
+def test_the_scope_reads_namespace_patterns_as_kopf_watches_them() -> None:
+    """What counts as watched must be what kopf watches: a namespace it watches but the check took
+    for unwatched would start before the advisor's look."""
+    from kopf._cogs.structs.references import match_namespace  # kopf's own reading
+
+    patterns = ["team-a", "team-*", "!kube-*", "ml-*, !ml-pr-*, ml-pr-7", "!*-dev, x-dev", "a?c"]
+    names = ["team-a", "team-b", "kube-system", "ml-x", "ml-pr-3", "ml-pr-7", "b-dev", "x-dev", "abc", "ac"]
+    for pattern in patterns:
+        scope = NamespaceScope([pattern])
+        for name in names:
+            assert scope.covers(name) == match_namespace(name, pattern), (pattern, name)  # type: ignore[arg-type]
+    two = NamespaceScope(["team-a", "team-b"])
+    assert [two.covers(n) for n in ("team-a", "team-b", "team-c")] == [True, True, False]
+
+
+def test_a_workload_of_a_namespace_not_watched_is_let_through_at_once_said_in_log_and_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The trial's case: ``run -n team-a`` and a queue serving team-a and team-b. team-b's workload
+    held its quota behind a check nobody would set; now it goes at once, and says why."""
+    custom = FakeCustom()
+    e = _engine(custom, NamespaceScope(["team-a"]))
+    api = e.api
+    b = _waiting([("advisor-check", "Pending")], namespace="team-b")
+    b["metadata"]["resourceVersion"] = "41"
+    with caplog.at_level(logging.INFO, logger="advisor.controller.savecheck"):
+        e.enqueue("unwatched-workload", "ADDED", b)
+        e.step(T0 + 1)
+    ((target, ops),) = custom.calls
+    assert target == "workloads/team-b/trainjob-llm-abcde"
+    assert ops[2] == {"op": "replace", "path": "/status/admissionChecks/0/state", "value": "Ready"}
+    assert ops[3]["value"] == (
+        "trainjob-advisor: namespace team-b not watched by this advisor (it watches team-a): nothing to save"
+    )
+    (event,) = api.events
+    assert event["reason"] == NAMESPACE_NOT_WATCHED and event["warning"] is True
+    assert event["involved"] == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "name": "trainjob-llm-abcde",
+        "namespace": "team-b",
+        "uid": "wl-uid-1",
+    }
+    assert event["message"].startswith("AdmissionCheck advisor-check set Ready without a look: ")
+    (warned,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "team-b/trainjob-llm-abcde" in warned.getMessage() and "not watched" in warned.getMessage()
+    # the unwatched workload is nobody's job here: the index (quota, guard) never saw it
+    assert e.index.workload_for({"metadata": {"namespace": "team-b", "name": "llm", "uid": "uid-1"}}) is None
+    # the same state again (a re-list): no second write, no second Event
+    custom.calls.clear()
+    b["status"]["admissionChecks"][0]["state"] = "Ready"
+    e.enqueue("unwatched-workload", "MODIFIED", b)
+    e.step(T0 + 2)
+    assert custom.calls == [] and len(api.events) == 1
+
+
+def test_a_kind_not_judged_is_let_through_with_a_normal_event() -> None:
+    custom = FakeCustom()
+    e = _engine(custom, NamespaceScope(["team-a"]))
+    other = _waiting([("advisor-check", "Pending")], kind="Job")
+    e.enqueue("workload", "ADDED", other)
+    e.step(T0 + 1)
+    ((_, ops),) = custom.calls
+    assert ops[3]["value"] == "trainjob-advisor does not judge Job workloads"
+    (event,) = e.api.events
+    assert (event["reason"], event["warning"]) == (KIND_NOT_JUDGED, False)
+
+
+def test_a_judged_job_of_a_watched_namespace_still_waits_for_the_look() -> None:
+    custom = FakeCustom()
+    e = _engine(custom, NamespaceScope(["team-a"]))
+    e.enqueue("workload", "ADDED", _waiting([("advisor-check", "Pending")]))
+    e.step(T0 + 1)
+    assert custom.calls == [] and e.api.events == []
+
+
+class FakeWatch:
+    """``kubernetes.watch.Watch``: each ``stream`` call plays the next script (events, then an
+    exception or the end of the stream, as a server timeout ends it); with no script left, it sets
+    ``stop`` (the controller stops)."""
+
+    def __init__(self, scripts: list[list[Any]], calls: list[dict[str, Any]], stop: Any) -> None:
+        self.scripts = scripts
+        self.calls = calls
+        self.stop_flag = stop
+
+    def stream(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        if not self.scripts:
+            self.stop_flag.set()
+            return
+        for item in self.scripts.pop(0):
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def stop(self) -> None:
+        pass
+
+
+def _rv(body: dict[str, Any], rv: str) -> dict[str, Any]:
+    body = copy.deepcopy(body)
+    body["metadata"]["resourceVersion"] = rv
+    return body
+
+
+def test_the_unwatched_namespaces_workloads_are_listed_and_watched_and_only_the_waiting_offered() -> None:
+    import threading
+
+    waiting_a = _waiting([("advisor-check", "Pending")], namespace="team-a")
+    waiting_b = _rv(_waiting([("advisor-check", "Pending")], namespace="team-b"), "10")
+    admitted_b = _rv(_waiting([("advisor-check", "Ready")], namespace="team-b"), "11")
+    unreserved_c = _rv(_waiting([("advisor-check", "Pending")], namespace="team-c", reserved=False), "12")
+    waiting_c = _rv(_waiting([("advisor-check", "Pending")], namespace="team-c"), "13")
+    lists: list[str] = []
+
+    class Custom:
+        def list_cluster_custom_object(self, group: str, version: str, plural: str, **kw: Any) -> Any:
+            lists.append(plural)
+            items = [waiting_a, waiting_b, admitted_b]
+            return {"metadata": {"resourceVersion": f"{len(lists)}00"}, "items": items}
+
+    stop = threading.Event()
+    offered: list[tuple[str, str]] = []
+
+    def offer(kind: str, body: Any) -> None:
+        offered.append((kind, f"{body['metadata']['namespace']}@{body['metadata']['resourceVersion']}"))
+
+    watch_calls: list[dict[str, Any]] = []
+    scripts: list[list[Any]] = [
+        # a workload that waits on nothing yet, a bookmark, then the server ends the watch (timeout)
+        [
+            {"type": "ADDED", "raw_object": unreserved_c},
+            {"type": "BOOKMARK", "raw_object": {"metadata": {"resourceVersion": "150"}}},
+        ],
+        # resumed from the bookmark: the version is gone (410), so it lists again
+        [ApiError(410, "Expired")],
+        # a failure of another kind: retried from where it was
+        [ApiError(503, "unavailable")],
+        [{"type": "MODIFIED", "raw_object": waiting_c}, {"type": "DELETED", "raw_object": waiting_c}],
+    ]
+    follower = UnwatchedWorkloads(
+        Custom(),
+        "v1beta2",
+        NamespaceScope(["team-a"]),
+        offer,
+        retry_s=0,
+        watch=lambda: FakeWatch(scripts, watch_calls, stop),
+    )
+    follower.run(stop)
+    assert lists == ["workloads", "workloads"]
+    # team-a is kopf's; team-b's admitted one and team-c's unreserved one wait on no check
+    assert offered == [("ADDED", "team-b@10"), ("ADDED", "team-b@10"), ("MODIFIED", "team-c@13")]
+    assert [c.get("resource_version") for c in watch_calls] == ["100", "150", "200", "200", "13"]
+    assert all(c["timeout_seconds"] == 240 and c["allow_watch_bookmarks"] for c in watch_calls)
