@@ -15,6 +15,10 @@ from advisor.cli import CommandError, duration
 
 __all__ = ["register", "run"]
 
+#: the default ``--save-window-controller-name`` (``advisor.controller.savecheck.CONTROLLER_NAME``;
+#: not imported from there, so that ``--help`` loads no controller module)
+CHECK_CONTROLLER_NAME = "trainjob-advisor.io/save-window"
+
 
 def register(subparsers: Any) -> None:
     from advisor.controller.cliutil import add_cluster_args
@@ -142,9 +146,18 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--save-window-check",
         action="store_true",
-        help="answer Kueue AdmissionChecks with controllerName trainjob-advisor.io/save-window: a "
+        help="answer the Kueue AdmissionChecks whose controllerName is --save-window-controller-name: a "
         "workload on a ClusterQueue that lists one starts only after the advisor looked at its job "
-        "(so a grace period can be set before its first start; manifests/components/save-window-check)",
+        "(so a grace period can be set before its first start; manifests/components/save-window-check); "
+        "one of a namespace not watched goes at once",
+    )
+    p.add_argument(
+        "--save-window-controller-name",
+        default=CHECK_CONTROLLER_NAME,
+        metavar="NAME",
+        help="spec.controllerName of the AdmissionChecks --save-window-check answers (default "
+        f"{CHECK_CONTROLLER_NAME}); each namespace shard needs its own, listed only by the ClusterQueues "
+        "of its namespaces",
     )
     p.add_argument("--no-pytorchjobs", action="store_true", help="do not watch Kubeflow v1 PyTorchJobs")
     p.set_defaults(func=run)
@@ -158,6 +171,9 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--writer-threads must be between 1 and 64, got {args.writer_threads}")
     if not 0 <= args.metrics_port <= 65535:
         raise CommandError(f"--metrics-port must be a port number, got {args.metrics_port}")
+    controller_name = args.save_window_controller_name.strip()
+    if not 0 < len(controller_name) <= 253:  # Kueue's bounds on spec.controllerName
+        raise CommandError("--save-window-controller-name must have 1 to 253 characters")
     lease = None
     if args.leader_elect:
         from advisor.controller.leader import LeaseConfig
@@ -203,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
         watch_kueue=not args.no_kueue,
         watch_pytorchjobs=not args.no_pytorchjobs,
         save_window_check=args.save_window_check and not args.no_kueue,
+        save_window_controller=controller_name,
         engine=EngineConfig(
             write_interval_s=args.write_interval,
             max_writes_per_second=args.max_writes_per_second,

@@ -37,7 +37,12 @@ from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.jobs import PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
 from advisor.controller.leader import LeaderElector, LeaseConfig
-from advisor.controller.savecheck import NamespaceScope, SaveWindowCheck, UnwatchedWorkloads
+from advisor.controller.savecheck import (
+    CONTROLLER_NAME,
+    NamespaceScope,
+    SaveWindowCheck,
+    UnwatchedWorkloads,
+)
 from advisor.protocol import GROUP, VERSION
 
 __all__ = [
@@ -74,6 +79,8 @@ class OperatorOptions:
     evidence_namespace: str | None = None
     #: answer the save-window AdmissionChecks (``advisor.controller.savecheck``; needs Kueue)
     save_window_check: bool = False
+    #: the ``spec.controllerName`` of the AdmissionChecks it answers (one per namespace shard)
+    save_window_controller: str = CONTROLLER_NAME
 
 
 def startup_line(options: OperatorOptions) -> str:
@@ -94,7 +101,8 @@ def startup_line(options: OperatorOptions) -> str:
         f"trainjob-advisor {__version__}: watching {namespaces}; {mode}; "
         f"Kueue {'watched' if options.watch_kueue else 'not watched'}, PriorityBoost "
         f"{'on' if cfg.priority_boost_enabled else 'off'}, save-window check "
-        f"{'on' if options.save_window_check else 'off'}; leader election {election}"
+        f"{f'on (controllerName {options.save_window_controller})' if options.save_window_check else 'off'}; "
+        f"leader election {election}"
     )
 
 
@@ -290,7 +298,14 @@ async def run_operator(
     if options.watch_kueue and options.save_window_check:
         kinds = [TRAINJOB.kind, PYTORCHJOB.kind] if options.watch_pytorchjobs else [TRAINJOB.kind]
         scope = NamespaceScope(options.namespaces)
-        engine.use_save_check(SaveWindowCheck(api.custom, api.kueue.version, scope=scope, events=api), kinds)
+        check = SaveWindowCheck(
+            api.custom,
+            api.kueue.version,
+            controller_name=options.save_window_controller,
+            scope=scope,
+            events=api,
+        )
+        engine.use_save_check(check, kinds)
         if options.namespaces:
             # a queue that lists the check may serve namespaces kopf does not watch: their
             # workloads must not wait for a look that never comes

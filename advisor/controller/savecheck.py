@@ -7,14 +7,15 @@ first eviction gets Kubernetes' 30 s however long its save takes. Kueue's two-ph
 closes that race: a ClusterQueue that lists an AdmissionCheck (``spec.admissionChecksStrategy``)
 reserves quota for a workload and admits it only once every check's state is ``Ready``.
 
-The advisor is the controller of the AdmissionChecks whose ``spec.controllerName`` is
-``CONTROLLER_NAME``. It marks them ``Active`` (Kueue holds a ClusterQueue whose check is not
-active), and after it has evaluated a job whose Workload has such a check ``Pending`` with quota
-reserved (and carried out what the policies decided, a grace period for the first start
-included), it sets the check ``Ready``. It never holds a workload back or rejects one: the check
-decides nothing (the policies do); it only orders the advisor's look before the start. If the
-advisor is down, the workloads of those queues wait, which is what the platform engineer chose by
-listing the check (the README says how to remove it).
+The advisor is the controller of the AdmissionChecks whose ``spec.controllerName`` is its own
+(``run --save-window-controller-name``, default ``CONTROLLER_NAME``; each namespace shard needs its
+own, which the chart derives from the release). It marks them ``Active`` (Kueue holds a
+ClusterQueue whose check is not active), and after it has evaluated a job whose Workload has such a
+check ``Pending`` with quota reserved (and carried out what the policies decided, a grace period
+for the first start included), it sets the check ``Ready``. It never holds a workload back or
+rejects one: the check decides nothing (the policies do); it only orders the advisor's look before
+the start. If the advisor is down, the workloads of those queues wait, which is what the platform
+engineer chose by listing the check (the README says how to remove it).
 
 Like any AdmissionCheck controller, it answers every Workload whose ClusterQueue lists one of its
 checks, wherever that Workload is: a queue may serve namespaces the controller does not watch
@@ -24,6 +25,11 @@ set ``Ready`` at once with that message, logged and posted as an Event on the Wo
 goes for a workload of a kind the advisor does not judge. A controller that watches only some
 namespaces learns of the others' Workloads from ``UnwatchedWorkloads``, a cluster-wide list and
 watch of its own, which passes on only those that wait on a check.
+
+Two controllers that share a controllerName would each let the other's workloads through without a
+look. The ``Active`` condition's message names the namespaces of the advisor that set it: one that
+finds another advisor's there rewrites it once (its own namespaces changed since, say), and if it
+is rewritten again, warns that another advisor answers the same checks.
 """
 
 from __future__ import annotations
@@ -55,6 +61,9 @@ __all__ = [
 #: ``spec.controllerName`` of the AdmissionChecks the advisor answers
 CONTROLLER_NAME = "trainjob-advisor.io/save-window"
 _JSON_PATCH = "application/json-patch+json"
+
+#: how the ``Active`` condition's message of this version begins (earlier ones named no namespaces)
+_ACTIVE_PREFIX = "trainjob-advisor (watching "
 
 #: the Event reasons of a check set ``Ready`` without the advisor's look
 NAMESPACE_NOT_WATCHED = "NamespaceNotWatched"
@@ -136,22 +145,37 @@ class SaveWindowCheck:
     """The advisor's side of its Kueue AdmissionChecks (see the module docstring).
 
     ``custom`` is a ``kubernetes.client.CustomObjectsApi`` (or anything with its methods);
-    ``version`` the Kueue API version the server serves; ``scope`` the namespaces the controller
+    ``version`` the Kueue API version the server serves; ``controller_name`` the
+    ``spec.controllerName`` of the checks it answers; ``scope`` the namespaces the controller
     watches; ``events`` what posts an Event (``ClusterApi.create_event``), None: none posted."""
 
     def __init__(
-        self, custom: Any, version: str, *, scope: NamespaceScope | None = None, events: Any = None
+        self,
+        custom: Any,
+        version: str,
+        *,
+        controller_name: str = CONTROLLER_NAME,
+        scope: NamespaceScope | None = None,
+        events: Any = None,
     ) -> None:
         self.custom = custom
         self.version = version
+        self.controller_name = controller_name
         self.scope = scope if scope is not None else NamespaceScope()
         self.events = events
-        #: names of the AdmissionChecks with ``CONTROLLER_NAME``
+        #: names of the AdmissionChecks with ``controller_name``
         self.ours: set[str] = set()
         self.marked_ready = 0
         #: checks set Ready without a look (see ``let_through``)
         self.unlooked = 0
         self._warned_namespaces: set[str] = set()
+        #: the Active condition's message: which advisor answers the check
+        self.active_message = f"{_ACTIVE_PREFIX}{self.scope}) looks at each workload before it starts" + (
+            "; a workload of another namespace goes at once" if self.scope.patterns else ""
+        )
+        #: checks whose Active message another advisor had set, rewritten once by this one
+        self._rewritten: set[str] = set()
+        self._shared_warned: set[str] = set()
 
     # --------------------------------------------------------------------- AdmissionChecks
     def on_admission_check(self, event_type: str, body: Mapping[str, Any]) -> None:
@@ -160,24 +184,47 @@ class SaveWindowCheck:
         name = str(meta.get("name") or "")
         if not name:
             return
-        if event_type == "DELETED" or (body.get("spec") or {}).get("controllerName") != CONTROLLER_NAME:
+        controller = (body.get("spec") or {}).get("controllerName")
+        if event_type == "DELETED" or controller != self.controller_name:
             self.ours.discard(name)
             return
         self.ours.add(name)
         generation = meta.get("generation")
-        for cond in (body.get("status") or {}).get("conditions") or []:
-            if (
-                isinstance(cond, Mapping)
+        active = next(
+            (
+                cond
+                for cond in (body.get("status") or {}).get("conditions") or []
+                if isinstance(cond, Mapping)
                 and cond.get("type") == "Active"
                 and cond.get("status") == "True"
                 and cond.get("observedGeneration") == generation
-            ):
+            ),
+            None,
+        )
+        if active is not None:
+            said = str(active.get("message") or "")
+            if said == self.active_message or not said.startswith(_ACTIVE_PREFIX):
+                return  # ours, or set by an earlier version (which named no namespaces)
+            if name in self._rewritten:
+                # set over ours after we set it over another's: two advisors answer this check
+                if name not in self._shared_warned:
+                    self._shared_warned.add(name)
+                    log.warning(
+                        "AdmissionCheck %s (controllerName %s) is answered by another trainjob-advisor "
+                        "too, whose Active condition says %r; each of them lets the other's workloads "
+                        "through without a look: give each release (namespace shard) a check with a "
+                        "controllerName of its own (--save-window-controller-name)",
+                        name,
+                        self.controller_name,
+                        said,
+                    )
                 return
+            self._rewritten.add(name)
         condition: dict[str, Any] = {
             "type": "Active",
             "status": "True",
             "reason": "Active",
-            "message": "trainjob-advisor looks at each workload before it starts",
+            "message": self.active_message,
             "lastTransitionTime": _now_iso(),
         }
         if isinstance(generation, int):

@@ -59,17 +59,15 @@ def _sets(sets: tuple[str, ...]) -> list[str]:
     return [arg for value in sets for arg in ("--set", value)]
 
 
-def helm_template(*sets: str) -> list[dict[str, Any]]:
+def helm_template(*sets: str, release: str = "trainjob-advisor") -> list[dict[str, Any]]:
     """``helm template`` of the chart with ``--set`` values ``sets``; skips when there is no helm."""
-    out = _helm("template", "trainjob-advisor", str(CHART), "--namespace", NAMESPACE, *_sets(sets))
+    out = _helm("template", release, str(CHART), "--namespace", NAMESPACE, *_sets(sets))
     return [d for d in yaml.safe_load_all(out) if d]
 
 
-def helm_notes(*sets: str) -> str:
+def helm_notes(*sets: str, release: str = "trainjob-advisor") -> str:
     """The chart's NOTES as ``helm install`` prints them (a client-side dry run: no cluster)."""
-    out = _helm(
-        "install", "trainjob-advisor", str(CHART), "--namespace", NAMESPACE, "--dry-run=client", *_sets(sets)
-    )
+    out = _helm("install", release, str(CHART), "--namespace", NAMESPACE, "--dry-run=client", *_sets(sets))
     return out.split("\nNOTES:\n", 1)[1]
 
 

@@ -301,6 +301,34 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
 def test_run_rejects_bad_flags() -> None:
     assert cli.main(["run", "--max-writes-per-second", "0"]) == 2
     assert cli.main(["run", "--metrics-port", "70000"]) == 2
+    assert cli.main(["run", "--save-window-check", "--save-window-controller-name", " "]) == 2
+    assert cli.main(["run", "--save-window-check", "--save-window-controller-name", "x" * 254]) == 2
+
+
+def test_run_answers_the_save_window_checks_of_the_controller_name_it_is_given(monkeypatch: Any) -> None:
+    """Each namespace shard answers the checks of its own controllerName; the default is the one
+    the kustomize component's AdmissionCheck names."""
+    from advisor.commands import run as run_command
+    from advisor.controller import cliutil, operator
+    from advisor.controller.savecheck import CONTROLLER_NAME
+
+    seen: list[Any] = []
+
+    async def fake_run(options: Any) -> None:
+        seen.append(options)
+
+    monkeypatch.setattr(cliutil, "probe_cluster", lambda args: None)
+    monkeypatch.setattr(cliutil, "configure_logging", lambda *a: None)
+    monkeypatch.setattr(operator, "run_operator", fake_run)
+    shard = "trainjob-advisor.io/tjb-trainjob-advisor-save-window"
+    argv = ["run", "-n", "team-b", "--save-window-check", "--save-window-controller-name", shard]
+    assert cli.main(argv) == 0
+    assert cli.main(["run", "-n", "team-a", "--save-window-check"]) == 0
+    assert [(o.save_window_check, o.save_window_controller) for o in seen] == [
+        (True, shard),
+        (True, CONTROLLER_NAME),
+    ]
+    assert run_command.CHECK_CONTROLLER_NAME == CONTROLLER_NAME
 
 
 def test_a_missing_object_and_a_missing_kind_are_told_apart() -> None:

@@ -236,3 +236,5 @@ def test_the_start_up_line_says_version_namespaces_mode_and_boost() -> None:
     assert "every namespace" in startup_line(OperatorOptions()) and "leader election off" in startup_line(
         OperatorOptions()
     )
+    checked = startup_line(OperatorOptions(save_window_check=True, save_window_controller="x.io/shard-b"))
+    assert "save-window check on (controllerName x.io/shard-b)" in checked

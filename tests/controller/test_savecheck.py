@@ -360,3 +360,75 @@ def test_the_unwatched_namespaces_workloads_are_listed_and_watched_and_only_the_
     assert offered == [("ADDED", "team-b@10"), ("ADDED", "team-b@10"), ("MODIFIED", "team-c@13")]
     assert [c.get("resource_version") for c in watch_calls] == ["100", "150", "200", "200", "13"]
     assert all(c["timeout_seconds"] == 240 and c["allow_watch_bookmarks"] for c in watch_calls)
+
+
+def test_a_shard_answers_only_the_checks_of_its_own_controller_name() -> None:
+    """Two releases' checks side by side: each controller marks Active and answers only its own,
+    and its Active condition names the namespaces it watches."""
+    custom = FakeCustom()
+    shard = SaveWindowCheck(
+        custom,
+        "v1beta2",
+        controller_name="trainjob-advisor.io/tjb-save-window",
+        scope=NamespaceScope(["team-b"]),
+    )
+    shard.on_admission_check("ADDED", _check("trainjob-advisor-save-window"))  # the other release's
+    shard.on_admission_check(
+        "ADDED", _check("tjb-save-window", controller="trainjob-advisor.io/tjb-save-window")
+    )
+    assert shard.ours == {"tjb-save-window"}
+    ((target, body),) = custom.calls
+    assert target == "admissionchecks/tjb-save-window"
+    assert body["status"]["conditions"][0]["message"] == (
+        "trainjob-advisor (watching team-b) looks at each workload before it starts; "
+        "a workload of another namespace goes at once"
+    )
+    custom.calls.clear()
+    wl = parse_workload(_waiting([("trainjob-advisor-save-window", "Pending")], namespace="team-a"))
+    assert shard.let_through(wl, ["TrainJob"]) == 0 and custom.calls == []  # not its check
+    assert SaveWindowCheck(custom, "v1").active_message == (
+        "trainjob-advisor (watching every namespace) looks at each workload before it starts"
+    )
+
+
+def test_two_advisors_answering_one_controller_name_are_told_apart_and_warned_of(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Shards that share a controllerName let each other's workloads through without a look. The
+    Active condition says whose it is: another advisor's is taken over once (this release's
+    namespaces may have changed), and taken back means two answer it: a warning, no write war."""
+    stored = _check("shared")
+    a_custom, b_custom = FakeCustom(), FakeCustom()
+    a = SaveWindowCheck(a_custom, "v1beta2", scope=NamespaceScope(["team-a"]))
+    b = SaveWindowCheck(b_custom, "v1beta2", scope=NamespaceScope(["team-b"]))
+
+    def deliver(check: SaveWindowCheck, custom: FakeCustom) -> None:
+        """``check`` sees the stored object; what it writes is stored."""
+        custom.calls.clear()
+        check.on_admission_check("MODIFIED", copy.deepcopy(stored))
+        for _, body in custom.calls:
+            stored["status"] = copy.deepcopy(body["status"])
+
+    with caplog.at_level(logging.WARNING, logger="advisor.controller.savecheck"):
+        deliver(a, a_custom)  # A marks it Active: its message
+        deliver(b, b_custom)  # B finds A's: takes it over once
+        assert len(b_custom.calls) == 1
+        deliver(a, a_custom)  # A finds B's: takes it over once
+        assert len(a_custom.calls) == 1
+        deliver(b, b_custom)  # B finds A's again: two advisors; it warns and writes nothing
+        deliver(a, a_custom)
+        deliver(b, b_custom)
+    assert a_custom.calls == [] and b_custom.calls == []
+    (warned,) = [r.getMessage() for r in caplog.records]
+    assert "AdmissionCheck shared" in warned and "(watching team-a)" in warned
+    assert "--save-window-controller-name" in warned
+    # an earlier version's message (no namespaces named) is left as it is, and warns of nothing
+    old = _check(
+        "old",
+        conditions=[
+            {"type": "Active", "status": "True", "observedGeneration": 1, "message": "trainjob-advisor looks"}
+        ],
+    )
+    c_custom = FakeCustom()
+    SaveWindowCheck(c_custom, "v1beta2").on_admission_check("ADDED", old)
+    assert c_custom.calls == []

@@ -22,3 +22,22 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "trainjob-advisor.serviceAccountName" -}}
 {{- default (include "trainjob-advisor.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
+
+{{/* The release's save-window AdmissionCheck (kueue.saveWindowCheck): its name, and the controllerName
+     its controller answers to. Each release has its own, so that namespace shards (releases with
+     their own watchNamespaces) install side by side and each answers only the check that the
+     ClusterQueues of its namespaces list. The check named trainjob-advisor-save-window (the release
+     named trainjob-advisor's, or kueue.saveWindowCheckName's) keeps the controllerName of earlier
+     versions (Kueue refuses a change of an AdmissionCheck's controllerName). */}}
+{{- define "trainjob-advisor.saveWindowCheckName" -}}
+{{- .Values.kueue.saveWindowCheckName | default (printf "%s-save-window" (include "trainjob-advisor.fullname" .)) -}}
+{{- end -}}
+
+{{- define "trainjob-advisor.saveWindowControllerName" -}}
+{{- $name := include "trainjob-advisor.saveWindowCheckName" . -}}
+{{- if eq $name "trainjob-advisor-save-window" -}}
+trainjob-advisor.io/save-window
+{{- else -}}
+{{- printf "trainjob-advisor.io/%s" $name -}}
+{{- end -}}
+{{- end -}}
