@@ -138,3 +138,46 @@ def test_a_new_trainjob_starts_only_after_the_advisor_gave_it_its_runtimes_grace
     finally:
         ctl.close()
         control_plane.delete("advisor.trainjob-advisor.io/v1alpha1", "AdvisorPolicy", name)
+
+
+def test_a_workload_of_a_namespace_the_controller_does_not_watch_starts_at_once_and_says_why(
+    control_plane: cp.ControlPlane, admin_api: Any, cluster: Cluster, checked_queue: str
+) -> None:
+    """The controller watches the test's namespace only; the checked ClusterQueue serves another
+    one too. A workload there must not wait, its quota held, for a look that never comes: its check
+    goes Ready with the reason, and a Warning Event on the Workload says it."""
+    check = checked_queue
+    other = Cluster(admin_api, f"{cluster.ns}-u")
+    control_plane.apply(
+        [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other.ns}},
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "queue", "namespace": other.ns},
+                "spec": {"clusterQueue": f"swq-{cluster.ns[-6:]}"},
+            },
+        ]
+    )
+    ctl = Controller(control_plane, cluster.ns, save_window_check=True)
+    try:
+        wait_for(lambda: _active(cluster, check), "the controller to mark its AdmissionCheck Active")
+        wl = _workload(other, _suspended_trainjob(other, "elsewhere"))
+        wait_for(lambda: _true(other, wl, "Admitted"), "Kueue to admit the unwatched namespace's job")
+        state = _check_state(other, wl, check)
+        assert state is not None and state["state"] == "Ready"
+        assert (
+            f"namespace {other.ns} not watched by this advisor (it watches {cluster.ns})" in state["message"]
+        )
+
+        def warned() -> bool:
+            events = other.core.list_namespaced_event(other.ns).items
+            return any(
+                e.reason == "NamespaceNotWatched" and e.type == "Warning" and e.involved_object.name == wl
+                for e in events
+            )
+
+        wait_for(warned, "the Warning Event on the Workload")
+    finally:
+        ctl.close()
+        control_plane.delete_namespace(other.ns)
