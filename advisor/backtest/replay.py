@@ -97,6 +97,7 @@ class _Replay:
             namespace=_NAMESPACE,
             name=run.name,
             kind="TrainJob",
+            labels=dict(run.labels),
             gpus=run.gpus,
             admitted=True,
             active=True,

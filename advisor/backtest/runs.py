@@ -23,7 +23,9 @@ that matches: its ``curve_id`` (a multi-run dump); its log's path relative to th
 with or without its suffix (``lr1e-3/trainer_state.json``, ``lr1e-3/trainer_state``); the run's
 folder (``lr1e-3``) when the run is its folder; the run's name; its file name, with or without its
 suffix, when no other run's log has that file name. A row that names by file name several runs'
-logs (``trainer_state.json``) is an error that says which path to give instead.
+logs (``trainer_state.json``) is an error that says which path to give instead. Its ``labels``
+(``workload-type=pretraining;team=a``) are the job's labels, which a policy's selector reads: a
+policy that keeps pre-training runs off its plateau rule by label is back-tested as it selects.
 
 Why the last segment only: a log whose step goes backwards restarted from a checkpoint, and which
 of its segments the platform paid for is not in the file; the last one is the run that finished.
@@ -93,6 +95,10 @@ class Run:
     other_evals: tuple[tuple[str, np.ndarray, np.ndarray], ...] = ()
     #: its ``curve_id`` in a multi-run dump (None: its file holds one run)
     curve_id: str | None = None
+    #: the job's labels from the index (``labels`` column), as a policy's selector reads them: a
+    #: policy that selects by label (the sample keeps pre-training runs off its plateau rule so) is
+    #: back-tested as it would select on the cluster
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def duration_s(self) -> float:
@@ -114,6 +120,7 @@ class Run:
 class _IndexRow:
     gpus: int | None
     group: str | None
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 def _last_segment(curve: LoadedCurve) -> slice:
@@ -121,10 +128,24 @@ def _last_segment(curve: LoadedCurve) -> slice:
     return slice(back[-1] if back else 0, len(curve.steps))
 
 
+def _labels(path: Path, line: int, text: str) -> tuple[tuple[str, str], ...]:
+    """``workload-type=pretraining;team=a`` as label pairs, or an error naming the cell."""
+    out: list[tuple[str, str]] = []
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise RunError(f"{path}:{line}: labels: not key=value: {part!r} (pairs are separated by ';')")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
 def _read_index(path: Path) -> dict[str, _IndexRow]:
-    """``run key -> (gpus, group)`` from an index CSV: the key column is ``curve_id``, ``run``,
-    ``name`` or ``file``; ``gpus`` and ``group`` (or ``repo`` / ``sweep``, or ``path``, whose folder
-    is the group) optional."""
+    """``run key -> (gpus, group, labels)`` from an index CSV: the key column is ``curve_id``,
+    ``run``, ``name`` or ``file``; ``gpus``, ``group`` (or ``repo`` / ``sweep``, or ``path``, whose
+    folder is the group) and ``labels`` (``key=value`` pairs separated by ``;``: the job's labels, as
+    a policy's selector reads them) optional."""
     try:
         with path.open(newline="") as fh:
             reader = csv.DictReader(fh)
@@ -143,7 +164,8 @@ def _read_index(path: Path) -> dict[str, _IndexRow]:
                 group = (row.get("group") or row.get("repo") or row.get("sweep") or "").strip() or None
                 if group is None and (row.get("path") or "").strip():
                     group = str(Path(row["path"].strip()).parent)
-                out[(row.get(key) or "").strip()] = _IndexRow(gpus, group)
+                labels = _labels(path, line, row.get("labels") or "")
+                out[(row.get(key) or "").strip()] = _IndexRow(gpus, group, labels)
             return out
     except OSError as exc:
         raise RunError(f"{path}: {exc.strerror or exc}") from None
@@ -338,16 +360,15 @@ def load_runs(
             if group is None:
                 group = str(path) if cid is not None else str(folder.parent if folder_run else folder)
             try:
-                runs.append(
-                    _one(
-                        name,
-                        cid,
-                        curve,
-                        gpus=row.gpus or gpus or 1,
-                        group=group,
-                        steps_per_second=steps_per_second,
-                    )
+                one = _one(
+                    name,
+                    cid,
+                    curve,
+                    gpus=row.gpus or gpus or 1,
+                    group=group,
+                    steps_per_second=steps_per_second,
                 )
+                runs.append(replace(one, labels=row.labels) if row.labels else one)
             except BadRunError as exc:
                 if not skip_bad:
                     raise

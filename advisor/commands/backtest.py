@@ -73,7 +73,8 @@ def register(subparsers: Any) -> None:
         "--index",
         type=Path,
         default=None,
-        help="index CSV: a run column (curve_id, run, name or file), gpus, group; a run is matched by "
+        help="index CSV: a run column (curve_id, run, name or file), gpus, group, labels (k=v;k2=v2, as "
+        "a policy's selector reads a job's labels); a run is matched by "
         "its curve_id, its path relative to the index's folder (e.g. lr1e-3/trainer_state.json), its "
         "folder when it is alone in it (lr1e-3), its name, or its file name when no other run has it",
     )

@@ -462,3 +462,34 @@ def test_a_stop_near_the_end_counts_as_saved_only_when_the_run_went_on_to_get_wo
         d = verdict(r, judged(r), stop)
         assert d["near_end"] is near_end
         assert d["gpu_hours_saved"] == (0.0 if near_end else pytest.approx(1300 * 8 / 3600))
+
+
+def test_index_labels_reach_the_policys_selector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The plateau sample keeps runs labelled workload-type=pretraining off its plateau rule (a
+    warmup-stable-decay run looks flat before its decay): with the label in the index, the
+    back-test selects as the cluster would, and the flat run is no longer released; a malformed
+    cell is one error naming it."""
+    s, v = _plateaued(1)
+    _write(tmp_path / "flat.csv", s, v, total=6000)
+    argv = [
+        "backtest",
+        str(tmp_path),
+        "--quiet",
+        "--policy",
+        str(PLATEAU),
+        "--baselines",
+        "no-advisor",
+        "--json",
+    ]
+    assert main(argv) == 0
+    rows = {r["policy"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["advisor-plateau-release"]["stopped"] == 1
+    (tmp_path / "index.csv").write_text("file,gpus,labels\nflat.csv,4,workload-type=pretraining; team=a\n")
+    runs, _ = load_runs([tmp_path])
+    assert dict(runs[0].labels) == {"workload-type": "pretraining", "team": "a"} and runs[0].gpus == 4
+    assert main(argv) == 0
+    rows = {r["policy"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["advisor-plateau-release"]["stopped"] == 0
+    (tmp_path / "index.csv").write_text("file,labels\nflat.csv,workload-type\n")
+    assert main(argv) == 2
+    assert "index.csv:2: labels: not key=value: 'workload-type'" in capsys.readouterr().err
