@@ -169,7 +169,9 @@ def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
     from advisor.core.codec import forecast_to_dict
 
     try:
-        outcome = fc_cmd.compute(fc_cmd.ForecastRequest(file=str(path), total_steps=total_steps))
+        # a log of eval metrics alone is forecast by its primary one, as ``forecast FILE`` does
+        request = fc_cmd.ForecastRequest(file=str(path), total_steps=total_steps, eval_default=True)
+        outcome = fc_cmd.compute(request)
     except CommandError as exc:
         raise CommandError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
     last = outcome.forecast.last_step

@@ -163,3 +163,22 @@ def test_a_sweep_folder_in_the_hf_layout_is_compared_as_backtest_reads_it(
     rows = {Path(r["run"]).parent.name: r for r in json.loads(captured.out)}
     assert set(rows) == {"lr1e-4", "lr5e-5"} and "skipped" not in captured.err
     assert rows["lr1e-4"]["state"] == "overfitting"
+
+
+def test_logs_of_an_eval_metric_alone_are_ranked_by_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep whose logs hold only eval_accuracy (no training loss): each run is judged by it, as
+    ``forecast`` judges such a log, and ranked by the checkpoint it gives (higher is better)."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for name, best_at, top in (("a", 1500, 0.80), ("b", 2500, 0.90), ("c", 3000, 0.70)):
+        rows = ["step,eval_accuracy"] + [
+            f"{s},{top - 0.2 * ((s - best_at) / 2000) ** 2:.4f}" for s in range(250, 4001, 250)
+        ]
+        (sweep / f"{name}.csv").write_text("\n".join(rows) + "\n")
+    assert cli.main(["compare", str(sweep), "--total-steps", "4000", "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [Path(r["run"]).name for r in rows] == ["b.csv", "a.csv", "c.csv"]
+    assert {r["metric"] for r in rows} == {"eval_accuracy"} and rows[0]["higherIsBetter"]
+    assert rows[0]["bestStep"] == 2500
