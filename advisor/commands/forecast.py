@@ -306,6 +306,8 @@ def outcome_of(
         idle_s=idle if total is None or (curve.steps and curve.steps[-1] < total) else None,
         report_interval_s=interval,
         forecast_all=True,
+        # the judged series is the one forecast above: its forecast is taken, not made again
+        series_forecasts=None if judged is None else {judged: fc},
         schedule=(curve.steps, curve.learning_rates) if curve.learning_rates is not None else None,
         metric_directions={name: str(d) for name, d in directions.items()},
         train_history=(curve.steps, curve.values) if full.metric == "loss" else None,
