@@ -10,7 +10,9 @@ throughput.
 A run is its folder when its log is a ``trainer_state.json`` (HF's name for every run's log) or
 the only log in a folder below the folder given (``lightning_logs/version_0/metrics.csv``): such a
 run's group is the folder above it (``<sweep>/<run>/trainer_state.json``: the sweep), as it is the
-folder of the logs for runs side by side in one folder.
+folder of the logs for runs side by side in one folder. A run read from the state of its latest
+``checkpoint-<step>`` folder (stopped before HF's final save; see ``advisor.sources.runlogs``) is
+the output folder that checkpoint is in.
 
 A run's name is unique among the runs read, and is what every verdict, decision, report and
 timeline is keyed by: its log's path relative to the folder given (``lr1e-3/trainer_state.json``
@@ -47,7 +49,7 @@ from advisor.forecast._prep import looks_unsorted
 from advisor.series import Direction, direction_of
 from advisor.sources.assemble import eval_metrics
 from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
-from advisor.sources.runlogs import INDEX_NAMES, RUN_LOG_SUFFIXES, RunLog, find_run_logs
+from advisor.sources.runlogs import INDEX_NAMES, RUN_LOG_SUFFIXES, RunLog, find_run_logs, run_folder
 
 __all__ = ["RUN_SUFFIXES", "BadRunError", "Run", "RunError", "load_runs"]
 
@@ -292,6 +294,9 @@ def _index_row(
     keys += [rel.as_posix(), (rel.parent / rel.stem).as_posix()]
     if alone and rel.parent != Path("."):
         keys.append(rel.parent.as_posix())
+        folder = run_folder(rel)  # the output folder of a run that is its latest checkpoint's state
+        if folder not in (rel.parent, Path(".")):
+            keys.append(folder.as_posix())
     keys.append(name)
     unique = file_names[log.path.name] == 1
     if unique:
@@ -358,7 +363,10 @@ def load_runs(
             match = pattern.search(name) if pattern is not None else None
             group = row.group or (match.group(0) if match else None)
             if group is None:
-                group = str(path) if cid is not None else str(folder.parent if folder_run else folder)
+                if cid is not None:
+                    group = str(path)
+                else:
+                    group = str(run_folder(path).parent if folder_run else folder)
             try:
                 one = _one(
                     name,

@@ -7,11 +7,20 @@ to the folder given (``lr1e-3/trainer_state.json`` in HF's ``<sweep>/<run>/train
 layout, where every run's file has the same name), a file given alone its file name; logs whose
 names would clash (``trainer_state.json`` given twice, two folders holding an ``a.csv``) are named
 by their path as given instead.
+
+A HuggingFace Trainer's ``output_dir`` is one run, whose log is its ``trainer_state.json``: the
+model and tokenizer files beside it (``config.json``, ``vocab.json``, ``merges.txt``,
+``all_results.json``, ...) are not runs, and its ``checkpoint-<step>`` folders hold snapshots of
+the same run's state, each a prefix of the last. So in a folder that holds a ``trainer_state.json``
+(or a ``training_args.bin``, or is a ``checkpoint-<step>`` folder) only that file is read; its
+checkpoints' states are left out when it has its own, and otherwise (a run stopped before its final
+save) the state of its latest checkpoint alone stands for the run.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +28,7 @@ from pathlib import Path
 
 from advisor.sources.assemble import SourceError
 
-__all__ = ["INDEX_NAMES", "RUN_LOG_SUFFIXES", "RunLog", "find_run_logs", "is_run_log"]
+__all__ = ["INDEX_NAMES", "RUN_LOG_SUFFIXES", "RunLog", "find_run_logs", "is_run_log", "run_folder"]
 
 #: what a folder's run logs are named (its plots, scripts and notes are not runs); each also as .gz
 RUN_LOG_SUFFIXES = (".json", ".jsonl", ".csv", ".tsv", ".txt", ".log")
@@ -54,16 +63,69 @@ def _broken_link(path: Path) -> bool:
     return path.is_symlink() and not path.exists()
 
 
+#: the file a HuggingFace Trainer writes its run's log history to, and what marks its output folder
+_HF_STATE = "trainer_state.json"
+_HF_MARKS = (_HF_STATE, _HF_STATE + ".gz", "training_args.bin")
+_HF_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
+def _hf_state(folder: Path) -> Path | None:
+    """The ``trainer_state.json`` (or ``.gz``) ``folder`` holds, if any."""
+    return next((folder / n for n in _HF_MARKS[:2] if (folder / n).is_file()), None)
+
+
+def _is_hf_folder(folder: Path) -> bool:
+    """A HuggingFace Trainer's output folder or one of its checkpoints (see the module docstring)."""
+    return _HF_CHECKPOINT.fullmatch(folder.name) is not None or any((folder / n).exists() for n in _HF_MARKS)
+
+
+def _hf_latest_checkpoint(folder: Path) -> Path | None:
+    """The checkpoint folder of ``folder`` with the highest step that holds a state."""
+    steps = [
+        (int(m.group(1)), child)
+        for child in folder.iterdir()
+        if child.is_dir() and (m := _HF_CHECKPOINT.fullmatch(child.name)) and _hf_state(child) is not None
+    ]
+    return max(steps)[1] if steps else None
+
+
+def _is_snapshot(path: Path) -> bool:
+    """Whether ``path`` (a ``trainer_state.json`` in a ``checkpoint-<step>`` folder) is a snapshot
+    of its parent folder's run that another state of that run stands for."""
+    checkpoint = path.parent
+    if _HF_CHECKPOINT.fullmatch(checkpoint.name) is None:
+        return False
+    run = checkpoint.parent
+    return _hf_state(run) is not None or _hf_latest_checkpoint(run) != checkpoint
+
+
+def run_folder(path: Path) -> Path:
+    """The folder a run log is in, or for the state of a ``checkpoint-<step>`` folder, the output
+    folder that checkpoint belongs to: the run's folder either way."""
+    folder = path.parent
+    return folder.parent if _HF_CHECKPOINT.fullmatch(folder.name) else folder
+
+
 def _in_folder(folder: Path) -> list[Path]:
     """The run logs under ``folder``; a broken symbolic link named as one is among them (reading
-    it fails, and the commands count it as the bad run it is rather than pass over it)."""
-    return sorted(
-        p
-        for p in folder.rglob("*")
-        if is_run_log(p)
-        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        and (p.is_file() or _broken_link(p))
-    )
+    it fails, and the commands count it as the bad run it is rather than pass over it). A
+    HuggingFace output folder gives one (see the module docstring)."""
+    hf: dict[Path, bool] = {}
+
+    def wanted(p: Path) -> bool:
+        if not is_run_log(p) or any(part.startswith(".") for part in p.relative_to(folder).parts):
+            return False
+        if not (p.is_file() or _broken_link(p)):
+            return False
+        if p.parent not in hf:
+            hf[p.parent] = _is_hf_folder(p.parent)
+        if not hf[p.parent]:
+            return True
+        return p.name.lower().removesuffix(".gz") == _HF_STATE and not (
+            p.parent != folder and _is_snapshot(p)
+        )
+
+    return sorted(p for p in folder.rglob("*") if wanted(p))
 
 
 def find_run_logs(args: Sequence[Path]) -> list[RunLog]:
