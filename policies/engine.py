@@ -131,9 +131,39 @@ def judged_from(
     return at
 
 
+def _judged_eval(job: JobView) -> tuple[str, Forecast] | None:
+    """The eval metric the run state judges the job by and its forecast (None: judged by its
+    training loss, or not yet)."""
+    st = job.learning_state
+    if st is None or st.metric is None or st.metric not in st.series:
+        return None
+    return st.metric, st.series[st.metric]
+
+
+def _odds(ctx: Context) -> str:
+    """The probabilities a ``continue`` is read against: of the series the job is judged by (an
+    eval metric's P(plateau) is what PLATEAU shows; the training loss's, alone, read "P(plateau)
+    0.00" beside a PLATEAU of 62%), with the training loss's beside it when the job reports one."""
+    fc, judged = ctx.forecast, _judged_eval(ctx.job)
+    if judged is None:
+        assert fc is not None  # (a job with neither is observed, not continued)
+        plateau = f"P(plateau) {fc.plateau_probability:.2f}"
+    elif fc is None:  # a job that reports eval metrics alone
+        plateau = f"{judged[0]} P(plateau) {judged[1].plateau_probability:.2f}"
+    else:
+        plateau = (
+            f"{judged[0]} P(plateau) {judged[1].plateau_probability:.2f}, "
+            f"training loss P(plateau) {fc.plateau_probability:.2f}"
+        )
+    diverging = fc.divergence_probability if fc is not None else judged[1].divergence_probability  # type: ignore[index]
+    return f"{plateau}, P(diverging) {diverging:.2f}"
+
+
 def _forecast(job: JobView, policy: Policy) -> tuple[Forecast | None, str]:
     fc = job.forecast
     if fc is None:
+        if job.last_loss is None and job.learning_state is not None:
+            return None, "no training loss reported: judged by its eval metrics alone"
         return None, "no forecast"
     try:
         finite = math.isfinite(fc.final_loss.mean)
@@ -338,24 +368,14 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         advice = "stale"  # a rule wants to act, on progress older than the policy allows
     elif best is not None:
         advice = best.advice
-    elif ctx.forecast is None or not ctx.judge:
+    elif (ctx.forecast is None and _judged_eval(job) is None) or not ctx.judge:
         advice = "observing"  # nothing judged yet: "continue" would claim a verdict
         if ctx.judge:  # (without judgement, "no judgement yet" above says why)
             reasons.append(f"observing: {ctx.forecast_reason}")
     else:
         advice = "continue"
-        fc = ctx.forecast
-        plateau = f"P(plateau) {fc.plateau_probability:.2f}"
-        st = job.learning_state
-        if st is not None and st.metric is not None and st.metric in st.series:
-            # a run judged by an eval metric: its P(plateau) is what PLATEAU shows; the training
-            # loss's, alone, read "P(plateau) 0.00" beside a PLATEAU of 62%
-            judged = st.series[st.metric].plateau_probability
-            train = fc.plateau_probability
-            plateau = f"{st.metric} P(plateau) {judged:.2f}, training loss P(plateau) {train:.2f}"
         reasons.append(
-            f"continue: no rule's condition holds ({plateau}, "
-            f"P(diverging) {fc.divergence_probability:.2f}, step {job.step}"
+            f"continue: no rule's condition holds ({_odds(ctx)}, step {job.step}"
             + (f" of {job.total_steps})" if job.total_steps else ")")
         )
     if ":" in advice and any(a.kind is ActionKind.RECOMMEND and a.params.get("held") for a in actions):

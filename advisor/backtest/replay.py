@@ -115,7 +115,8 @@ class _Replay:
 
     def report(self, i: int, evals: dict[str, float]) -> Report:
         run = self.run
-        metrics = {"loss": float(run.values[i])}
+        # a log of eval metrics alone reports them alone (below), as its trainer did: no training loss
+        metrics = {"loss": float(run.values[i])} if run.metric == "loss" else {}
         if run.learning_rates is not None and np.isfinite(run.learning_rates[i]):
             metrics["learning_rate"] = float(run.learning_rates[i])
         metrics.update(evals)

@@ -397,10 +397,12 @@ def _attach_evals(
     over the file's records: every eval metric whose name says its direction (at most
     ``MAX_EVAL_SERIES``; one that cannot be read is left out), the primary one (``eval_loss``,
     else the first, as the core's rules default to) judged."""
-    if all(c.metric == "eval_loss" for _cid, c in curves):
-        return
     columns = next((c.columns for _cid, c in curves if c.columns), ())
     names = eval_metrics(columns)[:MAX_EVAL_SERIES]
+    if curves and curves[0][1].metric != "loss":
+        # a log of eval metrics alone: the series it was read by is its primary eval series (and
+        # its steps and times the run's), judged as ``forecast`` judges such a log
+        names = [curves[0][1].metric, *(n for n in names if n != curves[0][1].metric)][:MAX_EVAL_SERIES]
     per_metric: list[tuple[str, dict[str | None, LoadedCurve]]] = [
         (name, dict(got))
         for name, got in zip(names, log.curves_each(names), strict=True)

@@ -218,12 +218,21 @@ class AdvisorCore:
             note_throughput(rec, sample.step, when, nodes, restart=outcome == "restart")
             self._note_window(rec)
             return True
-        if outcome == "invalid" and sample.loss is None and prev_step is not None and sample.step > prev_step:
-            # progress without a loss value still proves the job is not hung, and says where it is
+        if prev_step is None and rec.reported_step is not None:
+            prev_step = rec.step  # a job that reports no training loss at all: where it last was
+        if (
+            outcome == "invalid"
+            and sample.loss is None
+            and sample.step is not None
+            and sample.step > (prev_step if prev_step is not None else -1)
+        ):
+            # progress without a loss value still proves the job is not hung, says where it is and
+            # how fast it goes (a job that reports eval metrics alone is judged by them)
             rec.reported_step = sample.step
             rec.last_step_change = at
             rec.last_sample_time = at
             rec.progress_seen_at = now
+            note_throughput(rec, sample.step, when, nodes, restart=False)
             return True
         if prev_step is not None and sample.step == prev_step and (rec.last_sample_time or -math.inf) < at:
             # a newer report at the same step: the reporter is alive and the step stuck (what the
@@ -260,7 +269,14 @@ class AdvisorCore:
         return bound
 
     def _refresh_forecast(self, rec: JobRecord, now: float, interval: float | None = None) -> None:
-        if not rec.fresh_data or len(rec.history) == 0:
+        if not rec.fresh_data:
+            return
+        if len(rec.history) == 0:
+            if rec.history.evals.names:
+                # a job that reports eval metrics and no training loss: no training-loss forecast,
+                # and a run state from its eval series alone (made again at each new evaluation)
+                rec.learning = record_learning_state(rec, None)
+                rec.fresh_data = False
             return
         bound = self._quiet_bound(rec) if interval is None else interval
         early = rec.forecast is not None and rec.forecast.n_points < EARLY_FORECAST_POINTS

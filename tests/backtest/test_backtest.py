@@ -493,3 +493,21 @@ def test_index_labels_reach_the_policys_selector(tmp_path: Path, capsys: pytest.
     (tmp_path / "index.csv").write_text("file,labels\nflat.csv,workload-type\n")
     assert main(argv) == 2
     assert "index.csv:2: labels: not key=value: 'workload-type'" in capsys.readouterr().err
+
+
+def test_a_log_of_eval_metrics_alone_is_replayed_as_such_and_judged_by_them(tmp_path: Path) -> None:
+    """A run that logged its evaluations alone reports them alone, as its trainer did (no training
+    loss made of its eval loss, judged by the training loss's rules): the core judges it by its
+    eval metric, as ``forecast`` does, and so do the verdict and the patience baseline."""
+    s, v = _plateaued(5)
+    path = tmp_path / "evals.csv"
+    rows = ["step,eval_loss,time,total_steps"] + [
+        f"{int(a)},{b:.6f},{a:.1f},6000" for a, b in zip(s.tolist(), v.tolist(), strict=True)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    (run,), _ = load_runs([path])
+    assert run.eval_metric == "eval_loss" and run.eval_values is not None
+    assert judged(run).series == "eval"
+    flat = replay("p", new_core(load_policies(PLATEAU), 60.0), run, planned_steps=6000)
+    assert flat.stopped and flat.rule == "plateau" and "best eval_loss" in flat.reason
+    assert patience(run, BaselineSettings()).stopped
