@@ -117,12 +117,13 @@ def classify(
     pct = percent(view)
     if view.last_step_change is not None and view.active and now - view.last_step_change > hung_after_s:
         return "hung"
-    if fc is None:
-        return "near-completion" if pct is not None and pct >= NEAR_COMPLETION_PERCENT else "unknown"
     if view.learning_state is not None:
         # the run-level judgement from all its series (advisor.forecast.state), the same one the
-        # policies and the simulator read
+        # policies and the simulator read (of its eval series alone for a job that reports no
+        # training loss)
         return view.learning_state.label
+    if fc is None:
+        return "near-completion" if pct is not None and pct >= NEAR_COMPLETION_PERCENT else "unknown"
     if fc.divergence_probability >= DIVERGING_P:
         return "diverging"
     if (pct is not None and pct >= NEAR_COMPLETION_PERCENT) or (

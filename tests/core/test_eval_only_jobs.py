@@ -59,3 +59,15 @@ def test_a_job_whose_eval_reports_stop_is_stalled() -> None:
     job = JobView(namespace="ns", name="a", admitted=True, active=True, started_at=0.0)
     decision = core.evaluate(job, ClusterView(), now=1000.0 + 30 * 60)
     assert any(a.rule == "stall" for a in decision.actions)
+
+
+def test_its_tjf_state_and_loss_column_are_its_eval_metrics() -> None:
+    from advisor.controller.render import classify, render_status
+
+    core = AdvisorCore(policies=[_policy()], forecast_interval_s=0)
+    decision = _evals(core, lambda s: 0.6 + 1.0 * math.exp(-s / 6000), 3000)
+    job = JobView(namespace="ns", name="a", admitted=True, active=True, started_at=0.0)
+    view = core.view(job, now=3000.0)
+    assert classify(view, now=3000.0) == "learning"  # it was "unknown" without a training-loss forecast
+    status = render_status(view, decision, now=3000.0)
+    assert status["summary"]["loss"].startswith("eval_loss ")
