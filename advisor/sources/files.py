@@ -264,8 +264,17 @@ def _table_records(
         selected = [(n, c) for n, c in rows if len(c) != len(header) or c[index].strip() == wanted]
         rows = selected or rows  # nothing matched: let the curve selection report it
     records: list[Record] = []
+    # a file that does not end its last line is being written: that line alone may be cut short
+    # (as a JSONL log's), and is let go with a warning when it lacks fields
+    cut = rows[-1][0] if rows and not text.endswith(("\n", "\r")) else None
     for number, cells in rows:
         if len(cells) != len(header):
+            if number == cut and records:
+                warnings.append(
+                    f"line {number}: {len(cells)} of {len(header)} fields; skipped "
+                    "(the last line, still being written?)"
+                )
+                break
             raise SourceError(path, f"expected {len(header)} fields, found {len(cells)}", line=number)
         records.append((f"line {number}", number, dict(zip(header, cells, strict=True))))
     return kind, records, header, warnings
