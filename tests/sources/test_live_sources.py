@@ -165,6 +165,11 @@ def test_checkpoint_acknowledgement_metrics_use_the_protocol_names() -> None:
         ("epoch", "epoch", 12.0),
         ("currentStep", "step", 12),
         ("train/loss", "loss", 12.0),
+        # as W&B names them (the names ``forecast`` reads in a W&B export)
+        ("train/global_step", "step", 12),
+        ("trainer/global_step", "step", 12),
+        ("train/learning_rate", "learning_rate", 12.0),
+        ("train/epoch", "epoch", 12.0),
     ],
 )
 def test_free_form_metric_names_map_to_fields(name: str, field: str, expected: float) -> None:
