@@ -82,7 +82,7 @@ def write_plot(outcome: Outcome, path: str) -> str:
 def _draw_evals(ax: Any, outcome: Outcome) -> list[float]:
     """Each eval series: its points joined by a line, its forecast final value at the total
     steps, and the judged metric's best step. Returns every value drawn."""
-    from advisor.commands.forecast import _num
+    from advisor.commands.forecast_output import _num
 
     drawn: list[float] = []
     state = outcome.state
@@ -135,7 +135,7 @@ def _wants_log(values: tuple[float, ...]) -> bool:
 def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
     """The forecast series: its points, its rolling median, the forecast path and band, the
     points after the cut and the observed end. Returns every value drawn (for the choice of axis)."""
-    from advisor.commands.forecast import _num
+    from advisor.commands.forecast_output import _num
 
     fc, curve, full, fpath = outcome.forecast, outcome.curve, outcome.full, outcome.path
     metric = curve.metric

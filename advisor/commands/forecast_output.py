@@ -1,0 +1,244 @@
+"""What ``trainjob-advisor forecast`` prints: the text summary and the JSON.
+
+The JSON's top level holds the ``Forecast`` fields of the series shown (the contract outside
+callers read), with the run ``state`` and each ``series`` beside them; the text says the same for
+a person, with the warnings that qualify it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from advisor.commands.forecast import series_direction, stuck_for
+from advisor.forecast._prep import report_noise
+from advisor.model import Interval, LearningState
+
+if TYPE_CHECKING:
+    from advisor.commands.forecast import Outcome
+
+__all__ = ["render_text", "to_json"]
+
+
+#: the report-to-report scatter (a share of the level) from which the text mentions it
+NOISY_SCATTER = 0.05
+
+
+def _scatter(values: tuple[float, ...], level: float | None) -> float | None:
+    """The scatter of one report about the trend, as a share of the level, when it is at least
+    ``NOISY_SCATTER`` (a small-batch fine-tune's loss: its "current" value is a median of a few
+    reports, and the forecast moves with them); None otherwise."""
+    tail = [v for v in values[-50:] if math.isfinite(v)]
+    if level is None or not math.isfinite(level) or level == 0 or len(tail) < 10:
+        return None
+    share = report_noise(np.asarray(tail, dtype=float)) / abs(level)
+    return share if share >= NOISY_SCATTER else None
+
+
+def _judged_series_warnings(state: LearningState | None, shown: str) -> list[str]:
+    """The judged eval series' own warnings (a rise, a short series), as the JSON's ``series``
+    has them; none when it is the series ``shown`` (its warnings are the forecast's own)."""
+    if state is None or state.metric is None or state.metric not in state.series or state.metric == shown:
+        return []
+    return [f"{state.metric}: {w}" for w in state.series[state.metric].warnings]
+
+
+def _num(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    text = f"{value:.4g}"
+    # a value at zero by rounding (a metric stuck at 0 read "-0", "-1e-12") is zero
+    return "0" if abs(value) < 1e-9 or text == "-0" else text
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "n/a"
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    minutes = seconds / 60
+    if minutes < 90:
+        return f"{minutes:.0f}m"
+    hours = minutes / 60
+    if hours < 48:
+        return f"{int(hours)}h {int(minutes % 60):02d}m"
+    return f"{int(hours // 24)}d {int(hours % 24)}h"
+
+
+def _interval(interval: Interval, fmt: Any = _num) -> str:
+    return f"{fmt(interval.mean)}  (80%: {fmt(interval.p10)} .. {fmt(interval.p90)})"
+
+
+def _label(text: str) -> str:
+    return f"{text:<15} "
+
+
+def render_text(outcome: Outcome) -> str:
+    fc, curve = outcome.forecast, outcome.curve
+    lines = [f"trainjob-advisor forecast: {curve.source}"]
+    lines += [f"  note            {note}" for note in outcome.notes]
+    last = fc.last_step if fc.last_step is not None else (curve.steps[-1] if curve.steps else None)
+    progress = f"step {last:,.0f}" if last is not None else "no usable step"
+    if outcome.total_steps and last is not None:
+        progress += f" of {outcome.total_steps:,} ({100 * last / outcome.total_steps:.0f}%)"
+    dropped = f", {fc.n_dropped} dropped" if fc.n_dropped else ""
+    lines.append(f"  progress        {progress}; {fc.n_points} points used{dropped}")
+    scatter = _scatter(curve.values, fc.current_loss)
+    noisy = f"; reports scatter by about {scatter:.0%} around it" if scatter is not None else ""
+    lines.append(f"  {_label('current ' + curve.metric)}{_num(fc.current_loss)} (smoothed{noisy})")
+    where = (
+        f" at step {outcome.total_steps:,}" if outcome.total_steps else " (asymptote: total steps unknown)"
+    )
+    lines.append(f"  {_label('final ' + curve.metric)}{_interval(fc.final_loss)}{where}")
+    if fc.divergence_probability >= 0.5:
+        # the families fit the history before the blow-up: their end is where a run that recovered
+        # would land, not where this one is heading
+        lines.append(
+            f"  caution         the run is diverging (P = {fc.divergence_probability:.2f}): the final "
+            "value above is where it would end if it recovered, not where it is heading"
+        )
+    if outcome.observed_nonfinite_from is not None:
+        lines.append(
+            f"  observed end    non-finite from step {outcome.observed_nonfinite_from:,.0f} to the end "
+            "of the file (the run diverged)"
+        )
+    if outcome.observed_final is not None:
+        lo, hi = fc.final_loss.p10, fc.final_loss.p90
+        inside = "inside" if lo <= outcome.observed_final <= hi else "outside"
+        lines.append(
+            f"  observed end    {_num(outcome.observed_final)} in the file ({inside} the 80% interval; "
+            f"mean off by {_error(fc.final_loss.mean, outcome.observed_final, curve.values)})"
+        )
+    lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
+    lines.append(f"  divergence      P = {fc.divergence_probability:.2f}")
+    hung = outcome.state is not None and outcome.state.label == "hung"
+    if hung:
+        idle, _ = stuck_for(curve)
+        lines.append(f"  ETA             n/a (no step advance for the last {_duration(idle)} of reports)")
+    elif fc.eta_seconds is not None:
+        rate = f" at {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
+        lines.append(f"  ETA             {_interval(fc.eta_seconds, _duration)}{rate}")
+    else:
+        why = "total steps unknown"
+        if outcome.total_steps and not fc.steps_per_second:
+            # the total is known: what is missing is a speed, which takes two timed reports
+            why = f"no speed yet from {fc.n_points} timed report(s)"
+        if curve.times is None:
+            why = (
+                "a trainer_state.json logs no timestamps"
+                if curve.source.startswith("HF trainer state")
+                else "no timestamps in the input"
+            )
+        rate = f"; {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
+        lines.append(f"  ETA             n/a ({why}{rate})")
+    if fc.model:
+        weights = sorted(fc.model.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{name} {weight:.2f}" for name, weight in weights[:5] if weight >= 0.005)
+        lines.append(f"  model           {shown or 'none'}")
+    for name, sfc in outcome.state.series.items() if outcome.state is not None else ():
+        if name == curve.metric:
+            continue  # the series forecast above, judged as it is
+        seen = (outcome.evals or {}).get(name)
+        last = seen.values[-1] if seen is not None and seen.values else None
+        level = sfc.current_loss
+        now = f"{_num(level)} now"
+        if (
+            last is not None
+            and level is not None
+            and math.isfinite(last)
+            and abs(last - level) > 0.01 * abs(level)
+        ):
+            # the level is a median of the last evaluations: say so when the last one is elsewhere
+            now = f"{_num(sfc.current_loss)} smoothed (last {_num(last)})"
+        lines.append(
+            f"  {_label(name)}{now}; final {_interval(sfc.final_loss)}; "
+            f"P(plateau) = {sfc.plateau_probability:.2f}"
+        )
+    if outcome.state is not None:
+        st = outcome.state
+        probs = ", ".join(f"{k} {v:.2f}" for k, v in st.probabilities.items())
+        lines.append(f"  run state       {st.label}   ({probs})")
+        if st.metric is not None and st.best_step is not None:
+            lines.append(
+                f"  best checkpoint step {st.best_step:,} ({st.metric} {_num(st.best_value)}, "
+                f"{st.evals_since_best} evaluation(s) ago)"
+            )
+    warnings = [
+        *curve.warnings,
+        *fc.warnings,
+        *(outcome.state.warnings if outcome.state else ()),
+        *_judged_series_warnings(outcome.state, curve.metric),
+    ]
+    if warnings:
+        lines.append("  warnings")
+        lines += [f"    - {warning}" for warning in warnings]
+    return "\n".join(lines)
+
+
+def _error(mean: float, observed: float, values: tuple[float, ...]) -> str:
+    """The forecast's error as a share of the observed end, or in the loss's own units when the
+    end is near zero: under 1% of where the run started (the median of its first tenth), where a
+    relative error of a loss that ends at 1e-4 says nothing."""
+    diff = mean - observed
+    finite = [abs(v) for v in values if math.isfinite(v)]
+    start = statistics.median(finite[: max(1, len(finite) // 10)]) if finite else 0.0
+    if observed != 0.0 and abs(observed) >= 0.01 * start:
+        return f"{100 * abs(diff) / abs(observed):.1f}%"
+    return f"{_num(abs(diff))} (absolute: the loss ends near zero)"
+
+
+def _plain(value: Any) -> Any:
+    """Forecast fields as JSON values: Intervals as objects, non-finite floats as null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def to_json(outcome: Outcome) -> dict[str, Any]:
+    result: dict[str, Any] = _plain(outcome.forecast)
+    curve = outcome.curve
+    result["input"] = {
+        "source": curve.source,
+        "metric": curve.metric,
+        "direction": str(series_direction(curve.metric)),
+        "points": len(curve),
+        "first_step": curve.steps[0] if curve.steps else None,
+        "last_step": curve.steps[-1] if curve.steps else None,
+        "total_steps": outcome.total_steps,
+        "has_times": curve.times is not None,
+        "has_learning_rates": curve.learning_rates is not None,
+        "has_epochs": curve.epochs is not None,
+        "notes": list(outcome.notes),
+        "warnings": list(curve.warnings),
+    }
+    if outcome.observed_final is not None:
+        result["observed_final_loss"] = _plain(outcome.observed_final)
+    if outcome.observed_nonfinite_from is not None:
+        result["observed_nonfinite_from_step"] = outcome.observed_nonfinite_from
+    st = outcome.state
+    if st is not None:
+        result["state"] = {
+            "label": st.label,
+            "probabilities": _plain(dict(st.probabilities)),
+            "metric": st.metric,
+            "best_step": st.best_step,
+            "best_value": _plain(st.best_value),
+            "evals_since_best": st.evals_since_best,
+            "warnings": list(st.warnings),
+        }
+        series = {curve.metric: _plain(outcome.forecast)}
+        series.update({name: _plain(sfc) for name, sfc in st.series.items() if name != curve.metric})
+        result["series"] = series
+    return result
