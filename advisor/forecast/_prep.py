@@ -329,3 +329,18 @@ def smoothed_level(y: FloatArray, k: int = 5) -> float:
     if y.size == 0:
         return float("nan")
     return fast_median(y[-min(k, (y.size + 1) // 2) :])
+
+
+def trend_level(x: FloatArray, y: FloatArray, k: int = 5) -> float:
+    """The current level of a sparse series that still moves (an eval metric every few hundred
+    steps): the median of the last ``k`` points each carried to the last step along their
+    Theil-Sen slope. A plain median of the last points lags a falling eval loss by about half its
+    window, two evaluations; carried along the slope, the points of a trend agree on where it
+    stands now, and those of a flat series (slope 0) are the plain median."""
+    m = min(k, (y.size + 1) // 2)
+    if m < 3:
+        return smoothed_level(y, k)
+    xs, ys = x[-m:], y[-m:]
+    i, j = np.triu_indices(m, 1)
+    slope = float(np.median((ys[j] - ys[i]) / (xs[j] - xs[i])))
+    return fast_median(ys + slope * (xs[-1] - xs))

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
-from advisor.forecast._prep import Prepared, prepare, report_noise, smoothed_level
+from advisor.forecast._prep import Prepared, prepare, report_noise, smoothed_level, trend_level
 from advisor.forecast.ensemble import Parts, epoch_boundaries_ahead, estimate
 from advisor.forecast.eta import eta_interval
 from advisor.forecast.plateau import local_trend
@@ -33,6 +33,8 @@ _RECOVERED_Z = 4.0
 #: the warning of a series that has turned upward; it reads a loss (lower is better), and
 #: ``state.forecast_series`` words it for a higher-is-better metric forecast negated
 RISING_WARNING = "the series is rising"
+#: the ensemble's warnings about the shape of a falling fit (``advisor.forecast.ensemble``)
+FALLING_FIT_WARNINGS = ("the loss falls faster than its earlier history", "learning rates unknown: assumed")
 
 
 def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
@@ -196,6 +198,9 @@ def _run(
         hi = max((1.0 - w) * hi + w * (turn.mean + half_t), mean)
         plateau = (1.0 - w) * plateau + w * turn.plateau
         if w >= 0.5:
+            # what the falling families said of their own fit (an LR decay read off a steeper
+            # fall, a constant-LR end below the level) is no reading of a series that rises
+            warnings[:] = [m for m in warnings if not m.startswith(FALLING_FIT_WARNINGS)]
             warnings.append(f"{RISING_WARNING} ({turn.slope_t:.1f} standard errors over its recent points)")
     if horizon is not None and horizon <= float(prep.steps[-1]):
         # the run is at its last step: no improvement is left to come, whatever the noise of the
@@ -207,6 +212,11 @@ def _run(
             # forecast ahead, read "final 0.287 (0.24 .. 0.33)" beside a current 0.301)
             k = min(5, n)
             half = cal.Z80 * report_noise(prep.values[-max(k, 10) :]) / math.sqrt(k)
+            if not training_loss:
+                # an eval series' last points are evaluations hundreds of steps apart: their
+                # median lags a trend by two of them ("final 0.975" beside a last eval of 0.957
+                # on a loss still falling); carried along their trend they say where it ended
+                level = trend_level(prep.steps, prep.values)
             mean, lo, hi = level, level - half, level + half
     eta, sps = eta_interval(prep.steps, prep.times, horizon, prep.segment_ids)
     fc = Forecast(

@@ -347,7 +347,9 @@ def learning_state(
     probs["diverging"] = (1.0 - p_hung) * p_div
     train_plateau = train.plateau_probability if train is not None else 0.5
     if p_eval is not None:
-        train_falls = 1.0 - train_plateau
+        # overfitting is read against the training loss: a run that reports none (its eval
+        # metrics alone) has stopped improving, and nothing says whether it fits its data better
+        train_falls = 1.0 - train_plateau if train is not None else 0.0
         # overfitting is the eval metric past its best while the training loss falls: an eval
         # series whose latest point is its best has flattened, not turned
         past_best = 1.0 if since_best > 0 else 0.0
