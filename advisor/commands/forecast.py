@@ -186,6 +186,27 @@ def _load(args: ForecastRequest) -> tuple[LoadedCurve, list[str], float | None]:
     return loaded, notes, args.upto_step
 
 
+def _one_run_of(args: ForecastRequest) -> ForecastRequest:
+    """A folder given is the run it holds (a HuggingFace output folder: its ``trainer_state.json``,
+    found as ``compare`` and ``backtest`` find a folder's runs); one that holds several is told to
+    name one, or to compare them."""
+    from pathlib import Path
+
+    from advisor.sources.runlogs import find_run_logs
+
+    assert args.file is not None
+    folder = Path(args.file)
+    if args.file == "-" or not folder.is_dir():
+        return args
+    logs = find_run_logs([folder])
+    if len(logs) > 1:
+        names = ", ".join(log.name for log in logs[:3]) + (", ..." if len(logs) > 3 else "")
+        raise SourceError(
+            folder, f"folder: {len(logs)} runs in it ({names}); name one, or `compare` them side by side"
+        )
+    return dataclasses.replace(args, file=str(logs[0].path))
+
+
 def _read(args: ForecastRequest) -> LoadedCurve:
     """The file's series ``args.metric``; without one, its training loss, else its eval loss, else
     (``eval_default``) its primary eval metric, the one the run would be judged by."""
@@ -212,6 +233,11 @@ def _read(args: ForecastRequest) -> LoadedCurve:
 
 def compute(args: ForecastRequest) -> Outcome:
     """The forecast of ``args``'s run, as the command prints it (errors as ``CommandError``)."""
+    if args.file:
+        try:
+            args = _one_run_of(args)
+        except SourceError as exc:
+            raise CommandError(str(exc)) from None
     full, notes, cut = _load(args)
     curve = full
     if cut is not None:
@@ -235,7 +261,8 @@ def compute(args: ForecastRequest) -> Outcome:
         )
     observed = _observed_end(full, len(curve), total) if truncated else None
     diverged = _nonfinite_from(full, len(curve)) if truncated else None
-    evals = _eval_series(args, curve, cut)
+    train = _training_loss(args, cut) if args.metric is not None and full.metric != TRAIN_SERIES else None
+    evals = _eval_series(args, curve if train is None else train, cut)
     directions = {name: direction_of(name) or Direction.LOWER for name in evals}
     outcome = outcome_of(
         curve,
@@ -246,6 +273,7 @@ def compute(args: ForecastRequest) -> Outcome:
         directions=directions,
         observed=None if diverged is not None else observed,
         plot=args.plot,
+        train=train,
     )
     return dataclasses.replace(outcome, observed_nonfinite_from=diverged)
 
@@ -271,10 +299,13 @@ def outcome_of(
     directions: Mapping[str, Direction],
     observed: float | None = None,
     plot: bool = False,
+    train: LoadedCurve | None = None,
 ) -> Outcome:
     """The forecast of ``curve`` (the same one as ``forecast()``, with its path along the steps
     when it is to be drawn) and the run's learning state from it and the eval series. Shared by
-    this command and ``explain --plot`` (a run's stored history), so both draw one picture."""
+    this command and ``explain --plot`` (a run's stored history), so both draw one picture.
+    ``train``: the run's training loss when ``curve`` is another of its series (``--metric``):
+    the state is then made from it and the eval series, as without ``--metric``."""
     from advisor.forecast.path import forecast_path
 
     fc, path = forecast_path(
@@ -290,6 +321,9 @@ def outcome_of(
         eval_series=full.metric != "loss",
     )
     series = {name: _Series(e.steps, e.values, directions[name]) for name, e in evals.items()}
+    if train is not None and train.steps:
+        state = _run_state(train, total, series, directions)
+        return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
     judged = None
     if full.metric != "loss":
         # a log of eval metrics alone: the forecast series is judged as the eval series it is (a
@@ -312,6 +346,35 @@ def outcome_of(
         train_history=(curve.steps, curve.values) if full.metric == "loss" else None,
     )
     return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
+
+
+def _run_state(
+    train: LoadedCurve, total: int | None, series: Mapping[str, _Series], directions: Mapping[str, Direction]
+) -> LearningState:
+    """The run state from its training loss and eval series, as the command makes it by default."""
+    from advisor.forecast import forecast
+
+    fc = forecast(
+        train.steps,
+        train.values,
+        total_steps=total,
+        times=train.times,
+        learning_rates=train.learning_rates,
+        epochs=train.epochs,
+        training_loss=True,
+    )
+    idle, interval = stuck_for(train)
+    return learning_state(
+        fc,
+        series,
+        total_steps=total,
+        idle_s=idle if total is None or (train.steps and train.steps[-1] < total) else None,
+        report_interval_s=interval,
+        forecast_all=True,
+        schedule=(train.steps, train.learning_rates) if train.learning_rates is not None else None,
+        metric_directions={name: str(d) for name, d in directions.items()},
+        train_history=(train.steps, train.values),
+    )
 
 
 def series_direction(metric: str) -> Direction:
@@ -346,6 +409,19 @@ class _Series:
 
 #: eval series a file's forecast reads at most (besides its training loss)
 MAX_EVAL_SERIES = 8
+
+
+def _training_loss(args: ForecastRequest, cut: float | None) -> LoadedCurve | None:
+    """The file's training loss up to the cut, when ``--metric`` shows another of its series: the
+    run state is the run's whatever series is shown (read from its eval series alone, a run that
+    overfits was "plateaued" under ``--metric eval_loss`` and "overfitting" without it)."""
+    if not args.file or args.file == "-":
+        return None
+    try:
+        train = load_curve(args.file, metric=TRAIN_SERIES, curve_id=args.curve)
+    except SourceError:
+        return None  # a log of eval metrics alone
+    return train.upto(cut) if cut is not None else train
 
 
 def _eval_series(args: ForecastRequest, curve: LoadedCurve, cut: float | None) -> dict[str, LoadedCurve]:

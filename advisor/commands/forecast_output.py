@@ -40,12 +40,14 @@ def _scatter(values: tuple[float, ...], level: float | None) -> float | None:
     return share if share >= NOISY_SCATTER else None
 
 
-def _judged_series_warnings(state: LearningState | None, shown: str) -> list[str]:
-    """The judged eval series' own warnings (a rise, a short series), as the JSON's ``series``
-    has them; none when it is the series ``shown`` (its warnings are the forecast's own)."""
-    if state is None or state.metric is None or state.metric not in state.series or state.metric == shown:
+def _series_warnings(state: LearningState | None, shown: str) -> list[str]:
+    """Each eval series' own warnings (a rise, a short series, a score falling), the judged one
+    first, as the JSON's ``series`` has them; none of the series ``shown`` (its warnings are the
+    forecast's own)."""
+    if state is None:
         return []
-    return [f"{state.metric}: {w}" for w in state.series[state.metric].warnings]
+    names = sorted(state.series, key=lambda name: name != state.metric)
+    return [f"{name}: {w}" for name in names if name != shown for w in state.series[name].warnings]
 
 
 def _num(value: float | None) -> str:
@@ -173,7 +175,7 @@ def render_text(outcome: Outcome) -> str:
         *curve.warnings,
         *fc.warnings,
         *(outcome.state.warnings if outcome.state else ()),
-        *_judged_series_warnings(outcome.state, curve.metric),
+        *_series_warnings(outcome.state, curve.metric),
     ]
     if warnings:
         lines.append("  warnings")

@@ -1,0 +1,122 @@
+"""``forecast`` on a fine-tune's log: the run state is the run's whichever series is shown, a
+finished eval series ends where its trend stands, its warnings agree with one another, and a
+folder is the run it holds."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+
+
+def _u(step: int) -> float:
+    return 1.0 + 0.8 * math.exp(-step / 300) + 0.25 * max(0.0, (step - 800) / 1000) ** 1.5
+
+
+_U_MINIMUM = min(range(100, 3001, 100), key=_u)
+
+
+def _overfitting_log(path: Path, *, accuracy: bool = False) -> Path:
+    """Training loss falls to the end; eval_loss is U-shaped (lowest at ``_U_MINIMUM``)."""
+    rows = ["step,loss,eval_loss" + (",eval_accuracy" if accuracy else "")]
+    for s in range(10, 3001, 10):
+        loss = 0.2 + 2.0 * math.exp(-s / 600)
+        cells = [str(s), f"{loss:.5f}", "", ""][: 4 if accuracy else 3]
+        if s % 100 == 0:
+            cells[2] = f"{_u(s):.5f}"
+            if accuracy:
+                cells[3] = f"{0.9 - 0.3 * math.exp(-s / 400):.5f}"
+        rows.append(",".join(cells))
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _forecast(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(["forecast", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_the_run_state_is_the_same_whichever_series_is_shown(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    log = str(_overfitting_log(tmp_path / "run.csv", accuracy=True))
+    states = [
+        _forecast(capsys, log, "--total-steps", "10000", *metric)["state"]
+        for metric in ((), ("--metric", "eval_loss"), ("--metric", "eval_accuracy"))
+    ]
+    assert states[0]["label"] == "overfitting"
+    assert all(s["label"] == states[0]["label"] and s["best_step"] == _U_MINIMUM for s in states)
+    for s in states[1:]:
+        assert s["probabilities"] == pytest.approx(states[0]["probabilities"], abs=0.02)
+
+
+def test_a_log_of_eval_metrics_alone_is_never_called_overfitting(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Overfitting is read against the training loss: without one, a U-shaped eval loss has
+    stopped improving (plateaued), with its best checkpoint named."""
+    rows = ["step,eval_loss"] + [f"{s},{_u(s):.5f}" for s in range(100, 3001, 100)]
+    (tmp_path / "evals.csv").write_text("\n".join(rows) + "\n")
+    state = _forecast(capsys, str(tmp_path / "evals.csv"), "--total-steps", "10000")["state"]
+    assert state["label"] == "plateaued" and state["probabilities"]["overfitting"] == 0.0
+    assert state["best_step"] == _U_MINIMUM
+
+
+def test_a_finished_eval_series_ends_where_its_trend_stands(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An eval loss still falling at the run's last step: its final value is where the last
+    evaluations' trend stands at that step, not their median two evaluations back."""
+    rows = ["step,loss,eval_loss"]
+    for s in range(10, 1501, 10):
+        ev = f"{0.9 + 1.0 * math.exp(-s / 700) + 0.004 * math.sin(s / 100):.5f}" if s % 100 == 0 else ""
+        rows.append(f"{s},{0.5 + 1.5 * math.exp(-s / 400):.5f},{ev}")
+    (tmp_path / "run.csv").write_text("\n".join(rows) + "\n")
+    out = _forecast(capsys, str(tmp_path / "run.csv"), "--total-steps", "1500")
+    final = out["series"]["eval_loss"]["final_loss"]
+    last = 0.9 + 1.0 * math.exp(-1500 / 700)
+    assert abs(final["mean"] - last) < 0.01 * last  # the median of the last five read 2.5% above
+    assert final["p10"] <= last <= final["p90"]
+
+
+def test_a_rising_eval_series_carries_no_warning_of_a_falling_fit(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    log = str(_overfitting_log(tmp_path / "run.csv"))
+    warnings = _forecast(capsys, log, "--total-steps", "10000")["series"]["eval_loss"]["warnings"]
+    assert any(w.startswith("the series is rising") for w in warnings)
+    assert not any("falls faster" in w or "LR anneals" in w for w in warnings)
+
+
+def test_the_text_carries_every_eval_series_warning_the_json_has(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rows = ["step,loss,eval_loss,eval_accuracy"]
+    for s in range(10, 3001, 10):
+        cells = ["", ""]
+        if s % 100 == 0:  # eval_loss rises and the accuracy falls from step 800 on
+            turn = max(0.0, (s - 800) / 1000) ** 1.5
+            cells = [f"{1.0 + 0.8 * math.exp(-s / 300) + 0.25 * turn:.5f}", f"{0.8 - 0.2 * turn:.5f}"]
+        rows.append(f"{s},{0.2 + 2.0 * math.exp(-s / 600):.5f},{cells[0]},{cells[1]}")
+    (tmp_path / "run.csv").write_text("\n".join(rows) + "\n")
+    assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "10000"]) == 0
+    text = capsys.readouterr().out
+    assert "eval_loss: the series is rising" in text
+    assert "eval_accuracy: the series is falling (worsening)" in text
+
+
+def test_a_folder_is_the_one_run_it_holds_and_several_are_told_apart(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    _overfitting_log(out_dir / "metrics.csv")
+    assert _forecast(capsys, str(out_dir), "--total-steps", "10000")["state"]["label"] == "overfitting"
+    _overfitting_log(out_dir / "other.csv")
+    assert main(["forecast", str(out_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "runs in it" in err and "compare" in err and len(err.strip().splitlines()) == 1
