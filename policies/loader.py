@@ -18,9 +18,13 @@ from typing import Any
 import yaml
 
 from advisor.protocol import GROUP, VERSION
+from advisor.sources.normalize import canonical_name
 from policies.errors import PolicyError
 from policies.fields import MAX_ITEMS, MAX_STRING, FieldSpec, field_specs, parse_duration
 from policies.spec import Policy, PolicySpec
+
+#: what a metric that is the training loss is called (canonical names)
+_TRAINING_LOSS_NAMES = ("loss", "train_loss", "training_loss")
 
 __all__ = [
     "API_VERSION",
@@ -261,10 +265,28 @@ def load_policy(obj: Mapping[str, Any] | str) -> Policy:
         if key not in ("apiVersion", "kind", "metadata", "spec", "status"):
             errors.append((str(key), "unknown field"))
     spec = _bind(PolicySpec, obj.get("spec"), "spec", errors)
+    if spec is not None:
+        _check_across_fields(spec, errors)
     if errors or spec is None:
         raise PolicyError("", errors=errors)
     assert isinstance(name, str)
     return Policy(name=name, spec=spec)
+
+
+def _check_across_fields(spec: PolicySpec, errors: Errors) -> None:
+    """What no one field's type says: the overfitting rule compares an eval metric with the
+    training loss, so naming the training loss as its metric judges nothing (it said "no
+    judgement" at every look, silently)."""
+    overfitting = spec.rules.overfitting
+    if overfitting is not None and canonical_name(overfitting.metric) in _TRAINING_LOSS_NAMES:
+        errors.append(
+            (
+                "spec.rules.overfitting.metric",
+                f"{overfitting.metric!r} is the training loss; overfitting is an eval metric's turn while "
+                "the training loss falls: name an eval metric (eval_loss, eval_accuracy, ...) or leave it "
+                "empty for the job's primary one",
+            )
+        )
 
 
 def read_policy_file(path: Path) -> str:

@@ -268,6 +268,12 @@ def _table_records(
     # (as a JSONL log's), and is let go with a warning when it lacks fields
     cut = rows[-1][0] if rows and not text.endswith(("\n", "\r")) else None
     for number, cells in rows:
+        if number == cut and records and len(cells) == len(header) and _cut_number(cells[-1]):
+            warnings.append(
+                f"line {number}: ends in {cells[-1].strip()!r}, a number cut short; skipped "
+                "(the last line, still being written?)"
+            )
+            break
         if len(cells) != len(header):
             if number == cut and records:
                 warnings.append(
@@ -278,6 +284,13 @@ def _table_records(
             raise SourceError(path, f"expected {len(header)} fields, found {len(cells)}", line=number)
         records.append((f"line {number}", number, dict(zip(header, cells, strict=True))))
     return kind, records, header, warnings
+
+
+def _cut_number(cell: str) -> bool:
+    """A cell no logger writes as a whole number: a mantissa or exponent cut off (``0.``, ``1e``,
+    ``2.5e-``), what an unended last line holds when its writer is mid-number."""
+    text = cell.strip()
+    return bool(text) and text[-1] in ".eE+-" and text.lower() not in ("-inf", "+inf")
 
 
 def _from_table(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:

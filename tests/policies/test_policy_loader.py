@@ -195,3 +195,16 @@ def test_selector_label_keys_and_values_must_be_kubernetes_labels() -> None:
         }
     }
     load_policy(_obj(good))
+
+
+@pytest.mark.parametrize("metric", ["loss", "train_loss", "train/loss"])
+def test_an_overfitting_rule_that_names_the_training_loss_is_refused(metric: str) -> None:
+    """It compares an eval metric with the training loss: named the training loss, it judged
+    nothing and said so only as "no judgement" at every look."""
+    text = (
+        "apiVersion: advisor.trainjob-advisor.io/v1alpha1\nkind: AdvisorPolicy\nmetadata: {name: p}\n"
+        f"spec:\n  rules:\n    overfitting: {{metric: '{metric}'}}\n"
+    )
+    with pytest.raises(PolicyError, match=r"spec\.rules\.overfitting\.metric: .* is the training loss"):
+        load_policy(text)
+    load_policy(text.replace(metric, "eval_loss"))  # an eval metric is fine

@@ -151,10 +151,11 @@ def test_a_jsonl_log_cut_short_in_its_last_line_is_read_without_it(tmp_path: Pat
         assert any(w.startswith("line 4: invalid JSON") and "skipped" in w for w in curve.warnings)
 
 
-@pytest.mark.parametrize("cut", ["20", "20,", "20,2.4"])
+@pytest.mark.parametrize("cut", ["20", "20,", "20,2.4", "20,2.4,0.", "20,2.4,1e-"])
 def test_a_table_cut_short_in_its_unended_last_line_is_read_without_it(tmp_path: Path, cut: str) -> None:
-    """A CSV read while its writer is mid-row: a last line that is not ended and lacks fields is
-    skipped with a warning naming it (a row with a field missing but its line ended is an error)."""
+    """A CSV read while its writer is mid-row: a last line that is not ended and lacks fields, or
+    ends in a number cut short (``0.`` was read as a loss of 0), is skipped with a warning naming
+    it (a row with a field missing but its line ended is an error)."""
     from advisor.sources.files import load_curves
 
     path = tmp_path / "live.csv"
@@ -162,6 +163,7 @@ def test_a_table_cut_short_in_its_unended_last_line_is_read_without_it(tmp_path:
     for curve in (load_curve(path), load_curves(path)[0][1]):
         assert curve.steps == (0.0, 10.0) and curve.values == (3.0, 2.5)
         assert any(w.startswith("line 4: ") and "skipped" in w for w in curve.warnings)
-    path.write_text("step,loss,eval_loss\n0,3.0,\n10,2.5,2.7\n" + cut + "\n")
-    with pytest.raises(SourceError, match="expected 3 fields"):
-        load_curve(path)
+    if cut.count(",") < 2:
+        path.write_text("step,loss,eval_loss\n0,3.0,\n10,2.5,2.7\n" + cut + "\n")
+        with pytest.raises(SourceError, match="expected 3 fields"):
+            load_curve(path)
