@@ -24,7 +24,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from advisor.core.codec import action_from_dict, checkpoint_from_dict, forecast_from_dict
-from advisor.model import ClusterQueueView, ClusterView, JobView, WorkloadView
+from advisor.model import (
+    LEARNING_LABELS,
+    ClusterQueueView,
+    ClusterView,
+    Forecast,
+    Interval,
+    JobView,
+    LearningState,
+    WorkloadView,
+)
 
 __all__ = ["JobStateError", "cluster_from_dict", "job_from_dict", "state_from_dict"]
 
@@ -151,6 +160,99 @@ def _forecast(v: Any, path: str) -> Any:
     return forecast_from_dict(data)
 
 
+def _interval_of(v: Any, path: str) -> Interval:
+    _interval(v, path)
+    return Interval(_num(v["mean"], path), _num(v["p10"], path), _num(v["p90"], path))
+
+
+#: the keys of one eval series in a learning state (``TrainJobForecast.status.learningState``)
+_SERIES_KEYS = ("current", "direction", "final", "plateauProbability", "points")
+
+
+def _series_forecast(v: Any, path: str) -> tuple[Forecast, str | None]:
+    """One eval series of a learning state, as the status writes it: its forecast and direction."""
+    data = _obj(v, path)
+    for key in data:
+        if key not in _SERIES_KEYS:
+            raise JobStateError(f"{path}.{key}: unknown key (known: {', '.join(_SERIES_KEYS)})")
+    if "final" not in data:
+        raise JobStateError(f"{path}.final: is required")
+    direction = None if data.get("direction") is None else _str(data["direction"], f"{path}.direction")
+    if direction not in (None, "lower", "higher"):
+        raise JobStateError(f"{path}.direction: must be lower or higher, got {direction!r}")
+    p = data.get("plateauProbability")
+    if p is not None:
+        _probability(p, f"{path}.plateauProbability")
+    fc = Forecast(
+        final_loss=_interval_of(data["final"], f"{path}.final"),
+        plateau_probability=0.5 if p is None else _num(p, path),
+        divergence_probability=0.0,
+        current_loss=None if data.get("current") is None else _num(data["current"], f"{path}.current"),
+        n_points=0 if data.get("points") is None else _int(data["points"], f"{path}.points"),
+    )
+    return fc, direction
+
+
+_LEARNING_KEYS = (
+    "bestStep",
+    "bestValue",
+    "evalsSinceBest",
+    "label",
+    "metric",
+    "probabilities",
+    "series",
+    "warnings",
+)
+
+
+def _learning_state(v: Any, path: str) -> LearningState:
+    """The run's learning state in the shape ``TrainJobForecast.status.learningState`` has it (a
+    live job's can be pasted in), so that an overfitting rule, or a rule naming an eval metric,
+    can be explained: without it they judge nothing."""
+    data = _obj(v, path)
+    for key in data:
+        if key not in _LEARNING_KEYS:
+            raise JobStateError(f"{path}.{key}: unknown key (known: {', '.join(_LEARNING_KEYS)})")
+    label = _str(data.get("label"), f"{path}.label") if "label" in data else None
+    if label not in LEARNING_LABELS:
+        raise JobStateError(f"{path}.label: must be one of {', '.join(LEARNING_LABELS)}, got {label!r}")
+    probs = _nummap(data.get("probabilities") or {}, f"{path}.probabilities")
+    for name, p in probs.items():
+        if name not in LEARNING_LABELS:
+            raise JobStateError(
+                f"{path}.probabilities.{name}: unknown label (known: {', '.join(LEARNING_LABELS)})"
+            )
+        _probability(p, f"{path}.probabilities.{name}")
+    probabilities = {
+        name: probs.get(name, 1.0 if name == label and not probs else 0.0) for name in LEARNING_LABELS
+    }
+    series: dict[str, Forecast] = {}
+    directions: dict[str, str] = {}
+    for name, entry in _obj(data.get("series") or {}, f"{path}.series").items():
+        series[str(name)], direction = _series_forecast(entry, f"{path}.series.{name}")
+        if direction is not None:
+            directions[str(name)] = direction
+    metric = None if data.get("metric") is None else _str(data["metric"], f"{path}.metric")
+    if metric is not None and metric not in series:
+        raise JobStateError(f"{path}.metric: {metric!r} has no entry in {path}.series")
+    best = data.get("bestStep")
+    best_value = data.get("bestValue")
+    return LearningState(
+        label=label,
+        probabilities=probabilities,
+        metric=metric,
+        best_step=None if best is None else _int(best, f"{path}.bestStep"),
+        best_value=None if best_value is None else _num(best_value, f"{path}.bestValue"),
+        evals_since_best=_int(data.get("evalsSinceBest", 0), f"{path}.evalsSinceBest"),
+        series=series,
+        warnings=tuple(
+            _str(w, f"{path}.warnings[{i}]")
+            for i, w in enumerate(_list(data.get("warnings") or [], f"{path}.warnings"))
+        ),
+        directions=directions,
+    )
+
+
 Conv = Callable[[Any, str], Any]
 _JOB: dict[str, tuple[str, Conv]] = {
     "namespace": ("namespace", _str),
@@ -178,6 +280,7 @@ _JOB: dict[str, tuple[str, Conv]] = {
     "reportIntervalSeconds": ("report_interval_s", _num),
     "lastLoss": ("last_loss", _num),
     "forecast": ("forecast", _forecast),
+    "learningState": ("learning_state", _learning_state),
     "checkpoint": ("checkpoint", lambda v, p: checkpoint_from_dict(_obj(v, p))),
     "throughput": ("throughput", _throughput),
     "actions": ("actions", _actions),

@@ -240,3 +240,31 @@ def test_a_yaml_syntax_error_is_one_line_with_its_line_and_column(
     out = capsys.readouterr().out.strip()
     assert "\n" not in out, out
     assert "line 5, column 1: found character '\\t' that cannot start any token" in out
+
+
+def test_explain_judges_an_overfitting_run_from_the_learning_state_in_the_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job state with the run state a live status shows: the overfitting rule and the plateau
+    rule judge its eval loss, and name the checkpoint to keep (without it, "no judgement")."""
+    sample = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+    example = ROOT / "examples" / "job-state-overfitting.json"
+    assert main(["policy", "explain", str(sample), "--job-state", str(example)]) == 0
+    out = capsys.readouterr().out
+    assert "decision: advice=overfitting:release" in out
+    assert "P(overfitting)=0.90 >= 0.80" in out and "keep the checkpoint of step 800" in out
+    assert "eval_loss 0.97 → 1.05 predicted at the end" in out
+    state = json.loads(example.read_text())
+    bad = state["job"]["learningState"]
+    for key, value, message in (
+        ("label", "meh", "job.learningState.label: must be one of"),
+        ("metric", "eval_bleu", "job.learningState.metric: 'eval_bleu' has no entry"),
+        ("bestStep", "x", "job.learningState.bestStep: must be an integer"),
+        ("evalSinceBest", 3, "job.learningState.evalSinceBest: unknown key"),
+    ):
+        broken = json.loads(json.dumps(state))
+        broken["job"]["learningState"] = {**bad, key: value}
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(broken))
+        assert main(["policy", "explain", str(sample), "--job-state", str(path)]) == 2
+        assert message in capsys.readouterr().err
