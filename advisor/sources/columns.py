@@ -10,15 +10,20 @@ A W&B export carries two step columns: ``_step``, W&B's own counter of ``log`` c
 logged row, whatever the training step), and the trainer's step it logs beside it (HF's
 ``WandbCallback``: ``train/global_step``; Lightning's ``WandbLogger``: ``trainer/global_step``).
 The trainer's step comes first; ``_step`` is the step only of a file that has no other.
+
+Two exports name their value column after something else (``export_header``): TensorBoard's
+scalar CSV (``Wall time,Step,Value``: the tag is in the file's name, ``run-a-tag-eval_loss.csv``),
+and a W&B chart panel's (``Step,"<run> - train/loss","<run> - train/loss__MIN",...``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from advisor.sources.normalize import canonical_name
 
-__all__ = ["HF_ROLES", "ROLES", "Column", "resolve_columns"]
+__all__ = ["HF_ROLES", "ROLES", "Column", "ExportError", "export_header", "resolve_columns"]
 
 #: role -> accepted canonical column names, best first
 ROLES: dict[str, tuple[str, ...]] = {
@@ -104,3 +109,38 @@ def resolve_columns(names: Iterable[str], roles: dict[str, tuple[str, ...]] = RO
                 resolved[role] = Column(canonical[candidate], scale)
                 break
     return resolved
+
+
+class ExportError(ValueError):
+    """An export that holds no one run's series (a W&B panel of several runs)."""
+
+
+_TB_HEADER = ("wall_time", "step", "value")
+_TB_TAG = re.compile(r"tag[-_](.+)$", re.IGNORECASE)
+_WANDB_PANEL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+)$")
+
+
+def export_header(header: list[str], file_name: str) -> list[str]:
+    """``header`` with an export's value columns named by what they hold (see the module
+    docstring): TensorBoard's ``Value`` by the tag in ``file_name`` (``loss`` without one), a W&B
+    panel's ``<run> - <metric>`` by its metric (its ``__MIN``/``__MAX`` band columns are left as
+    they are, which no role reads). Any other header is returned as it is. Raises
+    ``ExportError`` for a panel of several runs."""
+    if tuple(canonical_name(h) for h in header) == _TB_HEADER:
+        stem = file_name.lower().removesuffix(".gz").rsplit(".", 1)[0]
+        tag = _TB_TAG.search(stem)
+        named = canonical_name(tag.group(1)) if tag else "loss"
+        return [h if canonical_name(h) != "value" else named for h in header]
+    panel = [_WANDB_PANEL.match(h) for h in header]
+    runs = {m.group("run") for m in panel if m is not None}
+    if not runs or not any(canonical_name(h) in ROLES["step"] for h in header):
+        return header
+    if len(runs) > 1:
+        shown = ", ".join(sorted(runs)[:3]) + (", ..." if len(runs) > 3 else "")
+        raise ExportError(
+            f"a W&B panel export of {len(runs)} runs ({shown}): export one run's panel, or its run history"
+        )
+    return [
+        m.group("metric") if m is not None and not m.group("metric").endswith(("__MIN", "__MAX")) else h
+        for h, m in zip(header, panel, strict=True)
+    ]

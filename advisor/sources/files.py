@@ -34,7 +34,7 @@ from advisor.sources.assemble import (
     listing,
     total_from,
 )
-from advisor.sources.columns import HF_ROLES, ROLES, Column, resolve_columns
+from advisor.sources.columns import HF_ROLES, ROLES, Column, ExportError, export_header, resolve_columns
 from advisor.sources.large_table import LARGE_ROWS, read_numeric_table
 
 __all__ = [
@@ -238,6 +238,7 @@ def _table_records(
         warnings.append(f"no header; columns read as {','.join(header)}")
     else:
         rows = rows[1:]
+        header = _exported(path, header)
         if len(set(header)) != len(header):
             raise SourceError(path, "duplicate column names in the header", line=lines[0][0])
     roles = resolve_columns(header)
@@ -286,6 +287,14 @@ def _table_records(
     return kind, records, header, warnings
 
 
+def _exported(path: str | Path, header: list[str]) -> list[str]:
+    """The header with a TensorBoard or W&B panel export's columns named (``export_header``)."""
+    try:
+        return export_header(header, Path(path).name)
+    except ExportError as exc:
+        raise SourceError(path, str(exc)) from None
+
+
 def _cut_number(cell: str) -> bool:
     """A cell no logger writes as a whole number: a mantissa or exponent cut off (``0.``, ``1e``,
     ``2.5e-``), what an unended last line holds when its writer is mid-number."""
@@ -310,8 +319,11 @@ def _large_table(path: str | Path, text: str, metric: str | None) -> LoadedCurve
     if end < 0 or delimiter is None or first.startswith("#"):
         return None
     header = [cell.strip() for cell in first.split(delimiter)]
+    if any(is_number(h) for h in header):
+        return None
+    header = _exported(path, header)
     columns = resolve_columns(header)
-    if len(set(header)) != len(header) or any(is_number(h) for h in header):
+    if len(set(header)) != len(header):
         return None
     if "step" not in columns or "curve_id" in columns or "total_steps" in columns:
         return None

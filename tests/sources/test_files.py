@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.sources import LoadedCurve, load_curve
+from advisor.sources import LoadedCurve, SourceError, load_curve
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -250,3 +250,27 @@ def test_a_table_with_only_an_eval_score_is_read_for_it_and_names_it_when_asked_
     with pytest.raises(SourceError) as caught:
         load_curve(path)
     assert caught.value.series == ("eval_accuracy",) and "no loss field" in caught.value.reason
+
+
+def test_a_tensorboard_scalar_export_is_read_by_the_tag_in_its_name(tmp_path: Path) -> None:
+    """TensorBoard's CSV export (``Wall time,Step,Value``) names its series only in the file name."""
+    rows = "".join(f"{1.7e9 + 5 * s:.3f},{s},{2.0 / (1 + s / 100):.5f}\n" for s in range(10, 1001, 10))
+    plain = tmp_path / "scalars.csv"
+    plain.write_text("Wall time,Step,Value\n" + rows)
+    curve = load_curve(plain)
+    assert curve.metric == "loss" and len(curve) == 100 and curve.times is not None
+    tagged = tmp_path / "run-lr1e-4-tag-eval_loss.csv"
+    tagged.write_text("Wall time,Step,Value\n" + rows)
+    assert load_curve(tagged).metric == "eval_loss"
+
+
+def test_a_wandb_panel_export_of_one_run_is_read_and_of_several_is_one_clear_error(tmp_path: Path) -> None:
+    head = '"Step","lr3e-5 - train/loss","lr3e-5 - train/loss__MIN","lr3e-5 - train/loss__MAX"\n'
+    rows = "".join(f"{s},{2.0 / s:.5f},{2.0 / s:.5f},{2.0 / s:.5f}\n" for s in range(10, 1001, 10))
+    panel = tmp_path / "panel.csv"
+    panel.write_text(head + rows)
+    curve = load_curve(panel)
+    assert curve.metric == "loss" and curve.values[0] == pytest.approx(0.2)
+    panel.write_text('"Step","a - train/loss","b - train/loss"\n10,1.0,2.0\n20,0.9,1.9\n')
+    with pytest.raises(SourceError, match=r"a W&B panel export of 2 runs \(a, b\)"):
+        load_curve(panel)
