@@ -453,7 +453,9 @@ def _aligned(
         filled.append(last)
     result = tuple(filled[i] for i in kept)
     gaps = sum(1 for i in kept if math.isnan(values[i]))
-    if gaps:
+    if gaps and gaps < len(kept):
+        # (missing on every point read: logged on other rows, as HF logs the learning rate on its
+        # training rows and none on its eval rows; aligned as the docstring says, nothing amiss)
         warnings.append(f"{role} missing on {gaps} of {len(kept)} points; taken from neighbouring rows")
     return result
 

@@ -69,7 +69,14 @@ def test_trainer_state_eval_loss_gets_the_learning_rate_of_its_step() -> None:
     assert curve.learning_rates is not None and train.learning_rates is not None
     by_step = dict(zip(train.steps, train.learning_rates, strict=True))
     assert curve.learning_rates == tuple(by_step[s] for s in curve.steps)
-    assert any("learning_rate missing" in w for w in curve.warnings)
+    # logged on the training rows and on no eval row, as HF does: aligned, and nothing to warn of
+    assert not any("learning_rate missing" in w for w in curve.warnings)
+
+
+def test_a_rate_missing_on_some_points_of_a_series_is_warned_of(tmp_path: Path) -> None:
+    path = tmp_path / "run.csv"
+    path.write_text("step,loss,lr\n10,2.0,0.1\n20,1.8,\n30,1.7,0.1\n40,1.6,0.1\n")
+    assert any("learning_rate missing on 1 of 4 points" in w for w in load_curve(path).warnings)
 
 
 def test_trainer_state_summary_train_loss_is_not_a_training_point(tmp_path: Path) -> None:
