@@ -85,7 +85,9 @@ def render_text(outcome: Outcome) -> str:
     fc, curve = outcome.forecast, outcome.curve
     lines = [f"trainjob-advisor forecast: {curve.source}"]
     lines += [f"  note            {note}" for note in outcome.notes]
-    last = fc.last_step if fc.last_step is not None else (curve.steps[-1] if curve.steps else None)
+    # the run's last step, where its last report is (a loss gone NaN at the end is not the run
+    # stopping two reports back; the forecast's own last step is that of its last finite point)
+    last = curve.steps[-1] if curve.steps else fc.last_step
     progress = f"step {last:,.0f}" if last is not None else "no usable step"
     if outcome.total_steps and last is not None:
         progress += f" of {outcome.total_steps:,} ({100 * last / outcome.total_steps:.0f}%)"

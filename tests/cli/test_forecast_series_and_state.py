@@ -120,3 +120,13 @@ def test_a_folder_is_the_one_run_it_holds_and_several_are_told_apart(
     assert main(["forecast", str(out_dir)]) == 2
     err = capsys.readouterr().err
     assert "runs in it" in err and "compare" in err and len(err.strip().splitlines()) == 1
+
+
+def test_progress_is_the_last_report_even_when_its_loss_went_nan(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rows = [f"{s},{2.0 / (1 + s / 100):.5f}" for s in range(10, 2901, 10)]
+    rows += [f"{s},nan" for s in range(2910, 3001, 10)]
+    (tmp_path / "run.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
+    assert main(["forecast", str(tmp_path / "run.csv")]) == 0
+    assert "progress        step 3,000; 290 points used, 10 dropped" in capsys.readouterr().out
