@@ -251,10 +251,11 @@ def load_policy(obj: Mapping[str, Any] | str) -> Policy:
     if not isinstance(obj, Mapping):
         raise PolicyError("", f"an AdvisorPolicy must be an object, got {type(obj).__name__}")
     errors: Errors = []
-    if obj.get("apiVersion") != API_VERSION:
-        errors.append(("apiVersion", f"must be {API_VERSION}, got {obj.get('apiVersion')!r}"))
-    if obj.get("kind") != KIND:
-        errors.append(("kind", f"must be {KIND}, got {obj.get('kind')!r}"))
+    for key, want in (("apiVersion", API_VERSION), ("kind", KIND)):
+        if key not in obj:
+            errors.append((key, f"is required ({want})"))
+        elif obj[key] != want:
+            errors.append((key, f"must be {want}, got {obj[key]!r}"))
     metadata = obj.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     if not isinstance(name, str) or not name:

@@ -88,7 +88,11 @@ def _validate(files: list[str]) -> int:
 
     failed = False
     defined: dict[str, str] = {}  # policy name -> the file that defines it first
+    seen: set[Path] = set()
     for path in files:
+        if Path(path).resolve() in seen:
+            continue  # the same file named twice (a glob and its folder) is validated once
+        seen.add(Path(path).resolve())
         try:
             text = read_policy_file(Path(path))
         except OSError as exc:

@@ -268,3 +268,15 @@ def test_explain_judges_an_overfitting_run_from_the_learning_state_in_the_state(
         path.write_text(json.dumps(broken))
         assert main(["policy", "explain", str(sample), "--job-state", str(path)]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_validate_names_a_missing_api_version_and_reads_a_file_named_twice_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "p.yaml"
+    missing.write_text("kind: AdvisorPolicy\nmetadata: {name: a}\nspec: {}\n")
+    assert main(["policy", "validate", str(missing)]) == 1
+    assert "apiVersion: is required (advisor.trainjob-advisor.io/v1alpha1)" in capsys.readouterr().out
+    sample = str(SAMPLES[0])
+    assert main(["policy", "validate", sample, sample]) == 0  # not "also defined in" itself
+    assert len(capsys.readouterr().out.strip().splitlines()) == 1
