@@ -18,6 +18,7 @@ import numpy as np
 from advisor.commands.forecast import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
 from advisor.model import Interval, LearningState
+from advisor.series import Direction, direction_of
 
 if TYPE_CHECKING:
     from advisor.commands.forecast import Outcome
@@ -120,6 +121,8 @@ def render_text(outcome: Outcome) -> str:
             f"mean off by {_error(fc.final_loss.mean, outcome.observed_final, curve.values)})"
         )
     lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
+    if outcome.total_steps and last is not None and last >= outcome.total_steps:
+        lines.append(f"  {_label('')}{_at_its_end(curve, outcome.total_steps)}")
     lines.append(f"  divergence      P = {fc.divergence_probability:.2f}")
     hung = outcome.state is not None and outcome.state.label == "hung"
     if hung:
@@ -183,6 +186,29 @@ def render_text(outcome: Outcome) -> str:
         lines.append("  warnings")
         lines += [f"    - {warning}" for warning in warnings]
     return "\n".join(lines)
+
+
+def _at_its_end(curve: Any, total: int) -> str:
+    """What P(plateau) = 1 means for a run at its last step (nothing is left to come, whether or
+    not it still improved), with how much its series moved over its last tenth: a finished run
+    read "plateaued" whichever it was."""
+    steps = np.asarray(curve.steps, dtype=float)
+    values = np.asarray(curve.values, dtype=float)
+    ok = np.isfinite(values)
+    steps, values = steps[ok], values[ok]
+    head = "at its last step: nothing is left to improve"
+    late = steps >= 0.9 * total
+    early = (steps >= 0.8 * total) & ~late
+    if late.sum() < 2 or early.sum() < 2:
+        return head
+    before, after = float(np.median(values[early])), float(np.median(values[late]))
+    if before == 0.0:
+        return head
+    change = (after - before) / abs(before)
+    if direction_of(curve.metric) is Direction.HIGHER:
+        change = -change
+    moved = "improved" if change < 0 else "got worse"
+    return f"{head}; over its last tenth it {moved} by {abs(change):.1%} (median of its last two tenths)"
 
 
 def _error(mean: float, observed: float, values: tuple[float, ...]) -> str:

@@ -130,3 +130,15 @@ def test_progress_is_the_last_report_even_when_its_loss_went_nan(
     (tmp_path / "run.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
     assert main(["forecast", str(tmp_path / "run.csv")]) == 0
     assert "progress        step 3,000; 290 points used, 10 dropped" in capsys.readouterr().out
+
+
+def test_a_finished_run_says_what_its_plateau_means_and_how_its_end_went(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rows = [f"{s},{0.5 + 2.0 * math.exp(-s / 1500):.5f}" for s in range(10, 3001, 10)]
+    (tmp_path / "run.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
+    assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert "at its last step: nothing is left to improve; over its last tenth it improved by" in out
+    assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "6000"]) == 0
+    assert "at its last step" not in capsys.readouterr().out
