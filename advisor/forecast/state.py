@@ -159,15 +159,24 @@ def turned_back(fc: Forecast, values: Sequence[float]) -> Forecast:
     # a score never passes its scale's top: an accuracy reported in [0, 1] (or percent) ends at
     # most at 1 (100), however steeply its early points rise
     top = score_top(values)
+    low = min(-f.p90, top)
+    warnings = tuple(_in_own_terms(w) for w in fc.warnings)
+    current = None if fc.current_loss is None else -fc.current_loss
+    if low >= top and current is not None and current < top:
+        # the whole band passes the top (a score still rising in a straight line): where it
+        # levels off between where it stands and the top is not in its history, and a band of
+        # zero width at the top ("1 (80%: 1 .. 1)") would claim it is
+        low = current
+        warnings += (f"the forecast passes the top of the scale ({top:g}): it ends between now and the top",)
     return Forecast(
-        final_loss=Interval(mean=min(-f.mean, top), p10=min(-f.p90, top), p90=min(-f.p10, top)),
+        final_loss=Interval(mean=min(-f.mean, top), p10=low, p90=min(-f.p10, top)),
         plateau_probability=fc.plateau_probability,
         divergence_probability=fc.divergence_probability,
         eta_seconds=fc.eta_seconds,
         steps_per_second=fc.steps_per_second,
         model=fc.model,
-        warnings=tuple(_in_own_terms(w) for w in fc.warnings),
-        current_loss=None if fc.current_loss is None else -fc.current_loss,
+        warnings=warnings,
+        current_loss=current,
         last_step=fc.last_step,
         total_steps=fc.total_steps,
         n_points=fc.n_points,

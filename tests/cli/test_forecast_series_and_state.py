@@ -142,3 +142,12 @@ def test_a_finished_run_says_what_its_plateau_means_and_how_its_end_went(
     assert "at its last step: nothing is left to improve; over its last tenth it improved by" in out
     assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "6000"]) == 0
     assert "at its last step" not in capsys.readouterr().out
+
+
+def test_a_score_heading_past_the_top_of_its_scale_gets_a_band_not_a_point(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rows = [f"{s},{0.5 + 0.00015 * s:.4f}" for s in range(100, 3001, 100)]  # 0.515 .. 0.95, straight
+    (tmp_path / "acc.csv").write_text("step,eval_accuracy\n" + "\n".join(rows) + "\n")
+    final = _forecast(capsys, str(tmp_path / "acc.csv"))["final_loss"]
+    assert final["p90"] <= 1.0 and final["p10"] < 0.96  # it was "1 (80%: 1 .. 1)"
