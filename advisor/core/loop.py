@@ -224,10 +224,11 @@ class AdvisorCore:
             outcome == "invalid"
             and sample.loss is None
             and sample.step is not None
-            and sample.step > (prev_step if prev_step is not None else -1)
+            and sample.step > (prev_step if prev_step is not None else 0)
         ):
             # progress without a loss value still proves the job is not hung, says where it is and
-            # how fast it goes (a job that reports eval metrics alone is judged by them)
+            # how fast it goes (a job that reports eval metrics alone is judged by them); before any
+            # loss, only a step past 0 is progress (a job loading its data reports step 0 for long)
             rec.reported_step = sample.step
             rec.last_step_change = at
             rec.last_sample_time = at

@@ -71,3 +71,15 @@ def test_its_tjf_state_and_loss_column_are_its_eval_metrics() -> None:
     assert classify(view, now=3000.0) == "learning"  # it was "unknown" without a training-loss forecast
     status = render_status(view, decision, now=3000.0)
     assert status["summary"]["loss"].startswith("eval_loss ")
+
+
+def test_reports_of_step_0_without_a_loss_are_no_progress_to_stall_on() -> None:
+    """A job that reports step 0 while it loads its data and compiles (RHOAI's annotation, before
+    the first log) has not started: the stall rule does not count its wait as a stall."""
+    core = AdvisorCore(policies=[_policy()], forecast_interval_s=0)
+    job = JobView(namespace="ns", name="a", admitted=True, active=True, started_at=0.0)
+    for t in range(0, 3600, 60):
+        core.observe("ns/a", ProgressSample(step=0, total_steps=TOTAL, time=float(t)), now=float(t))
+        decision = core.evaluate(job, ClusterView(), now=float(t))
+    assert not decision.actions
+    assert core.view(job).last_step_change is None
