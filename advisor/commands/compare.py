@@ -58,7 +58,8 @@ def register(subparsers: Any) -> None:
         "--total-steps",
         type=int,
         default=None,
-        help="with log files: the planned total of runs whose log does not say it",
+        help="with log files: the planned total of runs whose log does not say it (a log that "
+        "states its total, such as a trainer_state.json's max_steps, keeps its own)",
     )
     p.add_argument(
         "--metric",
@@ -170,7 +171,8 @@ def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
 
     try:
         # a log of eval metrics alone is forecast by its primary one, as ``forecast FILE`` does
-        request = fc_cmd.ForecastRequest(file=str(path), total_steps=total_steps, eval_default=True)
+        # --total-steps fills in for a log that does not say its total; one that does keeps its own
+        request = fc_cmd.ForecastRequest(file=str(path), total_steps_fallback=total_steps, eval_default=True)
         outcome = fc_cmd.compute(request)
     except CommandError as exc:
         raise CommandError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None

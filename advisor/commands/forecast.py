@@ -46,6 +46,10 @@ class ForecastRequest:
     metric: str | None = None
     curve: str | None = None
     total_steps: int | None = None
+    #: the planned total of a log that does not state its own (``compare --total-steps``): unlike
+    #: ``total_steps`` (``forecast --total-steps``, which overrides the file), a total the log
+    #: states wins, so a finished run is not read as a run with steps still to come
+    total_steps_fallback: int | None = None
     upto_step: float | None = None
     plot: bool = False  # the forecast path along the steps is wanted too
     #: without ``metric``, a log with no training loss (nor eval_loss) is forecast by its primary
@@ -104,7 +108,8 @@ def register(subparsers: Any) -> None:
         "--total-steps",
         type=positive_int,
         metavar="N",
-        help="planned total steps (default: from the file; not below its last step)",
+        help="planned total steps (default: from the file; given, it replaces the file's total, "
+        "e.g. to replay a run as planned longer; not below its last step)",
     )
     parser.add_argument(
         "--upto-step", type=float, metavar="K", help="forecast from the points up to step K only"
@@ -163,8 +168,9 @@ def _load(args: ForecastRequest) -> tuple[LoadedCurve, list[str], float | None]:
     """The whole curve, notes about it, and the step the forecast is cut at (the demo's own)."""
     if args.demo == bool(args.file):
         raise CommandError("give a FILE or --demo (exactly one)")
-    if args.total_steps is not None and args.total_steps <= 0:
-        raise CommandError(f"--total-steps must be positive, got {args.total_steps}")
+    for given in (args.total_steps, args.total_steps_fallback):
+        if given is not None and given <= 0:
+            raise CommandError(f"--total-steps must be positive, got {given}")
     if args.upto_step is not None and not (math.isfinite(args.upto_step) and args.upto_step >= 0):
         raise CommandError(f"--upto-step must be a non-negative number, got {args.upto_step}")
     if args.demo:
@@ -246,11 +252,12 @@ def compute(args: ForecastRequest) -> Outcome:
             raise CommandError(f"no points at or before step {cut:g} (first step {full.steps[0]:g})")
     truncated = len(curve) < len(full)
     last_step = max(full.steps)
-    if args.total_steps is not None and args.total_steps < last_step:
-        raise CommandError(
-            f"--total-steps {args.total_steps:,} is below the last step in the file ({last_step:,.0f})"
-        )
-    total = args.total_steps or full.total_steps
+    given = args.total_steps
+    if given is None and full.total_steps is None:
+        given = args.total_steps_fallback  # compare's: only for a log that does not say its total
+    if given is not None and given < last_step:
+        raise CommandError(f"--total-steps {given:,} is below the last step in the file ({last_step:,.0f})")
+    total = given or full.total_steps
     if total is None and truncated:
         total = math.ceil(last_step)
         notes.append(f"total steps taken from the file's last step ({total:,})")

@@ -182,3 +182,22 @@ def test_logs_of_an_eval_metric_alone_are_ranked_by_it(
     assert [Path(r["run"]).name for r in rows] == ["b.csv", "a.csv", "c.csv"]
     assert {r["metric"] for r in rows} == {"eval_accuracy"} and rows[0]["higherIsBetter"]
     assert rows[0]["bestStep"] == 2500
+
+
+def test_total_steps_fills_in_for_a_log_without_one_and_leaves_a_stated_total_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--total-steps`` is the planned total of the runs whose log does not say it: a finished
+    trainer state (``max_steps`` 3000, at step 3000) stays finished, not 3,000 of 10,000 steps
+    with a lower final loss to come; the CSV log, which states no total, takes it."""
+    _sweep_run(tmp_path / "finished.json", overfit=False)
+    _csv_run(tmp_path / "open.csv", floor=1.0)
+    args = ["compare", str(tmp_path / "finished.json"), str(tmp_path / "open.csv"), "--metric", "loss"]
+    assert cli.main([*args, "-o", "json"]) == 0
+    alone = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
+    assert cli.main([*args, "--total-steps", "10000", "-o", "json"]) == 0
+    rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["finished.json"]["progress"] == "3,000/3,000"
+    assert rows["finished.json"]["final"] == alone["finished.json"]["final"]
+    assert rows["finished.json"]["state"] == alone["finished.json"]["state"]
+    assert rows["open.csv"]["progress"] == "5,000/10,000"

@@ -405,13 +405,14 @@ def test_the_plot_shows_the_eval_series_its_forecast_and_the_best_checkpoint(tmp
 
 
 def _parsed(*argv: str) -> Any:
+    """The request ``forecast ARGV`` computes (as the command builds it from its arguments)."""
     import argparse
 
     from advisor.commands import forecast as command
 
     parser = argparse.ArgumentParser()
     command.register(parser.add_subparsers())
-    return parser.parse_args(["forecast", *argv])
+    return command.ForecastRequest.from_args(parser.parse_args(["forecast", *argv]))
 
 
 def test_a_trainer_state_without_evals_is_judged_by_the_training_loss(
@@ -601,3 +602,11 @@ def test_a_log_without_a_training_loss_is_forecast_by_its_primary_eval_metric(
     code, _, err = run(capsys, str(f), "--metric", "loss")
     assert code == 2 and "no training-loss field" in _one_error_line(err)
     assert _one_error_line(err).endswith("the file's series: eval_accuracy")
+
+
+def test_total_steps_replaces_the_total_the_file_states(capsys: pytest.CaptureFixture[str]) -> None:
+    """``forecast --total-steps`` is documented as replacing the file's total (a run replayed as if
+    planned longer), unlike ``compare --total-steps``, which only fills in for a log without one."""
+    code, out, err = run(capsys, str(FIXTURES / "trainer_state.json"), "--total-steps", "4000")
+    assert code == 0, err
+    assert "step 1,200 of 4,000 (30%)" in out
