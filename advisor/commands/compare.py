@@ -11,8 +11,10 @@ from a seeded Monte-Carlo draw, so the same forecasts always give the same answe
 Judged by an eval metric, a run gives the better of its best evaluation so far and its final
 value: the best checkpoint can be kept (HF's ``load_best_model_at_end``; the state names its
 step), so a run that overfit after reaching the sweep's best eval loss still holds the best
-model. Each run's best checkpoint (step and value) is shown beside it. The training loss has no
-such checkpoint to keep (a run's last weights are what its final training loss describes).
+model. Each run's best checkpoint of the metric ranked by (step and value) is shown beside it,
+that of ``--metric eval_accuracy`` when ranked by it, not that of the eval metric its state is
+judged by. The training loss has no such checkpoint to keep (a run's last weights are what its
+final training loss describes): ranked by it, no best checkpoint is shown.
 
 The runs are TrainJobForecasts on the cluster, or, when every argument is a file or a folder, run
 logs (the formats ``forecast FILE`` reads: a sweep's ``trainer_state.json`` files, CSV, JSONL; a
@@ -28,9 +30,10 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from advisor.cli import CommandError
+from advisor.series import Direction
 
 __all__ = ["prob_best", "register", "run"]
 
@@ -65,7 +68,9 @@ def register(subparsers: Any) -> None:
         "--metric",
         metavar="NAME",
         help="series to rank by: loss (training loss) or an eval metric such as eval_loss "
-        "(default: the eval metric every run is judged by, else loss)",
+        "(default: the eval metric every run is judged by, else loss). BEST CHECKPOINT is that "
+        "metric's best evaluation (step: value), which a run gives when it beats its final value; "
+        "ranked by loss there is none (a run's last weights are what its training loss describes)",
     )
     p.add_argument("--draws", type=int, default=20000, help="Monte-Carlo draws (default 20000)")
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
@@ -123,7 +128,7 @@ def _final(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
 
 def _higher(statuses: Sequence[Mapping[str, Any]], metric: str) -> bool:
     """Whether ``metric`` improves upwards: as the runs' states say, else as its name says."""
-    from advisor.series import Direction, direction_of
+    from advisor.series import direction_of
 
     for st in statuses:
         series = ((st.get("learningState") or {}).get("series") or {}).get(metric) or {}
@@ -185,17 +190,60 @@ def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
         "learningState": learning_state_dict(state),
         "summary": {"progress": progress},
         "state": state.label if state is not None else None,
+        # compare's own (no status has it): the best checkpoint of every eval series of the log,
+        # since the runs may be ranked by one other than the metric their state is judged by
+        _BESTS: _file_bests(outcome),
     }
 
 
-def _kept(status: Mapping[str, Any], metric: str) -> float | None:
-    """The value of the run's best checkpoint of ``metric``, when the run is judged by that eval
-    metric (the training loss keeps none: see the module's docstring)."""
+#: the key of a log's best checkpoints by eval metric in the status ``_file_status`` makes
+_BESTS = "bestByMetric"
+
+
+class _Evals(NamedTuple):
+    """An eval series as ``best_checkpoint`` reads it."""
+
+    steps: tuple[float, ...]
+    values: tuple[float, ...]
+    direction: Direction
+
+
+def _file_bests(outcome: Any) -> dict[str, dict[str, float]]:
+    """``{metric: {"step", "value"}}``: where each eval series of a forecast log was best (the
+    series it was forecast by, for a log of eval metrics alone)."""
+    from advisor.commands.forecast import series_direction
+    from advisor.forecast.state import best_checkpoint
+
+    curves = dict(outcome.evals or {})
+    if outcome.full.metric != "loss":
+        curves[outcome.full.metric] = outcome.curve
+    out: dict[str, dict[str, float]] = {}
+    for name, curve in curves.items():
+        best = best_checkpoint(_Evals(tuple(curve.steps), tuple(curve.values), series_direction(name)))
+        if best is not None:
+            out[name] = {"step": best[0], "value": best[1]}
+    return out
+
+
+def _best_of(status: Mapping[str, Any], metric: str) -> tuple[int | None, float | None]:
+    """(step, value) of the run's best checkpoint of ``metric``, the metric it is ranked by: none
+    for the training loss (see the module's docstring); a log's from its own eval series; a
+    TrainJobForecast's when its state is judged by that metric (its status names no other's)."""
+    if metric == "loss":
+        return None, None
+    if _BESTS in status:
+        best = status[_BESTS].get(metric)
+        return (None, None) if best is None else (int(best["step"]), float(best["value"]))
     state = status.get("learningState") or {}
-    if metric == "loss" or state.get("metric") != metric:
-        return None
-    value = state.get("bestValue")
-    return float(value) if isinstance(value, int | float) else None
+    if state.get("metric") != metric:
+        return None, None
+    step, value = state.get("bestStep"), state.get("bestValue")
+    return step, float(value) if isinstance(value, int | float) else None
+
+
+def _kept(status: Mapping[str, Any], metric: str) -> float | None:
+    """The value of the run's best checkpoint of ``metric`` (a checkpoint it can keep)."""
+    return _best_of(status, metric)[1]
 
 
 def _outcome(row: Mapping[str, Any]) -> float:
@@ -278,7 +326,7 @@ def run(args: argparse.Namespace) -> int:
             "final": None if iv is None else {"mean": iv[0], "p10": iv[1], "p90": iv[2]},
             "finalLoss": None if train is None else {"mean": train[0], "p10": train[1], "p90": train[2]},
             "probabilityBest": probs.get(ref),
-            "bestStep": (st.get("learningState") or {}).get("bestStep"),
+            "bestStep": _best_of(st, metric)[0],
             "bestValue": _kept(st, metric),
             "progress": (st.get("summary") or {}).get("progress"),
             "state": st.get("state"),
@@ -289,21 +337,28 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(result, indent=2))
         return 0
+    # ranked by the training loss, no run has a best checkpoint: no column of dashes
+    checkpoints = metric != "loss"
     rows = [
         [
             r["run"],
             "-" if r["final"] is None else f"{r['final']['mean']:.4g}",
             "-" if r["final"] is None else f"[{r['final']['p10']:.4g}, {r['final']['p90']:.4g}]",
             "-" if r["probabilityBest"] is None else f"{r['probabilityBest']:.0%}",
-            _best_cell(r),
+            *([_best_cell(r)] if checkpoints else []),
             r["progress"],
             r["state"],
         ]
         for r in result
     ]
     final = "FINAL LOSS" if metric == "loss" else f"FINAL {metric.upper()}"
-    print_table(("RUN", final, "80% INTERVAL", "P(BEST)", "BEST CHECKPOINT", "PROGRESS", "STATE"), rows)
+    best = ("BEST CHECKPOINT",) if checkpoints else ()
+    print_table(("RUN", final, "80% INTERVAL", "P(BEST)", *best, "PROGRESS", "STATE"), rows)
     print(f"ranked by {metric} ({'higher' if higher else 'lower'} is better)")
+    if not checkpoints and any(
+        (st.get("learningState") or {}).get("bestStep") is not None for st in statuses
+    ):
+        print("no best checkpoint: the training loss keeps none (a run's last weights are what it describes)")
     if any(r["bestValue"] is not None for r in result):
         print("a run gives its best checkpoint where it beats the run's final value (keep that checkpoint)")
     if broken:
@@ -315,9 +370,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _best_cell(row: Mapping[str, Any]) -> str:
-    """``step 1000: 0.8096``: where the run's best checkpoint is, and its value when judged by it."""
-    if row["bestStep"] is None:
+    """``step 1000: 0.8096``: where the run's best checkpoint of the ranked metric is, and its
+    value (``-``: none known, e.g. a TrainJobForecast judged by another eval metric)."""
+    if row["bestStep"] is None or row["bestValue"] is None:
         return "-"
-    if row["bestValue"] is None:
-        return f"step {row['bestStep']}"
     return f"step {row['bestStep']}: {row['bestValue']:.4g}"

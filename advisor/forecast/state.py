@@ -54,6 +54,7 @@ __all__ = [
     "MIN_EVALS",
     "SeriesLike",
     "at_last_step",
+    "best_checkpoint",
     "eval_divergence",
     "forecast_series",
     "learning_state",
@@ -240,6 +241,17 @@ def _best(series: SeriesLike) -> tuple[int | None, float | None, int, int]:
     if best_i is None:
         return None, None, 0, 0
     return int(series.steps[best_i]), float(values[best_i]), len(values) - 1 - best_i, finite
+
+
+def best_checkpoint(series: SeriesLike) -> tuple[int, float] | None:
+    """(step, value) where ``series`` was best, the checkpoint worth keeping when a run is judged
+    by it; None below ``MIN_EVALS`` finite evaluations, the fewest the run state judges by. Public
+    so that ``compare`` can show the best checkpoint of the metric it ranks by, which need not be
+    the one the state judged."""
+    step, value, _since, finite = _best(series)
+    if step is None or value is None or finite < MIN_EVALS:
+        return None
+    return step, value
 
 
 def at_last_step(fc: Forecast) -> bool:

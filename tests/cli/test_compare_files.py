@@ -201,3 +201,42 @@ def test_total_steps_fills_in_for_a_log_without_one_and_leaves_a_stated_total_al
     assert rows["finished.json"]["final"] == alone["finished.json"]["final"]
     assert rows["finished.json"]["state"] == alone["finished.json"]["state"]
     assert rows["open.csv"]["progress"] == "5,000/10,000"
+
+
+def _two_metric_run(path: Path, *, loss_best: int, acc_best: int, top: float) -> None:
+    """A finished run whose eval_loss is best at ``loss_best`` and eval_accuracy at ``acc_best``."""
+    history: list[dict[str, float]] = []
+    for s in range(10, 3001, 10):
+        history.append({"step": s, "loss": 0.3 + 2 * math.exp(-s / 600), "epoch": s / 1000})
+        if s % 100 == 0:
+            ev = 1.0 + ((s - loss_best) / 1000) ** 2
+            acc = top - 0.1 * ((s - acc_best) / 1000) ** 2
+            history.append({"step": s, "eval_loss": ev, "eval_accuracy": acc, "epoch": s / 1000})
+    path.write_text(json.dumps({"log_history": history, "max_steps": 3000, "global_step": 3000}))
+
+
+def test_the_best_checkpoint_shown_is_that_of_the_metric_ranked_by(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ranked by eval_accuracy, a run's best checkpoint is where its eval_accuracy was best, with
+    that value (as ``forecast --metric eval_accuracy`` says), not its best eval_loss's step with no
+    value; ranked by the training loss, none is shown (it keeps no checkpoint)."""
+    _two_metric_run(tmp_path / "a.json", loss_best=700, acc_best=1500, top=0.8)
+    _two_metric_run(tmp_path / "b.json", loss_best=1000, acc_best=2000, top=0.7)
+    argv = ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    assert cli.main([*argv, "--metric", "eval_accuracy", "-o", "json"]) == 0
+    rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
+    assert (rows["a.json"]["bestStep"], rows["a.json"]["bestValue"]) == (1500, pytest.approx(0.8))
+    assert (rows["b.json"]["bestStep"], rows["b.json"]["bestValue"]) == (2000, pytest.approx(0.7))
+    assert cli.main([*argv, "--metric", "eval_accuracy"]) == 0
+    assert "step 1500: 0.8" in capsys.readouterr().out
+    assert cli.main([*argv, "-o", "json"]) == 0  # judged (and ranked) by eval_loss
+    assert {Path(r["run"]).name: r["bestStep"] for r in json.loads(capsys.readouterr().out)} == {
+        "a.json": 700,
+        "b.json": 1000,
+    }
+    assert cli.main([*argv, "--metric", "loss", "-o", "json"]) == 0
+    assert all(r["bestStep"] is None and r["bestValue"] is None for r in json.loads(capsys.readouterr().out))
+    assert cli.main([*argv, "--metric", "loss"]) == 0
+    out = capsys.readouterr().out
+    assert "BEST CHECKPOINT" not in out and "step 700" not in out and "no best checkpoint" in out
