@@ -19,15 +19,9 @@ timeline is keyed by: its log's path relative to the folder given (``lr1e-3/trai
 in HF's ``<sweep>/<run>/trainer_state.json`` layout), a file given alone its file name (see
 ``advisor.sources.runlogs``), then ``#<curve_id>`` for a run of a multi-run dump.
 
-An index CSV (``index.csv`` or ``runs.csv``; the nearest one in the run's folder or a folder above
-it, up to the folder given; else ``--index``) gives a run the row whose run column is, the first
-that matches: its ``curve_id`` (a multi-run dump); its log's path relative to the index's folder,
-with or without its suffix (``lr1e-3/trainer_state.json``, ``lr1e-3/trainer_state``); the run's
-folder (``lr1e-3``) when the run is its folder; the run's name; its file name, with or without its
-suffix, when no other run's log has that file name. A row that names by file name several runs'
-logs (``trainer_state.json``) is an error that says which path to give instead. Its ``labels``
-(``workload-type=pretraining;team=a``) are the job's labels, which a policy's selector reads: a
-policy that keeps pre-training runs off its plateau rule by label is back-tested as it selects.
+An index CSV gives a run its GPUs, group and labels (see ``advisor.backtest.index`` for how a
+row names its run); the rows that matched no run, and the runs without a row while an index was
+in use, are returned with the runs so that the back-test can warn of them.
 
 Why the last segment only: a log whose step goes backwards restarted from a checkpoint, and which
 of its segments the platform paid for is not in the file; the last one is the run that finished.
@@ -35,23 +29,34 @@ of its segments the platform paid for is not in the file; the last one is the ru
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from advisor.backtest.errors import BadRunError, RunError
+from advisor.backtest.index import Indexes, IndexRow, RunWithoutRow, UnmatchedRow, index_row, suggested_key
 from advisor.forecast._prep import looks_unsorted
 from advisor.series import Direction, direction_of
 from advisor.sources.assemble import eval_metrics
 from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
-from advisor.sources.runlogs import INDEX_NAMES, RUN_LOG_SUFFIXES, RunLog, find_run_logs, run_folder
+from advisor.sources.runlogs import RUN_LOG_SUFFIXES, RunLog, find_run_logs, run_folder
 
-__all__ = ["RUN_SUFFIXES", "BadRunError", "Run", "RunError", "load_runs"]
+__all__ = [
+    "RUN_SUFFIXES",
+    "BadRunError",
+    "LoadedRuns",
+    "Run",
+    "RunError",
+    "RunWithoutRow",
+    "UnmatchedRow",
+    "load_runs",
+    "read_runs",
+]
 
 #: files a folder is searched for
 RUN_SUFFIXES = RUN_LOG_SUFFIXES
@@ -59,16 +64,6 @@ RUN_SUFFIXES = RUN_LOG_SUFFIXES
 MIN_POINTS = 5
 #: eval series read per run (a file may log hundreds of eval_* metrics)
 MAX_EVAL_SERIES = 16
-
-
-class RunError(Exception):
-    """Runs that cannot be back-tested; ``str()`` is one line: ``file: field: reason``."""
-
-
-class BadRunError(RunError):
-    """One run that cannot be back-tested, which ``skip_bad`` skips. Apart from ``RunError``
-    because only this kind is worth a hint to skip it: an empty folder, a bad index or flag
-    fails with or without skipping."""
 
 
 @dataclass(frozen=True)
@@ -118,59 +113,9 @@ class Run:
         return float(np.interp(step, self.steps, self.times))
 
 
-@dataclass(frozen=True)
-class _IndexRow:
-    gpus: int | None
-    group: str | None
-    labels: tuple[tuple[str, str], ...] = ()
-
-
 def _last_segment(curve: LoadedCurve) -> slice:
     back = [i for i in range(1, len(curve.steps)) if curve.steps[i] < curve.steps[i - 1]]
     return slice(back[-1] if back else 0, len(curve.steps))
-
-
-def _labels(path: Path, line: int, text: str) -> tuple[tuple[str, str], ...]:
-    """``workload-type=pretraining;team=a`` as label pairs, or an error naming the cell."""
-    out: list[tuple[str, str]] = []
-    for part in (p.strip() for p in text.split(";")):
-        if not part:
-            continue
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise RunError(f"{path}:{line}: labels: not key=value: {part!r} (pairs are separated by ';')")
-        out.append((key.strip(), value.strip()))
-    return tuple(out)
-
-
-def _read_index(path: Path) -> dict[str, _IndexRow]:
-    """``run key -> (gpus, group, labels)`` from an index CSV: the key column is ``curve_id``,
-    ``run``, ``name`` or ``file``; ``gpus``, ``group`` (or ``repo`` / ``sweep``, or ``path``, whose
-    folder is the group) and ``labels`` (``key=value`` pairs separated by ``;``: the job's labels, as
-    a policy's selector reads them) optional."""
-    try:
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            key = next((k for k in ("curve_id", "run", "name", "file") if k in header), None)
-            if key is None:
-                raise RunError(f"{path}: header: no run column (curve_id, run, name or file)")
-            out: dict[str, _IndexRow] = {}
-            for line, row in enumerate(reader, start=2):
-                gpus_raw = (row.get("gpus") or "").strip()
-                gpus = None
-                if gpus_raw:
-                    if not gpus_raw.isdigit() or int(gpus_raw) < 1:
-                        raise RunError(f"{path}:{line}: gpus: not a positive whole number: {gpus_raw!r}")
-                    gpus = int(gpus_raw)
-                group = (row.get("group") or row.get("repo") or row.get("sweep") or "").strip() or None
-                if group is None and (row.get("path") or "").strip():
-                    group = str(Path(row["path"].strip()).parent)
-                labels = _labels(path, line, row.get("labels") or "")
-                out[(row.get(key) or "").strip()] = _IndexRow(gpus, group, labels)
-            return out
-    except OSError as exc:
-        raise RunError(f"{path}: {exc.strerror or exc}") from None
 
 
 def _one(
@@ -233,42 +178,6 @@ def _one(
     )
 
 
-@dataclass(frozen=True)
-class _Index:
-    path: Path
-    rows: dict[str, _IndexRow]
-
-    @property
-    def folder(self) -> Path:
-        return self.path.parent
-
-
-class _Indexes:
-    """The index CSV each run is looked up in (see the module's docstring), each read once."""
-
-    def __init__(self, given: Path | None) -> None:
-        self.given = None if given is None else _Index(given, _read_index(given))
-        self.found: dict[Path, _Index | None] = {}
-        if self.given is not None:  # the index given is its own folder's, whatever else is there
-            self.found[self.given.folder] = self.given
-
-    def _in(self, folder: Path) -> _Index | None:
-        if folder not in self.found:
-            path = next((folder / n for n in INDEX_NAMES if (folder / n).is_file()), None)
-            self.found[folder] = None if path is None else _Index(path, _read_index(path))
-        return self.found[folder]
-
-    def of(self, log: RunLog) -> _Index | None:
-        folder = log.path.parent
-        while True:
-            found = self._in(folder)
-            if found is not None and found.rows:
-                return found
-            if folder == log.root or folder == folder.parent:
-                return self.given
-            folder = folder.parent
-
-
 #: the log file that names no run: the run is its folder (HF writes every run's state under it)
 _FOLDER_RUN_LOGS = ("trainer_state.json",)
 
@@ -280,38 +189,14 @@ def _is_folder_run(log: RunLog, logs_in_folder: int) -> bool:
     return logs_in_folder == 1 and log.path.parent != log.root
 
 
-def _index_row(
-    index: _Index | None, log: RunLog, cid: str | None, name: str, alone: bool, file_names: Counter[str]
-) -> _IndexRow:
-    """The index's row for one run (see the module's docstring for the keys tried)."""
-    if index is None:
-        return _IndexRow(None, None)
-    try:
-        rel = log.path.relative_to(index.folder)
-    except ValueError:  # an --index elsewhere: paths relative to the folder given
-        rel = log.relative
-    keys = [cid] if cid is not None else []
-    keys += [rel.as_posix(), (rel.parent / rel.stem).as_posix()]
-    if alone and rel.parent != Path("."):
-        keys.append(rel.parent.as_posix())
-        folder = run_folder(rel)  # the output folder of a run that is its latest checkpoint's state
-        if folder not in (rel.parent, Path(".")):
-            keys.append(folder.as_posix())
-    keys.append(name)
-    unique = file_names[log.path.name] == 1
-    if unique:
-        keys += [log.path.name, log.path.stem]
-    row = next((index.rows[k] for k in keys if k in index.rows), None)
-    if row is not None:
-        return row
-    if not unique:
-        shared = next((k for k in (log.path.name, log.path.stem) if k in index.rows), None)
-        if shared is not None:
-            raise RunError(
-                f"{index.path}: run {shared!r}: {file_names[log.path.name]} runs' logs have that file "
-                f"name; name each by its path relative to the index's folder (such as {rel.as_posix()!r})"
-            )
-    return _IndexRow(None, None)
+@dataclass(frozen=True)
+class LoadedRuns:
+    """The runs read, one line per run skipped as bad, and where runs and index rows missed."""
+
+    runs: list[Run]
+    skipped: list[str]
+    unmatched_rows: list[UnmatchedRow] = field(default_factory=list)
+    without_row: list[RunWithoutRow] = field(default_factory=list)
 
 
 def load_runs(
@@ -324,7 +209,32 @@ def load_runs(
     skip_bad: bool = False,
     on_file: Callable[[Path], None] | None = None,
 ) -> tuple[list[Run], list[str]]:
-    """The runs in ``args`` (files or folders) and, with ``skip_bad``, one line per run skipped.
+    """The runs in ``args`` and, with ``skip_bad``, one line per run skipped (``read_runs``
+    without the index's misses)."""
+    loaded = read_runs(
+        args,
+        gpus=gpus,
+        steps_per_second=steps_per_second,
+        group_pattern=group_pattern,
+        index=index,
+        skip_bad=skip_bad,
+        on_file=on_file,
+    )
+    return loaded.runs, loaded.skipped
+
+
+def read_runs(
+    args: Sequence[Path],
+    *,
+    gpus: int | None = None,
+    steps_per_second: float = 1.0,
+    group_pattern: str | None = None,
+    index: Path | None = None,
+    skip_bad: bool = False,
+    on_file: Callable[[Path], None] | None = None,
+) -> LoadedRuns:
+    """The runs in ``args`` (files or folders), with ``skip_bad`` one line per run skipped, and
+    the index rows that matched no run and the runs without a row while an index was in use.
 
     Names and index rows: see the module's docstring. GPUs: the index's ``gpus`` column, else
     ``gpus``, else 1. Group: the index's, else the first match of ``group_pattern`` on the run's
@@ -335,7 +245,8 @@ def load_runs(
     pattern = re.compile(group_pattern) if group_pattern else None
     runs: list[Run] = []
     skipped: list[str] = []
-    indexes = _Indexes(index)
+    without_row: list[RunWithoutRow] = []
+    indexes = Indexes(index)
     try:
         logs = find_run_logs(args)
     except SourceError as exc:
@@ -359,7 +270,8 @@ def load_runs(
         first = len(runs)
         for cid, curve in curves:
             name = f"{log.name}#{cid}" if cid is not None else log.name
-            row = _index_row(table, log, cid, name, folder_run, file_names)
+            found = None if table is None else index_row(table, log, cid, name, folder_run, file_names)
+            row = found or IndexRow(None, None)
             match = pattern.search(name) if pattern is not None else None
             group = row.group or (match.group(0) if match else None)
             if group is None:
@@ -381,13 +293,17 @@ def load_runs(
                 if not skip_bad:
                     raise
                 skipped.append(str(exc))
+                continue
+            if table is not None and found is None:
+                key = suggested_key(table, log, cid, folder_run)
+                without_row.append(RunWithoutRow(name, table.path, key))
         if parsed is not None and len(runs) > first:
             _attach_evals(parsed, curves, runs, first)
         if on_file is not None:
             on_file(path)
     if not runs:
         raise RunError("no runs to back-test" + (f" ({len(skipped)} skipped as bad)" if skipped else ""))
-    return runs, skipped
+    return LoadedRuns(runs, skipped, indexes.unmatched(), without_row)
 
 
 def _attach_evals(

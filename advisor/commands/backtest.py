@@ -76,7 +76,8 @@ def register(subparsers: Any) -> None:
         help="index CSV: a run column (curve_id, run, name or file), gpus, group, labels (k=v;k2=v2, as "
         "a policy's selector reads a job's labels); a run is matched by "
         "its curve_id, its path relative to the index's folder (e.g. lr1e-3/trainer_state.json), its "
-        "folder when it is alone in it (lr1e-3), its name, or its file name when no other run has it",
+        "folder when it is alone in it (lr1e-3), its name, or its file name when no other run has it; "
+        "an index row that matches no run, and a run without a row, are warned of on stderr",
     )
     p.add_argument(
         "--group-pattern",
@@ -193,12 +194,14 @@ def _check(args: argparse.Namespace) -> None:
             raise CommandError(f"--group-pattern: not a regular expression: {exc}") from None
 
 
-def _load(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
-    """The runs the arguments name, and the bad ones skipped; a bad run is one error line."""
-    from advisor.backtest.runs import BadRunError, RunError, load_runs
+def _load(args: argparse.Namespace) -> Any:
+    """The runs the arguments name (``advisor.backtest.runs.LoadedRuns``), the bad ones skipped (a
+    bad run is one error line) and the index's misses, each said on stderr."""
+    from advisor.backtest.index import mismatch_warnings
+    from advisor.backtest.runs import BadRunError, RunError, read_runs
 
     try:
-        runs, skipped = load_runs(
+        loaded = read_runs(
             args.runs,
             gpus=args.gpus,
             steps_per_second=args.steps_per_second,
@@ -212,9 +215,13 @@ def _load(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
         hint = " (use --skip-bad-runs to skip such runs)" if skippable else ""
         raise CommandError(f"{exc}{hint}") from None
     # which runs were skipped and why, where the count is read (not only in --json / --report)
-    for line in skipped:
+    for line in loaded.skipped:
         print(f"skipped {line}", file=sys.stderr)
-    return runs, skipped
+    # an index row that names no run, or a run without one, silently changes GPUs, group and
+    # labels: said, not fatal (an index may list more runs than are back-tested)
+    for line in mismatch_warnings(loaded.unmatched_rows, loaded.without_row):
+        print(f"warning: {line}", file=sys.stderr)
+    return loaded
 
 
 def backtest(
@@ -224,11 +231,15 @@ def backtest(
 
     _check(args)
     _rows(args)  # a bad policy or baseline fails before any run is read
-    runs, skipped = _load(args)
-    rows, meta = evaluate_rows(runs, args, progress=progress)
-    meta["skipped_runs"] = len(skipped)
-    meta["skipped"] = skipped[:20]
-    return rows, meta, runs
+    loaded = _load(args)
+    rows, meta = evaluate_rows(loaded.runs, args, progress=progress)
+    meta["skipped_runs"] = len(loaded.skipped)
+    meta["skipped"] = loaded.skipped[:20]
+    meta["index_rows_unmatched"] = len(loaded.unmatched_rows)
+    meta["index_rows_unmatched_keys"] = [f"{u.index}: {u.key}" for u in loaded.unmatched_rows[:20]]
+    meta["runs_without_index_row"] = len(loaded.without_row)
+    meta["runs_without_index_row_names"] = [w.run for w in loaded.without_row[:20]]
+    return rows, meta, loaded.runs
 
 
 def evaluate_rows(
@@ -318,14 +329,18 @@ def _n(count: int, noun: str) -> str:
 
 def _footer(meta: dict[str, Any]) -> str:
     """The line under the table: the runs and groups read, then only the counts that are not zero
-    (bad runs skipped, runs with an eval series, without times and the throughput they were
-    replayed at, runs over before any policy may judge them, logs that end before their planned
-    steps)."""
+    (bad runs skipped, index rows matching no run, runs without an index row, runs with an eval
+    series, without times and the throughput they were replayed at, runs over before any policy
+    may judge them, logs that end before their planned steps)."""
     from policies.rules.base import dur
 
     notes = []
     if meta.get("skipped_runs"):
         notes.append(f"{meta['skipped_runs']} skipped as bad")
+    if meta.get("index_rows_unmatched"):
+        notes.append(f"{_n(meta['index_rows_unmatched'], 'index row')} matching no run")
+    if meta.get("runs_without_index_row"):
+        notes.append(f"{_n(meta['runs_without_index_row'], 'run')} without an index row")
     if meta.get("runs_with_eval_series"):
         notes.append(f"{meta['runs_with_eval_series']} with an eval series")
     if meta.get("runs_without_times"):
@@ -392,7 +407,7 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
     if not args.policy or len(args.policy) != 1:
         raise CommandError("--sweep tunes one policy file: give exactly one --policy FILE that exists")
     settings, budget = checked_grid(args.sweep, args.max_wrong, args.policy[0], args.workers)
-    runs, _skipped = _load(args)
+    runs = _load(args).runs
     rows = run_grid(
         sweep_task,
         [(args, runs, s) for s in settings],

@@ -117,3 +117,45 @@ def test_a_broken_link_among_the_runs_is_a_bad_run(
     assert _footer(out).startswith("1 run in 1 group (1 skipped as bad; ")
     assert main(["compare", str(runs / "good.csv"), str(runs / "gone.json")]) == 2  # named: an error
     assert "gone.json: a broken symbolic link" in capsys.readouterr().err
+
+
+def test_index_rows_that_match_no_run_and_runs_without_a_row_are_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An index row naming no run read, and a run no row names, each leave a run with the wrong
+    GPUs and no labels: one warning line each on stderr (at most ten of a kind, then a count), the
+    counts in the footer and the JSON's meta data. Not an error: the back-test still runs."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    s, v = _learning(1, n=40)
+    for name in ("a", "b"):
+        _write(runs / f"{name}.csv", s, v, total=400)
+    index = tmp_path / "idx.csv"
+    bogus = [f"gone{k},8" for k in range(12)]
+    index.write_text("run,gpus\n" + "\n".join(["runs/a.csv,4", *bogus]) + "\n")
+    out_json = tmp_path / "bt.json"
+    argv = ["backtest", str(runs), "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
+    assert main([*argv, "--index", str(index), "--json-file", str(out_json)]) == 0
+    out, err = capsys.readouterr()
+    warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert (
+        f"warning: {index}: row 'gone0' matches no run read: its gpus, group and labels go unused" in warnings
+    )
+    assert sum("matches no run read" in w for w in warnings) == 10
+    assert "warning: ... and 2 more index rows that match no run" in warnings
+    assert [w for w in warnings if "no row in" in w] == [
+        f"warning: b.csv: no row in {index} (a row 'runs/b.csv' would name it): --gpus or 1 GPU, "
+        "the group of its folder, no labels"
+    ]
+    assert _footer(out).startswith(
+        "2 runs in 1 group (12 index rows matching no run; 1 run without an index row"
+    )
+    row = json.loads(out_json.read_text())[0]  # no-advisor, then the policy
+    assert {d["run"]: d["gpus"] for d in row["decisions"]} == {"a.csv": 4, "b.csv": 1}
+    meta = row["backtest"]
+    assert (meta["index_rows_unmatched"], meta["runs_without_index_row"]) == (12, 1)
+    assert meta["runs_without_index_row_names"] == ["b.csv"]
+    # every row matched and every run named: nothing said
+    index.write_text("run,gpus\nruns/a.csv,4\nruns/b.csv,2\n")
+    assert main([*argv, "--index", str(index)]) == 0
+    assert "warning: " not in capsys.readouterr().err

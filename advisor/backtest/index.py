@@ -1,0 +1,241 @@
+"""The back-test's index CSVs: each run's GPUs, group and labels, and the rows that match nothing.
+
+An index CSV (``index.csv`` or ``runs.csv``; the nearest one in the run's folder or a folder above
+it, up to the folder given; else ``--index``) gives a run the row whose run column is, the first
+that matches: its ``curve_id`` (a multi-run dump); its log's path relative to the index's folder,
+with or without its suffix (``lr1e-3/trainer_state.json``, ``lr1e-3/trainer_state``); the run's
+folder (``lr1e-3``) when the run is its folder; the run's name; its file name, with or without its
+suffix, when no other run's log has that file name. A row that names by file name several runs'
+logs (``trainer_state.json``) is an error that says which path to give instead. Its ``labels``
+(``workload-type=pretraining;team=a``) are the job's labels, which a policy's selector reads.
+
+Which rows matched is recorded, and which runs had none while an index was in use: a run without
+its row falls back to ``--gpus`` (else 1 GPU), its folder's group and no labels, so its GPU-hours
+and the policy that selects it are wrong with no sign of it. The back-test warns of both rather
+than failing: an index often lists more runs than one back-test reads.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from advisor.backtest.errors import RunError
+from advisor.sources.runlogs import INDEX_NAMES, RunLog, run_folder
+
+__all__ = [
+    "MAX_WARNINGS",
+    "Index",
+    "IndexRow",
+    "Indexes",
+    "RunWithoutRow",
+    "UnmatchedRow",
+    "index_row",
+    "mismatch_warnings",
+    "read_index",
+    "suggested_key",
+]
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """What an index row gives its run (None: not in the row)."""
+
+    gpus: int | None
+    group: str | None
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class UnmatchedRow:
+    """An index row that matched no run read: the index and the row's run cell."""
+
+    index: Path
+    key: str
+
+
+@dataclass(frozen=True)
+class RunWithoutRow:
+    """A run that no row of the index in use for it names: it took ``--gpus`` (else 1 GPU), its
+    folder's group and no labels. ``key``: the run cell a row would give to name it."""
+
+    run: str
+    index: Path
+    key: str
+
+
+#: warning lines per kind of miss (index rows that match no run, runs without a row); the rest
+#: are counted in one more line
+MAX_WARNINGS = 10
+
+
+def mismatch_warnings(unmatched: list[UnmatchedRow], without_row: list[RunWithoutRow]) -> list[str]:
+    """One line per index row that matched no run and per run without a row (at most
+    ``MAX_WARNINGS`` of each, then a count of the rest), and how a row names a run."""
+    lines = [
+        f"{u.index}: row {u.key!r} matches no run read: its gpus, group and labels go unused"
+        for u in unmatched[:MAX_WARNINGS]
+    ]
+    if len(unmatched) > MAX_WARNINGS:
+        lines.append(f"... and {len(unmatched) - MAX_WARNINGS} more index rows that match no run")
+    lines += [
+        f"{w.run}: no row in {w.index} (a row {w.key!r} would name it): --gpus or 1 GPU, "
+        "the group of its folder, no labels"
+        for w in without_row[:MAX_WARNINGS]
+    ]
+    if len(without_row) > MAX_WARNINGS:
+        lines.append(f"... and {len(without_row) - MAX_WARNINGS} more runs without an index row")
+    if lines:
+        lines.append(
+            "an index row names a run by its curve_id, its log's path relative to the index's folder, "
+            "its folder when the run is its folder, its name, or its file name when unique"
+        )
+    return lines
+
+
+def _labels(path: Path, line: int, text: str) -> tuple[tuple[str, str], ...]:
+    """``workload-type=pretraining;team=a`` as label pairs, or an error naming the cell."""
+    out: list[tuple[str, str]] = []
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise RunError(f"{path}:{line}: labels: not key=value: {part!r} (pairs are separated by ';')")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
+def read_index(path: Path) -> dict[str, IndexRow]:
+    """``run key -> (gpus, group, labels)`` from an index CSV: the key column is ``curve_id``,
+    ``run``, ``name`` or ``file``; ``gpus``, ``group`` (or ``repo`` / ``sweep``, or ``path``, whose
+    folder is the group) and ``labels`` (``key=value`` pairs separated by ``;``: the job's labels, as
+    a policy's selector reads them) optional."""
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            header = reader.fieldnames or []
+            key = next((k for k in ("curve_id", "run", "name", "file") if k in header), None)
+            if key is None:
+                raise RunError(f"{path}: header: no run column (curve_id, run, name or file)")
+            out: dict[str, IndexRow] = {}
+            for line, row in enumerate(reader, start=2):
+                gpus_raw = (row.get("gpus") or "").strip()
+                gpus = None
+                if gpus_raw:
+                    if not gpus_raw.isdigit() or int(gpus_raw) < 1:
+                        raise RunError(f"{path}:{line}: gpus: not a positive whole number: {gpus_raw!r}")
+                    gpus = int(gpus_raw)
+                group = (row.get("group") or row.get("repo") or row.get("sweep") or "").strip() or None
+                if group is None and (row.get("path") or "").strip():
+                    group = str(Path(row["path"].strip()).parent)
+                labels = _labels(path, line, row.get("labels") or "")
+                out[(row.get(key) or "").strip()] = IndexRow(gpus, group, labels)
+            return out
+    except OSError as exc:
+        raise RunError(f"{path}: {exc.strerror or exc}") from None
+
+
+@dataclass
+class Index:
+    """One index CSV read, and the keys of its rows some run matched."""
+
+    path: Path
+    rows: dict[str, IndexRow]
+    matched: set[str] = field(default_factory=set)
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+
+class Indexes:
+    """The index CSV each run is looked up in (see the module's docstring), each read once."""
+
+    def __init__(self, given: Path | None) -> None:
+        self.given = None if given is None else Index(given, read_index(given))
+        self.found: dict[Path, Index | None] = {}
+        if self.given is not None:  # the index given is its own folder's, whatever else is there
+            self.found[self.given.folder] = self.given
+
+    def _in(self, folder: Path) -> Index | None:
+        if folder not in self.found:
+            path = next((folder / n for n in INDEX_NAMES if (folder / n).is_file()), None)
+            self.found[folder] = None if path is None else Index(path, read_index(path))
+        return self.found[folder]
+
+    def of(self, log: RunLog) -> Index | None:
+        folder = log.path.parent
+        while True:
+            found = self._in(folder)
+            if found is not None and found.rows:
+                return found
+            if folder == log.root or folder == folder.parent:
+                return self.given
+            folder = folder.parent
+
+    def unmatched(self) -> list[UnmatchedRow]:
+        """Every row of every index read that no run matched (a blank run cell names none)."""
+        read = [i for i in (self.given, *self.found.values()) if i is not None]
+        seen: set[Path] = set()
+        out: list[UnmatchedRow] = []
+        for index in read:
+            if index.path in seen:
+                continue
+            seen.add(index.path)
+            out += [UnmatchedRow(index.path, k) for k in index.rows if k and k not in index.matched]
+        return out
+
+
+def _keys(
+    index: Index, log: RunLog, cid: str | None, name: str, alone: bool, unique: bool
+) -> tuple[list[str], Path]:
+    """The keys a row may name the run by, in order (see the module's docstring), and the log's
+    path relative to the index's folder."""
+    try:
+        rel = log.path.relative_to(index.folder)
+    except ValueError:  # an --index elsewhere: paths relative to the folder given
+        rel = log.relative
+    keys = [cid] if cid is not None else []
+    keys += [rel.as_posix(), (rel.parent / rel.stem).as_posix()]
+    if alone and rel.parent != Path("."):
+        keys.append(rel.parent.as_posix())
+        folder = run_folder(rel)  # the output folder of a run that is its latest checkpoint's state
+        if folder not in (rel.parent, Path(".")):
+            keys.append(folder.as_posix())
+    keys.append(name)
+    if unique:
+        keys += [log.path.name, log.path.stem]
+    return keys, rel
+
+
+def suggested_key(index: Index, log: RunLog, cid: str | None, alone: bool) -> str:
+    """The run cell a row would give to name this run: its curve_id, else its folder when the run
+    is its folder, else its log's path relative to the index's folder."""
+    keys, rel = _keys(index, log, cid, "", alone, unique=False)
+    if cid is not None:
+        return cid
+    return rel.parent.as_posix() if alone and rel.parent != Path(".") else keys[0]
+
+
+def index_row(
+    index: Index, log: RunLog, cid: str | None, name: str, alone: bool, file_names: Counter[str]
+) -> IndexRow | None:
+    """The index's row for one run (see the module's docstring for the keys tried), marked as
+    matched; None when no row names it."""
+    unique = file_names[log.path.name] == 1
+    keys, rel = _keys(index, log, cid, name, alone, unique)
+    key = next((k for k in keys if k in index.rows), None)
+    if key is not None:
+        index.matched.add(key)
+        return index.rows[key]
+    if not unique:
+        shared = next((k for k in (log.path.name, log.path.stem) if k in index.rows), None)
+        if shared is not None:
+            raise RunError(
+                f"{index.path}: run {shared!r}: {file_names[log.path.name]} runs' logs have that file "
+                f"name; name each by its path relative to the index's folder (such as {rel.as_posix()!r})"
+            )
+    return None
