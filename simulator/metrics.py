@@ -16,7 +16,8 @@ quota / 3600.
   like a correct, cheap release; it is the user's budget, though, not a stalled run. They are
   counted apart and are **not savings**: ``gpu_hours_saved`` excludes the GPU-hours their early end
   spared (``near_end_gpu_hours``), and ``gpu_hours_nonlearning`` charges the row the non-learning
-  GPU-hours such a run would have burnt to its end, as if it had not been cut.
+  GPU-hours such a run would have burnt to its end, as if it had not been cut
+  (``near_end_nonlearning_gpu_hours``: in no pathology's share, since the run was not burnt).
 - ``gpu_hours_nonlearning``: held while the job's progress was past its hidden "stopped learning"
   point (no more than 1% improvement of the clean loss ever ahead: plateau, divergence, hang, or
   the flat tail of a run), including checkpoints and restarts there, plus the near-end charge above.
@@ -166,6 +167,8 @@ def row_metrics(
         "wrong_stops_by_threshold": wrong_stop_counts(jobs),
         "near_end_releases": len(near_end),
         "near_end_gpu_hours": near_end_gpu_s / h,
+        # the near-end charge in gpu_hours_nonlearning: with the pathologies' shares, it adds up to it
+        "near_end_nonlearning_gpu_hours": near_end_nonlearning_s / h,
         "wrong_stop_fraction": len(wrong) / len(jobs),
         "wrong_stop_gpu_hours": sum(j.gpu_s for j in wrong) / h,
         "lost_work_gpu_hours": sum(j.lost_gpu_s for j in jobs) / h,

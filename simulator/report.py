@@ -329,6 +329,31 @@ def nonlearning_split(result: RowResult) -> dict[str, dict[str, float]]:
     return dict(sorted(out.items()))
 
 
+def _by_pathology(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Markdown: each row's non-learning GPU-hours by pathology, with the near-end charge (the
+    non-learning hours a near-end release would have burnt, charged to the row though no run burnt
+    them, so in no pathology) and their total, the table's non-learn column: the row adds up."""
+    names = list(rows[0]["gpu_hours_nonlearning_by_pathology"])
+    lines = [
+        "## Non-learning GPU-hours by pathology",
+        "",
+        "The pathologies plus the *near-end charge* add up to *non-learn*: a near-end release (a healthy "
+        "run cut in the last 15% of its budget) is charged the non-learning GPU-hours it would have "
+        "burnt to its end, as if it had not been cut, and those hours belong to no pathology.",
+        "",
+        "| policy | " + " | ".join(names) + " | near-end charge | non-learn |",
+        "|---|" + "---|" * (len(names) + 2),
+    ]
+    for r in rows:
+        shares = r["gpu_hours_nonlearning_by_pathology"]
+        cells = [f"{shares.get(k, 0.0):.1f}" for k in names]
+        charge = r.get("near_end_nonlearning_gpu_hours", 0.0)
+        lines.append(
+            f"| {r['policy']} | {' | '.join(cells)} | {charge:.1f} | {r['gpu_hours_nonlearning']:.1f} |"
+        )
+    return lines
+
+
 def _where_nonlearning_goes(results: Sequence[RowResult]) -> list[str]:
     """Markdown: the split of :func:`nonlearning_split` for every row that released anything."""
     acting = [r for r in results if r.metrics["released_or_stopped"]]
@@ -406,22 +431,7 @@ def write_report(
             f"{r['failures']} | {r['checkpoints']} | {r['wrong_stop_gpu_hours']:.1f} | "
             f"{r['lost_work_preemption_gpu_hours']:.1f} | {acts} |"
         )
-    lines += [
-        "",
-        "## Non-learning GPU-hours by pathology",
-        "",
-        "| policy | " + " | ".join(rows[0]["gpu_hours_nonlearning_by_pathology"]) + " |",
-        "|---|" + "---|" * len(rows[0]["gpu_hours_nonlearning_by_pathology"]),
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['policy']} | "
-            + " | ".join(
-                f"{r['gpu_hours_nonlearning_by_pathology'].get(k, 0.0):.0f}"
-                for k in rows[0]["gpu_hours_nonlearning_by_pathology"]
-            )
-            + " |"
-        )
+    lines += ["", *_by_pathology(rows)]
     lines += ["", *_where_nonlearning_goes(results)]
     lines += [
         "",

@@ -29,6 +29,7 @@ _SUMMED = (
     "wrong_stop_gpu_hours",
     "near_end_releases",
     "near_end_gpu_hours",
+    "near_end_nonlearning_gpu_hours",
     "lost_work_gpu_hours",
     "lost_work_preemption_gpu_hours",
     "checkpoint_overhead_gpu_hours",

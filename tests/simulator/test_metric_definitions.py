@@ -72,3 +72,24 @@ def test_the_jct_of_cut_runs_is_reported_apart_from_completions() -> None:
     m = row_metrics("cut", res.jobs, res.record, sc.capacity, None, 0.0, victims=False)
     assert m["jct_mean_s"] == pytest.approx(sum(done) / len(done))
     assert m["jct_released_mean_s"] == pytest.approx(res.jobs[0].end_time - res.jobs[0].trace.submit)
+
+
+def test_the_non_learning_hours_by_pathology_and_the_near_end_charge_add_up_in_the_report() -> None:
+    """The non-learning tail a near-end release is still charged belongs to no pathology: the
+    report's by-pathology table showed shares summing short of the non-learn column by it. Now
+    the charge is a metric and a column, and each row of the table adds up to non-learn."""
+    from simulator.report import _by_pathology
+
+    sc, res = _finished_jobs()
+    job = res.jobs[0]
+    _cut(job, (1.0 - NEAR_END_FRACTION / 2) * job.total_steps)
+    m = row_metrics("cut", res.jobs, res.record, sc.capacity, None, 0.0, victims=False)
+    charge = m["near_end_nonlearning_gpu_hours"]
+    assert charge > 0
+    shares = sum(m["gpu_hours_nonlearning_by_pathology"].values())
+    assert shares + charge == pytest.approx(m["gpu_hours_nonlearning"], abs=0.01)
+    table = _by_pathology([m])
+    assert "near-end charge" in table[4] and table[4].endswith("| non-learn |")
+    cells = [float(c) for c in table[-1].strip("| ").split(" | ")[1:]]
+    assert sum(cells[:-1]) == pytest.approx(cells[-1], abs=0.1 * len(cells))
+    assert cells[-2] == pytest.approx(charge, abs=0.05)
