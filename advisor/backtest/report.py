@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from advisor.backtest.report_meta import meta_lines
 from advisor.backtest.runs import Run
 from advisor.backtest.verdict import judged
 
@@ -78,6 +79,11 @@ def _cell(text: str, limit: int) -> str:
     if text[limit - 1] != " " and " " in cut:
         cut = cut[: cut.rindex(" ")]
     return cut.rstrip(" ,;:") + "…"
+
+
+def _n(count: int, noun: str) -> str:
+    """``1 run``, ``6 stops``: a count with its noun."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _safe(name: str) -> str:
@@ -146,10 +152,11 @@ def write_report(
             if d["action"]:
                 stops.setdefault(d["run"], []).append({**d, "row": row["policy"]})
     worst = sorted(stops, key=lambda n: -max(d["improvement_left"] or 0.0 for d in stops[n]))
+    n_stops = sum(len(v) for v in stops.values())  # a run stopped by several rows: a table row each
     lines = [
         "# trainjob-advisor back-test",
         "",
-        *(f"- **{k}**: {v}" for k, v in meta.items() if k != "skipped"),
+        *meta_lines(meta),
         "",
         "## Every policy and baseline",
         "",
@@ -169,7 +176,7 @@ def write_report(
         "is a *near-end release*, and what it spared is not counted as saved. "
         f"*Of it on wrong stops*: {WRONG_STOP_HOURS}.",
         "",
-        f"## Stopped runs, worst call first ({len(worst)})",
+        f"## Stopped runs, worst call first ({_n(len(worst), 'run')}, {_n(n_stops, 'stop')})",
         "",
         "| run | row | action | rule | at (share of budget) | left after | reason |",
         "|---|---|---|---|---|---|---|",

@@ -159,3 +159,32 @@ def test_index_rows_that_match_no_run_and_runs_without_a_row_are_warned_of(
     index.write_text("run,gpus\nruns/a.csv,4\nruns/b.csv,2\n")
     assert main([*argv, "--index", str(index)]) == 0
     assert "warning: " not in capsys.readouterr().err
+
+
+def test_the_reports_header_is_in_words_and_its_stopped_runs_heading_counts_runs_and_stops(
+    tmp_path: Path,
+) -> None:
+    """The header printed the JSON's meta data as it is (a nested one as a Python dict:
+    ``{'runs': 0, 'untimed': 0, ...}``), and "Stopped runs, worst call first (3)" headed a table
+    of one line per stop (six): the count said runs, the table listed stops. Both said now."""
+    pytest.importorskip("matplotlib")
+    from tests.backtest.test_run_names import _hf_sweep
+
+    sweep = _hf_sweep(tmp_path / "sweep")
+    rep, out = tmp_path / "rep", tmp_path / "bt.json"
+    argv = ["backtest", str(sweep), "--quiet", "--policy", str(PLATEAU), "--json-file", str(out)]
+    assert main([*argv, "--report", str(rep)]) == 0
+    text = (rep / "report.md").read_text()
+    header = text.split("## Every policy")[0]
+    assert "{'" not in header and "_" not in header, header  # no dict, no identifier
+    assert "**runs over before every policy's minRuntime**: " in header
+    rows = json.loads(out.read_text())
+    stops = [d for row in rows for d in row["decisions"] if d["action"]]
+    runs = {d["run"] for d in stops}
+    assert len(stops) > len(runs)  # a run stopped by several rows: the case the heading got wrong
+    heading = next(line for line in text.splitlines() if line.startswith("## Stopped runs"))
+    assert heading == f"## Stopped runs, worst call first ({len(runs)} runs, {len(stops)} stops)"
+    table = text.split(heading)[1].split("## Timelines")[0]
+    assert (
+        sum(1 for line in table.splitlines() if line.startswith("| ") and "---" not in line) == len(stops) + 1
+    )

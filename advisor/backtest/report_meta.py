@@ -1,0 +1,66 @@
+"""The back-test report's header: what the run of the back-test covered, in words.
+
+Apart from ``report`` (the table and the timelines) because the meta data is the JSON's, keyed by
+identifiers (``runs_shorter_than_min_runtime``) with nested objects: printed as they are they read
+as a Python dict, not as a report. Each known key has its label; one added later still prints, its
+name spelled out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from policies.fields import format_duration
+
+__all__ = ["meta_lines"]
+
+_LABELS = {
+    "runs": "runs",
+    "groups": "groups",
+    "runs_with_eval_series": "runs with an eval series",
+    "runs_without_times": "runs without times",
+    "runs_ending_before_planned": "runs whose log ends before its planned steps",
+    "runs_shorter_than_min_runtime": "runs over before every policy's minRuntime",
+    "steps_per_second_without_times": "steps per second of runs without times",
+    "report_interval_s": "progress report interval",
+    "forecast_interval_s": "forecast interval",
+    "run_fraction": "re-forecast a quiet run every this share of its run (--run-fraction)",
+    "gpus_default": "GPUs of a run without an index row (--gpus)",
+    "skipped_runs": "runs skipped as bad",
+    "index_rows_unmatched": "index rows matching no run",
+    "runs_without_index_row": "runs without an index row",
+}
+#: lists of names, shown each under its heading after the header (the JSON keeps the first 20)
+_LISTS = {
+    "skipped": "Runs skipped as bad",
+    "index_rows_unmatched_keys": "Index rows matching no run",
+    "runs_without_index_row_names": "Runs without an index row (--gpus or 1 GPU, no labels)",
+}
+
+
+def _value(key: str, value: Any) -> str:
+    if key.endswith("_s") and isinstance(value, int | float):
+        return format_duration(float(value))
+    if key == "runs_shorter_than_min_runtime":
+        if not value:
+            return "- (no policy given)"
+        untimed = f", {value['untimed']} of them without times" if value.get("untimed") else ""
+        return f"{value['runs']}{untimed} (shortest minRuntime {format_duration(value['min_runtime_s'])})"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{str(k).replace('_', ' ')} {v}" for k, v in value.items())
+    return str(value)
+
+
+def meta_lines(meta: Mapping[str, Any]) -> list[str]:
+    """Markdown: one bullet per count or setting, then each non-empty list of names."""
+    lines = [
+        f"- **{_LABELS.get(k, k.replace('_', ' '))}**: {_value(k, v)}"
+        for k, v in meta.items()
+        if k not in _LISTS
+    ]
+    for key, heading in _LISTS.items():
+        names = meta.get(key) or []
+        if names:
+            lines += ["", f"### {heading}", "", *(f"- {n}" for n in names)]
+    return lines
