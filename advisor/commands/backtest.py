@@ -130,7 +130,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="with --sweep: run on this Ray cluster")
     p.add_argument("--skip-bad-runs", action="store_true", help="skip unreadable runs and count them")
     add_json_arguments(p, "one object per policy and baseline, with every decision,")
-    p.add_argument("--report", type=Path, help="write a Markdown report with a timeline per stopped run")
+    p.add_argument(
+        "--report",
+        type=Path,
+        help="write a Markdown report with a timeline per stopped run (with --sweep: the frontier "
+        "table and its plot)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 

@@ -141,7 +141,12 @@ def register(subparsers: Any) -> None:
         "--ray", default=None, metavar="ADDRESS", help="with --sweep: run on this Ray cluster (extra: ray)"
     )
     add_json_arguments(p, "the rows")
-    p.add_argument("--report", type=Path, help="write a Markdown report with plots to this directory")
+    p.add_argument(
+        "--report",
+        type=Path,
+        help="write a Markdown report with plots to this directory (with --seeds: the pooled table "
+        "and the spread across the seeds; with --sweep: the frontier table and its plot)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -209,8 +214,6 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
     from simulator.report import format_table, json_text, write_json
     from simulator.seeds import SeedError, parse_seeds, pool_rows, run_seeds, spread_table
 
-    if args.report is not None:
-        raise CommandError("--report draws one seed's replay: give --seed, not --seeds")
     try:
         seeds = parse_seeds(args.seeds)
     except SeedError as exc:
@@ -233,11 +236,11 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
     print(file=human)
     print(spread_table(pooled), file=human)
     label = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else args.seeds
-    print(
-        f"\n{len(scenario.trace.jobs)} jobs per seed ({scenario.trace.source}), {scenario.capacity} GPUs, "
-        f"seeds {label} ({len(seeds)}): counts and GPU-hours summed over the seeds, times averaged",
-        file=human,
+    footer = (
+        f"{len(scenario.trace.jobs)} jobs per seed ({scenario.trace.source}), {scenario.capacity} GPUs, "
+        f"seeds {label} ({len(seeds)}): counts and GPU-hours summed over the seeds, times averaged"
     )
+    print(f"\n{footer}", file=human)
     meta = {
         "scenario": scenario.name,
         "curves": curves_text(scenario),
@@ -248,6 +251,11 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
         print(json_text(pooled, meta), end="")
     elif isinstance(json_out, Path):
         write_json(pooled, json_out, meta)
+    if args.report is not None:
+        from simulator.seeds_report import write_seeds_report
+
+        path = write_seeds_report(pooled, args.report, meta=meta, footer=footer)
+        print(f"report: {path}", file=human)
     return 0
 
 

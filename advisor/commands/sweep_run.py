@@ -83,5 +83,40 @@ def report_sweep(
     emit_json(clean({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}), json_out)
     if report is not None:
         plot_frontier(points, frontier, report / "sweep_frontier.png", title=plot_title)
+        path = _write_report(report, points, frontier, best, budget, summary, plot_title)
         print(f"plot: {report / 'sweep_frontier.png'}", file=human)
+        print(f"report: {path}", file=human)
     return 0
+
+
+def _write_report(
+    report: Path,
+    points: list[dict[str, Any]],
+    frontier: list[int],
+    best: int | None,
+    budget: float,
+    summary: str,
+    title: str,
+) -> Path:
+    """``report.md`` beside the plot: the table, summary and best setting as printed, and the plot
+    (``--report`` promises a Markdown report; a sweep's had only its PNG)."""
+    import io
+
+    text = io.StringIO()
+    print_sweep_result(points, frontier, best, budget, summary, text)
+    lines = [
+        f"# trainjob-advisor sweep: {title}",
+        "",
+        f"`>` marks the best setting within {budget:.2%} wrong stops; every point's setting and "
+        "numbers are in the JSON (`--json-file`).",
+        "",
+        "```",
+        text.getvalue().rstrip("\n"),
+        "```",
+        "",
+        "![saved against wrong stops, one point per setting](sweep_frontier.png)",
+        "",
+    ]
+    path = report / "report.md"
+    path.write_text("\n".join(lines))
+    return path

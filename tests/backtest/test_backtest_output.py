@@ -53,6 +53,23 @@ def test_a_sweep_summary_counts_in_the_singular(tmp_path: Path, capsys: pytest.C
     assert "1 setting of " in out and " over 1 run: " in out
 
 
+def test_a_backtest_sweep_report_is_markdown_with_the_frontier_table_and_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--sweep --report DIR`` wrote only the plot; --report promises a Markdown report."""
+    pytest.importorskip("matplotlib")
+    s, v = _learning(1, n=40)
+    one = _write(tmp_path / "one.csv", s, v, total=400)
+    rep = tmp_path / "rep"
+    argv = ["backtest", str(one), "--quiet", "--policy", str(PLATEAU), "--workers", "1", "--report", str(rep)]
+    assert main([*argv, "--sweep", "plateau.probability=0.7,0.8"]) == 0
+    assert f"report: {rep / 'report.md'}" in capsys.readouterr().out
+    text = (rep / "report.md").read_text()
+    assert "plateau.probability=0.7" in text and "plateau.probability=0.8" in text
+    assert "best within" in text and "![" in text and "(sweep_frontier.png)" in text
+    assert (rep / "sweep_frontier.png").stat().st_size > 0
+
+
 def test_a_backtest_sweep_table_has_no_column_of_dashes_for_a_spread_over_seeds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -149,6 +149,8 @@ def test_simulate_sweep_names_the_best_setting_and_the_pool_changes_nothing(
     )
     assert docs[0]["best"] == max(range(2), key=lambda i: points[i]["saved"])
     assert (tmp_path / "rep" / "sweep_frontier.png").stat().st_size > 0
+    report = (tmp_path / "rep" / "report.md").read_text()  # the Markdown report --report promises
+    assert "plateau.probability=0.9" in report and "![" in report and "(sweep_frontier.png)" in report
     assert "best within 100.00% wrong stops" in capsys.readouterr().out
 
 
