@@ -55,6 +55,7 @@ from advisor.protocol import (
     DEFAULT_CHECKPOINT_TIMEOUT_S,
     new_checkpoint_request_id,
 )
+from policies.engine import not_running
 
 __all__ = ["DEFAULT_BOOST", "Actuator", "Outcome"]
 
@@ -74,6 +75,14 @@ _EVENT_REASONS = {
     ActionKind.SET_GRACE_PERIOD: "GracePeriodSet",
 }
 
+
+#: kinds that act on a running job: one recorded before a restart is not carried out after it
+#: on a job that no longer runs (cleanups, such as dropping a boost or setting the grace period
+#: of a suspended job, are)
+_NEEDS_A_RUNNING_JOB = DISRUPTIVE_KINDS | {ActionKind.CHECKPOINT, ActionKind.BOOST_PRIORITY}
+
+#: kinds whose effect is a deactivated Workload
+_RELEASES = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
 
 #: API statuses that say the action cannot work on this job as it stands (forbidden, invalid)
 _IMPOSSIBLE_STATUS = frozenset({400, 403, 405, 422})
@@ -343,6 +352,27 @@ class Actuator:
             return None
         kind = ActionKind(entry["kind"])
         policy = str(entry.get("policy") or "")
+        stopped = not_running(job) if resumed and kind in _NEEDS_A_RUNNING_JOB else None
+        if stopped is not None and kind in _RELEASES and not job.active:
+            stopped = (
+                None  # deactivated: by this very release before the restart, or by someone else (said so)
+            )
+        if stopped is not None:
+            # decided before a restart, for a job that has stopped running since (preempted,
+            # queued, suspended, done): what a new decision would not do, a resumed one does not
+            detail = f"not carried out after the restart: the job is {stopped}"
+            self.pending[job.key].pop(rid, None)
+            self.core.update_action(job.key, rid, "impossible", detail=detail)
+            self._outcome_settled(job, rid, entry, "impossible", detail, resumed=True)
+            self._event(
+                job,
+                body,
+                "ActionDropped",
+                f"{kind.value} {detail} (request {rid})",
+                request_id=rid,
+                warning=True,
+            )
+            return Outcome("impossible", detail)
         if kind in DISRUPTIVE_KINDS and policy:
             at = entry.get("time")
             try:

@@ -389,10 +389,12 @@ class Engine:
         workload = self.index.workload_for(body)
         base = self.index.base_view(body)
         # a restart may have left recorded-but-unfinished actions: finish them first, exactly once
-        # (each recorded in its policy's hourly cap first, if the process died before it was)
+        # (each recorded in its policy's hourly cap first, if the process died before it was), on
+        # the job as it stands now: one that no longer runs gets none of them
         for rid, entry in list(self.actuator.pending_for(key).items()):
             if entry.get("stage") == "recorded":
-                self.actuator.finish(self.core.view(base), rid, body=body, workload=workload, resumed=True)
+                now_view = self.core.view(base, now=now)
+                self.actuator.finish(now_view, rid, body=body, workload=workload, resumed=True)
         started = time.perf_counter()
         decision = self.core.evaluate(base, cluster, now=now)
         self.metrics.forecast_latency.observe(time.perf_counter() - started)

@@ -123,6 +123,11 @@ def _release(api: Any, job: JobView, workload: Workload) -> Outcome:
         return Outcome("impossible", f"Workload {workload.name} has finished; nothing to release")
     if not fresh.active:
         return Outcome("done", f"Workload {workload.name} already inactive ({job.gpus} GPU(s))")
+    if not fresh.quota_reserved or fresh.evicted:
+        # preempted or queued since the decision: it holds nothing, and deactivated it would
+        # drop out of the queue until someone resumes it
+        state = "being evicted" if fresh.evicted else "waiting in the queue without quota"
+        return Outcome("impossible", f"Workload {workload.name} is {state}: nothing to release")
     wl = kueue.set_active(
         job.namespace, workload.name, False, resource_version=fresh.resource_version or None
     )

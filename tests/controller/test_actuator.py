@@ -112,6 +112,20 @@ def test_a_restart_between_record_and_patch_finishes_exactly_once() -> None:
     assert rec is not None and [(a.request_id, a.outcome) for a in rec.actions] == [(rid, "done")]
 
 
+def test_a_release_of_a_workload_preempted_since_the_decision_is_not_written() -> None:
+    """Decided while it ran; Kueue preempted it before the patch (its Workload waits in the queue
+    without quota): deactivated, it would drop out of the queue until someone resumed it."""
+    s = Setup()
+    wl = s.wl  # the engine's view, from before the preemption
+    s.api.workloads["team-a/trainjob-llm-abcde"] = workload(admitted=False)
+    decision = Decision(job=KEY, policy="p", mode=Mode.APPLY, actions=(RELEASE,))
+    s.actuator.execute(s.core.view(s.job), decision, body=s.body, workload=wl, now=NOW)
+    assert s.api.mutations() == []
+    rec = s.core.record(KEY)
+    assert rec is not None and rec.actions[-1].outcome == "impossible"
+    assert "waiting in the queue without quota" in (rec.actions[-1].detail or "")
+
+
 def test_checkpoint_request_annotates_every_pod_and_waits_for_the_ack() -> None:
     s = Setup()
     s.run(Mode.APPLY, Action(ActionKind.CHECKPOINT, "checkpoint", "periodic", {"timeout_s": 120}))

@@ -336,3 +336,33 @@ def test_a_kill_at_any_step_leaves_each_attempt_with_one_outcome_line(
     assert outcome["outcome"] == "done"
     resumed = point in ("forecast", "policy", "workload")  # finished by the restarted controller
     assert outcome.get("resumed", False) is resumed
+
+
+@pytest.mark.parametrize("point", ["forecast", "policy"])
+def test_a_resumed_release_of_a_job_preempted_while_the_controller_was_down_is_dropped(point: str) -> None:
+    """Killed between recording a release and carrying it out; while it was down Kueue preempted
+    the job (its Workload waits in the queue without quota). The restarted controller does not
+    deactivate it (it would drop out of the queue until someone resumed it): the action is
+    recorded as not carried out, with a Warning saying why."""
+    run = Run()
+    first = run.start()
+    run.new_job(first, "j0")
+    now = run.report(first, "j0", T0)
+    disarm = _arm(first, run.api, point)
+    with pytest.raises(Killed):
+        for t in range(10, 300, 10):
+            first.step(now + t)
+    disarm()
+    key = f"{NS}/{_wl_name('j0')}"
+    run.api.workloads[key] = workload(job_name="j0", uid="u-j0", admitted=False)  # preempted, queued
+    second = run.start()
+    for t in range(0, 120, 10):
+        second.step(T0 + 600 + t)
+    assert _releases(run.api, "j0") == 0
+    rec = second.core.record(f"{NS}/j0")
+    assert rec is not None
+    (release,) = [a for a in rec.actions if a.kind is ActionKind.RELEASE_QUOTA]
+    assert release.outcome == "impossible" and "not carried out after the restart" in (release.detail or "")
+    assert second.actuator.pending_for(f"{NS}/j0") == {}
+    events = [c for c in run.api.log if c[0] == "event" and "ActionDropped" in str(c)]
+    assert events
