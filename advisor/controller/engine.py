@@ -287,7 +287,8 @@ class Engine:
         job = self.jobs.get(key)
         if job is None:
             job = self.jobs[key] = _Job(body)
-            self.restart.restore(key)
+            uid = (body.get("metadata") or {}).get("uid")
+            self.restart.restore(key, str(uid) if uid else None)
             log.info("%s: %s seen, advising it", key, body.get("kind") or TRAINJOB.kind)
         job.body = body
         signals = job_signals(body)

@@ -36,6 +36,8 @@ class SavedStatuses:
         self._store, self._core, self._actuator = store, core, actuator
         #: job key -> its persisted status, until the job is seen again
         self.pending: dict[str, Mapping[str, Any]] = {}
+        #: job key -> the uid of the job its TrainJobForecast was written for (its owner)
+        self._owners: dict[str, str] = {}
         self._conditions: dict[str, Mapping[str, Any]] = {}
 
     def load(self, forecasts: Sequence[Mapping[str, Any]]) -> int:
@@ -48,6 +50,9 @@ class SavedStatuses:
             key = job_key(meta["namespace"], meta["name"])
             generation = meta.get("generation")
             self._store.known(key, generation if isinstance(generation, int) else None)
+            owner = next((str(r.get("uid")) for r in meta.get("ownerReferences") or [] if r.get("uid")), None)
+            if owner is not None:
+                self._owners[key] = owner
             if status:
                 self.pending[key] = status
                 self._conditions[key] = status
@@ -75,11 +80,19 @@ class SavedStatuses:
         for policy, found in actions.items():
             self._core.note_policy_actions(policy, found)
 
-    def restore(self, key: str) -> None:
-        """The job is seen again: hand its core state and in-flight actions back (once)."""
+    def restore(self, key: str, uid: str | None = None) -> bool:
+        """The job is seen again: hand its core state and in-flight actions back (once). A job of
+        the same name but another ``uid`` than the one the status was written for (deleted and
+        made again while the controller was down) is a new run: nothing of the old one is its
+        own, least of all an action decided for the old one. Returns whether a status was
+        restored."""
         status = self.pending.pop(key, None)
+        owner = self._owners.pop(key, None)
         if not status:
-            return
+            return False
+        if uid and owner and uid != owner:
+            self._conditions.pop(key, None)
+            return False
         data = _json(status.get("coreState"))
         if isinstance(data, Mapping):
             history = status.get("history")
@@ -89,6 +102,7 @@ class SavedStatuses:
         pending = _json(status.get("pendingActions"))
         if isinstance(pending, Mapping):
             self._actuator.restore_pending(key, pending)
+        return True
 
     def saved_state(self, key: str) -> str | None:
         """The STATE the saved status showed (None: no saved status), without using it up: a

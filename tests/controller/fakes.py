@@ -92,8 +92,14 @@ class FakeApi:
         self.log.append(("create_forecast", namespace, name))
         if key in self.forecasts:
             return None
+        refs = [{**{k: owner[k] for k in ("apiVersion", "kind") if k in owner}, "name": name, "uid": owner["uid"]}]
         self.forecasts[key] = {
-            "metadata": {"namespace": namespace, "name": name, "generation": 1},
+            "metadata": {
+                "namespace": namespace,
+                "name": name,
+                "generation": 1,
+                "ownerReferences": refs if owner.get("uid") else [],
+            },
             "status": {},
             "owner": dict(owner),
         }

@@ -366,3 +366,27 @@ def test_a_resumed_release_of_a_job_preempted_while_the_controller_was_down_is_d
     assert second.actuator.pending_for(f"{NS}/j0") == {}
     events = [c for c in run.api.log if c[0] == "event" and "ActionDropped" in str(c)]
     assert events
+
+
+def test_a_job_made_again_under_the_same_name_while_the_controller_was_down_inherits_nothing() -> None:
+    """The saved TrainJobForecast was written for the deleted job (its owner's uid): the new job
+    of the same name is a new run, and the release decided for the old one is not its own."""
+    run = Run()
+    first = run.start()
+    run.new_job(first, "j0")
+    now = run.report(first, "j0", T0)
+    disarm = _arm(first, run.api, "policy")
+    with pytest.raises(Killed):
+        for t in range(10, 300, 10):
+            first.step(now + t)
+    disarm()
+    # deleted and made again while the controller was down (its forecast not collected yet)
+    run.api.workloads[f"{NS}/{_wl_name('j0')}"] = workload(job_name="j0", uid="u-j0-new")
+    run.bodies["j0"] = trainjob(name="j0", uid="u-j0-new", step=10, total=2000, loss="2.5", updated=iso(now))
+    second = run.start()
+    second.step(T0 + 600)
+    assert _releases(run.api, "j0") == 0
+    rec = second.core.record(f"{NS}/j0")
+    assert rec is not None and len(rec.history) == 1  # its own report alone, none of the old run's
+    assert not any(a.kind is ActionKind.RELEASE_QUOTA for a in rec.actions)
+    assert second.actuator.pending_for(f"{NS}/j0") == {}
