@@ -92,7 +92,8 @@ class FakeApi:
         self.log.append(("create_forecast", namespace, name))
         if key in self.forecasts:
             return None
-        refs = [{**{k: owner[k] for k in ("apiVersion", "kind") if k in owner}, "name": name, "uid": owner["uid"]}]
+        kind = {k: owner[k] for k in ("apiVersion", "kind") if k in owner}
+        refs = [{**kind, "name": name, "uid": owner["uid"]}]
         self.forecasts[key] = {
             "metadata": {
                 "namespace": namespace,
