@@ -83,9 +83,7 @@ def run(args: argparse.Namespace) -> int:
 def _judged_again(api: Any, kind: str, ns: str, name: str, labels: Mapping[str, str]) -> str | None:
     """What happens next when a policy released the run: it is judged again once it runs, and a
     run that still does not learn is released again after the policy's cooldown; unless the job
-    already carries the exempt label, which is then said instead of suggested."""
-    from policies.spec import DEFAULT_EXEMPT_LABEL
-
+    already carries the releasing policy's exempt label, which is then said instead of suggested."""
     try:
         obj = api.get_forecast(ns, name)
     except Exception:  # the note is a courtesy: the reactivation is done
@@ -100,12 +98,40 @@ def _judged_again(api: Any, kind: str, ns: str, name: str, labels: Mapping[str, 
         return None
     policy = released[-1]["policy"]
     said = f"note: policy {policy} released it ({released[-1].get('rule') or 'a rule'}); "
-    exempt = str(labels.get(DEFAULT_EXEMPT_LABEL, "")).strip().lower()
+    label, known = _exempt_label(api, policy)
+    exempt = str(labels.get(label, "")).strip().lower()
+    if exempt and exempt != "false" and not known:
+        return said + (
+            f"it carries {label}={labels[label]}, the default exempt label; policy {policy} could not be "
+            "read to see whether it sets another, so it may judge it again once it runs"
+        )
     if exempt and exempt != "false":
-        value = labels[DEFAULT_EXEMPT_LABEL]
-        return said + f"it carries {DEFAULT_EXEMPT_LABEL}={value}, so no policy judges it again"
+        value = labels[label]
+        return (
+            said + f"it carries {label}={value}, the exempt label of {policy}, which does not judge it again"
+        )
+    unsure = (
+        ""
+        if known
+        else f" (the default exempt label: policy {policy} could not be read to see whether it sets another)"
+    )
     return (
         said + "it is judged again once it runs, and if it still does not learn it is released again after "
         f"the policy's cooldown. To keep it running: kubectl label {kind.lower()} -n {ns} {name} "
-        f"{DEFAULT_EXEMPT_LABEL}=true"
+        f"{label}=true{unsure}"
     )
+
+
+def _exempt_label(api: Any, policy: str) -> tuple[str, bool]:
+    """The label that exempts a job from ``policy`` (its ``safety.exemptLabel``), and whether it
+    was read from the policy (else the default: a user who may not read AdvisorPolicies)."""
+    from policies import load_policy
+    from policies.spec import DEFAULT_EXEMPT_LABEL
+
+    try:
+        obj = api.get_policy(policy)
+        if obj is None:
+            return DEFAULT_EXEMPT_LABEL, False
+        return load_policy(obj).safety.exempt_label, True
+    except Exception:  # unreadable (RBAC) or invalid: the default, said so
+        return DEFAULT_EXEMPT_LABEL, False

@@ -162,6 +162,15 @@ class ClusterApi:
                 return None
             raise
 
+    def get_policy(self, name: str) -> dict[str, Any] | None:
+        """An AdvisorPolicy (cluster-scoped) by name; None when there is none."""
+        try:
+            return _as_dict(self.custom.get_cluster_custom_object(GROUP, VERSION, "advisorpolicies", name))
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
     def create_forecast(self, namespace: str, name: str, owner: Mapping[str, Any]) -> int | None:
         """Create the (empty) TrainJobForecast for a job, owned by it; an existing one is kept.
         Returns the created object's ``metadata.generation`` (None when one existed already)."""

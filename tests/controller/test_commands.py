@@ -16,7 +16,7 @@ from advisor.controller.render import render_status
 from advisor.controller.store import encode_history
 from advisor.core import History
 from advisor.model import Forecast, Interval, JobView, LearningState, ProgressSample
-from tests.controller.fakes import FakeApi, workload
+from tests.controller.fakes import ApiError, FakeApi, workload
 
 NOW = 1_800_000_000.0
 
@@ -81,6 +81,13 @@ class CliApi(FakeApi):
 
     def get_job(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
         return self.jobs[f"{namespace}/{name}"]
+
+    policies: dict[str, dict[str, Any]] = {}  # noqa: RUF012  (none unless a test adds one)
+
+    def get_policy(self, name: str) -> dict[str, Any] | None:
+        if name == "unreadable":
+            raise ApiError(403, "forbidden")
+        return self.policies.get(name)
 
 
 @pytest.fixture
@@ -281,6 +288,14 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
             wl["spec"]["active"] = active
 
     api.kueue = Kueue()  # type: ignore[assignment]
+    api.policies = {
+        "plateau-release": {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": "plateau-release"},
+            "spec": {},
+        }
+    }
     released = {"kind": "release-quota", "policy": "plateau-release", "rule": "plateau", "outcome": "done"}
     api.items.append({"metadata": {"namespace": "team-a", "name": "llm"}, "status": {"actions": [released]}})
     assert cli.main(["resume", "team-a/llm"]) == 0
@@ -295,7 +310,48 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
     wl["spec"]["active"] = False
     assert cli.main(["resume", "team-a/llm"]) == 0
     out = capsys.readouterr().out
-    assert "kubectl label" not in out and "so no policy judges it again" in out, out
+    assert "kubectl label" not in out and "the exempt label of plateau-release" in out, out
+
+
+def test_resume_names_the_exempt_label_of_the_policy_that_released_the_job(
+    api: CliApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A policy with an exempt label of its own: the default one would not keep the job running."""
+    api.jobs["team-a/llm"] = {
+        "metadata": {"uid": "uid-1", "labels": {"advisor.trainjob-advisor.io/exempt": "true"}}
+    }
+    wl = workload(active=False)
+
+    class Kueue:
+        def workload_for_job(self, ns: str, uid: str) -> Any:
+            from advisor.controller.kueue import parse_workload
+
+            return parse_workload(wl)
+
+        def set_active(self, ns: str, name: str, active: bool) -> None:
+            wl["spec"]["active"] = active
+
+    api.kueue = Kueue()  # type: ignore[assignment]
+    api.policies = {
+        "own": {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": "own", "uid": "p-1", "generation": 3},
+            "spec": {"safety": {"exemptLabel": "example.com/no-advisor"}},
+            "status": {"observedGeneration": 3},
+        }
+    }
+    released = {"kind": "release-quota", "policy": "own", "rule": "overfitting", "outcome": "done"}
+    api.items.append({"metadata": {"namespace": "team-a", "name": "llm"}, "status": {"actions": [released]}})
+    assert cli.main(["resume", "team-a/llm"]) == 0
+    out = capsys.readouterr().out
+    assert "kubectl label trainjob -n team-a llm example.com/no-advisor=true" in out, out
+    assert "exempt label of own" not in out  # the default label it carries is not the policy's
+    released["policy"] = "unreadable"
+    wl["spec"]["active"] = False
+    assert cli.main(["resume", "team-a/llm"]) == 0
+    out = capsys.readouterr().out
+    assert "could not be read" in out and "advisor.trainjob-advisor.io/exempt" in out
 
 
 def test_run_rejects_bad_flags() -> None:
