@@ -399,12 +399,15 @@ def trim_actions(actions: list[ActionRecord]) -> None:
 
 def drop_orphaned_request(rec: JobRecord, admission: float | None, admitted_at: float | None) -> None:
     """Drop a pending checkpoint request whose pods are gone: the job is no longer running on its
-    admission (evicted, deactivated, suspended), or it was admitted again since the request
+    admission (evicted, deactivated, suspended, finished or failed), or it was admitted again since the request
     (``admission``: the admission the loop knew before this look, under which any pending request
     was made). The new pods never saw the request and cannot answer it."""
     if rec.checkpoint.pending_request is None:
         return
     if rec.phase in (Phase.PENDING, Phase.SUSPENDED):
         drop_pending_request(rec, f"the workload was evicted or lost its admission ({rec.phase_reason})")
+    elif rec.phase in (Phase.FINISHED, Phase.FAILED):
+        # its pods are done: no one will answer (it timed out with a Warning on a finished job)
+        drop_pending_request(rec, f"the job {rec.phase.value} ({rec.phase_reason})")
     elif admission is not None and admitted_at is not None and admitted_at > admission:
         drop_pending_request(rec, "the workload was admitted again since the request (new pods)")

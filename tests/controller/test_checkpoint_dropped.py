@@ -8,7 +8,7 @@ import json
 from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.render import iso
 from advisor.core import AdvisorCore
-from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode
+from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode, Phase
 from tests.controller.fakes import FakeApi, trainjob, workload
 
 T0 = 1_800_000_000.0
@@ -53,3 +53,36 @@ def test_an_eviction_closes_the_awaiting_request_as_dropped() -> None:
     e.enqueue("workload", "MODIFIED", readmitted)
     e.step(T0 + 90)
     assert len(asked) == 2  # the new run is asked again at once, not after the old timeout
+
+
+def test_a_job_that_completes_while_its_request_is_pending_closes_it_as_dropped_not_timed_out() -> None:
+    """Its pods are done: no one will answer, and a CheckpointTimedOut Warning on a finished job
+    (twenty seconds later) said something was wrong where nothing was."""
+    api = FakeApi()
+    api.workloads[WL] = workload()
+    api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-node-0-0"]
+
+    def decide(job: JobView, cluster: ClusterView, policy: object, *, now: float) -> Decision:
+        acts: tuple[Action, ...] = ()
+        if job.phase is Phase.RUNNING and job.checkpoint.pending_request is None:
+            acts = (Action(ActionKind.CHECKPOINT, "plateau", "before release", {"timeout_s": 20}),)
+        return Decision(job=job.key, policy="p", mode=Mode.APPLY, actions=acts)
+
+    core = AdvisorCore(
+        policies=[object()], forecast_interval_s=0, selector=lambda ps, job: ps[0], decider=decide
+    )
+    e = Engine(
+        api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0), core=core
+    )
+    e.enqueue("workload", "ADDED", api.workloads[WL])
+    e.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
+    e.step(T0)
+    assert e.actuator.awaiting_ack(KEY)
+    done = trainjob(step=10, loss="1.0", updated=iso(T0 + 5))
+    done["status"]["conditions"] = [{"type": "Complete", "status": "True", "lastTransitionTime": iso(T0 + 5)}]
+    e.enqueue("job", "MODIFIED", done)
+    for t in (10, 30, 60):
+        e.step(T0 + t)
+    assert e.actuator.awaiting_ack(KEY) == []
+    reasons = [ev["reason"] for ev in api.events]
+    assert "CheckpointTimedOut" not in reasons and "CheckpointRequestDropped" in reasons
