@@ -398,10 +398,10 @@ def trim_actions(actions: list[ActionRecord]) -> None:
 
 
 def drop_orphaned_request(rec: JobRecord, admission: float | None, admitted_at: float | None) -> None:
-    """Drop a pending checkpoint request whose pods are gone: the job is no longer running on its
-    admission (evicted, deactivated, suspended, finished or failed), or it was admitted again since the request
-    (``admission``: the admission the loop knew before this look, under which any pending request
-    was made). The new pods never saw the request and cannot answer it."""
+    """Drop a pending checkpoint request whose pods are gone: the job no longer runs on its
+    admission (evicted, deactivated, suspended, finished or failed), or it was admitted again
+    since the request (``admission``: the admission the loop knew before this look, under which
+    any pending request was made). The new pods never saw the request and cannot answer it."""
     if rec.checkpoint.pending_request is None:
         return
     if rec.phase in (Phase.PENDING, Phase.SUSPENDED):
