@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 DEFAULT_BOOST = 1000
 #: a recommendation of the same kind and rule is not repeated (Event, record) within this window
 RECOMMEND_REPEAT_S = 3600.0
+#: the detail of a recommendation that is an Apply policy's action held back (cooldown, cap)
+HELD_DETAIL = "held back"
 _EVENT_REASONS = {
     ActionKind.CHECKPOINT: "CheckpointRequested",
     ActionKind.RELEASE_QUOTA: "QuotaReleased",
@@ -243,6 +245,10 @@ class Actuator:
                 and now - prev.time < RECOMMEND_REPEAT_S
             ):
                 return None
+        # an Apply policy's action held back by its cooldown or hourly cap is said as such: counted
+        # as a recommendation of a Recommend-mode policy, it read as what Apply would do
+        held = decision.mode is Mode.APPLY and bool(action.params.get("held"))
+        mode = Mode.APPLY if held else Mode.RECOMMEND
         rec = ActionRecord(
             kind=action.kind,
             time=now,
@@ -251,6 +257,7 @@ class Actuator:
             rule=action.rule,
             outcome="recommended",
             reason=action.reason,
+            detail=HELD_DETAIL if held else "",
         )
         self.core.record_action(job.key, rec)
         audit(
@@ -260,19 +267,19 @@ class Actuator:
             request_id=rec.request_id,
             policy=rec.policy,
             rule=action.rule,
-            mode=Mode.RECOMMEND.value,
-            outcome="recommended",
+            mode=mode.value,
+            outcome="held" if held else "recommended",
             reason=action.reason,
         )
         what = "" if action.kind is ActionKind.RECOMMEND else f"{action.kind.value}: "
         self._event(
             job,
             body,
-            "Recommendation",
-            f"{what}{action.reason} (policy {decision.policy}, rule {action.rule}, mode Recommend)",
+            "ActionHeld" if held else "Recommendation",
+            f"{what}{action.reason} (policy {decision.policy}, rule {action.rule}, mode {mode.value})",
             request_id=rec.request_id,
         )
-        self._count(action.kind, Mode.RECOMMEND.value, "recommended")
+        self._count(action.kind, mode.value, "held" if held else "recommended")
         return rec
 
     def _apply(

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.controller.actuator import HELD_DETAIL
 from advisor.controller.metrics import Metrics
 from advisor.model import ActionRecord, Mode
 from policies.rules.base import NO_DIRECTION, undirected_metrics
@@ -68,7 +69,11 @@ class PolicyFigures:
     def add(self, records: Iterable[ActionRecord]) -> None:
         """Count ``records`` (the policy's own) as actions or recommendations."""
         for rec in records:
-            if rec.outcome == "recommended":
+            if rec.outcome == "recommended" and rec.detail == HELD_DETAIL:
+                # an Apply policy's action its cooldown or cap held back: neither taken nor a
+                # recommendation of what Apply would do
+                self.outcomes["held"] = self.outcomes.get("held", 0) + 1
+            elif rec.outcome == "recommended":
                 self.recommendations += 1
             else:
                 self.actions[rec.kind.value] = self.actions.get(rec.kind.value, 0) + 1

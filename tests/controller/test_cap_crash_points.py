@@ -390,3 +390,27 @@ def test_a_job_made_again_under_the_same_name_while_the_controller_was_down_inhe
     assert rec is not None and len(rec.history) == 1  # its own report alone, none of the old run's
     assert not any(a.kind is ActionKind.RELEASE_QUOTA for a in rec.actions)
     assert second.actuator.pending_for(f"{NS}/j0") == {}
+
+
+def test_an_action_the_cap_holds_back_is_said_held_in_apply_mode_not_recommended() -> None:
+    """Its Event, audit line and counters said "mode Recommend", and the policy's RECOMMENDED
+    count (what an admin reads to see what Apply would do) counted it."""
+    run = Run()
+    e = run.start()
+    run.new_job(e, "j0")
+    now = run.report(e, "j0", T0)
+    for t in range(10, 300, 10):
+        e.step(now + t)
+    assert _releases(run.api, "j0") == 1
+    run.new_job(e, "j1")
+    now = run.report(e, "j1", now + 300)
+    for t in range(10, 300, 10):
+        e.step(now + t)
+    assert _releases(run.api, "j1") == 0  # the cap of 1 holds it back
+    held = [ev for ev in run.api.events if ev["reason"] == "ActionHeld"]
+    assert held and "mode Apply" in held[0]["message"]
+    assert not [ev for ev in run.api.events if ev["reason"] == "Recommendation"]
+    status = _policy_as_stored(run.api)["status"]
+    counts = json.dumps(status)
+    assert '"recommendations": 0' in counts and '"held": 1' in counts, counts
+    assert e.metrics.actions.labels("recommend", "Apply", "held")._value.get() == 1
