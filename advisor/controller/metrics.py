@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from advisor.controller.render import judged_forecast, shows_eta
 from advisor.controller.summary import HORIZONS, NOT_LEARNING, QueueSummary
-from advisor.model import LEARNING_LABELS, JobView
+from advisor.model import LEARNING_LABELS, JobView, Phase
 
 __all__ = ["Metrics"]
 
@@ -180,30 +180,46 @@ class Metrics:
         if view.total_steps:
             self.progress.labels(*labels).set(min(1.0, view.step / view.total_steps))
         fc = view.forecast
-        if fc is None:
-            return
-        judged = judged_forecast(view)[1] or fc
-        if math.isfinite(judged.final_loss.mean):  # no usable point: its 50% is "don't know"
-            self.plateau.labels(*labels).set(judged.plateau_probability)
-        self.divergence.labels(*labels).set(fc.divergence_probability)
-        if math.isfinite(fc.final_loss.mean):
-            self.final_loss.labels(*labels).set(fc.final_loss.mean)
-        if (
-            fc.eta_seconds is not None
-            and math.isfinite(fc.eta_seconds.mean)
-            and (state is None or shows_eta(state))
-        ):
-            self.eta.labels(*labels).set(fc.eta_seconds.mean)
-        else:
-            with contextlib.suppress(KeyError):
-                self.eta.remove(*labels)
         learning = view.learning_state
-        if learning is not None:
-            for label, p in learning.probabilities.items():
-                self.learning_state.labels(*labels, label).set(p)
-            if learning.best_step is not None:
-                self.best_eval_step.labels(*labels).set(learning.best_step)
+        if view.phase is not Phase.RUNNING:
+            # finished, released, suspended, queued: no verdict of a run that does not run stays
+            # on a dashboard or fires an alert (STATE shows the phase); its final values stay
+            self._forget_verdicts(*labels)
+        elif fc is not None or learning is not None:
+            judged = judged_forecast(view)[1] or fc
+            if judged is not None and math.isfinite(judged.final_loss.mean):  # else "don't know"
+                self.plateau.labels(*labels).set(judged.plateau_probability)
+            if fc is not None:
+                self.divergence.labels(*labels).set(fc.divergence_probability)
+            if (
+                fc is not None
+                and fc.eta_seconds is not None
+                and math.isfinite(fc.eta_seconds.mean)
+                and (state is None or shows_eta(state))
+            ):
+                self.eta.labels(*labels).set(fc.eta_seconds.mean)
+            else:
+                with contextlib.suppress(KeyError):
+                    self.eta.remove(*labels)
+            if learning is not None:
+                for label, p in learning.probabilities.items():
+                    self.learning_state.labels(*labels, label).set(p)
+        if fc is None and learning is None:
+            return
+        if fc is not None and math.isfinite(fc.final_loss.mean):
+            self.final_loss.labels(*labels).set(fc.final_loss.mean)
+        if learning is not None and learning.best_step is not None:
+            self.best_eval_step.labels(*labels).set(learning.best_step)
         self._observe_series(view)
+
+    def _forget_verdicts(self, namespace: str, name: str) -> None:
+        """Remove the job's gauges that judge a running run (plateau, divergence, ETA, state)."""
+        for gauge in (self.eta, self.plateau, self.divergence):
+            with contextlib.suppress(KeyError):
+                gauge.remove(namespace, name)
+        for label in LEARNING_LABELS:
+            with contextlib.suppress(KeyError):
+                self.learning_state.remove(namespace, name, label)
 
     def _observe_series(self, view: JobView) -> None:
         """Each series' predicted final value and which one the run is judged by."""
@@ -229,20 +245,10 @@ class Metrics:
     def forget_job(self, namespace: str, name: str) -> None:
         for entry in self._series.pop((namespace, name), set()):
             self._remove_series((namespace, name), entry)
-        for gauge in (
-            self.progress,
-            self.step,
-            self.eta,
-            self.plateau,
-            self.divergence,
-            self.final_loss,
-            self.best_eval_step,
-        ):
+        self._forget_verdicts(namespace, name)
+        for gauge in (self.progress, self.step, self.final_loss, self.best_eval_step):
             with contextlib.suppress(KeyError):
                 gauge.remove(namespace, name)
-        for label in LEARNING_LABELS:
-            with contextlib.suppress(KeyError):
-                self.learning_state.remove(namespace, name, label)
 
     # -------------------------------------------------------------------------------- per queue
     def set_queues(self, summaries: Iterable[QueueSummary]) -> None:

@@ -280,3 +280,33 @@ def test_a_run_reported_done_that_still_holds_its_gpus_counts_as_not_learning_on
     learning = {"state": "learning", "job": {"clusterQueue": "cq", "gpus": 4, "holdsQuota": True}}
     (cq,) = summarize([("a", lingering), ("a", done), ("a", learning)])
     assert (cq.jobs, cq.gpus, cq.gpus_not_learning) == (3, 20, 16)
+
+
+def test_a_job_that_stops_running_keeps_no_verdict_in_the_metrics() -> None:
+    """Finished, released, suspended: its P(plateau) and state probabilities go (a dashboard panel
+    or an alert on them kept firing for a job that holds no GPUs); its final values stay. A job
+    that reports eval metrics alone gets its judged P(plateau) too."""
+    from advisor.controller.metrics import Metrics
+
+    m = Metrics()
+    get = m.registry.get_sample_value
+    job = {"namespace": "team-a", "job": "llm"}
+    state = LearningState(label="plateaued", probabilities={"plateaued": 0.9, "learning": 0.1})
+    m.observe_job(view(learning_state=state))
+    assert get("trainjob_advisor_job_plateau_probability", job) is not None
+    assert get("trainjob_advisor_job_learning_state_probability", {**job, "state": "plateaued"}) == 0.9
+    for phase in (Phase.FINISHED, Phase.SUSPENDED, Phase.PENDING):
+        m.observe_job(view(learning_state=state, phase=phase))
+        assert get("trainjob_advisor_job_plateau_probability", job) is None
+        assert get("trainjob_advisor_job_divergence_probability", job) is None
+        assert get("trainjob_advisor_job_learning_state_probability", {**job, "state": "plateaued"}) is None
+        assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "loss"}) == 0.25
+        m.observe_job(view(learning_state=state))
+    evals = LearningState(
+        label="learning",
+        probabilities={"learning": 1.0},
+        metric="eval_loss",
+        series={"eval_loss": fc(plateau=0.3)},
+    )
+    m.observe_job(view(forecast=None, learning_state=evals))
+    assert get("trainjob_advisor_job_plateau_probability", job) == 0.3
