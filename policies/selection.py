@@ -3,8 +3,10 @@
 Every criterion a policy's selector gives must hold. Among the matching policies the most specific
 wins: the one whose selector constrains more (one point per constrained dimension: namespaces,
 local queues, cluster queues, kinds; one per label requirement of the namespace and job
-selectors), then the higher ``priority``, then the name in lexical order. The input order of the
-policies never matters.
+selectors), then the higher ``priority``, then the less disruptive mode (a Recommend policy
+before an Apply one: a new Apply policy that happens to select the same jobs as a Recommend one
+as specifically must not take them over, and act on them within seconds, by its name alone), then
+the name in lexical order. The input order of the policies never matters.
 
 A tie broken by name is a configuration an admin rarely means (a sample policy's label selector
 counts as much as one's own namespace list): ``tied_with`` names the policies that lost that way,
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from advisor.model import JobView
+from advisor.model import JobView, Mode
 from advisor.protocol import KUEUE_QUEUE_LABEL
 from policies.spec import Policy, Selector
 
@@ -53,14 +55,14 @@ def matches(selector: Selector, job: JobView) -> bool:
     return selector.job_selector is None or selector.job_selector.matches(job.labels)
 
 
-def _rank(p: Policy) -> tuple[int, int, str]:
-    return (-specificity(p.selector), -p.priority, p.name)
+def _rank(p: Policy) -> tuple[int, int, int, str]:
+    return (-specificity(p.selector), -p.priority, 0 if p.mode is Mode.RECOMMEND else 1, p.name)
 
 
 def select_policy(policies: Sequence[Policy], job: JobView) -> Policy | None:
     """The policy that governs ``job`` (``None`` when none matches)."""
     best: Policy | None = None
-    best_key: tuple[int, int, str] | None = None
+    best_key: tuple[int, int, int, str] | None = None
     for p in policies:
         if not matches(p.selector, job):
             continue
@@ -72,7 +74,8 @@ def select_policy(policies: Sequence[Policy], job: JobView) -> Policy | None:
 
 def tied_with(policies: Sequence[Policy], job: JobView, chosen: Policy) -> tuple[str, ...]:
     """The other policies that select ``job`` as specifically and with the same priority as
-    ``chosen``, which won over them by its name alone (sorted)."""
+    ``chosen``, which won over them by its mode (Recommend before Apply) or its name alone
+    (sorted)."""
     key = _rank(chosen)[:2]
     return tuple(
         sorted(
@@ -84,9 +87,9 @@ def tied_with(policies: Sequence[Policy], job: JobView, chosen: Policy) -> tuple
 
 
 def tie_reason(chosen: Policy, tied: Sequence[str]) -> str:
-    """The decision's reason for a tie broken by name (empty ``tied``: none)."""
+    """The decision's reason for a tie broken by mode or name (empty ``tied``: none)."""
     return (
-        f"policy: {chosen.name} governs by name order over {', '.join(tied)} (same specificity "
-        f"{specificity(chosen.selector)} and priority {chosen.priority}); set spec.priority on the "
-        "one meant to govern"
+        f"policy: {chosen.name} governs over {', '.join(tied)} (same specificity "
+        f"{specificity(chosen.selector)} and priority {chosen.priority}: a Recommend policy before an "
+        "Apply one, then by name); set spec.priority on the one meant to govern"
     )

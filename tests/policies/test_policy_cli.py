@@ -183,7 +183,7 @@ spec:
     assert main([*args, "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["policy"] == "a-sample"
-    assert "a-sample governs by name order over b-mine (same specificity 1 and priority 0)" in out.err
+    assert "a-sample governs over b-mine (same specificity 1 and priority 0: a Recommend" in out.err
     assert "set spec.priority" in out.err
     path.write_text(
         doc.format(name="a-sample", mode="Recommend")

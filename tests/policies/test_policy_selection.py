@@ -7,7 +7,7 @@ import itertools
 from policy_builders import job, policy
 
 from advisor.model import Mode
-from policies import select_policy, specificity
+from policies import select_policy, specificity, tied_with
 
 
 def test_each_selector_dimension_filters() -> None:
@@ -106,4 +106,24 @@ def test_a_tie_broken_by_name_is_named_and_reaches_the_decision() -> None:
     )
     decision = AdvisorCore(policies=[sample, mine]).evaluate(j, ClusterView(), now=1_800_000_000.0)
     assert decision.policy == "a-sample" and decision.tied_with == ("b-mine",)
-    assert any("governs by name order over b-mine" in r for r in decision.reasons)
+    assert any("a-sample governs over b-mine" in r and "then by name" in r for r in decision.reasons)
+
+
+def test_a_tie_between_an_apply_and_a_recommend_policy_goes_to_recommend_whatever_the_names() -> None:
+    """A new Apply policy selecting a Recommend policy's jobs as specifically took them over by
+    its name ("aa-...") and released one 23 s later; a tie never hands a job to Apply."""
+    j = job(namespace="ovf", namespace_labels={"team": "ml"})
+    rec = policy(name="ovf-rec", mode="Recommend", selector={"namespaces": ["ovf"]})
+    apply = policy(
+        name="aa-ns-apply", mode="Apply", selector={"namespaceSelector": {"matchLabels": {"team": "ml"}}}
+    )
+    for order in ([rec, apply], [apply, rec]):
+        assert select_policy(order, j) is rec
+    assert tied_with([rec, apply], j, rec) == ("aa-ns-apply",)
+    higher = policy(
+        name="aa-ns-apply",
+        mode="Apply",
+        priority=1,
+        selector={"namespaceSelector": {"matchLabels": {"team": "ml"}}},
+    )
+    assert select_policy([rec, higher], j) is higher  # meant to govern: a priority says so
