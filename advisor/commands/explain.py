@@ -146,9 +146,14 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
     else:
         lines.append("  forecast      none yet (too few progress samples)")
     lines += _learning_lines(status.get("learningState") or {}, str(status.get("state") or ""))
-    lines.append(
-        f"  policy        {rec.get('policy') or 'none selects this run'} (mode {rec.get('mode') or '-'})"
-    )
+    if rec.get("policy"):
+        lines.append(f"  policy        {rec['policy']} (mode {rec.get('mode') or '-'})")
+    else:
+        # no policy judges it: its ADVICE is the forecast's own hint ("plateau?"), not a decision
+        lines.append(
+            "  policy        none selects this run: nothing is recommended or done; ADVICE is the "
+            "forecast's own hint"
+        )
     job = status.get("job") or {}
     if job.get("phase"):
         why = f": {job['phaseReason']}" if job.get("phaseReason") else ""

@@ -2,7 +2,8 @@
 
 Without ``--by`` it prints one row per TrainJobForecast (what ``kubectl get tjf`` shows, plus the
 run state). With ``--by queue`` (or ``namespace``) it summarises each ClusterQueue: runs
-learning / plateaued / overfitting / hung / diverging / near completion, GPUs held by runs that no longer
+learning / plateaued / overfitting / hung / diverging / near completion / not judged yet, pending,
+stopped (suspended, finished or failed: the columns add up to JOBS), GPUs held by runs that no longer
 learn, and GPUs expected to free up within 1 h / 6 h / 24 h (from the ETA intervals) — the same
 figures the controller exports as per-queue metrics.
 """
@@ -28,6 +29,9 @@ QUEUE_HEADERS = (
     "HUNG",
     "DIVERGING",
     "NEAR-DONE",
+    "UNKNOWN",
+    "PENDING",
+    "STOPPED",
     "IDLE-GPUS",
     "FREE-1H",
     "FREE-6H",
@@ -121,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
                 s.states["hung"],
                 s.states["diverging"],
                 s.states["near-completion"],
+                s.states["unknown"],
+                s.states["pending"],
+                # suspended (released, or by hand), finished, failed: JOBS adds up across the row
+                s.states["suspended"] + s.states["finished"] + s.states["failed"],
                 s.gpus_not_learning,
                 f"{s.gpus_freeing['1h']:.1f}",
                 f"{s.gpus_freeing['6h']:.1f}",

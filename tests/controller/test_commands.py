@@ -139,12 +139,21 @@ def test_status_one_namespace_and_json(api: CliApi, capsys: pytest.CaptureFixtur
 
 
 def test_status_by_queue(api: CliApi, capsys: pytest.CaptureFixture[str]) -> None:
+    done = tjf("b", "done", mean=1.0, p10=0.9, p90=1.1, cq="cpu-cq")
+    done["status"]["state"] = "finished"
+    api.items.append(done)
     assert cli.main(["status", "-A", "--by", "queue"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["QUEUE", "JOBS", "GPUS", "LEARNING"]
     cpu, gpu = lines[1].split(), lines[2].split()
-    assert gpu[:10] == ["gpu-cq", "2", "16", "1", "1", "0", "0", "0", "0", "8"]
+    assert gpu[:13] == ["gpu-cq", "2", "16", "1", "1", "0", "0", "0", "0", "0", "0", "0", "8"]
     assert cpu[0] == "cpu-cq"
+    # every job is in one column: JOBS adds up across the row (pending and stopped runs included)
+    head = lines[0].split()
+    for row in (cpu, gpu):
+        counts = dict(zip(head, row, strict=True))
+        states = ("LEARNING", "PLATEAUED", "OVERFITTING", "HUNG", "DIVERGING", "NEAR-DONE", "UNKNOWN")
+        assert sum(int(counts[k]) for k in (*states, "PENDING", "STOPPED")) == int(counts["JOBS"])
     assert cli.main(["status", "-A", "--by", "queue", "-o", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[1]["queue"] == "gpu-cq" and rows[1]["gpus_not_learning"] == 8
@@ -157,7 +166,7 @@ def test_explain_and_plot(api: CliApi, capsys: pytest.CaptureFixture[str], tmp_p
     text = capsys.readouterr().out
     assert "TrainJob a/lr-3e-4: plateaued" in text
     assert "final loss    0.25 (80% interval 0.23 .. 0.27)" in text
-    assert "none selects this run" in text
+    assert "none selects this run: nothing is recommended or done" in text and "(mode" not in text
     assert out.stat().st_size > 1000
     assert cli.main(["explain", "a/missing"]) == 2
     assert cli.main(["explain", "no-slash"]) == 2
