@@ -44,6 +44,7 @@ from policies.rules.base import Context, Outcome, dur, last_record, unsaved_sinc
 from policies.rules.checkpoint import queue_rate
 from policies.savewindow import miss_probability
 from policies.spec import PreemptionGuardRule
+from policies.spec_rules import CheckpointRule
 from policies.victims import can_be_preempted, first_in_line, predict_victims
 from policies.youngdaly import checkpoint_interval
 
@@ -304,7 +305,11 @@ def _guard(
     ref = unsaved_since(ctx)
     age = None if ref is None else now - ref
     stale_after = rule.stale_after
-    cost = cp.cost_seconds if cp.cost_seconds is not None and math.isfinite(cp.cost_seconds) else 60.0
+    # the job's measured save cost, else what the policy's checkpoint rule assumes (its
+    # ``defaultCost``), as that rule reads it
+    known = cp.cost_seconds is not None and math.isfinite(cp.cost_seconds) and cp.cost_seconds >= 0
+    assumed = ctx.policy.rules.checkpoint or CheckpointRule()
+    cost = cp.cost_seconds if known else assumed.default_cost
     miss = miss_probability(ctx.job)
     if likely:
         # the queue's evictions land on whoever stands first in line: its own hazard is the
@@ -322,7 +327,11 @@ def _guard(
         )
         return out
     if age is not None and age <= stale_after:
-        out.reasons.append(f"{NAME}: likely preemption victim, but {_unsaved(ctx, age)} (fresh)")
+        # the bound it is fresh within: the rule's staleAfter, or the Young/Daly interval of the
+        # queue's evictions when that is longer (said, or "fresh" read as a mistake)
+        out.reasons.append(
+            f"{NAME}: likely preemption victim, but {_unsaved(ctx, age)} (fresh: <= {dur(stale_after)})"
+        )
         return out
     if cp.pending_request is not None:
         out.reasons.append(f"{NAME}: likely preemption victim; a checkpoint is already requested")

@@ -377,7 +377,20 @@ def test_the_first_in_line_on_an_evicting_queue_keeps_a_fresh_checkpoint_without
     assert [a.kind for a in d.actions] == [ActionKind.CHECKPOINT]
     assert "first in Kueue's victim order on queue cq" in d.actions[0].reason
     fresh = dataclasses.replace(j, checkpoint=CheckpointState(last_time=T0 - 7 * 60, cost_seconds=30.0))
-    assert decide(fresh, c, p, now=T0).actions == ()  # older than staleAfter, younger than its interval
+    kept = decide(fresh, c, p, now=T0)
+    assert kept.actions == ()  # older than staleAfter, younger than its interval
+    # the bound it is fresh within is said: the interval, not staleAfter (7m read as a mistake)
+    assert any("last checkpoint 7m old (fresh: <= 7m25s)" in r for r in kept.reasons), kept.reasons
+    # no cost reported: the checkpoint rule's defaultCost (10m: a 35 min interval), not 60 s
+    unknown = dataclasses.replace(j, checkpoint=CheckpointState(last_time=T0 - 15 * 60))
+    assert decide(unknown, c, p, now=T0).actions != ()  # 60 s assumed: a 10.9 min interval
+    costly = policy(
+        {
+            "preemptionGuard": {"staleAfter": "5m", "likelyHazardPerHour": 0.1},
+            "checkpoint": {"defaultCost": "10m"},
+        }
+    )
+    assert decide(unknown, c, costly, now=T0).actions == ()
     calm = dataclasses.replace(c, preemption_rate={"cq": 0.01 / HOUR})
     assert decide(j, calm, p, now=T0).actions == ()
     off = policy({"preemptionGuard": {"likelyVictims": False}})
