@@ -224,6 +224,8 @@ class JobView:
     active: bool = True
     admitted: bool = True
     started_at: float | None = None
+    """When the job started, for ``minRuntime``: its creation (time queued or preempted included),
+    as the controller reads ``creationTimestamp``; a simulated scenario may take its admission."""
     step: int = 0
     total_steps: int | None = None
     last_step_change: float | None = None

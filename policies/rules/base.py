@@ -254,5 +254,7 @@ def runtime_gate(job: JobView, policy: Policy, now: float) -> str | None:
             return "start time unknown"
         ran = now - job.started_at
         if ran < s.min_runtime:
-            return f"ran {dur(max(ran, 0.0))} < minRuntime {dur(s.min_runtime)}"
+            # counted from the job's start as the adapter has it (the controller: its creation,
+            # queued and preempted time included), so not "ran"
+            return f"started {dur(max(ran, 0.0))} ago < minRuntime {dur(s.min_runtime)}"
     return None
