@@ -307,9 +307,13 @@ def _guard(
     stale_after = rule.stale_after
     # the job's measured save cost, else what the policy's checkpoint rule assumes (its
     # ``defaultCost``), as that rule reads it
-    known = cp.cost_seconds is not None and math.isfinite(cp.cost_seconds) and cp.cost_seconds >= 0
+    measured = cp.cost_seconds
     assumed = ctx.policy.rules.checkpoint or CheckpointRule()
-    cost = cp.cost_seconds if known else assumed.default_cost
+    cost = (
+        measured
+        if measured is not None and math.isfinite(measured) and measured >= 0
+        else assumed.default_cost
+    )
     miss = miss_probability(ctx.job)
     if likely:
         # the queue's evictions land on whoever stands first in line: its own hazard is the
