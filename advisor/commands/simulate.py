@@ -10,6 +10,7 @@ runs, and prints the rows side by side; ``--json`` and ``--report`` write them o
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -236,8 +237,9 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
     print(file=human)
     print(spread_table(pooled), file=human)
     label = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else args.seeds
+    source = _per_seed(scenario.trace.source)
     footer = (
-        f"{len(scenario.trace.jobs)} jobs per seed ({scenario.trace.source}), {scenario.capacity} GPUs, "
+        f"{len(scenario.trace.jobs)} jobs per seed ({source}), {scenario.capacity} GPUs, "
         f"seeds {label} ({len(seeds)}): counts and GPU-hours summed over the seeds, times averaged"
     )
     print(f"\n{footer}", file=human)
@@ -459,3 +461,8 @@ def _fails(path: Path) -> bool:
     except PolicyError:
         return True
     return False
+
+
+def _per_seed(source: str) -> str:
+    """The trace's source named for every seed: the first seed's own (``seed=100``) is not theirs."""
+    return re.sub(r"(,\s*)?seed=\d+", "", source).replace("()", "").strip()

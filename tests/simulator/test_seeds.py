@@ -54,13 +54,17 @@ def test_pooled_rows_sum_counts_and_give_the_spread_of_the_seeds() -> None:
     assert base["nonlearning_saved_fraction"] == 0.0
 
 
-def test_seeds_on_a_process_pool_give_the_rows_of_one_process(tmp_path: Path) -> None:
+def test_seeds_on_a_process_pool_give_the_rows_of_one_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args = ["simulate", "--jobs", "8", "--seeds", "0-1", "--quiet", "--baselines", "no-advisor"]
     args += ["--policy", str(PLATEAU)]
     outs = []
     for workers in ("1", "2"):
         out = tmp_path / f"w{workers}.json"
         assert main([*args, "--workers", workers, "--json", str(out)]) == 0
+        footer = capsys.readouterr().out.strip().splitlines()[-1]
+        assert "8 jobs per seed (synthetic(n=8))" in footer and "seeds 0-1 (2)" in footer  # not seed=0's
         rows = json.loads(out.read_text())
         for r in rows:
             r.pop("wall_seconds")
