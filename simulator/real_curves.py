@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from advisor.judging import improvement_left, learning_end_index, smoothed, standing
-from advisor.sources.files import SourceError, load_curves
+from advisor.sources.files import SourceError, load_curves, parse_log
 from advisor.sources.runlogs import find_run_logs
 
 __all__ = ["RealCurve", "RealCurveLibrary"]
@@ -131,7 +131,7 @@ class RealCurveLibrary:
         for log in logs:
             path = log.path
             try:
-                loaded = load_curves(path)
+                loaded = parse_log(path).judged_curves()
             except SourceError:
                 self.skipped += 1
                 continue

@@ -262,7 +262,7 @@ def read_runs(
         curves: list[tuple[str | None, LoadedCurve]] = []
         try:
             parsed = parse_log(path)
-            curves = parsed.curves()
+            curves = parsed.judged_curves()
         except SourceError as exc:
             if not skip_bad:
                 raise BadRunError(str(exc)) from None

@@ -205,6 +205,10 @@ def _at_its_end(curve: Any, total: int) -> str:
     if before == 0.0:
         return head
     change = (after - before) / abs(before)
+    # two medians of noisy reports differ by noise alone: about 1.25 report sd / sqrt(n) each
+    noise = report_noise(values[early | late]) * 1.25 * math.sqrt(1 / early.sum() + 1 / late.sum())
+    if abs(after - before) <= 2.0 * noise:
+        return f"{head}; over its last tenth it stayed level (within the noise of its reports)"
     if direction_of(curve.metric) is Direction.HIGHER:
         change = -change
     moved = "improved" if change < 0 else "got worse"

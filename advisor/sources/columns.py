@@ -41,8 +41,20 @@ ROLES: dict[str, tuple[str, ...]] = {
         # W&B's row counter: the step only when nothing else is
         "_step",
     ),
-    "loss": ("loss", "train_loss", "training_loss", "train_loss_step"),
-    "eval_loss": ("eval_loss", "val_loss", "validation_loss", "valid_loss", "dev_loss", "test_loss"),
+    # (``loss_train`` / ``loss_val``: PyTorch's ``SummaryWriter`` tags ``Loss/train``, ``Loss/val``)
+    "loss": ("loss", "train_loss", "training_loss", "train_loss_step", "loss_train"),
+    "eval_loss": (
+        "eval_loss",
+        "val_loss",
+        "validation_loss",
+        "valid_loss",
+        "dev_loss",
+        "test_loss",
+        "loss_val",
+        "loss_valid",
+        "loss_validation",
+        "loss_eval",
+    ),
     "time": (
         "time",
         "wall_time",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from advisor.series import primary_eval
 from advisor.sources.assemble import (
     METRICS,
     LoadedCurve,
@@ -238,7 +239,7 @@ def _table_records(
         warnings.append(f"no header; columns read as {','.join(header)}")
     else:
         rows = rows[1:]
-        header = _exported(path, header)
+        header = _exported(path, header, warnings)
         if len(set(header)) != len(header):
             raise SourceError(path, "duplicate column names in the header", line=lines[0][0])
     roles = resolve_columns(header)
@@ -287,12 +288,19 @@ def _table_records(
     return kind, records, header, warnings
 
 
-def _exported(path: str | Path, header: list[str]) -> list[str]:
-    """The header with a TensorBoard or W&B panel export's columns named (``export_header``)."""
+def _exported(path: str | Path, header: list[str], warnings: list[str] | None = None) -> list[str]:
+    """The header with a TensorBoard or W&B panel export's columns named (``export_header``); a
+    TensorBoard export whose file name gives no tag is read as a training loss, and said so."""
     try:
-        return export_header(header, Path(path).name)
+        named = export_header(header, Path(path).name)
     except ExportError as exc:
         raise SourceError(path, str(exc)) from None
+    if warnings is not None and "Value" in header and named != header and "loss" in named:
+        warnings.append(
+            "a TensorBoard export whose file name names no tag: its Value read as the training loss "
+            "(name the file ...-tag-<metric>.csv, such as run-a-tag-eval_accuracy.csv, to read it as that)"
+        )
+    return named
 
 
 def _cut_number(cell: str) -> bool:
@@ -436,6 +444,18 @@ class ParsedLog:
         if isinstance(got, SourceError):
             raise got
         return got
+
+    def judged_curves(self) -> list[tuple[str | None, LoadedCurve]]:
+        """The file's runs by the series a run is judged by: its training loss, else its eval
+        loss, else its primary eval metric (a log of ``eval_accuracy`` alone), as ``forecast``
+        reads a file; raises the ``SourceError`` of the training loss when none is there."""
+        try:
+            return self.curves()
+        except SourceError as exc:
+            primary = primary_eval(exc.series or ())
+            if primary is None:
+                raise
+            return self.curves(primary)
 
     def curves_each(
         self, metrics: Sequence[str | None]

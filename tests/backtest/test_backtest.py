@@ -511,3 +511,15 @@ def test_a_log_of_eval_metrics_alone_is_replayed_as_such_and_judged_by_them(tmp_
     flat = replay("p", new_core(load_policies(PLATEAU), 60.0), run, planned_steps=6000)
     assert flat.stopped and flat.rule == "plateau" and "best eval_loss" in flat.reason
     assert patience(run, BaselineSettings()).stopped
+
+
+def test_a_log_of_a_score_alone_is_back_tested_by_it(tmp_path: Path) -> None:
+    """A log of eval_accuracy alone was refused ("no loss field") while forecast and compare read
+    it: it is judged by that score, upwards."""
+    path = tmp_path / "acc.csv"
+    path.write_text(
+        "step,eval_accuracy\n"
+        + "".join(f"{s},{0.9 - 0.4 * np.exp(-s / 500):.5f}\n" for s in range(100, 3001, 100))
+    )
+    (run,), _ = load_runs([path])
+    assert run.metric == "eval_accuracy" and run.eval_metric == "eval_accuracy" and run.eval_higher

@@ -151,3 +151,15 @@ def test_a_score_heading_past_the_top_of_its_scale_gets_a_band_not_a_point(
     (tmp_path / "acc.csv").write_text("step,eval_accuracy\n" + "\n".join(rows) + "\n")
     final = _forecast(capsys, str(tmp_path / "acc.csv"))["final_loss"]
     assert final["p90"] <= 1.0 and final["p10"] < 0.96  # it was "1 (80%: 1 .. 1)"
+
+
+def test_a_finished_flat_but_noisy_run_is_said_level_not_worse(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    rows = [f"{s},{0.1 * (1 + 0.16 * rng.standard_normal()):.5f}" for s in range(10, 1501, 10)]
+    (tmp_path / "run.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
+    assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "1500"]) == 0
+    assert "over its last tenth it stayed level (within the noise of its reports)" in capsys.readouterr().out

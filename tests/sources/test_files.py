@@ -266,9 +266,16 @@ def test_a_tensorboard_scalar_export_is_read_by_the_tag_in_its_name(tmp_path: Pa
     plain.write_text("Wall time,Step,Value\n" + rows)
     curve = load_curve(plain)
     assert curve.metric == "loss" and len(curve) == 100 and curve.times is not None
+    assert any("names no tag" in w for w in curve.warnings)  # read as the training loss, said so
     tagged = tmp_path / "run-lr1e-4-tag-eval_loss.csv"
     tagged.write_text("Wall time,Step,Value\n" + rows)
     assert load_curve(tagged).metric == "eval_loss"
+    assert not any("names no tag" in w for w in load_curve(tagged).warnings)
+    # PyTorch SummaryWriter's tags: Loss/train and Loss/val
+    for tag, metric in (("Loss_train", "loss"), ("Loss_val", "eval_loss")):
+        named = tmp_path / f"run-a-tag-{tag}.csv"
+        named.write_text("Wall time,Step,Value\n" + rows)
+        assert load_curve(named).metric == metric
 
 
 def test_a_wandb_panel_export_of_one_run_is_read_and_of_several_is_one_clear_error(tmp_path: Path) -> None:
