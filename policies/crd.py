@@ -165,7 +165,8 @@ def _status_schema() -> dict[str, Any]:
             "lostTies": {
                 "type": "object",
                 "description": "Jobs this policy selects that another policy governs because it ties "
-                "this one on specificity and priority and wins by name order, by that policy's name. "
+                "this one on specificity and priority and wins by its mode (Recommend before Apply) or "
+                "name, by that policy's name. "
                 "Set spec.priority on the policy meant to govern.",
                 "additionalProperties": {"type": "integer", "minimum": 0},
             },

@@ -15,8 +15,8 @@ controller already persists, so that a restart does not reset them:
   controller from the value found in the status when it started.
 
 * ``lostTies``: jobs the policy selects but another one governs, which ties it on specificity and
-  priority and wins by name order, by that policy's name: the reason a policy an admin just
-  created may govern no job (set ``spec.priority`` on the one meant to govern);
+  priority and wins by its mode (Recommend before Apply) or name, by that policy's name: the
+  reason a policy an admin just created may govern no job (set ``spec.priority`` on the one meant to govern);
 * ``fromDeletedJobs``: the actions and recommendations of jobs deleted since (their logs went with
   their TrainJobForecasts), kept so that the counts above never shrink when a job goes; read back
   from the status when the controller starts, like the GPU-hours;

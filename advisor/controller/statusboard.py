@@ -134,8 +134,8 @@ def _log_change(key: str, previous: Mapping[str, Any] | None, status: Mapping[st
     log.info("%s: %s%s%s", key, status.get("state"), f"; {advice}" if advice else "", policy)
     if rec.get("tiedWith"):
         log.warning(
-            "%s: policy %s governs by name order over %s (same specificity and priority); "
-            "set spec.priority on the one meant to govern",
+            "%s: policy %s governs over %s (same specificity and priority: a Recommend policy before an "
+            "Apply one, then by name); set spec.priority on the one meant to govern",
             key,
             rec.get("policy"),
             ", ".join(rec["tiedWith"]),

@@ -64,7 +64,7 @@ def default_ties(policies: Sequence[Any], job: JobView, chosen: Any) -> tuple[st
 
 
 def with_ties(decision: Decision, chosen: Any, tied: tuple[str, ...]) -> Decision:
-    """The decision saying that ``chosen`` governs over ``tied`` by name order alone."""
+    """The decision saying that ``chosen`` governs over ``tied`` by its mode or name alone."""
     from policies import tie_reason
 
     if not tied:

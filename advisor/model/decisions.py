@@ -405,7 +405,7 @@ class Decision:
     #: job for it until progress stops
     idle_recheck_at: float | None = None
     #: other policies that select the job as specifically and with the same priority as
-    #: ``policy``, which governs by name order alone (``policies.selection.tied_with``)
+    #: ``policy``, which governs by mode (Recommend before Apply) or name alone (``tied_with``)
     tied_with: tuple[str, ...] = ()
     #: the advisor undoing its own writes whose mandate ended (``policies.cleanup``): adapters carry
     #: them out whatever the mode, also under ``--recommend-only`` and on a job that stopped running
