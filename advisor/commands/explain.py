@@ -174,6 +174,7 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"  action        {a['time']} {a['kind']} -> {a['outcome']} [{a['requestId']}] "
             f"{a.get('policy') or ''}/{a.get('rule') or ''}: {a.get('reason') or ''}"
+            + (f" ({a['detail']})" if a.get("detail") else "")
         )
     return lines
 

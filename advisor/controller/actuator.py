@@ -279,7 +279,10 @@ class Actuator:
             f"{what}{action.reason} (policy {decision.policy}, rule {action.rule}, mode {mode.value})",
             request_id=rec.request_id,
         )
-        self._count(action.kind, mode.value, "held" if held else "recommended")
+        # a held action is counted as the kind it would have been (release-quota, ...): a query
+        # of what an Apply policy holds back by kind finds it
+        would = next((k for k in ActionKind if k.value == action.params.get("would")), action.kind)
+        self._count(would if held else action.kind, mode.value, "held" if held else "recommended")
         return rec
 
     def _apply(

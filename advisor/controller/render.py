@@ -177,6 +177,8 @@ def _action_dict(rec: ActionRecord) -> dict[str, Any]:
         "rule": rec.rule,
         "outcome": rec.outcome,
         "reason": rec.reason,
+        # why it failed, was impossible or was dropped ("not carried out after the restart: ...")
+        **({"detail": rec.detail[:300]} if rec.detail else {}),
     }
 
 

@@ -413,4 +413,4 @@ def test_an_action_the_cap_holds_back_is_said_held_in_apply_mode_not_recommended
     status = _policy_as_stored(run.api)["status"]
     counts = json.dumps(status)
     assert '"recommendations": 0' in counts and '"held": 1' in counts, counts
-    assert e.metrics.actions.labels("recommend", "Apply", "held")._value.get() == 1
+    assert e.metrics.actions.labels("release-quota", "Apply", "held")._value.get() == 1

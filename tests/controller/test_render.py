@@ -310,3 +310,22 @@ def test_a_job_that_stops_running_keeps_no_verdict_in_the_metrics() -> None:
     )
     m.observe_job(view(forecast=None, learning_state=evals))
     assert get("trainjob_advisor_job_plateau_probability", job) == 0.3
+
+
+def test_an_action_not_carried_out_says_why_in_the_status_and_explain() -> None:
+    from advisor.commands.explain import explain_lines
+
+    dropped = ActionRecord(
+        kind=ActionKind.RELEASE_QUOTA,
+        time=NOW - 60,
+        request_id="r1",
+        policy="p",
+        rule="plateau",
+        outcome="impossible",
+        reason="no 1% gain",
+        detail="not carried out after the restart: the job is pending",
+    )
+    status = render_status(view(actions=(dropped,)), None, now=NOW)
+    assert status["actions"][-1]["detail"] == dropped.detail
+    text = "\n".join(explain_lines("team-a", "llm", status))
+    assert "-> impossible [r1] p/plateau: no 1% gain (not carried out after the restart" in text
