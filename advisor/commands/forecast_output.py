@@ -176,6 +176,9 @@ def render_text(outcome: Outcome) -> str:
                 f"  best checkpoint step {st.best_step:,} ({st.metric} {_num(st.best_value)}, "
                 f"{st.evals_since_best} evaluation(s) ago)"
             )
+        shown = _best_of_shown(curve, st.metric)
+        if shown is not None:  # --metric shows another eval series: its own best too
+            lines.append(f"  best by {curve.metric} step {shown[0]:,.0f} ({curve.metric} {_num(shown[1])})")
     warnings = [
         *curve.warnings,
         *fc.warnings,
@@ -186,6 +189,21 @@ def render_text(outcome: Outcome) -> str:
         lines.append("  warnings")
         lines += [f"    - {warning}" for warning in warnings]
     return "\n".join(lines)
+
+
+def _best_of_shown(curve: Any, judged: str | None) -> tuple[float, float] | None:
+    """(step, value) of the best point of the series shown when it is an eval series other than
+    the one the run state judges (``--metric eval_accuracy`` beside an ``eval_loss``)."""
+    if curve.metric in ("loss", judged) or not curve.steps:
+        return None
+    pairs = [(v, s) for s, v in zip(curve.steps, curve.values, strict=True) if math.isfinite(v)]
+    if not pairs:
+        return None
+    higher = direction_of(curve.metric) is Direction.HIGHER
+    value, step = (
+        max(pairs, key=lambda p: (p[0], -p[1])) if higher else min(pairs, key=lambda p: (p[0], p[1]))
+    )
+    return step, value
 
 
 def _at_its_end(curve: Any, total: int) -> str:

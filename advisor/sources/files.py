@@ -99,6 +99,15 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
             return _from_trainer_state(path, document, metric)
         if isinstance(document, list):
             return assemble(path, "JSON", _json_list_records(path, document), metric, curve_id, ROLES)
+        if isinstance(document, dict) and len(text.strip().splitlines()) > 1:
+            # one JSON object over several lines (a model's config.json, HF's all_results.json):
+            # no log, and no JSONL either (read as lines, it was "line 1: invalid JSON")
+            keys = listing([str(k) for k in document][:6])
+            raise SourceError(
+                path,
+                f"{_FORMATS_HINT}: one JSON object with no log_history (keys: {keys}); a HF run's log is "
+                "its trainer_state.json",
+            )
         if head.startswith("{"):
             warnings: list[str] = []
             records = _jsonl_records(path, text, warnings)

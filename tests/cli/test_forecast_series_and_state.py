@@ -52,6 +52,11 @@ def test_the_run_state_is_the_same_whichever_series_is_shown(
     assert all(s["label"] == states[0]["label"] and s["best_step"] == _U_MINIMUM for s in states)
     for s in states[1:]:
         assert s["probabilities"] == pytest.approx(states[0]["probabilities"], abs=0.02)
+    # the series shown names its own best beside the judged one's
+    assert main(["forecast", log, "--total-steps", "10000", "--metric", "eval_accuracy"]) == 0
+    out = capsys.readouterr().out
+    assert f"best checkpoint step {_U_MINIMUM:,} (eval_loss" in out
+    assert "best by eval_accuracy step 3,000 (eval_accuracy 0.8998)" in out
 
 
 def test_a_log_of_eval_metrics_alone_is_never_called_overfitting(

@@ -167,3 +167,12 @@ def test_a_table_cut_short_in_its_unended_last_line_is_read_without_it(tmp_path:
         path.write_text("step,loss,eval_loss\n0,3.0,\n10,2.5,2.7\n" + cut + "\n")
         with pytest.raises(SourceError, match="expected 3 fields"):
             load_curve(path)
+
+
+def test_a_pretty_printed_json_object_that_is_no_log_says_so(tmp_path: Path) -> None:
+    """A model's config.json or HF's all_results.json named as a log: it was "line 1: invalid
+    JSON", of a valid file."""
+    path = tmp_path / "all_results.json"
+    path.write_text('{\n  "epoch": 3.0,\n  "eval_loss": 0.9\n}\n')
+    with pytest.raises(SourceError, match=r"one JSON object with no log_history \(keys: epoch, eval_loss\)"):
+        load_curve(path)
