@@ -176,9 +176,11 @@ def render_text(outcome: Outcome) -> str:
                 f"  best checkpoint step {st.best_step:,} ({st.metric} {_num(st.best_value)}, "
                 f"{st.evals_since_best} evaluation(s) ago)"
             )
-        shown = _best_of_shown(curve, st.metric)
-        if shown is not None:  # --metric shows another eval series: its own best too
-            lines.append(f"  best by {curve.metric} step {shown[0]:,.0f} ({curve.metric} {_num(shown[1])})")
+        own_best = _best_of_shown(curve, st.metric)
+        if own_best is not None:  # --metric shows another eval series: its own best too
+            lines.append(
+                f"  best by {curve.metric} step {own_best[0]:,.0f} ({curve.metric} {_num(own_best[1])})"
+            )
     warnings = [
         *curve.warnings,
         *fc.warnings,
