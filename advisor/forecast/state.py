@@ -161,7 +161,7 @@ def turned_back(fc: Forecast, values: Sequence[float]) -> Forecast:
     # most at 1 (100), however steeply its early points rise
     top = score_top(values)
     low = min(-f.p90, top)
-    warnings = tuple(_in_own_terms(w) for w in fc.warnings)
+    warnings = tuple(_in_own_terms(w, top) for w in fc.warnings)
     current = None if fc.current_loss is None else -fc.current_loss
     if low >= top and current is not None and current < top:
         # the whole band passes the top (a score still rising in a straight line): where it
@@ -200,18 +200,21 @@ def eval_divergence(fc: Forecast, values: Sequence[float]) -> Forecast:
 _VALUE_IN_WARNING = re.compile(r"(?<=the end would be near )(\S+)(?= )")
 
 
-def _in_own_terms(warning: str) -> str:
+def _in_own_terms(warning: str, top: float = math.inf) -> str:
     """A warning about the negated series, in a higher-is-better metric's own direction: the
     negated series rising is the metric falling, which is its worsening (an accuracy "rising"
-    read as good news), and a value it names is the metric's, not its negation."""
+    read as good news), a value it names is the metric's, not its negation, and no higher than
+    the top of its scale (an accuracy's constant-LR end "near 1.801"); what it calls "the loss"
+    is the series."""
     if warning.startswith(RISING_WARNING):
         return "the series is falling (worsening)" + warning[len(RISING_WARNING) :]
-    return _VALUE_IN_WARNING.sub(lambda m: _negated(m.group(1)), warning)
+    own = _VALUE_IN_WARNING.sub(lambda m: _negated(m.group(1), top), warning)
+    return own.replace("the loss ", "the series ")
 
 
-def _negated(text: str) -> str:
+def _negated(text: str, top: float = math.inf) -> str:
     try:
-        return f"{-float(text):.4g}"
+        return f"{min(-float(text), top):.4g}"
     except ValueError:
         return text
 

@@ -329,3 +329,14 @@ def test_the_label_shown_before_stays_until_another_leads_it_by_a_margin() -> No
     # between the two "stopped" labels, the same margin
     split = {"learning": 0.1, "plateaued": 0.43, "overfitting": 0.47, "diverging": 0.0, "hung": 0.0}
     assert _label(split) == "overfitting" and _label(split, "plateaued") == "plateaued"
+
+
+def test_a_scores_warning_names_values_on_its_scale_and_calls_it_the_series() -> None:
+    from advisor.forecast.state import _in_own_terms
+
+    text = _in_own_terms(
+        "learning rates unknown: assumed the LR anneals by total_steps; with a constant LR the end "
+        "would be near -1.801 (the loss so far cannot tell the two apart)",
+        1.0,
+    )
+    assert "would be near 1 (" in text and "the series so far" in text and "the loss" not in text
