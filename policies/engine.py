@@ -132,12 +132,8 @@ def judged_from(
 
 
 def _judged_eval(job: JobView) -> tuple[str, Forecast] | None:
-    """The eval metric the run state judges the job by and its forecast (None: judged by its
-    training loss, or not yet)."""
-    st = job.learning_state
-    if st is None or st.metric is None or st.metric not in st.series:
-        return None
-    return st.metric, st.series[st.metric]
+    """The eval metric the run state judges the job by and its forecast (``LearningState.judged``)."""
+    return job.learning_state.judged() if job.learning_state is not None else None
 
 
 def _odds(ctx: Context) -> str:

@@ -328,40 +328,40 @@ def outcome_of(
         eval_series=full.metric != "loss",
     )
     series = {name: _Series(e.steps, e.values, directions[name]) for name, e in evals.items()}
+    judged: str | None = None
+    train_fc: Forecast | None = fc
+    history = curve  # the series the idle time, the schedule and the finished run's trend are read on
     if train is not None and train.steps:
-        state = _run_state(train, total, series, directions)
-        return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
-    judged = None
-    if full.metric != "loss":
+        # ``curve`` is another series (--metric): the state is the run's, from its training loss
+        history, train_fc = train, _training_forecast(train, total)
+    elif full.metric != "loss":
         # a log of eval metrics alone: the forecast series is judged as the eval series it is (a
         # rise past its best is a stopped run, not a divergence), with no training loss beside it
-        judged = full.metric
+        judged, train_fc = full.metric, None
         series[judged] = _Series(curve.steps, curve.values, series_direction(judged))
-    idle, interval = stuck_for(curve)
+    idle, interval = stuck_for(history)
     state = learning_state(
-        fc if judged is None else None,
+        train_fc,
         series,
         metric=judged,
         total_steps=total,
-        idle_s=idle if total is None or (curve.steps and curve.steps[-1] < total) else None,
+        idle_s=idle if total is None or (history.steps and history.steps[-1] < total) else None,
         report_interval_s=interval,
         forecast_all=True,
         # the judged series is the one forecast above: its forecast is taken, not made again
         series_forecasts=None if judged is None else {judged: fc},
-        schedule=(curve.steps, curve.learning_rates) if curve.learning_rates is not None else None,
+        schedule=(history.steps, history.learning_rates) if history.learning_rates is not None else None,
         metric_directions={name: str(d) for name, d in directions.items()},
-        train_history=(curve.steps, curve.values) if full.metric == "loss" else None,
+        train_history=(history.steps, history.values) if train_fc is not None else None,
     )
     return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
 
 
-def _run_state(
-    train: LoadedCurve, total: int | None, series: Mapping[str, _Series], directions: Mapping[str, Direction]
-) -> LearningState:
-    """The run state from its training loss and eval series, as the command makes it by default."""
+def _training_forecast(train: LoadedCurve, total: int | None) -> Forecast:
+    """The training loss' forecast, for the run state of a log shown by another series."""
     from advisor.forecast import forecast
 
-    fc = forecast(
+    return forecast(
         train.steps,
         train.values,
         total_steps=total,
@@ -369,18 +369,6 @@ def _run_state(
         learning_rates=train.learning_rates,
         epochs=train.epochs,
         training_loss=True,
-    )
-    idle, interval = stuck_for(train)
-    return learning_state(
-        fc,
-        series,
-        total_steps=total,
-        idle_s=idle if total is None or (train.steps and train.steps[-1] < total) else None,
-        report_interval_s=interval,
-        forecast_all=True,
-        schedule=(train.steps, train.learning_rates) if train.learning_rates is not None else None,
-        metric_directions={name: str(d) for name, d in directions.items()},
-        train_history=(train.steps, train.values),
     )
 
 

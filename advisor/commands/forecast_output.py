@@ -196,16 +196,15 @@ def render_text(outcome: Outcome) -> str:
 def _best_of_shown(curve: Any, judged: str | None) -> tuple[float, float] | None:
     """(step, value) of the best point of the series shown when it is an eval series other than
     the one the run state judges (``--metric eval_accuracy`` beside an ``eval_loss``)."""
+    from advisor.commands.forecast import _Series, series_direction
+    from advisor.forecast.state import best_point
+
     if curve.metric in ("loss", judged) or not curve.steps:
         return None
-    pairs = [(v, s) for s, v in zip(curve.steps, curve.values, strict=True) if math.isfinite(v)]
-    if not pairs:
-        return None
-    higher = direction_of(curve.metric) is Direction.HIGHER
-    value, step = (
-        max(pairs, key=lambda p: (p[0], -p[1])) if higher else min(pairs, key=lambda p: (p[0], p[1]))
+    step, value, _since, _finite = best_point(
+        _Series(curve.steps, curve.values, series_direction(curve.metric))
     )
-    return step, value
+    return None if step is None or value is None else (step, value)
 
 
 def _at_its_end(curve: Any, total: int) -> str:

@@ -392,9 +392,10 @@ class Engine:
         # a restart may have left recorded-but-unfinished actions: finish them first, exactly once
         # (each recorded in its policy's hourly cap first, if the process died before it was), on
         # the job as it stands now: one that no longer runs gets none of them
-        for rid, entry in list(self.actuator.pending_for(key).items()):
-            if entry.get("stage") == "recorded":
-                now_view = self.core.view(base, now=now)
+        recorded = [rid for rid, e in self.actuator.pending_for(key).items() if e.get("stage") == "recorded"]
+        if recorded:
+            now_view = self.core.view(base, now=now)
+            for rid in recorded:
                 self.actuator.finish(now_view, rid, body=body, workload=workload, resumed=True)
         started = time.perf_counter()
         decision = self.core.evaluate(base, cluster, now=now)

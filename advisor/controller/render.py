@@ -140,10 +140,8 @@ def judged_forecast(view: JobView) -> tuple[str, Forecast | None]:
     judged (a fine-tune's ``eval_loss``), else the training loss. The LOSS and PLATEAU columns,
     ``compare`` and the predicted-final metric show this one, so that a run whose eval loss rises
     under a falling training loss is not shown as still improving."""
-    st = view.learning_state
-    if st is not None and st.metric and st.metric in st.series:
-        return st.metric, st.series[st.metric]
-    return "loss", view.forecast
+    judged = view.learning_state.judged() if view.learning_state is not None else None
+    return judged if judged is not None else ("loss", view.forecast)
 
 
 def shows_eta(state: str) -> bool:

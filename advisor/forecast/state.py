@@ -229,7 +229,7 @@ def score_top(values: Sequence[float]) -> float:
     return 1.0 if peak <= 1.0 else 100.0 if peak <= 100.0 else math.inf
 
 
-def _best(series: SeriesLike) -> tuple[int | None, float | None, int, int]:
+def best_point(series: SeriesLike) -> tuple[int | None, float | None, int, int]:
     """(best step, best value, evaluations after it, finite evaluations)."""
     best_i: int | None = None
     finite = 0
@@ -251,7 +251,7 @@ def best_checkpoint(series: SeriesLike) -> tuple[int, float] | None:
     by it; None below ``MIN_EVALS`` finite evaluations, the fewest the run state judges by. Public
     so that ``compare`` can show the best checkpoint of the metric it ranks by, which need not be
     the one the state judged."""
-    step, value, _since, finite = _best(series)
+    step, value, _since, finite = best_point(series)
     if step is None or value is None or finite < MIN_EVALS:
         return None
     return step, value
@@ -355,7 +355,7 @@ def learning_state(
         )
     if judged is not None:
         s = evals[judged]
-        best_step, best_value, since_best, finite = _best(s)
+        best_step, best_value, since_best, finite = best_point(s)
         if s.values and not math.isfinite(s.values[-1]):
             p_div = max(p_div, 0.9)
             warnings.append(f"the latest {judged} is not finite")

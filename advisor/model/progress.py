@@ -128,3 +128,10 @@ class LearningState:
     directions: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     """Which way each forecast series improves (``"lower"`` / ``"higher"``), by name: what
     ranks runs by an eval metric (``compare``) without guessing from its name."""
+
+    def judged(self) -> tuple[str, Forecast] | None:
+        """The eval metric the run is judged by and its forecast (None: judged by its training
+        loss alone, or too few evaluations yet)."""
+        if self.metric is None or self.metric not in self.series:
+            return None
+        return self.metric, self.series[self.metric]
