@@ -162,10 +162,9 @@ def _arm(e: Engine, api: FakeApi, point: str) -> Callable[[], None]:
     return lambda: delattr(api, "create_event")
 
 
-def _run(point: str) -> Run:
-    """j0 hangs and its release is killed at ``point``; the restarted controller sees j0 again and
-    j1 hang (the cap of 1 is reached); the user deletes j0; the controller restarts again and
-    sees j1 still hung, within the hour of j0's release."""
+def _killed_during_release(point: str) -> tuple[Run, float]:
+    """j0 hangs and the first controller is killed at ``point`` of its release (the API outlives
+    it); returns the run and the time of j0's last report."""
     run = Run()
     first = run.start()
     run.new_job(first, "j0")
@@ -175,6 +174,14 @@ def _run(point: str) -> Run:
         for t in range(10, 300, 10):
             first.step(now + t)
     disarm()
+    return run, now
+
+
+def _run(point: str) -> Run:
+    """j0 hangs and its release is killed at ``point``; the restarted controller sees j0 again and
+    j1 hang (the cap of 1 is reached); the user deletes j0; the controller restarts again and
+    sees j1 still hung, within the hour of j0's release."""
+    run, now = _killed_during_release(point)
     assert _releases(run.api, "j0") == (1 if point in ("workload", "event") else 0)
 
     run.restarted_at = len(run.api.log)
@@ -233,15 +240,7 @@ def test_the_restarted_controller_writes_the_record_only_when_the_policy_lacks_i
 def test_a_resumed_action_whose_policy_is_gone_is_not_carried_out() -> None:
     """Deleted while the controller was down: recording the action would overwrite a list never
     seen, carrying it out unrecorded could lose it from a cap; it fails instead."""
-    run = Run()
-    first = run.start()
-    run.new_job(first, "j0")
-    now = run.report(first, "j0", T0)
-    disarm = _arm(first, run.api, "forecast")
-    with pytest.raises(Killed):
-        for t in range(10, 300, 10):
-            first.step(now + t)
-    disarm()
+    run, _now = _killed_during_release("forecast")
     second = Engine(run.api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
     second.load_saved(run.api.list_forecasts())
     for wl in run.api.workloads.values():
@@ -256,15 +255,7 @@ def test_a_resumed_action_whose_policy_is_gone_is_not_carried_out() -> None:
 
 
 def test_a_resumed_action_whose_record_cannot_be_written_is_not_carried_out() -> None:
-    run = Run()
-    first = run.start()
-    run.new_job(first, "j0")
-    now = run.report(first, "j0", T0)
-    disarm = _arm(first, run.api, "forecast")
-    with pytest.raises(Killed):
-        for t in range(10, 300, 10):
-            first.step(now + t)
-    disarm()
+    run, _now = _killed_during_release("forecast")
 
     def unavailable(name: str, status: Any) -> None:
         if "recentActions" in status:
@@ -344,15 +335,7 @@ def test_a_resumed_release_of_a_job_preempted_while_the_controller_was_down_is_d
     the job (its Workload waits in the queue without quota). The restarted controller does not
     deactivate it (it would drop out of the queue until someone resumed it): the action is
     recorded as not carried out, with a Warning saying why."""
-    run = Run()
-    first = run.start()
-    run.new_job(first, "j0")
-    now = run.report(first, "j0", T0)
-    disarm = _arm(first, run.api, point)
-    with pytest.raises(Killed):
-        for t in range(10, 300, 10):
-            first.step(now + t)
-    disarm()
+    run, _now = _killed_during_release(point)
     key = f"{NS}/{_wl_name('j0')}"
     run.api.workloads[key] = workload(job_name="j0", uid="u-j0", admitted=False)  # preempted, queued
     second = run.start()
@@ -371,15 +354,7 @@ def test_a_resumed_release_of_a_job_preempted_while_the_controller_was_down_is_d
 def test_a_job_made_again_under_the_same_name_while_the_controller_was_down_inherits_nothing() -> None:
     """The saved TrainJobForecast was written for the deleted job (its owner's uid): the new job
     of the same name is a new run, and the release decided for the old one is not its own."""
-    run = Run()
-    first = run.start()
-    run.new_job(first, "j0")
-    now = run.report(first, "j0", T0)
-    disarm = _arm(first, run.api, "policy")
-    with pytest.raises(Killed):
-        for t in range(10, 300, 10):
-            first.step(now + t)
-    disarm()
+    run, now = _killed_during_release("policy")
     # deleted and made again while the controller was down (its forecast not collected yet)
     run.api.workloads[f"{NS}/{_wl_name('j0')}"] = workload(job_name="j0", uid="u-j0-new")
     run.bodies["j0"] = trainjob(name="j0", uid="u-j0-new", step=10, total=2000, loss="2.5", updated=iso(now))
