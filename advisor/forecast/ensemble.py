@@ -20,8 +20,9 @@ from numpy.typing import NDArray
 
 from advisor.forecast import calibration as cal
 from advisor.forecast import epochs as epoch_track
-from advisor.forecast._prep import Prepared, downsample, report_noise, smoothed_level
-from advisor.forecast.families import FAMILIES, Family, fast_median, fit_all_robust
+from advisor.forecast._prep import Prepared, downsample, fast_median, report_noise, smoothed_level
+from advisor.forecast.families import FAMILIES, Family
+from advisor.forecast.fit_engine import fit_all_robust
 from advisor.forecast.schedule import infer_future, lr_law_family
 
 __all__ = ["Parts", "epoch_boundaries_ahead", "estimate"]

@@ -10,7 +10,8 @@ import pytest
 
 from advisor.forecast import forecast
 from advisor.forecast.core import forecast_with_parts
-from advisor.forecast.families import FAMILIES, fit_all, fit_all_robust
+from advisor.forecast.families import FAMILIES
+from advisor.forecast.fit_engine import fit_all, fit_all_robust
 
 U = np.linspace(0.05, 1.0, 60)
 RNG = np.random.default_rng(3)

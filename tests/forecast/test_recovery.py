@@ -8,7 +8,8 @@ import pytest
 
 from advisor.forecast import families as fm
 from advisor.forecast import forecast
-from advisor.forecast.families import FAMILIES, fit_all
+from advisor.forecast.families import FAMILIES
+from advisor.forecast.fit_engine import fit_all
 
 from .conftest import power_curve
 
