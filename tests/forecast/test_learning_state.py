@@ -321,14 +321,32 @@ def test_the_label_shown_before_stays_until_another_leads_it_by_a_margin() -> No
     lead does. The probabilities themselves are not touched."""
     from advisor.forecast.state import _label
 
-    near = {"learning": 0.46, "plateaued": 0.27, "overfitting": 0.27, "diverging": 0.0, "hung": 0.0}
-    assert _label(near) == "plateaued"  # stopped 0.54 > 0.46 (a tie between the two: plateaued)
-    assert _label(near, "learning") == "learning"  # within the margin: kept
+    near = {"learning": 0.38, "plateaued": 0.31, "overfitting": 0.31, "diverging": 0.0, "hung": 0.0}
+    assert _label(near) == "plateaued"  # stopped 0.62 > 0.38 (a tie between the two: plateaued)
+    back = {"learning": 0.54, "plateaued": 0.46, "overfitting": 0.0, "diverging": 0.0, "hung": 0.0}
+    assert _label(back) == "learning"
+    assert _label(back, "plateaued") == "plateaued"  # learning leads by less than the margin: kept
+    assert _label({**back, "learning": 0.65, "plateaued": 0.35}, "plateaued") == "learning"
     clear = {"learning": 0.3, "plateaued": 0.0, "overfitting": 0.7, "diverging": 0.0, "hung": 0.0}
     assert _label(clear, "learning") == "overfitting"
     # between the two "stopped" labels, the same margin
     split = {"learning": 0.1, "plateaued": 0.43, "overfitting": 0.47, "diverging": 0.0, "hung": 0.0}
     assert _label(split) == "overfitting" and _label(split, "plateaued") == "plateaued"
+
+
+def test_a_run_is_first_called_stopped_only_at_odds_of_three_to_two() -> None:
+    """A near-even split reads "learning" (the safer reading), not "stopped", and never the
+    runner-up of a three-way split; a label already shown stays by the hysteresis."""
+    from advisor.forecast.state import STOPPED_LABEL_MIN, _label
+
+    assert STOPPED_LABEL_MIN == 0.6
+    even = {"learning": 0.46, "plateaued": 0.27, "overfitting": 0.27, "diverging": 0.0, "hung": 0.0}
+    assert _label(even) == "learning"
+    three_way = {"learning": 0.26, "plateaued": 0.0, "overfitting": 0.47, "diverging": 0.27, "hung": 0.0}
+    assert _label(three_way) == "learning"
+    assert _label(even, "plateaued") == "plateaued"  # shown before: stays within the margin
+    sure = {"learning": 0.4, "plateaued": 0.0, "overfitting": 0.6, "diverging": 0.0, "hung": 0.0}
+    assert _label(sure) == "overfitting"
 
 
 def test_a_scores_warning_names_values_on_its_scale_and_calls_it_the_series() -> None:
