@@ -28,6 +28,7 @@ from advisor.model import (
     LEARNING_LABELS,
     ClusterQueueView,
     ClusterView,
+    EvalJudgement,
     Forecast,
     Interval,
     JobView,
@@ -166,7 +167,33 @@ def _interval_of(v: Any, path: str) -> Interval:
 
 
 #: the keys of one eval series in a learning state (``TrainJobForecast.status.learningState``)
-_SERIES_KEYS = ("current", "direction", "final", "plateauProbability", "points")
+_SERIES_KEYS = (
+    "bestStep",
+    "bestValue",
+    "current",
+    "direction",
+    "evalsSinceBest",
+    "final",
+    "overfittingProbability",
+    "plateauProbability",
+    "points",
+)
+
+
+def _series_judgement(v: Any, path: str) -> EvalJudgement | None:
+    """The series judged on its own, when the status carries it (``overfittingProbability``)."""
+    data = _obj(v, path)
+    p = data.get("overfittingProbability")
+    if p is None:
+        return None
+    _probability(p, f"{path}.overfittingProbability")
+    best, best_value = data.get("bestStep"), data.get("bestValue")
+    return EvalJudgement(
+        best_step=None if best is None else _int(best, f"{path}.bestStep"),
+        best_value=None if best_value is None else _num(best_value, f"{path}.bestValue"),
+        evals_since_best=_int(data.get("evalsSinceBest", 0), f"{path}.evalsSinceBest"),
+        overfitting=_num(p, f"{path}.overfittingProbability"),
+    )
 
 
 def _series_forecast(v: Any, path: str) -> tuple[Forecast, str | None]:
@@ -228,10 +255,13 @@ def _learning_state(v: Any, path: str) -> LearningState:
     }
     series: dict[str, Forecast] = {}
     directions: dict[str, str] = {}
+    judgements: dict[str, EvalJudgement] = {}
     for name, entry in _obj(data.get("series") or {}, f"{path}.series").items():
         series[str(name)], direction = _series_forecast(entry, f"{path}.series.{name}")
         if direction is not None:
             directions[str(name)] = direction
+        if (judgement := _series_judgement(entry, f"{path}.series.{name}")) is not None:
+            judgements[str(name)] = judgement
     metric = None if data.get("metric") is None else _str(data["metric"], f"{path}.metric")
     if metric is not None and metric not in series:
         raise JobStateError(f"{path}.metric: {metric!r} has no entry in {path}.series")
@@ -250,6 +280,7 @@ def _learning_state(v: Any, path: str) -> LearningState:
             for i, w in enumerate(_list(data.get("warnings") or [], f"{path}.warnings"))
         ),
         directions=directions,
+        judgements=judgements,
     )
 
 

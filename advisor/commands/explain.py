@@ -74,9 +74,17 @@ def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
         )
     for name, series in (st.get("series") or {}).items():
         direction = f", {series['direction']} is better" if series.get("direction") else ""
+        # another series' own best: the checkpoint an overfitting rule naming it would keep
+        own_best = (
+            f"; best {series['bestValue']:.4g} at step {series['bestStep']}"
+            if name != metric
+            and series.get("bestStep") is not None
+            and isinstance(series.get("bestValue"), int | float)
+            else ""
+        )
         lines.append(
             f"  {name:<13} final {_iv(series.get('final'))}; smoothed level now {series.get('current')}; "
-            f"P(plateau) {series.get('plateauProbability')}{direction}"
+            f"P(plateau) {series.get('plateauProbability')}{direction}{own_best}"
         )
     lines += [f"  warning       {w}" for w in st.get("warnings") or []]
     return lines

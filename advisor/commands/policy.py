@@ -130,14 +130,6 @@ def _validate(files: list[str]) -> int:
         for p in policies:
             for field, metric in undirected_metrics(p):
                 print(f"{path}: warning: policy {p.name}: {field}: {metric} is never judged: {NO_DIRECTION}")
-            over = p.rules.overfitting
-            if over is not None and over.metric and over.metric != "eval_loss":
-                # the run state judges overfitting on the job's primary eval metric alone
-                print(
-                    f"{path}: warning: policy {p.name}: spec.rules.overfitting.metric: {over.metric} is "
-                    "judged only on jobs whose primary eval metric it is (eval_loss, when a job logs it, "
-                    "is); a job that logs eval_loss is not judged by this rule"
-                )
     return 1 if failed else 0
 
 

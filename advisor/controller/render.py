@@ -20,7 +20,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from advisor.core.lifecycle import holds_quota
-from advisor.model import ActionRecord, Decision, Forecast, Interval, JobView, LearningState, Phase
+from advisor.model import (
+    ActionRecord,
+    Decision,
+    EvalJudgement,
+    Forecast,
+    Interval,
+    JobView,
+    LearningState,
+    Phase,
+)
 
 __all__ = [
     "DIVERGING_P",
@@ -199,10 +208,24 @@ def learning_state_dict(state: LearningState | None) -> dict[str, Any] | None:
                 "plateauProbability": _num(fc.plateau_probability, 4),
                 "points": fc.n_points,
                 "direction": state.directions.get(name),
+                **_judgement_dict(state.judgements.get(name)),
             }
             for name, fc in list(state.series.items())[:16]
         },
         "warnings": [str(w)[:200] for w in state.warnings[:10]],
+    }
+
+
+def _judgement_dict(j: EvalJudgement | None) -> dict[str, Any]:
+    """An eval series judged on its own: its best so far and P(overfitting) by it, what a rule
+    naming that metric reads (and ``policy explain`` reads back from a pasted status)."""
+    if j is None:
+        return {}
+    return {
+        "bestStep": j.best_step,
+        "bestValue": _num(j.best_value),
+        "evalsSinceBest": j.evals_since_best,
+        "overfittingProbability": _num(j.overfitting, 4),
     }
 
 

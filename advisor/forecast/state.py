@@ -44,7 +44,7 @@ from typing import Protocol
 import numpy as np
 
 from advisor.forecast.core import RISING_WARNING, forecast
-from advisor.model import LEARNING_LABELS, Forecast, Interval, LearningState
+from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, Interval, LearningState
 from advisor.series import Direction, primary_eval
 
 __all__ = [
@@ -377,20 +377,13 @@ def learning_state(
     probs["hung"] = p_hung
     probs["diverging"] = (1.0 - p_hung) * p_div
     train_plateau = train.plateau_probability if train is not None else 0.5
+    judgements = {
+        name: _judge_eval(evals[name], series_fc[name], train, train_history, rest)
+        for name in series_fc
+        if name in evals and best_point(evals[name])[3] >= MIN_EVALS
+    }
     if p_eval is not None:
-        # overfitting is read against the training loss: a run that reports none (its eval
-        # metrics alone) has stopped improving, and nothing says whether it fits its data better
-        train_falls = 1.0 - train_plateau if train is not None else 0.0
-        # overfitting is the eval metric past its best while the training loss falls: an eval
-        # series whose latest point is its best has flattened, not turned
-        past_best = 1.0 if since_best > 0 else 0.0
-        if train is not None and at_last_step(train) and train_history is not None and best_step is not None:
-            # a run at its last step has nothing left to forecast (every P(plateau) is 1): whether
-            # its training loss still fell is read off its record since the eval's best, and the
-            # eval counts as past its best when it ended above it by the threshold, not by noise
-            train_falls = max(train_falls, _fell_since(train_history, best_step))
-            past_best = _rose_above_best(evals[judged], best_value) if judged is not None else 0.0
-        over = train_falls * past_best
+        over = _overfit_odds(evals[judged], train, train_history) if judged is not None else 0.0
         probs["overfitting"] = rest * p_eval * over
         probs["plateaued"] = rest * p_eval * (1.0 - over)
         probs["learning"] = rest * (1.0 - p_eval)
@@ -411,6 +404,49 @@ def learning_state(
         series=series_fc,
         warnings=tuple(warnings),
         directions={name: str(evals[name].direction) for name in series_fc if name in evals},
+        judgements=judgements,
+    )
+
+
+def _overfit_odds(
+    series: SeriesLike,
+    train: Forecast | None,
+    train_history: tuple[Sequence[float], Sequence[float]] | None,
+) -> float:
+    """How sure it is that ``series``, once it has stopped improving, stopped because the run
+    overfits: its training loss still falls while the series is past its best."""
+    best_step, best_value, since_best, _finite = best_point(series)
+    # overfitting is read against the training loss: a run that reports none (its eval metrics
+    # alone) has stopped improving, and nothing says whether it fits its data better
+    train_falls = 1.0 - train.plateau_probability if train is not None else 0.0
+    # overfitting is the eval metric past its best while the training loss falls: an eval series
+    # whose latest point is its best has flattened, not turned
+    past_best = 1.0 if since_best > 0 else 0.0
+    if train is not None and at_last_step(train) and train_history is not None and best_step is not None:
+        # a run at its last step has nothing left to forecast (every P(plateau) is 1): whether its
+        # training loss still fell is read off its record since the eval's best, and the eval
+        # counts as past its best when it ended above it by the threshold, not by noise
+        train_falls = max(train_falls, _fell_since(train_history, best_step))
+        past_best = _rose_above_best(series, best_value)
+    return train_falls * past_best
+
+
+def _judge_eval(
+    series: SeriesLike,
+    fc: Forecast,
+    train: Forecast | None,
+    train_history: tuple[Sequence[float], Sequence[float]] | None,
+    rest: float,
+) -> EvalJudgement:
+    """``series`` judged as the state judges its metric: its best so far, and P(overfitting) by
+    it (``rest``: the probability left once hung and diverging are counted)."""
+    best_step, best_value, since_best, _finite = best_point(series)
+    over = _overfit_odds(series, train, train_history)
+    return EvalJudgement(
+        best_step=best_step,
+        best_value=best_value,
+        evals_since_best=since_best,
+        overfitting=float(np.clip(rest * fc.plateau_probability * over, 0.0, 1.0)),
     )
 
 

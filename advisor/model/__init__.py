@@ -37,7 +37,15 @@ from advisor.model.decisions import (
     save_window_seconds,
     seconds_per_step,
 )
-from advisor.model.progress import LEARNING_LABELS, Curve, Forecast, Interval, LearningState, ProgressSample
+from advisor.model.progress import (
+    LEARNING_LABELS,
+    Curve,
+    EvalJudgement,
+    Forecast,
+    Interval,
+    LearningState,
+    ProgressSample,
+)
 
 __all__ = [
     "DISRUPTIVE_KINDS",
@@ -50,6 +58,7 @@ __all__ = [
     "ClusterView",
     "Curve",
     "Decision",
+    "EvalJudgement",
     "Forecast",
     "Interval",
     "JobView",

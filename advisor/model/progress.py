@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["LEARNING_LABELS", "Curve", "Forecast", "Interval", "LearningState", "ProgressSample"]
+__all__ = ["LEARNING_LABELS", "Curve", "EvalJudgement", "Forecast", "Interval", "LearningState", "ProgressSample"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -108,6 +108,19 @@ LEARNING_LABELS = ("learning", "plateaued", "overfitting", "diverging", "hung")
 
 
 @dataclass(frozen=True, slots=True)
+class EvalJudgement:
+    """One eval series read as if the run were judged by it: where it was best so far (the
+    checkpoint to keep by it) and P(overfitting) by it. What a rule naming a metric other than the
+    one the state judges reads (``spec.rules.overfitting.metric: eval_accuracy`` on a job that logs
+    ``eval_loss`` too)."""
+
+    best_step: int | None
+    best_value: float | None
+    evals_since_best: int
+    overfitting: float
+
+
+@dataclass(frozen=True, slots=True)
 class LearningState:
     """Whether a run is still learning, judged from all its series (see ``advisor.forecast.state``).
 
@@ -128,6 +141,9 @@ class LearningState:
     directions: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     """Which way each forecast series improves (``"lower"`` / ``"higher"``), by name: what
     ranks runs by an eval metric (``compare``) without guessing from its name."""
+    judgements: Mapping[str, EvalJudgement] = field(default_factory=lambda: _EMPTY)
+    """Each forecast eval series with enough evaluations, judged on its own (the judged one too:
+    its entry agrees with ``best_step`` and ``probabilities["overfitting"]``)."""
 
     def judged(self) -> tuple[str, Forecast] | None:
         """The eval metric the run is judged by and its forecast (None: judged by its training

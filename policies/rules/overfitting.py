@@ -9,12 +9,14 @@ stops, like the plateau rule, and its reason names the step of the best eval val
 the user wants to keep (HF ``load_best_model_at_end`` keeps the same one, when it was saved).
 
 ``metric`` names the eval series to judge; empty means the one the learning state judged (the
-job's primary eval metric). A job reporting too few evaluations for a verdict gets none.
+job's primary eval metric). Another eval metric the job reports is judged on its own as the state
+would judge it (``LearningState.judgements``: its P(overfitting), its best step). A job reporting
+too few evaluations of it for a verdict gets none.
 """
 
 from __future__ import annotations
 
-from advisor.model import ActionKind, LearningState
+from advisor.model import ActionKind, EvalJudgement, LearningState
 from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, held_since, let_finish, pct, undirected
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, OverfittingRule
@@ -23,25 +25,46 @@ NAME = "overfitting"
 KEY = "overfitting.since"
 
 
-def _judged(state: LearningState | None, rule: OverfittingRule, ctx: Context) -> str | None:
-    """Why there is no verdict, or None when the state judged the rule's metric."""
+def _judged(
+    state: LearningState | None, rule: OverfittingRule, ctx: Context
+) -> tuple[str, EvalJudgement] | str:
+    """(the metric judged, its judgement), or why there is no verdict. An empty ``metric`` is the
+    one the state judged; another eval metric the job reports is judged on its own, as the state
+    would judge it (its best, P(overfitting) by it)."""
     if undirected(rule.metric, ctx.policy.metric_directions):
         return f"{rule.metric} is never judged: {NO_DIRECTION}"
     if state is None:
         return "no learning state yet"
-    if state.metric is None:
+    name = rule.metric or state.metric
+    if name is None:
         return "no eval metric with enough evaluations"
-    if rule.metric and rule.metric != state.metric:
-        return f"the learning state judges {state.metric}, not {rule.metric}"
-    return None
+    judgement = state.judgements.get(name)
+    if judgement is None:
+        if name == state.metric:
+            # a state built without per-series judgements (a pasted job state): its own fields
+            judgement = EvalJudgement(
+                best_step=state.best_step,
+                best_value=state.best_value,
+                evals_since_best=state.evals_since_best,
+                overfitting=state.probabilities.get("overfitting", 0.0),
+            )
+        else:
+            return f"no forecast of {name} (not reported, or too few evaluations)"
+    return name, judgement
 
 
-def best_checkpoint_text(state: LearningState) -> str:
-    """``best eval_loss 0.512 at step 1000 (4 evaluations ago)``."""
-    value = "" if state.best_value is None else f" {state.best_value:.4g}"
-    return (
-        f"best {state.metric}{value} at step {state.best_step} ({state.evals_since_best} evaluation(s) ago)"
+def best_checkpoint_text(state: LearningState, metric: str | None = None) -> str:
+    """``best eval_loss 0.512 at step 1000 (4 evaluations ago)``: of ``metric`` (default: the one
+    the state judged)."""
+    name = metric or state.metric
+    j = state.judgements.get(name) if name is not None else None
+    step, value, since = (
+        (j.best_step, j.best_value, j.evals_since_best)
+        if j is not None and name != state.metric
+        else (state.best_step, state.best_value, state.evals_since_best)
     )
+    shown = "" if value is None else f" {value:.4g}"
+    return f"best {name}{shown} at step {step} ({since} evaluation(s) ago)"
 
 
 def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
@@ -54,19 +77,20 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
         out.reasons.append(f"{NAME}: no judgement ({ctx.forecast_reason})")
         return out
     state = job.learning_state
-    why_not = _judged(state, rule, ctx)
-    if why_not is not None or state is None:
-        out.reasons.append(f"{NAME}: no judgement ({why_not})")
+    judged = _judged(state, rule, ctx)
+    if isinstance(judged, str) or state is None:
+        out.reasons.append(f"{NAME}: no judgement ({judged})")
         return out
+    metric, judgement = judged
     if job.total_steps is not None and job.step >= job.total_steps:
         return out  # finished: nothing left to save
-    p = state.probabilities.get("overfitting", 0.0)
+    p = judgement.overfitting
     since = held_since(job.rule_state, KEY, ctx.now, p >= rule.probability)
     if since is None:
         return out
     out.state[KEY] = since
     held = ctx.now - since
-    best = best_checkpoint_text(state)
+    best = best_checkpoint_text(state, metric)
     numbers = f"P(overfitting)={pct(p)} >= {pct(rule.probability)} for {dur(held)}; {best}"
     if held < rule.hold:
         out.reasons.append(f"{NAME}: {numbers} (acting after {dur(rule.hold)})")
@@ -75,14 +99,14 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
         return out
     if let_finish(ctx, out, NAME, rule.hold, numbers):
         return out
-    keep = f"keep the checkpoint of step {state.best_step}"
+    keep = f"keep the checkpoint of step {judgement.best_step}"
     if rule.action == RECOMMEND:
         out.act(
             ActionKind.RECOMMEND,
             NAME,
             f"overfitting: {numbers}; {keep}, consider stopping or releasing quota",
             would="none",
-            best_step=state.best_step,
+            best_step=judgement.best_step,
         )
         out.advice, out.severity = "overfitting", 5
         return out

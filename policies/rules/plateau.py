@@ -125,10 +125,9 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     if (
         series != TRAIN_SERIES
         and state is not None
-        and state.metric == series
-        and state.best_step is not None
+        and ((state.metric == series and state.best_step is not None) or series in state.judgements)
     ):
-        numbers += f"; {best_checkpoint_text(state)}"
+        numbers += f"; {best_checkpoint_text(state, series)}"
     if p < rule.probability:
         out.reasons.append(
             f"{NAME}: P(plateau)={pct(p)} below {pct(rule.probability)} but above {pct(level)}: "

@@ -74,6 +74,31 @@ def test_the_best_eval_step_is_the_minimum() -> None:
     assert st.evals_since_best >= 6
 
 
+def test_each_eval_series_is_judged_on_its_own_beside_the_one_the_state_judges() -> None:
+    """A fine-tune logging eval_loss (still falling) and eval_accuracy (past its best at step
+    1000): the state judges eval_loss, and its judgement of eval_accuracy names that series' own
+    best step and a high P(overfitting) by it, which a rule naming eval_accuracy reads."""
+    ts, ty, es, ey = run(0)
+    k = int(np.searchsorted(es, 1800)) + 1
+    m = ts <= es[k - 1]
+    falling = 0.9 * np.exp(-es[:k] / 1500) + 0.3
+    st = learning_state(
+        forecast(ts[m], ty[m], total_steps=TOTAL),
+        {
+            "eval_loss": Series(list(es[:k]), list(falling)),
+            "eval_accuracy": Series(list(es[:k]), list(1.3 - ey[:k]), Direction.HIGHER),
+        },
+        total_steps=TOTAL,
+        forecast_all=True,
+    )
+    assert st.metric == "eval_loss" and st.label == "learning"
+    loss, acc = st.judgements["eval_loss"], st.judgements["eval_accuracy"]
+    assert loss.best_step == st.best_step == es[k - 1] and loss.evals_since_best == 0
+    assert loss.overfitting == pytest.approx(st.probabilities["overfitting"])
+    assert abs(acc.best_step - MINIMUM) <= 200  # type: ignore[operator]
+    assert acc.evals_since_best >= 6 and acc.overfitting > 0.8
+
+
 def test_eval_that_flattens_while_train_flattens_is_a_plateau_not_overfitting() -> None:
     steps = np.arange(10, 2001, 10.0)
     train = 0.3 + 1.5 * np.exp(-steps / 150)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policy_builders import HOUR, T0, cluster, forecast, job, policy
 
-from advisor.model import ActionKind, LearningState
+from advisor.model import ActionKind, EvalJudgement, LearningState
 from policies import decide
 from policies.loader import load_policy
 
@@ -157,3 +157,69 @@ def test_a_rule_metric_whose_name_says_no_direction_says_why_it_never_judges() -
     )
     d = decide(view, cluster(), directed, now=T0)
     assert not any("never judged" in r for r in d.reasons)
+
+
+def test_a_rule_naming_a_secondary_eval_metric_judges_it_with_its_own_best_step() -> None:
+    """The state judges eval_loss (learning); the rule names eval_accuracy, past its best at step
+    800: the rule acts on P(overfitting) by eval_accuracy and names its best step, not eval_loss's."""
+    base = state(0.02)
+    judged = LearningState(
+        label="learning",
+        probabilities=base.probabilities,
+        metric="eval_loss",
+        best_step=2000,
+        best_value=0.41,
+        evals_since_best=0,
+        series={"eval_loss": EVAL_FC, "eval_accuracy": forecast(plateau=0.95, loss=0.81, final=0.8)},
+        judgements={
+            "eval_loss": EvalJudgement(best_step=2000, best_value=0.41, evals_since_best=0, overfitting=0.02),
+            "eval_accuracy": EvalJudgement(
+                best_step=800, best_value=0.83, evals_since_best=12, overfitting=0.93
+            ),
+        },
+    )
+    view = job(
+        forecast=forecast(plateau=0.05), learning_state=judged, rule_state={"overfitting.since": T0 - HOUR}
+    )
+    on_acc = decide(
+        view,
+        cluster(),
+        policy({"overfitting": {"for": "10m", "metric": "eval_accuracy"}}, mode="Recommend"),
+        now=T0,
+    )
+    (action,) = [a for a in on_acc.actions if a.rule == "overfitting"]
+    assert (
+        "best eval_accuracy 0.83 at step 800" in action.reason and "checkpoint of step 800" in action.reason
+    )
+    assert action.params["best_step"] == 800
+    by_default = decide(view, cluster(), policy({"overfitting": {"for": "10m"}}, mode="Recommend"), now=T0)
+    assert not [a for a in by_default.actions if a.rule == "overfitting"]
+    missing = decide(view, cluster(), policy({"overfitting": {"for": "10m", "metric": "eval_f1"}}), now=T0)
+    assert any("no forecast of eval_f1" in r for r in missing.reasons)
+
+
+def test_a_series_judged_on_its_own_travels_through_the_status_and_back() -> None:
+    """What the status writes of each series (``learning_state_dict``) is what ``policy explain``
+    reads back from a pasted status: the rule naming the secondary metric judges it the same."""
+    from advisor.controller.render import learning_state_dict
+    from policies.jobstate import _learning_state
+
+    original = LearningState(
+        label="learning",
+        probabilities=state(0.02).probabilities,
+        metric="eval_loss",
+        best_step=2000,
+        best_value=0.41,
+        evals_since_best=0,
+        series={"eval_loss": EVAL_FC, "eval_accuracy": forecast(plateau=0.95, loss=0.81, final=0.8)},
+        judgements={
+            "eval_accuracy": EvalJudgement(
+                best_step=800, best_value=0.83, evals_since_best=12, overfitting=0.93
+            )
+        },
+    )
+    data = learning_state_dict(original)
+    assert data is not None and data["series"]["eval_accuracy"]["overfittingProbability"] == 0.93
+    assert "overfittingProbability" not in data["series"]["eval_loss"]
+    back = _learning_state(data, "job.learningState")
+    assert back.judgements == original.judgements
