@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["LEARNING_LABELS", "Curve", "EvalJudgement", "Forecast", "Interval", "LearningState", "ProgressSample"]
+__all__ = [
+    "LEARNING_LABELS",
+    "Curve",
+    "EvalJudgement",
+    "Forecast",
+    "Interval",
+    "LearningState",
+    "ProgressSample",
+]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
