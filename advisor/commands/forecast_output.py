@@ -17,6 +17,7 @@ import numpy as np
 
 from advisor.commands.forecast import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
+from advisor.forecast.state import at_last_step
 from advisor.model import Interval, LearningState
 from advisor.series import Direction, direction_of
 
@@ -95,7 +96,11 @@ def render_text(outcome: Outcome) -> str:
     dropped = f", {fc.n_dropped} dropped" if fc.n_dropped else ""
     lines.append(f"  progress        {progress}; {fc.n_points} points used{dropped}")
     scatter = _scatter(curve.values, fc.current_loss)
-    noisy = f"; reports scatter by about {scatter:.0%} around it" if scatter is not None else ""
+    noisy = ""
+    if scatter is not None and fc.current_loss is not None:
+        # a share of a level near zero is no reading ("by about 797%"): past 100%, the amount
+        amount = f"{scatter:.0%}" if scatter <= 1.0 else f"±{_num(scatter * abs(fc.current_loss))}"
+        noisy = f"; reports scatter by about {amount} around it"
     lines.append(f"  {_label('current ' + curve.metric)}{_num(fc.current_loss)} (smoothed{noisy})")
     where = (
         f" at step {outcome.total_steps:,}" if outcome.total_steps else " (asymptote: total steps unknown)"
@@ -121,7 +126,7 @@ def render_text(outcome: Outcome) -> str:
             f"mean off by {_error(fc.final_loss.mean, outcome.observed_final, curve.values)})"
         )
     lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
-    if outcome.total_steps and last is not None and last >= outcome.total_steps:
+    if outcome.total_steps and at_last_step(fc):
         lines.append(f"  {_label('')}{_at_its_end(curve, outcome.total_steps)}")
     lines.append(f"  divergence      P = {fc.divergence_probability:.2f}")
     hung = outcome.state is not None and outcome.state.label == "hung"
@@ -215,7 +220,7 @@ def _at_its_end(curve: Any, total: int) -> str:
     values = np.asarray(curve.values, dtype=float)
     ok = np.isfinite(values)
     steps, values = steps[ok], values[ok]
-    head = "at its last step: nothing is left to improve"
+    head = "at its end: nothing is left to improve"
     late = steps >= 0.9 * total
     early = (steps >= 0.8 * total) & ~late
     if late.sum() < 2 or early.sum() < 2:

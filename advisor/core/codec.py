@@ -86,6 +86,7 @@ def forecast_to_dict(fc: Forecast | None) -> dict[str, Any] | None:
         "totalSteps": fc.total_steps,
         "points": fc.n_points,
         "dropped": fc.n_dropped,
+        **({"atEnd": True} if fc.at_end else {}),
     }
 
 
@@ -110,6 +111,7 @@ def forecast_from_dict(data: Any) -> Forecast | None:
         total_steps=int_or_none(data.get("totalSteps")),
         n_points=int_or_none(data.get("points")) or 0,
         n_dropped=int_or_none(data.get("dropped")) or 0,
+        at_end=data.get("atEnd") is True,
     )
 
 

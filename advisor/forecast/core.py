@@ -37,6 +37,26 @@ RISING_WARNING = "the series is rising"
 FALLING_FIT_WARNINGS = ("the loss falls faster than its earlier history", "learning rates unknown: assumed")
 
 
+#: the most reports a finished training loss's end level is read from (the last twentieth of
+#: its reports, at least five)
+END_POINTS_MAX = 200
+
+
+def no_report_left(steps: FloatArray, horizon: float) -> bool:
+    """The run is at its end: at or past its planned last step, or nearer to it than its reports
+    are spaced (the next report would fall past the end: 8 steps short of 150,018 on a run that
+    reports every 10 is finished, and forecasting those 8 steps read the level's noise as a drop
+    still to come). The spacing is the mean over the series, first to last point, so that a
+    history starting late (a run resumed from step 100,000) is not taken for a sparse one."""
+    last = float(steps[-1])
+    if horizon <= last:
+        return True
+    if steps.size < 3:
+        return False
+    spacing = (last - float(steps[0])) / (steps.size - 1)
+    return horizon - last < spacing
+
+
 def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
     if total_steps is None:
         return None
@@ -202,21 +222,23 @@ def _run(
             # fall, a constant-LR end below the level) is no reading of a series that rises
             warnings[:] = [m for m in warnings if not m.startswith(FALLING_FIT_WARNINGS)]
             warnings.append(f"{RISING_WARNING} ({turn.slope_t:.1f} standard errors over its recent points)")
-    if horizon is not None and horizon <= float(prep.steps[-1]):
-        # the run is at its last step: no improvement is left to come, whatever the noise of the
-        # last reports says about the level (a finished fine-tune is not "still learning")
+    at_end = horizon is not None and no_report_left(prep.steps, horizon)
+    if at_end:
+        # the run is at its end: no improvement is left to come, whatever the noise of the last
+        # reports says about the level (a finished fine-tune is not "still learning")
         plateau = 1.0
         if turn is None or turn.weight < 0.5:
-            # and its end is where it stands: the smoothed level, as sure as a median of the last
-            # reports is (the families' value at the last point, with an interval made for a
-            # forecast ahead, read "final 0.287 (0.24 .. 0.33)" beside a current 0.301)
-            k = min(5, n)
-            half = cal.Z80 * report_noise(prep.values[-max(k, 10) :]) / math.sqrt(k)
-            if not training_loss:
-                # an eval series' last points are evaluations hundreds of steps apart: their
-                # median lags a trend by two of them ("final 0.975" beside a last eval of 0.957
-                # on a loss still falling); carried along their trend they say where it ended
-                level = trend_level(prep.steps, prep.values)
+            # and its end is where it stands, as sure as the points that say so are (the
+            # families' value at the last point, with an interval made for a forecast ahead,
+            # read "final 0.287 (0.24 .. 0.33)" beside a current 0.301). An eval series' last
+            # points are evaluations hundreds of steps apart: their median lags a trend by two of
+            # them ("final 0.975" beside a last eval of 0.957 on a loss still falling), so they
+            # are carried along their trend. A training loss is read the same way over the last
+            # twentieth of its reports: a median of five per-batch losses scattering by a sixth
+            # put a run that ended at 0.072 at 0.097, "still learning" to 0.071
+            k = min(5, n) if not training_loss else min(max(n // 20, 5), END_POINTS_MAX, n)
+            half = cal.Z80 * 1.25 * report_noise(prep.values[-max(k, 10) :]) / math.sqrt(k)
+            level = trend_level(prep.steps, prep.values, k)
             mean, lo, hi = level, level - half, level + half
     eta, sps = eta_interval(prep.steps, prep.times, horizon, prep.segment_ids)
     fc = Forecast(
@@ -232,6 +254,7 @@ def _run(
         total_steps=int(horizon) if horizon is not None else None,
         n_points=n,
         n_dropped=prep.n_dropped,
+        at_end=at_end,
     )
     return fc, parts
 

@@ -265,8 +265,11 @@ def best_checkpoint(series: SeriesLike) -> tuple[int, float] | None:
 
 
 def at_last_step(fc: Forecast) -> bool:
-    """The forecast's run is at its planned last step: nothing is left to forecast."""
-    return fc.total_steps is not None and fc.last_step is not None and fc.last_step >= fc.total_steps
+    """The forecast's run is at its planned last step, or no report is left before it
+    (``Forecast.at_end``): nothing is left to forecast."""
+    return fc.at_end or (
+        fc.total_steps is not None and fc.last_step is not None and fc.last_step >= fc.total_steps
+    )
 
 
 def _fell_since(history: tuple[Sequence[float], Sequence[float]], step: float) -> float:

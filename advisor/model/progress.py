@@ -109,6 +109,9 @@ class Forecast:
     total_steps: int | None = None
     n_points: int = 0
     n_dropped: int = 0
+    at_end: bool = False
+    """The run is at its end (its last step, or no report left before it): P(plateau) is 1 and
+    the final value is where it ended, whatever its curve would still do."""
 
 
 #: the labels of a run's learning state, in the order they are shown

@@ -144,7 +144,7 @@ def test_a_finished_run_says_what_its_plateau_means_and_how_its_end_went(
     (tmp_path / "run.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
     assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "3000"]) == 0
     out = capsys.readouterr().out
-    assert "at its last step: nothing is left to improve; over its last tenth it improved by" in out
+    assert "at its end: nothing is left to improve; over its last tenth it improved by" in out
     assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "6000"]) == 0
     assert "at its last step" not in capsys.readouterr().out
 

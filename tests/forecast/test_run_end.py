@@ -1,0 +1,55 @@
+"""A run at its end: its last step, or no report left before it. Nothing is left to forecast,
+and where it ended is read from enough of its last reports to stand above their noise."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from advisor.forecast import forecast
+from advisor.forecast.core import no_report_left
+from advisor.forecast.state import at_last_step
+
+
+def _noisy_flat_end(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A fine-tune's per-batch loss, every 10 steps to 150,010, annealed flat at 0.072 over its
+    last half with reports scattering by a fifth, its last five reports high by chance."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(10, 150_011, 10.0)
+    level = 0.072 + 0.5 * np.exp(-steps / 8000)
+    values = level * (1 + 0.2 * rng.standard_normal(steps.size))
+    values[-5:] = [0.097, 0.091, 0.169, 0.102, 0.080]
+    return steps, values
+
+
+def test_no_report_left_before_the_planned_end_is_the_end() -> None:
+    steps, values = _noisy_flat_end()
+    fc = forecast(steps, values, total_steps=150_018, training_loss=True)
+    assert fc.at_end and at_last_step(fc)
+    assert fc.plateau_probability == 1.0
+    # where it ended: the last twentieth of its reports, not the median of its last five (0.097)
+    assert abs(fc.final_loss.mean - 0.072) < 0.004 and fc.current_loss == fc.final_loss.mean
+    assert fc.final_loss.p10 <= 0.072 <= fc.final_loss.p90
+
+
+def test_a_run_a_report_or_more_from_its_end_is_still_forecast() -> None:
+    steps, values = _noisy_flat_end()
+    fc = forecast(steps, values, total_steps=150_030, training_loss=True)
+    assert not fc.at_end and not at_last_step(fc)
+
+
+def test_a_history_starting_late_is_not_taken_for_a_sparse_one() -> None:
+    """A run resumed at step 100,000 reporting every 50: its spacing is 50, not 100,000 / n."""
+    steps = np.arange(100_000, 101_001, 50.0)
+    assert not no_report_left(steps, 105_000.0)
+    assert no_report_left(steps, 101_020.0) and no_report_left(steps, 101_000.0)
+    assert not no_report_left(steps[:2], 100_060.0)  # two points: no spacing to read
+
+
+def test_an_eval_series_with_no_evaluation_left_is_at_its_end() -> None:
+    """Evaluations every 100 steps, the last at 2,600 of 2,616: its end is its last evaluations'
+    trend level, P(plateau) 1 (it had read "final 0.833" below a last eval of 0.866)."""
+    steps = np.arange(100, 2601, 100.0)
+    values = 0.86 + 0.4 * np.exp(-steps / 500)
+    fc = forecast(steps, values, total_steps=2616)
+    assert fc.at_end and fc.plateau_probability == 1.0
+    assert abs(fc.final_loss.mean - values[-1]) < 0.005
