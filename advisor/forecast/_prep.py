@@ -343,4 +343,6 @@ def trend_level(x: FloatArray, y: FloatArray, k: int = 5) -> float:
     xs, ys = x[-m:], y[-m:]
     i, j = np.triu_indices(m, 1)
     slope = float(np.median((ys[j] - ys[i]) / (xs[j] - xs[i])))
-    return fast_median(ys + slope * (xs[-1] - xs))
+    # within the points it reads: a level no point reached is an extrapolation of a slope fitted
+    # to a handful of jumpy values (a precision logged as 0, 0.5 or 1 "stood at 1.083")
+    return float(np.clip(fast_median(ys + slope * (xs[-1] - xs)), float(np.min(ys)), float(np.max(ys))))

@@ -53,3 +53,13 @@ def test_an_eval_series_with_no_evaluation_left_is_at_its_end() -> None:
     fc = forecast(steps, values, total_steps=2616)
     assert fc.at_end and fc.plateau_probability == 1.0
     assert abs(fc.final_loss.mean - values[-1]) < 0.005
+
+
+def test_an_end_level_stays_within_the_values_it_was_read_from() -> None:
+    """A precision logged as 0, 0.5 or 1: its trend carried to the last step passed 1 (1.083)."""
+    from advisor.forecast._prep import trend_level
+
+    steps = np.arange(100, 1001, 100.0)
+    values = np.array([0.0, 0.5, 0.0, 0.5, 0.5, 0.0, 0.5, 1.0, 1.0, 1.0])
+    level = trend_level(steps, values)
+    assert 0.0 <= level <= 1.0
