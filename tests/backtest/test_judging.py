@@ -77,6 +77,21 @@ def test_a_stop_on_a_training_loss_bump_is_judged_against_its_value_at_the_stop(
     assert Judged("eval", steps, smooth, 0.0).left_after(1500)[0] == 0.0
 
 
+def test_a_stop_in_a_stretch_of_nan_reports_is_judged_from_where_the_run_last_stood() -> None:
+    """A training loss at 1.2 goes NaN for 20 reports, then recovers and falls to 1.05: a stop
+    inside the NaN stretch cut about 12% still to come (it read "0% left": no wrong stop)."""
+    from advisor.backtest.verdict import Judged
+
+    steps = np.arange(300, dtype=float) * 10
+    y = np.concatenate([np.linspace(2.0, 1.2, 100), np.full(20, np.nan), np.linspace(1.2, 1.05, 180)])
+    smooth = smoothed(y)
+    judged = Judged("loss", steps, smooth, float(steps[-1]))
+    left, here, best = judged.left_after(1100)
+    # the running median's value just before the stretch (its window reaches back up the fall)
+    assert here is not None and 1.2 <= here < 1.27 and best is not None and best < 1.06
+    assert 0.1 < left < 0.2
+
+
 def test_a_higher_is_better_metric_is_judged_negated_and_reported_in_its_own_units(tmp_path: Path) -> None:
     """A run whose only eval metric is ``eval_accuracy``, rising from 0.70 to 0.89: it is judged
     by that metric; a stop half-way left about 20% (0.89 against 0.74), in accuracy's units."""
