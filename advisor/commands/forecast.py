@@ -321,7 +321,10 @@ def outcome_of(
         total_steps=total,
         times=curve.times,
         learning_rates=curve.learning_rates,
-        epochs=curve.epochs,
+        # epoch boundaries drop a training loss (the model meets its examples again); an eval
+        # metric, measured on data it never trains on, shows no such drop, and expecting one
+        # bent an eval accuracy's forecast from 0.920 to 0.934
+        epochs=curve.epochs if full.metric == "loss" else None,
         points=60 if plot else 0,
         training_loss=full.metric == "loss",
         direction=series_direction(full.metric),

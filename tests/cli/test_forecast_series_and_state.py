@@ -168,3 +168,18 @@ def test_a_finished_flat_but_noisy_run_is_said_level_not_worse(
     (tmp_path / "run.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
     assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "1500"]) == 0
     assert "over its last tenth it stayed level (within the noise of its reports)" in capsys.readouterr().out
+
+
+def test_an_eval_metric_is_not_forecast_to_drop_at_epoch_boundaries(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Epoch boundaries drop a training loss, not an eval metric: a log of eval_accuracy alone,
+    flat at 0.92 with an epoch column, is forecast flat (it was "learning" to 0.934)."""
+    rows = ["step,epoch,eval_accuracy"] + [
+        f"{s},{s / 1000:.3f},{0.92 - 0.3 * math.exp(-s / 300):.5f}" for s in range(100, 3001, 100)
+    ]
+    (tmp_path / "acc.csv").write_text("\n".join(rows) + "\n")
+    out = _forecast(capsys, str(tmp_path / "acc.csv"), "--total-steps", "6000")
+    assert not any("epoch boundary" in w for w in out["warnings"])
+    assert out["final_loss"]["mean"] == pytest.approx(0.92, abs=0.004)
+    assert out["state"]["label"] == "plateaued"
