@@ -8,7 +8,9 @@ Each test states what must hold, and prints the figures the README's "Reliabilit
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import signal
 import threading
 import time
 import uuid
@@ -441,3 +443,81 @@ def test_pod_clocks_ten_minutes_off_change_no_judgement(
             f"\n[reliability] clock skew +-10 min: rates {rates}, ETA {etas}; "
             f"released as hung {hung_after:.0f}s after the last report (stall for 30s)"
         )
+
+
+# ------------------------------------------------------------------------ a handover mid-sequence
+def json_state(jobs: Jobs, name: str) -> dict[str, Any]:
+    """The job's saved core state (``status.coreState`` of its TrainJobForecast)."""
+    raw = ((jobs.forecast(name) or {}).get("status") or {}).get("coreState")
+    return json.loads(raw) if isinstance(raw, str) else {}
+
+
+#: the shipped intervals (the harness's are shorter): a new leader starts from the saved forecast
+DEFAULTS = ("--write-interval=1", "--forecast-interval=3s", "--evaluate-interval=3s")
+
+
+def test_a_new_leader_keeps_the_pending_checkpoint_request_and_the_rule_windows(
+    plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
+) -> None:
+    """Must hold: a controller SIGKILLed while its checkpoint request waits for an answer, and a
+    new one started on the same Lease, carry on the same sequence: no second request (the pods'
+    annotation keeps the first request id, no new attempt in the new controller's audit log), and
+    the plateau rule's window keeps its start (it is not started again at the handover)."""
+    jobs = Jobs(admin, namespace)
+    name = "handover"
+    lease = f"rel-{uuid.uuid4().hex[:6]}"
+    with (
+        admitted_jobs(plane, jobs, [name]),
+        apply_policy(
+            plane,
+            f"hand-{namespace[-5:]}",
+            namespace,
+            rules={
+                "plateau": {"probability": 0.6, "for": "5s", "action": "Release"},
+                "overfitting": {"probability": 0.6, "for": "5s", "action": "Release"},
+                "quotaRelease": {
+                    "checkpointFirst": True,
+                    "checkpointTimeout": "10m",
+                    "releaseOnTimeout": True,
+                },
+            },
+            safety={"cooldown": "1m", "maxActionsPerHour": 10},
+        ),
+    ):
+        first = ControllerProcess(plane.controller_kubeconfig, namespace, tmp_path, lease=lease, name="first")
+        second = None
+        reporter = None
+        try:
+            wait_for(first.leading, "the first controller to lead", timeout=120)
+            second = ControllerProcess(
+                plane.controller_kubeconfig, namespace, tmp_path, lease=lease, name="second", extra=DEFAULTS
+            )
+            pods = jobs.create_pods(name)
+            reporter = Reporter(jobs, [name], period_s=1.0, loss=flat)
+            request = _start_sequence(jobs, pods)
+            since = wait_for(
+                lambda: (json_state(jobs, name).get("ruleState") or {}).get("plateau.since"),
+                "the plateau window in the saved state",
+                timeout=30,
+            )
+            wait_for(
+                lambda: (json_state(jobs, name).get("checkpoint") or {}).get("pendingRequest") == request,
+                "the pending request in the saved state",
+                timeout=30,
+            )
+            time.sleep(3)
+            first.kill(signal.SIGTERM)
+            wait_for(second.leading, "the new leader", timeout=120)
+            time.sleep(20)  # several evaluations and status writes of the new leader
+            assert jobs.pod_annotations(pods[0]).get(CHECKPOINT_REQUEST_ANNOTATION) == request
+            assert [r["requestId"] for r in audit_lines(second, name, "checkpoint")] in ([], [request])
+            state = json_state(jobs, name)
+            assert (state.get("checkpoint") or {}).get("pendingRequest") == request, state.get("checkpoint")
+            assert (state.get("ruleState") or {}).get("plateau.since") == since, state.get("ruleState")
+        finally:
+            if reporter is not None:
+                reporter.stop()
+            first.stop()
+            if second is not None:
+                second.stop()
+    print(f"\n[reliability] handover mid-sequence: request {request} kept, window from {since}")
