@@ -89,6 +89,9 @@ def judge(job: JobView, policy: Policy, now: float) -> tuple[bool, str]:
     young = runtime_gate(job, policy, now)
     if young is not None:
         return False, young
+    unseen = unseen_since_admission(job, now)
+    if unseen is not None:
+        return False, unseen
     if job.step < s.min_steps:
         return False, f"step {job.step} < minSteps {s.min_steps}"
     if s.min_progress > 0 and job.total_steps:
@@ -98,6 +101,17 @@ def judge(job: JobView, policy: Policy, now: float) -> tuple[bool, str]:
         if done < s.min_progress:
             return False, f"progress {done:.0%} < minProgress {s.min_progress:.0%}"
     return True, ""
+
+
+def unseen_since_admission(job: JobView, now: float) -> str | None:
+    """Why the job's learning may not be judged yet after Kueue admitted it (again): no progress
+    has reached the adapter since. Its reports describe the run before its eviction; judged on
+    them, a job re-admitted within the second was asked for a checkpoint its restarting pods could
+    not answer and released 20 s later, before it had run a step. None when it may be judged, or
+    when the adapter does not say when progress arrived or when the job was admitted."""
+    if job.admitted_at is None or job.progress_seen_at is None or job.progress_seen_at >= job.admitted_at:
+        return None
+    return f"admitted {dur(max(now - job.admitted_at, 0.0))} ago and no progress reported since"
 
 
 def judged_from(

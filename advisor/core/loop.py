@@ -365,6 +365,10 @@ class AdvisorCore:
         expire_checkpoint(rec, now)
         admission = rec.resume.admission
         note_admission(rec.resume, rec.history, job.admitted_at)
+        if admission is not None and job.admitted_at is not None and job.admitted_at > admission:
+            # admitted again (evicted and re-admitted between two looks, never seen pending): its
+            # rules' windows start over, as a resume's do (``note_phase``)
+            rec.rule_state.clear()
         before = rec.checkpoint
         rec.checkpoint = resolve(rec.resume, rec.history, before)
         if rec.checkpoint is not before or rec.runtime != job.runtime:

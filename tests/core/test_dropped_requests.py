@@ -84,3 +84,28 @@ def test_a_restart_of_the_run_drops_the_request_unless_its_report_answers_it() -
     )
     answered.observe(JOB.key, report, now=T0 + 60)  # saved on SIGTERM, reported by the restarted run
     assert _request(answered).outcome == "acknowledged"
+
+
+def test_a_readmission_between_two_looks_starts_the_rules_windows_over() -> None:
+    """Evicted and re-admitted within a second, the job is never seen pending: its rules' windows
+    (a plateau held before the eviction) start over at the new admission, as a resume's do."""
+    from advisor.model import Decision
+
+    def keeps_its_windows(view: JobView, cluster: ClusterView, policy: object, *, now: float) -> Decision:
+        return Decision(job=view.key, state={"plateau.since": T0 - 120, **view.rule_state})
+
+    core = AdvisorCore(policies=[object()], selector=lambda ps, job: ps[0], decider=keeps_its_windows)
+    core.observe(JOB.key, ProgressSample(step=100, loss=1.0, time=T0 - 60), now=T0 - 60)
+    core.evaluate(JOB, CLUSTER, now=T0)
+    assert core.record(JOB.key).rule_state == {"plateau.since": T0 - 120}
+    core.evaluate(JOB, CLUSTER, now=T0 + 5)  # the same admission: the window holds
+    assert core.record(JOB.key).rule_state == {"plateau.since": T0 - 120}
+    seen: list[dict[str, float]] = []
+
+    def records(view: JobView, cluster: ClusterView, policy: object, *, now: float) -> Decision:
+        seen.append(dict(view.rule_state))
+        return Decision(job=view.key, state=dict(view.rule_state))
+
+    core._decider = records
+    core.evaluate(dataclasses.replace(JOB, admitted_at=T0 + 9), CLUSTER, now=T0 + 10)
+    assert seen == [{}]

@@ -105,3 +105,18 @@ def test_a_hung_job_with_a_stale_plateau_is_still_released_by_the_stall_rule() -
 def test_max_evidence_age_must_be_more_than_zero(bad: object) -> None:
     with pytest.raises(PolicyError, match="maxEvidenceAge"):
         policy(PLATEAU, safety={"maxEvidenceAge": bad})
+
+
+def test_a_job_admitted_again_is_not_judged_before_it_reports_since() -> None:
+    """Evicted and re-admitted, the job's reports describe the run before its eviction: no rule
+    resting on the forecast judges it (no checkpoint request, no release) until progress arrives
+    after the new admission; then it is judged again."""
+    p = policy({"plateau": {"probability": 0.8, "for": "0s", "action": "Release"}})
+    before = job(
+        forecast=forecast(plateau=0.99), progress_seen_at=T0 - 30, admitted_at=T0 - 10, report_interval_s=2.0
+    )
+    d = decide(before, CV, p, now=T0)
+    assert kinds(d) == []
+    assert any("admitted 10s ago and no progress reported since" in r for r in d.reasons), d.reasons
+    after = dataclasses.replace(before, progress_seen_at=T0 - 2)
+    assert kinds(decide(after, CV, p, now=T0)) != []
