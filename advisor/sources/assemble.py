@@ -20,7 +20,7 @@ from typing import cast
 from advisor.model import Curve
 from advisor.series import direction_of, eval_series_name, is_eval_name
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
-from advisor.sources.columns import Column, resolve_columns
+from advisor.sources.columns import Column, epoch_millis, resolve_columns
 from advisor.sources.normalize import canonical_name
 
 __all__ = [
@@ -240,14 +240,29 @@ def assemble_each(
             steps[i].append(step)
             values[i].append(value)
             kept[i].append(index)
+    shared = list(warnings)
+    if alive and "time" in extra:
+        _read_epoch_millis(columns, extra, shared)
     for i in alive:
         metric_role, target = chosen[i]
         try:
             read = _Read(steps[i], values[i], kept[i], extra, totals)
-            out[i] = _curve(path, kind, names, columns, metric_role, target, read, epoch_axis, list(warnings))
+            out[i] = _curve(path, kind, names, columns, metric_role, target, read, epoch_axis, list(shared))
         except SourceError as exc:
             out[i] = exc
     return cast(list[LoadedCurve | SourceError], out)  # every metric got its curve or error above
+
+
+def _read_epoch_millis(
+    columns: dict[str, Column], extra: dict[str, list[float]], warnings: list[str]
+) -> None:
+    """A time column of epoch milliseconds (``epoch_millis``) rescaled to seconds in place, and
+    said: read as seconds, a run of minutes would forecast an ETA of weeks."""
+    rescaled = epoch_millis(columns["time"], extra["time"])
+    if rescaled is not None:
+        columns["time"], note = rescaled
+        extra["time"] = [t * columns["time"].scale for t in extra["time"]]
+        warnings.append(note)
 
 
 def _strict(

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 __all__ = [
+    "EPOCH_MS_FLOOR",
     "MAX_ANNOTATION_BYTES",
     "MAX_TEXT_CHARS",
     "decode_json_object",
@@ -32,6 +33,10 @@ MAX_TEXT_CHARS = 256
 #: annotation values longer than this are not parsed (Kubernetes allows 256 KiB for all annotations of
 #: an object; a progress report is a few hundred bytes, so anything this large is a bug or an attack)
 MAX_ANNOTATION_BYTES = 64 * 1024
+
+#: a wall-clock time beyond this many epoch seconds (the year 5138) counts milliseconds: MLflow and
+#: many loggers write epoch ms (~1.7e12), which read as seconds make every step take 1,000 times as long
+EPOCH_MS_FLOOR = 1e11
 
 _DURATION_RE = re.compile(
     r"^(?:(?P<days>\d+)\s+days?,\s*)?(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2}(?:\.\d+)?)$"
@@ -126,12 +131,13 @@ def parse_timestamp(value: object, what: str, warnings: list[str]) -> float | No
 
     ``"2026-08-21T10:30:45Z"``, fractional seconds and ``+02:00`` offsets are understood. A
     timestamp without an offset is read as UTC (Kubernetes always writes UTC) with a warning.
-    Numbers are taken as epoch seconds.
+    Numbers are taken as epoch seconds, or milliseconds beyond ``EPOCH_MS_FLOOR`` (with a warning).
     """
     if value is None:
         return None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return parse_float(value, what, warnings)
+        number = parse_float(value, what, warnings)
+        return None if number is None else _epoch_seconds(number, value, what, warnings)
     if not isinstance(value, str):
         warnings.append(f"{what}: {type(value).__name__} is not a timestamp; dropped")
         return None
@@ -148,7 +154,7 @@ def parse_timestamp(value: object, what: str, warnings: list[str]) -> float | No
             pass
         else:
             if math.isfinite(seconds):
-                return seconds
+                return _epoch_seconds(seconds, value, what, warnings)
             warnings.append(f"{what}: {short_repr(value)} is not a timestamp; dropped")
             return None
     try:
@@ -160,6 +166,14 @@ def parse_timestamp(value: object, what: str, warnings: list[str]) -> float | No
         warnings.append(f"{what}: {short_repr(value)} has no UTC offset; read as UTC")
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+def _epoch_seconds(number: float, value: object, what: str, warnings: list[str]) -> float:
+    """An epoch time in seconds: ``number`` as it is, or divided by 1,000 beyond ``EPOCH_MS_FLOOR``."""
+    if number <= EPOCH_MS_FLOOR:
+        return number
+    warnings.append(f"{what}: {short_repr(value)} read as epoch milliseconds")
+    return number / 1000.0
 
 
 def parse_duration(value: object, what: str, warnings: list[str]) -> float | None:

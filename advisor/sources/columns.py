@@ -6,6 +6,10 @@ Loss logs name their columns in a dozen ways (``step``/``global_step``/``iter``,
 format; ``canonical_name`` first folds case, camelCase and ``/``, ``.``, ``-`` separators so that
 ``train/loss`` and ``trainLoss`` are both ``train_loss``.
 
+A time column is in seconds unless its name ends in ``_ms``, or its values are epoch milliseconds
+(``epoch_millis``: a ``timestamp`` as MLflow writes it, ~1.7e12, beyond any epoch-seconds date),
+which the loader says in a warning.
+
 A W&B export carries two step columns: ``_step``, W&B's own counter of ``log`` calls (one per
 logged row, whatever the training step), and the trainer's step it logs beside it (HF's
 ``WandbCallback``: ``train/global_step``; Lightning's ``WandbLogger``: ``trainer/global_step``).
@@ -18,12 +22,22 @@ and a W&B chart panel's (``Step,"<run> - train/loss","<run> - train/loss__MIN",.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from advisor.sources.coerce import EPOCH_MS_FLOOR
 from advisor.sources.normalize import canonical_name
 
-__all__ = ["HF_ROLES", "ROLES", "Column", "ExportError", "export_header", "resolve_columns"]
+__all__ = [
+    "HF_ROLES",
+    "ROLES",
+    "Column",
+    "ExportError",
+    "epoch_millis",
+    "export_header",
+    "resolve_columns",
+]
 
 #: role -> accepted canonical column names, best first
 ROLES: dict[str, tuple[str, ...]] = {
@@ -121,6 +135,17 @@ def resolve_columns(names: Iterable[str], roles: dict[str, tuple[str, ...]] = RO
                 resolved[role] = Column(canonical[candidate], scale)
                 break
     return resolved
+
+
+def epoch_millis(column: Column, times: Sequence[float]) -> tuple[Column, str] | None:
+    """``column`` read in milliseconds, and the note that says so, when the times it gave read as
+    seconds are epoch milliseconds: every finite one beyond ``EPOCH_MS_FLOOR``, which no
+    epoch-seconds date or elapsed time reaches. None otherwise (a column already in ms too)."""
+    finite = [t for t in times if math.isfinite(t)]
+    if column.scale != 1.0 or not finite or min(finite) <= EPOCH_MS_FLOOR:
+        return None
+    note = f"time '{column.name}' holds epoch milliseconds ({finite[0]:.4g}): read as ms"
+    return Column(column.name, 1e-3), note
 
 
 class ExportError(ValueError):

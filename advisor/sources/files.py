@@ -35,7 +35,15 @@ from advisor.sources.assemble import (
     listing,
     total_from,
 )
-from advisor.sources.columns import HF_ROLES, ROLES, Column, ExportError, export_header, resolve_columns
+from advisor.sources.columns import (
+    HF_ROLES,
+    ROLES,
+    Column,
+    ExportError,
+    epoch_millis,
+    export_header,
+    resolve_columns,
+)
 from advisor.sources.large_table import LARGE_ROWS, read_numeric_table
 
 __all__ = [
@@ -358,6 +366,11 @@ def _large_table(path: str | Path, text: str, metric: str | None) -> LoadedCurve
     if read is None:
         return None
     series, n_rows, warnings = read
+    rescaled = epoch_millis(columns["time"], series["time"].tolist()) if "time" in series else None
+    if rescaled is not None:  # as the general reader does (``assemble``)
+        columns["time"], note = rescaled
+        series["time"] = series["time"] * columns["time"].scale
+        warnings.append(note)
     nonfinite = int((~np.isfinite(series["value"])).sum())
     if nonfinite:
         warnings.append(f"{nonfinite} non-finite {target.name} values (after binning)")

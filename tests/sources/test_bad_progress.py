@@ -206,6 +206,13 @@ def test_timestamps_are_converted_to_epoch_seconds(stamp: Any, expected: float) 
     assert upstream(lastUpdatedTime=stamp).time == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("stamp", [1787308245000, "1787308245000", 1787308245000.0])
+def test_an_epoch_milliseconds_timestamp_is_read_as_ms_with_a_warning(stamp: Any) -> None:
+    sample = upstream(lastUpdatedTime=stamp)
+    assert sample.time == pytest.approx(1787308245.0)
+    assert any("epoch milliseconds" in w for w in sample.warnings)
+
+
 def test_a_timestamp_without_offset_is_read_as_utc_with_a_warning() -> None:
     sample = upstream(lastUpdatedTime="2026-08-21T10:30:45")
     assert sample.time == 1787308245.0

@@ -175,6 +175,32 @@ def test_an_elapsed_seconds_column_is_the_time(tmp_path: Path, name: str) -> Non
     assert curve.times == (20.0, 40.0, 60.0)
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_an_epoch_milliseconds_time_column_is_read_as_ms_and_said(tmp_path: Path, suffix: str) -> None:
+    # MLflow and many loggers write ``timestamp`` in epoch ms: read as seconds, 10 steps took 5,000 s
+    rows = [(step, 2.5 - step / 100, 1_733_300_000_000 + 500 * step) for step in range(0, 60, 10)]
+    path = tmp_path / f"log{suffix}"
+    if suffix == ".csv":
+        path.write_text("step,loss,timestamp\n" + "".join(f"{s},{v},{t}\n" for s, v, t in rows))
+    else:
+        lines = [json.dumps({"step": s, "loss": v, "timestamp": t}) for s, v, t in rows]
+        path.write_text("\n".join(lines) + "\n")
+    curve = load_curve(path)
+    assert curve.times is not None
+    assert curve.times[1] - curve.times[0] == pytest.approx(5.0)
+    assert curve.times[0] == pytest.approx(1_733_300_000.0)
+    assert "time 'timestamp' (ms)" in curve.source
+    assert any("epoch milliseconds" in w for w in curve.warnings)
+
+
+def test_epoch_seconds_and_elapsed_times_stay_seconds(tmp_path: Path) -> None:
+    path = tmp_path / "log.csv"
+    path.write_text("step,loss,timestamp\n0,2.0,1733300000\n10,1.5,1733300005\n")
+    curve = load_curve(path)
+    assert curve.times == (1733300000.0, 1733300005.0)
+    assert not any("milliseconds" in w for w in curve.warnings)
+
+
 def test_a_json_file_that_is_one_number_says_so(tmp_path: Path) -> None:
     from advisor.sources import SourceError
 

@@ -37,3 +37,14 @@ def test_a_long_table_is_kept_as_medians_with_its_last_step(tmp_path: Path) -> N
 def test_a_broken_cell_in_a_long_table_is_reported_by_line(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match=r"long\.csv:1001: column 'loss': 'oops' is not a number"):
         load_curve(_write(tmp_path / "long.csv", broken=1000))
+
+
+def test_an_epoch_milliseconds_time_column_of_a_long_table_is_read_as_ms(tmp_path: Path) -> None:
+    path = tmp_path / "long.csv"
+    start = 1_733_300_000_000  # epoch ms, 0.5 s a step
+    lines = ["step,loss,timestamp"] + [f"{i},{2 + 1 / i:.5f},{start + 500 * i}" for i in range(1, N + 1)]
+    path.write_text("\n".join(lines) + "\n")
+    curve = load_curve(path)
+    assert curve.times is not None
+    assert curve.times[-1] - curve.times[0] == pytest.approx(0.5 * (curve.steps[-1] - curve.steps[0]))
+    assert any("epoch milliseconds" in w for w in curve.warnings)
