@@ -6,6 +6,10 @@ Loss logs name their columns in a dozen ways (``step``/``global_step``/``iter``,
 format; ``canonical_name`` first folds case, camelCase and ``/``, ``.``, ``-`` separators so that
 ``train/loss`` and ``trainLoss`` are both ``train_loss``.
 
+A learning rate logged by Lightning's ``LearningRateMonitor`` is named after its optimizer
+(``lr-AdamW``, ``lr-Adam/pg1``, ...: ``lightning_learning_rate``); such a column is the learning
+rate of a file with none named so.
+
 A time column is in seconds unless its name ends in ``_ms``, or its values are epoch milliseconds
 (``epoch_millis``: a ``timestamp`` as MLflow writes it, ~1.7e12, beyond any epoch-seconds date),
 which the loader says in a warning.
@@ -36,6 +40,7 @@ __all__ = [
     "ExportError",
     "epoch_millis",
     "export_header",
+    "lightning_learning_rate",
     "resolve_columns",
 ]
 
@@ -124,6 +129,7 @@ class Column:
 
 def resolve_columns(names: Iterable[str], roles: dict[str, tuple[str, ...]] = ROLES) -> dict[str, Column]:
     """Map roles to the best matching column among ``names`` (first occurrence wins ties)."""
+    names = list(names)
     canonical: dict[str, str] = {}
     for name in names:
         canonical.setdefault(canonical_name(name), name)
@@ -134,7 +140,38 @@ def resolve_columns(names: Iterable[str], roles: dict[str, tuple[str, ...]] = RO
                 scale = 1e-3 if role == "time" and candidate.endswith("_ms") else 1.0
                 resolved[role] = Column(canonical[candidate], scale)
                 break
+    if "learning_rate" in roles and "learning_rate" not in resolved:
+        monitored = lightning_learning_rate(names)
+        if monitored is not None:
+            resolved["learning_rate"] = Column(monitored)
     return resolved
+
+
+#: Lightning's ``LearningRateMonitor`` names: ``lr-<Optimizer>``, ``-<n>`` for a second optimizer of
+#: the same class, ``/pg<n>`` (or ``/<group name>``) per param group when there are several; a
+#: logger may put its own prefix before it (``trainer/lr-AdamW``)
+_LIGHTNING_LR = re.compile(r"^(?:[\w.]+/)?lr-[A-Za-z_]\w*(?:-(?P<copy>\d+))?(?:/(?P<group>[^/]+))?$")
+#: what the monitor logs beside a learning rate under the same name (``log_momentum``,
+#: ``log_weight_decay``)
+_LIGHTNING_NOT_LR = ("-momentum", "-weight_decay")
+
+
+def lightning_learning_rate(names: Iterable[str]) -> str | None:
+    """The learning-rate column Lightning's ``LearningRateMonitor`` wrote among ``names``, None if
+    none: the first optimizer's first param group (``lr-Adam/pg1`` before ``lr-Adam/pg2`` and
+    ``lr-Adam-1``), else the first such column. Why the first group: it is the model's main one
+    (the others, a head or no-decay parameters, usually follow its schedule at another scale)."""
+    found: list[tuple[int, int, int, str]] = []
+    for position, name in enumerate(names):
+        match = _LIGHTNING_LR.match(name.strip())
+        if match is None or name.strip().endswith(_LIGHTNING_NOT_LR):
+            continue
+        group = match.group("group") or ""
+        numbered = re.fullmatch(r"pg(\d+)", group)
+        found.append(
+            (int(match.group("copy") or 0), int(numbered.group(1)) if numbered else 0, position, name)
+        )
+    return min(found)[3] if found else None
 
 
 def epoch_millis(column: Column, times: Sequence[float]) -> tuple[Column, str] | None:

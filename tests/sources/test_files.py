@@ -265,6 +265,36 @@ def test_a_wandb_export_takes_the_trainer_step_not_the_row_counter(
     assert accuracy.steps == evals.steps and direction_of(accuracy.metric) is Direction.HIGHER
 
 
+@pytest.mark.parametrize(
+    ("lr_columns", "read"),
+    [
+        (["lr-AdamW"], "lr-AdamW"),
+        (["lr-SGD", "lr-SGD-momentum"], "lr-SGD"),
+        (["lr-Adam/pg2", "lr-Adam/pg1"], "lr-Adam/pg1"),
+        (["lr-Adam-1", "lr-Adam"], "lr-Adam"),
+        (["trainer/lr-AdamW"], "trainer/lr-AdamW"),
+    ],
+)
+def test_a_lightning_learning_rate_monitor_column_is_the_learning_rate(
+    tmp_path: Path, lr_columns: list[str], read: str
+) -> None:
+    # LearningRateMonitor names its column after the optimizer: lr-<Optimizer>[-<n>][/pg<n>]; with
+    # several, the first optimizer's first param group is the one read
+    path = tmp_path / "metrics.csv"
+    rates = {name: 1e-3 if name == read else 5e-2 for name in lr_columns}
+    row = ",".join(str(rates[name]) for name in lr_columns)
+    path.write_text(f"step,train_loss_step,{','.join(lr_columns)}\n10,2.0,{row}\n20,1.8,{row}\n")
+    curve = load_curve(path)
+    assert curve.learning_rates == (1e-3, 1e-3)
+    assert f"learning_rate '{read}'" in curve.source
+
+
+def test_a_learning_rate_column_comes_before_a_lightning_monitor_column(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,loss,lr-AdamW,learning_rate\n10,2.0,0.5,1e-3\n20,1.8,0.5,1e-3\n")
+    assert load_curve(path).learning_rates == (1e-3, 1e-3)
+
+
 def test_the_wandb_row_counter_is_the_step_of_a_file_with_no_other(tmp_path: Path) -> None:
     path = tmp_path / "export.csv"
     path.write_text("_step,loss\n0,2.0\n1,1.9\n2,1.8\n")
