@@ -9,6 +9,10 @@ suffix, when no other run's log has that file name. A row that names by file nam
 logs (``trainer_state.json``) is an error that says which path to give instead. Its ``labels``
 (``workload-type=pretraining;team=a``) are the job's labels, which a policy's selector reads.
 
+An index found so is applied without being asked for: the back-test names each index it used
+and how many runs it gave a row (``index_notes``), so that GPUs and groups taken from a file
+nobody mentioned do not go unseen.
+
 Which rows matched is recorded, and which runs had none while an index was in use: a run without
 its row falls back to ``--gpus`` (else 1 GPU), its folder's group and no labels, so its GPU-hours
 and the policy that selects it are wrong with no sign of it. The back-test warns of both rather
@@ -29,9 +33,11 @@ __all__ = [
     "MAX_WARNINGS",
     "Index",
     "IndexRow",
+    "IndexUse",
     "Indexes",
     "RunWithoutRow",
     "UnmatchedRow",
+    "index_notes",
     "index_row",
     "mismatch_warnings",
     "read_index",
@@ -64,6 +70,30 @@ class RunWithoutRow:
     run: str
     index: Path
     key: str
+
+
+@dataclass(frozen=True)
+class IndexUse:
+    """An index CSV runs were looked up in: of ``looked_up`` runs, ``matched`` got a row;
+    ``given``: it is ``--index`` (else found in a run's folder or above it)."""
+
+    index: Path
+    matched: int
+    looked_up: int
+    given: bool
+
+
+def index_notes(uses: list[IndexUse]) -> list[str]:
+    """One line per index CSV in use: which file, how many runs it gave a row, and, for one found
+    beside the runs, that it was read without ``--index``."""
+    lines = []
+    for use in uses:
+        how = "--index" if use.given else "found beside the runs, read automatically"
+        lines.append(
+            f"index {use.index} ({how}): gpus, group and labels for {use.matched} of "
+            f"{use.looked_up} run{'s' if use.looked_up != 1 else ''}"
+        )
+    return lines
 
 
 #: warning lines per kind of miss (index rows that match no run, runs without a row); the rest

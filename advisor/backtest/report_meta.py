@@ -34,6 +34,7 @@ _LABELS = {
 #: lists of names, shown each under its heading after the header (the JSON keeps the first 20)
 _LISTS = {
     "skipped": "Runs skipped as bad",
+    "index_files": "Index CSVs used",
     "index_rows_unmatched_keys": "Index rows matching no run",
     "runs_without_index_row_names": "Runs without an index row (--gpus or 1 GPU, no labels)",
 }

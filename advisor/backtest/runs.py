@@ -39,7 +39,15 @@ from pathlib import Path
 import numpy as np
 
 from advisor.backtest.errors import BadRunError, RunError
-from advisor.backtest.index import Indexes, IndexRow, RunWithoutRow, UnmatchedRow, index_row, suggested_key
+from advisor.backtest.index import (
+    Indexes,
+    IndexRow,
+    IndexUse,
+    RunWithoutRow,
+    UnmatchedRow,
+    index_row,
+    suggested_key,
+)
 from advisor.forecast._prep import looks_unsorted
 from advisor.series import Direction, direction_of
 from advisor.sources.assemble import eval_metrics
@@ -197,6 +205,8 @@ class LoadedRuns:
     skipped: list[str]
     unmatched_rows: list[UnmatchedRow] = field(default_factory=list)
     without_row: list[RunWithoutRow] = field(default_factory=list)
+    #: each index CSV runs were looked up in, in the order first used
+    indexes: list[IndexUse] = field(default_factory=list)
 
 
 def load_runs(
@@ -247,6 +257,7 @@ def read_runs(
     skipped: list[str] = []
     without_row: list[RunWithoutRow] = []
     indexes = Indexes(index)
+    uses: dict[Path, list[int]] = {}  # index -> [runs given a row, runs looked up]
     try:
         logs = find_run_logs(args)
     except SourceError as exc:
@@ -294,6 +305,10 @@ def read_runs(
                     raise
                 skipped.append(str(exc))
                 continue
+            if table is not None:
+                use = uses.setdefault(table.path, [0, 0])
+                use[0] += found is not None
+                use[1] += 1
             if table is not None and found is None:
                 key = suggested_key(table, log, cid, folder_run)
                 without_row.append(RunWithoutRow(name, table.path, key))
@@ -303,7 +318,9 @@ def read_runs(
             on_file(path)
     if not runs:
         raise RunError("no runs to back-test" + (f" ({len(skipped)} skipped as bad)" if skipped else ""))
-    return LoadedRuns(runs, skipped, indexes.unmatched(), without_row)
+    given = None if indexes.given is None else indexes.given.path
+    used = [IndexUse(path, matched, looked, path == given) for path, (matched, looked) in uses.items()]
+    return LoadedRuns(runs, skipped, indexes.unmatched(), without_row, used)
 
 
 def _attach_evals(

@@ -74,7 +74,9 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=None,
         help="index CSV: a run column (curve_id, run, name or file), gpus, group, labels (k=v;k2=v2, as "
-        "a policy's selector reads a job's labels); a run is matched by "
+        "a policy's selector reads a job's labels). Without it, an index.csv or runs.csv in a run's "
+        "folder or a folder above it (up to the folder given) is read automatically, and is used "
+        "before this one; each index used is named on stderr. A run is matched by "
         "its curve_id, its path relative to the index's folder (e.g. lr1e-3/trainer_state.json), its "
         "folder when it is alone in it (lr1e-3), its name, or its file name when no other run has it; "
         "an index row that matches no run, and a run without a row, are warned of on stderr",
@@ -202,7 +204,7 @@ def _check(args: argparse.Namespace) -> None:
 def _load(args: argparse.Namespace) -> Any:
     """The runs the arguments name (``advisor.backtest.runs.LoadedRuns``), the bad ones skipped (a
     bad run is one error line) and the index's misses, each said on stderr."""
-    from advisor.backtest.index import mismatch_warnings
+    from advisor.backtest.index import index_notes, mismatch_warnings
     from advisor.backtest.runs import BadRunError, RunError, read_runs
 
     try:
@@ -222,6 +224,9 @@ def _load(args: argparse.Namespace) -> Any:
     # which runs were skipped and why, where the count is read (not only in --json / --report)
     for line in loaded.skipped:
         print(f"skipped {line}", file=sys.stderr)
+    # an index found beside the runs is applied unasked: which one, said where the misses are
+    for line in index_notes(loaded.indexes):
+        print(line, file=sys.stderr)
     # an index row that names no run, or a run without one, silently changes GPUs, group and
     # labels: said, not fatal (an index may list more runs than are back-tested)
     for line in mismatch_warnings(loaded.unmatched_rows, loaded.without_row):
@@ -233,6 +238,7 @@ def backtest(
     args: argparse.Namespace, *, progress: bool
 ) -> tuple[list[dict[str, Any]], dict[str, Any], list[Any]]:
     """The rows (``row_summary`` objects, baselines first), the run's meta data and the runs."""
+    from advisor.backtest.index import index_notes
 
     _check(args)
     _rows(args)  # a bad policy or baseline fails before any run is read
@@ -240,6 +246,7 @@ def backtest(
     rows, meta = evaluate_rows(loaded.runs, args, progress=progress)
     meta["skipped_runs"] = len(loaded.skipped)
     meta["skipped"] = loaded.skipped[:20]
+    meta["index_files"] = index_notes(loaded.indexes)
     meta["index_rows_unmatched"] = len(loaded.unmatched_rows)
     meta["index_rows_unmatched_keys"] = [f"{u.index}: {u.key}" for u in loaded.unmatched_rows[:20]]
     meta["runs_without_index_row"] = len(loaded.without_row)

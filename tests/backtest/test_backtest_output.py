@@ -178,6 +178,38 @@ def test_index_rows_that_match_no_run_and_runs_without_a_row_are_warned_of(
     assert "warning: " not in capsys.readouterr().err
 
 
+def test_an_index_found_beside_the_runs_is_named_on_stderr_and_in_the_meta_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An index.csv in the runs' folder gives them their GPUs unasked: a sweep's every run counted
+    on 8 GPUs with nothing in the output saying why. Each index used is one line on stderr (which
+    file, found or given, how many runs it gave a row) and a list in the JSON's meta data."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    s, v = _learning(1, n=40)
+    for name in ("a", "b"):
+        _write(runs / f"{name}.csv", s, v, total=400)
+    (runs / "index.csv").write_text("run,gpus\na,8\n")
+    out_json = tmp_path / "bt.json"
+    argv = ["backtest", str(runs), "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
+    assert main([*argv, "--json-file", str(out_json)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    found = "found beside the runs, read automatically"
+    line = f"index {runs / 'index.csv'} ({found}): gpus, group and labels for 1 of 2 runs"
+    assert line in err
+    meta = json.loads(out_json.read_text())[0]["backtest"]
+    assert meta["index_files"] == [line]
+    # given with --index, it is named as such
+    index = tmp_path / "idx.csv"
+    index.write_text("run,gpus\nruns/a.csv,4\nruns/b.csv,4\n")
+    (runs / "index.csv").unlink()
+    assert main([*argv, "--index", str(index)]) == 0
+    assert f"index {index} (--index): gpus, group and labels for 2 of 2 runs" in capsys.readouterr().err
+    # no index: nothing said
+    assert main(argv) == 0
+    assert "index" not in capsys.readouterr().err
+
+
 def test_the_reports_header_is_in_words_and_its_stopped_runs_heading_counts_runs_and_stops(
     tmp_path: Path,
 ) -> None:
