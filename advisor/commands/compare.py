@@ -2,10 +2,11 @@
 
 For runs of one experiment (a hyperparameter sweep, seeds), prints each run's predicted final
 value of the series the runs are judged by, with its 80% interval, and the probability that each
-ends best. The series: ``--metric`` when given, else the eval metric every run is judged by (a
-fine-tune's ``eval_loss``: a run that overfits ends with a low training loss and a poor model),
-else the training loss. "Best" follows the metric's direction (lowest loss, highest accuracy).
-Each forecast interval is read as a split normal (p10 / mean / p90) and the probabilities come
+ends best. The series: ``--metric`` when given (an error when no run reports it), else the eval
+metric the runs are judged by when every run reports it (a fine-tune's ``eval_loss``: a run that
+overfits ends with a low training loss and a poor model), else the training loss, with a note
+that says why. "Best" follows the metric's direction (lowest loss, highest accuracy). Each
+forecast interval is read as a split normal (p10 / mean / p90) and the probabilities come
 from a seeded Monte-Carlo draw, so the same forecasts always give the same answer.
 
 Judged by an eval metric, a run gives the better of its best evaluation so far and its final
@@ -68,7 +69,8 @@ def register(subparsers: Any) -> None:
         "--metric",
         metavar="NAME",
         help="series to rank by: loss (training loss) or an eval metric such as eval_loss "
-        "(default: the eval metric every run is judged by, else loss). BEST CHECKPOINT is that "
+        "(default: the eval metric the runs are judged by when every run reports it, else loss, "
+        "said in a note; a metric no run reports is an error). BEST CHECKPOINT is that "
         "metric's best evaluation (step: value), which a run gives when it beats its final value; "
         "ranked by loss there is none (a run's last weights are what its training loss describes)",
     )
@@ -111,12 +113,56 @@ def prob_best(
     return [float(c) / draws for c in counts]
 
 
-def _judged_metric(statuses: Sequence[Mapping[str, Any]]) -> str:
-    """The eval metric the runs are judged by, when those judged by one agree (a run with too few
-    evaluations to be judged yet still shows its forecast of it, or none), else the training loss
-    (``loss``)."""
-    names = {m for st in statuses if (m := (st.get("learningState") or {}).get("metric"))}
-    return names.pop() if len(names) == 1 else "loss"
+def _judged_metric(statuses: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
+    """The series to rank by when ``--metric`` names none, and why it is the training loss when an
+    eval metric was left for it (None otherwise). The eval metric the runs are judged by, when
+    those judged by one agree and every run reports it (a run with too few evaluations to be
+    judged yet still shows its forecast of it), else the training loss (``loss``): ranked by a
+    metric some runs lack, those runs get no place, and the one run that has it is best at 100%."""
+    names = list(dict.fromkeys(m for st in statuses if (m := (st.get("learningState") or {}).get("metric"))))
+    if len(names) > 1:
+        judged = ", ".join(names)
+        return "loss", f"the runs are judged by different eval metrics ({judged}; --metric NAME ranks by one)"
+    if not names:
+        return "loss", None
+    reporting = sum(_reports(st, names[0]) for st in statuses)
+    if reporting < len(statuses):
+        return "loss", (
+            f"{names[0]} is reported by {reporting} of {len(statuses)} runs only "
+            f"(--metric {names[0]} ranks those by it)"
+        )
+    return names[0], None
+
+
+def _reports(status: Mapping[str, Any], metric: str) -> bool:
+    """Whether a run reports ``metric``: the training loss always; an eval metric when its state
+    forecasts it (a log's: or has its best checkpoint)."""
+    if metric == "loss":
+        return True
+    series = (status.get("learningState") or {}).get("series") or {}
+    return metric in series or metric in (status.get(_BESTS) or {})
+
+
+def _series_of(statuses: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every series some run reports: the training loss, then each eval metric as first seen."""
+    names: dict[str, None] = {"loss": None}
+    for st in statuses:
+        names.update(dict.fromkeys((st.get("learningState") or {}).get("series") or {}))
+        names.update(dict.fromkeys(st.get(_BESTS) or {}))
+    return list(names)
+
+
+def _chosen_metric(statuses: Sequence[Mapping[str, Any]], asked: str | None) -> tuple[str, str | None]:
+    """The series to rank by and, when the default fell back to the training loss, why. A metric
+    asked for that no run reports is an error, as ``forecast --metric`` makes it: ranked by it,
+    every run would show ``-`` under a heading that says the runs were ranked."""
+    if asked is None:
+        return _judged_metric(statuses)
+    if not any(_reports(st, asked) for st in statuses):
+        raise CommandError(
+            f"--metric {asked}: no run reports it (the runs' series: {', '.join(_series_of(statuses))})"
+        )
+    return asked, None
 
 
 def _final(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
@@ -302,7 +348,7 @@ def run(args: argparse.Namespace) -> int:
     for note in skipped:
         print(f"skipped {note}", file=sys.stderr)
     statuses = [st for _, st, _ in found]
-    metric = args.metric or _judged_metric(statuses)
+    metric, fallback = _chosen_metric(statuses, args.metric)
     higher = _higher(statuses, metric)
     ranked = [(ref, st, _interval(st, metric)) for ref, st, _ in found]
     # a run judged diverging (its loss blew up or went NaN) will not end best, whatever its
@@ -354,7 +400,10 @@ def run(args: argparse.Namespace) -> int:
     final = "FINAL LOSS" if metric == "loss" else f"FINAL {metric.upper()}"
     best = ("BEST CHECKPOINT",) if checkpoints else ()
     print_table(("RUN", final, "80% INTERVAL", "P(BEST)", *best, "PROGRESS", "STATE"), rows)
-    print(f"ranked by {metric} ({'higher' if higher else 'lower'} is better)")
+    ranked_by = f"ranked by {metric} ({'higher' if higher else 'lower'} is better)"
+    if fallback is not None:
+        ranked_by += f": {fallback}"
+    print(ranked_by)
     if not checkpoints and any(
         (st.get("learningState") or {}).get("bestStep") is not None for st in statuses
     ):

@@ -240,3 +240,52 @@ def test_the_best_checkpoint_shown_is_that_of_the_metric_ranked_by(
     assert cli.main([*argv, "--metric", "loss"]) == 0
     out = capsys.readouterr().out
     assert "BEST CHECKPOINT" not in out and "step 700" not in out and "no best checkpoint" in out
+
+
+def _loss_only_run(path: Path, *, scale: float, steps: int = 3000) -> None:
+    rows = ["step,loss"] + [f"{s},{0.3 + scale * math.exp(-s / 600):.5f}" for s in range(10, steps + 1, 10)]
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_an_eval_metric_only_some_runs_report_is_not_the_default_ranking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One fine-tune with an eval_loss among runs that log only a training loss: ranked by the eval
+    loss, the others had no place and the one run was best at 100%. The default ranks by an eval
+    metric only when every run reports it, else by the training loss, and says why."""
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    _sweep_run(sweep / "with-eval.json", overfit=False)
+    _loss_only_run(sweep / "a.csv", scale=2.0)
+    _loss_only_run(sweep / "b.csv", scale=2.5)
+    assert cli.main(["compare", str(sweep), "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["metric"] for r in rows} == {"loss"}
+    assert all(r["probabilityBest"] is not None for r in rows)
+    assert cli.main(["compare", str(sweep)]) == 0
+    out = capsys.readouterr().out
+    assert "FINAL LOSS" in out
+    assert (
+        "ranked by loss (lower is better): eval_loss is reported by 1 of 3 runs only "
+        "(--metric eval_loss ranks those by it)"
+    ) in out
+    # asked for, it is what the runs are ranked by, those without it listed without a forecast
+    assert cli.main(["compare", str(sweep), "--metric", "eval_loss", "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["metric"] for r in rows} == {"eval_loss"}
+    assert sum(r["final"] is None for r in rows) == 2
+
+
+def test_a_metric_no_run_reports_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _loss_only_run(tmp_path / "a.csv", scale=2.0)
+    _loss_only_run(tmp_path / "b.csv", scale=2.5)
+    assert (
+        cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--metric", "eval_bogus"]) == 2
+    )
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        "trainjob-advisor compare: error: --metric eval_bogus: no run reports it (the runs' series: loss)"
+    ]
