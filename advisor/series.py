@@ -24,6 +24,7 @@ __all__ = [
     "eval_series_name",
     "is_eval_name",
     "primary_eval",
+    "summaries_first",
 ]
 
 #: the name of the training-loss series wherever series are named (policies' ``metric:``, the CLI)
@@ -125,3 +126,41 @@ def primary_eval(
         if is_eval_name(name) and direction_of(name, overrides) is not None:
             return name
     return None
+
+
+#: words that make an eval metric a summary over classes or labels rather than one of them
+#: (seqeval's ``eval_overall_f1``, ``eval_macro_f1``, ``eval_mean_iou``), or name its unit
+#: (``eval_word_error_rate``, ``eval_token_accuracy``)
+_SUMMARY_WORDS = frozenset(
+    ("overall", "macro", "micro", "weighted", "mean", "avg", "average", "total", "all", "global")
+)
+_UNIT_WORDS = frozenset(("word", "char", "character", "token", "sentence", "seq", "sequence", "sample"))
+
+
+def _per_class(name: str) -> bool:
+    """Whether an eval metric is one class's or label's: its name puts a word before its metric
+    word that is neither a metric, summary nor unit word (``eval_t005_f1``, seqeval's
+    ``eval_PER_f1``, ``eval_class_3_accuracy``)."""
+    body = eval_series_name(name).removeprefix("eval_")
+    first = (_tokens(body) or [""])[0]
+    return not (direction_of(first) is not None or first in _SUMMARY_WORDS or first in _UNIT_WORDS)
+
+
+def summaries_first(
+    names: list[str] | tuple[str, ...], overrides: Mapping[str, str] | None = None
+) -> list[str]:
+    """Eval metric ``names`` in the order they are worth showing when not all can be: the primary
+    one (``primary_eval``, what the run is judged by), then those named ``overall``, then the
+    other summaries over all classes, then each class's or label's own; in the given order within
+    each. Why: a token classifier logs precision, recall and F1 per label, dozens of them, and its
+    ``eval_overall_f1`` last."""
+    primary = primary_eval(names, overrides)
+
+    def rank(name: str) -> int:
+        if name == primary:
+            return 0
+        if "overall" in _tokens(name):
+            return 1
+        return 3 if _per_class(name) else 2
+
+    return sorted(names, key=rank)

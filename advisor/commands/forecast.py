@@ -23,7 +23,7 @@ from advisor.cli import CommandError, non_negative_int, positive_int, require_ex
 from advisor.core.record import median_gap
 from advisor.forecast.state import learning_state
 from advisor.model import Forecast, LearningState
-from advisor.series import TRAIN_SERIES, Direction, direction_of, primary_eval
+from advisor.series import TRAIN_SERIES, Direction, direction_of, primary_eval, summaries_first
 from advisor.sources.files import LoadedCurve, SourceError, load_curve, load_curve_bytes
 
 if TYPE_CHECKING:
@@ -89,6 +89,8 @@ class Outcome:
     #: the step from which the file's values are non-finite to its end, with a cut (the run
     #: diverged: its "observed end" is no number)
     observed_nonfinite_from: float | None = None
+    #: the file's eval metrics left out beyond ``MAX_EVAL_SERIES`` (a note says how many)
+    evals_not_shown: tuple[str, ...] = ()
 
 
 def register(subparsers: Any) -> None:
@@ -269,7 +271,9 @@ def compute(args: ForecastRequest) -> Outcome:
     observed = _observed_end(full, len(curve), total) if truncated else None
     diverged = _nonfinite_from(full, len(curve)) if truncated else None
     train = _training_loss(args, cut) if args.metric is not None and full.metric != TRAIN_SERIES else None
-    evals = _eval_series(args, curve if train is None else train, cut)
+    evals, not_shown = _eval_series(args, curve if train is None else train, cut)
+    if not_shown:
+        notes.append(_not_shown_note(not_shown))
     directions = {name: direction_of(name) or Direction.LOWER for name in evals}
     outcome = outcome_of(
         curve,
@@ -282,7 +286,7 @@ def compute(args: ForecastRequest) -> Outcome:
         plot=args.plot,
         train=train,
     )
-    return dataclasses.replace(outcome, observed_nonfinite_from=diverged)
+    return dataclasses.replace(outcome, observed_nonfinite_from=diverged, evals_not_shown=tuple(not_shown))
 
 
 def _nonfinite_from(full: LoadedCurve, cut: int) -> float | None:
@@ -405,7 +409,8 @@ class _Series:
     direction: Direction
 
 
-#: eval series a file's forecast reads at most (besides its training loss)
+#: eval series a file's forecast reads at most (besides its training loss); which ones:
+#: ``summaries_first``, and the rest are named in a note
 MAX_EVAL_SERIES = 8
 
 
@@ -422,17 +427,21 @@ def _training_loss(args: ForecastRequest, cut: float | None) -> LoadedCurve | No
     return train.upto(cut) if cut is not None else train
 
 
-def _eval_series(args: ForecastRequest, curve: LoadedCurve, cut: float | None) -> dict[str, LoadedCurve]:
+def _eval_series(
+    args: ForecastRequest, curve: LoadedCurve, cut: float | None
+) -> tuple[dict[str, LoadedCurve], list[str]]:
     """The file's eval series up to the same cut (``eval_loss`` and every other eval metric whose
     name says its direction: ``eval_accuracy``, ``eval_wer``, ...), when the forecast is of the
     training loss; each is forecast on its own and the run state combines them, as the
-    controller's core does with what a job reports."""
+    controller's core does with what a job reports. At most ``MAX_EVAL_SERIES`` of them, the
+    primary one and the summaries first (``summaries_first``); the others' names come second."""
     from advisor.sources.assemble import eval_metrics
 
     if curve.metric != "loss" or not args.file or args.file == "-":
-        return {}
+        return {}, []
+    names = summaries_first(eval_metrics(curve.columns))
     out: dict[str, LoadedCurve] = {}
-    for name in eval_metrics(curve.columns)[:MAX_EVAL_SERIES]:
+    for name in names[:MAX_EVAL_SERIES]:
         try:
             evals = load_curve(args.file, metric=name, curve_id=args.curve)
         except SourceError:
@@ -441,7 +450,14 @@ def _eval_series(args: ForecastRequest, curve: LoadedCurve, cut: float | None) -
             evals = evals.upto(cut)
         if evals.steps:
             out[evals.metric] = evals
-    return out
+    return out, names[MAX_EVAL_SERIES:]
+
+
+def _not_shown_note(names: list[str]) -> str:
+    """The note on the eval metrics left out of a forecast (``MAX_EVAL_SERIES``): how many, the
+    first few by name (the JSON lists them all)."""
+    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    return f"{len(names)} more eval metrics not shown ({shown}); --metric NAME forecasts one"
 
 
 def _failure(fc: Forecast) -> str | None:

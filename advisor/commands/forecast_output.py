@@ -280,6 +280,8 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "has_epochs": curve.epochs is not None,
         "notes": list(outcome.notes),
         "warnings": list(curve.warnings),
+        # the eval metrics of the file beyond those forecast (``series``), named in a note
+        "eval_metrics_not_shown": list(outcome.evals_not_shown),
     }
     if outcome.observed_final is not None:
         result["observed_final_loss"] = _plain(outcome.observed_final)

@@ -183,3 +183,33 @@ def test_an_eval_metric_is_not_forecast_to_drop_at_epoch_boundaries(
     assert not any("epoch boundary" in w for w in out["warnings"])
     assert out["final_loss"]["mean"] == pytest.approx(0.92, abs=0.004)
     assert out["state"]["label"] == "plateaued"
+
+
+def test_a_log_of_many_eval_metrics_shows_its_summaries_and_names_the_rest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A token classifier logs precision, recall and F1 per label and its overall scores last: the
+    first eight eval metrics were shown and the rest, eval_overall_f1 among them, dropped unsaid.
+    The primary metric and the summaries come first, and a note names those not shown."""
+    labels = [f"eval_t{k:03d}_{m}" for k in range(4) for m in ("f1", "precision", "recall")]
+    names = ["eval_loss", *labels, "eval_overall_f1", "eval_overall_accuracy"]
+    history: list[dict[str, float]] = []
+    for s in range(10, 2001, 10):
+        history.append({"step": s, "loss": 0.3 + 2 * math.exp(-s / 500)})
+        if s % 200 == 0:
+            score = 0.9 - 0.4 * math.exp(-s / 600)
+            history.append({"step": s, **{n: (1.5 - score) if n == "eval_loss" else score for n in names}})
+    log = tmp_path / "trainer_state.json"
+    log.write_text(json.dumps({"log_history": history, "max_steps": 2000, "global_step": 2000}))
+    data = _forecast(capsys, str(log))
+    shown = [n for n in data["series"] if n != "loss"]
+    assert shown[:3] == ["eval_loss", "eval_overall_f1", "eval_overall_accuracy"]
+    assert len(shown) == 8
+    left = labels[5:]
+    assert data["input"]["eval_metrics_not_shown"] == left
+    note = f"7 more eval metrics not shown ({', '.join(left[:4])}, ...); --metric NAME forecasts one"
+    assert note in data["input"]["notes"]
+    assert main(["forecast", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert f"  note            {note}" in out
+    assert "  eval_overall_f1 " in out

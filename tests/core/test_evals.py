@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from advisor.core.evals import EvalHistory
 from advisor.core.history import History
 from advisor.model import ProgressSample
-from advisor.series import Direction, direction_of, eval_series_name, primary_eval
+from advisor.series import Direction, direction_of, eval_series_name, primary_eval, summaries_first
 
 
 def ev(step: int, loss: float | None = 1.0, time: float | None = None, **metrics: float) -> ProgressSample:
@@ -45,6 +45,20 @@ class TestDirections:
         assert primary_eval(("eval_accuracy", "eval_loss")) == "eval_loss"
         assert primary_eval(("eval_runtime", "eval_accuracy")) == "eval_accuracy"
         assert primary_eval(("loss",)) is None
+
+    def test_summaries_are_shown_before_each_labels_own(self) -> None:
+        names = ["eval_t005_f1", "eval_PER_f1", "eval_overall_f1", "eval_loss", "eval_class_3_accuracy"]
+        names += ["eval_macro_f1", "eval_accuracy", "eval_word_error_rate"]
+        assert summaries_first(names) == [
+            "eval_loss",  # the primary one: what the run is judged by
+            "eval_overall_f1",
+            "eval_macro_f1",
+            "eval_accuracy",
+            "eval_word_error_rate",
+            "eval_t005_f1",
+            "eval_PER_f1",
+            "eval_class_3_accuracy",
+        ]
 
 
 class TestNewEvaluations:
