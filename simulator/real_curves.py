@@ -119,6 +119,8 @@ class RealCurveLibrary:
     ``curve_id``), drawn uniformly per job."""
 
     def __init__(self, folder: Path) -> None:
+        if not folder.exists():
+            raise ValueError(f"--curves: no such folder: {folder}")
         if not folder.is_dir():
             raise ValueError(f"{folder}: --curves needs a folder of runs")
         self.folder = folder

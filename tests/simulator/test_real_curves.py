@@ -71,7 +71,7 @@ def test_simulate_with_real_curves_says_which_curves(
     assert "2 real runs from" in rows[0]["scenario"]["curves"]
     assert "curves: 2 real runs" in capsys.readouterr().out
     assert main(["simulate", "--jobs", "6", "--quiet", "--curves", str(tmp_path / "none")]) == 2
-    assert "--curves needs a folder" in capsys.readouterr().err
+    assert "--curves: no such folder: " in capsys.readouterr().err
 
 
 def test_a_real_run_with_an_eval_loss_is_replayed_with_it_and_judged_by_it(tmp_path: Path) -> None:
@@ -120,3 +120,17 @@ def test_real_curves_are_found_and_named_as_backtest_finds_and_names_runs(tmp_pa
     runs, _ = load_runs([sweep])
     names = ["lr1e-3/trainer_state.json", "lr1e-4/trainer_state.json", "lr2e-5/trainer_state.json"]
     assert [c.name for c in lib.curves] == [r.name for r in runs] == [*names, "lr5e-5/train.log"]
+
+
+def test_curves_that_do_not_exist_or_are_no_folder_are_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope_dir"
+    assert main(["simulate", "--curves", str(missing)]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"trainjob-advisor simulate: error: --curves: no such folder: {missing}"
+    )
+    one = _runs(tmp_path / "runs") / "flat.csv"
+    assert main(["simulate", "--curves", str(one)]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"{one}: --curves needs a folder of runs")
