@@ -84,7 +84,7 @@ def _read(path: str) -> str:
 def _validate(files: list[str]) -> int:
     from policies import PolicyError
     from policies.loader import policies_from_text, read_policy_file
-    from policies.rules.base import NO_DIRECTION, undirected_metrics
+    from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
 
     failed = False
     defined: dict[str, str] = {}  # policy name -> the file that defines it first
@@ -130,6 +130,8 @@ def _validate(files: list[str]) -> int:
         for p in policies:
             for field, metric in undirected_metrics(p):
                 print(f"{path}: warning: policy {p.name}: {field}: {metric} is never judged: {NO_DIRECTION}")
+            for field, why in direction_warnings(p):
+                print(f"{path}: warning: policy {p.name}: {field}: {why}")
     return 1 if failed else 0
 
 

@@ -47,7 +47,7 @@ from typing import Any
 from advisor.controller.actuator import HELD_DETAIL
 from advisor.controller.metrics import Metrics
 from advisor.model import ActionRecord, Mode
-from policies.rules.base import NO_DIRECTION, undirected_metrics
+from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
 
 __all__ = ["MAX_LISTED_JOBS", "JobFigures", "PolicyBook", "PolicyFigures", "policy_figures"]
 
@@ -420,8 +420,10 @@ class PolicyBook:
 
 def _warnings(policy: Any) -> str:
     """What ``policy validate`` warns of, for whoever applied the policy with kubectl: a rule's
-    metric whose name says no direction is never judged."""
+    metric whose name says no direction is never judged; a ``metricDirections`` entry that is
+    ignored or turns a metric against its name."""
     if policy is None:
         return ""
     found = [f"{field}: {metric} is never judged" for field, metric in undirected_metrics(policy)]
-    return f"; warning: {'; '.join(found)} ({NO_DIRECTION})" if found else ""
+    text = f"; warning: {'; '.join(found)} ({NO_DIRECTION})" if found else ""
+    return text + "".join(f"; warning: {field}: {why}" for field, why in direction_warnings(policy))

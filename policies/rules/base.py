@@ -24,7 +24,7 @@ from advisor.model import (
     Forecast,
     JobView,
 )
-from advisor.series import TRAIN_SERIES, direction_of, eval_series_name
+from advisor.series import TRAIN_SERIES, direction_of, eval_series_name, is_eval_name
 from policies.fields import format_duration
 from policies.index import cluster_index
 from policies.spec import Policy
@@ -241,6 +241,34 @@ def undirected_metrics(policy: Policy) -> list[tuple[str, str]]:
         for name, rule in named
         if rule is not None and undirected(rule.metric, policy.metric_directions)
     ]
+
+
+def direction_warnings(policy: Policy) -> list[tuple[str, str]]:
+    """(field, why) of each ``spec.metricDirections`` entry that does not do what it may seem to:
+    ``policy validate`` warns of them. A name that is no eval metric (``loss``) is never read:
+    only the eval series a job reports are turned, and the training loss always improves
+    downwards. One that turns an eval metric against the direction its name says (``eval_loss:
+    higher``) is applied, as the field's description allows, and is most likely a slip: judged
+    so, a run's best checkpoint is where its eval loss was highest."""
+    from advisor.sources.normalize import canonical_name
+
+    out: list[tuple[str, str]] = []
+    for key, value in policy.metric_directions.items():
+        field = f"spec.metricDirections.{key}"
+        name = eval_series_name(canonical_name(key))
+        implied = direction_of(name)
+        if name == TRAIN_SERIES:
+            why = "the training loss is no eval metric: ignored, it stays lower-is-better as its name says"
+            out.append((field, why))
+        elif not is_eval_name(name):
+            out.append((field, f"{key} is no eval metric (eval_..., val_...): ignored"))
+        elif implied is not None and implied.value != value:
+            why = (
+                f"{value} contradicts the direction its name says ({implied}): the override is applied, "
+                f"{name} is judged {value}-is-better (remove it if that is not meant)"
+            )
+            out.append((field, why))
+    return out
 
 
 def runtime_gate(job: JobView, policy: Policy, now: float) -> str | None:

@@ -478,3 +478,29 @@ def test_a_valid_policy_whose_rule_judges_an_undirected_metric_says_so_in_its_co
     assert (cond["type"], cond["status"]) == ("Valid", "True")
     assert cond["message"].startswith("the policy is valid; warning: ")
     assert "eval_reward is never judged" in cond["message"]
+
+
+def test_a_valid_policy_whose_metric_directions_turn_a_loss_says_so_in_its_condition() -> None:
+    """As ``policy validate`` warns: an entry for the training loss is ignored, and one that turns
+    eval_loss against its name is applied; the Valid condition's message says both."""
+    api = FakeApi()
+    e = engine(api)
+    spec = {"mode": "Recommend", "metricDirections": {"loss": "higher", "eval_loss": "higher"}}
+    e.enqueue(
+        "policy",
+        "ADDED",
+        {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": "turned", "generation": 1},
+            "spec": spec,
+        },
+    )
+    e.step(T0)
+    (call,) = [c for c in api.log if c[0] == "policy_status" and "conditions" in c[2]]
+    message = call[2]["conditions"][0]["message"]
+    assert "; warning: spec.metricDirections.loss: the training loss is no eval metric: ignored" in message
+    assert (
+        "; warning: spec.metricDirections.eval_loss: higher contradicts the direction its name says"
+        in message
+    )

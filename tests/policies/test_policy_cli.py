@@ -222,6 +222,35 @@ spec:
     assert "warning" not in capsys.readouterr().out
 
 
+def test_validate_warns_of_metric_directions_that_are_ignored_or_turn_a_metric_against_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``metricDirections: {loss: higher, eval_loss: higher}`` was OK and said nothing: the training
+    loss is never turned (the entry is ignored), and eval_loss is turned against its name (applied:
+    its best checkpoint becomes its highest). Each is a warning naming its field; the policy stays
+    valid, and an entry for a name that says no direction is none."""
+    doc = """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: dirs}
+spec:
+  metricDirections:
+    {loss: higher, val_loss: higher, accuracy: lower, eval_accuracy: higher, eval_reward: higher}
+"""
+    path = tmp_path / "dirs.yaml"
+    path.write_text(doc)
+    assert main(["policy", "validate", str(path)]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if ": warning: " in line]
+    prefix = f"{path}: warning: policy dirs: spec.metricDirections"
+    assert warnings == [
+        f"{prefix}.loss: the training loss is no eval metric: ignored, it stays lower-is-better as its "
+        "name says",
+        f"{prefix}.val_loss: higher contradicts the direction its name says (lower): the override is "
+        "applied, eval_loss is judged higher-is-better (remove it if that is not meant)",
+        f"{prefix}.accuracy: accuracy is no eval metric (eval_..., val_...): ignored",
+    ]
+
+
 def test_explain_of_a_file_with_no_policy_is_an_error_as_validate_says(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
