@@ -187,4 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # run as ``python -m advisor.cli`` this file is ``__main__``, a second copy of the module: the
+    # commands raise ``advisor.cli.CommandError``, which only that module's ``main`` catches (this
+    # copy's printed bad input as an internal error, exit 1)
+    from advisor.cli import main as _main
+
+    raise SystemExit(_main())

@@ -34,6 +34,17 @@ def _one_error(done: subprocess.CompletedProcess[str], command: str) -> str:
     return lines[0]
 
 
+@pytest.mark.parametrize("module", ["advisor", "advisor.cli"])
+def test_bad_input_is_one_error_line_run_as_a_module_too(module: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", module, "forecast", str(tmp_path / "missing.csv")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "internal error" not in _one_error(done, "forecast")
+
+
 def test_a_closed_pipe_is_not_a_traceback() -> None:
     # the reader has gone before the first write: EPIPE, as with `forecast ... | head` on a long output
     proc = subprocess.Popen(
