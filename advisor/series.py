@@ -23,6 +23,7 @@ __all__ = [
     "direction_of",
     "eval_series_name",
     "is_eval_name",
+    "is_saved_step",
     "primary_eval",
     "summaries_first",
 ]
@@ -114,12 +115,28 @@ def direction_of(name: str, overrides: Mapping[str, str] | None = None) -> Direc
     return None
 
 
+def is_saved_step(step: float, save_steps: int, last_step: float) -> bool:
+    """Whether a trainer saving every ``save_steps`` steps wrote a checkpoint at ``step``: at each
+    multiple of it, and at the run's ``last_step`` (HF's Trainer saves there too). A best
+    checkpoint named to the user is one of these: an evaluation between two saves has no weights
+    on disk to keep."""
+    return step == last_step or (step > 0 and float(step) % save_steps == 0)
+
+
 def primary_eval(
-    names: list[str] | tuple[str, ...], overrides: Mapping[str, str] | None = None
+    names: list[str] | tuple[str, ...],
+    overrides: Mapping[str, str] | None = None,
+    *,
+    declared: str | None = None,
 ) -> str | None:
-    """The eval series a rule judges by default: ``eval_loss`` when reported, else the first
-    eval series with a direction (its name's, or one ``overrides`` gives), in order of first
-    appearance."""
+    """The eval series a rule judges by default: the one the run ``declared`` it is judged by (a
+    HF Trainer's ``metric_for_best_model``, read back from its trainer_state.json) when reported
+    with a direction, else ``eval_loss`` when reported, else the first eval series with a
+    direction (its name's, or one ``overrides`` gives), in order of first appearance. The
+    declared one comes first because it is the user's own choice: a run kept for its ``eval_f1``
+    is not judged by an ``eval_loss`` that turned up while its F1 still rose."""
+    if declared is not None and declared in names and direction_of(declared, overrides) is not None:
+        return declared
     if "eval_loss" in names:
         return "eval_loss"
     for name in names:

@@ -171,6 +171,11 @@ class CurveSpec:
     def has_evals(self) -> bool:
         return self.eval_every > 0
 
+    @property
+    def eval_metric(self) -> str:
+        """The name its evaluations are reported under (a real run's may be another)."""
+        return "eval_loss"
+
     def eval_clean(self, x: np.ndarray | float) -> np.ndarray:
         """The noiseless eval loss at progress x: the training law above it by ``eval_gap``, and
         rising past ``overfit_at`` when the run overfits."""

@@ -229,7 +229,8 @@ class SimJob:
             metrics.update(self.save_report)
         evaluation = self.curve.eval_observed(step)
         if evaluation is not None:
-            metrics["eval_loss"] = evaluation  # the latest evaluation, repeated until the next
+            # the latest evaluation, repeated until the next, by the name its run logged it under
+            metrics[self.curve.eval_metric] = evaluation
         return Report(
             time=time,
             step=step,

@@ -10,7 +10,9 @@ they are (their own noise included), interpolated between logged points.
 A run that logged an eval loss (a ``trainer_state.json`` with ``eval_loss`` entries) is replayed
 with it: each report carries the latest evaluation at or before its step, laid over the job's
 steps as the training loss is, and the run is judged by it, as the policies and the synthetic
-library's eval runs are.
+library's eval runs are. A ``trainer_state.json`` that names its best model by another eval metric
+(its ``best_metric`` is the ``eval_f1`` logged at its ``best_model_checkpoint``) is replayed with
+that one instead, reported by its name: the run is judged by what its trainer judged it by.
 
 The hidden truth for the verdicts is the run's own later record of its judged series (the eval
 loss when it logged one, else the training loss), judged as the back-test judges it: smoothed by
@@ -27,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from advisor.judging import improvement_left, learning_end_index, smoothed, standing
-from advisor.sources.files import SourceError, load_curves, parse_log
+from advisor.series import Direction, direction_of
+from advisor.sources.files import ParsedLog, SourceError, parse_log
 from advisor.sources.runlogs import find_run_logs
 
 __all__ = ["RealCurve", "RealCurveLibrary"]
@@ -49,6 +52,9 @@ class RealCurve:
     #: the run's evaluations (progress in [0, 1] on the training run's scale, and the eval loss)
     eval_xs: np.ndarray | None = field(default=None, repr=False)
     eval_values: np.ndarray | None = field(default=None, repr=False)
+    #: the eval series' name, as each report carries it, and whether it improves upwards
+    eval_metric: str = "eval_loss"
+    eval_higher: bool = False
     pathology: str = "real"
     workload_type: str = "fine-tuning"
     hang_step: int | None = None
@@ -57,8 +63,11 @@ class RealCurve:
 
     def __post_init__(self) -> None:
         judged = (self.eval_xs, self.eval_values) if self.has_evals else (self.xs, self.values)
+        truth = np.asarray(judged[1], dtype=float)
+        if self.has_evals and self.eval_higher:
+            truth = -truth  # the verdicts read lower as better (as the back-test orients a score)
         object.__setattr__(self, "_truth_xs", judged[0])
-        object.__setattr__(self, "_truth", smoothed(np.asarray(judged[1], dtype=float)))
+        object.__setattr__(self, "_truth", smoothed(truth))
 
     @property
     def has_evals(self) -> bool:
@@ -133,11 +142,13 @@ class RealCurveLibrary:
         for log in logs:
             path = log.path
             try:
-                loaded = parse_log(path).judged_curves()
+                parsed = parse_log(path)
+                loaded = parsed.judged_curves()
             except SourceError:
                 self.skipped += 1
                 continue
-            evals = _eval_series(path)
+            eval_metric = _judged_eval(parsed)
+            evals = _eval_series(parsed, eval_metric)
             for cid, curve in loaded:
                 steps = np.asarray(curve.steps, dtype=float)
                 back = np.nonzero(np.diff(steps) < 0)[0]
@@ -159,7 +170,9 @@ class RealCurveLibrary:
                     keep = (ev[0] >= steps[0]) & (ev[0] <= steps[-1]) & np.isfinite(ev[1])
                     if int(keep.sum()) >= _MIN_EVALS:
                         eval_xs, eval_values = ev[0][keep] / steps[-1], ev[1][keep]
-                self.curves.append(_Run(name, steps / steps[-1], values, lrs, eval_xs, eval_values))
+                self.curves.append(
+                    _Run(name, steps / steps[-1], values, lrs, eval_xs, eval_values, eval_metric)
+                )
         if not self.curves:
             raise ValueError(f"{folder}: no run with {_MIN_POINTS} or more points to draw curves from")
 
@@ -179,6 +192,8 @@ class RealCurveLibrary:
             lrs=run.lrs,
             eval_xs=run.eval_xs,
             eval_values=run.eval_values,
+            eval_metric=run.eval_metric,
+            eval_higher=direction_of(run.eval_metric) is Direction.HIGHER,
         )
 
 
@@ -192,12 +207,20 @@ class _Run:
     lrs: np.ndarray | None
     eval_xs: np.ndarray | None
     eval_values: np.ndarray | None
+    eval_metric: str = "eval_loss"
 
 
-def _eval_series(path: Path) -> dict[str | None, tuple[np.ndarray, np.ndarray]]:
-    """``curve id -> (steps, eval losses)`` of the runs in ``path`` that logged an eval loss."""
+def _judged_eval(log: ParsedLog) -> str:
+    """The eval series a run is replayed with: the one its trainer kept its best model by (read
+    back from its trainer_state.json) when its name says a direction, else its eval loss."""
+    declared = log.trainer.metric if log.trainer is not None else None
+    return declared if declared is not None and direction_of(declared) is not None else "eval_loss"
+
+
+def _eval_series(log: ParsedLog, metric: str) -> dict[str | None, tuple[np.ndarray, np.ndarray]]:
+    """``curve id -> (steps, values)`` of ``metric`` in the runs of ``log`` that logged it."""
     try:
-        loaded = load_curves(path, metric="eval_loss")
+        loaded = log.curves(metric)
     except SourceError:
         return {}
     out: dict[str | None, tuple[np.ndarray, np.ndarray]] = {}

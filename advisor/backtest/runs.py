@@ -104,6 +104,9 @@ class Run:
     #: policy that selects by label (the sample keeps pre-training runs off its plateau rule so) is
     #: back-tested as it would select on the cluster
     labels: tuple[tuple[str, str], ...] = ()
+    #: the eval metric its trainer kept its best model by (``eval_metric`` then), which the core
+    #: is told to judge by default; None: the file names none (the core's own default applies)
+    declared: str | None = None
 
     @property
     def duration_s(self) -> float:
@@ -328,10 +331,15 @@ def _attach_evals(
 ) -> None:
     """Give the runs read from ``log`` (``runs[first:]``) their eval series, all read in one pass
     over the file's records: every eval metric whose name says its direction (at most
-    ``MAX_EVAL_SERIES``; one that cannot be read is left out), the primary one (``eval_loss``,
-    else the first, as the core's rules default to) judged."""
+    ``MAX_EVAL_SERIES``; one that cannot be read is left out), the primary one judged: the one
+    the trainer kept its best model by (read back from its trainer_state.json), else
+    ``eval_loss``, else the first, as the core's rules default to (``primary_eval``)."""
     columns = next((c.columns for _cid, c in curves if c.columns), ())
-    names = eval_metrics(columns)[:MAX_EVAL_SERIES]
+    names = eval_metrics(columns)
+    declared = log.trainer.metric if log.trainer is not None else None
+    if declared in names:
+        names = [declared, *(n for n in names if n != declared)]
+    names = names[:MAX_EVAL_SERIES]
     if curves and curves[0][1].metric != "loss":
         # a log of eval metrics alone: the series it was read by is its primary eval series (and
         # its steps and times the run's), judged as ``forecast`` judges such a log
@@ -364,4 +372,5 @@ def _attach_evals(
                 eval_metric=name,
                 eval_higher=direction_of(name) is Direction.HIGHER,
                 other_evals=tuple(found[1:]),
+                declared=name if name == declared else None,
             )

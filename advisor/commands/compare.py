@@ -12,7 +12,9 @@ from a seeded Monte-Carlo draw, so the same forecasts always give the same answe
 Judged by an eval metric, a run gives the better of its best evaluation so far and its final
 value: the best checkpoint can be kept (HF's ``load_best_model_at_end``; the state names its
 step), so a run that overfit after reaching the sweep's best eval loss still holds the best
-model. Each run's best checkpoint of the metric ranked by (step and value) is shown beside it,
+model. Each run's best checkpoint of the metric ranked by (step and value) is shown beside it
+(of a ``trainer_state.json`` that states its ``save_steps``, the best of the steps it saved a
+checkpoint at: an evaluation between two saves left no weights to keep),
 that of ``--metric eval_accuracy`` when ranked by it, not that of the eval metric its state is
 judged by. The training loss has no such checkpoint to keep (a run's last weights are what its
 final training loss describes): ranked by it, no best checkpoint is shown.
@@ -256,16 +258,23 @@ class _Evals(NamedTuple):
 
 def _file_bests(outcome: Any) -> dict[str, dict[str, float]]:
     """``{metric: {"step", "value"}}``: where each eval series of a forecast log was best (the
-    series it was forecast by, for a log of eval metrics alone)."""
+    series it was forecast by, for a log of eval metrics alone); of a log that states its save
+    interval, best among the steps a checkpoint was saved at, as only those can be kept."""
     from advisor.commands.forecast import series_direction
-    from advisor.forecast.state import best_checkpoint
+    from advisor.forecast.state import best_checkpoint, best_saved_checkpoint
 
     curves = dict(outcome.evals or {})
     if outcome.full.metric != "loss":
         curves[outcome.full.metric] = outcome.curve
+    trainer = outcome.full.trainer
+    saves = trainer.save_steps if trainer is not None else None
+    last = max([*outcome.full.steps, trainer.global_step or 0]) if trainer is not None else 0
     out: dict[str, dict[str, float]] = {}
     for name, curve in curves.items():
-        best = best_checkpoint(_Evals(tuple(curve.steps), tuple(curve.values), series_direction(name)))
+        series = _Evals(tuple(curve.steps), tuple(curve.values), series_direction(name))
+        best = best_checkpoint(series)
+        if best is not None and saves is not None:
+            best = best_saved_checkpoint(series, saves, last)
         if best is not None:
             out[name] = {"step": best[0], "value": best[1]}
     return out

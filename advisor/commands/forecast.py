@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from advisor.cli import CommandError, non_negative_int, positive_int, require_extra
 from advisor.core.record import median_gap
-from advisor.forecast.state import learning_state
+from advisor.forecast.state import best_saved_checkpoint, learning_state
 from advisor.model import Forecast, LearningState
 from advisor.series import TRAIN_SERIES, Direction, direction_of, primary_eval, summaries_first
+from advisor.sources.assemble import is_series_metric
 from advisor.sources.files import LoadedCurve, SourceError, load_curve, load_curve_bytes
+from advisor.sources.trainer_choice import TrainerChoice
 
 if TYPE_CHECKING:
     from advisor.forecast.path import ForecastPath
@@ -91,6 +93,11 @@ class Outcome:
     observed_nonfinite_from: float | None = None
     #: the file's eval metrics left out beyond ``MAX_EVAL_SERIES`` (a note says how many)
     evals_not_shown: tuple[str, ...] = ()
+    #: what a trainer_state.json says of its saves and the model its trainer kept
+    trainer: TrainerChoice | None = None
+    #: (step, value) of the judged eval series' best at a saved step, when the save interval is
+    #: known: the best checkpoint that exists (``best_saved_checkpoint``)
+    saved_best: tuple[int, float] | None = None
 
 
 def register(subparsers: Any) -> None:
@@ -231,12 +238,32 @@ def _read(args: ForecastRequest) -> LoadedCurve:
         return load_curve(file, metric=metric, curve_id=args.curve)
 
     try:
-        return read(args.metric)
+        curve = read(args.metric)
     except SourceError as exc:
         primary = primary_eval(exc.series or ()) if args.metric is None and args.eval_default else None
         if primary is None:
             raise
-    return read(primary)
+        curve = read(primary)
+    if args.metric is not None or not args.eval_default:
+        return curve
+    # the metric the trainer kept its best model by is known once the file is read: a log of eval
+    # metrics alone is forecast by it, as it is judged by it
+    declared = declared_instead(curve)
+    if declared is None:
+        return curve
+    try:
+        return read(declared)
+    except SourceError:
+        return curve
+
+
+def declared_instead(curve: LoadedCurve) -> str | None:
+    """The eval metric a log of eval metrics alone (read by ``curve``) is to be read by instead:
+    the one its trainer kept its best model by, when it is another that a forecast can read."""
+    declared = curve.trainer.metric if curve.trainer is not None else None
+    if curve.metric == TRAIN_SERIES or declared is None or declared == curve.metric:
+        return None
+    return declared if is_series_metric(declared) else None
 
 
 def compute(args: ForecastRequest) -> Outcome:
@@ -285,8 +312,30 @@ def compute(args: ForecastRequest) -> Outcome:
         observed=None if diverged is not None else observed,
         plot=args.plot,
         train=train,
+        declared=full.trainer.metric if full.trainer is not None else None,
     )
-    return dataclasses.replace(outcome, observed_nonfinite_from=diverged, evals_not_shown=tuple(not_shown))
+    return dataclasses.replace(
+        outcome,
+        observed_nonfinite_from=diverged,
+        evals_not_shown=tuple(not_shown),
+        trainer=full.trainer,
+        saved_best=_saved_best(outcome, full, truncated),
+    )
+
+
+def _saved_best(outcome: Outcome, full: LoadedCurve, truncated: bool) -> tuple[int, float] | None:
+    """Where the judged eval series was best among the steps the trainer saved a checkpoint at,
+    when the file states its save interval (the last step counts as saved only when the file
+    goes to its end: a cut run has not reached its final save)."""
+    trainer, state = full.trainer, outcome.state
+    if trainer is None or trainer.save_steps is None or state is None or state.metric is None:
+        return None
+    seen = outcome.curve if outcome.curve.metric == state.metric else (outcome.evals or {}).get(state.metric)
+    if seen is None:
+        return None
+    series = _Series(seen.steps, seen.values, series_direction(state.metric))
+    last = math.inf if truncated else max(max(full.steps), trainer.global_step or 0)
+    return best_saved_checkpoint(series, trainer.save_steps, last)
 
 
 def _nonfinite_from(full: LoadedCurve, cut: int) -> float | None:
@@ -311,12 +360,14 @@ def outcome_of(
     observed: float | None = None,
     plot: bool = False,
     train: LoadedCurve | None = None,
+    declared: str | None = None,
 ) -> Outcome:
     """The forecast of ``curve`` (the same one as ``forecast()``, with its path along the steps
     when it is to be drawn) and the run's learning state from it and the eval series. Shared by
     this command and ``explain --plot`` (a run's stored history), so both draw one picture.
     ``train``: the run's training loss when ``curve`` is another of its series (``--metric``):
-    the state is then made from it and the eval series, as without ``--metric``."""
+    the state is then made from it and the eval series, as without ``--metric``. ``declared``:
+    the eval metric the trainer kept its best model by, judged by default (``learning_state``)."""
     from advisor.forecast.path import forecast_path
 
     fc, path = forecast_path(
@@ -360,6 +411,7 @@ def outcome_of(
         schedule=(history.steps, history.learning_rates) if history.learning_rates is not None else None,
         metric_directions={name: str(d) for name, d in directions.items()},
         train_history=(history.steps, history.values) if train_fc is not None else None,
+        declared=declared,
     )
     return Outcome(curve, full, fc, total, tuple(notes), observed, _failure(fc), path, evals, state)
 

@@ -176,11 +176,7 @@ def render_text(outcome: Outcome) -> str:
         st = outcome.state
         probs = ", ".join(f"{k} {v:.2f}" for k, v in st.probabilities.items())
         lines.append(f"  run state       {st.label}   ({probs})")
-        if st.metric is not None and st.best_step is not None:
-            lines.append(
-                f"  best checkpoint step {st.best_step:,} ({st.metric} {_num(st.best_value)}, "
-                f"{st.evals_since_best} evaluation(s) ago)"
-            )
+        lines += _best_lines(outcome)
         own_best = _best_of_shown(curve, st.metric)
         if own_best is not None:  # --metric shows another eval series: its own best too
             lines.append(
@@ -196,6 +192,37 @@ def render_text(outcome: Outcome) -> str:
         lines.append("  warnings")
         lines += [f"    - {warning}" for warning in warnings]
     return "\n".join(lines)
+
+
+def _best_lines(outcome: Outcome) -> list[str]:
+    """The best checkpoint of the judged eval series, as the user can keep it: with a known save
+    interval, the best of the steps a checkpoint was saved at, beside the best evaluation when
+    that fell between saves (its weights were never written); and the checkpoint the trainer
+    itself kept, when its state names one."""
+    st, trainer = outcome.state, outcome.trainer
+    lines: list[str] = []
+    if st is not None and st.metric is not None and st.best_step is not None:
+        ago = f"{st.evals_since_best} evaluation(s) ago"
+        saved, best = outcome.saved_best, f"step {st.best_step:,} ({st.metric} {_num(st.best_value)}"
+        if trainer is None or trainer.save_steps is None or saved == (st.best_step, st.best_value):
+            lines.append(f"  best checkpoint {best}, {ago})")
+        elif saved is None:
+            lines.append(
+                f"  best checkpoint none saved at an evaluation (save_steps {trainer.save_steps:,}); "
+                f"best evaluation at {best}, {ago})"
+            )
+        else:
+            lines.append(
+                f"  best saved checkpoint step {saved[0]:,} ({st.metric} {_num(saved[1])}); "
+                f"best evaluation at {best}, {ago}; not saved: save_steps {trainer.save_steps:,})"
+            )
+    if trainer is not None and trainer.checkpoint is not None:
+        if trainer.metric is not None:
+            by = f"by {trainer.metric} {_num(trainer.best_metric)}"
+        else:
+            by = f"best_metric {_num(trainer.best_metric)}, a metric the log does not name"
+        lines.append(f"  trainer kept    {trainer.checkpoint} ({by})")
+    return lines
 
 
 def _best_of_shown(curve: Any, judged: str | None) -> tuple[float, float] | None:
@@ -264,6 +291,22 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _checkpoints_json(outcome: Outcome) -> dict[str, Any]:
+    """The state's fields on saved checkpoints: ``best_step`` stays the best evaluation; these say
+    which checkpoint exists (``best_saved_step``: null without a known save interval, or when no
+    evaluation fell on a saved step) and which one the trainer kept."""
+    trainer, saved = outcome.trainer, outcome.saved_best
+    return {
+        "save_steps": trainer.save_steps if trainer is not None else None,
+        "best_saved_step": saved[0] if saved is not None else None,
+        "best_saved_value": _plain(saved[1]) if saved is not None else None,
+        "trainer_best_checkpoint": trainer.checkpoint if trainer is not None else None,
+        "trainer_best_step": trainer.step if trainer is not None else None,
+        "trainer_best_metric": trainer.metric if trainer is not None else None,
+        "trainer_best_value": _plain(trainer.best_metric) if trainer is not None else None,
+    }
+
+
 def to_json(outcome: Outcome) -> dict[str, Any]:
     result: dict[str, Any] = _plain(outcome.forecast)
     curve = outcome.curve
@@ -297,6 +340,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             "best_value": _plain(st.best_value),
             "evals_since_best": st.evals_since_best,
             "warnings": list(st.warnings),
+            **_checkpoints_json(outcome),
         }
         series = {curve.metric: _plain(outcome.forecast)}
         series.update({name: _plain(sfc) for name, sfc in st.series.items() if name != curve.metric})

@@ -45,7 +45,7 @@ import numpy as np
 
 from advisor.forecast.core import RISING_WARNING, forecast
 from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, Interval, LearningState
-from advisor.series import Direction, primary_eval
+from advisor.series import Direction, is_saved_step, primary_eval
 
 __all__ = [
     "HUNG_FROM",
@@ -55,6 +55,7 @@ __all__ = [
     "SeriesLike",
     "at_last_step",
     "best_checkpoint",
+    "best_saved_checkpoint",
     "eval_divergence",
     "forecast_series",
     "learning_state",
@@ -264,6 +265,22 @@ def best_checkpoint(series: SeriesLike) -> tuple[int, float] | None:
     return step, value
 
 
+def best_saved_checkpoint(series: SeriesLike, save_steps: int, last_step: float) -> tuple[int, float] | None:
+    """(step, value) where ``series`` was best among the steps a checkpoint was saved at (every
+    ``save_steps`` steps, and the run's ``last_step``): the checkpoint the user can actually keep.
+    The best evaluation may fall between two saves (an eval every 10 steps, a save every 500),
+    and its weights were never written; None when no evaluation fell on a saved step."""
+    lower = series.direction is Direction.LOWER
+    best: tuple[int, float] | None = None
+    for step, value in zip(series.steps, series.values, strict=False):
+        v = float(value)
+        if not math.isfinite(v) or not is_saved_step(float(step), save_steps, last_step):
+            continue
+        if best is None or (v < best[1] if lower else v > best[1]):
+            best = (int(step), v)
+    return best
+
+
 def at_last_step(fc: Forecast) -> bool:
     """The forecast's run is at its planned last step, or no report is left before it
     (``Forecast.at_end``): nothing is left to forecast."""
@@ -323,6 +340,7 @@ def learning_state(
     metric_directions: Mapping[str, str] | None = None,
     previous_label: str | None = None,
     train_history: tuple[Sequence[float], Sequence[float]] | None = None,
+    declared: str | None = None,
 ) -> LearningState:
     """The run's learning state from its training-loss forecast and its eval series.
 
@@ -337,11 +355,15 @@ def learning_state(
     ``previous_label``: the label the run's state had before; it is kept until another leads it by
     ``LABEL_HYSTERESIS`` (the probabilities are unchanged). ``train_history``: the training loss'
     (steps, values), read only when ``train`` has no step left to forecast (a finished run: did
-    its training loss still fall after the eval's best?)."""
+    its training loss still fall after the eval's best?). ``declared``: the eval metric the run
+    declared it is judged by (a HF Trainer's ``metric_for_best_model``): judged by default when
+    reported (``primary_eval``)."""
     warnings: list[str] = []
     names = tuple(evals)
     judged = (
-        primary_eval(names, metric_directions) if metric is None else (metric if metric in evals else None)
+        primary_eval(names, metric_directions, declared=declared)
+        if metric is None
+        else (metric if metric in evals else None)
     )
     if metric is not None and metric != "loss" and judged is None:
         warnings.append(f"metric {metric!r} not reported; judged by the training loss")

@@ -22,6 +22,7 @@ from advisor.series import direction_of, eval_series_name, is_eval_name
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
 from advisor.sources.columns import Column, epoch_millis, resolve_columns
 from advisor.sources.normalize import canonical_name
+from advisor.sources.trainer_choice import TrainerChoice
 
 __all__ = [
     "METRICS",
@@ -89,6 +90,9 @@ class LoadedCurve:
     warnings: tuple[str, ...] = ()
     #: every field name the file has (what other series it could be read for)
     columns: tuple[str, ...] = ()
+    #: what a HF trainer_state.json says of its saved checkpoints and its best model (None: the
+    #: file states neither, or is no trainer_state.json)
+    trainer: TrainerChoice | None = None
 
     def __len__(self) -> int:
         return len(self.steps)

@@ -45,6 +45,7 @@ from advisor.sources.columns import (
     resolve_columns,
 )
 from advisor.sources.large_table import LARGE_ROWS, read_numeric_table
+from advisor.sources.trainer_choice import TrainerChoice, trainer_choice
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -425,6 +426,8 @@ class ParsedLog:
         #: a trainer_state.json's ``max_steps`` (checked against each curve's last step)
         self._hf_total: int | None = None
         self._hf = False
+        #: what a trainer_state.json says of its checkpoints and best model
+        self.trainer: TrainerChoice | None = None
         names: list[str] | None = None
         head = text.lstrip()
         records: list[Record]
@@ -438,6 +441,7 @@ class ParsedLog:
             self._hf, self._roles = True, HF_ROLES
             self._kind = "HF trainer state"
             records, self._warnings, self._hf_total = _trainer_state_records(path, document)
+            self.trainer = _choice(document, records)
         elif isinstance(document, list):
             self._kind, records = "JSON", _json_list_records(path, document)
         elif head.startswith("{"):
@@ -470,14 +474,24 @@ class ParsedLog:
     def judged_curves(self) -> list[tuple[str | None, LoadedCurve]]:
         """The file's runs by the series a run is judged by: its training loss, else its eval
         loss, else its primary eval metric (a log of ``eval_accuracy`` alone), as ``forecast``
-        reads a file; raises the ``SourceError`` of the training loss when none is there."""
+        reads a file; raises the ``SourceError`` of the training loss when none is there. Without
+        a training loss, the eval metric its trainer kept its best model by comes first."""
+        declared = self.trainer.metric if self.trainer is not None else None
         try:
-            return self.curves()
+            curves = self.curves()
         except SourceError as exc:
-            primary = primary_eval(exc.series or ())
+            primary = primary_eval(exc.series or (), declared=declared)
             if primary is None:
                 raise
             return self.curves(primary)
+        if declared is None or not curves or curves[0][1].metric in ("loss", declared):
+            return curves
+        if not is_series_metric(declared):
+            return curves
+        try:
+            return self.curves(declared)
+        except SourceError:
+            return curves
 
     def curves_each(
         self, metrics: Sequence[str | None]
@@ -506,7 +520,9 @@ class ParsedLog:
                 if isinstance(got, SourceError):
                     out[i] = got
                 else:
-                    done.append((cid, _within_max_steps(got, self._hf_total) if self._hf else got))
+                    done.append(
+                        (cid, _within_max_steps(got, self._hf_total, self.trainer) if self._hf else got)
+                    )
         return out
 
 
@@ -526,7 +542,12 @@ def parse_log(path: str | Path) -> ParsedLog:
 def _from_trainer_state(path: str | Path, state: Mapping[str, object], metric: str | None) -> LoadedCurve:
     records, warnings, total = _trainer_state_records(path, state)
     curve = assemble(path, "HF trainer state", records, metric, None, HF_ROLES, warnings=warnings)
-    return _within_max_steps(curve, total)
+    return _within_max_steps(curve, total, _choice(state, records))
+
+
+def _choice(state: Mapping[str, object], records: Sequence[Record]) -> TrainerChoice | None:
+    """What the trainer_state.json says of its checkpoints and best model (``trainer_choice``)."""
+    return trainer_choice(state, [fields for _, _, fields in records])
 
 
 def _trainer_state_records(
@@ -548,11 +569,11 @@ def _trainer_state_records(
     return records, warnings, total
 
 
-def _within_max_steps(curve: LoadedCurve, total: int | None) -> LoadedCurve:
+def _within_max_steps(curve: LoadedCurve, total: int | None, trainer: TrainerChoice | None) -> LoadedCurve:
     """A trainer_state.json's curve with its ``max_steps`` as its total, unless the run logged
-    past it (then no total, and a warning)."""
+    past it (then no total, and a warning), and what the file says of its checkpoints."""
     warnings = list(curve.warnings)
     if total is not None and curve.steps and max(curve.steps) > total:
         warnings.append(f"max_steps {total} is below the last logged step; ignored")
         total = None
-    return replace(curve, total_steps=total, warnings=tuple(warnings))
+    return replace(curve, total_steps=total, warnings=tuple(warnings), trainer=trainer)
