@@ -219,7 +219,6 @@ def replay(
                 continue
             r.step = step
             core.observe(r.key, sample, now=now, nodes=1)
-            _declare(core, r.key, run)
             if r.acked is not None:
                 core.update_action(r.key, r.acked[1], "acknowledged")
             decision, out = r.evaluate(now)
@@ -244,14 +243,6 @@ def replay(
         )
     finally:
         core.forget(r.key)
-
-
-def _declare(core: AdvisorCore, key: Any, run: Any) -> None:
-    """Tell the core which eval series the run declared it is judged by (its trainer's choice,
-    ``Run.declared``), as the file says and no report carries: its state then judges that one."""
-    rec = core.record(key)
-    if rec is not None and run.declared is not None:
-        rec.history.evals.declared = run.declared
 
 
 def _eval_series(run: Any) -> list[tuple[str, np.ndarray, np.ndarray]]:

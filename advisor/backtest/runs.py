@@ -104,9 +104,6 @@ class Run:
     #: policy that selects by label (the sample keeps pre-training runs off its plateau rule so) is
     #: back-tested as it would select on the cluster
     labels: tuple[tuple[str, str], ...] = ()
-    #: the eval metric its trainer kept its best model by (``eval_metric`` then), which the core
-    #: is told to judge by default; None: the file names none (the core's own default applies)
-    declared: str | None = None
 
     @property
     def duration_s(self) -> float:
@@ -331,9 +328,11 @@ def _attach_evals(
 ) -> None:
     """Give the runs read from ``log`` (``runs[first:]``) their eval series, all read in one pass
     over the file's records: every eval metric whose name says its direction (at most
-    ``MAX_EVAL_SERIES``; one that cannot be read is left out), the primary one judged: the one
-    the trainer kept its best model by (read back from its trainer_state.json), else
-    ``eval_loss``, else the first, as the core's rules default to (``primary_eval``)."""
+    ``MAX_EVAL_SERIES``; one that cannot be read is left out), the primary one the run's: the
+    one the trainer kept its best model by (read back from its trainer_state.json), else
+    ``eval_loss``, else the first. It is what the verdict and patience (HF's EarlyStopping watches
+    ``metric_for_best_model``) judge; the core is not told of it (no progress report carries
+    it), and judges by its own default as on the cluster."""
     columns = next((c.columns for _cid, c in curves if c.columns), ())
     names = eval_metrics(columns)
     declared = log.trainer.metric if log.trainer is not None else None
@@ -372,5 +371,4 @@ def _attach_evals(
                 eval_metric=name,
                 eval_higher=direction_of(name) is Direction.HIGHER,
                 other_evals=tuple(found[1:]),
-                declared=name if name == declared else None,
             )

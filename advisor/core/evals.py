@@ -71,7 +71,6 @@ class EvalHistory:
         "_last_seen",
         "_overrides",
         "_series",
-        "declared",
         "dropped",
         "ignored",
         "max_points",
@@ -89,10 +88,6 @@ class EvalHistory:
         self._last_seen: dict[str, float] = {}
         #: the governing policy's ``metricDirections`` (canonical eval names -> direction)
         self._overrides: dict[str, str] = {}
-        #: the eval metric the run declared it is judged by (a HF Trainer's
-        #: ``metric_for_best_model``, as the back-test reads it from its trainer_state.json): the
-        #: run state judges it by default (``primary_eval``); None: not known
-        self.declared: str | None = None
         #: points thinned away, metrics beyond the series cap, names with no direction, NaN values
         self.dropped = 0
         self.ignored = 0

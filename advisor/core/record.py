@@ -223,7 +223,6 @@ def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
         series_forecasts=rec.learning.series if reuse and rec.learning is not None else None,
         schedule=schedule,
         metric_directions=evals.overrides,
-        declared=evals.declared,
         previous_label=rec.learning.label if rec.learning is not None else None,
         train_history=(
             _train_history(rec) if rec.forecast is not None and at_last_step(rec.forecast) else None

@@ -220,35 +220,16 @@ def test_compare_ranks_by_the_declared_metric_and_shows_saved_checkpoints(
     assert {(r["metric"], r["bestStep"]) for r in rows} == {("eval_loss", 500)}
 
 
-def test_backtest_judges_and_replays_the_declared_metric(tmp_path: Path) -> None:
+def test_backtest_measures_by_the_declared_metric(tmp_path: Path) -> None:
+    """The verdict and patience read the metric the trainer kept its best model by (HF's
+    EarlyStopping watches it); every eval series is replayed as logged."""
     runs, _ = load_runs([_f1_run(tmp_path / "trainer_state.json")])
     (run,) = runs
-    assert (run.eval_metric, run.eval_higher, run.declared) == ("eval_f1", True, "eval_f1")
+    assert (run.eval_metric, run.eval_higher) == ("eval_f1", True)
     assert [name for name, _s, _v in run.other_evals] == ["eval_loss"]
     (tmp_path / "plain").mkdir()
     runs, _ = load_runs([_f1_run(tmp_path / "plain" / "trainer_state.json", names_best=False)])
-    assert (runs[0].eval_metric, runs[0].declared) == ("eval_loss", None)
-
-
-def test_the_core_judges_the_declared_metric(tmp_path: Path) -> None:
-    from advisor.core import AdvisorCore
-    from advisor.core.record import record_learning_state
-    from advisor.forecast import forecast
-    from advisor.model import ProgressSample
-
-    run = load_runs([_f1_run(tmp_path / "trainer_state.json")])[0][0]
-    series = [(run.eval_metric, run.eval_steps, run.eval_values), *run.other_evals]
-    core, key = AdvisorCore([]), ("ns", "job")
-    for s, v in zip(run.steps, run.values, strict=True):
-        evals = {name: float(vs[ss == s][0]) for name, ss, vs in series if (ss == s).any()}
-        sample = ProgressSample(step=int(s), loss=float(v), total_steps=3000, metrics=evals)
-        core.observe(key, sample, now=float(s))
-    rec = core.record(key)
-    assert rec is not None
-    rec.forecast = forecast(run.steps, run.values, total_steps=3000)
-    assert record_learning_state(rec, None).metric == "eval_loss"
-    rec.history.evals.declared = run.declared
-    assert record_learning_state(rec, None).metric == "eval_f1"
+    assert runs[0].eval_metric == "eval_loss"
 
 
 def test_simulate_curves_replays_the_declared_metric_by_its_name(tmp_path: Path) -> None:
