@@ -222,7 +222,12 @@ def _run(
             # fall, a constant-LR end below the level) is no reading of a series that rises
             warnings[:] = [m for m in warnings if not m.startswith(FALLING_FIT_WARNINGS)]
             warnings.append(f"{RISING_WARNING} ({turn.slope_t:.1f} standard errors over its recent points)")
-    at_end = horizon is not None and no_report_left(prep.steps, horizon)
+    # the gap rule reads a training loss, reported at a steady pace to the end; an eval series
+    # a few evaluations long is far from its run's end one spacing out (the run still trains, and
+    # its model may still improve unobserved: ``state`` ends it with its run's training loss)
+    at_end = horizon is not None and (
+        horizon <= float(prep.steps[-1]) or (training_loss and no_report_left(prep.steps, horizon))
+    )
     if at_end:
         # the run is at its end: no improvement is left to come, whatever the noise of the last
         # reports says about the level (a finished fine-tune is not "still learning")

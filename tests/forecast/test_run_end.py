@@ -45,12 +45,27 @@ def test_a_history_starting_late_is_not_taken_for_a_sparse_one() -> None:
     assert not no_report_left(steps[:2], 100_060.0)  # two points: no spacing to read
 
 
-def test_an_eval_series_with_no_evaluation_left_is_at_its_end() -> None:
-    """Evaluations every 100 steps, the last at 2,600 of 2,616: its end is its last evaluations'
-    trend level, P(plateau) 1 (it had read "final 0.833" below a last eval of 0.866)."""
+def test_an_eval_series_ends_with_its_runs_training() -> None:
+    """Evaluations every 100 steps, the last at 2,600 of 2,616: alone, the series is not at its
+    end (the run trains on, and its model may improve unobserved); once the run's training loss is
+    at its end, so is the eval series: its end is its last evaluations' trend level, P(plateau) 1
+    (it had read "final 0.833" below a last eval of 0.866)."""
+    from advisor.forecast.state import learning_state
+    from advisor.series import Direction
+
     steps = np.arange(100, 2601, 100.0)
     values = 0.86 + 0.4 * np.exp(-steps / 500)
-    fc = forecast(steps, values, total_steps=2616)
+    assert not forecast(steps, values, total_steps=2616).at_end
+    train_steps = np.arange(10, 2611, 10.0)
+    train = forecast(train_steps, 0.5 + np.exp(-train_steps / 400), total_steps=2616, training_loss=True)
+    assert train.at_end
+
+    class Evals:
+        def __init__(self) -> None:
+            self.steps, self.values, self.direction = list(steps), list(values), Direction.LOWER
+
+    state = learning_state(train, {"eval_loss": Evals()}, total_steps=2616)
+    fc = state.series["eval_loss"]
     assert fc.at_end and fc.plateau_probability == 1.0
     assert abs(fc.final_loss.mean - values[-1]) < 0.005
 
