@@ -91,7 +91,9 @@ class PlateauRule:
 class OverfittingRule:
     """A fine-tune whose eval metric no longer improves on its best while the training loss still
     falls: P(overfitting) of the run's learning state held at or above ``probability`` for ``for``.
-    The reason names the step of the best eval value, the checkpoint worth keeping."""
+    The reason names the step of the best eval value, the checkpoint worth keeping. A release or
+    stop takes no checkpoint first (the weights are past the best, and a new save may rotate out
+    the best one)."""
 
     enabled: bool = _enabled()
     probability: float = _probability("P(overfitting) threshold.", default=0.8)

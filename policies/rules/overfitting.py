@@ -111,7 +111,10 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
         out.advice, out.severity = "overfitting", 5
         return out
     final = ActionKind.STOP if rule.action == STOP else ActionKind.RELEASE_QUOTA
-    release(ctx, out, rule=NAME, final=final, why=f"overfitting: {numbers}; {keep}", since=since)
+    # no save first: the weights now are past the best evaluation, and a new save of them may
+    # rotate out (``save_total_limit``) the checkpoint the reason tells the user to keep
+    why = f"overfitting: {numbers}; {keep}; no checkpoint taken (its weights are past the best evaluation)"
+    release(ctx, out, rule=NAME, final=final, why=why, since=since, checkpoint_first=False)
     out.advice = "overfitting:stop" if final is ActionKind.STOP else "overfitting:release"
     out.severity = 5
     return out

@@ -58,6 +58,18 @@ def release(
     if already_released(ctx) or not job.active:
         out.reasons.append(f"{rule}: job already released or inactive; nothing more to do")
         return True
+    if final is ActionKind.RELEASE_QUOTA and job.signals is not None and not job.signals.has_workload:
+        # Kueue releases quota, through its Workload: without one there is nothing to release, and
+        # a checkpoint asked for first was a save for nothing (one that may rotate out an older one)
+        out.act(
+            ActionKind.RECOMMEND,
+            rule,
+            f"would {verb}, but the job has no Kueue Workload (quota is released through "
+            f"Workload.spec.active=false): {why}",
+            would=final.value,
+            held="no Kueue Workload",
+        )
+        return True
     cp = job.checkpoint
     fresh = cp.last_time is not None and now - cp.last_time <= spec.max_checkpoint_age
     fresh = fresh or (cp.last_step is not None and cp.last_step >= job.step > 0)

@@ -57,17 +57,20 @@ def _warnings(api: FakeApi) -> list[dict[str, Any]]:
     return [ev for ev in api.events if ev["warning"]]
 
 
-def test_a_job_without_a_workload_is_tried_once_and_again_only_when_it_gets_one() -> None:
+def test_a_job_without_a_workload_is_not_released_until_it_gets_one() -> None:
+    """Quota is released through the Workload: without one, no release is attempted (not 120
+    times an hour, not once) and the recommendation says why; once Kueue creates it, it works."""
     api = FakeApi()
     e = _engine(api)
     now = _hang(e)
     for t in range(60, 3600, 30):  # an hour of evaluations at the default interval
         e.step(now + t)
-    releases = [a for a in e.core.record(KEY).actions if a.kind is ActionKind.RELEASE_QUOTA]
-    assert [a.outcome for a in releases] == ["impossible"]
-    assert [ev["reason"] for ev in _warnings(api)] == ["QuotaReleasedFailed"]
-    assert "not retried until the job changes" in _warnings(api)[0]["message"]
-    # Kueue creates the Workload: the job changed, so the release is tried again, and works
+    rec = e.core.record(KEY)
+    assert not [a for a in rec.actions if a.kind is ActionKind.RELEASE_QUOTA]
+    assert _warnings(api) == [] and api.mutations() == []
+    held = [a for a in rec.actions if a.kind is ActionKind.RECOMMEND]
+    assert held and "the job has no Kueue Workload" in held[-1].reason
+    # Kueue creates the Workload: the release is made, and works
     api.workloads[WL] = workload()
     e.enqueue("workload", "ADDED", api.workloads[WL])
     e.step(now + 3600)

@@ -223,3 +223,29 @@ def test_a_series_judged_on_its_own_travels_through_the_status_and_back() -> Non
     assert "overfittingProbability" not in data["series"]["eval_loss"]
     back = _learning_state(data, "job.learningState")
     assert back.judgements == original.judgements
+
+
+def test_an_overfitting_release_takes_no_checkpoint_of_the_weights_past_the_best() -> None:
+    """A save now would store weights past the best evaluation and may rotate out the checkpoint
+    the reason tells the user to keep: the release goes without one, and says so."""
+    pol = policy({"overfitting": {"for": "0s", "action": "Release"}})  # checkpointFirst by default
+    view = job(
+        forecast=forecast(plateau=0.05), learning_state=state(), rule_state={"overfitting.since": T0 - HOUR}
+    )
+    d = decide(view, cluster(), pol, now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.RELEASE_QUOTA]
+    assert "no checkpoint taken" in d.actions[0].reason and "step 1200" in d.actions[0].reason
+
+
+def test_a_release_of_a_job_without_a_kueue_workload_is_a_recommendation_not_a_save() -> None:
+    import dataclasses
+
+    from advisor.model import LifecycleSignals
+
+    pol = policy({"plateau": {"probability": 0.9, "for": "0s", "action": "Release"}})
+    view = job(forecast=forecast(plateau=0.99), signals=LifecycleSignals(has_workload=False))
+    d = decide(view, cluster(), pol, now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.RECOMMEND]
+    assert "the job has no Kueue Workload" in d.actions[0].reason
+    with_one = dataclasses.replace(view, signals=LifecycleSignals(has_workload=True))
+    assert ActionKind.CHECKPOINT in [a.kind for a in decide(with_one, cluster(), pol, now=T0).actions]
