@@ -20,11 +20,12 @@ import json
 import logging
 from typing import Any
 
-__all__ = ["CONFIGMAP", "KEY", "WINDOWS_KEY", "EvidenceStore"]
+__all__ = ["CONFIGMAP", "KEY", "WINDOWS_KEY", "EvidenceStore", "evidence_name"]
 
 log = logging.getLogger(__name__)
 
-#: the ConfigMap's name, in the controller's namespace
+#: the ConfigMap's name, in the controller's namespace, when it has no Lease to name it after; a
+#: controller with one keeps its own (``evidence_name``) and reads this one while it has none
 CONFIGMAP = "trainjob-advisor-runtime-evidence"
 #: its data key: JSON ``{"runtime": [saves, misses], ...}``
 KEY = "sigtermByRuntime"
@@ -35,26 +36,49 @@ Counts = dict[str, tuple[int, int]]
 Windows = dict[str, list[list[float]]]
 
 
-class EvidenceStore:
-    """Reads and writes the runtime evidence ConfigMap with a typed CoreV1Api."""
+def evidence_name(lease: str) -> str:
+    """The evidence ConfigMap of the controller that leads ``lease``: namespace shards installed
+    side by side (a release each, a Lease each) would otherwise share one and overwrite each
+    other's evidence, the last writer winning."""
+    return f"{lease}-runtime-evidence"[:253]
 
-    def __init__(self, core_v1: Any, namespace: str, name: str = CONFIGMAP) -> None:
+
+class EvidenceStore:
+    """Reads and writes the runtime evidence ConfigMap with a typed CoreV1Api. ``legacy``: the
+    name an earlier version kept it under, read (never written) while ``name`` does not exist, so
+    that an upgrade loses nothing the controller learned."""
+
+    def __init__(
+        self, core_v1: Any, namespace: str, name: str = CONFIGMAP, legacy: str | None = None
+    ) -> None:
         self.api = core_v1
         self.namespace = namespace
         self.name = name
+        self.legacy = legacy if legacy != name else None
 
     def load(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The stored counts and save windows; {} for what is missing or cannot be read (logged)."""
+        for name in (self.name, self.legacy):
+            if name is None:
+                continue
+            found = self._load(name)
+            if found is not None:
+                return found
+        return {}, {}
+
+    def _load(self, name: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """What ConfigMap ``name`` holds; None when it does not exist."""
         try:
-            cm = self.api.read_namespaced_config_map(self.name, self.namespace)
+            cm = self.api.read_namespaced_config_map(name, self.namespace)
         except Exception as exc:
-            if getattr(exc, "status", None) != 404:
-                log.warning(
-                    "reading ConfigMap %s/%s failed (%s); starting without the runtimes' SIGTERM evidence",
-                    self.namespace,
-                    self.name,
-                    getattr(exc, "reason", None) or exc,
-                )
+            if getattr(exc, "status", None) == 404:
+                return None
+            log.warning(
+                "reading ConfigMap %s/%s failed (%s); starting without the runtimes' SIGTERM evidence",
+                self.namespace,
+                name,
+                getattr(exc, "reason", None) or exc,
+            )
             return {}, {}
         data = getattr(cm, "data", None) or {}
         return self._object(data, KEY), self._object(data, WINDOWS_KEY)

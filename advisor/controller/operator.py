@@ -367,9 +367,15 @@ async def run_operator(
     forwarder = asyncio.create_task(forward_stop())
     try:
         if options.evidence_namespace is not None:
-            from advisor.controller.evidence import EvidenceStore
+            from advisor.controller.evidence import CONFIGMAP, EvidenceStore, evidence_name
 
-            store = EvidenceStore(api.core, options.evidence_namespace)
+            lease = options.leader_election
+            store = EvidenceStore(
+                api.core,
+                options.evidence_namespace,
+                evidence_name(lease.name) if lease is not None else CONFIGMAP,
+                legacy=CONFIGMAP,
+            )
             adopted = await asyncio.to_thread(engine.use_evidence_store, store)
             log.info("runtime SIGTERM evidence of deleted jobs: %d runtime(s) restored", adopted)
         saved = await asyncio.to_thread(_list_saved, api, options.namespaces)

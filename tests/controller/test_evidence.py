@@ -126,3 +126,19 @@ def test_the_save_windows_of_deleted_jobs_survive_a_restart_and_are_adopted_once
     third = engine(FakeApi())
     third.core.adopt_retired_windows({"jax": [[8, 1.0, 30.0], [8, -1, 3], "x", [True, 1, 1]], 7: []})
     assert third.core.retired_save_windows == {"jax": [[8, 1.0, 30.0]]}
+
+
+def test_each_lease_keeps_its_own_evidence_and_an_upgrade_reads_the_shared_one() -> None:
+    """Namespace shards side by side (a Lease each) do not overwrite each other's evidence; a
+    controller upgraded from the one shared ConfigMap reads it until it has written its own."""
+    from advisor.controller.evidence import evidence_name
+
+    cms = FakeConfigMaps()
+    cms.maps[("sys", CONFIGMAP)] = {KEY: json.dumps({"rt": [4, 1]})}
+    a = EvidenceStore(cms, "sys", evidence_name("shard-a"), legacy=CONFIGMAP)
+    b = EvidenceStore(cms, "sys", evidence_name("shard-b"), legacy=CONFIGMAP)
+    assert a.load()[0] == {"rt": [4, 1]}  # the upgrade: nothing learned is lost
+    assert a.save({"rt": [5, 1]}) and b.save({"rt": [9, 9]})
+    assert a.load()[0] == {"rt": [5, 1]} and b.load()[0] == {"rt": [9, 9]}
+    assert json.loads(cms.maps[("sys", CONFIGMAP)][KEY]) == {"rt": [4, 1]}  # never written again
+    assert evidence_name("tja-trainjob-advisor") == "tja-trainjob-advisor-runtime-evidence"
