@@ -10,8 +10,9 @@ logged. Here, on curves the project generates (``simulator.curves``), in Apply m
   (``done-b``, whose Workload still holds its quota past the stall window, may be recommended
   for a look: a final save or teardown that hangs);
 * ``waiting`` asks for more GPUs than its queue has: pending, never acted on;
-* ``no-wl`` has no Workload: one attempt, recorded impossible, one Warning Event, not retried
-  (also not by a restarted controller);
+* ``no-wl`` has no Workload: no release is attempted (quota is released through one) and no
+  checkpoint asked for it; one ActionHeld Event says why, not repeated (also not by a restarted
+  controller);
 * ``resumed`` hangs and is released, is resumed (``spec.active=true``, Kueue admits it again),
   runs and hangs again, and is released again: judged again from its resume;
 * the controller is restarted in the middle; no Event is posted twice for one request id and
@@ -138,7 +139,9 @@ def test_apply_mode_acts_only_on_running_jobs_once_and_says_what_it_did(
             feed(cluster, "resumed", curve(4), range(30, 900, 30), t0=now - 29 * 2.0, dt=2.0, pause=0.0)
             # resumed and no-wl hang: resumed is released (Kueue evicts it), no-wl cannot be
             wait_for(lambda: cluster.workload(wls["resumed"])["spec"].get("active") is False, "the release")
-            wait_for(lambda: "QuotaReleasedFailed" in cluster.reasons("no-wl"), "the impossible release")
+            wait_for(
+                lambda: "ActionHeld" in cluster.reasons("no-wl"), "the release held for want of a Workload"
+            )
         finally:
             ctl.close()
         # a restarted controller: same state, no repeats
@@ -184,8 +187,8 @@ def test_apply_mode_acts_only_on_running_jobs_once_and_says_what_it_did(
         assert states["done-b"]["state"] == "finished"
         # a job that never reported may have no TrainJobForecast; if it has one, it says pending
         assert not states["waiting"] or states["waiting"]["state"] == "pending"
-        assert [a["outcome"] for a in _releases(cluster, "no-wl")] == ["impossible"]
-        assert [e.reason for e in _events(cluster, "no-wl")] == ["QuotaReleasedFailed"], [
+        assert _releases(cluster, "no-wl") == []
+        assert [e.reason for e in _events(cluster, "no-wl")] == ["ActionHeld"], [
             (e.reason, e.message) for e in _events(cluster, "no-wl")
         ]
         assert [a["outcome"] for a in _releases(cluster, "resumed")] == ["done", "done"]
@@ -209,6 +212,7 @@ def test_apply_mode_acts_only_on_running_jobs_once_and_says_what_it_did(
         for rid in rids:
             stages = [(a["audit"], a["outcome"]) for a in audit if a["requestId"] == rid]
             assert stages == [("attempt", "requested"), ("outcome", "done")], stages
-        impossible = [a for a in audit if a["job"].endswith("/no-wl") and a["audit"] == "outcome"]
-        assert [a["outcome"] for a in impossible] == ["impossible"]
+        held = [a for a in audit if a["job"].endswith("/no-wl") and a["audit"] == "outcome"]
+        assert [a["outcome"] for a in held] == ["held"]
+        assert "the job has no Kueue Workload" in held[0]["reason"]
         assert all(a["policy"] == name and a["rule"] == "stall" and a["reason"] for a in audit)
