@@ -238,13 +238,13 @@ def test_the_trainjob_deleted_mid_sequence_ends_it_and_the_forecast_goes_with_it
         print(f"\n[reliability] TrainJob deleted mid-sequence: request {request} dropped, 0 releases")
 
 
-def test_the_workload_deleted_mid_sequence_gets_one_impossible_attempt_and_no_retry_loop(
+def test_the_workload_deleted_mid_sequence_gets_no_release_attempt_and_no_retry_loop(
     plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
 ) -> None:
     """Must hold: a Workload deleted while its job's checkpoint -> release sequence waits for the
-    acknowledgement is not recreated or written; when the job acknowledges, the release is
-    recorded once as impossible (no Workload) with one QuotaReleasedFailed Event, and over the
-    next 12 s of progress reports it is not tried again (no retry loop: the job did not change)."""
+    acknowledgement is not recreated or written; when the job acknowledges, no release is
+    attempted (quota is released through the Workload, and there is none): one ActionHeld Event
+    says why, and over the next 12 s of progress reports nothing more is tried or posted."""
     jobs = Jobs(admin, namespace)
     name = "orphan"
     with _awaiting_ack(plane, jobs, namespace, tmp_path, name) as (workload, ctl, request, reporter):
@@ -253,18 +253,21 @@ def test_the_workload_deleted_mid_sequence_gets_one_impossible_attempt_and_no_re
         step = reporter.step + 10
         ack = {ACK_STEP_METRIC: str(step), ACK_REQUEST_METRIC: request}
         jobs.report(name, step, flat(step), time.time(), extra=ack)
-        wait_for(lambda: _attempts(jobs, name), "the release attempt", timeout=60)
+        wait_for(lambda: jobs.events("ActionHeld"), "the release held for want of a Workload", timeout=60)
         for _ in range(12):
             step += 10
             jobs.report(name, step, flat(step), time.time(), extra=ack)
             time.sleep(1)
-        attempts = _attempts(jobs, name)
-        assert [a["outcome"] for a in attempts] == ["impossible"], attempts
-        assert len([r for r in audit_lines(ctl, name, RELEASE) if r.get("audit") == "attempt"]) == 1
-        assert len(jobs.events("QuotaReleasedFailed")) == 1
+        assert _attempts(jobs, name) == []
+        assert [r for r in audit_lines(ctl, name, RELEASE) if r.get("audit") == "attempt"] == []
+        held = jobs.events("ActionHeld")
+        assert len(held) == 1 and "no Kueue Workload" in (held[0].message or ""), held
+        assert jobs.events("QuotaReleasedFailed") == []
         assert jobs.workload(workload) is None
         assert ctl.proc.poll() is None
-        print("\n[reliability] Workload deleted mid-sequence: 1 impossible release, 0 retries in 12 s")
+        print(
+            "\n[reliability] Workload deleted mid-sequence: 0 release attempts, 1 ActionHeld, 0 retries"
+        )
 
 
 # ------------------------------------------------------------------------------ competing writer
