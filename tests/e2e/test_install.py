@@ -203,6 +203,18 @@ def test_the_chart_and_the_kustomize_install_deploy_the_same_controller(tools: T
     (ours_deploy,), (their_deploy,) = by_kind(kustomized, "Deployment"), by_kind(charted, "Deployment")
     for key in ("replicas", "strategy"):  # two replicas under leader election, rolled one at a time
         assert ours_deploy["spec"][key] == their_deploy["spec"][key], key
+    # on different nodes where they can be, and drained one at a time
+    spread = [
+        d["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"] for d in (ours_deploy, their_deploy)
+    ]
+    assert [
+        a["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["topologyKey"]
+        for a in spread
+    ] == ["kubernetes.io/hostname"] * 2
+    assert [o["spec"]["maxUnavailable"] for o in by_kind(kustomized + charted, "PodDisruptionBudget")] == [
+        1,
+        1,
+    ]
     ours, theirs = container(kustomized), container(charted)
     for key in ("image", "args", "ports", "livenessProbe", "readinessProbe", "resources", "securityContext"):
         assert ours[key] == theirs[key], key
