@@ -407,14 +407,16 @@ def learning_state(
     probs["diverging"] = (1.0 - p_hung) * p_div
     train_plateau = train.plateau_probability if train is not None else 0.5
     judgements = {
-        name: _judge_eval(evals[name], series_fc[name], train, train_history, rest)
+        name: judgement
         for name in series_fc
-        if name in evals and best_point(evals[name])[3] >= MIN_EVALS
+        if name in evals
+        and (judgement := _judge_eval(evals[name], series_fc[name], train, train_history, rest)) is not None
     }
-    if p_eval is not None:
-        over = _overfit_odds(evals[judged], train, train_history) if judged is not None else 0.0
-        probs["overfitting"] = rest * p_eval * over
-        probs["plateaued"] = rest * p_eval * (1.0 - over)
+    if p_eval is not None and judged in judgements:
+        # the judged series' own judgement: P(overfitting) = rest * p_eval * P(past its best
+        # while the training loss falls)
+        probs["overfitting"] = judgements[judged].overfitting
+        probs["plateaued"] = max(rest * p_eval - probs["overfitting"], 0.0)
         probs["learning"] = rest * (1.0 - p_eval)
     elif train is not None:
         probs["plateaued"] = rest * train_plateau
@@ -439,12 +441,14 @@ def learning_state(
 
 def _overfit_odds(
     series: SeriesLike,
+    best: tuple[int | None, float | None, int, int],
     train: Forecast | None,
     train_history: tuple[Sequence[float], Sequence[float]] | None,
 ) -> float:
     """How sure it is that ``series``, once it has stopped improving, stopped because the run
-    overfits: its training loss still falls while the series is past its best."""
-    best_step, best_value, since_best, _finite = best_point(series)
+    overfits: its training loss still falls while the series is past its best (``best``: its
+    ``best_point``)."""
+    best_step, best_value, since_best, _finite = best
     # overfitting is read against the training loss: a run that reports none (its eval metrics
     # alone) has stopped improving, and nothing says whether it fits its data better
     train_falls = 1.0 - train.plateau_probability if train is not None else 0.0
@@ -466,11 +470,15 @@ def _judge_eval(
     train: Forecast | None,
     train_history: tuple[Sequence[float], Sequence[float]] | None,
     rest: float,
-) -> EvalJudgement:
+) -> EvalJudgement | None:
     """``series`` judged as the state judges its metric: its best so far, and P(overfitting) by
-    it (``rest``: the probability left once hung and diverging are counted)."""
-    best_step, best_value, since_best, _finite = best_point(series)
-    over = _overfit_odds(series, train, train_history)
+    it (``rest``: the probability left once hung and diverging are counted); None below
+    ``MIN_EVALS`` finite evaluations."""
+    best = best_point(series)
+    best_step, best_value, since_best, finite = best
+    if finite < MIN_EVALS:
+        return None
+    over = _overfit_odds(series, best, train, train_history)
     return EvalJudgement(
         best_step=best_step,
         best_value=best_value,

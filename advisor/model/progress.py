@@ -156,6 +156,21 @@ class LearningState:
     """Each forecast eval series with enough evaluations, judged on its own (the judged one too:
     its entry agrees with ``best_step`` and ``probabilities["overfitting"]``)."""
 
+    def judgement(self, name: str | None = None) -> EvalJudgement | None:
+        """Eval series ``name`` (default: the one judged) judged on its own; None when it has too
+        few evaluations or is not reported. The judged one is read off the state's own fields
+        when ``judgements`` lacks it (a state pasted without them, ``policy explain``)."""
+        name = name or self.metric
+        found = self.judgements.get(name) if name is not None else None
+        if found is None and name is not None and name == self.metric:
+            found = EvalJudgement(
+                best_step=self.best_step,
+                best_value=self.best_value,
+                evals_since_best=self.evals_since_best,
+                overfitting=self.probabilities.get("overfitting", 0.0),
+            )
+        return found
+
     def judged(self) -> tuple[str, Forecast] | None:
         """The eval metric the run is judged by and its forecast (None: judged by its training
         loss alone, or too few evaluations yet)."""

@@ -38,18 +38,9 @@ def _judged(
     name = rule.metric or state.metric
     if name is None:
         return "no eval metric with enough evaluations"
-    judgement = state.judgements.get(name)
+    judgement = state.judgement(name)
     if judgement is None:
-        if name == state.metric:
-            # a state built without per-series judgements (a pasted job state): its own fields
-            judgement = EvalJudgement(
-                best_step=state.best_step,
-                best_value=state.best_value,
-                evals_since_best=state.evals_since_best,
-                overfitting=state.probabilities.get("overfitting", 0.0),
-            )
-        else:
-            return f"no forecast of {name} (not reported, or too few evaluations)"
+        return f"no forecast of {name} (not reported, or too few evaluations)"
     return name, judgement
 
 
@@ -57,12 +48,8 @@ def best_checkpoint_text(state: LearningState, metric: str | None = None) -> str
     """``best eval_loss 0.512 at step 1000 (4 evaluations ago)``: of ``metric`` (default: the one
     the state judged)."""
     name = metric or state.metric
-    j = state.judgements.get(name) if name is not None else None
-    step, value, since = (
-        (j.best_step, j.best_value, j.evals_since_best)
-        if j is not None and name != state.metric
-        else (state.best_step, state.best_value, state.evals_since_best)
-    )
+    j = state.judgement(name) or state.judgement()
+    step, value, since = (j.best_step, j.best_value, j.evals_since_best) if j is not None else (None, None, 0)
     shown = "" if value is None else f" {value:.4g}"
     return f"best {name}{shown} at step {step} ({since} evaluation(s) ago)"
 
