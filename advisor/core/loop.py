@@ -364,8 +364,7 @@ class AdvisorCore:
         rec = self._record_for(job.key, now)
         expire_checkpoint(rec, now)
         admission = rec.resume.admission
-        note_admission(rec.resume, rec.history, job.admitted_at)
-        if admission is not None and job.admitted_at is not None and job.admitted_at > admission:
+        if note_admission(rec.resume, rec.history, job.admitted_at):
             # admitted again (evicted and re-admitted between two looks, never seen pending): its
             # rules' windows start over, as a resume's do (``note_phase``)
             rec.rule_state.clear()

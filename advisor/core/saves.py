@@ -78,17 +78,18 @@ def _furthest_before(history: History, since: float | None, when: float) -> int 
     return max(steps) if steps else None
 
 
-def note_admission(check: ResumeCheck, history: History, admitted_at: float | None) -> None:
-    """Remember a new admission that follows an earlier one (an eviction in between)."""
+def note_admission(check: ResumeCheck, history: History, admitted_at: float | None) -> bool:
+    """Remember a new admission that follows an earlier one (an eviction in between); returns
+    whether ``admitted_at`` is such a re-admission."""
     if admitted_at is None or admitted_at == check.admission:
-        return
+        return False
     previous, check.admission = check.admission, admitted_at
     if previous is None or admitted_at < previous:
-        return
+        return False
     furthest = _furthest_before(history, check.judged_since, admitted_at)
-    if furthest is None or furthest <= 0:
-        return  # it never reported progress in the earlier admission: nothing it could lose
-    check.awaiting_since, check.step_before = admitted_at, furthest
+    if furthest is not None and furthest > 0:  # else it lost nothing: it never reported before
+        check.awaiting_since, check.step_before = admitted_at, furthest
+    return True
 
 
 def resolve(check: ResumeCheck, history: History, cp: CheckpointState) -> CheckpointState:

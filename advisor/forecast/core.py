@@ -226,7 +226,7 @@ def _run(
     # a few evaluations long is far from its run's end one spacing out (the run still trains, and
     # its model may still improve unobserved: ``state`` ends it with its run's training loss)
     at_end = horizon is not None and (
-        horizon <= float(prep.steps[-1]) or (training_loss and no_report_left(prep.steps, horizon))
+        no_report_left(prep.steps, horizon) if training_loss else horizon <= float(prep.steps[-1])
     )
     if at_end:
         # the run is at its end: no improvement is left to come, whatever the noise of the last
