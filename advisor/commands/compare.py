@@ -260,7 +260,7 @@ def _file_bests(outcome: Any) -> dict[str, dict[str, float]]:
     """``{metric: {"step", "value"}}``: where each eval series of a forecast log was best (the
     series it was forecast by, for a log of eval metrics alone); of a log that states its save
     interval, best among the steps a checkpoint was saved at, as only those can be kept."""
-    from advisor.commands.forecast import series_direction
+    from advisor.commands.forecast import last_saved_step, series_direction
     from advisor.forecast.state import best_checkpoint, best_saved_checkpoint
 
     curves = dict(outcome.evals or {})
@@ -268,7 +268,7 @@ def _file_bests(outcome: Any) -> dict[str, dict[str, float]]:
         curves[outcome.full.metric] = outcome.curve
     trainer = outcome.full.trainer
     saves = trainer.save_steps if trainer is not None else None
-    last = max([*outcome.full.steps, trainer.global_step or 0]) if trainer is not None else 0
+    last = last_saved_step(outcome.full)
     out: dict[str, dict[str, float]] = {}
     for name, curve in curves.items():
         series = _Evals(tuple(curve.steps), tuple(curve.values), series_direction(name))

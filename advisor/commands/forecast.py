@@ -334,8 +334,17 @@ def _saved_best(outcome: Outcome, full: LoadedCurve, truncated: bool) -> tuple[i
     if seen is None:
         return None
     series = _Series(seen.steps, seen.values, series_direction(state.metric))
-    last = math.inf if truncated else max(max(full.steps), trainer.global_step or 0)
-    return best_saved_checkpoint(series, trainer.save_steps, last)
+    return best_saved_checkpoint(series, trainer.save_steps, last_saved_step(full, truncated))
+
+
+def last_saved_step(full: LoadedCurve, truncated: bool = False) -> float:
+    """The run's last step, where its trainer saved a checkpoint whatever its save interval: the
+    last logged step or the trainer's ``global_step``; none for a file cut short (``--upto-step``:
+    the run has not reached its final save)."""
+    if truncated:
+        return math.inf
+    global_step = full.trainer.global_step if full.trainer is not None else None
+    return max(max(full.steps), global_step or 0)
 
 
 def _nonfinite_from(full: LoadedCurve, cut: int) -> float | None:
