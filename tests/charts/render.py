@@ -38,6 +38,12 @@ def helm_binary() -> Path | None:
 
 
 def _helm(*args: str) -> str:
+    out = _run_helm(*args)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _run_helm(*args: str) -> subprocess.CompletedProcess[str]:
     helm = helm_binary()
     if helm is None:
         pytest.skip("no helm: `scripts/dev-control-plane build` builds it (or put one on PATH)")
@@ -50,9 +56,7 @@ def _helm(*args: str) -> str:
             "HELM_DATA_HOME": f"{home}/data",
             "KUBECONFIG": f"{home}/no-cluster",  # nothing here talks to a cluster
         }
-        out = subprocess.run([str(helm), *args], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
+        return subprocess.run([str(helm), *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 def _sets(sets: tuple[str, ...]) -> list[str]:
@@ -63,6 +67,13 @@ def helm_template(*sets: str, release: str = "trainjob-advisor") -> list[dict[st
     """``helm template`` of the chart with ``--set`` values ``sets``; skips when there is no helm."""
     out = _helm("template", release, str(CHART), "--namespace", NAMESPACE, *_sets(sets))
     return [d for d in yaml.safe_load_all(out) if d]
+
+
+def helm_template_error(*sets: str, release: str = "trainjob-advisor") -> str:
+    """What ``helm template`` says when it refuses ``sets`` (asserts that it does)."""
+    out = _run_helm("template", release, str(CHART), "--namespace", NAMESPACE, *_sets(sets))
+    assert out.returncode != 0, f"helm accepted {sets}"
+    return out.stderr
 
 
 def helm_notes(*sets: str, release: str = "trainjob-advisor") -> str:

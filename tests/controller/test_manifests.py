@@ -106,8 +106,20 @@ def test_rbac_is_least_privilege() -> None:
     role, binding = docs(ROOT / "rbac" / "leader-election.yaml")
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "trainjob-advisor-system"
     assert role["rules"] == [
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "patch"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["trainjob-advisor"],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["trainjob-advisor-runtime-evidence"],
+            "verbs": ["get", "patch"],
+        },
     ]
     (viewer,) = docs(ROOT / "rbac" / "forecast-viewer.yaml")
     assert viewer["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"

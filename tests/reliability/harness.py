@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -60,6 +61,23 @@ def wait_for(fn: Callable[[], Any], what: str, timeout: float = 60.0, interval: 
 
 
 # ---------------------------------------------------------------------------- the controller
+def own_lease(plane: controlplane.ControlPlane) -> str:
+    """A Lease name of the test's own, granted to the controller's ServiceAccount as an admin
+    grants a release another ``--leader-election-id``: manifests/rbac's leader-election Role with
+    its names (the Lease, its evidence ConfigMap) replaced, since the shipped Role names only the
+    default Lease."""
+    from advisor.controller.evidence import evidence_name
+
+    lease = f"rel-{uuid.uuid4().hex[:6]}"
+    role, binding = yaml.safe_load_all((REPO / "manifests" / "rbac" / "leader-election.yaml").read_text())
+    for rule in role["rules"]:
+        if "resourceNames" in rule:
+            rule["resourceNames"] = [lease] if rule["resources"] == ["leases"] else [evidence_name(lease)]
+    role["metadata"]["name"] = binding["metadata"]["name"] = binding["roleRef"]["name"] = f"{lease}-leader"
+    plane.apply([role, binding])
+    return lease
+
+
 class ControllerProcess:
     """``trainjob-advisor run`` as a child process, with leader election on a test's own Lease."""
 

@@ -13,7 +13,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from harness import (
     apply_policy,
     audit_lines,
     flat,
+    own_lease,
     wait_for,
 )
 from harness_kueue import admitted_jobs
@@ -63,7 +63,7 @@ def controller(
         plane.controller_kubeconfig,
         namespace,
         tmp_path,
-        lease=f"rel-{uuid.uuid4().hex[:6]}",
+        lease=own_lease(plane),
         lease_args=LONG_LEASE,
     )
     try:
@@ -265,9 +265,7 @@ def test_the_workload_deleted_mid_sequence_gets_no_release_attempt_and_no_retry_
         assert jobs.events("QuotaReleasedFailed") == []
         assert jobs.workload(workload) is None
         assert ctl.proc.poll() is None
-        print(
-            "\n[reliability] Workload deleted mid-sequence: 0 release attempts, 1 ActionHeld, 0 retries"
-        )
+        print("\n[reliability] Workload deleted mid-sequence: 0 release attempts, 1 ActionHeld, 0 retries")
 
 
 # ------------------------------------------------------------------------------ competing writer
@@ -468,7 +466,7 @@ def test_a_new_leader_keeps_the_pending_checkpoint_request_and_the_rule_windows(
     the plateau rule's window keeps its start (it is not started again at the handover)."""
     jobs = Jobs(admin, namespace)
     name = "handover"
-    lease = f"rel-{uuid.uuid4().hex[:6]}"
+    lease = own_lease(plane)
     with (
         admitted_jobs(plane, jobs, [name]),
         apply_policy(

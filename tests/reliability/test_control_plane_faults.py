@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from harness import (
     Jobs,
     Reporter,
     apply_policy,
+    own_lease,
     proxied_kubeconfig,
     wait_for,
 )
@@ -76,7 +76,7 @@ def test_a_restart_loses_and_duplicates_no_history(
         plane.controller_kubeconfig,
         namespace,
         tmp_path,
-        lease=f"rel-{uuid.uuid4().hex[:6]}",
+        lease=own_lease(plane),
         lease_args=("--lease-duration=60", "--renew-deadline=45", "--retry-period=2"),
     )
     try:
@@ -119,7 +119,7 @@ def test_a_paused_api_server_is_backed_off_from_and_recovered_from(
             plane.controller_kubeconfig,
             namespace,
             tmp_path,
-            lease=f"rel-{uuid.uuid4().hex[:6]}",
+            lease=own_lease(plane),
             # a lease longer than the pause: this test is about the API server pause, not the
             # election (with the default 10 s renew deadline the leader steps down and its pod restarts)
             lease_args=(
@@ -173,7 +173,7 @@ def test_latency_resets_and_refusals_between_controller_and_api_server(
         kubeconfig,
         namespace,
         tmp_path,
-        lease=f"rel-{uuid.uuid4().hex[:6]}",
+        lease=own_lease(plane),
         lease_args=("--lease-duration=60", "--renew-deadline=45", "--retry-period=2"),
     )
     try:

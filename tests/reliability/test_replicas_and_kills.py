@@ -8,12 +8,11 @@ import os
 import random
 import signal
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import controlplane
-from harness import KUEUE, ControllerProcess, Jobs, apply_policy, lease_holder, wait_for
+from harness import KUEUE, ControllerProcess, Jobs, apply_policy, lease_holder, own_lease, wait_for
 from kubernetes import client
 
 LEASE = ("--lease-duration=6", "--renew-deadline=4", "--retry-period=1")
@@ -32,7 +31,7 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
     standby's write counter stays 0, and its /readyz answers 200 ``standby``: ready to take over);
     after the leader is SIGKILLed, the standby holds the Lease within lease duration + retry period
     (7 s, measured below) and serves forecasts again within TAKEOVER_BOUND_S."""
-    lease = f"rel-{uuid.uuid4().hex[:6]}"
+    lease = own_lease(plane)
     jobs = Jobs(admin, namespace)
     jobs.create("job")
     a = ControllerProcess(
@@ -124,7 +123,7 @@ def test_sigkills_during_releases_leave_each_action_once_and_the_cap_holding(
             },
         ),
     ):
-        lease = f"rel-{uuid.uuid4().hex[:6]}"
+        lease = own_lease(plane)
         t0 = time.time() - 3000
         kills = 0
         step = 0

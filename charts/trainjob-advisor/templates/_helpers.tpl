@@ -23,6 +23,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- default (include "trainjob-advisor.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{/* The leader Lease's name (leaderElection.id, else the release's full name), and the ConfigMap of
+     runtime evidence kept beside it (advisor/controller/evidence.py evidence_name). */}}
+{{- define "trainjob-advisor.leaseName" -}}
+{{- .Values.leaderElection.id | default (include "trainjob-advisor.fullname" .) -}}
+{{- end -}}
+
 {{/* The release's save-window AdmissionCheck (kueue.saveWindowCheck): its name, and the controllerName
      its controller answers to. Each release has its own, so that namespace shards (releases with
      their own watchNamespaces) install side by side and each answers only the check that the
