@@ -152,18 +152,25 @@ def _one(
         raise BadRunError(
             f"{name}: {curve.metric}: no usable points (all {values.size} values are NaN or infinite)"
         )
-    if not np.all(np.diff(steps) > 0):
-        raise BadRunError(f"{name}: step: repeats within the run (the same step logged twice)")
+    # a step logged more than once (gradient accumulation logs each micro-batch under one
+    # optimizer step; a logger may repeat its last row): the run stood at the last report of each
+    # step, as the forecaster merges them (``forecast._prep``) and a trainer's status shows it
+    last = np.r_[steps[1:] != steps[:-1], True]
+    steps, values = steps[last], values[last]
+    if steps.size < MIN_POINTS:
+        raise BadRunError(
+            f"{name}: steps: {steps.size} distinct steps, fewer than the {MIN_POINTS} a replay needs"
+        )
     times = None
     timed = False
     if curve.times is not None:
-        t = np.asarray(curve.times[seg], dtype=float)
+        t = np.asarray(curve.times[seg], dtype=float)[last]
         if np.all(np.isfinite(t)) and np.all(np.diff(t) >= 0) and t[-1] > t[0]:
             times, timed = t - t[0], True
     if times is None:  # a stated constant throughput
         times = (steps - steps[0]) / steps_per_second
-    lrs = None if curve.learning_rates is None else np.asarray(curve.learning_rates[seg], dtype=float)
-    epochs = None if curve.epochs is None else np.asarray(curve.epochs[seg], dtype=float)
+    lrs = None if curve.learning_rates is None else np.asarray(curve.learning_rates[seg], dtype=float)[last]
+    epochs = None if curve.epochs is None else np.asarray(curve.epochs[seg], dtype=float)[last]
     planned = curve.total_steps if curve.total_steps and curve.total_steps >= steps[-1] else None
     total = planned if planned is not None else int(steps[-1])
     return Run(
@@ -360,8 +367,10 @@ def _attach_evals(
             s = np.asarray(ev.steps[seg], dtype=float)
             v = np.asarray(ev.values[seg], dtype=float)
             keep = (s >= run.steps[0]) & (s <= run.steps[-1]) & np.isfinite(v)
-            if keep.sum() >= 2:
-                found.append((name, s[keep], v[keep]))
+            s, v = s[keep], v[keep]
+            last = np.r_[s[1:] != s[:-1], True]  # one evaluation per step: its last, as above
+            if last.sum() >= 2:
+                found.append((name, s[last], v[last]))
         if found:
             name, s, v = found[0]
             runs[i] = replace(

@@ -25,6 +25,7 @@ from advisor.sources.assemble import (
     METRICS,
     LoadedCurve,
     Record,
+    RowKinds,
     SourceError,
     assemble,
     assemble_each,
@@ -363,7 +364,13 @@ def _large_table(path: str | Path, text: str, metric: str | None) -> LoadedCurve
         "value": target,
         **{r: columns[r] for r in optional},
     }
-    read = read_numeric_table(text, end + 1, delimiter, header, wanted)
+    kinds = RowKinds.of(columns, header)
+
+    def placeholders(table: np.ndarray) -> np.ndarray:
+        value = table[:, header.index(target.name)]
+        return np.isnan(value) & kinds.placeholder_rows(metric_role, table, header)
+
+    read = read_numeric_table(text, end + 1, delimiter, header, wanted, skip_rows=placeholders)
     if read is None:
         return None
     series, n_rows, warnings = read

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings as _warnings
+from collections.abc import Callable
 
 import numpy as np
 
@@ -26,10 +27,18 @@ MAX_KEPT = 20_000
 
 
 def read_numeric_table(
-    text: str, header_end: int, delimiter: str, header: list[str], wanted: dict[str, Column]
+    text: str,
+    header_end: int,
+    delimiter: str,
+    header: list[str],
+    wanted: dict[str, Column],
+    *,
+    skip_rows: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[dict[str, np.ndarray], int, list[str]] | None:
     """Columns ``wanted`` (role -> column) of the data after ``header_end``, downsampled, with the
-    number of rows read and the warnings; None when the table is not plain enough for this path."""
+    number of rows read and the warnings; None when the table is not plain enough for this path.
+    ``skip_rows``: the rows (a mask over the whole table) that do not carry the series, left out
+    before binning (a NaN filling another kind of row's cell, ``assemble.RowKinds``)."""
     body = text[header_end:]
     if '"' in body or "#" in body or (delimiter != "\t" and "\t" in body):
         return None
@@ -45,6 +54,11 @@ def read_numeric_table(
     if n_cols == 0 or values.size != n_rows * n_cols:
         return None  # an empty cell, a ragged row, a blank line: the general reader says which
     table = values.reshape(n_rows, n_cols)
+    if skip_rows is not None:
+        table = table[~skip_rows(table)]
+        n_rows = table.shape[0]
+        if n_rows == 0:
+            return None
     columns = {role: table[:, header.index(c.name)] * c.scale for role, c in wanted.items()}
     steps = columns["step"]
     if not (np.isfinite(steps).all() and (steps >= 0).all() and (np.diff(steps) >= 0).all()):
