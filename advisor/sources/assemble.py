@@ -20,9 +20,9 @@ from typing import cast
 import numpy as np
 
 from advisor.model import Curve
-from advisor.series import direction_of, eval_series_name, is_eval_name
+from advisor.series import Direction, direction_of, eval_series_name, is_eval_name
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
-from advisor.sources.columns import Column, epoch_millis, resolve_columns
+from advisor.sources.columns import Column, epoch_millis, loss_named, resolve_columns
 from advisor.sources.normalize import canonical_name
 from advisor.sources.trainer_choice import TrainerChoice
 
@@ -468,8 +468,14 @@ def choose_metric(
     if metric is None:
         role = "loss" if "loss" in columns else "eval_loss"
         if role not in columns:
+            several = loss_named(names)
+            if len(several) > 1:
+                has = f"; it logs {listing(several)}: name the run's loss with --metric NAME"
             raise SourceError(path, f"no loss field (found: {listing(names)}){has}", series=series)
         return role, columns[role]
+    named = _other_training_loss(metric, names)
+    if named is not None:
+        return "loss", Column(named)
     if not is_series_metric(metric):
         wanted = canonical_name(metric)
         if any(canonical_name(n) == wanted for n in names):
@@ -491,6 +497,19 @@ def choose_metric(
         wanted = "training-loss" if metric == "loss" else "evaluation-loss"
         raise SourceError(path, f"no {wanted} field (found: {listing(names)}){hint or has}", series=series)
     return metric, columns[metric]
+
+
+def _other_training_loss(metric: str, names: Sequence[str]) -> str | None:
+    """The column ``metric`` names when it is a training loss of another name (``--metric
+    lm_loss``: a name with a lower-is-better word, not an evaluation's), read as the training loss."""
+    wanted = canonical_name(metric)
+    if (
+        metric in METRICS
+        or is_eval_name(eval_series_name(wanted))
+        or direction_of(wanted) is not Direction.LOWER
+    ):
+        return None
+    return next((n for n in names if canonical_name(n) == wanted), None)
 
 
 def _select_curve(

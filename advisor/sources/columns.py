@@ -30,6 +30,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
+from advisor.series import eval_series_name, is_eval_name
 from advisor.sources.coerce import EPOCH_MS_FLOOR
 from advisor.sources.normalize import canonical_name
 
@@ -41,7 +42,9 @@ __all__ = [
     "epoch_millis",
     "export_header",
     "lightning_learning_rate",
+    "loss_named",
     "resolve_columns",
+    "training_loss_column",
 ]
 
 #: role -> accepted canonical column names, best first
@@ -144,7 +147,41 @@ def resolve_columns(names: Iterable[str], roles: dict[str, tuple[str, ...]] = RO
         monitored = lightning_learning_rate(names)
         if monitored is not None:
             resolved["learning_rate"] = Column(monitored)
+    if roles is ROLES and "loss" not in resolved:
+        other = training_loss_column(names, resolved)
+        if other is not None:
+            resolved["loss"] = Column(other)
     return resolved
+
+
+#: the loss a file names otherwise, chosen first among several (a model's losses and their sum)
+_TOTAL_LOSS = ("total_loss", "train_total_loss", "loss_total")
+
+
+def loss_named(names: Iterable[str]) -> list[str]:
+    """The columns whose name has the word ``loss`` (``lm_loss``, ``aux_loss``): a file of losses
+    of other names, one of which ``--metric`` can name."""
+    return [n for n in names if "loss" in canonical_name(n).split("_")]
+
+
+def training_loss_column(names: Iterable[str], resolved: dict[str, Column] | None = None) -> str | None:
+    """A file's training loss named otherwise than ``ROLES`` knows (``lm_loss``, ``nll_loss``,
+    ``loss_epoch``): its one column whose name has the word ``loss`` and is no evaluation's, or
+    among several, the total (``total_loss``); None when there is none or no way to choose. Why
+    only then: of ``lm_loss`` and ``aux_loss`` neither is the run's loss more than the other, and a
+    file that names several is asked for one (``--metric``) rather than judged by a guess."""
+    taken = {c.name for c in (resolved or {}).values()}
+    found = []
+    for name in names:
+        canonical = canonical_name(name)
+        if name in taken or is_eval_name(eval_series_name(canonical)) or canonical in ROLES["eval_loss"]:
+            continue
+        if "loss" in canonical.split("_") and not canonical.startswith(("test_", "loss_test")):
+            found.append((canonical, name))
+    if len(found) == 1:
+        return found[0][1]
+    total = [name for canonical, name in found if canonical in _TOTAL_LOSS]
+    return total[0] if len(total) == 1 else None
 
 
 #: Lightning's ``LearningRateMonitor`` names: ``lr-<Optimizer>``, ``-<n>`` for a second optimizer of

@@ -43,6 +43,7 @@ from advisor.sources.columns import (
     ExportError,
     epoch_millis,
     export_header,
+    loss_named,
     resolve_columns,
 )
 from advisor.sources.large_table import LARGE_ROWS, read_numeric_table
@@ -266,7 +267,7 @@ def _table_records(
         r
         for r, ok in (
             ("step", {"step", "epoch"} & roles.keys()),
-            ("loss", {"loss", "eval_loss"} & roles.keys() or eval_metrics(header)),
+            ("loss", {"loss", "eval_loss"} & roles.keys() or eval_metrics(header) or loss_named(header)),
         )
         if not ok
     ]
