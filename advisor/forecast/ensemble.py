@@ -306,6 +306,11 @@ def estimate(
     shrink = _drop_shrink(level - mean, parts.spread) if short else 1.0
     parts.mean = level - shrink * (level - mean)
     parts.drop_shrink = shrink
+    if horizon is None and n < cal.SMALL_N and parts.mean < level:
+        # the asymptote of a run known by a handful of points: nothing in them says how much of
+        # its fall is left (3 points falling by 0.3 each read "final 0.2 (80%: 0 .. 0.8)" beside a
+        # current 2.55), so the interval reaches up to where it stands
+        parts.sd = max(parts.sd, (level - parts.mean) / cal.Z80)
     if path_steps.size:
         _path(parts, fits, names, wv, n, n_fixed, u_path, u_t, share if stretched else None)
     if n < cal.SMALL_N:

@@ -108,6 +108,17 @@ def test_a_few_steeply_falling_evals_get_an_interval_that_reaches_back_to_a_flat
     assert fc.final_loss.p90 >= 0.6  # a run that flattens soon after is inside it
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.floats(0.05, 5.0), min_size=3, max_size=7))
+def test_the_asymptote_of_a_handful_of_points_reaches_up_to_where_the_run_stands(values: list[float]) -> None:
+    """Without a total, a history of 3-7 points says nothing about how much of its fall is left:
+    its 80% interval reaches up to its current level (3 points falling by 0.3 each had read "final
+    0.219 (80%: 0 .. 0.82)" beside a current 2.55)."""
+    steps = [100.0 * (i + 1) for i in range(len(values))]
+    fc = forecast(steps, values)
+    assert fc.final_loss.p90 >= fc.current_loss * (1 - 1e-6)
+
+
 def test_the_drop_is_weighted_by_how_well_the_families_agree_on_it() -> None:
     from advisor.forecast.ensemble import _drop_shrink
 
