@@ -2,7 +2,9 @@
 
 The same fits and weights as the forecast at the horizon (``core._estimate`` with path steps),
 read at each step after the last one, with the calibrated interval rule at that step's remaining
-fraction; the end point is the forecast's final loss itself. A higher-is-better metric (an
+fraction. With a known total the path is drawn from the current level to the forecast's final
+loss and interval themselves, along the ensemble's shape where it heads the same way
+(``_path_band``). A higher-is-better metric (an
 accuracy) is forecast negated and turned back, as ``state.forecast_series`` forecasts it.
 """
 
@@ -76,31 +78,82 @@ def forecast_path(
 
 
 def _path_band(fc: Forecast, parts: Parts, values: Any) -> ForecastPath | None:
-    """The path's interval, made to agree with the reported forecast: where the final mean was
-    moved after the ensemble (the recent-trend rule, the clip at zero), the path's drop from the
-    current level is scaled to end there; a loss never negative stays at or above zero."""
-    if parts.path_steps is None or parts.path_mean is None or parts.path_sd is None:
+    """The path drawn, made to agree with the reported forecast. With a known total it runs from
+    the current level (``fc.current_loss``) to the final value and its 80% interval, exactly: the
+    mean moves from the one to the other along the ensemble's own shape where the ensemble moves
+    the way the forecast does (``_progress``), along a straight line where it does not (an eval
+    loss turned upward by its rising branch, which the falling families do not see: scaling their
+    drop to a rise put the path at 0 on the way, or had it jump up after the last point); the
+    interval opens with the ensemble's sd to the final one's. Neither ever leaves the range between
+    the current level and the final interval, nor goes below 0 for a loss never negative. Without
+    a total the path is the ensemble's own (the asymptote is drawn apart)."""
+    if parts.path_steps is None or not len(parts.path_steps):
         return None
-    level, mean, sd = parts.level, parts.path_mean.copy(), parts.path_sd
-    if not (np.isfinite(mean).all() and np.isfinite(sd).all() and math.isfinite(fc.final_loss.mean)):
+    steps = np.asarray(parts.path_steps, dtype=np.float64)
+    ens_mean, ens_sd = parts.path_mean, parts.path_sd
+    usable = (
+        ens_mean is not None
+        and ens_sd is not None
+        and ens_mean.shape == steps.shape
+        and ens_sd.shape == steps.shape
+        and bool(np.isfinite(ens_mean).all() and np.isfinite(ens_sd).all())
+    )
+    final = fc.final_loss
+    if not (math.isfinite(final.mean) and math.isfinite(final.p10) and math.isfinite(final.p90)):
         return None
-    final = fc.final_loss.mean
-    if fc.total_steps is not None and math.isfinite(parts.mean) and abs(parts.mean - level) > 0:
-        mean = level + (mean - level) * ((final - level) / (parts.mean - level))
-    half = cal.Z80 * sd
-    lo, hi = mean - half, mean + half
     finite = np.asarray(values, dtype=np.float64)
     finite = finite[np.isfinite(finite)]
-    if finite.size and float(finite.min()) >= 0.0:
-        lo, mean = np.maximum(lo, 0.0), np.maximum(mean, 0.0)
-    if fc.total_steps is not None:  # the end point is the forecast itself
-        mean[-1], lo[-1], hi[-1] = final, fc.final_loss.p10, fc.final_loss.p90
+    never_negative = bool(finite.size) and float(finite.min()) >= 0.0
+    start, last = fc.current_loss, fc.last_step
+    if fc.total_steps is None or start is None or last is None or not math.isfinite(start):
+        if not usable or ens_mean is None or ens_sd is None:
+            return None
+        mean, half = ens_mean.copy(), cal.Z80 * ens_sd
+        lo, hi = mean - half, mean + half
+        if never_negative:
+            lo, mean = np.maximum(lo, 0.0), np.maximum(mean, 0.0)
+    else:
+        span = float(steps[-1]) - last
+        linear = np.clip((steps - last) / span, 0.0, 1.0) if span > 0 else np.ones_like(steps)
+        linear[-1] = 1.0
+        along = linear
+        opens = linear
+        if usable and ens_mean is not None and ens_sd is not None:
+            along = _progress(ens_mean - parts.level, final.mean - start, linear)
+            if float(ens_sd[-1]) > 0:
+                opens = _progress(ens_sd, 1.0, linear, relative=float(ens_sd[-1]))
+        mean = start + along * (final.mean - start)
+        lo = mean - opens * (final.mean - final.p10)
+        hi = mean + opens * (final.p90 - final.mean)
+        lo = np.clip(lo, min(start, final.p10), mean)
+        hi = np.clip(hi, mean, max(start, final.p90))
+        if never_negative:
+            lo, mean = np.maximum(lo, 0.0), np.maximum(mean, 0.0)
+        # the end point is the forecast itself
+        mean[-1], lo[-1], hi[-1] = final.mean, final.p10, final.p90
     return ForecastPath(
-        tuple(float(v) for v in parts.path_steps),
+        tuple(float(v) for v in steps),
         tuple(float(v) for v in mean),
         tuple(float(v) for v in np.minimum(lo, mean)),
         tuple(float(v) for v in np.maximum(hi, mean)),
     )
+
+
+def _progress(moved: Any, target: float, linear: Any, *, relative: float | None = None) -> Any:
+    """How far along (0 at the last point, 1 at the end) a path whose move from the current level
+    is ``moved`` at each step is, for a forecast that moves by ``target`` in all: ``moved`` over its
+    own end value (or over ``relative``), kept in [0, 1] and never going back; ``linear`` (the
+    share of the steps gone) when ``moved`` does not head the way ``target`` does all along (it
+    ends the other way, or goes back or past its end by more than a tenth of it on the way)."""
+    end = float(moved[-1]) if relative is None else relative
+    if not (math.isfinite(end) and end != 0.0 and target * end > 0.0):
+        return linear
+    share = np.asarray(moved, dtype=np.float64) / end
+    if float(share.min()) < -0.1 or float(share.max()) > 1.1:
+        return linear
+    share = np.maximum.accumulate(np.clip(share, 0.0, 1.0))
+    share[-1] = 1.0
+    return share
 
 
 def _turned_path(path: ForecastPath, values: Any) -> ForecastPath:

@@ -4,6 +4,8 @@ the current level."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -62,3 +64,41 @@ def test_a_higher_is_better_series_is_forecast_upwards_as_the_state_forecasts_it
     assert all(lo <= m <= hi <= 1.0 for lo, m, hi in zip(path.p10, path.mean, path.p90, strict=True))
     near = [w for w in fc.warnings if "the end would be near" in w]
     assert near and all(float(w.split("near ")[1].split()[0]) > 0 for w in near), fc.warnings
+
+
+def _keras_val_loss() -> tuple[list[float], list[float]]:
+    """An eval loss past its minimum (a Keras log's val_loss by epoch): it turns up at epoch 6."""
+    vals = [1.1, 0.8639, 0.7207, 0.6339, 0.5812, 0.5493, 0.5699, 0.5981, 0.6310, 0.6667]
+    vals += [0.7040, 0.7425, 0.7815, 0.8209, 0.8605]
+    return [float(e) for e in range(1, 16)], vals
+
+
+def _lightning_val_loss() -> tuple[list[float], list[float]]:
+    """An eval loss every 50 steps that falls, then rises past its minimum at epoch 6."""
+    steps = [50.0 * (ep + 1) - 1 for ep in range(20)]
+    vals = [0.6 + 0.5 * np.exp(-ep / 2) + (0.03 * (ep - 6) if ep > 6 else 0) for ep in range(20)]
+    return steps, [round(float(v), 4) for v in vals]
+
+
+@pytest.mark.parametrize(("series", "total"), [(_keras_val_loss, 30), (_lightning_val_loss, 2000)])
+def test_a_turned_eval_loss_is_drawn_from_its_level_to_its_final_interval(series: Any, total: int) -> None:
+    """The forecast of an eval loss turned upward moves from where it stands now to its final
+    value (the falling families' path scaled to that rise went to 0 on the way, or jumped up
+    after the last point and ended its band outside the final interval); the band stays between
+    the current level and the final interval all along; the forecast itself is unchanged."""
+    s, y = series()
+    plain = forecast(s, y, total_steps=total)
+    fc, path = forecast_path(s, y, total_steps=total, points=60, eval_series=True)
+    assert fc.final_loss == plain.final_loss and fc.current_loss == plain.current_loss
+    assert path is not None and fc.current_loss is not None
+    now, final = fc.current_loss, fc.final_loss
+    assert final.mean > now  # the forecast says it rises
+    assert (path.mean[-1], path.p10[-1], path.p90[-1]) == (final.mean, final.p10, final.p90)
+    floor, top = min(now, final.p10), max(now, final.p90)
+    for lo, m, hi in zip(path.p10, path.mean, path.p90, strict=True):
+        assert floor - 1e-12 <= lo <= m <= hi <= top + 1e-12
+        assert now - 1e-12 <= m <= final.mean + 1e-12
+    # it starts where the series stands: its first step moves it by no more than its share of the way
+    share = (path.steps[0] - s[-1]) / (path.steps[-1] - s[-1])
+    assert abs(path.mean[0] - now) <= 1.5 * share * (final.mean - now) + 1e-12
+    assert all(b >= a - 1e-12 for a, b in zip(path.mean, path.mean[1:], strict=False))  # no way back
