@@ -4,13 +4,16 @@ The training loss as observed, the forecast mean and its 80% band along the step
 what came after the cut (``--upto-step``) and the observed end; then each eval series with its
 forecast final value, and the step where the judged eval metric was best (the checkpoint worth
 keeping), so that a U-shaped eval curve under a falling training loss is seen as overfitting on
-the plot as in the text. A log axis when the loss spans decades or nears zero; the legend beside
-the axes, not over the data; a failed forecast is said on the plot.
+the plot as in the text. Scores that rise within [0, 1] (accuracy, F1, precision...) are drawn on
+a linear panel of their own under the loss's. A log axis when the loss spans decades or nears
+zero; each series its own colour; each legend entry once, beside the axes, not over the data; a
+failed forecast is said on the plot.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +22,30 @@ from advisor.cli import CommandError
 if TYPE_CHECKING:
     from advisor.commands.forecast import Outcome
 
-__all__ = ["SERIES_COLOURS", "build_figure", "write_plot"]
+__all__ = ["SERIES_COLOURS", "build_figure", "is_score", "write_plot"]
 
-#: colours of the series a plot may carry (the training loss first; eval series after it)
-SERIES_COLOURS = ("#1f77b4", "#2ca02c", "#9467bd", "#8c564b")
+#: colours of the series a plot may carry (the training loss first; eval series after it), none
+#: of them the forecast's red and orange
+SERIES_COLOURS = (
+    "#1f77b4",
+    "#2ca02c",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#7b4173",
+    "#6baed6",
+)
+#: a y-axis label longer than this names the series in the legend instead
+LABEL_CHARS = 48
+#: a forecast path over less than this share of the steps drawn is not drawn (its final value is)
+PATH_SHARE_MIN = 0.03
 
 
 def build_figure(outcome: Outcome) -> Any:
@@ -32,22 +55,41 @@ def build_figure(outcome: Outcome) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+    # the forecast series is drawn as such: not again as one of the eval series
+    evals = {n: e for n, e in (outcome.evals or {}).items() if n != outcome.curve.metric}
+    colours = {n: SERIES_COLOURS[(1 + i) % len(SERIES_COLOURS)] for i, n in enumerate(evals)}
+    scores = {n: e for n, e in evals.items() if is_score(n, e.values)}
+    others = {n: e for n, e in evals.items() if n not in scores}
+    if scores:
+        fig, (ax, score_ax) = plt.subplots(
+            2, 1, sharex=True, figsize=(10, 7.2), dpi=110, gridspec_kw={"height_ratios": [3, 2]}
+        )
+    else:
+        fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+        score_ax = None
     drawn = _draw_series(ax, outcome, SERIES_COLOURS[0])
-    drawn += _draw_evals(ax, outcome)
+    drawn += _draw_evals(ax, outcome, others, colours)
     if _wants_log(tuple(drawn)):
         ax.set_yscale("log")  # a band reaching 0 is cut at the axis' bottom, as it must be
         finite = [v for v in drawn if math.isfinite(v) and v > 0]
         ax.set_ylim(bottom=0.5 * min(finite))
-    ax.set_xlabel("step")
-    names = [outcome.curve.metric, *(outcome.evals or {})]
-    ax.set_ylabel(", ".join(names) + (" (log scale)" if ax.get_yscale() == "log" else ""))
+    log = " (log scale)" if ax.get_yscale() == "log" else ""
+    ax.set_ylabel(_axis_label([outcome.curve.metric, *others], "the loss and its kin") + log)
+    axes = [ax]
+    if score_ax is not None:
+        _draw_evals(score_ax, outcome, scores, colours)
+        score_ax.set_ylabel(_axis_label(list(scores), "scores (higher is better)"))
+        axes.append(score_ax)
+    _draw_best(axes, outcome, score_ax if score_ax is not None and _judged(outcome) in scores else ax)
+    axes[-1].set_xlabel("step")
     source = outcome.curve.source
     title = source if len(source) <= 90 else source[:87] + "..."
     if outcome.state is not None and outcome.evals:
         title += f"  |  run state: {outcome.state.label}"
     ax.set_title(title, fontsize=8)
-    ax.grid(alpha=0.3, which="both" if ax.get_yscale() == "log" else "major")
+    for a in axes:
+        a.grid(alpha=0.3, which="both" if a.get_yscale() == "log" else "major")
+        _legend(a)
     if outcome.failure is not None:
         ax.text(
             0.5,
@@ -60,9 +102,42 @@ def build_figure(outcome: Outcome) -> Any:
             color="#b00020",
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#b00020"},
         )
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     return fig
+
+
+def is_score(name: str, values: Any) -> bool:
+    """Whether an eval series is a score in [0, 1] that rises as it improves (an accuracy, an F1,
+    a precision): drawn on a linear panel of its own, not on the loss's (log) axis."""
+    from advisor.series import Direction, direction_of
+
+    finite = [float(v) for v in values if math.isfinite(v)]
+    if direction_of(name) is not Direction.HIGHER or not finite:
+        return False
+    return 0.0 <= min(finite) <= max(finite) <= 1.0
+
+
+def _axis_label(names: list[str], many: str) -> str:
+    """The series an axis carries, by name; ``many`` (the legend names them) when too long."""
+    joined = ", ".join(names)
+    return joined if len(joined) <= LABEL_CHARS else many
+
+
+def _legend(ax: Any) -> None:
+    """The axes' legend beside them, each label once (a label drawn twice is one entry)."""
+    handles, labels = ax.get_legend_handles_labels()
+    seen: dict[str, Any] = {}
+    for handle, label in zip(handles, labels, strict=True):
+        seen.setdefault(label, handle)
+    if seen:
+        ax.legend(
+            list(seen.values()),
+            list(seen),
+            fontsize=8,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0.0,
+        )
 
 
 def write_plot(outcome: Outcome, path: str) -> str:
@@ -79,15 +154,15 @@ def write_plot(outcome: Outcome, path: str) -> str:
         plt.close(fig)
 
 
-def _draw_evals(ax: Any, outcome: Outcome) -> list[float]:
-    """Each eval series: its points joined by a line, its forecast final value at the total
-    steps, and the judged metric's best step. Returns every value drawn."""
-    from advisor.commands.forecast_output import _num
-
+def _draw_evals(
+    ax: Any, outcome: Outcome, evals: Mapping[str, Any], colours: Mapping[str, str]
+) -> list[float]:
+    """Each eval series of ``evals``: its points joined by a line and its forecast final value at
+    the total steps. Returns every value drawn."""
     drawn: list[float] = []
     state = outcome.state
-    for i, (name, series) in enumerate((outcome.evals or {}).items()):
-        colour = SERIES_COLOURS[1 + i % (len(SERIES_COLOURS) - 1)]
+    for name, series in evals.items():
+        colour = colours[name]
         ax.plot(series.steps, series.values, "o-", ms=3, lw=1.0, color=colour, label=f"observed {name}")
         drawn += list(series.values)
         fc = state.series.get(name) if state is not None else None
@@ -104,20 +179,37 @@ def _draw_evals(ax: Any, outcome: Outcome) -> list[float]:
                 label=f"final {name} at step {outcome.total_steps:,} (p10..p90)",
             )
             drawn += [final.p10, final.p90]
-    if state is not None and state.best_step is not None and state.best_value is not None and state.metric:
-        ax.axvline(state.best_step, color="#2ca02c", lw=0.9, ls="--")
-        ax.plot(
-            [state.best_step],
-            [state.best_value],
-            "*",
-            ms=12,
-            color="#2ca02c",
-            mec="black",
-            mew=0.6,
-            label=f"best {state.metric} {_num(state.best_value)} at step {state.best_step:,} "
-            "(the checkpoint to keep)",
-        )
     return drawn
+
+
+def _judged(outcome: Outcome) -> str | None:
+    """The eval metric whose best step is marked, if any."""
+    state = outcome.state
+    if state is None or state.best_step is None or state.best_value is None or not state.metric:
+        return None
+    return state.metric
+
+
+def _draw_best(axes: list[Any], outcome: Outcome, ax: Any) -> None:
+    """The judged metric's best step: a line across every panel, a star on ``ax`` (its panel)."""
+    from advisor.commands.forecast_output import _num
+
+    state = outcome.state
+    if state is None or _judged(outcome) is None or state.best_step is None or state.best_value is None:
+        return
+    for a in axes:
+        a.axvline(state.best_step, color="#2ca02c", lw=0.9, ls="--")
+    ax.plot(
+        [state.best_step],
+        [state.best_value],
+        "*",
+        ms=12,
+        color="#2ca02c",
+        mec="black",
+        mew=0.6,
+        label=f"best {state.metric} {_num(state.best_value)} at step {state.best_step:,} "
+        "(the checkpoint to keep)",
+    )
 
 
 def _wants_log(values: tuple[float, ...]) -> bool:
@@ -157,7 +249,7 @@ def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
         )
         ax.axvline(curve.steps[-1], color="0.4", lw=0.8, ls=":", label=f"cut at step {curve.steps[-1]:,.0f}")
         drawn += list(full.values[later])
-    if fpath is not None and fc.last_step is not None and fc.current_loss is not None:
+    if fpath is not None and fc.last_step is not None and fc.current_loss is not None and _visible(outcome):
         steps = [fc.last_step, *fpath.steps]
         mean = [fc.current_loss, *fpath.mean]
         p10 = [fc.current_loss, *fpath.p10]
@@ -198,6 +290,17 @@ def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
             label=f"observed end ({_num(outcome.observed_final)})",
         )
     return drawn
+
+
+def _visible(outcome: Outcome) -> bool:
+    """Whether the forecast path spans enough of the steps drawn to be seen: one over the last
+    3% of a run is hidden under the final value's marker (the marker says it all)."""
+    fc, path, full = outcome.forecast, outcome.path, outcome.full
+    if path is None or fc.last_step is None or not path.steps or not full.steps:
+        return False
+    first = min(full.steps[0], fc.last_step)
+    right = max(path.steps[-1], full.steps[-1], outcome.total_steps or 0)
+    return right > first and (path.steps[-1] - fc.last_step) / (right - first) >= PATH_SHARE_MIN
 
 
 def _rolling_median(
