@@ -86,7 +86,8 @@ def _path_band(fc: Forecast, parts: Parts, values: Any) -> ForecastPath | None:
     drop to a rise put the path at 0 on the way, or had it jump up after the last point); the
     interval opens with the ensemble's sd to the final one's. Neither ever leaves the range between
     the current level and the final interval, nor goes below 0 for a loss never negative. Without
-    a total the path is the ensemble's own (the asymptote is drawn apart)."""
+    a total the path is the ensemble's own (the asymptote is drawn apart), kept between the current
+    level and the asymptote's interval, and none when it heads away from the asymptote."""
     if parts.path_steps is None or not len(parts.path_steps):
         return None
     steps = np.asarray(parts.path_steps, dtype=np.float64)
@@ -110,6 +111,15 @@ def _path_band(fc: Forecast, parts: Parts, values: Any) -> ForecastPath | None:
             return None
         mean, half = ens_mean.copy(), cal.Z80 * ens_sd
         lo, hi = mean - half, mean + half
+        if start is not None and math.isfinite(start):
+            # heading away from the asymptote the forecast gives (falling families under an eval
+            # loss turned upward) it says the opposite of the text: not drawn; else kept between
+            # the current level and the asymptote's interval
+            if (final.mean - start) * (float(ens_mean[-1]) - parts.level) < 0.0:
+                return None
+            mean = np.clip(mean, min(start, final.mean), max(start, final.mean))
+            lo = np.clip(lo, min(start, final.p10), mean)
+            hi = np.clip(hi, mean, max(start, final.p90))
         if never_negative:
             lo, mean = np.maximum(lo, 0.0), np.maximum(mean, 0.0)
     else:

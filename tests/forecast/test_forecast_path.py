@@ -102,3 +102,21 @@ def test_a_turned_eval_loss_is_drawn_from_its_level_to_its_final_interval(series
     share = (path.steps[0] - s[-1]) / (path.steps[-1] - s[-1])
     assert abs(path.mean[0] - now) <= 1.5 * share * (final.mean - now) + 1e-12
     assert all(b >= a - 1e-12 for a, b in zip(path.mean, path.mean[1:], strict=False))  # no way back
+
+
+def test_without_a_total_no_path_heads_away_from_the_asymptote() -> None:
+    """Without a total, the falling families' path under an eval loss turned upward fell from
+    0.93 to 0.83 beside an asymptote of 1.33 the text gives: a path that says the opposite of the
+    forecast is not drawn; one that agrees stays between the current level and the asymptote."""
+    s, y = _lightning_val_loss()
+    fc, path = forecast_path(s, y, points=30, eval_series=True)
+    assert fc.current_loss is not None and fc.final_loss.mean > fc.current_loss
+    if path is not None:
+        now, final = fc.current_loss, fc.final_loss
+        assert all(now - 1e-12 <= m <= final.mean + 1e-12 for m in path.mean)
+        assert all(min(now, final.p10) - 1e-12 <= lo for lo in path.p10)
+        assert all(hi <= max(now, final.p90) + 1e-12 for hi in path.p90)
+    s, y = _curve()
+    fc, path = forecast_path(s, y, points=30)  # a falling loss, falling to its asymptote
+    assert path is not None and fc.current_loss is not None
+    assert all(fc.final_loss.mean - 1e-12 <= m <= fc.current_loss + 1e-12 for m in path.mean)
