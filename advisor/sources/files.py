@@ -40,12 +40,11 @@ from advisor.sources.columns import (
     HF_ROLES,
     ROLES,
     Column,
-    ExportError,
     epoch_millis,
-    export_header,
     loss_named,
     resolve_columns,
 )
+from advisor.sources.joined import exported, joined_log
 from advisor.sources.large_table import LARGE_ROWS, read_numeric_table
 from advisor.sources.trainer_choice import TrainerChoice, trainer_choice
 
@@ -80,7 +79,15 @@ def load_curve(path: str | Path, *, metric: str | None = None, curve_id: str | N
     ``series`` are those it holds. ``curve_id`` selects one run in a file that holds
     several (a ``curve_id``/``run_id`` column).
     """
-    return _parse(path, _read_text(Path(path)), metric, curve_id)
+    text, note = _text_of(Path(path))
+    curve = _parse(path, text, metric, curve_id)
+    return replace(curve, warnings=(note, *curve.warnings)) if note else curve
+
+
+def _text_of(path: Path) -> tuple[str, str | None]:
+    """A log's text, or a run's spread over several files (``joined_log``) and what it was joined from."""
+    joined = joined_log(path, _read_text)
+    return joined if joined is not None else (_read_text(path), None)
 
 
 def load_curve_bytes(
@@ -259,7 +266,7 @@ def _table_records(
         warnings.append(f"no header; columns read as {','.join(header)}")
     else:
         rows = rows[1:]
-        header = _exported(path, header, warnings)
+        header = exported(path, header, warnings)
         if len(set(header)) != len(header):
             raise SourceError(path, "duplicate column names in the header", line=lines[0][0])
     roles = resolve_columns(header)
@@ -308,21 +315,6 @@ def _table_records(
     return kind, records, header, warnings
 
 
-def _exported(path: str | Path, header: list[str], warnings: list[str] | None = None) -> list[str]:
-    """The header with a TensorBoard or W&B panel export's columns named (``export_header``); a
-    TensorBoard export whose file name gives no tag is read as a training loss, and said so."""
-    try:
-        named = export_header(header, Path(path).name)
-    except ExportError as exc:
-        raise SourceError(path, str(exc)) from None
-    if warnings is not None and "Value" in header and named != header and "loss" in named:
-        warnings.append(
-            "a TensorBoard export whose file name names no tag: its Value read as the training loss "
-            "(name the file ...-tag-<metric>.csv, such as run-a-tag-eval_accuracy.csv, to read it as that)"
-        )
-    return named
-
-
 def _cut_number(cell: str) -> bool:
     """A cell no logger writes as a whole number: a mantissa or exponent cut off (``0.``, ``1e``,
     ``2.5e-``), what an unended last line holds when its writer is mid-number."""
@@ -349,7 +341,7 @@ def _large_table(path: str | Path, text: str, metric: str | None) -> LoadedCurve
     header = [cell.strip() for cell in first.split(delimiter)]
     if any(is_number(h) for h in header):
         return None
-    header = _exported(path, header)
+    header = exported(path, header)
     columns = resolve_columns(header)
     if len(set(header)) != len(header):
         return None
@@ -544,7 +536,10 @@ def _field_names(records: Sequence[Record]) -> list[str]:
 def parse_log(path: str | Path) -> ParsedLog:
     """``path`` read and split into records once, for reading several of its series
     (``ParsedLog.curves``); raises ``SourceError`` when the file cannot be read or split."""
-    return ParsedLog(path, _read_text(Path(path)))
+    text, note = _text_of(Path(path))
+    parsed = ParsedLog(path, text)
+    parsed._warnings[:0] = [note] if note else []
+    return parsed
 
 
 def _from_trainer_state(path: str | Path, state: Mapping[str, object], metric: str | None) -> LoadedCurve:

@@ -15,6 +15,10 @@ the same run's state, each a prefix of the last. So in a folder that holds a ``t
 (or a ``training_args.bin``, or is a ``checkpoint-<step>`` folder) only that file is read; its
 checkpoints' states are left out when it has its own, and otherwise (a run stopped before its final
 save) the state of its latest checkpoint alone stands for the run.
+
+A run whose log is spread over several files is found as one, named as ``advisor.sources.joined``
+names it: TensorBoard's per-tag exports of one run (``run-exp-tag-*.csv``), and a Lightning run
+resumed into a later version folder (``my_model/version_0+version_1/metrics.csv``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from advisor.sources.assemble import SourceError
+from advisor.sources.joined import group_logs
 
 __all__ = ["INDEX_NAMES", "RUN_LOG_SUFFIXES", "RunLog", "find_run_logs", "is_run_log", "run_folder"]
 
@@ -125,7 +130,9 @@ def _in_folder(folder: Path) -> list[Path]:
             p.parent != folder and _is_snapshot(p)
         )
 
-    return sorted(p for p in folder.rglob("*") if wanted(p))
+    from advisor.sources.files import _read_text  # files reads the joined runs named here
+
+    return group_logs(sorted(p for p in folder.rglob("*") if wanted(p)), _read_text)
 
 
 def find_run_logs(args: Sequence[Path]) -> list[RunLog]:
