@@ -327,7 +327,8 @@ def _rank_key(row: Mapping[str, Any], broken: set[str]) -> tuple[int, float, flo
 def run(args: argparse.Namespace) -> int:
     from advisor.controller.cliutil import cluster_api, forecast_status, parse_ref, print_table
 
-    if len(args.refs) < 2 and not (len(args.refs) == 1 and Path(args.refs[0]).is_dir()):
+    # one folder, or one file that holds several runs (a W&B panel export), may hold two runs
+    if len(args.refs) < 2 and not (len(args.refs) == 1 and Path(args.refs[0]).exists()):
         raise CommandError("compare needs at least two runs")
     if args.draws < 100:
         raise CommandError("--draws must be at least 100")

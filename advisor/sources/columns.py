@@ -45,6 +45,7 @@ __all__ = [
     "loss_named",
     "resolve_columns",
     "training_loss_column",
+    "wandb_panel_runs",
 ]
 
 #: role -> accepted canonical column names, best first
@@ -242,16 +243,26 @@ def export_header(header: list[str], file_name: str) -> list[str]:
         tag = _TB_TAG.search(stem)
         named = canonical_name(tag.group(1)) if tag else "loss"
         return [h if canonical_name(h) != "value" else named for h in header]
-    panel = [_WANDB_PANEL.match(h) for h in header]
-    runs = {m.group("run") for m in panel if m is not None}
-    if not runs or not any(canonical_name(h) in ROLES["step"] for h in header):
+    runs = wandb_panel_runs(header)
+    if not runs:
         return header
     if len(runs) > 1:
         shown = ", ".join(sorted(runs)[:3]) + (", ..." if len(runs) > 3 else "")
         raise ExportError(
-            f"a W&B panel export of {len(runs)} runs ({shown}): export one run's panel, or its run history"
+            f"a W&B panel export of {len(runs)} runs ({shown}): choose one (forecast --curve RUN), "
+            "or export one run's panel, or its run history"
         )
+    panel = [_WANDB_PANEL.match(h) for h in header]
     return [
         m.group("metric") if m is not None and not m.group("metric").endswith(("__MIN", "__MAX")) else h
         for h, m in zip(header, panel, strict=True)
     ]
+
+
+def wandb_panel_runs(header: Sequence[str]) -> list[str]:
+    """The runs of a W&B chart panel's export whose header ``header`` is (``<run> - <metric>``
+    columns beside a step column), in the order their columns come; empty for any other header."""
+    if not any(canonical_name(h) in ROLES["step"] for h in header):
+        return []
+    found = (_WANDB_PANEL.match(h) for h in header)
+    return list(dict.fromkeys(m.group("run") for m in found if m is not None))

@@ -46,6 +46,7 @@ from advisor.sources.columns import (
 )
 from advisor.sources.joined import exported, joined_log
 from advisor.sources.large_table import LARGE_ROWS, read_numeric_table
+from advisor.sources.panels import one_panel_run
 from advisor.sources.trainer_choice import TrainerChoice, trainer_choice
 
 __all__ = [
@@ -323,6 +324,7 @@ def _cut_number(cell: str) -> bool:
 
 
 def _from_table(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
+    text, curve_id = one_panel_run(path, text, curve_id)
     if text.count("\n", 0, len(text)) > LARGE_ROWS:
         fast = _large_table(path, text, metric)
         if fast is not None:

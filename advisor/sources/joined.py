@@ -32,6 +32,7 @@ from advisor.sources.assemble import SourceError
 from advisor.sources.coerce import parse_float
 from advisor.sources.columns import ExportError, export_header, resolve_columns
 from advisor.sources.normalize import canonical_name
+from advisor.sources.panels import RUN_MARK, panel_run_text
 
 __all__ = ["exported", "group_logs", "joined_log"]
 
@@ -174,6 +175,8 @@ def joined_log(path: Path, read: Callable[[Path], str]) -> tuple[str, str] | Non
     path. ``read`` gives a file's text."""
     if path.exists():
         return None
+    if RUN_MARK in path.name:
+        return panel_run_text(path, read)
     if "*" in path.name:
         return _tensorboard_run(path, read)
     parts = path.parent.name.split("+")

@@ -18,7 +18,8 @@ save) the state of its latest checkpoint alone stands for the run.
 
 A run whose log is spread over several files is found as one, named as ``advisor.sources.joined``
 names it: TensorBoard's per-tag exports of one run (``run-exp-tag-*.csv``), and a Lightning run
-resumed into a later version folder (``my_model/version_0+version_1/metrics.csv``).
+resumed into a later version folder (``my_model/version_0+version_1/metrics.csv``). A W&B panel
+export of several runs stands for each of them (``panel.csv#<run>``, ``advisor.sources.panels``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from advisor.sources.assemble import SourceError
 from advisor.sources.joined import group_logs
+from advisor.sources.panels import panel_run_logs
 
 __all__ = ["INDEX_NAMES", "RUN_LOG_SUFFIXES", "RunLog", "find_run_logs", "is_run_log", "run_folder"]
 
@@ -132,7 +134,8 @@ def _in_folder(folder: Path) -> list[Path]:
 
     from advisor.sources.files import _read_text  # files reads the joined runs named here
 
-    return group_logs(sorted(p for p in folder.rglob("*") if wanted(p)), _read_text)
+    grouped = group_logs(sorted(p for p in folder.rglob("*") if wanted(p)), _read_text)
+    return [run for log in grouped for run in panel_run_logs(log)]
 
 
 def find_run_logs(args: Sequence[Path]) -> list[RunLog]:
@@ -150,7 +153,7 @@ def find_run_logs(args: Sequence[Path]) -> list[RunLog]:
                 )
             entries = [(p, arg, True) for p in logs]
         elif arg.exists() or _broken_link(arg):
-            entries = [(arg, arg.parent, False)]
+            entries = [(p, arg.parent, False) for p in panel_run_logs(arg)]
         else:
             raise SourceError(arg, "no such file or folder")
         for path, root, in_folder in entries:

@@ -289,3 +289,17 @@ def test_a_metric_no_run_reports_is_one_error_line(
     assert captured.err.strip().splitlines() == [
         "trainjob-advisor compare: error: --metric eval_bogus: no run reports it (the runs' series: loss)"
     ]
+
+
+def test_compare_ranks_the_runs_of_a_w_and_b_panel_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = ("good-run-1", "bad-run-2")
+    lines = ['"Step",' + ",".join(f'"{r} - train/loss"' for r in runs)]
+    for s in range(0, 3001, 20):
+        good, bad = 2 + 1.5 * (1 + s / 200) ** -0.7, 3.0 + 0.5 * math.exp(-s / 300)
+        lines.append(f"{s},{good:.4f},{bad:.4f}")
+    (tmp_path / "panel.csv").write_text("\n".join(lines) + "\n")
+    assert cli.main(["compare", str(tmp_path / "panel.csv"), "--total-steps", "3000", "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["run"].rsplit("#", 1)[1] for r in rows] == ["good-run-1", "bad-run-2"]
