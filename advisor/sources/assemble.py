@@ -17,10 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
-import numpy as np
-
 from advisor.model import Curve
 from advisor.series import Direction, direction_of, eval_series_name, is_eval_name
+from advisor.sources.cells import MISSING_MARKERS, RowKinds
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
 from advisor.sources.columns import Column, epoch_millis, loss_named, resolve_columns
 from advisor.sources.normalize import canonical_name
@@ -30,7 +29,6 @@ __all__ = [
     "METRICS",
     "LoadedCurve",
     "Record",
-    "RowKinds",
     "SourceError",
     "assemble",
     "assemble_each",
@@ -48,11 +46,6 @@ __all__ = [
 METRICS = ("loss", "eval_loss")
 
 Record = tuple[str, int | None, Mapping[str, object]]  # (location, line number, fields)
-
-#: what a table writes in a cell its row does not fill: nothing, R's ``NA``, pandas' ``<NA>`` and
-#: ``N/A``, a serialised ``null`` / ``None``. Each is "no value here", never a number; ``NaN`` is
-#: not among them (a diverged run writes it: ``RowKinds`` tells a filler NaN from a value)
-MISSING_MARKERS = frozenset({"", "na", "n/a", "<na>", "null", "none", "nil"})
 
 
 class SourceError(Exception):
@@ -264,57 +257,6 @@ def assemble_each(
         except SourceError as exc:
             out[i] = exc
     return cast(list[LoadedCurve | SourceError], out)  # every metric got its curve or error above
-
-
-@dataclass(frozen=True, slots=True)
-class RowKinds:
-    """Which kind of row a record is, training or evaluation, read from the fields it carries.
-
-    Why: a table that logs training and evaluation on rows of their own leaves the other kind's
-    cells empty, but some writers fill them with ``NaN`` (W&B's and polars' CSV exports,
-    ``to_csv(na_rep="NaN")``). Read as values, each such cell is a non-finite loss: a healthy run
-    reads "diverging". A NaN counts as a value only on a row of its own kind: an eval metric's on a
-    row that carries any finite eval field, or no finite training field; the training loss's on a
-    row that carries a finite training field beside it (its learning rate), or no finite eval
-    field. A run that blew up writes NaN on its own rows, and those still count."""
-
-    train: tuple[str, ...]
-    evals: tuple[str, ...]
-
-    @classmethod
-    def of(cls, columns: Mapping[str, Column], names: Sequence[str]) -> RowKinds:
-        train = tuple(columns[role].name for role in ("loss", "learning_rate") if role in columns)
-        evals = tuple(n for n in names if is_eval_name(eval_series_name(canonical_name(n))))
-        return cls(train, evals)
-
-    def placeholder(self, role: str, fields: Mapping[str, object]) -> bool:
-        """Whether a NaN of the series ``role`` on this row stands for a cell the row does not fill."""
-        if role == "loss":
-            companions = tuple(n for n in self.train if n != self.train[0])
-            return _any_finite(fields, self.evals) and not _any_finite(fields, companions)
-        return _any_finite(fields, self.train) and not _any_finite(fields, self.evals)
-
-    def placeholder_rows(self, role: str, table: np.ndarray, header: Sequence[str]) -> np.ndarray:
-        """``placeholder`` for every row of a numeric ``table`` with columns ``header`` at once."""
-
-        def any_finite(names: Sequence[str]) -> np.ndarray:
-            cols = [header.index(n) for n in names if n in header]
-            if not cols:
-                return np.zeros(table.shape[0], dtype=bool)
-            return np.isfinite(table[:, cols]).any(axis=1)
-
-        if role == "loss":
-            companions = tuple(n for n in self.train if n != self.train[0])
-            return any_finite(self.evals) & ~any_finite(companions)
-        return any_finite(self.train) & ~any_finite(self.evals)
-
-
-def _any_finite(fields: Mapping[str, object], names: Sequence[str]) -> bool:
-    for name in names:
-        value = parse_float(fields.get(name), name, [])
-        if value is not None:  # finite: parse_float drops the rest
-            return True
-    return False
 
 
 def _read_epoch_millis(

@@ -25,7 +25,6 @@ from advisor.sources.assemble import (
     METRICS,
     LoadedCurve,
     Record,
-    RowKinds,
     SourceError,
     assemble,
     assemble_each,
@@ -36,6 +35,7 @@ from advisor.sources.assemble import (
     listing,
     total_from,
 )
+from advisor.sources.cells import RowKinds
 from advisor.sources.columns import (
     HF_ROLES,
     ROLES,
