@@ -74,7 +74,8 @@ def trainer_choice(
     if save_steps is None and checkpoint is None and best_metric is None:
         return None
     global_step = _positive_int(state.get("global_step"))
-    if save_steps is not None and not _saves_by_steps(history, save_steps, step, global_step):
+    eval_steps = _positive_int(state.get("eval_steps"))
+    if save_steps is not None and not _saves_by_steps(history, save_steps, step, global_step, eval_steps):
         save_steps = None
     metric = direction = None
     if best_metric is not None:
@@ -86,13 +87,21 @@ def trainer_choice(
 
 
 def _saves_by_steps(
-    history: Sequence[Mapping[str, object]], save_steps: int, best_step: int | None, global_step: int | None
+    history: Sequence[Mapping[str, object]],
+    save_steps: int,
+    best_step: int | None,
+    global_step: int | None,
+    eval_steps: int | None = None,
 ) -> bool:
     """Whether the run saved every ``save_steps`` steps. The state records ``save_steps`` whatever
     the save strategy (500, the default, under ``save_strategy="epoch"``), and a run that keeps its
     best model saves where it evaluates (the Trainer requires both strategies to match). So a
     best checkpoint off the interval, or evaluations that never fall on it (before the last),
-    say the saves followed the epochs instead; then every evaluation is a saved step."""
+    say the saves followed the epochs instead; then every evaluation is a saved step. So do
+    evaluations off the ``eval_steps`` the state records beside it (also kept whatever the
+    strategy): a run evaluated per epoch, every 2,800 steps, with the default 500 recorded for
+    both, was told its best evaluation at 5,600 had not been saved, because 14,000 happened to be
+    a multiple of 500."""
     steps = sorted(
         {float(s) for e in history if _eval_fields(e) and isinstance(s := e.get("step"), int | float)}
     )
@@ -100,6 +109,8 @@ def _saves_by_steps(
     if best_step is not None and not is_saved_step(best_step, save_steps, last):
         return False
     before = [s for s in steps if s < last]
+    if eval_steps is not None and len(before) >= 2 and not all(s % eval_steps == 0 for s in before):
+        return False
     return len(before) < 2 or any(is_saved_step(s, save_steps, last) for s in before)
 
 

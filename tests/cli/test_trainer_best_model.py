@@ -241,3 +241,16 @@ def test_simulate_curves_replays_the_declared_metric_by_its_name(tmp_path: Path)
     assert run.eval_observed(6000) == pytest.approx(_f1(3000))
     # the truth reads a score the right way up: rising, it still had improvement left
     assert run.remaining_improvement(1000) > 0.05 and run.remaining_improvement(5500) < 0.001
+
+
+def test_a_save_interval_recorded_beside_evaluations_off_its_eval_steps_is_no_claim() -> None:
+    """The state records ``save_steps`` and ``eval_steps`` (500 by default) whatever the strategies.
+    Evaluations every 2,800 steps (per epoch) are off the recorded eval_steps, so the saves
+    followed the epochs too: no evaluation is called "not saved", although 14,000 happens to be a
+    multiple of 500. Evaluations on their recorded interval keep the save interval."""
+    per_epoch = [{"step": s, "eval_loss": 1.0 - s / 1e5} for s in range(2800, 28001, 2800)]
+    chosen = trainer_choice({"save_steps": 500, "eval_steps": 500, "global_step": 28000}, per_epoch)
+    assert chosen is not None and chosen.save_steps is None
+    by_steps = [{"step": s, "eval_loss": 1.0 - s / 1e5} for s in range(300, 3001, 300)]
+    kept = trainer_choice({"save_steps": 500, "eval_steps": 300, "global_step": 3000}, by_steps)
+    assert kept is not None and kept.save_steps == 500
