@@ -71,7 +71,8 @@ _HIGHER = (
     "top5",
     "r2",
 )
-#: higher-is-better stems that carry suffixes (``rougeLsum``, ``bleu4``, ``accuracy_top5``, TRL's ``rewards/accuracies``)
+#: higher-is-better stems that carry suffixes (``rougeLsum``, ``bleu4``, ``accuracy_top5``, TRL's
+#: ``rewards/accuracies``)
 _HIGHER_STEMS = ("rouge", "bleu", "accurac", "sacrebleu")
 _TOKEN_RE = re.compile(r"[a-z]+[0-9]*|[0-9]+")
 #: prefixes that mark an evaluation metric (HF ``eval_``, Lightning ``val_`` / ``validation_``)
