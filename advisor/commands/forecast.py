@@ -130,7 +130,8 @@ def register(subparsers: Any) -> None:
         "file whose name says its direction (eval_accuracy, eval_wer, ...; a higher-is-better one "
         "is forecast upwards), or a column the file names its training loss by (lm_loss; a file "
         "whose only loss it is reads it by itself). Default: the training loss, with every eval "
-        "metric with a direction forecast beside it; a log without one, its primary eval metric (eval_loss, else the first)",
+        "metric with a direction forecast beside it; a log without one, its primary eval metric "
+        "(eval_loss, else the first)",
     )
     parser.add_argument(
         "--curve", metavar="ID", help="which run, in a file holding several (curve_id/run_id column)"
