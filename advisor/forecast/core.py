@@ -21,7 +21,7 @@ from scipy.special import ndtr
 from advisor.forecast import calibration as cal
 from advisor.forecast._prep import Prepared, prepare, report_noise, smoothed_level, trend_level
 from advisor.forecast.ensemble import Parts, epoch_boundaries_ahead, estimate
-from advisor.forecast.eta import eta_interval
+from advisor.forecast.eta import eta_interval, last_stall_note
 from advisor.forecast.plateau import local_trend
 from advisor.forecast.turn import rising_branch
 from advisor.model import Forecast, Interval
@@ -246,6 +246,9 @@ def _run(
             level = trend_level(prep.steps, prep.values, k)
             mean, lo, hi = level, level - half, level + half
     eta, sps = eta_interval(prep.steps, prep.times, horizon, prep.segment_ids)
+    stalled = last_stall_note(prep.steps, prep.times)
+    if stalled is not None:
+        warnings.append(stalled)
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),
         plateau_probability=min(max(float(plateau), 0.0), 1.0),

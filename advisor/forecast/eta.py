@@ -71,6 +71,38 @@ def throughput(
     return effective, sps
 
 
+#: a last report interval this many times the typical one, and at least a minute, is said
+_LAST_STALL_FACTOR = 10.0
+
+
+def last_stall_note(steps: FloatArray, times: FloatArray | None) -> str | None:
+    """A warning when the latest report came after a stall (its interval ``_LAST_STALL_FACTOR``
+    times the typical one): the ETA leaves a one-off stall out of the pace it expects (``throughput``),
+    which is right for a save or a wait in the queue, but the user should see that the run just
+    stood still, which may be the start of a hang the next reports confirm."""
+    if times is None or steps.size < 4:
+        return None
+    dt = np.diff(times[-min(times.size, 41) :])
+    ds = np.diff(steps[-min(steps.size, 41) :])
+    if dt.size < 3 or not np.all(np.isfinite(dt)) or dt[-1] < 60.0 or ds[-1] <= 0:
+        return None
+    typical = fast_median(dt[:-1] / np.maximum(ds[:-1], 1e-300)) * ds[-1]
+    if not typical > 0 or dt[-1] < _LAST_STALL_FACTOR * typical:
+        return None
+    return (
+        f"the latest report came {_duration(float(dt[-1]))} after the one before, where "
+        f"{_duration(float(typical))} was usual: the run stood still; the ETA assumes the earlier pace"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
 def eta_interval(
     steps: FloatArray,
     times: FloatArray | None,

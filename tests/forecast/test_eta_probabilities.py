@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -109,3 +111,15 @@ def test_one_long_wait_at_the_same_step_is_not_charged_to_the_rest_of_the_run() 
         times.append(clock)
     eta, _ = eta_interval(np.array(steps), np.array(times), 80_000.0)
     assert eta is not None and eta.mean == pytest.approx(4000.0 + 8 * 120.0, rel=0.05)
+
+
+def test_a_latest_report_after_a_long_stall_is_said_beside_the_eta() -> None:
+    """One slow interval is left out of the pace (a save, a wait in the queue), but the user sees
+    that the run stood still: 10 steps in two hours where 10 s was usual."""
+    steps = [float(s) for s in range(10, 1501, 10)] + [1510.0]
+    times = [float(s) for s in range(10, 1501, 10)] + [1510.0 + 7200.0]
+    values = [2 + 1.5 * math.exp(-s / 500) for s in steps]
+    fc = forecast(steps, values, times=times, total_steps=5000)
+    assert any("stood still" in w and "2.0 h" in w for w in fc.warnings), fc.warnings
+    steady = forecast(steps[:-1], values[:-1], times=times[:-1], total_steps=5000)
+    assert not any("stood still" in w for w in steady.warnings)
