@@ -40,7 +40,12 @@ def register(subparsers: Any) -> None:
         "of the job (and optionally the cluster): see docs/job-state.md and examples/job-state.json.",
     )
     e.add_argument("file", metavar="FILE", help="AdvisorPolicy YAML (one or several documents)")
-    e.add_argument("--job-state", required=True, metavar="STATE.json", help="job (and cluster) snapshot")
+    e.add_argument(
+        "--job-state",
+        required=True,
+        metavar="STATE.json",
+        help="job (and cluster) snapshot ('-': standard input)",
+    )
     e.add_argument(
         "--now",
         type=float,
@@ -79,6 +84,16 @@ def _read(path: str) -> str:
         raise CommandError(f"{path}: {exc.errors[0][1]}") from None
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _read_state(path: str) -> str:
+    """The job state's text: ``-`` reads standard input (as ``forecast -`` does)."""
+    if path != "-":
+        return _read(path)
+    try:
+        return sys.stdin.buffer.read().decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"standard input is not UTF-8 text: {exc.reason}") from None
 
 
 def _validate(files: list[str]) -> int:
@@ -151,7 +166,7 @@ def _explain(args: argparse.Namespace) -> int:
         # as ``validate`` says it: nothing to explain (not "no policy selects this job", exit 0)
         raise CommandError(f"{args.file}: no AdvisorPolicy found")
     try:
-        raw = json.loads(_read(args.job_state))
+        raw = json.loads(_read_state(args.job_state))
     except ValueError as exc:
         raise CommandError(f"{args.job_state} is not JSON: {exc}") from None
     try:

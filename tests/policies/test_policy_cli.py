@@ -323,3 +323,18 @@ def test_validate_does_not_warn_of_an_overfitting_rule_on_a_secondary_metric(
     )
     assert main(["policy", "validate", str(path)]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+def test_explain_reads_the_job_state_from_standard_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    sample = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+    state = _state(tmp_path).read_bytes()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(state)))
+    assert main(["policy", "explain", str(sample), "--job-state", "-"]) == 0
+    assert "policy plateau-release (Recommend), most specific match" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"{not json")))
+    assert main(["policy", "explain", str(sample), "--job-state", "-"]) == 2
+    assert "- is not JSON" in capsys.readouterr().err
