@@ -29,7 +29,9 @@ def register(subparsers: Any) -> None:
         help="check AdvisorPolicy YAML/JSON files (exit 1 on errors)",
         description="Check AdvisorPolicy files as the controller and the CRD would: every error with "
         "its field path, duplicate YAML keys, and policy names defined twice (in one file or across "
-        "the files given). Prints OK per valid file; exit 1 when any file is invalid.",
+        "the files given). Prints OK per valid file; exit 1 when any file is invalid. A file of other "
+        "kinds only (a TrainJob) is skipped beside policy files, and an error (exit 2) when no file "
+        "given holds a policy.",
     )
     v.add_argument("files", nargs="+", metavar="FILE")
     e = sub.add_parser(
@@ -104,6 +106,9 @@ def _validate(files: list[str]) -> int:
     failed = False
     defined: dict[str, str] = {}  # policy name -> the file that defines it first
     seen: set[Path] = set()
+    # files of other kinds only (a TrainJob in a folder of manifests): skipped with a note when
+    # policies are validated beside them, an error when no file given holds one (as simulate says)
+    held: list[tuple[str, list[str]]] = []
     for path in files:
         if Path(path).resolve() in seen:
             continue  # the same file named twice (a glob and its folder) is validated once
@@ -126,7 +131,7 @@ def _validate(files: list[str]) -> int:
             continue
         if not policies:
             if others:  # a TrainJob or a runtime beside the policies: not a policy file
-                print(f"{path}: skipped: no AdvisorPolicy ({', '.join(others)})")
+                held.append((path, others))
                 continue
             failed = True
             print(f"{path}: no AdvisorPolicy found")
@@ -139,6 +144,9 @@ def _validate(files: list[str]) -> int:
                 print(f"{path}: metadata.name: policy {name!r} is also defined in {defined[name]}")
             continue
         defined.update(dict.fromkeys((p.name for p in policies), path))
+        for other, kinds in held:
+            print(f"{other}: skipped: no AdvisorPolicy ({', '.join(kinds)})")
+        held = []
         names = ", ".join(f"{p.name} ({p.mode.value})" for p in policies)
         skipped = f" (skipped: {', '.join(others)})" if others else ""
         print(f"{path}: OK: {names}{skipped}")
@@ -147,6 +155,13 @@ def _validate(files: list[str]) -> int:
                 print(f"{path}: warning: policy {p.name}: {field}: {metric} is never judged: {NO_DIRECTION}")
             for field, why in direction_warnings(p):
                 print(f"{path}: warning: policy {p.name}: {field}: {why}")
+    if held and not defined and not failed:
+        path, kinds = held[0]
+        rest = len(held) - 1
+        more = "" if not rest else "; nor does the other file" if rest == 1 else f"; nor do the {rest} others"
+        raise CommandError(f"{path}: no AdvisorPolicy in the file (it holds {', '.join(kinds)}){more}")
+    for other, kinds in held:
+        print(f"{other}: skipped: no AdvisorPolicy ({', '.join(kinds)})")
     return 1 if failed else 0
 
 

@@ -338,3 +338,18 @@ def test_explain_reads_the_job_state_from_standard_input(
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"{not json")))
     assert main(["policy", "explain", str(sample), "--job-state", "-"]) == 2
     assert "- is not JSON" in capsys.readouterr().err
+
+
+def test_validate_of_files_that_hold_no_policy_at_all_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cm = tmp_path / "cm.yaml"
+    cm.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    # as simulate --policy says: a file with no AdvisorPolicy in it is no policy file (one line, exit 2)
+    assert main(["policy", "validate", str(cm)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f": {cm}: no AdvisorPolicy in the file (it holds ConfigMap)")
+    # beside a policy (a folder of manifests), it is skipped with a note
+    assert main(["policy", "validate", str(cm), str(SAMPLES[0])]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{cm}: skipped: no AdvisorPolicy (ConfigMap)" and ": OK: " in out[1]
