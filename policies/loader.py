@@ -197,17 +197,23 @@ def parse_spec(spec: Any, *, path: str = "spec") -> PolicySpec:
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses a key given twice in one mapping: YAML says keys are unique, and
     PyYAML's silent "last one wins" would let a second ``probability:`` override the first
-    unnoticed (kubectl's strict field validation rejects it too)."""
+    unnoticed (kubectl's strict field validation rejects it too). Every such key is collected in
+    ``duplicates`` (line, key) as the documents are built, so that all of them are reported, not
+    the one whose mapping happens to be built first."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates: list[tuple[int, str]] = []
 
 
-def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: set[Any] = set()
     for key_node, _value in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if not isinstance(key, str | int | float | bool):
             continue  # unhashable keys are left to construct_mapping's own error
         if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            loader.duplicates.append((key_node.start_mark.line + 1, f"duplicate key {key!r}"))
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
@@ -225,14 +231,26 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{where}{problem}" + (f" ({context})" if context else "")
 
 
+def _load_all(text: str) -> list[Any]:
+    """The documents of ``text`` (as ``yaml.load_all`` with a SafeLoader); raises ``PolicyError``
+    naming every duplicate key, in file order."""
+    loader = _StrictLoader(text)
+    try:
+        docs = []
+        while loader.check_data():
+            docs.append(loader.get_data())
+    finally:
+        loader.dispose()
+    if loader.duplicates:
+        found = sorted(loader.duplicates)
+        raise PolicyError("", errors=[("", f"line {line}: {what}") for line, what in found])
+    return [d for d in docs if d is not None]
+
+
 def _parse_text(text: str) -> list[Any]:
     try:
-        return [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]  # a SafeLoader
+        return _load_all(text)
     except yaml.constructor.ConstructorError as exc:
-        if exc.problem and exc.problem.startswith("duplicate key"):
-            mark = exc.problem_mark
-            where = f"line {mark.line + 1}: " if mark is not None else ""
-            raise PolicyError("", f"{where}{exc.problem}") from None
         raise PolicyError("", f"not valid YAML or JSON: {_yaml_problem(exc)}") from None
     except yaml.YAMLError as exc:
         try:  # JSON is YAML, but JSON's own error message is clearer for JSON input

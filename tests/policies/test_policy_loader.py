@@ -208,3 +208,15 @@ def test_an_overfitting_rule_that_names_the_training_loss_is_refused(metric: str
     with pytest.raises(PolicyError, match=r"spec\.rules\.overfitting\.metric: .* is the training loss"):
         load_policy(text)
     load_policy(text.replace(metric, "eval_loss"))  # an eval metric is fine
+
+
+def test_every_duplicate_key_is_reported_in_file_order() -> None:
+    text = (
+        "apiVersion: advisor.trainjob-advisor.io/v1alpha1\nkind: AdvisorPolicy\nmetadata:\n  name: dup\n"
+        "spec:\n  mode: Apply\n  rules:\n    plateau:\n      probability: 0.8\n"
+        "    plateau:\n      probability: 0.5\n  mode: Recommend\n"
+    )
+    with pytest.raises(PolicyError) as caught:
+        load_policies(text)
+    found = [reason for _, reason in caught.value.errors]
+    assert found == ["line 10: duplicate key 'plateau'", "line 12: duplicate key 'mode'"]
