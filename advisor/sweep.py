@@ -70,9 +70,10 @@ def parse_sweeps(exprs: Sequence[str]) -> list[tuple[str, list[Any]]]:
     """``["plateau.probability=0.6,0.7"]`` -> ``[("plateau.probability", [0.6, 0.7])]``."""
     out: list[tuple[str, list[Any]]] = []
     for expr in exprs:
-        m = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z][A-Za-z0-9]*)+)\s*=\s*(.+?)\s*", expr)
+        m = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z][A-Za-z0-9]*)*)\s*=\s*(.+?)\s*", expr)
         if not m:
             raise SweepError(f"--sweep {expr!r}: expected FIELD=V1,V2,... (e.g. plateau.probability=0.7,0.8)")
+        _check_field(expr, m.group(1))
         values = [v.strip() for v in m.group(2).split(",")]
         if any(not v for v in values):
             raise SweepError(f"--sweep {expr!r}: an empty value in the list")
@@ -80,6 +81,45 @@ def parse_sweeps(exprs: Sequence[str]) -> list[tuple[str, list[Any]]]:
             raise SweepError(f"--sweep {expr!r}: {m.group(1)} is swept twice")
         out.append((m.group(1), [_scalar(v) for v in values]))
     return out
+
+
+def _sweepable() -> dict[str, bool]:
+    """Every field a sweep may name (``plateau.probability``, ``safety.minRuntime``), from the
+    policy model's schema, each with whether it is a map whose keys are free (``matchLabels``)."""
+    from policies.crd import PolicySpec, object_schema
+
+    out: dict[str, bool] = {}
+
+    def walk(schema: Mapping[str, Any], path: str) -> None:
+        props = schema.get("properties")
+        if not props:
+            out[path] = schema.get("type") == "object"
+            return
+        for key, sub in props.items():
+            walk(sub, f"{path}.{key}")
+
+    spec = object_schema(PolicySpec)["properties"]
+    for rule, schema in spec["rules"]["properties"].items():
+        walk(schema, rule)
+    for section in _SPEC_SECTIONS:
+        walk(spec[section], section)
+    return out
+
+
+def _check_field(expr: str, field: str) -> None:
+    """An unknown field is told the fields there are (those of its rule, when it names one)."""
+    fields = _sweepable()
+    if field in fields or any(field.startswith(f"{f}.") for f, free in fields.items() if free):
+        return
+    head = field.split(".")[0]
+    own = [f for f in fields if f.split(".")[0] == head]
+    if own:
+        valid = ", ".join(own)
+    else:
+        heads = list(dict.fromkeys(f.split(".")[0] for f in fields))
+        valid = "RULE.FIELD or SECTION.FIELD, such as plateau.probability, plateau.for, safety.minRuntime"
+        valid += f"; rules and sections: {', '.join(heads)}"
+    raise SweepError(f"--sweep {expr!r}: unknown policy field {field!r} (valid: {valid})")
 
 
 def grid(sweeps: Sequence[tuple[str, list[Any]]]) -> list[Setting]:

@@ -237,3 +237,15 @@ def test_the_reports_header_is_in_words_and_its_stopped_runs_heading_counts_runs
     assert (
         sum(1 for line in table.splitlines() if line.startswith("| ") and "---" not in line) == len(stops) + 1
     )
+
+
+def test_a_sweep_of_an_unknown_field_names_it_and_the_valid_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s, v = _learning(1, n=40)
+    one = _write(tmp_path / "one.csv", s, v, total=400)
+    argv = ["backtest", str(one), "--quiet", "--policy", str(PLATEAU), "--workers", "1"]
+    assert main([*argv, "--sweep", "bogus=1,2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown policy field 'bogus'" in err[0] and "plateau.probability" in err[0]
+    assert "expected FIELD=" not in err[0]

@@ -58,12 +58,24 @@ def test_malformed_sweep_expressions_say_why(exprs: list[str], message: str) -> 
 
 
 def test_settings_the_policies_reject_are_errors() -> None:
-    with pytest.raises(SweepError, match="unknown field"):
-        policies_with(PLATEAU, grid(parse_sweeps(["plateau.bogus=1"]))[0])
     with pytest.raises(SweepError, match="must be in"):
         policies_with(PLATEAU, grid(parse_sweeps(["plateau.probability=2"]))[0])
     with pytest.raises(SweepError, match="no policy"):
-        policies_with(PLATEAU, grid(parse_sweeps(["deadline.probability=0.5"]))[0])
+        policies_with(PLATEAU, grid(parse_sweeps(["deadline.margin=10m"]))[0])
+
+
+@pytest.mark.parametrize(
+    ("expr", "valid"),
+    [
+        ("bogus=1,2", "such as plateau.probability, plateau.for, safety.minRuntime; rules and sections: "),
+        ("plateau.bogus=1", "valid: plateau.enabled, plateau.probability, plateau.for, plateau.action"),
+        ("deadline.probability=0.5", "valid: deadline.enabled, deadline.maxRuntime"),
+    ],
+)
+def test_an_unknown_field_is_named_with_the_fields_there_are(expr: str, valid: str) -> None:
+    with pytest.raises(SweepError) as caught:
+        parse_sweeps([expr])
+    assert f"unknown policy field {expr.split('=')[0]!r}" in str(caught.value) and valid in str(caught.value)
 
 
 def test_the_frontier_and_the_best_within_a_budget() -> None:
@@ -158,7 +170,7 @@ def test_simulate_sweep_names_the_best_setting_and_the_pool_changes_nothing(
     ("extra", "message"),
     [
         (["--sweep", "plateau.probability"], "expected FIELD=V1,V2"),
-        (["--sweep", "plateau.nope=1"], "unknown field"),
+        (["--sweep", "plateau.nope=1"], "unknown policy field 'plateau.nope'"),
         (["--sweep", "plateau.probability=0.8", "--max-wrong", "x"], "--max-wrong"),
     ],
 )
