@@ -238,12 +238,16 @@ def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
         "learningState": learning_state_dict(state),
         "summary": {"progress": progress},
         "state": state.label if state is not None else None,
+        # compare's own: whether FINAL is the value at the run's end or its asymptote
+        _TOTAL: total,
         # compare's own (no status has it): the best checkpoint of every eval series of the log,
         # since the runs may be ranked by one other than the metric their state is judged by
         _BESTS: _file_bests(outcome),
     }
 
 
+#: the key of a log's total steps (None: not known, FINAL is the asymptote) in that status
+_TOTAL = "totalSteps"
 #: the key of a log's best checkpoints by eval metric in the status ``_file_status`` makes
 _BESTS = "bestByMetric"
 
@@ -334,6 +338,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--draws must be at least 100")
     found: list[tuple[str, Mapping[str, Any], tuple[float, float, float] | None]] = []
     files = _log_files(args.refs)
+    _same_run_twice(args.refs, args if files is None else None)
     skipped: list[str] = []
     if files is not None:
         for path, name, in_folder in files:
@@ -425,7 +430,27 @@ def run(args: argparse.Namespace) -> int:
     missing = [r["run"] for r in result if r["final"] is None]
     if missing:
         print(f"no forecast of {metric} for: {', '.join(missing)} (not reported yet, or never)")
+    if files is not None:
+        untotalled = [ref for ref, st, _ in found if _TOTAL in st and st[_TOTAL] is None]
+        if untotalled:  # as forecast's note, once for all the runs it applies to
+            every = len(untotalled) == len(found)
+            whose = "each run's asymptote" if every else f"the asymptote for {', '.join(untotalled)}"
+            print(f"FINAL is {whose}: no total steps in the log (pass --total-steps N, the planned total)")
     return 0
+
+
+def _same_run_twice(refs: Sequence[str], cluster: argparse.Namespace | None) -> None:
+    """A run named twice is a mistake, not a comparison: said, rather than 'needs two runs'."""
+    from advisor.controller.cliutil import parse_ref
+
+    seen: set[object] = set()
+    for ref in refs:
+        key: object = Path(ref).resolve() if cluster is None else parse_ref(ref, cluster)
+        if cluster is None and Path(ref).is_dir():
+            continue  # a folder and a file in it: the folder's copy is dropped (find_run_logs)
+        if key in seen:
+            raise CommandError(f"the same run given twice: {ref}")
+        seen.add(key)
 
 
 def _best_cell(row: Mapping[str, Any]) -> str:

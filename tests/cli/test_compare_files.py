@@ -303,3 +303,28 @@ def test_compare_ranks_the_runs_of_a_w_and_b_panel_export(
     assert cli.main(["compare", str(tmp_path / "panel.csv"), "--total-steps", "3000", "-o", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["run"].rsplit("#", 1)[1] for r in rows] == ["good-run-1", "bad-run-2"]
+
+
+def test_the_same_log_twice_is_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _csv_run(tmp_path / "a.csv", floor=1.0)
+    assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "a.csv")]) == 2
+    assert f"the same run given twice: {tmp_path / 'a.csv'}" in capsys.readouterr().err
+
+
+def test_final_is_said_to_be_the_asymptote_once_for_the_runs_without_a_total(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sweep_run(tmp_path / "finished.json", overfit=False)  # max_steps 3000
+    _csv_run(tmp_path / "open.csv", floor=1.0)
+    _csv_run(tmp_path / "open2.csv", floor=1.1)
+    runs = [str(tmp_path / n) for n in ("open.csv", "open2.csv")]
+    assert cli.main(["compare", *runs, "--metric", "loss"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "asymptote" in line]
+    assert notes == [
+        "FINAL is each run's asymptote: no total steps in the log (pass --total-steps N, the planned total)"
+    ]
+    assert cli.main(["compare", str(tmp_path / "finished.json"), runs[0], "--metric", "loss"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "asymptote" in line]
+    assert len(notes) == 1 and notes[0].startswith(f"FINAL is the asymptote for {runs[0]}: no total steps")
+    assert cli.main(["compare", *runs, "--metric", "loss", "--total-steps", "10000"]) == 0
+    assert "asymptote" not in capsys.readouterr().out
