@@ -28,24 +28,22 @@ from advisor.sources.assemble import (
     SourceError,
     assemble,
     assemble_each,
-    choose_metric,
     eval_metrics,
     is_number,
     is_series_metric,
     listing,
     total_from,
 )
-from advisor.sources.cells import RowKinds
 from advisor.sources.columns import (
     HF_ROLES,
     ROLES,
     Column,
-    epoch_millis,
     loss_named,
     resolve_columns,
 )
 from advisor.sources.joined import exported, joined_log
-from advisor.sources.large_table import LARGE_ROWS, read_numeric_table
+from advisor.sources.jsonl import jsonl_records, large_jsonl
+from advisor.sources.large_table import LARGE_ROWS, SkipRows, large_curve, read_numeric_table
 from advisor.sources.panels import one_panel_run
 from advisor.sources.trainer_choice import TrainerChoice, trainer_choice
 
@@ -129,7 +127,11 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
             )
         if head.startswith("{"):
             warnings: list[str] = []
-            records = _jsonl_records(path, text, warnings)
+            if curve_id is None and text.count("\n") > LARGE_ROWS:
+                fast = large_jsonl(path, text, metric)
+                if fast is not None:
+                    return fast
+            records = jsonl_records(path, text, warnings)
             return assemble(path, "JSONL", records, metric, curve_id, ROLES, warnings=warnings)
     return _from_table(path, text, metric, curve_id)
 
@@ -209,30 +211,6 @@ def _decode(path: str | Path, data: bytes) -> str:
     if not text.strip():
         raise SourceError(path, "empty file")
     return text
-
-
-def _jsonl_records(path: str | Path, text: str, warnings: list[str] | None = None) -> list[Record]:
-    """A JSONL file's records. Its last line alone may be cut short (a log being written is read
-    while its writer is mid-line): skipped with a warning in ``warnings``, after at least one
-    record; an invalid line anywhere else is an error."""
-    records: list[Record] = []
-    lines = text.splitlines()
-    last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            reason = f"invalid JSON ({str(exc).splitlines()[0][:80]})"
-            if number == last and records and warnings is not None:
-                warnings.append(f"line {number}: {reason}; skipped (the last line, still being written?)")
-                break
-            raise SourceError(path, reason, line=number) from None
-        if not isinstance(value, dict):
-            raise SourceError(path, f"expected a JSON object, found {type(value).__name__}", line=number)
-        records.append((f"line {number}", number, value))
-    return records
 
 
 def _table_records(
@@ -344,57 +322,14 @@ def _large_table(path: str | Path, text: str, metric: str | None) -> LoadedCurve
     if any(is_number(h) for h in header):
         return None
     header = exported(path, header)
-    columns = resolve_columns(header)
-    if len(set(header)) != len(header):
-        return None
-    if "step" not in columns or "curve_id" in columns or "total_steps" in columns:
-        return None
-    try:
-        metric_role, target = choose_metric(path, columns, metric, header)
-    except SourceError:
-        return None
-    optional = [r for r in ("time", "learning_rate", "epoch") if r in columns]
-    wanted: dict[str, Column] = {
-        "step": columns["step"],
-        "value": target,
-        **{r: columns[r] for r in optional},
-    }
-    kinds = RowKinds.of(columns, header)
-
-    def placeholders(table: np.ndarray) -> np.ndarray:
-        value = table[:, header.index(target.name)]
-        return np.isnan(value) & kinds.placeholder_rows(metric_role, table, header)
-
-    read = read_numeric_table(text, end + 1, delimiter, header, wanted, skip_rows=placeholders)
-    if read is None:
-        return None
-    series, n_rows, warnings = read
-    rescaled = epoch_millis(columns["time"], series["time"].tolist()) if "time" in series else None
-    if rescaled is not None:  # as the general reader does (``assemble``)
-        columns["time"], note = rescaled
-        series["time"] = series["time"] * columns["time"].scale
-        warnings.append(note)
-    nonfinite = int((~np.isfinite(series["value"])).sum())
-    if nonfinite:
-        warnings.append(f"{nonfinite} non-finite {target.name} values (after binning)")
-
-    def tup(role: str) -> tuple[float, ...] | None:
-        return tuple(series[role].tolist()) if role in series else None
-
     kind = "TSV" if delimiter == "\t" else "CSV"
-    details = [f"{n_rows} points of {target.describe()}", f"step {columns['step'].describe()}"]
-    details += [f"{role} {columns[role].describe()}" for role in optional]
-    return LoadedCurve(
-        steps=tup("step") or (),
-        values=tup("value") or (),
-        times=tup("time"),
-        learning_rates=tup("learning_rate"),
-        epochs=tup("epoch"),
-        metric=metric_role,
-        source=f"{kind} {Path(path).name}: " + ", ".join(details),
-        warnings=tuple(warnings),
-        columns=tuple(header),
-    )
+
+    def read(
+        wanted: dict[str, Column], skip: SkipRows
+    ) -> tuple[dict[str, np.ndarray], int, list[str]] | None:
+        return read_numeric_table(text, end + 1, delimiter, header, wanted, skip_rows=skip)
+
+    return large_curve(path, kind, header, metric, read)
 
 
 def load_curves(path: str | Path, *, metric: str | None = None) -> list[tuple[str | None, LoadedCurve]]:
@@ -447,7 +382,7 @@ class ParsedLog:
         elif isinstance(document, list):
             self._kind, records = "JSON", _json_list_records(path, document)
         elif head.startswith("{"):
-            self._kind, records = "JSONL", _jsonl_records(path, text, self._warnings)
+            self._kind, records = "JSONL", jsonl_records(path, text, self._warnings)
         else:
             self._kind, records, names, self._warnings = _table_records(path, text, None)
         whole = names if names is not None else _field_names(records)

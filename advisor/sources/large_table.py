@@ -1,11 +1,14 @@
-"""Long numeric tables (a 2,000,000-row ``step,loss`` CSV) read in one pass and kept small.
+"""Long numeric logs (a 2,000,000-row ``step,loss`` CSV, a JSONL log as long) read in one pass and
+kept small.
 
 The general reader builds a record per row, which for millions of rows costs tens of seconds and
 gigabytes. A plain numeric table (one delimiter, no quotes, comments or empty cells, steps in
 order, one run) is parsed by numpy in one call instead and kept as at most ``MAX_KEPT`` bin
 medians of consecutive points: the forecast fits a few hundred points anyway, and a median of
-consecutive reports keeps the curve's shape and drops its spikes. Anything else returns None and
-goes through the general reader, which also gives the precise error for a broken row.
+consecutive reports keeps the curve's shape and drops its spikes. A long JSONL log is read into
+the same columns (``advisor.sources.jsonl``) and kept the same way (``large_curve``). Anything
+else returns None and goes through the general reader, which also gives the precise error for a
+broken row.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ from __future__ import annotations
 import math
 import warnings as _warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
-from advisor.sources.columns import Column
+from advisor.sources.assemble import LoadedCurve, SourceError, choose_metric
+from advisor.sources.cells import RowKinds
+from advisor.sources.columns import Column, epoch_millis, resolve_columns
 
-__all__ = ["LARGE_ROWS", "MAX_KEPT", "read_numeric_table"]
+__all__ = ["LARGE_ROWS", "MAX_KEPT", "Reader", "SkipRows", "kept_small", "large_curve", "read_numeric_table"]
 
 #: tables with more data lines than this take the fast path
 LARGE_ROWS = 200_000
@@ -33,7 +39,7 @@ def read_numeric_table(
     header: list[str],
     wanted: dict[str, Column],
     *,
-    skip_rows: Callable[[np.ndarray], np.ndarray] | None = None,
+    skip_rows: SkipRows | None = None,
 ) -> tuple[dict[str, np.ndarray], int, list[str]] | None:
     """Columns ``wanted`` (role -> column) of the data after ``header_end``, downsampled, with the
     number of rows read and the warnings; None when the table is not plain enough for this path.
@@ -60,9 +66,18 @@ def read_numeric_table(
         if n_rows == 0:
             return None
     columns = {role: table[:, header.index(c.name)] * c.scale for role, c in wanted.items()}
+    return kept_small(columns, n_rows)
+
+
+def kept_small(
+    columns: dict[str, np.ndarray], n_rows: int
+) -> tuple[dict[str, np.ndarray], int, list[str]] | None:
+    """Columns by role of a long log (``step`` among them), as at most ``MAX_KEPT`` bin medians,
+    with ``n_rows`` and the note saying so; None when the steps are not in order (restarts or bad
+    steps: the general reader keeps and reports them)."""
     steps = columns["step"]
     if not (np.isfinite(steps).all() and (steps >= 0).all() and (np.diff(steps) >= 0).all()):
-        return None  # restarts or bad steps: the general reader keeps and reports them
+        return None
     notes: list[str] = []
     if n_rows > MAX_KEPT:
         k = math.ceil(n_rows / MAX_KEPT)
@@ -83,3 +98,70 @@ def read_numeric_table(
             "(the forecast fits a few hundred points)"
         )
     return columns, n_rows, notes
+
+
+#: reads a long log's columns ``wanted`` (role -> column): as ``read_numeric_table`` returns them
+#: the rows (a mask over a whole table) that do not carry the series (``RowKinds``)
+SkipRows = Callable[[np.ndarray], np.ndarray]
+#: reads the columns wanted (role -> column), leaving out the rows ``SkipRows`` names where the
+#: format can hold them (a JSONL log's long path takes only lines of the same fields: none)
+Reader = Callable[[dict[str, Column], SkipRows], tuple[dict[str, np.ndarray], int, list[str]] | None]
+
+
+def large_curve(
+    path: str | Path, kind: str, header: list[str], metric: str | None, read: Reader
+) -> LoadedCurve | None:
+    """A long log of one run with numeric fields ``header`` as a ``LoadedCurve`` of its columns
+    read by ``read`` (downsampled, as ``kept_small``); None when it is not plain enough for this
+    path (no step field, several runs, a total in the rows, the series asked for absent): the
+    general reader then reads it, and says what is wrong."""
+    columns = resolve_columns(header)
+    if len(set(header)) != len(header):
+        return None
+    if "step" not in columns or "curve_id" in columns or "total_steps" in columns:
+        return None
+    try:
+        metric_role, target = choose_metric(path, columns, metric, header)
+    except SourceError:
+        return None
+    optional = [r for r in ("time", "learning_rate", "epoch") if r in columns]
+    wanted: dict[str, Column] = {
+        "step": columns["step"],
+        "value": target,
+        **{r: columns[r] for r in optional},
+    }
+    kinds = RowKinds.of(columns, header)
+    value_at = header.index(target.name)
+
+    def placeholders(table: np.ndarray) -> np.ndarray:
+        return np.isnan(table[:, value_at]) & kinds.placeholder_rows(metric_role, table, header)
+
+    got = read(wanted, placeholders)
+    if got is None:
+        return None
+    series, n_rows, warnings = got
+    rescaled = epoch_millis(columns["time"], series["time"].tolist()) if "time" in series else None
+    if rescaled is not None:  # as the general reader does (``assemble``)
+        columns["time"], note = rescaled
+        series["time"] = series["time"] * columns["time"].scale
+        warnings.append(note)
+    nonfinite = int((~np.isfinite(series["value"])).sum())
+    if nonfinite:
+        warnings.append(f"{nonfinite} non-finite {target.name} values (after binning)")
+
+    def tup(role: str) -> tuple[float, ...] | None:
+        return tuple(series[role].tolist()) if role in series else None
+
+    details = [f"{n_rows} points of {target.describe()}", f"step {columns['step'].describe()}"]
+    details += [f"{role} {columns[role].describe()}" for role in optional]
+    return LoadedCurve(
+        steps=tup("step") or (),
+        values=tup("value") or (),
+        times=tup("time"),
+        learning_rates=tup("learning_rate"),
+        epochs=tup("epoch"),
+        metric=metric_role,
+        source=f"{kind} {Path(path).name}: " + ", ".join(details),
+        warnings=tuple(warnings),
+        columns=tuple(header),
+    )

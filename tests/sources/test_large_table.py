@@ -48,3 +48,46 @@ def test_an_epoch_milliseconds_time_column_of_a_long_table_is_read_as_ms(tmp_pat
     assert curve.times is not None
     assert curve.times[-1] - curve.times[0] == pytest.approx(0.5 * (curve.steps[-1] - curve.steps[0]))
     assert any("epoch milliseconds" in w for w in curve.warnings)
+
+
+def _jsonl(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _rows() -> list[dict[str, float]]:
+    return [
+        {"step": i, "loss": round(2 + 3 * (i / 1000) ** -0.4, 5), "learning_rate": 3e-4}
+        for i in range(1, N + 1)
+    ]
+
+
+def test_a_long_jsonl_log_is_kept_as_medians_as_the_same_table_is(tmp_path: Path) -> None:
+    import json
+
+    rows = _rows()
+    log = load_curve(_jsonl(tmp_path / "long.jsonl", [json.dumps(r) for r in rows]))
+    table = load_curve(_write(tmp_path / "long.csv"))
+    assert log.steps == table.steps and log.values == table.values
+    assert log.learning_rates == table.learning_rates and log.warnings == table.warnings
+    assert log.source == table.source.replace("CSV long.csv", "JSONL long.jsonl")
+    # a last line cut short by its writer is let go, said so, as in a short log
+    cut = load_curve(
+        _jsonl(tmp_path / "cut.jsonl", [json.dumps(r) for r in rows] + ['{"step": 9999999, "lo'])
+    )
+    assert cut.steps == table.steps
+    assert (
+        cut.warnings[0].startswith(f"line {N + 1}: invalid JSON") and "still being written" in cut.warnings[0]
+    )
+
+
+def test_a_long_jsonl_log_with_sparse_fields_or_a_broken_line_is_read_the_general_way(tmp_path: Path) -> None:
+    import json
+
+    lines = [json.dumps(r) for r in _rows()]
+    lines[999] = json.dumps({"step": 1000, "eval_loss": 2.5})  # a field some lines lack: aligned
+    curve = load_curve(_jsonl(tmp_path / "sparse.jsonl", lines))
+    assert len(curve) == N - 1 and not any("medians" in w for w in curve.warnings)
+    lines[999] = '{"step": 1000, "loss": oops}'
+    with pytest.raises(SourceError, match=r"broken\.jsonl:1000: invalid JSON"):
+        load_curve(_jsonl(tmp_path / "broken.jsonl", lines))

@@ -1,0 +1,143 @@
+"""JSONL logs: one JSON object a line (``{"step": 10, "loss": 2.31, "learning_rate": 3e-4}``).
+
+``jsonl_records`` reads a log into records for the general reader (``assemble``), which aligns
+sparse fields (an eval loss every 500 steps) and names the line of a broken one. A long log
+(more than ``LARGE_ROWS`` lines) of one run whose every line holds the same numeric fields is
+instead read into columns as it is parsed, a block of lines at a time, and kept small as a long
+CSV is (``large_table``): a record per line of a 1,000,000-line log took 9 s and 1.1 GB. Anything
+else (a sparse field, a string, a blank line, a restart) goes to the general reader.
+"""
+
+from __future__ import annotations
+
+import json
+from operator import itemgetter
+from pathlib import Path
+
+import numpy as np
+
+from advisor.sources.assemble import LoadedCurve, Record, SourceError
+from advisor.sources.columns import Column
+from advisor.sources.large_table import kept_small, large_curve
+
+__all__ = ["jsonl_records", "large_jsonl"]
+
+#: characters ``str.splitlines`` breaks a line at besides \n and \r\n: line numbers would differ
+_OTHER_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+#: about this many characters of lines are parsed at a time by the long-log reader
+_BLOCK = 1 << 22
+
+
+def jsonl_records(path: str | Path, text: str, warnings: list[str] | None = None) -> list[Record]:
+    """A JSONL file's records. Its last line alone may be cut short (a log being written is read
+    while its writer is mid-line): skipped with a warning in ``warnings``, after at least one
+    record; an invalid line anywhere else is an error."""
+    records: list[Record] = []
+    lines = text.splitlines()
+    last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            reason = _invalid(exc)
+            if number == last and records and warnings is not None:
+                warnings.append(_cut_last(number, reason))
+                break
+            raise SourceError(path, reason, line=number) from None
+        if not isinstance(value, dict):
+            raise SourceError(path, f"expected a JSON object, found {type(value).__name__}", line=number)
+        records.append((f"line {number}", number, value))
+    return records
+
+
+def _invalid(exc: Exception) -> str:
+    return f"invalid JSON ({str(exc).splitlines()[0][:80]})"
+
+
+def _cut_last(number: int, reason: str) -> str:
+    return f"line {number}: {reason}; skipped (the last line, still being written?)"
+
+
+def large_jsonl(path: str | Path, text: str, metric: str | None) -> LoadedCurve | None:
+    """A long JSONL log of one run with the same numeric fields on every line, as a curve kept
+    small (``large_curve``); None when it is not plain enough (read it the general way)."""
+    if any(c in text for c in _OTHER_BREAKS) or text.count("\r") != text.count("\r\n"):
+        return None
+    end = text.find("\n")
+    try:
+        first = json.loads(text[:end])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(first, dict) or not first or not _numbers(list(first.values())):
+        return None
+    header = list(first)
+    if not all(isinstance(h, str) for h in header):
+        return None
+    limit = len(text)  # the end of the last line (no copy of a log of a hundred megabytes)
+    while limit and text[limit - 1].isspace():
+        limit -= 1
+    start = text.rfind("\n", 0, limit) + 1  # the last line, which a writer may have left cut short
+    warnings: list[str] = []
+    try:
+        json.loads(text[start:limit])
+    except (ValueError, RecursionError) as exc:
+        warnings.append(_cut_last(text.count("\n", 0, start) + 1, _invalid(exc)))
+        limit = start
+    return large_curve(
+        path, "JSONL", header, metric, lambda wanted, _skip: _columns(text, limit, header, wanted, warnings)
+    )
+
+
+def _numbers(values: list[object]) -> bool:
+    """Every value a JSON number (``true`` is no step count)."""
+    return set(map(type, values)) <= {int, float}
+
+
+def _columns(
+    text: str, limit: int, header: list[str], wanted: dict[str, Column], warnings: list[str]
+) -> tuple[dict[str, np.ndarray], int, list[str]] | None:
+    """The ``wanted`` columns of the log's lines before ``limit``, parsed a block of lines at a
+    time (one JSON array a block, never a record per line of the whole log), then kept small."""
+    fields = {name: itemgetter(name) for name in header}
+    parts: dict[str, list[np.ndarray]] = {role: [] for role in wanted}
+    n_rows = 0
+    at = 0
+    while at < limit:
+        stop = text.find("\n", at + _BLOCK, limit)
+        stop = limit if stop < 0 else stop + 1
+        block = text[at:stop].strip()
+        at = stop
+        if not block:
+            continue
+        lines = block.count("\n") + 1
+        try:
+            objects = json.loads("[" + block.replace("\n", ",") + "]")
+        except (ValueError, RecursionError):
+            return None  # a blank line, a broken one: the general reader says which
+        if len(objects) != lines:
+            return None  # an object over several lines
+        # every line an object of the first line's fields (the same number of them, each found):
+        # a field some lines lack (an eval loss every 500 steps) is aligned by the general reader
+        if set(map(type, objects)) != {dict} or set(map(len, objects)) != {len(header)}:
+            return None
+        for name, get in fields.items():
+            try:
+                values = list(map(get, objects))
+            except KeyError:
+                return None
+            if not _numbers(values):
+                return None
+            for role, column in wanted.items():
+                if column.name == name:
+                    parts[role].append(np.array(values, dtype=float))
+        n_rows += lines
+    if not n_rows:
+        return None
+    columns = {role: np.concatenate(parts[role]) * column.scale for role, column in wanted.items()}
+    got = kept_small(columns, n_rows)
+    if got is None:
+        return None
+    series, n, notes = got
+    return series, n, warnings + notes
