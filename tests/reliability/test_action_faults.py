@@ -522,3 +522,75 @@ def test_a_new_leader_keeps_the_pending_checkpoint_request_and_the_rule_windows(
             if second is not None:
                 second.stop()
     print(f"\n[reliability] handover mid-sequence: request {request} kept, window from {since}")
+
+
+def test_a_new_leader_finishes_the_sequence_its_predecessor_started_at_its_timeout(
+    plane: controlplane.ControlPlane, admin: Any, namespace: str, tmp_path: Path, kueue: None
+) -> None:
+    """Must hold: the leader SIGKILLed while its checkpoint request waits for an answer that never
+    comes, the new leader neither asks again nor starts the rule's window over: it releases the
+    job when the first request times out (``releaseOnTimeout``), and that request ends timed out."""
+    jobs = Jobs(admin, namespace)
+    name = "handover-timeout"
+    lease = own_lease(plane)
+    timeout_s = 40
+    with (
+        admitted_jobs(plane, jobs, [name]) as (workload,),
+        apply_policy(
+            plane,
+            f"hto-{namespace[-5:]}",
+            namespace,
+            rules={
+                "plateau": {"probability": 0.6, "for": "10s", "action": "Release"},
+                "quotaRelease": {
+                    "checkpointFirst": True,
+                    "checkpointTimeout": f"{timeout_s}s",
+                    "releaseOnTimeout": True,
+                },
+            },
+            safety={"cooldown": "1m", "maxActionsPerHour": 10},
+        ),
+    ):
+        first = ControllerProcess(
+            plane.controller_kubeconfig, namespace, tmp_path, lease=lease, name="first", extra=DEFAULTS
+        )
+        second = None
+        reporter = None
+        try:
+            wait_for(first.leading, "the first controller to lead", timeout=120)
+            second = ControllerProcess(
+                plane.controller_kubeconfig, namespace, tmp_path, lease=lease, name="second", extra=DEFAULTS
+            )
+            pods = jobs.create_pods(name)
+            reporter = Reporter(jobs, [name], period_s=1.0, loss=flat)
+            request = _start_sequence(jobs, pods)
+            asked = time.monotonic()
+            wait_for(
+                lambda: (json_state(jobs, name).get("checkpoint") or {}).get("pendingRequest") == request,
+                "the pending request in the saved state",
+                timeout=30,
+            )
+            time.sleep(3)
+            first.kill(signal.SIGKILL)
+            wait_for(second.leading, "the new leader", timeout=120)
+            released = wait_for(
+                lambda: _active(jobs, workload) is False,
+                "the release at the first request's timeout",
+                timeout=timeout_s + 60,
+            )
+            waited = time.monotonic() - asked
+            assert released and waited < timeout_s + 30, waited
+            assert jobs.pod_annotations(pods[0]).get(CHECKPOINT_REQUEST_ANNOTATION) == request
+            assert [
+                r["requestId"] for r in audit_lines(second, name, "checkpoint") if r["audit"] == "attempt"
+            ] == []
+            outcomes = [
+                r["outcome"] for r in audit_lines(second, name, "checkpoint") if r["audit"] == "outcome"
+            ]
+            assert outcomes == ["timed-out"], outcomes
+        finally:
+            if reporter is not None:
+                reporter.stop()
+            first.stop()
+            if second is not None:
+                second.stop()
