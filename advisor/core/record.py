@@ -101,6 +101,9 @@ class JobRecord:
     phase: Phase = Phase.RUNNING
     phase_since: float | None = None
     phase_reason: str = ""
+    #: when the job last ran again after a phase that was not running (resumed, re-admitted):
+    #: it has been idle since then at most
+    running_again_at: float | None = None
     #: step distance between the last reports (a run logging every N steps ends up to N short)
     report_gap: int = 0
     #: the latest progress percentage any sample reported (the final one may carry no step)
@@ -204,7 +207,12 @@ def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
 
     evals = rec.history.evals
     series = {name: s for name in evals.names if (s := evals.series(name)) is not None}
-    idle = None if now is None or rec.last_step_change is None else max(0.0, now - rec.last_step_change)
+    since = rec.last_step_change
+    if since is not None and rec.phase is Phase.RUNNING and rec.running_again_at is not None:
+        # idle since it runs again at the latest: a run resumed a second ago is starting, not
+        # hung (suspended for an hour, it read "hung, p=1.00" with a Warning at its resume)
+        since = max(since, rec.running_again_at)
+    idle = None if now is None or since is None else max(0.0, now - since)
     if rec.unreadable_report_at is not None:
         idle = None  # reports arrive with no readable step: not known to be stuck (as the stall rule)
     key = eval_fingerprint(rec) if now is None else rec._evals_key
@@ -255,6 +263,7 @@ def record_to_dict(rec: JobRecord) -> dict[str, Any]:
         "runtime": rec.runtime,
         "phase": rec.phase.value,
         "phaseSince": rec.phase_since,
+        "runningAgainAt": rec.running_again_at,
         "reportGap": rec.report_gap,
         "progressPercentage": rec.progress_percentage,
     }
@@ -297,6 +306,7 @@ def record_from_dict(data: Mapping[str, Any], *, max_points: int) -> JobRecord:
     except ValueError:
         rec.phase = Phase.RUNNING
     rec.phase_since = finite_or_none(data.get("phaseSince"))
+    rec.running_again_at = finite_or_none(data.get("runningAgainAt"))
     rec.report_gap = max(int_or_none(data.get("reportGap")) or 0, 0)
     rec.progress_percentage = finite_or_none(data.get("progressPercentage"))
     last = history.last
@@ -331,6 +341,7 @@ def note_phase(rec: JobRecord, job: JobView, total: int | None, now: float | Non
             return
         if lc.phase is Phase.RUNNING and rec.phase is not Phase.RUNNING:
             rec.rule_state.clear()
+            rec.running_again_at = now
         rec.phase, rec.phase_since = lc.phase, now
 
 

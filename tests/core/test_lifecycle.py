@@ -232,3 +232,25 @@ def test_phase_survives_a_restart_of_the_core() -> None:
     # reported done, it is only pointed out (a final save or teardown that hangs)
     late = other.evaluate(_view(RUNNING), ClusterView(), now=t + 3600.0)
     assert [a.kind for a in late.actions] == [ActionKind.RECOMMEND] and late.advice == "done-holding"
+
+
+def test_a_run_resumed_after_an_hour_is_starting_not_hung() -> None:
+    """Its last step is an hour old when Kueue runs it again: the time it did not run is no idle
+    time (at its resume it read "hung, p=1.00", with a Warning Event), but silence after the
+    resume still is."""
+    core = AdvisorCore([_policy()], forecaster=_forecaster)
+    key = "team-a/ft"
+    t = _run(core, key, 1500)
+    suspended = dataclasses.replace(RUNNING, workload_active=False, workload_admitted=False)
+    core.evaluate(_view(suspended), ClusterView(), now=t + 60)
+    back = t + 3600.0
+    core.evaluate(dataclasses.replace(_view(RUNNING), admitted_at=back), ClusterView(), now=back + 1)
+    state = core.learning_state(key, now=back + 1)
+    assert state is not None and state.probabilities["hung"] == 0.0
+    later = core.learning_state(key, now=back + 3600.0)
+    assert later is not None and later.probabilities["hung"] == 1.0
+    # and the resume survives a restart of the core
+    other = AdvisorCore([_policy()], forecaster=_forecaster)
+    other.restore(key, core.dump(key))
+    restored = other.learning_state(key, now=back + 2)
+    assert restored is not None and restored.probabilities["hung"] == 0.0
