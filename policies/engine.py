@@ -382,6 +382,12 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         advice = "observing"  # nothing judged yet: "continue" would claim a verdict
         if ctx.judge:  # (without judgement, "no judgement yet" above says why)
             reasons.append(f"observing: {ctx.forecast_reason}")
+    elif stale is not None:
+        # no rule wants anything, but of a run whose progress stopped arriving: "continue" would
+        # vouch for it on old news (a job silent for minutes under a policy without a stall rule
+        # read "continue" with the ETA of its last forecast)
+        advice = "stale"
+        reasons.append(f"stale: {stale}; no rule's condition held on the last progress ({_odds(ctx)})")
     else:
         advice = "continue"
         reasons.append(

@@ -319,10 +319,11 @@ def render_status(
         "actions": [_action_dict(r) for r in view.actions[-MAX_LISTED_ACTIONS:]],
         "summary": {
             "progress": "-" if pct is None else f"{pct:.0f}%",
-            # a hung run's ETA is the one forecast before its step stopped, and a job that does
-            # not run has none: neither is shown as if it held
+            # a hung run's ETA is the one forecast before its step stopped, a stale one's the
+            # one before its progress stopped arriving, and a job that does not run has none:
+            # none is shown as if it held
             "eta": format_duration(fc.eta_seconds.mean)
-            if fc and fc.eta_seconds and shows_eta(state)
+            if fc and fc.eta_seconds and shows_eta(state) and advice != "stale"
             else "-",
             "loss": _loss_text(judged, judged_fc),
             "plateau": _plateau_text(judged_fc),

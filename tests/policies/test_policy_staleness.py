@@ -120,3 +120,17 @@ def test_a_job_admitted_again_is_not_judged_before_it_reports_since() -> None:
     assert any("admitted 10s ago and no progress reported since" in r for r in d.reasons), d.reasons
     after = dataclasses.replace(before, progress_seen_at=T0 - 2)
     assert kinds(decide(after, CV, p, now=T0)) != []
+
+
+def test_a_run_whose_progress_stopped_arriving_reads_stale_not_continue() -> None:
+    """No rule wants anything, but the newest progress is older than the policy allows: the
+    advice says so rather than vouch for the run on old news (a job silent for minutes under a
+    policy without a stall rule read "continue")."""
+    p = policy(PLATEAU, safety={"maxEvidenceAge": "30s"})
+    j = job(forecast=forecast(plateau=0.1), progress_seen_at=T0, report_interval_s=3.0)
+    assert decide(j, CV, p, now=T0 + 20).advice == "continue"
+    silent = decide(j, CV, p, now=T0 + 90)
+    assert silent.advice == "stale" and kinds(silent) == []
+    assert any(
+        r.startswith("stale: stale evidence: the newest progress arrived 1m30s ago") for r in silent.reasons
+    )
