@@ -46,11 +46,10 @@ def _field_schema(spec: FieldSpec) -> dict[str, Any]:
         assert spec.cls is not None
         out = {"type": "array", "maxItems": MAX_ITEMS, "items": object_schema(spec.cls)}
     elif kind == "strlist":
-        out = {
-            "type": "array",
-            "maxItems": MAX_ITEMS,
-            "items": {"type": "string", "minLength": 1, "maxLength": MAX_STRING},
-        }
+        item: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": spec.max_length or MAX_STRING}
+        if spec.pattern:
+            item["pattern"] = spec.pattern
+        out = {"type": "array", "maxItems": MAX_ITEMS, "items": item}
     elif kind == "strmap":
         values: dict[str, Any] = {"type": "string", "maxLength": MAX_STRING}
         if spec.enum:

@@ -70,6 +70,10 @@ _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+#: a namespace's name: a DNS-1123 label
+NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
 def label_key_error(key: str) -> str | None:
     """Why ``key`` is no Kubernetes label key (an optional DNS-subdomain prefix and ``/``, then a
     name of at most 63 characters), or None. The API server would refuse such a selector; a
@@ -172,7 +176,9 @@ class LabelSelector:
 class Selector:
     """Which jobs a policy governs. Every given criterion must hold; an empty selector matches all."""
 
-    namespaces: tuple[str, ...] = spec_field("namespaces", "Namespaces by name.", "strlist", default=())
+    namespaces: tuple[str, ...] = spec_field(
+        "namespaces", "Namespaces by name.", "strlist", default=(), pattern=NAMESPACE_PATTERN, max_length=63
+    )
     namespace_selector: LabelSelector | None = spec_field(
         "namespaceSelector", "Namespaces by label.", "object", default=None, cls=LabelSelector
     )
@@ -188,6 +194,19 @@ class Selector:
     kinds: tuple[str, ...] = spec_field(
         "kinds", "Job kinds, e.g. TrainJob, PyTorchJob.", "strlist", default=()
     )
+
+    def check(self) -> Errors:
+        # a name no namespace can have matches nothing, silently (the API server allows it in a
+        # list of strings; the CRD's pattern refuses it too)
+        return [
+            (
+                f"namespaces[{i}]",
+                f"{name!r} is not a namespace name: at most 63 lower-case letters, digits or '-', "
+                "starting and ending with a letter or digit",
+            )
+            for i, name in enumerate(self.namespaces)
+            if len(name) > 63 or not re.match(NAMESPACE_PATTERN, name)
+        ]
 
 
 # --------------------------------------------------------------------------------------------

@@ -57,7 +57,9 @@ def _hold(*, default: float) -> Any:
 def _release_or_stop(*, default: str) -> Any:
     return spec_field(
         "action",
-        "Recommend only, or (in Apply mode) checkpoint then release quota, or stop.",
+        "Recommend only; or, in Apply mode, Release (checkpoint, then deactivate the Kueue "
+        "Workload: its quota is freed and the job can be resumed) or Stop (the same deactivation, "
+        "recorded as a stop, Event Stopped: the run is not meant to resume; nothing deletes it).",
         "enum",
         default=default,
         enum=(RECOMMEND, RELEASE, STOP),

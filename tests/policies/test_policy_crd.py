@@ -4,10 +4,12 @@ rejects the same policies as the loader (checked with a JSON Schema validator ov
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,7 +18,7 @@ from advisor.protocol import GROUP, VERSION
 from policies import PolicyError, load_policy
 from policies.crd import crd_manifest, crd_yaml, json_schema
 from policies.fields import field_specs
-from policies.spec import CheckpointRule, LabelSelector, PolicySpec
+from policies.spec import CheckpointRule, LabelSelector, PolicySpec, Selector
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "manifests" / "crds" / "advisorpolicy.yaml"
@@ -51,8 +53,8 @@ def test_every_cross_field_check_is_in_the_crd_as_cel_or_explicitly_loader_only(
     # int-or-string durations with day units cannot be compared in CEL; label-key syntax over a
     # map's keys is a regex per key, which the API server's CEL cost budget would have to allow for
     # every map size (the controller still marks such a policy Valid=False, and `policy validate`
-    # refuses it)
-    loader_only = {CheckpointRule, LabelSelector}
+    # refuses it); a namespace's name is checked by the CRD's items pattern, not by CEL
+    loader_only = {CheckpointRule, LabelSelector, Selector}
     for cls in _all_classes(PolicySpec):
         if hasattr(cls, "check") and cls not in loader_only:
             assert getattr(cls, "CEL", ()), f"{cls.__name__}.check() has no CEL twin"
@@ -215,3 +217,18 @@ def test_a_printer_column_of_the_spec_shows_what_the_loader_reads_when_the_field
         assert stored["spec"]["mode"] == loaded.mode.value, spec
         assert stored["spec"]["priority"] == loaded.priority, spec
         assert load_policy(stored).spec == loaded  # the defaults change nothing the loader reads
+
+
+def test_a_namespace_no_namespace_can_have_is_refused_by_the_loader_and_the_crd() -> None:
+    """``Team_B!`` matches nothing, silently: both the loader and the API server refuse it."""
+    body = {
+        "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+        "kind": "AdvisorPolicy",
+        "metadata": {"name": "ns"},
+        "spec": {"selector": {"namespaces": ["team-b", "Team_B!"]}, "rules": {"plateau": {"for": "10m"}}},
+    }
+    with pytest.raises(PolicyError, match=r"namespaces\[1\].*'Team_B!' is not a namespace name"):
+        load_policy(body)
+    items = json_schema()["properties"]["spec"]["properties"]["selector"]["properties"]["namespaces"]["items"]
+    assert items["maxLength"] == 63 and re.match(items["pattern"], "team-b")
+    assert not re.match(items["pattern"], "Team_B!")
