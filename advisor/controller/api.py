@@ -125,6 +125,9 @@ class ClusterApi:
         self.core = client.CoreV1Api(api_client)
         self.kueue = KueueClient(self.custom)
         self._event_model = client.CoreV1Event
+        #: the Events' ``reportingInstance``: which controller posted them (two releases, namespace
+        #: shards, both post as the component trainjob-advisor)
+        self.instance = COMPONENT
 
     def discover_kueue(self) -> str:
         """Point the Kueue client at the version the server serves (v1beta2, else v1beta1); say which."""
@@ -312,7 +315,7 @@ class ClusterApi:
                 "type": "Warning" if warning else "Normal",
                 "source": {"component": COMPONENT},
                 "reportingComponent": COMPONENT,
-                "reportingInstance": COMPONENT,
+                "reportingInstance": self.instance[:128],
                 "firstTimestamp": now,
                 "lastTimestamp": now,
                 "count": 1,

@@ -275,6 +275,13 @@ async def run_operator(
 
     api_client = load_api_client(options.kubeconfig, options.context)
     api = ClusterApi(api_client)
+    # the Events say which release and replica posted them: "<Lease>/<pod>" under leader election
+    # (a release's Lease is named after it), else the pod
+    api.instance = (
+        f"{options.leader_election.name}/{_identity()}"
+        if options.leader_election is not None
+        else _identity()
+    )
     log.info("%s", startup_line(options))
     if options.watch_kueue:
         if options.kueue_version is None:
