@@ -52,6 +52,17 @@ def _series_warnings(state: LearningState | None, shown: str) -> list[str]:
     return [f"{name}: {w}" for name in names if name != shown for w in state.series[name].warnings]
 
 
+def _worse_note(name: str, sfc: Any) -> str:
+    """`` (worse by the end)`` beside the P(plateau) of a series forecast to end worse than it
+    stands by more than the contract's 1%: "no improvement left" counts a rise too, and an eval
+    loss heading from 38 to 253 read as a mere plateau."""
+    level, end = sfc.current_loss, sfc.final_loss.mean if sfc.final_loss is not None else None
+    if level is None or end is None or not (math.isfinite(level) and math.isfinite(end)):
+        return ""
+    worse = end - level if series_direction(name) is Direction.LOWER else level - end
+    return " (worse by the end)" if worse > 0.01 * abs(level) else ""
+
+
 def _num(value: float | None) -> str:
     if value is None or not math.isfinite(value):
         return "n/a"
@@ -170,7 +181,7 @@ def render_text(outcome: Outcome) -> str:
             now = f"{_num(sfc.current_loss)} smoothed (last {_num(last)})"
         lines.append(
             f"  {_label(name)}{now}; final {_interval(sfc.final_loss)}; "
-            f"P(plateau) = {sfc.plateau_probability:.2f}"
+            f"P(plateau) = {sfc.plateau_probability:.2f}{_worse_note(name, sfc)}"
         )
     if outcome.state is not None:
         st = outcome.state

@@ -610,3 +610,29 @@ def test_total_steps_replaces_the_total_the_file_states(capsys: pytest.CaptureFi
     code, out, err = run(capsys, str(FIXTURES / "trainer_state.json"), "--total-steps", "4000")
     assert code == 0, err
     assert "step 1,200 of 4,000 (30%)" in out
+
+
+def test_an_eval_series_heading_for_a_worse_end_says_so_beside_its_p_plateau(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """P(plateau) counts a rise as "no improvement left"; an eval loss forecast to end far above
+    where it stands reads "(worse by the end)" beside it, a falling one does not."""
+    rows = ["step,loss,eval_loss"]
+    for s in range(10, 2001, 10):
+        ev = ""
+        if s % 100 == 0:
+            ev = f"{2.0 - s / 2000:.4f}" if s <= 1000 else f"{1.5 + (s - 1000) / 500:.4f}"
+        rows.append(f"{s},{2.0 * (1 + s / 200) ** -0.3:.4f},{ev}")
+    (tmp_path / "u.csv").write_text("\n".join(rows) + "\n")
+    assert main(["forecast", str(tmp_path / "u.csv"), "--total-steps", "4000"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("eval_loss")]
+    assert line.endswith("(worse by the end)"), line
+    falling = ["step,loss,eval_loss"] + [
+        f"{s},{2.0 * (1 + s / 200) ** -0.3:.4f},"
+        + (f"{2.0 * (1 + s / 200) ** -0.3 + 0.1:.4f}" if s % 100 == 0 else "")
+        for s in range(10, 2001, 10)
+    ]
+    (tmp_path / "f.csv").write_text("\n".join(falling) + "\n")
+    assert main(["forecast", str(tmp_path / "f.csv"), "--total-steps", "4000"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("eval_loss")]
+    assert "worse" not in line, line
