@@ -140,7 +140,21 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
 _FORMATS_HINT = "not a recognised loss log (CSV/TSV with a step,loss header, JSONL, or trainer_state.json)"
 
 
+#: TensorBoard's JSON download of one tag's scalars: ``[[wall time, step, value], ...]``
+_TB_JSON_HEADER = ["Wall time", "Step", "Value"]
+
+
 def _json_list_records(path: str | Path, document: list[object]) -> list[Record]:
+    if document and all(
+        isinstance(r, list)
+        and len(r) == 3
+        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in r)
+        for r in document
+    ):
+        # read as its CSV download is: the tag in the file's name names the value
+        header = exported(path, list(_TB_JSON_HEADER))
+        rows = [r for r in document if isinstance(r, list)]
+        return [(f"entry {i}", None, dict(zip(header, r, strict=True))) for i, r in enumerate(rows)]
     records: list[Record] = []
     for i, r in enumerate(document):
         if not isinstance(r, dict):

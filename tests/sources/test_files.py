@@ -344,3 +344,18 @@ def test_a_wandb_panel_export_of_one_run_is_read_and_of_several_is_one_clear_err
     panel.write_text('"Step","a - train/loss","b - train/loss"\n10,1.0,2.0\n20,0.9,1.9\n')
     with pytest.raises(SourceError, match=r"a W&B panel export of 2 runs \(a, b\)"):
         load_curve(panel)
+
+
+def test_a_tensorboard_json_download_is_read_as_its_csv_download(tmp_path: Path) -> None:
+    """TensorBoard's JSON download of a tag: ``[[wall time, step, value], ...]``, the tag in the
+    file's name, as its CSV download."""
+    rows = [[1_700_000_000.0 + 5 * i, 10 * i, 3.0 - 0.01 * i] for i in range(50)]
+    (tmp_path / "run-exp-tag-eval_loss.json").write_text(json.dumps(rows))
+    (tmp_path / "run-exp-tag-eval_loss.csv").write_text(
+        "Wall time,Step,Value\n" + "".join(f"{t},{s},{v}\n" for t, s, v in rows)
+    )
+    from_json = load_curve(tmp_path / "run-exp-tag-eval_loss.json")
+    from_csv = load_curve(tmp_path / "run-exp-tag-eval_loss.csv")
+    assert from_json.metric == from_csv.metric == "eval_loss"
+    assert from_json.steps == from_csv.steps and from_json.values == from_csv.values
+    assert from_json.times == from_csv.times
