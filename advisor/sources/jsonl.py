@@ -10,7 +10,9 @@ else (a sparse field, a string, a blank line, a restart) goes to the general rea
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 from operator import itemgetter
 from pathlib import Path
 
@@ -33,6 +35,7 @@ def jsonl_records(path: str | Path, text: str, warnings: list[str] | None = None
     while its writer is mid-line): skipped with a warning in ``warnings``, after at least one
     record; an invalid line anywhere else is an error."""
     records: list[Record] = []
+    console = False
     lines = text.splitlines()
     last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
     for number, line in enumerate(lines, start=1):
@@ -41,6 +44,11 @@ def jsonl_records(path: str | Path, text: str, warnings: list[str] | None = None
         try:
             value = json.loads(line)
         except (ValueError, RecursionError) as exc:
+            value = _python_dict(line)
+            if value is not None:  # a Trainer's console line, not JSON
+                console = True
+                records.append((f"line {number}", number, value))
+                continue
             reason = _invalid(exc)
             if number == last and records and warnings is not None:
                 warnings.append(_cut_last(number, reason))
@@ -49,7 +57,65 @@ def jsonl_records(path: str | Path, text: str, warnings: list[str] | None = None
         if not isinstance(value, dict):
             raise SourceError(path, f"expected a JSON object, found {type(value).__name__}", line=number)
         records.append((f"line {number}", number, value))
+    if console:
+        # the Trainer's closing summary ({'train_runtime': ..., 'train_loss': <the run's mean>})
+        # is no point of the curve (trainer_state.json is read so too: ``HF_ROLES``)
+        records[:] = [r for r in records if "train_runtime" not in r[2]]
+        _logging_steps(records, warnings)
     return records
+
+
+def _logging_steps(records: list[Record], warnings: list[str] | None) -> None:
+    """Give a Trainer's console lines, which carry no step, the count of training logs at their
+    epoch as one: the Trainer logs every ``logging_steps`` steps, so the count is the step in
+    those units. Why not the epoch itself: a handful of epochs is too short an axis for the
+    forecast's families (they read steps from 1 up), and an eval loss still falling at each
+    evaluation was forecast to rise."""
+    if any("step" in fields for _, _, fields in records):
+        return
+    train = [f.get("epoch") for _, _, f in records if "loss" in f and isinstance(f.get("epoch"), int | float)]
+    top = max((float(e) for e in train if isinstance(e, int | float)), default=0.0)
+    if len(train) < 2 or top <= 0:
+        return
+    per_epoch = len(train) / top
+    for _, _, fields in records:
+        epoch = fields.get("epoch")
+        if isinstance(epoch, int | float) and not isinstance(epoch, bool) and isinstance(fields, dict):
+            fields["step"] = round(float(epoch) * per_epoch)
+    if warnings is not None:
+        warnings.append(
+            "lines read as Python dicts, as Hugging Face's Trainer prints them: they carry no step, so "
+            f"the step is the count of training logs ({per_epoch:.4g} per epoch, logging_steps apart); "
+            "the run's trainer_state.json has its steps"
+        )
+
+
+def _python_dict(line: str) -> dict[str, object] | None:
+    """A line as Hugging Face's Trainer prints its logs to the console (``{'loss': 2.46,
+    'learning_rate': 2e-05, 'epoch': 0.02}``: a Python dict's repr, ``nan`` and ``inf`` as bare
+    names), or None when it is not one."""
+    text = line.strip()
+    if not (text.startswith("{'") and text.endswith("}")) or len(text) > 100_000:
+        return None
+    bare = {"nan": math.nan, "inf": math.inf}
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    if not isinstance(tree, ast.Dict):
+        return None
+    out: dict[str, object] = {}
+    for key, node in zip(tree.keys, tree.values, strict=True):
+        if not isinstance(key, ast.Constant) or not isinstance(key.value, str):
+            return None
+        if isinstance(node, ast.Name) and node.id in bare:
+            out[key.value] = bare[node.id]
+            continue
+        try:
+            out[key.value] = ast.literal_eval(node)
+        except (ValueError, SyntaxError, RecursionError):
+            return None
+    return out
 
 
 def _invalid(exc: Exception) -> str:

@@ -359,3 +359,26 @@ def test_a_tensorboard_json_download_is_read_as_its_csv_download(tmp_path: Path)
     assert from_json.metric == from_csv.metric == "eval_loss"
     assert from_json.steps == from_csv.steps and from_json.values == from_csv.values
     assert from_json.times == from_csv.times
+
+
+def test_a_trainers_console_lines_are_read_with_the_count_of_training_logs_as_the_step(
+    tmp_path: Path,
+) -> None:
+    """Hugging Face's Trainer prints its logs as Python dicts (single quotes, ``nan``) without a
+    step: the count of training logs at each epoch stands for it, and its closing summary (the
+    run's mean ``train_loss``) is no point of the curve."""
+    lines = [
+        "{'loss': 2.4652, 'grad_norm': 1.3, 'learning_rate': 2e-05, 'epoch': 0.5}",
+        "{'loss': 2.1, 'grad_norm': 1.3, 'learning_rate': 1.8e-05, 'epoch': 1.0}",
+        "{'eval_loss': 2.2, 'eval_runtime': 5.1, 'epoch': 1.0}",
+        "{'loss': 1.9, 'grad_norm': nan, 'learning_rate': 1.5e-05, 'epoch': 1.5}",
+        "{'loss': 1.8, 'grad_norm': 1.1, 'learning_rate': 1.2e-05, 'epoch': 2.0}",
+        "{'eval_loss': 2.0, 'eval_runtime': 5.1, 'epoch': 2.0}",
+        "{'train_runtime': 100.0, 'train_samples_per_second': 10.0, 'train_loss': 2.1, 'epoch': 2.0}",
+    ]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n")
+    train = load_curve(tmp_path / "console.log")
+    assert train.steps == (1.0, 2.0, 3.0, 4.0) and train.values == (2.4652, 2.1, 1.9, 1.8)
+    assert any("Python dicts" in w for w in train.warnings)
+    evals = load_curve(tmp_path / "console.log", metric="eval_loss")
+    assert evals.steps == (2.0, 4.0) and evals.values == (2.2, 2.0)
