@@ -1,8 +1,8 @@
 """What the two install paths deploy, read without a cluster: the chart rendered by ``helm
-template`` and ``manifests/deploy`` as kustomize applies it.
+template`` and the kustomize overlays rendered by ``kubectl kustomize``.
 
-helm is the one the e2e tier builds (``scripts/dev-control-plane build``, cached outside the
-checkout), else one on PATH; without either, the tests that render the chart skip with that reason.
+helm and kubectl are the ones the e2e tier builds (``scripts/dev-control-plane build``, cached
+outside the checkout), else ones on PATH; without them, the tests that render skip with that reason.
 """
 
 from __future__ import annotations
@@ -24,17 +24,21 @@ MANIFESTS = ROOT / "manifests"
 NAMESPACE = "trainjob-advisor-system"
 
 
-def helm_binary() -> Path | None:
+def _binary(name: str) -> Path | None:
     helpers = str(ROOT / "scripts" / "controlplane")
     if helpers not in sys.path:
         sys.path.insert(0, helpers)
     import k8sbuild
 
-    cached = k8sbuild.binary_path("helm")
+    cached = k8sbuild.binary_path(name)
     if cached.exists():
         return cached
-    found = shutil.which("helm")
+    found = shutil.which(name)
     return Path(found) if found else None
+
+
+def helm_binary() -> Path | None:
+    return _binary("helm")
 
 
 def _helm(*args: str) -> str:
@@ -80,6 +84,19 @@ def helm_notes(*sets: str, release: str = "trainjob-advisor") -> str:
     """The chart's NOTES as ``helm install`` prints them (a client-side dry run: no cluster)."""
     out = _helm("install", release, str(CHART), "--namespace", NAMESPACE, "--dry-run=client", *_sets(sets))
     return out.split("\nNOTES:\n", 1)[1]
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
+    """``kubectl kustomize directory`` (an overlay with its components); skips when there is no kubectl."""
+    kubectl = _binary("kubectl")
+    if kubectl is None:
+        pytest.skip("no kubectl: `scripts/dev-control-plane build` builds it (or put one on PATH)")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": tempfile.gettempdir()}
+    out = subprocess.run(
+        [str(kubectl), "kustomize", str(directory)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
 def kustomize_deploy() -> list[dict[str, Any]]:

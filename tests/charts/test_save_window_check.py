@@ -32,7 +32,7 @@ def test_with_watch_namespaces_the_check_still_answers_workloads_in_every_namesp
     """A ClusterQueue that lists the check may serve namespaces the release does not watch: the
     controller sets their workloads' check Ready (and posts an Event there), so those two writes
     stay cluster-wide, while its other writes stay in the watched namespaces."""
-    objects = helm_template("watchNamespaces={team-a}", "kueue.saveWindowCheck=true")
+    objects = helm_template("watchNamespaces={team-a}", "kueue.saveWindowCheck=true", "recommendOnly=false")
     everywhere = grants(objects, cluster_wide=True)
     assert ("kueue.x-k8s.io", "workloads/status", "patch") in everywhere
     assert ("", "events", "create") in everywhere
@@ -40,6 +40,11 @@ def test_with_watch_namespaces_the_check_still_answers_workloads_in_every_namesp
     assert ("kueue.x-k8s.io", "workloads", "patch") not in everywhere  # spec.active: watched ones only
     assert ("", "pods", "patch") not in everywhere
     assert ("kueue.x-k8s.io", "workloads", "patch") in grants(objects, cluster_wide=False)
+    # recommend-only: the check's writes, and no Workload patch anywhere
+    held = helm_template("watchNamespaces={team-a}", "kueue.saveWindowCheck=true")
+    assert ("kueue.x-k8s.io", "workloads/status", "patch") in grants(held, cluster_wide=True)
+    every = grants(held, cluster_wide=True) | grants(held, cluster_wide=False)
+    assert ("kueue.x-k8s.io", "workloads", "patch") not in every
     # without the check, no status write and no Event outside the watched namespaces
     plain = helm_template("watchNamespaces={team-a}")
     assert not {("kueue.x-k8s.io", "workloads/status", "patch"), ("", "events", "create")} & grants(

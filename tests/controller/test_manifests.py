@@ -87,14 +87,14 @@ def test_rbac_is_least_privilege() -> None:
         for r in rule["resources"]
     }
     assert all(not {"delete", "deletecollection", "update", "*"} & v for v in grants.values())
+    # the recommend-only role: reads, and the controller's own records (forecasts, policy status,
+    # Events); no pod, Workload or job write (manifests/components/act, below)
     assert grants == {
         ("trainer.kubeflow.org", "trainjobs"): {"list", "watch"},  # patch: opt-in component
         ("kubeflow.org", "pytorchjobs"): {"list", "watch"},
-        ("kubeflow.org", "pytorchjobs/scale"): {"patch"},
-        ("kueue.x-k8s.io", "workloads"): {"get", "list", "watch", "patch"},
+        ("kueue.x-k8s.io", "workloads"): {"list", "watch"},
         ("kueue.x-k8s.io", "clusterqueues"): {"list", "watch"},
         ("kueue.x-k8s.io", "localqueues"): {"list", "watch"},
-        ("", "pods"): {"list", "patch"},
         ("", "namespaces"): {"list", "watch"},
         ("", "events"): {"create"},
         ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
@@ -103,6 +103,18 @@ def test_rbac_is_least_privilege() -> None:
         ("advisor.trainjob-advisor.io", "advisorpolicies"): {"list", "watch"},
         ("advisor.trainjob-advisor.io", "advisorpolicies/status"): {"patch"},
     }
+    # the chart drops a group's rules whole (kueue.enabled=false, pytorchJobs=false)
+    assert all(len(rule["apiGroups"]) == 1 for rule in role["rules"])
+    act, act_binding = docs(ROOT / "components" / "act" / "act.yaml")
+    assert act["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "patch"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs/scale"], "verbs": ["patch"]},
+    ]
+    assert act_binding["roleRef"]["name"] == act["metadata"]["name"]
+    assert act_binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "trainjob-advisor", "namespace": "trainjob-advisor-system"}
+    ]
     role, binding = docs(ROOT / "rbac" / "leader-election.yaml")
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "trainjob-advisor-system"
     assert role["rules"] == [
@@ -151,9 +163,10 @@ def test_rbac_is_least_privilege() -> None:
 
 
 def _kustomization_resources(directory: Path, seen: set[Path]) -> None:
-    """Every resource of a kustomization exists; folders are followed (base, overlays)."""
+    """Every resource of a kustomization exists; folders and components are followed (base,
+    overlays, components)."""
     kust = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    for res in kust["resources"]:
+    for res in [*kust.get("resources", []), *kust.get("components", [])]:
         path = (directory / res).resolve()
         assert path.exists(), f"{directory}/kustomization.yaml: {res} does not exist"
         if path.is_dir():
@@ -166,13 +179,21 @@ def test_kustomizations_list_every_manifest_and_deployment_has_probes() -> None:
     for overlay in (ROOT, ROOT / "overlays" / "recommend-only", ROOT / "overlays" / "apply"):
         listed: set[Path] = set()
         _kustomization_resources(overlay, listed)
+        # the writes of mode Apply: the apply overlay's only, never the recommend-only install's
+        folders = (
+            ("crds", "rbac", "deploy", "components/act")
+            if overlay.name == "apply"
+            else ("crds", "rbac", "deploy")
+        )
         on_disk = {
-            p.resolve()
-            for d in ("crds", "rbac", "deploy")
-            for p in (ROOT / d).glob("*.yaml")
-            if p.name != "kustomization.yaml"
+            p.resolve() for d in folders for p in (ROOT / d).glob("*.yaml") if p.name != "kustomization.yaml"
         }
         assert listed == on_disk, f"{overlay}: not listed {on_disk - listed}, not on disk {listed - on_disk}"
+    # the act component (Apply's writes) is the apply overlay's, and no other kustomization's
+    for overlay in (ROOT, ROOT / "base", ROOT / "overlays" / "recommend-only", ROOT / "overlays" / "apply"):
+        kust = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+        acts = [c for c in kust.get("components", []) if c.rstrip("/").endswith("components/act")]
+        assert len(acts) == (overlay.name == "apply"), overlay
     (deploy,) = docs(ROOT / "deploy" / "deployment.yaml")
     pod = deploy["spec"]["template"]["spec"]
     (c,) = pod["containers"]

@@ -1,8 +1,8 @@
 """The controller under test, shared by the e2e modules that run it in-process.
 
-Its kopf operator runs on a thread with the ServiceAccount identity that ``manifests/rbac``
-binds, against the real API server of the e2e harness; ``close()`` stops it and re-raises
-anything it died of.
+Its kopf operator runs on a thread with the ServiceAccount identity that ``manifests/rbac`` and
+``manifests/components/act`` bind (the apply overlay's), against the real API server of the e2e
+harness; ``close()`` stops it and re-raises anything it died of.
 """
 
 from __future__ import annotations

@@ -139,10 +139,10 @@ class ControlPlane:
     ) -> ControlPlane:
         """Start everything and install CRDs/RBAC; on a failure, stop what was started and raise.
 
-        The upstream CRDs must install. Our own manifests (manifests/crds, manifests/rbac) are
-        installed one document at a time, and one the API server rejects is recorded in
-        ``manifest_errors`` (with the server's message) instead of stopping the whole tier, so
-        that the e2e test that checks them fails with that message and the rest still run.
+        The upstream CRDs must install. Our own manifests (manifests/crds, manifests/rbac,
+        manifests/components/act) are installed one document at a time, and one the API server
+        rejects is recorded in ``manifest_errors`` (with the server's message) instead of stopping
+        the whole tier, so that the e2e test that checks them fails with that message and the rest still run.
         """
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not self.detached:
@@ -151,7 +151,13 @@ class ControlPlane:
             self._start_core()
             self.apply(crds)
             self._apply_own(local_manifests(manifests / "crds") if manifests else [])
-            self._install_controller_identity(local_manifests(manifests / "rbac") if manifests else [])
+            # the Apply-mode identity (manifests/overlays/apply): the recommend-only role and the act
+            # component's writes, which the actuator scenarios make
+            self._install_controller_identity(
+                [*local_manifests(manifests / "rbac"), *local_manifests(manifests / "components" / "act")]
+                if manifests
+                else []
+            )
             if with_kueue:
                 self._start_kueue()
             self._namespaced_resources()  # prime discovery so that the first namespace cleanup is fast
@@ -308,7 +314,8 @@ class ControlPlane:
                 LOG(f"manifests: {str(exc)[:300]}... (full message in manifest_errors / the e2e test)")
 
     def _install_controller_identity(self, rbac: list[dict[str, Any]]) -> None:
-        """The controller ServiceAccount, bound by manifests/rbac, and its token kubeconfig."""
+        """The controller ServiceAccount, bound by manifests/rbac and manifests/components/act (what
+        manifests/overlays/apply grants), and its token kubeconfig."""
         self.apply(
             [
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CONTROLLER_NAMESPACE}},

@@ -1,5 +1,6 @@
-"""Scenario 6: the controller's identity is the ServiceAccount bound by manifests/rbac, and that
-binding grants exactly what the actuators need: the writes they make are allowed, writes outside
+"""Scenario 6: the controller's identity is the ServiceAccount bound by manifests/rbac and
+manifests/components/act (what manifests/overlays/apply grants), and that binding grants exactly
+what the actuators need: the writes they make are allowed, writes outside
 them are refused by the real API server."""
 
 from __future__ import annotations

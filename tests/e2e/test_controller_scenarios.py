@@ -4,7 +4,7 @@ The tests play the Trainer (they write ``status.trainerStatus`` like the status 
 the pods (they create pods with the JobSet labels and answer checkpoint requests through the
 progress stream). The controller runs in-process (its kopf operator on a thread) or, for the
 restart scenario, as a separate process killed with ``os._exit`` at the worst moment. It always
-runs with the ServiceAccount identity bound by ``manifests/rbac``.
+runs with the ServiceAccount identity bound by ``manifests/rbac`` and ``manifests/components/act``.
 """
 
 from __future__ import annotations

@@ -85,17 +85,25 @@ def test_the_grace_period_rbac_is_the_kustomize_components_on_request(tools: Too
         (role,) = [r for r in roles if any("workloads" in rule["resources"] for rule in r["rules"])]
         return role
 
-    plain, granted = controller_role({}), controller_role({"rbac": {"trainJobGracePeriod": True}})
+    # the opt-ins are Apply's writes: granted with recommendOnly=false only
+    applying = {"recommendOnly": False}
+    plain = controller_role(applying)
+    granted = controller_role({**applying, "rbac": {"trainJobGracePeriod": True}})
     assert granted["rules"] == plain["rules"] + component[0]["rules"]
+    assert controller_role({"rbac": {"trainJobGracePeriod": True}}) == controller_role({})
     resize = list(
         yaml.safe_load_all(
             (MANIFESTS / "components" / "trainjob-resize" / "trainjob-resize.yaml").read_text()
         )
     )
-    assert controller_role({"rbac": {"trainJobResize": True}})["rules"] == plain["rules"] + resize[0]["rules"]
+    resized = controller_role({**applying, "rbac": {"trainJobResize": True}})
+    assert resized["rules"] == plain["rules"] + resize[0]["rules"]
     assert not [r for r in plain["rules"] if "patch" in r["verbs"] and "trainjobs" in r["resources"]]
     out = tools.server_side_dry_run(
-        by_kind(tools.helm_template({"rbac": {"trainJobGracePeriod": True}}, namespace=NS), "ClusterRole")
+        by_kind(
+            tools.helm_template({**applying, "rbac": {"trainJobGracePeriod": True}}, namespace=NS),
+            "ClusterRole",
+        )
     )
     assert "(server dry run)" in out, out
 
@@ -108,7 +116,11 @@ def test_with_watch_namespaces_the_writes_are_granted_in_those_namespaces_only(t
     writes = {"patch", "create", "update", "delete"}
     cluster_scoped = {"advisorpolicies", "advisorpolicies/status", "clusterqueues", "namespaces"}
     cluster_scoped |= {"customresourcedefinitions", "admissionchecks", "admissionchecks/status"}
-    values = {"watchNamespaces": ["team-a", "team-b"], "rbac": {"trainJobGracePeriod": True}}
+    values = {
+        "watchNamespaces": ["team-a", "team-b"],
+        "recommendOnly": False,
+        "rbac": {"trainJobGracePeriod": True},
+    }
     objects = tools.helm_template(values, release="shard-a", namespace=NS)
     bound = {b["roleRef"]["name"] for b in by_kind(objects, "ClusterRoleBinding")}
     for role in by_kind(objects, "ClusterRole"):
@@ -123,7 +135,10 @@ def test_with_watch_namespaces_the_writes_are_granted_in_those_namespaces_only(t
     patched = {res for rule in role["rules"] if "patch" in rule["verbs"] for res in rule["resources"]}
     assert {"pods", "workloads", "trainjobs", "trainjobforecasts/status"} <= patched
     # every rule of the cluster-wide install is still granted somewhere
-    plain = by_kind(tools.helm_template({"rbac": {"trainJobGracePeriod": True}}, namespace=NS), "ClusterRole")
+    plain = by_kind(
+        tools.helm_template({"recommendOnly": False, "rbac": {"trainJobGracePeriod": True}}, namespace=NS),
+        "ClusterRole",
+    )
     every = {
         (g, r, v)
         for o in plain
@@ -200,6 +215,22 @@ def test_the_chart_and_the_kustomize_install_deploy_the_same_controller(tools: T
     for kind in ("ClusterRole", "Role"):
         rules = sorted(str(o["rules"]) for o in by_kind(kustomized, kind))
         assert rules == sorted(str(o["rules"]) for o in by_kind(charted, kind)), kind
+
+    def grants(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+        return {
+            (g, r, v)
+            for o in by_kind(objects, "ClusterRole")
+            for rule in o["rules"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+            for v in rule["verbs"]
+        }
+
+    # Apply: the overlay's act component, the chart's recommendOnly=false (one ClusterRole there)
+    applying = tools.helm_template({"recommendOnly": False}, namespace=NS)
+    assert grants(tools.kustomize(OVERLAYS["overlays/apply"])) == grants(applying)
+    acting = {("", "pods", "patch"), ("kueue.x-k8s.io", "workloads", "patch")}
+    assert grants(applying) - grants(charted) >= acting
     (ours_deploy,), (their_deploy,) = by_kind(kustomized, "Deployment"), by_kind(charted, "Deployment")
     for key in ("replicas", "strategy"):  # two replicas under leader election, rolled one at a time
         assert ours_deploy["spec"][key] == their_deploy["spec"][key], key

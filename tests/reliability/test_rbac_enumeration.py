@@ -1,7 +1,9 @@
 """Least privilege, proven on the real API server: for every resource it serves (subresources
 included) and every verb, ask the server (SubjectAccessReview) whether the controller's
-ServiceAccount, bound by manifests/rbac, may do it, in a tenant's namespace, in the controller's
-own namespace and cluster-wide. Allowed must be exactly what the controller's code uses."""
+ServiceAccount, bound by manifests/rbac and manifests/components/act (what the apply overlay
+grants), may do it, in a tenant's namespace, in the controller's own namespace and cluster-wide.
+Allowed must be exactly what the controller's code uses (in mode Apply: the recommend-only install
+has no pod, Workload or PyTorchJob-scale write, tests/charts/test_rbac_modes.py)."""
 
 from __future__ import annotations
 
