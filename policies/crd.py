@@ -124,6 +124,44 @@ def object_schema(cls: type) -> dict[str, Any]:
 
 
 def _status_schema() -> dict[str, Any]:
+    status = _bare_status_schema()
+    props = status["properties"]
+    figures = (
+        "jobsMatched",
+        "actionsTaken",
+        "matchedJobs",
+        "actionsByKind",
+        "actionsByOutcome",
+        "recommendations",
+        "lostTies",
+        "gpuHoursFlaggedNonLearning",
+        "fromDeletedJobs",
+    )
+    props["shards"] = {
+        "type": "object",
+        "description": "The figures (jobsMatched ... fromDeletedJobs) as each controller release wrote "
+        "them from the jobs of its namespaces, keyed by its identity (its Lease, namespace/name): "
+        "namespace shards each write their own entry, and the figures above are the sums over the "
+        "entries. An entry not updated for an hour (a release uninstalled) is dropped.",
+        "additionalProperties": {
+            "type": "object",
+            "properties": {
+                **{key: _undescribed(props[key]) for key in figures},
+                "updatedAt": {"type": "string", "format": "date-time"},
+            },
+        },
+    }
+    return status
+
+
+def _undescribed(schema: Any) -> Any:
+    """A copy of ``schema`` without its descriptions (said once, at the top of the status)."""
+    if isinstance(schema, dict):
+        return {k: _undescribed(v) for k, v in schema.items() if k != "description"}
+    return schema
+
+
+def _bare_status_schema() -> dict[str, Any]:
     return {
         "type": "object",
         "description": "Written by the controller only.",

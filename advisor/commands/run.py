@@ -230,6 +230,9 @@ def run(args: argparse.Namespace) -> int:
             writer_workers=args.writer_threads,
             job_metrics=not args.no_job_metrics,
             history_points=history_points,
+            # the Lease names the release (with or without leader election: a single release
+            # keeps one entry in each policy's status.shards when it is turned on or off)
+            status_shard=f"{args.leader_election_namespace or _own_namespace()}/{args.leader_election_id}",
         ),
         leader_election=lease,
         # beside the Lease: the controller's own namespace (its Role allows ConfigMaps there)

@@ -231,9 +231,16 @@ class ClusterApi:
             )
         )
 
-    def patch_policy_status(self, name: str, status: Mapping[str, Any]) -> None:
-        self.custom.patch_cluster_custom_object_status(
-            GROUP, VERSION, "advisorpolicies", name, {"status": status}
+    def patch_policy_status(
+        self, name: str, status: Mapping[str, Any], *, resource_version: str | None = None
+    ) -> dict[str, Any]:
+        """A merge patch of an AdvisorPolicy's status; with ``resource_version`` it applies only to
+        that version of the object (else 409). Returns the object after it."""
+        body: dict[str, Any] = {"status": status}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": str(resource_version)}
+        return _as_dict(
+            self.custom.patch_cluster_custom_object_status(GROUP, VERSION, "advisorpolicies", name, body)
         )
 
     # ---------------------------------------------------------------------------------- jobs

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from advisor.controller.policystatus import DEFAULT_SHARD
 from advisor.core.history import DEFAULT_MAX_POINTS
 
 __all__ = ["EngineConfig"]
@@ -36,3 +37,7 @@ class EngineConfig:
     #: progress points kept per job before the older half is thinned: bounds each job's memory and
     #: its stored history (~3 KB at 300), whatever the run's length
     history_points: int = DEFAULT_MAX_POINTS
+    #: this release's key in each AdvisorPolicy's ``status.shards`` (its Lease, ``namespace/name``):
+    #: namespace shards (releases with their own ``watchNamespaces`` and Lease) each write their
+    #: own entry of a cluster-scoped policy's figures, and the totals are summed over the entries
+    status_shard: str = DEFAULT_SHARD

@@ -93,7 +93,7 @@ class Engine:
         self.workloads = self.index.workloads  # what the index holds, read by the commands' tests
         self.cluster_queues = self.index.cluster_queues
         self.local_queues = self.index.local_queues
-        self.book = PolicyBook(api, self.metrics, recommend_only=cfg.recommend_only)
+        self.book = PolicyBook(api, self.metrics, recommend_only=cfg.recommend_only, shard=cfg.status_shard)
         self.policies = (
             self.book.policies
         )  # name -> policies.Policy (valid ones, and what stands in for an invalid one)
@@ -503,13 +503,16 @@ class Engine:
 
     def _write_policy_figures(self) -> None:
         self.book.write_figures(
-            JobFigures(
-                key,
-                job.last_decision.policy if job.last_decision is not None else None,
-                rec.actions if (rec := self.core.record(key)) is not None else (),
-                job.last_decision.tied_with if job.last_decision is not None else (),
-            )
-            for key, job in self.jobs.items()
+            (
+                JobFigures(
+                    key,
+                    job.last_decision.policy if job.last_decision is not None else None,
+                    rec.actions if (rec := self.core.record(key)) is not None else (),
+                    job.last_decision.tied_with if job.last_decision is not None else (),
+                )
+                for key, job in self.jobs.items()
+            ),
+            now=self._now if math.isfinite(self._now) else None,
         )
 
     def close(self) -> None:

@@ -25,6 +25,19 @@ controller already persists, so that a restart does not reset them:
   action it finds recorded in a TrainJobForecast but not here, so that ``maxActionsPerHour``
   holds across a controller restart (and across the deletion of a job whose log held the action);
   written only when the status lacks one of the newest ``maxActionsPerHour`` actions known;
+* ``shards``: the figures above as each controller release wrote them, keyed by its identity
+  (``<Lease namespace>/<Lease name>``; ``DEFAULT_SHARD`` for a release run as the defaults have it,
+  with or without leader election), each with its ``updatedAt``. AdvisorPolicies are cluster-scoped
+  but a namespace shard (a release with its own ``watchNamespaces`` and Lease) sees only its
+  namespaces' jobs: each writes its own entry only, and the figures at the top of the status
+  (``jobsMatched``, ``matchedJobs``, ``actionsTaken``, ``actionsByKind``, ``actionsByOutcome``,
+  ``recommendations``, ``lostTies``, ``gpuHoursFlaggedNonLearning``, ``fromDeletedJobs``) are the
+  sums over the entries, recomputed by whichever shard writes (a read-modify-write guarded by the
+  ``resourceVersion`` it read, read again and retried on a conflict). A shard refreshes its entry at
+  least every ``SHARD_REFRESH_S``; an entry not refreshed for ``SHARD_STALE_S`` (a shard
+  uninstalled) is dropped by the next writer. What a restarted controller carries over
+  (GPU-hours, ``fromDeletedJobs``) is read from its own entry (from the top of a status written
+  before entries existed);
 * ``effectiveMode``: the mode the controller evaluates the policy in (printer column ``Effective``
   beside ``Mode``, the spec's): Recommend under ``--recommend-only`` whatever ``spec.mode`` says,
   which the ``RecommendOnly`` condition explains; for an invalid policy, the mode of what stands
@@ -37,10 +50,11 @@ figures at the engine's bounded rate, only when they changed.
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,12 +63,34 @@ from advisor.controller.metrics import Metrics
 from advisor.model import ActionRecord, Mode
 from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
 
-__all__ = ["MAX_LISTED_JOBS", "JobFigures", "PolicyBook", "PolicyFigures", "policy_figures"]
+__all__ = [
+    "DEFAULT_SHARD",
+    "MAX_LISTED_JOBS",
+    "SHARD_REFRESH_S",
+    "SHARD_STALE_S",
+    "JobFigures",
+    "PolicyBook",
+    "PolicyFigures",
+    "policy_figures",
+    "shard_totals",
+]
 
 log = logging.getLogger(__name__)
 
 #: how many job names ``matchedJobs`` lists (the count is always complete)
 MAX_LISTED_JOBS = 100
+#: the ``status.shards`` key of a release run with the default Lease (``run --leader-election-id``)
+#: in the default namespace, or without leader election: a single release keeps one entry
+DEFAULT_SHARD = "trainjob-advisor-system/trainjob-advisor"
+#: an entry of ``status.shards`` not refreshed for this long is a shard that is gone: dropped
+SHARD_STALE_S = 3600.0
+#: a shard rewrites its entry's ``updatedAt`` at least this often, even when its figures are the same
+SHARD_REFRESH_S = 600.0
+#: tries of a figures write the API server refuses as a conflict (another writer came between)
+CONFLICT_ATTEMPTS = 3
+#: the figures summed over the shards' entries into the top of the status
+_SUMMED = ("jobsMatched", "actionsTaken", "recommendations")
+_SUMMED_MAPS = ("actionsByKind", "actionsByOutcome", "lostTies")
 
 
 @dataclass
@@ -168,19 +204,108 @@ def _nulling_gone_keys(status: Mapping[str, Any], before: Mapping[str, Any] | No
     return out
 
 
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _parse_iso(raw: Any) -> float | None:
+    """An ``updatedAt`` read back (None: absent or malformed)."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        return float(calendar.timegm(time.strptime(raw.strip(), "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
+
+
+def _count(raw: Any) -> int:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 0
+
+
+def _amount(raw: Any) -> float:
+    return float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) and raw > 0 else 0.0
+
+
+def _sum_maps(maps: Iterable[Any]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for raw in maps:
+        for k, v in raw.items() if isinstance(raw, Mapping) else ():
+            if _count(v):
+                out[str(k)] = out.get(str(k), 0) + _count(v)
+    return dict(sorted(out.items()))
+
+
+def _items(raw: Any) -> list[Any]:
+    return raw if isinstance(raw, list) else []
+
+
+def _table(raw: Any) -> Mapping[str, Any]:
+    return raw if isinstance(raw, Mapping) else {}
+
+
+def shard_totals(entries: Mapping[str, Any]) -> dict[str, Any]:
+    """The top of a policy's status from its ``status.shards`` entries: every figure summed, the
+    job names merged (``MAX_LISTED_JOBS`` of them; the count is the sum); malformed values count 0."""
+    shards: list[Mapping[str, Any]] = [e for e in entries.values() if isinstance(e, Mapping)]
+    jobs = sorted({str(j) for e in shards for j in _items(e.get("matchedJobs"))})
+    deleted: list[Mapping[str, Any]] = [_table(e.get("fromDeletedJobs")) for e in shards]
+    return {
+        **{key: sum(_count(e.get(key)) for e in shards) for key in _SUMMED},
+        "matchedJobs": jobs[:MAX_LISTED_JOBS],
+        **{key: _sum_maps(e.get(key) for e in shards) for key in _SUMMED_MAPS},
+        "gpuHoursFlaggedNonLearning": round(
+            sum(_amount(e.get("gpuHoursFlaggedNonLearning")) for e in shards), 3
+        ),
+        "fromDeletedJobs": {
+            "actionsByKind": _sum_maps(d.get("actionsByKind") for d in deleted),
+            "actionsByOutcome": _sum_maps(d.get("actionsByOutcome") for d in deleted),
+            "recommendations": sum(_count(d.get("recommendations")) for d in deleted),
+        },
+    }
+
+
+def _merged(target: Any, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``patch`` applied to ``target`` as a JSON merge patch (RFC 7386) is."""
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping):
+            out[key] = _merged(out.get(key), value)
+        else:
+            out[key] = value
+    return out
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    return getattr(exc, "status", None) == 409
+
+
 class PolicyBook:
     """The AdvisorPolicies the controller knows, and what it last wrote into their statuses."""
 
-    def __init__(self, api: Any, metrics: Metrics, *, recommend_only: bool = False) -> None:
+    def __init__(
+        self,
+        api: Any,
+        metrics: Metrics,
+        *,
+        recommend_only: bool = False,
+        shard: str = DEFAULT_SHARD,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.api = api
         self.metrics = metrics
+        #: this release's key in each policy's ``status.shards``: the only entry it writes
+        self.shard = shard
+        self.clock = clock
         #: the cluster-wide safety rail (``run --recommend-only``): every policy evaluated as Recommend
         self.recommend_only = recommend_only
         self.policies: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
         self.hours: dict[str, float] = {}  # GPU-hours flagged non-learning, per policy
         self.deleted: dict[str, PolicyFigures] = {}  # action counts of jobs deleted, per policy
-        self.written: dict[str, dict[str, Any]] = {}  # figures last written, per policy
+        #: each policy's ``metadata.resourceVersion`` as last seen: what a figures write is guarded by
+        self.versions: dict[str, str] = {}
         #: the status as the API server last showed it, per policy: what a merge patch must null
         #: out of its maps (a key a merge patch leaves out stays: a tie no longer lost, an outcome
         #: count that went to zero)
@@ -215,19 +340,17 @@ class PolicyBook:
             self.last_valid.pop(name, None)
             self.hours.pop(name, None)
             self.deleted.pop(name, None)
-            self.written.pop(name, None)
+            self.versions.pop(name, None)
             self.stored.pop(name, None)
             self.recorded.pop(name, None)
             return
-        stored_status = body.get("status")
-        self.stored[name] = stored_status if isinstance(stored_status, Mapping) else {}
+        self._adopt(name, body)
         self.recorded[name] = {rid for rid, _ in self.stored_actions(body)}
+        own = self._own_entry(self.stored[name])
         if name not in self.deleted:  # carried over a controller restart, as the hours
-            self.deleted[name] = PolicyFigures.from_counts((body.get("status") or {}).get("fromDeletedJobs"))
-        if name not in self.hours:  # carry the total over a controller restart
-            stored = (body.get("status") or {}).get("gpuHoursFlaggedNonLearning")
-            valid = isinstance(stored, int | float) and not isinstance(stored, bool) and stored > 0
-            self.hours[name] = float(stored) if valid and stored is not None else 0.0
+            self.deleted[name] = PolicyFigures.from_counts(own.get("fromDeletedJobs"))
+        if name not in self.hours:  # carry this shard's total over a controller restart
+            self.hours[name] = _amount(own.get("gpuHoursFlaggedNonLearning"))
         generation = (body.get("metadata") or {}).get("generation")
         try:
             self.policies[name] = load_policy({k: v for k, v in body.items() if k != "status"})
@@ -395,26 +518,119 @@ class PolicyBook:
         }
         self._patch(name, status)
 
-    def write_figures(self, jobs: Iterable[JobFigures]) -> None:
-        """``jobs`` as for ``policy_figures``; writes each policy's figures when they changed."""
+    def _adopt(self, name: str, body: Mapping[str, Any]) -> None:
+        """The policy as the API server showed it (a watch event, a read, a write's answer)."""
+        status = body.get("status")
+        self.stored[name] = status if isinstance(status, Mapping) else {}
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.versions[name] = str(version)
+        else:
+            self.versions.pop(name, None)
+
+    def _own_entry(self, status: Mapping[str, Any]) -> Mapping[str, Any]:
+        """This shard's entry of ``status.shards``; the top of a status that has no entries (written
+        by a controller from before them, which was the only writer)."""
+        shards = status.get("shards")
+        if not isinstance(shards, Mapping):
+            return status
+        own = shards.get(self.shard)
+        return own if isinstance(own, Mapping) else {}
+
+    def figures_patch(self, name: str, mine: Mapping[str, Any], now: float) -> dict[str, Any] | None:
+        """The merge patch that puts ``mine`` (this shard's figures) into the policy's status as
+        last seen: this shard's entry, the entries gone stale dropped, the totals recomputed over
+        the entries. None when the status says all that already (and the entry is fresh)."""
+        stored = self.stored.get(name) or {}
+        raw = stored.get("shards")
+        entries = dict(raw) if isinstance(raw, Mapping) else {}
+        own = entries.pop(self.shard, None)
+        stale = [
+            key
+            for key, entry in entries.items()
+            if not isinstance(entry, Mapping)
+            or (_parse_iso(entry.get("updatedAt")) or -1.0) < now - SHARD_STALE_S
+        ]
+        for key in stale:
+            del entries[key]
+        own = own if isinstance(own, Mapping) else None
+        own_time = _parse_iso(own.get("updatedAt")) if own is not None else None
+        fresh = own is not None and own_time is not None and own_time >= now - SHARD_REFRESH_S
+        same = own is not None and {k: v for k, v in own.items() if k != "updatedAt"} == dict(mine)
+        entry = {**mine, "updatedAt": own.get("updatedAt") if fresh and same and own else _iso(now)}
+        totals = shard_totals({**entries, self.shard: entry})
+        if fresh and same and not stale and all(stored.get(k) == v for k, v in totals.items()):
+            return None
+        shards: dict[str, Any] = {key: None for key in stale}
+        shards[self.shard] = _nulling_gone_keys(entry, own) if own is not None else entry
+        return {**_nulling_gone_keys(totals, stored), "shards": shards}
+
+    def write_figures(self, jobs: Iterable[JobFigures], now: float | None = None) -> None:
+        """``jobs`` as for ``policy_figures``; writes each policy's figures, as this shard's entry
+        and into the totals, when the status does not show them (or the entry is due a refresh)."""
         names = sorted({*self.policies, *self.errors})
         if not names:
             return
+        at = self.clock() if now is None else now
         for name, figures in policy_figures(names, jobs, self.hours, self.deleted).items():
             gone = self.deleted.get(name)
-            status = {**figures.status(), "fromDeletedJobs": (gone or PolicyFigures()).counts()}
-            before = self.written.get(name)
-            patch = _nulling_gone_keys(status, before or self.stored.get(name))
-            if before != status and self._patch(name, patch):
-                self.written[name] = status
+            self._write_figures(
+                name, {**figures.status(), "fromDeletedJobs": (gone or PolicyFigures()).counts()}, at
+            )
 
-    def _patch(self, name: str, status: Mapping[str, Any]) -> bool:
+    def _write_figures(self, name: str, mine: Mapping[str, Any], now: float) -> None:
+        """A read-modify-write of the status seen last, guarded by its ``resourceVersion``: on a
+        conflict (another shard, or this one's other writes, came between) the policy is read
+        again and the patch made anew, up to ``CONFLICT_ATTEMPTS`` times; else the next refresh
+        tries again."""
+        for attempt in range(CONFLICT_ATTEMPTS):
+            patch = self.figures_patch(name, mine, now)
+            if patch is None:
+                return
+            version = self.versions.get(name)
+            try:
+                self._patch(name, patch, resource_version=version, quiet=True)
+                return
+            except Exception as exc:
+                if not _is_conflict(exc) or attempt + 1 == CONFLICT_ATTEMPTS:
+                    log.warning("AdvisorPolicy %s figures not written: %s", name, exc)
+                    return
+            try:
+                body = self.api.get_policy(name)
+            except Exception as exc:
+                log.warning("AdvisorPolicy %s not read again after a conflict: %s", name, exc)
+                return
+            if body is None:
+                return  # deleted meanwhile: its DELETED event follows
+            self._adopt(name, body)
+
+    def _patch(
+        self,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
+        quiet: bool = False,
+    ) -> bool:
+        """A merge patch of the status (guarded by ``resource_version`` when given); what the API
+        server answers, or else the patch applied to the status seen last, becomes that status.
+        A failure is logged and False, or raised when ``quiet``."""
         try:
-            self.api.patch_policy_status(name, status)
+            if resource_version is not None:
+                answer = self.api.patch_policy_status(name, status, resource_version=resource_version)
+            else:
+                answer = self.api.patch_policy_status(name, status)
         except Exception as exc:
+            if quiet:
+                raise
             log.warning("AdvisorPolicy %s status not written: %s", name, exc)
             return False
         self.metrics.api_writes.labels("advisorpolicy-status").inc()
+        if isinstance(answer, Mapping) and isinstance(answer.get("metadata"), Mapping):
+            self._adopt(name, answer)
+        elif name in self.stored:
+            self.stored[name] = _merged(self.stored[name], status)
+            self.versions.pop(name, None)  # the write made a new one, not known yet
         return True
 
 

@@ -68,6 +68,8 @@ class FakeApi:
         self.kueue = FakeKueue(self.log, self.workloads)
         self.fail_writes = 0
         self.immutable_num_nodes = True
+        #: AdvisorPolicies kept as the API server would (``add_policy``); others' writes are only logged
+        self.policies: dict[str, dict[str, Any]] = {}
 
     def discover_kueue(self) -> str:
         return "fake: Kueue at its default version"
@@ -191,8 +193,32 @@ class FakeApi:
     def scale_job(self, kind: str, namespace: str, name: str, replicas: int) -> None:
         self.log.append(("scale_job", kind, namespace, name, replicas))
 
-    def patch_policy_status(self, name: str, status: Mapping[str, Any]) -> None:
+    def patch_policy_status(
+        self, name: str, status: Mapping[str, Any], *, resource_version: str | None = None
+    ) -> dict[str, Any] | None:
+        """Logged; a policy held in ``policies`` is patched as the API server would (a JSON merge
+        patch, refused with 409 when ``resource_version`` is not the stored one) and returned."""
+        obj = self.policies.get(name)
+        if obj is not None and resource_version not in (None, obj["metadata"]["resourceVersion"]):
+            raise ApiError(409, "Conflict: the object has been modified")
         self.log.append(("policy_status", name, copy.deepcopy(dict(status))))
+        if obj is None:
+            return None
+        obj["status"] = _merge_patch(obj.get("status") or {}, status)
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        return copy.deepcopy(obj)
+
+    def get_policy(self, name: str) -> dict[str, Any] | None:
+        self.log.append(("get_policy", name))
+        obj = self.policies.get(name)
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def add_policy(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Keep an AdvisorPolicy (at resourceVersion 1) so that its status writes apply to it."""
+        obj = copy.deepcopy(dict(body))
+        obj.setdefault("metadata", {})["resourceVersion"] = "1"
+        self.policies[obj["metadata"]["name"]] = obj
+        return copy.deepcopy(obj)
 
     def mutations(self) -> list[tuple[Any, ...]]:
         """Calls that change a user's object (everything but our own status, Events and reads)."""
@@ -201,6 +227,19 @@ class FakeApi:
             for c in self.log
             if c[0] in ("set_active", "set_priority_boost", "annotate_pod", "patch_job", "scale_job")
         ]
+
+
+def _merge_patch(target: Any, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """RFC 7386: null removes a key, an object merges, anything else replaces."""
+    out = copy.deepcopy(dict(target)) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping):
+            out[key] = _merge_patch(out.get(key), value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def trainjob(

@@ -119,6 +119,7 @@ def test_forecasts_beyond_the_step_budget_wait_but_every_job_is_shown() -> None:
 
 
 def test_policy_status_counts_jobs_actions_and_flagged_gpu_hours() -> None:
+    from advisor.controller.policystatus import SHARD_REFRESH_S
     from advisor.model import Action, ActionKind, Mode
 
     api = FakeApi()
@@ -171,6 +172,8 @@ def test_policy_status_counts_jobs_actions_and_flagged_gpu_hours() -> None:
         FakeApi(), config=EngineConfig(write_interval_s=0, writer_workers=0, policy_status_interval_s=60)
     )
     again.enqueue("policy", "ADDED", {**body, "status": last})
-    again.step(later + 1.0)
+    again.step(later + 1.0)  # the status shows its figures already: nothing to write
+    assert not [c for c in again.api.log if c[0] == "policy_status" and "jobsMatched" in c[2]]
+    again.step(later + 1.0 + SHARD_REFRESH_S)  # its entry's refresh: the same counts
     restored = [c[2] for c in again.api.log if c[0] == "policy_status" and "jobsMatched" in c[2]][-1]
     assert restored["recommendations"] == 1 and restored["jobsMatched"] == 0

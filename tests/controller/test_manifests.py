@@ -100,7 +100,7 @@ def test_rbac_is_least_privilege() -> None:
         ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
         ("advisor.trainjob-advisor.io", "trainjobforecasts"): {"list", "create"},
         ("advisor.trainjob-advisor.io", "trainjobforecasts/status"): {"patch"},
-        ("advisor.trainjob-advisor.io", "advisorpolicies"): {"list", "watch"},
+        ("advisor.trainjob-advisor.io", "advisorpolicies"): {"get", "list", "watch"},
         ("advisor.trainjob-advisor.io", "advisorpolicies/status"): {"patch"},
     }
     # the chart drops a group's rules whole (kueue.enabled=false, pytorchJobs=false)
