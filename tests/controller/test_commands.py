@@ -409,3 +409,26 @@ def test_a_missing_object_and_a_missing_kind_are_told_apart() -> None:
     assert "does not serve this kind (is its CRD installed?)" in str(cliutil.api_error(kind, "TrainJob a/ft"))
     forbidden = ApiException(status=403, reason="Forbidden")
     assert "forbidden" in str(cliutil.api_error(forbidden, "TrainJob a/ft"))
+
+
+def test_run_names_its_policy_status_entry_after_its_lease(monkeypatch: Any) -> None:
+    """Each namespace shard writes its own entry of the AdvisorPolicies' status.shards, keyed by its
+    Lease; a controller without leader election uses the default Lease's key, as a single release
+    with it does (one entry whether leader election is on or off)."""
+    from advisor.controller import cliutil, operator
+    from advisor.controller.policystatus import DEFAULT_SHARD
+
+    seen: list[Any] = []
+
+    async def fake_run(options: Any) -> None:
+        seen.append(options)
+
+    monkeypatch.setattr(cliutil, "probe_cluster", lambda args: None)
+    monkeypatch.setattr(cliutil, "configure_logging", lambda *a: None)
+    monkeypatch.setattr(operator, "run_operator", fake_run)
+    monkeypatch.setenv("POD_NAMESPACE", "trainjob-advisor-system")  # the pod's, as the manifests install it
+    assert cli.main(["run", "-n", "team-a"]) == 0
+    assert cli.main(["run", "-n", "team-a", "--leader-elect"]) == 0
+    monkeypatch.setenv("POD_NAMESPACE", "advisor")
+    assert cli.main(["run", "-n", "team-c", "--leader-elect", "--leader-election-id", "tjb"]) == 0
+    assert [o.engine.status_shard for o in seen] == [DEFAULT_SHARD, DEFAULT_SHARD, "advisor/tjb"]
