@@ -58,6 +58,14 @@ def _series(run: Run) -> tuple[np.ndarray, np.ndarray]:
     return run.steps, run.values
 
 
+def _judged_metric(run: Run) -> str:
+    """The name of the series ``_series`` judges the run by."""
+    evals = run.eval_lower_better()
+    if run.eval_steps is not None and evals is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
+        return run.eval_metric
+    return run.metric
+
+
 def patience(run: Run, s: BaselineSettings) -> Outcome:
     row = "patience"
     evals = run.eval_lower_better()
@@ -81,7 +89,10 @@ def patience(run: Run, s: BaselineSettings) -> Outcome:
 
 def median_stopping(run: Run, peers: Sequence[Run], s: BaselineSettings) -> Outcome:
     row = "median-stopping"
-    others = [_series(p) for p in peers if p is not run]
+    # peers judged by the same series only: a training loss of 2 against an eval loss of 0.8, or
+    # a negated accuracy, is no comparison (a folder of mixed runs stopped its learning ones)
+    metric = _judged_metric(run)
+    others = [_series(p) for p in peers if p is not run and _judged_metric(p) == metric]
     if len(others) < s.median_min_peers:
         return Outcome(row=row, run=run.name)
     steps, values = _series(run)

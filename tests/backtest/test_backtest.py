@@ -167,6 +167,12 @@ def test_baselines() -> None:
     stopped = median_stopping(bad, [*good, bad], s)
     assert stopped.stopped and stopped.rule == "median"
     assert not median_stopping(good[0], [good[0], bad], s).stopped  # one peer is too few
+    # peers judged by another series are no peers: a training loss of 6 against runs judged by
+    # an eval loss of 0.5 is no comparison
+    judged_by_eval = [
+        mk(f"e{i}", [5 - 0.3 * k for k in range(10)], [0.5 - 0.01 * k for k in range(10)]) for i in range(3)
+    ]
+    assert not median_stopping(bad, [*judged_by_eval, bad], s).stopped
     cut = fixed_budget(good[0], BaselineSettings(fixed_fraction=0.75))
     # at 75% of the budget by the clock, not at the next report (800)
     assert cut.stopped and cut.step == 750 and cut.time_s == pytest.approx(750.0)
