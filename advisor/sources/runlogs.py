@@ -20,20 +20,29 @@ A run whose log is spread over several files is found as one, named as ``advisor
 names it: TensorBoard's per-tag exports of one run (``run-exp-tag-*.csv``), and a Lightning run
 resumed into a later version folder (``my_model/version_0+version_1/metrics.csv``). A W&B panel
 export of several runs stands for each of them (``panel.csv#<run>``, ``advisor.sources.panels``).
+
+A run is read once however it reaches the command line: the same file by another path (a folder
+and a file in it, a symbolic link to a folder given too, the same path twice: the same real path)
+and a copy of it (the same content, a ``.gz`` of it decompressed: ``x.csv.gz`` beside ``x.csv``, a
+renamed copy) are left out, each said in a note on stderr, so that no run counts twice in the
+totals a back-test or a comparison reports.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import os
 import re
+import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from advisor.sources.assemble import SourceError
 from advisor.sources.joined import group_logs
-from advisor.sources.panels import panel_run_logs
+from advisor.sources.panels import RUN_MARK, panel_run_logs
 
 __all__ = ["INDEX_NAMES", "RUN_LOG_SUFFIXES", "RunLog", "find_run_logs", "is_run_log", "run_folder"]
 
@@ -138,11 +147,59 @@ def _in_folder(folder: Path) -> list[Path]:
     return [run for log in grouped for run in panel_run_logs(log)]
 
 
-def find_run_logs(args: Sequence[Path]) -> list[RunLog]:
+def _real_key(path: Path) -> str:
+    """What the same run log has whatever path it is reached by: its real path (a panel run's or
+    a joined run's name, which is no file, by its folder's real path)."""
+    if path.is_file():
+        return str(path.resolve())
+    return str(path.parent.resolve() / path.name)
+
+
+def _digest(path: Path) -> str | None:
+    """A hash of a run log's content, decompressed when it is gzip-compressed (a ``.gz`` copy of a
+    file has the content of that file); None when it cannot be read (the reader says why)."""
+    file, mark, run = path.name.partition(RUN_MARK)
+    base = path.with_name(file) if mark and not path.is_file() else path
+    if not base.is_file():
+        return None
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with base.open("rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(base, "rb") if gz else base.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+                size += len(chunk)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+    if size == 0:  # empty files are each the bad run they are, not copies of one another
+        return None
+    return h.hexdigest() + (mark + run if mark and base is not path else "")
+
+
+def _shown(path: Path) -> str:
+    return path.as_posix()
+
+
+def _say(note: Callable[[str], None] | None, line: str) -> None:
+    if note is None:
+        print(line, file=sys.stderr)
+    else:
+        note(line)
+
+
+def find_run_logs(args: Sequence[Path], *, note: Callable[[str], None] | None = None) -> list[RunLog]:
     """The run logs ``args`` name, in order (a folder's sorted), each once, with unique names.
+    A log reached again (the same real path) or a copy of one read (the same content) is left
+    out, each said in one line to ``note`` (None: stderr; see the module docstring).
     Raises ``SourceError`` for an argument that does not exist or a folder with no run log."""
     found: list[tuple[Path, Path, bool]] = []
-    seen: set[str] = set()
+    seen: dict[str, Path] = {}
+    contents: dict[str, Path] = {}
+    # the same files reached by another path: (arg dropped, arg kept) -> [(dropped, kept)]
+    again: dict[tuple[Path, Path], list[tuple[Path, Path]]] = {}
+    arg_of: dict[Path, Path] = {}
     for arg in args:
         if arg.is_dir():
             logs = _in_folder(arg)
@@ -157,10 +214,33 @@ def find_run_logs(args: Sequence[Path]) -> list[RunLog]:
         else:
             raise SourceError(arg, "no such file or folder")
         for path, root, in_folder in entries:
-            key = os.path.normpath(path)
-            if key not in seen:  # the same file named twice (a folder and a file in it) is one run
-                seen.add(key)
-                found.append((path, root, in_folder))
+            key = _real_key(path)
+            if key in seen:  # the same file by another path (or named twice): one run
+                kept = seen[key]
+                again.setdefault((arg, arg_of[kept]), []).append((path, kept))
+                continue
+            seen[key] = path
+            digest = _digest(path)
+            if digest is not None and digest in contents:  # a copy of a log read: one run
+                _say(note, f"{_shown(path)}: the same log as {_shown(contents[digest])}; read once")
+                continue
+            if digest is not None:
+                contents[digest] = path
+            arg_of[path] = arg
+            found.append((path, root, in_folder))
+    for (arg, kept_arg), pairs in again.items():
+        if len(pairs) == 1:
+            path, kept = pairs[0]
+            if os.path.normpath(path) == os.path.normpath(kept):
+                _say(note, f"{_shown(path)}: named twice; read once")
+            else:
+                _say(note, f"{_shown(path)}: the same file as {_shown(kept)}; read once")
+        else:
+            _say(
+                note,
+                f"{_shown(arg)}: {len(pairs)} run logs are the same files as those read from "
+                f"{_shown(kept_arg)}; each read once",
+            )
     relative = [path.relative_to(root).as_posix() for path, root, _ in found]
     clash = Counter(relative)
     names = [

@@ -144,8 +144,8 @@ def test_index_rows_that_match_no_run_and_runs_without_a_row_are_warned_of(
     counts in the footer and the JSON's meta data. Not an error: the back-test still runs."""
     runs = tmp_path / "runs"
     runs.mkdir()
-    s, v = _learning(1, n=40)
-    for name in ("a", "b"):
+    for seed, name in enumerate(("a", "b"), start=1):  # two runs: not the same log twice
+        s, v = _learning(seed, n=40)
         _write(runs / f"{name}.csv", s, v, total=400)
     index = tmp_path / "idx.csv"
     bogus = [f"gone{k},8" for k in range(12)]
@@ -186,8 +186,8 @@ def test_an_index_found_beside_the_runs_is_named_on_stderr_and_in_the_meta_data(
     file, found or given, how many runs it gave a row) and a list in the JSON's meta data."""
     runs = tmp_path / "runs"
     runs.mkdir()
-    s, v = _learning(1, n=40)
-    for name in ("a", "b"):
+    for seed, name in enumerate(("a", "b"), start=1):  # two runs: not the same log twice
+        s, v = _learning(seed, n=40)
         _write(runs / f"{name}.csv", s, v, total=400)
     (runs / "index.csv").write_text("run,gpus\na,8\n")
     out_json = tmp_path / "bt.json"

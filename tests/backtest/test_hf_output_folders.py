@@ -48,12 +48,22 @@ def _output_dir(
         for name, text in _ARTEFACTS.items():
             if not name.endswith("results.json"):
                 (ckpt / name).write_text(text)
-        state = {"log_history": _history(step), "max_steps": 3000, "global_step": step}
+        state = {
+            "log_history": _history(step),
+            "max_steps": 3000,
+            "global_step": step,
+            "trial_name": folder.name,
+        }
         (ckpt / "trainer_state.json").write_text(json.dumps(state))
     if final is not None:
         for name, text in _ARTEFACTS.items():
             (folder / name).write_text(text)
-        state = {"log_history": _history(final), "max_steps": 3000, "global_step": final}
+        state = {
+            "log_history": _history(final),
+            "max_steps": 3000,
+            "global_step": final,
+            "trial_name": folder.name,
+        }
         (folder / "trainer_state.json").write_text(json.dumps(state))
     return folder
 

@@ -43,7 +43,8 @@ def _f1_run(path: Path, *, names_best: bool = True) -> Path:
         if s % 100 == 0:
             history.append({"step": s, "eval_loss": _u(s), "eval_f1": _f1(s), "eval_runtime": 1.5})
     best = {"best_metric": _f1(3000), "best_model_checkpoint": "out/checkpoint-3000"} if names_best else {}
-    path.write_text(json.dumps(_state(history, save_steps=500, **best)))
+    # named after its file: two runs written alike are two runs, not the same log twice
+    path.write_text(json.dumps({**_state(history, save_steps=500, **best), "trial_name": path.stem}))
     return path
 
 
@@ -55,7 +56,8 @@ def _early_best_run(path: Path) -> Path:
         history.append({"step": s, "loss": 0.2 + 2.0 * math.exp(-s / 600)})
         history.append({"step": s, "eval_loss": round(0.6 + abs(s - 40) / 1000, 6)})
     best = {"best_metric": 0.6 + 460 / 1000, "best_model_checkpoint": "./results/checkpoint-500"}
-    path.write_text(json.dumps(_state(history, save_steps=500, **best)))
+    # named after its file: two runs written alike are two runs, not the same log twice
+    path.write_text(json.dumps({**_state(history, save_steps=500, **best), "trial_name": path.stem}))
     return path
 
 
