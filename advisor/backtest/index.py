@@ -9,7 +9,12 @@ suffix, when no other run's log has that file name. A row that names by file nam
 logs (``trainer_state.json``) is an error that says which path to give instead. Its ``labels``
 (``workload-type=pretraining;team=a``) are the job's labels, which a policy's selector reads.
 
-An index found so is applied without being asked for: the back-test names each index it used
+An index given with ``--index`` comes first: a run it has a row for takes that row, and an index
+found beside the runs gives the runs ``--index`` does not list theirs (a row of both that names one
+run is matched in both, and said overridden).
+
+An index found so is applied without being asked for: the back-test names each index it used,
+the columns it read from it (an index of notes alone gives no GPUs, group or labels, and says so)
 and how many runs it gave a row (``index_notes``), so that GPUs and groups taken from a file
 nobody mentioned do not go unseen.
 
@@ -37,10 +42,12 @@ __all__ = [
     "Indexes",
     "RunWithoutRow",
     "UnmatchedRow",
+    "index_columns",
     "index_notes",
     "index_row",
     "mismatch_warnings",
     "read_index",
+    "read_index_columns",
     "suggested_key",
 ]
 
@@ -70,6 +77,8 @@ class RunWithoutRow:
     run: str
     index: Path
     key: str
+    #: the other indexes in use for it, which have no row for it either
+    others: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,18 +90,50 @@ class IndexUse:
     matched: int
     looked_up: int
     given: bool
+    #: the columns it gives runs their figures from (``index_columns``)
+    columns: tuple[str, ...] = ("gpus", "group", "labels")
+    #: the GPUs of a run it gives none (``--gpus``, else 1)
+    fallback_gpus: int = 1
+    #: the runs it gave their row, in order
+    runs: tuple[str, ...] = ()
+    #: runs whose row in it an index given with ``--index`` overrode
+    overridden: int = 0
+
+
+#: runs named in an index's note when it gave some but not all of the runs looked up a row
+_NAMED_RUNS = 5
+
+
+def _joined(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def index_notes(uses: list[IndexUse]) -> list[str]:
-    """One line per index CSV in use: which file, how many runs it gave a row, and, for one found
-    beside the runs, that it was read without ``--index``."""
+    """One line per index CSV in use: which file, for one found beside the runs that it was read
+    without ``--index``, the columns read from it, how many runs (and, when not all, which) it
+    gave a row, and what a run takes for a column it does not have."""
     lines = []
     for use in uses:
         how = "--index" if use.given else "found beside the runs, read automatically"
-        lines.append(
-            f"index {use.index} ({how}): gpus, group and labels for {use.matched} of "
-            f"{use.looked_up} run{'s' if use.looked_up != 1 else ''}"
-        )
+        runs = f"{use.matched} of {use.looked_up} run{'s' if use.looked_up != 1 else ''}"
+        if 0 < use.matched < use.looked_up:
+            named = list(use.runs[:_NAMED_RUNS])
+            more = len(use.runs) - len(named)
+            runs += f" ({', '.join(named)}{f' and {more} more' if more else ''})"
+        each = "1 GPU each" if use.fallback_gpus == 1 else f"{use.fallback_gpus} GPUs each (--gpus)"
+        if not use.columns:
+            line = (
+                f"index {use.index} ({how}): no gpus, group or labels column: {each}, grouped by "
+                f"folder; a row for {runs}"
+            )
+        else:
+            line = f"index {use.index} ({how}): {_joined(list(use.columns))} for {runs}"
+            if not any(c.startswith("gpus") for c in use.columns):
+                line += f"; no gpus column: {each}"
+        if use.overridden:
+            rows = "the row of 1 run" if use.overridden == 1 else f"the rows of {use.overridden} runs"
+            line += f"; {rows} overridden by --index"
+        lines.append(line)
     return lines
 
 
@@ -111,8 +152,8 @@ def mismatch_warnings(unmatched: list[UnmatchedRow], without_row: list[RunWithou
     if len(unmatched) > MAX_WARNINGS:
         lines.append(f"... and {len(unmatched) - MAX_WARNINGS} more index rows that match no run")
     lines += [
-        f"{w.run}: no row in {w.index} (a row {w.key!r} would name it): --gpus or 1 GPU, "
-        "the group of its folder, no labels"
+        f"{w.run}: no row in {' or '.join(str(i) for i in (w.index, *w.others))} (a row {w.key!r} "
+        "would name it): --gpus or 1 GPU, the group of its folder, no labels"
         for w in without_row[:MAX_WARNINGS]
     ]
     if len(without_row) > MAX_WARNINGS:
@@ -138,11 +179,38 @@ def _labels(path: Path, line: int, text: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+#: the columns a run's group is read from, in the order tried, and how a note names each
+_GROUP_COLUMNS = (
+    ("group", "group"),
+    ("repo", "its repo column"),
+    ("sweep", "its sweep column"),
+    ("path", "the folder of its path column"),
+)
+
+
+def index_columns(header: list[str]) -> tuple[str, ...]:
+    """The columns of an index CSV's ``header`` that give runs their figures, as a note names
+    them: ``gpus``, ``group`` (``group (its repo column)`` when the group is read from another
+    column) and ``labels``."""
+    out = ["gpus"] if "gpus" in header else []
+    groups = [said for column, said in _GROUP_COLUMNS if column in header]
+    if groups:
+        out.append("group" if groups == ["group"] else f"group ({', else '.join(groups)})")
+    if "labels" in header:
+        out.append("labels")
+    return tuple(out)
+
+
 def read_index(path: Path) -> dict[str, IndexRow]:
+    """``run key -> (gpus, group, labels)`` from an index CSV (``read_index_columns``)."""
+    return read_index_columns(path)[0]
+
+
+def read_index_columns(path: Path) -> tuple[dict[str, IndexRow], tuple[str, ...]]:
     """``run key -> (gpus, group, labels)`` from an index CSV: the key column is ``curve_id``,
     ``run``, ``name`` or ``file``; ``gpus``, ``group`` (or ``repo`` / ``sweep``, or ``path``, whose
     folder is the group) and ``labels`` (``key=value`` pairs separated by ``;``: the job's labels, as
-    a policy's selector reads them) optional."""
+    a policy's selector reads them) optional; and which of those it has (``index_columns``)."""
     try:
         with path.open(newline="") as fh:
             reader = csv.DictReader(fh)
@@ -163,7 +231,7 @@ def read_index(path: Path) -> dict[str, IndexRow]:
                     group = str(Path(row["path"].strip()).parent)
                 labels = _labels(path, line, row.get("labels") or "")
                 out[(row.get(key) or "").strip()] = IndexRow(gpus, group, labels)
-            return out
+            return out, index_columns(list(header))
     except OSError as exc:
         raise RunError(f"{path}: {exc.strerror or exc}") from None
 
@@ -175,6 +243,13 @@ class Index:
     path: Path
     rows: dict[str, IndexRow]
     matched: set[str] = field(default_factory=set)
+    #: the columns it gives runs their figures from (``index_columns``)
+    columns: tuple[str, ...] = ("gpus", "group", "labels")
+
+    @classmethod
+    def read(cls, path: Path) -> Index:
+        rows, columns = read_index_columns(path)
+        return cls(path, rows, columns=columns)
 
     @property
     def folder(self) -> Path:
@@ -185,7 +260,7 @@ class Indexes:
     """The index CSV each run is looked up in (see the module's docstring), each read once."""
 
     def __init__(self, given: Path | None) -> None:
-        self.given = None if given is None else Index(given, read_index(given))
+        self.given = None if given is None else Index.read(given)
         self.found: dict[Path, Index | None] = {}
         if self.given is not None:  # the index given is its own folder's, whatever else is there
             self.found[self.given.folder] = self.given
@@ -193,18 +268,29 @@ class Indexes:
     def _in(self, folder: Path) -> Index | None:
         if folder not in self.found:
             path = next((folder / n for n in INDEX_NAMES if (folder / n).is_file()), None)
-            self.found[folder] = None if path is None else Index(path, read_index(path))
+            self.found[folder] = None if path is None else Index.read(path)
         return self.found[folder]
 
-    def of(self, log: RunLog) -> Index | None:
+    def _nearest(self, log: RunLog) -> Index | None:
+        """The nearest index with rows in the run's folder or a folder above it, up to the
+        folder given."""
         folder = log.path.parent
         while True:
             found = self._in(folder)
             if found is not None and found.rows:
                 return found
             if folder == log.root or folder == folder.parent:
-                return self.given
+                return None
             folder = folder.parent
+
+    def of(self, log: RunLog) -> list[Index]:
+        """The indexes a run is looked up in, first the one whose row wins: ``--index``, then the
+        nearest one found beside it (it gives the runs ``--index`` does not list their rows)."""
+        nearest = self._nearest(log)
+        out = [] if self.given is None else [self.given]
+        if nearest is not None and nearest is not self.given:
+            out.append(nearest)
+        return out
 
     def unmatched(self) -> list[UnmatchedRow]:
         """Every row of every index read that no run matched (a blank run cell names none)."""

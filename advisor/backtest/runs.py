@@ -20,7 +20,8 @@ in HF's ``<sweep>/<run>/trainer_state.json`` layout), a file given alone its fil
 ``advisor.sources.runlogs``), then ``#<curve_id>`` for a run of a multi-run dump.
 
 An index CSV gives a run its GPUs, group and labels (see ``advisor.backtest.index`` for how a
-row names its run); the rows that matched no run, and the runs without a row while an index was
+row names its run, and which index wins when ``--index`` and one beside the runs both have a
+row for it); the rows that matched no run, and the runs without a row while an index was
 in use, are returned with the runs so that the back-test can warn of them.
 
 Why the last segment only: a log whose step goes backwards restarted from a checkpoint, and which
@@ -40,6 +41,7 @@ import numpy as np
 
 from advisor.backtest.errors import BadRunError, RunError
 from advisor.backtest.index import (
+    Index,
     Indexes,
     IndexRow,
     IndexUse,
@@ -264,7 +266,7 @@ def read_runs(
     skipped: list[str] = []
     without_row: list[RunWithoutRow] = []
     indexes = Indexes(index)
-    uses: dict[Path, list[int]] = {}  # index -> [runs given a row, runs looked up]
+    uses: dict[Path, _Use] = {}
     try:
         logs = find_run_logs(args)
     except SourceError as exc:
@@ -275,7 +277,7 @@ def read_runs(
         path = log.path
         folder = path.parent
         folder_run = _is_folder_run(log, per_folder[folder])
-        table = indexes.of(log)
+        tables = indexes.of(log)
         parsed: ParsedLog | None = None
         curves: list[tuple[str | None, LoadedCurve]] = []
         try:
@@ -288,7 +290,10 @@ def read_runs(
         first = len(runs)
         for cid, curve in curves:
             name = f"{log.name}#{cid}" if cid is not None else log.name
-            found = None if table is None else index_row(table, log, cid, name, folder_run, file_names)
+            # every index in use is looked up (a row of each that names the run is matched); the
+            # first with a row (--index) gives the run its figures
+            rows = [(t, index_row(t, log, cid, name, folder_run, file_names)) for t in tables]
+            source, found = next(((t, r) for t, r in rows if r is not None), (None, None))
             row = found or IndexRow(None, None)
             match = pattern.search(name) if pattern is not None else None
             group = row.group or (match.group(0) if match else None)
@@ -312,13 +317,17 @@ def read_runs(
                     raise
                 skipped.append(str(exc))
                 continue
-            if table is not None:
-                use = uses.setdefault(table.path, [0, 0])
-                use[0] += found is not None
-                use[1] += 1
-            if table is not None and found is None:
-                key = suggested_key(table, log, cid, folder_run)
-                without_row.append(RunWithoutRow(name, table.path, key))
+            for t, r in rows:
+                use = uses.setdefault(t.path, _Use(t))
+                use.looked_up += 1
+                if t is source:
+                    use.runs.append(name)
+                elif r is not None:
+                    use.overridden += 1
+            if tables and found is None:
+                key = suggested_key(tables[0], log, cid, folder_run)
+                others = tuple(t.path for t in tables[1:])
+                without_row.append(RunWithoutRow(name, tables[0].path, key, others))
         if parsed is not None and len(runs) > first:
             _attach_evals(parsed, curves, runs, first)
         if on_file is not None:
@@ -326,8 +335,31 @@ def read_runs(
     if not runs:
         raise RunError("no runs to back-test" + (f" ({len(skipped)} skipped as bad)" if skipped else ""))
     given = None if indexes.given is None else indexes.given.path
-    used = [IndexUse(path, matched, looked, path == given) for path, (matched, looked) in uses.items()]
+    used = [
+        IndexUse(
+            path,
+            len(use.runs),
+            use.looked_up,
+            path == given,
+            columns=use.index.columns,
+            fallback_gpus=gpus or 1,
+            runs=tuple(use.runs),
+            overridden=use.overridden,
+        )
+        for path, use in uses.items()
+    ]
     return LoadedRuns(runs, skipped, indexes.unmatched(), without_row, used)
+
+
+@dataclass
+class _Use:
+    """How an index was used while reading: runs looked up in it, those it gave their row, and
+    those whose row in it --index overrode."""
+
+    index: Index
+    looked_up: int = 0
+    runs: list[str] = field(default_factory=list)
+    overridden: int = 0
 
 
 def _attach_evals(

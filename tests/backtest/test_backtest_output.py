@@ -195,7 +195,7 @@ def test_an_index_found_beside_the_runs_is_named_on_stderr_and_in_the_meta_data(
     assert main([*argv, "--json-file", str(out_json)]) == 0
     err = capsys.readouterr().err.splitlines()
     found = "found beside the runs, read automatically"
-    line = f"index {runs / 'index.csv'} ({found}): gpus, group and labels for 1 of 2 runs"
+    line = f"index {runs / 'index.csv'} ({found}): gpus for 1 of 2 runs (a.csv)"
     assert line in err
     meta = json.loads(out_json.read_text())[0]["backtest"]
     assert meta["index_files"] == [line]
@@ -204,7 +204,7 @@ def test_an_index_found_beside_the_runs_is_named_on_stderr_and_in_the_meta_data(
     index.write_text("run,gpus\nruns/a.csv,4\nruns/b.csv,4\n")
     (runs / "index.csv").unlink()
     assert main([*argv, "--index", str(index)]) == 0
-    assert f"index {index} (--index): gpus, group and labels for 2 of 2 runs" in capsys.readouterr().err
+    assert f"index {index} (--index): gpus for 2 of 2 runs" in capsys.readouterr().err
     # no index: nothing said
     assert main(argv) == 0
     assert "index" not in capsys.readouterr().err

@@ -1,0 +1,87 @@
+"""Which columns an index gives runs, said as read; ``--index`` wins over an index found beside the
+runs for the runs it lists, and the found one fills in the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from advisor.backtest.runs import read_runs
+from advisor.cli import main
+from tests.backtest.test_backtest import PLATEAU, _learning, _write
+
+_FOUND = "found beside the runs, read automatically"
+
+
+def _runs(folder: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Path:
+    folder.mkdir(parents=True)
+    for seed, name in enumerate(names, start=1):
+        s, v = _learning(seed, n=40)
+        _write(folder / f"{name}.csv", s, v, total=400)
+    return folder
+
+
+def _notes(argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert main(["backtest", *argv, "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]) == 0
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("index ")]
+
+
+def test_the_note_names_only_the_columns_the_index_has(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _runs(tmp_path / "runs")
+    index = runs / "index.csv"
+    index.write_text("file,repo,path\na.csv,org/a,x/a.csv\nb.csv,org/b,x/b.csv\nc.csv,org/c,x/c.csv\n")
+    assert _notes([str(runs)], capsys) == [
+        f"index {index} ({_FOUND}): group (its repo column, else the folder of its path column) for 3 of 3 "
+        "runs; no gpus column: 1 GPU each"
+    ]
+    index.write_text("run,notes\na.csv,first\n")
+    assert _notes([str(runs)], capsys) == [
+        f"index {index} ({_FOUND}): no gpus, group or labels column: 1 GPU each, grouped by folder; "
+        "a row for 1 of 3 runs (a.csv)"
+    ]
+    assert _notes([str(runs), "--gpus", "4"], capsys)[0].startswith(
+        f"index {index} ({_FOUND}): no gpus, group or labels column: 4 GPUs each (--gpus), grouped by folder"
+    )
+    index.write_text("run,gpus,group,labels\na.csv,2,g,team=a\n")
+    assert _notes([str(runs)], capsys) == [
+        f"index {index} ({_FOUND}): gpus, group and labels for 1 of 3 runs (a.csv)"
+    ]
+
+
+def test_an_index_given_wins_for_the_runs_it_lists_and_the_found_one_gives_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _runs(tmp_path / "runs")
+    (runs / "index.csv").write_text("run,gpus\nb.csv,8\nbb.csv,4\n")
+    given = tmp_path / "ext.csv"
+    given.write_text("run,gpus\na.csv,2\nb.csv,3\n")
+    loaded = read_runs([runs], index=given)
+    assert {r.name: r.gpus for r in loaded.runs} == {"a.csv": 2, "b.csv": 3, "c.csv": 1}
+    # only the row naming no run read is unmatched; the found index's b.csv row named a run
+    assert [(u.index, u.key) for u in loaded.unmatched_rows] == [(runs / "index.csv", "bb.csv")]
+    assert [(w.run, w.index, w.others) for w in loaded.without_row] == [
+        ("c.csv", given, (runs / "index.csv",))
+    ]
+    err = _notes([str(runs), "--index", str(given)], capsys)
+    assert err == [
+        f"index {given} (--index): gpus for 2 of 3 runs (a.csv, b.csv)",
+        f"index {runs / 'index.csv'} ({_FOUND}): gpus for 0 of 3 runs; "
+        "the row of 1 run overridden by --index",
+    ]
+
+
+def test_the_found_index_fills_in_the_runs_the_given_one_does_not_list(tmp_path: Path) -> None:
+    runs = _runs(tmp_path / "runs")
+    (runs / "index.csv").write_text("run,gpus\nc.csv,8\n")
+    given = tmp_path / "ext.csv"
+    given.write_text("run,gpus\na.csv,2\n")
+    loaded = read_runs([runs], index=given)
+    assert {r.name: r.gpus for r in loaded.runs} == {"a.csv": 2, "b.csv": 1, "c.csv": 8}
+    assert loaded.unmatched_rows == []
+    assert {u.index: (u.matched, u.runs) for u in loaded.indexes} == {
+        given: (1, ("a.csv",)),
+        runs / "index.csv": (1, ("c.csv",)),
+    }
