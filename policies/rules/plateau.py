@@ -35,6 +35,13 @@ What "found plateaued" means, and why:
   latest report, the checkpoint still had learning left. The window starts over, on what the run
   reports once it runs again and can save first. (Found in the trace simulator, where such a
   release was the one wrong stop over 15 seeds with ``for: 10m``.)
+* Once the rule has asked for the checkpoint before its release, the sequence runs to its end (the
+  acknowledgement, or the timeout and ``releaseOnTimeout``) and the window stays open with it,
+  whatever later forecasts say (``release.in_flight``): the rule decided when it asked. A forecast
+  that turned a second after the request (one predicting a rise, on a flat run, in a trial on a
+  real cluster) used to close the window; the window opened again later no longer covered the
+  request, so a second checkpoint was asked for and the release came a whole window and a second
+  timeout late, or never, on a controller restarted more often than that.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from advisor.model import ActionKind, Forecast, JobView
 from advisor.series import TRAIN_SERIES
 from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, held_since, let_finish, pct, undirected
 from policies.rules.overfitting import best_checkpoint_text
-from policies.rules.release import release
+from policies.rules.release import in_flight, release
 from policies.spec import RECOMMEND, STOP, PlateauRule
 
 NAME = "plateau"
@@ -95,6 +102,11 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     fc, series, why_not = judged_series(ctx, rule.metric)
     if fc is None:
         out.reasons.append(f"{NAME}: no judgement ({why_not})")
+        since = job.rule_state.get(KEY)
+        if since is not None and in_flight(job, NAME, since):
+            # no forecast to judge now (a restart, say) ends no sequence under way
+            out.state[KEY] = since
+            _carry_on(ctx, out, rule, since, f"plateau found, window opened {dur(ctx.now - since)} ago")
         return out
     if job.total_steps is not None and job.step >= job.total_steps:
         return out  # finished: nothing left to save
@@ -103,8 +115,10 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     # training loss, which the forecaster holds does not turn, it is a fit not following the curve
     flat = predicts_flat(fc) or series != TRAIN_SERIES
     opened = KEY in job.rule_state
+    # the window's checkpoint request is out: the sequence runs to its end, the window with it
+    going = opened and in_flight(job, NAME, job.rule_state[KEY])
     level = min(KEEP_PROBABILITY, rule.probability) if opened else rule.probability
-    holds = flat and (p > level if opened else p >= level)
+    holds = going or (flat and (p > level if opened else p >= level))
     if opened and flat and not holds and _tolerated_dissent(job.rule_state, fc):
         return _dissent(out, ctx, rule, fc)
     since = held_since(job.rule_state, KEY, ctx.now, holds)
@@ -118,7 +132,13 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         return out
     out.state[KEY] = since
     held = ctx.now - since
-    numbers = f"P(plateau)={pct(p)} >= {pct(rule.probability)} for {dur(held)}"
+    if going and (p < rule.probability or not flat):
+        numbers = (
+            f"P(plateau) >= {pct(rule.probability)} when the checkpoint was requested "
+            f"(now {pct(p)}), window opened {dur(held)} ago"
+        )
+    else:
+        numbers = f"P(plateau)={pct(p)} >= {pct(rule.probability)} for {dur(held)}"
     if fc.current_loss is not None:
         numbers += f", {series} {fc.current_loss:.4g} → {fc.final_loss.mean:.4g} predicted at the end"
     state = job.learning_state
@@ -128,7 +148,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         and ((state.metric == series and state.best_step is not None) or series in state.judgements)
     ):
         numbers += f"; {best_checkpoint_text(state, series)}"
-    if p < rule.probability:
+    if p < rule.probability and not going:
         out.reasons.append(
             f"{NAME}: P(plateau)={pct(p)} below {pct(rule.probability)} but above {pct(level)}: "
             f"the window opened {dur(held)} ago stays open (acting only at or above {pct(rule.probability)})"
@@ -159,7 +179,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         if unsaved is None
         else f"its last checkpoint (step {job.checkpoint.last_step}) is {unsaved:.1%} above the current loss"
     )
-    final = ActionKind.STOP if rule.action == STOP else ActionKind.RELEASE_QUOTA
+    final = _final_kind(rule)
     if not release(ctx, out, rule=NAME, final=final, why=numbers, since=since, unsaved=lost):
         # the plateau was found at the latest report, but the release would keep only an older
         # checkpoint that had more than 1% still to learn: judged again from scratch, on what the
@@ -171,6 +191,18 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     out.advice = "plateau:stop" if final is ActionKind.STOP else "plateau:release"
     out.severity = 5
     return out
+
+
+def _final_kind(rule: PlateauRule) -> ActionKind:
+    return ActionKind.STOP if rule.action == STOP else ActionKind.RELEASE_QUOTA
+
+
+def _carry_on(ctx: Context, out: Outcome, rule: PlateauRule, since: float, why: str) -> None:
+    """The next step of the window's sequence under way, with no forecast to judge by."""
+    final = _final_kind(rule)
+    release(ctx, out, rule=NAME, final=final, why=why, since=since)
+    out.advice = "plateau:stop" if final is ActionKind.STOP else "plateau:release"
+    out.severity = 5
 
 
 def unsaved_improvement(job: JobView, fc: Forecast) -> float | None:

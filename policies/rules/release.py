@@ -11,11 +11,11 @@ In Recommend mode the whole sequence is one recommendation that describes it.
 
 from __future__ import annotations
 
-from advisor.model import ActionKind, ActionRecord
+from advisor.model import ActionKind, ActionRecord, JobView
 from policies.rules.base import Context, Outcome, admitted_at, dur, last_record
 from policies.spec import QuotaReleaseRule
 
-__all__ = ["already_released", "release"]
+__all__ = ["already_released", "in_flight", "release"]
 
 _FINAL = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
 _CHECKPOINT = frozenset({ActionKind.CHECKPOINT})
@@ -31,6 +31,20 @@ def already_released(ctx: Context) -> bool:
         return False
     marks = [t for t in (admitted_at(ctx), ctx.job.phase_since) if t is not None]
     return not marks or rec.time >= max(marks)
+
+
+def in_flight(job: JobView, rule: str, since: float) -> bool:
+    """Whether ``rule``'s checkpoint-first sequence started in its window opened at ``since`` is
+    under way: its checkpoint request was made and neither dropped (its pods gone) nor followed by
+    the release or stop. Such a sequence runs to its end (the answer, or the timeout and then
+    ``releaseOnTimeout``) whatever later forecasts say: the rule decided when it asked, the pods
+    may be saving now, and a window started again would ask them a second time and put the
+    release off by a whole window (and by a second timeout)."""
+    request = last_record(job, _CHECKPOINT, rule=rule)
+    if request is None or request.time < since or request.outcome == "dropped":
+        return False
+    final = last_record(job, _FINAL)
+    return final is None or final.time < request.time or final.outcome in ("failed", "impossible")
 
 
 def release(

@@ -515,3 +515,48 @@ def test_a_run_reported_done_that_still_holds_its_quota_is_pointed_out_never_act
     completed = dataclasses.replace(done, signals=dataclasses.replace(signals, complete=True))
     assert kinds(decide(completed, CV, policy({"stall": {"for": "30m"}}), now=T0)) == []
     assert kinds(decide(done, CV, policy({"plateau": {"for": "10m"}}), now=T0)) == []  # no stall rule
+
+
+def test_a_plateau_sequence_in_flight_keeps_its_window_asks_once_and_releases_at_the_timeout() -> None:
+    """A forecast that turns (here: one predicting a rise, which closes an open window) after the
+    checkpoint request neither abandons the sequence nor opens a new one: the window keeps its
+    start, no second checkpoint is asked for, and the release follows the first request's timeout
+    (releaseOnTimeout), as it does on a controller that took over from the one that asked."""
+    p = policy(
+        {
+            "plateau": {"probability": 0.6, "for": "20s"},
+            "quotaRelease": {"checkpointFirst": True, "checkpointTimeout": "1m", "releaseOnTimeout": True},
+        },
+        safety={"minRuntime": "0s", "cooldown": "1m"},
+    )
+    flat = forecast(plateau=0.98, loss=1.5, final=1.505, points=60)
+    first = decide(job(forecast=flat), CV, p, now=T0)
+    assert first.state["plateau.since"] == T0
+    due = decide(with_state(job(forecast=flat), first.state), CV, p, now=T0 + 21)
+    assert kinds(due) == [ActionKind.CHECKPOINT]
+    asked = dataclasses.replace(
+        record(ActionKind.CHECKPOINT, T0 + 21, rule="plateau", rid="ck-1"), timeout_s=60.0
+    )
+    pending = dataclasses.replace(job().checkpoint, pending_request="ck-1", pending_since=T0 + 21)
+    state = due.state
+    for i, fc in enumerate(
+        (
+            forecast(plateau=1.0, loss=1.5, final=1.523, points=61),  # a rise: not a plateau
+            forecast(plateau=0.3, loss=1.5, final=1.49, points=62),
+            forecast(plateau=0.2, loss=1.5, final=1.49, points=63),
+            flat,
+            flat,
+        )
+    ):
+        now = T0 + 22 + 10 * i
+        d = decide(with_state(job(forecast=fc, actions=(asked,), checkpoint=pending), state), CV, p, now=now)
+        assert kinds(d) == [], (now, d.reasons)
+        assert d.state.get("plateau.since") == T0, (now, d.reasons)
+        assert d.advice == "plateau:release", (now, d.advice)
+        state = d.state
+    # the request timed out (the loop records it): the release follows, once
+    timed_out = dataclasses.replace(asked, outcome="timed-out")
+    done = job(forecast=forecast(plateau=0.2, loss=1.5, final=1.49, points=64), actions=(timed_out,))
+    d = decide(with_state(done, state), CV, p, now=T0 + 81)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA], d.reasons
+    assert "releaseOnTimeout" in d.actions[0].reason
