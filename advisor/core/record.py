@@ -347,7 +347,18 @@ def note_phase(rec: JobRecord, job: JobView, total: int | None, now: float | Non
 
 def expire_checkpoint(rec: JobRecord, now: float) -> None:
     """Time out the job's pending checkpoint request after its timeout (the action's, else the
-    protocol's default)."""
+    protocol's default). An older request a newer one replaced as the pending one (the actuator
+    still waits for its answer) times out at its own timeout too, rather than staying
+    ``requested`` for good."""
+    for action in rec.actions:
+        if (
+            action.kind is ActionKind.CHECKPOINT
+            and action.outcome == "requested"
+            and action.request_id != rec.checkpoint.pending_request
+            and now - action.time
+            >= (action.timeout_s if action.timeout_s is not None else DEFAULT_CHECKPOINT_TIMEOUT_S)
+        ):
+            set_outcome(rec, action.request_id, "timed-out")
     cp = rec.checkpoint
     if cp.pending_request is None or cp.pending_since is None:
         return

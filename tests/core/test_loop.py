@@ -260,6 +260,24 @@ class TestActions:
         view = core.view(JOB)
         assert view.checkpoint.pending_request is None and view.actions[-1].outcome == "timed-out"
 
+    def test_a_request_a_newer_one_replaced_as_pending_times_out_at_its_own_timeout(self) -> None:
+        """An unanswered request is never left ``requested`` for good (the actuator's pending
+        entry waits for its outcome) because a second request took its place as the pending one."""
+        core = make_core(Recorder())
+        feed(core, range(1, 3))
+        for rid, t in (("ck-a", 50.0), ("ck-b", 90.0)):
+            core.record_action(
+                JOB.key, ActionRecord(kind=ActionKind.CHECKPOINT, time=t, request_id=rid, timeout_s=60.0)
+            )
+        core.evaluate(JOB, CLUSTER, now=109.0)
+        assert [a.outcome for a in core.view(JOB).actions] == ["requested", "requested"]
+        core.evaluate(JOB, CLUSTER, now=111.0)
+        view = core.view(JOB)
+        assert [a.outcome for a in view.actions] == ["timed-out", "requested"]
+        assert view.checkpoint.pending_request == "ck-b"
+        core.evaluate(JOB, CLUSTER, now=151.0)
+        assert [a.outcome for a in core.view(JOB).actions] == ["timed-out", "timed-out"]
+
     def test_a_failed_checkpoint_request_stays_failed_and_is_no_longer_pending(self) -> None:
         core = make_core(Recorder())
         feed(core, range(1, 3))
