@@ -103,7 +103,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     if fc is None:
         out.reasons.append(f"{NAME}: no judgement ({why_not})")
         since = job.rule_state.get(KEY)
-        if since is not None and in_flight(job, NAME, since):
+        if since is not None and in_flight(job, NAME, since) is not None:
             # no forecast to judge now (a restart, say) ends no sequence under way
             out.state[KEY] = since
             _carry_on(ctx, out, rule, since, f"plateau found, window opened {dur(ctx.now - since)} ago")
@@ -116,12 +116,16 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     flat = predicts_flat(fc) or series != TRAIN_SERIES
     opened = KEY in job.rule_state
     # the window's checkpoint request is out: the sequence runs to its end, the window with it
-    going = opened and in_flight(job, NAME, job.rule_state[KEY])
+    going = in_flight(job, NAME, job.rule_state[KEY]) if opened else None
     level = min(KEEP_PROBABILITY, rule.probability) if opened else rule.probability
-    holds = going or (flat and (p > level if opened else p >= level))
+    holds = going is not None or (flat and (p > level if opened else p >= level))
     if opened and flat and not holds and _tolerated_dissent(job.rule_state, fc):
         return _dissent(out, ctx, rule, fc)
     since = held_since(job.rule_state, KEY, ctx.now, holds)
+    if since is not None and going is not None and going.time < since:
+        # a window opened again (its state lost) over the request still pending on the same pods:
+        # it goes on from that request, which it waits for rather than asking a second time
+        since = going.time
     if since is None:
         if not flat and p >= rule.probability:
             out.reasons.append(
@@ -132,7 +136,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         return out
     out.state[KEY] = since
     held = ctx.now - since
-    if going and (p < rule.probability or not flat):
+    if going is not None and (p < rule.probability or not flat):
         numbers = (
             f"P(plateau) >= {pct(rule.probability)} when the checkpoint was requested "
             f"(now {pct(p)}), window opened {dur(held)} ago"
@@ -148,7 +152,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         and ((state.metric == series and state.best_step is not None) or series in state.judgements)
     ):
         numbers += f"; {best_checkpoint_text(state, series)}"
-    if p < rule.probability and not going:
+    if p < rule.probability and going is None:
         out.reasons.append(
             f"{NAME}: P(plateau)={pct(p)} below {pct(rule.probability)} but above {pct(level)}: "
             f"the window opened {dur(held)} ago stays open (acting only at or above {pct(rule.probability)})"

@@ -33,18 +33,32 @@ def already_released(ctx: Context) -> bool:
     return not marks or rec.time >= max(marks)
 
 
-def in_flight(job: JobView, rule: str, since: float) -> bool:
+def in_flight(job: JobView, rule: str, since: float) -> ActionRecord | None:
     """Whether ``rule``'s checkpoint-first sequence started in its window opened at ``since`` is
     under way: its checkpoint request was made and neither dropped (its pods gone) nor followed by
     the release or stop. Such a sequence runs to its end (the answer, or the timeout and then
     ``releaseOnTimeout``) whatever later forecasts say: the rule decided when it asked, the pods
     may be saving now, and a window started again would ask them a second time and put the
-    release off by a whole window (and by a second timeout)."""
-    request = last_record(job, _CHECKPOINT, rule=rule)
-    if request is None or request.time < since or request.outcome == "dropped":
-        return False
+    release off by a whole window (and by a second timeout). Returns that request, else None."""
+    request = _own_request(job, rule, since)
+    if request is None:
+        return None
     final = last_record(job, _FINAL)
-    return final is None or final.time < request.time or final.outcome in ("failed", "impossible")
+    if final is None or final.time < request.time or final.outcome in ("failed", "impossible"):
+        return request
+    return None
+
+
+def _own_request(job: JobView, rule: str, since: float) -> ActionRecord | None:
+    """The checkpoint request ``rule``'s sequence goes on from: its own (not a periodic one), made
+    since its window opened, or still waiting for its answer on the pods it was written on (a
+    window opened again meanwhile does not ask them a second time). A request dropped unanswered
+    (its pods gone) is no request: the sequence asks again."""
+    request = last_record(job, _CHECKPOINT, rule=rule)
+    if request is None or request.outcome == "dropped":
+        return None
+    pending = request.outcome == "requested" and job.checkpoint.pending_request == request.request_id
+    return request if request.time >= since or pending else None
 
 
 def release(
@@ -97,11 +111,7 @@ def release(
             after="checkpoint" if after else None,
         )
         return True
-    request = last_record(job, _CHECKPOINT, rule=rule)  # our own request, not a periodic one
-    # a request dropped unanswered (its pods gone) is no request: the sequence asks again
-    request = (
-        request if request is not None and request.time >= since and request.outcome != "dropped" else None
-    )
+    request = _own_request(job, rule, since)
     acked = request is not None and (
         request.outcome in ("acknowledged", "done")
         or (cp.last_time is not None and cp.last_time >= request.time)

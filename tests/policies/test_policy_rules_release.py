@@ -560,3 +560,27 @@ def test_a_plateau_sequence_in_flight_keeps_its_window_asks_once_and_releases_at
     d = decide(with_state(done, state), CV, p, now=T0 + 81)
     assert kinds(d) == [ActionKind.RELEASE_QUOTA], d.reasons
     assert "releaseOnTimeout" in d.actions[0].reason
+
+
+def test_a_window_opened_again_goes_on_from_the_request_still_pending_on_the_same_pods() -> None:
+    """A window started over while the rule's checkpoint request still waits for its answer (the
+    rule state lost, say) does not ask the same pods a second time: the window goes on from that
+    request, waits for it, and releases at its timeout."""
+    p = policy(
+        {
+            "plateau": {"probability": 0.6, "for": "20s"},
+            "quotaRelease": {"checkpointFirst": True, "checkpointTimeout": "1m", "releaseOnTimeout": True},
+        },
+        safety={"minRuntime": "0s", "cooldown": "1s"},
+    )
+    flat = forecast(plateau=0.98, loss=1.5, final=1.505)
+    asked = dataclasses.replace(record(ActionKind.CHECKPOINT, T0, rule="plateau", rid="ck-1"), timeout_s=60.0)
+    pending = dataclasses.replace(job().checkpoint, pending_request="ck-1", pending_since=T0)
+    waiting = job(forecast=flat, actions=(asked,), checkpoint=pending, rule_state={"plateau.since": T0 + 30})
+    d = decide(waiting, CV, p, now=T0 + 55)
+    assert kinds(d) == [] and any("waiting for checkpoint" in r for r in d.reasons), d.reasons
+    assert d.state["plateau.since"] == T0 and d.advice == "plateau:release"  # from the request
+    timed_out = dataclasses.replace(asked, outcome="timed-out")
+    late = job(forecast=flat, actions=(timed_out,), rule_state=d.state)
+    d = decide(late, CV, p, now=T0 + 61)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "releaseOnTimeout" in d.actions[0].reason
