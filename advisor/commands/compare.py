@@ -430,6 +430,14 @@ def run(args: argparse.Namespace) -> int:
     missing = [r["run"] for r in result if r["final"] is None]
     if missing:
         print(f"no forecast of {metric} for: {', '.join(missing)} (not reported yet, or never)")
+    lr_unknown = [ref for ref, st, _ in found if _lr_unknown(st)]
+    if lr_unknown:  # forecast's warning, once for all the runs it applies to
+        whose = "every run" if len(lr_unknown) == len(found) else ", ".join(lr_unknown)
+        print(
+            f"learning rates unknown for {whose}: FINAL and its interval assume the LR anneals by the "
+            "total steps; with a constant LR the end is elsewhere (forecast FILE says where; pass the "
+            "learning rates to decide)"
+        )
     if files is not None:
         untotalled = [ref for ref, st, _ in found if _TOTAL in st and st[_TOTAL] is None]
         if untotalled:  # as forecast's note, once for all the runs it applies to
@@ -437,6 +445,13 @@ def run(args: argparse.Namespace) -> int:
             whose = "each run's asymptote" if every else f"the asymptote for {', '.join(untotalled)}"
             print(f"FINAL is {whose}: no total steps in the log (pass --total-steps N, the planned total)")
     return 0
+
+
+def _lr_unknown(status: Mapping[str, Any]) -> bool:
+    """Whether a run's forecast warns that its learning rates are unknown (its FINAL assumes an
+    annealed LR, which a constant one would end far from)."""
+    warnings = (status.get("forecast") or {}).get("warnings") or []
+    return any(isinstance(w, str) and "learning rates unknown" in w for w in warnings)
 
 
 def _same_run_twice(refs: Sequence[str], cluster: argparse.Namespace | None) -> None:

@@ -328,3 +328,32 @@ def test_final_is_said_to_be_the_asymptote_once_for_the_runs_without_a_total(
     assert len(notes) == 1 and notes[0].startswith(f"FINAL is the asymptote for {runs[0]}: no total steps")
     assert cli.main(["compare", *runs, "--metric", "loss", "--total-steps", "10000"]) == 0
     assert "asymptote" not in capsys.readouterr().out
+
+
+def _unknown_lr_run(path: Path, final: float, seed: int, *, with_lr: bool = False) -> None:
+    """A run at 40% of 2000 steps whose log has no learning rates (unless ``with_lr``)."""
+    rng = random.Random(seed)
+    head = "step,time,loss,eval_loss,total_steps" + (",learning_rate" if with_lr else "")
+    rows = [head]
+    for s in range(10, 801, 10):
+        loss = final + 1.5 * (s / 100 + 1) ** -0.7
+        ev = f"{loss + 0.1 + rng.gauss(0, 0.002):.5f}" if s % 100 == 0 else ""
+        row = f"{s},{s * 10},{loss * (1 + rng.gauss(0, 0.004)):.5f},{ev},2000"
+        rows.append(row + (",0.0003" if with_lr else ""))
+    path.write_text("\n".join(rows) + "\n")
+
+
+def test_compare_passes_on_the_forecasts_warning_that_learning_rates_are_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for i, (name, final) in enumerate((("lr1e-4", 1.9), ("lr3e-4", 1.7))):
+        _unknown_lr_run(sweep / f"{name}.csv", final, i)
+    assert cli.main(["compare", str(sweep), "--metric", "loss"]) == 0
+    out = capsys.readouterr().out
+    assert "learning rates unknown for every run" in out
+    _unknown_lr_run(sweep / "lr1e-3.csv", 1.8, 2, with_lr=True)
+    assert cli.main(["compare", str(sweep), "--metric", "loss"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("learning rates unknown"))
+    assert "lr1e-4.csv" in line and "lr3e-4.csv" in line and "lr1e-3.csv" not in line
