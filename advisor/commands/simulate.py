@@ -240,7 +240,8 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
     source = _per_seed(scenario.trace.source)
     footer = (
         f"{len(scenario.trace.jobs)} jobs per seed ({source}), {scenario.capacity} GPUs, "
-        f"seeds {label} ({len(seeds)}): counts and GPU-hours summed over the seeds, times averaged"
+        f"seeds {label} ({len(seeds)}): counts and GPU-hours summed over the seeds, times averaged; "
+        f"curves: {curves_text(scenario)}"
     )
     print(f"\n{footer}", file=human)
     meta = {

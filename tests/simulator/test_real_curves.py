@@ -134,3 +134,13 @@ def test_curves_that_do_not_exist_or_are_no_folder_are_one_error_line(
     one = _runs(tmp_path / "runs") / "flat.csv"
     assert main(["simulate", "--curves", str(one)]) == 2
     assert capsys.readouterr().err.strip().endswith(f"{one}: --curves needs a folder of runs")
+
+
+def test_simulate_over_seeds_says_which_curves_in_its_footer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = _runs(tmp_path / "runs")
+    args = ["simulate", "--jobs", "4", "--seeds", "0-1", "--workers", "1", "--quiet", "--curves", str(runs)]
+    assert main([*args, "--baselines", "no-advisor"]) == 0
+    footer = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "seeds 0-1" in footer and "curves: 2 real runs from" in footer and "1 unreadable" in footer
