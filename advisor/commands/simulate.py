@@ -369,6 +369,11 @@ def run(args: argparse.Namespace) -> int:
         require_extra("matplotlib", "sim", "--report")
     json_out = json_target(args, "simulate")
     check_outputs(json_out, args.report, [args.trace, args.cluster, *(args.policy or [])])
+    if args.label_error is not None and not args.label_rate:
+        raise CommandError(
+            "--label-error is the share of --label-rate's labels that are wrong, and no job is "
+            "labelled without --label-rate: give --label-rate too"
+        )
     if args.sweep:
         return _run_sweep(args, json_out)
     if args.seeds is not None:

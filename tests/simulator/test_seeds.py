@@ -103,3 +103,9 @@ def test_bad_seed_options_are_one_clear_error(
     assert main(["simulate", "--jobs", "4", "--quiet", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_label_error_without_label_rate_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--jobs", "4", "--quiet", "--label-error", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "--label-error" in err and "--label-rate" in err and len(err.strip().splitlines()) == 1
