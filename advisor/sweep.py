@@ -173,10 +173,15 @@ def policies_with(path: Path, setting: Setting) -> list[Any]:
 
 
 def parse_max_wrong(text: str) -> float:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", text)
+    """``1%`` -> 0.01. A bare number is read as a fraction (``0.02`` is 2%) only up to 1; a bare
+    number above 1 (``2``) is an error asking for the ``%`` sign rather than a guess."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*(%?)\s*", text)
     if not m:
-        raise SweepError(f"--max-wrong {text!r}: expected a share of runs, e.g. 1% or 0.01")
-    value = float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+        raise SweepError(f"--max-wrong {text!r}: expected a share of runs with a % sign, e.g. 1% or 0.5%")
+    number = float(m.group(1))
+    if not m.group(2) and number > 1:
+        raise SweepError(f"--max-wrong {text!r}: write the % sign (--max-wrong {m.group(1)}%)")
+    value = number / (100.0 if m.group(2) else 1.0)
     if not 0 <= value <= 1:
         raise SweepError(f"--max-wrong {text!r}: must be between 0 and 100%")
     return value

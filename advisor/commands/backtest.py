@@ -462,6 +462,9 @@ def run(args: argparse.Namespace) -> int:
         require_extra("matplotlib", "sim", "--report")
     json_out = json_target(args, "backtest")
     check_outputs(json_out, args.report, [*args.runs, *(args.policy or []), args.index])
+    from advisor.commands.sweep_run import checked_max_wrong
+
+    checked_max_wrong(args.max_wrong)  # checked with or without --sweep
     if args.sweep:
         return _run_sweep(args, json_out)
     progress = not args.quiet and sys.stderr.isatty()

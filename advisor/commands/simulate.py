@@ -369,6 +369,9 @@ def run(args: argparse.Namespace) -> int:
         require_extra("matplotlib", "sim", "--report")
     json_out = json_target(args, "simulate")
     check_outputs(json_out, args.report, [args.trace, args.cluster, *(args.policy or [])])
+    from advisor.commands.sweep_run import checked_max_wrong
+
+    checked_max_wrong(args.max_wrong)  # checked with or without --sweep
     if args.label_error is not None and not args.label_rate:
         raise CommandError(
             "--label-error is the share of --label-rate's labels that are wrong, and no job is "

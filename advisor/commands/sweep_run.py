@@ -16,7 +16,18 @@ from typing import Any
 from advisor.cli import CommandError
 from advisor.commands.json_output import JsonTarget, emit_json, human_stream, print_sweep_result
 
-__all__ = ["checked_grid", "report_sweep", "run_grid"]
+__all__ = ["checked_grid", "checked_max_wrong", "report_sweep", "run_grid"]
+
+
+def checked_max_wrong(max_wrong: str) -> float:
+    """``--max-wrong`` read and checked (0-100%), with or without ``--sweep``: a budget out of
+    range is an error even where no sweep uses it, not silently ignored."""
+    from advisor.sweep import SweepError, parse_max_wrong
+
+    try:
+        return parse_max_wrong(max_wrong)
+    except SweepError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def checked_grid(

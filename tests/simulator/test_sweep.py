@@ -93,6 +93,14 @@ def test_the_frontier_and_the_best_within_a_budget() -> None:
         parse_max_wrong("lots")
 
 
+def test_a_bare_max_wrong_above_one_asks_for_the_percent_sign() -> None:
+    assert parse_max_wrong("0.5%") == 0.005 and parse_max_wrong(".05") == 0.05
+    with pytest.raises(SweepError, match=r"write the % sign \(--max-wrong 2%\)"):
+        parse_max_wrong("2")
+    with pytest.raises(SweepError, match="between 0 and 100%"):
+        parse_max_wrong("150%")
+
+
 def _square(x: int) -> int:
     return x * x
 
@@ -172,6 +180,8 @@ def test_simulate_sweep_names_the_best_setting_and_the_pool_changes_nothing(
         (["--sweep", "plateau.probability"], "expected FIELD=V1,V2"),
         (["--sweep", "plateau.nope=1"], "unknown policy field 'plateau.nope'"),
         (["--sweep", "plateau.probability=0.8", "--max-wrong", "x"], "--max-wrong"),
+        (["--max-wrong", "150%"], "between 0 and 100%"),  # checked without --sweep too
+        (["--max-wrong", "2"], "write the % sign (--max-wrong 2%)"),
     ],
 )
 def test_bad_sweeps_are_one_clear_error(
