@@ -8,8 +8,12 @@ policy without a plateau rule keeps its own), and checked by the policy loader, 
 or a value out of range is one clear error before anything runs.
 
 The frontier: a setting is on it when no other setting saves at least as much with no more wrong
-stops (one better on either). The best setting within a wrong-stop budget is the one that saves
-most among those whose wrong-stop rate is within it (``--max-wrong 1%``).
+stops (one better on either). The best setting within a wrong-stop budget (``--max-wrong 1%``) is
+the one that saves most among those whose wrong-stop rate is *shown* to be within it: whose
+one-sided 95% upper confidence bound (exact binomial, Clopper-Pearson) on the rate is within the
+budget. 0 wrong stops of 30 runs bounds the rate only below ~9.5%, so a small set of runs may
+qualify no setting at all; the command then says so and names the best by point rate only as
+information.
 
 Runs spread over a process pool (every core by default) or, with ``--ray ADDRESS``, a Ray cluster
 (the optional ``ray`` extra), for grids that outgrow one machine.
@@ -29,10 +33,13 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "CONFIDENCE",
     "Setting",
     "SweepError",
     "best_within",
+    "edge_fields",
     "grid",
+    "max_wrong_reading",
     "pareto",
     "parse_max_wrong",
     "parse_sweeps",
@@ -40,6 +47,7 @@ __all__ = [
     "policies_with",
     "run_tasks",
     "sweep_table",
+    "wrong_upper",
 ]
 
 #: sections of ``spec`` a sweep may name directly (everything else is a rule under ``spec.rules``)
@@ -187,6 +195,50 @@ def parse_max_wrong(text: str) -> float:
     return value
 
 
+def max_wrong_reading(text: str) -> str | None:
+    """How a bare ``--max-wrong`` fraction was read (``0.5`` -> ``"--max-wrong 0.5 read as the
+    fraction 50.00%"``); None for the ``%`` form, which says what it means."""
+    if "%" in text:
+        return None
+    return f"--max-wrong {text.strip()} read as the fraction {parse_max_wrong(text):.2%}"
+
+
+#: the one-sided confidence of the wrong-stop rate's upper bound
+CONFIDENCE = 0.95
+
+
+def wrong_upper(wrong: int, runs: int, confidence: float = CONFIDENCE) -> float:
+    """One-sided upper confidence bound on a wrong-stop rate from ``wrong`` of ``runs`` (exact
+    binomial, Clopper-Pearson): 0 of 30 -> ~0.095. No runs bound nothing (1.0)."""
+    if runs <= 0 or wrong >= runs:
+        return 1.0
+    from scipy.stats import beta
+
+    return float(beta.ppf(confidence, wrong + 1, runs - wrong))
+
+
+def edge_fields(points: Sequence[Mapping[str, Any]], index: int) -> list[str]:
+    """The swept fields (with two or more values) whose value at ``points[index]`` is an end of
+    the values tried (smallest or largest when they are numbers, else first or last given), as
+    ``field=value``."""
+    values: dict[str, list[Any]] = {}
+    for p in points:
+        for field, value in p["setting"].items():
+            seen = values.setdefault(field, [])
+            if value not in seen:
+                seen.append(value)
+    out = []
+    for field, tried in values.items():
+        if len(tried) < 2:
+            continue
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in tried)
+        ends = (min(tried), max(tried)) if numeric else (tried[0], tried[-1])
+        value = points[index]["setting"][field]
+        if value in ends:
+            out.append(f"{field}={value}")
+    return out
+
+
 def pareto(points: Sequence[Mapping[str, Any]], saved: str = "saved", wrong: str = "wrong") -> list[int]:
     """Indices of the points no other point dominates (saves at least as much with no more wrong
     stops, and is better on one), by increasing wrong stops."""
@@ -261,11 +313,21 @@ def run_tasks(
 
 def sweep_table(points: Sequence[Mapping[str, Any]], frontier: Sequence[int], best: int | None) -> str:
     """One line per setting: saved (pooled, and min / median / max over seeds when there are
-    several), wrong stops at 0.5/1/2%, near-end releases; ``*`` marks the frontier, ``>`` the best.
+    several), wrong stops at 0.5/1/2%, the 1% wrong-stop rate and its 95% upper bound, near-end
+    releases; ``*`` marks the frontier, ``>`` the best.
     Without a spread (one seed, or ``backtest``'s real runs, which have no seeds) the min / median
     / max column is left out rather than filled with dashes."""
     spreads = any(p.get("spread") for p in points)
-    header = ["", "setting", "saved", "min / median / max", "wrong .5/1/2%", "wrong rate", "near-end"]
+    header = [
+        "",
+        "setting",
+        "saved",
+        "min / median / max",
+        "wrong .5/1/2%",
+        "wrong rate",
+        f"upper {CONFIDENCE:.0%}",
+        "near-end",
+    ]
     body = []
     for i, p in enumerate(points):
         spread = p.get("spread")
@@ -279,6 +341,7 @@ def sweep_table(points: Sequence[Mapping[str, Any]], frontier: Sequence[int], be
                 "-" if not spread else " / ".join(f"{v:.0%}" for v in spread),
                 f"{w.get('0.005', 0)}/{w.get('0.01', 0)}/{w.get('0.02', 0)}",
                 f"{p['wrong_rate']:.2%}",
+                "-" if p.get("wrong_upper") is None else f"{p['wrong_upper']:.2%}",
                 str(p.get("near_end", 0)),
             ]
         )

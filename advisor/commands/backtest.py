@@ -437,6 +437,7 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
             "wrong_by_threshold": r["wrong_stops_by_threshold"],
             "wrong": r["wrong_stops_by_threshold"]["0.01"],
             "wrong_rate": r["wrong_stops_by_threshold"]["0.01"] / max(1, r["runs"]),
+            "runs": r["runs"],
             "near_end": r["near_end_releases"],
             "gpu_hours_saved": r["gpu_hours_saved"],
         }
@@ -453,6 +454,7 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
         report=args.report,
         plot_title=f"{args.policy[0].name}, {_n(len(runs), 'run')}",
         clean=_clean,
+        max_wrong=args.max_wrong,
     )
 
 

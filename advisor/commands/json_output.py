@@ -109,18 +109,69 @@ def print_sweep_result(
     budget: float,
     summary: str,
     out: TextIO,
+    *,
+    unit: str = "run",
+    reading: str | None = None,
 ) -> None:
-    """The sweep table, what it covered (``summary``), and the best setting within the budget."""
-    from advisor.sweep import sweep_table
+    """The sweep table, what it covered (``summary``), and the best setting within the budget:
+    chosen on the wrong-stop rate's 95% upper bound (``best``), not its point rate. When no
+    setting's bound is within the budget, that is said plainly and the best by point rate is named
+    as information only; the pick is in-sample, and a pick at an end of the grid is flagged."""
+    from advisor.sweep import CONFIDENCE, best_within, edge_fields, sweep_table
+
+    def units(n: int) -> str:  # "job over all seeds" -> "400 jobs over all seeds"
+        word, _, rest = unit.partition(" ")
+        return f"{n} {word}{'' if n == 1 else 's'}" + (f" {rest}" if rest else "")
+
+    def counts(p: dict[str, Any]) -> str:
+        n = int(p.get("runs") or 0)
+        upper = p.get("wrong_upper")
+        bound = "" if upper is None else f": up to {upper:.2%} at {CONFIDENCE:.0%}"
+        return f"{p.get('wrong', 0)} of {n} wrong{bound}"
 
     print(sweep_table(points, frontier, best), file=out)
     print(f"\n{summary}", file=out)
-    if best is None:
-        print(f"no setting stays within {budget:.2%} wrong stops", file=out)
-    else:
+    if reading:
+        print(reading, file=out)
+    shown = best
+    if best is not None:
         p = points[best]
         print(
-            f"best within {budget:.2%} wrong stops: {p['label']} "
-            f"({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong)",
+            f"best within {budget:.2%} wrong stops (the rate's {CONFIDENCE:.0%} upper bound within it): "
+            f"{p['label']} ({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong; {counts(p)})",
             file=out,
         )
+    else:
+        by_point = best_within(points, budget, rate="wrong_rate")
+        lowest = min(range(len(points)), key=lambda i: points[i].get("wrong_upper") or 1.0, default=None)
+        ref = by_point if by_point is not None else lowest
+        runs = max((int(p.get("runs") or 0) for p in points), default=0)
+        detail = f" ({counts(points[ref])})" if ref is not None else ""
+        print(
+            f"no setting's wrong-stop rate is shown to be within {budget:.2%} on {units(runs)}{detail}",
+            file=out,
+        )
+        if by_point is None:
+            print(f"no setting stays within {budget:.2%} wrong stops even by its point rate", file=out)
+        else:
+            p = points[by_point]
+            print(
+                f"best by point rate, information only (not shown to be within {budget:.2%}): "
+                f"{p['label']} ({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong)",
+                file=out,
+            )
+        shown = by_point
+    if shown is not None:
+        n = int(points[shown].get("runs") or 0)
+        print(
+            f"in-sample: chosen and scored on the same {units(n)}; re-check it on other runs or seeds",
+            file=out,
+        )
+        edges = edge_fields(points, shown) if len(points) > 1 else []
+        if edges:
+            print(
+                f"on the edge of the grid: {', '.join(edges)} "
+                f"{'is an end' if len(edges) == 1 else 'are ends'} of the values tried; a setting "
+                "beyond may do better or worse: widen the sweep to see",
+                file=out,
+            )

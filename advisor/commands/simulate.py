@@ -317,6 +317,7 @@ def sweep_points(
                 "wrong_by_threshold": wrong,
                 "wrong": wrong.get("0.01", 0),
                 "wrong_rate": wrong.get("0.01", 0) / jobs if jobs else 0.0,
+                "runs": jobs,
                 "near_end": sum(r["near_end_releases"] for r in per_seed),
                 "gpu_hours_saved": sum(
                     b["gpu_hours"] - r["gpu_hours"] for b, r in zip(base, per_seed, strict=True)
@@ -360,6 +361,8 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
         json_out=json_out,
         report=args.report,
         plot_title=f"{args.policy[0].name}, seeds {label}",
+        unit="job" if n == 1 else "job over all seeds",
+        max_wrong=args.max_wrong,
     )
 
 

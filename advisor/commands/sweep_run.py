@@ -83,18 +83,25 @@ def report_sweep(
     report: Path | None,
     plot_title: str,
     clean: Callable[[Any], Any] = lambda doc: doc,
+    unit: str = "run",
+    max_wrong: str | None = None,
 ) -> int:
-    """The frontier and the best point within ``budget``: table, JSON, and the plot with --report."""
-    from advisor.sweep import best_within, pareto, plot_frontier
+    """The frontier and the best point within ``budget``: table, JSON, and the plot with --report.
+    Each point gets ``wrong_upper``, the 95% upper bound on its wrong-stop rate from its
+    ``wrong`` of ``runs``; the best is chosen on that bound, not on the point rate."""
+    from advisor.sweep import best_within, max_wrong_reading, pareto, plot_frontier, wrong_upper
 
+    for p in points:
+        p["wrong_upper"] = wrong_upper(int(p.get("wrong", 0)), int(p.get("runs") or 0))
     frontier = pareto(points)
-    best = best_within(points, budget)
+    best = best_within(points, budget, rate="wrong_upper")
+    reading = max_wrong_reading(max_wrong) if max_wrong is not None else None
     human = human_stream(json_out)
-    print_sweep_result(points, frontier, best, budget, summary, human)
+    print_sweep_result(points, frontier, best, budget, summary, human, unit=unit, reading=reading)
     emit_json(clean({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}), json_out)
     if report is not None:
         plot_frontier(points, frontier, report / "sweep_frontier.png", title=plot_title)
-        path = _write_report(report, points, frontier, best, budget, summary, plot_title)
+        path = _write_report(report, points, frontier, best, budget, summary, plot_title, unit, reading)
         print(f"plot: {report / 'sweep_frontier.png'}", file=human)
         print(f"report: {path}", file=human)
     return 0
@@ -108,17 +115,20 @@ def _write_report(
     budget: float,
     summary: str,
     title: str,
+    unit: str = "run",
+    reading: str | None = None,
 ) -> Path:
     """``report.md`` beside the plot: the table, summary and best setting as printed, and the plot
     (``--report`` promises a Markdown report; a sweep's had only its PNG)."""
     import io
 
     text = io.StringIO()
-    print_sweep_result(points, frontier, best, budget, summary, text)
+    print_sweep_result(points, frontier, best, budget, summary, text, unit=unit, reading=reading)
     lines = [
         f"# trainjob-advisor sweep: {title}",
         "",
-        f"`>` marks the best setting within {budget:.2%} wrong stops; every point's setting and "
+        f"`>` marks the best setting whose wrong-stop rate's 95% upper bound is within {budget:.2%}; "
+        "every point's setting and "
         "numbers are in the JSON (`--json-file`).",
         "",
         "```",

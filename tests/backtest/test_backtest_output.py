@@ -66,7 +66,9 @@ def test_a_backtest_sweep_report_is_markdown_with_the_frontier_table_and_plot(
     assert f"report: {rep / 'report.md'}" in capsys.readouterr().out
     text = (rep / "report.md").read_text()
     assert "plateau.probability=0.7" in text and "plateau.probability=0.8" in text
-    assert "best within" in text and "![" in text and "(sweep_frontier.png)" in text
+    # one run shows no wrong-stop rate within 1%: said, with the bound, in the report as printed
+    assert "no setting's wrong-stop rate is shown to be within 1.00% on 1 run (" in text
+    assert "![" in text and "(sweep_frontier.png)" in text
     assert (rep / "sweep_frontier.png").stat().st_size > 0
 
 
@@ -83,7 +85,17 @@ def test_a_backtest_sweep_table_has_no_column_of_dashes_for_a_spread_over_seeds(
     assert main([*argv, "--sweep", "plateau.probability=0.7,0.8"]) == 0
     out = capsys.readouterr().out
     header, _rule, *rows = out.splitlines()[:4]
-    assert header.split() == ["setting", "saved", "wrong", ".5/1/2%", "wrong", "rate", "near-end"]
+    assert header.split() == [
+        "setting",
+        "saved",
+        "wrong",
+        ".5/1/2%",
+        "wrong",
+        "rate",
+        "upper",
+        "95%",
+        "near-end",
+    ]
     assert " - " not in " ".join(rows) + " "
     assert "no seeds, so no min / median / max" in out
     point = {"label": "x=1", "saved": 0.5, "wrong_by_threshold": {}, "wrong_rate": 0.0, "near_end": 0}

@@ -12,12 +12,14 @@ from advisor.cli import main
 from advisor.sweep import (
     SweepError,
     best_within,
+    edge_fields,
     grid,
     pareto,
     parse_max_wrong,
     parse_sweeps,
     policies_with,
     run_tasks,
+    wrong_upper,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,6 +101,55 @@ def test_a_bare_max_wrong_above_one_asks_for_the_percent_sign() -> None:
         parse_max_wrong("2")
     with pytest.raises(SweepError, match="between 0 and 100%"):
         parse_max_wrong("150%")
+
+
+def test_the_wrong_stop_bound_is_exact_binomial() -> None:
+    assert wrong_upper(0, 30) == pytest.approx(1 - 0.05 ** (1 / 30))  # ~9.5%
+    assert 0.094 < wrong_upper(0, 30) < 0.096
+    assert wrong_upper(0, 3000) < 0.001 < wrong_upper(1, 3000) < 0.002
+    assert wrong_upper(3, 3) == 1.0 and wrong_upper(0, 0) == 1.0
+
+
+def _point(label: str, prob: float, saved: float, wrong: int, runs: int) -> dict[str, object]:
+    return {
+        "label": label,
+        "setting": {"plateau.probability": prob},
+        "saved": saved,
+        "spread": None,
+        "wrong_by_threshold": {"0.005": wrong, "0.01": wrong, "0.02": wrong},
+        "wrong": wrong,
+        "wrong_rate": wrong / runs,
+        "runs": runs,
+        "near_end": 0,
+    }
+
+
+def test_the_pick_is_made_on_the_bound_and_said_when_none_qualifies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from advisor.commands.sweep_run import report_sweep
+
+    few = [_point(f"p={p}", p, s, 0, 30) for p, s in ((0.6, 0.76), (0.7, 0.74), (0.8, 0.71))]
+    assert report_sweep(few, 0.01, summary="S", json_out=None, report=None, plot_title="t") == 0
+    out = capsys.readouterr().out
+    assert "no setting's wrong-stop rate is shown to be within 1.00% on 30 runs" in out
+    assert "(0 of 30 wrong: up to 9.50% at 95%)" in out
+    assert "best by point rate, information only" in out and "p=0.6 (76.0% saved" in out
+    assert "in-sample: chosen and scored on the same 30 runs" in out
+    assert "on the edge of the grid: plateau.probability=0.6 is an end" in out
+    assert [round(p["wrong_upper"], 3) for p in few] == [0.095] * 3
+    # the pick is made on the bound: p=0.8 saves most with no wrong stop, but 0 of 60 bounds its
+    # rate only below ~4.9%; p=0.6's 1 of 2000 is shown within 1% (below ~0.24%)
+    many = [
+        _point("p=0.6", 0.6, 0.76, 1, 2000),
+        _point("p=0.7", 0.7, 0.74, 0, 2000),
+        _point("p=0.8", 0.8, 0.80, 0, 60),
+    ]
+    assert report_sweep(many, 0.01, summary="S", json_out=None, report=None, plot_title="t") == 0
+    out = capsys.readouterr().out
+    assert "best within 1.00% wrong stops (the rate's 95% upper bound within it): p=0.6" in out
+    assert "1 of 2000 wrong: up to 0.24% at 95%" in out and "on the edge" in out
+    assert edge_fields(many, 1) == [] and edge_fields(many, 2) == ["plateau.probability=0.8"]
 
 
 def _square(x: int) -> int:
