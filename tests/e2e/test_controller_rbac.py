@@ -13,7 +13,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from advisor.controller.api import ClusterApi
-from advisor.controller.evidence import EvidenceStore
+from advisor.controller.evidence import EvidenceStore, evidence_name
 from advisor.controller.store import ForecastStore
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
@@ -108,8 +108,15 @@ def test_the_actuators_writes_are_allowed(
         message="allowed",
     )
     assert api.kueue.list_cluster_queues() is not None
-    # the deleted jobs' runtime evidence, beside the Lease in the controller's own namespace
-    evidence = EvidenceStore(api.core, OWN_NAMESPACE, name=f"evidence-{ns[-6:]}")
+    # the deleted jobs' runtime evidence, beside the Lease in the controller's own namespace: the
+    # ConfigMap of the Lease the Role names (manifests/rbac/leader-election.yaml), and no other
+    other = EvidenceStore(api.core, OWN_NAMESPACE, name=f"evidence-{ns[-6:]}")
+    with pytest.raises(ApiException) as refused:
+        other.api.read_namespaced_config_map(other.name, OWN_NAMESPACE)
+    assert refused.value.status == 403
+    assert not other.save({"torch-distributed": (1, 0)}) or _delete_cm(admin_api, other.name) is None
+    evidence = EvidenceStore(api.core, OWN_NAMESPACE, name=evidence_name("trainjob-advisor"))
+    _delete_cm(admin_api, evidence.name)  # an in-cluster controller of an earlier test may have made it
     try:
         assert evidence.load() == ({}, {})
         assert evidence.save({"torch-distributed": (3, 1)})  # created
@@ -119,6 +126,14 @@ def test_the_actuators_writes_are_allowed(
         assert evidence.load() == ({"torch-distributed": [4, 1]}, {"torch-distributed": [[16, 0.5, 42.0]]})
     finally:
         client.CoreV1Api(admin_api).delete_namespaced_config_map(evidence.name, OWN_NAMESPACE)
+
+
+def _delete_cm(admin_api: Any, name: str) -> None:
+    try:
+        client.CoreV1Api(admin_api).delete_namespaced_config_map(name, OWN_NAMESPACE)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
 
 
 def test_writes_outside_the_binding_are_refused(
