@@ -48,6 +48,8 @@ def test_the_role_names_exactly_the_lease_the_controller_is_started_with(
     (role,) = [r for r in of_kind(objects, "Role") if r["metadata"]["name"].endswith("-leader-election")]
     assert _named(role, "leases") == ({lease}, {"get", "update"})
     assert _named(role, "configmaps") == ({evidence_name(lease), CONFIGMAP}, {"get", "patch"})
+    (named,) = [r for r in role["rules"] if r["resources"] == ["configmaps"] and "resourceNames" in r]
+    assert len(named["resourceNames"]) == len(set(named["resourceNames"]))  # each name once (as manifests/)
 
 
 def test_a_release_without_leader_election_gets_no_role() -> None:
