@@ -31,17 +31,22 @@ USED_EVERYWHERE = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
     (ADV, "trainjobforecasts"): {"list", "create"},
     (ADV, "trainjobforecasts/status"): {"patch"},
-    (ADV, "advisorpolicies"): {"list", "watch"},
+    (ADV, "advisorpolicies"): {"get", "list", "watch"},
     (ADV, "advisorpolicies/status"): {"patch"},
     # the API server's defaults for every authenticated user (system:basic-user): "what may I do?"
     ("authorization.k8s.io", "selfsubjectaccessreviews"): {"create"},
     ("authorization.k8s.io", "selfsubjectrulesreviews"): {"create"},
     ("authentication.k8s.io", "selfsubjectreviews"): {"create"},
 }
-#: only in its own namespace: the leader Lease and the runtime-evidence ConfigMap
+#: only in its own namespace: the leader Lease and the runtime-evidence ConfigMap (create, which
+#: names no object; every other verb on those two names only: ``NAMED_IN_OWN_NAMESPACE``)
 USED_IN_OWN_NAMESPACE = {
-    ("coordination.k8s.io", "leases"): {"get", "create", "update"},
-    ("", "configmaps"): {"get", "create", "patch"},
+    ("coordination.k8s.io", "leases"): {"create"},
+    ("", "configmaps"): {"create"},
+}
+NAMED_IN_OWN_NAMESPACE = {
+    ("coordination.k8s.io", "leases", "trainjob-advisor"): {"get", "update"},
+    ("", "configmaps", "trainjob-advisor-runtime-evidence"): {"get", "patch"},
 }
 
 
@@ -58,14 +63,21 @@ def _served(plane: controlplane.ControlPlane) -> list[tuple[str, str, bool]]:
     return sorted(out)
 
 
-def _allowed(authz: Any, group: str, resource: str, verb: str, namespace: str) -> bool:
-    name, _, sub = resource.partition("/")
+def _allowed(
+    authz: Any, group: str, resource: str, verb: str, namespace: str, name: str | None = None
+) -> bool:
+    kind, _, sub = resource.partition("/")
     review = client.V1SubjectAccessReview(
         spec=client.V1SubjectAccessReviewSpec(
             user=SA,
             groups=GROUPS,
             resource_attributes=client.V1ResourceAttributes(
-                group=group, resource=name, subresource=sub or None, verb=verb, namespace=namespace or None
+                group=group,
+                resource=kind,
+                subresource=sub or None,
+                verb=verb,
+                namespace=namespace or None,
+                name=name,
             ),
         )
     )
@@ -100,6 +112,13 @@ def test_the_controller_may_do_exactly_what_its_code_uses(
     assert allowed["tenant"] == flat(USED_EVERYWHERE, True)
     assert allowed["own"] == flat(USED_EVERYWHERE, True) | flat(USED_IN_OWN_NAMESPACE, True)
     assert allowed["cluster"] == flat(USED_EVERYWHERE, False)
+    # the Lease and the evidence ConfigMap by name: their own verbs, and no other object's
+    for (group, resource, name), verbs in NAMED_IN_OWN_NAMESPACE.items():
+        for verb in VERBS:
+            own = _allowed(authz, group, resource, verb, "trainjob-advisor-system", name)
+            assert own is (verb in verbs or verb == "create"), (resource, name, verb)
+            other = _allowed(authz, group, resource, verb, "trainjob-advisor-system", "another")
+            assert other is (verb == "create"), (resource, "another", verb)
     everything = set().union(*allowed.values())
     assert not any(r == "secrets" or v in ("delete", "deletecollection") for _, r, v in everything)
     assert not any(v == "update" and g != "coordination.k8s.io" for g, _, v in everything)
