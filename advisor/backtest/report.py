@@ -105,6 +105,17 @@ def _png_names(names: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def symlog_threshold(values: Any) -> float | None:
+    """The linear range of a symlog axis for a series with a blow-up (a loss of 1e8 beside 2,
+    which a linear axis flattens to a line at zero): its median magnitude; None when the values
+    stay within a factor 100 of it and a linear axis shows them."""
+    size = np.abs(np.asarray(values, dtype=float))
+    size = size[np.isfinite(size) & (size > 0)]
+    if not size.size or float(size.max()) <= 100.0 * float(np.median(size)):
+        return None
+    return float(np.median(size))
+
+
 def _timeline(run: Run, stops: Sequence[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
@@ -128,6 +139,9 @@ def _timeline(run: Run, stops: Sequence[dict[str, Any]], path: Path) -> None:
             lw=1.2,
             label=f"{d['row']} ({(d['improvement_left'] or 0):.1%} left)",
         )
+    linthresh = symlog_threshold(raw)
+    if linthresh is not None:
+        ax.set_yscale("symlog", linthresh=linthresh)
     ax.set_xlabel("step")
     ax.set_ylabel(j.metric)
     ax.set_title(run.name if len(run.name) <= 90 else "..." + run.name[-87:], fontsize=8)
@@ -145,6 +159,9 @@ def write_report(
     matplotlib.use("Agg")
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("timeline-*.png"):
+        # a folder used again: a timeline of an earlier report is no run of this one
+        old.unlink()
     by_name = {r.name: r for r in runs}
     stops: dict[str, list[dict[str, Any]]] = {}
     for row in rows:

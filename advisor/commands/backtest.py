@@ -479,7 +479,10 @@ def run(args: argparse.Namespace) -> int:
         f"\n{_footer(meta)}. Wrong stop: the judged series "
         "(eval if logged, else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop "
         "in the last 15% of the budget of a run that did not get worse after it, not counted as saved; of it "
-        f"on wrong stops: {WRONG_STOP_HOURS}.",
+        f"on wrong stops: {WRONG_STOP_HOURS}. Every policy is replayed as if in mode Apply (what it "
+        "would have done), its checkpoint requests answered at the next report and free (the simulator "
+        "charges a save its time); there is no cluster around a run here, so the rules that answer one "
+        "(elastic sizes, the preemption guard) do nothing.",
         file=human,
     )
     emit_json([_clean({**r, "backtest": meta}) for r in rows], json_out)

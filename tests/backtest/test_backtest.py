@@ -187,6 +187,8 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     _write(tmp_path / "runs" / "learning.csv", s, v, total=6000, evals=10)
     out = tmp_path / "bt.json"
     rep = tmp_path / "rep"
+    rep.mkdir()
+    (rep / "timeline-a-run-of-an-earlier-report.csv.png").write_bytes(b"")  # a folder used again
     rc = main(
         [
             "backtest",
@@ -547,3 +549,10 @@ def test_a_log_of_a_score_alone_is_back_tested_by_it(tmp_path: Path) -> None:
     )
     (run,), _ = load_runs([path])
     assert run.metric == "eval_accuracy" and run.eval_metric == "eval_accuracy" and run.eval_higher
+
+
+def test_a_blown_up_run_is_drawn_on_a_symlog_axis_and_a_plain_one_on_a_linear_axis() -> None:
+    from advisor.backtest.report import symlog_threshold
+
+    assert symlog_threshold([2.0, 1.9, 1.8, 1.7, 1.8e8]) == pytest.approx(1.9)  # the median magnitude
+    assert symlog_threshold([2.0, 1.9, 1.8, 1.7, 1.6, float("nan")]) is None
