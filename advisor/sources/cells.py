@@ -33,20 +33,23 @@ class RowKinds:
     row that carries a finite training field beside it (its learning rate), or no finite eval
     field. A run that blew up writes NaN on its own rows, and those still count."""
 
+    #: the training row's fields: its loss, then what is logged beside it (the learning rate)
     train: tuple[str, ...]
+    #: beside the loss only
+    companions: tuple[str, ...]
     evals: tuple[str, ...]
 
     @classmethod
     def of(cls, columns: Mapping[str, Column], names: Sequence[str]) -> RowKinds:
         train = tuple(columns[role].name for role in ("loss", "learning_rate") if role in columns)
+        companions = tuple(columns[r].name for r in ("learning_rate",) if r in columns and "loss" in columns)
         evals = tuple(n for n in names if is_eval_name(eval_series_name(canonical_name(n))))
-        return cls(train, evals)
+        return cls(train, companions, evals)
 
     def placeholder(self, role: str, fields: Mapping[str, object]) -> bool:
         """Whether a NaN of the series ``role`` on this row stands for a cell the row does not fill."""
         if role == "loss":
-            companions = tuple(n for n in self.train if n != self.train[0])
-            return _any_finite(fields, self.evals) and not _any_finite(fields, companions)
+            return _any_finite(fields, self.evals) and not _any_finite(fields, self.companions)
         return _any_finite(fields, self.train) and not _any_finite(fields, self.evals)
 
     def placeholder_rows(self, role: str, table: np.ndarray, header: Sequence[str]) -> np.ndarray:
@@ -59,8 +62,7 @@ class RowKinds:
             return np.isfinite(table[:, cols]).any(axis=1)
 
         if role == "loss":
-            companions = tuple(n for n in self.train if n != self.train[0])
-            return any_finite(self.evals) & ~any_finite(companions)
+            return any_finite(self.evals) & ~any_finite(self.companions)
         return any_finite(self.train) & ~any_finite(self.evals)
 
 
