@@ -391,6 +391,7 @@ def run(args: argparse.Namespace) -> int:
             "bestValue": _kept(st, metric),
             "progress": (st.get("summary") or {}).get("progress"),
             "state": st.get("state"),
+            "notes": _run_notes(st, files is not None),
         }
         for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
     ]
@@ -445,6 +446,19 @@ def run(args: argparse.Namespace) -> int:
             whose = "each run's asymptote" if every else f"the asymptote for {', '.join(untotalled)}"
             print(f"FINAL is {whose}: no total steps in the log (pass --total-steps N, the planned total)")
     return 0
+
+
+def _run_notes(status: Mapping[str, Any], from_file: bool) -> list[str]:
+    """What the table's footer says of this run, for a reader of the JSON: the same two facts that
+    move its FINAL (learning rates unknown, no total steps in its log)."""
+    notes = []
+    if _lr_unknown(status):
+        notes.append(
+            "learning rates unknown: final and its interval assume the LR anneals by the total steps"
+        )
+    if from_file and _TOTAL in status and status[_TOTAL] is None:
+        notes.append("no total steps in the log: final is the asymptote (pass --total-steps N)")
+    return notes
 
 
 def _lr_unknown(status: Mapping[str, Any]) -> bool:

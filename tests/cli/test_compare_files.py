@@ -357,3 +357,23 @@ def test_compare_passes_on_the_forecasts_warning_that_learning_rates_are_unknown
     assert cli.main(["compare", str(sweep), "--metric", "loss"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("learning rates unknown"))
     assert "lr1e-4.csv" in line and "lr3e-4.csv" in line and "lr1e-3.csv" not in line
+    # the JSON says it of each run as the table's footer does
+    assert cli.main(["compare", str(sweep), "--metric", "loss", "-o", "json"]) == 0
+    notes = {Path(r["run"]).stem: r["notes"] for r in json.loads(capsys.readouterr().out)}
+    assert any("learning rates unknown" in n for n in notes["lr1e-4"])
+    assert any("learning rates unknown" in n for n in notes["lr3e-4"])
+    assert not any("learning rates unknown" in n for n in notes["lr1e-3"])
+
+
+def test_the_json_notes_a_log_without_total_steps_as_an_asymptote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sweep_run(tmp_path / "finished.json", overfit=False)
+    _csv_run(tmp_path / "open.csv", floor=1.0)
+    args = ["compare", str(tmp_path / "finished.json"), str(tmp_path / "open.csv"), "--metric", "loss"]
+    assert cli.main([*args, "-o", "json"]) == 0
+    notes = {Path(r["run"]).name: r["notes"] for r in json.loads(capsys.readouterr().out)}
+    assert any("asymptote" in n for n in notes["open.csv"])
+    assert not any("asymptote" in n for n in notes["finished.json"])
+    assert cli.main([*args, "--total-steps", "10000", "-o", "json"]) == 0
+    assert not any("asymptote" in n for r in json.loads(capsys.readouterr().out) for n in r["notes"])
