@@ -341,9 +341,24 @@ def _is_file(name: str) -> bool:
         return False
 
 
+def _job_state(doc: Mapping[str, Any]) -> bool:
+    """A job state (``policy explain --job-state``'s input: ``job``, ``now``, ``cluster``) given
+    where a policy was meant: no field of a Kubernetes object, and its ``job``. Said as such, not
+    as a policy missing its apiVersion, kind and name with three unknown fields."""
+    return "job" in doc and not any(k in doc for k in ("apiVersion", "kind", "metadata", "spec"))
+
+
+def _foreign_kind(doc: Mapping[str, Any]) -> str:
+    return (
+        "a job state, as policy explain --job-state reads" if _job_state(doc) else str(doc.get("kind") or "?")
+    )
+
+
 def _foreign(doc: object) -> bool:
     if not isinstance(doc, Mapping):
         return False
+    if _job_state(doc):
+        return True
     api, kind = doc.get("apiVersion"), doc.get("kind")
     if not isinstance(api, str) or kind == "AdvisorPolicy":
         return False  # an AdvisorPolicy with a wrong apiVersion is a mistake to report
@@ -357,11 +372,15 @@ def policies_from_text(text: str, *, skipped: list[str] | None = None) -> list[P
     left out and their kinds appended to it, rather than reported as invalid policies."""
     docs = _parse_text(text)
     if skipped is not None:
-        skipped.extend(str(d.get("kind") or "?") for d in docs if _foreign(d))
+        skipped.extend(_foreign_kind(d) for d in docs if _foreign(d))
         docs = [d for d in docs if not _foreign(d)]
     policies: list[Policy] = []
     errors: Errors = []
     for i, doc in enumerate(docs):
+        if isinstance(doc, Mapping) and _job_state(doc):
+            prefix = f"[{i}]" if len(docs) > 1 else ""
+            errors.append((prefix, "not an AdvisorPolicy: a job state, as policy explain --job-state reads"))
+            continue
         try:
             policies.append(load_policy(doc))
         except PolicyError as exc:

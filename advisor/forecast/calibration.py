@@ -101,7 +101,7 @@ Q_KNOTS_SCHEDULE = (1.85, 1.01, 2.10, 1.42, 0.93)
 #: below this many points there is no tail to hold out
 SMALL_N = 8
 #: 80% quantile of |error| / |level| at those distances, for histories shorter than SMALL_N
-SMALL_REL_KNOTS = (0.021, 0.021, 0.034, 0.033, 0.236)
+SMALL_REL_KNOTS = (0.021, 0.021, 0.034, 0.033, 0.202)
 #: histories shorter than SMALL_N: the half-width is also at least Q_SMALL (without learning rates)
 #: or Q_SMALL_SCHEDULE (with them) times the scale without its holdout term (see the module docstring)
 Q_SMALL = 0.38

@@ -353,3 +353,18 @@ def test_validate_of_files_that_hold_no_policy_at_all_is_an_error(
     assert main(["policy", "validate", str(cm), str(SAMPLES[0])]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{cm}: skipped: no AdvisorPolicy (ConfigMap)" and ": OK: " in out[1]
+
+
+def test_a_job_state_given_as_a_policy_is_named_as_what_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """The job state ``policy explain --job-state`` reads, given to ``validate``, ``simulate`` or
+    ``backtest`` as a policy by mistake: one line saying what it is (it read as a policy missing
+    its apiVersion, kind and name, with three unknown fields: six lines, exit 1)."""
+    state = ROOT / "examples" / "job-state.json"
+    assert main(["policy", "validate", str(state)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no AdvisorPolicy in the file (it holds a job state" in err[0]
+    assert main(["simulate", "--jobs", "5", "--quiet", "--policy", str(state)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(
+        "not an AdvisorPolicy: a job state, as policy explain --job-state reads"
+    )

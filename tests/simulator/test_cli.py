@@ -142,6 +142,17 @@ def test_bad_cluster_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "no entry for trace queue" in capsys.readouterr().err
 
 
+def test_the_example_cluster_file_runs_the_command_its_header_shows(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``examples/cluster.yaml`` says it is for ``simulate --cluster examples/cluster.yaml``: every
+    queue of the embedded default trace has its entry (team-c had none: exit 2)."""
+    example = ROOT / "examples" / "cluster.yaml"
+    assert "simulate --cluster examples/cluster.yaml" in example.read_text()
+    assert main(["simulate", "--jobs", "12", "--quiet", "--baselines-only", "--cluster", str(example)]) == 0
+    assert "72 GPUs" in capsys.readouterr().out
+
+
 def test_unknown_baseline_is_rejected(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--jobs", "5", "--quiet", "--baselines-only", "--baselines", "oracle"]) == 2
     assert "unknown baseline(s) oracle" in capsys.readouterr().err
