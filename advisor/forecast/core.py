@@ -33,6 +33,12 @@ _RECOVERED_Z = 4.0
 #: the warning of a series that has turned upward; it reads a loss (lower is better), and
 #: ``state.forecast_series`` words it for a higher-is-better metric forecast negated
 RISING_WARNING = "the series is rising"
+#: the warning of a run whose learning rate has stayed at its peak since warmup with a share of its
+#: budget left (see ``_peak_lr_warning``); policies read it by this prefix
+PEAK_LR_WARNING = "the learning rate has not begun to decay"
+#: the least share of ``total_steps`` still ahead for ``PEAK_LR_WARNING`` (a warmup-stable-decay
+#: schedule anneals over its last 10-20%)
+PEAK_LR_REMAINING = 0.1
 #: the ensemble's warnings about the shape of a falling fit (``advisor.forecast.ensemble``)
 FALLING_FIT_WARNINGS = ("the loss falls faster than its earlier history", "learning rates unknown: assumed")
 
@@ -55,6 +61,22 @@ def no_report_left(steps: FloatArray, horizon: float) -> bool:
         return False
     spacing = (last - float(steps[0])) / (steps.size - 1)
     return horizon - last < spacing
+
+
+def _peak_lr_warning(prep: Prepared, parts: Parts, horizon: float | None, at_end: bool) -> str | None:
+    """The forecast of a run whose learning rates are known and have stayed at their peak since
+    warmup reads them as constant to the end: the loss cannot tell a constant schedule from a
+    warmup-stable-decay one before its decay, whose drop (several percent, over the last 10-20% of
+    the budget) nothing in the history foretells. Say so while a share of the budget is left."""
+    if at_end or horizon is None or parts.lr_shape != "constant" or horizon <= 0:
+        return None
+    left = (horizon - float(prep.steps[-1])) / horizon
+    if left < PEAK_LR_REMAINING:
+        return None
+    return (
+        f"{PEAK_LR_WARNING} ({left:.0%} of total_steps left): the forecast holds it at its peak to the "
+        "end; a decay before then (a warmup-stable-decay schedule) would take the loss below this forecast"
+    )
 
 
 def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
@@ -245,6 +267,9 @@ def _run(
             half = cal.Z80 * 1.25 * report_noise(prep.values[-max(k, 10) :]) / math.sqrt(k)
             level = trend_level(prep.steps, prep.values, k)
             mean, lo, hi = level, level - half, level + half
+    peak = _peak_lr_warning(prep, parts, horizon, at_end)
+    if peak is not None:
+        warnings.append(peak)
     eta, sps = eta_interval(prep.steps, prep.times, horizon, prep.segment_ids)
     stalled = last_stall_note(prep.steps, prep.times)
     if stalled is not None:

@@ -49,6 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from advisor.forecast.core import PEAK_LR_WARNING
 from advisor.model import ActionKind, Forecast, JobView
 from advisor.series import TRAIN_SERIES
 from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, held_since, let_finish, pct, undirected
@@ -168,6 +169,17 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         return out
     if let_finish(ctx, out, NAME, rule.hold, numbers):
         return out
+    if rule.hold_at_peak_lr and rule.action != RECOMMEND and going is None and lr_at_peak(ctx):
+        # the LR has not begun to decay with a share of the budget left: a warmup-stable-decay run's
+        # stable phase is as flat as a plateau, and its decay still to come (``holdAtPeakLR``). The
+        # window stays open: the rule acts at the first forecast without the warning, if the plateau
+        # still holds then
+        out.reasons.append(
+            f"{NAME}: {numbers}; not released: the learning rate has not begun to decay with "
+            "much of the run left (holdAtPeakLR)"
+        )
+        out.advice, out.severity = "plateau?", 2
+        return out
     if rule.action == RECOMMEND:
         out.act(
             ActionKind.RECOMMEND,
@@ -195,6 +207,15 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     out.advice = "plateau:stop" if final is ActionKind.STOP else "plateau:release"
     out.severity = 5
     return out
+
+
+def lr_at_peak(ctx: Context) -> bool:
+    """The run's forecast (of its training loss, or of the judged series) found its learning rate
+    still at its peak with a share of the budget left (``PEAK_LR_WARNING``)."""
+    for f in (ctx.job.forecast, ctx.forecast):
+        if f is not None and any(w.startswith(PEAK_LR_WARNING) for w in f.warnings):
+            return True
+    return False
 
 
 def _final_kind(rule: PlateauRule) -> ActionKind:

@@ -584,3 +584,32 @@ def test_a_window_opened_again_goes_on_from_the_request_still_pending_on_the_sam
     late = job(forecast=flat, actions=(timed_out,), rule_state=d.state)
     d = decide(late, CV, p, now=T0 + 61)
     assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "releaseOnTimeout" in d.actions[0].reason
+
+
+def test_hold_at_peak_lr_keeps_a_flat_run_whose_lr_has_not_decayed_until_its_decay_begins() -> None:
+    """A warmup-stable-decay run is flat in its stable phase, its LR at its peak, and drops only in
+    its final decay: with ``holdAtPeakLR`` the plateau rule does not release it while its forecast
+    warns that the LR has not begun to decay; the window stays open and the rule acts on the first
+    forecast without the warning. Without the option, the rule releases as before."""
+    from advisor.forecast.core import PEAK_LR_WARNING
+
+    warned = forecast(
+        plateau=0.99, final=1.0, warnings=(f"{PEAK_LR_WARNING} (40% of total_steps left): ...",)
+    )
+    held = policy({"plateau": {"probability": 0.9, "for": "10m", "holdAtPeakLR": True}})
+    since = {"plateau.since": T0 - HOUR}
+    d = decide(with_state(job(forecast=warned), since), CV, held, now=T0)
+    assert kinds(d) == [] and d.advice == "plateau?" and d.state["plateau.since"] == T0 - HOUR
+    assert any("holdAtPeakLR" in r for r in d.reasons), d.reasons
+    # the decay has begun (no warning): the window held open acts at once
+    decayed = forecast(plateau=0.99, final=1.0)
+    d2 = decide(with_state(job(forecast=decayed), d.state), CV, held, now=T0 + 300)
+    assert kinds(d2) == [ActionKind.CHECKPOINT] and d2.advice == "plateau:release"
+    # the option is off by default: the warned run is released as before
+    plain = policy({"plateau": {"probability": 0.9, "for": "10m"}})
+    d3 = decide(with_state(job(forecast=warned), since), CV, plain, now=T0)
+    assert kinds(d3) == [ActionKind.CHECKPOINT]
+    # Recommend only advises: nothing to hold
+    rec = policy({"plateau": {"probability": 0.9, "for": "10m", "holdAtPeakLR": True, "action": "Recommend"}})
+    d4 = decide(with_state(job(forecast=warned), since), CV, rec, now=T0)
+    assert kinds(d4) == [ActionKind.RECOMMEND]
