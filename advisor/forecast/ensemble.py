@@ -139,7 +139,7 @@ def _weights(
 
 
 def _epoch_boundaries(
-    prep: Prepared, x: FloatArray, horizon: float | None, warnings: list[str], path_steps: FloatArray
+    prep: Prepared, x: FloatArray, horizon: float | None, path_steps: FloatArray
 ) -> tuple[FloatArray | None, float, FloatArray]:
     """Completed epoch boundaries at the fitted points, the expected count at the horizon and at
     each of ``path_steps``, when the history has crossed at least one (see ``epochs`` for the two
@@ -149,8 +149,6 @@ def _epoch_boundaries(
     if column is None or track is None:
         return None, 0.0, np.zeros(0)
     count, future = column
-    if future > 0:
-        warnings.append(f"expects {future} more epoch boundary drop(s) before total_steps")
 
     def expected(ahead: int) -> float:
         # later epochs teach less: each future boundary gives EPOCH_DECAY of the one before
@@ -159,6 +157,33 @@ def _epoch_boundaries(
     ahead = [min(future, epoch_track.boundaries_ahead(track, float(s))) for s in path_steps]
     at_path = np.array([expected(k) for k in ahead])
     return count, expected(future), at_path
+
+
+#: the boundaries ahead are worth a warning when the fits put at least this share of the level on
+#: them (the 1% of the plateau definition: less changes no verdict the forecast gives)
+EPOCH_NOTE_SHARE = 0.01
+
+
+def _epoch_warning(
+    ahead: int, fits: Mapping[str, Any], names: list[str], wv: FloatArray, level: float
+) -> str:
+    """The boundaries ahead, as the fits read the ones crossed: a step down at each was measured,
+    or none was (a smooth loss whose epochs change nothing: 'expects 8 more epoch boundary drops'
+    on such a run promised what its own history had shown not to happen). The drop is the fits'
+    value at the horizon with the boundaries ahead against without them (the last prediction
+    point)."""
+    if ahead <= 0:
+        return ""
+    drop = float(wv @ np.array([float(fits[k].pred[0]) - float(fits[k].pred[-1]) for k in names]))
+    if -drop >= EPOCH_NOTE_SHARE * abs(level):
+        return (
+            f"expects {ahead} more epoch boundary drop(s) before total_steps "
+            f"(together {-drop:.3g} of the forecast, each smaller than the one before)"
+        )
+    return (
+        f"{ahead} more epoch boundaries before total_steps: the ones crossed showed no step down, "
+        "so none is forecast"
+    )
 
 
 def epoch_boundaries_ahead(prep: Prepared, horizon: float | None) -> int:
@@ -214,18 +239,23 @@ def estimate(
     n_fixed = u_pred.size
     u_path = (path_steps + 1.0) / x_ref
     u_pred = np.concatenate((u_pred, u_path))
+    ep_obs, ep_pred, ep_path = _epoch_boundaries(prep, x, horizon, path_steps)
+    if ep_obs is not None:
+        # one more point: the horizon with no boundary beyond the last one crossed, which tells
+        # how much of the forecast the boundaries ahead carry (``_epoch_warning``)
+        u_pred = np.concatenate((u_pred, [stretch_u]))
     if grid is not None and lr_grid is not None:
         # the schedule-aware law's design is built for its exact points: the observed steps, then
         # the prediction points (it is read at the true horizon: its areas carry the schedule)
         steps_all = np.concatenate((x - 1.0, u_pred * x_ref - 1.0))
         fams.append(lr_law_family(steps_all, grid, lr_grid, x_ref - 1.0))
-    ep_obs, ep_pred, ep_path = _epoch_boundaries(prep, x, horizon, warnings, path_steps)
     train = _holdout_mask(u)
     ecol = None
     if ep_obs is not None:
         # the boundary count at each prediction point: the stretched horizon stands for an LR
         # anneal, not for more steps, so it has the horizon's boundaries
-        at_pred = np.concatenate((np.array([ep_pred, ep_obs[-1], ep_pred][:n_fixed]), ep_path))
+        fixed = np.array([ep_pred, ep_obs[-1], ep_pred][:n_fixed])
+        at_pred = np.concatenate((fixed, ep_path, [ep_obs[-1]]))
         ecol = (ep_obs, at_pred)
     rf = fit_all_robust(fams, u, y, w, u_pred, irls=cal.IRLS_PASSES, epoch_col=ecol, train=train)
     fits = rf.fits
@@ -290,6 +320,11 @@ def estimate(
     pv = np.array([preds[k] for k in names])
     mean = float(wv @ pv)
     parts.mean = mean
+    if ep_obs is not None:
+        ahead = epoch_boundaries_ahead(prep, horizon)
+        note = _epoch_warning(ahead, fits, names, wv, level)
+        if note:
+            warnings.append(note)
     if stretched:
         for attr, col in (("mean_plain", 2), ("mean_stretched", 0)):
             setattr(parts, attr, float(wv @ np.array([float(fits[k].pred[col]) for k in names])))
@@ -372,7 +407,8 @@ def _path(
     rows = []
     for k in names:
         f = fits[k]
-        curve = np.asarray(f.pred[n_fixed:], dtype=np.float64) - max(0.0, float(f.pred[1]) - level)
+        on_path = f.pred[n_fixed : n_fixed + u_path.size]
+        curve = np.asarray(on_path, dtype=np.float64) - max(0.0, float(f.pred[1]) - level)
         if share is not None and u_t > 1.0:
             extra = share * (float(f.pred[0]) - float(f.pred[2]))
             curve = curve + extra * np.clip((u_path - 1.0) / (u_t - 1.0), 0.0, 1.0)

@@ -200,3 +200,22 @@ def test_epoch_boundaries_are_expected_to_drop_the_training_loss() -> None:
     without = forecast(s[m], y[m], total_steps=3990, learning_rates=lr)
     assert any("epoch boundary" in w for w in with_ep.warnings)
     assert abs(with_ep.final_loss.mean - final) < 0.5 * abs(without.final_loss.mean - final)
+
+
+def test_epochs_whose_boundaries_showed_no_step_down_are_not_promised_drops() -> None:
+    """A smooth loss whose epochs change nothing (an epoch index beside a curve with no step at its
+    boundaries) read 'expects 8 more epoch boundary drop(s)': the warning now says what the fits
+    make of the boundaries crossed, and the run with steps at them still expects its drops, sized."""
+    rng = np.random.default_rng(0)
+    s = np.arange(10, 3991, 10.0)
+    epoch = s / 500.0
+    smooth = (1.0 + 0.8 * (s / 100.0) ** -0.3) * (1.0 + 0.002 * rng.standard_normal(s.size))
+    m = s <= 2000
+    lr = np.full(m.sum(), 1e-4)
+    fc = forecast(s[m], smooth[m], total_steps=3990, learning_rates=lr, epochs=epoch[m])
+    notes = [w for w in fc.warnings if "epoch boundar" in w]
+    assert len(notes) == 1 and "showed no step down, so none is forecast" in notes[0], notes
+    stepped = smooth - 0.4 * (1.0 - 0.5 ** np.floor(epoch))
+    fc = forecast(s[m], stepped[m], total_steps=3990, learning_rates=lr, epochs=epoch[m])
+    notes = [w for w in fc.warnings if "epoch boundar" in w]
+    assert len(notes) == 1 and notes[0].startswith("expects 4 more epoch boundary drop(s)"), notes
