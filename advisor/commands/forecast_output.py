@@ -17,6 +17,7 @@ import numpy as np
 
 from advisor.commands.forecast import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
+from advisor.forecast.core import NO_TREND_POINTS
 from advisor.forecast.state import at_last_step
 from advisor.model import Interval, LearningState
 from advisor.series import Direction, direction_of
@@ -29,6 +30,11 @@ __all__ = ["render_text", "to_json"]
 
 #: the report-to-report scatter (a share of the level) from which the text mentions it
 NOISY_SCATTER = 0.05
+
+
+def _no_trend(n: int) -> str:
+    """Why a series too short to hold a trend has no P(plateau) worth printing."""
+    return f"{n} point(s), no trend yet"
 
 
 def _scatter(values: tuple[float, ...], level: float | None) -> float | None:
@@ -136,7 +142,10 @@ def render_text(outcome: Outcome) -> str:
             f"  observed end    {_num(outcome.observed_final)} in the file ({inside} the 80% interval; "
             f"mean off by {_error(fc.final_loss.mean, outcome.observed_final, curve.values)})"
         )
-    lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
+    if fc.n_points < NO_TREND_POINTS and not fc.at_end:
+        lines.append(f"  plateau         P n/a   ({_no_trend(fc.n_points)})")
+    else:
+        lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
     if outcome.total_steps and at_last_step(fc):
         lines.append(f"  {_label('')}{_at_its_end(curve, outcome.total_steps)}")
     lines.append(f"  divergence      P = {fc.divergence_probability:.2f}")
@@ -181,7 +190,11 @@ def render_text(outcome: Outcome) -> str:
             now = f"{_num(sfc.current_loss)} smoothed (last {_num(last)})"
         lines.append(
             f"  {_label(name)}{now}; final {_interval(sfc.final_loss)}; "
-            f"P(plateau) = {sfc.plateau_probability:.2f}{_worse_note(name, sfc)}"
+            + (
+                f"P(plateau) n/a ({_no_trend(sfc.n_points)})"
+                if sfc.n_points < NO_TREND_POINTS and not sfc.at_end
+                else f"P(plateau) = {sfc.plateau_probability:.2f}{_worse_note(name, sfc)}"
+            )
         )
     if outcome.state is not None:
         st = outcome.state

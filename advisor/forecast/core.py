@@ -43,6 +43,11 @@ PEAK_LR_REMAINING = 0.1
 FALLING_FIT_WARNINGS = ("the loss falls faster than its earlier history", "learning rates unknown: assumed")
 
 
+#: fewer points than this hold no trend (the ensemble forecasts the current level with a wide
+#: interval): P(plateau) is then the uninformed NO_TREND_PLATEAU, as with no points at all
+NO_TREND_POINTS = 3
+NO_TREND_PLATEAU = 0.5
+
 #: the most reports a finished training loss's end level is read from (the last twentieth of
 #: its reports, at least five)
 END_POINTS_MAX = 200
@@ -161,7 +166,7 @@ def _run(
         nan = float("nan")
         fc = Forecast(
             final_loss=Interval(nan, nan, nan),
-            plateau_probability=0.5,
+            plateau_probability=NO_TREND_PLATEAU,
             divergence_probability=1.0 if prep.n_nonfinite_tail else 0.0,
             warnings=tuple(warnings),
             total_steps=int(horizon) if horizon else None,
@@ -202,6 +207,10 @@ def _run(
         ceiling = float(ndtr((level + 0.01 * abs(level) - mean) / sd))
         if ceiling > 1e-12:
             plateau = min(max((ceiling - (1.0 - plateau)) / ceiling, 0.0), 1.0)
+    if n < NO_TREND_POINTS:
+        # a symmetric interval round the current level put it at Phi(0.01 level / sd), 0.52 on two
+        # evaluations of an accuracy clearly rising: a number that read as computed, and was none
+        plateau = NO_TREND_PLATEAU
     flattened = parts.tail_bias_z <= cal.FLATTENED_Z  # False when NaN
     if (
         (plateau >= 0.5 or flattened)

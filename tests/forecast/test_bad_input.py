@@ -179,3 +179,12 @@ def test_a_short_series_is_at_its_later_half_not_the_mean_of_all_its_points() ->
     assert two.current_loss == 4.43
     assert forecast([100, 200, 300], [10.0, 6.0, 5.0]).current_loss == 5.5
     assert forecast(list(range(1, 21)), [1.0] * 15 + [0.5] * 5).current_loss == 0.5  # five at 20 points
+
+
+def test_two_points_hold_no_trend_and_an_uninformed_plateau_probability() -> None:
+    # two evaluations of an accuracy (negated: lower is better) clearly improving: the forecast is
+    # the level with a wide interval, and P(plateau) is the uninformed 0.5 of no points at all,
+    # not a number that reads as computed (0.52 from the symmetric interval round the level)
+    fc = forecast([200.0, 400.0], [-0.70, -0.7735], total_steps=2400)
+    assert fc.plateau_probability == 0.5
+    assert forecast([], [], total_steps=2400).plateau_probability == 0.5
