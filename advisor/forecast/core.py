@@ -145,6 +145,20 @@ def _divergence(prep: Prepared) -> float:
     return min(max(p_nonfinite, p_trend, 0.0), 1.0)
 
 
+def _mixture_p90(m1: float, s1: float, m2: float, s2: float, w2: float) -> float:
+    """The 90% quantile of (1 - w2) N(m1, s1) + w2 N(m2, s2), by bisection."""
+    s1, s2 = max(s1, 1e-300), max(s2, 1e-300)
+    lo = min(m1 + cal.Z80 * s1, m2 + cal.Z80 * s2)
+    hi = max(m1 + cal.Z80 * s1, m2 + cal.Z80 * s2)
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if (1.0 - w2) * float(ndtr((mid - m1) / s1)) + w2 * float(ndtr((mid - m2) / s2)) < 0.9:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
 def _run(
     steps: Any,
     values: Any,
@@ -242,11 +256,15 @@ def _run(
         # interval covers both branches, and P(plateau) counts the rise as no improvement left
         w = turn.weight
         half_t = cal.Z80 * turn.sd
+        mean_f = mean
         mean = (1.0 - w) * mean + w * turn.mean
         # the rise may stop at any report: its low end reaches down to where the series stands
         # smoothed now (the branch itself starts higher, where the trend stands)
         lo = min((1.0 - w) * lo + w * min(turn.mean - half_t, level), mean)
-        hi = max((1.0 - w) * hi + w * (turn.mean + half_t), mean)
+        # the upper end is the mixture's own 90% quantile: a blend of the two branches' ends drew
+        # it in to where the rise stops (0.968 beside a last eval of 0.942 on an eval loss rising
+        # to 1.09), while the rising branch, as sure as its weight, reaches on up
+        hi = max(_mixture_p90(mean_f, (hi - mean_f) / cal.Z80, turn.mean, turn.sd, w), mean)
         plateau = (1.0 - w) * plateau + w * turn.plateau
         if w >= 0.5:
             # what the falling families said of their own fit (an LR decay read off a steeper
