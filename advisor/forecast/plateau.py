@@ -33,7 +33,10 @@ in its first few percent, has no such knee: its trend is concave, the continuati
 under-state what is to come, and the test abstains. It abstains too while a loss spike is in the
 window (consecutive reports well above its trend line): a spike early in the window and the
 recovery after it flatten the straight-line trend of a run that is still learning (a fine-tune
-with 1.2% left was released so in the trace simulator when it re-forecast every minute).
+with 1.2% left was released so in the trace simulator when it re-forecast every minute). And it
+abstains when the window's trend, continued, is too uncertain to resolve the 1% band (RESOLVE_MAX):
+its probability is then noise near Phi(1 / ratio), not a bound, and ``core`` takes the larger of it
+and the fits' own.
 """
 
 from __future__ import annotations
@@ -64,6 +67,12 @@ SPIKE_Z = 3.0
 SPIKE_POINTS = 2
 #: "plateau": less than this relative improvement left (the Forecast contract's 1%)
 IMPROVEMENT = 0.01
+#: the test abstains when the standard error of its continued trend exceeds this many times the 1%
+#: band it is asked about: such a window cannot tell a plateau from a run still falling, and its
+#: probability is no bound but noise near Phi(1 / ratio) (a short window whose trend was -0.015 +-
+#: 0.11 put P(plateau) at 0.64 on a run still falling 4.5%, its neighbours' cuts at 0.01-0.10).
+#: Chosen on the tuning half (1.0 and 1.5 measured alike there): one standard error within the band
+RESOLVE_MAX = 1.0
 
 
 def local_plateau_probability(
@@ -102,6 +111,8 @@ def local_trend(
     if not _decelerated(x[:-k], values[:-k], slope, se):
         return None
     threshold = IMPROVEMENT * abs(level)
+    if se * reach > RESOLVE_MAX * threshold:
+        return None
     return float(ndtr((threshold - drop) / (se * reach))), drop
 
 

@@ -167,3 +167,21 @@ def test_an_abrupt_plateau_is_judged_from_the_stretch_after_its_bend() -> None:
         means.append(fc.final_loss.mean / float(np.median(y[-5:])))
     assert float(np.median(probs)) >= 0.9
     assert float(np.median(means)) >= 0.99
+
+
+def test_a_short_noisy_stretch_of_a_falling_constant_lr_run_is_not_a_plateau() -> None:
+    """A user trial's constant-LR run, still 4.5% from its end at step 2400 of 4000. One noisy
+    stretch left only the shortest recent window straight, with a trend of -0.015 +- 0.11 in
+    log-step: a test that cannot resolve the 1% band, whose probability (0.64) is noise, not a
+    bound. It raised P(plateau) from the fits' 0.06 and pulled the final loss up to the level;
+    the neighbouring cuts gave 0.01-0.10. The test abstains when its standard error over the
+    reach is wider than the band."""
+    data = json.loads((Path(__file__).parents[1] / "fixtures" / "constant_lr_noisy_stretch.json").read_text())
+    steps, values = np.array(data["steps"]), np.array(data["values"])
+    total = float(data["total_steps"])
+    lr = np.full(steps.size, data["learning_rate"])
+    assert local_plateau_probability(steps, values, total, float(np.median(values[-5:]))) is None
+    fc = forecast(steps, values, total_steps=total, learning_rates=lr, training_loss=True)
+    assert fc.plateau_probability < 0.3
+    assert fc.current_loss is not None
+    assert fc.final_loss.mean < 0.98 * fc.current_loss
