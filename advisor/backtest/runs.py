@@ -50,7 +50,7 @@ from advisor.backtest.index import (
     index_row,
     suggested_key,
 )
-from advisor.forecast._prep import looks_unsorted
+from advisor.forecast._prep import average_repeats, looks_unsorted
 from advisor.series import Direction, direction_of
 from advisor.sources.assemble import eval_metrics
 from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
@@ -154,11 +154,11 @@ def _one(
         raise BadRunError(
             f"{name}: {curve.metric}: no usable points (all {values.size} values are NaN or infinite)"
         )
-    # a step logged more than once (gradient accumulation logs each micro-batch under one
-    # optimizer step; a logger may repeat its last row): the run stood at the last report of each
-    # step, as the forecaster merges them (``forecast._prep``) and a trainer's status shows it
-    last = np.r_[steps[1:] != steps[:-1], True]
-    steps, values = steps[last], values[last]
+    # a step logged more than once in a row (gradient accumulation logs each micro-batch under
+    # one optimizer step): the step's loss is the mean of its reports, as the forecaster merges
+    # them (``forecast._prep``); the time, learning rate and epoch are its last report's
+    last, values = average_repeats(steps, values)
+    steps = steps[last]
     if steps.size < MIN_POINTS:
         raise BadRunError(
             f"{name}: steps: {steps.size} distinct steps, fewer than the {MIN_POINTS} a replay needs"

@@ -84,21 +84,22 @@ def test_a_plateaued_run_is_released_and_a_learning_run_is_not(tmp_path: Path) -
     assert core.keys() == ()  # every run forgotten after its replay
 
 
-def test_a_step_logged_several_times_is_replayed_at_its_last_report(tmp_path: Path) -> None:
+def test_a_step_logged_several_times_is_replayed_at_the_mean_of_its_reports(tmp_path: Path) -> None:
     """Gradient accumulation logs each micro-batch under one optimizer step: ``forecast`` merges
-    them, and so does the replay (the run stood at each step's last report)."""
+    them into their mean, and so does the replay (the last report alone read a run's loss 8.7%
+    off); the step's time is its last report's."""
     s, v = _learning(4, n=60)
     once = _write(tmp_path / "once.csv", s, v, total=600)
     rows = once.read_text().splitlines()
-    # every step twice: first a stray value, then the one the run stood at
+    # every step twice, its micro-batches' losses on either side of the step's
     repeated = [rows[0]]
     for row in rows[1:]:
-        step, rest = row.split(",", 1)
-        repeated += [f"{step},9.9,{rest.split(',', 1)[1]}", row]
+        step, loss, rest = row.split(",", 2)
+        repeated += [f"{step},{float(loss) - 0.1},{rest}", f"{step},{float(loss) + 0.1},{rest}"]
     (tmp_path / "twice.csv").write_text("\n".join(repeated) + "\n")
     (a,), _ = load_runs([once])
     (b,), _ = load_runs([tmp_path / "twice.csv"])
-    assert np.array_equal(a.steps, b.steps) and np.array_equal(a.values, b.values)
+    assert np.array_equal(a.steps, b.steps) and np.allclose(a.values, b.values, rtol=1e-9)
     assert np.array_equal(a.times, b.times)
 
 

@@ -72,13 +72,39 @@ def test_strings_are_coerced_or_dropped() -> None:
     assert fc.total_steps == 20
 
 
-def test_duplicated_steps_keep_the_latest_report() -> None:
+def test_duplicated_steps_are_merged_into_one_point() -> None:
     s = [1, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     y = [3.0, 2.5, 9.9, 2.2, 2.0, 1.9, 1.8, 1.75, 1.7, 1.66, 1.63, 1.6]
     fc = forecast(s, y)
     _valid(fc)
     assert fc.n_points == 11
     assert any("duplicated" in w for w in fc.warnings)
+
+
+def test_consecutive_reports_of_a_step_are_averaged_and_a_resume_is_not() -> None:
+    """Gradient accumulation logs each micro-batch under its optimizer step: the step's loss is the
+    mean of its reports (the last alone read a 4-micro-batch run's loss 8.7% off). A step logged
+    again after the step went back (a resume) is no repeat: the resume is handled as before."""
+    from advisor.forecast._prep import prepare
+
+    steps = [s for s in range(5, 105, 5) for _ in range(4)]
+    values = [2.0 + (i % 4) * 0.2 for i in range(len(steps))]  # 2.0, 2.2, 2.4, 2.6 at each step
+    prep = prepare(steps, values, times=[float(i) for i in range(len(steps))])
+    assert prep.steps.tolist() == list(range(5, 105, 5))
+    assert prep.values == pytest.approx([2.3] * 20)
+    assert prep.times is not None and prep.times.tolist() == [float(i) for i in range(3, len(steps), 4)]
+    assert any("merged 60 duplicated step(s)" in w for w in prep.warnings)
+    fc = forecast(steps, values, total_steps=200)
+    assert fc.current_loss == pytest.approx(2.3, rel=0.02)
+    # a resume from step 50: steps 50.. logged again, each once; nothing is averaged across it
+    first = [(s, 3.0 - s / 100) for s in range(10, 110, 10)]
+    again = [(s, 2.9 - s / 100) for s in range(50, 160, 10)]
+    s2, v2 = zip(*(first + again), strict=True)
+    prep = prepare(s2, v2)
+    assert not any("duplicated" in w for w in prep.warnings)
+    assert prep.n_segments == 2
+    at = dict(zip(prep.steps.tolist(), prep.values.tolist(), strict=True))
+    assert at[60.0] == pytest.approx(2.3) and at[150.0] == pytest.approx(1.4)
 
 
 def test_unsorted_steps_are_sorted() -> None:
