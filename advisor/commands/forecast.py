@@ -316,12 +316,53 @@ def compute(args: ForecastRequest) -> Outcome:
         train=train,
         declared=full.trainer.metric if full.trainer is not None else None,
     )
+    trainer = full.trainer
+    if truncated and cut is not None and trainer is not None:
+        trainer, note = trainer_at(trainer, outcome, cut)
+        if note is not None:
+            outcome = dataclasses.replace(outcome, notes=(*outcome.notes, note))
     return dataclasses.replace(
         outcome,
         observed_nonfinite_from=diverged,
         evals_not_shown=tuple(not_shown),
-        trainer=full.trainer,
+        trainer=trainer,
         saved_best=_saved_best(outcome, full, truncated),
+    )
+
+
+def trainer_at(trainer: TrainerChoice, outcome: Outcome, cut: float) -> tuple[TrainerChoice, str | None]:
+    """What the trainer had kept as its best model when the run stood at step ``cut``, and a note
+    when that is not what the file says. A trainer_state.json is written to the end of its run:
+    its ``best_model_checkpoint`` may be a step after the cut, which a forecast replayed at the
+    cut could not have known. Then the trainer's best at the cut is the best of its metric among
+    its saves up to the cut, when the log names that metric and the save interval is known; else
+    the trainer's choice is left out, and the note says so. Its ``global_step`` (the run's end) is
+    left out either way."""
+    trainer = dataclasses.replace(trainer, global_step=None)
+    if trainer.step is None or trainer.step <= cut:
+        return trainer, None
+    unknown = dataclasses.replace(trainer, checkpoint=None, step=None, best_metric=None)
+    metric, direction = trainer.metric, trainer.direction
+    seen = None
+    if metric is not None:
+        seen = outcome.curve if outcome.curve.metric == metric else (outcome.evals or {}).get(metric)
+    if seen is None or direction is None or trainer.save_steps is None:
+        why = (
+            "the log does not name the metric it keeps it by"
+            if metric is None
+            else f"its saves up to then are not known ({metric})"
+        )
+        return unknown, (
+            f"the trainer's best checkpoint in the file was chosen after step {cut:,.0f}: left out, as {why}"
+        )
+    best = best_saved_checkpoint(_Series(seen.steps, seen.values, direction), trainer.save_steps, math.inf)
+    if best is None:
+        return unknown, f"the trainer had saved no evaluated checkpoint by step {cut:,.0f}"
+    step, value = best
+    kept = dataclasses.replace(trainer, checkpoint=f"checkpoint-{step}", step=step, best_metric=value)
+    return kept, (
+        f"trainer kept: as of step {cut:,.0f}, the best {metric} among its saves up to then (the "
+        "file's best_model_checkpoint was chosen later)"
     )
 
 

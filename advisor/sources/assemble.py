@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -76,6 +77,17 @@ def nonfinite_warning(count: int, metric: str) -> str:
     return f"{count} non-finite {metric} values"
 
 
+def _backwards_warning(count: int) -> str:
+    """The loader's word on a file's steps going back (recounted for a cut by ``upto``)."""
+    # what it means (restarts or an unsorted file) is the forecaster's call, said in its warnings
+    return f"step goes backwards {count} time(s) in the file"
+
+
+#: the two warnings above, as ``upto`` finds them again (a long table's count is after binning)
+_NONFINITE = re.compile(r"(\d+) non-finite (.+) values( \(after binning\))?")
+_BACKWARDS = re.compile(r"step goes backwards \d+ time\(s\) in the file")
+
+
 @dataclass(frozen=True, slots=True)
 class LoadedCurve:
     """A loss history read from a file, in file order (restarts are kept, not sorted away)."""
@@ -105,13 +117,21 @@ class LoadedCurve:
         def cut(series: tuple[float, ...] | None) -> tuple[float, ...] | None:
             return None if series is None else series[:end]
 
-        # the file's count of non-finite values is recounted for the prefix: a warning about
-        # values after the cut tells what the forecast, made before them, could not know
-        whole = nonfinite_warning(sum(1 for v in self.values if not math.isfinite(v)), self.metric)
-        warnings = [w for w in self.warnings if w != whole]
+        # the file's counts of non-finite values and of backward steps are recounted for the
+        # prefix: a warning about what came after the cut tells what the forecast, made before
+        # it, could not know. The warning names the series by its column (``train/loss``), not
+        # by ``metric`` (``loss``)
+        whole = sum(1 for v in self.values if not math.isfinite(v))
         nonfinite = sum(1 for v in self.values[:end] if not math.isfinite(v))
-        if nonfinite and len(warnings) < len(self.warnings):
-            warnings.append(nonfinite_warning(nonfinite, self.metric))
+        backwards = sum(1 for a, b in itertools.pairwise(self.steps[:end]) if b < a)
+        warnings: list[str] = []
+        for w in self.warnings:
+            if (found := _NONFINITE.fullmatch(w)) is not None and int(found[1]) == whole:
+                w = nonfinite_warning(nonfinite, found[2]) + (found[3] or "") if nonfinite else ""
+            elif _BACKWARDS.fullmatch(w) is not None:
+                w = _backwards_warning(backwards) if backwards else ""
+            if w:
+                warnings.append(w)
         return replace(
             self,
             warnings=tuple(warnings),
@@ -341,8 +361,7 @@ def _curve(
     series = {role: _aligned(extra[role], kept, role, warnings) for role in optional}
     backwards = sum(1 for a, b in itertools.pairwise(steps) if b < a)
     if backwards:
-        # what it means (restarts or an unsorted file) is the forecaster's call, said in its warnings
-        warnings.append(f"step goes backwards {backwards} time(s) in the file")
+        warnings.append(_backwards_warning(backwards))
     nonfinite = sum(1 for v in values if not math.isfinite(v))
     if nonfinite:
         warnings.append(nonfinite_warning(nonfinite, target.name))

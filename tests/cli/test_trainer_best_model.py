@@ -256,3 +256,50 @@ def test_a_save_interval_recorded_beside_evaluations_off_its_eval_steps_is_no_cl
     by_steps = [{"step": s, "eval_loss": 1.0 - s / 1e5} for s in range(300, 3001, 300)]
     kept = trainer_choice({"save_steps": 500, "eval_steps": 300, "global_step": 3000}, by_steps)
     assert kept is not None and kept.save_steps == 500
+
+
+def _overfit_run(path: Path, *, exact: bool = True) -> Path:
+    """An eval loss every 100 steps, best at 1000 and rising after; a save every 200 steps; the
+    state, written at the end, names checkpoint-1000. ``exact=False``: its ``best_metric`` is not
+    a value the log holds (the metric it keeps by cannot be named)."""
+    history: list[dict[str, Any]] = []
+    for s in range(10, 1501, 10):
+        history.append({"step": s, "loss": 0.5 + 1.5 * math.exp(-s / 300), "learning_rate": 1e-4})
+        if s % 100 == 0:
+            history.append({"step": s, "eval_loss": _u(s) + (0.01 if s == 900 else 0.0)})
+    best = _u(1000) if exact else _u(1000) + 1e-4
+    state = {**_state(history, save_steps=200, eval_steps=100), "max_steps": 1500, "global_step": 1500}
+    state.update(best_metric=best, best_global_step=1000, best_model_checkpoint="out/checkpoint-1000")
+    path.write_text(json.dumps(state))
+    return path
+
+
+def test_a_cut_shows_the_trainers_best_as_it_stood_at_the_cut(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--upto-step 900`` replays what was known at step 900: the trainer's best then was the best
+    of its saves up to 900 (checkpoint-800), not the checkpoint-1000 its state names at the end."""
+    f = str(_overfit_run(tmp_path / "trainer_state.json"))
+    doc = _forecast_json(capsys, f, "--upto-step", "900")
+    state = doc["state"]
+    assert state["trainer_best_checkpoint"] == "checkpoint-800" and state["trainer_best_step"] == 800
+    assert state["trainer_best_value"] == pytest.approx(_u(800))
+    assert any("as of step 900" in n for n in doc["input"]["notes"])
+    assert main(["forecast", f, "--upto-step", "900"]) == 0
+    out = capsys.readouterr().out
+    assert "trainer kept    checkpoint-800" in out and "checkpoint-1000" not in out
+    # past the trainer's best, or without a cut, the state's own word stands
+    for argv in (("--upto-step", "1200"), ()):
+        doc = _forecast_json(capsys, f, *argv)
+        assert doc["state"]["trainer_best_checkpoint"] == "checkpoint-1000"
+
+
+def test_a_cut_before_the_trainers_best_of_an_unnamed_metric_leaves_it_out(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    f = str(_overfit_run(tmp_path / "trainer_state.json", exact=False))
+    doc = _forecast_json(capsys, f, "--upto-step", "900")
+    assert doc["state"]["trainer_best_checkpoint"] is None and doc["state"]["trainer_best_step"] is None
+    assert any("chosen after step 900: left out" in n for n in doc["input"]["notes"])
+    assert main(["forecast", f, "--upto-step", "900"]) == 0
+    assert "checkpoint-1000" not in capsys.readouterr().out
