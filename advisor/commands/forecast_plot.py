@@ -84,7 +84,7 @@ def build_figure(outcome: Outcome) -> Any:
     axes[-1].set_xlabel("step")
     source = outcome.curve.source
     title = source if len(source) <= 90 else source[:87] + "..."
-    if outcome.state is not None and outcome.evals:
+    if outcome.state is not None:  # a log of its training loss alone has a state too (diverging)
         title += f"  |  run state: {outcome.state.label}"
     ax.set_title(title, fontsize=8)
     for a in axes:

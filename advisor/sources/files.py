@@ -107,8 +107,9 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
     if head.startswith(("{", "[", '"')) or head.rstrip() in ("null", "true", "false") or named_json:
         try:
             document = json.loads(text)
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError) as exc:
             document = None
+            _one_document(path, text, exc, named_json)
         else:
             if not isinstance(document, dict | list):
                 raise SourceError(path, f"{_FORMATS_HINT}: the file is a single JSON {_json_kind(document)}")
@@ -227,6 +228,37 @@ def _decode(path: str | Path, data: bytes) -> str:
     return text
 
 
+def _one_document(path: str | Path, text: str, exc: Exception, named_json: bool) -> None:
+    """Raise the error of a file that fails to parse as one JSON document and is one (named
+    ``.json``, or a ``{`` alone on its first line, as a pretty-printed trainer_state.json starts),
+    at the real position; return for anything else (a JSONL log is read line by line). Read as
+    JSONL, a trainer_state.json cut short was told "line 1 column 2: expecting property name"."""
+    first = text.lstrip().split("\n", 1)[0].strip()
+    if not isinstance(exc, json.JSONDecodeError) or not (named_json or first in ("{", "[")):
+        return
+    if first.startswith("{'") or _parses(first):
+        return  # a JSONL log, or a Trainer's console lines, named .json
+    if exc.pos >= len(text.rstrip()):
+        raise SourceError(
+            path,
+            f"the JSON ends early (column {exc.colno}, char {exc.pos}: the end of the file) inside an "
+            "unclosed object or list: is it still being written? (a HF Trainer rewrites "
+            "trainer_state.json in place at each save; read it again once the save is done)",
+            line=exc.lineno,
+        ) from None
+    raise SourceError(
+        path, f"invalid JSON ({exc.msg}, column {exc.colno} (char {exc.pos}))", line=exc.lineno
+    ) from None
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
 def _table_records(
     path: str | Path, text: str, curve_id: str | None
 ) -> tuple[str, list[Record], list[str], list[str]]:
@@ -287,25 +319,29 @@ def _table_records(
         rows = selected or rows  # nothing matched: let the curve selection report it
     records: list[Record] = []
     # a file that does not end its last line is being written: that line alone may be cut short
-    # (as a JSONL log's), and is let go with a warning when it lacks fields
+    # (as a JSONL log's), and is let go with a warning. Even when its fields look whole: a row
+    # ``2540,2.69565,1587.52,1.72`` was a learning rate of 1.72e-04 cut mid-number, read as 1.72
     cut = rows[-1][0] if rows and not text.endswith(("\n", "\r")) else None
     for number, cells in rows:
-        if number == cut and records and len(cells) == len(header) and _cut_number(cells[-1]):
-            warnings.append(
-                f"line {number}: ends in {cells[-1].strip()!r}, a number cut short; skipped "
-                "(the last line, still being written?)"
-            )
+        if number == cut and records:
+            warnings.append(_unended(number, cells, len(header)))
             break
         if len(cells) != len(header):
-            if number == cut and records:
-                warnings.append(
-                    f"line {number}: {len(cells)} of {len(header)} fields; skipped "
-                    "(the last line, still being written?)"
-                )
-                break
             raise SourceError(path, f"expected {len(header)} fields, found {len(cells)}", line=number)
         records.append((f"line {number}", number, dict(zip(header, cells, strict=True))))
     return kind, records, header, warnings
+
+
+def _unended(number: int, cells: list[str], n_fields: int) -> str:
+    """The warning on a table's last line skipped because the file does not end it (its writer
+    may be mid-line): what it holds that says so, if anything."""
+    if len(cells) != n_fields:
+        why = f"{len(cells)} of {n_fields} fields"
+    elif _cut_number(cells[-1]):
+        why = f"ends in {cells[-1].strip()!r}, a number cut short"
+    else:
+        why = "no line break at its end (its last number may be cut short)"
+    return f"line {number}: {why}; skipped (the last line, still being written?)"
 
 
 def _cut_number(cell: str) -> bool:
@@ -337,11 +373,17 @@ def _large_table(path: str | Path, text: str, metric: str | None) -> LoadedCurve
         return None
     header = exported(path, header)
     kind = "TSV" if delimiter == "\t" else "CSV"
+    unended: list[str] = []
+    if not text.endswith(("\n", "\r")):  # its last line may be cut short, as the general reader says
+        last = text.rfind("\n") + 1
+        unended.append(_unended(text.count("\n") + 1, text[last:].split(delimiter), len(header)))
+        text = text[:last]
 
     def read(
         wanted: dict[str, Column], skip: SkipRows
     ) -> tuple[dict[str, np.ndarray], int, list[str]] | None:
-        return read_numeric_table(text, end + 1, delimiter, header, wanted, skip_rows=skip)
+        got = read_numeric_table(text, end + 1, delimiter, header, wanted, skip_rows=skip)
+        return None if got is None else (got[0], got[1], [*unended, *got[2]])
 
     return large_curve(path, kind, header, metric, read)
 
@@ -386,8 +428,9 @@ class ParsedLog:
         if head.startswith(("{", "[")):
             try:
                 document = json.loads(text)
-            except (ValueError, RecursionError):
+            except (ValueError, RecursionError) as exc:
                 document = None
+                _one_document(path, text, exc, str(path).lower().removesuffix(".gz").endswith(".json"))
         if isinstance(document, dict) and "log_history" in document:
             self._hf, self._roles = True, HF_ROLES
             self._kind = "HF trainer state"

@@ -136,3 +136,19 @@ def test_a_forecast_path_too_short_to_see_is_not_in_the_legend(
         assert "final loss at step 9,000 (p10..p90)" in labels
     finally:
         plt.close(fig)
+
+
+def test_a_training_loss_alone_has_its_run_state_in_the_title(tmp_path: Path) -> None:
+    """A diverging run's plot says so in its title, as a fine-tune's says it overfits."""
+    import matplotlib.pyplot as plt
+
+    rows = [f"{i},{2.0 / (1 + i / 20)}" for i in range(1, 150)] + [
+        f"{i},{0.5 * 1.1 ** (i - 150)}" for i in range(150, 200)
+    ]
+    f = tmp_path / "d.csv"
+    f.write_text("step,loss\n" + "\n".join(rows) + "\n")
+    fig = build_figure(command.compute(_parsed(str(f), "--plot", str(tmp_path / "p.png"))))
+    try:
+        assert "run state: diverging" in fig.axes[0].get_title()
+    finally:
+        plt.close(fig)

@@ -151,11 +151,12 @@ def test_a_jsonl_log_cut_short_in_its_last_line_is_read_without_it(tmp_path: Pat
         assert any(w.startswith("line 4: invalid JSON") and "skipped" in w for w in curve.warnings)
 
 
-@pytest.mark.parametrize("cut", ["20", "20,", "20,2.4", "20,2.4,0.", "20,2.4,1e-"])
+@pytest.mark.parametrize("cut", ["20", "20,", "20,2.4", "20,2.4,0.", "20,2.4,1e-", "20,2.4,1.72"])
 def test_a_table_cut_short_in_its_unended_last_line_is_read_without_it(tmp_path: Path, cut: str) -> None:
     """A CSV read while its writer is mid-row: a last line that is not ended and lacks fields, or
     ends in a number cut short (``0.`` was read as a loss of 0), is skipped with a warning naming
-    it (a row with a field missing but its line ended is an error)."""
+    it (a row with a field missing but its line ended is an error). So is one whose fields look
+    whole: ``1.72`` was a learning rate of ``1.72e-04`` cut mid-number, read silently."""
     from advisor.sources.files import load_curves
 
     path = tmp_path / "live.csv"
@@ -176,3 +177,43 @@ def test_a_pretty_printed_json_object_that_is_no_log_says_so(tmp_path: Path) -> 
     path.write_text('{\n  "epoch": 3.0,\n  "eval_loss": 0.9\n}\n')
     with pytest.raises(SourceError, match=r"one JSON object with no log_history \(keys: epoch, eval_loss\)"):
         load_curve(path)
+
+
+def test_a_trainer_state_cut_short_says_it_ends_early_at_its_real_end(tmp_path: Path) -> None:
+    """A trainer_state.json read while the Trainer rewrites it (it does so in place at each save):
+    it was "line 1 column 2: expecting property name" (read as JSONL), a wrong place and no hint."""
+    whole = json.dumps(
+        {"global_step": 30, "log_history": [{"step": s, "loss": 2.0} for s in (10, 20, 30)]}, indent=2
+    )
+    cut = whole[: whole.rindex('"loss"')]
+    error = _error(tmp_path, "trainer_state.json", cut)
+    assert error.line == cut.count("\n") + 1
+    assert "ends early" in error.reason and "still being written" in error.reason
+    assert "line 1 column 2" not in str(error)
+    # another JSON error inside the document is told where it is
+    broken = whole.replace('"loss": 2.0', '"loss": oops', 1)
+    error = _error(tmp_path, "trainer_state.json", broken)
+    assert error.line == broken[: broken.index("oops")].count("\n") + 1
+    assert "invalid JSON" in error.reason and "ends early" not in error.reason
+
+
+def test_a_jsonl_log_named_json_is_still_read_line_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.json"
+    path.write_text('{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.5}\n{"step": 3, "loss": 2.4}\n')
+    assert load_curve(path).values == (3.0, 2.5, 2.4)
+
+
+def test_a_cut_recounts_the_files_warnings_under_the_columns_own_name(tmp_path: Path) -> None:
+    """``upto`` keeps only what the forecast at the cut could know: the non-finite values of a
+    W&B export's ``train/loss`` (read as ``loss``) after the cut were counted in its warnings,
+    and a restart after the cut was said too."""
+    rows = [f"{s},{2.0 - s / 1000}" for s in range(10, 310, 10)] + [f"{s},NaN" for s in range(310, 340, 10)]
+    rows += [f"{s},{1.8 - s / 1000}" for s in range(200, 300, 10)]  # a resume from step 200
+    path = tmp_path / "export.csv"
+    path.write_text("Step,train/loss\n" + "\n".join(rows) + "\n")
+    curve = load_curve(path)
+    assert "3 non-finite train/loss values" in curve.warnings
+    assert "step goes backwards 1 time(s) in the file" in curve.warnings
+    assert not any("non-finite" in w or "backwards" in w for w in curve.upto(250).warnings)
+    assert curve.upto(320).warnings == ("2 non-finite train/loss values",)
+    assert curve.upto(330).warnings == curve.warnings

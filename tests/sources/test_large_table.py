@@ -91,3 +91,13 @@ def test_a_long_jsonl_log_with_sparse_fields_or_a_broken_line_is_read_the_genera
     lines[999] = '{"step": 1000, "loss": oops}'
     with pytest.raises(SourceError, match=r"broken\.jsonl:1000: invalid JSON"):
         load_curve(_jsonl(tmp_path / "broken.jsonl", lines))
+
+
+def test_a_long_table_whose_last_line_is_not_ended_is_read_without_it(tmp_path: Path) -> None:
+    """As in a short table: the writer may be mid-number (``1.72`` of ``1.72e-04``)."""
+    whole = load_curve(_write(tmp_path / "long.csv"))
+    path = tmp_path / "live.csv"
+    path.write_text((tmp_path / "long.csv").read_text() + f"{N + 1},2.1,0.0")
+    live = load_curve(path)
+    assert live.steps == whole.steps and live.values == whole.values
+    assert live.warnings[0].startswith(f"line {N + 2}: ") and "still being written" in live.warnings[0]
