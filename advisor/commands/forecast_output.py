@@ -200,6 +200,18 @@ def render_text(outcome: Outcome) -> str:
         st = outcome.state
         probs = ", ".join(f"{k} {v:.2f}" for k, v in st.probabilities.items())
         lines.append(f"  run state       {st.label}   ({probs})")
+        if (
+            st.label == "plateaued"
+            and st.metric is not None
+            and st.evals_since_best == 0
+            and at_last_step(fc)
+        ):
+            # "plateaued" of a finished run says nothing is left within its budget; a run still at
+            # its best at the last evaluation had not stopped learning (read as "it stalled")
+            lines.append(
+                f"  {_label('')}at its end, not stalled: {st.metric} was at its best at the last "
+                "evaluation (a longer run may have gained more)"
+            )
         lines += _best_lines(outcome)
         own_best = _best_of_shown(curve, st.metric)
         if own_best is not None:  # --metric shows another eval series: its own best too

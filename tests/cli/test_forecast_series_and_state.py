@@ -149,6 +149,26 @@ def test_a_finished_run_says_what_its_plateau_means_and_how_its_end_went(
     assert "at its last step" not in capsys.readouterr().out
 
 
+def test_a_finished_run_whose_eval_was_still_improving_is_not_read_as_stalled(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A finished run reads ``plateaued`` (nothing is left within its budget); an accuracy at its
+    best at the last evaluation says the run had not stopped learning, which the label alone hid.
+    An overfitting run's end (its best long before) gets no such line."""
+    rows = ["step,loss,eval_accuracy"]
+    for s in range(10, 3001, 10):
+        acc = f"{0.9 - 0.3 * math.exp(-s / 1500):.5f}" if s % 100 == 0 else ""
+        rows.append(f"{s},{0.5 + 2.0 * math.exp(-s / 1500):.5f},{acc}")
+    (tmp_path / "run.csv").write_text("\n".join(rows) + "\n")
+    assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "3000"]) == 0
+    out = capsys.readouterr().out
+    assert "run state       plateaued" in out
+    assert "at its end, not stalled: eval_accuracy was at its best at the last evaluation" in out
+    log = _overfitting_log(tmp_path / "u.csv")
+    assert main(["forecast", str(log), "--total-steps", "3000"]) == 0
+    assert "not stalled" not in capsys.readouterr().out
+
+
 def test_a_score_heading_past_the_top_of_its_scale_gets_a_band_not_a_point(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
