@@ -48,6 +48,9 @@ class StatusBoard:
         #: learning is told only from a state that was told: STATE also shows the stall rule's
         #: "hung", which that rule's own Events announce
         self._told: dict[str, str] = {}
+        #: the tie last warned of per job (winner, losers): the warning is logged once per change,
+        #: not at every change of the job's state or advice
+        self._ties: dict[str, tuple[Any, tuple[str, ...]]] = {}
 
     def shown(self, key: str) -> dict[str, Any] | None:
         """The status this controller rendered last for the job (None: none yet)."""
@@ -59,6 +62,7 @@ class StatusBoard:
     def forget(self, key: str) -> None:
         self._shown.pop(key, None)
         self._told.pop(key, None)
+        self._ties.pop(key, None)
 
     def render(self, key: str, view: JobView, decision: Decision | None, now: float) -> dict[str, Any]:
         """The job's full status (conditions carried over from the last one shown, else from the
@@ -109,7 +113,25 @@ class StatusBoard:
             self._told[key] = label
             self.actuator.learning_state_changed(view, body, shown)
         _log_change(key, previous, status)
+        self._warn_tie(key, status)
         return previous, status
+
+    def _warn_tie(self, key: str, status: Mapping[str, Any]) -> None:
+        """A warning when the job's governing policy wins a tie, once per (winner, losers): the
+        state and advice change often, the tie does not."""
+        rec = status.get("recommendation") or {}
+        tie = (rec.get("policy"), tuple(rec.get("tiedWith") or ()))
+        if self._ties.get(key, (None, ())) == tie:
+            return
+        self._ties[key] = tie
+        if tie[1]:
+            log.warning(
+                "%s: policy %s governs over %s (same specificity and priority: a Recommend policy "
+                "before an Apply one, then by name); set spec.priority on the one meant to govern",
+                key,
+                tie[0],
+                ", ".join(tie[1]),
+            )
 
 
 def same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
@@ -132,14 +154,6 @@ def _log_change(key: str, previous: Mapping[str, Any] | None, status: Mapping[st
     advice = rec.get("advice") or ""
     policy = f" (policy {rec['policy']}, {rec.get('mode')})" if rec.get("policy") else ""
     log.info("%s: %s%s%s", key, status.get("state"), f"; {advice}" if advice else "", policy)
-    if rec.get("tiedWith"):
-        log.warning(
-            "%s: policy %s governs over %s (same specificity and priority: a Recommend policy before an "
-            "Apply one, then by name); set spec.priority on the one meant to govern",
-            key,
-            rec.get("policy"),
-            ", ".join(rec["tiedWith"]),
-        )
 
 
 def _mid_run(view: JobView) -> bool:
