@@ -362,7 +362,6 @@ class AdvisorCore:
         this call: an adapter may look more closely at a job whose decision is near (the simulator
         does)."""
         rec = self._record_for(job.key, now)
-        expire_checkpoint(rec, now)
         admission = rec.resume.admission
         if note_admission(rec.resume, rec.history, job.admitted_at):
             # admitted again (evicted and re-admitted between two looks, never seen pending): its
@@ -377,6 +376,10 @@ class AdvisorCore:
         self._note_window(rec)  # a new size is a new window
         note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
         drop_orphaned_request(rec, admission, job.admitted_at)
+        # after the drop: a request whose job was found stopped (done, suspended, evicted) is
+        # dropped, nothing could answer it, also when its timeout passed before the look (the job
+        # stopped while no controller ran); timed out first, it read as a save that never came
+        expire_checkpoint(rec, now)
         if self.lazy_forecast:
             view = self.view(job)
             policy = self._selector(self._policies, view) if self._policies else None
