@@ -34,7 +34,7 @@ from advisor.controller.kueue import Workload, parse_workload
 from advisor.controller.metrics import Metrics
 from advisor.controller.policystatus import JobFigures, PolicyBook
 from advisor.controller.savecheck import SaveWindowCheck, ready_message
-from advisor.controller.saved import SavedStatuses
+from advisor.controller.saved import JOB_DELETED, SavedStatuses
 from advisor.controller.statusboard import StatusBoard, owner_reference, same_but_time
 from advisor.controller.store import ForecastStore
 from advisor.controller.summary import NOT_LEARNING, summarize
@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 #: how long a write that must precede a mutation waits for the object's write in flight (which
 #: itself times out after ``api.REQUEST_TIMEOUT``); past it the action is not taken
 URGENT_WRITE_WAIT_S = 90.0
+#: how long the policies' figures wait for the watch events of the jobs the initial listing found
+#: (one deleted between the listing and the watch never comes)
+LISTING_WAIT_S = 60.0
 
 
 @dataclass
@@ -129,6 +132,11 @@ class Engine:
         #: the save-window AdmissionCheck's answers (None: the controller does not run the check)
         self.save_check: SaveWindowCheck | None = None
         self._judged_kinds: frozenset[str] = frozenset()
+        #: the initial job listing (``expect_job_listing``): awaited, and the listed jobs not seen
+        #: yet (None: not asked for, or in and every listed job seen)
+        self._listing_pending = False
+        self._awaited: set[str] | None = None
+        self._listing_at = -math.inf
 
     def use_evidence_store(self, store: EvidenceStore) -> int:
         """Keep the runtimes' SIGTERM evidence of deleted jobs in ``store`` (``evidence``): what it
@@ -156,7 +164,8 @@ class Engine:
     # ---------------------------------------------------------------------------- intake (any thread)
     def enqueue(self, kind: str, event_type: str, body: Any) -> None:
         """``kind``: job | workload | clusterqueue | localqueue | namespace | policy | admissioncheck |
-        unwatched-workload (a Workload of a namespace not watched, for the save-window check only);
+        unwatched-workload (a Workload of a namespace not watched, for the save-window check only) |
+        joblisting (the jobs that exist at start-up, ``_on_job_listing``);
         ``event_type``: the watch event type (ADDED, MODIFIED, DELETED, or None for a listing)."""
         self.events.put((kind, str(event_type or "ADDED"), body, time.time()))
 
@@ -222,10 +231,14 @@ class Engine:
                 job.dirty = False
         self.writer.flush(now)
         figures_now = self._figures_due and not any(j.needs_eval for j in self.jobs.values())
-        if figures_now or now - self._last_policy_status >= self.config.policy_status_interval_s:
+        if self._figures_held(now):
+            pass  # the jobs are not all loaded yet: their figures would read as zero
+        elif figures_now or now - self._last_policy_status >= self.config.policy_status_interval_s:
             self._last_policy_status = now
             self._figures_due = False
             self._write_policy_figures()
+            if self.restart.carried:
+                self._mark_carried()
         if now - self._last_queue_metrics >= self.config.queue_metrics_interval_s:
             self._last_queue_metrics = now
             self.metrics.set_queues(summarize((k.split("/", 1)[0], s) for k, s in self.board.items()))
@@ -253,6 +266,8 @@ class Engine:
             self.index.on_namespace(event_type, body)
         elif kind == "policy":
             self._on_policy(event_type, body, now)
+        elif kind == "joblisting":
+            self._on_job_listing(body, now)
         else:
             raise ValueError(f"unknown event kind {kind!r}")
 
@@ -269,20 +284,12 @@ class Engine:
             log.warning("ignoring a job event without namespace/name or of an unknown kind")
             return
         key = job_key(str(meta["namespace"]), str(meta["name"]))
+        if self._awaited is not None:
+            self._awaited.discard(key)
         if event_type == "DELETED":
             if key in self.jobs:
                 log.info("%s: deleted, its history and actions forgotten", key)
-            audit_dropped(key, self.actuator.pending_for(key))
-            rec = self.core.record(key)
-            self.book.job_deleted(rec.actions if rec is not None else ())
-            self._figures_due = True  # JOBS drops now; the action counts stay
-            self.jobs.pop(key, None)
-            self.core.forget(key)
-            self.actuator.forget(key)
-            self.writer.forget(key)
-            self.store.forget(key)
-            self.board.forget(key)
-            self.metrics.forget_job(*key.split("/", 1))
+            self._job_deleted(key)
             return
         job = self.jobs.get(key)
         if job is None:
@@ -322,6 +329,72 @@ class Engine:
             job.dirty = job.needs_eval = True
         if sample.warnings:
             self.metrics.samples.labels("with-warnings").inc()
+
+    def _job_deleted(self, key: str) -> None:
+        """The deletion path: what was pending is dropped (an audit line each), the job's actions
+        go to its policies' ``fromDeletedJobs``, everything else of it is forgotten."""
+        audit_dropped(key, self.actuator.pending_for(key))
+        rec = self.core.record(key)
+        self.book.job_deleted(rec.actions if rec is not None else ())
+        self._figures_due = True  # JOBS drops now; the action counts stay
+        self.jobs.pop(key, None)
+        self.core.forget(key)
+        self.actuator.forget(key)
+        self.writer.forget(key)
+        self.store.forget(key)
+        self.board.forget(key)
+        self.metrics.forget_job(*key.split("/", 1))
+
+    def expect_job_listing(self) -> None:
+        """Hold the policies' figures until the initial listing of the jobs is in (``enqueue`` of a
+        ``joblisting``): a cold start wrote JOBS 0, RECOMMENDED 0 and the deleted jobs' actions
+        alone before any job was loaded (corrected a second later). Call before the first step."""
+        self._awaited = None
+        self._listing_pending = True
+
+    def _on_job_listing(self, body: Mapping[str, Any], now: float) -> None:
+        """The jobs that exist at start-up (``{"kinds": [...], "jobs": {key: uid}}``; ``jobs`` None:
+        the listing failed). The saved statuses of jobs it lacks (deleted while no controller ran)
+        go through the deletion path now, once; the figures wait for the listed jobs' watch events
+        (at most ``LISTING_WAIT_S``: a job deleted after the listing never comes)."""
+        self._listing_pending = False
+        self._listing_at = now
+        jobs = body.get("jobs")
+        if not isinstance(jobs, Mapping):
+            self._awaited = set()
+            return
+        self._awaited = {str(k) for k in jobs if k not in self.jobs}
+        for key in self.restart.gone(
+            {str(k): (str(v) if v else None) for k, v in jobs.items()},
+            [str(k) for k in body.get("kinds") or ()],
+        ):
+            log.info(
+                "%s: deleted while no controller ran; its actions go to its policies' fromDeletedJobs", key
+            )
+            self._job_deleted(key)
+
+    def _mark_carried(self) -> None:
+        """Mark the TrainJobForecasts of the jobs found deleted at start-up (``JOB_DELETED``), once
+        their actions are in the policies' written figures: a later restart, the forecast not
+        collected yet, does not count them again. (Killed between the two writes, a controller
+        counts them twice; the other order could lose them.)"""
+        for key, patch in sorted(self.restart.carried.items()):
+            namespace, name = key.split("/", 1)
+            try:
+                self.api.patch_forecast_status(namespace, name, patch)
+            except Exception as exc:
+                log.warning("%s: TrainJobForecast not marked %s: %s", key, JOB_DELETED, exc)
+        self.restart.carried.clear()
+
+    def _figures_held(self, now: float) -> bool:
+        """Whether the policies' figures wait for the initial job listing (``expect_job_listing``)."""
+        if self._listing_pending:
+            return True
+        if self._awaited:
+            if now - self._listing_at < LISTING_WAIT_S:
+                return True
+            self._awaited = set()
+        return False
 
     def _on_workload(self, event_type: str, body: Mapping[str, Any]) -> None:
         owner = self.index.on_workload(event_type, body)

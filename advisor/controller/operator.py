@@ -43,6 +43,7 @@ from advisor.controller.savecheck import (
     SaveWindowCheck,
     UnwatchedWorkloads,
 )
+from advisor.model import job_key
 from advisor.protocol import GROUP, VERSION
 
 __all__ = [
@@ -387,6 +388,7 @@ async def run_operator(
             log.info("runtime SIGTERM evidence of deleted jobs: %d runtime(s) restored", adopted)
         saved = await asyncio.to_thread(_list_saved, api, options.namespaces)
         log.info("restoring %d TrainJobForecast(s)", engine.load_saved(saved))
+        engine.expect_job_listing()  # the policies' figures wait for the jobs (``prime`` lists them)
         await asyncio.to_thread(prime, engine, api, options)
         if on_engine is not None:
             on_engine(engine)
@@ -439,7 +441,9 @@ def _identity() -> str:
 def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
     """Queue a first listing of policies, namespaces and Kueue objects before any job event, so
     that the first evaluation of a job (and the resumption of an action interrupted by a restart)
-    already sees its policy and its Workload. kopf's watches keep them current afterwards."""
+    already sees its policy and its Workload. kopf's watches keep them current afterwards. Last,
+    which jobs exist (``list_jobs``): the saved statuses of those deleted while no controller ran
+    go through the deletion path, and the policies' figures wait for the jobs listed."""
     custom, kueue_version = api.custom, options.kueue_version or KUEUE_VERSION
     listings: list[tuple[str, Callable[[], Any]]] = [
         ("policy", lambda: custom.list_cluster_custom_object(GROUP, VERSION, "advisorpolicies")),
@@ -493,6 +497,39 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
                 meta = item.get("metadata") or {}
                 item = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
             engine.enqueue(kind, "ADDED", item)
+    engine.enqueue("joblisting", "ADDED", list_jobs(api, options))
+
+
+def list_jobs(api: ClusterApi, options: OperatorOptions) -> dict[str, Any]:
+    """The jobs of the watched kinds that exist now, as the engine's ``joblisting`` event: ``kinds``
+    (those listed) and ``jobs`` (``namespace/name`` -> uid). A kind whose listing failed is left
+    out (its saved statuses wait for their jobs, as before); with none listed, ``jobs`` is None."""
+    kinds = [TRAINJOB, PYTORCHJOB] if options.watch_pytorchjobs else [TRAINJOB]
+    listed: list[str] = []
+    jobs: dict[str, str | None] = {}
+    for jk in kinds:
+        try:
+            custom: Any = api.custom
+            answers = (
+                [
+                    custom.list_namespaced_custom_object(jk.group, jk.version, ns, jk.plural)
+                    for ns in options.namespaces
+                ]
+                if options.namespaces
+                else [custom.list_cluster_custom_object(jk.group, jk.version, jk.plural)]
+            )
+            items = [item for answer in answers for item in answer.get("items") or []]
+        except Exception as exc:
+            log.warning(
+                "initial listing of %s objects failed: %s", jk.kind, getattr(exc, "reason", None) or exc
+            )
+            continue
+        listed.append(jk.kind)
+        for item in items:
+            meta = item.get("metadata") or {}
+            if meta.get("namespace") and meta.get("name"):
+                jobs[job_key(str(meta["namespace"]), str(meta["name"]))] = str(meta.get("uid") or "") or None
+    return {"kinds": listed, "jobs": jobs if listed else None}
 
 
 def _list_saved(api: ClusterApi, namespaces: Sequence[str]) -> Sequence[Mapping[str, Any]]:

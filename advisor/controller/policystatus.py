@@ -19,7 +19,9 @@ controller already persists, so that a restart does not reset them:
   reason a policy an admin just created may govern no job (set ``spec.priority`` on the one meant to govern);
 * ``fromDeletedJobs``: the actions and recommendations of jobs deleted since (their logs went with
   their TrainJobForecasts), kept so that the counts above never shrink when a job goes; read back
-  from the status when the controller starts, like the GPU-hours;
+  from the status when the controller starts, like the GPU-hours; a job deleted while no
+  controller ran is carried over at the next start, once its absence from the initial job listing
+  shows (``SavedStatuses.gone``);
 * ``recentActions``: the request id and time of the policy's capped (disruptive) actions of the last hour,
   written *before* each such action's mutation, also when a restarted controller resumes an
   action it finds recorded in a TrainJobForecast but not here, so that ``maxActionsPerHour``

@@ -6,11 +6,17 @@ flight; they are restored when the job is first seen again (``restore``), so a r
 forgets a run's history nor repeats an action half done. Two things cannot wait for the job: the
 policies' hourly caps (a restart must not reset ``maxActionsPerHour``, so the capped actions are
 counted at once) and the conditions' transition times (kept until the first status is rendered).
+
+A job deleted while no controller ran is never seen again: once the initial listing of the jobs is
+in, ``gone`` hands back the statuses whose job it lacks (or lists with another ``uid``), restored,
+so that the engine takes them through the deletion path (their actions carried into their
+policies' ``fromDeletedJobs``, an ``outcome=dropped`` audit line for what was pending), once.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +25,12 @@ from advisor.controller.store import ForecastStore, decode_history
 from advisor.core import AdvisorCore
 from advisor.model import DISRUPTIVE_KINDS, job_key
 
-__all__ = ["SavedStatuses"]
+__all__ = ["JOB_DELETED", "SavedStatuses"]
+
+#: the condition a TrainJobForecast gets when its job was found deleted at a restart and its actions
+#: were carried into the policies' ``fromDeletedJobs``: a later restart does not count them again
+#: (the garbage collector deletes the TrainJobForecast soon after, where one runs)
+JOB_DELETED = "JobDeleted"
 
 
 def _json(raw: object) -> Any:
@@ -38,7 +49,12 @@ class SavedStatuses:
         self.pending: dict[str, Mapping[str, Any]] = {}
         #: job key -> the uid of the job its TrainJobForecast was written for (its owner)
         self._owners: dict[str, str] = {}
+        #: job key -> the kind of that owner (TrainJob, PyTorchJob)
+        self._owner_kinds: dict[str, str] = {}
         self._conditions: dict[str, Mapping[str, Any]] = {}
+        #: job key -> the status patch that marks a deleted job's TrainJobForecast as carried over
+        #: (``gone``; written by the engine once, so that no later restart counts its actions again)
+        self.carried: dict[str, dict[str, Any]] = {}
 
     def load(self, forecasts: Sequence[Mapping[str, Any]]) -> int:
         """Adopt the listed TrainJobForecasts; returns how many carry a status."""
@@ -50,9 +66,15 @@ class SavedStatuses:
             key = job_key(meta["namespace"], meta["name"])
             generation = meta.get("generation")
             self._store.known(key, generation if isinstance(generation, int) else None)
-            owner = next((str(r.get("uid")) for r in meta.get("ownerReferences") or [] if r.get("uid")), None)
-            if owner is not None:
-                self._owners[key] = owner
+            ref = next((r for r in meta.get("ownerReferences") or [] if r.get("uid")), None)
+            if ref is not None:
+                self._owners[key] = str(ref["uid"])
+                self._owner_kinds[key] = str(ref.get("kind") or "")
+            if any(
+                isinstance(c, Mapping) and c.get("type") == JOB_DELETED and c.get("status") == "True"
+                for c in status.get("conditions") or ()
+            ):
+                continue  # its actions went to the policies' figures already (``gone``)
             if status:
                 self.pending[key] = status
                 self._conditions[key] = status
@@ -88,6 +110,7 @@ class SavedStatuses:
         restored."""
         status = self.pending.pop(key, None)
         owner = self._owners.pop(key, None)
+        self._owner_kinds.pop(key, None)
         if not status:
             return False
         if uid and owner and uid != owner:
@@ -103,6 +126,43 @@ class SavedStatuses:
         if isinstance(pending, Mapping):
             self._actuator.restore_pending(key, pending)
         return True
+
+    def gone(self, listed: Mapping[str, str | None], kinds: Sequence[str]) -> list[str]:
+        """The saved statuses of jobs deleted while no controller ran, restored (core state and
+        in-flight actions) for the deletion path, and no longer pending. ``listed``: job key ->
+        uid of every job of ``kinds`` that exists (the initial listing); a status whose owner is of
+        another kind (one not listed: not watched, or its listing failed) is left pending. A job
+        listed with another uid than the status's owner was deleted and made again: the status is
+        the deleted run's."""
+        out = []
+        for key in sorted(self.pending):
+            kind, owner = self._owner_kinds.get(key) or "TrainJob", self._owners.get(key)
+            if kind not in kinds:
+                continue
+            if key in listed and (owner is None or not listed[key] or listed[key] == owner):
+                continue
+            saved = self._conditions.pop(key, None) or {}
+            self.restore(key)
+            out.append(key)
+            self.carried[key] = {
+                "pendingActions": "{}",
+                "conditions": [
+                    *(
+                        c
+                        for c in saved.get("conditions") or ()
+                        if isinstance(c, Mapping) and c.get("type") != JOB_DELETED
+                    ),
+                    {
+                        "type": JOB_DELETED,
+                        "status": "True",
+                        "reason": "DeletedWhileNoControllerRan",
+                        "message": "the job was deleted while no controller ran; its actions are counted "
+                        "in its policies' fromDeletedJobs",
+                        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    },
+                ],
+            }
+        return out
 
     def saved_state(self, key: str) -> str | None:
         """The STATE the saved status showed (None: no saved status), without using it up: a

@@ -109,3 +109,126 @@ def test_a_request_whose_job_stopped_during_an_outage_is_dropped_as_with_the_con
     assert "CheckpointTimedOut" not in reasons and "CheckpointRequestDropped" in reasons
     outcomes = [a["outcome"] for a in json.loads(api.forecasts[KEY]["status"]["coreState"])["actions"]]
     assert outcomes == ["dropped"]
+
+
+# ----------------------------------------------------------------------------- MED-1, LOW-4
+APPLY = {
+    "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+    "kind": "AdvisorPolicy",
+    "metadata": {"name": "pol-d", "generation": 1},
+    "spec": {"mode": "Apply"},
+}
+
+
+def _checkpointing(api: FakeApi) -> Engine:
+    """An engine whose policy asks each job once for a checkpoint before a release."""
+
+    def decide(job: JobView, cluster: ClusterView, policy: Any, *, now: float) -> Decision:
+        acts: tuple[Action, ...] = ()
+        if not job.actions:
+            acts = (
+                Action(
+                    ActionKind.CHECKPOINT, "plateau", "checkpoint before release quota", {"timeout_s": 600}
+                ),
+            )
+        return Decision(job=job.key, policy=policy.name, mode=Mode.APPLY, actions=acts)
+
+    core = AdvisorCore(forecast_interval_s=0, decider=decide)
+    return Engine(
+        api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0), core=core
+    )
+
+
+def _figures(api: FakeApi) -> list[dict[str, Any]]:
+    return [c[2] for c in api.log if c[0] == "policy_status" and "jobsMatched" in c[2]]
+
+
+def _start(api: FakeApi, jobs: dict[str, str], now: float) -> Engine:
+    """A controller's start as ``run_operator`` makes it: saved statuses, policies, the listing."""
+    e = _checkpointing(api)
+    e.load_saved(api.list_forecasts())
+    getattr(e, "expect_job_listing", lambda: None)()  # (so that the test fails as it did before)
+    e.enqueue("policy", "ADDED", api.get_policy("pol-d"))
+    e.enqueue("workload", "ADDED", api.workloads[WL])
+    e.enqueue("joblisting", "ADDED", {"kinds": ["TrainJob", "PyTorchJob"], "jobs": jobs})
+    e.step(now)
+    return e
+
+
+def _two_jobs_checkpointing(api: FakeApi) -> Engine:
+    api.add_policy(APPLY)
+    api.workloads[WL] = workload()
+    for name in ("llm", "other"):
+        api.pods[f"team-a/jobset.sigs.k8s.io/jobset-name={name}"] = [f"{name}-node-0-0"]
+    first = _checkpointing(api)
+    first.enqueue("policy", "ADDED", api.get_policy("pol-d"))
+    first.enqueue("workload", "ADDED", api.workloads[WL])
+    for name, uid in (("llm", "uid-1"), ("other", "uid-2")):
+        first.enqueue("job", "MODIFIED", trainjob(name=name, uid=uid, step=10, loss="1.0", updated=iso(T0)))
+    first.step(T0)
+    first.step(T0 + 1)
+    assert _figures(api)[-1]["actionsTaken"] == 2 and _figures(api)[-1]["jobsMatched"] == 2
+    return first
+
+
+def test_a_job_deleted_while_no_controller_ran_keeps_its_actions_in_its_policys_counts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """pol-d 9/6 -> 8/5 after kill, delete, restart: the saved status of a job never seen again
+    never went through the deletion path. Once the listing says which jobs exist, it does, once."""
+    api = FakeApi()
+    _two_jobs_checkpointing(api)
+    rid = next(iter(json.loads(api.forecasts[KEY]["status"]["pendingActions"])))
+    # killed; team-a/llm deleted while no controller runs (its TrainJobForecast not collected yet)
+    caplog.set_level(logging.INFO, logger="trainjob_advisor.audit")
+    second = _start(api, {"team-a/other": "uid-2"}, T0 + 60)
+    second.enqueue("job", None, trainjob(name="other", uid="uid-2", step=10, loss="1.0", updated=iso(T0)))
+    second.step(T0 + 61)
+    last = _figures(api)[-1]
+    assert last["actionsTaken"] == 2 and last["jobsMatched"] == 1
+    assert last["fromDeletedJobs"]["actionsByKind"] == {"checkpoint": 1}
+    dropped = [r.audit for r in caplog.records if getattr(r, "audit", {}).get("outcome") == "dropped"]  # type: ignore[attr-defined]
+    assert [(d["job"], d["requestId"]) for d in dropped] == [(KEY, rid)]
+    assert KEY not in second.jobs and KEY not in second.saved
+    conditions = {c["type"]: c for c in api.forecasts[KEY]["status"]["conditions"]}
+    assert conditions["JobDeleted"]["status"] == "True"
+    # a third start, the forecast still there: counted once, not again
+    caplog.clear()
+    third = _start(api, {"team-a/other": "uid-2"}, T0 + 120)
+    third.enqueue("job", None, trainjob(name="other", uid="uid-2", step=10, loss="1.0", updated=iso(T0)))
+    third.step(T0 + 121)
+    third.step(T0 + 121 + 3600)
+    last = _figures(api)[-1]
+    assert last["actionsTaken"] == 2 and last["fromDeletedJobs"]["actionsByKind"] == {"checkpoint": 1}
+    assert not [r for r in caplog.records if getattr(r, "audit", {}).get("outcome") == "dropped"]
+
+
+def test_a_job_made_again_under_the_same_name_during_the_outage_carries_the_old_runs_actions() -> None:
+    api = FakeApi()
+    _two_jobs_checkpointing(api)
+    second = _start(api, {"team-a/other": "uid-2", KEY: "uid-new"}, T0 + 60)
+    second.enqueue("job", None, trainjob(name="other", uid="uid-2", step=10, loss="1.0", updated=iso(T0)))
+    second.enqueue("job", None, trainjob(uid="uid-new", step=5, loss="1.0", updated=iso(T0 + 50)))
+    second.step(T0 + 61)
+    last = _figures(api)[-1]
+    assert last["fromDeletedJobs"]["actionsByKind"] == {"checkpoint": 1}
+    assert last["jobsMatched"] == 2 and last["actionsTaken"] == 3  # the new run was asked for its own
+
+
+def test_a_cold_start_writes_no_policy_figures_before_the_listed_jobs_are_loaded() -> None:
+    """Each policy's first write after a cold start read JOBS 0, RECOMMENDED 0 and the deleted jobs'
+    actions alone, corrected a second later."""
+    api = FakeApi()
+    _two_jobs_checkpointing(api)
+    before = len(_figures(api))
+    jobs = {"team-a/llm": "uid-1", "team-a/other": "uid-2"}
+    second = _start(api, jobs, T0 + 60)
+    second.enqueue("job", None, trainjob(uid="uid-1", step=10, loss="1.0", updated=iso(T0)))
+    second.step(T0 + 61)  # one of the two listed jobs came: still held
+    assert len(_figures(api)) == before
+    second.enqueue("job", None, trainjob(name="other", uid="uid-2", step=10, loss="1.0", updated=iso(T0)))
+    second.step(T0 + 62)
+    written = _figures(api)[before:]
+    assert all(f["jobsMatched"] == 2 and f["actionsTaken"] == 2 for f in written)
+    status = api.policies["pol-d"]["status"]  # what a watcher sees, throughout
+    assert status["jobsMatched"] == 2 and status["actionsTaken"] == 2

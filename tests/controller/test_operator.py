@@ -194,13 +194,24 @@ def test_prime_queues_policies_namespaces_and_kueue_objects_before_any_job() -> 
     queued = []
     while not engine.events.empty():
         kind, _, body, _ = engine.events.get_nowait()
-        queued.append((kind, body["metadata"]["name"]))
+        queued.append((kind, body["metadata"]["name"] if kind != "joblisting" else body))
     assert queued == [
         ("policy", "advisorpolicies-1"),
         ("namespace", "team-a"),
         ("localqueue", "localqueues-1"),
         ("workload", "workloads-in-team-a"),
         ("workload", "workloads-in-team-b"),
+        (  # last, the jobs that exist: the saved statuses of the others are of deleted jobs
+            "joblisting",
+            {
+                "kinds": ["TrainJob", "PyTorchJob"],
+                "jobs": {
+                    f"{ns}/{plural}-in-{ns}": None
+                    for plural in ("trainjobs", "pytorchjobs")
+                    for ns in ("team-a", "team-b")
+                },
+            },
+        ),
     ]
     # with the save-window check, its AdmissionChecks come before any Workload: one listed while
     # its check was unknown would wait for good (Kueue sends nothing more while it waits)
@@ -208,13 +219,14 @@ def test_prime_queues_policies_namespaces_and_kueue_objects_before_any_job() -> 
     queued = []
     while not engine.events.empty():
         kind, _, body, _ = engine.events.get_nowait()
-        queued.append((kind, body["metadata"]["name"]))
+        queued.append((kind, body["metadata"]["name"] if kind != "joblisting" else "jobs"))
     assert queued == [
         ("policy", "advisorpolicies-1"),
         ("namespace", "team-a"),
         ("admissioncheck", "admissionchecks-1"),
         ("localqueue", "localqueues-1"),
         ("workload", "workloads-in-team-a"),
+        ("joblisting", "jobs"),
     ]
 
 
