@@ -56,6 +56,7 @@ from advisor.protocol import (
     new_checkpoint_request_id,
 )
 from policies.engine import not_running
+from policies.rules.release import CANCELLED, Abandoned
 
 __all__ = ["DEFAULT_BOOST", "Actuator", "Outcome"]
 
@@ -547,6 +548,44 @@ class Actuator:
             )
         self._count(ActionKind.CHECKPOINT, Mode.APPLY.value, outcome)
         return True
+
+    def sequence_cancelled(
+        self, job: JobView, gone: Abandoned, *, body: Mapping[str, Any], now: float
+    ) -> None:
+        """A release (or stop) sequence the decision abandoned (``policies.rules.release.abandoned``:
+        its policy edited, deleted, or no longer governing): the request's detail says so (which
+        ends the sequence for good, and makes this once per request, across restarts too), one
+        audit line ``outcome=cancelled`` for the step that will not come, one Normal Event. The
+        checkpoint itself is left to its answer or its timeout: the pods may be saving."""
+        request = gone.request
+        verb = "release of quota" if gone.final is ActionKind.RELEASE_QUOTA else "stop"
+        self.core.update_action(job.key, request.request_id, request.outcome, detail=f"{CANCELLED}{gone.why}")
+        try:
+            self.persist(job.key)
+        except Exception as exc:
+            log.warning("%s: the cancelled %s not written yet: %s", job.key, verb, exc)
+        audit(
+            "outcome",
+            job,
+            kind=gone.final,
+            request_id=request.request_id,
+            policy=request.policy,
+            rule=request.rule,
+            mode=Mode.APPLY.value,
+            outcome="cancelled",
+            reason=request.reason,
+            detail=f"the {verb} after checkpoint {request.request_id} will not come: {gone.why}",
+        )
+        reason = "ReleaseCancelled" if gone.final is ActionKind.RELEASE_QUOTA else "StopCancelled"
+        self._event(
+            job,
+            body,
+            reason,
+            f"the {verb} after checkpoint {request.request_id} ({request.outcome}) is cancelled: {gone.why} "
+            f"(policy {request.policy}, rule {request.rule})",
+            request_id=request.request_id,
+        )
+        self._count(gone.final, Mode.APPLY.value, "cancelled")
 
     def awaiting_ack(self, key: str) -> list[tuple[str, float, float]]:
         """(request id, requested at, timeout) of checkpoint requests waiting for their acknowledgement."""

@@ -48,6 +48,7 @@ from advisor.model import (
     job_key,
 )
 from advisor.sources.lifecycle import job_signals
+from policies.rules.release import abandoned
 
 __all__ = ["Engine", "EngineConfig"]
 
@@ -474,6 +475,9 @@ class Engine:
         decision = self.core.evaluate(base, cluster, now=now)
         self.metrics.forecast_latency.observe(time.perf_counter() - started)
         self._sync_checkpoints(key, base, body, workload, now)
+        gone = abandoned(self.core.view(base), decision)
+        if gone is not None:  # a policy edit or deletion ended a release sequence: said, once
+            self.actuator.sequence_cancelled(self.core.view(base), gone, body=body, now=now)
         if decision.actions or decision.cleanup:
             self.actuator.execute(self.core.view(base), decision, body=body, workload=workload, now=now)
         job.last_decision = decision

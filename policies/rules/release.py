@@ -11,14 +11,20 @@ In Recommend mode the whole sequence is one recommendation that describes it.
 
 from __future__ import annotations
 
-from advisor.model import ActionKind, ActionRecord, JobView
+from typing import NamedTuple
+
+from advisor.model import ActionKind, ActionRecord, Decision, JobView, Mode, Phase
 from policies.rules.base import Context, Outcome, admitted_at, dur, last_record
 from policies.spec import QuotaReleaseRule
 
-__all__ = ["already_released", "in_flight", "release"]
+__all__ = ["CANCELLED", "Abandoned", "abandoned", "already_released", "in_flight", "release"]
 
 _FINAL = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
 _CHECKPOINT = frozenset({ActionKind.CHECKPOINT})
+#: how the reason of a sequence's checkpoint request begins (``checkpoint before release quota: ...``)
+_BEFORE = "checkpoint before "
+#: how the detail of a sequence's checkpoint request begins once the sequence was abandoned
+CANCELLED = "release cancelled: "
 
 
 def already_released(ctx: Context) -> bool:
@@ -55,8 +61,8 @@ def _own_request(job: JobView, rule: str, since: float) -> ActionRecord | None:
     window opened again meanwhile does not ask them a second time). A request dropped unanswered
     (its pods gone) is no request: the sequence asks again."""
     request = last_record(job, _CHECKPOINT, rule=rule)
-    if request is None or request.outcome == "dropped":
-        return None
+    if request is None or request.outcome == "dropped" or request.detail.startswith(CANCELLED):
+        return None  # a sequence abandoned (``abandoned``) is over: asked again, it starts anew
     pending = request.outcome == "requested" and job.checkpoint.pending_request == request.request_id
     return request if request.time >= since or pending else None
 
@@ -201,3 +207,63 @@ def _final(ctx: Context, out: Outcome, rule: str, final: ActionKind, reason: str
         )
         return
     out.act(final, rule, reason, followup=followup)
+
+
+class Abandoned(NamedTuple):
+    """A release (or stop) sequence a decision no longer carries on (``abandoned``)."""
+
+    request: ActionRecord
+    """its checkpoint request (acknowledged or still pending)"""
+    final: ActionKind
+    """the step that will not come (``release-quota`` or ``stop``)"""
+    why: str
+
+
+def abandoned(job: JobView, decision: Decision) -> Abandoned | None:
+    """The checkpoint-first sequence under way on ``job`` (its checkpoint asked for, acknowledged or
+    not yet, no release or stop after it) that ``decision`` no longer carries on: another policy or
+    none governs the job now (its policy deleted, or its selector moved away), its policy is no
+    longer in Apply mode, or the rule no longer calls for it (an edited window or gate). The
+    release that was to follow will not come; an adapter records that, once (it marks the
+    request's detail with ``CANCELLED``, which ends the sequence for good: ``_own_request``). None
+    when the sequence goes on, ended, or the job stopped running (which ends it for another
+    reason, recorded as such)."""
+    request = next(
+        (
+            a
+            for a in reversed(job.actions)
+            if a.kind is ActionKind.CHECKPOINT and a.reason.startswith(_BEFORE) and a.policy
+        ),
+        None,
+    )
+    if (
+        request is None
+        or request.outcome not in ("requested", "acknowledged")
+        or request.detail.startswith(CANCELLED)
+        or job.phase is not Phase.RUNNING
+        or not job.active
+    ):
+        return None
+    final = last_record(job, _FINAL)
+    if final is not None and final.time >= request.time and final.outcome not in ("failed", "impossible"):
+        return None
+    kind = ActionKind.STOP if request.reason.startswith(f"{_BEFORE}stop") else ActionKind.RELEASE_QUOTA
+    policy, rule = request.policy, request.rule
+    if decision.policy == policy and decision.mode is Mode.APPLY:
+        carried = (
+            any(k.split(".", 1)[0] == rule for k in decision.state)
+            or any(a.rule == rule for a in decision.actions)
+            or any(r.startswith(f"{rule}:") for r in decision.reasons)
+        )
+        if carried:
+            return None
+        why = f"rule {rule} of policy {policy} no longer calls for it"
+    elif decision.policy is None:
+        why = (
+            f"no AdvisorPolicy governs the job any more (policy {policy} was deleted or no longer selects it)"
+        )
+    elif decision.policy != policy:
+        why = f"policy {decision.policy} governs the job now, not {policy}"
+    else:
+        why = f"policy {policy} is in {decision.mode.value} mode now"
+    return Abandoned(request, kind, why)

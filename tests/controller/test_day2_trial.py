@@ -232,3 +232,71 @@ def test_a_cold_start_writes_no_policy_figures_before_the_listed_jobs_are_loaded
     assert all(f["jobsMatched"] == 2 and f["actionsTaken"] == 2 for f in written)
     status = api.policies["pol-d"]["status"]  # what a watcher sees, throughout
     assert status["jobsMatched"] == 2 and status["actionsTaken"] == 2
+
+
+# ------------------------------------------------------------------------------------ LOW-7
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ("recommend", "policy p is in Recommend mode now"),
+        ("deleted", "no AdvisorPolicy governs the job any more"),
+        ("other", "policy q governs the job now, not p"),
+        ("window", "rule plateau of policy p no longer calls for it"),
+    ],
+)
+def test_a_policy_change_that_abandons_a_pending_release_is_recorded_once(
+    edit: str, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a policy edit or deletion with a checkpoint-before-release pending, the log showed only
+    ``acknowledged`` and ``pendingActions`` emptied: nothing said the release was abandoned."""
+    api = FakeApi()
+    api.workloads[WL] = workload()
+    api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-node-0-0"]
+    edited = [False]
+
+    def decide(job: JobView, cluster: ClusterView, policy: object, *, now: float) -> Decision:
+        if edited[0] and edit == "recommend":
+            return Decision(job=job.key, policy="p", mode=Mode.RECOMMEND, state={"plateau.since": T0})
+        if edited[0] and edit == "deleted":
+            return Decision(job=job.key, reasons=("no AdvisorPolicy selects this job",))
+        if edited[0] and edit == "other":
+            return Decision(job=job.key, policy="q", mode=Mode.APPLY)
+        if edited[0]:
+            return Decision(job=job.key, policy="p", mode=Mode.APPLY, reasons=("stall: reporting",))
+        acts: tuple[Action, ...] = ()
+        if not job.actions:
+            why = "checkpoint before release quota: P(plateau)=0.9"
+            acts = (Action(ActionKind.CHECKPOINT, "plateau", why, {"timeout_s": 600}),)
+        reasons = ("plateau: waiting for checkpoint acknowledgement",)
+        return Decision(
+            job=job.key,
+            policy="p",
+            mode=Mode.APPLY,
+            actions=acts,
+            state={"plateau.since": T0},
+            reasons=reasons,
+        )
+
+    e = engine(api, decide)
+    e.enqueue("workload", "ADDED", api.workloads[WL])
+    e.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
+    e.step(T0)
+    e.step(T0 + 10)  # the sequence goes on: nothing said
+    assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
+    caplog.set_level(logging.INFO, logger="trainjob_advisor.audit")
+    edited[0] = True
+    e.enqueue("workload", "MODIFIED", api.workloads[WL])  # (the decider plays the edit: a look now)
+    for t in (20, 30, 40):
+        e.step(T0 + t)
+    cancelled = [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
+    assert len(cancelled) == 1 and not cancelled[0]["warning"] and said in cancelled[0]["message"]
+    lines = [r.audit for r in caplog.records if getattr(r, "audit", {}).get("outcome") == "cancelled"]  # type: ignore[attr-defined]
+    assert len(lines) == 1 and lines[0]["kind"] == "release-quota" and said in lines[0]["detail"]
+    # the checkpoint itself is still awaited; a restart does not say it again
+    assert e.actuator.awaiting_ack(KEY)
+    again = engine(api, decide)
+    again.load_saved(api.list_forecasts())
+    again.enqueue("workload", "ADDED", api.workloads[WL])
+    again.enqueue("job", "MODIFIED", trainjob(step=20, loss="1.0", updated=iso(T0 + 50)))
+    again.step(T0 + 60)
+    assert len([ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]) == 1

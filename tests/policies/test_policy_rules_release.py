@@ -613,3 +613,43 @@ def test_hold_at_peak_lr_keeps_a_flat_run_whose_lr_has_not_decayed_until_its_dec
     rec = policy({"plateau": {"probability": 0.9, "for": "10m", "holdAtPeakLR": True, "action": "Recommend"}})
     d4 = decide(with_state(job(forecast=warned), since), CV, rec, now=T0)
     assert kinds(d4) == [ActionKind.RECOMMEND]
+
+
+def test_a_sequence_a_policy_change_abandons_is_named_and_one_carried_on_is_not() -> None:
+    """``release.abandoned``: what the controller records (once) as a cancelled release."""
+    from advisor.model import ActionRecord, CheckpointState
+    from policies.rules.release import CANCELLED, abandoned, in_flight
+
+    p = policy({"plateau": {"probability": 0.9, "for": "30m"}})
+    j = job(forecast=forecast(plateau=0.95))
+    d1 = decide(j, CV, p, now=T0)
+    d2 = decide(with_state(j, d1.state), CV, p, now=T0 + 31 * 60)
+    assert kinds(d2) == [ActionKind.CHECKPOINT]
+    asked = ActionRecord(
+        kind=ActionKind.CHECKPOINT,
+        time=T0 + 31 * 60,
+        request_id="ck-1",
+        policy="p",
+        rule="plateau",
+        outcome="requested",
+        reason=d2.actions[0].reason,
+    )
+    pending = dataclasses.replace(
+        with_state(j, d2.state),
+        actions=(asked,),
+        checkpoint=CheckpointState(pending_request="ck-1", pending_since=asked.time),
+    )
+    now = T0 + 32 * 60
+    waiting = decide(pending, CV, p, now=now)
+    assert kinds(waiting) == [] and abandoned(pending, waiting) is None  # the sequence goes on
+    longer = decide(pending, CV, policy({"plateau": {"probability": 0.9, "for": "1h"}}), now=now)
+    assert abandoned(pending, longer) is None  # put off to the longer window's end, not cancelled
+    recommend = decide(
+        pending, CV, policy({"plateau": {"probability": 0.9, "for": "30m"}}, mode="Recommend"), now=now
+    )
+    gone = abandoned(pending, recommend)
+    assert gone is not None and gone.request.request_id == "ck-1" and gone.final is ActionKind.RELEASE_QUOTA
+    assert gone.why == "policy p is in Recommend mode now"
+    # once marked cancelled, the sequence is over: not in flight, not named again
+    marked = dataclasses.replace(pending, actions=(dataclasses.replace(asked, detail=CANCELLED + gone.why),))
+    assert in_flight(marked, "plateau", T0) is None and abandoned(marked, recommend) is None
