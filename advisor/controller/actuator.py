@@ -549,9 +549,7 @@ class Actuator:
         self._count(ActionKind.CHECKPOINT, Mode.APPLY.value, outcome)
         return True
 
-    def sequence_cancelled(
-        self, job: JobView, gone: Abandoned, *, body: Mapping[str, Any], now: float
-    ) -> None:
+    def sequence_cancelled(self, job: JobView, gone: Abandoned, *, body: Mapping[str, Any]) -> None:
         """A release (or stop) sequence the decision abandoned (``policies.rules.release.abandoned``:
         its policy edited, deleted, or no longer governing): the request's detail says so (which
         ends the sequence for good, and makes this once per request, across restarts too), one

@@ -475,11 +475,13 @@ class Engine:
         decision = self.core.evaluate(base, cluster, now=now)
         self.metrics.forecast_latency.observe(time.perf_counter() - started)
         self._sync_checkpoints(key, base, body, workload, now)
-        gone = abandoned(self.core.view(base), decision)
+        acting = self.core.view(base)
+        gone = abandoned(acting, decision)
         if gone is not None:  # a policy edit or deletion ended a release sequence: said, once
-            self.actuator.sequence_cancelled(self.core.view(base), gone, body=body, now=now)
+            self.actuator.sequence_cancelled(acting, gone, body=body)
+            acting = self.core.view(base)  # the request's detail marked
         if decision.actions or decision.cleanup:
-            self.actuator.execute(self.core.view(base), decision, body=body, workload=workload, now=now)
+            self.actuator.execute(acting, decision, body=body, workload=workload, now=now)
         job.last_decision = decision
         view = self.core.view(base, judged_at=now)
         if self.save_check is not None:
