@@ -12,6 +12,8 @@ from advisor.controller.leader import LeaseConfig
 if TYPE_CHECKING:
     from kubernetes import client
 
+    from advisor.controller.engine import Engine
+
 
 class ApiError(Exception):
     def __init__(self, status: int, reason: str = "") -> None:
@@ -416,3 +418,18 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
+
+
+def make_engine(api: FakeApi, decide: Any = None, **cfg: Any) -> Engine:
+    """An engine on ``api`` that writes at once and forecasts at every look; with ``decide``, its
+    core's one policy decides by it."""
+    from advisor.controller.engine import Engine, EngineConfig
+    from advisor.core import AdvisorCore
+
+    core = None
+    if decide is not None:
+        core = AdvisorCore(
+            policies=[object()], forecast_interval_s=0, selector=lambda ps, job: ps[0], decider=decide
+        )
+    config = EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0, **cfg)
+    return Engine(api, config=config, core=core)

@@ -14,20 +14,13 @@ from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.render import iso
 from advisor.core import AdvisorCore
 from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode, Phase
-from tests.controller.fakes import FakeApi, trainjob, workload
+from tests.controller.fakes import FakeApi, make_engine, trainjob, workload
 
 T0 = 1_800_000_000.0
 KEY = "team-a/llm"
 
 
-def engine(api: FakeApi, decide: Any = None, **cfg: Any) -> Engine:
-    core = None
-    if decide is not None:
-        core = AdvisorCore(
-            policies=[object()], forecast_interval_s=0, selector=lambda ps, job: ps[0], decider=decide
-        )
-    config = EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0, **cfg)
-    return Engine(api, config=config, core=core)
+engine = make_engine
 
 
 # ------------------------------------------------------------------------------------ LOW-8
