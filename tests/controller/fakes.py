@@ -420,13 +420,12 @@ class Clock:
         return self.t
 
 
-def make_engine(api: FakeApi, decide: Any = None, **cfg: Any) -> Engine:
+def make_engine(api: FakeApi, decide: Any = None, *, core: Any = None, **cfg: Any) -> Engine:
     """An engine on ``api`` that writes at once and forecasts at every look; with ``decide``, its
-    core's one policy decides by it."""
+    core's one policy decides by it; with ``core``, that core (its policies from ``api``)."""
     from advisor.controller.engine import Engine, EngineConfig
     from advisor.core import AdvisorCore
 
-    core = None
     if decide is not None:
         core = AdvisorCore(
             policies=[object()], forecast_interval_s=0, selector=lambda ps, job: ps[0], decider=decide

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.engine import Engine
 from advisor.controller.render import iso
 from advisor.core import AdvisorCore
 from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode, Phase
@@ -126,10 +126,7 @@ def _checkpointing(api: FakeApi) -> Engine:
             )
         return Decision(job=job.key, policy=policy.name, mode=Mode.APPLY, actions=acts)
 
-    core = AdvisorCore(forecast_interval_s=0, decider=decide)
-    return Engine(
-        api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0), core=core
-    )
+    return make_engine(api, core=AdvisorCore(forecast_interval_s=0, decider=decide))
 
 
 def _figures(api: FakeApi) -> list[dict[str, Any]]:
