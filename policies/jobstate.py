@@ -174,6 +174,7 @@ _SERIES_KEYS = (
     "direction",
     "evalsSinceBest",
     "final",
+    "lastStep",
     "overfittingProbability",
     "plateauProbability",
     "points",
@@ -216,6 +217,7 @@ def _series_forecast(v: Any, path: str) -> tuple[Forecast, str | None]:
         divergence_probability=0.0,
         current_loss=None if data.get("current") is None else _num(data["current"], f"{path}.current"),
         n_points=0 if data.get("points") is None else _int(data["points"], f"{path}.points"),
+        last_step=None if data.get("lastStep") is None else _num(data["lastStep"], f"{path}.lastStep"),
     )
     return fc, direction
 

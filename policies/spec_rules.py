@@ -50,8 +50,15 @@ def _probability(doc: str, *, default: float) -> Any:
     )
 
 
-def _hold(*, default: float) -> Any:
-    return spec_field("for", "How long the condition must hold.", "duration", default=default)
+#: what ``for`` means on a rule that may judge an eval series
+_EVAL_HOLD = (
+    "How long the condition must hold. On an eval series the rule also acts only on an evaluation "
+    "after the one the window opened on: between two evaluations the series brings no new evidence."
+)
+
+
+def _hold(*, default: float, doc: str = "How long the condition must hold.") -> Any:
+    return spec_field("for", doc, "duration", default=default)
 
 
 def _release_or_stop(*, default: str) -> Any:
@@ -77,7 +84,7 @@ class PlateauRule:
 
     enabled: bool = _enabled()
     probability: float = _probability("Plateau probability threshold.", default=0.9)
-    hold: float = _hold(default=1800.0)
+    hold: float = _hold(default=1800.0, doc=_EVAL_HOLD)
     action: str = _release_or_stop(default=RELEASE)
     metric: str = spec_field(
         "metric",
@@ -108,7 +115,7 @@ class OverfittingRule:
 
     enabled: bool = _enabled()
     probability: float = _probability("P(overfitting) threshold.", default=0.8)
-    hold: float = _hold(default=1800.0)
+    hold: float = _hold(default=1800.0, doc=_EVAL_HOLD)
     action: str = _release_or_stop(default=RECOMMEND)
     metric: str = spec_field(
         "metric",

@@ -207,6 +207,7 @@ def learning_state_dict(state: LearningState | None) -> dict[str, Any] | None:
                 "current": _num(fc.current_loss),
                 "plateauProbability": _num(fc.plateau_probability, 4),
                 "points": fc.n_points,
+                "lastStep": fc.last_step,
                 "direction": state.directions.get(name),
                 **_judgement_dict(state.judgements.get(name)),
             }

@@ -12,15 +12,31 @@ the user wants to keep (HF ``load_best_model_at_end`` keeps the same one, when i
 job's primary eval metric). Another eval metric the job reports is judged on its own as the state
 would judge it (``LearningState.judgements``: its P(overfitting), its best step). A job reporting
 too few evaluations of it for a verdict gets none.
+
+Like the plateau rule on an eval series, the rule acts only on an evaluation after the one its
+window opened on (``OPENED_ON_KEY``): between two evaluations the series brings no new evidence,
+however often the run is looked at.
 """
 
 from __future__ import annotations
 
 from advisor.model import ActionKind, EvalJudgement, LearningState
-from policies.rules.base import NO_DIRECTION, Context, Outcome, dur, held_since, let_finish, pct, undirected
+from policies.rules.base import (
+    NO_DIRECTION,
+    Context,
+    Outcome,
+    dur,
+    held_since,
+    let_finish,
+    new_evaluation,
+    pct,
+    undirected,
+)
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, OverfittingRule
 
+#: the evaluation (its step) the window opened on: the rule acts only on a later one
+OPENED_ON_KEY = "overfitting.openedOn"
 NAME = "overfitting"
 KEY = "overfitting.since"
 
@@ -72,16 +88,26 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
     if job.total_steps is not None and job.step >= job.total_steps:
         return out  # finished: nothing left to save
     p = judgement.overfitting
+    opened = KEY in job.rule_state
     since = held_since(job.rule_state, KEY, ctx.now, p >= rule.probability)
     if since is None:
         return out
     out.state[KEY] = since
+    seen = state.series.get(metric)
+    fresh = True  # a state without the series' forecast (pasted) cannot tell evaluations apart
+    if seen is not None:
+        out.state[OPENED_ON_KEY], fresh = new_evaluation(job.rule_state, OPENED_ON_KEY, opened, seen)
     held = ctx.now - since
     best = best_checkpoint_text(state, metric)
     numbers = f"P(overfitting)={pct(p)} >= {pct(rule.probability)} for {dur(held)}; {best}"
     if held < rule.hold:
         out.reasons.append(f"{NAME}: {numbers} (acting after {dur(rule.hold)})")
         out.recheck(since + rule.hold)
+        out.advice, out.severity = "overfitting?", 2
+        return out
+    if not fresh:
+        # between two evaluations the eval series brings no new evidence: act on a later one
+        out.reasons.append(f"{NAME}: {numbers} (acting at the next evaluation of {metric})")
         out.advice, out.severity = "overfitting?", 2
         return out
     if let_finish(ctx, out, NAME, rule.hold, numbers):

@@ -9,6 +9,9 @@ from policies import decide
 from policies.loader import load_policy
 
 EVAL_FC = forecast(plateau=0.97, loss=0.6, final=0.6)
+#: windows open for an hour, opened on an evaluation before the one the forecasts saw last
+OPEN_OVERFITTING = {"overfitting.since": T0 - HOUR, "overfitting.openedOn": 0.0}
+OPEN_PLATEAU = {"plateau.since": T0 - HOUR, "plateau.openedOn": 0.0}
 
 
 def state(p_overfit: float = 0.95, *, metric: str | None = "eval_loss") -> LearningState:
@@ -32,9 +35,7 @@ def state(p_overfit: float = 0.95, *, metric: str | None = "eval_loss") -> Learn
 
 def test_recommendation_names_the_best_eval_step() -> None:
     pol = policy({"overfitting": {"for": "10m"}}, mode="Recommend")
-    view = job(
-        forecast=forecast(plateau=0.05), learning_state=state(), rule_state={"overfitting.since": T0 - HOUR}
-    )
+    view = job(forecast=forecast(plateau=0.05), learning_state=state(), rule_state=OPEN_OVERFITTING)
     d = decide(view, cluster(), pol, now=T0)
     (action,) = [a for a in d.actions if a.rule == "overfitting"]
     assert action.kind is ActionKind.RECOMMEND
@@ -62,9 +63,7 @@ def test_release_in_apply_mode_keeps_the_best_step_in_the_reason() -> None:
     pol = policy(
         {"overfitting": {"for": "0s", "action": "Release"}, "quotaRelease": {"checkpointFirst": False}}
     )
-    view = job(
-        forecast=forecast(plateau=0.05), learning_state=state(), rule_state={"overfitting.since": T0 - HOUR}
-    )
+    view = job(forecast=forecast(plateau=0.05), learning_state=state(), rule_state=OPEN_OVERFITTING)
     d = decide(view, cluster(), pol, now=T0)
     kinds = {a.kind for a in d.actions}
     assert ActionKind.RELEASE_QUOTA in kinds or ActionKind.CHECKPOINT in kinds
@@ -72,9 +71,7 @@ def test_release_in_apply_mode_keeps_the_best_step_in_the_reason() -> None:
 
 
 def test_plateau_rule_judges_the_primary_eval_metric_by_default_and_the_named_series_otherwise() -> None:
-    view = job(
-        forecast=forecast(plateau=0.05), learning_state=state(), rule_state={"plateau.since": T0 - HOUR}
-    )
+    view = job(forecast=forecast(plateau=0.05), learning_state=state(), rule_state=OPEN_PLATEAU)
     by_default = decide(view, cluster(), policy({"plateau": {"for": "10m"}}, mode="Recommend"), now=T0)
     assert any(a.rule == "plateau" and "eval_loss" in a.reason for a in by_default.actions)
     on_loss = decide(
@@ -118,12 +115,12 @@ def test_an_eval_loss_climbing_past_its_best_while_training_is_flat_is_a_plateau
         series={"eval_loss": rising},
     )
     flat_train = forecast(plateau=0.99, loss=0.3, final=0.3)
-    view = job(forecast=flat_train, learning_state=plateaued, rule_state={"plateau.since": T0 - HOUR})
+    view = job(forecast=flat_train, learning_state=plateaued, rule_state=OPEN_PLATEAU)
     d = decide(view, cluster(), policy({"plateau": {"for": "10m"}}, mode="Recommend"), now=T0)
     (action,) = [a for a in d.actions if a.rule == "plateau"]
     assert "eval_loss 0.94 → 1.03" in action.reason and "at step 1000" in action.reason
     # the same rising prediction of the training loss is a fit not following the curve: no plateau
-    on_loss = job(forecast=rising, rule_state={"plateau.since": T0 - HOUR})
+    on_loss = job(forecast=rising, rule_state=OPEN_PLATEAU)
     d = decide(
         on_loss, cluster(), policy({"plateau": {"for": "10m", "metric": "loss"}}, mode="Recommend"), now=T0
     )
@@ -178,9 +175,7 @@ def test_a_rule_naming_a_secondary_eval_metric_judges_it_with_its_own_best_step(
             ),
         },
     )
-    view = job(
-        forecast=forecast(plateau=0.05), learning_state=judged, rule_state={"overfitting.since": T0 - HOUR}
-    )
+    view = job(forecast=forecast(plateau=0.05), learning_state=judged, rule_state=OPEN_OVERFITTING)
     on_acc = decide(
         view,
         cluster(),
@@ -229,9 +224,7 @@ def test_an_overfitting_release_takes_no_checkpoint_of_the_weights_past_the_best
     """A save now would store weights past the best evaluation and may rotate out the checkpoint
     the reason tells the user to keep: the release goes without one, and says so."""
     pol = policy({"overfitting": {"for": "0s", "action": "Release"}})  # checkpointFirst by default
-    view = job(
-        forecast=forecast(plateau=0.05), learning_state=state(), rule_state={"overfitting.since": T0 - HOUR}
-    )
+    view = job(forecast=forecast(plateau=0.05), learning_state=state(), rule_state=OPEN_OVERFITTING)
     d = decide(view, cluster(), pol, now=T0)
     assert [a.kind for a in d.actions] == [ActionKind.RELEASE_QUOTA]
     assert "no checkpoint taken" in d.actions[0].reason and "step 1200" in d.actions[0].reason
