@@ -138,6 +138,11 @@ class Engine:
         self._listing_pending = False
         self._awaited: set[str] | None = None
         self._listing_at = -math.inf
+        #: the start-up listing of the AdvisorPolicies failed and none has succeeded since
+        #: (``policylisting`` events): which policy governs a job is not known for sure (kopf's watch
+        #: may not have delivered them all, or the one that governs it), so no job is acted on and
+        #: no release sequence is taken as abandoned; the jobs are judged and shown meanwhile
+        self.policies_unknown = False
 
     def use_evidence_store(self, store: EvidenceStore) -> int:
         """Keep the runtimes' SIGTERM evidence of deleted jobs in ``store`` (``evidence``): what it
@@ -166,7 +171,8 @@ class Engine:
     def enqueue(self, kind: str, event_type: str, body: Any) -> None:
         """``kind``: job | workload | clusterqueue | localqueue | namespace | policy | admissioncheck |
         unwatched-workload (a Workload of a namespace not watched, for the save-window check only) |
-        joblisting (the jobs that exist at start-up, ``_on_job_listing``);
+        joblisting (the jobs that exist at start-up, ``_on_job_listing``) | policylisting (whether
+        the AdvisorPolicies could be listed, ``policies_unknown``);
         ``event_type``: the watch event type (ADDED, MODIFIED, DELETED, or None for a listing)."""
         self.events.put((kind, str(event_type or "ADDED"), body, time.time()))
 
@@ -269,6 +275,8 @@ class Engine:
             self._on_policy(event_type, body, now)
         elif kind == "joblisting":
             self._on_job_listing(body, now)
+        elif kind == "policylisting":
+            self._on_policy_listing(bool(body.get("listed")))
         else:
             raise ValueError(f"unknown event kind {kind!r}")
 
@@ -467,7 +475,7 @@ class Engine:
         # (each recorded in its policy's hourly cap first, if the process died before it was), on
         # the job as it stands now: one that no longer runs gets none of them
         recorded = [rid for rid, e in self.actuator.pending_for(key).items() if e.get("stage") == "recorded"]
-        if recorded:
+        if recorded and not self.policies_unknown:  # their policies' caps must be known first
             now_view = self.core.view(base, now=now)
             for rid in recorded:
                 self.actuator.finish(now_view, rid, body=body, workload=workload, resumed=True)
@@ -475,13 +483,14 @@ class Engine:
         decision = self.core.evaluate(base, cluster, now=now)
         self.metrics.forecast_latency.observe(time.perf_counter() - started)
         self._sync_checkpoints(key, base, body, workload, now)
-        acting = self.core.view(base)
-        gone = abandoned(acting, decision)
-        if gone is not None:  # a policy edit or deletion ended a release sequence: said, once
-            self.actuator.sequence_cancelled(acting, gone, body=body)
-            acting = self.core.view(base)  # the request's detail marked
-        if decision.actions or decision.cleanup:
-            self.actuator.execute(acting, decision, body=body, workload=workload, now=now)
+        if not self.policies_unknown:  # else no action, and no sequence abandoned, for now
+            acting = self.core.view(base)
+            gone = abandoned(acting, decision)
+            if gone is not None:  # a policy edit or deletion ended a release sequence: said, once
+                self.actuator.sequence_cancelled(acting, gone, body=body)
+                acting = self.core.view(base)  # the request's detail marked
+            if decision.actions or decision.cleanup:
+                self.actuator.execute(acting, decision, body=body, workload=workload, now=now)
         job.last_decision = decision
         view = self.core.view(base, judged_at=now)
         if self.save_check is not None:
@@ -568,6 +577,17 @@ class Engine:
         for job in self.jobs.values():
             job.needs_eval = True
         self._figures_due = True  # written once the jobs are judged under the new set, not later
+
+    def _on_policy_listing(self, listed: bool) -> None:
+        if listed == (not self.policies_unknown):
+            return
+        self.policies_unknown = not listed
+        if listed:
+            log.info("AdvisorPolicies listed: jobs are acted on again")
+            for job in self.jobs.values():
+                job.needs_eval = True
+        else:
+            log.warning("AdvisorPolicies not listed: no job is acted on until they are")
 
     def _complete_record(self, name: str, now: float) -> None:
         """Write into the policy's ``status.recentActions`` the recent capped actions this process

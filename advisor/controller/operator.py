@@ -491,6 +491,13 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
             items = fetch().get("items") or []
         except Exception as exc:  # a missing CRD or permission: kopf's watch will tell the rest
             log.warning("initial listing of %s objects failed: %s", kind, getattr(exc, "reason", None) or exc)
+            if kind == "policy":
+                # until a listing succeeds no job's governing policy is known for sure: the engine
+                # acts on none (``Engine.policies_unknown``), and the listing is tried again aside
+                engine.enqueue("policylisting", "ADDED", {"listed": False})
+                threading.Thread(
+                    target=relist_policies, args=(engine, fetch), name="policy-relisting", daemon=True
+                ).start()
             continue
         for item in items:
             if kind == "namespace":  # the typed client's dict uses snake_case; only name/labels matter
@@ -498,6 +505,34 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
                 item = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
             engine.enqueue(kind, "ADDED", item)
     engine.enqueue("joblisting", "ADDED", list_jobs(api, options))
+
+
+#: seconds between the tries of a policy listing that failed at start-up (the last one repeats)
+RELIST_PAUSES_S: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+def relist_policies(engine: Engine, fetch: Callable[[], Any], pauses: Sequence[float] | None = None) -> None:
+    """List the AdvisorPolicies again until it succeeds, then queue them and the end of the wait
+    (``policylisting`` ``listed``). kopf's watch delivers them too, one event each, but says nothing
+    when it has delivered them all, nor that there are none: only a whole listing does."""
+    pauses = RELIST_PAUSES_S if pauses is None else pauses
+    tries = 0
+    while True:
+        time.sleep(pauses[min(tries, len(pauses) - 1)])
+        tries += 1
+        try:
+            items = fetch().get("items") or []
+        except Exception as exc:
+            log.warning(
+                "listing AdvisorPolicies failed again (try %d): %s",
+                tries,
+                getattr(exc, "reason", None) or exc,
+            )
+            continue
+        for item in items:
+            engine.enqueue("policy", "ADDED", item)
+        engine.enqueue("policylisting", "ADDED", {"listed": True})
+        return
 
 
 def list_jobs(api: ClusterApi, options: OperatorOptions) -> dict[str, Any]:

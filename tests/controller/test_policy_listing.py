@@ -1,0 +1,119 @@
+"""A controller that could not list the AdvisorPolicies at start-up acts on no job until it can.
+
+kopf's watch delivers the policies one event each, and says neither when it has delivered them all
+nor that there are none: until a whole listing succeeds, a job's governing policy may be missing
+(its release sequence would be recorded cancelled, its resumed action would fail its cap's record)
+or a broader one may stand in for it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from advisor.controller.operator import relist_policies
+from advisor.controller.render import iso
+from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode
+from tests.controller.fakes import FakeApi, make_engine, trainjob, workload
+
+T0 = 1_800_000_000.0
+KEY = "team-a/llm"
+WL = "team-a/trainjob-llm-abcde"
+POLICY = {"metadata": {"name": "p"}, "spec": {"mode": "Apply"}}
+
+
+def _queued(engine: Any) -> list[tuple[str, Any]]:
+    out = []
+    while not engine.events.empty():
+        kind, _, body, _ = engine.events.get_nowait()
+        out.append((kind, body))
+    return out
+
+
+def test_the_listing_is_tried_again_until_it_succeeds_then_ends_the_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    e = make_engine(FakeApi(), lambda *a, **k: Decision(job=KEY))
+    answers: list[Any] = [RuntimeError("503 etcdserver: leader changed"), RuntimeError("timeout")]
+
+    def fetch() -> dict[str, Any]:
+        if answers:
+            raise answers.pop(0)
+        return {"items": [POLICY]}
+
+    caplog.set_level(logging.WARNING, logger="advisor.controller.operator")
+    relist_policies(e, fetch, pauses=(0.0,))
+    assert _queued(e) == [("policy", POLICY), ("policylisting", {"listed": True})]
+    assert sum("failed again" in r.getMessage() for r in caplog.records) == 2
+
+
+def _sequence_decider(governed: list[bool]) -> Any:
+    """Policy p asks for a checkpoint before a release, then waits for it; while ``governed[0]`` is
+    False no policy governs the job (as before p's watch event arrives)."""
+
+    def decide(job: JobView, cluster: ClusterView, policy: object, *, now: float) -> Decision:
+        if not governed[0]:
+            return Decision(job=job.key, reasons=("no AdvisorPolicy selects this job",))
+        acts: tuple[Action, ...] = ()
+        if not job.actions:
+            why = "checkpoint before release quota: P(plateau)=0.9"
+            acts = (Action(ActionKind.CHECKPOINT, "plateau", why, {"timeout_s": 600}),)
+        return Decision(
+            job=job.key,
+            policy="p",
+            mode=Mode.APPLY,
+            actions=acts,
+            state={"plateau.since": T0},
+            reasons=("plateau: waiting for checkpoint acknowledgement",),
+        )
+
+    return decide
+
+
+def test_a_release_under_way_is_not_taken_as_abandoned_while_the_policies_are_unknown() -> None:
+    api = FakeApi()
+    api.workloads[WL] = workload()
+    api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-node-0-0"]
+    governed = [True]
+    first = make_engine(api, _sequence_decider(governed))
+    first.enqueue("workload", "ADDED", api.workloads[WL])
+    first.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
+    first.step(T0)
+    assert first.actuator.awaiting_ack(KEY)  # the checkpoint before the release is out
+
+    # a restart whose policy listing failed: p has not arrived yet
+    governed[0] = False
+    second = make_engine(api, _sequence_decider(governed))
+    second.load_saved(api.list_forecasts())
+    second.enqueue("policylisting", "ADDED", {"listed": False})
+    second.enqueue("workload", "ADDED", api.workloads[WL])
+    second.enqueue("job", "MODIFIED", trainjob(step=20, loss="1.0", updated=iso(T0 + 50)))
+    for t in (60, 70, 80):
+        second.step(T0 + t)
+    assert second.policies_unknown
+    assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
+    assert second.actuator.awaiting_ack(KEY)
+
+    # the listing succeeds, p with it: the sequence goes on, nothing cancelled
+    governed[0] = True
+    second.enqueue("policylisting", "ADDED", {"listed": True})
+    second.step(T0 + 90)
+    assert not second.policies_unknown
+    assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
+    assert second.actuator.awaiting_ack(KEY)
+
+
+def test_no_action_is_carried_out_while_the_policies_are_unknown() -> None:
+    api = FakeApi()
+    api.workloads[WL] = workload()
+    api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-node-0-0"]
+    e = make_engine(api, _sequence_decider([True]))
+    e.enqueue("policylisting", "ADDED", {"listed": False})
+    e.enqueue("workload", "ADDED", api.workloads[WL])
+    e.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
+    e.step(T0)
+    assert not e.actuator.awaiting_ack(KEY) and not api.pod_annotations
+    e.enqueue("policylisting", "ADDED", {"listed": True})
+    e.step(T0 + 10)
+    assert e.actuator.awaiting_ack(KEY)  # asked for at the first evaluation after the listing
