@@ -582,6 +582,7 @@ class Engine:
         if listed == (not self.policies_unknown):
             return
         self.policies_unknown = not listed
+        self.metrics.policies_listed.set(1 if listed else 0)
         if listed:
             log.info("AdvisorPolicies listed: jobs are acted on again")
             for job in self.jobs.values():

@@ -150,6 +150,12 @@ class Metrics:
             registry=r,
         )
         self.leader.set(1)
+        self.policies_listed = Gauge(
+            "trainjob_advisor_policies_listed",
+            "0 while the AdvisorPolicies could not be listed since start-up: no job is acted on",
+            registry=r,
+        )
+        self.policies_listed.set(1)
         self.queue_jobs = Gauge(
             "trainjob_advisor_queue_jobs", "Runs per queue and state", ("queue", "state"), registry=r
         )

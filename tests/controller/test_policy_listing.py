@@ -92,6 +92,7 @@ def test_a_release_under_way_is_not_taken_as_abandoned_while_the_policies_are_un
     for t in (60, 70, 80):
         second.step(T0 + t)
     assert second.policies_unknown
+    assert second.metrics.registry.get_sample_value("trainjob_advisor_policies_listed") == 0
     assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
     assert second.actuator.awaiting_ack(KEY)
 
@@ -100,6 +101,7 @@ def test_a_release_under_way_is_not_taken_as_abandoned_while_the_policies_are_un
     second.enqueue("policylisting", "ADDED", {"listed": True})
     second.step(T0 + 90)
     assert not second.policies_unknown
+    assert second.metrics.registry.get_sample_value("trainjob_advisor_policies_listed") == 1
     assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
     assert second.actuator.awaiting_ack(KEY)
 
