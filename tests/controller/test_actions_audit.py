@@ -15,12 +15,12 @@ import pytest
 from advisor.controller.actuator import Actuator
 from advisor.controller.audit import AUDIT_LOGGER
 from advisor.controller.cliutil import JsonFormatter
-from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.engine import Engine
 from advisor.controller.render import iso
 from advisor.core import AdvisorCore
 from advisor.model import ActionKind, ActionRecord, JobView, ProgressSample
 from policies.retries import backoff_s
-from tests.controller.fakes import ApiError, FakeApi, trainjob, workload
+from tests.controller.fakes import ApiError, FakeApi, make_engine, trainjob, workload
 
 T0 = 1_800_000_000.0
 KEY = "team-a/llm"
@@ -38,7 +38,7 @@ POLICY = {
 
 
 def _engine(api: FakeApi) -> Engine:
-    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+    e = make_engine(api)
     e.enqueue("policy", "ADDED", POLICY)
     return e
 

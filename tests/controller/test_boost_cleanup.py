@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.engine import Engine
 from advisor.controller.render import iso
 from advisor.model import ActionKind, ActionRecord
-from tests.controller.fakes import FakeApi, trainjob, workload
+from tests.controller.fakes import FakeApi, make_engine, trainjob, workload
 
 T0 = 1_800_000_000.0
 KEY = "team-a/llm"
@@ -44,8 +44,7 @@ def _boosted_engine(
     if finished:
         wl["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded"})
     api.workloads[WL] = wl
-    config = EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0, **cfg)
-    e = Engine(api, config=config)
+    e = make_engine(api, **cfg)
     if recorded is not None:
         e.core.record_action(
             KEY,

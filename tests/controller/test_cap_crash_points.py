@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 
 from advisor.controller.audit import AUDIT_LOGGER
-from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.engine import Engine
 from advisor.controller.render import iso
 from advisor.model import ActionKind
-from tests.controller.fakes import FakeApi, trainjob, workload
+from tests.controller.fakes import FakeApi, make_engine, trainjob, workload
 
 T0 = 1_800_000_000.0
 NS = "team-a"
@@ -82,7 +82,7 @@ class Run:
 
     def start(self) -> Engine:
         """A controller (re)starting: the saved statuses, then the listings (policy first)."""
-        e = Engine(self.api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+        e = make_engine(self.api)
         e.load_saved(self.api.list_forecasts())
         e.enqueue("policy", "ADDED", _policy_as_stored(self.api))
         for wl in self.api.workloads.values():
@@ -241,7 +241,7 @@ def test_a_resumed_action_whose_policy_is_gone_is_not_carried_out() -> None:
     """Deleted while the controller was down: recording the action would overwrite a list never
     seen, carrying it out unrecorded could lose it from a cap; it fails instead."""
     run, _now = _killed_during_release("forecast")
-    second = Engine(run.api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+    second = make_engine(run.api)
     second.load_saved(run.api.list_forecasts())
     for wl in run.api.workloads.values():
         second.enqueue("workload", "ADDED", copy.deepcopy(wl))

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.render import iso
 from advisor.core import AdvisorCore
 from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode, Phase
-from tests.controller.fakes import FakeApi, trainjob, workload
+from tests.controller.fakes import FakeApi, make_engine, trainjob, workload
 
 T0 = 1_800_000_000.0
 KEY = "team-a/llm"
@@ -32,9 +31,7 @@ def test_an_eviction_closes_the_awaiting_request_as_dropped() -> None:
     core = AdvisorCore(
         policies=[object()], forecast_interval_s=0, selector=lambda ps, job: ps[0], decider=decide
     )
-    e = Engine(
-        api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0), core=core
-    )
+    e = make_engine(api, core=core)
     e.enqueue("workload", "ADDED", api.workloads[WL])
     e.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
     e.step(T0)
@@ -71,9 +68,7 @@ def test_a_job_that_completes_while_its_request_is_pending_closes_it_as_dropped_
     core = AdvisorCore(
         policies=[object()], forecast_interval_s=0, selector=lambda ps, job: ps[0], decider=decide
     )
-    e = Engine(
-        api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0), core=core
-    )
+    e = make_engine(api, core=core)
     e.enqueue("workload", "ADDED", api.workloads[WL])
     e.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
     e.step(T0)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.engine import Engine
 from advisor.controller.render import iso
-from tests.controller.fakes import FakeApi, trainjob, workload
+from tests.controller.fakes import FakeApi, make_engine, trainjob, workload
 
 T0 = 1_800_000_000.0
 KEY = "team-a/llm"
@@ -32,8 +32,7 @@ POLICY = {
 
 
 def _engine(api: FakeApi) -> Engine:
-    config = EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0)
-    e = Engine(api, config=config)
+    e = make_engine(api)
     e.enqueue("policy", "ADDED", POLICY)
     e.enqueue("workload", "ADDED", api.workloads[WL])
     return e
@@ -115,7 +114,7 @@ def test_a_run_whose_step_stops_while_reports_arrive_is_shown_hung_before_the_po
     while a stall rule with a longer ``for`` still waits ("stalled?")."""
     api = FakeApi()
     api.workloads[WL] = workload()
-    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+    e = make_engine(api)
     policy = copy.deepcopy(POLICY)
     policy["spec"].update(mode="Recommend", rules={"stall": {"for": "30m"}})
     e.enqueue("policy", "ADDED", policy)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.engine import Engine
 from advisor.controller.metrics import Metrics
 from advisor.controller.policystatus import (
     DEFAULT_SHARD,
@@ -21,7 +21,7 @@ from advisor.controller.policystatus import (
 from advisor.controller.render import iso
 from advisor.core import AdvisorCore
 from advisor.model import ActionKind, ActionRecord, ClusterView, Decision, Forecast, Interval, JobView, Mode
-from tests.controller.fakes import ApiError, Clock, FakeApi, trainjob
+from tests.controller.fakes import ApiError, Clock, FakeApi, make_engine, trainjob
 
 T0 = 1_800_000_000.0
 TJA, TJB = "advisor/tja", "advisor/tjb"
@@ -294,8 +294,7 @@ def test_two_engines_with_their_own_leases_show_the_sum_of_their_namespaces() ->
 
     def engine(lease: str) -> Engine:
         core = AdvisorCore(forecast_interval_s=0, forecaster=lambda c, t: plateau, decider=decide)
-        config = EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0, status_shard=lease)
-        e = Engine(api, config=config, core=core)
+        e = make_engine(api, core=core, status_shard=lease)
         e.enqueue("policy", "ADDED", api.get_policy("global"))
         return e
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
-from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.engine import Engine
 from advisor.controller.render import iso
 from advisor.core import AdvisorCore
 from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode
-from tests.controller.fakes import FakeApi, trainjob, workload
+from tests.controller.fakes import FakeApi, make_engine, trainjob, workload
 
 T0 = 1_800_000_000.0
 CAP = 2
@@ -46,9 +46,7 @@ def _engine(api: FakeApi) -> Engine:
     core = AdvisorCore(
         policies=[object()], forecast_interval_s=0, selector=lambda ps, j: ps[0], decider=_decide
     )
-    return Engine(
-        api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0), core=core
-    )
+    return make_engine(api, core=core)
 
 
 def _run(e: Engine, api: FakeApi, t0: float, names: list[str], policy_body: dict[str, Any]) -> None:

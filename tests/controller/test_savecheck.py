@@ -23,7 +23,7 @@ from advisor.controller.savecheck import (
     unlooked,
 )
 from advisor.model import Action, ActionKind, ActionRecord, Decision, JobView
-from tests.controller.fakes import ApiError, FakeApi, trainjob, workload
+from tests.controller.fakes import ApiError, FakeApi, make_engine, trainjob, workload
 
 T0 = 1_800_000_000.0
 WL = "team-a/trainjob-llm-abcde"
@@ -121,7 +121,7 @@ def test_only_our_pending_checks_with_quota_reserved_are_set_ready_each_guarded_
 
 def _engine(custom: FakeCustom, scope: NamespaceScope | None = None) -> Engine:
     api = FakeApi()
-    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+    e = make_engine(api)
     e.use_save_check(SaveWindowCheck(custom, "v1beta2", scope=scope, events=api), ["TrainJob"])
     e.enqueue("admissioncheck", "ADDED", _check())
     e.step(T0)
