@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor.controller.kueue import Workload, parse_workload
 from advisor.controller.leader import LeaseConfig
+from advisor.model import Action, ActionKind, Decision, JobView, Mode
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -432,3 +433,20 @@ def make_engine(api: FakeApi, decide: Any = None, *, core: Any = None, **cfg: An
         )
     config = EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0, **cfg)
     return Engine(api, config=config, core=core)
+
+
+def release_sequence(job: JobView, now: float) -> Decision:
+    """What policy ``p`` (Apply) decides while it releases ``job`` checkpoint first: the checkpoint
+    before the release, once, then waiting for its acknowledgement, the window open since ``now``."""
+    acts: tuple[Action, ...] = ()
+    if not job.actions:
+        why = "checkpoint before release quota: P(plateau)=0.9"
+        acts = (Action(ActionKind.CHECKPOINT, "plateau", why, {"timeout_s": 600}),)
+    return Decision(
+        job=job.key,
+        policy="p",
+        mode=Mode.APPLY,
+        actions=acts,
+        state={"plateau.since": now},
+        reasons=("plateau: waiting for checkpoint acknowledgement",),
+    )

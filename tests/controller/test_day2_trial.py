@@ -14,7 +14,7 @@ from advisor.controller.engine import Engine
 from advisor.controller.render import iso
 from advisor.core import AdvisorCore
 from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode, Phase
-from tests.controller.fakes import FakeApi, make_engine, trainjob, workload
+from tests.controller.fakes import FakeApi, make_engine, release_sequence, trainjob, workload
 
 T0 = 1_800_000_000.0
 KEY = "team-a/llm"
@@ -253,19 +253,7 @@ def test_a_policy_change_that_abandons_a_pending_release_is_recorded_once(
             return Decision(job=job.key, policy="q", mode=Mode.APPLY)
         if edited[0]:
             return Decision(job=job.key, policy="p", mode=Mode.APPLY, reasons=("stall: reporting",))
-        acts: tuple[Action, ...] = ()
-        if not job.actions:
-            why = "checkpoint before release quota: P(plateau)=0.9"
-            acts = (Action(ActionKind.CHECKPOINT, "plateau", why, {"timeout_s": 600}),)
-        reasons = ("plateau: waiting for checkpoint acknowledgement",)
-        return Decision(
-            job=job.key,
-            policy="p",
-            mode=Mode.APPLY,
-            actions=acts,
-            state={"plateau.since": T0},
-            reasons=reasons,
-        )
+        return release_sequence(job, T0)
 
     e = engine(api, decide)
     e.enqueue("workload", "ADDED", api.workloads[WL])

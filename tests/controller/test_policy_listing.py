@@ -14,8 +14,8 @@ import pytest
 
 from advisor.controller.operator import relist_policies
 from advisor.controller.render import iso
-from advisor.model import Action, ActionKind, ClusterView, Decision, JobView, Mode
-from tests.controller.fakes import FakeApi, make_engine, trainjob, workload
+from advisor.model import ClusterView, Decision, JobView
+from tests.controller.fakes import FakeApi, make_engine, release_sequence, trainjob, workload
 
 T0 = 1_800_000_000.0
 KEY = "team-a/llm"
@@ -55,18 +55,7 @@ def _sequence_decider(governed: list[bool]) -> Any:
     def decide(job: JobView, cluster: ClusterView, policy: object, *, now: float) -> Decision:
         if not governed[0]:
             return Decision(job=job.key, reasons=("no AdvisorPolicy selects this job",))
-        acts: tuple[Action, ...] = ()
-        if not job.actions:
-            why = "checkpoint before release quota: P(plateau)=0.9"
-            acts = (Action(ActionKind.CHECKPOINT, "plateau", why, {"timeout_s": 600}),)
-        return Decision(
-            job=job.key,
-            policy="p",
-            mode=Mode.APPLY,
-            actions=acts,
-            state={"plateau.since": T0},
-            reasons=("plateau: waiting for checkpoint acknowledgement",),
-        )
+        return release_sequence(job, T0)
 
     return decide
 
