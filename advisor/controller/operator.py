@@ -523,11 +523,12 @@ def relist_policies(engine: Engine, fetch: Callable[[], Any], pauses: Sequence[f
         try:
             items = fetch().get("items") or []
         except Exception as exc:
-            log.warning(
-                "listing AdvisorPolicies failed again (try %d): %s",
-                tries,
-                getattr(exc, "reason", None) or exc,
-            )
+            if tries <= len(pauses) or tries % 20 == 0:  # then every 20th: a missing CRD stays missing
+                log.warning(
+                    "listing AdvisorPolicies failed again (try %d): %s; no job is acted on until it succeeds",
+                    tries,
+                    getattr(exc, "reason", None) or exc,
+                )
             continue
         for item in items:
             engine.enqueue("policy", "ADDED", item)
