@@ -8,8 +8,9 @@ passes the previous conditions so that ``lastTransitionTime`` moves only when a 
   sample yet), ``UnreadableProgress`` (reports arrive, none usable: the reader's warnings say
   why, e.g. a loss that is not a number, no step) or ``NotEnoughData`` (samples, no forecast yet).
 * ``Actionable``: whether the advisor may act on the job now: True ``Apply``; False with
-  ``NoPolicy``, ``RecommendOnly``, ``Exempt``, or the lifecycle phase of a job that is not running
-  (``Finished``, ``Failed``, ``Suspended``, ``Pending``).
+  ``NoPolicy``, ``RecommendOnly``, ``Exempt``, ``PoliciesNotListed`` (the controller could not list
+  the AdvisorPolicies since it started, so it acts on no job), or the lifecycle phase of a job that
+  is not running (``Finished``, ``Failed``, ``Suspended``, ``Pending``).
 """
 
 from __future__ import annotations
@@ -38,9 +39,16 @@ def _forecasting(view: JobView) -> tuple[str, str, str]:
     return "False", "NotEnoughData", f"step {view.step}: not enough data for a forecast yet"
 
 
-def _actionable(view: JobView, decision: Decision | None) -> tuple[str, str, str]:
+def _actionable(view: JobView, decision: Decision | None, policies_listed: bool) -> tuple[str, str, str]:
     if view.phase is not Phase.RUNNING:
         return "False", view.phase.value.capitalize(), view.phase_reason or f"the job is {view.phase.value}"
+    if not policies_listed:
+        return (
+            "False",
+            "PoliciesNotListed",
+            "the AdvisorPolicies could not be listed since the controller started: it acts on no job "
+            "until they are (tried again in the background)",
+        )
     if decision is None or decision.policy is None:
         return "False", "NoPolicy", "no AdvisorPolicy selects this job"
     if decision.advice == "exempt":
@@ -51,13 +59,18 @@ def _actionable(view: JobView, decision: Decision | None) -> tuple[str, str, str
 
 
 def forecast_conditions(
-    view: JobView, decision: Decision | None, *, now: float, previous: Sequence[Mapping[str, Any]] = ()
+    view: JobView,
+    decision: Decision | None,
+    *,
+    now: float,
+    previous: Sequence[Mapping[str, Any]] = (),
+    policies_listed: bool = True,
 ) -> list[dict[str, Any]]:
     before = {str(c.get("type")): c for c in previous if isinstance(c, Mapping)}
     out: list[dict[str, Any]] = []
     for kind, (status, reason, message) in (
         ("Forecasting", _forecasting(view)),
-        ("Actionable", _actionable(view, decision)),
+        ("Actionable", _actionable(view, decision, policies_listed)),
     ):
         old = before.get(kind)
         since = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None

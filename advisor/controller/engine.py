@@ -583,6 +583,7 @@ class Engine:
             return
         self.policies_unknown = not listed
         self.metrics.policies_listed.set(1 if listed else 0)
+        self.board.policies_listed = listed
         if listed:
             log.info("AdvisorPolicies listed: jobs are acted on again")
             for job in self.jobs.values():

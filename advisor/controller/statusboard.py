@@ -51,6 +51,9 @@ class StatusBoard:
         #: the tie last warned of per job (winner, losers): the warning is logged once per change,
         #: not at every change of the job's state or advice
         self._ties: dict[str, tuple[Any, tuple[str, ...]]] = {}
+        #: False while the AdvisorPolicies could not be listed (``Engine.policies_unknown``): the
+        #: Actionable condition says so
+        self.policies_listed = True
 
     def shown(self, key: str) -> dict[str, Any] | None:
         """The status this controller rendered last for the job (None: none yet)."""
@@ -81,7 +84,9 @@ class StatusBoard:
             hung_after_s=self.hung_after_s,
         )
         previous = (self._shown.get(key) or self.restart.conditions(key) or {}).get("conditions")
-        status["conditions"] = forecast_conditions(view, decision, now=now, previous=previous or ())
+        status["conditions"] = forecast_conditions(
+            view, decision, now=now, previous=previous or (), policies_listed=self.policies_listed
+        )
         self._shown[key] = status
         return status
 

@@ -50,6 +50,13 @@ def test_the_listing_is_tried_again_until_it_succeeds_then_ends_the_wait(
     assert [m.split("(try ")[1].split(")")[0] for m in said] == ["1", "2", "20"]
 
 
+def _actionable(api: FakeApi) -> tuple[str, str]:
+    """The job's Actionable condition as last written."""
+    status = api.forecasts[KEY]["status"]
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Actionable"]
+    return cond["status"], cond["reason"]
+
+
 def _sequence_decider(governed: list[bool]) -> Any:
     """Policy p asks for a checkpoint before a release, then waits for it; while ``governed[0]`` is
     False no policy governs the job (as before p's watch event arrives)."""
@@ -84,6 +91,7 @@ def test_a_release_under_way_is_not_taken_as_abandoned_while_the_policies_are_un
         second.step(T0 + t)
     assert second.policies_unknown
     assert second.metrics.registry.get_sample_value("trainjob_advisor_policies_listed") == 0
+    assert _actionable(api) == ("False", "PoliciesNotListed")
     assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
     assert second.actuator.awaiting_ack(KEY)
 
@@ -93,6 +101,7 @@ def test_a_release_under_way_is_not_taken_as_abandoned_while_the_policies_are_un
     second.step(T0 + 90)
     assert not second.policies_unknown
     assert second.metrics.registry.get_sample_value("trainjob_advisor_policies_listed") == 1
+    assert _actionable(api) == ("True", "Apply")
     assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
     assert second.actuator.awaiting_ack(KEY)
 
