@@ -157,21 +157,22 @@ def let_finish(ctx: Context, out: Outcome, rule: str, hold: float, numbers: str)
     return True
 
 
-def forecast_identity(fc: Forecast) -> float:
-    """Tells one forecast of a series from the next: the last step it saw (a new forecast has new
-    data), else its number of points (a state pasted without steps)."""
-    return float(fc.last_step) if fc.last_step is not None else float(fc.n_points)
-
-
-def new_evaluation(state: Mapping[str, float], key: str, opened: bool, fc: Forecast) -> tuple[float, bool]:
-    """(the evaluation a rule's window over an eval series opened on, whether ``fc`` is a later one).
+def new_evaluation(
+    state: Mapping[str, float], key: str, opened: bool, fc: Forecast
+) -> tuple[float | None, bool]:
+    """(the step of the evaluation a rule's window over an eval series opened on, whether ``fc``
+    is of a later one).
 
     Between two evaluations an eval series brings no new evidence, however often it is looked at,
     so a wall-time window alone could pass on a single evaluation: a rule judging an eval series
     acts only on an evaluation after the one its window opened on. A window found open without the
     key (state written before it existed) counts as opened on the current evaluation: it waits one
-    evaluation more rather than acting on less evidence than it would now."""
-    current = forecast_identity(fc)
+    evaluation more rather than acting on less evidence than it would now. A forecast that does not
+    say its last step (a status pasted from an older controller) cannot be told from the next one:
+    (None, True), the window alone decides, as before the rule."""
+    if fc.last_step is None or not math.isfinite(fc.last_step):
+        return None, True
+    current = float(fc.last_step)
     opened_on = state.get(key, current) if opened else current
     if not math.isfinite(opened_on):
         opened_on = current

@@ -96,7 +96,9 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
     seen = state.series.get(metric)
     fresh = True  # a state without the series' forecast (pasted) cannot tell evaluations apart
     if seen is not None:
-        out.state[OPENED_ON_KEY], fresh = new_evaluation(job.rule_state, OPENED_ON_KEY, opened, seen)
+        opened_on, fresh = new_evaluation(job.rule_state, OPENED_ON_KEY, opened, seen)
+        if opened_on is not None:
+            out.state[OPENED_ON_KEY] = opened_on
     held = ctx.now - since
     best = best_checkpoint_text(state, metric)
     numbers = f"P(overfitting)={pct(p)} >= {pct(rule.probability)} for {dur(held)}; {best}"

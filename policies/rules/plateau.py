@@ -64,7 +64,6 @@ from policies.rules.base import (
     Context,
     Outcome,
     dur,
-    forecast_identity,
     held_since,
     let_finish,
     new_evaluation,
@@ -158,7 +157,9 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     out.state[KEY] = since
     fresh = True
     if series != TRAIN_SERIES:
-        out.state[OPENED_ON_KEY], fresh = new_evaluation(job.rule_state, OPENED_ON_KEY, opened, fc)
+        opened_on, fresh = new_evaluation(job.rule_state, OPENED_ON_KEY, opened, fc)
+        if opened_on is not None:
+            out.state[OPENED_ON_KEY] = opened_on
     held = ctx.now - since
     if going is not None and (p < rule.probability or not flat):
         numbers = (
@@ -269,17 +270,22 @@ def unsaved_improvement(job: JobView, fc: Forecast) -> float | None:
     return gap if gap > FLAT_BAND else None
 
 
+def _identity(fc: Forecast) -> float:
+    """Tells one forecast from the next: the last step it saw (a new forecast has new data)."""
+    return float(fc.last_step) if fc.last_step is not None else float(fc.n_points)
+
+
 def _tolerated_dissent(state: Mapping[str, float], fc: Forecast) -> bool:
     """Whether this dissenting forecast is the first since the window opened (or that same one
     looked at again), rather than a second one in a row."""
     seen = state.get(DISSENT_KEY)
-    return seen is None or seen == forecast_identity(fc)
+    return seen is None or seen == _identity(fc)
 
 
 def _dissent(out: Outcome, ctx: Context, rule: PlateauRule, fc: Forecast) -> Outcome:
     since = ctx.job.rule_state[KEY]
     out.state[KEY] = since
-    out.state[DISSENT_KEY] = forecast_identity(fc)
+    out.state[DISSENT_KEY] = _identity(fc)
     if OPENED_ON_KEY in ctx.job.rule_state:
         out.state[OPENED_ON_KEY] = ctx.job.rule_state[OPENED_ON_KEY]
     out.reasons.append(

@@ -137,3 +137,12 @@ def test_a_closed_window_forgets_the_evaluation_it_opened_on() -> None:
         now=T0 + 60,
     )
     assert "plateau.since" not in d2.state and PLATEAU_OPENED_ON not in d2.state
+
+
+def test_a_series_without_its_last_step_is_judged_by_the_window_alone() -> None:
+    """A status pasted from an older controller: its points cannot be compared with the step an
+    opened-on evaluation is kept as, so nothing is gated and nothing is kept."""
+    no_step = dataclasses.replace(eval_forecast(1000), last_step=None)
+    state = {"plateau.since": T0 - HOUR, PLATEAU_OPENED_ON: 1000.0}
+    d = decide(job(learning_state=learning(no_step), rule_state=state), cluster(), PLATEAU, now=T0)
+    assert released(d) and PLATEAU_OPENED_ON not in d.state
