@@ -247,6 +247,17 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot start: {exc}{hint}") from exc
     except LeadershipLost as exc:
         raise CommandError(f"{exc} (the pod restarts and stands by)") from exc
+    except Exception as exc:
+        if getattr(exc, "status", None) != 403:
+            raise
+        # kopf's watches give up on a 403 after their retries (about a minute), and the process
+        # ends: say which right is missing rather than "internal error"
+        why = getattr(exc, "message", None) or str(exc)
+        raise CommandError(
+            f"the API server refused a watch (403 Forbidden): {why}; the controller's ServiceAccount "
+            "lacks a right its RBAC grants (manifests/rbac and manifests/components/act, or the chart): "
+            "`kubectl auth can-i --list --as=system:serviceaccount:<namespace>:<name>` shows what it has"
+        ) from exc
     return 0
 
 

@@ -396,6 +396,46 @@ def test_run_answers_the_save_window_checks_of_the_controller_name_it_is_given(m
     assert run_command.CHECK_CONTROLLER_NAME == CONTROLLER_NAME
 
 
+def test_a_watch_refused_for_good_ends_run_with_the_missing_right_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kopf's watch of a resource the ServiceAccount may not list gives up after its retries: the
+    process ended with "internal error: APIForbiddenError"."""
+    from advisor.controller import cliutil, operator
+
+    class APIForbiddenError(Exception):
+        """kopf's (``kopf._cogs.clients.errors``, private): a ``status`` and the server's ``message``."""
+
+        status = 403
+
+        def __init__(self, message: str) -> None:
+            super().__init__(message)
+            self.message = message
+
+    message = (
+        'advisorpolicies.advisor.trainjob-advisor.io is forbidden: User "system:serviceaccount:'
+        'trainjob-advisor-system:ta" cannot list resource "advisorpolicies"'
+    )
+
+    async def refused(options: Any) -> None:
+        raise APIForbiddenError(message)
+
+    monkeypatch.setattr(cliutil, "probe_cluster", lambda args: None)
+    monkeypatch.setattr(cliutil, "configure_logging", lambda *a: None)
+    monkeypatch.setattr(operator, "run_operator", refused)
+    assert cli.main(["run", "-n", "team-a"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "403 Forbidden" in err and 'cannot list resource "advisorpolicies"' in err
+    assert "kubectl auth can-i --list" in err
+
+    async def broken(options: Any) -> None:
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(operator, "run_operator", broken)
+    with pytest.raises(RuntimeError):  # anything else is not dressed up as bad RBAC
+        cli.main(["run", "-n", "team-a"])
+
+
 def test_a_missing_object_and_a_missing_kind_are_told_apart() -> None:
     """A TrainJob deleted meanwhile is "not found"; a kind the API server does not serve (its CRD
     not installed) says so, from the API server's own 404 body."""
