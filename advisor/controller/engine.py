@@ -143,6 +143,12 @@ class Engine:
         #: may not have delivered them all, or the one that governs it), so no job is acted on and
         #: no release sequence is taken as abandoned; the jobs are judged and shown meanwhile
         self.policies_unknown = False
+        #: each AdvisorPolicy's (uid, generation) as last applied, what a listing is compared with
+        #: (``_on_policy_resync``); when the last policy event was received; the policies one
+        #: listing lacked (deleted by the next one that lacks them too)
+        self._policy_seen: dict[str, tuple[Any, Any]] = {}
+        self._policy_event_at = -math.inf
+        self._policy_missing: set[str] = set()
 
     def use_evidence_store(self, store: EvidenceStore) -> int:
         """Keep the runtimes' SIGTERM evidence of deleted jobs in ``store`` (``evidence``): what it
@@ -172,7 +178,8 @@ class Engine:
         """``kind``: job | workload | clusterqueue | localqueue | namespace | policy | admissioncheck |
         unwatched-workload (a Workload of a namespace not watched, for the save-window check only) |
         joblisting (the jobs that exist at start-up, ``_on_job_listing``) | policylisting (whether
-        the AdvisorPolicies could be listed, ``policies_unknown``);
+        the AdvisorPolicies could be listed, ``policies_unknown``) | policyresync (a listing of
+        them, ``_on_policy_resync``);
         ``event_type``: the watch event type (ADDED, MODIFIED, DELETED, or None for a listing)."""
         self.events.put((kind, str(event_type or "ADDED"), body, time.time()))
 
@@ -277,6 +284,8 @@ class Engine:
             self._on_job_listing(body, now)
         elif kind == "policylisting":
             self._on_policy_listing(bool(body.get("listed")))
+        elif kind == "policyresync":
+            self._on_policy_resync(body.get("items") or [], float(body.get("listedAt", math.inf)), now)
         else:
             raise ValueError(f"unknown event kind {kind!r}")
 
@@ -569,6 +578,13 @@ class Engine:
     # ------------------------------------------------------------------------------- policies
     def _on_policy(self, event_type: str, body: Mapping[str, Any], now: float) -> None:
         self.book.on_event(event_type, body)
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name"))
+        self._policy_event_at = self._received
+        if event_type == "DELETED":
+            self._policy_seen.pop(name, None)
+        else:
+            self._policy_seen[name] = (meta.get("uid"), meta.get("generation"))
         if event_type != "DELETED":
             name = str((body.get("metadata") or {}).get("name"))
             self.core.note_policy_actions(name, self.book.stored_actions(body))
@@ -590,6 +606,37 @@ class Engine:
                 job.needs_eval = True
         else:
             log.warning("AdvisorPolicies not listed: no job is acted on until they are")
+
+    def _on_policy_resync(self, items: Sequence[Mapping[str, Any]], listed_at: float, now: float) -> None:
+        """A whole listing of the AdvisorPolicies (``operator.resync_policies``): it ends the wait of
+        a start-up whose listing failed, and applies what the watch did not deliver: a policy new or
+        changed (another uid, a higher generation: a spec edit) as an event of its own, one absent
+        from two listings in a row as deleted (one listing may predate its creation). A listing
+        begun before the last policy event was received may be older than that event: skipped, the
+        next one will do."""
+        self._on_policy_listing(True)
+        if listed_at < self._policy_event_at:
+            return
+        names = set()
+        for item in items:
+            meta = item.get("metadata") or {}
+            name = str(meta.get("name"))
+            names.add(name)
+            seen = self._policy_seen.get(name)
+            uid, generation = meta.get("uid"), meta.get("generation")
+            newer = (
+                seen is None
+                or seen[0] != uid
+                or (isinstance(generation, int) and (not isinstance(seen[1], int) or generation > seen[1]))
+            )
+            if newer:
+                log.warning("AdvisorPolicy %s: a listing shows what no watch event delivered; applied", name)
+                self._on_policy("ADDED" if seen is None else "MODIFIED", item, now)
+        missing = set(self._policy_seen) - names
+        for name in sorted(missing & self._policy_missing):
+            log.warning("AdvisorPolicy %s: absent from two listings, no deletion event seen; dropped", name)
+            self._on_policy("DELETED", {"metadata": {"name": name}}, now)
+        self._policy_missing = missing - self._policy_missing
 
     def _complete_record(self, name: str, now: float) -> None:
         """Write into the policy's ``status.recentActions`` the recent capped actions this process

@@ -389,7 +389,14 @@ async def run_operator(
         saved = await asyncio.to_thread(_list_saved, api, options.namespaces)
         log.info("restoring %d TrainJobForecast(s)", engine.load_saved(saved))
         engine.expect_job_listing()  # the policies' figures wait for the jobs (``prime`` lists them)
-        await asyncio.to_thread(prime, engine, api, options)
+        listed = await asyncio.to_thread(prime, engine, api, options)
+        threading.Thread(
+            target=resync_policies,
+            args=(engine, functools.partial(custom_policies, api), stop),
+            kwargs={"listed": listed},
+            name="advisor-policy-resync",
+            daemon=True,
+        ).start()
         if on_engine is not None:
             on_engine(engine)
         worker.start()
@@ -438,15 +445,17 @@ def _identity() -> str:
     return os.environ.get("POD_ID") or f"trainjob-advisor@{socket.gethostname()}/{os.getpid()}"
 
 
-def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
+def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> bool:
     """Queue a first listing of policies, namespaces and Kueue objects before any job event, so
     that the first evaluation of a job (and the resumption of an action interrupted by a restart)
     already sees its policy and its Workload. kopf's watches keep them current afterwards. Last,
     which jobs exist (``list_jobs``): the saved statuses of those deleted while no controller ran
-    go through the deletion path, and the policies' figures wait for the jobs listed."""
+    go through the deletion path, and the policies' figures wait for the jobs listed. Returns
+    whether the AdvisorPolicies could be listed."""
     custom, kueue_version = api.custom, options.kueue_version or KUEUE_VERSION
+    listed = True
     listings: list[tuple[str, Callable[[], Any]]] = [
-        ("policy", lambda: custom.list_cluster_custom_object(GROUP, VERSION, "advisorpolicies")),
+        ("policy", functools.partial(custom_policies, api)),
         ("namespace", lambda: api.core.list_namespace().to_dict()),
     ]
     if options.watch_kueue and options.save_window_check:
@@ -493,11 +502,9 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
             log.warning("initial listing of %s objects failed: %s", kind, getattr(exc, "reason", None) or exc)
             if kind == "policy":
                 # until a listing succeeds no job's governing policy is known for sure: the engine
-                # acts on none (``Engine.policies_unknown``), and the listing is tried again aside
+                # acts on none (``Engine.policies_unknown``); ``resync_policies`` tries again
                 engine.enqueue("policylisting", "ADDED", {"listed": False})
-                threading.Thread(
-                    target=relist_policies, args=(engine, fetch), name="policy-relisting", daemon=True
-                ).start()
+                listed = False
             continue
         for item in items:
             if kind == "namespace":  # the typed client's dict uses snake_case; only name/labels matter
@@ -505,35 +512,57 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> None:
                 item = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
             engine.enqueue(kind, "ADDED", item)
     engine.enqueue("joblisting", "ADDED", list_jobs(api, options))
+    return listed
 
 
 #: seconds between the tries of a policy listing that failed at start-up (the last one repeats)
 RELIST_PAUSES_S: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
+#: seconds between two listings of the AdvisorPolicies once one succeeded (``resync_policies``)
+RESYNC_S = 60.0
 
 
-def relist_policies(engine: Engine, fetch: Callable[[], Any], pauses: Sequence[float] | None = None) -> None:
-    """List the AdvisorPolicies again until it succeeds, then queue them and the end of the wait
-    (``policylisting`` ``listed``). kopf's watch delivers them too, one event each, but says nothing
-    when it has delivered them all, nor that there are none: only a whole listing does."""
-    pauses = RELIST_PAUSES_S if pauses is None else pauses
+def resync_policies(
+    engine: Engine,
+    fetch: Callable[[], Any],
+    stop: threading.Event,
+    *,
+    listed: bool,
+    pauses: Sequence[float] = RELIST_PAUSES_S,
+    period_s: float = RESYNC_S,
+) -> None:
+    """List the AdvisorPolicies every ``period_s`` and queue each listing (``policyresync``) until
+    ``stop``; while none has succeeded yet (``listed`` False: the start-up listing failed), after
+    ``pauses`` instead.
+
+    Why both: kopf's watch delivers the policies one event each and says neither when it has
+    delivered them all nor that there are none, so only a whole listing ends the wait of a start-up
+    whose listing failed. And a watch can die unseen: with the AdvisorPolicy CRD installed after
+    the controller started, kopf sometimes never watched the new resource (its scan ran before the
+    API server served it), and an edit to Recommend was not seen while the policy released a job in
+    Apply. The engine applies what a listing shows that it has not seen (``_on_policy_resync``)."""
     tries = 0
-    while True:
-        time.sleep(pauses[min(tries, len(pauses) - 1)])
-        tries += 1
+    while not stop.wait(period_s if listed else pauses[min(tries, len(pauses) - 1)]):
+        started = time.time()
         try:
             items = fetch().get("items") or []
         except Exception as exc:
-            if tries <= len(pauses) or tries % 20 == 0:  # then every 20th: a missing CRD stays missing
+            tries += 1
+            if listed:
+                log.debug("listing AdvisorPolicies failed: %s", exc)
+            elif tries <= len(pauses) or tries % 20 == 0:  # then every 20th: a missing CRD stays missing
                 log.warning(
                     "listing AdvisorPolicies failed again (try %d): %s; no job is acted on until it succeeds",
                     tries,
                     getattr(exc, "reason", None) or exc,
                 )
             continue
-        for item in items:
-            engine.enqueue("policy", "ADDED", item)
-        engine.enqueue("policylisting", "ADDED", {"listed": True})
-        return
+        tries, listed = 0, True
+        engine.enqueue("policyresync", "ADDED", {"items": items, "listedAt": started})
+
+
+def custom_policies(api: ClusterApi) -> Any:
+    """The AdvisorPolicies, as the API server lists them."""
+    return api.custom.list_cluster_custom_object(GROUP, VERSION, "advisorpolicies")
 
 
 def list_jobs(api: ClusterApi, options: OperatorOptions) -> dict[str, Any]:

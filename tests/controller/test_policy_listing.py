@@ -8,11 +8,13 @@ or a broader one may stand in for it."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any
 
 import pytest
 
-from advisor.controller.operator import relist_policies
+from advisor.controller.operator import resync_policies
 from advisor.controller.render import iso
 from advisor.model import ClusterView, Decision, JobView
 from tests.controller.fakes import FakeApi, make_engine, release_sequence, trainjob, workload
@@ -31,23 +33,38 @@ def _queued(engine: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def test_the_listing_is_tried_again_until_it_succeeds_then_ends_the_wait(
+def test_the_listing_is_tried_again_until_it_succeeds_then_every_period(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     e = make_engine(FakeApi(), lambda *a, **k: Decision(job=KEY))
     answers: list[Any] = [RuntimeError("503 etcdserver: leader changed")] * 25
+    stop = threading.Event()
+    listings = []
 
     def fetch() -> dict[str, Any]:
         if answers:
             raise answers.pop(0)
+        listings.append(1)
+        if len(listings) == 2:
+            stop.set()  # two listings: the first ends the wait, the second is a resync
         return {"items": [POLICY]}
 
     caplog.set_level(logging.WARNING, logger="advisor.controller.operator")
-    relist_policies(e, fetch, pauses=(0.0, 0.0))
-    assert _queued(e) == [("policy", POLICY), ("policylisting", {"listed": True})]
+    resync_policies(e, fetch, stop, listed=False, pauses=(0.0, 0.0), period_s=0.0)
+    queued = _queued(e)
+    assert [kind for kind, _ in queued] == ["policyresync", "policyresync"]
+    assert queued[0][1]["items"] == [POLICY] and isinstance(queued[0][1]["listedAt"], float)
     # said at each of the first tries, then at every 20th (a missing CRD stays missing)
     said = [r.getMessage() for r in caplog.records if "failed again" in r.getMessage()]
     assert [m.split("(try ")[1].split(")")[0] for m in said] == ["1", "2", "20"]
+
+
+def test_a_stopped_resync_lists_nothing_more() -> None:
+    e = make_engine(FakeApi(), lambda *a, **k: Decision(job=KEY))
+    stop = threading.Event()
+    stop.set()
+    resync_policies(e, lambda: pytest.fail("listed after the stop"), stop, listed=True, period_s=0.0)
+    assert _queued(e) == []
 
 
 def _actionable(api: FakeApi) -> tuple[str, str]:
@@ -97,7 +114,7 @@ def test_a_release_under_way_is_not_taken_as_abandoned_while_the_policies_are_un
 
     # the listing succeeds, p with it: the sequence goes on, nothing cancelled
     governed[0] = True
-    second.enqueue("policylisting", "ADDED", {"listed": True})
+    second.enqueue("policyresync", "ADDED", {"items": [], "listedAt": time.time()})
     second.step(T0 + 90)
     assert not second.policies_unknown
     assert second.metrics.registry.get_sample_value("trainjob_advisor_policies_listed") == 1
@@ -116,6 +133,63 @@ def test_no_action_is_carried_out_while_the_policies_are_unknown() -> None:
     e.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
     e.step(T0)
     assert not e.actuator.awaiting_ack(KEY) and not api.pod_annotations
-    e.enqueue("policylisting", "ADDED", {"listed": True})
+    e.enqueue("policyresync", "ADDED", {"items": [], "listedAt": time.time()})
     e.step(T0 + 10)
     assert e.actuator.awaiting_ack(KEY)  # asked for at the first evaluation after the listing
+
+
+# ------------------------------------------------------------------ what a resync applies
+def _policy(generation: int, mode: str = "Apply", uid: str = "u1") -> dict[str, Any]:
+    return {
+        "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+        "kind": "AdvisorPolicy",
+        "metadata": {"name": "p", "uid": uid, "generation": generation},
+        "spec": {"mode": mode, "rules": {"stall": {"for": "40s", "action": "Release"}}},
+    }
+
+
+def _resync(e: Any, *items: dict[str, Any], at: float | None = None) -> None:
+    e.enqueue("policyresync", "ADDED", {"items": list(items), "listedAt": time.time() if at is None else at})
+    e.step(T0)
+
+
+def _mode(e: Any) -> str | None:
+    policy = e.policies.get("p")
+    return None if policy is None else policy.mode.value
+
+
+def test_a_resync_applies_an_edit_the_watch_did_not_deliver_and_never_an_older_one() -> None:
+    e = make_engine(FakeApi())
+    e.enqueue("policy", "ADDED", _policy(1))
+    e.step(T0)
+    assert _mode(e) == "Apply"
+    _resync(e, _policy(1, "Recommend"))  # the same generation: what the watch delivered stands
+    assert _mode(e) == "Apply"
+    _resync(e, _policy(2, "Recommend"))  # an edit the watch missed
+    assert _mode(e) == "Recommend"
+    _resync(e, _policy(1))  # older than what was applied
+    assert _mode(e) == "Recommend"
+    _resync(e, _policy(1, uid="u2"))  # deleted and made again under the same name
+    assert _mode(e) == "Apply"
+
+
+def test_a_listing_begun_before_the_last_policy_event_is_skipped() -> None:
+    e = make_engine(FakeApi())
+    begun = time.time()
+    e.enqueue("policy", "ADDED", _policy(3, "Recommend"))
+    e.step(T0)
+    _resync(e, _policy(4), at=begun - 1.0)  # may predate the event just applied
+    assert _mode(e) == "Recommend"
+
+
+def test_a_policy_absent_from_two_listings_in_a_row_is_dropped() -> None:
+    e = make_engine(FakeApi())
+    e.enqueue("policy", "ADDED", _policy(1))
+    e.step(T0)
+    _resync(e)  # one listing may predate the policy's creation
+    assert _mode(e) == "Apply"
+    _resync(e, _policy(1))
+    _resync(e)
+    assert _mode(e) == "Apply"
+    _resync(e)
+    assert _mode(e) is None
