@@ -33,6 +33,7 @@ from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
 from advisor.controller.kueue import Workload, parse_workload
 from advisor.controller.metrics import Metrics
 from advisor.controller.policystatus import JobFigures, PolicyBook
+from advisor.controller.policysync import PolicySync
 from advisor.controller.savecheck import SaveWindowCheck, ready_message
 from advisor.controller.saved import JOB_DELETED, SavedStatuses
 from advisor.controller.statusboard import StatusBoard, owner_reference, same_but_time
@@ -143,12 +144,8 @@ class Engine:
         #: may not have delivered them all, or the one that governs it), so no job is acted on and
         #: no release sequence is taken as abandoned; the jobs are judged and shown meanwhile
         self.policies_unknown = False
-        #: each AdvisorPolicy's (uid, generation) as last applied, what a listing is compared with
-        #: (``_on_policy_resync``); when the last policy event was received; the policies one
-        #: listing lacked (deleted by the next one that lacks them too)
-        self._policy_seen: dict[str, tuple[Any, Any]] = {}
-        self._policy_event_at = -math.inf
-        self._policy_missing: set[str] = set()
+        #: what the policy events applied, which a listing is compared with (``_on_policy_resync``)
+        self._policy_sync = PolicySync()
 
     def use_evidence_store(self, store: EvidenceStore) -> int:
         """Keep the runtimes' SIGTERM evidence of deleted jobs in ``store`` (``evidence``): what it
@@ -578,13 +575,7 @@ class Engine:
     # ------------------------------------------------------------------------------- policies
     def _on_policy(self, event_type: str, body: Mapping[str, Any], now: float) -> None:
         self.book.on_event(event_type, body)
-        meta = body.get("metadata") or {}
-        name = str(meta.get("name"))
-        self._policy_event_at = self._received
-        if event_type == "DELETED":
-            self._policy_seen.pop(name, None)
-        else:
-            self._policy_seen[name] = (meta.get("uid"), meta.get("generation"))
+        self._policy_sync.applied(event_type, body, received=self._received)
         if event_type != "DELETED":
             name = str((body.get("metadata") or {}).get("name"))
             self.core.note_policy_actions(name, self.book.stored_actions(body))
@@ -608,35 +599,16 @@ class Engine:
             log.warning("AdvisorPolicies not listed: no job is acted on until they are")
 
     def _on_policy_resync(self, items: Sequence[Mapping[str, Any]], listed_at: float, now: float) -> None:
-        """A whole listing of the AdvisorPolicies (``operator.resync_policies``): it ends the wait of
-        a start-up whose listing failed, and applies what the watch did not deliver: a policy new or
-        changed (another uid, a higher generation: a spec edit) as an event of its own, one absent
-        from two listings in a row as deleted (one listing may predate its creation). A listing
-        begun before the last policy event was received may be older than that event: skipped, the
-        next one will do."""
+        """A whole listing of the AdvisorPolicies (``policysync.resync_policies``): it ends the wait
+        of a start-up whose listing failed, and applies what the watch did not deliver
+        (``PolicySync.missed``), each as an event of its own."""
         self._on_policy_listing(True)
-        if listed_at < self._policy_event_at:
-            return
-        names = set()
-        for item in items:
-            meta = item.get("metadata") or {}
-            name = str(meta.get("name"))
-            names.add(name)
-            seen = self._policy_seen.get(name)
-            uid, generation = meta.get("uid"), meta.get("generation")
-            newer = (
-                seen is None
-                or seen[0] != uid
-                or (isinstance(generation, int) and (not isinstance(seen[1], int) or generation > seen[1]))
+        for event_type, body in self._policy_sync.missed(items, listed_at):
+            name = (body.get("metadata") or {}).get("name")
+            log.warning(
+                "AdvisorPolicy %s: applied from a listing (%s): no watch event delivered it", name, event_type
             )
-            if newer:
-                log.warning("AdvisorPolicy %s: a listing shows what no watch event delivered; applied", name)
-                self._on_policy("ADDED" if seen is None else "MODIFIED", item, now)
-        missing = set(self._policy_seen) - names
-        for name in sorted(missing & self._policy_missing):
-            log.warning("AdvisorPolicy %s: absent from two listings, no deletion event seen; dropped", name)
-            self._on_policy("DELETED", {"metadata": {"name": name}}, now)
-        self._policy_missing = missing - self._policy_missing
+            self._on_policy(event_type, body, now)
 
     def _complete_record(self, name: str, now: float) -> None:
         """Write into the policy's ``status.recentActions`` the recent capped actions this process

@@ -37,6 +37,7 @@ from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.jobs import PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
 from advisor.controller.leader import LeaderElector, LeaseConfig
+from advisor.controller.policysync import custom_policies, resync_policies
 from advisor.controller.savecheck import (
     CONTROLLER_NAME,
     NamespaceScope,
@@ -513,56 +514,6 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> bool:
             engine.enqueue(kind, "ADDED", item)
     engine.enqueue("joblisting", "ADDED", list_jobs(api, options))
     return listed
-
-
-#: seconds between the tries of a policy listing that failed at start-up (the last one repeats)
-RELIST_PAUSES_S: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
-#: seconds between two listings of the AdvisorPolicies once one succeeded (``resync_policies``)
-RESYNC_S = 60.0
-
-
-def resync_policies(
-    engine: Engine,
-    fetch: Callable[[], Any],
-    stop: threading.Event,
-    *,
-    listed: bool,
-    pauses: Sequence[float] = RELIST_PAUSES_S,
-    period_s: float = RESYNC_S,
-) -> None:
-    """List the AdvisorPolicies every ``period_s`` and queue each listing (``policyresync``) until
-    ``stop``; while none has succeeded yet (``listed`` False: the start-up listing failed), after
-    ``pauses`` instead.
-
-    Why both: kopf's watch delivers the policies one event each and says neither when it has
-    delivered them all nor that there are none, so only a whole listing ends the wait of a start-up
-    whose listing failed. And a watch can die unseen: with the AdvisorPolicy CRD installed after
-    the controller started, kopf sometimes never watched the new resource (its scan ran before the
-    API server served it), and an edit to Recommend was not seen while the policy released a job in
-    Apply. The engine applies what a listing shows that it has not seen (``_on_policy_resync``)."""
-    tries = 0
-    while not stop.wait(period_s if listed else pauses[min(tries, len(pauses) - 1)]):
-        started = time.time()
-        try:
-            items = fetch().get("items") or []
-        except Exception as exc:
-            tries += 1
-            if listed:
-                log.debug("listing AdvisorPolicies failed: %s", exc)
-            elif tries <= len(pauses) or tries % 20 == 0:  # then every 20th: a missing CRD stays missing
-                log.warning(
-                    "listing AdvisorPolicies failed again (try %d): %s; no job is acted on until it succeeds",
-                    tries,
-                    getattr(exc, "reason", None) or exc,
-                )
-            continue
-        tries, listed = 0, True
-        engine.enqueue("policyresync", "ADDED", {"items": items, "listedAt": started})
-
-
-def custom_policies(api: ClusterApi) -> Any:
-    """The AdvisorPolicies, as the API server lists them."""
-    return api.custom.list_cluster_custom_object(GROUP, VERSION, "advisorpolicies")
 
 
 def list_jobs(api: ClusterApi, options: OperatorOptions) -> dict[str, Any]:

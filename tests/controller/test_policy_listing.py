@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.operator import resync_policies
+from advisor.controller.policysync import resync_policies
 from advisor.controller.render import iso
 from advisor.model import ClusterView, Decision, JobView
 from tests.controller.fakes import FakeApi, make_engine, release_sequence, trainjob, workload
