@@ -157,26 +157,23 @@ def let_finish(ctx: Context, out: Outcome, rule: str, hold: float, numbers: str)
     return True
 
 
-def new_evaluation(
-    state: Mapping[str, float], key: str, opened: bool, fc: Forecast
-) -> tuple[float | None, bool]:
-    """(the step of the evaluation a rule's window over an eval series opened on, whether ``fc``
-    is of a later one).
+def new_evaluation(ctx: Context, out: Outcome, key: str, opened: bool, fc: Forecast | None) -> bool:
+    """Whether ``fc``, the forecast of the eval series a rule's window judges, is of an evaluation
+    after the one the window opened on; the step of that one is kept in ``out.state[key]``.
 
     Between two evaluations an eval series brings no new evidence, however often it is looked at,
     so a wall-time window alone could pass on a single evaluation: a rule judging an eval series
     acts only on an evaluation after the one its window opened on. A window found open without the
     key (state written before it existed) counts as opened on the current evaluation: it waits one
-    evaluation more rather than acting on less evidence than it would now. A forecast that does not
-    say its last step (a status pasted from an older controller) cannot be told from the next one:
-    (None, True), the window alone decides, as before the rule."""
-    if fc.last_step is None or not math.isfinite(fc.last_step):
-        return None, True
+    evaluation more rather than acting on less evidence than it would now. Without the series'
+    forecast, or one that does not say its last step (a status pasted from an older controller),
+    evaluations cannot be told apart: True, nothing kept, the window alone decides."""
+    if fc is None or fc.last_step is None or not math.isfinite(fc.last_step):
+        return True
     current = float(fc.last_step)
-    opened_on = state.get(key, current) if opened else current
-    if not math.isfinite(opened_on):
-        opened_on = current
-    return opened_on, current > opened_on
+    opened_on = ctx.job.rule_state.get(key, current) if opened else current
+    out.state[key] = opened_on if math.isfinite(opened_on) else current
+    return current > out.state[key]
 
 
 def held_since(state: Mapping[str, float], key: str, now: float, condition: bool) -> float | None:

@@ -93,12 +93,7 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
     if since is None:
         return out
     out.state[KEY] = since
-    seen = state.series.get(metric)
-    fresh = True  # a state without the series' forecast (pasted) cannot tell evaluations apart
-    if seen is not None:
-        opened_on, fresh = new_evaluation(job.rule_state, OPENED_ON_KEY, opened, seen)
-        if opened_on is not None:
-            out.state[OPENED_ON_KEY] = opened_on
+    fresh = new_evaluation(ctx, out, OPENED_ON_KEY, opened, state.series.get(metric))
     held = ctx.now - since
     best = best_checkpoint_text(state, metric)
     numbers = f"P(overfitting)={pct(p)} >= {pct(rule.probability)} for {dur(held)}; {best}"

@@ -155,11 +155,8 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
             )
         return out
     out.state[KEY] = since
-    fresh = True
-    if series != TRAIN_SERIES:
-        opened_on, fresh = new_evaluation(job.rule_state, OPENED_ON_KEY, opened, fc)
-        if opened_on is not None:
-            out.state[OPENED_ON_KEY] = opened_on
+    # every report is a new point of the training loss: only an eval series waits for a new one
+    fresh = series == TRAIN_SERIES or new_evaluation(ctx, out, OPENED_ON_KEY, opened, fc)
     held = ctx.now - since
     if going is not None and (p < rule.probability or not flat):
         numbers = (

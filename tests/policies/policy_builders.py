@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from advisor.model import (
@@ -14,6 +15,7 @@ from advisor.model import (
     Forecast,
     Interval,
     JobView,
+    LearningState,
     WorkloadView,
 )
 from policies import Policy, load_policy
@@ -112,3 +114,33 @@ def cluster(
 
 def with_state(view: JobView, decision_state: Any) -> JobView:
     return dataclasses.replace(view, rule_state=dict(decision_state))
+
+
+def eval_state(
+    series: Mapping[str, Forecast],
+    *,
+    overfitting: float = 0.0,
+    plateaued: float = 0.0,
+    metric: str | None = "eval_loss",
+    best_step: int = 1200,
+    best_value: float = 0.512,
+    evals_since_best: int = 4,
+) -> LearningState:
+    """A run state judged by eval series ``metric``: the rest of the probability is "learning", the
+    label the most probable."""
+    probabilities = {
+        "learning": 1.0 - overfitting - plateaued,
+        "plateaued": plateaued,
+        "overfitting": overfitting,
+        "diverging": 0.0,
+        "hung": 0.0,
+    }
+    return LearningState(
+        label=max(probabilities, key=lambda k: probabilities[k]),
+        probabilities=probabilities,
+        metric=metric,
+        best_step=best_step,
+        best_value=best_value,
+        evals_since_best=evals_since_best,
+        series=series,
+    )

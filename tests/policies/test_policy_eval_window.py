@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from policy_builders import HOUR, T0, cluster, forecast, job, policy
+from policy_builders import HOUR, T0, cluster, eval_state, forecast, job, policy
 
 from advisor.model import ActionKind, Forecast, LearningState
 from policies import decide
@@ -20,20 +20,13 @@ def eval_forecast(last_step: int, *, plateau: float = 0.97) -> Forecast:
 
 
 def learning(eval_fc: Forecast, *, p_overfit: float = 0.05) -> LearningState:
-    return LearningState(
-        label="overfitting" if p_overfit >= 0.5 else "plateaued",
-        probabilities={
-            "learning": 0.0,
-            "plateaued": 1.0 - p_overfit,
-            "overfitting": p_overfit,
-            "diverging": 0.0,
-            "hung": 0.0,
-        },
-        metric="eval_loss",
+    return eval_state(
+        {"eval_loss": eval_fc},
+        overfitting=p_overfit,
+        plateaued=1.0 - p_overfit,
         best_step=800,
         best_value=0.55,
         evals_since_best=3,
-        series={"eval_loss": eval_fc},
     )
 
 

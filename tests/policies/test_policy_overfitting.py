@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policy_builders import HOUR, T0, cluster, forecast, job, policy
+from policy_builders import HOUR, T0, cluster, eval_state, forecast, job, policy
 
 from advisor.model import ActionKind, EvalJudgement, LearningState
 from policies import decide
@@ -15,22 +15,7 @@ OPEN_PLATEAU = {"plateau.since": T0 - HOUR, "plateau.openedOn": 0.0}
 
 
 def state(p_overfit: float = 0.95, *, metric: str | None = "eval_loss") -> LearningState:
-    rest = 1.0 - p_overfit
-    return LearningState(
-        label="overfitting" if p_overfit >= 0.5 else "learning",
-        probabilities={
-            "learning": rest,
-            "plateaued": 0.0,
-            "overfitting": p_overfit,
-            "diverging": 0.0,
-            "hung": 0.0,
-        },
-        metric=metric,
-        best_step=1200,
-        best_value=0.512,
-        evals_since_best=4,
-        series={"eval_loss": EVAL_FC} if metric else {},
-    )
+    return eval_state({"eval_loss": EVAL_FC} if metric else {}, overfitting=p_overfit, metric=metric)
 
 
 def test_recommendation_names_the_best_eval_step() -> None:
@@ -99,20 +84,13 @@ def test_an_eval_loss_climbing_past_its_best_while_training_is_flat_is_a_plateau
     """Neither overfitting (the training loss no longer falls) nor a divergence: the eval metric has
     no improvement left, and a rising forecast of an eval series is the finding, not a bad fit."""
     rising = forecast(plateau=0.99, diverge=0.7, loss=0.94, final=1.03)
-    plateaued = LearningState(
-        label="plateaued",
-        probabilities={
-            "learning": 0.02,
-            "plateaued": 0.9,
-            "overfitting": 0.08,
-            "diverging": 0.0,
-            "hung": 0.0,
-        },
-        metric="eval_loss",
+    plateaued = eval_state(
+        {"eval_loss": rising},
+        plateaued=0.9,
+        overfitting=0.08,
         best_step=1000,
         best_value=0.92,
         evals_since_best=5,
-        series={"eval_loss": rising},
     )
     flat_train = forecast(plateau=0.99, loss=0.3, final=0.3)
     view = job(forecast=flat_train, learning_state=plateaued, rule_state=OPEN_PLATEAU)
