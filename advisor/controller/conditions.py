@@ -21,7 +21,14 @@ from typing import Any
 from advisor.controller.render import iso
 from advisor.model import Decision, JobView, Mode, Phase
 
-__all__ = ["forecast_conditions"]
+__all__ = ["POLICIES_NOT_LISTED", "forecast_conditions"]
+
+#: why nothing is acted on while the start-up listing of the AdvisorPolicies has not succeeded: the
+#: Actionable condition's message, the recommendation's reason and ``/readyz``'s body say it alike
+POLICIES_NOT_LISTED = (
+    "the AdvisorPolicies could not be listed since the controller started: it acts on no job "
+    "until they are (tried again in the background)"
+)
 
 
 def _forecasting(view: JobView) -> tuple[str, str, str]:
@@ -43,12 +50,7 @@ def _actionable(view: JobView, decision: Decision | None, policies_listed: bool)
     if view.phase is not Phase.RUNNING:
         return "False", view.phase.value.capitalize(), view.phase_reason or f"the job is {view.phase.value}"
     if not policies_listed:
-        return (
-            "False",
-            "PoliciesNotListed",
-            "the AdvisorPolicies could not be listed since the controller started: it acts on no job "
-            "until they are (tried again in the background)",
-        )
+        return "False", "PoliciesNotListed", POLICIES_NOT_LISTED
     if decision is None or decision.policy is None:
         return "False", "NoPolicy", "no AdvisorPolicy selects this job"
     if decision.advice == "exempt":

@@ -33,6 +33,7 @@ from typing import Any
 import kopf
 
 from advisor.controller.api import ClusterApi
+from advisor.controller.conditions import POLICIES_NOT_LISTED
 from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.jobs import PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
@@ -215,7 +216,9 @@ def serve_http(
     under leader election (maxUnavailable 0) counts the new pod, a standby, as available and
     removes the old leader; a leader-only probe would hold every update forever. Which replica
     leads is the body and the ``trainjob_advisor_leader`` gauge. 503 while a new leader lists the
-    cluster (``starting``), while a standby cannot read the Lease, and once the worker stopped."""
+    cluster (``starting``), while the leader could not list the AdvisorPolicies (it acts on no job
+    meanwhile: ``Engine.policies_unknown``; a pod not READY is where an admin looks first), while a
+    standby cannot read the Lease, and once the worker stopped."""
     from wsgiref.simple_server import WSGIRequestHandler, make_server
 
     from prometheus_client import make_wsgi_app
@@ -232,9 +235,11 @@ def serve_http(
             if elector.in_touch():
                 return True, "standby"
             return False, "standby, cannot read the Lease"
-        if engine.ready and (threads or worker is None):
-            return True, "leader"
-        return False, "starting"
+        if not (engine.ready and (threads or worker is None)):
+            return False, "starting"
+        if engine.policies_unknown:
+            return False, f"leader; {POLICIES_NOT_LISTED}"
+        return True, "leader"
 
     def app(environ: dict[str, Any], start_response: Any) -> Any:
         path = environ.get("PATH_INFO", "")

@@ -14,7 +14,7 @@ from typing import Any
 
 from advisor.controller.actuator import Actuator
 from advisor.controller.api import dumps_compact
-from advisor.controller.conditions import forecast_conditions
+from advisor.controller.conditions import POLICIES_NOT_LISTED, forecast_conditions
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB
 from advisor.controller.render import render_status
 from advisor.controller.saved import SavedStatuses
@@ -31,6 +31,16 @@ def owner_reference(body: Mapping[str, Any]) -> dict[str, Any]:
     meta = body.get("metadata") or {}
     jk = JOB_KINDS.get(str(body.get("kind") or ""), TRAINJOB)
     return {"apiVersion": f"{jk.group}/{jk.version}", "kind": jk.kind, "uid": meta.get("uid")}
+
+
+def _not_acted_on(recommendation: dict[str, Any], decision: Decision | None) -> None:
+    """While the AdvisorPolicies are not listed the decision is shown but not carried out: without
+    a governing policy (none has arrived yet) its reason would read "no AdvisorPolicy selects this
+    job", which is not known; with one, its actions would read as under way."""
+    if decision is None or decision.policy is None:
+        recommendation["reasons"] = [POLICIES_NOT_LISTED]
+    else:
+        recommendation["reasons"] = [*recommendation["reasons"], f"not carried out: {POLICIES_NOT_LISTED}"]
 
 
 class StatusBoard:
@@ -83,6 +93,8 @@ class StatusBoard:
             pending_actions=self.actuator.pending_for(key),
             hung_after_s=self.hung_after_s,
         )
+        if not self.policies_listed:
+            _not_acted_on(status["recommendation"], decision)
         previous = (self._shown.get(key) or self.restart.conditions(key) or {}).get("conditions")
         status["conditions"] = forecast_conditions(
             view, decision, now=now, previous=previous or (), policies_listed=self.policies_listed

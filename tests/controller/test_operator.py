@@ -108,6 +108,10 @@ def test_http_endpoints_report_health_readiness_and_metrics() -> None:
         assert get("/readyz") == (503, "starting\n")  # not ready before the startup listing
         engine.ready = True
         assert get("/readyz") == (200, "leader\n")  # without leader election it acts alone
+        engine.policies_unknown = True  # the start-up listing of the AdvisorPolicies failed
+        code, text = get("/readyz")
+        assert code == 503 and text.startswith("leader; the AdvisorPolicies could not be listed")
+        engine.policies_unknown = False
         code, text = get("/metrics")
         assert code == 200 and "trainjob_advisor_watched_jobs" in text
         alive.set()

@@ -109,6 +109,9 @@ def test_a_release_under_way_is_not_taken_as_abandoned_while_the_policies_are_un
     assert second.policies_unknown
     assert second.metrics.registry.get_sample_value("trainjob_advisor_policies_listed") == 0
     assert _actionable(api) == ("False", "PoliciesNotListed")
+    # no policy has arrived yet, which does not mean that none selects the job
+    reasons = api.forecasts[KEY]["status"]["recommendation"]["reasons"]
+    assert len(reasons) == 1 and reasons[0].startswith("the AdvisorPolicies could not be listed")
     assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
     assert second.actuator.awaiting_ack(KEY)
 
@@ -119,6 +122,8 @@ def test_a_release_under_way_is_not_taken_as_abandoned_while_the_policies_are_un
     assert not second.policies_unknown
     assert second.metrics.registry.get_sample_value("trainjob_advisor_policies_listed") == 1
     assert _actionable(api) == ("True", "Apply")
+    reasons = api.forecasts[KEY]["status"]["recommendation"]["reasons"]
+    assert not any("could not be listed" in r for r in reasons)
     assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
     assert second.actuator.awaiting_ack(KEY)
 
@@ -133,6 +138,9 @@ def test_no_action_is_carried_out_while_the_policies_are_unknown() -> None:
     e.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
     e.step(T0)
     assert not e.actuator.awaiting_ack(KEY) and not api.pod_annotations
+    # shown, but said not to be carried out
+    reasons = api.forecasts[KEY]["status"]["recommendation"]["reasons"]
+    assert reasons[-1].startswith("not carried out: the AdvisorPolicies could not be listed")
     e.enqueue("policyresync", "ADDED", {"items": [], "listedAt": time.time()})
     e.step(T0 + 10)
     assert e.actuator.awaiting_ack(KEY)  # asked for at the first evaluation after the listing
