@@ -176,6 +176,17 @@ def new_evaluation(ctx: Context, out: Outcome, key: str, opened: bool, fc: Forec
     return current > out.state[key]
 
 
+def waiting_text(hold: float, series: str, waits_on: float | None) -> str:
+    """What a rule's open window waits for: its ``for`` and, when the eval series it judges has
+    brought no evaluation since the one the window opened on (``waits_on``, that step; None: a new
+    one has come, or the series is the training loss), a later evaluation too, so that the reason
+    does not promise an action at the window's end that the next evaluation still has to bring."""
+    text = f"acting after {dur(hold)}"
+    if waits_on is None or not math.isfinite(waits_on):
+        return text
+    return f"{text}, at an evaluation of {series} after step {waits_on:.0f}"
+
+
 def held_since(state: Mapping[str, float], key: str, now: float, condition: bool) -> float | None:
     """When ``condition`` started holding without interruption (``None`` if it does not hold now)."""
     if not condition:

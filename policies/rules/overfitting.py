@@ -31,6 +31,7 @@ from policies.rules.base import (
     new_evaluation,
     pct,
     undirected,
+    waiting_text,
 )
 from policies.rules.release import release
 from policies.spec import RECOMMEND, STOP, OverfittingRule
@@ -98,7 +99,8 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
     best = best_checkpoint_text(state, metric)
     numbers = f"P(overfitting)={pct(p)} >= {pct(rule.probability)} for {dur(held)}; {best}"
     if held < rule.hold:
-        out.reasons.append(f"{NAME}: {numbers} (acting after {dur(rule.hold)})")
+        waits_on = None if fresh else out.state.get(OPENED_ON_KEY)
+        out.reasons.append(f"{NAME}: {numbers} ({waiting_text(rule.hold, metric, waits_on)})")
         out.recheck(since + rule.hold)
         out.advice, out.severity = "overfitting?", 2
         return out

@@ -69,6 +69,7 @@ from policies.rules.base import (
     new_evaluation,
     pct,
     undirected,
+    waiting_text,
 )
 from policies.rules.overfitting import best_checkpoint_text
 from policies.rules.release import in_flight, release
@@ -184,7 +185,8 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         out.advice, out.severity = "plateau?", 2
         return out
     if held < rule.hold:
-        out.reasons.append(f"{NAME}: {numbers} (acting after {dur(rule.hold)})")
+        waits_on = None if fresh else out.state.get(OPENED_ON_KEY)
+        out.reasons.append(f"{NAME}: {numbers} ({waiting_text(rule.hold, series, waits_on)})")
         out.recheck(since + rule.hold)
         out.advice, out.severity = "plateau?", 2
         return out

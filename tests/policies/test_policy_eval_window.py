@@ -60,7 +60,18 @@ def test_a_new_evaluation_inside_the_window_still_waits_for_the_window() -> None
     d = decide(
         job(learning_state=learning(eval_forecast(1100)), rule_state=state), cluster(), PLATEAU, now=T0 + 60
     )
-    assert not released(d) and any("acting after 10m" in r for r in d.reasons)
+    assert not released(d) and any(r.endswith("(acting after 10m)") for r in d.reasons)
+
+
+def test_an_open_window_says_it_also_waits_for_a_later_evaluation() -> None:
+    """Inside the window on the evaluation it opened on, the reason names both conditions: the
+    window's end alone would not act."""
+    d = decide(job(learning_state=learning(eval_forecast(1000))), cluster(), PLATEAU, now=T0)
+    assert any("(acting after 10m, at an evaluation of eval_loss after step 1000)" in r for r in d.reasons)
+    d = decide(
+        job(learning_state=learning(eval_forecast(1000), p_overfit=0.95)), cluster(), OVERFITTING, now=T0
+    )
+    assert any("(acting after 10m, at an evaluation of eval_loss after step 1000)" in r for r in d.reasons)
 
 
 def test_a_window_open_without_the_evaluation_it_opened_on_waits_for_the_next_one() -> None:
