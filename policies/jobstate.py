@@ -82,6 +82,37 @@ def _nummap(v: Any, path: str) -> dict[str, float]:
     return {str(k): _num(x, f"{path}.{k}") for k, x in v.items()}
 
 
+def _rule_state(v: Any, path: str) -> dict[str, float]:
+    """The rules' memory as the core loop keeps it: finite JSON numbers (a string, or a NaN, is no
+    time or step a rule could have written)."""
+    if not isinstance(v, Mapping):
+        raise JobStateError(f"{path}: must be a map of numbers")
+    out: dict[str, float] = {}
+    for k, x in v.items():
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+            raise JobStateError(f"{path}.{k}: must be a finite number, got {x!r}")
+        out[str(k)] = float(x)
+    return out
+
+
+def _check_rule_state(job: JobView, now: float | None) -> None:
+    """A rule state the job's own figures contradict: a window opened after ``now``, or on an
+    evaluation later than the latest one any eval series reports. Replayed, it would explain a
+    decision the controller could not have made (a window that never passes, or passes at once)."""
+    for key, value in job.rule_state.items():
+        if key.endswith(".since") and now is not None and value > now:
+            raise JobStateError(f"job.ruleState.{key}: {value:.0f} is after now ({now:.0f})")
+        if key.endswith(".openedOn"):
+            state = job.learning_state
+            steps = [fc.last_step for fc in state.series.values()] if state is not None else []
+            known = [s for s in steps if s is not None]
+            if known and value > max(known):
+                raise JobStateError(
+                    f"job.ruleState.{key}: step {value:.0f} is after the latest evaluation any eval series "
+                    f"reports (lastStep {max(known):.0f})"
+                )
+
+
 def _obj(v: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(v, Mapping):
         raise JobStateError(f"{path}: must be an object")
@@ -317,7 +348,7 @@ _JOB: dict[str, tuple[str, Conv]] = {
     "checkpoint": ("checkpoint", lambda v, p: checkpoint_from_dict(_obj(v, p))),
     "throughput": ("throughput", _throughput),
     "actions": ("actions", _actions),
-    "ruleState": ("rule_state", _nummap),
+    "ruleState": ("rule_state", lambda v, p: _rule_state(v, p)),
 }
 _CQ: dict[str, tuple[str, Conv]] = {
     "name": ("name", _str),
@@ -418,4 +449,6 @@ def state_from_dict(data: Any) -> tuple[JobView, ClusterView, float | None]:
     now = None if data.get("now") is None else _num(data["now"], "now")
     if now is not None and not math.isfinite(now):
         raise JobStateError(f"now: must be finite, got {now}")
-    return job_from_dict(data["job"]), cluster_from_dict(data.get("cluster")), now
+    job = job_from_dict(data["job"])
+    _check_rule_state(job, now)
+    return job, cluster_from_dict(data.get("cluster")), now

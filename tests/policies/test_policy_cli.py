@@ -368,3 +368,29 @@ def test_a_job_state_given_as_a_policy_is_named_as_what_it_is(capsys: pytest.Cap
     assert len(err) == 1 and err[0].endswith(
         "not an AdvisorPolicy: a job state, as policy explain --job-state reads"
     )
+
+
+def test_explain_rejects_a_rule_state_the_job_contradicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule memory the controller could not have written: a string or NaN, a window opened after
+    ``now``, or on an evaluation later than any eval series reports. Replayed, it would explain a
+    decision no controller makes (a window that never passes, or one that passes at once)."""
+    sample = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+    example = ROOT / "examples" / "job-state-overfitting.json"
+    state = json.loads(example.read_text())
+    last = max(s["lastStep"] for s in state["job"]["learningState"]["series"].values())
+    for rule_state, message in (
+        ({"overfitting.openedOn": last + 500}, "job.ruleState.overfitting.openedOn: step"),
+        ({"overfitting.since": "600"}, "job.ruleState.overfitting.since: must be a finite number"),
+        ({"plateau.since": float("nan")}, "job.ruleState.plateau.since: must be a finite number"),
+        ({"plateau.since": state["now"] + 60}, "job.ruleState.plateau.since:"),
+    ):
+        broken = json.loads(json.dumps(state))
+        broken["job"]["ruleState"] = rule_state
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(broken))
+        assert main(["policy", "explain", str(sample), "--job-state", str(path)]) == 2
+        assert message in capsys.readouterr().err
+    # the example's own state (opened on an evaluation it reports) is read as it is
+    assert main(["policy", "explain", str(sample), "--job-state", str(example)]) == 0
