@@ -10,7 +10,10 @@ progress. This helper plays those parts for one TrainJob, so a person can watch 
   admits it, two pods with the JobSet label the advisor annotates for checkpoints;
 * reports ``status.trainerStatus`` from a curve file (CSV/TSV, JSONL or an HF
   ``trainer_state.json``: any file ``trainjob-advisor forecast`` reads) at ``--steps-per-second``,
-  every ``--every`` steps, as Hugging Face's callback would;
+  every ``--every`` steps, as Hugging Face's callback would: the training loss, and the file's
+  ``eval_loss`` when it has one (its latest evaluation at or before the step, repeated in the
+  reports after it as the callback merges the last one), so the run state, the overfitting rule
+  and the best eval step can be watched too;
 * when the advisor releases the quota (``Workload.spec.active=false``), plays the eviction (the
   reservation is released, reporting stops); ``trainjob-advisor resume`` (or setting
   ``spec.active=true``) lets Kueue admit it again and reporting resumes from the last step;
@@ -25,8 +28,10 @@ Usage: see docs/dev-control-plane.md ("Watch the advisor work").
 from __future__ import annotations
 
 import argparse
+import bisect
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -234,12 +239,14 @@ class Player:
         value = ((meta.annotations if meta is not None else None) or {}).get(CHECKPOINT_REQUEST_ANNOTATION)
         return str(value) if value else None
 
-    def report(self, step: int, total: int, loss: float) -> None:
+    def report(self, step: int, total: int, loss: float, eval_loss: float | None = None) -> None:
         metrics = [
             {"name": "current_step", "value": str(step)},
             {"name": "total_steps", "value": str(total)},
             {"name": "loss", "value": f"{loss:.6g}"},
         ]
+        if eval_loss is not None:
+            metrics.append({"name": "eval_loss", "value": f"{eval_loss:.6g}"})
         request = self.checkpoint_request()
         if request is not None and request != self._answered:
             self._answered, self._saved_step = request, step  # saved at this step, then reported
@@ -290,6 +297,12 @@ def _kind(plural: str) -> str:
     return {"resourceflavors": "ResourceFlavor", "clusterqueues": "ClusterQueue"}[plural]
 
 
+def latest_eval(evals: Sequence[tuple[float, float]], step: int) -> float | None:
+    """The eval loss of the latest evaluation at or before ``step`` (None: none yet)."""
+    at = bisect.bisect_right([s for s, _ in evals], step)
+    return evals[at - 1][1] if at else None
+
+
 def play(
     player: Player,
     steps: list[int],
@@ -298,10 +311,12 @@ def play(
     *,
     rate: float,
     every: int,
+    evals: Sequence[tuple[float, float]] = (),
     out: Any = sys.stdout,
 ) -> None:
     """Report the curve at ``rate`` steps per second while the Workload is admitted; play eviction
-    and re-admission; finish the run at its last step."""
+    and re-admission; finish the run at its last step. ``evals``: (step, eval loss) in step order,
+    each reported from its step on."""
     sleep = every / rate
     i = 0
     reporting = False
@@ -322,7 +337,7 @@ def play(
             player.start_pods()
             print(f"{player.name}: admitted; reporting from step {steps[i]}", file=out)
             reporting = True
-        player.report(steps[i], total, losses[i])
+        player.report(steps[i], total, losses[i], latest_eval(evals, steps[i]))
         i += 1
         time.sleep(sleep)
     player.finish()
@@ -358,6 +373,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.every < 1 or args.steps_per_second <= 0:
         print("error: --every must be >= 1 and --steps-per-second > 0", file=sys.stderr)
         return 2
+    try:
+        evaluated = load_curve(args.curve, metric="eval_loss")
+        evals = sorted(zip(evaluated.steps, evaluated.values, strict=True))
+    except SourceError:
+        evals = []  # a file without evaluations: the training loss alone
     total = curve.total_steps or int(max(curve.steps))
     picked = [
         (int(s), float(v)) for s, v in zip(curve.steps, curve.values, strict=True) if int(s) % args.every == 0
@@ -377,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         total,
         rate=args.steps_per_second,
         every=args.every,
+        evals=evals,
     )
     return 0
 

@@ -10,6 +10,8 @@ import controlplane as cp
 import pytest
 from controller_harness import Controller, wait_for
 
+from advisor.controller.store import decode_history
+
 sys.path.insert(0, str(cp.REPO_ROOT / "scripts" / "controlplane"))
 from playground import Player, play
 
@@ -28,7 +30,8 @@ def test_a_played_job_is_admitted_reports_and_finishes(
         player.create_job()
         out = io.StringIO()
         steps = list(range(10, 201, 10))
-        play(player, steps, [2.0 / s**0.3 for s in steps], 200, rate=100.0, every=10, out=out)
+        evals = [(float(s), 1.0 + s / 1000) for s in (50, 100, 150, 200)]  # a rising eval loss
+        play(player, steps, [2.0 / s**0.3 for s in steps], 200, rate=100.0, every=10, evals=evals, out=out)
         assert (
             "admitted; reporting from step 10" in out.getvalue() and "finished at step 200" in out.getvalue()
         )
@@ -37,6 +40,9 @@ def test_a_played_job_is_admitted_reports_and_finishes(
             "the advisor to show the played job finished",
         )
         assert tjf["status"]["progress"]["step"] == 200
+        # the evaluations were reported from their steps on, each read once
+        history = decode_history(tjf["status"]["history"])
+        assert history["evals"]["series"]["eval_loss"]["steps"] == [50, 100, 150, 200]
         assert any(
             c["type"] == "Finished" and c["status"] == "True" for c in player.wl()["status"]["conditions"]
         )
