@@ -230,9 +230,11 @@ def run(args: argparse.Namespace) -> int:
             writer_workers=args.writer_threads,
             job_metrics=not args.no_job_metrics,
             history_points=history_points,
-            # the Lease names the release (with or without leader election: a single release
-            # keeps one entry in each policy's status.shards when it is turned on or off)
-            status_shard=f"{args.leader_election_namespace or _own_namespace()}/{args.leader_election_id}",
+            status_shard=status_shard(
+                f"{args.leader_election_namespace or _own_namespace()}/{args.leader_election_id}",
+                tuple(args.namespace),
+                leader_election=lease is not None,
+            ),
         ),
         leader_election=lease,
         # beside the Lease: the controller's own namespace (its Role allows ConfigMaps there)
@@ -259,6 +261,18 @@ def run(args: argparse.Namespace) -> int:
             "`kubectl auth can-i --list --as=system:serviceaccount:<namespace>:<name>` shows what it has"
         ) from exc
     return 0
+
+
+def status_shard(lease: str, namespaces: tuple[str, ...], *, leader_election: bool) -> str:
+    """The controller's entry in each AdvisorPolicy's ``status.shards``: its Lease
+    (``<namespace>/<name>``), which names a release under leader election and keeps a cluster-wide
+    release's one entry whether leader election is on or off. Without leader election no Lease
+    tells two controllers apart: two of them watching different namespaces (two ``run -n``, or two
+    releases in one namespace with leader election off) would write one entry in turn, each
+    overwriting the other's counts, so the entry also names the namespaces watched."""
+    if leader_election or not namespaces:
+        return lease
+    return f"{lease}[{','.join(sorted(set(namespaces)))}]"
 
 
 def _own_namespace() -> str:

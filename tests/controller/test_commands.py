@@ -453,8 +453,9 @@ def test_a_missing_object_and_a_missing_kind_are_told_apart() -> None:
 
 def test_run_names_its_policy_status_entry_after_its_lease(monkeypatch: Any) -> None:
     """Each namespace shard writes its own entry of the AdvisorPolicies' status.shards, keyed by its
-    Lease; a controller without leader election uses the default Lease's key, as a single release
-    with it does (one entry whether leader election is on or off)."""
+    Lease; a cluster-wide controller without leader election uses the default Lease's key, as a
+    single release with it does (one entry whether leader election is on or off). Without leader
+    election no Lease tells two namespace-scoped controllers apart: their namespaces do."""
     from advisor.controller import cliutil, operator
     from advisor.controller.policystatus import DEFAULT_SHARD
 
@@ -467,8 +468,16 @@ def test_run_names_its_policy_status_entry_after_its_lease(monkeypatch: Any) -> 
     monkeypatch.setattr(cliutil, "configure_logging", lambda *a: None)
     monkeypatch.setattr(operator, "run_operator", fake_run)
     monkeypatch.setenv("POD_NAMESPACE", "trainjob-advisor-system")  # the pod's, as the manifests install it
-    assert cli.main(["run", "-n", "team-a"]) == 0
+    assert cli.main(["run", "-A"]) == 0
     assert cli.main(["run", "-n", "team-a", "--leader-elect"]) == 0
+    assert cli.main(["run", "-n", "team-b", "-n", "team-a"]) == 0
+    assert cli.main(["run", "-n", "team-c"]) == 0
     monkeypatch.setenv("POD_NAMESPACE", "advisor")
     assert cli.main(["run", "-n", "team-c", "--leader-elect", "--leader-election-id", "tjb"]) == 0
-    assert [o.engine.status_shard for o in seen] == [DEFAULT_SHARD, DEFAULT_SHARD, "advisor/tjb"]
+    assert [o.engine.status_shard for o in seen] == [
+        DEFAULT_SHARD,
+        DEFAULT_SHARD,
+        f"{DEFAULT_SHARD}[team-a,team-b]",
+        f"{DEFAULT_SHARD}[team-c]",
+        "advisor/tjb",
+    ]
