@@ -90,7 +90,32 @@ def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
     return lines
 
 
-def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
+def _rule_memory(status: Mapping[str, Any], now: float) -> list[str]:
+    """The rules' memory the controller keeps between evaluations (``status.coreState``'s
+    ``ruleState``): when each window opened, and on which evaluation, what the reasons' "for 4m"
+    and "acting at the next evaluation" count from."""
+    from advisor.commands.policy import state_value
+
+    raw = status.get("coreState")
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return []
+    state = data.get("ruleState") if isinstance(data, Mapping) else None
+    if not isinstance(state, Mapping):
+        return []
+    shown = [
+        f"{k}={state_value(str(k), float(v), now)}"
+        for k, v in sorted(state.items())
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    ]
+    return [f"  rule memory   {', '.join(shown)}"] if shown else []
+
+
+def explain_lines(ns: str, name: str, status: Mapping[str, Any], *, now: float | None = None) -> list[str]:
+    """``now``: what the rule memory's times are told against (default: the current time)."""
+    import time
+
     from advisor.controller.render import format_duration, shows_eta
 
     prog = status.get("progress") or {}
@@ -168,6 +193,7 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any]) -> list[str]:
         lines.append(f"  lifecycle     {job['phase']}{why} (since {job.get('phaseSince') or '-'})")
     lines.append(f"  advice        {rec.get('advice') or '-'}")
     lines += [f"  because       {r}" for r in rec.get("reasons") or []]
+    lines += _rule_memory(status, time.time() if now is None else now)
     lines += [
         f"  wants         {a['kind']} (rule {a['rule']}): {a['reason']}" for a in rec.get("actions") or []
     ]

@@ -18,7 +18,7 @@ from typing import Any
 
 from advisor.cli import CommandError
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "state_value"]
 
 
 def register(subparsers: Any) -> None:
@@ -234,12 +234,12 @@ def _explain(args: argparse.Namespace) -> int:
         print(f"  cleanup: {a.kind.value} [{a.rule}] {a.reason}")
     if decision.state:
         print(
-            "state: " + ", ".join(f"{k}={_state_value(k, v, now)}" for k, v in sorted(decision.state.items()))
+            "state: " + ", ".join(f"{k}={state_value(k, v, now)}" for k, v in sorted(decision.state.items()))
         )
     return 0
 
 
-def _state_value(key: str, value: float, now: float) -> str:
+def state_value(key: str, value: float, now: float) -> str:
     """A rule-state entry as a person reads it: a time (``plateau.since``) as a UTC time and how
     long ago, anything else as a number."""
     if key.rsplit(".", 1)[-1] in ("since", "at", "time", "until") and value > 1e8:

@@ -329,3 +329,18 @@ def test_an_action_not_carried_out_says_why_in_the_status_and_explain() -> None:
     assert status["actions"][-1]["detail"] == dropped.detail
     text = "\n".join(explain_lines("team-a", "llm", status))
     assert "-> impossible [r1] p/plateau: no 1% gain (not carried out after the restart" in text
+
+
+def test_explain_shows_the_rule_memory_the_reasons_count_from() -> None:
+    """When each window opened, and on which evaluation: what "for 4m" and "acting at the next
+    evaluation" in the reasons count from (kept in status.coreState)."""
+    import json
+
+    from advisor.commands.explain import explain_lines
+
+    status = render_status(view(), None, now=NOW)
+    status["coreState"] = json.dumps({"ruleState": {"plateau.since": NOW - 240, "plateau.openedOn": 1000}})
+    text = "\n".join(explain_lines("team-a", "llm", status, now=NOW))
+    assert "rule memory   plateau.openedOn=1000, plateau.since=" in text and "(4m ago)" in text
+    status["coreState"] = json.dumps({"ruleState": {}})
+    assert "rule memory" not in "\n".join(explain_lines("team-a", "llm", status, now=NOW))
