@@ -179,8 +179,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str)
 
 
+class _RefusalWithoutTraceback(logging.Filter):
+    """kopf logs each watch task that the API server refused (403) with its traceback, four of
+    them before ``run`` ends with one line naming the missing right: the refusal is an RBAC fact,
+    not a bug, so its lines keep their message and lose the traceback (``--log-level debug`` keeps
+    it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.name.startswith("kopf") and getattr(exc, "status", None) == 403:
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def configure_logging(fmt: str, level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
+    if level.lower() != "debug":
+        handler.addFilter(_RefusalWithoutTraceback())
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -481,3 +481,37 @@ def test_run_names_its_policy_status_entry_after_its_lease(monkeypatch: Any) -> 
         f"{DEFAULT_SHARD}[team-c]",
         "advisor/tjb",
     ]
+
+
+def test_a_refused_watch_is_logged_without_its_traceback() -> None:
+    """kopf logs each watch the API server refused (403) with a traceback before ``run`` ends with
+    the one line naming the right: the line stays, the traceback goes (other errors keep theirs)."""
+    import io
+    import logging
+
+    from advisor.controller import cliutil
+
+    class APIForbiddenError(Exception):  # kopf's, as far as the filter reads it
+        status = 403
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        cliutil.configure_logging("text", "info")
+        stream = io.StringIO()
+        root.handlers[0].setStream(stream)  # type: ignore[attr-defined]
+        log = logging.getLogger("kopf._cogs.aiokits.aiotasks")
+        for exc in (
+            APIForbiddenError("advisorpolicies is forbidden"),
+            RuntimeError("a bug"),
+        ):
+            try:
+                raise exc
+            except Exception as caught:
+                log.exception(f"Watcher has failed: {caught}")
+        text = stream.getvalue()
+        assert "Watcher has failed: advisorpolicies is forbidden" in text
+        assert text.count("Traceback") == 1 and "RuntimeError: a bug" in text
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
