@@ -194,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
 
     from advisor.controller.cliutil import configure_logging, probe_cluster
     from advisor.controller.engine import EngineConfig
-    from advisor.controller.operator import LeadershipLost, OperatorOptions, run_operator
+    from advisor.controller.operator import LeadershipLost, run_operator
+    from advisor.controller.operator_options import OperatorOptions
     from advisor.core.history import DEFAULT_MAX_POINTS, MIN_MAX_POINTS
 
     history_points = DEFAULT_MAX_POINTS if args.history_points is None else args.history_points

@@ -28,13 +28,13 @@ touches user objects. Releasing quota is always ``Workload.spec.active=false`` (
 An attempt that cannot work on this job as it stands (no Kueue Workload, no permission, an API
 that does not allow the change) is recorded ``impossible``, one that may work later ``failed``;
 ``policies.retries`` decides when either is tried again (the actuator only records). Every
-attempt and outcome is one INFO line of the audit log (``advisor.controller.audit``), and every
-Event is named after its request id and outcome, so the API server itself refuses a second one,
-also after a restart. The ``attempt`` line is logged once the request is persisted (step 2), so
-a controller killed before that leaves no attempt that nothing will finish; each outcome is
-persisted before its line, so a restarted controller neither misses the outcome of an attempt it
-resumes nor logs again one already logged; it marks the outcomes of the attempts it resumed
-(``resumed=true``).
+attempt and outcome is one INFO line of the audit log (``advisor.controller.actionaudit``), and
+every Event is named after its request id and outcome (``advisor.controller.jobevents``), so the
+API server itself refuses a second one, also after a restart. The ``attempt`` line is logged
+once the request is persisted (step 2), so a controller killed before that leaves no attempt that
+nothing will finish; each outcome is persisted before its line, so a restarted controller neither
+misses the outcome of an attempt it resumes nor logs again one already logged; it marks the
+outcomes of the attempts it resumed (``resumed=true``).
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from advisor.controller.actionaudit import audit_attempt, audit_outcome, entry_like
 from advisor.controller.audit import audit
-from advisor.controller.jobs import JOB_KINDS, TRAINJOB
+from advisor.controller.jobevents import JobEvents
 from advisor.controller.kueue import Workload
 from advisor.controller.mutations import Outcome, mutate
 from advisor.controller.retry import call_with_retries
@@ -124,6 +125,8 @@ class Actuator:
         #: makes the policy's durable record of its hourly cap carry it; raises when it cannot
         self.record_cap: Callable[[str, str, float, bool], None] = record_cap or (lambda *_: None)
         self.metrics = metrics
+        #: the Events posted on the jobs (one per outcome, named after its request id)
+        self.job_events = JobEvents(api, metrics)
         self.boost = boost
         #: key -> request id -> what is needed to finish the action (persisted with the status)
         self.pending: dict[str, dict[str, dict[str, Any]]] = {}
@@ -143,68 +146,9 @@ class Actuator:
         if self.metrics is not None:
             self.metrics.actions.labels(kind.value, mode, outcome).inc()
 
-    def _event(
-        self,
-        job: JobView,
-        body: Mapping[str, Any],
-        reason: str,
-        message: str,
-        *,
-        warning: bool = False,
-        request_id: str | None = None,
-    ) -> None:
-        """Post one Event; with ``request_id``, at most one per request id and reason, ever (the
-        Event's name is derived from both, so a second post is refused by the API server)."""
-        meta = body.get("metadata") or {}
-        jk = JOB_KINDS.get(job.kind, TRAINJOB)
-        involved = {
-            "apiVersion": f"{jk.group}/{jk.version}",
-            "kind": jk.kind,
-            "name": job.name,
-            "namespace": job.namespace,
-            "uid": meta.get("uid"),
-        }
-        key = f"{request_id}/{reason}" if request_id else None
-        try:
-            posted = self.api.create_event(
-                involved, reason=reason, message=message, warning=warning, dedupe_key=key
-            )
-        except Exception as exc:  # an Event is best effort; the status keeps the record
-            log.warning("event %s on %s not posted: %s", reason, job.key, exc)
-            return
-        if posted is not False and self.metrics is not None:
-            self.metrics.api_writes.labels("event").inc()
-
     def learning_state_changed(self, job: JobView, body: Mapping[str, Any], previous: str | None) -> None:
-        """One Event when a run enters a learning state other than learning, or returns to learning
-        from one (the label STATE shows); a Warning for the states that call for a look
-        (overfitting, diverging, hung)."""
-        state = job.learning_state
-        if state is None:
-            return
-        detail = ""
-        if state.metric is not None and state.best_step is not None:
-            detail = (
-                f"; best {state.metric} {state.best_value:.4g} at step {state.best_step}"
-                f" ({state.evals_since_best} evaluation(s) ago)"
-            )
-        probs = state.probabilities
-        if state.label in ("plateaued", "overfitting"):
-            # the two answer one question (no improvement left): their sum is what named the label
-            stopped = probs.get("plateaued", 0.0) + probs.get("overfitting", 0.0)
-            odds = (
-                f"P(no longer improving)={stopped:.2f}: overfitting {probs.get('overfitting', 0.0):.2f}, "
-                f"plateaued {probs.get('plateaued', 0.0):.2f}"
-            )
-        else:
-            odds = f"p={probs.get(state.label, 0.0):.2f}"
-        self._event(
-            job,
-            body,
-            "LearningState",
-            f"{previous or 'unknown'} -> {state.label} ({odds}){detail}",
-            warning=state.label in ("overfitting", "diverging", "hung"),
-        )
+        """The Event of a run's new learning state (``JobEvents.learning_state_changed``)."""
+        self.job_events.learning_state_changed(job, body, previous)
 
     # ----------------------------------------------------------------------------------- entry
     def execute(
@@ -273,7 +217,7 @@ class Actuator:
             reason=action.reason,
         )
         what = "" if action.kind is ActionKind.RECOMMEND else f"{action.kind.value}: "
-        self._event(
+        self.job_events.post(
             job,
             body,
             "ActionHeld" if held else "Recommendation",
@@ -337,13 +281,13 @@ class Actuator:
             self.pending[job.key].pop(rid, None)
             detail = f"not recorded before acting: {exc}"
             self.core.update_action(job.key, rid, "failed", detail=detail)
-            self._audit_attempt(job, rid, self._entry_like(rec))
-            self._audit_outcome(job, rid, self._entry_like(rec), "failed", detail)
+            audit_attempt(job, rid, entry_like(rec))
+            audit_outcome(job, rid, entry_like(rec), "failed", detail)
             self._count(action.kind, Mode.APPLY.value, "failed")
             return rec
         # logged once the request is durable: a kill from here on leaves it to the restarted
         # controller, which finishes it and logs its outcome, so every attempt line gets one
-        self._audit_attempt(job, rid, self._entry_like(rec))
+        audit_attempt(job, rid, entry_like(rec))
         self.finish(job, rid, body=body, workload=workload)
         return rec
 
@@ -375,7 +319,7 @@ class Actuator:
             self.pending[job.key].pop(rid, None)
             self.core.update_action(job.key, rid, "impossible", detail=detail)
             self._outcome_settled(job, rid, entry, "impossible", detail, resumed=True)
-            self._event(
+            self.job_events.post(
                 job,
                 body,
                 "ActionDropped",
@@ -421,7 +365,7 @@ class Actuator:
         self._outcome_settled(job, rid, entry, result.outcome, result.detail, resumed=resumed)
         reason = _EVENT_REASONS[kind] if not failed else f"{_EVENT_REASONS[kind]}Failed"
         not_again = "; not retried until the job changes" if result.outcome == "impossible" else ""
-        self._event(
+        self.job_events.post(
             job,
             body,
             reason,
@@ -434,10 +378,6 @@ class Actuator:
         if result.outcome in _WROTE and self.metrics is not None:
             self.metrics.api_writes.labels(kind.value).inc()
         return result
-
-    @staticmethod
-    def _entry_like(rec: ActionRecord) -> dict[str, Any]:
-        return {"kind": rec.kind.value, "policy": rec.policy, "rule": rec.rule, "reason": rec.reason}
 
     def _outcome_settled(
         self,
@@ -457,44 +397,7 @@ class Actuator:
             self.persist(job.key)
         except Exception as exc:
             log.warning("%s: outcome %s of request %s not written yet: %s", job.key, outcome, rid, exc)
-        self._audit_outcome(job, rid, entry, outcome, detail, resumed=resumed)
-
-    def _audit_attempt(self, job: JobView, rid: str, entry: Mapping[str, Any]) -> None:
-        audit(
-            "attempt",
-            job,
-            kind=ActionKind(entry["kind"]),
-            request_id=rid,
-            policy=str(entry.get("policy") or ""),
-            rule=str(entry.get("rule") or ""),
-            mode=Mode.APPLY.value,
-            outcome="requested",
-            reason=str(entry.get("reason") or ""),
-        )
-
-    def _audit_outcome(
-        self,
-        job: JobView,
-        rid: str,
-        entry: Mapping[str, Any],
-        outcome: str,
-        detail: str,
-        *,
-        resumed: bool = False,
-    ) -> None:
-        audit(
-            "outcome",
-            job,
-            kind=ActionKind(entry["kind"]),
-            request_id=rid,
-            policy=str(entry.get("policy") or ""),
-            rule=str(entry.get("rule") or ""),
-            mode=Mode.APPLY.value,
-            outcome=outcome,
-            reason=str(entry.get("reason") or ""),
-            detail=detail,
-            resumed=resumed,
-        )
+        audit_outcome(job, rid, entry, outcome, detail, resumed=resumed)
 
     def _with_retries(self, fn: Callable[[], Outcome]) -> Outcome:
         """``fn`` (which reads what it acts on afresh each time) with the shared retry policy:
@@ -522,7 +425,7 @@ class Actuator:
         self.core.update_action(job.key, rid, outcome)
         self._outcome_settled(job, rid, entry, outcome, detail)
         if outcome == "acknowledged":
-            self._event(
+            self.job_events.post(
                 job,
                 body,
                 "CheckpointAcknowledged",
@@ -530,7 +433,7 @@ class Actuator:
                 request_id=rid,
             )
         elif outcome == "dropped":
-            self._event(
+            self.job_events.post(
                 job,
                 body,
                 "CheckpointRequestDropped",
@@ -538,7 +441,7 @@ class Actuator:
                 request_id=rid,
             )
         else:
-            self._event(
+            self.job_events.post(
                 job,
                 body,
                 "CheckpointTimedOut",
@@ -575,7 +478,7 @@ class Actuator:
             detail=f"the {verb} after checkpoint {request.request_id} will not come: {gone.why}",
         )
         reason = "ReleaseCancelled" if gone.final is ActionKind.RELEASE_QUOTA else "StopCancelled"
-        self._event(
+        self.job_events.post(
             job,
             body,
             reason,

@@ -11,6 +11,11 @@ cheap path), so every update shows at once while forecasts stay rate-limited. Th
 ``ForecastStore`` (small JSON patches). Keeping every piece of state on one thread means no locks
 around the core, and a handler never waits on a forecast.
 
+What the engine keeps of each job, and the rule of when a job is due its full evaluation, are
+``advisor.controller.trackedjob``; the AdvisorPolicy events go to ``PolicyEvents``
+(``advisor.controller.policyevents``), and when the policies' figures are written is
+``FigureSchedule``'s (``advisor.controller.figureschedule``): the engine routes and sequences.
+
 The clock is an argument (``now``), so the engine is unit-tested with a fake API and a fake time.
 """
 
@@ -21,7 +26,6 @@ import math
 import queue
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from advisor.controller.actuator import Actuator
@@ -29,26 +33,22 @@ from advisor.controller.audit import audit_dropped
 from advisor.controller.cluster_index import ClusterIndex
 from advisor.controller.config import EngineConfig
 from advisor.controller.evidence import EvidenceStore
-from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
+from advisor.controller.figureschedule import FigureSchedule
+from advisor.controller.jobs import JOB_KINDS, TRAINJOB
 from advisor.controller.kueue import Workload, parse_workload
 from advisor.controller.metrics import Metrics
-from advisor.controller.policystatus import JobFigures, PolicyBook
-from advisor.controller.policysync import PolicySync
+from advisor.controller.policybook import PolicyBook
+from advisor.controller.policyevents import PolicyEvents
+from advisor.controller.policystatus import JobFigures
 from advisor.controller.savecheck import SaveWindowCheck, ready_message
 from advisor.controller.saved import JOB_DELETED, SavedStatuses
 from advisor.controller.statusboard import StatusBoard, owner_reference, same_but_time
 from advisor.controller.store import ForecastStore
 from advisor.controller.summary import NOT_LEARNING, summarize
+from advisor.controller.trackedjob import TrackedJob, evaluation_due, observe_job_event
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
-from advisor.model import (
-    ClusterView,
-    Decision,
-    JobView,
-    LifecycleSignals,
-    job_key,
-)
-from advisor.sources.lifecycle import job_signals
+from advisor.model import ClusterView, JobView, job_key
 from policies.rules.release import abandoned
 
 __all__ = ["Engine", "EngineConfig"]
@@ -58,23 +58,6 @@ log = logging.getLogger(__name__)
 #: how long a write that must precede a mutation waits for the object's write in flight (which
 #: itself times out after ``api.REQUEST_TIMEOUT``); past it the action is not taken
 URGENT_WRITE_WAIT_S = 90.0
-#: how long the policies' figures wait for the watch events of the jobs the initial listing found
-#: (one deleted between the listing and the watch never comes)
-LISTING_WAIT_S = 60.0
-
-
-@dataclass
-class _Job:
-    body: Mapping[str, Any]
-    dirty: bool = True
-    unwritten_since: float | None = None  # when the oldest data not yet in a written status was observed
-    last_eval: float | None = None
-    last_decision: Decision | None = None
-    restored: bool = False
-    needs_eval: bool = True  # something besides progress changed (policy, Workload, restart)
-    last_update: float | None = None  # when new progress last arrived
-    applied_wall: float | None = None  # wall clock when the oldest unwritten data was applied
-    signals: LifecycleSignals | None = None  # the job's own lifecycle signals as last seen
 
 
 class Engine:
@@ -93,7 +76,7 @@ class Engine:
             forecast_interval_s=cfg.forecast_interval_s, max_history_points=cfg.history_points
         )
         self.events: queue.SimpleQueue[tuple[str, str, Any, float]] = queue.SimpleQueue()
-        self.jobs: dict[str, _Job] = {}
+        self.jobs: dict[str, TrackedJob] = {}
         self.index = ClusterIndex()
         self.workloads = self.index.workloads  # what the index holds, read by the commands' tests
         self.cluster_queues = self.index.cluster_queues
@@ -121,10 +104,11 @@ class Engine:
         self._last_queue_metrics = -1e18
         self._now = -math.inf  # the time of the step being run
         self._received = 0.0  # wall clock at which the event being applied was received
-        self._last_policy_status = -math.inf
-        #: a policy or a job came or went: the policies' figures are written at the next step that
-        #: has judged every job, not at the bounded rate (a new policy's columns would stay blank)
-        self._figures_due = False
+        #: when the policies' figures are written (a policy or a job came or went, the start-up wait)
+        self.figures = FigureSchedule()
+        self.policy_events = PolicyEvents(
+            self.book, self.core, self.metrics, self.board, self.jobs, self.figures
+        )
         self.ready = False
         self._gate: Callable[[], bool] = _always
         self._forged_counted = 0
@@ -134,18 +118,15 @@ class Engine:
         #: the save-window AdmissionCheck's answers (None: the controller does not run the check)
         self.save_check: SaveWindowCheck | None = None
         self._judged_kinds: frozenset[str] = frozenset()
-        #: the initial job listing (``expect_job_listing``): awaited, and the listed jobs not seen
-        #: yet (None: not asked for, or in and every listed job seen)
-        self._listing_pending = False
-        self._awaited: set[str] | None = None
-        self._listing_at = -math.inf
-        #: the start-up listing of the AdvisorPolicies failed and none has succeeded since
-        #: (``policylisting`` events): which policy governs a job is not known for sure (kopf's watch
-        #: may not have delivered them all, or the one that governs it), so no job is acted on and
-        #: no release sequence is taken as abandoned; the jobs are judged and shown meanwhile
-        self.policies_unknown = False
-        #: what the policy events applied, which a listing is compared with (``_on_policy_resync``)
-        self._policy_sync = PolicySync()
+
+    @property
+    def policies_unknown(self) -> bool:
+        """The AdvisorPolicies could not be listed yet: no job is acted on (``PolicyEvents.unknown``)."""
+        return self.policy_events.unknown
+
+    @policies_unknown.setter
+    def policies_unknown(self, unknown: bool) -> None:
+        self.policy_events.unknown = unknown
 
     def use_evidence_store(self, store: EvidenceStore) -> int:
         """Keep the runtimes' SIGTERM evidence of deleted jobs in ``store`` (``evidence``): what it
@@ -176,7 +157,7 @@ class Engine:
         unwatched-workload (a Workload of a namespace not watched, for the save-window check only) |
         joblisting (the jobs that exist at start-up, ``_on_job_listing``) | policylisting (whether
         the AdvisorPolicies could be listed, ``policies_unknown``) | policyresync (a listing of
-        them, ``_on_policy_resync``);
+        them, ``PolicyEvents.on_resync``);
         ``event_type``: the watch event type (ADDED, MODIFIED, DELETED, or None for a listing)."""
         self.events.put((kind, str(event_type or "ADDED"), body, time.time()))
 
@@ -213,10 +194,11 @@ class Engine:
             self._forged_counted = self.core.forged_acks
         evaluated = 0
         cluster: ClusterView | None = None
+        interval_s = self.config.evaluate_interval_s
         due = [
             (job.last_eval or -math.inf, key)
             for key, job in self.jobs.items()
-            if self._eval_due(key, job, now)
+            if evaluation_due(key, job, now, interval_s=interval_s, core=self.core, actuator=self.actuator)
         ]
         due.sort()
         started = time.perf_counter()
@@ -241,12 +223,8 @@ class Engine:
                     log.exception("rendering %s failed", key)
                 job.dirty = False
         self.writer.flush(now)
-        figures_now = self._figures_due and not any(j.needs_eval for j in self.jobs.values())
-        if self._figures_held(now):
-            pass  # the jobs are not all loaded yet: their figures would read as zero
-        elif figures_now or now - self._last_policy_status >= self.config.policy_status_interval_s:
-            self._last_policy_status = now
-            self._figures_due = False
+        at_once = self.figures.due and not any(j.needs_eval for j in self.jobs.values())
+        if self.figures.take(now, interval_s=self.config.policy_status_interval_s, at_once=at_once):
             self._write_policy_figures()
             if self.restart.carried:
                 self._mark_carried()
@@ -276,20 +254,19 @@ class Engine:
         elif kind == "namespace":
             self.index.on_namespace(event_type, body)
         elif kind == "policy":
-            self._on_policy(event_type, body, now)
+            self.policy_events.on_event(event_type, body, received=self._received, now=now)
         elif kind == "joblisting":
             self._on_job_listing(body, now)
         elif kind == "policylisting":
-            self._on_policy_listing(bool(body.get("listed")))
+            self.policy_events.on_listing(bool(body.get("listed")))
         elif kind == "policyresync":
-            self._on_policy_resync(body.get("items") or [], float(body.get("listedAt", math.inf)), now)
+            listed_at = float(body.get("listedAt", math.inf))
+            self.policy_events.on_resync(body.get("items") or [], listed_at, received=self._received, now=now)
         else:
             raise ValueError(f"unknown event kind {kind!r}")
 
     # ----------------------------------------------------------------------------------- jobs
     def _on_job(self, event_type: str, body: Mapping[str, Any], now: float) -> None:
-        from advisor.sources import sample_from_object
-
         meta = body.get("metadata") or {}
         if (
             not meta.get("namespace")
@@ -299,8 +276,7 @@ class Engine:
             log.warning("ignoring a job event without namespace/name or of an unknown kind")
             return
         key = job_key(str(meta["namespace"]), str(meta["name"]))
-        if self._awaited is not None:
-            self._awaited.discard(key)
+        self.figures.seen(key)
         if event_type == "DELETED":
             if key in self.jobs:
                 log.info("%s: deleted, its history and actions forgotten", key)
@@ -308,42 +284,11 @@ class Engine:
             return
         job = self.jobs.get(key)
         if job is None:
-            job = self.jobs[key] = _Job(body)
+            job = self.jobs[key] = TrackedJob(body)
             uid = (body.get("metadata") or {}).get("uid")
             self.restart.restore(key, str(uid) if uid else None)
             log.info("%s: %s seen, advising it", key, body.get("kind") or TRAINJOB.kind)
-        job.body = body
-        signals = job_signals(body)
-        if signals != job.signals:  # completed, failed, suspended: the decision changes with it
-            job.signals = signals
-            job.needs_eval = True
-        sample = sample_from_object(body, now=now)
-        if sample is None:
-            return
-        nodes = base_view(body).nodes
-        rec = self.core.record(key)
-        warned_before = rec.last_warnings if rec is not None else ()
-        if self.core.observe(key, sample, now=now, nodes=nodes):
-            self.metrics.samples.labels("new").inc()
-            job.dirty = True
-            job.last_update = now
-            job.unwritten_since = now if job.unwritten_since is None else job.unwritten_since
-            if job.applied_wall is None:
-                job.applied_wall = time.time()
-            if sample.time is not None and 0.0 <= self._received - sample.time < 86400.0:
-                self._stage("watch", self._received - sample.time)
-            used = True
-        else:
-            self.metrics.samples.labels("ignored").inc()
-            used = False
-        if sample.warnings and tuple(sample.warnings) != warned_before:
-            # part of the report (a loss written as "tensor(1.2)") or all of it could not be read,
-            # and not for the reason given last time: the log and the status say why
-            what = "partly unusable" if used else "not usable"
-            log.warning("%s: progress report %s: %s", key, what, "; ".join(sample.warnings))
-            job.dirty = job.needs_eval = True
-        if sample.warnings:
-            self.metrics.samples.labels("with-warnings").inc()
+        observe_job_event(key, job, body, now, core=self.core, metrics=self.metrics, received=self._received)
 
     def _job_deleted(self, key: str) -> None:
         """The deletion path: what was pending is dropped (an audit line each), the job's actions
@@ -351,7 +296,7 @@ class Engine:
         audit_dropped(key, self.actuator.pending_for(key))
         rec = self.core.record(key)
         self.book.job_deleted(rec.actions if rec is not None else ())
-        self._figures_due = True  # JOBS drops now; the action counts stay
+        self.figures.due = True  # JOBS drops now; the action counts stay
         self.jobs.pop(key, None)
         self.core.forget(key)
         self.actuator.forget(key)
@@ -364,21 +309,18 @@ class Engine:
         """Hold the policies' figures until the initial listing of the jobs is in (``enqueue`` of a
         ``joblisting``): a cold start wrote JOBS 0, RECOMMENDED 0 and the deleted jobs' actions
         alone before any job was loaded (corrected a second later). Call before the first step."""
-        self._awaited = None
-        self._listing_pending = True
+        self.figures.expect_listing()
 
     def _on_job_listing(self, body: Mapping[str, Any], now: float) -> None:
         """The jobs that exist at start-up (``{"kinds": [...], "jobs": {key: uid}}``; ``jobs`` None:
         the listing failed). The saved statuses of jobs it lacks (deleted while no controller ran)
         go through the deletion path now, once; the figures wait for the listed jobs' watch events
-        (at most ``LISTING_WAIT_S``: a job deleted after the listing never comes)."""
-        self._listing_pending = False
-        self._listing_at = now
+        (at most ``figureschedule.LISTING_WAIT_S``: a job deleted after the listing never comes)."""
+        self.figures.listing_in(now)
         jobs = body.get("jobs")
         if not isinstance(jobs, Mapping):
-            self._awaited = set()
             return
-        self._awaited = {str(k) for k in jobs if k not in self.jobs}
+        self.figures.await_jobs({str(k) for k in jobs if k not in self.jobs})
         for key in self.restart.gone(
             {str(k): (str(v) if v else None) for k, v in jobs.items()},
             [str(k) for k in body.get("kinds") or ()],
@@ -401,16 +343,6 @@ class Engine:
                 log.warning("%s: TrainJobForecast not marked %s: %s", key, JOB_DELETED, exc)
         self.restart.carried.clear()
 
-    def _figures_held(self, now: float) -> bool:
-        """Whether the policies' figures wait for the initial job listing (``expect_job_listing``)."""
-        if self._listing_pending:
-            return True
-        if self._awaited:
-            if now - self._listing_at < LISTING_WAIT_S:
-                return True
-            self._awaited = set()
-        return False
-
     def _on_workload(self, event_type: str, body: Mapping[str, Any]) -> None:
         owner = self.index.on_workload(event_type, body)
         job = self.jobs.get(owner) if owner is not None else None
@@ -424,37 +356,7 @@ class Engine:
     def _cluster_view(self, now: float) -> ClusterView:
         return self.index.cluster_view(now, priority_boost_enabled=self.config.priority_boost_enabled)
 
-    def _eval_due(self, key: str, job: _Job, now: float) -> bool:
-        """Whether ``key`` needs the full evaluation (forecast + policies) now. New progress alone
-        does not: the forecast is rate-limited per job, and the decision only changes with it, with
-        time (``recheck_at``, ``evaluate_interval_s``) or with the cluster and policies."""
-        if job.needs_eval or job.last_eval is None:
-            return True
-        # every interval: an idle job at once (stalls, timeouts), one that reports with its next
-        # update, so that the evaluation goes out in the write that update needs anyway
-        interval = self.config.evaluate_interval_s
-        if now - job.last_eval >= interval and (
-            job.dirty or now - (job.last_update or -math.inf) >= interval
-        ):
-            return True
-        decision = job.last_decision
-        if decision is not None and any(
-            t is not None and now >= t for t in (decision.recheck_at, decision.idle_recheck_at)
-        ):
-            return True
-        if not job.dirty:
-            return False
-        rec = self.core.record(key)
-        if rec is None:
-            return True
-        if rec.fresh_data and (
-            rec.forecast_at is None or now - rec.forecast_at >= self.core.forecast_interval_s
-        ):
-            return True  # a new forecast is due
-        # a checkpoint or an action in progress: its acknowledgement may be in this sample
-        return rec.checkpoint.pending_request is not None or bool(self.actuator.pending_for(key))
-
-    def _refresh(self, key: str, job: _Job, now: float) -> None:
+    def _refresh(self, key: str, job: TrackedJob, now: float) -> None:
         """The cheap path: progress, step, throughput from the latest sample, with the last
         forecast and decision, so that every update shows without waiting for a forecast."""
         view = self.core.view(self.index.base_view(job.body), judged_at=now)
@@ -462,7 +364,7 @@ class Engine:
         self.metrics.observe_job(view, state=status["state"])
         self._submit(key, job, status, now)
 
-    def _submit(self, key: str, job: _Job, status: dict[str, Any], now: float) -> None:
+    def _submit(self, key: str, job: TrackedJob, status: dict[str, Any], now: float) -> None:
         self.writer.submit(
             key,
             {"owner": owner_reference(job.body), "status": status},
@@ -473,7 +375,7 @@ class Engine:
             self._stage("engine", time.time() - job.applied_wall)
             job.applied_wall = None
 
-    def _evaluate(self, key: str, job: _Job, cluster: ClusterView, now: float) -> None:
+    def _evaluate(self, key: str, job: TrackedJob, cluster: ClusterView, now: float) -> None:
         body = job.body
         workload = self.index.workload_for(body)
         base = self.index.base_view(body)
@@ -545,18 +447,8 @@ class Engine:
         )
 
     def _record_cap(self, policy: str, rid: str, at: float, resumed: bool) -> None:
-        """Before a capped action is carried out (the first time, or ``resumed`` after a restart):
-        the policy's hourly cap must survive a restart and the deletion of the job, so its
-        ``status.recentActions`` is made to carry the action (with the policy's other recent ones:
-        the list is replaced). Raises when that cannot be written: the action is then not run.
-
-        A resumed action whose policy this process has not seen (deleted while the controller was
-        down: the policies are listed before any job) fails: writing the list would drop entries
-        only the status holds, and carrying the action out unrecorded could lose it from a cap."""
-        if resumed and policy not in self.book.stored:
-            raise LookupError(f"AdvisorPolicy {policy} not seen: its recentActions cannot be completed")
-        self.core.note_policy_actions(policy, [(rid, at)])
-        self.book.record_actions(policy, self.core.policy_actions(policy, max(self._now, at)))
+        """The actuator's ``record_cap``, at the time of the step being run (``PolicyEvents.record_cap``)."""
+        self.policy_events.record_cap(policy, rid, at, resumed, now=self._now)
 
     def _write(self, key: str, payload: Mapping[str, Any]) -> None:
         if not self._gate():
@@ -573,54 +465,6 @@ class Engine:
         self.metrics.update_latency.observe(max(0.0, time.time() - since))
 
     # ------------------------------------------------------------------------------- policies
-    def _on_policy(self, event_type: str, body: Mapping[str, Any], now: float) -> None:
-        self.book.on_event(event_type, body)
-        self._policy_sync.applied(event_type, body, received=self._received)
-        if event_type != "DELETED":
-            name = str((body.get("metadata") or {}).get("name"))
-            self.core.note_policy_actions(name, self.book.stored_actions(body))
-            self._complete_record(name, now)
-        self.core.set_policies(self.book.governing())
-        for job in self.jobs.values():
-            job.needs_eval = True
-        self._figures_due = True  # written once the jobs are judged under the new set, not later
-
-    def _on_policy_listing(self, listed: bool) -> None:
-        if listed == (not self.policies_unknown):
-            return
-        self.policies_unknown = not listed
-        self.metrics.policies_listed.set(1 if listed else 0)
-        self.board.policies_listed = listed
-        if listed:
-            log.info("AdvisorPolicies listed: jobs are acted on again")
-            for job in self.jobs.values():
-                job.needs_eval = True
-        else:
-            log.warning("AdvisorPolicies not listed: no job is acted on until they are")
-
-    def _on_policy_resync(self, items: Sequence[Mapping[str, Any]], listed_at: float, now: float) -> None:
-        """A whole listing of the AdvisorPolicies (``policysync.resync_policies``): it ends the wait
-        of a start-up whose listing failed, and applies what the watch did not deliver
-        (``PolicySync.missed``), each as an event of its own."""
-        self._on_policy_listing(True)
-        for event_type, body in self._policy_sync.missed(items, listed_at):
-            name = (body.get("metadata") or {}).get("name")
-            log.warning(
-                "AdvisorPolicy %s: applied from a listing (%s): no watch event delivered it", name, event_type
-            )
-            self._on_policy(event_type, body, now)
-
-    def _complete_record(self, name: str, now: float) -> None:
-        """Write into the policy's ``status.recentActions`` the recent capped actions this process
-        counts and the status lacks: those of the saved job logs a restart adopted (an action a
-        restart finished without recording it there, or whose record failed), so that the cap
-        still counts them once those jobs, and their logs, are deleted. Nothing is written when the
-        status lists them all; a failed write is tried again at the policy's next event."""
-        try:
-            self.book.record_actions(name, self.core.policy_actions(name, now))
-        except Exception as exc:
-            log.warning("AdvisorPolicy %s: recentActions not completed: %s", name, exc)
-
     def _write_policy_figures(self) -> None:
         self.book.write_figures(
             (

@@ -8,7 +8,8 @@ is off: the advisor posts its Events itself, with its reasons and numbers.
 
 The engine runs on one worker thread (see ``advisor.controller.engine``); a small HTTP server
 serves ``/metrics``, ``/healthz`` and ``/readyz`` (ready on the leader and on a standby alike, see
-``serve_http``); kopf's own liveness endpoint is optional.
+``advisor.controller.http_endpoints``); kopf's own liveness endpoint is optional. Before kopf's
+watches start, the cluster is listed into the engine once (``advisor.controller.initial_listing``).
 
 With leader election on (``OperatorOptions.leader_election``, the Deployment's default), nothing
 starts (no listing, no watch, no write) before the process holds the Lease (see
@@ -26,87 +27,31 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import kopf
 
 from advisor.controller.api import ClusterApi
-from advisor.controller.conditions import POLICIES_NOT_LISTED
-from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.engine import Engine
+from advisor.controller.http_endpoints import serve_http
+from advisor.controller.initial_listing import list_saved, prime
 from advisor.controller.jobs import PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
-from advisor.controller.leader import LeaderElector, LeaseConfig
+from advisor.controller.leader import LeaderElector
+from advisor.controller.operator_options import OperatorOptions, startup_line
 from advisor.controller.policysync import custom_policies, resync_policies
-from advisor.controller.savecheck import (
-    CONTROLLER_NAME,
-    NamespaceScope,
-    SaveWindowCheck,
-    UnwatchedWorkloads,
-)
-from advisor.model import job_key
+from advisor.controller.savecheck import NamespaceScope, SaveWindowCheck, UnwatchedWorkloads
 from advisor.protocol import GROUP, VERSION
 
 __all__ = [
     "LeadershipLost",
-    "OperatorOptions",
     "build_registry",
     "configure_settings",
     "run_operator",
-    "serve_http",
 ]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class OperatorOptions:
-    kubeconfig: str | None = None
-    context: str | None = None
-    namespaces: Sequence[str] = ()
-    metrics_port: int | None = 8080
-    metrics_host: str = "0.0.0.0"
-    liveness_endpoint: str | None = None
-    watch_pytorchjobs: bool = True
-    watch_kueue: bool = True
-    #: the Kueue API version to watch; None: the one the server serves (``run_operator`` asks)
-    kueue_version: str | None = None
-    tick_s: float = 0.2
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    #: None: no leader election (a single replica, tests, ``run`` on a laptop)
-    leader_election: LeaseConfig | None = None
-    identity: str | None = None
-    #: the namespace of the ConfigMap that keeps deleted jobs' SIGTERM evidence per runtime
-    #: (``advisor.controller.evidence``); None: kept in memory only
-    evidence_namespace: str | None = None
-    #: answer the save-window AdmissionChecks (``advisor.controller.savecheck``; needs Kueue)
-    save_window_check: bool = False
-    #: the ``spec.controllerName`` of the AdmissionChecks it answers (one per namespace shard)
-    save_window_controller: str = CONTROLLER_NAME
-
-
-def startup_line(options: OperatorOptions) -> str:
-    """What this controller is about to do, in one line at start-up (an operator reading the log of
-    a pod asks first: which version, which namespaces, may it act, may it boost)."""
-    from advisor import __version__
-
-    cfg = options.engine
-    namespaces = ", ".join(options.namespaces) if options.namespaces else "every namespace"
-    mode = (
-        "every policy held to Recommend (--recommend-only)"
-        if cfg.recommend_only
-        else "policies act in their own mode"
-    )
-    lease = options.leader_election
-    election = f"on (Lease {lease.name})" if lease is not None else "off"
-    return (
-        f"trainjob-advisor {__version__}: watching {namespaces}; {mode}; "
-        f"Kueue {'watched' if options.watch_kueue else 'not watched'}, PriorityBoost "
-        f"{'on' if cfg.priority_boost_enabled else 'off'}, save-window check "
-        f"{f'on (controllerName {options.save_window_controller})' if options.save_window_check else 'off'}; "
-        f"leader election {election}"
-    )
 
 
 class LeadershipLost(RuntimeError):
@@ -192,70 +137,6 @@ def build_registry(engine: Engine, api: ClusterApi, options: OperatorOptions) ->
         return {"jobs": len(engine.jobs), "pendingWrites": engine.writer.pending(), "ready": engine.ready}
 
     return registry
-
-
-def serve_http(
-    engine: Engine,
-    host: str,
-    port: int,
-    worker: threading.Thread | Sequence[threading.Thread] | None,
-    *,
-    elector: LeaderElector | None = None,
-) -> Any:
-    """``/metrics`` (Prometheus), ``/healthz`` (liveness) and ``/readyz`` (readiness) on one port.
-
-    ``worker``: the engine's thread, or a list that receives it once this replica leads (a
-    standby has none yet); ``elector``: this replica's, under leader election.
-
-    ``/healthz`` answers 200 while the engine's worker lives (a standby, without one, is alive).
-    ``/readyz`` answers 200 when this replica can do its part, leader and standby alike, and its
-    body says which: ``leader`` once it holds the Lease (or runs without leader election) and has
-    listed the cluster; ``standby`` while it waits for the Lease and can read it (the API server
-    answered within the lease duration), so it can take over. A standby is ready on purpose:
-    readiness is the health of the process, not leadership, so that a rolling update of replicas
-    under leader election (maxUnavailable 0) counts the new pod, a standby, as available and
-    removes the old leader; a leader-only probe would hold every update forever. Which replica
-    leads is the body and the ``trainjob_advisor_leader`` gauge. 503 while a new leader lists the
-    cluster (``starting``), while the leader could not list the AdvisorPolicies (it acts on no job
-    meanwhile: ``Engine.policies_unknown``; a pod not READY is where an admin looks first), while a
-    standby cannot read the Lease, and once the worker stopped."""
-    from wsgiref.simple_server import WSGIRequestHandler, make_server
-
-    from prometheus_client import make_wsgi_app
-
-    metrics_app = make_wsgi_app(engine.metrics.registry)
-
-    def answer(path: str) -> tuple[bool, str]:
-        threads = [worker] if isinstance(worker, threading.Thread) else list(worker or ())
-        if not all(t.is_alive() for t in threads):
-            return False, "engine worker stopped"
-        if path == "/healthz":
-            return True, "ok"
-        if elector is not None and not threads and not elector.is_leader():
-            if elector.in_touch():
-                return True, "standby"
-            return False, "standby, cannot read the Lease"
-        if not (engine.ready and (threads or worker is None)):
-            return False, "starting"
-        if engine.policies_unknown:
-            return False, f"leader; {POLICIES_NOT_LISTED}"
-        return True, "leader"
-
-    def app(environ: dict[str, Any], start_response: Any) -> Any:
-        path = environ.get("PATH_INFO", "")
-        if path in ("/healthz", "/readyz"):
-            ok, text = answer(path)
-            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
-            return [f"{text}\n".encode()]
-        return metrics_app(environ, start_response)
-
-    class Quiet(WSGIRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = make_server(host, port, app, handler_class=Quiet)
-    threading.Thread(target=server.serve_forever, name="advisor-http", daemon=True).start()
-    return server
 
 
 def _worker(engine: Engine, stop: threading.Event, tick_s: float) -> None:
@@ -392,7 +273,7 @@ async def run_operator(
             )
             adopted = await asyncio.to_thread(engine.use_evidence_store, store)
             log.info("runtime SIGTERM evidence of deleted jobs: %d runtime(s) restored", adopted)
-        saved = await asyncio.to_thread(_list_saved, api, options.namespaces)
+        saved = await asyncio.to_thread(list_saved, api, options.namespaces)
         log.info("restoring %d TrainJobForecast(s)", engine.load_saved(saved))
         engine.expect_job_listing()  # the policies' figures wait for the jobs (``prime`` lists them)
         listed = await asyncio.to_thread(prime, engine, api, options)
@@ -449,111 +330,3 @@ def _identity() -> str:
     uid with no passwd entry, which is how images run (``runAsUser`` 65532, OpenShift's random
     uids). ``POD_ID`` is kopf's own variable for it."""
     return os.environ.get("POD_ID") or f"trainjob-advisor@{socket.gethostname()}/{os.getpid()}"
-
-
-def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> bool:
-    """Queue a first listing of policies, namespaces and Kueue objects before any job event, so
-    that the first evaluation of a job (and the resumption of an action interrupted by a restart)
-    already sees its policy and its Workload. kopf's watches keep them current afterwards. Last,
-    which jobs exist (``list_jobs``): the saved statuses of those deleted while no controller ran
-    go through the deletion path, and the policies' figures wait for the jobs listed. Returns
-    whether the AdvisorPolicies could be listed."""
-    custom, kueue_version = api.custom, options.kueue_version or KUEUE_VERSION
-    listed = True
-    listings: list[tuple[str, Callable[[], Any]]] = [
-        ("policy", functools.partial(custom_policies, api)),
-        ("namespace", lambda: api.core.list_namespace().to_dict()),
-    ]
-    if options.watch_kueue and options.save_window_check:
-        # before the Workloads: a workload listed before its check is known would not be answered
-        # (Kueue sends no further event while it waits on the check)
-        listings.append(
-            (
-                "admissioncheck",
-                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, kueue_version, "admissionchecks"),
-            )
-        )
-    if options.watch_kueue:
-        listings += [
-            (
-                "clusterqueue",
-                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, kueue_version, "clusterqueues"),
-            ),
-            (
-                "localqueue",
-                lambda: custom.list_cluster_custom_object(KUEUE_GROUP, kueue_version, "localqueues"),
-            ),
-        ]
-        if options.namespaces:
-            listings += [
-                (
-                    "workload",
-                    functools.partial(
-                        custom.list_namespaced_custom_object, KUEUE_GROUP, kueue_version, ns, "workloads"
-                    ),
-                )
-                for ns in options.namespaces
-            ]
-        else:
-            listings.append(
-                (
-                    "workload",
-                    lambda: custom.list_cluster_custom_object(KUEUE_GROUP, kueue_version, "workloads"),
-                )
-            )
-    for kind, fetch in listings:
-        try:
-            items = fetch().get("items") or []
-        except Exception as exc:  # a missing CRD or permission: kopf's watch will tell the rest
-            log.warning("initial listing of %s objects failed: %s", kind, getattr(exc, "reason", None) or exc)
-            if kind == "policy":
-                # until a listing succeeds no job's governing policy is known for sure: the engine
-                # acts on none (``Engine.policies_unknown``); ``resync_policies`` tries again
-                engine.enqueue("policylisting", "ADDED", {"listed": False})
-                listed = False
-            continue
-        for item in items:
-            if kind == "namespace":  # the typed client's dict uses snake_case; only name/labels matter
-                meta = item.get("metadata") or {}
-                item = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
-            engine.enqueue(kind, "ADDED", item)
-    engine.enqueue("joblisting", "ADDED", list_jobs(api, options))
-    return listed
-
-
-def list_jobs(api: ClusterApi, options: OperatorOptions) -> dict[str, Any]:
-    """The jobs of the watched kinds that exist now, as the engine's ``joblisting`` event: ``kinds``
-    (those listed) and ``jobs`` (``namespace/name`` -> uid). A kind whose listing failed is left
-    out (its saved statuses wait for their jobs, as before); with none listed, ``jobs`` is None."""
-    kinds = [TRAINJOB, PYTORCHJOB] if options.watch_pytorchjobs else [TRAINJOB]
-    listed: list[str] = []
-    jobs: dict[str, str | None] = {}
-    for jk in kinds:
-        try:
-            custom: Any = api.custom
-            answers = (
-                [
-                    custom.list_namespaced_custom_object(jk.group, jk.version, ns, jk.plural)
-                    for ns in options.namespaces
-                ]
-                if options.namespaces
-                else [custom.list_cluster_custom_object(jk.group, jk.version, jk.plural)]
-            )
-            items = [item for answer in answers for item in answer.get("items") or []]
-        except Exception as exc:
-            log.warning(
-                "initial listing of %s objects failed: %s", jk.kind, getattr(exc, "reason", None) or exc
-            )
-            continue
-        listed.append(jk.kind)
-        for item in items:
-            meta = item.get("metadata") or {}
-            if meta.get("namespace") and meta.get("name"):
-                jobs[job_key(str(meta["namespace"]), str(meta["name"]))] = str(meta.get("uid") or "") or None
-    return {"kinds": listed, "jobs": jobs if listed else None}
-
-
-def _list_saved(api: ClusterApi, namespaces: Sequence[str]) -> Sequence[Mapping[str, Any]]:
-    if not namespaces:
-        return api.list_forecasts()
-    return [obj for ns in namespaces for obj in api.list_forecasts(ns)]

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.http_endpoints import serve_http
 from advisor.controller.leader import LeaderElector
-from advisor.controller.operator import serve_http
 from tests.charts.render import helm_template, kustomize_deploy, of_kind
 from tests.controller.fakes import LEASE_CONFIG as CFG
 from tests.controller.fakes import Clock, FakeApi, FakeLeases

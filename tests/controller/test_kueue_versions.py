@@ -101,7 +101,8 @@ def test_a_v1beta1_cluster_queue_names_its_cohort_cohort() -> None:
 
 def test_the_operator_watches_and_lists_the_version_it_was_given() -> None:
     from advisor.controller.engine import Engine, EngineConfig
-    from advisor.controller.operator import OperatorOptions, build_registry
+    from advisor.controller.operator import build_registry
+    from advisor.controller.operator_options import OperatorOptions
     from tests.controller.fakes import FakeApi
 
     engine = Engine(FakeApi(), config=EngineConfig(writer_workers=0))

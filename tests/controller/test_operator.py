@@ -13,14 +13,10 @@ from typing import Any
 import kopf
 
 from advisor.controller.engine import Engine, EngineConfig
+from advisor.controller.http_endpoints import serve_http
 from advisor.controller.leader import LeaderElector
-from advisor.controller.operator import (
-    OperatorOptions,
-    _connection_info,
-    build_registry,
-    configure_settings,
-    serve_http,
-)
+from advisor.controller.operator import _connection_info, build_registry, configure_settings
+from advisor.controller.operator_options import OperatorOptions
 from tests.controller.fakes import LEASE_CONFIG as CFG
 from tests.controller.fakes import Clock, FakeApi, FakeLeases, trainjob
 
@@ -166,7 +162,7 @@ def test_a_standby_that_can_take_over_is_ready_and_says_it_stands_by() -> None:
 
 
 def test_prime_queues_policies_namespaces_and_kueue_objects_before_any_job() -> None:
-    from advisor.controller.operator import prime
+    from advisor.controller.initial_listing import prime
 
     class Custom:
         def list_cluster_custom_object(self, group: str, version: str, plural: str) -> dict[str, Any]:
@@ -238,7 +234,7 @@ def test_the_start_up_line_says_version_namespaces_mode_and_boost() -> None:
     from advisor import __version__
     from advisor.controller.config import EngineConfig
     from advisor.controller.leader import LeaseConfig
-    from advisor.controller.operator import OperatorOptions, startup_line
+    from advisor.controller.operator_options import OperatorOptions, startup_line
 
     line = startup_line(
         OperatorOptions(

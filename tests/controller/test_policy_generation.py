@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.controller.metrics import Metrics
-from advisor.controller.policystatus import PolicyBook
+from advisor.controller.policybook import PolicyBook
 from tests.controller.fakes import FakeApi
 
 

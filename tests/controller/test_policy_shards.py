@@ -9,12 +9,12 @@ from typing import Any
 
 from advisor.controller.engine import Engine
 from advisor.controller.metrics import Metrics
+from advisor.controller.policybook import PolicyBook
 from advisor.controller.policystatus import (
     DEFAULT_SHARD,
     SHARD_REFRESH_S,
     SHARD_STALE_S,
     JobFigures,
-    PolicyBook,
     PolicyFigures,
     policy_figures,
 )

@@ -18,7 +18,8 @@ import controlplane as cp
 import pytest
 
 from advisor.controller.engine import Engine, EngineConfig
-from advisor.controller.operator import OperatorOptions, run_operator
+from advisor.controller.operator import run_operator
+from advisor.controller.operator_options import OperatorOptions
 
 TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

@@ -624,7 +624,8 @@ CRASHING_CONTROLLER = textwrap.dedent("""
     import asyncio, os, sys
     from advisor.controller.cliutil import configure_logging
     from advisor.controller.engine import EngineConfig
-    from advisor.controller.operator import OperatorOptions, run_operator
+    from advisor.controller.operator import run_operator
+    from advisor.controller.operator_options import OperatorOptions
 
     def arm(engine):
         def die(*args, **kwargs):  # the request is recorded; the Workload patch never happens

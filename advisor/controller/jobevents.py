@@ -1,0 +1,90 @@
+"""The Kubernetes Events the advisor posts on a job: what it did, and how a run's learning changed.
+
+Every action's outcome is told there (``kubectl describe``, ``kubectl get events``), besides the
+audit log and the status. An Event tied to an action
+is named after its request id and reason (``dedupe_key``), so the API server itself refuses a
+second one, also after a restart. Posting is best effort: a refused or failed post is logged and
+the status keeps the record.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from advisor.controller.jobs import JOB_KINDS, TRAINJOB
+from advisor.model import JobView
+
+__all__ = ["JobEvents"]
+
+log = logging.getLogger(__name__)
+
+
+class JobEvents:
+    def __init__(self, api: Any, metrics: Any | None = None) -> None:
+        self.api = api
+        self.metrics = metrics
+
+    def post(
+        self,
+        job: JobView,
+        body: Mapping[str, Any],
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        request_id: str | None = None,
+    ) -> None:
+        """Post one Event; with ``request_id``, at most one per request id and reason, ever (the
+        Event's name is derived from both, so a second post is refused by the API server)."""
+        meta = body.get("metadata") or {}
+        jk = JOB_KINDS.get(job.kind, TRAINJOB)
+        involved = {
+            "apiVersion": f"{jk.group}/{jk.version}",
+            "kind": jk.kind,
+            "name": job.name,
+            "namespace": job.namespace,
+            "uid": meta.get("uid"),
+        }
+        key = f"{request_id}/{reason}" if request_id else None
+        try:
+            posted = self.api.create_event(
+                involved, reason=reason, message=message, warning=warning, dedupe_key=key
+            )
+        except Exception as exc:  # an Event is best effort; the status keeps the record
+            log.warning("event %s on %s not posted: %s", reason, job.key, exc)
+            return
+        if posted is not False and self.metrics is not None:
+            self.metrics.api_writes.labels("event").inc()
+
+    def learning_state_changed(self, job: JobView, body: Mapping[str, Any], previous: str | None) -> None:
+        """One Event when a run enters a learning state other than learning, or returns to learning
+        from one (the label STATE shows); a Warning for the states that call for a look
+        (overfitting, diverging, hung)."""
+        state = job.learning_state
+        if state is None:
+            return
+        detail = ""
+        if state.metric is not None and state.best_step is not None:
+            detail = (
+                f"; best {state.metric} {state.best_value:.4g} at step {state.best_step}"
+                f" ({state.evals_since_best} evaluation(s) ago)"
+            )
+        probs = state.probabilities
+        if state.label in ("plateaued", "overfitting"):
+            # the two answer one question (no improvement left): their sum is what named the label
+            stopped = probs.get("plateaued", 0.0) + probs.get("overfitting", 0.0)
+            odds = (
+                f"P(no longer improving)={stopped:.2f}: overfitting {probs.get('overfitting', 0.0):.2f}, "
+                f"plateaued {probs.get('plateaued', 0.0):.2f}"
+            )
+        else:
+            odds = f"p={probs.get(state.label, 0.0):.2f}"
+        self.post(
+            job,
+            body,
+            "LearningState",
+            f"{previous or 'unknown'} -> {state.label} ({odds}){detail}",
+            warning=state.label in ("overfitting", "diverging", "hung"),
+        )

@@ -1,0 +1,389 @@
+"""The AdvisorPolicies the controller knows, and what it writes into their statuses.
+
+``PolicyBook`` holds the loaded policies for the engine (``governing``: what the core evaluates,
+each as Recommend under ``--recommend-only``), writes the ``Valid`` and ``RecommendOnly`` conditions
+and ``effectiveMode`` when a policy changes, ``status.recentActions`` before each capped action,
+and the figures (``advisor.controller.policystatus``, which describes every field) at the
+engine's bounded rate, only when they changed: this shard's entry of ``status.shards`` and the
+totals, a read-modify-write guarded by the ``resourceVersion`` it read, read again and retried on
+a conflict. An invalid policy is held by what stands in for it (``_stand_in``), so that an edit
+typo does not hand its jobs to a broader policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from advisor.controller.metrics import Metrics
+from advisor.controller.policystatus import (
+    DEFAULT_SHARD,
+    JobFigures,
+    PolicyFigures,
+    own_entry,
+    policy_figures,
+    positive_amount,
+    shard_patch,
+)
+from advisor.model import ActionRecord, Mode
+from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
+
+__all__ = ["CONFLICT_ATTEMPTS", "PolicyBook"]
+
+log = logging.getLogger(__name__)
+
+#: tries of a figures write the API server refuses as a conflict (another writer came between)
+CONFLICT_ATTEMPTS = 3
+
+
+def _merged(target: Any, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``patch`` applied to ``target`` as a JSON merge patch (RFC 7386) is."""
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping):
+            out[key] = _merged(out.get(key), value)
+        else:
+            out[key] = value
+    return out
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    return getattr(exc, "status", None) == 409
+
+
+class PolicyBook:
+    """The AdvisorPolicies the controller knows, and what it last wrote into their statuses."""
+
+    def __init__(
+        self,
+        api: Any,
+        metrics: Metrics,
+        *,
+        recommend_only: bool = False,
+        shard: str = DEFAULT_SHARD,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.metrics = metrics
+        #: this release's key in each policy's ``status.shards``: the only entry it writes
+        self.shard = shard
+        self.clock = clock
+        #: the cluster-wide safety rail (``run --recommend-only``): every policy evaluated as Recommend
+        self.recommend_only = recommend_only
+        self.policies: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+        self.hours: dict[str, float] = {}  # GPU-hours flagged non-learning, per policy
+        self.deleted: dict[str, PolicyFigures] = {}  # action counts of jobs deleted, per policy
+        #: each policy's ``metadata.resourceVersion`` as last seen: what a figures write is guarded by
+        self.versions: dict[str, str] = {}
+        #: the status as the API server last showed it, per policy: what a merge patch must null
+        #: out of its maps (a key a merge patch leaves out stays: a tie no longer lost, an outcome
+        #: count that went to zero)
+        self.stored: dict[str, Mapping[str, Any]] = {}
+        #: each policy's last valid version and its generation (what an invalid edit leaves in force)
+        self.last_valid: dict[str, tuple[Any, int | None]] = {}
+        #: per invalid policy, what stands in for it (``_stand_in``), said in its condition
+        self.holding: dict[str, str] = {}
+        #: per policy, the request ids its ``status.recentActions`` carries (as last seen, plus what
+        #: this process wrote since), or that it no longer needs (older than the newest
+        #: ``maxActionsPerHour`` written)
+        self.recorded: dict[str, set[str]] = {}
+
+    def governing(self) -> list[Any]:
+        """The valid policies, by name; under ``recommend_only`` (the cluster-wide safety rail) each
+        as if its mode were Recommend, whatever it says."""
+        policies = sorted(self.policies.values(), key=lambda p: p.name)
+        if not self.recommend_only:
+            return policies
+        return [
+            dataclasses.replace(p, spec=dataclasses.replace(p.spec, mode=Mode.RECOMMEND)) for p in policies
+        ]
+
+    def on_event(self, event_type: str, body: Mapping[str, Any]) -> None:
+        from policies import PolicyError, load_policy
+
+        name = str((body.get("metadata") or {}).get("name"))
+        self.policies.pop(name, None)
+        known_error = self.errors.pop(name, None)
+        self.holding.pop(name, None)
+        if event_type == "DELETED":
+            self.last_valid.pop(name, None)
+            self.hours.pop(name, None)
+            self.deleted.pop(name, None)
+            self.versions.pop(name, None)
+            self.stored.pop(name, None)
+            self.recorded.pop(name, None)
+            return
+        self._adopt(name, body)
+        self.recorded[name] = {rid for rid, _ in self.stored_actions(body)}
+        own = own_entry(self.stored[name], self.shard)
+        if name not in self.deleted:  # carried over a controller restart, as the hours
+            self.deleted[name] = PolicyFigures.from_counts(own.get("fromDeletedJobs"))
+        if name not in self.hours:  # carry this shard's total over a controller restart
+            self.hours[name] = positive_amount(own.get("gpuHoursFlaggedNonLearning"))
+        generation = (body.get("metadata") or {}).get("generation")
+        try:
+            self.policies[name] = load_policy({k: v for k, v in body.items() if k != "status"})
+            self.last_valid[name] = (self.policies[name], generation if isinstance(generation, int) else None)
+        except PolicyError as exc:
+            self.errors[name] = str(exc).replace("\n", "; ")
+            self._stand_in(name, body, warn=self.errors[name] != known_error)
+        self._write_verdict(name, body)
+
+    def _stand_in(self, name: str, body: Mapping[str, Any], *, warn: bool = True) -> None:
+        """What governs an invalid policy's jobs: its last valid version, while this process has
+        seen one; else (a restart) a holding version, its selector and priority without rules in
+        Recommend, so that its jobs are not handed to a broader policy that would act on them at
+        once (an edit typo must not turn a Recommend policy's jobs over to an Apply one)."""
+        from policies import PolicyError, load_policy
+
+        if name in self.last_valid:
+            previous, generation = self.last_valid[name]
+            self.policies[name] = previous
+            self.holding[name] = (
+                f"generation {generation}, the last valid one, stays in force"
+                if generation is not None
+                else "its last valid version stays in force"
+            )
+        else:
+            spec = dict(body.get("spec") or {}) if isinstance(body.get("spec"), Mapping) else {}
+            spec.update(mode="Recommend", rules={})
+            try:
+                self.policies[name] = load_policy(
+                    {k: v for k, v in body.items() if k not in ("status", "spec")} | {"spec": spec}
+                )
+                self.holding[name] = "its jobs are held: no rule acts on them and no other policy takes them"
+            except PolicyError:
+                self.holding[name] = "its selector is invalid too: it holds no job"
+        if warn:  # once per new error, not at each status-only event of the same spec
+            log.warning("AdvisorPolicy %s is invalid (%s); %s", name, self.errors[name], self.holding[name])
+
+    @staticmethod
+    def stored_actions(body: Mapping[str, Any]) -> list[tuple[str, float]]:
+        """``status.recentActions`` of an AdvisorPolicy as (request id, time); malformed entries skipped."""
+        raw = (body.get("status") or {}).get("recentActions")
+        out: list[tuple[str, float]] = []
+        for item in raw if isinstance(raw, list) else []:
+            if not isinstance(item, Mapping):
+                continue
+            rid, t = item.get("requestId"), item.get("time")
+            if isinstance(rid, str) and isinstance(t, int | float) and not isinstance(t, bool):
+                out.append((rid, float(t)))
+        return out
+
+    def _newest(self, name: str, actions: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+        """The newest ``maxActionsPerHour`` of ``actions``, oldest first: enough to enforce the cap
+        (it holds while any ``maxActionsPerHour`` of them are in the hour)."""
+        policy = self.policies.get(name)
+        cap = policy.safety.max_actions_per_hour if policy is not None else None
+        kept = sorted(actions, key=lambda a: a[1])
+        return kept[-cap:] if cap is not None else kept
+
+    def persist_actions(self, name: str, actions: Iterable[tuple[str, float]]) -> None:
+        """Write the policy's recent capped actions (the newest ``maxActionsPerHour`` are enough to
+        enforce the cap). Raises when the write fails: the action must then not run. The list
+        replaces the stored one, so ``actions`` must hold what the status showed (the engine adopts
+        it at each event of the policy)."""
+        actions = list(actions)
+        kept = self._newest(name, actions)
+        self.api.patch_policy_status(
+            name, {"recentActions": [{"requestId": rid, "time": round(t, 3)} for rid, t in kept]}
+        )
+        self.metrics.api_writes.labels("advisorpolicy-status").inc()
+        self.recorded.setdefault(name, set()).update(rid for rid, _ in actions)
+
+    def record_actions(self, name: str, actions: Iterable[tuple[str, float]]) -> bool:
+        """Make the policy's ``status.recentActions`` carry the newest ``maxActionsPerHour`` of
+        ``actions`` (its recent capped actions as the engine knows them), writing them only when
+        it lacks one (a request id is never listed twice). Returns whether it wrote; raises as
+        ``persist_actions``."""
+        actions = list(actions)
+        known = self.recorded.get(name, set())
+        if all(rid in known for rid, _ in self._newest(name, actions)):
+            return False
+        self.persist_actions(name, actions)
+        return True
+
+    def job_deleted(self, actions: Iterable[ActionRecord]) -> None:
+        """A job went, and its action log with its TrainJobForecast: keep its counts."""
+        for rec in actions:
+            if rec.policy:
+                self.deleted.setdefault(rec.policy, PolicyFigures()).add((rec,))
+
+    def add_hours(self, policy: str, hours: float) -> None:
+        self.hours[policy] = self.hours.get(policy, 0.0) + hours
+
+    def effective_mode(self, name: str) -> str | None:
+        """The mode the policy is evaluated in (None: nothing of it governs, an invalid policy
+        with no stand-in)."""
+        policy = self.policies.get(name)
+        if policy is None:
+            return None
+        return Mode.RECOMMEND.value if self.recommend_only else str(policy.mode.value)
+
+    def _conditions(self, name: str) -> list[dict[str, Any]]:
+        """``Valid``: whether the loader accepts the policy (and what governs its jobs if not);
+        ``RecommendOnly``: whether the controller holds every policy to Recommend."""
+        error = self.errors.get(name)
+        valid = {
+            "type": "Valid",
+            "status": "False" if error else "True",
+            "reason": "Invalid" if error else "Valid",
+            "message": (f"{error}; {self.holding[name]}" if name in self.holding else error)
+            if error
+            else "the policy is valid" + _warnings(self.policies.get(name)),
+        }
+        policy = self.policies.get(name)
+        if self.recommend_only:
+            held = (
+                f"; its spec.mode {policy.mode.value} takes effect once the controller runs without it"
+                if policy is not None and policy.mode is not Mode.RECOMMEND
+                else ""
+            )
+            recommend_only = {
+                "type": "RecommendOnly",
+                "status": "True",
+                "reason": "ControllerRecommendOnly",
+                "message": "the controller runs with --recommend-only: the policy is evaluated as Recommend "
+                f"and changes no job{held}",
+            }
+        else:
+            recommend_only = {
+                "type": "RecommendOnly",
+                "status": "False",
+                "reason": "SpecMode",
+                "message": "the controller evaluates the policy in its spec.mode",
+            }
+        return [valid, recommend_only]
+
+    def _write_verdict(self, name: str, body: Mapping[str, Any]) -> None:
+        """The conditions and ``effectiveMode``, written when they differ from the stored status."""
+        conditions = self._conditions(name)
+        generation = (body.get("metadata") or {}).get("generation")
+        observed = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+        if observed is not None:
+            for cond in conditions:
+                cond["observedGeneration"] = observed
+        mode = self.effective_mode(name)
+        stored = body.get("status") or {}
+        old = {c.get("type"): c for c in stored.get("conditions") or [] if isinstance(c, Mapping)}
+        # a spec change that leaves the verdict alone must still say which generation was read
+        if (
+            all(
+                c["type"] in old and all(old[c["type"]].get(k) == v for k, v in c.items()) for c in conditions
+            )
+            and stored.get("observedGeneration") == observed
+            and stored.get("effectiveMode") == mode
+        ):
+            return
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for cond in conditions:
+            before = old.get(cond["type"]) or {}
+            same_verdict = before.get("status") == cond["status"] and before.get("lastTransitionTime")
+            cond["lastTransitionTime"] = before["lastTransitionTime"] if same_verdict else now
+        status = {
+            "conditions": conditions,
+            "effectiveMode": mode,  # None nulls it out: nothing of the policy governs
+            **({"observedGeneration": observed} if observed is not None else {}),
+        }
+        self._patch(name, status)
+
+    def _adopt(self, name: str, body: Mapping[str, Any]) -> None:
+        """The policy as the API server showed it (a watch event, a read, a write's answer)."""
+        status = body.get("status")
+        self.stored[name] = status if isinstance(status, Mapping) else {}
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self.versions[name] = str(version)
+        else:
+            self.versions.pop(name, None)
+
+    def figures_patch(self, name: str, mine: Mapping[str, Any], now: float) -> dict[str, Any] | None:
+        """The merge patch that puts ``mine`` (this shard's figures) into the policy's status as
+        last seen (``shard_patch``). None when the status says all that already (and the entry is
+        fresh)."""
+        return shard_patch(self.stored.get(name) or {}, self.shard, mine, now)
+
+    def write_figures(self, jobs: Iterable[JobFigures], now: float | None = None) -> None:
+        """``jobs`` as for ``policy_figures``; writes each policy's figures, as this shard's entry
+        and into the totals, when the status does not show them (or the entry is due a refresh)."""
+        names = sorted({*self.policies, *self.errors})
+        if not names:
+            return
+        at = self.clock() if now is None else now
+        for name, figures in policy_figures(names, jobs, self.hours, self.deleted).items():
+            gone = self.deleted.get(name)
+            self._write_figures(
+                name, {**figures.status(), "fromDeletedJobs": (gone or PolicyFigures()).counts()}, at
+            )
+
+    def _write_figures(self, name: str, mine: Mapping[str, Any], now: float) -> None:
+        """A read-modify-write of the status seen last, guarded by its ``resourceVersion``: on a
+        conflict (another shard, or this one's other writes, came between) the policy is read
+        again and the patch made anew, up to ``CONFLICT_ATTEMPTS`` times; else the next refresh
+        tries again."""
+        for attempt in range(CONFLICT_ATTEMPTS):
+            patch = self.figures_patch(name, mine, now)
+            if patch is None:
+                return
+            version = self.versions.get(name)
+            try:
+                self._patch(name, patch, resource_version=version, quiet=True)
+                return
+            except Exception as exc:
+                if not _is_conflict(exc) or attempt + 1 == CONFLICT_ATTEMPTS:
+                    log.warning("AdvisorPolicy %s figures not written: %s", name, exc)
+                    return
+            try:
+                body = self.api.get_policy(name)
+            except Exception as exc:
+                log.warning("AdvisorPolicy %s not read again after a conflict: %s", name, exc)
+                return
+            if body is None:
+                return  # deleted meanwhile: its DELETED event follows
+            self._adopt(name, body)
+
+    def _patch(
+        self,
+        name: str,
+        status: Mapping[str, Any],
+        *,
+        resource_version: str | None = None,
+        quiet: bool = False,
+    ) -> bool:
+        """A merge patch of the status (guarded by ``resource_version`` when given); what the API
+        server answers, or else the patch applied to the status seen last, becomes that status.
+        A failure is logged and False, or raised when ``quiet``."""
+        try:
+            if resource_version is not None:
+                answer = self.api.patch_policy_status(name, status, resource_version=resource_version)
+            else:
+                answer = self.api.patch_policy_status(name, status)
+        except Exception as exc:
+            if quiet:
+                raise
+            log.warning("AdvisorPolicy %s status not written: %s", name, exc)
+            return False
+        self.metrics.api_writes.labels("advisorpolicy-status").inc()
+        if isinstance(answer, Mapping) and isinstance(answer.get("metadata"), Mapping):
+            self._adopt(name, answer)
+        elif name in self.stored:
+            self.stored[name] = _merged(self.stored[name], status)
+            self.versions.pop(name, None)  # the write made a new one, not known yet
+        return True
+
+
+def _warnings(policy: Any) -> str:
+    """What ``policy validate`` warns of, for whoever applied the policy with kubectl: a rule's
+    metric whose name says no direction is never judged; a ``metricDirections`` entry that is
+    ignored or turns a metric against its name."""
+    if policy is None:
+        return ""
+    found = [f"{field}: {metric} is never judged" for field, metric in undirected_metrics(policy)]
+    text = f"; warning: {'; '.join(found)} ({NO_DIRECTION})" if found else ""
+    return text + "".join(f"; warning: {field}: {why}" for field, why in direction_warnings(policy))
