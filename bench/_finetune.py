@@ -45,7 +45,8 @@ import numpy as np
 from _baselines import last_value, single_fit  # type: ignore[import-not-found]
 
 from advisor.forecast import forecast
-from advisor.forecast.state import learning_state, lr_at
+from advisor.forecast.eval_forecast import lr_at
+from advisor.forecast.state import learning_state
 from advisor.model import LEARNING_LABELS
 from advisor.series import Direction
 

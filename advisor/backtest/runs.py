@@ -52,8 +52,8 @@ from advisor.backtest.index import (
 )
 from advisor.forecast._prep import average_repeats, looks_unsorted
 from advisor.series import Direction, direction_of
-from advisor.sources.assemble import eval_metrics
 from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
+from advisor.sources.metric_choice import eval_metrics
 from advisor.sources.runlogs import RUN_LOG_SUFFIXES, RunLog, find_run_logs, run_folder
 
 __all__ = [

@@ -264,7 +264,7 @@ def _file_bests(outcome: Any) -> dict[str, dict[str, float]]:
     """``{metric: {"step", "value"}}``: where each eval series of a forecast log was best (the
     series it was forecast by, for a log of eval metrics alone); of a log that states its save
     interval, best among the steps a checkpoint was saved at, as only those can be kept."""
-    from advisor.commands.forecast import last_saved_step, series_direction
+    from advisor.commands.forecast_outcome import last_saved_step, series_direction
     from advisor.forecast.state import best_checkpoint, best_saved_checkpoint
 
     curves = dict(outcome.evals or {})

@@ -218,7 +218,7 @@ def plot(status: Mapping[str, Any], path: str, title: str) -> None:
     its forecast path and band, each eval series with its forecast final value, and the best eval
     step (the checkpoint to keep). The forecast is made again from the stored points by the same
     function the controller calls (it is the controller's unless points arrived since)."""
-    from advisor.commands.forecast import outcome_of
+    from advisor.commands.forecast_outcome import outcome_of
     from advisor.commands.forecast_plot import write_plot
     from advisor.controller.store import decode_history
     from advisor.core import History

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from advisor.commands.forecast import series_direction, stuck_for
+from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
 from advisor.forecast.core import NO_TREND_POINTS
 from advisor.forecast.state import at_last_step
@@ -23,7 +23,7 @@ from advisor.model import Interval, LearningState
 from advisor.series import Direction, direction_of
 
 if TYPE_CHECKING:
-    from advisor.commands.forecast import Outcome
+    from advisor.commands.forecast_outcome import Outcome
 
 __all__ = ["render_text", "to_json"]
 
@@ -264,7 +264,7 @@ def _best_lines(outcome: Outcome) -> list[str]:
 def _best_of_shown(curve: Any, judged: str | None) -> tuple[float, float] | None:
     """(step, value) of the best point of the series shown when it is an eval series other than
     the one the run state judges (``--metric eval_accuracy`` beside an ``eval_loss``)."""
-    from advisor.commands.forecast import _Series, series_direction
+    from advisor.commands.forecast_outcome import _Series, series_direction
     from advisor.forecast.state import best_point
 
     if curve.metric in ("loss", judged) or not curve.steps:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from advisor.cli import CommandError
 
 if TYPE_CHECKING:
-    from advisor.commands.forecast import Outcome
+    from advisor.commands.forecast_outcome import Outcome
 
 __all__ = ["SERIES_COLOURS", "build_figure", "is_score", "write_plot"]
 

@@ -9,26 +9,24 @@ asking the policies — lives here, so the simulator's verdict on a policy is a 
 code that runs in the cluster.
 
 The loop never acts: ``evaluate`` returns a :class:`~advisor.model.Decision`, and the adapter
-carries it out and reports back with :meth:`AdvisorCore.record_action`.
+carries it out and reports back with :meth:`AdvisorCore.record_action`. What one progress report
+changes in a job's record is :mod:`advisor.core.observe`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from advisor.core.history import DEFAULT_MAX_POINTS, History
+from advisor.core.observe import note_window, observe_sample
 from advisor.core.policy_caps import PolicyActionLog
-from advisor.core.readings import Ack, note_checkpoint, note_throughput
 from advisor.core.readings import rate as measured_rate
 from advisor.core.record import (
     MAX_ACTIONS_KEPT,
     JobRecord,
-    arrival_bounded,
     drop_orphaned_request,
-    drop_pending_request,
     expire_checkpoint,
     loss_at_checkpoint,
     note_phase,
@@ -39,7 +37,7 @@ from advisor.core.record import (
     set_outcome,
     trim_actions,
 )
-from advisor.core.runtime_pool import RuntimeSigtermPool, save_window
+from advisor.core.runtime_pool import RuntimeSigtermPool
 from advisor.core.saves import note_admission, resolve
 from advisor.core.wiring import (
     Decider,
@@ -66,9 +64,7 @@ from advisor.model import (
     LearningState,
     Phase,
     ProgressSample,
-    save_window_seconds,
 )
-from advisor.sources.normalize import CLOCK_SKEW_S, UNKNOWN_STEP
 
 __all__ = ["MAX_ACTIONS_KEPT", "AdvisorCore", "JobRecord", "PolicyLike", "training_loss_forecast"]
 
@@ -170,76 +166,9 @@ class AdvisorCore:
         duplicate: the training process may report the ack on its own.
         """
         rec = self._record_for(key, now)
-        rec.last_warnings = tuple(sample.warnings)
-        # a report with no readable step (garbage from a broken reporter) proves the reporter is
-        # alive but says nothing of the run's progress: remembered, so that no rule reads the
-        # reports it dropped as silence
-        rec.unreadable_report_at = now if sample.step == UNKNOWN_STEP else None
-        if sample.warnings:
-            rec.sample_warnings += len(sample.warnings)
-        pct = sample.progress_percentage
-        if pct is not None and math.isfinite(pct):
-            rec.progress_percentage = float(pct)
-        if sample.total_steps is not None and sample.total_steps > 0:
-            rec.total_steps = int(sample.total_steps)
-        ack, forged = note_checkpoint(rec, sample, now)
+        news, forged = observe_sample(rec, sample, now=now, nodes=nodes, runtime=self._runtime)
         self.forged_acks += forged
-        if ack is Ack.ANSWERED and sample.last_checkpoint_request is not None:
-            set_outcome(rec, sample.last_checkpoint_request, "acknowledged")
-        acked = ack is not Ack.NONE
-        if acked:
-            self._note_window(rec)
-        prev_step = rec.step if len(rec.history) else None
-        outcome = rec.history.append(sample, times_trusted_until=now + CLOCK_SKEW_S)
-        if outcome in ("appended", "restart"):
-            rec.reported_step = None
-        if outcome == "restart" and prev_step is not None:
-            # a request not answered in this report was written on the pods of the run before
-            why = f"the run restarted (its step went back from {prev_step} to {sample.step})"
-            drop_pending_request(rec, why)
-        when = sample.time if sample.time is not None else now
-        if rec.progress_seen_at is not None and rec.progress_seen_at < now:
-            rec._arrival_floor = rec.progress_seen_at  # the last arrival before this one
-        at = arrival_bounded(when, rec._arrival_floor, now)
-        if rec.history.last_evals_added:
-            rec.fresh_data = True  # a new evaluation changes the run's learning state
-        if outcome in ("appended", "restart"):
-            rec.fresh_data = True
-            if outcome == "restart":
-                # the run rolled back to a checkpoint: the forecast of the abandoned attempt says
-                # nothing the policies may act on; the next look re-forecasts the new segment
-                rec.forecast, rec.forecast_at, rec.learning = None, None, None
-            rec.last_sample_time = at
-            rec.progress_seen_at = now
-            if prev_step is None or sample.step != prev_step:
-                rec.last_step_change = at
-            if prev_step is not None and outcome == "appended" and sample.step > prev_step:
-                rec.report_gap = sample.step - prev_step
-            note_throughput(rec, sample.step, when, nodes, restart=outcome == "restart")
-            self._note_window(rec)
-            return True
-        if prev_step is None and rec.reported_step is not None:
-            prev_step = rec.step  # a job that reports no training loss at all: where it last was
-        if (
-            outcome == "invalid"
-            and sample.loss is None
-            and sample.step is not None
-            and sample.step > (prev_step if prev_step is not None else 0)
-        ):
-            # progress without a loss value still proves the job is not hung, says where it is and
-            # how fast it goes (a job that reports eval metrics alone is judged by them); before any
-            # loss, only a step past 0 is progress (a job loading its data reports step 0 for long)
-            rec.reported_step = sample.step
-            rec.last_step_change = at
-            rec.last_sample_time = at
-            rec.progress_seen_at = now
-            note_throughput(rec, sample.step, when, nodes, restart=False)
-            return True
-        if prev_step is not None and sample.step == prev_step and (rec.last_sample_time or -math.inf) < at:
-            # a newer report at the same step: the reporter is alive and the step stuck (what the
-            # stall rule's reason tells from a reporter gone silent); no new progress otherwise
-            rec.last_sample_time = at
-        return acked or rec.history.last_evals_added > 0
+        return news
 
     # -------------------------------------------------------------------------------- forecast
     def steps_per_second(self, key: str) -> float | None:
@@ -373,7 +302,7 @@ class AdvisorCore:
             rec.runtime = job.runtime
             self._runtime.invalidate()
         rec.gpus, rec.nodes = job.gpus, job.nodes
-        self._note_window(rec)  # a new size is a new window
+        note_window(rec, self._runtime)  # a new size is a new window
         note_phase(rec, job, rec.total_steps if rec.total_steps is not None else job.total_steps, now)
         drop_orphaned_request(rec, admission, job.admitted_at)
         # after the drop: a request whose job was found stopped (done, suspended, evicted) is
@@ -419,16 +348,6 @@ class AdvisorCore:
         rec.fresh_data, rec.forecast_at = True, None
         self._refresh_forecast(rec, now, forecast_interval_s)
         return True
-
-    def _note_window(self, rec: JobRecord) -> None:
-        """Pool the job's save window again when what a grace period is made of changed: its
-        size or its step plus save in whole seconds (the EWMA of its throughput moves with every
-        report; a fraction of a second of it changes no grace period)."""
-        w = save_window(rec)
-        key = None if w is None else (w[0], save_window_seconds(w[1], w[2]))
-        if key != rec.pooled_window:
-            rec.pooled_window = key
-            self._runtime.invalidate()
 
     # ------------------------------------------------------------------------------------- act
     def record_action(self, key: str, action: ActionRecord) -> bool:

@@ -5,7 +5,7 @@ read at each step after the last one, with the calibrated interval rule at that 
 fraction. With a known total the path is drawn from the current level to the forecast's final
 loss and interval themselves, along the ensemble's shape where it heads the same way
 (``_path_band``). A higher-is-better metric (an
-accuracy) is forecast negated and turned back, as ``state.forecast_series`` forecasts it.
+accuracy) is forecast negated and turned back, as ``eval_forecast.forecast_series`` forecasts it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 from advisor.forecast import calibration as cal
 from advisor.forecast.core import Parts, _run
-from advisor.forecast.state import eval_divergence, score_top, turned_back
+from advisor.forecast.eval_forecast import eval_divergence, score_top, turned_back
 from advisor.model import Forecast, Interval
 from advisor.series import Direction
 

@@ -20,13 +20,9 @@ generalising better. So the state reads, in this order:
 * without an eval series (or with too few evaluations), the training loss alone: ``plateaued``
   with its P(plateau), ``learning`` otherwise.
 
-Each eval series is forecast with the run's learning rate at its steps (``schedule``: the training
-history's steps and learning rates) when the run reports them. The eval loss of a fine-tune follows
-the same schedule as its training loss: a linear or cosine decay to zero flattens both by the end.
-Forecast without it, a sparse eval series is read by the anneal prior made for pre-training
-validation curves, and on the development fine-tunes' tuning half that doubled the median
-final-value error of the eval series (0.076 with the schedule, 0.135 without) and covered 0.17 of
-their outcomes with its 80% interval (0.47 with it).
+Each eval series is forecast in its own units and direction, with the run's learning rate at its
+steps (``schedule``: the training history's steps and learning rates) when the run reports them:
+``advisor.forecast.eval_forecast`` says how and why.
 
 The probabilities are products of those events in that order, so they sum to 1 and every label's
 probability is one the policies can set a threshold on. The numbers are the series' own forecasts:
@@ -35,16 +31,14 @@ the state, the plateau rule and the divergence rule agree by construction.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
 
-from advisor.forecast.core import RISING_WARNING, forecast
-from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, Interval, LearningState
+from advisor.forecast.eval_forecast import forecast_series, lr_at
+from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, LearningState
 from advisor.series import Direction, is_saved_step, primary_eval
 
 __all__ = [
@@ -56,12 +50,7 @@ __all__ = [
     "at_last_step",
     "best_checkpoint",
     "best_saved_checkpoint",
-    "eval_divergence",
-    "forecast_series",
     "learning_state",
-    "lr_at",
-    "score_top",
-    "turned_back",
 ]
 
 #: a finished run's training loss "still fell" after its eval's best by about this share (the
@@ -99,142 +88,6 @@ class SeriesLike(Protocol):
 
     @property
     def direction(self) -> Direction: ...
-
-
-def lr_at(
-    steps: Sequence[float], schedule: tuple[Sequence[float], Sequence[float | None]] | None
-) -> list[float] | None:
-    """The learning rate at each of ``steps``, read off ``schedule`` (steps, learning rates of the
-    training history; non-finite or missing rates skipped), linearly between its points and held
-    at its ends; None without at least two usable points. Only the schedule's past is read: a
-    step after its last point gets the last rate, as the controller knows it at that report."""
-    if schedule is None:
-        return None
-    pairs = [
-        (float(s), float(v))
-        for s, v in zip(schedule[0], schedule[1], strict=False)
-        if v is not None and math.isfinite(float(v)) and math.isfinite(float(s))
-    ]
-    if len(pairs) < 2:
-        return None
-    pairs.sort()
-    xs = np.array([p[0] for p in pairs])
-    ys = np.array([p[1] for p in pairs])
-    at = np.asarray(steps, dtype=float)
-    vals = np.interp(at, xs, ys)
-    # two steps a subnormal apart make the slope overflow (inf, or inf * 0 = nan): take the rate
-    # logged at or before the step there, and keep every rate within those it was given
-    odd = ~np.isfinite(vals)
-    if odd.any():
-        left = np.clip(np.searchsorted(xs, at[odd], side="right") - 1, 0, len(ys) - 1)
-        vals[odd] = ys[left]
-    return [float(v) for v in np.clip(vals, ys.min(), ys.max())]
-
-
-def forecast_series(
-    steps: Sequence[float],
-    values: Sequence[float],
-    direction: Direction,
-    *,
-    total_steps: int | float | None = None,
-    learning_rates: Sequence[float] | None = None,
-) -> Forecast:
-    """``forecast`` for a metric of either direction, in the metric's own units.
-
-    The forecaster reads a loss (lower is better); a higher-is-better metric is forecast negated
-    and turned back, so its P(plateau) is P(it rises by less than 1% of its level).
-    ``learning_rates``: the run's learning rate at each of ``steps`` (see ``lr_at``).
-
-    Its P(divergence) counts non-finite evaluations only: an eval metric that rises while it stays
-    finite has stopped improving (its P(plateau) counts a rise), which the run state calls
-    overfitting or a plateau, not divergence; a divergence is the training loss's to show. So the
-    series' forecast and the run state say the same (a rising eval loss read "diverging, P 1.00"
-    beside a state of ``overfitting``)."""
-    if direction is Direction.LOWER:
-        return eval_divergence(
-            forecast(steps, values, total_steps=total_steps, learning_rates=learning_rates), values
-        )
-    fc = eval_divergence(
-        forecast(steps, [-float(v) for v in values], total_steps=total_steps, learning_rates=learning_rates),
-        values,
-    )
-    return turned_back(fc, values)
-
-
-def turned_back(fc: Forecast, values: Sequence[float]) -> Forecast:
-    """The forecast of a higher-is-better metric's negated ``values``, in the metric's own units
-    and direction (``forecast_series``; ``forecast_path`` with ``Direction.HIGHER``)."""
-    f = fc.final_loss
-    # a score never passes its scale's top: an accuracy reported in [0, 1] (or percent) ends at
-    # most at 1 (100), however steeply its early points rise
-    top = score_top(values)
-    low = min(-f.p90, top)
-    warnings = tuple(_in_own_terms(w, top) for w in fc.warnings)
-    current = None if fc.current_loss is None else -fc.current_loss
-    if low >= top and current is not None and current < top:
-        # the whole band passes the top (a score still rising in a straight line): where it
-        # levels off between where it stands and the top is not in its history, and a band of
-        # zero width at the top ("1 (80%: 1 .. 1)") would claim it is
-        low = current
-        warnings += (f"the forecast passes the top of the scale ({top:g}): it ends between now and the top",)
-    return Forecast(
-        final_loss=Interval(mean=min(-f.mean, top), p10=low, p90=min(-f.p10, top)),
-        plateau_probability=fc.plateau_probability,
-        divergence_probability=fc.divergence_probability,
-        eta_seconds=fc.eta_seconds,
-        steps_per_second=fc.steps_per_second,
-        model=fc.model,
-        warnings=warnings,
-        current_loss=current,
-        last_step=fc.last_step,
-        total_steps=fc.total_steps,
-        n_points=fc.n_points,
-        n_dropped=fc.n_dropped,
-    )
-
-
-def eval_divergence(fc: Forecast, values: Sequence[float]) -> Forecast:
-    """``fc``, the forecast of an eval series' ``values``, with its P(divergence) kept only when
-    the latest evaluation is not finite (see ``forecast_series``)."""
-    if values and not math.isfinite(float(values[-1])):
-        return fc
-    if fc.divergence_probability == 0.0:
-        return fc
-    return dataclasses.replace(fc, divergence_probability=0.0)
-
-
-#: a value the forecaster names in a warning (the end with a constant learning rate), in the
-#: units of the series it forecast
-_VALUE_IN_WARNING = re.compile(r"(?<=the end would be near )(\S+)(?= )")
-
-
-def _in_own_terms(warning: str, top: float = math.inf) -> str:
-    """A warning about the negated series, in a higher-is-better metric's own direction: the
-    negated series rising is the metric falling, which is its worsening (an accuracy "rising"
-    read as good news), a value it names is the metric's, not its negation, and no higher than
-    the top of its scale (an accuracy's constant-LR end "near 1.801"); what it calls "the loss"
-    is the series."""
-    if warning.startswith(RISING_WARNING):
-        return "the series is falling (worsening)" + warning[len(RISING_WARNING) :]
-    own = _VALUE_IN_WARNING.sub(lambda m: _negated(m.group(1), top), warning)
-    return own.replace("the loss ", "the series ")
-
-
-def _negated(text: str, top: float = math.inf) -> str:
-    try:
-        return f"{min(-float(text), top):.4g}"
-    except ValueError:
-        return text
-
-
-def score_top(values: Sequence[float]) -> float:
-    """The top of a higher-is-better metric's scale as its values show it: 1 for a fraction, 100
-    for a percentage, else none (``inf``)."""
-    finite = [float(v) for v in values if math.isfinite(v)]
-    if not finite or min(finite) < 0:
-        return math.inf
-    peak = max(finite)
-    return 1.0 if peak <= 1.0 else 100.0 if peak <= 100.0 else math.inf
 
 
 def best_point(series: SeriesLike) -> tuple[int | None, float | None, int, int]:

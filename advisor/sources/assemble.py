@@ -1,158 +1,39 @@
 """From records of any format to a loss history: the one place a file's rows become a curve.
 
 ``advisor.sources.files`` reads a file and detects its format (CSV/TSV, JSONL, a JSON list, HF
-``trainer_state.json``), turning each row or ``log_history`` entry into a record: its location,
-its line number and its fields. What follows is the same for every format and lives here: naming
-the columns by role, choosing the metric, reading each value with the reason a bad one is
-refused (``SourceError``: file, line, reason) or merely skipped (a warning), and aligning the
-sparse series (an eval loss every 500 steps, a learning rate on training rows only).
+``trainer_state.json``), and ``advisor.sources.formats`` (``jsonl`` for JSONL) turns each row or
+``log_history`` entry into a record: its location, its line number and its fields. What follows
+is the same for every format and lives here: naming the columns by role, choosing the metric
+(``metric_choice``), reading each value with the reason a bad one is refused (``SourceError``:
+file, line, reason) or merely skipped (a warning), and aligning the sparse series (an eval loss
+every 500 steps, a learning rate on training rows only). The result is a ``LoadedCurve``
+(``loaded_curve``).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from advisor.model import Curve
-from advisor.series import Direction, direction_of, eval_series_name, is_eval_name
 from advisor.sources.cells import MISSING_MARKERS, RowKinds
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
-from advisor.sources.columns import Column, epoch_millis, loss_named, resolve_columns
-from advisor.sources.normalize import canonical_name
-from advisor.sources.trainer_choice import TrainerChoice
+from advisor.sources.columns import Column, epoch_millis, resolve_columns
+from advisor.sources.loaded_curve import (
+    LoadedCurve,
+    SourceError,
+    backwards_warning,
+    listing,
+    nonfinite_warning,
+)
+from advisor.sources.metric_choice import choose_metric
 
-__all__ = [
-    "METRICS",
-    "LoadedCurve",
-    "Record",
-    "SourceError",
-    "assemble",
-    "assemble_each",
-    "choose_metric",
-    "eval_metrics",
-    "file_series",
-    "is_number",
-    "is_series_metric",
-    "listing",
-    "total_from",
-]
-
-#: the series ``metric=`` names by role: the training loss or the evaluation loss (and any eval
-#: metric with a direction, ``is_series_metric``)
-METRICS = ("loss", "eval_loss")
+__all__ = ["Record", "assemble", "assemble_each", "total_from"]
 
 Record = tuple[str, int | None, Mapping[str, object]]  # (location, line number, fields)
-
-
-class SourceError(Exception):
-    """A file that cannot be read as a loss history; ``str()`` is one line: ``file:line: reason``.
-
-    ``series``: when the file was read but holds no series by the name asked for (or, asked for
-    none, no loss), the series it does hold (``file_series``), else None."""
-
-    def __init__(
-        self,
-        path: str | Path,
-        reason: str,
-        *,
-        line: int | None = None,
-        where: str | None = None,
-        series: Sequence[str] | None = None,
-    ):
-        self.path = str(path)
-        self.line = line
-        self.reason = reason
-        self.series = None if series is None else tuple(series)
-        location = f":{line}" if line is not None else (f" ({where})" if where else "")
-        super().__init__(f"{self.path}{location}: {reason}")
-
-
-def nonfinite_warning(count: int, metric: str) -> str:
-    """The loader's word on a file's non-finite values (recounted for a cut by ``upto``)."""
-    return f"{count} non-finite {metric} values"
-
-
-def _backwards_warning(count: int) -> str:
-    """The loader's word on a file's steps going back (recounted for a cut by ``upto``)."""
-    # what it means (restarts or an unsorted file) is the forecaster's call, said in its warnings
-    return f"step goes backwards {count} time(s) in the file"
-
-
-#: the two warnings above, as ``upto`` finds them again (a long table's count is after binning)
-_NONFINITE = re.compile(r"(\d+) non-finite (.+) values( \(after binning\))?")
-_BACKWARDS = re.compile(r"step goes backwards \d+ time\(s\) in the file")
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedCurve:
-    """A loss history read from a file, in file order (restarts are kept, not sorted away)."""
-
-    steps: tuple[float, ...]
-    values: tuple[float, ...]
-    times: tuple[float, ...] | None = None
-    learning_rates: tuple[float, ...] | None = None
-    epochs: tuple[float, ...] | None = None
-    total_steps: int | None = None
-    metric: str = "loss"
-    source: str = ""
-    warnings: tuple[str, ...] = ()
-    #: every field name the file has (what other series it could be read for)
-    columns: tuple[str, ...] = ()
-    #: what a HF trainer_state.json says of its saved checkpoints and its best model (None: the
-    #: file states neither, or is no trainer_state.json)
-    trainer: TrainerChoice | None = None
-
-    def __len__(self) -> int:
-        return len(self.steps)
-
-    def upto(self, step: float) -> LoadedCurve:
-        """The history as it stood when training first passed ``step`` (the prefix up to it)."""
-        end = next((i for i, s in enumerate(self.steps) if s > step), len(self.steps))
-
-        def cut(series: tuple[float, ...] | None) -> tuple[float, ...] | None:
-            return None if series is None else series[:end]
-
-        # the file's counts of non-finite values and of backward steps are recounted for the
-        # prefix: a warning about what came after the cut tells what the forecast, made before
-        # it, could not know. The warning names the series by its column (``train/loss``), not
-        # by ``metric`` (``loss``)
-        whole = sum(1 for v in self.values if not math.isfinite(v))
-        nonfinite = sum(1 for v in self.values[:end] if not math.isfinite(v))
-        backwards = sum(1 for a, b in itertools.pairwise(self.steps[:end]) if b < a)
-        warnings: list[str] = []
-        for w in self.warnings:
-            if (found := _NONFINITE.fullmatch(w)) is not None and int(found[1]) == whole:
-                w = nonfinite_warning(nonfinite, found[2]) + (found[3] or "") if nonfinite else ""
-            elif _BACKWARDS.fullmatch(w) is not None:
-                w = _backwards_warning(backwards) if backwards else ""
-            if w:
-                warnings.append(w)
-        return replace(
-            self,
-            warnings=tuple(warnings),
-            steps=self.steps[:end],
-            values=self.values[:end],
-            times=cut(self.times),
-            learning_rates=cut(self.learning_rates),
-            epochs=cut(self.epochs),
-        )
-
-    def as_curve(self) -> Curve:
-        """The shared ``Curve`` type, with a new segment wherever the step goes backwards."""
-        segments = (0, *(i for i in range(1, len(self.steps)) if self.steps[i] < self.steps[i - 1]))
-        return Curve(
-            steps=self.steps,
-            values=self.values,
-            times=self.times,
-            learning_rates=self.learning_rates,
-            epochs=self.epochs,
-            segments=segments,
-        )
 
 
 def assemble(
@@ -361,7 +242,7 @@ def _curve(
     series = {role: _aligned(extra[role], kept, role, warnings) for role in optional}
     backwards = sum(1 for a, b in itertools.pairwise(steps) if b < a)
     if backwards:
-        warnings.append(_backwards_warning(backwards))
+        warnings.append(backwards_warning(backwards))
     nonfinite = sum(1 for v in values if not math.isfinite(v))
     if nonfinite:
         warnings.append(nonfinite_warning(nonfinite, target.name))
@@ -393,84 +274,6 @@ def _epochs_completed(epochs: list[float], column: Column, warnings: list[str]) 
     shown = f"{column.describe()} + 1" if zero_based else column.describe()
     warnings.append(f"no step field: the step axis is the epoch column, {shown} (epochs completed)")
     return [e + 1.0 for e in epochs] if zero_based else epochs
-
-
-def is_series_metric(metric: str) -> bool:
-    """What ``metric=`` accepts: the training or evaluation loss, or any eval metric whose name
-    says which way it improves (``eval_accuracy``, ``eval_wer``, ...)."""
-    name = eval_series_name(canonical_name(metric))
-    return metric in METRICS or (is_eval_name(name) and direction_of(name) is not None)
-
-
-def eval_metrics(names: Sequence[str]) -> list[str]:
-    """The eval metrics among a file's field names that a forecast can judge (those whose name
-    says a direction), each once, ``eval_loss`` first, in the file's order otherwise."""
-    out: dict[str, str] = {}
-    for n in names:
-        series = eval_series_name(canonical_name(n))
-        if series not in out and is_eval_name(series) and direction_of(series) is not None:
-            out[series] = n
-    return sorted(out, key=lambda k: k != "eval_loss")
-
-
-def file_series(columns: Mapping[str, Column], names: Sequence[str]) -> list[str]:
-    """The series a file with these resolved ``columns`` and field ``names`` holds, as ``metric=``
-    names them: ``loss``, ``eval_loss``, then every other eval metric whose name says its
-    direction, in the file's order."""
-    out = [role for role in METRICS if role in columns]
-    return out + [name for name in eval_metrics(names) if name not in out]
-
-
-def choose_metric(
-    path: str | Path, columns: dict[str, Column], metric: str | None, names: Sequence[str]
-) -> tuple[str, Column]:
-    series = file_series(columns, names)
-    has = f"; the file's series: {listing(series)}" if series else ""
-    if metric is None:
-        role = "loss" if "loss" in columns else "eval_loss"
-        if role not in columns:
-            several = loss_named(names)
-            if len(several) > 1:
-                has = f"; it logs {listing(several)}: name the run's loss with --metric NAME"
-            raise SourceError(path, f"no loss field (found: {listing(names)}){has}", series=series)
-        return role, columns[role]
-    named = _other_training_loss(metric, names)
-    if named is not None:
-        return "loss", Column(named)
-    if not is_series_metric(metric):
-        wanted = canonical_name(metric)
-        if any(canonical_name(n) == wanted for n in names):
-            why = "its name says no direction (neither a loss nor a score), so it is not forecast"
-        else:
-            why = f"not {' or '.join(METRICS)}, nor an eval metric whose name says its direction"
-        raise SourceError(
-            path, f"unknown metric {metric!r}: {why}{has or '; the file has no series'}", series=series
-        )
-    if metric not in METRICS:  # another eval metric: its own column, by its one spelling
-        wanted_series = eval_series_name(canonical_name(metric))
-        found = next((n for n in names if eval_series_name(canonical_name(n)) == wanted_series), None)
-        if found is None:
-            raise SourceError(path, f"no {metric} field (found: {listing(names)}){has}", series=series)
-        return wanted_series, Column(found)
-    if metric not in columns:
-        other = "eval_loss" if metric == "loss" else "loss"
-        hint = f"; the file has {columns[other].describe()}, use metric {other}" if other in columns else ""
-        wanted = "training-loss" if metric == "loss" else "evaluation-loss"
-        raise SourceError(path, f"no {wanted} field (found: {listing(names)}){hint or has}", series=series)
-    return metric, columns[metric]
-
-
-def _other_training_loss(metric: str, names: Sequence[str]) -> str | None:
-    """The column ``metric`` names when it is a training loss of another name (``--metric
-    lm_loss``: a name with a lower-is-better word, not an evaluation's), read as the training loss."""
-    wanted = canonical_name(metric)
-    if (
-        metric in METRICS
-        or is_eval_name(eval_series_name(wanted))
-        or direction_of(wanted) is not Direction.LOWER
-    ):
-        return None
-    return next((n for n in names if canonical_name(n) == wanted), None)
 
 
 def _select_curve(
@@ -527,16 +330,3 @@ def total_from(raw: object, name: str, warnings: list[str]) -> int | None:
         warnings.append(f"{name} {short_repr(raw)} is not a positive whole number; ignored")
         return None
     return int(value)
-
-
-def is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def listing(items: Sequence[str], limit: int = 8) -> str:
-    shown = ", ".join(str(i) for i in items[:limit])
-    return (shown + f", ... ({len(items)} in all)" if len(items) > limit else shown) or "nothing"

@@ -7,11 +7,15 @@ one is reported, not silently patched: ``SourceError`` names the file, the line 
 when it does not parse: a log still being written ends mid-line. What is merely sparse (an eval
 loss every 500 steps, a learning rate logged on training rows only) is normal and is aligned, not
 rejected.
+
+Here: a path read (or the bytes of standard input), its format told from its content, and the
+two ways in: ``load_curve`` (one series) and ``parse_log`` (a ``ParsedLog``: the file split into
+records once, each of its series assembled on demand). Around it: ``decode`` (bytes to text),
+``formats`` (each format's text split into records) and ``assemble`` (records to a curve).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -21,35 +25,28 @@ from pathlib import Path
 import numpy as np
 
 from advisor.series import primary_eval
-from advisor.sources.assemble import (
-    METRICS,
-    LoadedCurve,
-    Record,
-    SourceError,
-    assemble,
-    assemble_each,
-    eval_metrics,
+from advisor.sources.assemble import Record, assemble, assemble_each
+from advisor.sources.columns import HF_ROLES, ROLES, Column, resolve_columns
+from advisor.sources.decode import MAX_FILE_BYTES, decode
+from advisor.sources.formats import (
+    FORMATS_HINT,
     is_number,
-    is_series_metric,
-    listing,
-    total_from,
-)
-from advisor.sources.columns import (
-    HF_ROLES,
-    ROLES,
-    Column,
-    loss_named,
-    resolve_columns,
+    json_kind,
+    json_list_records,
+    one_document,
+    table_records,
+    trainer_state_records,
+    unended_warning,
 )
 from advisor.sources.joined import exported, joined_log
 from advisor.sources.jsonl import jsonl_records, large_jsonl
 from advisor.sources.large_table import LARGE_ROWS, SkipRows, large_curve, read_numeric_table
+from advisor.sources.loaded_curve import LoadedCurve, SourceError, listing
+from advisor.sources.metric_choice import METRICS, is_series_metric
 from advisor.sources.panels import one_panel_run
 from advisor.sources.trainer_choice import TrainerChoice, trainer_choice
 
 __all__ = [
-    "MAX_FILE_BYTES",
-    "METRICS",
     "LoadedCurve",
     "ParsedLog",
     "SourceError",
@@ -58,10 +55,6 @@ __all__ = [
     "load_curves",
     "parse_log",
 ]
-
-#: files larger than this are refused (a 24,000-step trainer_state.json is ~3 MB)
-MAX_FILE_BYTES = 512 * 1024 * 1024
-_HEADERLESS_ROLES = ("step", "loss", "time", "learning_rate", "epoch")
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,7 +89,7 @@ def load_curve_bytes(
     ``name`` stands for the path in messages."""
     if len(data) > MAX_FILE_BYTES:
         raise SourceError(name, f"input of {len(data)} bytes exceeds the limit of {MAX_FILE_BYTES}")
-    return _parse(name, _decode(name, data), metric, curve_id)
+    return _parse(name, decode(name, data), metric, curve_id)
 
 
 def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
@@ -109,21 +102,21 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
             document = json.loads(text)
         except (ValueError, RecursionError) as exc:
             document = None
-            _one_document(path, text, exc, named_json)
+            one_document(path, text, exc, named_json)
         else:
             if not isinstance(document, dict | list):
-                raise SourceError(path, f"{_FORMATS_HINT}: the file is a single JSON {_json_kind(document)}")
+                raise SourceError(path, f"{FORMATS_HINT}: the file is a single JSON {json_kind(document)}")
         if isinstance(document, dict) and "log_history" in document:
             return _from_trainer_state(path, document, metric)
         if isinstance(document, list):
-            return assemble(path, "JSON", _json_list_records(path, document), metric, curve_id, ROLES)
+            return assemble(path, "JSON", json_list_records(path, document), metric, curve_id, ROLES)
         if isinstance(document, dict) and len(text.strip().splitlines()) > 1:
             # one JSON object over several lines (a model's config.json, HF's all_results.json):
             # no log, and no JSONL either (read as lines, it was "line 1: invalid JSON")
             keys = listing([str(k) for k in document][:6])
             raise SourceError(
                 path,
-                f"{_FORMATS_HINT}: one JSON object with no log_history (keys: {keys}); a HF run's log is "
+                f"{FORMATS_HINT}: one JSON object with no log_history (keys: {keys}); a HF run's log is "
                 "its trainer_state.json",
             )
         if head.startswith("{"):
@@ -135,63 +128,6 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
             records = jsonl_records(path, text, warnings)
             return assemble(path, "JSONL", records, metric, curve_id, ROLES, warnings=warnings)
     return _from_table(path, text, metric, curve_id)
-
-
-#: what a file that is none of them is told
-_FORMATS_HINT = "not a recognised loss log (CSV/TSV with a step,loss header, JSONL, or trainer_state.json)"
-
-
-#: TensorBoard's JSON download of one tag's scalars: ``[[wall time, step, value], ...]``
-_TB_JSON_HEADER = ["Wall time", "Step", "Value"]
-
-
-def _json_list_records(path: str | Path, document: list[object]) -> list[Record]:
-    if document and all(
-        isinstance(r, list)
-        and len(r) == 3
-        and all(isinstance(x, int | float) and not isinstance(x, bool) for x in r)
-        for r in document
-    ):
-        # read as its CSV download is: the tag in the file's name names the value
-        header = exported(path, list(_TB_JSON_HEADER))
-        rows = [r for r in document if isinstance(r, list)]
-        return [(f"entry {i}", None, dict(zip(header, r, strict=True))) for i, r in enumerate(rows)]
-    records: list[Record] = []
-    for i, r in enumerate(document):
-        if not isinstance(r, dict):
-            raise SourceError(
-                path, f"{_FORMATS_HINT}: a JSON list of {_json_kind(r)}s, not of records", where=f"entry {i}"
-            )
-        records.append((f"entry {i}", None, r))
-    return records
-
-
-def _json_kind(value: object) -> str:
-    if value is None:
-        return "null"
-    return {bool: "boolean", int: "number", float: "number", str: "string", list: "list"}.get(
-        type(value), type(value).__name__
-    )
-
-
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-def _gunzip(path: str | Path, data: bytes) -> bytes:
-    """A gzip-compressed log (``train.csv.gz``), read as its text: decompressed up to the same
-    size limit as a plain file, so that a small archive cannot expand without bound."""
-    import zlib
-
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflate.decompress(data, MAX_FILE_BYTES + 1)
-    except zlib.error as exc:
-        raise SourceError(path, f"gzip-compressed but does not decompress: {exc}") from None
-    if len(out) > MAX_FILE_BYTES or inflate.unconsumed_tail:
-        raise SourceError(path, f"decompresses to more than the limit of {MAX_FILE_BYTES} bytes")
-    if not inflate.eof:
-        raise SourceError(path, "gzip-compressed but truncated (the archive ends early)")
-    return out
 
 
 def _read_text(path: Path) -> str:
@@ -208,147 +144,7 @@ def _read_text(path: Path) -> str:
         raise SourceError(path, "is a directory, not a file") from None
     except OSError as exc:
         raise SourceError(path, f"cannot read: {exc.strerror or exc}") from None
-    return _decode(path, data)
-
-
-def _decode(path: str | Path, data: bytes) -> str:
-    if data[:2] == _GZIP_MAGIC:
-        data = _gunzip(path, data)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise SourceError(path, "not UTF-8 text (a binary file?)", line=line) from None
-    if "\x00" in text:
-        raise SourceError(
-            path, "not a text file (it holds NUL bytes)", line=text[: text.index("\x00")].count("\n") + 1
-        )
-    if not text.strip():
-        raise SourceError(path, "empty file")
-    return text
-
-
-def _one_document(path: str | Path, text: str, exc: Exception, named_json: bool) -> None:
-    """Raise the error of a file that fails to parse as one JSON document and is one (named
-    ``.json``, or a ``{`` alone on its first line, as a pretty-printed trainer_state.json starts),
-    at the real position; return for anything else (a JSONL log is read line by line). Read as
-    JSONL, a trainer_state.json cut short was told "line 1 column 2: expecting property name"."""
-    first = text.lstrip().split("\n", 1)[0].strip()
-    if not isinstance(exc, json.JSONDecodeError) or not (named_json or first in ("{", "[")):
-        return
-    if first.startswith("{'") or _parses(first):
-        return  # a JSONL log, or a Trainer's console lines, named .json
-    if exc.pos >= len(text.rstrip()):
-        raise SourceError(
-            path,
-            f"the JSON ends early (column {exc.colno}, char {exc.pos}: the end of the file) inside an "
-            "unclosed object or list: is it still being written? (a HF Trainer rewrites "
-            "trainer_state.json in place at each save; read it again once the save is done)",
-            line=exc.lineno,
-        ) from None
-    raise SourceError(
-        path, f"invalid JSON ({exc.msg}, column {exc.colno} (char {exc.pos}))", line=exc.lineno
-    ) from None
-
-
-def _parses(line: str) -> bool:
-    try:
-        json.loads(line)
-    except (ValueError, RecursionError):
-        return False
-    return True
-
-
-def _table_records(
-    path: str | Path, text: str, curve_id: str | None
-) -> tuple[str, list[Record], list[str], list[str]]:
-    """A table's kind, records, header and warnings (rows of other curves than ``curve_id`` skipped)."""
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    lines = [(n, line) for n, line in lines if not line.lstrip().startswith("#")]
-    if not lines:
-        raise SourceError(path, "no data lines (only comments)")
-    first = lines[0][1]
-    delimiter = next((d for d in ("\t", ",", ";") if d in first), None)
-    kind = {"\t": "TSV", ",": "CSV", ";": "CSV"}.get(delimiter or "", "whitespace-separated table")
-
-    numbers = [n for n, _ in lines]
-    texts = [line for _, line in lines]
-    try:
-        if delimiter is None:
-            split: list[list[str]] = [line.split() for line in texts]
-        else:
-            split = list(csv.reader(texts, delimiter=delimiter))
-    except csv.Error as exc:
-        raise SourceError(path, f"malformed {kind}: {exc}") from None
-    rows = list(zip(numbers, split, strict=True))
-    header = [cell.strip() for cell in rows[0][1]]
-    warnings: list[str] = []
-    if all(is_number(cell) for cell in header):
-        if len(header) > len(_HEADERLESS_ROLES):
-            reason = f"no header and {len(header)} columns; add a header line"
-            raise SourceError(path, reason, line=rows[0][0])
-        header = list(_HEADERLESS_ROLES[: len(header)])
-        warnings.append(f"no header; columns read as {','.join(header)}")
-    else:
-        rows = rows[1:]
-        header = exported(path, header, warnings)
-        if len(set(header)) != len(header):
-            raise SourceError(path, "duplicate column names in the header", line=lines[0][0])
-    roles = resolve_columns(header)
-    missing = [
-        r
-        for r, ok in (
-            ("step", {"step", "epoch"} & roles.keys()),
-            ("loss", {"loss", "eval_loss"} & roles.keys() or eval_metrics(header) or loss_named(header)),
-        )
-        if not ok
-    ]
-    if missing:
-        # checked before the rows: a console log or another tool's dump is told what it is not,
-        # not that some line has the wrong number of fields
-        found = listing([h for h in header if h])
-        what = f"no {' or '.join(missing)} field (found: {found})"
-        if delimiter is None:
-            what = f"{_FORMATS_HINT}: {what}"
-        raise SourceError(path, what, line=lines[0][0])
-    curve_column = roles.get("curve_id")
-    if curve_id is not None and curve_column is not None:  # skip other runs early in multi-run dumps
-        index = header.index(curve_column.name)
-        wanted = curve_id.strip()
-        selected = [(n, c) for n, c in rows if len(c) != len(header) or c[index].strip() == wanted]
-        rows = selected or rows  # nothing matched: let the curve selection report it
-    records: list[Record] = []
-    # a file that does not end its last line is being written: that line alone may be cut short
-    # (as a JSONL log's), and is let go with a warning. Even when its fields look whole: a row
-    # ``2540,2.69565,1587.52,1.72`` was a learning rate of 1.72e-04 cut mid-number, read as 1.72
-    cut = rows[-1][0] if rows and not text.endswith(("\n", "\r")) else None
-    for number, cells in rows:
-        if number == cut and records:
-            warnings.append(_unended(number, cells, len(header)))
-            break
-        if len(cells) != len(header):
-            raise SourceError(path, f"expected {len(header)} fields, found {len(cells)}", line=number)
-        records.append((f"line {number}", number, dict(zip(header, cells, strict=True))))
-    return kind, records, header, warnings
-
-
-def _unended(number: int, cells: list[str], n_fields: int) -> str:
-    """The warning on a table's last line skipped because the file does not end it (its writer
-    may be mid-line): what it holds that says so, if anything."""
-    if len(cells) != n_fields:
-        why = f"{len(cells)} of {n_fields} fields"
-    elif _cut_number(cells[-1]):
-        why = f"ends in {cells[-1].strip()!r}, a number cut short"
-    else:
-        why = "no line break at its end (its last number may be cut short)"
-    return f"line {number}: {why}; skipped (the last line, still being written?)"
-
-
-def _cut_number(cell: str) -> bool:
-    """A cell no logger writes as a whole number: a mantissa or exponent cut off (``0.``, ``1e``,
-    ``2.5e-``), what an unended last line holds when its writer is mid-number."""
-    text = cell.strip()
-    return bool(text) and text[-1] in ".eE+-" and text.lower() not in ("-inf", "+inf")
+    return decode(path, data)
 
 
 def _from_table(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
@@ -357,7 +153,7 @@ def _from_table(path: str | Path, text: str, metric: str | None, curve_id: str |
         fast = _large_table(path, text, metric)
         if fast is not None:
             return fast
-    kind, records, header, warnings = _table_records(path, text, curve_id)
+    kind, records, header, warnings = table_records(path, text, curve_id)
     return assemble(path, kind, records, metric, curve_id, ROLES, warnings=warnings, names=header)
 
 
@@ -376,7 +172,7 @@ def _large_table(path: str | Path, text: str, metric: str | None) -> LoadedCurve
     unended: list[str] = []
     if not text.endswith(("\n", "\r")):  # its last line may be cut short, as the general reader says
         last = text.rfind("\n") + 1
-        unended.append(_unended(text.count("\n") + 1, text[last:].split(delimiter), len(header)))
+        unended.append(unended_warning(text.count("\n") + 1, text[last:].split(delimiter), len(header)))
         text = text[:last]
 
     def read(
@@ -430,18 +226,18 @@ class ParsedLog:
                 document = json.loads(text)
             except (ValueError, RecursionError) as exc:
                 document = None
-                _one_document(path, text, exc, str(path).lower().removesuffix(".gz").endswith(".json"))
+                one_document(path, text, exc, str(path).lower().removesuffix(".gz").endswith(".json"))
         if isinstance(document, dict) and "log_history" in document:
             self._hf, self._roles = True, HF_ROLES
             self._kind = "HF trainer state"
-            records, self._warnings, self._hf_total = _trainer_state_records(path, document)
+            records, self._warnings, self._hf_total = trainer_state_records(path, document)
             self.trainer = _choice(document, records)
         elif isinstance(document, list):
-            self._kind, records = "JSON", _json_list_records(path, document)
+            self._kind, records = "JSON", json_list_records(path, document)
         elif head.startswith("{"):
             self._kind, records = "JSONL", jsonl_records(path, text, self._warnings)
         else:
-            self._kind, records, names, self._warnings = _table_records(path, text, None)
+            self._kind, records, names, self._warnings = table_records(path, text, None)
         whole = names if names is not None else _field_names(records)
         column = None if self._hf else resolve_columns(whole).get("curve_id")
         #: per run (``None``: the file holds one), its records and field names (a table's header,
@@ -537,7 +333,7 @@ def parse_log(path: str | Path) -> ParsedLog:
 
 
 def _from_trainer_state(path: str | Path, state: Mapping[str, object], metric: str | None) -> LoadedCurve:
-    records, warnings, total = _trainer_state_records(path, state)
+    records, warnings, total = trainer_state_records(path, state)
     curve = assemble(path, "HF trainer state", records, metric, None, HF_ROLES, warnings=warnings)
     return _within_max_steps(curve, total, _choice(state, records))
 
@@ -545,25 +341,6 @@ def _from_trainer_state(path: str | Path, state: Mapping[str, object], metric: s
 def _choice(state: Mapping[str, object], records: Sequence[Record]) -> TrainerChoice | None:
     """What the trainer_state.json says of its checkpoints and best model (``trainer_choice``)."""
     return trainer_choice(state, [fields for _, _, fields in records])
-
-
-def _trainer_state_records(
-    path: str | Path, state: Mapping[str, object]
-) -> tuple[list[Record], list[str], int | None]:
-    """A trainer_state.json's ``log_history`` entries as records, the warnings about its
-    ``max_steps``, and that total (None: absent or not a step count)."""
-    history = state.get("log_history")
-    if not isinstance(history, list):
-        raise SourceError(path, "'log_history' is not a list (not a trainer_state.json?)")
-    records: list[Record] = []
-    for index, entry in enumerate(history):
-        if not isinstance(entry, dict):
-            reason = f"entry is a {type(entry).__name__}, not an object"
-            raise SourceError(path, reason, where=f"log_history[{index}]")
-        records.append((f"log_history[{index}]", None, entry))
-    warnings: list[str] = []
-    total = total_from(state.get("max_steps"), "max_steps", warnings)
-    return records, warnings, total
 
 
 def _within_max_steps(curve: LoadedCurve, total: int | None, trainer: TrainerChoice | None) -> LoadedCurve:

@@ -28,9 +28,9 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from advisor.sources.assemble import SourceError
 from advisor.sources.coerce import parse_float
 from advisor.sources.columns import ExportError, export_header, resolve_columns
+from advisor.sources.loaded_curve import SourceError
 from advisor.sources.normalize import canonical_name
 from advisor.sources.panels import RUN_MARK, panel_run_text
 

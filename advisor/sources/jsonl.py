@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor.sources.assemble import LoadedCurve, Record, SourceError
+from advisor.sources.assemble import Record
 from advisor.sources.columns import Column
 from advisor.sources.large_table import kept_small, large_curve
+from advisor.sources.loaded_curve import LoadedCurve, SourceError
 
 __all__ = ["jsonl_records", "large_jsonl"]
 

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor.sources.assemble import LoadedCurve, SourceError, choose_metric
 from advisor.sources.cells import RowKinds
 from advisor.sources.columns import Column, epoch_millis, resolve_columns
+from advisor.sources.loaded_curve import LoadedCurve, SourceError
+from advisor.sources.metric_choice import choose_metric
 
 __all__ = ["LARGE_ROWS", "MAX_KEPT", "Reader", "SkipRows", "kept_small", "large_curve", "read_numeric_table"]
 

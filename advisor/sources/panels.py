@@ -16,8 +16,8 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-from advisor.sources.assemble import SourceError, listing
 from advisor.sources.columns import ROLES, wandb_panel_runs
+from advisor.sources.loaded_curve import SourceError, listing
 from advisor.sources.normalize import canonical_name
 
 __all__ = ["RUN_MARK", "first_line", "one_panel_run", "panel_run_logs", "panel_run_text"]

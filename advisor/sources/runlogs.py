@@ -40,8 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from advisor.sources.assemble import SourceError
 from advisor.sources.joined import group_logs
+from advisor.sources.loaded_curve import SourceError
 from advisor.sources.panels import RUN_MARK, panel_run_logs
 
 __all__ = ["INDEX_NAMES", "RUN_LOG_SUFFIXES", "RunLog", "find_run_logs", "is_run_log", "run_folder"]

@@ -50,7 +50,7 @@ def test_a_higher_is_better_series_is_forecast_upwards_as_the_state_forecasts_it
     """An accuracy: the same forecast as ``forecast_series`` gives it (negated, turned back), its
     path rising from the current level to the final value and never past the scale's top; a value
     the forecaster names in a warning is the accuracy's, not its negation."""
-    from advisor.forecast.state import forecast_series
+    from advisor.forecast.eval_forecast import forecast_series
     from advisor.series import Direction
 
     s = np.arange(1, 21) * 100.0

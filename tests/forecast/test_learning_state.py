@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from advisor.core import AdvisorCore
 from advisor.forecast import forecast
-from advisor.forecast.state import forecast_series, learning_state, lr_at
+from advisor.forecast.eval_forecast import forecast_series, lr_at
+from advisor.forecast.state import learning_state
 from advisor.model import LEARNING_LABELS, JobView, ProgressSample
 from advisor.series import Direction
 
@@ -375,7 +376,7 @@ def test_a_run_is_first_called_stopped_only_at_odds_of_three_to_two() -> None:
 
 
 def test_a_scores_warning_names_values_on_its_scale_and_calls_it_the_series() -> None:
-    from advisor.forecast.state import _in_own_terms
+    from advisor.forecast.eval_forecast import _in_own_terms
 
     text = _in_own_terms(
         "learning rates unknown: assumed the LR anneals by total_steps; with a constant LR the end "

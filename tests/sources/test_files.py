@@ -240,7 +240,7 @@ def test_a_wandb_export_takes_the_trainer_step_not_the_row_counter(
     trainer's own step beside it (HF logs ``train/global_step``, Lightning ``trainer/global_step``)
     is the step. ``_runtime`` is the time, ``eval/loss`` the eval loss, ``eval/accuracy`` a score."""
     from advisor.series import Direction, direction_of
-    from advisor.sources.assemble import eval_metrics
+    from advisor.sources.metric_choice import eval_metrics
 
     header = [step_column, "train/loss", "eval/loss", "eval/accuracy", "train/learning_rate", "_runtime"]
     rows = []
