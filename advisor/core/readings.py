@@ -13,7 +13,7 @@ from advisor.core.record import JobRecord
 from advisor.model import ProgressSample
 from advisor.protocol import SAVE_SECONDS_METRIC
 
-__all__ = ["THROUGHPUT_EWMA", "Ack", "note_checkpoint", "note_throughput", "rate"]
+__all__ = ["THROUGHPUT_EWMA", "Ack", "acked_at", "note_checkpoint", "note_throughput", "rate"]
 
 #: weight of the newest throughput measurement in the per-node-count moving average
 THROUGHPUT_EWMA = 0.3
@@ -44,7 +44,7 @@ def note_checkpoint(rec: JobRecord, sample: ProgressSample, now: float) -> tuple
     new_step = step is not None and step != cp.last_step
     if not (answers_pending or new_step):
         return Ack.NONE, forged
-    when = sample.time if sample.time is not None else now
+    when = acked_at(rec, step, sample, now)
     cost = cp.cost_seconds
     if answers_pending and cp.pending_since is not None:
         latency = max(0.0, when - cp.pending_since)
@@ -65,6 +65,33 @@ def note_checkpoint(rec: JobRecord, sample: ProgressSample, now: float) -> tuple
         pending_since=None if answers_pending else cp.pending_since,
     )
     return (Ack.ANSWERED if answers_pending and request is not None else Ack.SAVED), forged
+
+
+def acked_at(rec: JobRecord, step: int | None, sample: ProgressSample, now: float) -> float:
+    """When the save a report acknowledges was made: the report's time, unless the job has gone
+    on well past the saved ``step`` since the last report seen (a controller down, reports not
+    seen): then the time the job reached the step after it by one report gap (the report that
+    would have carried the acknowledgement), read between the last report seen and this one.
+
+    Dated at the report that first carries it, a checkpoint saved before a controller's outage
+    read as seconds old after it, and a release judged it fresh and gave up all the work since
+    (and the outage was counted as the save's cost, which sizes grace periods)."""
+    when = sample.time if sample.time is not None else now
+    last = rec.history.last
+    if (
+        step is None
+        or sample.step is None
+        or last is None
+        or last.time is None
+        or rec.report_gap <= 0
+        or not last.step <= step < sample.step
+        or not last.time < when
+    ):
+        return when
+    reached = step + rec.report_gap
+    if reached >= sample.step:
+        return when  # the ack came in the report after the save, as usual
+    return last.time + (when - last.time) * (reached - last.step) / (sample.step - last.step)
 
 
 def note_throughput(rec: JobRecord, step: int, when: float, nodes: int, *, restart: bool) -> None:

@@ -248,6 +248,24 @@ class TestActions:
         assert view.checkpoint.cost_seconds == 30.0
         assert view.actions[-1].outcome == "acknowledged"
 
+    def test_a_save_acknowledged_while_no_report_was_seen_is_dated_when_the_job_made_it(self) -> None:
+        """A controller down between its request and the ack (or reports missed): the first report
+        it sees after carries the ack of a save made long before, at step 5 of a job now at step
+        50. Dated at that report, the checkpoint read as fresh (a release trusted it and gave up
+        the 45 steps since) and the outage was counted as the save's cost."""
+        core = make_core(Recorder())
+        for step in range(1, 5):  # a report every step, 10 s apart
+            core.observe(JOB.key, ProgressSample(step=step, loss=1.0, time=10.0 * step), now=10.0 * step)
+        core.record_action(JOB.key, ActionRecord(kind=ActionKind.CHECKPOINT, time=45.0, request_id="ck-1"))
+        after = ProgressSample(
+            step=50, loss=1.0, time=500.0, last_checkpoint_step=5, last_checkpoint_request="ck-1"
+        )
+        core.observe(JOB.key, after, now=500.0)
+        ck = core.view(JOB).checkpoint
+        assert ck.last_step == 5 and ck.pending_request is None
+        assert ck.last_time == pytest.approx(60.0)  # when step 6 came, the report after the save
+        assert ck.cost_seconds == pytest.approx(15.0)
+
     def test_unanswered_checkpoint_request_times_out_once(self) -> None:
         core = make_core(Recorder())
         feed(core, range(1, 3))
