@@ -229,6 +229,16 @@ def _bare_status_schema() -> dict[str, Any]:
                     "recommendations": {"type": "integer", "minimum": 0},
                 },
             },
+            "lastValid": {
+                "type": "object",
+                "description": "The policy's last valid generation and its spec (as one JSON string), "
+                "written by the controller at each new valid generation: an edit that makes the policy "
+                "invalid leaves this one in force, across a controller restart too.",
+                "properties": {
+                    "generation": {"type": "integer"},
+                    "spec": {"type": "string"},
+                },
+            },
             "recentActions": {
                 "type": "array",
                 "description": "The policy's disruptive actions of the last hour (the newest "

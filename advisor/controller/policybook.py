@@ -13,6 +13,7 @@ typo does not hand its jobs to a broader policy.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -136,12 +137,19 @@ class PolicyBook:
         self._write_verdict(name, body)
 
     def _stand_in(self, name: str, body: Mapping[str, Any], *, warn: bool = True) -> None:
-        """What governs an invalid policy's jobs: its last valid version, while this process has
-        seen one; else (a restart) a holding version, its selector and priority without rules in
-        Recommend, so that its jobs are not handed to a broader policy that would act on them at
-        once (an edit typo must not turn a Recommend policy's jobs over to an Apply one)."""
+        """What governs an invalid policy's jobs: its last valid version, as this process saw it or
+        as ``status.lastValid`` keeps it (written at each new valid generation, so that a restart
+        keeps it too: without it a restart found only the invalid selector and handed the jobs to a
+        broader policy); else (a policy never seen valid) a holding version, its selector and
+        priority without rules in Recommend, so that its jobs are not handed to a broader policy
+        that would act on them at once (an edit typo must not turn a Recommend policy's jobs over
+        to an Apply one)."""
         from policies import PolicyError, load_policy
 
+        if name not in self.last_valid:
+            kept = _kept_valid(name, body)
+            if kept is not None:
+                self.last_valid[name] = kept
         if name in self.last_valid:
             previous, generation = self.last_valid[name]
             self.policies[name] = previous
@@ -273,12 +281,14 @@ class PolicyBook:
         stored = body.get("status") or {}
         old = {c.get("type"): c for c in stored.get("conditions") or [] if isinstance(c, Mapping)}
         # a spec change that leaves the verdict alone must still say which generation was read
+        kept = self._to_keep(name, body, observed)
         if (
             all(
                 c["type"] in old and all(old[c["type"]].get(k) == v for k, v in c.items()) for c in conditions
             )
             and stored.get("observedGeneration") == observed
             and stored.get("effectiveMode") == mode
+            and kept is None
         ):
             return
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -290,8 +300,20 @@ class PolicyBook:
             "conditions": conditions,
             "effectiveMode": mode,  # None nulls it out: nothing of the policy governs
             **({"observedGeneration": observed} if observed is not None else {}),
+            **({"lastValid": kept} if kept is not None else {}),
         }
         self._patch(name, status)
+
+    def _to_keep(self, name: str, body: Mapping[str, Any], generation: int | None) -> dict[str, Any] | None:
+        """``status.lastValid`` for a valid generation its status does not keep yet (None: nothing
+        to write). The spec is kept as one JSON string: a merge patch replaces a string whole, while
+        it would merge a new spec into the old one and keep the keys an edit removed."""
+        if name in self.errors or generation is None or not isinstance(body.get("spec"), Mapping):
+            return None
+        stored = (body.get("status") or {}).get("lastValid")
+        if isinstance(stored, Mapping) and stored.get("generation") == generation:
+            return None
+        return {"generation": generation, "spec": json.dumps(body["spec"], sort_keys=True)}
 
     def _adopt(self, name: str, body: Mapping[str, Any]) -> None:
         """The policy as the API server showed it (a watch event, a read, a write's answer)."""
@@ -376,6 +398,24 @@ class PolicyBook:
             self.stored[name] = _merged(self.stored[name], status)
             self.versions.pop(name, None)  # the write made a new one, not known yet
         return True
+
+
+def _kept_valid(name: str, body: Mapping[str, Any]) -> tuple[Any, int | None] | None:
+    """The policy as ``status.lastValid`` keeps its last valid generation (None: none kept, or
+    what is kept no longer loads, e.g. after an upgrade that changed the policy schema)."""
+    from policies import PolicyError, load_policy
+
+    kept = (body.get("status") or {}).get("lastValid")
+    if not isinstance(kept, Mapping) or not isinstance(kept.get("spec"), str):
+        return None
+    generation = kept.get("generation")
+    try:
+        spec = json.loads(kept["spec"])
+        policy = load_policy({k: v for k, v in body.items() if k not in ("status", "spec")} | {"spec": spec})
+    except (ValueError, PolicyError) as exc:
+        log.warning("AdvisorPolicy %s: status.lastValid does not load (%s); not used", name, exc)
+        return None
+    return policy, generation if isinstance(generation, int) and not isinstance(generation, bool) else None
 
 
 def _warnings(policy: Any) -> str:

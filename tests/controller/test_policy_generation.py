@@ -102,3 +102,31 @@ def test_an_invalid_policy_first_seen_after_a_restart_holds_its_jobs() -> None:
     broken["spec"]["selector"] = {"namespaces": "team-a"}  # not a list
     book.on_event("MODIFIED", broken)
     assert book.governing() == [] and "holds no job" in book.holding["guard"]
+
+
+def test_the_last_valid_generation_stays_in_force_across_a_restart() -> None:
+    """Each valid generation is kept in ``status.lastValid``: a controller restarted after an
+    invalid edit (a selector typo) reads it back, so the jobs stay with the last valid version
+    rather than going to no policy (and from there to a broader one that would act on them)."""
+    api = FakeApi()
+    book = PolicyBook(api, Metrics())
+    valid = _guard(1, {"stall": {"for": "30s"}})
+    book.on_event("ADDED", valid)
+    status = [c[2] for c in api.log if c[0] == "policy_status"][-1]
+    assert status["lastValid"]["generation"] == 1 and '"stall"' in status["lastValid"]["spec"]
+    # a status-only event of the same generation: lastValid is not written again
+    writes = len([c for c in api.log if c[0] == "policy_status"])
+    book.on_event("MODIFIED", {**valid, "status": status})
+    assert len([c for c in api.log if c[0] == "policy_status"]) == writes
+
+    bad = _guard(2, {"stall": {"for": "30s"}})
+    bad["spec"]["selector"] = {"jobSelector": {"matchLabels": {"bad key!": "x"}}}
+    bad["status"] = status
+    restarted = PolicyBook(FakeApi(), Metrics())
+    restarted.on_event("ADDED", bad)
+    (kept,) = restarted.governing()
+    assert kept.spec.rules.stall is not None and list(kept.spec.selector.namespaces) == ["team-a"]
+    assert "generation 1, the last valid one, stays in force" in restarted.holding["guard"]
+    # the invalid generation is not kept as the last valid one
+    written = [c[2] for c in restarted.api.log if c[0] == "policy_status"]
+    assert all("lastValid" not in w for w in written)
