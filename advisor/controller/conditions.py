@@ -46,7 +46,18 @@ def _forecasting(view: JobView) -> tuple[str, str, str]:
     return "False", "NotEnoughData", f"step {view.step}: not enough data for a forecast yet"
 
 
-def _actionable(view: JobView, decision: Decision | None, policies_listed: bool) -> tuple[str, str, str]:
+def _actionable(
+    view: JobView, decision: Decision | None, policies_listed: bool, invalid: str | None
+) -> tuple[str, str, str]:
+    status, reason, message = _actionable_verdict(view, decision, policies_listed)
+    if invalid is not None and decision is not None and decision.policy is not None:
+        message += f" (its current spec is invalid: {invalid})"
+    return status, reason, message
+
+
+def _actionable_verdict(
+    view: JobView, decision: Decision | None, policies_listed: bool
+) -> tuple[str, str, str]:
     if view.phase is not Phase.RUNNING:
         return "False", view.phase.value.capitalize(), view.phase_reason or f"the job is {view.phase.value}"
     if not policies_listed:
@@ -67,12 +78,16 @@ def forecast_conditions(
     now: float,
     previous: Sequence[Mapping[str, Any]] = (),
     policies_listed: bool = True,
+    invalid_policy: str | None = None,
 ) -> list[dict[str, Any]]:
+    """``invalid_policy``: when the governing policy's current spec is invalid, what stands in
+    for it (``PolicyBook.holding``), which the Actionable message says: an admin whose edit was
+    meant to narrow the policy must see why it still acts."""
     before = {str(c.get("type")): c for c in previous if isinstance(c, Mapping)}
     out: list[dict[str, Any]] = []
     for kind, (status, reason, message) in (
         ("Forecasting", _forecasting(view)),
-        ("Actionable", _actionable(view, decision, policies_listed)),
+        ("Actionable", _actionable(view, decision, policies_listed, invalid_policy)),
     ):
         old = before.get(kind)
         since = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None

@@ -100,6 +100,7 @@ class Engine:
         )
         self.restart = SavedStatuses(self.store, self.core, self.actuator)
         self.board = StatusBoard(self.core, self.actuator, self.restart, hung_after_s=cfg.hung_after_s)
+        self.board.invalid_policies = self.book.holding
         self.saved = self.restart.pending  # the statuses not adopted yet, read by the tests
         self._last_queue_metrics = -1e18
         self._now = -math.inf  # the time of the step being run

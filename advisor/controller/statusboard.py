@@ -64,6 +64,9 @@ class StatusBoard:
         #: False while the AdvisorPolicies could not be listed (``Engine.policies_unknown``): the
         #: Actionable condition says so
         self.policies_listed = True
+        #: per invalid policy, what stands in for it (the engine gives ``PolicyBook.holding``):
+        #: a job it governs says so in its reasons and its Actionable condition
+        self.invalid_policies: Mapping[str, str] = {}
 
     def shown(self, key: str) -> dict[str, Any] | None:
         """The status this controller rendered last for the job (None: none yet)."""
@@ -95,9 +98,17 @@ class StatusBoard:
         )
         if not self.policies_listed:
             _not_acted_on(status["recommendation"], decision)
+        invalid = self.invalid_policies.get(decision.policy) if decision and decision.policy else None
+        if invalid is not None and decision is not None:
+            status["recommendation"]["reasons"].append(f"policy {decision.policy} is invalid: {invalid}")
         previous = (self._shown.get(key) or self.restart.conditions(key) or {}).get("conditions")
         status["conditions"] = forecast_conditions(
-            view, decision, now=now, previous=previous or (), policies_listed=self.policies_listed
+            view,
+            decision,
+            now=now,
+            previous=previous or (),
+            policies_listed=self.policies_listed,
+            invalid_policy=invalid,
         )
         self._shown[key] = status
         return status
