@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from advisor.core.codec import action_from_dict, checkpoint_from_dict, forecast_from_dict
@@ -134,12 +135,37 @@ def _throughput(v: Any, path: str) -> tuple[tuple[int, float], ...]:
     return tuple(out)
 
 
+def _epoch(v: Any, path: str) -> float:
+    """A time as epoch seconds, or as the RFC 3339 text a TrainJobForecast's status shows
+    (``2026-12-05T10:41:13Z``), so that its ``actions`` and ``checkpoint`` paste as they are."""
+    if isinstance(v, str):
+        try:
+            when = datetime.fromisoformat(v.strip())
+        except ValueError:
+            raise JobStateError(f"{path}: must be epoch seconds or an RFC 3339 time, got {v!r}") from None
+        return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
+    value = _num(v, path)
+    if not math.isfinite(value):
+        raise JobStateError(f"{path}: must be a finite time, got {v!r}")
+    return value
+
+
+def _with_epochs(v: Any, path: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
+    data = _obj(v, path)
+    return {**data, **{k: _epoch(data[k], f"{path}.{k}") for k in keys if data.get(k) is not None}}
+
+
 def _actions(v: Any, path: str) -> tuple[Any, ...]:
     out = []
     for i, item in enumerate(_list(v, path)):
-        rec = action_from_dict(item)
+        where = f"{path}[{i}]"
+        data = _with_epochs(item, where, ("time",))
+        for key in ("kind", "time", "requestId"):
+            if not data.get(key):
+                raise JobStateError(f"{where}.{key}: is required")
+        rec = action_from_dict(data)
         if rec is None:
-            raise JobStateError(f"{path}[{i}]: needs kind, time and requestId")
+            raise JobStateError(f"{where}.kind: unknown action kind {data['kind']!r}")
         out.append(rec)
     return tuple(out)
 
@@ -345,7 +371,10 @@ _JOB: dict[str, tuple[str, Conv]] = {
     "lastLoss": ("last_loss", _num),
     "forecast": ("forecast", _forecast),
     "learningState": ("learning_state", _learning_state),
-    "checkpoint": ("checkpoint", lambda v, p: checkpoint_from_dict(_obj(v, p))),
+    "checkpoint": (
+        "checkpoint",
+        lambda v, p: checkpoint_from_dict(_with_epochs(v, p, ("lastTime", "pendingSince"))),
+    ),
     "throughput": ("throughput", _throughput),
     "actions": ("actions", _actions),
     "ruleState": ("rule_state", lambda v, p: _rule_state(v, p)),

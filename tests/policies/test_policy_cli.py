@@ -394,3 +394,45 @@ def test_explain_rejects_a_rule_state_the_job_contradicts(
         assert message in capsys.readouterr().err
     # the example's own state (opened on an evaluation it reports) is read as it is
     assert main(["policy", "explain", str(sample), "--job-state", str(example)]) == 0
+
+
+def test_explain_reads_actions_and_checkpoint_pasted_from_a_trainjobforecast(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A TrainJobForecast's status shows times as RFC 3339 text: its ``actions`` and
+    ``checkpoint`` paste into a job state as they are (the actions were refused as lacking a time,
+    the checkpoint's time was dropped silently)."""
+    from advisor.controller.render import iso
+
+    sample = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+    pasted = {
+        "actions": [
+            {
+                "kind": "release-quota",
+                "time": iso(T0 - 600),
+                "requestId": "r1",
+                "policy": "plateau-release",
+                "rule": "plateau",
+                "outcome": "succeeded",
+                "reason": "P(plateau)=0.97",
+            }
+        ],
+        "checkpoint": {"lastStep": 8000, "lastTime": iso(T0 - 120), "costSeconds": 45},
+    }
+    state = _state(tmp_path, **pasted)
+    assert main(["policy", "explain", str(sample), "--job-state", str(state), "--json"]) == 0
+    decision = json.loads(capsys.readouterr().out)
+    assert "plateau: job already released or inactive; nothing more to do" in decision["reasons"]
+    # the checkpoint's time is read: 2 minutes old, the guard has no reason to save again
+    # (dropped, it read no checkpoint and asked for one)
+    guard = ROOT / "manifests" / "samples" / "policy-preemption-guard.yaml"
+    saved = _state(tmp_path, checkpoint=pasted["checkpoint"])
+    args = ["policy", "explain", str(guard), "--job-state", str(saved), "--json"]
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["actions"] == []
+    broken = dict(pasted, actions=[{**pasted["actions"][0], "time": "yesterday"}])
+    assert main(["policy", "explain", str(sample), "--job-state", str(_state(tmp_path, **broken))]) == 2
+    assert "job.actions[0].time: must be epoch seconds or an RFC 3339 time" in capsys.readouterr().err
+    broken = dict(pasted, actions=[{k: v for k, v in pasted["actions"][0].items() if k != "requestId"}])
+    assert main(["policy", "explain", str(sample), "--job-state", str(_state(tmp_path, **broken))]) == 2
+    assert "job.actions[0].requestId: is required" in capsys.readouterr().err
