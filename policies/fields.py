@@ -150,5 +150,7 @@ def format_duration(seconds: float) -> str:
         m = rest // 60
         return f"{h}h{m}m" if m else f"{h}h"
     d, rest = divmod(s, 86400)
+    if d >= 10_000:  # beyond any run (a duration typed with extra digits): its digits say nothing
+        return f"{seconds / 86400:.3g}d"
     h = rest // 3600
     return f"{d}d{h}h" if h else f"{d}d"

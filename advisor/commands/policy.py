@@ -174,7 +174,7 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         policies = policies_from_text(_read(args.file))
     except PolicyError as exc:
-        found = "; ".join(f"{where}: {what}" for where, what in exc.errors)
+        found = "; ".join(f"{where}: {what}" if where else what for where, what in exc.errors)
         more = f" ({len(exc.errors)} errors)" if len(exc.errors) > 1 else ""
         raise CommandError(f"{args.file} is not a valid AdvisorPolicy{more}: {found}") from None
     if not policies:

@@ -14,11 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB
-from advisor.model import JobView
+from advisor.model import JobView, Phase
 
 __all__ = ["JobEvents"]
 
 log = logging.getLogger(__name__)
+
+_PHASES = frozenset(p.value for p in Phase)
 
 
 class JobEvents:
@@ -81,10 +83,17 @@ class JobEvents:
             )
         else:
             odds = f"p={probs.get(state.label, 0.0):.2f}"
+        # STATE shows a lifecycle phase while the job does not run: a run judged again after a
+        # suspension reads "plateaued after suspended", not as if "suspended" were a learning state
+        change = (
+            f"{state.label} after {previous}"
+            if previous in _PHASES
+            else f"{previous or 'unknown'} -> {state.label}"
+        )
         self.post(
             job,
             body,
             "LearningState",
-            f"{previous or 'unknown'} -> {state.label} ({odds}){detail}",
+            f"{change} ({odds}){detail}",
             warning=state.label in ("overfitting", "diverging", "hung"),
         )

@@ -250,3 +250,39 @@ def test_the_start_up_line_says_version_namespaces_mode_and_boost() -> None:
     )
     checked = startup_line(OperatorOptions(save_window_check=True, save_window_controller="x.io/shard-b"))
     assert "save-window check on (controllerName x.io/shard-b)" in checked
+
+
+def test_an_unserved_job_kind_is_left_out_of_the_job_listing_without_a_second_warning(
+    caplog: Any,
+) -> None:
+    """No PyTorchJob CRD: the start-up line says it is not served; the job listing then leaves the
+    kind out quietly (it warned "initial listing of PyTorchJob objects failed: Not Found" too).
+    Any other failure is still a warning."""
+    import logging
+
+    from advisor.controller.initial_listing import list_jobs
+
+    class NotFound(Exception):
+        status, reason = 404, "Not Found"
+
+    class Custom:
+        def __init__(self, failure: Exception) -> None:
+            self.failure = failure
+
+        def list_cluster_custom_object(self, group: str, version: str, plural: str) -> dict[str, Any]:
+            if plural == "pytorchjobs":
+                raise self.failure
+            return {"items": [{"metadata": {"name": "ft", "namespace": "a", "uid": "u1"}}]}
+
+    class Api:
+        def __init__(self, failure: Exception) -> None:
+            self.custom = Custom(failure)
+
+    caplog.set_level(logging.DEBUG, logger="advisor.controller.initial_listing")
+    listing = list_jobs(Api(NotFound()), OperatorOptions())  # type: ignore[arg-type]
+    assert listing == {"kinds": ["TrainJob"], "jobs": {"a/ft": "u1"}}
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    list_jobs(Api(RuntimeError("500 etcd")), OperatorOptions())  # type: ignore[arg-type]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "initial listing of PyTorchJob objects failed: 500 etcd"
+    ]

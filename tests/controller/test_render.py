@@ -187,6 +187,16 @@ def test_status_without_forecast_or_total_is_still_valid_json() -> None:
     json.dumps(status, allow_nan=False)
 
 
+def test_the_plateau_column_is_blank_on_too_few_points_to_hold_a_trend() -> None:
+    """On one or two points P(plateau) is the forecaster's "don't know" (0.5): PLATEAU read 50%."""
+    import dataclasses
+
+    two = dataclasses.replace(fc(plateau=0.5), n_points=2)
+    assert render_status(view(forecast=two), None, now=NOW)["summary"]["plateau"] == "-"
+    three = dataclasses.replace(fc(plateau=0.5), n_points=3)
+    assert render_status(view(forecast=three), None, now=NOW)["summary"]["plateau"] == "50%"
+
+
 def test_nan_forecast_values_become_null() -> None:
     status = render_status(view(forecast=fc(loss=(float("nan"), float("nan"), float("nan")))), None, now=NOW)
     assert status["forecast"]["finalLoss"] == {"mean": None, "p10": None, "p90": None}

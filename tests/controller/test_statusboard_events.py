@@ -79,3 +79,25 @@ def test_leaving_a_hung_shown_by_the_stall_rule_is_not_told_as_a_return() -> Non
     board.evaluated(job.key, view, Decision(job=job.key), {}, now=1001.0)
     assert board.shown(job.key)["state"] == "learning"  # type: ignore[index]
     assert actuator.told == []
+
+
+def test_a_run_judged_again_after_a_phase_is_told_as_after_it_not_from_it() -> None:
+    """STATE shows a lifecycle phase while a job does not run; "suspended -> plateaued" read as if
+    "suspended" were a learning state."""
+    from advisor.controller.jobevents import JobEvents
+
+    class Api:
+        def __init__(self) -> None:
+            self.messages: list[str] = []
+
+        def create_event(self, involved: Any, *, reason: str, message: str, **kw: Any) -> bool:
+            self.messages.append(message)
+            return True
+
+    api = Api()
+    events = JobEvents(api)
+    job = JobView(namespace="team-a", name="ft", learning_state=_state("plateaued"))
+    events.learning_state_changed(job, {"metadata": {"uid": "u"}}, "suspended")
+    events.learning_state_changed(job, {"metadata": {"uid": "u"}}, "learning")
+    assert api.messages[0].startswith("plateaued after suspended (")
+    assert api.messages[1].startswith("learning -> plateaued (")

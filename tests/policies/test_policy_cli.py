@@ -269,6 +269,11 @@ def test_a_yaml_syntax_error_is_one_line_with_its_line_and_column(
     out = capsys.readouterr().out.strip()
     assert "\n" not in out, out
     assert "line 5, column 1: found character '\\t' that cannot start any token" in out
+    # explain says it the same way (it printed "...AdvisorPolicy: : not valid YAML")
+    state = _state(tmp_path)
+    assert main(["policy", "explain", str(tabbed), "--job-state", str(state)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a valid AdvisorPolicy: not valid YAML or JSON" in err and ": :" not in err
 
 
 def test_explain_judges_an_overfitting_run_from_the_learning_state_in_the_state(

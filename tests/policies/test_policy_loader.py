@@ -220,3 +220,12 @@ def test_every_duplicate_key_is_reported_in_file_order() -> None:
         load_policies(text)
     found = [reason for _, reason in caught.value.errors]
     assert found == ["line 10: duplicate key 'plateau'", "line 12: duplicate key 'mode'"]
+
+
+def test_durations_read_back_compactly_even_when_absurd() -> None:
+    """Reasons say durations in their two largest units; one typed with extra digits read
+    "acting after 99999999999999987584860d3h"."""
+    from policies.fields import format_duration
+
+    assert [format_duration(s) for s in (45, 5400, 3 * 86400 + 4 * 3600)] == ["45s", "1h30m", "3d4h"]
+    assert format_duration(1e23) == "1.16e+18d"
