@@ -174,6 +174,15 @@ def _final(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
     return series.get("final") or {}
 
 
+def _points(status: Mapping[str, Any], metric: str) -> int | None:
+    """How many points the run's forecast of ``metric`` was made on (None: not said)."""
+    if metric == "loss":
+        points = (status.get("forecast") or {}).get("points")
+    else:
+        points = (((status.get("learningState") or {}).get("series") or {}).get(metric) or {}).get("points")
+    return points if isinstance(points, int) and not isinstance(points, bool) else None
+
+
 def _higher(statuses: Sequence[Mapping[str, Any]], metric: str) -> bool:
     """Whether ``metric`` improves upwards: as the runs' states say, else as its name says."""
     from advisor.series import direction_of
@@ -431,6 +440,20 @@ def run(args: argparse.Namespace) -> int:
     missing = [r["run"] for r in result if r["final"] is None]
     if missing:
         print(f"no forecast of {metric} for: {', '.join(missing)} (not reported yet, or never)")
+    from advisor.forecast.core import NO_TREND_POINTS
+
+    few = [
+        f"{ref} ({n} point{'s' if n != 1 else ''})"
+        for ref, st, _ in found
+        if (n := _points(st, metric)) is not None
+        and n < NO_TREND_POINTS
+        and _interval(st, metric) is not None
+    ]
+    if few:  # a forecast on one or two points is the current level with a wide interval
+        print(
+            f"too few points to hold a trend for: {', '.join(few)}: its FINAL is where it stands now, "
+            "and its P(BEST) says little yet"
+        )
     lr_unknown = [ref for ref, st, _ in found if _lr_unknown(st)]
     if lr_unknown:  # forecast's warning, once for all the runs it applies to
         whose = "every run" if len(lr_unknown) == len(found) else ", ".join(lr_unknown)

@@ -222,6 +222,19 @@ def test_compare_probabilities(api: CliApi, capsys: pytest.CaptureFixture[str]) 
     assert cli.main(["compare", "a/lr-1e-4"]) == 2
 
 
+def test_compare_notes_a_run_forecast_on_too_few_points(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run just started (one or two reports) is ranked on its current level with a wide interval:
+    the table says so rather than rank it beside runs with a trend as if alike."""
+    young = tjf("a", "new", mean=0.4, p10=0.2, p90=0.6, step=25)  # reports at steps 10 and 20
+    fake = CliApi([tjf("a", "old", mean=0.30, p10=0.28, p90=0.33), young])
+    monkeypatch.setattr(cliutil, "cluster_api", lambda args: fake)
+    assert cli.main(["compare", "a/old", "a/new"]) == 0
+    out = capsys.readouterr().out
+    assert "too few points to hold a trend for: a/new (2 points)" in out and "a/old (" not in out
+
+
 def _eval_judged(mean: float, p10: float, p90: float, label: str, best: int) -> LearningState:
     final = Forecast(final_loss=Interval(mean, p10, p90), plateau_probability=0.9, divergence_probability=0.0)
     return LearningState(
