@@ -33,9 +33,10 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from advisor.cli import CommandError
+from advisor.commands.compare_files import BESTS, TOTAL, file_status, log_files
 from advisor.series import Direction
 
 __all__ = ["prob_best", "register", "run"]
@@ -142,7 +143,7 @@ def _reports(status: Mapping[str, Any], metric: str) -> bool:
     if metric == "loss":
         return True
     series = (status.get("learningState") or {}).get("series") or {}
-    return metric in series or metric in (status.get(_BESTS) or {})
+    return metric in series or metric in (status.get(BESTS) or {})
 
 
 def _series_of(statuses: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -150,7 +151,7 @@ def _series_of(statuses: Sequence[Mapping[str, Any]]) -> list[str]:
     names: dict[str, None] = {"loss": None}
     for st in statuses:
         names.update(dict.fromkeys((st.get("learningState") or {}).get("series") or {}))
-        names.update(dict.fromkeys(st.get(_BESTS) or {}))
+        names.update(dict.fromkeys(st.get(BESTS) or {}))
     return list(names)
 
 
@@ -203,104 +204,14 @@ def _interval(status: Mapping[str, Any], metric: str = "loss") -> tuple[float, f
     return values
 
 
-def _log_files(refs: Sequence[str]) -> list[tuple[Path, str, bool]] | None:
-    """The run logs named, each with its name among them and whether it was found in a folder (a
-    folder stands for the run logs under it, found as ``backtest`` finds them), or None when the
-    runs are TrainJobForecast names. Mixing the two is an error: a name that happens to be a file
-    would otherwise be read from the wrong place."""
-    from advisor.sources.files import SourceError
-    from advisor.sources.runlogs import find_run_logs
-
-    paths = [Path(r) for r in refs]
-    exist = [p.exists() or p.is_symlink() for p in paths]  # a broken link: a bad run log, said so
-    if not any(exist):
-        return None
-    if not all(exist):
-        missing = [r for r, e in zip(refs, exist, strict=True) if not e]
-        raise CommandError(f"{missing[0]}: no such file; give run logs only, or TrainJobForecast names only")
-    try:
-        return [(log.path, log.name, log.in_folder) for log in find_run_logs(paths)]
-    except SourceError as exc:
-        raise CommandError(str(exc)) from None
-
-
-def _file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
-    """A run log forecast as ``forecast FILE`` does, in the shape of a TrainJobForecast's status
-    (the part ``compare`` reads)."""
-    from advisor.commands import forecast as fc_cmd
-    from advisor.controller.render import learning_state_dict
-    from advisor.core.codec import forecast_to_dict
-
-    try:
-        # a log of eval metrics alone is forecast by its primary one, as ``forecast FILE`` does
-        # --total-steps fills in for a log that does not say its total; one that does keeps its own
-        request = fc_cmd.ForecastRequest(file=str(path), total_steps_fallback=total_steps, eval_default=True)
-        outcome = fc_cmd.compute(request)
-    except CommandError as exc:
-        raise CommandError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
-    last = outcome.forecast.last_step
-    total = outcome.total_steps
-    progress = None if last is None else (f"{last:,.0f}/{total:,}" if total else f"{last:,.0f}")
-    state = outcome.state
-    return {
-        "forecast": forecast_to_dict(outcome.forecast),
-        "learningState": learning_state_dict(state),
-        "summary": {"progress": progress},
-        "state": state.label if state is not None else None,
-        # compare's own: whether FINAL is the value at the run's end or its asymptote
-        _TOTAL: total,
-        # compare's own (no status has it): the best checkpoint of every eval series of the log,
-        # since the runs may be ranked by one other than the metric their state is judged by
-        _BESTS: _file_bests(outcome),
-    }
-
-
-#: the key of a log's total steps (None: not known, FINAL is the asymptote) in that status
-_TOTAL = "totalSteps"
-#: the key of a log's best checkpoints by eval metric in the status ``_file_status`` makes
-_BESTS = "bestByMetric"
-
-
-class _Evals(NamedTuple):
-    """An eval series as ``best_checkpoint`` reads it."""
-
-    steps: tuple[float, ...]
-    values: tuple[float, ...]
-    direction: Direction
-
-
-def _file_bests(outcome: Any) -> dict[str, dict[str, float]]:
-    """``{metric: {"step", "value"}}``: where each eval series of a forecast log was best (the
-    series it was forecast by, for a log of eval metrics alone); of a log that states its save
-    interval, best among the steps a checkpoint was saved at, as only those can be kept."""
-    from advisor.commands.forecast_outcome import last_saved_step, series_direction
-    from advisor.forecast.state import best_checkpoint, best_saved_checkpoint
-
-    curves = dict(outcome.evals or {})
-    if outcome.full.metric != "loss":
-        curves[outcome.full.metric] = outcome.curve
-    trainer = outcome.full.trainer
-    saves = trainer.save_steps if trainer is not None else None
-    last = last_saved_step(outcome.full)
-    out: dict[str, dict[str, float]] = {}
-    for name, curve in curves.items():
-        series = _Evals(tuple(curve.steps), tuple(curve.values), series_direction(name))
-        best = best_checkpoint(series)
-        if best is not None and saves is not None:
-            best = best_saved_checkpoint(series, saves, last)
-        if best is not None:
-            out[name] = {"step": best[0], "value": best[1]}
-    return out
-
-
 def _best_of(status: Mapping[str, Any], metric: str) -> tuple[int | None, float | None]:
     """(step, value) of the run's best checkpoint of ``metric``, the metric it is ranked by: none
     for the training loss (see the module's docstring); a log's from its own eval series; a
     TrainJobForecast's when its state is judged by that metric (its status names no other's)."""
     if metric == "loss":
         return None, None
-    if _BESTS in status:
-        best = status[_BESTS].get(metric)
+    if BESTS in status:
+        best = status[BESTS].get(metric)
         return (None, None) if best is None else (int(best["step"]), float(best["value"]))
     state = status.get("learningState") or {}
     if state.get("metric") != metric:
@@ -346,13 +257,13 @@ def run(args: argparse.Namespace) -> int:
     if args.draws < 100:
         raise CommandError("--draws must be at least 100")
     found: list[tuple[str, Mapping[str, Any], tuple[float, float, float] | None]] = []
-    files = _log_files(args.refs)
+    files = log_files(args.refs)
     _same_run_twice(args.refs, args if files is None else None)
     skipped: list[str] = []
     if files is not None:
         for path, name, in_folder in files:
             try:
-                logged = _file_status(path, args.total_steps)
+                logged = file_status(path, args.total_steps)
             except CommandError as exc:
                 if not in_folder:
                     raise
@@ -463,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
             "learning rates to decide)"
         )
     if files is not None:
-        untotalled = [ref for ref, st, _ in found if _TOTAL in st and st[_TOTAL] is None]
+        untotalled = [ref for ref, st, _ in found if TOTAL in st and st[TOTAL] is None]
         if untotalled:  # as forecast's note, once for all the runs it applies to
             every = len(untotalled) == len(found)
             whose = "each run's asymptote" if every else f"the asymptote for {', '.join(untotalled)}"
@@ -479,7 +390,7 @@ def _run_notes(status: Mapping[str, Any], from_file: bool) -> list[str]:
         notes.append(
             "learning rates unknown: final and its interval assume the LR anneals by the total steps"
         )
-    if from_file and _TOTAL in status and status[_TOTAL] is None:
+    if from_file and TOTAL in status and status[TOTAL] is None:
         notes.append("no total steps in the log: final is the asymptote (pass --total-steps N)")
     return notes
 
