@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from advisor.core.codec import action_from_dict, checkpoint_from_dict, forecast_from_dict
@@ -36,6 +35,7 @@ from advisor.model import (
     LearningState,
     WorkloadView,
 )
+from advisor.sources.coerce import parse_timestamp
 
 __all__ = ["JobStateError", "cluster_from_dict", "job_from_dict", "state_from_dict"]
 
@@ -137,17 +137,13 @@ def _throughput(v: Any, path: str) -> tuple[tuple[int, float], ...]:
 
 def _epoch(v: Any, path: str) -> float:
     """A time as epoch seconds, or as the RFC 3339 text a TrainJobForecast's status shows
-    (``2026-12-05T10:41:13Z``), so that its ``actions`` and ``checkpoint`` paste as they are."""
-    if isinstance(v, str):
-        try:
-            when = datetime.fromisoformat(v.strip())
-        except ValueError:
-            raise JobStateError(f"{path}: must be epoch seconds or an RFC 3339 time, got {v!r}") from None
-        return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
-    value = _num(v, path)
-    if not math.isfinite(value):
-        raise JobStateError(f"{path}: must be a finite time, got {v!r}")
-    return value
+    (``2026-12-05T10:41:13Z``), so that its ``actions`` and ``checkpoint`` paste as they are; read
+    as the progress parsers read a timestamp (``advisor.sources.coerce.parse_timestamp``), but an
+    unreadable one is an error, not a warning."""
+    when = parse_timestamp(v, path, [])
+    if when is None or not math.isfinite(when):
+        raise JobStateError(f"{path}: must be epoch seconds or an RFC 3339 time, got {v!r}")
+    return when
 
 
 def _with_epochs(v: Any, path: str, keys: tuple[str, ...]) -> Mapping[str, Any]:

@@ -168,19 +168,21 @@ def _chosen_metric(statuses: Sequence[Mapping[str, Any]], asked: str | None) -> 
     return asked, None
 
 
-def _final(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
+def _series(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
+    """What the run's status says of ``metric``: its forecast (the training loss), else the
+    learning state's entry of that eval series (empty: none)."""
     if metric == "loss":
-        return (status.get("forecast") or {}).get("finalLoss") or {}
-    series = ((status.get("learningState") or {}).get("series") or {}).get(metric) or {}
-    return series.get("final") or {}
+        return status.get("forecast") or {}
+    return ((status.get("learningState") or {}).get("series") or {}).get(metric) or {}
+
+
+def _final(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
+    return _series(status, metric).get("finalLoss" if metric == "loss" else "final") or {}
 
 
 def _points(status: Mapping[str, Any], metric: str) -> int | None:
     """How many points the run's forecast of ``metric`` was made on (None: not said)."""
-    if metric == "loss":
-        points = (status.get("forecast") or {}).get("points")
-    else:
-        points = (((status.get("learningState") or {}).get("series") or {}).get(metric) or {}).get("points")
+    points = _series(status, metric).get("points")
     return points if isinstance(points, int) and not isinstance(points, bool) else None
 
 
@@ -189,7 +191,7 @@ def _higher(statuses: Sequence[Mapping[str, Any]], metric: str) -> bool:
     from advisor.series import direction_of
 
     for st in statuses:
-        series = ((st.get("learningState") or {}).get("series") or {}).get(metric) or {}
+        series = _series(st, metric) if metric != "loss" else {}
         if series.get("direction"):
             return bool(series["direction"] == Direction.HIGHER)
     return direction_of(metric) is Direction.HIGHER

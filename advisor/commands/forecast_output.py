@@ -17,7 +17,7 @@ import numpy as np
 
 from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
-from advisor.forecast.core import NO_TREND_POINTS
+from advisor.forecast.core import holds_trend
 from advisor.forecast.state import at_last_step
 from advisor.model import Interval, LearningState
 from advisor.series import Direction, direction_of
@@ -142,7 +142,7 @@ def render_text(outcome: Outcome) -> str:
             f"  observed end    {_num(outcome.observed_final)} in the file ({inside} the 80% interval; "
             f"mean off by {_error(fc.final_loss.mean, outcome.observed_final, curve.values)})"
         )
-    if fc.n_points < NO_TREND_POINTS and not fc.at_end:
+    if not holds_trend(fc):
         lines.append(f"  plateau         P n/a   ({_no_trend(fc.n_points)})")
     else:
         lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
@@ -192,7 +192,7 @@ def render_text(outcome: Outcome) -> str:
             f"  {_label(name)}{now}; final {_interval(sfc.final_loss)}; "
             + (
                 f"P(plateau) n/a ({_no_trend(sfc.n_points)})"
-                if sfc.n_points < NO_TREND_POINTS and not sfc.at_end
+                if not holds_trend(sfc)
                 else f"P(plateau) = {sfc.plateau_probability:.2f}{_worse_note(name, sfc)}"
             )
         )

@@ -99,8 +99,13 @@ class Engine:
             api, self.core, self._persist_now, metrics=self.metrics, record_cap=self._record_cap
         )
         self.restart = SavedStatuses(self.store, self.core, self.actuator)
-        self.board = StatusBoard(self.core, self.actuator, self.restart, hung_after_s=cfg.hung_after_s)
-        self.board.invalid_policies = self.book.holding
+        self.board = StatusBoard(
+            self.core,
+            self.actuator,
+            self.restart,
+            hung_after_s=cfg.hung_after_s,
+            invalid_policies=self.book.holding,
+        )
         self.saved = self.restart.pending  # the statuses not adopted yet, read by the tests
         self._last_queue_metrics = -1e18
         self._now = -math.inf  # the time of the step being run

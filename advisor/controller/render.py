@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from advisor.core.lifecycle import holds_quota
-from advisor.forecast.core import NO_TREND_POINTS
+from advisor.forecast.core import holds_trend
 from advisor.model import (
     ActionRecord,
     Decision,
@@ -172,11 +172,7 @@ def _plateau_text(fc: Forecast | None) -> str:
     """P(plateau) as a percentage; ``-`` without a usable forecast (no finite point, or fewer
     points than hold a trend: its 50% is the forecaster's "don't know", not a finding, as
     ``forecast FILE`` prints ``n/a``)."""
-    if (
-        fc is None
-        or not math.isfinite(fc.final_loss.mean)
-        or (fc.n_points < NO_TREND_POINTS and not fc.at_end)
-    ):
+    if fc is None or not math.isfinite(fc.final_loss.mean) or not holds_trend(fc):
         return "-"
     return f"{fc.plateau_probability * 100:.0f}%"
 

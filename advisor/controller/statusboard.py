@@ -47,7 +47,13 @@ class StatusBoard:
     """The statuses last rendered per job, and what a new one announces."""
 
     def __init__(
-        self, core: AdvisorCore, actuator: Actuator, restart: SavedStatuses, *, hung_after_s: float
+        self,
+        core: AdvisorCore,
+        actuator: Actuator,
+        restart: SavedStatuses,
+        *,
+        hung_after_s: float,
+        invalid_policies: Mapping[str, str] | None = None,
     ) -> None:
         self.core = core
         self.actuator = actuator
@@ -64,9 +70,9 @@ class StatusBoard:
         #: False while the AdvisorPolicies could not be listed (``Engine.policies_unknown``): the
         #: Actionable condition says so
         self.policies_listed = True
-        #: per invalid policy, what stands in for it (the engine gives ``PolicyBook.holding``):
-        #: a job it governs says so in its reasons and its Actionable condition
-        self.invalid_policies: Mapping[str, str] = {}
+        #: per invalid policy, what stands in for it (the engine gives ``PolicyBook.holding``, which
+        #: it reads live): a job it governs says so in its reasons and its Actionable condition
+        self.invalid_policies: Mapping[str, str] = invalid_policies if invalid_policies is not None else {}
 
     def shown(self, key: str) -> dict[str, Any] | None:
         """The status this controller rendered last for the job (None: none yet)."""

@@ -48,6 +48,13 @@ FALLING_FIT_WARNINGS = ("the loss falls faster than its earlier history", "learn
 NO_TREND_POINTS = 3
 NO_TREND_PLATEAU = 0.5
 
+
+def holds_trend(fc: Forecast) -> bool:
+    """Whether ``fc``'s P(plateau) is a finding: False on fewer points than hold a trend (short of
+    the run's end), where it is the uninformed ``NO_TREND_PLATEAU`` that outputs show as unknown."""
+    return fc.n_points >= NO_TREND_POINTS or fc.at_end
+
+
 #: the most reports a finished training loss's end level is read from (the last twentieth of
 #: its reports, at least five)
 END_POINTS_MAX = 200
