@@ -454,10 +454,11 @@ class Actuator:
 
     def sequence_cancelled(self, job: JobView, gone: Abandoned, *, body: Mapping[str, Any]) -> None:
         """A release (or stop) sequence the decision abandoned (``policies.rules.release.abandoned``:
-        its policy edited, deleted, or no longer governing): the request's detail says so (which
-        ends the sequence for good, and makes this once per request, across restarts too), one
-        audit line ``outcome=cancelled`` for the step that will not come, one Normal Event. The
-        checkpoint itself is left to its answer or its timeout: the pods may be saving."""
+        its policy edited, deleted, or no longer governing, or the run over first): the request's
+        detail says so (which ends the sequence for good, and makes this once per request, across
+        restarts too), one audit line ``outcome=cancelled`` for the step that will not come, one
+        Normal Event. The checkpoint itself is left to its answer or its timeout: the pods may be
+        saving."""
         request = gone.request
         verb = "release of quota" if gone.final is ActionKind.RELEASE_QUOTA else "stop"
         self.core.update_action(job.key, request.request_id, request.outcome, detail=f"{CANCELLED}{gone.why}")

@@ -223,11 +223,13 @@ def abandoned(job: JobView, decision: Decision) -> Abandoned | None:
     """The checkpoint-first sequence under way on ``job`` (its checkpoint asked for, acknowledged or
     not yet, no release or stop after it) that ``decision`` no longer carries on: another policy or
     none governs the job now (its policy deleted, or its selector moved away), its policy is no
-    longer in Apply mode, or the rule no longer calls for it (an edited window or gate). The
-    release that was to follow will not come; an adapter records that, once (it marks the
-    request's detail with ``CANCELLED``, which ends the sequence for good: ``_own_request``). None
-    when the sequence goes on, ended, or the job stopped running (which ends it for another
-    reason, recorded as such)."""
+    longer in Apply mode, or the rule no longer calls for it (an edited window or gate); or the run
+    ended (finished or failed) between the acknowledgement and the release, which a controller
+    that was down at that moment first sees after its restart. The release that was to follow will
+    not come; an adapter records that, once (it marks the request's detail with ``CANCELLED``,
+    which ends the sequence for good: ``_own_request``). None when the sequence goes on, ended, or
+    the job is evicted, suspended or queued (a pending request is dropped then, which is recorded
+    as such)."""
     request = next(
         (
             a
@@ -240,14 +242,17 @@ def abandoned(job: JobView, decision: Decision) -> Abandoned | None:
         request is None
         or request.outcome not in ("requested", "acknowledged")
         or request.detail.startswith(CANCELLED)
-        or job.phase is not Phase.RUNNING
-        or not job.active
     ):
+        return None
+    over = job.phase in (Phase.FINISHED, Phase.FAILED)
+    if not over and (job.phase is not Phase.RUNNING or not job.active):
         return None
     final = last_record(job, _FINAL)
     if final is not None and final.time >= request.time and final.outcome not in ("failed", "impossible"):
         return None
     kind = ActionKind.STOP if request.reason.startswith(f"{_BEFORE}stop") else ActionKind.RELEASE_QUOTA
+    if over:
+        return Abandoned(request, kind, f"the job {job.phase.value} first")
     policy, rule = request.policy, request.rule
     if decision.policy == policy and decision.mode is Mode.APPLY:
         carried = (

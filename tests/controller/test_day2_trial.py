@@ -104,6 +104,48 @@ def test_a_request_whose_job_stopped_during_an_outage_is_dropped_as_with_the_con
     assert outcomes == ["dropped"]
 
 
+def test_a_release_whose_job_finished_during_an_outage_is_recorded_cancelled_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The checkpoint before a release was acknowledged, the controller died before the release,
+    and the job completed meanwhile: the restarted controller left the sequence without a word (no
+    Event, no audit line), as if the release were still to come."""
+    api = FakeApi()
+    api.workloads[WL] = workload()
+    api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-node-0-0"]
+
+    def decide(job: JobView, cluster: ClusterView, policy: object, *, now: float) -> Decision:
+        return release_sequence(job, T0)
+
+    first = engine(api, decide)
+    first.enqueue("workload", "ADDED", api.workloads[WL])
+    first.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
+    first.step(T0)
+    rid = api.pod_annotations["team-a/llm-node-0-0"]["advisor.trainjob-advisor.io/checkpoint-request"]
+    ack = [{"name": "last_checkpoint_step", "value": "20"}, {"name": "last_checkpoint_request", "value": rid}]
+    first.enqueue("job", "MODIFIED", trainjob(step=20, loss="1.0", updated=iso(T0 + 10), extra_metrics=ack))
+    first.step(T0 + 10)
+    reasons = [ev["reason"] for ev in api.events]
+    assert "CheckpointAcknowledged" in reasons and "ReleaseCancelled" not in reasons
+    # killed before the release; the job completes while no controller runs
+    done = trainjob(step=30, loss="1.0", updated=iso(T0 + 20), extra_metrics=ack)
+    done["status"]["conditions"] = [
+        {"type": "Complete", "status": "True", "lastTransitionTime": iso(T0 + 25)}
+    ]
+    caplog.set_level(logging.INFO, logger="trainjob_advisor.audit")
+    for restart in range(2):  # said once, and not again by the next restart
+        again = engine(api, decide)
+        again.load_saved(api.list_forecasts())
+        again.enqueue("workload", "MODIFIED", api.workloads[WL])
+        again.enqueue("job", "MODIFIED", done)
+        for t in (60, 70):
+            again.step(T0 + t + 100 * restart)
+    cancelled = [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
+    assert len(cancelled) == 1 and "the job finished first" in cancelled[0]["message"], cancelled
+    lines = [r.audit for r in caplog.records if getattr(r, "audit", {}).get("outcome") == "cancelled"]  # type: ignore[attr-defined]
+    assert len(lines) == 1 and lines[0]["kind"] == "release-quota" and lines[0]["requestId"] == rid
+
+
 # ----------------------------------------------------------------------------- MED-1, LOW-4
 APPLY = {
     "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
