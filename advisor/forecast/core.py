@@ -30,6 +30,12 @@ FloatArray = NDArray[np.float64]
 
 #: a last report this many noise units below the recent peak: the loss is coming back down
 _RECOVERED_Z = 4.0
+#: ``_collapsed``: the standard error of a median of k reports is this times sigma / sqrt(k); a
+#: collapsed level stands this many of its standard errors above the best quarter's; and a window
+#: falling by this many standard errors of its trend is coming back down (a spike recovering)
+_MEDIAN_SE = 1.2533
+_CLEAR_Z = 3.0
+_RECOVERING_T = 3.0
 #: the warning of a series that has turned upward; it reads a loss (lower is better), and
 #: ``state.forecast_series`` words it for a higher-is-better metric forecast negated
 RISING_WARNING = "the series is rising"
@@ -109,9 +115,10 @@ def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
 _NONFINITE_TAIL_MIN = 10
 
 
-def _divergence(prep: Prepared) -> float:
+def _divergence(prep: Prepared, training_loss: bool = False) -> float:
     """P(the loss is rising away): non-finite values at the end, or a significant upward trend
-    that has lifted the loss clearly above its best level.
+    that has lifted the loss clearly above its best level; for the training loss also a run that
+    blew up and stays up (``_collapsed``).
 
     A non-finite loss the run has reported past is weak evidence: mixed-precision training logs
     an inf or NaN loss on each step whose gradients overflowed, skips that step and carries on.
@@ -138,6 +145,7 @@ def _divergence(prep: Prepared) -> float:
     resid = ys - ym - slope * xc
     se = math.sqrt(max(float(resid @ resid) / max(k - 2, 1), 1e-300) / sxx)
     t = slope / se if se > 0 else 0.0
+    p_collapsed = _collapsed(y, k, t) if training_loss else 0.0
     best = float(np.min(y[:-2] + y[1:-1] + y[2:])) / 3.0  # lowest 3-point moving average
     now = smoothed_level(y)
     rise = (now - best) / max(abs(best), 1e-12)
@@ -149,7 +157,38 @@ def _divergence(prep: Prepared) -> float:
         sigma = report_noise(ys)
         if sigma > 0.0:
             p_trend *= float(ndtr(_RECOVERED_Z - (float(ys.max()) - float(ys[-1])) / sigma))
-    return min(max(p_nonfinite, p_trend, 0.0), 1.0)
+    return min(max(p_nonfinite, p_trend, p_collapsed, 0.0), 1.0)
+
+
+def _collapsed(y: FloatArray, k: int, t: float) -> float:
+    """P(the run blew up and stays up): its last ``k`` reports stand, by their median, where its
+    first ``k`` stood or higher (all it learned given back) and at least twice its best ``k``
+    reports' median, clearly beyond their noise, and they do not come back down (``t``: the
+    window's trend in standard errors).
+
+    The trend test alone forgets a blow-up once the loss stops rising: a fine-tune at 1.4 that
+    jumped to 7.5 and stayed there 900 steps read P(diverge) 0.10 and "learning". The optimiser's
+    own loss does not return to where it started short of a failure (an eval loss does, past its
+    minimum: overfitting, not this). Medians of whole quarters of the history, not single
+    reports: a warmup to a high learning rate lifts a loss by a third for a while (0.64 to 0.92 on
+    a development fine-tune, which recovered), and a loss near zero scatters by orders of
+    magnitude; neither comes near these bounds on the development curves (``bench/
+    forecast_bench.py`` runs no case of it; the scan that checked it is in docs/measurements.md)."""
+    n = y.size
+    if n < 2 * k:
+        return 0.0
+    meds = [float(np.median(y[i : i + k])) for i in range(0, n - k, k)]
+    first, last = meds[0], float(np.median(y[-k:]))
+    best = min(min(meds), last)
+    if not (first > best > 0.0):
+        return 0.0  # nothing learned to give back, or a loss that is not positive (a ratio means nothing)
+    lost = (last - best) / (first - best)
+    w = min(max((lost - 0.5) / 0.5, 0.0), 1.0) * min(max((last / best - 1.5) / 0.5, 0.0), 1.0)
+    if w <= 0.0:
+        return 0.0
+    sigma = report_noise(y)
+    z = (last - best) / max(_MEDIAN_SE * sigma * math.sqrt(2.0 / k), 1e-300)
+    return w * float(ndtr(t + _RECOVERING_T)) * float(ndtr(z - _CLEAR_Z))
 
 
 def _mixture_p90(m1: float, s1: float, m2: float, s2: float, w2: float) -> float:
@@ -311,7 +350,7 @@ def _run(
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),
         plateau_probability=min(max(float(plateau), 0.0), 1.0),
-        divergence_probability=_divergence(prep),
+        divergence_probability=_divergence(prep, training_loss),
         eta_seconds=eta,
         steps_per_second=sps,
         model=dict(sorted(parts.weights.items(), key=lambda kv: -kv[1])),

@@ -94,6 +94,29 @@ def test_a_loss_spike_on_its_way_back_down_is_not_divergence() -> None:
     assert forecast(s, blowup[:95]).divergence_probability > 0.9
 
 
+def test_a_training_loss_that_blew_up_and_stays_up_is_divergence_not_only_while_it_rises() -> None:
+    """A fine-tune at 1.4 jumped to 7.5 at step 1200 and stayed there: P(diverge) 0.99 while it
+    rose, then 0.10 and "learning" 900 steps later, once the rise was over. The optimiser's loss
+    does not go back to where it started short of a failure; an eval loss may (overfitting), so
+    an eval series is left to the trend test. A spike that comes back down is not a blow-up."""
+    rng = np.random.default_rng(0)
+    s = np.arange(10, 3001, 10, dtype=float)
+    base = 1.3 + 1.2 * (s / 10.0) ** -0.4
+    good = base + rng.normal(0.0, 0.03, s.size)
+    stays = good.copy()
+    stays[s >= 1200] = 7.5 + rng.normal(0.0, 0.05, int((s >= 1200).sum()))
+    spike = good.copy()
+    hit = (s >= 1200) & (s < 1400)
+    spike[hit] = base[hit] + 7.5 * np.exp(-(s[hit] - 1200.0) / 60.0)
+    for upto in (1600, 2100, 3000):
+        m = s <= upto
+        assert forecast(s[m], stays[m], total_steps=3000, training_loss=True).divergence_probability > 0.95
+        assert forecast(s[m], spike[m], total_steps=3000, training_loss=True).divergence_probability < 0.05
+        assert forecast(s[m], good[m], total_steps=3000, training_loss=True).divergence_probability < 0.05
+        # the same series as an eval metric: a rise past its minimum is the turn's business
+        assert forecast(s[m], stays[m], total_steps=3000).divergence_probability < 0.5
+
+
 def test_one_long_wait_at_the_same_step_is_not_charged_to_the_rest_of_the_run() -> None:
     """Suspended for 30 minutes at step 30,000 (a release then a resume, a preemption), then 10
     minutes of training: one stall is no pattern, and the rest of the run runs at its pace. Stalls
