@@ -56,6 +56,13 @@ def _int(v: Any, path: str) -> int:
     return int(v)
 
 
+def _count(v: Any, path: str) -> int:
+    n = _int(v, path)
+    if n < 0:
+        raise JobStateError(f"{path}: must not be negative, got {v!r}")
+    return n
+
+
 def _num(v: Any, path: str) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float | str):
         raise JobStateError(f"{path}: must be a number, got {v!r}")
@@ -365,6 +372,7 @@ _JOB: dict[str, tuple[str, Conv]] = {
     "progressSeenAt": ("progress_seen_at", _num),
     "reportIntervalSeconds": ("report_interval_s", _num),
     "lastLoss": ("last_loss", _num),
+    "nonFiniteReports": ("non_finite_reports", _count),
     "forecast": ("forecast", _forecast),
     "learningState": ("learning_state", _learning_state),
     "checkpoint": (

@@ -134,7 +134,10 @@ class DivergenceRule:
     probability: float = _probability("Divergence probability threshold.", default=0.95)
     hold: float = _hold(default=600.0)
     non_finite: bool = spec_field(
-        "nonFinite", "A NaN/inf latest loss counts as divergence at once.", "bool", default=True
+        "nonFinite",
+        "NaN/inf losses in 3 reports in a row count as divergence at once (one alone is a mixed-precision step the run skipped).",
+        "bool",
+        default=True,
     )
     action: str = spec_field(
         "action",

@@ -178,6 +178,15 @@ class History:
                 return p.step, p.loss
         return None
 
+    def non_finite_run(self) -> int:
+        """How many of the latest points in a row have a non-finite loss."""
+        n = 0
+        for p in reversed(self._points):
+            if math.isfinite(p.loss):
+                break
+            n += 1
+        return n
+
     def last_finite_step(self) -> int | None:
         """The step of the latest point whose loss is finite (None without one)."""
         last = self.last_finite()

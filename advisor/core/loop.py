@@ -258,6 +258,7 @@ class AdvisorCore:
             actions=tuple(rec.actions),
             rule_state=dict(rec.rule_state),
             last_loss=rec.history.last.loss if rec.history.last is not None else None,
+            non_finite_reports=rec.history.non_finite_run(),
             last_finite_step=last_finite[0] if last_finite is not None else None,
             last_finite_loss=last_finite[1] if last_finite is not None else None,
             lowest_loss=rec.history.lowest_loss(),

@@ -248,6 +248,9 @@ class JobView:
     namespace_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     last_loss: float | None = None
     """The latest raw loss reported (may be NaN/inf: the forecaster drops those, policies must not)."""
+    non_finite_reports: int | None = None
+    """How many of the latest reports in a row carry a non-finite loss (0: the latest is finite;
+    None: unknown, as in a pasted job state that does not say, where the latest loss alone counts)."""
     last_finite_step: int | None = None
     """The step of the latest report with a finite loss (where a run that diverged can resume)."""
     last_finite_loss: float | None = None

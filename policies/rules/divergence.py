@@ -1,8 +1,13 @@
 """Divergence: a non-finite loss, or a loss rising away, gets released or stopped, without a save.
 
-A NaN/inf latest loss is a fact, not a forecast, so it acts at once (after the policy's minimum
-runtime, since mixed-precision runs report inf losses while their loss scale settles). A high
-``divergence_probability`` must hold for the ``for`` window like any forecast-based condition.
+A NaN/inf loss is a fact, not a forecast, so it acts at once once it is a run of
+``NON_FINITE_REPORTS`` reports (and after the policy's minimum runtime, since mixed-precision runs
+report inf losses while their loss scale settles): a mixed-precision run reports a non-finite loss
+for a step whose gradients overflowed, skips it, halves its loss scale and carries on, so one such
+report mid-run is no divergence (a back-test released a run still learning 3.1% on the one NaN it
+logged at step 1,500, its next report finite); a run that diverged reports nothing else ever after.
+A high ``divergence_probability`` must hold for the ``for`` window like any forecast-based
+condition.
 
 Unlike the other releases, no checkpoint is taken first: the weights of a run whose loss is NaN
 are NaN, and those of a run whose loss is running away are worse than any saved before it. A save
@@ -26,6 +31,9 @@ KEY = "divergence.since"
 #: the reason names the lowest loss's step, not the last finite one's, once the loss stood this
 #: share above its lowest there (a wording choice: no action depends on it)
 RISEN = 0.10
+#: non-finite reports in a row that make a divergence: the loss scaler's skipped step recovers
+#: within a report or two, a diverged run never does (waiting costs two report intervals)
+NON_FINITE_REPORTS = 3
 
 
 def _non_finite(ctx: Context) -> float | None:
@@ -43,6 +51,16 @@ def evaluate(ctx: Context, rule: DivergenceRule) -> Outcome:
     if not ctx.judge:
         return out
     bad = _non_finite(ctx) if rule.non_finite else None
+    run = ctx.job.non_finite_reports
+    if bad is not None and run is not None and run < NON_FINITE_REPORTS:
+        # too few in a row yet to tell a divergence from a skipped step: said, and looked at again
+        # with the next report (a rising loss before them is the forecast's business below)
+        out.reasons.append(
+            f"{NAME}: latest loss is {bad}, {run} report(s) in a row; acting at {NON_FINITE_REPORTS} "
+            "(a mixed-precision run skips a step whose gradients overflowed and carries on)"
+        )
+        out.advice, out.severity = "diverging?", 3
+        bad = None
     fc = ctx.forecast
     p = fc.divergence_probability if fc is not None else 0.0
     probable = fc is not None and p >= rule.probability

@@ -84,6 +84,26 @@ def test_a_plateaued_run_is_released_and_a_learning_run_is_not(tmp_path: Path) -
     assert core.keys() == ()  # every run forgotten after its replay
 
 
+def test_one_non_finite_loss_mid_run_releases_nothing_and_a_run_of_them_does(tmp_path: Path) -> None:
+    """A mixed-precision run logs NaN for a step whose gradients overflowed, skips it and carries on:
+    a healthy run released on the one NaN it logged at step 1,500 (its next report finite) was a
+    wrong stop. A run that diverged reports nothing finite after: released by the third report."""
+    s, v = _learning(3)
+    blip = v.copy()
+    blip[[149, 349]] = np.nan  # steps 1,500 and 3,500
+    _write(tmp_path / "blip.csv", s, blip, total=6000)
+    gone = v.copy()
+    gone[349:] = np.nan  # from step 3,500 on
+    _write(tmp_path / "gone.csv", s, gone, total=6000)
+    runs, _ = load_runs([tmp_path], gpus=4)
+    core = new_core(load_policies(PLATEAU), 60.0)
+    by_name = {r.name: r for r in runs}
+    assert not replay("p", core, by_name["blip.csv"], planned_steps=6000).stopped
+    stopped = replay("p", core, by_name["gone.csv"], planned_steps=6000)
+    assert stopped.stopped and stopped.rule == "divergence", stopped.reason
+    assert 3500 < stopped.step <= 3530 and "latest loss is nan" in stopped.reason
+
+
 def test_a_step_logged_several_times_is_replayed_at_the_mean_of_its_reports(tmp_path: Path) -> None:
     """Gradient accumulation logs each micro-batch under one optimizer step: ``forecast`` merges
     them into their mean, and so does the replay (the last report alone read a run's loss 8.7%

@@ -297,6 +297,19 @@ def test_non_finite_loss_diverges_at_once_without_saving_its_weights() -> None:
     assert "to 200 at step 4,700, the latest)" in reason and "last finite" not in reason, reason
 
 
+def test_a_non_finite_loss_acts_once_it_is_a_run_of_reports() -> None:
+    """One NaN report is a mixed-precision step skipped (the run carries on); three in a row are a
+    divergence. A pasted job state that does not count them acts on the latest loss, as before."""
+    p = policy({"divergence": {"probability": 0.95, "for": "10m"}})
+    one = decide(job(last_loss=math.nan, non_finite_reports=1), CV, p, now=T0)
+    assert kinds(one) == [] and one.advice == "diverging?"
+    assert any("1 report(s) in a row; acting at 3" in r for r in one.reasons), one.reasons
+    three = decide(job(last_loss=math.nan, non_finite_reports=3), CV, p, now=T0)
+    assert kinds(three) == [ActionKind.RELEASE_QUOTA] and "latest loss is nan" in three.actions[0].reason
+    unknown = decide(job(last_loss=math.nan), CV, p, now=T0)
+    assert kinds(unknown) == [ActionKind.RELEASE_QUOTA]
+
+
 def test_divergence_probability_must_hold_and_non_finite_can_be_turned_off() -> None:
     p = policy({"divergence": {"probability": 0.9, "for": "10m", "nonFinite": False}})
     assert kinds(decide(job(last_loss=math.nan), CV, p, now=T0)) == []
