@@ -191,24 +191,36 @@ def _judged(outcome: Outcome) -> str | None:
 
 
 def _draw_best(axes: list[Any], outcome: Outcome, ax: Any) -> None:
-    """The judged metric's best step: a line across every panel, a star on ``ax`` (its panel)."""
+    """The checkpoint to keep: a line across every panel at its step, a star on ``ax`` (the judged
+    metric's panel). That is the best evaluation, unless the trainer's save interval is known and
+    saved no checkpoint there: then the best saved one, as the text says, and the best evaluation
+    a hollow star of its own ("not saved"; a star at a step with no checkpoint read as the one to
+    keep)."""
     from advisor.commands.forecast_output import _num
 
     state = outcome.state
     if state is None or _judged(outcome) is None or state.best_step is None or state.best_value is None:
         return
+    saved = outcome.saved_best
+    keep = saved if saved is not None else (state.best_step, state.best_value)
     for a in axes:
-        a.axvline(state.best_step, color="#2ca02c", lw=0.9, ls="--")
+        a.axvline(keep[0], color="#2ca02c", lw=0.9, ls="--")
+    star = {"ms": 12, "color": "#2ca02c", "mec": "black", "mew": 0.6}
+    if saved is not None and saved[0] != state.best_step:
+        ax.plot(
+            [state.best_step],
+            [state.best_value],
+            "*",
+            **{**star, "color": "none", "mec": "#2ca02c", "mew": 1.2},
+            label=f"best {state.metric} {_num(state.best_value)} at step {state.best_step:,} (not saved)",
+        )
     ax.plot(
-        [state.best_step],
-        [state.best_value],
+        [keep[0]],
+        [keep[1]],
         "*",
-        ms=12,
-        color="#2ca02c",
-        mec="black",
-        mew=0.6,
-        label=f"best {state.metric} {_num(state.best_value)} at step {state.best_step:,} "
-        "(the checkpoint to keep)",
+        **star,
+        label=f"{'best saved' if saved is not None else 'best'} {state.metric} {_num(keep[1])} at step "
+        f"{keep[0]:,} (the checkpoint to keep)",
     )
 
 

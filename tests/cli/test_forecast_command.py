@@ -304,7 +304,7 @@ def test_a_failed_forecast_still_writes_its_plot_and_says_so(
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
-def _trainer_state(path: Path, *, evals: bool) -> Path:
+def _trainer_state(path: Path, *, evals: bool, save_steps: int | None = None) -> Path:
     """A fine-tune whose training loss falls while its eval loss turns up after step 600."""
     import math
 
@@ -322,7 +322,8 @@ def _trainer_state(path: Path, *, evals: bool) -> Path:
             log.append(
                 {"step": step, "epoch": step / 1000, "eval_loss": 0.5 + 0.25 * ((step - 600) / 600) ** 2}
             )
-    path.write_text(json.dumps({"global_step": 2000, "max_steps": 2000, "log_history": log}))
+    saves = {"save_steps": save_steps} if save_steps is not None else {}
+    path.write_text(json.dumps({"global_step": 2000, "max_steps": 2000, "log_history": log, **saves}))
     return path
 
 
@@ -402,6 +403,30 @@ def test_the_plot_shows_the_eval_series_its_forecast_and_the_best_checkpoint(tmp
         plt.close(fig)
     code = main(["forecast", str(f), "--upto-step", "1500", "--plot", str(tmp_path / "p.png")])
     assert code == 0 and (tmp_path / "p.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_the_plot_marks_the_best_saved_checkpoint_as_the_one_to_keep_when_the_best_eval_was_not_saved(
+    tmp_path: Path,
+) -> None:
+    """Saved every 500 steps, best evaluated at 600: the text named checkpoint 500, the plot's star
+    said step 600 was "the checkpoint to keep" (no checkpoint-600 exists)."""
+    import matplotlib.pyplot as plt
+
+    from advisor.commands import forecast as command
+    from advisor.commands.forecast_plot import build_figure
+
+    f = _trainer_state(tmp_path / "trainer_state.json", evals=True, save_steps=500)
+    outcome = command.compute(_parsed(str(f), "--upto-step", "1500", "--plot", str(tmp_path / "p.png")))
+    fig = build_figure(outcome)
+    try:
+        (ax,) = fig.axes
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert any(t.startswith("best eval_loss 0.5 at step 600 (not saved)") for t in labels), labels
+        keep = [t for t in labels if t.endswith("(the checkpoint to keep)")]
+        assert len(keep) == 1 and keep[0].startswith("best saved eval_loss") and "at step 500 " in keep[0], keep
+        assert [round(x) for x in ax.lines[-1].get_xdata()] == [500]  # the filled star, at the saved step
+    finally:
+        plt.close(fig)
 
 
 def _parsed(*argv: str) -> Any:
