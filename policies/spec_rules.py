@@ -135,7 +135,8 @@ class DivergenceRule:
     hold: float = _hold(default=600.0)
     non_finite: bool = spec_field(
         "nonFinite",
-        "NaN/inf losses in 3 reports in a row count as divergence at once (one alone is a mixed-precision step the run skipped).",
+        "NaN/inf losses in 3 reports in a row count as divergence at once (one alone is a "
+        "mixed-precision step the run skipped).",
         "bool",
         default=True,
     )

@@ -423,7 +423,8 @@ def test_the_plot_marks_the_best_saved_checkpoint_as_the_one_to_keep_when_the_be
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
         assert any(t.startswith("best eval_loss 0.5 at step 600 (not saved)") for t in labels), labels
         keep = [t for t in labels if t.endswith("(the checkpoint to keep)")]
-        assert len(keep) == 1 and keep[0].startswith("best saved eval_loss") and "at step 500 " in keep[0], keep
+        assert len(keep) == 1 and keep[0].startswith("best saved eval_loss"), keep
+        assert "at step 500 " in keep[0], keep
         assert [round(x) for x in ax.lines[-1].get_xdata()] == [500]  # the filled star, at the saved step
     finally:
         plt.close(fig)
