@@ -117,14 +117,26 @@ def prob_best(
 
 
 def _judged_metric(statuses: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
-    """The series to rank by when ``--metric`` names none, and why it is the training loss when an
-    eval metric was left for it (None otherwise). The eval metric the runs are judged by, when
+    """The series to rank by when ``--metric`` names none, and why when it is not the one eval
+    metric the runs are judged by (None otherwise). The eval metric the runs are judged by, when
     those judged by one agree and every run reports it (a run with too few evaluations to be
-    judged yet still shows its forecast of it), else the training loss (``loss``): ranked by a
-    metric some runs lack, those runs get no place, and the one run that has it is best at 100%."""
+    judged yet still shows its forecast of it); when they are judged by different ones (a trainer
+    that kept its best model by accuracy beside runs judged by their eval loss), the first of
+    those, else of the eval metrics, that every run reports; else the training loss (``loss``):
+    ranked by a metric some runs lack, those runs get no place, and the one run that has it is
+    best at 100%. The training loss is the last resort: a fine-tune that overfits ends with the
+    lowest of it and a poor model (ranked by it, two overfitting runs came first of five that all
+    reported their eval loss)."""
     names = list(dict.fromkeys(m for st in statuses if (m := (st.get("learningState") or {}).get("metric"))))
     if len(names) > 1:
         judged = ", ".join(names)
+        candidates = [m for m in dict.fromkeys([*names, *_series_of(statuses)]) if m != "loss"]
+        shared = next((m for m in candidates if all(_reports(st, m) for st in statuses)), None)
+        if shared is not None:
+            return shared, (
+                f"the runs are judged by different eval metrics ({judged}); {shared} is the first every run "
+                "reports (--metric NAME ranks by another)"
+            )
         return "loss", f"the runs are judged by different eval metrics ({judged}; --metric NAME ranks by one)"
     if not names:
         return "loss", None

@@ -222,6 +222,21 @@ def test_compare_ranks_by_the_declared_metric_and_shows_saved_checkpoints(
     assert {(r["metric"], r["bestStep"]) for r in rows} == {("eval_loss", 500)}
 
 
+def test_compare_of_runs_judged_by_different_metrics_ranks_by_the_eval_metric_all_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One run kept by its F1, one by its eval loss, both reporting their eval loss: ranked by the
+    training loss they were, where a fine-tune that overfits comes first."""
+    a, b = _f1_run(tmp_path / "a.json"), _early_best_run(tmp_path / "b.json")
+    assert main(["compare", str(a), str(b), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["metric"] for r in rows} == {"eval_loss"}
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "ranked by eval_loss (lower is better): the runs are judged by different eval metrics" in out
+    assert "eval_loss is the first every run reports" in out
+
+
 def test_backtest_measures_by_the_declared_metric(tmp_path: Path) -> None:
     """The verdict and patience read the metric the trainer kept its best model by (HF's
     EarlyStopping watches it); every eval series is replayed as logged."""
