@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.cli import CommandError
-from advisor.commands.compare_files import BESTS, TOTAL, file_status, log_files
+from advisor.commands.compare_files import BESTS, ENDED, IMPROVING, TOTAL, file_status, log_files
 from advisor.series import Direction
 
 __all__ = ["prob_best", "register", "run"]
@@ -325,6 +325,7 @@ def run(args: argparse.Namespace) -> int:
             "bestValue": _kept(st, metric),
             "progress": (st.get("summary") or {}).get("progress"),
             "state": st.get("state"),
+            "ended": st.get(ENDED),
             "notes": _run_notes(st, files is not None),
         }
         for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
@@ -343,7 +344,7 @@ def run(args: argparse.Namespace) -> int:
             "-" if r["probabilityBest"] is None else f"{r['probabilityBest']:.0%}",
             *([_best_cell(r)] if checkpoints else []),
             r["progress"],
-            r["state"],
+            _state_cell(r),
         ]
         for r in result
     ]
@@ -362,6 +363,8 @@ def run(args: argparse.Namespace) -> int:
         print("a run gives its best checkpoint where it beats the run's final value (keep that checkpoint)")
     if broken:
         print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")
+    if any(IMPROVING_NOTE in r["notes"] for r in result):
+        print("finished, improving: a run " + IMPROVING_NOTE.split(": ", 1)[1])
     missing = [r["run"] for r in result if r["final"] is None]
     if missing:
         print(f"no forecast of {metric} for: {', '.join(missing)} (not reported yet, or never)")
@@ -396,10 +399,31 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _state_cell(row: Mapping[str, Any]) -> str:
+    """STATE of a row: the run state, except of a log that reaches its run's end, where
+    ``plateaued`` (every P(plateau) is 1 at the end) or ``learning`` says nothing of how the run
+    ended: ``finished`` then, ``finished, improving`` for one still at its best at its last
+    evaluation (a sweep's under-trained run read ``plateaued``, as if it had converged).
+    ``overfitting`` and ``diverging`` stay: that is how the run ended."""
+    state = row["state"]
+    if not row.get("ended") or state not in ("plateaued", "learning"):
+        return str(state)
+    return "finished, improving" if IMPROVING_NOTE in row["notes"] else "finished"
+
+
+#: the note on a log that ended still improving its judged eval metric
+IMPROVING_NOTE = (
+    "at its end, still improving: at its best at its last evaluation (a longer run may gain more)"
+)
+
+
 def _run_notes(status: Mapping[str, Any], from_file: bool) -> list[str]:
     """What the table's footer says of this run, for a reader of the JSON: the same two facts that
-    move its FINAL (learning rates unknown, no total steps in its log)."""
+    move its FINAL (learning rates unknown, no total steps in its log), and a log that ended still
+    improving."""
     notes = []
+    if status.get(IMPROVING):
+        notes.append(IMPROVING_NOTE)
     if _lr_unknown(status):
         notes.append(
             "learning rates unknown: final and its interval assume the LR anneals by the total steps"

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from advisor.cli import CommandError
 from advisor.series import Direction
 
-__all__ = ["BESTS", "TOTAL", "file_bests", "file_status", "log_files"]
+__all__ = ["BESTS", "ENDED", "IMPROVING", "TOTAL", "file_bests", "file_status", "log_files"]
 
 
 def log_files(refs: Sequence[str]) -> list[tuple[Path, str, bool]] | None:
@@ -43,6 +43,7 @@ def file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
     from advisor.commands import forecast as fc_cmd
     from advisor.controller.render import learning_state_dict
     from advisor.core.codec import forecast_to_dict
+    from advisor.forecast.state import at_last_step, improving_at_end
 
     try:
         # a log of eval metrics alone is forecast by its primary one, as ``forecast FILE`` does
@@ -62,6 +63,10 @@ def file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
         "state": state.label if state is not None else None,
         # compare's own: whether FINAL is the value at the run's end or its asymptote
         TOTAL: total,
+        # compare's own: the log reaches its run's last step (a state of the run as it ended), and
+        # whether its judged eval metric was still at its best there
+        ENDED: at_last_step(outcome.forecast),
+        IMPROVING: state is not None and improving_at_end(state, outcome.forecast),
         # compare's own (no status has it): the best checkpoint of every eval series of the log,
         # since the runs may be ranked by one other than the metric their state is judged by
         BESTS: file_bests(outcome),
@@ -72,6 +77,9 @@ def file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
 TOTAL = "totalSteps"
 #: the key of a log's best checkpoints by eval metric in the status ``file_status`` makes
 BESTS = "bestByMetric"
+#: the keys of whether a log reaches its run's end, and was still improving there
+ENDED = "ended"
+IMPROVING = "improvingAtEnd"
 
 
 class _Evals(NamedTuple):

@@ -18,7 +18,7 @@ import numpy as np
 from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
 from advisor.forecast.core import holds_trend
-from advisor.forecast.state import at_last_step
+from advisor.forecast.state import at_last_step, improving_at_end
 from advisor.model import Interval, LearningState
 from advisor.series import Direction, direction_of
 
@@ -200,12 +200,7 @@ def render_text(outcome: Outcome) -> str:
         st = outcome.state
         probs = ", ".join(f"{k} {v:.2f}" for k, v in st.probabilities.items())
         lines.append(f"  run state       {st.label}   ({probs})")
-        if (
-            st.label == "plateaued"
-            and st.metric is not None
-            and st.evals_since_best == 0
-            and at_last_step(fc)
-        ):
+        if improving_at_end(st, fc):
             # "plateaued" of a finished run says nothing is left within its budget; a run still at
             # its best at the last evaluation had not stopped learning (read as "it stalled")
             lines.append(

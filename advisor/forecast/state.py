@@ -142,6 +142,18 @@ def at_last_step(fc: Forecast) -> bool:
     )
 
 
+def improving_at_end(state: LearningState, train: Forecast) -> bool:
+    """A run at its last step whose judged eval metric was at its best at the last evaluation: it
+    had not stopped learning, though at its end every P(plateau) is 1 and its label reads
+    ``plateaued`` (nothing is left within its budget; a longer run may have gained more)."""
+    return (
+        state.label == "plateaued"
+        and state.metric is not None
+        and state.evals_since_best == 0
+        and at_last_step(train)
+    )
+
+
 def _fell_since(history: tuple[Sequence[float], Sequence[float]], step: float) -> float:
     """How sure it is that the training loss fell by more than ``RECENT_FALL`` since ``step``: its
     median over the last points up to ``step`` against its median over the last points now, a

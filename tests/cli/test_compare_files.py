@@ -13,7 +13,9 @@ import pytest
 from advisor import cli
 
 
-def _sweep_run(path: Path, *, overfit: bool, steps: int = 3000, seed: int = 0) -> None:
+def _sweep_run(
+    path: Path, *, overfit: bool, steps: int = 3000, seed: int = 0, eval_noise: float = 0.01
+) -> None:
     rng = random.Random(seed)
     history: list[dict[str, float]] = []
     for s in range(10, steps + 1, 10):
@@ -29,7 +31,7 @@ def _sweep_run(path: Path, *, overfit: bool, steps: int = 3000, seed: int = 0) -
                 )
             else:
                 ev = 1.0 + 1.2 * math.exp(-s / 700)
-            history.append({"step": s, "eval_loss": ev + rng.gauss(0, 0.01), "epoch": s / 1000})
+            history.append({"step": s, "eval_loss": ev + rng.gauss(0, eval_noise), "epoch": s / 1000})
     path.write_text(json.dumps({"log_history": history, "max_steps": 3000, "global_step": steps}))
 
 
@@ -51,9 +53,37 @@ def test_a_sweep_folder_ranks_by_the_eval_loss_and_names_the_overfitting_run(
     assert rows["steady.json"]["state"] == "plateaued"  # finished, and its eval ended at its best
     assert rows["steady-halfway.json"]["state"] == "learning"
     assert rows["steady-halfway.json"]["progress"] == "1,500/3,000"
+    assert rows["steady.json"]["ended"] and not rows["steady-halfway.json"]["ended"]
     assert cli.main(["compare", str(sweep / "overfit.json"), str(sweep / "steady.json")]) == 0
     out = capsys.readouterr().out
     assert "FINAL EVAL_LOSS" in out and "ranked by eval_loss (lower is better)" in out
+
+
+def test_the_state_of_a_finished_run_says_how_it_ended(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep's under-trained run, its eval loss at its best at its last evaluation, read
+    ``plateaued`` (every P(plateau) is 1 at the end) as if it had converged."""
+    _sweep_run(tmp_path / "overfit.json", overfit=True)
+    _sweep_run(tmp_path / "improving.json", overfit=False, eval_noise=0.0)
+    _sweep_run(tmp_path / "halfway.json", overfit=False, steps=1500, seed=2)
+    assert cli.main(["compare", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    state = {
+        Path(line.split()[0]).name: line.split("   ")[-1].strip()
+        for line in out.splitlines()
+        if ".json" in line
+    }
+    assert state == {
+        "overfit.json": "overfitting",
+        "improving.json": "finished, improving",
+        "halfway.json": "learning",
+    }
+    assert "finished, improving: a run at its best at its last evaluation" in out
+    assert cli.main(["compare", str(tmp_path), "-o", "json"]) == 0
+    rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["improving.json"]["state"] == "plateaued" and rows["improving.json"]["ended"]  # the run state
+    assert any("still improving" in n for n in rows["improving.json"]["notes"])
 
 
 def test_a_run_that_overfit_after_the_sweeps_best_eval_gives_that_checkpoint(
