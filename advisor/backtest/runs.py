@@ -93,7 +93,7 @@ class Run:
     metric: str  # "loss" or "eval_loss": the series the run reports as its loss
     eval_steps: np.ndarray | None  # the judged eval series: the primary one (``eval_metric``)
     eval_values: np.ndarray | None
-    timed: bool  # times from the file (else a constant throughput)
+    timed: bool  # times from the file, or its stated pace (else an assumed constant throughput)
     source: str
     eval_metric: str = "eval_loss"
     eval_higher: bool = False  # whether ``eval_metric`` improves upwards (accuracy, f1, ...)
@@ -102,6 +102,8 @@ class Run:
     other_evals: tuple[tuple[str, np.ndarray, np.ndarray], ...] = ()
     #: its ``curve_id`` in a multi-run dump (None: its file holds one run)
     curve_id: str | None = None
+    #: replayed at the pace its trainer's closing summary states (no per-report times)
+    stated_pace: bool = False
     #: the job's labels from the index (``labels`` column), as a policy's selector reads them: a
     #: policy that selects by label (the sample keeps pre-training runs off its plateau rule so) is
     #: back-tested as it would select on the cluster
@@ -169,7 +171,11 @@ def _one(
         t = np.asarray(curve.times[seg], dtype=float)[last]
         if np.all(np.isfinite(t)) and np.all(np.diff(t) >= 0) and t[-1] > t[0]:
             times, timed = t - t[0], True
-    if times is None:  # a stated constant throughput
+    pace = curve.trainer.steps_per_second if curve.trainer is not None else None
+    stated = times is None and pace is not None
+    if stated:  # the pace the run's own summary states
+        times, timed = (steps - steps[0]) / pace, True
+    if times is None:  # an assumed constant throughput (--steps-per-second)
         times = (steps - steps[0]) / steps_per_second
     lrs = None if curve.learning_rates is None else np.asarray(curve.learning_rates[seg], dtype=float)[last]
     epochs = None if curve.epochs is None else np.asarray(curve.epochs[seg], dtype=float)[last]
@@ -192,6 +198,7 @@ def _one(
         timed=timed,
         source=curve.source,
         curve_id=cid,
+        stated_pace=stated,
     )
 
 

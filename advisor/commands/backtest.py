@@ -90,7 +90,8 @@ def register(subparsers: Any) -> None:
         "--steps-per-second",
         type=float,
         default=1.0,
-        help="throughput of runs whose logs carry no times (default 1 step/s; stated in the output)",
+        help="throughput of runs whose logs carry no times and state no pace (default 1 step/s; stated "
+        "in the output); a finished HF trainer_state.json states its own (train_steps_per_second)",
     )
     p.add_argument(
         "--report-interval",
@@ -305,6 +306,8 @@ def evaluate_rows(
         "groups": len(groups),
         "runs_with_eval_series": sum(1 for r in runs if r.eval_steps is not None),
         "runs_without_times": sum(1 for r in runs if not r.timed),
+        # logs without per-report times whose trainer's closing summary states the run's pace
+        "runs_paced_by_their_summary": sum(1 for r in runs if r.stated_pace),
         # a log that ends before the steps it planned (a checkpoint's copy of trainer_state.json, a
         # run stopped early): what it would have done after its last point is unknown, and it is
         # judged on what it logged
@@ -359,6 +362,9 @@ def _footer(meta: dict[str, Any]) -> str:
         rate = meta["steps_per_second_without_times"]
         unit = "step/s" if rate == 1 else "steps/s"
         notes.append(f"{meta['runs_without_times']} without times, replayed at {rate:g} {unit}")
+    if meta.get("runs_paced_by_their_summary"):
+        paced = meta["runs_paced_by_their_summary"]
+        notes.append(f"{paced} replayed at the pace their trainer's summary states")
     short = meta.get("runs_shorter_than_min_runtime") or {}
     if short.get("runs"):
         hint = (

@@ -99,6 +99,36 @@ def test_no_metric_is_named_when_none_or_several_match() -> None:
     assert trainer_choice({}, history) is None
 
 
+def test_the_pace_is_read_from_the_trainers_closing_summary() -> None:
+    history: list[dict[str, Any]] = [{"step": s, "loss": 1.0 / s} for s in range(10, 101, 10)]
+    assert trainer_choice({}, history) is None  # mid-run (a checkpoint's state): no summary
+    summary = {"step": 100, "train_runtime": 400.0, "train_loss": 0.2}
+    choice = trainer_choice({}, [*history, {**summary, "train_steps_per_second": 0.3}])
+    assert choice is not None and choice.steps_per_second == 0.3
+    choice = trainer_choice({}, [*history, summary])  # an older Trainer: step over runtime
+    assert choice is not None and choice.steps_per_second == 0.25
+    bad = trainer_choice({}, [*history, {"step": 100, "train_runtime": 0.0}])
+    assert bad is None
+
+
+def test_a_backtest_replays_a_finished_trainer_state_at_its_stated_pace(tmp_path: Path) -> None:
+    """Without per-report times a back-test assumed 1 step/s, and its verdicts turned on that
+    assumption (0.2 / 1 / 5 steps/s stopped 14 / 7 / 0 of 25 runs), while each finished run's
+    summary said its own pace."""
+    history: list[dict[str, Any]] = []
+    for s in range(10, 3001, 10):
+        history.append({"step": s, "loss": 0.2 + 2.0 * math.exp(-s / 600)})
+    path = tmp_path / "trainer_state.json"
+    closing = {"step": 3000, "train_runtime": 6000.0, "train_steps_per_second": 0.5, "train_loss": 0.4}
+    path.write_text(json.dumps(_state([*history, closing])))
+    for assumed in (0.2, 5.0):
+        (run,), _ = load_runs([path], steps_per_second=assumed)
+        assert run.timed and run.stated_pace and run.duration_s == pytest.approx((3000 - 10) / 0.5)
+    path.write_text(json.dumps(_state(history)))  # no summary: the assumed pace, said so
+    (run,), _ = load_runs([path], steps_per_second=5.0)
+    assert not run.timed and not run.stated_pace and run.duration_s == pytest.approx((3000 - 10) / 5.0)
+
+
 def test_save_steps_is_not_the_interval_of_a_run_that_saved_by_epoch() -> None:
     """``save_steps`` is stored (500, the default) under ``save_strategy="epoch"`` too: evaluations
     and the best checkpoint off its multiples say the run saved at its epochs."""
