@@ -53,6 +53,7 @@ from advisor.backtest.index import (
 from advisor.forecast._prep import average_repeats, looks_unsorted
 from advisor.series import Direction, direction_of
 from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
+from advisor.sources.loaded_curve import NotALog
 from advisor.sources.metric_choice import eval_metrics
 from advisor.sources.runlogs import RUN_LOG_SUFFIXES, RunLog, find_run_logs, run_folder
 
@@ -223,6 +224,8 @@ class LoadedRuns:
     without_row: list[RunWithoutRow] = field(default_factory=list)
     #: each index CSV runs were looked up in, in the order first used
     indexes: list[IndexUse] = field(default_factory=list)
+    #: files found beside the runs that are no training log at all (``NotALog``), with why
+    not_logs: list[str] = field(default_factory=list)
 
 
 def load_runs(
@@ -271,6 +274,7 @@ def read_runs(
     pattern = re.compile(group_pattern) if group_pattern else None
     runs: list[Run] = []
     skipped: list[str] = []
+    not_logs: list[str] = []
     without_row: list[RunWithoutRow] = []
     indexes = Indexes(index)
     uses: dict[Path, _Use] = {}
@@ -291,9 +295,13 @@ def read_runs(
             parsed = parse_log(path)
             curves = parsed.judged_curves()
         except SourceError as exc:
-            if not skip_bad:
+            if isinstance(exc, NotALog) and log.in_folder:
+                # a results or config file beside the runs is no run (nor a bad one): named, passed over
+                not_logs.append(f"{log.name} ({str(exc).removeprefix(f'{path}: ')})")
+            elif not skip_bad:
                 raise BadRunError(str(exc)) from None
-            skipped.append(str(exc))
+            else:
+                skipped.append(str(exc))
         first = len(runs)
         for cid, curve in curves:
             name = f"{log.name}#{cid}" if cid is not None else log.name
@@ -355,7 +363,7 @@ def read_runs(
         )
         for path, use in uses.items()
     ]
-    return LoadedRuns(runs, skipped, indexes.unmatched(), without_row, used)
+    return LoadedRuns(runs, skipped, indexes.unmatched(), without_row, used, not_logs)
 
 
 @dataclass

@@ -225,6 +225,8 @@ def _load(args: argparse.Namespace) -> Any:
     # which runs were skipped and why, where the count is read (not only in --json / --report)
     for line in loaded.skipped:
         print(f"skipped {line}", file=sys.stderr)
+    for line in loaded.not_logs:  # as compare says it of a folder's notes or results
+        print(f"skipped {line}", file=sys.stderr)
     # an index found beside the runs is applied unasked: which one, said where the misses are
     for line in index_notes(loaded.indexes):
         print(line, file=sys.stderr)

@@ -41,7 +41,7 @@ from advisor.sources.formats import (
 from advisor.sources.joined import exported, joined_log
 from advisor.sources.jsonl import jsonl_records, large_jsonl
 from advisor.sources.large_table import LARGE_ROWS, SkipRows, large_curve, read_numeric_table
-from advisor.sources.loaded_curve import LoadedCurve, SourceError, listing
+from advisor.sources.loaded_curve import LoadedCurve, NotALog, SourceError, listing
 from advisor.sources.metric_choice import METRICS, is_series_metric
 from advisor.sources.panels import one_panel_run
 from advisor.sources.trainer_choice import TrainerChoice, trainer_choice
@@ -110,15 +110,7 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
             return _from_trainer_state(path, document, metric)
         if isinstance(document, list):
             return assemble(path, "JSON", json_list_records(path, document), metric, curve_id, ROLES)
-        if isinstance(document, dict) and len(text.strip().splitlines()) > 1:
-            # one JSON object over several lines (a model's config.json, HF's all_results.json):
-            # no log, and no JSONL either (read as lines, it was "line 1: invalid JSON")
-            keys = listing([str(k) for k in document][:6])
-            raise SourceError(
-                path,
-                f"{FORMATS_HINT}: one JSON object with no log_history (keys: {keys}); a HF run's log is "
-                "its trainer_state.json",
-            )
+        _no_log_object(path, text, document)
         if head.startswith("{"):
             warnings: list[str] = []
             if curve_id is None and text.count("\n") > LARGE_ROWS:
@@ -235,6 +227,7 @@ class ParsedLog:
         elif isinstance(document, list):
             self._kind, records = "JSON", json_list_records(path, document)
         elif head.startswith("{"):
+            _no_log_object(path, text, document)
             self._kind, records = "JSONL", jsonl_records(path, text, self._warnings)
         else:
             self._kind, records, names, self._warnings = table_records(path, text, None)
@@ -314,6 +307,19 @@ class ParsedLog:
                         (cid, _within_max_steps(got, self._hf_total, self.trainer) if self._hf else got)
                     )
         return out
+
+
+def _no_log_object(path: str | Path, text: str, document: object) -> None:
+    """Raise ``SourceError`` for one JSON object over several lines without a ``log_history`` (a
+    model's config.json, HF's all_results.json, a notes file): no log, and no JSONL either (read
+    as lines, it was "line 1: invalid JSON" in a back-test, while ``forecast`` said this)."""
+    if isinstance(document, dict) and "log_history" not in document and len(text.strip().splitlines()) > 1:
+        keys = listing([str(k) for k in document][:6])
+        raise NotALog(
+            path,
+            f"{FORMATS_HINT}: one JSON object with no log_history (keys: {keys}); a HF run's log is "
+            "its trainer_state.json",
+        )
 
 
 def _field_names(records: Sequence[Record]) -> list[str]:

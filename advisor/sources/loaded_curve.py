@@ -19,7 +19,7 @@ from pathlib import Path
 from advisor.model import Curve
 from advisor.sources.trainer_choice import TrainerChoice
 
-__all__ = ["LoadedCurve", "SourceError", "backwards_warning", "listing", "nonfinite_warning"]
+__all__ = ["LoadedCurve", "NotALog", "SourceError", "backwards_warning", "listing", "nonfinite_warning"]
 
 
 class SourceError(Exception):
@@ -43,6 +43,12 @@ class SourceError(Exception):
         self.series = None if series is None else tuple(series)
         location = f":{line}" if line is not None else (f" ({where})" if where else "")
         super().__init__(f"{self.path}{location}: {reason}")
+
+
+class NotALog(SourceError):
+    """A file that is no training log at all: one JSON object without a ``log_history`` (a model's
+    config.json, HF's all_results.json, a notes file beside the runs). Found in a folder of runs,
+    it is passed over and named, not a bad run (``compare`` and ``backtest`` alike)."""
 
 
 def nonfinite_warning(count: int, metric: str) -> str:

@@ -352,6 +352,25 @@ def test_bad_runs_can_be_skipped_and_counted(tmp_path: Path, capsys: pytest.Capt
         load_runs([tmp_path / "bad.csv"], skip_bad=True)
 
 
+def test_a_json_file_beside_the_runs_that_is_no_log_is_passed_over_as_compare_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A results or notes file (one JSON object written with an indent) in the folder stopped the
+    back-test with "line 1: invalid JSON", read as JSONL; ``compare`` named it and went on."""
+    s, v = _learning(5, n=40)
+    _write(tmp_path / "good.csv", s, v, total=400)
+    (tmp_path / "truth.json").write_text(json.dumps({"good": {"kind": "learning"}}, indent=1))
+    assert main(["backtest", str(tmp_path), "--quiet", "--policy", str(PLATEAU)]) == 0
+    out, err = capsys.readouterr()
+    assert "skipped as bad" not in out
+    (line,) = [x for x in err.splitlines() if x.startswith("skipped ")]
+    assert line.startswith("skipped truth.json (") and "one JSON object with no log_history" in line
+    # named alone, it is the run asked for: an error naming why
+    assert main(["backtest", str(tmp_path / "truth.json"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "one JSON object with no log_history" in err and "invalid JSON" not in err
+
+
 def test_skipping_bad_runs_is_suggested_only_where_it_helps(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
