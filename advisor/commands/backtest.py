@@ -78,7 +78,8 @@ def register(subparsers: Any) -> None:
         "folder or a folder above it (up to the folder given) is read automatically, and is used "
         "before this one; each index used is named on stderr. A run is matched by "
         "its curve_id, its path relative to the index's folder (e.g. lr1e-3/trainer_state.json), its "
-        "folder when it is alone in it (lr1e-3), its name, or its file name when no other run has it; "
+        "folder, relative to the index's too, when it is alone in it (lr1e-3; sweep/lr1e-3 for an "
+        "index a folder above), its name, or its file name when no other run has it; "
         "an index row that matches no run, and a run without a row, are warned of on stderr",
     )
     p.add_argument(
