@@ -164,6 +164,11 @@ def compute(args: ForecastRequest) -> Outcome:
             raise CommandError(f"no points at or before step {cut:g} (first step {full.steps[0]:g})")
     truncated = len(curve) < len(full)
     last_step = max(full.steps)
+    if cut is not None and cut > last_step and not args.demo:
+        # the whole file is used: said, since the forecast reads as if made at the step asked
+        # for (a console log's steps count its logs: --upto-step 1000 on 200 of them was ignored)
+        past = f"--upto-step {cut:,.0f} is past the file's last step ({last_step:,.0f})"
+        notes.append(f"{past}: every point used")
     given = args.total_steps
     if given is None and full.total_steps is None:
         given = args.total_steps_fallback  # compare's: only for a log that does not say its total

@@ -129,6 +129,15 @@ def test_eval_loss_metric_from_a_trainer_state(capsys: pytest.CaptureFixture[str
     assert document["input"]["metric"] == "eval_loss" and document["input"]["points"] == 6
 
 
+def test_an_upto_step_past_the_files_end_says_every_point_is_used(capsys: pytest.CaptureFixture[str]) -> None:
+    """It was accepted silently: the forecast read as made at the step asked for."""
+    code, out, _ = run(capsys, str(FIXTURES / "run.csv"), "--upto-step", "10000000")
+    assert code == 0 and "--upto-step 10,000,000 is past the file's last step" in out
+    assert "every point used" in out
+    code, out, _ = run(capsys, str(FIXTURES / "run.csv"), "--upto-step", "600")
+    assert code == 0 and "past the file's last step" not in out
+
+
 def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "forecast.png"
     code, out, err = run(capsys, str(FIXTURES / "run.csv"), "--upto-step", "600", "--plot", str(target))
