@@ -9,7 +9,8 @@ by record folder) and skips cleanly when it is absent. Every run is replayed thr
 Prints every row, then the targets: the best sample policy's GPU-hours saved against the best
 baseline's (at no more wrong stops at 1%), its wrong-stop rates at 1% and 0.5%, and the time a
 back-test of ``--speed-runs`` runs with every sample policy and baseline takes in this process, with
-the baselines' share of it. HF logs carry no times: they are replayed at 1 step/s (stated).
+the baselines' share of it. HF logs carry no times: a finished run's is replayed at the pace its
+closing summary states (``train_steps_per_second``), the others at 1 step/s (stated).
 
 Split: runs are split by group (crc32 of the group's name, as ``bench/_curves.py`` does), so that
 seed repeats of one configuration never straddle the split; ``--split holdout`` reports the

@@ -34,6 +34,7 @@ __all__ = [
     "parse_spec",
     "policies_from_text",
     "read_policy_file",
+    "yaml_problem",
 ]
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -221,7 +222,7 @@ def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = F
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
+def yaml_problem(exc: yaml.YAMLError) -> str:
     """One line for a YAML error: where (line and column) and what, without PyYAML's excerpt of
     the text and its caret (several lines that a terminal or a status condition breaks up)."""
     mark = getattr(exc, "problem_mark", None)
@@ -251,12 +252,12 @@ def _parse_text(text: str) -> list[Any]:
     try:
         return _load_all(text)
     except yaml.constructor.ConstructorError as exc:
-        raise PolicyError("", f"not valid YAML or JSON: {_yaml_problem(exc)}") from None
+        raise PolicyError("", f"not valid YAML or JSON: {yaml_problem(exc)}") from None
     except yaml.YAMLError as exc:
         try:  # JSON is YAML, but JSON's own error message is clearer for JSON input
             return [json.loads(text)]
         except ValueError:
-            raise PolicyError("", f"not valid YAML or JSON: {_yaml_problem(exc)}") from None
+            raise PolicyError("", f"not valid YAML or JSON: {yaml_problem(exc)}") from None
 
 
 def load_policy(obj: Mapping[str, Any] | str) -> Policy:

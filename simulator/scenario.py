@@ -137,8 +137,12 @@ def load_cluster(path: str | Path) -> tuple[list[ClusterQueueSpec], dict[str, st
     p = Path(path)
     try:
         data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise QuotaError(f"{p}: cannot read cluster: {exc}") from None
+    except OSError as exc:
+        raise QuotaError(f"{p}: cannot read cluster: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        from policies.loader import yaml_problem
+
+        raise QuotaError(f"{p}: cannot read cluster: not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("clusterQueues"), list):
         raise QuotaError(f"{p}: expected a mapping with a clusterQueues list")
     queues = []

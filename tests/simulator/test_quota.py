@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -141,6 +143,19 @@ def test_bad_specs_are_rejected_with_the_queue_and_field() -> None:
         ClusterQueueSpec("a", 4, borrowing_limit=2)
     with pytest.raises(QuotaError, match="unknown ClusterQueue"):
         QuotaModel([ClusterQueueSpec("a", 4)]).submit(wl("zz", 1))
+
+
+def test_a_cluster_file_that_is_not_yaml_is_one_line_naming_where(tmp_path: Path) -> None:
+    """PyYAML's message quoted its own ``in "<unicode string>"`` twice, over several lines."""
+    from simulator.scenario import load_cluster
+
+    bad = tmp_path / "cluster.yaml"
+    bad.write_text("clusterQueues: [oops\n")
+    with pytest.raises(QuotaError) as caught:
+        load_cluster(bad)
+    message = str(caught.value)
+    assert message.startswith(f"{bad}: cannot read cluster: not valid YAML: line 2, column 1: ")
+    assert "unicode string" not in message and "\n" not in message
 
 
 @settings(max_examples=60, deadline=None)
