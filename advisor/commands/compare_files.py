@@ -52,7 +52,10 @@ def file_status(path: Path, total_steps: int | None) -> dict[str, Any]:
         outcome = fc_cmd.compute(request)
     except CommandError as exc:
         raise CommandError(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
-    last = outcome.forecast.last_step
+    # the run's last report, as ``forecast FILE`` says its progress (the forecast's own last step is
+    # that of its last finite point: a loss gone NaN read "2,030/3,000" beside forecast's 3,000)
+    curve = outcome.curve
+    last = curve.steps[-1] if curve.steps else outcome.forecast.last_step
     total = outcome.total_steps
     progress = None if last is None else (f"{last:,.0f}/{total:,}" if total else f"{last:,.0f}")
     state = outcome.state

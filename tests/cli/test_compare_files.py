@@ -407,3 +407,17 @@ def test_the_json_notes_a_log_without_total_steps_as_an_asymptote(
     assert not any("asymptote" in n for n in notes["finished.json"])
     assert cli.main([*args, "--total-steps", "10000", "-o", "json"]) == 0
     assert not any("asymptote" in n for r in json.loads(capsys.readouterr().out) for n in r["notes"])
+
+
+def test_a_run_whose_loss_went_nan_shows_its_progress_as_forecast_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its progress was its last finite point's step ("2,030/3,000"), forecast's its last report's."""
+    _sweep_run(tmp_path / "steady.json", overfit=False)
+    history = [
+        {"step": s, "loss": 2.0 - s / 3000 if s <= 2000 else float("nan")} for s in range(10, 3001, 10)
+    ]
+    (tmp_path / "gone.json").write_text(json.dumps({"log_history": history, "max_steps": 3000}))
+    assert cli.main(["compare", str(tmp_path), "-o", "json"]) == 0
+    rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["gone.json"]["progress"] == "3,000/3,000" and rows["gone.json"]["state"] == "diverging"
