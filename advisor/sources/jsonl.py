@@ -86,8 +86,9 @@ def _logging_steps(records: list[Record], warnings: list[str] | None) -> None:
     if warnings is not None:
         warnings.append(
             "lines read as Python dicts, as Hugging Face's Trainer prints them: they carry no step, so "
-            f"the step is the count of training logs ({per_epoch:.4g} per epoch, logging_steps apart); "
-            "the run's trainer_state.json has its steps"
+            f"the step is the count of training logs ({per_epoch:.4g} per epoch, logging_steps apart), and "
+            "so are --total-steps, --upto-step and every step named (2,000 planned steps logged every "
+            "10 are 200 here); the run's trainer_state.json has its steps"
         )
 
 
