@@ -263,9 +263,8 @@ def learning_state(
         if finite >= MIN_EVALS and judged in series_fc:
             p_eval = series_fc[judged].plateau_probability
         else:
-            warnings.append(
-                f"{judged} has {finite} finite evaluation(s); judged by the training loss until {MIN_EVALS}"
-            )
+            until = "judged by the training loss" if train is not None else "not judged (no training loss)"
+            warnings.append(f"{judged} has {finite} finite evaluation(s); {until} until {MIN_EVALS}")
     rest = (1.0 - p_hung) * (1.0 - p_div)
     probs = dict.fromkeys(LEARNING_LABELS, 0.0)
     probs["hung"] = p_hung

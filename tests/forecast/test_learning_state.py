@@ -179,7 +179,10 @@ def test_few_evals_fall_back_to_the_training_loss_with_a_warning() -> None:
     train = forecast(np.arange(10, 501, 10.0), 1 / np.arange(1, 51), total_steps=5000)
     st = learning_state(train, {"eval_loss": Series([100.0, 200.0], [0.5, 0.9])}, total_steps=5000)
     assert st.metric is None and st.label == "learning"
-    assert any("finite evaluation" in w for w in st.warnings)
+    assert any("finite evaluation(s); judged by the training loss until 3" in w for w in st.warnings)
+    # a log of eval metrics alone has no training loss to fall back to: said so
+    alone = learning_state(None, {"eval_loss": Series([100.0, 200.0], [0.5, 0.9])}, total_steps=5000)
+    assert any("finite evaluation(s); not judged (no training loss) until 3" in w for w in alone.warnings)
 
 
 def test_nan_latest_eval_is_divergence() -> None:
