@@ -220,8 +220,9 @@ def prepare(
     if n_segments > 1:
         if spliced:
             warnings.append(
-                f"restart detected ({n_segments} segments); {spliced} resumed where an earlier one "
-                "left off and was joined to it"
+                f"restart detected ({n_segments} segments); {spliced} resumed from a checkpoint of an "
+                "earlier attempt and was joined to that attempt's history up to the checkpoint's step "
+                "(its reports after it, lost work, are left out)"
             )
         else:
             warnings.append(f"restart detected ({n_segments} segments); fitted the last one only")
