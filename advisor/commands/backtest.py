@@ -277,7 +277,7 @@ def evaluate_rows(
     rows: list[dict[str, Any]] = []
     bar = tqdm(
         total=len(runs) * (len(baselines) + len(policy_rows)),
-        unit=" replay",  # a run under one row: runs x rows in all
+        unit="replay",  # a run under one row: runs x rows in all
         file=sys.stderr,
         disable=not progress,
     )
