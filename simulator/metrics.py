@@ -76,6 +76,27 @@ def wrong_stop_counts(jobs: Sequence[SimJob]) -> dict[str, int]:
     return {_threshold_key(t): sum(1 for a in ahead if a > t) for t in WRONG_STOP_THRESHOLDS}
 
 
+def stop_record(job: SimJob) -> dict[str, Any]:
+    """One run the row released or stopped, as ``simulate --json`` lists it: which run (with
+    ``--curves``, the real run its curve came from), where in its budget, and what it still had
+    to gain (the wrong-stop measure): so that a row's wrong stops can be looked up one by one, as
+    ``backtest --json``'s decisions can."""
+    curve = job.curve
+    source = getattr(curve, "source", None)
+    return {
+        "job": job.key,
+        "curve": source if source else f"{curve.pathology}/{getattr(curve, 'schedule', '-')}",
+        "pathology": curve.pathology,
+        "phase": job.phase.value,
+        "step": int(job.end_step),
+        "total_steps": int(job.total_steps),
+        "budget_fraction": round(job.end_step / job.total_steps, 4) if job.total_steps else None,
+        "improvement_left": round(float(curve.remaining_improvement(job.end_step)), 6),
+        "near_end": is_near_end_release(job),
+        "gpus": job.gpus,
+    }
+
+
 def is_near_end_release(job: SimJob) -> bool:
     """A healthy run released or stopped in the last ``NEAR_END_FRACTION`` of its budget."""
     return (
@@ -195,6 +216,7 @@ def row_metrics(
         "actions": dict(sorted(record.actions.items())),
         "advisor_ticks": record.ticks,
         "gpu_hours_nonlearning_by_pathology": {k: round(v, 3) for k, v in sorted(by_pathology.items())},
+        "stops": [stop_record(j) for j in stopped],
         "simulated_hours": span / h,
         "wall_seconds": wall_s,
     }

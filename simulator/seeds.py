@@ -136,6 +136,10 @@ def pool_rows(rows_by_seed: Sequence[Sequence[dict[str, Any]]], seeds: Sequence[
                 }
             )
         pooled["per_seed"] = per_seed
+        # every run each seed released or stopped, with its seed (``metrics.stop_record``)
+        pooled["stops"] = [
+            {"seed": seed, **stop} for seed, r in zip(seeds, rows, strict=True) for stop in r.get("stops", ())
+        ]
         saved = [
             p["nonlearning_saved_fraction"] for p in per_seed if p["nonlearning_saved_fraction"] is not None
         ]

@@ -62,6 +62,11 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert (r["near_end_releases"] == 0) == (r["near_end_gpu_hours"] == 0)
         assert set(r["wrong_stops_by_threshold"]) == {"0.005", "0.01", "0.02"}
         assert r["wrong_stops_by_threshold"]["0.01"] == r["wrong_stops"]
+        # each run a row released or stopped, to look its wrong stops up by: they count as the row does
+        assert len(r["stops"]) == r["released_or_stopped"]
+        for t, n in r["wrong_stops_by_threshold"].items():
+            assert sum(1 for x in r["stops"] if x["improvement_left"] > float(t)) == n
+        assert sum(1 for x in r["stops"] if x["near_end"]) == r["near_end_releases"]
     table = capsys.readouterr().out
     assert "advisor-plateau-release" in table and "simulated job-hours per wall-second" in table
     rep = tmp_path / "rep"

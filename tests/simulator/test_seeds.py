@@ -50,6 +50,10 @@ def test_pooled_rows_sum_counts_and_give_the_spread_of_the_seeds() -> None:
     assert row["nonlearning_saved_fraction"] == pytest.approx(1 - 40.0 / 100.0)  # pooled, not averaged
     assert row["spread"]["nonlearning_saved_fraction"] == pytest.approx([0.5, 0.625, 0.75])
     assert [p["seed"] for p in row["per_seed"]] == [100, 101]
+    assert row["stops"] == []  # these rows list none; a seed's stops carry their seed
+    by_seed[1][1]["stops"] = [{"job": "q/j", "improvement_left": 0.0}]
+    stops = pool_rows(by_seed, [100, 101])[1]["stops"]
+    assert stops == [{"seed": 101, "job": "q/j", "improvement_left": 0.0}]
     assert row["near_end_releases"] == 2 and row["jct_mean_s"] == 3600.0
     assert base["nonlearning_saved_fraction"] == 0.0
 
