@@ -116,7 +116,23 @@ def symlog_threshold(values: Any) -> float | None:
     return float(np.median(size))
 
 
+#: line styles of the rows' stop markers, in turn
+_STOP_DASHES = ("-", "--", ":", "-.")
+
+
 def _timeline(run: Run, stops: Sequence[dict[str, Any]], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = timeline_figure(run, stops)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def timeline_figure(run: Run, stops: Sequence[dict[str, Any]]) -> Any:
+    """One run's timeline: its judged series, where it stopped learning, each row's stop (``stops``:
+    decisions with ``row``, ``step`` and ``improvement_left``), and, for a run judged by an eval
+    series, its training loss on an axis of its own with any non-finite reports marked (what a
+    divergence stop acted on: the eval series alone did not show it)."""
     import matplotlib.pyplot as plt
 
     j = judged(run)
@@ -133,22 +149,40 @@ def _timeline(run: Run, stops: Sequence[dict[str, Any]], path: Path) -> None:
     )
     ax.axvline(j.learning_end_step, color="#2a9d8f", ls="--", lw=1.0, label="stopped learning")
     for k, d in enumerate(stops):
+        # rows that stopped at the same step: told apart by their dashes, not hidden one under another
         ax.axvline(
             d["step"],
             color=f"C{k + 1}",
             lw=1.2,
+            ls=_STOP_DASHES[k % len(_STOP_DASHES)],
             label=f"{d['row']} ({(d['improvement_left'] or 0):.1%} left)",
         )
     linthresh = symlog_threshold(raw)
     if linthresh is not None:
         ax.set_yscale("symlog", linthresh=linthresh)
+    handles, labels = ax.get_legend_handles_labels()
+    bad = run.steps[~np.isfinite(run.values)]
+    if bad.size:
+        # a divergence rule acts on these; the judged eval series does not show them
+        found = ax.plot(
+            bad, np.full(bad.size, 0.02), "x", ms=5, color="#d62828", transform=ax.get_xaxis_transform()
+        )
+        handles.append(found[0])
+        labels.append(f"non-finite training loss ({bad.size})")
+    if j.series == "eval":
+        # what the training-loss rules (divergence, a plateau of the loss) read, on an axis of its own
+        twin = ax.twinx()
+        ok = np.isfinite(run.values)
+        line = twin.plot(run.steps[ok], run.values[ok], color="#e9c46a", lw=0.7, alpha=0.8)
+        twin.set_ylabel("training loss", fontsize=7)
+        handles.append(line[0])
+        labels.append("training loss (right axis)")
     ax.set_xlabel("step")
     ax.set_ylabel(j.metric)
     ax.set_title(run.name if len(run.name) <= 90 else "..." + run.name[-87:], fontsize=8)
-    ax.legend(fontsize=6)
+    ax.legend(handles, labels, fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def write_report(

@@ -596,3 +596,34 @@ def test_a_blown_up_run_is_drawn_on_a_symlog_axis_and_a_plain_one_on_a_linear_ax
 
     assert symlog_threshold([2.0, 1.9, 1.8, 1.7, 1.8e8]) == pytest.approx(1.9)  # the median magnitude
     assert symlog_threshold([2.0, 1.9, 1.8, 1.7, 1.6, float("nan")]) is None
+
+
+def test_a_timeline_shows_the_training_loss_and_its_non_finite_reports_beside_the_eval(
+    tmp_path: Path,
+) -> None:
+    """A run released for a NaN training loss showed only its eval loss: nothing on the plot said
+    why; and two rows stopping at the same step drew one line over the other."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from advisor.backtest.report import timeline_figure
+
+    s, v = _learning(6)
+    v[[100, 300]] = np.nan
+    _write(tmp_path / "run.csv", s, v, total=6000, evals=10)
+    (run,), _ = load_runs([tmp_path / "run.csv"], skip_bad=False)
+    stops = [
+        {"row": "a", "step": 4000.0, "improvement_left": 0.02},
+        {"row": "b", "step": 4000.0, "improvement_left": 0.02},
+    ]
+    fig = timeline_figure(run, stops)
+    try:
+        ax = fig.axes[0]
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "non-finite training loss (2)" in labels and "training loss (right axis)" in labels
+        styles = {line.get_label(): line.get_linestyle() for line in ax.get_lines()}
+        assert styles["a (2.0% left)"] != styles["b (2.0% left)"]
+    finally:
+        plt.close(fig)
