@@ -1,8 +1,8 @@
 """Divergence: a non-finite loss, or a loss rising away, gets released or stopped, without a save.
 
-A NaN/inf loss is a fact, not a forecast, so it acts at once once it is a run of
-``NON_FINITE_REPORTS`` reports (and after the policy's minimum runtime, since mixed-precision runs
-report inf losses while their loss scale settles): a mixed-precision run reports a non-finite loss
+A NaN/inf loss is a fact, not a forecast: ``NON_FINITE_REPORTS`` of them in a row act at once
+(after the policy's minimum runtime, since mixed-precision runs report inf losses while their loss
+scale settles). One alone is not enough: a mixed-precision run reports a non-finite loss
 for a step whose gradients overflowed, skips it, halves its loss scale and carries on, so one such
 report mid-run is no divergence (a back-test released a run still learning 3.1% on the one NaN it
 logged at step 1,500, its next report finite); a run that diverged reports nothing else ever after.
