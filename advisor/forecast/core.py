@@ -113,6 +113,8 @@ def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
 
 #: the fewest reports the share of recovered non-finite losses is taken over
 _NONFINITE_TAIL_MIN = 10
+#: non-finite reports in a row that make a divergence (the divergence rule's count)
+_NONFINITE_RUN = 3
 
 
 def _divergence(prep: Prepared, training_loss: bool = False) -> float:
@@ -126,7 +128,11 @@ def _divergence(prep: Prepared, training_loss: bool = False) -> float:
     by their share of the tail (of at least ``_NONFINITE_TAIL_MIN`` reports)."""
     trailing = prep.n_nonfinite_trailing
     recovered = prep.n_nonfinite_tail - min(trailing, prep.n_nonfinite_tail)
-    p_nonfinite = 0.0 if trailing == 0 else min(0.99, 0.6 + 0.1 * trailing)
+    # a run of them: one or two are a mixed-precision step skipped (the run carries on), the
+    # divergence rule's count acts (``policies.rules.divergence.NON_FINITE_REPORTS``); below it
+    # the state reads "diverging" no sooner than the rule would act (one NaN report flipped STATE
+    # to diverging and back, with an Event each way, where the rule said "diverging?")
+    p_nonfinite = 0.0 if trailing == 0 else (0.99 if trailing >= _NONFINITE_RUN else 0.2 * trailing)
     if recovered:
         share = recovered / max(prep.tail_size, _NONFINITE_TAIL_MIN)
         p_nonfinite = max(p_nonfinite, min(0.9, 2.0 * share))
