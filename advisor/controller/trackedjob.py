@@ -78,6 +78,12 @@ def evaluation_due(
         return True
     if rec.fresh_data and (rec.forecast_at is None or now - rec.forecast_at >= core.forecast_interval_s):
         return True  # a new forecast is due
+    last = rec.history.last
+    if last is not None and not math.isfinite(last.loss):
+        # the divergence rule counts non-finite reports in a row: each is evidence, judged as it
+        # comes (on the cheap path a third NaN report 2 s after the first went unjudged, and the
+        # streak was over by the next forecast)
+        return True
     # a checkpoint or an action in progress: its acknowledgement may be in this sample
     return rec.checkpoint.pending_request is not None or bool(actuator.pending_for(key))
 
