@@ -258,6 +258,16 @@ def _run(
     if not (math.isfinite(mean) and math.isfinite(sd)):
         mean, sd = parts.level, max(abs(parts.level), 1.0)
         warnings.append("numerical trouble in the fit; forecast is the current level")
+    elif training_loss and mean > parts.level:
+        # the loss the optimiser minimises does not end above where it stands short of a
+        # divergence (reported apart): fits that say so followed a jump in the history (a
+        # blow-up the run is recovering from read "final 97.9" beside a current 2.77, with
+        # P(plateau) 1.00). Held at the current level, their spread kept as the interval
+        warnings.append(
+            f"the curve families put the end above the current level ({mean:.4g} against "
+            f"{parts.level:.4g}), a jump in the history they cannot follow: held at the current level"
+        )
+        mean = parts.level
     half = cal.Z80 * sd
     lo, hi = mean - half, mean + half
     if float(np.min(prep.values)) >= 0.0:
