@@ -31,11 +31,12 @@ FloatArray = NDArray[np.float64]
 #: a last report this many noise units below the recent peak: the loss is coming back down
 _RECOVERED_Z = 4.0
 #: ``_collapsed``: the standard error of a median of k reports is this times sigma / sqrt(k); a
-#: collapsed level stands this many of its standard errors above the best quarter's; and a window
-#: falling by this many standard errors of its trend is coming back down (a spike recovering)
+#: collapsed level stands this many of its standard errors above the best quarter's; and a run
+#: whose trend brings it back under this many times its best by its end is recovering (the lower
+#: end of the ramp that weighs how far above its best it stands)
 _MEDIAN_SE = 1.2533
 _CLEAR_Z = 3.0
-_RECOVERING_T = 3.0
+_BACK_UNDER = 1.5
 #: the warning of a series that has turned upward; it reads a loss (lower is better), and
 #: ``state.forecast_series`` words it for a higher-is-better metric forecast negated
 RISING_WARNING = "the series is rising"
@@ -117,7 +118,7 @@ _NONFINITE_TAIL_MIN = 10
 _NONFINITE_RUN = 3
 
 
-def _divergence(prep: Prepared, training_loss: bool = False) -> float:
+def _divergence(prep: Prepared, training_loss: bool = False, horizon: float | None = None) -> float:
     """P(the loss is rising away): non-finite values at the end, or a significant upward trend
     that has lifted the loss clearly above its best level; for the training loss also a run that
     blew up and stays up (``_collapsed``).
@@ -151,7 +152,10 @@ def _divergence(prep: Prepared, training_loss: bool = False) -> float:
     resid = ys - ym - slope * xc
     se = math.sqrt(max(float(resid @ resid) / max(k - 2, 1), 1e-300) / sxx)
     t = slope / se if se > 0 else 0.0
-    p_collapsed = _collapsed(y, k, t) if training_loss else 0.0
+    # the window's trend continued to the run's end (unknown: as many steps again as it has run)
+    end = horizon if horizon is not None and horizon >= float(xs[-1]) else 2.0 * float(xs[-1])
+    reach = end - float(xs.sum()) / k
+    p_collapsed = _collapsed(y, k, (ym + slope * reach, se * reach)) if training_loss else 0.0
     best = float(np.min(y[:-2] + y[1:-1] + y[2:])) / 3.0  # lowest 3-point moving average
     now = smoothed_level(y)
     rise = (now - best) / max(abs(best), 1e-12)
@@ -166,11 +170,15 @@ def _divergence(prep: Prepared, training_loss: bool = False) -> float:
     return min(max(p_nonfinite, p_trend, p_collapsed, 0.0), 1.0)
 
 
-def _collapsed(y: FloatArray, k: int, t: float) -> float:
+def _collapsed(y: FloatArray, k: int, projected: tuple[float, float]) -> float:
     """P(the run blew up and stays up): its last ``k`` reports stand, by their median, where its
     first ``k`` stood or higher (all it learned given back) and at least twice its best ``k``
-    reports' median, clearly beyond their noise, and they do not come back down (``t``: the
-    window's trend in standard errors).
+    reports' median, clearly beyond their noise, and they do not come back down in time: the
+    window's trend continued in steps to the run's end (``projected``: mean and its standard
+    error), an optimistic reading of a recovery that slows, still ends above one and a half
+    times the best (a loss that jumped five times and crept back down, at 2.4 times its best
+    by the end, read "learning" once it stopped rising; a spike that decays within its window
+    projects far below and is no collapse).
 
     The trend test alone forgets a blow-up once the loss stops rising: a fine-tune at 1.4 that
     jumped to 7.5 and stayed there 900 steps read P(diverge) 0.10 and "learning". The optimiser's
@@ -178,9 +186,8 @@ def _collapsed(y: FloatArray, k: int, t: float) -> float:
     minimum: overfitting, not this). Medians of whole quarters of the history, not single
     reports: a warmup to a high learning rate lifts a loss by a third for a while (0.64 to 0.92 on
     a development fine-tune, which recovered), and a loss near zero scatters by orders of
-    magnitude; neither reaches these bounds. On the development curves it changes no curve's
-    highest P(diverge) over 19 cuts; what it changes is how long a high one lasts (docs/
-    measurements.md, "Back-test": one erratic per-step-logged fine-tune)."""
+    magnitude; neither reaches these bounds: on the development curves it changes P(diverge) at
+    none of 19 cuts (docs/measurements.md)."""
     n = y.size
     if n < 2 * k:
         return 0.0
@@ -194,8 +201,11 @@ def _collapsed(y: FloatArray, k: int, t: float) -> float:
     if w <= 0.0:
         return 0.0
     sigma = report_noise(y)
-    z = (last - best) / max(_MEDIAN_SE * sigma * math.sqrt(2.0 / k), 1e-300)
-    return w * float(ndtr(t + _RECOVERING_T)) * float(ndtr(z - _CLEAR_Z))
+    level_se = _MEDIAN_SE * sigma / math.sqrt(k)
+    z = (last - best) / max(level_se * math.sqrt(2.0), 1e-300)
+    end, end_se = projected
+    stays = float(ndtr((end - _BACK_UNDER * best) / max(math.hypot(end_se, level_se), 1e-300)))
+    return w * stays * float(ndtr(z - _CLEAR_Z))
 
 
 def _mixture_p90(m1: float, s1: float, m2: float, s2: float, w2: float) -> float:
@@ -367,7 +377,7 @@ def _run(
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),
         plateau_probability=min(max(float(plateau), 0.0), 1.0),
-        divergence_probability=_divergence(prep, training_loss),
+        divergence_probability=_divergence(prep, training_loss, horizon),
         eta_seconds=eta,
         steps_per_second=sps,
         model=dict(sorted(parts.weights.items(), key=lambda kv: -kv[1])),
