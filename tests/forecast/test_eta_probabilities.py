@@ -117,6 +117,20 @@ def test_a_training_loss_that_blew_up_and_stays_up_is_divergence_not_only_while_
         assert forecast(s[m], stays[m], total_steps=3000).divergence_probability < 0.5
 
 
+def test_a_blow_up_that_creeps_back_too_slowly_to_recover_by_the_end_is_a_divergence() -> None:
+    """A loss that jumped five times at step 1,600 and crept back down (2.4 times its best at the
+    end) read "learning" once it stopped rising; one whose trend gets it back in time is not."""
+    rng = np.random.default_rng(1)
+    s = np.arange(10, 4001, 10, dtype=float)
+    healthy = 1.0 + 2.0 * (s / 10.0) ** -0.5
+    for tau, late in ((2500.0, True), (150.0, False)):
+        y = np.where(s >= 1600, healthy * (1.0 + 4.0 * np.exp(-(s - 1600) / tau)), healthy)
+        y = y * (1.0 + 0.01 * rng.standard_normal(s.size))
+        m = s <= 3500
+        p = forecast(s[m], y[m], total_steps=4000, training_loss=True).divergence_probability
+        assert (p > 0.95) if late else (p < 0.05), (tau, p)
+
+
 def test_one_long_wait_at_the_same_step_is_not_charged_to_the_rest_of_the_run() -> None:
     """Suspended for 30 minutes at step 30,000 (a release then a resume, a preemption), then 10
     minutes of training: one stall is no pattern, and the rest of the run runs at its pace. Stalls
