@@ -37,6 +37,8 @@ _RECOVERED_Z = 4.0
 _MEDIAN_SE = 1.2533
 _CLEAR_Z = 3.0
 _BACK_UNDER = 1.5
+#: where a run started and its best are read off medians of this many blocks of its history
+_FINE_BLOCKS = 16
 #: the warning of a series that has turned upward; it reads a loss (lower is better), and
 #: ``state.forecast_series`` words it for a higher-is-better metric forecast negated
 RISING_WARNING = "the series is rising"
@@ -171,9 +173,10 @@ def _divergence(prep: Prepared, training_loss: bool = False, horizon: float | No
 
 
 def _collapsed(y: FloatArray, k: int, projected: tuple[float, float]) -> float:
-    """P(the run blew up and stays up): its last ``k`` reports stand, by their median, where its
-    first ``k`` stood or higher (all it learned given back) and at least twice its best ``k``
-    reports' median, clearly beyond their noise, and they do not come back down in time: the
+    """P(the run blew up and stays up): its last ``k`` reports stand, by their median, where it
+    started or higher (all it learned given back) and at least twice its best (both by medians of
+    ``_FINE_BLOCKS`` blocks of its history), clearly beyond their noise, and they do not come back
+    down in time: the
     window's trend continued in steps to the run's end (``projected``: mean and its standard
     error), an optimistic reading of a recovery that slows, still ends above one and a half
     times the best (a loss that jumped five times and crept back down, at 2.4 times its best
@@ -191,7 +194,12 @@ def _collapsed(y: FloatArray, k: int, projected: tuple[float, float]) -> float:
     n = y.size
     if n < 2 * k:
         return 0.0
-    meds = [float(np.median(y[i : i + k])) for i in range(0, n - k, k)]
+    # where it started and its best, by medians of finer blocks than the recent quarter (a run
+    # that blew up within its first quarter had its best inside that quarter's median)
+    fine = max(5, n // _FINE_BLOCKS)
+    meds = [float(np.median(y[i : i + fine])) for i in range(0, n - k, fine)]
+    if not meds:
+        return 0.0
     first, last = meds[0], float(np.median(y[-k:]))
     best = min(min(meds), last)
     if not (first > best > 0.0):
@@ -202,7 +210,7 @@ def _collapsed(y: FloatArray, k: int, projected: tuple[float, float]) -> float:
         return 0.0
     sigma = report_noise(y)
     level_se = _MEDIAN_SE * sigma / math.sqrt(k)
-    z = (last - best) / max(level_se * math.sqrt(2.0), 1e-300)
+    z = (last - best) / max(math.hypot(level_se, _MEDIAN_SE * sigma / math.sqrt(fine)), 1e-300)
     end, end_se = projected
     stays = float(ndtr((end - _BACK_UNDER * best) / max(math.hypot(end_se, level_se), 1e-300)))
     return w * stays * float(ndtr(z - _CLEAR_Z))

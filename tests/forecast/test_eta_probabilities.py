@@ -117,6 +117,17 @@ def test_a_training_loss_that_blew_up_and_stays_up_is_divergence_not_only_while_
         assert forecast(s[m], stays[m], total_steps=3000).divergence_probability < 0.5
 
 
+def test_a_blow_up_early_in_the_run_stays_a_divergence_to_its_end() -> None:
+    """Jumped at a fifth of its run and flat ever after: at its last step, the first quarter of its
+    reports held both its start and its best, so nothing read as given back (P(diverge) 0.17)."""
+    rng = np.random.default_rng(5)
+    s = np.arange(10, 4001, 10, dtype=float)
+    y = np.where(s < 800, 1.2 + 1.5 * (s / 10.0) ** -0.5, 6.9) * (1.0 + 0.01 * rng.standard_normal(s.size))
+    for upto in (1500, 3000, 4000):
+        m = s <= upto
+        assert forecast(s[m], y[m], total_steps=4000, training_loss=True).divergence_probability > 0.95, upto
+
+
 def test_a_blow_up_that_creeps_back_too_slowly_to_recover_by_the_end_is_a_divergence() -> None:
     """A loss that jumped five times at step 1,600 and crept back down (2.4 times its best at the
     end) read "learning" once it stopped rising; one whose trend gets it back in time is not."""
