@@ -133,6 +133,7 @@ def _status_schema() -> dict[str, Any]:
         "actionsByKind",
         "actionsByOutcome",
         "recommendations",
+        "actionsHeld",
         "lostTies",
         "gpuHoursFlaggedNonLearning",
         "fromDeletedJobs",
@@ -199,6 +200,12 @@ def _bare_status_schema() -> dict[str, Any]:
                 "additionalProperties": {"type": "integer", "minimum": 0},
             },
             "recommendations": {"type": "integer", "minimum": 0},
+            "actionsHeld": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Actions of this policy (in Apply) its cooldown or hourly cap held back: "
+                "neither taken (actionsTaken) nor recommendations.",
+            },
             "lostTies": {
                 "type": "object",
                 "description": "Jobs this policy selects that another policy governs because it ties "
@@ -216,7 +223,8 @@ def _bare_status_schema() -> dict[str, Any]:
             "fromDeletedJobs": {
                 "type": "object",
                 "description": "The action and recommendation counts of jobs deleted since (included in "
-                "actionsTaken, actionsByKind, actionsByOutcome and recommendations), kept across restarts.",
+                "actionsTaken, actionsByKind, actionsByOutcome, recommendations and actionsHeld), kept "
+                "across restarts.",
                 "properties": {
                     "actionsByKind": {
                         "type": "object",
@@ -227,6 +235,7 @@ def _bare_status_schema() -> dict[str, Any]:
                         "additionalProperties": {"type": "integer", "minimum": 0},
                     },
                     "recommendations": {"type": "integer", "minimum": 0},
+                    "actionsHeld": {"type": "integer", "minimum": 0},
                 },
             },
             "lastValid": {

@@ -9,7 +9,9 @@ controller already persists, so that a restart does not reset them:
   attempted (any outcome but ``recommended``) in the action logs of the jobs the controller follows
   (each job's log is persisted in its TrainJobForecast), split by kind and by outcome (``done``,
   ``acknowledged``, ``failed``, ``impossible``, ...: an admin tells attempts from effects);
-  ``recommendations`` counts the Recommend-mode ones;
+  ``recommendations`` counts the Recommend-mode ones; ``actionsHeld`` an Apply policy's actions its
+  cooldown or hourly cap held back (neither taken nor recommended: counted in ``actionsByOutcome``
+  as ``held`` they made its outcomes add up to more than ``actionsTaken``);
 * ``gpuHoursFlaggedNonLearning``: GPU-hours held by jobs the policy governs while their state was
   plateaued, overfitting, hung or diverging (``summary.NOT_LEARNING``), accumulated by the
   controller from the value found in the status when it started.
@@ -88,7 +90,7 @@ SHARD_STALE_S = 3600.0
 #: a shard rewrites its entry's ``updatedAt`` at least this often, even when its figures are the same
 SHARD_REFRESH_S = 600.0
 #: the figures summed over the shards' entries into the top of the status
-_SUMMED = ("jobsMatched", "actionsTaken", "recommendations")
+_SUMMED = ("jobsMatched", "actionsTaken", "recommendations", "actionsHeld")
 _SUMMED_MAPS = ("actionsByKind", "actionsByOutcome", "lostTies")
 
 
@@ -98,6 +100,7 @@ class PolicyFigures:
     actions: dict[str, int] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=dict)
     recommendations: int = 0
+    held: int = 0
     gpu_hours: float = 0.0
     lost_ties: dict[str, int] = field(default_factory=dict)
 
@@ -107,7 +110,7 @@ class PolicyFigures:
             if rec.outcome == "recommended" and rec.detail == HELD_DETAIL:
                 # an Apply policy's action its cooldown or cap held back: neither taken nor a
                 # recommendation of what Apply would do
-                self.outcomes["held"] = self.outcomes.get("held", 0) + 1
+                self.held += 1
             elif rec.outcome == "recommended":
                 self.recommendations += 1
             else:
@@ -119,6 +122,7 @@ class PolicyFigures:
             for k, v in theirs.items():
                 mine[k] = mine.get(k, 0) + v
         self.recommendations += other.recommendations
+        self.held += other.held
 
     def counts(self) -> dict[str, Any]:
         """The action counts alone (what ``fromDeletedJobs`` stores)."""
@@ -126,6 +130,7 @@ class PolicyFigures:
             "actionsByKind": dict(sorted(self.actions.items())),
             "actionsByOutcome": dict(sorted(self.outcomes.items())),
             "recommendations": self.recommendations,
+            "actionsHeld": self.held,
         }
 
     @classmethod
@@ -140,8 +145,9 @@ class PolicyFigures:
             return {str(k): v for k, v in items if isinstance(v, int) and not isinstance(v, bool) and v > 0}
 
         out.actions, out.outcomes = table(data.get("actionsByKind")), table(data.get("actionsByOutcome"))
-        recs = data.get("recommendations")
-        out.recommendations = recs if isinstance(recs, int) and not isinstance(recs, bool) and recs > 0 else 0
+        # "held" among the outcomes: written by a controller from before actionsHeld
+        out.held = _count(data.get("actionsHeld")) + out.outcomes.pop("held", 0)
+        out.recommendations = _count(data.get("recommendations"))
         return out
 
     def status(self) -> dict[str, Any]:
@@ -153,6 +159,7 @@ class PolicyFigures:
             "actionsByKind": dict(sorted(self.actions.items())),
             "actionsByOutcome": dict(sorted(self.outcomes.items())),
             "recommendations": self.recommendations,
+            "actionsHeld": self.held,
             "gpuHoursFlaggedNonLearning": round(self.gpu_hours, 3),
             "lostTies": dict(sorted(self.lost_ties.items())),
         }
@@ -260,6 +267,7 @@ def shard_totals(entries: Mapping[str, Any]) -> dict[str, Any]:
             "actionsByKind": _sum_maps(d.get("actionsByKind") for d in deleted),
             "actionsByOutcome": _sum_maps(d.get("actionsByOutcome") for d in deleted),
             "recommendations": sum(_count(d.get("recommendations")) for d in deleted),
+            "actionsHeld": sum(_count(d.get("actionsHeld")) for d in deleted),
         },
     }
 

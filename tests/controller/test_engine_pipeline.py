@@ -166,7 +166,12 @@ def test_policy_status_counts_jobs_actions_and_flagged_gpu_hours() -> None:
     e.step(later)
     last = [c[2] for c in api.log if c[0] == "policy_status" and "jobsMatched" in c[2]][-1]
     assert last["jobsMatched"] == 0 and last["recommendations"] == 1
-    assert last["fromDeletedJobs"] == {"actionsByKind": {}, "actionsByOutcome": {}, "recommendations": 1}
+    assert last["fromDeletedJobs"] == {
+        "actionsByKind": {},
+        "actionsByOutcome": {},
+        "recommendations": 1,
+        "actionsHeld": 0,
+    }
     # a new controller reads the deleted jobs' counts back from the status it finds
     again = Engine(
         FakeApi(), config=EngineConfig(write_interval_s=0, writer_workers=0, policy_status_interval_s=60)
