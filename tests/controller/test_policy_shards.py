@@ -308,3 +308,19 @@ def test_two_engines_with_their_own_leases_show_the_sum_of_their_namespaces() ->
     status = api.policies["global"]["status"]
     assert status["jobsMatched"] == 2 and status["matchedJobs"] == ["team-a/g-a", "team-c/g-c"]
     assert set(status["shards"]) == {TJA, TJB}
+
+
+def test_held_actions_of_a_status_written_before_actions_held_are_read_back_apart() -> None:
+    """A status from before ``actionsHeld`` counted them as ``held`` among the outcomes, which split
+    ``actionsTaken`` (outcomes summing to 10 beside 9 actions taken)."""
+    from advisor.controller.policystatus import PolicyFigures
+
+    old = {
+        "actionsByKind": {"release-quota": 2},
+        "actionsByOutcome": {"done": 2, "held": 1},
+        "recommendations": 0,
+    }
+    figures = PolicyFigures.from_counts(old)
+    assert figures.held == 1 and figures.outcomes == {"done": 2}
+    assert figures.counts()["actionsHeld"] == 1
+    assert PolicyFigures.from_counts(figures.counts()).held == 1  # and kept so
