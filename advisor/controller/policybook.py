@@ -152,12 +152,21 @@ class PolicyBook:
                 self.last_valid[name] = kept
         if name in self.last_valid:
             previous, generation = self.last_valid[name]
-            self.policies[name] = previous
-            self.holding[name] = (
+            held = (
                 f"generation {generation}, the last valid one, stays in force"
                 if generation is not None
                 else "its last valid version stays in force"
             )
+            if previous.mode is Mode.APPLY and _asks_recommend(body):
+                # the edit's mode is the safe direction, honoured whatever else in it is invalid: an
+                # admin who flips a policy to Recommend in an incident must not see it go on acting
+                # (a trial's edit with a selector typo beside mode Recommend released a job in Apply)
+                previous = dataclasses.replace(
+                    previous, spec=dataclasses.replace(previous.spec, mode=Mode.RECOMMEND)
+                )
+                held += " in Recommend mode, as its current spec.mode asks"
+            self.policies[name] = previous
+            self.holding[name] = held
         else:
             spec = dict(body.get("spec") or {}) if isinstance(body.get("spec"), Mapping) else {}
             spec.update(mode="Recommend", rules={})
@@ -427,3 +436,10 @@ def _warnings(policy: Any) -> str:
     found = [f"{field}: {metric} is never judged" for field, metric in undirected_metrics(policy)]
     text = f"; warning: {'; '.join(found)} ({NO_DIRECTION})" if found else ""
     return text + "".join(f"; warning: {field}: {why}" for field, why in direction_warnings(policy))
+
+
+def _asks_recommend(body: Mapping[str, Any]) -> bool:
+    """Whether an AdvisorPolicy object's own ``spec.mode`` is Recommend (read alone, whatever else
+    in the spec is invalid)."""
+    spec = body.get("spec")
+    return isinstance(spec, Mapping) and spec.get("mode") == Mode.RECOMMEND.value

@@ -85,6 +85,30 @@ def test_an_invalid_edit_keeps_the_last_valid_generation_in_force() -> None:
     assert "guard" not in book.errors and "guard" not in book.holding
 
 
+def test_an_invalid_edit_that_asks_for_recommend_keeps_the_last_valid_generation_in_recommend() -> None:
+    """An Apply policy edited to mode Recommend and, in the same edit, a selector key the
+    controller refuses: the last valid generation stayed in force in Apply, and a job was released
+    (a trial on a real API server). The safe direction of the mode is honoured on its own."""
+    api = FakeApi()
+    book = PolicyBook(api, Metrics())
+    applying = _guard(1, {"stall": {"for": "30s"}})
+    applying["spec"]["mode"] = "Apply"
+    book.on_event("ADDED", applying)
+    bad = _guard(2, {"stall": {"for": "30s"}})  # mode Recommend
+    bad["spec"]["selector"] = {"jobSelector": {"matchLabels": {"bad key!": "x"}}}
+    book.on_event("MODIFIED", bad)
+    (kept,) = book.governing()
+    assert kept.mode.value == "Recommend" and kept.spec.rules.stall is not None
+    assert list(kept.spec.selector.namespaces) == ["team-a"]  # the last valid selector
+    assert "stays in force in Recommend mode" in book.holding["guard"]
+    # an invalid edit that leaves the mode Apply keeps Apply (nothing asked for the safe direction)
+    worse = _guard(3, {"stall": {"for": "30s"}})
+    worse["spec"].update(mode="Apply", selector={"jobSelector": {"matchLabels": {"bad key!": "x"}}})
+    book.on_event("MODIFIED", worse)
+    (kept,) = book.governing()
+    assert kept.mode.value == "Apply"
+
+
 def test_an_invalid_policy_first_seen_after_a_restart_holds_its_jobs() -> None:
     """No valid version known (the controller restarted after the bad edit): the policy keeps its
     selector and priority, in Recommend with no rule, so that it still claims its jobs; with a
