@@ -400,6 +400,8 @@ class Engine:
         if not self.policies_unknown:  # else no action, and no sequence abandoned, for now
             acting = self.core.view(base)
             gone = abandoned(acting, decision)
+            if gone is not None:
+                gone = self.book.said_deleted(gone, decision)
             if gone is not None:  # a policy edit or deletion ended a release sequence: said, once
                 self.actuator.sequence_cancelled(acting, gone, body=body)
                 acting = self.core.view(base)  # the request's detail marked

@@ -29,8 +29,9 @@ from advisor.controller.policystatus import (
     positive_amount,
     shard_patch,
 )
-from advisor.model import ActionRecord, Mode
+from advisor.model import ActionRecord, Decision, Mode
 from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
+from policies.rules.release import Abandoned
 
 __all__ = ["CONFLICT_ATTEMPTS", "PolicyBook"]
 
@@ -234,6 +235,17 @@ class PolicyBook:
 
     def add_hours(self, policy: str, hours: float) -> None:
         self.hours[policy] = self.hours.get(policy, 0.0) + hours
+
+    def said_deleted(self, gone: Abandoned, decision: Decision) -> Abandoned:
+        """``gone`` (a release sequence a decision abandoned) saying that its policy was deleted,
+        when it was: the pure rule cannot tell a deleted policy from one whose selector moved away
+        ("policy q governs the job now, not p" was all an admin who deleted p read)."""
+        name = gone.request.policy
+        if name == decision.policy or name in self.policies or name in self.errors:
+            return gone
+        if decision.policy is None:
+            return gone._replace(why=f"policy {name} was deleted: no AdvisorPolicy governs the job any more")
+        return gone._replace(why=f"policy {name} was deleted; policy {decision.policy} governs the job now")
 
     def effective_mode(self, name: str) -> str | None:
         """The mode the policy is evaluated in (None: nothing of it governs, an invalid policy

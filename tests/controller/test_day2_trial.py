@@ -271,8 +271,9 @@ def test_a_cold_start_writes_no_policy_figures_before_the_listed_jobs_are_loaded
     ("edit", "said"),
     [
         ("recommend", "policy p is in Recommend mode now"),
-        ("deleted", "no AdvisorPolicy governs the job any more"),
+        ("deleted", "policy p was deleted: no AdvisorPolicy governs the job any more"),
         ("other", "policy q governs the job now, not p"),
+        ("deleted-other", "policy p was deleted; policy q governs the job now"),
         ("window", "rule plateau of policy p no longer calls for it"),
     ],
 )
@@ -291,13 +292,15 @@ def test_a_policy_change_that_abandons_a_pending_release_is_recorded_once(
             return Decision(job=job.key, policy="p", mode=Mode.RECOMMEND, state={"plateau.since": T0})
         if edited[0] and edit == "deleted":
             return Decision(job=job.key, reasons=("no AdvisorPolicy selects this job",))
-        if edited[0] and edit == "other":
+        if edited[0] and edit in ("other", "deleted-other"):
             return Decision(job=job.key, policy="q", mode=Mode.APPLY)
         if edited[0]:
             return Decision(job=job.key, policy="p", mode=Mode.APPLY, reasons=("stall: reporting",))
         return release_sequence(job, T0)
 
     e = engine(api, decide)
+    # the book knows policy p (the decider plays its decisions) until a deletion removes it
+    e.book.on_event("ADDED", {**APPLY, "metadata": {"name": "p", "generation": 1}})
     e.enqueue("workload", "ADDED", api.workloads[WL])
     e.enqueue("job", "MODIFIED", trainjob(step=10, loss="1.0", updated=iso(T0)))
     e.step(T0)
@@ -305,6 +308,8 @@ def test_a_policy_change_that_abandons_a_pending_release_is_recorded_once(
     assert not [ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]
     caplog.set_level(logging.INFO, logger="trainjob_advisor.audit")
     edited[0] = True
+    if edit.startswith("deleted"):
+        e.book.on_event("DELETED", {**APPLY, "metadata": {"name": "p", "generation": 1}})
     e.enqueue("workload", "MODIFIED", api.workloads[WL])  # (the decider plays the edit: a look now)
     for t in (20, 30, 40):
         e.step(T0 + t)
