@@ -29,6 +29,7 @@ from advisor.model import (
     Interval,
     JobView,
     LearningState,
+    Mode,
     Phase,
 )
 
@@ -252,6 +253,21 @@ def forecast_dict(fc: Forecast | None, *, at: float | None = None) -> dict[str, 
     }
 
 
+def _advice_text(advice: str, decision: Decision | None, state: str) -> str:
+    """ADVICE: the decision's advice, said as a recommendation when its policy recommends only
+    (``overfitting:release (recommended)``): a Recommend policy's ``overfitting:release`` invited
+    "why was it not released?"; ``status.recommendation.advice`` keeps the bare word."""
+    text = advice or state
+    if (
+        decision is not None
+        and decision.mode is Mode.RECOMMEND
+        and ":" in advice
+        and not advice.endswith(":held")
+    ):
+        text = f"{advice} (recommended)"
+    return text[:80]
+
+
 def render_status(
     view: JobView,
     decision: Decision | None,
@@ -330,7 +346,7 @@ def render_status(
             else "-",
             "loss": _loss_text(judged, judged_fc),
             "plateau": _plateau_text(judged_fc),
-            "advice": (advice or state)[:80],
+            "advice": _advice_text(advice, decision, state),
         },
         "pendingActions": json.dumps(dict(pending_actions or {}), sort_keys=True, separators=(",", ":")),
         "coreState": core_state,

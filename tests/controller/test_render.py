@@ -175,6 +175,20 @@ def test_status_has_every_field_and_the_printer_column_strings() -> None:
     json.dumps(status, allow_nan=False)  # must be valid JSON for the API server
 
 
+def test_a_recommend_policys_advice_reads_as_a_recommendation_in_the_advice_column() -> None:
+    """``overfitting:release`` from a Recommend policy invited "why was it not released?"."""
+    acts = (Action(ActionKind.RECOMMEND, "overfitting", "would release quota"),)
+    for mode, advice, shown in (
+        (Mode.RECOMMEND, "overfitting:release", "overfitting:release (recommended)"),
+        (Mode.APPLY, "overfitting:release", "overfitting:release"),
+        (Mode.APPLY, "plateau:held", "plateau:held"),
+        (Mode.RECOMMEND, "plateau?", "plateau?"),
+    ):
+        d = Decision(job="team-a/llm", policy="p", mode=mode, actions=acts, advice=advice)
+        status = render_status(view(), d, now=NOW)
+        assert status["summary"]["advice"] == shown and status["recommendation"]["advice"] == advice
+
+
 def test_status_without_forecast_or_total_is_still_valid_json() -> None:
     status = render_status(view(forecast=None, total_steps=None, last_step_change=None), None, now=NOW)
     assert status["summary"] == {
