@@ -435,7 +435,10 @@ def _run_notes(status: Mapping[str, Any], from_file: bool) -> list[str]:
 
 def _lr_unknown(status: Mapping[str, Any]) -> bool:
     """Whether a run's forecast warns that its learning rates are unknown (its FINAL assumes an
-    annealed LR, which a constant one would end far from)."""
+    annealed LR, which a constant one would end far from); not of a run at its end, whose FINAL is
+    where it stands (the footer said so of three finished jobs)."""
+    if status.get(ENDED) or status.get("state") == "finished":
+        return False
     warnings = (status.get("forecast") or {}).get("warnings") or []
     return any(isinstance(w, str) and "learning rates unknown" in w for w in warnings)
 
