@@ -474,6 +474,14 @@ def cluster_from_dict(data: Any, path: str = "cluster") -> ClusterView:
 def state_from_dict(data: Any) -> tuple[JobView, ClusterView, float | None]:
     """``(job, cluster, now)`` from a job-state document; ``now`` is None when absent."""
     data = _obj(data, "state")
+    if data.get("kind") == "TrainJobForecast" or "apiVersion" in data:
+        # the whole object, piped from kubectl: say what to take from it rather than its first key
+        raise JobStateError(
+            f"a {data.get('kind') or 'Kubernetes'} object, not a job state: --job-state takes "
+            "{job, cluster, now}; copy what a TrainJobForecast's status says (forecast, learningState, "
+            "checkpoint, actions; ruleState from the rule memory `explain` prints) into job "
+            "(docs/job-state.md, examples/job-state.json)"
+        )
     for key in data:
         if key not in ("now", "job", "cluster"):
             raise JobStateError(f"{key}: unknown key (known: cluster, job, now)")

@@ -343,6 +343,12 @@ def test_explain_reads_the_job_state_from_standard_input(
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"{not json")))
     assert main(["policy", "explain", str(sample), "--job-state", "-"]) == 2
     assert "- is not JSON" in capsys.readouterr().err
+    # a TrainJobForecast piped from kubectl: what to take from it, not "apiVersion: unknown key"
+    tjf = b'{"apiVersion": "advisor.trainjob-advisor.io/v1alpha1", "kind": "TrainJobForecast", "status": {}}'
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(tjf)))
+    assert main(["policy", "explain", str(sample), "--job-state", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "a TrainJobForecast object, not a job state" in err and "unknown key" not in err
 
 
 def test_validate_of_files_that_hold_no_policy_at_all_is_an_error(
