@@ -326,6 +326,7 @@ def run(args: argparse.Namespace) -> int:
             "progress": (st.get("summary") or {}).get("progress"),
             "state": st.get("state"),
             "ended": st.get(ENDED),
+            "improvingAtEnd": bool(st.get(IMPROVING)),
             "notes": _run_notes(st, files is not None),
         }
         for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
@@ -363,8 +364,8 @@ def run(args: argparse.Namespace) -> int:
         print("a run gives its best checkpoint where it beats the run's final value (keep that checkpoint)")
     if broken:
         print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")
-    if any(IMPROVING_NOTE in r["notes"] for r in result):
-        print("finished, improving: a run " + IMPROVING_NOTE.split(": ", 1)[1])
+    if any(r["improvingAtEnd"] for r in result):
+        print(f"finished, improving: a run {_IMPROVING}")
     missing = [r["run"] for r in result if r["final"] is None]
     if missing:
         print(f"no forecast of {metric} for: {', '.join(missing)} (not reported yet, or never)")
@@ -408,13 +409,11 @@ def _state_cell(row: Mapping[str, Any]) -> str:
     state = row["state"]
     if not row.get("ended") or state not in ("plateaued", "learning"):
         return str(state)
-    return "finished, improving" if IMPROVING_NOTE in row["notes"] else "finished"
+    return "finished, improving" if row.get("improvingAtEnd") else "finished"
 
 
-#: the note on a log that ended still improving its judged eval metric
-IMPROVING_NOTE = (
-    "at its end, still improving: at its best at its last evaluation (a longer run may gain more)"
-)
+#: what a log that ended still improving its judged eval metric did (its note and the footer)
+_IMPROVING = "at its best at its last evaluation (a longer run may gain more)"
 
 
 def _run_notes(status: Mapping[str, Any], from_file: bool) -> list[str]:
@@ -423,7 +422,7 @@ def _run_notes(status: Mapping[str, Any], from_file: bool) -> list[str]:
     improving."""
     notes = []
     if status.get(IMPROVING):
-        notes.append(IMPROVING_NOTE)
+        notes.append(f"at its end, still improving: {_IMPROVING}")
     if _lr_unknown(status):
         notes.append(
             "learning rates unknown: final and its interval assume the LR anneals by the total steps"

@@ -400,10 +400,8 @@ class Engine:
         if not self.policies_unknown:  # else no action, and no sequence abandoned, for now
             acting = self.core.view(base)
             gone = abandoned(acting, decision)
-            if gone is not None:
-                gone = self.book.said_deleted(gone, decision)
             if gone is not None:  # a policy edit or deletion ended a release sequence: said, once
-                self.actuator.sequence_cancelled(acting, gone, body=body)
+                self.actuator.sequence_cancelled(acting, self.book.said_deleted(gone, decision), body=body)
                 acting = self.core.view(base)  # the request's detail marked
             if decision.actions or decision.cleanup:
                 self.actuator.execute(acting, decision, body=body, workload=workload, now=now)

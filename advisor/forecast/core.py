@@ -116,8 +116,9 @@ def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
 
 #: the fewest reports the share of recovered non-finite losses is taken over
 _NONFINITE_TAIL_MIN = 10
-#: non-finite reports in a row that make a divergence (the divergence rule's count)
-_NONFINITE_RUN = 3
+#: non-finite reports in a row that make a divergence: one or two are a mixed-precision step the
+#: run skipped; the divergence rule acts on this count too (``policies.rules.divergence``)
+NON_FINITE_RUN = 3
 
 
 def _divergence(prep: Prepared, training_loss: bool = False, horizon: float | None = None) -> float:
@@ -131,11 +132,10 @@ def _divergence(prep: Prepared, training_loss: bool = False, horizon: float | No
     by their share of the tail (of at least ``_NONFINITE_TAIL_MIN`` reports)."""
     trailing = prep.n_nonfinite_trailing
     recovered = prep.n_nonfinite_tail - min(trailing, prep.n_nonfinite_tail)
-    # a run of them: one or two are a mixed-precision step skipped (the run carries on), the
-    # divergence rule's count acts (``policies.rules.divergence.NON_FINITE_REPORTS``); below it
-    # the state reads "diverging" no sooner than the rule would act (one NaN report flipped STATE
-    # to diverging and back, with an Event each way, where the rule said "diverging?")
-    p_nonfinite = 0.0 if trailing == 0 else (0.99 if trailing >= _NONFINITE_RUN else 0.2 * trailing)
+    # below a run of NON_FINITE_RUN the state reads "diverging" no sooner than the rule would act
+    # (one NaN report flipped STATE to diverging and back, with an Event each way, where the rule
+    # said "diverging?")
+    p_nonfinite = 0.0 if trailing == 0 else (0.99 if trailing >= NON_FINITE_RUN else 0.2 * trailing)
     if recovered:
         share = recovered / max(prep.tail_size, _NONFINITE_TAIL_MIN)
         p_nonfinite = max(p_nonfinite, min(0.9, 2.0 * share))
@@ -176,21 +176,20 @@ def _collapsed(y: FloatArray, k: int, projected: tuple[float, float]) -> float:
     """P(the run blew up and stays up): its last ``k`` reports stand, by their median, where it
     started or higher (all it learned given back) and at least twice its best (both by medians of
     ``_FINE_BLOCKS`` blocks of its history), clearly beyond their noise, and they do not come back
-    down in time: the
-    window's trend continued in steps to the run's end (``projected``: mean and its standard
-    error), an optimistic reading of a recovery that slows, still ends above one and a half
-    times the best (a loss that jumped five times and crept back down, at 2.4 times its best
+    down in time: the window's trend continued in steps to the run's end (``projected``: mean and
+    its standard error), an optimistic reading of a recovery that slows, still ends above one and
+    a half times the best (a loss that jumped five times and crept back down, at 2.4 times its best
     by the end, read "learning" once it stopped rising; a spike that decays within its window
     projects far below and is no collapse).
 
     The trend test alone forgets a blow-up once the loss stops rising: a fine-tune at 1.4 that
     jumped to 7.5 and stayed there 900 steps read P(diverge) 0.10 and "learning". The optimiser's
     own loss does not return to where it started short of a failure (an eval loss does, past its
-    minimum: overfitting, not this). Medians of whole quarters of the history, not single
-    reports: a warmup to a high learning rate lifts a loss by a third for a while (0.64 to 0.92 on
-    a development fine-tune, which recovered), and a loss near zero scatters by orders of
-    magnitude; neither reaches these bounds: on the development curves it changes P(diverge) at
-    none of 19 cuts (docs/measurements.md)."""
+    minimum: overfitting, not this). Medians of blocks of reports, not single reports: a warmup to
+    a high learning rate lifts a loss by a third for a while (0.64 to 0.92 on a development
+    fine-tune, which recovered), and a loss near zero scatters by orders of magnitude; neither
+    reaches these bounds: on the development curves it changes P(diverge) at none of 19 cuts
+    (docs/measurements.md)."""
     n = y.size
     if n < 2 * k:
         return 0.0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from advisor.forecast.core import NON_FINITE_RUN
 from advisor.model import ActionKind
 from policies.rules.base import Context, Outcome, dur, held_since, pct
 from policies.rules.release import release
@@ -32,8 +33,9 @@ KEY = "divergence.since"
 #: share above its lowest there (a wording choice: no action depends on it)
 RISEN = 0.10
 #: non-finite reports in a row that make a divergence: the loss scaler's skipped step recovers
-#: within a report or two, a diverged run never does (waiting costs two report intervals)
-NON_FINITE_REPORTS = 3
+#: within a report or two, a diverged run never does (waiting costs two report intervals); the
+#: forecaster's count, so that P(diverge) and the run state agree with the rule
+NON_FINITE_REPORTS = NON_FINITE_RUN
 
 
 def _non_finite(ctx: Context) -> float | None:
