@@ -102,8 +102,8 @@ def _read(args: ForecastRequest) -> LoadedCurve:
 
     def read(metric: str | None) -> LoadedCurve:
         if file == "-":
-            return load_curve_bytes(data, "<stdin>", metric=metric, curve_id=args.curve)
-        return load_curve(file, metric=metric, curve_id=args.curve)
+            return load_curve_bytes(data, "<stdin>", metric=metric, curve_id=args.curve).in_step_order()
+        return load_curve(file, metric=metric, curve_id=args.curve).in_step_order()
 
     try:
         curve = read(args.metric)
@@ -141,7 +141,7 @@ def training_loss_upto(args: ForecastRequest, cut: float | None) -> LoadedCurve 
     if not args.file or args.file == "-":
         return None
     try:
-        train = load_curve(args.file, metric=TRAIN_SERIES, curve_id=args.curve)
+        train = load_curve(args.file, metric=TRAIN_SERIES, curve_id=args.curve).in_step_order()
     except SourceError:
         return None  # a log of eval metrics alone
     return train.upto(cut) if cut is not None else train
@@ -161,7 +161,7 @@ def eval_series_upto(
     out: dict[str, LoadedCurve] = {}
     for name in names[:MAX_EVAL_SERIES]:
         try:
-            evals = load_curve(args.file, metric=name, curve_id=args.curve)
+            evals = load_curve(args.file, metric=name, curve_id=args.curve).in_step_order()
         except SourceError:
             continue  # a column with no usable value: the other series still speak
         if cut is not None:

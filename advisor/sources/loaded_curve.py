@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from advisor.forecast._prep import looks_unsorted
 from advisor.model import Curve
 from advisor.sources.trainer_choice import TrainerChoice
 
@@ -119,6 +120,33 @@ class LoadedCurve:
             times=cut(self.times),
             learning_rates=cut(self.learning_rates),
             epochs=cut(self.epochs),
+        )
+
+    def in_step_order(self) -> LoadedCurve:
+        """The history sorted by step when its steps go back more often than restarts do (a
+        table exported unsorted); else itself. The forecaster sorts such a history for its fit,
+        but what is shown beside it (the progress, the JSON's first and last step, the plot's
+        line through the reports) read the file's order: "step 69" of a run logged to step 300,
+        and a line scribbled back and forth across the chart. A resumed run's few steps back are
+        kept: they are its restarts. Stable: repeats of a step keep their order."""
+        back = sum(1 for a, b in itertools.pairwise(self.steps) if b < a)
+        if not looks_unsorted(back + 1, len(self.steps)):
+            return self
+        order = sorted(range(len(self.steps)), key=self.steps.__getitem__)
+
+        def pick(series: tuple[float, ...] | None) -> tuple[float, ...] | None:
+            return None if series is None else tuple(series[i] for i in order)
+
+        said = f"step goes backwards {back} times in the file, more often than restarts do: sorted by step"
+        warnings = tuple(said if _BACKWARDS.fullmatch(w) else w for w in self.warnings)
+        return replace(
+            self,
+            steps=tuple(self.steps[i] for i in order),
+            values=tuple(self.values[i] for i in order),
+            times=pick(self.times),
+            learning_rates=pick(self.learning_rates),
+            epochs=pick(self.epochs),
+            warnings=warnings if said in warnings else (*warnings, said),
         )
 
     def as_curve(self) -> Curve:

@@ -204,7 +204,14 @@ def test_unsorted_steps_get_one_story(capsys: pytest.CaptureFixture[str], tmp_pa
     assert main(["forecast", str(path)]) == 0
     out = capsys.readouterr().out
     assert "restarts)" not in out and "kept as separate segments" not in out
-    assert out.count("sorted them") == 1
+    assert out.count("sorted") == 1 and "sorted by step" in out
+    # what is shown beside the forecast reads the run's order too, not the file's: the progress
+    # is the last step (it read the last row's, "step 69" of a run logged to step 300) ...
+    assert "progress        step 2,000;" in out
+    # ... and so do the JSON's first and last step
+    assert main(["forecast", str(path), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["input"]
+    assert (got["first_step"], got["last_step"]) == (10, 2000)
 
 
 def test_the_shipped_cluster_example_loads_in_both_spellings(tmp_path: Path) -> None:
