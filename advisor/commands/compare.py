@@ -37,6 +37,7 @@ from typing import Any
 
 from advisor.cli import CommandError
 from advisor.commands.compare_files import BESTS, ENDED, IMPROVING, TOTAL, file_status, log_files
+from advisor.forecast.state import ended_reading
 from advisor.series import Direction
 
 __all__ = ["prob_best", "register", "run"]
@@ -406,10 +407,7 @@ def _state_cell(row: Mapping[str, Any]) -> str:
     ended: ``finished`` then, ``finished, improving`` for one still at its best at its last
     evaluation (a sweep's under-trained run read ``plateaued``, as if it had converged).
     ``overfitting`` and ``diverging`` stay: that is how the run ended."""
-    state = row["state"]
-    if not row.get("ended") or state not in ("plateaued", "learning"):
-        return str(state)
-    return "finished, improving" if row.get("improvingAtEnd") else "finished"
+    return ended_reading(str(row["state"]), bool(row.get("ended")), bool(row.get("improvingAtEnd")))
 
 
 #: what a log that ended still improving its judged eval metric did (its note and the footer)

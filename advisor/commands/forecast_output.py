@@ -18,7 +18,7 @@ import numpy as np
 from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
 from advisor.forecast.core import holds_trend
-from advisor.forecast.state import at_last_step, improving_at_end
+from advisor.forecast.state import IMPROVING_AT_END_NOTE, at_last_step, ended_reading, improving_at_end
 from advisor.model import Interval, LearningState
 from advisor.series import Direction, direction_of
 
@@ -98,6 +98,14 @@ def _interval(interval: Interval, fmt: Any = _num) -> str:
 
 def _label(text: str) -> str:
     return f"{text:<15} "
+
+
+def state_reading(outcome: Outcome) -> str:
+    """The run state as shown: its label, or how a run at its end ended (``ended_reading``)."""
+    st = outcome.state
+    assert st is not None
+    fc = outcome.forecast
+    return ended_reading(st.label, at_last_step(fc), improving_at_end(st, fc))
 
 
 def render_text(outcome: Outcome) -> str:
@@ -199,14 +207,13 @@ def render_text(outcome: Outcome) -> str:
     if outcome.state is not None:
         st = outcome.state
         probs = ", ".join(f"{k} {v:.2f}" for k, v in st.probabilities.items())
-        lines.append(f"  run state       {st.label}   ({probs})")
+        reading = state_reading(outcome)
+        shown = st.label if reading == st.label else f"{st.label} ({reading})"
+        lines.append(f"  run state       {shown}   ({probs})")
         if improving_at_end(st, fc):
             # "plateaued" of a finished run says nothing is left within its budget; a run still at
             # its best at the last evaluation had not stopped learning (read as "it stalled")
-            lines.append(
-                f"  {_label('')}at its end, not stalled: {st.metric} was at its best at the last "
-                "evaluation (a longer run may have gained more)"
-            )
+            lines.append(f"  {_label('')}{IMPROVING_AT_END_NOTE.format(metric=st.metric)}")
         lines += _best_lines(outcome)
         own_best = _best_of_shown(curve, st.metric)
         if own_best is not None:  # --metric shows another eval series: its own best too
@@ -363,6 +370,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         result["observed_nonfinite_from_step"] = outcome.observed_nonfinite_from
     st = outcome.state
     if st is not None:
+        improving = improving_at_end(st, outcome.forecast)
         result["state"] = {
             "label": st.label,
             "probabilities": _plain(dict(st.probabilities)),
@@ -370,7 +378,11 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             "best_step": st.best_step,
             "best_value": _plain(st.best_value),
             "evals_since_best": st.evals_since_best,
-            "warnings": list(st.warnings),
+            # at its end every P(plateau) is 1 and the label reads "plateaued": how it ended
+            "ended": at_last_step(outcome.forecast),
+            "improving_at_end": improving,
+            "reading": state_reading(outcome),
+            "warnings": [*st.warnings, *([IMPROVING_AT_END_NOTE.format(metric=st.metric)] * improving)],
             **_checkpoints_json(outcome),
         }
         series = {curve.metric: _plain(outcome.forecast)}

@@ -85,7 +85,11 @@ def build_figure(outcome: Outcome) -> Any:
     source = outcome.curve.source
     title = source if len(source) <= 90 else source[:87] + "..."
     if outcome.state is not None:  # a log of its training loss alone has a state too (diverging)
-        title += f"  |  run state: {outcome.state.label}"
+        from advisor.commands.forecast_output import state_reading
+
+        reading = state_reading(outcome)
+        label = outcome.state.label
+        title += f"  |  run state: {label if reading == label else f'{label} ({reading})'}"
     ax.set_title(title, fontsize=8)
     for a in axes:
         a.grid(alpha=0.3, which="both" if a.get_yscale() == "log" else "major")

@@ -45,11 +45,14 @@ __all__ = [
     "HUNG_FROM",
     "HUNG_MIN_S",
     "HUNG_TO",
+    "IMPROVING_AT_END_NOTE",
     "MIN_EVALS",
     "SeriesLike",
     "at_last_step",
     "best_checkpoint",
     "best_saved_checkpoint",
+    "ended_reading",
+    "improving_at_end",
     "learning_state",
 ]
 
@@ -152,6 +155,25 @@ def improving_at_end(state: LearningState, train: Forecast) -> bool:
         and state.evals_since_best == 0
         and at_last_step(train)
     )
+
+
+def ended_reading(label: str, ended: bool, improving: bool) -> str:
+    """How a run's label reads once the run is at its end: ``plateaued`` (every P(plateau) is 1
+    there: nothing is left within its budget) or ``learning`` say nothing of how it ended, so
+    ``finished``, or ``finished, improving`` for one still at its best at its last evaluation (an
+    under-trained run read ``plateaued``, as if it had converged). ``overfitting``, ``diverging``
+    and ``hung`` stay: that is how the run ended. The label itself is unchanged (the contract's
+    five names); this is what is shown beside it."""
+    if not ended or label not in ("plateaued", "learning"):
+        return label
+    return "finished, improving" if improving else "finished"
+
+
+#: what is said of a run ``improving_at_end`` (``{metric}``: its judged eval metric)
+IMPROVING_AT_END_NOTE = (
+    "at its end, not stalled: {metric} was at its best at the last evaluation (a longer run may "
+    "have gained more)"
+)
 
 
 def _fell_since(history: tuple[Sequence[float], Sequence[float]], step: float) -> float:

@@ -162,11 +162,20 @@ def test_a_finished_run_whose_eval_was_still_improving_is_not_read_as_stalled(
     (tmp_path / "run.csv").write_text("\n".join(rows) + "\n")
     assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "3000"]) == 0
     out = capsys.readouterr().out
-    assert "run state       plateaued" in out
+    assert "run state       plateaued (finished, improving)" in out
     assert "at its end, not stalled: eval_accuracy was at its best at the last evaluation" in out
+    # the JSON says it too (a dashboard reading "plateaued" alone reads "more steps would not help")
+    assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "3000", "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)["state"]
+    assert state["label"] == "plateaued"
+    assert (state["ended"], state["improving_at_end"], state["reading"]) == (True, True, "finished, improving")
+    assert any("not stalled" in w for w in state["warnings"])
     log = _overfitting_log(tmp_path / "u.csv")
     assert main(["forecast", str(log), "--total-steps", "3000"]) == 0
     assert "not stalled" not in capsys.readouterr().out
+    assert main(["forecast", str(log), "--total-steps", "3000", "--json"]) == 0
+    state = json.loads(capsys.readouterr().out)["state"]
+    assert state["ended"] and not state["improving_at_end"] and state["reading"] == state["label"] == "overfitting"
 
 
 def test_a_score_heading_past_the_top_of_its_scale_gets_a_band_not_a_point(
