@@ -111,7 +111,13 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
         return out
     if let_finish(ctx, out, NAME, rule.hold, numbers):
         return out
-    keep = f"keep the checkpoint of step {judgement.best_step}"
+    # the best evaluation's step: a checkpoint was saved there only if a save fell on it, which
+    # the job does not report (a trainer saving every 100 steps and evaluating every 50 had none
+    # at step 350), so the reason says what to keep then
+    keep = (
+        f"keep the checkpoint of step {judgement.best_step} (the best evaluation; if none was saved "
+        f"there, the best-evaluated one saved)"
+    )
     if rule.action == RECOMMEND:
         out.act(
             ActionKind.RECOMMEND,
