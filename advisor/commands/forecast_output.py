@@ -259,6 +259,11 @@ def _best_lines(outcome: Outcome) -> list[str]:
             by = f"by {trainer.metric} {_num(trainer.best_metric)}"
         else:
             by = f"best_metric {_num(trainer.best_metric)}, a metric the log does not name"
+        if trainer.evaluated_step is not None and trainer.checkpoint is not None:
+            # a best evaluation that fell between saves leaves the checkpoint named an earlier
+            # save: the value is the evaluation's, not the checkpoint's ("checkpoint-300 (by
+            # eval_loss 0.8)" beside "best saved checkpoint step 300 (eval_loss 0.812)")
+            by += f", evaluated at step {trainer.evaluated_step:,}, between saves: not this checkpoint's"
         lines.append(f"  trainer kept    {trainer.checkpoint} ({by})")
     return lines
 
@@ -342,6 +347,8 @@ def _checkpoints_json(outcome: Outcome) -> dict[str, Any]:
         "trainer_best_step": trainer.step if trainer is not None else None,
         "trainer_best_metric": trainer.metric if trainer is not None else None,
         "trainer_best_value": _plain(trainer.best_metric) if trainer is not None else None,
+        # the step trainer_best_value was evaluated at when it is not the checkpoint's
+        "trainer_best_evaluated_step": trainer.evaluated_step if trainer is not None else None,
     }
 
 

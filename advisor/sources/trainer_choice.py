@@ -45,7 +45,7 @@ class TrainerChoice:
     ``save_steps``: the save interval (None: not stated, not positive, or not what the run saved
     by, see ``_saves_by_steps``); ``global_step``: the step the state was written at;
     ``steps_per_second``: the run's pace as its closing summary states it (``_stated_pace``; None:
-    no summary, as in a checkpoint's state written mid-run)."""
+    no summary, as in a checkpoint's state written mid-run); ``evaluated_step``: below."""
 
     save_steps: int | None = None
     global_step: int | None = None
@@ -55,6 +55,9 @@ class TrainerChoice:
     metric: str | None = None
     direction: Direction | None = None
     steps_per_second: float | None = None
+    #: the step ``best_metric`` was evaluated at (``best_global_step``), when it is not the kept
+    #: checkpoint's: the evaluation fell between saves, and the checkpoint kept has another value
+    evaluated_step: int | None = None
 
 
 def trainer_choice(
@@ -87,7 +90,10 @@ def trainer_choice(
             metric = metric or _matching_metric(history, at, best_metric)
     if metric is not None:
         direction = direction_of(metric) or _direction_by_value(history, metric, best_metric, save_steps)
-    return TrainerChoice(save_steps, global_step, checkpoint, step, best_metric, metric, direction, pace)
+    between = evaluated if evaluated is not None and evaluated != step else None
+    return TrainerChoice(
+        save_steps, global_step, checkpoint, step, best_metric, metric, direction, pace, between
+    )
 
 
 def _stated_pace(history: Sequence[Mapping[str, object]]) -> float | None:

@@ -153,6 +153,39 @@ def test_a_best_evaluation_between_saves_names_the_metric_and_keeps_the_interval
         "checkpoint-1200",
         1200,
     )
+    # the value is the evaluation's at step 1250, not checkpoint-1200's: said apart
+    assert choice.evaluated_step == 1250
+    kept_there = trainer_choice(
+        {**state, "best_global_step": 1200, "best_model_checkpoint": "c/checkpoint-1200"}, history
+    )
+    assert kept_there is not None and kept_there.evaluated_step is None
+
+
+def test_forecast_says_when_the_kept_checkpoints_value_is_another_steps(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """ "trainer kept checkpoint-1200 (by eval_loss 0.5)" paired a checkpoint with a value it never
+    had (its own was 0.55, printed a line above as the best saved checkpoint's)."""
+    history = [{"step": s, "loss": 2.0 / s**0.3} for s in range(10, 1501, 10)]
+    history += [{"step": s, "eval_loss": abs(s - 1250) / 1000 + 0.5} for s in range(50, 1501, 50)]
+    history.sort(key=lambda h: h["step"])
+    state = {"save_steps": 200, "global_step": 1500, "max_steps": 1500, "best_metric": 0.5}
+    path = tmp_path / "trainer_state.json"
+    path.write_text(
+        json.dumps(
+            {
+                **state,
+                "best_global_step": 1250,
+                "best_model_checkpoint": "c/checkpoint-1200",
+                "log_history": history,
+            }
+        )
+    )
+    assert main(["forecast", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "trainer kept    checkpoint-1200 (by eval_loss 0.5, evaluated at step 1,250, between saves" in out
+    got = _forecast_json(capsys, str(path))["state"]
+    assert (got["trainer_best_step"], got["trainer_best_evaluated_step"]) == (1200, 1250)
 
 
 def test_the_declared_metric_comes_before_the_eval_loss() -> None:
