@@ -296,6 +296,19 @@ def test_prob_best_is_symmetric_and_seeded() -> None:
     assert prob_best([(0.7, 0.69, 0.71), (0.8, 0.79, 0.81)], higher=True) == [0.0, 1.0]  # an accuracy
 
 
+def test_prob_best_splits_the_draws_runs_tie_in() -> None:
+    """Two runs whose best checkpoints hold the same accuracy tie wherever neither would end
+    above it: the first named won every such draw (93% / 7%, reversed with the order)."""
+    runs = [(0.931, 0.928, 0.934), (0.930, 0.927, 0.933)]
+    p = prob_best(runs, higher=True, kept=[0.9337, 0.9337])
+    q = prob_best(runs[::-1], higher=True, kept=[0.9337, 0.9337])
+    assert p == pytest.approx(q[::-1], abs=0.02)
+    assert p[0] == pytest.approx(0.5, abs=0.1)
+    assert prob_best([(1.0, 0.9, 1.1)] * 2, kept=[0.8, 0.8]) == pytest.approx(
+        [0.5, 0.5], abs=0.01
+    )  # two copies
+
+
 def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixture[str]) -> None:
     api.jobs["team-a/llm"] = {"metadata": {"uid": "uid-1"}}
     wl = workload(active=False)
