@@ -73,6 +73,7 @@ def one_run_of(args: ForecastRequest) -> ForecastRequest:
     """A folder given is the run it holds (a HuggingFace output folder: its ``trainer_state.json``,
     found as ``compare`` and ``backtest`` find a folder's runs); one that holds several is told to
     name one, or to compare them."""
+    import sys
     from pathlib import Path
 
     from advisor.sources.runlogs import find_run_logs
@@ -81,7 +82,13 @@ def one_run_of(args: ForecastRequest) -> ForecastRequest:
     folder = Path(args.file)
     if args.file == "-" or not folder.is_dir():
         return args
-    logs = find_run_logs([folder])
+    # a folder of many runs is an error in one line: its notes on copies read once (1,332 lines
+    # before the error on a large tree) are said only of the one run forecast
+    notes: list[str] = []
+    logs = find_run_logs([folder], note=notes.append)
+    if len(logs) == 1:
+        for line in notes:
+            print(line, file=sys.stderr)
     if len(logs) > 1:
         names = ", ".join(log.name for log in logs[:3]) + (", ..." if len(logs) > 3 else "")
         raise SourceError(

@@ -12,7 +12,8 @@ A HuggingFace Trainer's ``output_dir`` is one run, whose log is its ``trainer_st
 model and tokenizer files beside it (``config.json``, ``vocab.json``, ``merges.txt``,
 ``all_results.json``, ...) are not runs, and its ``checkpoint-<step>`` folders hold snapshots of
 the same run's state, each a prefix of the last. So in a folder that holds a ``trainer_state.json``
-(or a ``training_args.bin``, or is a ``checkpoint-<step>`` folder) only that file is read; its
+(or a ``training_args.bin``, or a ``checkpoint-<step>`` folder with a state, or is such a
+folder) only that file is read; its
 checkpoints' states are left out when it has its own, and otherwise (a run stopped before its final
 save) the state of its latest checkpoint alone stands for the run.
 
@@ -91,8 +92,13 @@ def _hf_state(folder: Path) -> Path | None:
 
 
 def _is_hf_folder(folder: Path) -> bool:
-    """A HuggingFace Trainer's output folder or one of its checkpoints (see the module docstring)."""
-    return _HF_CHECKPOINT.fullmatch(folder.name) is not None or any((folder / n).exists() for n in _HF_MARKS)
+    """A HuggingFace Trainer's output folder or one of its checkpoints (see the module docstring).
+    An output folder written by ``save_model`` alone has no state of its own, only its model files
+    (``config.json``, read as a second run beside the checkpoint's state) and its
+    ``checkpoint-<step>`` folders: one of those holding a state marks it too."""
+    if _HF_CHECKPOINT.fullmatch(folder.name) is not None or any((folder / n).exists() for n in _HF_MARKS):
+        return True
+    return _hf_latest_checkpoint(folder) is not None
 
 
 def _hf_latest_checkpoint(folder: Path) -> Path | None:

@@ -9,6 +9,8 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from advisor.backtest.runs import load_runs
 from advisor.cli import main
 from advisor.sources.runlogs import find_run_logs
@@ -81,6 +83,34 @@ def test_a_run_stopped_before_its_final_save_is_its_latest_checkpoint(tmp_path: 
     assert [log.name for log in find_run_logs([out])] == ["checkpoint-1500/trainer_state.json"]
     (run,), _ = load_runs([out])
     assert run.steps[-1] == 1500
+
+
+def test_an_output_folder_with_no_state_or_arguments_of_its_own_is_its_latest_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``save_model`` alone leaves the model's files (``config.json``) beside the checkpoints and
+    no state: the folder read as two runs, the checkpoint's state and the config (`forecast`:
+    "2 runs in it"; `backtest`: "config.json: no loss field")."""
+    out = _output_dir(tmp_path / "out", checkpoints=(500, 1000, 1500), final=None)
+    for name in ("config.json", "tokenizer_config.json", "all_results.json"):
+        (out / name).write_text(_ARTEFACTS[name])
+    assert [log.name for log in find_run_logs([out])] == ["checkpoint-1500/trainer_state.json"]
+    assert main(["forecast", str(out)]) == 0
+    assert "step 1,500 of 3,000" in capsys.readouterr().out
+    (run,), skipped = load_runs([tmp_path])
+    assert skipped == [] and run.steps[-1] == 1500
+
+
+def test_forecast_of_a_folder_of_many_runs_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its notes on copies read once (1,332 lines on a large tree) came before the one error."""
+    for i in range(5):
+        _output_dir(tmp_path / f"run{i}")
+        _output_dir(tmp_path / "copies" / f"run{i}")
+    assert main(["forecast", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "5 runs in it" in err
 
 
 def test_a_checkpoint_given_is_read_as_a_run(tmp_path: Path) -> None:
