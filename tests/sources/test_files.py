@@ -382,3 +382,8 @@ def test_a_trainers_console_lines_are_read_with_the_count_of_training_logs_as_th
     assert any("Python dicts" in w for w in train.warnings)
     evals = load_curve(tmp_path / "console.log", metric="eval_loss")
     assert evals.steps == (2.0, 4.0) and evals.values == (2.2, 2.0)
+    # the summary is printed once, when the run has ended: its last step is its total (read as a
+    # run still going, it was forecast to its curves' asymptote and ranked best of a sweep)
+    assert train.total_steps == 4 and any("closing summary says the run ended" in w for w in train.warnings)
+    (tmp_path / "going.log").write_text("\n".join(lines[:-1]) + "\n")
+    assert load_curve(tmp_path / "going.log").total_steps is None
