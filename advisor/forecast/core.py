@@ -361,19 +361,20 @@ def _run(
         # the run is at its end: no improvement is left to come, whatever the noise of the last
         # reports says about the level (a finished fine-tune is not "still learning")
         plateau = 1.0
-        if turn is None or turn.weight < 0.5:
-            # and its end is where it stands, as sure as the points that say so are (the
-            # families' value at the last point, with an interval made for a forecast ahead,
-            # read "final 0.287 (0.24 .. 0.33)" beside a current 0.301). An eval series' last
-            # points are evaluations hundreds of steps apart: their median lags a trend by two of
-            # them ("final 0.975" beside a last eval of 0.957 on a loss still falling), so they
-            # are carried along their trend. A training loss is read the same way over the last
-            # twentieth of its reports: a median of five per-batch losses scattering by a sixth
-            # put a run that ended at 0.072 at 0.097, "still learning" to 0.071
-            k = min(5, n) if not training_loss else min(max(n // 20, 5), END_POINTS_MAX, n)
-            half = cal.Z80 * 1.25 * report_noise(prep.values[-max(k, 10) :]) / math.sqrt(k)
-            level = trend_level(prep.steps, prep.values, k)
-            mean, lo, hi = level, level - half, level + half
+        # and its end is where it stands, as sure as the points that say so are, a series that
+        # turned upward too (the families' value at the last point, with an interval made for a
+        # forecast ahead, read "final 0.287 (0.24 .. 0.33)" beside a current 0.301, and the
+        # rising branch's mixture an eval loss at 1.073 beside its last evaluation, 1.083, at the
+        # run's last step). An eval series' last
+        # points are evaluations hundreds of steps apart: their median lags a trend by two of
+        # them ("final 0.975" beside a last eval of 0.957 on a loss still falling), so they
+        # are carried along their trend. A training loss is read the same way over the last
+        # twentieth of its reports: a median of five per-batch losses scattering by a sixth
+        # put a run that ended at 0.072 at 0.097, "still learning" to 0.071
+        k = min(5, n) if not training_loss else min(max(n // 20, 5), END_POINTS_MAX, n)
+        half = cal.Z80 * 1.25 * report_noise(prep.values[-max(k, 10) :]) / math.sqrt(k)
+        level = trend_level(prep.steps, prep.values, k)
+        mean, lo, hi = level, level - half, level + half
     peak = _peak_lr_warning(prep, parts, horizon, at_end)
     if peak is not None:
         warnings.append(peak)

@@ -185,6 +185,17 @@ def test_a_run_at_its_last_step_ends_where_it_stands() -> None:
     assert fc.final_loss.p10 <= float(np.median(y[-10:])) <= fc.final_loss.p90
 
 
+def test_an_eval_series_that_turned_upward_ends_at_its_last_evaluations_at_the_runs_end() -> None:
+    """Its rising branch, made to look ahead, has nothing ahead at the last step: it put an eval
+    loss that rose at every evaluation at 1.073, beside its last evaluation of 1.083."""
+    s = np.arange(100.0, 1201.0, 50.0)
+    y = 0.78 + 0.3 * ((s - 400.0) / 800.0) ** 2 + 0.003 * np.sin(s)
+    fc = forecast(s, y, total_steps=1200.0)
+    assert fc.plateau_probability == 1.0
+    assert fc.final_loss.p10 <= float(y[-1]) <= fc.final_loss.p90
+    assert abs(fc.final_loss.mean - float(y[-1])) < 0.01
+
+
 def test_optional_series_of_the_wrong_length_are_ignored() -> None:
     s, y, _ = power_curve(n=50)
     fc = forecast(s, y, total_steps=10_000, times=[1, 2, 3], learning_rates=[0.1])
