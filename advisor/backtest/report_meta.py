@@ -19,7 +19,7 @@ _LABELS = {
     "runs": "runs",
     "groups": "groups",
     "runs_with_eval_series": "runs with an eval series",
-    "runs_without_times": "runs without times",
+    "runs_without_times": "runs without times or a stated pace, replayed at --steps-per-second",
     "runs_paced_by_their_summary": "runs without times, replayed at the pace their trainer's summary states",
     "runs_ending_before_planned": "runs whose log ends before its planned steps",
     "runs_shorter_than_min_runtime": "runs over before every policy's minRuntime",

@@ -308,6 +308,8 @@ def evaluate_rows(
         "runs": len(runs),
         "groups": len(groups),
         "runs_with_eval_series": sum(1 for r in runs if r.eval_steps is not None),
+        # replayed at the assumed pace: neither times nor a pace their summary states (those are
+        # counted next, apart)
         "runs_without_times": sum(1 for r in runs if not r.timed),
         # logs without per-report times whose trainer's closing summary states the run's pace
         "runs_paced_by_their_summary": sum(1 for r in runs if r.stated_pace),

@@ -293,7 +293,12 @@ def run(args: argparse.Namespace) -> int:
             found.append((str(path), logged, _interval(logged)))
     else:
         refs = [parse_ref(r, args) for r in args.refs]
-        api = cluster_api(args)
+        try:
+            api = cluster_api(args)
+        except CommandError as exc:
+            # names that are no file here are read as TrainJobs: a mistyped file name read
+            # "cannot connect to the cluster", which said nothing of the files
+            raise CommandError(f"{', '.join(args.refs)}: no such file; as TrainJobs: {exc}") from None
         for ns, name in refs:
             status = forecast_status(api, ns, name)
             found.append((f"{ns}/{name}", status, _interval(status)))

@@ -108,7 +108,7 @@ def register(subparsers: Any) -> None:
         "(eval_loss, else the first)",
     )
     parser.add_argument(
-        "--curve", metavar="ID", help="which run, in a file holding several (curve_id/run_id column)"
+        "--curve", metavar="RUN", help="which run, in a file holding several (curve_id/run_id column)"
     )
     parser.add_argument("--json", action="store_true", help="print JSON mirroring the Forecast fields")
     parser.add_argument("--plot", metavar="OUT.png", help="also write a plot of the curve and the forecast")

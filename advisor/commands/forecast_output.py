@@ -146,8 +146,9 @@ def render_text(outcome: Outcome) -> str:
     if outcome.observed_final is not None:
         lo, hi = fc.final_loss.p10, fc.final_loss.p90
         inside = "inside" if lo <= outcome.observed_final <= hi else "outside"
+        where = "in the demo run" if curve.source.startswith("synthetic") else "in the file"
         lines.append(
-            f"  observed end    {_num(outcome.observed_final)} in the file ({inside} the 80% interval; "
+            f"  observed end    {_num(outcome.observed_final)} {where} ({inside} the 80% interval; "
             f"mean off by {_error(fc.final_loss.mean, outcome.observed_final, curve.values)})"
         )
     if not holds_trend(fc):
@@ -394,5 +395,8 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         }
         series = {curve.metric: _plain(outcome.forecast)}
         series.update({name: _plain(sfc) for name, sfc in st.series.items() if name != curve.metric})
+        for name, fields in series.items():
+            # which way each improves (an accuracy upwards): a reader had only its name to go by
+            fields["direction"] = str(series_direction(name))
         result["series"] = series
     return result

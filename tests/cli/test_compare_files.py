@@ -424,3 +424,17 @@ def test_a_run_whose_loss_went_nan_shows_its_progress_as_forecast_does(
     assert cli.main(["compare", str(tmp_path), "-o", "json"]) == 0
     rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
     assert rows["gone.json"]["progress"] == "3,000/3,000" and rows["gone.json"]["state"] == "diverging"
+
+
+def test_mistyped_file_names_say_they_are_no_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Names that are no file are read as TrainJobs; without a cluster the error said only
+    "cannot connect to the cluster", nothing of the files the user meant."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["compare", "run-a.json", "run-b.json"]) == 2
+    err = capsys.readouterr().err
+    assert "run-a.json, run-b.json: no such file; as TrainJobs: cannot connect to the cluster" in err

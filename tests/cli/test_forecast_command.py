@@ -382,6 +382,12 @@ def test_every_eval_metric_with_a_direction_is_forecast_and_a_score_stays_on_its
     acc_fc = doc["series"]["eval_accuracy"]["final_loss"]
     assert acc_fc["p90"] <= 1.0 and acc_fc["mean"] <= 1.0
     assert doc["state"]["metric"] == "eval_loss"  # the primary eval metric, as the controller's
+    # each series says which way it improves
+    assert {k: v["direction"] for k, v in doc["series"].items()} == {
+        "loss": "lower",
+        "eval_loss": "lower",
+        "eval_accuracy": "higher",
+    }
     code, _, err = run(capsys, str(f), "--metric", "eval_runtime")
     assert code == 2 and "eval_runtime" in err
 
