@@ -28,6 +28,7 @@ from advisor.sources.loaded_curve import (
     backwards_warning,
     listing,
     nonfinite_warning,
+    shown_name,
 )
 from advisor.sources.metric_choice import choose_metric
 
@@ -260,7 +261,7 @@ def _curve(
         epochs=series.get("epoch"),
         total_steps=total_steps,
         metric=metric_role,
-        source=f"{kind} {Path(path).name}: " + ", ".join(details),
+        source=f"{kind} {shown_name(path)}: " + ", ".join(details),
         warnings=tuple(warnings),
         columns=tuple(names),
     )

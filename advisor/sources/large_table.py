@@ -22,7 +22,7 @@ import numpy as np
 
 from advisor.sources.cells import RowKinds
 from advisor.sources.columns import Column, epoch_millis, resolve_columns
-from advisor.sources.loaded_curve import LoadedCurve, SourceError
+from advisor.sources.loaded_curve import LoadedCurve, SourceError, shown_name
 from advisor.sources.metric_choice import choose_metric
 
 __all__ = ["LARGE_ROWS", "MAX_KEPT", "Reader", "SkipRows", "kept_small", "large_curve", "read_numeric_table"]
@@ -162,7 +162,7 @@ def large_curve(
         learning_rates=tup("learning_rate"),
         epochs=tup("epoch"),
         metric=metric_role,
-        source=f"{kind} {Path(path).name}: " + ", ".join(details),
+        source=f"{kind} {shown_name(path)}: " + ", ".join(details),
         warnings=tuple(warnings),
         columns=tuple(header),
     )

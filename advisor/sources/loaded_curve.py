@@ -162,6 +162,21 @@ class LoadedCurve:
         )
 
 
+#: file names every run of a layout shares (HF's output folders, Lightning's version folders): a
+#: curve read from one is named with its folder too (a sweep's plots and headers all read
+#: "trainer_state.json", the run's folder, its only name, nowhere)
+SHARED_LOG_NAMES = frozenset({"trainer_state.json", "metrics.csv", "progress.csv", "log.txt", "train.log"})
+
+
+def shown_name(path: str | Path) -> str:
+    """A log's name in a curve's ``source``: its file name, with its folder's when the file name
+    is one every run of a layout shares (``ft-overfit/trainer_state.json``)."""
+    p = Path(path)
+    if p.name.lower().removesuffix(".gz") in SHARED_LOG_NAMES and p.parent.name not in ("", ".", ".."):
+        return f"{p.parent.name}/{p.name}"
+    return p.name
+
+
 def listing(items: Sequence[str], limit: int = 8) -> str:
     shown = ", ".join(str(i) for i in items[:limit])
     return (shown + f", ... ({len(items)} in all)" if len(items) > limit else shown) or "nothing"
