@@ -276,7 +276,9 @@ def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
             steps, p10, p90, color="#ff7f0e", alpha=0.22, lw=0, label=f"forecast{recovered}, 80% interval"
         )
         ax.plot(steps, mean, "-", color="#d62728", lw=1.6, label=f"forecast mean{recovered}")
-        drawn += [*p10, *p90]
+        # the band's low edge is no value the axis must reach: a training loss's interval cut at
+        # 0 put a log axis down to 1e-3, the data in its top third
+        drawn += [*mean, *p90]
     final = fc.final_loss
     if outcome.total_steps is not None and math.isfinite(final.mean):
         ax.errorbar(
@@ -292,7 +294,7 @@ def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
     elif math.isfinite(final.mean):  # no total: the asymptote, beyond the drawn path
         ax.axhspan(final.p10, final.p90, color="#ff7f0e", alpha=0.08, label="asymptote, 80% interval")
         ax.axhline(final.mean, color="#d62728", ls="--", lw=1.0, label="asymptote (total steps unknown)")
-        drawn += [final.p10, final.p90]
+        drawn += [final.mean, final.p90]
     if outcome.observed_final is not None:
         end = outcome.total_steps if outcome.total_steps is not None else max(full.steps)
         ax.plot(

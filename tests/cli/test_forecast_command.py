@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from advisor.cli import main
@@ -258,6 +260,30 @@ def test_plot_draws_the_path_on_a_log_axis_when_the_loss_spans_decades(tmp_path:
     assert not _wants_log((1.0, -0.2))  # a loss that goes negative has no log axis
     assert _wants_log((2.0, 268.0, 0.0))  # a blow-up, with an interval cut at the loss's floor
     assert not _wants_log((2.0, 3.0, 0.0))
+
+
+def test_an_interval_reaching_zero_does_not_pull_the_axis_down_to_it(tmp_path: Path) -> None:
+    """A training loss's band cut at 0 put the plot on a log axis down to 1e-3, the data in its
+    top third: the band's low edge is no value the axis must show."""
+    import matplotlib.pyplot as plt
+
+    from advisor.commands import forecast as command
+    from advisor.commands.forecast_plot import build_figure
+
+    rng = np.random.default_rng(0)
+    rows = [
+        f"{s},{2.3 * math.exp(-s / 500) + 0.1 + 0.04 * rng.standard_normal():.4f}" for s in range(10, 801, 10)
+    ]
+    (tmp_path / "r.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
+    outcome = command.compute(_parsed(str(tmp_path / "r.csv"), "--total-steps", "3000"))
+    assert outcome.forecast.final_loss.p10 < 0.05  # the band reaches (about) zero
+    fig = build_figure(outcome)
+    try:
+        ax = fig.axes[0]
+        lowest = min(v for v in outcome.curve.values if v > 0)
+        assert ax.get_yscale() == "linear" or ax.get_ylim()[0] >= 0.4 * lowest
+    finally:
+        plt.close(fig)
 
 
 def test_a_diverging_runs_plot_says_its_forecast_assumes_a_recovery(tmp_path: Path) -> None:
