@@ -207,8 +207,14 @@ def compute(args: ForecastRequest) -> Outcome:
         trainer, note = trainer_at(trainer, outcome, cut)
         if note is not None:
             outcome = dataclasses.replace(outcome, notes=(*outcome.notes, note))
+    # the plot shows what came after the cut: the training loss's later points, and the eval
+    # series' too (an overfitting run's rise after the cut was drawn for the one, not the other)
+    later = (
+        eval_series_upto(args, curve if train is None else train, None)[0] if args.plot and truncated else {}
+    )
     return dataclasses.replace(
         outcome,
+        evals_whole=later,
         observed_nonfinite_from=diverged,
         evals_not_shown=tuple(not_shown),
         trainer=trainer,

@@ -61,6 +61,9 @@ class Outcome:
     #: (step, value) of the judged eval series' best at a saved step, when the save interval is
     #: known: the best checkpoint that exists (``best_saved_checkpoint``)
     saved_best: tuple[int, float] | None = None
+    #: the eval series as the whole file has them, when the forecast is cut and plotted (the
+    #: plot draws their points after the cut)
+    evals_whole: Mapping[str, LoadedCurve] | None = None
 
 
 def outcome_of(

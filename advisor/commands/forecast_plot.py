@@ -169,6 +169,21 @@ def _draw_evals(
         colour = colours[name]
         ax.plot(series.steps, series.values, "o-", ms=3, lw=1.0, color=colour, label=f"observed {name}")
         drawn += list(series.values)
+        whole = (outcome.evals_whole or {}).get(name)
+        if whole is not None and series.steps and len(whole) > len(series):
+            after = [(s, v) for s, v in zip(whole.steps, whole.values, strict=True) if s > series.steps[-1]]
+            if after:
+                ax.plot(
+                    [s for s, _ in after],
+                    [v for _, v in after],
+                    "o",
+                    ms=3,
+                    mfc="none",
+                    color=colour,
+                    alpha=0.6,
+                    label=f"{name} after the cut (not seen)",
+                )
+                drawn += [v for _, v in after]
         fc = state.series.get(name) if state is not None else None
         final = fc.final_loss if fc is not None else None
         if final is not None and outcome.total_steps is not None and math.isfinite(final.mean):

@@ -440,6 +440,12 @@ def test_the_plot_shows_the_eval_series_its_forecast_and_the_best_checkpoint(tmp
         drawn = next(line for line in ax.get_lines() if line.get_label() == "observed eval_loss")
         evals = load_curve(str(f), metric="eval_loss").upto(1500)
         assert list(drawn.get_xdata()) == list(evals.steps)  # the points the forecast saw, no more
+        # ... and the later ones apart, as the training loss's are
+        later = next(
+            line for line in ax.get_lines() if line.get_label() == "eval_loss after the cut (not seen)"
+        )
+        whole = load_curve(str(f), metric="eval_loss")
+        assert list(later.get_xdata()) == [s for s in whole.steps if s > 1500]
         assert [round(x) for x in ax.lines[-1].get_xdata()] == [600]  # the star at the best step
     finally:
         plt.close(fig)
