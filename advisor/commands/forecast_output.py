@@ -18,6 +18,7 @@ import numpy as np
 from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
 from advisor.forecast.core import holds_trend
+from advisor.forecast.jump import JUMP_WARNING
 from advisor.forecast.state import IMPROVING_AT_END_NOTE, at_last_step, ended_reading, improving_at_end
 from advisor.model import Interval, LearningState
 from advisor.series import Direction, direction_of
@@ -133,10 +134,16 @@ def render_text(outcome: Outcome) -> str:
     lines.append(f"  {_label('final ' + curve.metric)}{_interval(fc.final_loss)}{where}")
     if fc.divergence_probability >= 0.5:
         # the families fit the history before the blow-up: their end is where a run that recovered
-        # would land, not where this one is heading
+        # would land, not where this one is heading; a loss that jumped and stayed up is fitted
+        # from its jump on: its end follows the loss since
+        stays = any(w.startswith(JUMP_WARNING) for w in fc.warnings)
         lines.append(
             f"  caution         the run is diverging (P = {fc.divergence_probability:.2f}): the final "
-            "value above is where it would end if it recovered, not where it is heading"
+            + (
+                "value above follows its loss since the jump, not its curve before it"
+                if stays
+                else "value above is where it would end if it recovered, not where it is heading"
+            )
         )
     if outcome.observed_nonfinite_from is not None:
         lines.append(

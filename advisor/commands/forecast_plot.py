@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.cli import CommandError
+from advisor.forecast.jump import JUMP_WARNING
 
 if TYPE_CHECKING:
     from advisor.commands.forecast_outcome import Outcome
@@ -285,8 +286,12 @@ def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
         mean = [fc.current_loss, *fpath.mean]
         p10 = [fc.current_loss, *fpath.p10]
         p90 = [fc.current_loss, *fpath.p90]
-        # a diverging run's forecast is where it would end if it recovered (as the text says)
-        recovered = " if it recovered" if fc.divergence_probability >= 0.5 else ""
+        # a diverging run's forecast is where it would end if it recovered, or, fitted from a
+        # jump it stayed up after, where the loss since the jump heads (as the text says)
+        stays = any(w.startswith(JUMP_WARNING) for w in fc.warnings)
+        recovered = (
+            (" since the jump" if stays else " if it recovered") if fc.divergence_probability >= 0.5 else ""
+        )
         ax.fill_between(
             steps, p10, p90, color="#ff7f0e", alpha=0.22, lw=0, label=f"forecast{recovered}, 80% interval"
         )

@@ -22,6 +22,7 @@ from advisor.forecast import calibration as cal
 from advisor.forecast._prep import Prepared, prepare, report_noise, smoothed_level, trend_level
 from advisor.forecast.ensemble import Parts, epoch_boundaries_ahead, estimate
 from advisor.forecast.eta import eta_interval, last_stall_note
+from advisor.forecast.jump import JUMP_WARNING, after_jump, collapsed, jump_start
 from advisor.forecast.plateau import local_trend
 from advisor.forecast.turn import rising_branch
 from advisor.model import Forecast, Interval
@@ -30,15 +31,6 @@ FloatArray = NDArray[np.float64]
 
 #: a last report this many noise units below the recent peak: the loss is coming back down
 _RECOVERED_Z = 4.0
-#: ``_collapsed``: the standard error of a median of k reports is this times sigma / sqrt(k); a
-#: collapsed level stands this many of its standard errors above the best quarter's; and a run
-#: whose trend brings it back under this many times its best by its end is recovering (the lower
-#: end of the ramp that weighs how far above its best it stands)
-_MEDIAN_SE = 1.2533
-_CLEAR_Z = 3.0
-_BACK_UNDER = 1.5
-#: where a run started and its best are read off medians of this many blocks of its history
-_FINE_BLOCKS = 16
 #: the warning of a series that has turned upward; it reads a loss (lower is better), and
 #: ``state.forecast_series`` words it for a higher-is-better metric forecast negated
 RISING_WARNING = "the series is rising"
@@ -124,7 +116,7 @@ NON_FINITE_RUN = 3
 def _divergence(prep: Prepared, training_loss: bool = False, horizon: float | None = None) -> float:
     """P(the loss is rising away): non-finite values at the end, or a significant upward trend
     that has lifted the loss clearly above its best level; for the training loss also a run that
-    blew up and stays up (``_collapsed``).
+    blew up and stays up (``jump.collapsed``).
 
     A non-finite loss the run has reported past is weak evidence: mixed-precision training logs
     an inf or NaN loss on each step whose gradients overflowed, skips that step and carries on.
@@ -157,7 +149,7 @@ def _divergence(prep: Prepared, training_loss: bool = False, horizon: float | No
     # the window's trend continued to the run's end (unknown: as many steps again as it has run)
     end = horizon if horizon is not None and horizon >= float(xs[-1]) else 2.0 * float(xs[-1])
     reach = end - float(xs.sum()) / k
-    p_collapsed = _collapsed(y, k, (ym + slope * reach, se * reach)) if training_loss else 0.0
+    p_collapsed = collapsed(y, k, (ym + slope * reach, se * reach)) if training_loss else 0.0
     best = float(np.min(y[:-2] + y[1:-1] + y[2:])) / 3.0  # lowest 3-point moving average
     now = smoothed_level(y)
     rise = (now - best) / max(abs(best), 1e-12)
@@ -170,49 +162,6 @@ def _divergence(prep: Prepared, training_loss: bool = False, horizon: float | No
         if sigma > 0.0:
             p_trend *= float(ndtr(_RECOVERED_Z - (float(ys.max()) - float(ys[-1])) / sigma))
     return min(max(p_nonfinite, p_trend, p_collapsed, 0.0), 1.0)
-
-
-def _collapsed(y: FloatArray, k: int, projected: tuple[float, float]) -> float:
-    """P(the run blew up and stays up): its last ``k`` reports stand, by their median, where it
-    started or higher (all it learned given back) and at least twice its best (both by medians of
-    ``_FINE_BLOCKS`` blocks of its history), clearly beyond their noise, and they do not come back
-    down in time: the window's trend continued in steps to the run's end (``projected``: mean and
-    its standard error), an optimistic reading of a recovery that slows, still ends above one and
-    a half times the best (a loss that jumped five times and crept back down, at 2.4 times its best
-    by the end, read "learning" once it stopped rising; a spike that decays within its window
-    projects far below and is no collapse).
-
-    The trend test alone forgets a blow-up once the loss stops rising: a fine-tune at 1.4 that
-    jumped to 7.5 and stayed there 900 steps read P(diverge) 0.10 and "learning". The optimiser's
-    own loss does not return to where it started short of a failure (an eval loss does, past its
-    minimum: overfitting, not this). Medians of blocks of reports, not single reports: a warmup to
-    a high learning rate lifts a loss by a third for a while (0.64 to 0.92 on a development
-    fine-tune, which recovered), and a loss near zero scatters by orders of magnitude; neither
-    reaches these bounds: on the development curves it changes P(diverge) at none of 19 cuts
-    (docs/measurements.md)."""
-    n = y.size
-    if n < 2 * k:
-        return 0.0
-    # where it started and its best, by medians of finer blocks than the recent quarter (a run
-    # that blew up within its first quarter had its best inside that quarter's median)
-    fine = max(5, n // _FINE_BLOCKS)
-    meds = [float(np.median(y[i : i + fine])) for i in range(0, n - k, fine)]
-    if not meds:
-        return 0.0
-    first, last = meds[0], float(np.median(y[-k:]))
-    best = min(min(meds), last)
-    if not (first > best > 0.0):
-        return 0.0  # nothing learned to give back, or a loss that is not positive (a ratio means nothing)
-    lost = (last - best) / (first - best)
-    w = min(max((lost - 0.5) / 0.5, 0.0), 1.0) * min(max((last / best - 1.5) / 0.5, 0.0), 1.0)
-    if w <= 0.0:
-        return 0.0
-    sigma = report_noise(y)
-    level_se = _MEDIAN_SE * sigma / math.sqrt(k)
-    z = (last - best) / max(math.hypot(level_se, _MEDIAN_SE * sigma / math.sqrt(fine)), 1e-300)
-    end, end_se = projected
-    stays = float(ndtr((end - _BACK_UNDER * best) / max(math.hypot(end_se, level_se), 1e-300)))
-    return w * stays * float(ndtr(z - _CLEAR_Z))
 
 
 def _mixture_p90(m1: float, s1: float, m2: float, s2: float, w2: float) -> float:
@@ -269,7 +218,19 @@ def _run(
         # to the horizon, or (unknown) over as many steps again as the history spans
         end = horizon if horizon is not None else 2.0 * last + 1.0
         path_steps = np.linspace(last, max(end, last), path_points + 1)[1:]
-    parts = estimate(prep, horizon, warnings, path_steps)
+    # a training loss that jumped up and stayed there is fitted from its jump on (``jump``): fits
+    # across the jump put its end anywhere; P(diverge) below still reads the whole history
+    fit, fit_horizon, fit_path = prep, horizon, path_steps
+    jumped = jump_start(prep.values) if training_loss else None
+    if jumped is not None:
+        fit, offset = after_jump(prep, jumped[0])
+        fit_horizon = None if horizon is None else horizon - offset
+        fit_path = None if path_steps is None else path_steps - offset
+        warnings.append(
+            f"{JUMP_WARNING} at step {prep.steps[jumped[0]]:,.0f} to {jumped[1]:.1f} times its best and "
+            f"has stayed up: forecast from the {fit.values.size} reports since"
+        )
+    parts = estimate(fit, fit_horizon, warnings, fit_path)
     parts.path_steps = path_steps
     mean, sd = parts.mean, parts.sd
     if not (math.isfinite(mean) and math.isfinite(sd)):
@@ -279,11 +240,13 @@ def _run(
         # the loss the optimiser minimises does not end above where it stands short of a
         # divergence (reported apart): fits that say so followed a jump in the history (a
         # blow-up the run is recovering from read "final 97.9" beside a current 2.77, with
-        # P(plateau) 1.00). Held at the current level, their spread kept as the interval
-        warnings.append(
-            f"the curve families put the end above the current level ({mean:.4g} against "
-            f"{parts.level:.4g}), a jump in the history they cannot follow: held at the current level"
-        )
+        # P(plateau) 1.00). Held at the current level, their spread kept as the interval; said
+        # when it is more than the contract's 1% band (a flat stretch's fits end a hair above it)
+        if mean > parts.level + 0.01 * abs(parts.level):
+            warnings.append(
+                f"the curve families put the end above the current level ({mean:.4g} against "
+                f"{parts.level:.4g}), a jump in the history they cannot follow: held at the current level"
+            )
         mean = parts.level
     half = cal.Z80 * sd
     lo, hi = mean - half, mean + half
@@ -309,14 +272,14 @@ def _run(
     if (
         (plateau >= 0.5 or flattened)
         and parts.lr_shape == "constant"
-        and epoch_boundaries_ahead(prep, horizon) == 0
+        and epoch_boundaries_ahead(fit, fit_horizon) == 0
     ):
         # no LR decay or new epoch is coming, and either the fits already put the end within the
         # 1% band, or the curve has not fallen faster than they expected: fitted without the
         # recent tail, they put it no higher than it stayed (a run that starts slowly, concave in
         # log-step, fails this: its tail fell faster). The recent trend, continued, then says how
         # sure the plateau is (see ``plateau``); it only ever raises the fits' own probability
-        trend = local_trend(prep.steps, prep.values, horizon, level)
+        trend = local_trend(fit.steps, fit.values, fit_horizon, level)
         if trend is not None and trend[0] > plateau:
             plateau = trend[0]
             # that continuation over-states what a saturating run has left, so no more drop than
