@@ -32,19 +32,34 @@ import numpy as np
 
 __all__ = [
     "LEARNING_THRESHOLD",
+    "NEAR_END_FRACTION",
     "SMOOTH_FRACTION",
+    "WRONG_STOP_THRESHOLDS",
     "attained",
     "improvement_left",
+    "last_finite",
     "learning_end_index",
+    "left_after",
     "running_median",
     "smoothed",
     "standing",
+    "threshold_key",
 ]
 
 #: the share of a series' points its running median spans
 SMOOTH_FRACTION = 0.05
 #: a run that can still improve by more than this share of its value is still learning
 LEARNING_THRESHOLD = 0.01
+#: the improvement thresholds at which a stop is counted wrong, the same for the back-test and
+#: the simulator (their JSON's ``wrong_stops_by_threshold`` keys: ``threshold_key``)
+WRONG_STOP_THRESHOLDS = (0.005, 0.01, 0.02)
+#: a release of a healthy run in this last share of its budget is a near-end release, not a saving
+NEAR_END_FRACTION = 0.15
+
+
+def threshold_key(t: float) -> str:
+    """A wrong-stop threshold as its JSON key (``"0.005"``)."""
+    return f"{t:g}"
 
 
 def running_median(values: np.ndarray, window: int) -> np.ndarray:
@@ -90,6 +105,28 @@ def improvement_left(here: float, later: np.ndarray) -> tuple[float, float | Non
         return 0.0, None
     best = float(later.min())
     return max(0.0, (here - best) / abs(here)), best
+
+
+def last_finite(values: np.ndarray) -> float:
+    """The last finite value (nan when there is none). A decision taken in a stretch of NaN
+    reports is measured from where the run last stood: read at the NaN itself, a stop that cut a
+    run which recovered and fell 12% further counted "0% left", no wrong stop."""
+    finite = values[np.isfinite(values)]
+    return float(finite[-1]) if finite.size else float("nan")
+
+
+def left_after(
+    steps: np.ndarray, smooth: np.ndarray, step: float, *, keep_best: bool
+) -> tuple[float, float, float | None]:
+    """(improvement left, what the run stood at, the best later value) for a stop at ``step`` of
+    a smoothed series at ``steps``: what it stood at by its last point at or before ``step``
+    (``standing``; the last finite one, see ``last_finite``) against its later points. The
+    back-test's verdicts and ``simulate --curves``' wrong stops both read it (the simulator's own
+    copy read a stop inside a stretch of NaN reports as 0% left, where the back-test read 37%)."""
+    i = max(0, int(np.searchsorted(steps, step, side="right")) - 1)
+    here = last_finite(standing(smooth[: i + 1], keep_best=keep_best))
+    left, best = improvement_left(here, smooth[i + 1 :])
+    return left, here, best
 
 
 def learning_end_index(smooth: np.ndarray, *, keep_best: bool = True) -> int:

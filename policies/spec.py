@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from advisor.model import Mode
@@ -328,6 +328,13 @@ class Policy:
     @property
     def mode(self) -> Mode:
         return self.spec.mode
+
+    def applied(self) -> Policy:
+        """The same policy in Apply mode: the simulator and the back-test answer "what would it
+        have done" for a policy an admin runs in Recommend."""
+        if self.mode is Mode.APPLY:
+            return self
+        return replace(self, spec=replace(self.spec, mode=Mode.APPLY))
 
     @property
     def priority(self) -> int:

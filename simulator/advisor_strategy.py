@@ -12,12 +12,11 @@ business (the economics of spending forecasts where they can change a decision).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from advisor.core import AdvisorCore
-from advisor.model import Action, ActionKind, ActionRecord, Mode, ProgressSample
+from advisor.model import Action, ActionKind, ActionRecord, ProgressSample
 from simulator import replay_memo
 from simulator.look_schedule import LOOKS_PER_RUN, LookSchedule, learning_only
 from simulator.strategy import Cadence
@@ -26,16 +25,9 @@ if TYPE_CHECKING:
     from simulator.engine import Simulation
     from simulator.jobs import SimJob
 
-__all__ = ["LOOKS_PER_RUN", "AdvisorStrategy", "as_applied", "learning_only"]
+__all__ = ["LOOKS_PER_RUN", "AdvisorStrategy", "learning_only"]
 
 _MUTATING = frozenset(k for k in ActionKind if k is not ActionKind.RECOMMEND)
-
-
-def as_applied(policy: Any) -> Any:
-    """The same policy in Apply mode: the simulator answers "what would it have done"."""
-    if policy.mode is Mode.APPLY:
-        return policy
-    return dataclasses.replace(policy, spec=dataclasses.replace(policy.spec, mode=Mode.APPLY))
 
 
 def _boost_written(action: Action) -> int | None:

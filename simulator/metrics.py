@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from advisor.judging import NEAR_END_FRACTION, WRONG_STOP_THRESHOLDS, threshold_key
 from simulator.accounting import VICTIM_HORIZON_S, SimRecord
 from simulator.curves import LEARNING_THRESHOLD
 from simulator.jobs import Phase, SimJob
@@ -53,17 +54,9 @@ __all__ = [
     "wrong_stop_counts",
 ]
 
-#: the improvement thresholds at which wrong stops are counted (relative, of the clean loss)
-WRONG_STOP_THRESHOLDS = (0.005, 0.01, 0.02)
-#: a release in this last share of a healthy run's budget is a near-end release, not a saving
-NEAR_END_FRACTION = 0.15
 #: pathologies that leave a run learning to the end of its budget (the others end it early); a
 #: real run's curve (``simulate --curves``) has no known pathology and counts as healthy here
 HEALTHY_PATHOLOGIES = frozenset({"none", "slow", "spikes", "real"})
-
-
-def _threshold_key(t: float) -> str:
-    return f"{t:g}"
 
 
 def _cut(job: SimJob) -> bool:
@@ -73,7 +66,7 @@ def _cut(job: SimJob) -> bool:
 def wrong_stop_counts(jobs: Sequence[SimJob]) -> dict[str, int]:
     """``{"0.005": n, "0.01": n, "0.02": n}``: runs cut with more than that improvement ahead."""
     ahead = [j.curve.remaining_improvement(j.end_step) for j in jobs if _cut(j)]
-    return {_threshold_key(t): sum(1 for a in ahead if a > t) for t in WRONG_STOP_THRESHOLDS}
+    return {threshold_key(t): sum(1 for a in ahead if a > t) for t in WRONG_STOP_THRESHOLDS}
 
 
 def stop_record(job: SimJob) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor.judging import improvement_left, learning_end_index, smoothed, standing
+from advisor.judging import learning_end_index, left_after, smoothed
 from advisor.series import Direction, direction_of
 from advisor.sources.files import ParsedLog, SourceError, parse_log
 from advisor.sources.runlogs import find_run_logs
@@ -103,13 +103,9 @@ class RealCurve:
         return None if i < 0 else float(self.eval_values[i])
 
     def remaining_improvement(self, step: float) -> float:
-        x = float(self._x(step))
-        # what the run stood at by ``step`` (on an eval series the best smoothed value up to it,
-        # on the training loss the value there: see judging)
-        upto = self._truth[self._truth_xs <= x]
-        now = float(np.interp(x, self._truth_xs, self._truth))
-        here = min(now, float(standing(upto, keep_best=self.has_evals)[-1])) if upto.size else now
-        return improvement_left(here, self._truth[self._truth_xs > x])[0]
+        # what the run stood at by ``step`` against its later record, as the back-test reads it
+        # (``advisor.judging.left_after``: one definition for both)
+        return left_after(self._truth_xs, self._truth, float(self._x(step)), keep_best=self.has_evals)[0]
 
     def learning_end_step(self) -> int:
         first = learning_end_index(self._truth, keep_best=self.has_evals)

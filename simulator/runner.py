@@ -138,12 +138,12 @@ def advisor_row(
     reference_gpus: float | None = None,
 ) -> Strategy:
     """One advisor row of loaded policies (in Apply mode: what they would have done)."""
-    from simulator.advisor_strategy import AdvisorStrategy, as_applied
+    from simulator.advisor_strategy import AdvisorStrategy
 
     cadence = Cadence(first_s=600.0, min_s=min(300.0, tick_max_s), max_s=tick_max_s, fraction=0.25)
     return AdvisorStrategy(
         name,
-        [as_applied(p) for p in policies],
+        [p.applied() for p in policies],
         forecast_interval_s=forecast_interval_s,
         cadence=cadence,
         looks_per_run=looks_per_run,

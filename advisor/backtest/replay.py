@@ -16,7 +16,6 @@ two logs); there is no cluster around the run (no queue, no preemption, no clust
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from advisor.core import AdvisorCore
-from advisor.model import Action, ActionKind, ActionRecord, ClusterView, Decision, JobView, Mode, Phase
+from advisor.model import Action, ActionKind, ActionRecord, ClusterView, Decision, JobView, Phase
 from advisor.reported import read_back
 from advisor.training.report import Report
 
-__all__ = ["EPOCH", "Outcome", "as_applied", "replay"]
+__all__ = ["EPOCH", "Outcome", "replay"]
 
 #: the replay's clock starts here (epoch seconds), so that ``lastUpdatedTime`` reads as a real date
 EPOCH = 1_700_000_000.0
@@ -53,13 +52,6 @@ class Outcome:
     time_s: float | None = None  # seconds after the run's first report
     checkpoints: int = 0  # checkpoint requests
     actions: int = 0  # every mutating action asked for
-
-
-def as_applied(policy: Any) -> Any:
-    """The same policy in Apply mode: the back-test answers "what would it have done"."""
-    if policy.mode is Mode.APPLY:
-        return policy
-    return dataclasses.replace(policy, spec=dataclasses.replace(policy.spec, mode=Mode.APPLY))
 
 
 def _report_indices(times: np.ndarray, min_gap_s: float) -> list[int]:
@@ -266,7 +258,7 @@ def new_core(policies: Sequence[Any], forecast_interval_s: float, run_fraction: 
     ``forecast_interval_s`` and, for a quiet run whose planned steps are known, every
     ``run_fraction`` of its expected run (the core's ``forecast_run_fraction``)."""
     return AdvisorCore(
-        [as_applied(p) for p in policies],
+        [p.applied() for p in policies],
         forecast_interval_s=forecast_interval_s,
         forecast_run_fraction=run_fraction,
         lazy_forecast=True,

@@ -37,10 +37,13 @@ from advisor.backtest.replay import Outcome
 from advisor.backtest.runs import Run
 from advisor.judging import (
     LEARNING_THRESHOLD,
-    improvement_left,
+    NEAR_END_FRACTION,
+    WRONG_STOP_THRESHOLDS,
+    last_finite,
     learning_end_index,
+    left_after,
     smoothed,
-    standing,
+    threshold_key,
 )
 
 __all__ = [
@@ -54,8 +57,6 @@ __all__ = [
 ]
 
 MIN_EVAL_POINTS = 5
-WRONG_STOP_THRESHOLDS = (0.005, 0.01, 0.02)
-NEAR_END_FRACTION = 0.15
 
 
 @dataclass(frozen=True)
@@ -77,11 +78,7 @@ class Judged:
     def left_after(self, step: float) -> tuple[float, float | None, float | None]:
         """(improvement left, value the run stood at at ``step``, best later value) for a
         decision at ``step``; the values in the metric's own units."""
-        i = int(np.searchsorted(self.steps, step, side="right")) - 1
-        if i < 0:
-            i = 0
-        here = _last_finite(standing(self.smooth[: i + 1], keep_best=self.keep_best))
-        left, best = improvement_left(here, self.smooth[i + 1 :])
+        left, here, best = left_after(self.steps, self.smooth, step, keep_best=self.keep_best)
         return left, self.sign * here, None if best is None else self.sign * best
 
     def worsened_after(self, step: float) -> bool:
@@ -91,18 +88,10 @@ class Judged:
         later = self.smooth[i + 1 :]
         if later.size == 0:
             return False
-        here = _last_finite(self.smooth[: i + 1])
+        here = last_finite(self.smooth[: i + 1])
         if not np.all(np.isfinite(later)):
             return True
         return bool(np.isfinite(here) and later[-1] > here + LEARNING_THRESHOLD * abs(here))
-
-
-def _last_finite(values: np.ndarray) -> float:
-    """The last finite value (nan when there is none). A decision taken in a stretch of NaN
-    reports is measured from where the run last stood: read at the NaN itself, a stop that cut a
-    run which recovered and fell 12% further counted "0% left", no wrong stop."""
-    finite = values[np.isfinite(values)]
-    return float(finite[-1]) if finite.size else float("nan")
 
 
 def judged(run: Run) -> Judged:
@@ -161,15 +150,12 @@ def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
     return out
 
 
-def _key(t: float) -> str:
-    return f"{t:g}"
-
-
 def row_summary(row: str, decisions: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One object per row for ``backtest --json`` (the keys the issue fixes, plus a few)."""
     stopped = [d for d in decisions if d["action"]]
     wrong = {
-        _key(t): sum(1 for d in stopped if (d["improvement_left"] or 0.0) > t) for t in WRONG_STOP_THRESHOLDS
+        threshold_key(t): sum(1 for d in stopped if (d["improvement_left"] or 0.0) > t)
+        for t in WRONG_STOP_THRESHOLDS
     }
     base_nl = sum(d["baseline_gpu_hours_nonlearning"] for d in decisions)
     nl = sum(d["gpu_hours_nonlearning"] for d in decisions)

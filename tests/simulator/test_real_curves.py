@@ -144,3 +144,27 @@ def test_simulate_over_seeds_says_which_curves_in_its_footer(
     assert main([*args, "--baselines", "no-advisor"]) == 0
     footer = capsys.readouterr().out.strip().splitlines()[-1]
     assert "seeds 0-1" in footer and "curves: 2 real runs from" in footer and "1 unreadable" in footer
+
+
+def test_a_stop_is_judged_as_the_back_test_judges_it_inside_a_stretch_of_nan_reports(tmp_path: Path) -> None:
+    """``simulate --curves`` and ``backtest`` read a stop with one definition
+    (``advisor.judging.left_after``): a linear loss from 2 to 1 with NaN reports at 80-99% of its
+    first half, stopped inside them, still had what it stood at before them to lose (about 37%,
+    by hand: it last stood near 1.65 and ends at 1.0); the simulator's own copy read 0% there."""
+    from advisor.backtest.runs import load_runs
+    from advisor.backtest.verdict import judged
+
+    steps = np.arange(1, 201)
+    loss = 2.0 - steps / 200
+    rows = ["step,loss"] + [
+        f"{s},{'nan' if 80 <= i < 100 else f'{v:.5f}'}"
+        for i, (s, v) in enumerate(zip(steps, loss, strict=True))
+    ]
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "nan.csv").write_text("\n".join(rows) + "\n")
+    (run,), _ = load_runs([tmp_path / "runs" / "nan.csv"])
+    left_backtest = judged(run).left_after(90.0)[0]
+    curve = RealCurveLibrary(tmp_path / "runs").draw(np.random.default_rng(0), 200, 0)
+    left_simulator = curve.remaining_improvement(90.0)
+    assert left_backtest == pytest.approx(0.37, abs=0.03)
+    assert left_simulator == pytest.approx(left_backtest, abs=0.02)
