@@ -164,11 +164,17 @@ def _scale(api: Any, job: JobView, params: Mapping[str, Any], workload: Workload
                 f"(immutable since Trainer v2.2); recreate the job with {nodes} node(s)",
             )
         raise
-    if workload is not None and workload.active:
+    # paused around the patch only if it runs, and resumed only by this call and whatever the
+    # patch does: a Workload a user or a release had deactivated was set active again, and one
+    # whose patch failed stayed inactive with no release recorded
+    paused = workload is not None and workload.active
+    if paused and workload is not None:
         api.kueue.set_active(job.namespace, workload.name, False)
-    api.patch_job(TRAINJOB.kind, job.namespace, job.name, patch)
-    if workload is not None:
-        api.kueue.set_active(job.namespace, workload.name, True)
+    try:
+        api.patch_job(TRAINJOB.kind, job.namespace, job.name, patch)
+    finally:
+        if paused and workload is not None:
+            api.kueue.set_active(job.namespace, workload.name, True)
     return Outcome(
         "done", f"TrainJob numNodes changed from {job.nodes} to {nodes} (deactivate, patch, reactivate)"
     )

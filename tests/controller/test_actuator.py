@@ -12,7 +12,7 @@ from advisor.controller.actuator import Actuator
 from advisor.controller.kueue import parse_workload
 from advisor.core import AdvisorCore
 from advisor.model import Action, ActionKind, Decision, JobView, Mode, ProgressSample
-from tests.controller.fakes import FakeApi, trainjob, workload
+from tests.controller.fakes import ApiError, FakeApi, trainjob, workload
 
 NOW = 1_800_000_000.0
 KEY = "team-a/llm"
@@ -184,6 +184,29 @@ def test_trainjob_scale_detects_an_immutable_num_nodes(immutable: bool) -> None:
         kinds = [c[0] for c in s.api.mutations()]
         assert kinds == ["patch_job", "set_active", "patch_job", "set_active"]  # dry run, off, patch, on
         assert s.wl.active is True
+
+
+def test_trainjob_scale_resumes_only_the_workload_it_paused_whatever_the_patch_does() -> None:
+    """A Workload deactivated by someone else was set active again by the resize, and one whose
+    patch failed after the pause stayed inactive with no release recorded."""
+    s = Setup()
+    s.api.immutable_num_nodes = False
+    s.api.workloads["team-a/trainjob-llm-abcde"] = workload(active=False)
+    s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 4}))
+    assert "set_active" not in [c[0] for c in s.api.mutations()] and s.wl.active is False
+
+    s = Setup()
+    s.api.immutable_num_nodes = False
+    patch_job = s.api.patch_job
+
+    def refused(kind: str, namespace: str, name: str, patch: Any, *, dry_run: bool = False) -> Any:
+        if not dry_run:
+            raise ApiError(409, "Conflict")
+        return patch_job(kind, namespace, name, patch, dry_run=dry_run)
+
+    s.api.patch_job = refused  # type: ignore[method-assign]
+    s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 4}))
+    assert s.wl.active is True  # resumed although the patch failed
 
 
 def test_pytorchjob_scale_respects_elastic_bounds() -> None:
