@@ -10,6 +10,11 @@
   same step is stopped. Needs at least ``min_peers`` other runs in the group that reached that step;
   the peers are all the group's other runs, as if they had run first (a sweep's earlier trials);
 * ``fixed-budget``: every run is cut at ``fraction`` of its budget.
+
+The budget is the steps a run planned (``Run.planned_steps``), as a platform would know it. A log
+that does not say its planned steps has no budget a rule could read while it runs (its last step is
+its future): ``fixed-budget`` leaves it uncut, and median stopping's warm-up is read off the
+finished peers' lengths (they ran first).
 """
 
 from __future__ import annotations
@@ -105,8 +110,10 @@ def median_stopping(run: Run, peers: Sequence[Run], s: BaselineSettings) -> Outc
         counts = np.cumsum(np.isfinite(pv))
         sums = np.nancumsum(pv)
         means.append((ps, np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)))
+    # the warm-up: a share of the run's planned steps, else of its finished peers' median length
+    budget = run.planned_steps or float(np.median([float(ps[-1]) for ps, _ in others]))
     for i, step in enumerate(steps.tolist()):
-        if step < s.median_warmup * run.total_steps:
+        if step < s.median_warmup * budget:
             continue
         at = []
         for ps, pm in means:
@@ -130,12 +137,14 @@ def median_stopping(run: Run, peers: Sequence[Run], s: BaselineSettings) -> Outc
 
 def fixed_budget(run: Run, s: BaselineSettings) -> Outcome:
     row = "fixed-budget"
-    cut = s.fixed_fraction * run.total_steps
+    if run.planned_steps is None:
+        return Outcome(row=row, run=run.name, reason="no planned steps in the log: no budget to cut at")
+    cut = s.fixed_fraction * run.planned_steps
     if run.steps[-1] <= cut:
         return Outcome(row=row, run=run.name)
     # the budget is kept by the clock, not by the next report: a sparse log (an eval every 250
     # steps) would otherwise be cut late, near its end
-    return _stop(row, run, cut, "budget", f"cut at {s.fixed_fraction:.0%} of {run.total_steps} steps")
+    return _stop(row, run, cut, "budget", f"cut at {s.fixed_fraction:.0%} of {run.planned_steps} steps")
 
 
 def baseline_outcomes(name: str, run: Run, group: Sequence[Run], s: BaselineSettings) -> Outcome:

@@ -3,6 +3,7 @@ the verdicts, and one clear error for bad input. Runs are written by the tests (
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -197,6 +198,20 @@ def test_baselines() -> None:
     cut = fixed_budget(good[0], BaselineSettings(fixed_fraction=0.75))
     # at 75% of the budget by the clock, not at the next report (800)
     assert cut.stopped and cut.step == 750 and cut.time_s == pytest.approx(750.0)
+    # a log that does not say its planned steps has no budget a rule could read as it runs: its
+    # last step is its future (the budget was read off it)
+    unplanned = dataclasses.replace(good[0], planned_steps=None)
+    assert not fixed_budget(unplanned, BaselineSettings(fixed_fraction=0.75)).stopped
+    # median stopping's warm-up is read off its finished peers' lengths then, as before off its own
+    long_steps = np.arange(100, 10001, 100, dtype=float)
+    long = [
+        dataclasses.replace(g, steps=long_steps, times=long_steps, values=5 - 0.03 * np.arange(100.0))
+        for g in good
+    ]
+    early = dataclasses.replace(bad, planned_steps=None)
+    warm = BaselineSettings(patience=3, median_warmup=0.2)  # peers' median length 10,000: warm until 2,000
+    assert not median_stopping(early, [*long, early], warm).stopped
+    assert median_stopping(bad, [*long, bad], warm).stopped  # its planned 1,000: warm until 200
 
 
 def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
