@@ -10,6 +10,7 @@ of ``turn``), P(divergence), and the ETA (``eta``).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -28,6 +29,8 @@ from advisor.forecast.turn import rising_branch
 from advisor.model import Forecast, Interval
 
 FloatArray = NDArray[np.float64]
+
+log = logging.getLogger(__name__)
 
 #: a last report this many noise units below the recent peak: the loss is coming back down
 _RECOVERED_Z = 4.0
@@ -387,13 +390,7 @@ def forecast(
                 steps, values, total_steps, times, learning_rates, epochs, None, training_loss=training_loss
             )[0]
     except Exception as exc:  # last line of defence: a forecast must never crash its caller
-        nan = float("nan")
-        return Forecast(
-            final_loss=Interval(nan, nan, nan),
-            plateau_probability=0.5,
-            divergence_probability=0.0,
-            warnings=(f"forecast failed: {type(exc).__name__}: {exc}",),
-        )
+        return failed_forecast(exc)
 
 
 def forecast_with_parts(
@@ -430,10 +427,20 @@ def forecast_curve(curve: Any, *, total_steps: Any = None, training_loss: bool =
                 training_loss=training_loss,
             )[0]
     except Exception as exc:
-        nan = float("nan")
-        return Forecast(
-            final_loss=Interval(nan, nan, nan),
-            plateau_probability=0.5,
-            divergence_probability=0.0,
-            warnings=(f"forecast failed: {type(exc).__name__}: {exc}",),
-        )
+        return failed_forecast(exc)
+
+
+def failed_forecast(exc: Exception) -> Forecast:
+    """The forecast of a history the forecaster failed on: no value, and the failure said in its
+    warnings (the policies refuse a forecast without a final value) and logged with its traceback.
+    A forecast must never crash its caller (the controller judges every other job on, the
+    simulator every other run), but a failure that only reached a job's status left a bug in a
+    new curve family unseen while every job went unjudged."""
+    log.error("forecast failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+    nan = float("nan")
+    return Forecast(
+        final_loss=Interval(nan, nan, nan),
+        plateau_probability=0.5,
+        divergence_probability=0.0,
+        warnings=(f"forecast failed: {type(exc).__name__}: {exc}",),
+    )

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from advisor.forecast import calibration as cal
-from advisor.forecast.core import Parts, _run
+from advisor.forecast.core import Parts, _run, failed_forecast
 from advisor.forecast.eval_forecast import eval_divergence, score_top, turned_back
-from advisor.model import Forecast, Interval
+from advisor.model import Forecast
 from advisor.series import Direction
 
 __all__ = ["ForecastPath", "forecast_path"]
@@ -62,13 +62,8 @@ def forecast_path(
             own = np.asarray(values, dtype=np.float64) if higher else values
             read, loss = (-own, False) if higher else (values, training_loss)
             fc, parts = _run(steps, read, total_steps, times, learning_rates, epochs, None, points, loss)
-    except Exception as exc:
-        return Forecast(
-            final_loss=Interval(float("nan"), float("nan"), float("nan")),
-            plateau_probability=0.5,
-            divergence_probability=0.0,
-            warnings=(f"forecast failed: {type(exc).__name__}: {exc}",),
-        ), None
+    except Exception as exc:  # as ``forecast``: never crash the caller, and say so in the log
+        return failed_forecast(exc), None
     path = _path_band(fc, parts, read)
     if eval_series:
         fc = eval_divergence(fc, np.asarray(values, dtype=np.float64).tolist())

@@ -228,3 +228,22 @@ def test_two_points_hold_no_trend_and_an_uninformed_plateau_probability() -> Non
     fc = forecast([200.0, 400.0], [-0.70, -0.7735], total_steps=2400)
     assert fc.plateau_probability == 0.5
     assert forecast([], [], total_steps=2400).plateau_probability == 0.5
+
+
+def test_a_failure_inside_the_forecaster_is_a_forecast_without_a_value_and_a_logged_error(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A forecast never crashes its caller, but a bug in it only reached a job's status: every job
+    went unjudged with nothing in the log."""
+    import advisor.forecast.core as core
+
+    def broken(*_: object, **__: object) -> None:
+        raise TypeError("a family that returns None")
+
+    monkeypatch.setattr(core, "_run", broken)
+    s, y, _ = power_curve(n=50)
+    with caplog.at_level("ERROR", logger="advisor.forecast.core"):
+        fc = forecast(s, y, total_steps=1000)
+    assert math.isnan(fc.final_loss.mean)
+    assert fc.warnings == ("forecast failed: TypeError: a family that returns None",)
+    assert any("forecast failed: TypeError" in r.getMessage() and r.exc_info for r in caplog.records)
