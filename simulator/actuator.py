@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from advisor.model import Action, ActionKind
+from advisor.model import Action, ActionKind, boost_of
 from simulator.jobs import Phase, SimJob
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class Actuator:
                 job.queued_since = sim.now
             self.evict(job, "released" if kind is ActionKind.RELEASE_QUOTA else "stopped")
         elif kind is ActionKind.BOOST_PRIORITY:
-            sim.quota.set_boost(job.workload, int(params.get("boost", params.get("priority_boost", 1000))))
+            sim.quota.set_boost(job.workload, boost_of(params))
             sim.admission.schedule()
         elif kind is ActionKind.DROP_BOOST:
             sim.quota.set_boost(job.workload, 0)

@@ -30,13 +30,6 @@ __all__ = ["LOOKS_PER_RUN", "AdvisorStrategy", "learning_only"]
 _MUTATING = frozenset(k for k in ActionKind if k is not ActionKind.RECOMMEND)
 
 
-def _boost_written(action: Action) -> int | None:
-    """The value a boost sets on the simulated Workload (``simulator.actuator`` writes the same)."""
-    if action.kind is not ActionKind.BOOST_PRIORITY:
-        return None
-    return int(action.params.get("boost", action.params.get("priority_boost", 1000)))
-
-
 class AdvisorStrategy:
     predicts_victims = True
     watches_cluster = True
@@ -124,20 +117,9 @@ class AdvisorStrategy:
         return [*acts, *(a for a in decision.cleanup if a.kind in _MUTATING)]
 
     def record(self, job: SimJob, action: Action, request_id: str, now: float) -> None:
-        timeout = action.params.get("timeout_s")
         self.core.record_action(
             job.key,
-            ActionRecord(
-                kind=action.kind,
-                time=now,
-                request_id=request_id,
-                policy=self._current_policy,
-                rule=action.rule,
-                outcome="requested",
-                reason=action.reason,
-                timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
-                boost=_boost_written(action),
-            ),
+            ActionRecord.requested(action, policy=self._current_policy, request_id=request_id, now=now),
         )
 
     def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:

@@ -134,19 +134,9 @@ class _Replay:
             self.requests += 1
             self.actions += 1
             request = str(self.requests)
-            timeout = action.params.get("timeout_s")
             self.core.record_action(
                 self.key,
-                ActionRecord(
-                    kind=action.kind,
-                    time=now,
-                    request_id=request,
-                    policy=decision.policy or "",
-                    rule=action.rule,
-                    outcome="requested",
-                    reason=action.reason,
-                    timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
-                ),
+                ActionRecord.requested(action, policy=decision.policy or "", request_id=request, now=now),
             )
             if action.kind is ActionKind.CHECKPOINT:
                 self.checkpoints += 1

@@ -51,7 +51,16 @@ from advisor.controller.jobevents import JobEvents
 from advisor.controller.kueue import Workload
 from advisor.controller.mutations import Outcome, mutate
 from advisor.controller.retry import call_with_retries
-from advisor.model import DISRUPTIVE_KINDS, Action, ActionKind, ActionRecord, Decision, JobView, Mode
+from advisor.model import (
+    DEFAULT_BOOST,
+    DISRUPTIVE_KINDS,
+    Action,
+    ActionKind,
+    ActionRecord,
+    Decision,
+    JobView,
+    Mode,
+)
 from advisor.protocol import (
     DEFAULT_CHECKPOINT_TIMEOUT_S,
     new_checkpoint_request_id,
@@ -64,7 +73,6 @@ __all__ = ["DEFAULT_BOOST", "Actuator", "Outcome"]
 log = logging.getLogger(__name__)
 
 #: priority boost set on a likely preemption victim while it checkpoints
-DEFAULT_BOOST = 1000
 #: a recommendation of the same kind and rule is not repeated (Event, record) within this window
 RECOMMEND_REPEAT_S = 3600.0
 #: the detail of a recommendation that is an Apply policy's action held back (cooldown, cap)
@@ -94,14 +102,6 @@ _IMPOSSIBLE_STATUS = frozenset({400, 403, 405, 422})
 
 #: the outcomes of an attempt whose write reached the API server (a Workload, pod or job patched)
 _WROTE = frozenset({"done", "requested"})
-
-
-def boost_value(action: Action, default: int) -> int | None:
-    """The value a boost action writes (``mutations.mutate`` writes the same), None for others."""
-    if action.kind is not ActionKind.BOOST_PRIORITY:
-        return None
-    value = action.params.get("boost", default)
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
 class Actuator:
@@ -251,17 +251,13 @@ class Actuator:
         timeout = float(
             action.params.get("timeout_s", DEFAULT_CHECKPOINT_TIMEOUT_S) or DEFAULT_CHECKPOINT_TIMEOUT_S
         )
-        rec = ActionRecord(
-            kind=action.kind,
-            time=now,
-            request_id=rid,
+        rec = ActionRecord.requested(
+            action,
             policy=decision.policy or "",
-            rule=action.rule,
-            outcome="requested",
-            reason=action.reason,
-            timeout_s=timeout if action.kind is ActionKind.CHECKPOINT else None,
+            request_id=rid,
+            now=now,
+            default_boost=self.boost,
             stamp=job.version,
-            boost=boost_value(action, self.boost),
         )
         self.core.record_action(job.key, rec)
         self.pending.setdefault(job.key, {})[rid] = {

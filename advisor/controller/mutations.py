@@ -20,7 +20,7 @@ from advisor.controller.gracepatch import MANAGER as GRACE_MANAGER
 from advisor.controller.gracepatch import set_grace_ops
 from advisor.controller.jobs import JOB_KINDS, PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import Workload
-from advisor.model import ActionKind, JobView
+from advisor.model import ActionKind, JobView, boost_of
 from advisor.protocol import CHECKPOINT_REQUEST_ANNOTATION
 
 __all__ = ["Outcome", "mutate"]
@@ -65,7 +65,7 @@ def mutate(
     if kind in (ActionKind.BOOST_PRIORITY, ActionKind.DROP_BOOST):
         if workload is None:
             return Outcome("impossible", "no Kueue Workload found for the job")
-        value = int(params.get("boost", boost)) if kind is ActionKind.BOOST_PRIORITY else None
+        value = boost_of(params, boost) if kind is ActionKind.BOOST_PRIORITY else None
         api.kueue.set_priority_boost(ns, workload.name, value)
         what = f"set to {value}" if value is not None else "removed"
         return Outcome("done", f"priority boost on Workload {workload.name} {what}")

@@ -19,6 +19,7 @@ nothing here cares which.
 from __future__ import annotations
 
 from advisor.model.decisions import (
+    DEFAULT_BOOST,
     DISRUPTIVE_KINDS,
     Action,
     ActionKind,
@@ -32,6 +33,8 @@ from advisor.model.decisions import (
     Mode,
     Phase,
     WorkloadView,
+    boost_of,
+    boost_value,
     holds_quota,
     job_key,
     save_window_seconds,
@@ -48,6 +51,7 @@ from advisor.model.progress import (
 )
 
 __all__ = [
+    "DEFAULT_BOOST",
     "DISRUPTIVE_KINDS",
     "LEARNING_LABELS",
     "Action",
@@ -68,6 +72,8 @@ __all__ = [
     "Phase",
     "ProgressSample",
     "WorkloadView",
+    "boost_of",
+    "boost_value",
     "holds_quota",
     "job_key",
     "save_window_seconds",

@@ -121,6 +121,27 @@ class CheckpointState:
         return None
 
 
+#: the priority boost a boost action writes when its rule names none (the controller's ``--boost``)
+DEFAULT_BOOST = 1000
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def boost_of(params: Mapping[str, Any], default: int = DEFAULT_BOOST) -> int:
+    """The value a boost action with ``params`` writes: its ``boost``, else ``default``. The
+    controller's mutation, the simulator's actuator and every record read it here (four readings
+    had two defaults and an alias no rule writes)."""
+    value = params.get("boost", default)
+    return int(value) if _is_number(value) else default
+
+
+def boost_value(action: Action, default: int = DEFAULT_BOOST) -> int | None:
+    """``boost_of`` a boost action, None for any other."""
+    return boost_of(action.params, default) if action.kind is ActionKind.BOOST_PRIORITY else None
+
+
 @dataclass(frozen=True, slots=True)
 class ActionRecord:
     """One action the advisor took (or requested) on a job; the log that enforces cooldowns,
@@ -146,6 +167,36 @@ class ActionRecord:
     boost: int | None = None
     """For a priority boost: the value written, which tells the advisor's annotation from another
     writer's when the boost is cleaned up (``policies.cleanup``; None in records of older versions)."""
+
+    @classmethod
+    def requested(
+        cls,
+        action: Action,
+        *,
+        policy: str,
+        request_id: str,
+        now: float,
+        default_boost: int = DEFAULT_BOOST,
+        stamp: str = "",
+    ) -> ActionRecord:
+        """The record of ``action`` asked for at ``now``: what every adapter (the controller, the
+        simulator, the back-test) records before it acts, so that cooldowns, caps and the boost's
+        cleanup read the same record whichever ran it (three copies disagreed on the boost's
+        default and on which actions carry a timeout)."""
+        timeout = action.params.get("timeout_s")
+        carries = action.kind is ActionKind.CHECKPOINT and _is_number(timeout)
+        return cls(
+            kind=action.kind,
+            time=now,
+            request_id=request_id,
+            policy=policy,
+            rule=action.rule,
+            outcome="requested",
+            reason=action.reason,
+            timeout_s=float(timeout) if carries else None,  # type: ignore[arg-type]
+            stamp=stamp,
+            boost=boost_value(action, default_boost),
+        )
 
 
 class Phase(enum.StrEnum):
