@@ -17,6 +17,7 @@ from typing import Any
 from advisor.model.progress import Forecast, LearningState
 
 __all__ = [
+    "DEFAULT_BOOST",
     "DISRUPTIVE_KINDS",
     "Action",
     "ActionKind",
@@ -30,6 +31,8 @@ __all__ = [
     "Mode",
     "Phase",
     "WorkloadView",
+    "boost_of",
+    "boost_value",
     "holds_quota",
     "job_key",
     "save_window_seconds",
