@@ -12,6 +12,9 @@
   at the same progress is checkpointed and released.
 
 These are written here from the rules' published semantics; they share no code with ``policies/``.
+Each asks for a checkpoint when its rule fires and releases the quota at its next look (one period
+later), whether or not the save came (a hung job's never does): a platform's blunt rule, not the
+advisor's acknowledged sequence.
 """
 
 from __future__ import annotations
@@ -129,7 +132,7 @@ class Patience(_EveryPeriod):
     def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
         tr = self._tracks.setdefault(job.idx, _Track())
         if tr.releasing:
-            return (Action(ActionKind.RELEASE_QUOTA, "patience", "checkpoint acknowledged"),)
+            return (Action(ActionKind.RELEASE_QUOTA, "patience", "one period after its checkpoint request"),)
         losses = [s.loss for s in samples if s.loss is not None]
         if not losses:
             return ()
@@ -178,7 +181,11 @@ class MedianStopping(_EveryPeriod):
     def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
         tr = self._tracks.setdefault(job.idx, _Track())
         if tr.releasing:
-            return (Action(ActionKind.RELEASE_QUOTA, "median-stopping", "checkpoint acknowledged"),)
+            return (
+                Action(
+                    ActionKind.RELEASE_QUOTA, "median-stopping", "one period after its checkpoint request"
+                ),
+            )
         for s in samples:
             if s.loss is None or not s.total_steps:
                 continue

@@ -35,7 +35,7 @@ from advisor.controller.config import EngineConfig
 from advisor.controller.evidence import EvidenceStore
 from advisor.controller.figureschedule import FigureSchedule
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB
-from advisor.controller.kueue import Workload, parse_workload
+from advisor.controller.kueue import parse_workload
 from advisor.controller.metrics import Metrics
 from advisor.controller.policybook import PolicyBook
 from advisor.controller.policyevents import PolicyEvents
@@ -396,7 +396,7 @@ class Engine:
         started = time.perf_counter()
         decision = self.core.evaluate(base, cluster, now=now)
         self.metrics.forecast_latency.observe(time.perf_counter() - started)
-        self._sync_checkpoints(key, base, body, workload, now)
+        self._sync_checkpoints(key, base, body)
         if not self.policies_unknown:  # else no action, and no sequence abandoned, for now
             acting = self.core.view(base)
             gone = abandoned(acting, decision)
@@ -420,9 +420,7 @@ class Engine:
             return  # a periodic re-evaluation that changed nothing: no write
         self._submit(key, job, status, now)
 
-    def _sync_checkpoints(
-        self, key: str, base: JobView, body: Mapping[str, Any], workload: Workload | None, now: float
-    ) -> None:
+    def _sync_checkpoints(self, key: str, base: JobView, body: Mapping[str, Any]) -> None:
         """Close checkpoint requests the core saw acknowledged, timed out or dropped (their pods are
         gone: ``advisor.core.record.drop_pending_request``). Dropping a boost the
         checkpoint was shielding is the guard's decision (``policies.rules.guard.boost_to_drop``),
