@@ -9,21 +9,14 @@ controller restarted in between logs the outcome of an attempt it resumes with t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from advisor.controller.audit import audit
-from advisor.model import ActionKind, ActionRecord, JobView, Mode
+from advisor.controller.pending import PendingAction
+from advisor.model import JobView, Mode
 
-__all__ = ["audit_attempt", "audit_outcome", "entry_like"]
-
-
-def entry_like(rec: ActionRecord) -> dict[str, Any]:
-    """The fields of a pending entry, for an action that never became one (its record failed)."""
-    return {"kind": rec.kind.value, "policy": rec.policy, "rule": rec.rule, "reason": rec.reason}
+__all__ = ["audit_attempt", "audit_outcome"]
 
 
-def audit_attempt(job: JobView, rid: str, entry: Mapping[str, Any]) -> None:
+def audit_attempt(job: JobView, rid: str, entry: PendingAction) -> None:
     """The ``attempt`` line: logged once the request is persisted, so that each gets an outcome."""
     _audit_entry("attempt", job, rid, entry, "requested")
 
@@ -31,7 +24,7 @@ def audit_attempt(job: JobView, rid: str, entry: Mapping[str, Any]) -> None:
 def audit_outcome(
     job: JobView,
     rid: str,
-    entry: Mapping[str, Any],
+    entry: PendingAction,
     outcome: str,
     detail: str,
     *,
@@ -45,7 +38,7 @@ def _audit_entry(
     stage: str,
     job: JobView,
     rid: str,
-    entry: Mapping[str, Any],
+    entry: PendingAction,
     outcome: str,
     detail: str = "",
     *,
@@ -54,13 +47,13 @@ def _audit_entry(
     audit(
         stage,
         job,
-        kind=ActionKind(entry["kind"]),
+        kind=entry.kind,
         request_id=rid,
-        policy=str(entry.get("policy") or ""),
-        rule=str(entry.get("rule") or ""),
+        policy=entry.policy,
+        rule=entry.rule,
         mode=Mode.APPLY.value,
         outcome=outcome,
-        reason=str(entry.get("reason") or ""),
+        reason=entry.reason,
         detail=detail,
         resumed=resumed,
     )

@@ -45,11 +45,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from advisor.controller.actionaudit import audit_attempt, audit_outcome, entry_like
+from advisor.controller.actionaudit import audit_attempt, audit_outcome
 from advisor.controller.audit import audit
 from advisor.controller.jobevents import JobEvents
 from advisor.controller.kueue import Workload
 from advisor.controller.mutations import Outcome, mutate
+from advisor.controller.pending import AWAITING_ACK, RECORDED, PendingAction
 from advisor.controller.retry import call_with_retries
 from advisor.model import (
     DEFAULT_BOOST,
@@ -129,15 +130,28 @@ class Actuator:
         self.job_events = JobEvents(api, metrics)
         self.boost = boost
         #: key -> request id -> what is needed to finish the action (persisted with the status)
-        self.pending: dict[str, dict[str, dict[str, Any]]] = {}
+        self.pending: dict[str, dict[str, PendingAction]] = {}
 
     # ------------------------------------------------------------------------------ bookkeeping
     def pending_for(self, key: str) -> dict[str, dict[str, Any]]:
-        return dict(self.pending.get(key, {}))
+        """The job's requests in flight as its status keeps them."""
+        return {rid: p.to_status() for rid, p in self.pending.get(key, {}).items()}
+
+    def recorded(self, key: str) -> list[str]:
+        """The job's requests recorded but not carried out yet (a restart finishes them)."""
+        return [rid for rid, p in self.pending.get(key, {}).items() if p.stage == RECORDED]
 
     def restore_pending(self, key: str, data: Mapping[str, Any] | None) -> None:
-        if data:
-            self.pending[key] = {str(k): dict(v) for k, v in data.items() if isinstance(v, Mapping)}
+        if not data:
+            return
+        kept: dict[str, PendingAction] = {}
+        for rid, raw in data.items():
+            entry = PendingAction.from_status(raw) if isinstance(raw, Mapping) else None
+            if entry is None:
+                log.warning("%s: pending request %s not understood, left alone: %r", key, rid, raw)
+                continue
+            kept[str(rid)] = entry
+        self.pending[key] = kept
 
     def forget(self, key: str) -> None:
         self.pending.pop(key, None)
@@ -260,16 +274,7 @@ class Actuator:
             stamp=job.version,
         )
         self.core.record_action(job.key, rec)
-        self.pending.setdefault(job.key, {})[rid] = {
-            "kind": action.kind.value,
-            "params": params,
-            "stage": "recorded",
-            "time": now,
-            "timeoutSeconds": timeout,
-            "policy": rec.policy,
-            "rule": action.rule,
-            "reason": action.reason,
-        }
+        self.pending.setdefault(job.key, {})[rid] = PendingAction.of(rec, params, timeout)
         try:
             self.persist(job.key)
         except Exception as exc:
@@ -277,13 +282,13 @@ class Actuator:
             self.pending[job.key].pop(rid, None)
             detail = f"not recorded before acting: {exc}"
             self.core.update_action(job.key, rid, "failed", detail=detail)
-            audit_attempt(job, rid, entry_like(rec))
-            audit_outcome(job, rid, entry_like(rec), "failed", detail)
+            audit_attempt(job, rid, PendingAction.of(rec, params, timeout))
+            audit_outcome(job, rid, PendingAction.of(rec, params, timeout), "failed", detail)
             self._count(action.kind, Mode.APPLY.value, "failed")
             return rec
         # logged once the request is durable: a kill from here on leaves it to the restarted
         # controller, which finishes it and logs its outcome, so every attempt line gets one
-        audit_attempt(job, rid, entry_like(rec))
+        audit_attempt(job, rid, self.pending[job.key][rid])
         self.finish(job, rid, body=body, workload=workload)
         return rec
 
@@ -299,10 +304,9 @@ class Actuator:
     ) -> Outcome | None:
         """Carry out a recorded action (first time, or after a restart: ``resumed``). Idempotent."""
         entry = self.pending.get(job.key, {}).get(rid)
-        if entry is None or entry.get("stage") != "recorded":
+        if entry is None or entry.stage != RECORDED:
             return None
-        kind = ActionKind(entry["kind"])
-        policy = str(entry.get("policy") or "")
+        kind, policy = entry.kind, entry.policy
         stopped = not_running(job) if resumed and kind in _NEEDS_A_RUNNING_JOB else None
         if stopped is not None and kind in _RELEASES and not job.active:
             stopped = (
@@ -325,9 +329,8 @@ class Actuator:
             )
             return Outcome("impossible", detail)
         if kind in DISRUPTIVE_KINDS and policy:
-            at = entry.get("time")
             try:
-                when = float(at) if isinstance(at, int | float) else time.time()
+                when = entry.time if entry.time is not None else time.time()
                 self.record_cap(policy, rid, when, resumed)
             except Exception as exc:
                 log.error(
@@ -344,17 +347,18 @@ class Actuator:
                 self._count(kind, Mode.APPLY.value, "failed")
                 return Outcome("failed", detail)
 
+        params = entry.params
+
         def attempt() -> Outcome:
             if not self.may_act():  # checked before every attempt: a deposed leader must not act
                 raise PermissionError("the leader Lease is not held")
-            return mutate(
-                self.api, kind, entry.get("params") or {}, job, body, workload, rid, boost=self.boost
-            )
+            return mutate(self.api, kind, params, job, body, workload, rid, boost=self.boost)
 
         result = self._with_retries(attempt)
         failed = result.outcome in ("failed", "impossible")
         if kind is ActionKind.CHECKPOINT and result.outcome == "requested":
-            entry["stage"] = "awaiting-ack"  # stays pending until acknowledged or timed out
+            # stays pending until acknowledged or timed out
+            self.pending[job.key][rid] = entry = entry.awaiting()
         else:
             self.pending[job.key].pop(rid, None)
             self.core.update_action(job.key, rid, result.outcome, detail=result.detail if failed else None)
@@ -365,8 +369,7 @@ class Actuator:
             job,
             body,
             reason,
-            f"{result.detail}{not_again}; {entry.get('reason', '')} "
-            f"(rule {entry.get('rule')}, request {rid})",
+            f"{result.detail}{not_again}; {entry.reason} (rule {entry.rule}, request {rid})",
             warning=failed,
             request_id=rid,
         )
@@ -379,7 +382,7 @@ class Actuator:
         self,
         job: JobView,
         rid: str,
-        entry: Mapping[str, Any],
+        entry: PendingAction,
         outcome: str,
         detail: str,
         *,
@@ -415,7 +418,7 @@ class Actuator:
         """Close a checkpoint request (``acknowledged``, ``timed-out`` or ``dropped``); False if not
         pending."""
         entry = self.pending.get(job.key, {}).get(rid)
-        if entry is None or entry.get("kind") != ActionKind.CHECKPOINT.value:
+        if entry is None or entry.kind is not ActionKind.CHECKPOINT:
             return False
         self.pending[job.key].pop(rid, None)
         self.core.update_action(job.key, rid, outcome)
@@ -441,7 +444,7 @@ class Actuator:
                 job,
                 body,
                 "CheckpointTimedOut",
-                f"no acknowledgement of checkpoint {rid} within {entry.get('timeoutSeconds')}s",
+                f"no acknowledgement of checkpoint {rid} within {entry.timeout_s:g}s",
                 warning=True,
                 request_id=rid,
             )
@@ -488,7 +491,7 @@ class Actuator:
     def awaiting_ack(self, key: str) -> list[tuple[str, float, float]]:
         """(request id, requested at, timeout) of checkpoint requests waiting for their acknowledgement."""
         return [
-            (rid, float(e.get("time", 0.0)), float(e.get("timeoutSeconds", DEFAULT_CHECKPOINT_TIMEOUT_S)))
+            (rid, e.time if e.time is not None else 0.0, e.timeout_s)
             for rid, e in self.pending.get(key, {}).items()
-            if e.get("stage") == "awaiting-ack"
+            if e.stage == AWAITING_ACK
         ]

@@ -388,7 +388,7 @@ class Engine:
         # a restart may have left recorded-but-unfinished actions: finish them first, exactly once
         # (each recorded in its policy's hourly cap first, if the process died before it was), on
         # the job as it stands now: one that no longer runs gets none of them
-        recorded = [rid for rid, e in self.actuator.pending_for(key).items() if e.get("stage") == "recorded"]
+        recorded = self.actuator.recorded(key)
         if recorded and not self.policies_unknown:  # their policies' caps must be known first
             now_view = self.core.view(base, now=now)
             for rid in recorded:
