@@ -232,7 +232,7 @@ def _held_back(
             else:
                 reasons.append(f"{a.rule}: {hold.reason}")
             continue
-        hold = hold_for(job, a.kind, now)
+        hold = hold_for(job, a.kind, now, unanswered="before" not in a.params)
         if hold is None:
             kept.append(a)
             continue

@@ -9,7 +9,9 @@ failed attempt left the rule's condition as it was. So the engine holds an actio
   appeared, the job's spec changed). The adapter stamps each attempt with the version it saw;
 * it **failed** recently: the next attempt of that kind waits ``base * 2**(n-1)`` after the
   n-th failure in a row (capped), so a job gets at most one failed attempt, and at most one
-  Warning Event, per backoff window.
+  Warning Event, per backoff window. A checkpoint request that **timed out** unanswered counts
+  as a failure here: a job that does not answer (its training process has no checkpoint hook, or
+  is stuck) was asked again at every timeout, every two minutes for ever, with a Warning each time.
 
 Failed attempts also count toward the cooldown and the policy's hourly cap (``policies.engine``).
 """
@@ -29,6 +31,8 @@ BACKOFF_BASE_S = 60.0
 BACKOFF_MAX_S = 3600.0
 #: outcomes that are not attempts at a mutation
 _NOT_ATTEMPTS = frozenset({"recommended"})
+#: outcomes that back the next attempt of their kind off: a failed write, an unanswered request
+_FAILURES = frozenset({"failed", "timed-out"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +57,11 @@ def _attempts(job: JobView, kind: ActionKind) -> list[ActionRecord]:
     return same
 
 
-def hold_for(job: JobView, kind: ActionKind, now: float) -> Hold | None:
-    """Whether an action of ``kind`` on ``job`` must wait (see the module docstring)."""
+def hold_for(job: JobView, kind: ActionKind, now: float, *, unanswered: bool = True) -> Hold | None:
+    """Whether an action of ``kind`` on ``job`` must wait (see the module docstring).
+    ``unanswered``: whether timed-out requests back it off too; a release's own checkpoint is
+    asked once per sequence and its timeout leads to the release (``releaseOnTimeout``), so it is
+    not held by the guard's or the checkpoint rule's unanswered requests before it."""
     attempts = _attempts(job, kind)
     if not attempts:
         return None
@@ -64,9 +71,10 @@ def hold_for(job: JobView, kind: ActionKind, now: float) -> Hold | None:
         return Hold(
             f"{kind.value} is impossible on this job as it stands{why}; not retried until it changes", None
         )
+    counted = _FAILURES if unanswered else _FAILURES - {"timed-out"}
     failures = 0
     for a in reversed(attempts):
-        if a.outcome != "failed":
+        if a.outcome not in counted:
             break
         failures += 1
     if failures == 0:
@@ -74,9 +82,10 @@ def hold_for(job: JobView, kind: ActionKind, now: float) -> Hold | None:
     until = last.time + backoff_s(failures)
     if now >= until:
         return None
-    why = f" ({last.detail})" if last.detail else ""
-    return Hold(
-        f"backing off: {failures} failed {kind.value} attempt(s) in a row{why}; "
-        f"next try in {format_duration(until - now)}",
-        until,
-    )
+    if last.outcome == "timed-out":
+        what = f"{failures} {kind.value} request(s) in a row went unanswered (timed out)"
+    else:
+        what = f"{failures} failed {kind.value} attempt(s) in a row" + (
+            f" ({last.detail})" if last.detail else ""
+        )
+    return Hold(f"backing off: {what}; next try in {format_duration(until - now)}", until)

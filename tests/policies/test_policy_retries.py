@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from policy_builders import HOUR, T0, cluster, job, policy, record
+from policy_builders import HOUR, T0, cluster, forecast, job, policy, record, with_state
 
 from advisor.model import ActionKind, ActionRecord, JobView
 from policies import decide
@@ -61,3 +61,42 @@ def test_a_failed_attempt_counts_toward_the_cooldown() -> None:
     d = decide(_hung(actions=(_failed(T0 - 20 * 60),)), cluster(), p, now=T0)
     assert [a.kind for a in d.actions] == [ActionKind.RECOMMEND]  # held back, said so
     assert "cooldown 1h (last action 20m ago)" in d.actions[0].params["held"]
+
+
+def test_checkpoint_requests_that_go_unanswered_back_off() -> None:
+    """A job that never answers (no checkpoint hook, or stuck) was asked again at every timeout,
+    every two minutes for ever, with a Warning Event each time (a platform engineer's trial)."""
+
+    def unanswered(t: float, rid: str) -> ActionRecord:
+        return record(ActionKind.CHECKPOINT, t, rule="preemption-guard", outcome="timed-out", rid=rid)
+
+    one = job(actions=(unanswered(T0 - 30, "a"),))
+    hold = hold_for(one, ActionKind.CHECKPOINT, T0)
+    assert hold is not None and hold.until == T0 - 30 + BACKOFF_BASE_S
+    assert "1 checkpoint request(s) in a row went unanswered (timed out)" in hold.reason
+    three = job(actions=(unanswered(T0 - 900, "a"), unanswered(T0 - 600, "b"), unanswered(T0 - 30, "c")))
+    assert hold_for(three, ActionKind.CHECKPOINT, T0 + 200) is not None  # 4 minutes after the third
+    assert hold_for(three, ActionKind.CHECKPOINT, T0 + 211) is None
+    # an acknowledged one ends the run of unanswered ones
+    answered = job(
+        actions=(
+            unanswered(T0 - 900, "a"),
+            record(ActionKind.CHECKPOINT, T0 - 600, outcome="acknowledged", rid="b"),
+        )
+    )
+    assert hold_for(answered, ActionKind.CHECKPOINT, T0) is None
+
+
+def test_a_releases_own_checkpoint_is_not_held_by_unanswered_requests_before_it() -> None:
+    """A release's checkpoint is asked once per sequence and its timeout leads to the release: held
+    back by the guard's unanswered requests, the release of a job that never answers waited out
+    the backoff (up to an hour) instead."""
+    p = policy({"plateau": {"probability": 0.9, "for": "30m"}}, safety={"cooldown": "0s"})
+    unanswered = record(ActionKind.CHECKPOINT, T0 - 30, rule="preemption-guard", outcome="timed-out", rid="g")
+    j = job(forecast=forecast(plateau=0.95), actions=(unanswered,))
+    opened = decide(j, cluster(), p, now=T0 - 31 * 60)
+    d = decide(with_state(j, opened.state), cluster(), p, now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.CHECKPOINT] and d.actions[0].params[
+        "before"
+    ] == "release-quota"
+    assert hold_for(j, ActionKind.CHECKPOINT, T0) is not None  # the guard's own next request waits
