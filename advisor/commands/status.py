@@ -52,7 +52,11 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "-n", "--namespace", metavar="NS", help="namespace (default: the kubeconfig's, else 'default')"
     )
-    p.add_argument("--by", choices=("queue", "namespace"), help="summarise per ClusterQueue or namespace")
+    p.add_argument(
+        "--by",
+        choices=("queue", "namespace"),
+        help="summarise per ClusterQueue or namespace (every namespace unless -n names one)",
+    )
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     # the other commands print JSON with --json: the same flag here, so that neither form fails
     p.add_argument("--json", dest="output", action="store_const", const="json", help="same as -o json")
@@ -66,6 +70,10 @@ def _namespace(args: argparse.Namespace) -> str | None:
         return None
     if args.namespace:
         return str(args.namespace)
+    if args.by:
+        # a ClusterQueue spans namespaces: its summary counts every one unless -n names one (it
+        # counted the kubeconfig's namespace only, "No TrainJobForecasts found in namespace default")
+        return None
     from advisor.controller.cliutil import kubeconfig_namespace
 
     return kubeconfig_namespace(args.kubeconfig, args.context)

@@ -158,6 +158,12 @@ def test_status_by_queue(api: CliApi, capsys: pytest.CaptureFixture[str]) -> Non
     rows = json.loads(capsys.readouterr().out)
     assert rows[1]["queue"] == "gpu-cq" and rows[1]["gpus_not_learning"] == 8
     assert 0 < rows[1]["free_6h"] <= 16
+    # a ClusterQueue spans namespaces: without -A its summary still counts every one (it counted
+    # the kubeconfig's namespace alone); -n names one
+    assert cli.main(["status", "--by", "queue", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == rows
+    assert cli.main(["status", "--by", "queue", "-n", "b", "-o", "json"]) == 0
+    assert [r["queue"] for r in json.loads(capsys.readouterr().out)] != [r["queue"] for r in rows]
 
 
 def test_explain_and_plot(api: CliApi, capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
