@@ -42,12 +42,26 @@ def register(subparsers: Any) -> None:
         "of the job (and optionally the cluster): see docs/job-state.md and examples/job-state.json.",
     )
     e.add_argument("file", metavar="FILE", help="AdvisorPolicy YAML (one or several documents)")
-    e.add_argument(
+    which = e.add_mutually_exclusive_group(required=True)
+    which.add_argument(
         "--job-state",
-        required=True,
         metavar="STATE.json",
         help="job (and cluster) snapshot ('-': standard input)",
     )
+    which.add_argument(
+        "--job",
+        metavar="NS/NAME",
+        help="a live job, read from the cluster as the controller sees it: its TrainJobForecast's "
+        "history and rule memory, its latest progress, and the queues' preemption hazard",
+    )
+    e.add_argument(
+        "--priority-boost",
+        action="store_true",
+        help="with --job: Kueue runs with the PriorityBoost feature gate (as the controller's flag)",
+    )
+    from advisor.controller.cliutil import add_cluster_args
+
+    add_cluster_args(e)
     e.add_argument(
         "--now",
         type=float,
@@ -180,15 +194,18 @@ def _explain(args: argparse.Namespace) -> int:
     if not policies:
         # as ``validate`` says it: nothing to explain (not "no policy selects this job", exit 0)
         raise CommandError(f"{args.file}: no AdvisorPolicy found")
-    try:
-        raw = json.loads(_read_state(args.job_state))
-    except ValueError as exc:
-        raise CommandError(f"{args.job_state} is not JSON: {exc}") from None
-    try:
-        job, cluster, state_now = state_from_dict(raw)
-    except JobStateError as exc:
-        raise CommandError(f"{args.job_state}: {exc}") from None
-    now = args.now if args.now is not None else state_now if state_now is not None else time.time()
+    if args.job is not None:
+        job, cluster, now = _live(args)
+    else:
+        try:
+            raw = json.loads(_read_state(args.job_state))
+        except ValueError as exc:
+            raise CommandError(f"{args.job_state} is not JSON: {exc}") from None
+        try:
+            job, cluster, state_now = state_from_dict(raw)
+        except JobStateError as exc:
+            raise CommandError(f"{args.job_state}: {exc}") from None
+        now = args.now if args.now is not None else state_now if state_now is not None else time.time()
     if args.policy is not None:
         chosen = next((p for p in policies if p.name == args.policy), None)
         if chosen is None:
@@ -237,6 +254,21 @@ def _explain(args: argparse.Namespace) -> int:
             "state: " + ", ".join(f"{k}={state_value(k, v, now)}" for k, v in sorted(decision.state.items()))
         )
     return 0
+
+
+def _live(args: argparse.Namespace) -> tuple[Any, Any, float]:
+    """The live job ``--job`` names, as the controller would judge it now (``live_state``)."""
+    from advisor.controller.cliutil import cluster_api, parse_ref
+    from advisor.controller.live_state import live_job
+
+    ns, name = parse_ref(args.job, args)
+    now = args.now if args.now is not None else time.time()
+    job, cluster, notes = live_job(
+        cluster_api(args), ns, name, now=now, priority_boost_enabled=args.priority_boost
+    )
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return job, cluster, now
 
 
 def state_value(key: str, value: float, now: float) -> str:

@@ -25,7 +25,7 @@ from advisor.controller.store import ForecastStore, decode_history
 from advisor.core import AdvisorCore
 from advisor.model import DISRUPTIVE_KINDS, job_key
 
-__all__ = ["JOB_DELETED", "SavedStatuses"]
+__all__ = ["JOB_DELETED", "SavedStatuses", "core_state"]
 
 #: the condition a TrainJobForecast gets when its job was found deleted at a restart and its actions
 #: were carried into the policies' ``fromDeletedJobs``: a later restart does not count them again
@@ -38,6 +38,18 @@ def _json(raw: object) -> Any:
         return json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:
         return None
+
+
+def core_state(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """What ``AdvisorCore.restore`` takes back from a TrainJobForecast's status: its ``coreState``
+    with the history stored beside it (None: no state saved, or none readable)."""
+    data = _json(status.get("coreState"))
+    if not isinstance(data, Mapping):
+        return None
+    history = status.get("history")
+    if "history" not in data and isinstance(history, Mapping):  # stored beside coreState
+        data = {**data, "history": decode_history(history)}
+    return data
 
 
 class SavedStatuses:
@@ -116,11 +128,8 @@ class SavedStatuses:
         if uid and owner and uid != owner:
             self._conditions.pop(key, None)
             return False
-        data = _json(status.get("coreState"))
-        if isinstance(data, Mapping):
-            history = status.get("history")
-            if "history" not in data and isinstance(history, Mapping):  # stored beside coreState
-                data = {**data, "history": decode_history(history)}
+        data = core_state(status)
+        if data is not None:
             self._core.restore(key, data)
         pending = _json(status.get("pendingActions"))
         if isinstance(pending, Mapping):
