@@ -426,8 +426,11 @@ def drop_orphaned_request(rec: JobRecord, admission: float | None, admitted_at: 
     any pending request was made). The new pods never saw the request and cannot answer it."""
     if rec.checkpoint.pending_request is None:
         return
-    if rec.phase in (Phase.PENDING, Phase.SUSPENDED):
+    if rec.phase is Phase.PENDING:
         drop_pending_request(rec, f"the workload was evicted or lost its admission ({rec.phase_reason})")
+    elif rec.phase is Phase.SUSPENDED:
+        # a suspended TrainJob keeps its Workload's admission for a while: its pods are what went
+        drop_pending_request(rec, f"the job's pods were stopped ({rec.phase_reason})")
     elif rec.phase in (Phase.FINISHED, Phase.FAILED):
         # its pods are done: no one will answer (it timed out with a Warning on a finished job)
         drop_pending_request(rec, f"the job {rec.phase.value} ({rec.phase_reason})")

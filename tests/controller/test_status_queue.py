@@ -86,9 +86,11 @@ def test_the_namespace_is_the_contexts_like_kubectl(tmp_path: Path) -> None:
     assert kubeconfig_namespace(str(tmp_path / "missing"), None) == "default"
 
 
-def test_status_by_queue_without_a_flag_reads_the_current_namespace(
+def test_status_by_queue_counts_every_namespace_unless_one_is_named(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A ClusterQueue spans namespaces: its summary read the kubeconfig's namespace alone, so a
+    platform engineer's first look said "No TrainJobForecasts found in namespace default"."""
     fake = CliApi(
         [tjf("a", "x", mean=0.3, p10=0.2, p90=0.4), tjf("b", "y", mean=1.0, p10=0.9, p90=1.1, cq="q-b")]
     )
@@ -96,6 +98,9 @@ def test_status_by_queue_without_a_flag_reads_the_current_namespace(
     cfg = str(_kubeconfig(tmp_path))
     assert cli.main(["status", "--kubeconfig", cfg, "--by", "queue"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == ["QUEUE", "q-b"]
-    assert cli.main(["status", "--kubeconfig", cfg, "--context", "plain", "--by", "queue"]) == 0
+    assert [line.split()[0] for line in lines] == ["QUEUE", "gpu-cq", "q-b"]
+    assert cli.main(["status", "--kubeconfig", cfg, "--by", "queue", "-n", "b"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == ["QUEUE", "q-b"]
+    # without --by the table is kubectl's: the kubeconfig context's namespace
+    assert cli.main(["status", "--kubeconfig", cfg, "--context", "plain"]) == 0
     assert capsys.readouterr().out.strip() == "No TrainJobForecasts found in namespace default."
