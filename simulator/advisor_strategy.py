@@ -66,7 +66,10 @@ class AdvisorStrategy:
         self.core = self._new_core()
         self.looks.core = self.core
         self._sim: Simulation | None = None
-        self._current_policy = ""
+        #: job key -> the policy of its latest decision, which its actions are recorded under (as the
+        #: controller records them under their decision's: one field for every job stamped a
+        #: policy-less cleanup with the previous job's policy)
+        self._decided_by: dict[str, str] = {}
         #: forecasts made per job (``SimJob.idx``) in the current run: what a replay spent where
         self.forecasts_by_job: dict[int, int] = {}
 
@@ -84,6 +87,7 @@ class AdvisorStrategy:
         self.core = self._new_core()
         self.looks.reset(sim, self.core)
         self.forecasts_by_job = {}
+        self._decided_by = {}
 
     def first_tick(self, job: SimJob) -> float | None:
         return self.looks.first_tick(job)
@@ -110,8 +114,7 @@ class AdvisorStrategy:
             self.forecasts_by_job[job.idx] = self.forecasts_by_job.get(job.idx, 0) + 1
         self.looks.decided(key, decision)
         acts = [a for a in decision.actions if a.kind in _MUTATING]
-        if (acts or decision.cleanup) and decision.policy is not None:
-            self._current_policy = decision.policy
+        self._decided_by[key] = decision.policy or ""
         # the cleanup (the advisor's own boost, its mandate ended) is carried out in any mode, as
         # the controller does
         return [*acts, *(a for a in decision.cleanup if a.kind in _MUTATING)]
@@ -119,7 +122,9 @@ class AdvisorStrategy:
     def record(self, job: SimJob, action: Action, request_id: str, now: float) -> None:
         self.core.record_action(
             job.key,
-            ActionRecord.requested(action, policy=self._current_policy, request_id=request_id, now=now),
+            ActionRecord.requested(
+                action, policy=self._decided_by.get(job.key, ""), request_id=request_id, now=now
+            ),
         )
 
     def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
@@ -128,3 +133,4 @@ class AdvisorStrategy:
     def finished(self, job: SimJob, now: float) -> None:
         self.core.forget(job.key)
         self.looks.forget(job.key)
+        self._decided_by.pop(job.key, None)
