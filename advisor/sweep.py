@@ -261,6 +261,7 @@ def best_within(points: Sequence[Mapping[str, Any]], budget: float, rate: str = 
 
 
 def default_workers() -> int:
+    """Every core this process may run on (the pool's default, for sweeps and seed ranges)."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 

@@ -11,12 +11,13 @@ only the rows' metrics, so nothing heavy crosses processes.
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
+
+from advisor.sweep import default_workers
 
 __all__ = ["SeedError", "parse_seeds", "pool_rows", "run_seeds", "spread_table"]
 
@@ -185,10 +186,6 @@ def spread_table(pooled: Sequence[dict[str, Any]]) -> str:
             )
         )
     return "\n".join(lines)
-
-
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def run_seeds(

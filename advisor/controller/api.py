@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import uuid
 from collections.abc import Mapping
@@ -25,7 +26,17 @@ from advisor.controller.jobs import JOB_KINDS
 from advisor.controller.kueue import KueueClient
 from advisor.protocol import GROUP, VERSION
 
-__all__ = ["FORECAST_KIND", "FORECAST_PLURAL", "ClusterApi", "is_conflict", "is_not_found", "load_api_client"]
+__all__ = [
+    "FORECAST_KIND",
+    "FORECAST_PLURAL",
+    "ClusterApi",
+    "is_conflict",
+    "is_not_found",
+    "load_api_client",
+    "status_code",
+]
+
+log = logging.getLogger(__name__)
 
 FORECAST_KIND = "TrainJobForecast"
 FORECAST_PLURAL = "trainjobforecasts"
@@ -36,17 +47,18 @@ COMPONENT = "trainjob-advisor"
 REQUEST_TIMEOUT = (5.0, 30.0)
 
 
-def _status_code(exc: BaseException) -> int | None:
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status of an API error (None: not an API error, or none given)."""
     status = getattr(exc, "status", None)
     return int(status) if isinstance(status, int) else None
 
 
 def is_not_found(exc: BaseException) -> bool:
-    return _status_code(exc) == 404
+    return status_code(exc) == 404
 
 
 def is_conflict(exc: BaseException) -> bool:
-    return _status_code(exc) == 409
+    return status_code(exc) == 409
 
 
 #: where the kubelet mounts a pod's ServiceAccount token and CA
@@ -142,7 +154,8 @@ class ClusterApi:
 
         try:
             return version in served_versions(self.api_client, group)
-        except Exception:
+        except Exception as exc:  # the caller says "discovery failed"; the log says why
+            log.warning("discovery of %s failed: %s", group, getattr(exc, "reason", None) or exc)
             return None
 
     # ---------------------------------------------------------------- TrainJobForecast objects
@@ -209,7 +222,7 @@ class ClusterApi:
                 GROUP, VERSION, namespace, FORECAST_PLURAL, body
             )
         except Exception as exc:
-            if _status_code(exc) != 409:
+            if status_code(exc) != 409:
                 raise
             return None
         return _generation(created)

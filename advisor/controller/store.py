@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from advisor.controller.api import status_code
+
 __all__ = [
     "CHUNK_POINTS",
     "HISTORY_COLUMNS",
@@ -153,11 +155,6 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
 
 
-def _status_code(exc: BaseException) -> int | None:
-    status = getattr(exc, "status", None)
-    return int(status) if isinstance(status, int) else None
-
-
 def _point(history: Mapping[str, Any], i: int) -> tuple[Any, ...]:
     return tuple(_row(history, i))
 
@@ -230,11 +227,11 @@ class ForecastStore:
                 try:
                     generation = self.api.json_patch_forecast_status(ns, name, ops)
                 except Exception as exc:
-                    if _status_code(exc) not in (404, 409, 422):
+                    if status_code(exc) not in (404, 409, 422):
                         self._written.pop(key, None)  # unknown outcome: the next write is a full one
                         raise
                     self.stats.fallbacks += 1
-                    log.debug("delta write of %s refused (%s): writing it in full", key, _status_code(exc))
+                    log.debug("delta write of %s refused (%s): writing it in full", key, status_code(exc))
                 else:
                     self._learn(key, generation)
                     self.stats.delta += 1
@@ -247,7 +244,7 @@ class ForecastStore:
         try:
             self._learn(key, self.api.patch_forecast_status(ns, name, full))
         except Exception as exc:
-            if _status_code(exc) != 404:
+            if status_code(exc) != 404:
                 raise
             # gone (deleted by hand, or never there): create it, and write with its generation
             self._generation.pop(key, None)

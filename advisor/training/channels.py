@@ -199,7 +199,7 @@ class KubeflowStatusChannel:
 def _load_sdk_reporter() -> Callable[..., bool] | None:
     try:
         from kubeflow.trainer import update_trainjob_status
-    except Exception:
+    except ImportError:  # no SDK, or one without the call: a broken install is its own error
         return None
     return update_trainjob_status
 
