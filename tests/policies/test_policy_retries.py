@@ -100,3 +100,16 @@ def test_a_releases_own_checkpoint_is_not_held_by_unanswered_requests_before_it(
         "before"
     ] == "release-quota"
     assert hold_for(j, ActionKind.CHECKPOINT, T0) is not None  # the guard's own next request waits
+
+
+def test_a_running_job_that_is_not_admitted_gets_no_action() -> None:
+    """The one lifecycle gate's last clause (``policies.engine.not_running``): a view the core
+    calls running, but whose Workload holds no admission, is not judged."""
+    from policies.engine import not_running
+
+    p = policy(STALL, safety={"cooldown": "0s"})
+    waiting = _hung(admitted=False)
+    assert not_running(waiting) == "pending: not admitted"
+    d = decide(waiting, cluster(), p, now=T0)
+    assert d.actions == () and any("pending: not admitted" in r for r in d.reasons)
+    assert [a.kind for a in decide(_hung(), cluster(), p, now=T0).actions] == [ActionKind.RELEASE_QUOTA]

@@ -57,6 +57,20 @@ def test_a_healthy_run_cut_near_its_end_is_no_saving() -> None:
     assert m["gpu_hours_nonlearning"] == pytest.approx(base["gpu_hours_nonlearning"], rel=0.05)
 
 
+def test_a_run_with_a_pathology_cut_near_its_end_is_a_saving_not_a_near_end_release() -> None:
+    """Near-end releases are of healthy runs only: a run that diverged or hung near its end and was
+    cut there saved what it would have burnt."""
+    import dataclasses
+
+    sc, res = _finished_jobs()
+    job = res.jobs[0]
+    job.curve = dataclasses.replace(job.curve, pathology="diverge", at=0.8)
+    _cut(job, (1.0 - NEAR_END_FRACTION / 2) * job.total_steps)
+    base = row_metrics("no-advisor", res.jobs, res.record, sc.capacity, None, 0.0, victims=False)
+    m = row_metrics("cut", res.jobs, res.record, sc.capacity, base["gpu_hours"] + 1.0, 0.0, victims=False)
+    assert m["near_end_releases"] == 0
+
+
 def test_a_cut_earlier_in_the_budget_is_not_near_the_end() -> None:
     sc, res = _finished_jobs()
     job = res.jobs[0]
