@@ -57,7 +57,7 @@ import math
 from collections.abc import Mapping
 
 from advisor.forecast.core import PEAK_LR_WARNING
-from advisor.model import ActionKind, Forecast, JobView
+from advisor.model import ActionKind, Forecast, JobView, LearningState
 from advisor.series import TRAIN_SERIES
 from policies.rules.base import (
     NO_DIRECTION,
@@ -115,6 +115,17 @@ def judged_series(ctx: Context, metric: str) -> tuple[Forecast | None, str, str]
     return ctx.forecast, TRAIN_SERIES, ctx.forecast_reason
 
 
+def _past_best(state: LearningState | None, series: str) -> float | None:
+    """P(overfitting) of an eval series ``series`` that is past its best, at least as likely
+    overfitting as not and evaluated since its best (None: the training loss, or not past it)."""
+    if series == TRAIN_SERIES or state is None:
+        return None
+    j = state.judgement(series)
+    if j is None or j.best_step is None or j.evals_since_best < 1 or j.overfitting < 0.5:
+        return None
+    return j.overfitting
+
+
 def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     out = Outcome()
     job = ctx.job
@@ -131,6 +142,28 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         return out
     if job.total_steps is not None and job.step >= job.total_steps:
         return out  # finished: nothing left to save
+    past_best = _past_best(job.learning_state, series)
+    overfitting = ctx.policy.rules.overfitting
+    if (
+        past_best is not None
+        and overfitting is not None
+        and overfitting.enabled
+        and past_best >= overfitting.probability
+    ):
+        since = job.rule_state.get(KEY)
+        if since is None or in_flight(job, NAME, since) is None:
+            # an eval series past its best, as sure as the overfitting rule asks, is that rule's: it
+            # takes no checkpoint of weights past the best and names the one to keep. Judged by the
+            # plateau rule too (a rise counts as "no improvement left"), the run was released by
+            # whichever window opened first: a platform trial's run saved at step 2,000, six
+            # evaluations past its best at 800, and released without naming it
+            state = job.learning_state
+            assert state is not None  # past its best: judged by the state
+            out.reasons.append(
+                f"{NAME}: {series} is past its best ({best_checkpoint_text(state, series)}, "
+                f"P(overfitting)={pct(past_best)}): left to the overfitting rule"
+            )
+            return out
     p = fc.plateau_probability
     # a rising prediction is evidence only on a series that may turn (an eval metric); on the
     # training loss, which the forecaster holds does not turn, it is a fit not following the curve
@@ -225,7 +258,23 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         else f"its last checkpoint (step {job.checkpoint.last_step}) is {unsaved:.1%} above the current loss"
     )
     final = _final_kind(rule)
-    if not release(ctx, out, rule=NAME, final=final, why=numbers, since=since, unsaved=lost):
+    first: bool | None = None
+    if past_best is not None and going is None:
+        # past its best, but not the overfitting rule's (none in the policy, or not as sure as it
+        # asks): the plateau rule releases it as that rule would, without saving weights past the
+        # best (a save may rotate out the best checkpoint, ``save_total_limit``), and names the
+        # checkpoint to keep
+        state = job.learning_state
+        assert state is not None
+        best = state.judgement(series)
+        numbers += (
+            f"; keep the checkpoint of step {best.best_step if best is not None else '?'} (the best "
+            "evaluation); no checkpoint taken (its weights are past the best evaluation)"
+        )
+        first, lost = False, None
+    if not release(
+        ctx, out, rule=NAME, final=final, why=numbers, since=since, checkpoint_first=first, unsaved=lost
+    ):
         # the plateau was found at the latest report, but the release would keep only an older
         # checkpoint that had more than 1% still to learn: judged again from scratch, on what the
         # run reports once it runs again (and so can save first)

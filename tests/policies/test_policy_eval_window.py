@@ -150,3 +150,52 @@ def test_a_series_without_its_last_step_is_judged_by_the_window_alone() -> None:
     state = {"plateau.since": T0 - HOUR, PLATEAU_OPENED_ON: 1000.0}
     d = decide(job(learning_state=learning(no_step), rule_state=state), cluster(), PLATEAU, now=T0)
     assert released(d) and PLATEAU_OPENED_ON not in d.state
+
+
+def test_a_run_past_its_best_is_the_overfitting_rules_and_never_saved_past_its_best() -> None:
+    """A platform trial: the plateau rule, judging the same eval loss (whose rise counts as "no
+    improvement left"), opened its window first, saved the weights at step 2,000, six evaluations
+    past the best at 800, and released without naming the checkpoint to keep."""
+    both = policy(
+        {
+            "plateau": {"for": "1m", "action": "Release"},
+            "overfitting": {"for": "1m", "action": "Release"},
+            "quotaRelease": {"checkpointFirst": True},
+        }
+    )
+    state: dict[str, float] = {}
+    actions: list[tuple[str, str]] = []
+    for i, step in enumerate(range(1000, 2100, 100)):
+        now = T0 + 60.0 * i
+        # read as flat at first (the plateau window opens), then as past its best
+        p_overfit = 0.3 if i < 1 else 0.95
+        j = job(learning_state=learning(eval_forecast(step), p_overfit=p_overfit), rule_state=dict(state))
+        d = decide(j, cluster(), both, now=now)
+        state = dict(d.state)
+        actions += [(a.kind.value, a.rule) for a in d.actions]
+        if released(d):
+            assert "keep the checkpoint of step 800" in d.actions[0].reason
+            break
+    assert ("checkpoint", "plateau") not in actions and actions[-1] == ("release-quota", "overfitting")
+    # a policy without an overfitting rule: the plateau rule releases it as that rule would
+    only = policy({"plateau": {"for": "1m", "action": "Release"}, "quotaRelease": {"checkpointFirst": True}})
+    state, kinds = {}, []
+    for i, step in enumerate(range(1000, 2100, 100)):
+        j = job(learning_state=learning(eval_forecast(step), p_overfit=0.95), rule_state=dict(state))
+        d = decide(j, cluster(), only, now=T0 + 60.0 * i)
+        state = dict(d.state)
+        kinds += [a.kind for a in d.actions]
+        if released(d):
+            assert "keep the checkpoint of step 800" in d.actions[0].reason
+            assert "no checkpoint taken (its weights are past the best evaluation)" in d.actions[0].reason
+            break
+    assert kinds and ActionKind.CHECKPOINT not in kinds and kinds[-1] is ActionKind.RELEASE_QUOTA
+    # a flat eval, not past its best by the state's reading, is saved first as before
+    flat = job(learning_state=learning(eval_forecast(1000), p_overfit=0.05))
+    assert _past_best_reads(flat) is None
+
+
+def _past_best_reads(j: object) -> float | None:
+    from policies.rules.plateau import _past_best
+
+    return _past_best(j.learning_state, "eval_loss")  # type: ignore[attr-defined]
