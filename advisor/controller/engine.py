@@ -45,7 +45,7 @@ from advisor.controller.saved import JOB_DELETED, SavedStatuses
 from advisor.controller.statusboard import StatusBoard, owner_reference, same_but_time
 from advisor.controller.store import ForecastStore
 from advisor.controller.summary import NOT_LEARNING, summarize
-from advisor.controller.trackedjob import TrackedJob, evaluation_due, observe_job_event
+from advisor.controller.trackedjob import TrackedJob, evaluation_due, observe_job_event, other_kind_of_name
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
 from advisor.model import ClusterView, JobView, job_key
@@ -77,6 +77,8 @@ class Engine:
         )
         self.events: queue.SimpleQueue[tuple[str, str, Any, float]] = queue.SimpleQueue()
         self.jobs: dict[str, TrackedJob] = {}
+        #: (key, kind) of jobs not advised because a job of another kind holds their name
+        self._shadowed: set[tuple[str, str]] = set()
         self.index = ClusterIndex()
         self.workloads = self.index.workloads  # what the index holds, read by the commands' tests
         self.cluster_queues = self.index.cluster_queues
@@ -282,6 +284,8 @@ class Engine:
             log.warning("ignoring a job event without namespace/name or of an unknown kind")
             return
         key = job_key(str(meta["namespace"]), str(meta["name"]))
+        if other_kind_of_name(key, self.jobs.get(key), body, self._shadowed, self.actuator.job_events):
+            return
         self.figures.seen(key)
         if event_type == "DELETED":
             if key in self.jobs:

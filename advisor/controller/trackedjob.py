@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.controller.actuator import Actuator
-from advisor.controller.jobs import base_view
+from advisor.controller.jobevents import JobEvents
+from advisor.controller.jobs import TRAINJOB, base_view
 from advisor.controller.metrics import Metrics
 from advisor.core import AdvisorCore
 from advisor.model import Decision, LifecycleSignals
 from advisor.sources.lifecycle import job_signals
 
-__all__ = ["TrackedJob", "evaluation_due", "observe_job_event"]
+__all__ = ["TrackedJob", "evaluation_due", "observe_job_event", "other_kind_of_name"]
 
 log = logging.getLogger(__name__)
 
@@ -137,3 +138,33 @@ def observe_job_event(
         job.dirty = job.needs_eval = True
     if sample.warnings:
         metrics.samples.labels("with-warnings").inc()
+
+
+def other_kind_of_name(
+    key: str,
+    tracked: TrackedJob | None,
+    body: Mapping[str, Any],
+    shadowed: set[tuple[str, str]],
+    events: JobEvents,
+) -> bool:
+    """Whether ``body`` is a job of another kind than the one tracked under its name (a TrainJob
+    and a PyTorchJob named alike in one namespace, as in a migration from Training Operator v1 to
+    Trainer v2). One TrainJobForecast and one history per name: the kind seen first keeps them,
+    and the other is not advised, said once (``shadowed``) in the log and in an Event on it. The
+    two were merged: one history interleaving both runs' reports, read as a dozen restarts, and
+    the deletion of either forgot both."""
+    if tracked is None:
+        return False
+    kind = str(body.get("kind") or TRAINJOB.kind)
+    mine = str(tracked.body.get("kind") or TRAINJOB.kind)
+    if kind == mine:
+        return False
+    if (key, kind) not in shadowed:
+        shadowed.add((key, kind))
+        why = (
+            f"a {mine} named {key} is advised already: this {kind} of the same name is not "
+            "(one TrainJobForecast per name); rename one of them to have both advised"
+        )
+        log.warning("%s: %s", key, why)
+        events.post(base_view(body), body, "NotAdvised", why, warning=True)
+    return True

@@ -497,3 +497,42 @@ def test_a_valid_policy_whose_metric_directions_turn_a_loss_says_so_in_its_condi
         "; warning: spec.metricDirections.eval_loss: higher contradicts the direction its name says"
         in message
     )
+
+
+def _pytorchjob(step: int, now: float) -> dict[str, Any]:
+    from advisor.protocol import PYTORCHJOB_PROGRESS_ANNOTATION
+
+    progress = {"version": 1, "step": step, "totalSteps": 50000, "loss": 0.53, "time": iso(now)}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": "llm",
+            "namespace": "team-a",
+            "uid": "uid-pt",
+            "annotations": {PYTORCHJOB_PROGRESS_ANNOTATION: json.dumps(progress)},
+        },
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}}},
+    }
+
+
+def test_a_pytorchjob_named_as_a_trainjob_is_not_merged_into_its_history() -> None:
+    """A platform trial: a TrainJob and a PyTorchJob named alike in one namespace (a migration from
+    Training Operator v1) were one tracked job: one history interleaving both runs' reports, read as
+    a dozen restarts, and the deletion of either forgot both."""
+    api = FakeApi()
+    e = engine(api)
+    now = T0
+    for i, step in enumerate(range(10, 200, 10)):
+        now = T0 + i * 5.0
+        e.enqueue("job", "MODIFIED", trainjob(step=step, loss=f"{curve_loss(step):.5f}", updated=iso(now)))
+        e.enqueue("job", "MODIFIED", _pytorchjob(2000 + 100 * i, now))
+        e.step(now)
+    rec = e.core.record(KEY)
+    assert rec is not None and max(rec.history.curve().steps) == 190  # the TrainJob's reports alone
+    refused = [ev for ev in api.events if ev["reason"] == "NotAdvised"]
+    assert len(refused) == 1 and refused[0]["involved"]["kind"] == "PyTorchJob"
+    assert "a TrainJob named team-a/llm is advised already" in refused[0]["message"]
+    e.enqueue("job", "DELETED", _pytorchjob(4000, now))
+    e.step(now + 5)
+    assert KEY in e.jobs and e.core.record(KEY) is not None  # deleting the other kind forgets nothing
