@@ -26,6 +26,9 @@ DEFAULT_CHECKPOINT_TIMEOUT_S = 600.0
 
 #: annotation (on a TrainJob / PyTorchJob) with a deadline, RFC 3339 or epoch seconds
 DEADLINE_ANNOTATION = f"{GROUP}/deadline"
+#: annotation ``trainjob-advisor resume`` writes on the job it resumed (RFC 3339): the policies'
+#: cooldown runs from it, so that a run its user asked back gets a full cooldown before a release
+RESUMED_ANNOTATION = f"{GROUP}/resumed-at"
 #: default label that exempts a job from every policy
 DEFAULT_EXEMPT_LABEL = f"{GROUP}/exempt"
 #: PyTorchJob (Trainer v1) annotation where our training helper writes progress JSON

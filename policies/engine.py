@@ -44,12 +44,14 @@ import math
 from typing import Any
 
 from advisor.model import Action, ActionKind, ClusterView, Decision, Forecast, JobView, Mode, Phase
+from advisor.protocol import RESUMED_ANNOTATION
 from policies.cleanup import boost_cleanup
 from policies.index import cluster_index
 from policies.retries import hold_for
 from policies.rules import RULES
 from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record, runtime_gate
 from policies.rules.checkpoint import grace_period_action
+from policies.rules.deadline import parse_deadline
 from policies.rules.guard import boost_to_drop
 from policies.rules.stall import finished_but_holding
 from policies.spec import Policy
@@ -196,6 +198,14 @@ def _forecast(job: JobView, policy: Policy) -> tuple[Forecast | None, str]:
     return fc, ""
 
 
+def _resumed_at(job: JobView, now: float) -> float | None:
+    """When ``trainjob-advisor resume`` resumed the job (``RESUMED_ANNOTATION``), if it did and
+    not after ``now`` (None: never, or unreadable)."""
+    raw = job.annotations.get(RESUMED_ANNOTATION)
+    at = parse_deadline(raw) if raw else None
+    return at if at is not None and math.isfinite(at) and at <= now else None
+
+
 def _blocked(job: JobView, cluster: ClusterView, policy: Policy, now: float) -> str | None:
     s = policy.safety
     last = None
@@ -206,6 +216,12 @@ def _blocked(job: JobView, cluster: ClusterView, policy: Policy, now: float) -> 
             last = rec.time if last is None or rec.time > last else last
             if rec.policy == policy.name and now - HOUR < rec.time <= now:
                 mine += 1
+    resumed = _resumed_at(job, now)
+    if resumed is not None and (last is None or resumed > last) and now - resumed < s.cooldown:
+        # asked back by its user (``trainjob-advisor resume``) after a release: a full cooldown
+        # from the resume (the note promised "released again after the policy's cooldown", and a
+        # run resumed 24 minutes after its release was released again 61 s later)
+        return f"cooldown {dur(s.cooldown)} (resumed by trainjob-advisor resume {dur(now - resumed)} ago)"
     if last is not None and now - last < s.cooldown:
         return f"cooldown {dur(s.cooldown)} (last action {dur(now - last)} ago)"
     times = cluster.policy_action_times.get(policy.name, ())

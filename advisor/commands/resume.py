@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         raise api_error(exc, f"Workload {ns}/{workload.name}") from exc
     jk = JOB_KINDS[args.kind]
+    recorded = _record_resume(api, args.kind, ns, name)
     with contextlib.suppress(Exception):  # the Event is a courtesy; the reactivation is what matters
         api.create_event(
             {
@@ -74,13 +75,32 @@ def run(args: argparse.Namespace) -> int:
         )
     print(f"Workload {ns}/{workload.name} of {args.kind} {ns}/{name} reactivated; Kueue will requeue it")
     labels = (job.get("metadata") or {}).get("labels") or {}
-    note = _judged_again(api, args.kind, ns, name, labels)
+    note = _judged_again(api, args.kind, ns, name, labels, recorded=recorded)
     if note:
         print(note)
     return 0
 
 
-def _judged_again(api: Any, kind: str, ns: str, name: str, labels: Mapping[str, str]) -> str | None:
+def _record_resume(api: Any, kind: str, ns: str, name: str) -> bool:
+    """Annotate the job with the time of its resume (``RESUMED_ANNOTATION``): the policies'
+    cooldown runs from it. False (said) when the job may not be patched."""
+    import time
+
+    from advisor.protocol import RESUMED_ANNOTATION
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        api.patch_job(kind, ns, name, {"metadata": {"annotations": {RESUMED_ANNOTATION: stamp}}})
+    except Exception as exc:
+        why = getattr(exc, "reason", None) or exc
+        print(f"note: the resume is not recorded on the {kind} ({why}): no fresh cooldown protects it")
+        return False
+    return True
+
+
+def _judged_again(
+    api: Any, kind: str, ns: str, name: str, labels: Mapping[str, str], *, recorded: bool = True
+) -> str | None:
     """What happens next when a policy released the run: it is judged again once it runs, and a
     run that still does not learn is released again after the policy's cooldown; unless the job
     already carries the releasing policy's exempt label, which is then said instead of suggested."""
@@ -115,10 +135,15 @@ def _judged_again(api: Any, kind: str, ns: str, name: str, labels: Mapping[str, 
         if known
         else f" (the default exempt label: policy {policy} could not be read to see whether it sets another)"
     )
+    when = (
+        "once the policy's cooldown from now has passed (the resume is recorded on the job)"
+        if recorded
+        else "as soon as its rule's window has passed again"
+    )
     return (
-        said + "it is judged again once it runs, and if it still does not learn it is released again after "
-        f"the policy's cooldown. To keep it running: kubectl label {kind.lower()} -n {ns} {name} "
-        f"{label}=true{unsure}"
+        said
+        + f"it is judged again once it runs, and if it still does not learn it is released again {when}. "
+        f"To keep it running: kubectl label {kind.lower()} -n {ns} {name} {label}=true{unsure}"
     )
 
 

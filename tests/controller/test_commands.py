@@ -339,10 +339,16 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
     }
     released = {"kind": "release-quota", "policy": "plateau-release", "rule": "plateau", "outcome": "done"}
     api.items.append({"metadata": {"namespace": "team-a", "name": "llm"}, "status": {"actions": [released]}})
+    api.immutable_num_nodes = False  # the fake refuses TrainJob patches by default
     assert cli.main(["resume", "team-a/llm"]) == 0
     assert wl["spec"]["active"] is True and api.events[-1]["reason"] == "Resumed"
     out = capsys.readouterr().out
     assert "note: policy plateau-release released it (plateau)" in out and "released again" in out
+    # the resume is recorded on the job: the policies' cooldown runs from it (a run resumed 24
+    # minutes after its release was released again 61 s later, though the note promised a cooldown)
+    (patch,) = [c for c in api.log if c[0] == "patch_job"]
+    assert "advisor.trainjob-advisor.io/resumed-at" in patch[4]["metadata"]["annotations"]
+    assert "once the policy's cooldown from now has passed (the resume is recorded on the job)" in out
     assert "kubectl label trainjob -n team-a llm advisor.trainjob-advisor.io/exempt=true" in out
     assert cli.main(["resume", "team-a/llm"]) == 0
     assert "already active" in capsys.readouterr().out

@@ -4,6 +4,7 @@ and failed attempts counted by the cooldown."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 from policy_builders import HOUR, T0, cluster, forecast, job, policy, record, with_state
 
@@ -113,3 +114,24 @@ def test_a_running_job_that_is_not_admitted_gets_no_action() -> None:
     d = decide(waiting, cluster(), p, now=T0)
     assert d.actions == () and any("pending: not admitted" in r for r in d.reasons)
     assert [a.kind for a in decide(_hung(), cluster(), p, now=T0).actions] == [ActionKind.RELEASE_QUOTA]
+
+
+def test_a_job_resumed_by_its_user_gets_a_full_cooldown_from_the_resume() -> None:
+    """``trainjob-advisor resume`` records the time on the job; the policies' cooldown runs from
+    it, not from the release long before."""
+    p = policy(STALL, safety={"cooldown": "1h"})
+    released = record(ActionKind.RELEASE_QUOTA, T0 - 3 * HOUR, rule="stall", outcome="done")
+    resumed = dt.datetime.fromtimestamp(T0 - 600, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    j = _hung(
+        actions=(released,),
+        annotations={"advisor.trainjob-advisor.io/resumed-at": resumed},
+        phase_since=T0 - 590,  # running again since the resume
+    )
+    d = decide(j, cluster(), p, now=T0 + 600)  # its stall window (10m) over, 20 minutes after the resume
+    assert [a.kind for a in d.actions] == [ActionKind.RECOMMEND]  # held, and said why
+    assert d.actions[0].params["held"] == "cooldown 1h (resumed by trainjob-advisor resume 20m ago)"
+    assert [a.kind for a in decide(j, cluster(), p, now=T0 + 3100).actions] == [ActionKind.RELEASE_QUOTA]
+    unrecorded = _hung(actions=(released,), phase_since=T0 - 590)  # resumed by hand: the release's cooldown
+    assert [a.kind for a in decide(unrecorded, cluster(), p, now=T0 + 600).actions] == [
+        ActionKind.RELEASE_QUOTA
+    ]
