@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 from advisor.cli import CommandError
@@ -79,8 +80,10 @@ def _namespace(args: argparse.Namespace) -> str | None:
     return kubeconfig_namespace(args.kubeconfig, args.context)
 
 
-def rows(items: list[dict[str, Any]], *, with_namespace: bool) -> list[list[Any]]:
+def rows(items: list[dict[str, Any]], *, with_namespace: bool, now: float | None = None) -> list[list[Any]]:
+    """The table's rows; with ``now``, a status no controller keeps any more reads ``stale``."""
     from advisor.controller.cliutil import age, status_of
+    from advisor.controller.summary import shown_state
 
     out = []
     for obj in sorted(
@@ -96,7 +99,7 @@ def rows(items: list[dict[str, Any]], *, with_namespace: bool) -> list[list[Any]
             summary.get("eta", "-"),
             summary.get("loss", "-"),
             summary.get("plateau", "-"),
-            status.get("state", "-"),
+            shown_state(status, now) if status else "-",
             summary.get("advice", "-"),
             age(meta.get("creationTimestamp")),
         ]
@@ -118,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
         print("No TrainJobForecasts found" + (f" in namespace {namespace}." if namespace else "."))
         return 0
     if args.by:
-        summaries = summarize(((o["metadata"].get("namespace", ""), status_of(o)) for o in items), by=args.by)
+        summaries = summarize(
+            ((o["metadata"].get("namespace", ""), status_of(o)) for o in items), by=args.by, now=time.time()
+        )
         if args.output == "json":
             print(json.dumps([s.as_row() for s in summaries], indent=2))
             return 0
@@ -170,5 +175,5 @@ def run(args: argparse.Namespace) -> int:
         print("No TrainJobForecasts found" + (f" in namespace {namespace}." if namespace else "."))
         return 0
     headers = ("NAMESPACE", *HEADERS) if namespace is None else HEADERS
-    print_table(headers, rows(items, with_namespace=namespace is None))
+    print_table(headers, rows(items, with_namespace=namespace is None, now=time.time()))
     return 0

@@ -44,7 +44,7 @@ from advisor.controller.savecheck import SaveWindowCheck, ready_message
 from advisor.controller.saved import JOB_DELETED, SavedStatuses
 from advisor.controller.statusboard import StatusBoard, owner_reference, same_but_time
 from advisor.controller.store import ForecastStore
-from advisor.controller.summary import NOT_LEARNING, summarize
+from advisor.controller.summary import HEARTBEAT_S, NOT_LEARNING, summarize
 from advisor.controller.trackedjob import TrackedJob, evaluation_due, observe_job_event, other_kind_of_name
 from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
@@ -381,6 +381,7 @@ class Engine:
             observed_at=job.unwritten_since if job.unwritten_since is not None else now,
         )
         job.unwritten_since = None
+        job.written = now
         if job.applied_wall is not None:
             self._stage("engine", time.time() - job.applied_wall)
             job.applied_wall = None
@@ -420,8 +421,14 @@ class Engine:
             if decision.policy:
                 self.book.add_hours(decision.policy, hours)
         self.metrics.observe_job(view, state=status["state"])
-        if job.unwritten_since is None and same_but_time(previous, status):
-            return  # a periodic re-evaluation that changed nothing: no write
+        if (
+            job.unwritten_since is None
+            and same_but_time(previous, status)
+            and now - job.written < HEARTBEAT_S
+        ):
+            # a periodic re-evaluation that changed nothing: no write, but one every heartbeat, so
+            # that a reader can tell a status no controller keeps any more (``summary.shown_state``)
+            return
         self._submit(key, job, status, now)
 
     def _sync_checkpoints(self, key: str, base: JobView, body: Mapping[str, Any]) -> None:

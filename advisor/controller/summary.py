@@ -15,7 +15,24 @@ from typing import Any
 
 from advisor.controller.render import STATES, shows_eta
 
-__all__ = ["HORIZONS", "QueueSummary", "eta_cdf", "holds_quota", "summarize"]
+__all__ = [
+    "HEARTBEAT_S",
+    "HORIZONS",
+    "STALE_AFTER_S",
+    "QueueSummary",
+    "eta_cdf",
+    "holds_quota",
+    "shown_state",
+    "summarize",
+]
+
+#: a controller writes a job's status at least this often, changed or not (``observedAt``)
+HEARTBEAT_S = 600.0
+#: a status of a job that may still run, written longer ago than this, is stale: no controller
+#: judges the job any more (its namespace no longer watched, the controller gone). Three heartbeats
+STALE_AFTER_S = 3 * HEARTBEAT_S
+#: the states of a job that runs no more: their last status stands however old
+_OVER = frozenset({"finished", "failed", "suspended"})
 
 #: capacity-planning horizons, in seconds, with their labels
 HORIZONS: tuple[tuple[str, float], ...] = (("1h", 3600.0), ("6h", 6 * 3600.0), ("24h", 24 * 3600.0))
@@ -73,6 +90,20 @@ def holds_quota(job: Mapping[str, Any]) -> bool:
     return bool(job.get("active", True)) and bool(job.get("admitted", True)) and running
 
 
+def shown_state(status: Mapping[str, Any], now: float | None) -> str:
+    """The state a reader is shown: the status's, or ``stale`` when its ``observedAt`` is older
+    than ``STALE_AFTER_S`` at ``now`` and the job may still run (forecasts in namespaces a
+    controller stopped watching read ``learning`` with an ETA for ever, and the queue summary
+    counted them). ``now`` None: as written."""
+    from advisor.controller.kueue import parse_time
+
+    state = str(status.get("state") or "unknown")
+    if now is None or state in _OVER:
+        return state
+    at = parse_time(status.get("observedAt"))
+    return "stale" if at is not None and now - at > STALE_AFTER_S else state
+
+
 def _queue_of(namespace: str, status: Mapping[str, Any], by: str) -> str:
     job = status.get("job") or {}
     if by == "namespace":
@@ -80,9 +111,12 @@ def _queue_of(namespace: str, status: Mapping[str, Any], by: str) -> str:
     return str(job.get("clusterQueue") or job.get("queueName") or f"(no queue) {namespace}")
 
 
-def summarize(items: Iterable[tuple[str, Mapping[str, Any]]], *, by: str = "queue") -> list[QueueSummary]:
+def summarize(
+    items: Iterable[tuple[str, Mapping[str, Any]]], *, by: str = "queue", now: float | None = None
+) -> list[QueueSummary]:
     """Summaries from ``(namespace, status)`` pairs, grouped by ClusterQueue (``by="queue"``) or
-    namespace (``by="namespace"``), sorted by name."""
+    namespace (``by="namespace"``), sorted by name. With ``now``, a stale status (``shown_state``)
+    counts as ``unknown``: no GPUs not learning, none freeing."""
     if by not in ("queue", "namespace"):
         raise ValueError(f"by must be 'queue' or 'namespace', got {by!r}")
     out: dict[str, QueueSummary] = {}
@@ -92,8 +126,9 @@ def summarize(items: Iterable[tuple[str, Mapping[str, Any]]], *, by: str = "queu
         key = _queue_of(namespace, status, by)
         summary = out.setdefault(key, QueueSummary(key))
         job = status.get("job") or {}
-        gpus = int(job.get("gpus") or 0) if holds_quota(job) else 0
-        state = str(status.get("state") or "unknown")
+        state = shown_state(status, now)
+        # a stale status says nothing of the GPUs the job holds now
+        gpus = int(job.get("gpus") or 0) if holds_quota(job) and state != "stale" else 0
         summary.jobs += 1
         summary.gpus += gpus
         summary.states[state if state in summary.states else "unknown"] += 1

@@ -44,6 +44,7 @@ class TrackedJob:
     last_update: float | None = None  # when new progress last arrived
     applied_wall: float | None = None  # wall clock when the oldest unwritten data was applied
     signals: LifecycleSignals | None = None  # the job's own lifecycle signals as last seen
+    written: float = -math.inf  # when its status was last submitted for writing (the heartbeat's)
 
 
 def evaluation_due(

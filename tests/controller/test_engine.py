@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from typing import Any
@@ -536,3 +537,23 @@ def test_a_pytorchjob_named_as_a_trainjob_is_not_merged_into_its_history() -> No
     e.enqueue("job", "DELETED", _pytorchjob(4000, now))
     e.step(now + 5)
     assert KEY in e.jobs and e.core.record(KEY) is not None  # deleting the other kind forgets nothing
+
+
+def test_an_unchanged_job_is_written_at_least_every_heartbeat() -> None:
+    """So that a reader can tell a status no controller keeps any more (``status`` reads it stale):
+    a silent job's status changed once (it read hung) and was never written again."""
+    from advisor.controller.summary import HEARTBEAT_S
+
+    api = FakeApi()
+    e = engine(api)
+    now = feed(e, range(10, 200, 10))
+    written = ("write_forecast", "json_patch_forecast")
+    count, times = 0, []
+    for t in range(60, int(4 * HEARTBEAT_S), 60):
+        e.step(now + t)
+        n = sum(1 for c in api.log if c[0] in written)
+        if n > count:
+            times.append(t)
+        count = n
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(times) >= 3 and max(gaps) <= HEARTBEAT_S + 60, times

@@ -104,3 +104,31 @@ def test_status_by_queue_counts_every_namespace_unless_one_is_named(
     # without --by the table is kubectl's: the kubeconfig context's namespace
     assert cli.main(["status", "--kubeconfig", cfg, "--context", "plain"]) == 0
     assert capsys.readouterr().out.strip() == "No TrainJobForecasts found in namespace default."
+
+
+def test_a_status_no_controller_keeps_any_more_reads_stale_and_counts_nothing_it_cannot_know() -> None:
+    """A platform trial narrowed watchNamespaces: the dropped namespaces' forecasts read
+    ``learning`` with an ETA for ever, and the queue summary counted their GPUs (25 on a queue
+    the controller's own metric put at 11)."""
+    from advisor.commands.status import rows
+    from advisor.controller.render import iso
+    from advisor.controller.summary import STALE_AFTER_S, shown_state
+
+    now = 1_800_000_000.0
+    fresh = _with_job(tjf("a", "fresh", mean=0.3, p10=0.28, p90=0.33), phase="running")
+    fresh["status"]["observedAt"] = iso(now - 60)
+    old = copy.deepcopy(fresh)
+    old["metadata"]["name"] = "old"
+    old["status"]["observedAt"] = iso(now - STALE_AFTER_S - 60)
+    done = _with_job(copy.deepcopy(old), phase="finished")
+    done["status"]["state"] = "finished"
+    assert [shown_state(o["status"], now) for o in (fresh, old, done)] == [
+        fresh["status"]["state"],
+        "stale",
+        "finished",
+    ]
+    assert shown_state(old["status"], None) == fresh["status"]["state"]  # as written, without a now
+    (queue,) = summarize([("a", fresh["status"]), ("a", old["status"])], now=now)
+    assert queue.jobs == 2 and queue.gpus == 8 and queue.states["unknown"] == 1
+    table = rows([fresh, old], with_namespace=False, now=now)
+    assert [r[6] for r in table] == [fresh["status"]["state"], "stale"]
