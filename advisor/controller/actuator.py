@@ -67,6 +67,7 @@ from advisor.protocol import (
     new_checkpoint_request_id,
 )
 from policies.engine import not_running
+from policies.fields import format_duration
 from policies.rules.release import CANCELLED, Abandoned
 
 __all__ = ["DEFAULT_BOOST", "Actuator", "Outcome"]
@@ -444,7 +445,7 @@ class Actuator:
                 job,
                 body,
                 "CheckpointTimedOut",
-                f"no acknowledgement of checkpoint {rid} within {entry.timeout_s:g}s",
+                f"no acknowledgement of checkpoint {rid} within {format_duration(entry.timeout_s)}",
                 warning=True,
                 request_id=rid,
             )

@@ -262,7 +262,12 @@ def abandoned(job: JobView, decision: Decision) -> Abandoned | None:
         )
         if carried:
             return None
-        why = f"rule {rule} of policy {policy} no longer calls for it"
+        exempt = next((r for r in decision.reasons if r.startswith("exempt: ")), None)
+        why = (
+            f"the job is {exempt}, which policy {policy} acts on no more"
+            if exempt is not None
+            else f"rule {rule} of policy {policy} no longer calls for it"
+        )
     elif decision.policy is None:
         why = (
             f"no AdvisorPolicy governs the job any more (policy {policy} was deleted or no longer selects it)"

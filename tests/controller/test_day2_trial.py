@@ -275,6 +275,11 @@ def test_a_cold_start_writes_no_policy_figures_before_the_listed_jobs_are_loaded
         ("other", "policy q governs the job now, not p"),
         ("deleted-other", "policy p was deleted; policy q governs the job now"),
         ("window", "rule plateau of policy p no longer calls for it"),
+        (
+            "exempt",
+            "the job is exempt: label advisor.trainjob-advisor.io/exempt=true, which policy p acts on "
+            "no more",
+        ),
     ],
 )
 def test_a_policy_change_that_abandons_a_pending_release_is_recorded_once(
@@ -294,6 +299,9 @@ def test_a_policy_change_that_abandons_a_pending_release_is_recorded_once(
             return Decision(job=job.key, reasons=("no AdvisorPolicy selects this job",))
         if edited[0] and edit in ("other", "deleted-other"):
             return Decision(job=job.key, policy="q", mode=Mode.APPLY)
+        if edited[0] and edit == "exempt":
+            why = "exempt: label advisor.trainjob-advisor.io/exempt=true"
+            return Decision(job=job.key, policy="p", mode=Mode.APPLY, advice="exempt", reasons=(why,))
         if edited[0]:
             return Decision(job=job.key, policy="p", mode=Mode.APPLY, reasons=("stall: reporting",))
         return release_sequence(job, T0)
