@@ -73,7 +73,14 @@ def derive_phase(
     if s.remaining_summary is not None and s.remaining_summary.strip().lower() == "complete":
         return Lifecycle(Phase.FINISHED, 'the trainer reports estimatedRemainingTimeSummary "complete"')
     if s.progress_percentage is not None and s.progress_percentage >= 100.0:
-        return Lifecycle(Phase.FINISHED, f"the trainer reports {s.progress_percentage:g}% progress")
+        # taken as the end even when its step says otherwise (the safe reading: nothing acts on a
+        # finished job), but said: PROGRESS 18% beside STATE finished read as a contradiction
+        short = (
+            f" (its step {step} of {total_steps} says otherwise)"
+            if total_steps and 0 < step < total_steps - max(report_gap, 0)
+            else ""
+        )
+        return Lifecycle(Phase.FINISHED, f"the trainer reports {s.progress_percentage:g}% progress{short}")
     if total_steps and step > 0 and step >= total_steps - max(report_gap, 0):
         within = f", within one report ({report_gap} steps)" if step < total_steps else ""
         return Lifecycle(Phase.FINISHED, f"step {step} of {total_steps}{within}")

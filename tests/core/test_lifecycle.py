@@ -254,3 +254,16 @@ def test_a_run_resumed_after_an_hour_is_starting_not_hung() -> None:
     other.restore(key, core.dump(key))
     restored = other.learning_state(key, now=back + 2)
     assert restored is not None and restored.probabilities["hung"] == 0.0
+
+
+def test_a_reported_100_percent_that_its_step_contradicts_is_the_end_and_says_so() -> None:
+    """PROGRESS 18% beside STATE finished read as a contradiction: the end stands (nothing acts on a
+    finished job), and its reason names the step that says otherwise."""
+    from advisor.core.lifecycle import derive_phase
+
+    signals = dataclasses.replace(RUNNING, progress_percentage=100.0)
+    short = derive_phase(signals, active=True, admitted=True, step=360, total_steps=2000, report_gap=20)
+    assert short.phase is Phase.FINISHED
+    assert short.reason == "the trainer reports 100% progress (its step 360 of 2000 says otherwise)"
+    end = derive_phase(signals, active=True, admitted=True, step=1990, total_steps=2000, report_gap=20)
+    assert end.reason == "the trainer reports 100% progress"
