@@ -69,6 +69,27 @@ def interval(ctx: Context, rule: CheckpointRule, w: WorkloadView | None) -> tupl
     return min(max(ideal, rule.min_interval), rule.max_interval), cost, hazard
 
 
+def _hazard_basis(ctx: Context, rule: CheckpointRule, w: WorkloadView | None) -> str:
+    """What the MTBF rests on: the prior (``defaultHazardPerHour``, worth one interruption) and
+    the queue's and the workload's own evidence (``policies.hazard``). A prior of 20 an hour read
+    as an MTBF of 24 minutes four minutes later, with nothing to say that a fresh queue's admitted
+    time, without an eviction, had diluted it."""
+    prior = dur(3600.0 / rule.default_hazard_per_hour) if rule.default_hazard_per_hour > 0 else "∞"
+    found = ctx.cluster.hazard_evidence.get(ctx.job.cluster_queue or "")
+    queue = (
+        f"{found[0]} interruption(s) in {dur(found[1])} admitted on the queue"
+        if found is not None
+        else "no queue evidence"
+    )
+    own = ""
+    if w is not None:
+        exposure = max(0.0, w.past_admitted_seconds)
+        if w.admitted and w.admitted_at is not None:
+            exposure += max(0.0, ctx.now - w.admitted_at)
+        own = f", {max(0, w.interruptions)} in its own {dur(exposure)}"
+    return f" (prior MTBF {prior}; {queue}{own})"
+
+
 def releases_possible(ctx: Context) -> bool:
     """Whether the job's policy may release or stop it (a SIGTERM of its own making)."""
     if not ctx.apply:
@@ -186,7 +207,8 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
     why = (
         "maxInterval: no preemption can reach it"
         if safe
-        else f"Young/Daly for cost {dur(cost)}, MTBF {mtbf} on queue {job.cluster_queue or '-'}{trust}"
+        else f"Young/Daly for cost {dur(cost)}, MTBF {mtbf} on queue {job.cluster_queue or '-'}"
+        f"{_hazard_basis(ctx, rule, w)}{trust}"
     )
     since = (
         "last checkpoint"

@@ -420,3 +420,15 @@ def test_a_preemptor_that_would_borrow_also_tries_within_its_nominal_quota_as_ku
         ],
     )
     assert sorted(w.name for w in predict_victims(c)) == ["mine-low", "o2"]
+
+
+def test_the_checkpoint_reason_says_what_its_mtbf_rests_on() -> None:
+    """A prior of 20 an hour read as an MTBF of 24 minutes four minutes later, with nothing to say
+    that the queue's admitted time without an eviction had diluted it (a platform trial)."""
+    p = policy({"checkpoint": {"minInterval": "1m", "maxInterval": "1h", "defaultHazardPerHour": 20}})
+    old = CheckpointState(last_time=T0 - 2 * HOUR, cost_seconds=30.0)
+    c = cluster(hazard_evidence={"cq": (1, 46 * 60.0)})
+    (action,) = decide(job(checkpoint=old), c, p, now=T0).actions
+    assert "(prior MTBF 3m; 1 interruption(s) in 46m admitted on the queue)" in action.reason, action.reason
+    (bare,) = decide(job(checkpoint=old), cluster(), p, now=T0).actions
+    assert "(prior MTBF 3m; no queue evidence)" in bare.reason
