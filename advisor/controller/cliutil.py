@@ -215,8 +215,8 @@ def status_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return status if isinstance(status, Mapping) else {}
 
 
-def forecast_status(api: Any, ns: str, name: str, missing: str = "") -> Mapping[str, Any]:
-    """The status of TrainJobForecast ``ns/name``; an API error or a missing object is one clear
+def forecast_object(api: Any, ns: str, name: str, missing: str = "") -> Mapping[str, Any]:
+    """TrainJobForecast ``ns/name``; an API error or a missing object is one clear
     ``CommandError`` (``missing`` says why it may be missing)."""
     from advisor.cli import CommandError
 
@@ -226,4 +226,9 @@ def forecast_status(api: Any, ns: str, name: str, missing: str = "") -> Mapping[
         raise api_error(exc, f"TrainJobForecast {ns}/{name}") from exc
     if obj is None:
         raise CommandError(f"no TrainJobForecast {ns}/{name}{missing}")
-    return status_of(obj)
+    return obj
+
+
+def forecast_status(api: Any, ns: str, name: str, missing: str = "") -> Mapping[str, Any]:
+    """The status of TrainJobForecast ``ns/name`` (``forecast_object``)."""
+    return status_of(forecast_object(api, ns, name, missing))

@@ -17,8 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from advisor.cli import CommandError
-from advisor.controller.cliutil import api_error
+from advisor.controller.cliutil import api_error, forecast_object
 from advisor.controller.cluster_index import ClusterIndex
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB, base_view
 from advisor.controller.kueue import KUEUE_GROUP
@@ -38,12 +37,7 @@ def live_job(
     judge ``namespace/name`` at ``now``. The job and its TrainJobForecast must be readable; a
     listing refused (no permission on Workloads, say) is a note, and the view lacks it."""
     key = job_key(namespace, name)
-    try:
-        tjf = api.get_forecast(namespace, name)
-    except Exception as exc:
-        raise api_error(exc, f"TrainJobForecast {key}") from exc
-    if tjf is None:
-        raise CommandError(f"no TrainJobForecast {key}: the controller has not seen this job (yet)")
+    tjf = forecast_object(api, namespace, name, ": the controller has not seen this job (yet)")
     refs = (tjf.get("metadata") or {}).get("ownerReferences") or []
     owner: Mapping[str, Any] = next((r for r in refs if isinstance(r, Mapping) and r.get("kind")), {})
     kind = JOB_KINDS.get(str(owner.get("kind") or ""), TRAINJOB)
