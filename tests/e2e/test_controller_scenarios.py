@@ -365,6 +365,8 @@ def test_recommend_policy_advises_with_an_event_and_changes_nothing(
     admitting_queue: str,
     controller: Controller,
     policy_cleanup: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     name = f"rec-{cluster.ns[-6:]}"
     cluster.apply_policy(control_plane, name, "Recommend", **PLATEAU_RELEASE)
@@ -402,6 +404,36 @@ def test_recommend_policy_advises_with_an_event_and_changes_nothing(
     )
     assert policy["status"]["jobsMatched"] == 1 and policy["status"]["matchedJobs"] == [f"{cluster.ns}/flat"]
     assert policy["status"]["actionsTaken"] == 0  # Recommend mode takes none
+    # the same policy as a draft, explained on the live job read from the API server (policy
+    # explain --job: its TrainJobForecast's history and rule memory, the queues), decides as the
+    # controller does
+    from advisor.cli import main
+
+    draft = tmp_path / "draft.yaml"
+    draft.write_text(
+        json.dumps(
+            {
+                "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+                "kind": "AdvisorPolicy",
+                "metadata": {"name": "draft"},
+                "spec": {
+                    "mode": "Recommend",
+                    "selector": {"namespaces": [cluster.ns]},
+                    "safety": {"minRuntime": "0s", "cooldown": "1s", "minForecastPoints": 10},
+                    "rules": PLATEAU_RELEASE,
+                },
+            }
+        )
+    )
+    capsys.readouterr()
+    argv = ["policy", "explain", str(draft), "--job", f"{cluster.ns}/flat", "--json"]
+    assert main([*argv, "--kubeconfig", str(control_plane.admin_kubeconfig)]) == 0
+    live = json.loads(capsys.readouterr().out)
+    status = cluster.forecast("flat")["status"]["recommendation"]  # type: ignore[index]
+    assert live["advice"] == status["advice"]
+    assert [(a["kind"], a["rule"]) for a in live["actions"]] == [
+        (a["kind"], a["rule"]) for a in status["actions"]
+    ]
 
 
 def _train_and_evaluate(
