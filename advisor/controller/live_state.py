@@ -13,7 +13,6 @@ controller for that reason.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,10 +23,9 @@ from advisor.controller.kueue import KUEUE_GROUP
 from advisor.controller.saved import core_state
 from advisor.core import AdvisorCore
 from advisor.model import ClusterView, JobView, job_key
+from advisor.sources import sample_from_object
 
 __all__ = ["live_job"]
-
-log = logging.getLogger(__name__)
 
 
 def live_job(
@@ -53,8 +51,6 @@ def live_job(
         core.restore(key, saved)
     else:
         notes.append("its TrainJobForecast holds no history yet: judged on the latest report alone")
-    from advisor.sources import sample_from_object
-
     sample = sample_from_object(body, now=now)
     if sample is not None:
         core.observe(key, sample, now=now, nodes=base_view(body).nodes)
@@ -66,8 +62,7 @@ def _cluster_index(api: Any, notes: list[str]) -> ClusterIndex:
     """One listing of what the controller watches beside the jobs, applied as its watch events."""
     index = ClusterIndex()
     try:
-        version = api.discover_kueue()
-        log.debug("%s", version)
+        api.discover_kueue()  # points the Kueue client at the version the server serves
     except Exception as exc:  # no Kueue: the job is judged without queues, as the controller does
         notes.append(f"Kueue not found ({getattr(exc, 'reason', None) or exc}): judged without its queues")
     custom, kueue_version = api.custom, api.kueue.version
