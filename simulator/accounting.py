@@ -36,16 +36,18 @@ class SimRecord:
     victims_chosen: int = 0
 
 
-def account(job: SimJob, now: float, busy_s: dict[str, float]) -> None:
+def account(job: SimJob, now: float, busy_s: dict[tuple[str, int], float]) -> None:
     """Charge the job's GPUs from its last accounting to ``now`` to the phase it was in (and the
-    time its ClusterQueue held quota to ``busy_s``, the denominator of its eviction rate)."""
+    time it held quota to ``busy_s``, by ClusterQueue and priority: the denominator of the
+    eviction rate)."""
     dt = now - job.last_account
     if dt <= 0:
         return
     if job.phase.holds_quota:
         g = job.gpus
         job.gpu_s += dt * g
-        busy_s[job.cluster_queue] = busy_s.get(job.cluster_queue, 0.0) + dt
+        key = (job.cluster_queue, job.workload.priority)
+        busy_s[key] = busy_s.get(key, 0.0) + dt
         if job.phase is Phase.STARTING:
             job.restart_gpu_s += dt * g
         elif job.phase is Phase.CHECKPOINTING:

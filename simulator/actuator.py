@@ -157,7 +157,7 @@ class Actuator:
             job.step = float(job.ckpt_step)
             job.trajectory.append((now, job.step))
             job.pending_request = None
-        cq = job.cluster_queue
+        cq = (job.cluster_queue, job.workload.priority)
         if cause == "preempted":
             sim.evictions[cq] = sim.evictions.get(cq, 0) + 1
             job.preemptions += 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from advisor.model import ClusterQueueView, ClusterView, JobView, LifecycleSignals, WorkloadView
-from policies.hazard import Exposure, hazard_evidence, rates_of
+from policies.hazard import Exposure, hazard_evidence, hazard_evidence_by_priority, rates_of
 from simulator.quota import QuotaModel, Workload
 
 if TYPE_CHECKING:
@@ -131,15 +131,18 @@ class AdvisorViews:
             workloads.extend(part[2])
         # the controller's definition (``policies.hazard``): preemptions and node failures (the
         # simulator's evictions count both; its releases are not evictions) over admitted time
-        evidence = hazard_evidence(
-            Exposure(name, preemptions=sim.evictions.get(name, 0), admitted_seconds=busy)
-            for name, busy in sim.busy_s.items()
-        )
+        exposures = [
+            Exposure(name, preemptions=sim.evictions.get(key, 0), admitted_seconds=busy, priority=key[1])
+            for key, busy in sim.busy_s.items()
+            if (name := key[0])
+        ]
+        evidence = hazard_evidence(exposures)
         view = ClusterView(
             cluster_queues=queues,
             workloads=tuple(workloads),
             preemption_rate=rates_of(evidence),
             hazard_evidence=evidence,
+            priority_hazard_evidence=hazard_evidence_by_priority(exposures),
             priority_boost_enabled=sim.world.priority_boost_enabled,
         )
         self._cluster_cache = (quota.version, sim.now, view)

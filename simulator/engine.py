@@ -58,8 +58,9 @@ class Simulation:
         self._on_progress = on_progress
         self.by_workload = {j.workload.uid: j for j in jobs}
         #: evictions (preemptions and failures) per ClusterQueue, and the time it held quota
-        self.evictions: dict[str, int] = {}
-        self.busy_s: dict[str, float] = {}
+        # by (ClusterQueue, workload priority): the hazard's evidence per queue and per priority
+        self.evictions: dict[tuple[str, int], int] = {}
+        self.busy_s: dict[tuple[str, int], float] = {}
         self._non_finite: dict[int, int | None] = {}  # job -> first step of a non-finite loss
         self.admission = Admission(self)
         self.actuator = Actuator(self)

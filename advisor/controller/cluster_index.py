@@ -23,7 +23,7 @@ from advisor.controller.kueue import (
     parse_workload,
 )
 from advisor.model import ClusterView, JobView, job_key
-from policies.hazard import hazard_evidence, rates_of, workload_exposure
+from policies.hazard import hazard_evidence, hazard_evidence_by_priority, rates_of, workload_exposure
 
 __all__ = ["ClusterIndex"]
 
@@ -109,17 +109,19 @@ class ClusterIndex:
         return lq.cluster_queue if lq is not None and lq.cluster_queue else None
 
     def cluster_view(self, now: float, *, priority_boost_enabled: bool) -> ClusterView:
-        evidence = hazard_evidence(
+        exposures = [
             workload_exposure(
                 cq,
                 dict(wl.evictions_by_reason),
                 past_admitted_seconds=wl.past_execution_seconds,
                 admitted_since=wl.admitted_at if wl.admitted else None,
                 now=now,
+                priority=wl.priority,
             )
             for wl in self.workloads.values()
             if (cq := self.queue_of(wl)) is not None
-        )
+        ]
+        evidence = hazard_evidence(exposures)
         return ClusterView(
             cluster_queues={name: cq.view() for name, cq in self.cluster_queues.items()},
             # a pending workload has no admission: its queue is its LocalQueue's, else the guard
@@ -127,5 +129,6 @@ class ClusterIndex:
             workloads=tuple(w.view(self.queue_of(w)) for w in self.workloads.values() if not w.finished),
             preemption_rate=rates_of(evidence),
             hazard_evidence=evidence,
+            priority_hazard_evidence=hazard_evidence_by_priority(exposures),
             priority_boost_enabled=priority_boost_enabled,
         )

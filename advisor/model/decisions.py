@@ -411,9 +411,13 @@ class ClusterView:
     cluster_queues: Mapping[str, ClusterQueueView] = field(default_factory=lambda: _EMPTY)
     workloads: tuple[WorkloadView, ...] = ()
     preemption_rate: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
+    """Observed evictions (preemptions + failures) per workload-second, per ClusterQueue."""
     hazard_evidence: Mapping[str, tuple[int, float]] = field(default_factory=lambda: _EMPTY)
     """``(preemptions + node failures, admitted seconds)`` per ClusterQueue (``policies.hazard``)."""
-    """Observed evictions (preemptions + failures) per workload-second, per ClusterQueue."""
+    priority_hazard_evidence: Mapping[tuple[str, int], tuple[int, float]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """The same per ClusterQueue and workload priority (``policies.hazard.priority_hazard``)."""
     priority_boost_enabled: bool = False
     policy_action_times: Mapping[str, tuple[float, ...]] = field(default_factory=lambda: _EMPTY)
     """Times of the disruptive actions (release-quota, stop, scale) each policy (by name) took

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from advisor.model import Action, ActionKind, ClusterView, Phase, WorkloadView
-from policies.hazard import queue_hazard, workload_hazard
+from policies.hazard import priority_hazard, queue_hazard, workload_hazard
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
 from policies.savewindow import miss_probability, needed_grace, peer_grace, save_seconds, step_seconds
@@ -55,7 +55,8 @@ def queue_rate(cluster: ClusterView, cq_name: str | None, rule: CheckpointRule |
 def interval(ctx: Context, rule: CheckpointRule, w: WorkloadView | None) -> tuple[float, float, float]:
     """``(interval_s, cost_s, hazard_per_s)`` for the job, clamped to the rule's bounds.
 
-    The hazard is the queue's, refined by the workload's own evictions and admitted time, times
+    The hazard is the queue's, refined by its workloads' of the job's priority, then by the
+    workload's own evictions and admitted time (``policies.hazard``), times
     the chance that an eviction loses the unsaved work
     (``policies.savewindow.miss_probability``): 1 until the job's saves on SIGTERM are seen to
     work, so an unverified job keeps the Young/Daly interval for the full hazard."""
@@ -63,7 +64,10 @@ def interval(ctx: Context, rule: CheckpointRule, w: WorkloadView | None) -> tupl
     cost = job.checkpoint.cost_seconds
     if cost is None or not math.isfinite(cost) or cost < 0:
         cost = rule.default_cost
-    hazard = workload_hazard(queue_rate(cluster, job.cluster_queue, rule), w, ctx.now)
+    priority = w.priority if w is not None else job.priority
+    queue = queue_rate(cluster, job.cluster_queue, rule)
+    level = priority_hazard(queue, job.cluster_queue, priority, cluster.priority_hazard_evidence)
+    hazard = workload_hazard(level, w, ctx.now)
     hazard *= miss_probability(job)
     ideal = checkpoint_interval(cost, hazard)
     return min(max(ideal, rule.min_interval), rule.max_interval), cost, hazard
@@ -81,6 +85,11 @@ def _hazard_basis(ctx: Context, rule: CheckpointRule, w: WorkloadView | None) ->
         if found is not None
         else "no queue evidence"
     )
+    cq, priority = ctx.job.cluster_queue or "", w.priority if w is not None else ctx.job.priority
+    level = ctx.cluster.priority_hazard_evidence.get((cq, priority))
+    if level is not None and found is not None and level[1] < found[1]:
+        # said only where it is a part of the queue's: a queue of one priority says it once
+        queue += f", {level[0]} in {dur(level[1])} at its priority {priority}"
     own = ""
     if w is not None:
         exposure = max(0.0, w.past_admitted_seconds)

@@ -79,3 +79,19 @@ def test_an_advisor_release_is_not_a_hazard() -> None:
     e.enqueue("workload", "MODIFIED", d)
     e.step(NOW)
     assert e._cluster_view(NOW).preemption_rate["gpu-cq"] == pytest.approx(before)
+
+
+def test_the_hazard_evidence_is_also_kept_per_priority() -> None:
+    """Kueue evicts the lowest priority first: the checkpoint rule reads the evidence of the job's
+    own priority on its queue (``policies.hazard.priority_hazard``)."""
+    assert NOW is not None
+    e = _engine()
+    e.step(NOW)
+    by_priority = e._cluster_view(NOW).priority_hazard_evidence
+    # c (priority 50): one preemption and one node failure in its hour of past admissions; a, b
+    # and d (priority 100): b's two preemptions in 2h + 2h + 2.5h admitted (a's and b's current
+    # admissions counted)
+    assert by_priority[("gpu-cq", 50)] == (2, pytest.approx(3600.0))
+    assert by_priority[("gpu-cq", 100)] == (2, pytest.approx(27000.0 - 3600.0))
+    pooled = e._cluster_view(NOW).hazard_evidence["gpu-cq"]
+    assert pooled == (4, pytest.approx(27000.0))

@@ -432,3 +432,23 @@ def test_the_checkpoint_reason_says_what_its_mtbf_rests_on() -> None:
     assert "(prior MTBF 3m; 1 interruption(s) in 46m admitted on the queue)" in action.reason, action.reason
     (bare,) = decide(job(checkpoint=old), cluster(), p, now=T0).actions
     assert "(prior MTBF 3m; no queue evidence)" in bare.reason
+
+
+def test_a_low_priority_job_plans_for_the_evictions_of_its_priority_not_the_queues_pool() -> None:
+    """A platform trial: a fresh low-priority job on a queue whose high-priority jobs held most of
+    the admitted time untouched planned for the pooled rate (an MTBF of 24 minutes), and its first
+    checkpoint came after 4m37s while its siblings were evicted every few minutes."""
+    p = policy({"checkpoint": {"minInterval": "1m", "maxInterval": "1h", "defaultHazardPerHour": 20}})
+    fresh = wl("low-1", "cq", 8, 0, at=T0)
+    pooled = cluster(workloads=[fresh], hazard_evidence={"cq": (6, 10 * HOUR)})
+    by_priority = cluster(
+        workloads=[fresh],
+        hazard_evidence={"cq": (6, 10 * HOUR)},
+        priority_hazard_evidence={("cq", 100): (0, 9.5 * HOUR), ("cq", 0): (6, 0.5 * HOUR)},
+    )
+    # Young/Daly at a 30 s save: about 9 minutes at the pooled rate, 4 at the priority's
+    five_minutes = job(checkpoint=CheckpointState(last_time=T0 - 300.0, cost_seconds=30.0))
+    assert decide(five_minutes, pooled, p, now=T0).actions == ()
+    (action,) = decide(five_minutes, by_priority, p, now=T0).actions
+    assert action.kind is ActionKind.CHECKPOINT
+    assert "6 in 30m at its priority 0" in action.reason, action.reason

@@ -96,3 +96,25 @@ def test_a_job_state_file_gives_a_workload_its_record() -> None:
     wl = {"namespace": "ns", "name": "a", "clusterQueue": "q", "gpus": 8, "interruptions": 2}
     view = cluster_from_dict({"workloads": [{**wl, "pastAdmittedSeconds": 3600}]}).workloads[0]
     assert (view.interruptions, view.past_admitted_seconds) == (2, 3600.0)
+
+
+def test_a_priority_plans_for_its_own_record_with_the_queue_as_prior() -> None:
+    from policies.hazard import hazard_evidence_by_priority, priority_hazard
+
+    queue = 1 / 3600.0  # the pooled queue: one interruption an hour of admission
+    evidence = hazard_evidence_by_priority(
+        [
+            Exposure("q", admitted_seconds=20 * 3600.0, priority=100),  # never evicted, for a day
+            Exposure("q", preemptions=6, admitted_seconds=3600.0, priority=0),  # evicted six times
+            Exposure("q", preemptions=1, admitted_seconds=1800.0, priority=0),
+            Exposure("", preemptions=9, admitted_seconds=60.0),  # no queue: nobody's evidence
+        ]
+    )
+    assert evidence == {("q", 100): (0, 72000.0), ("q", 0): (7, 5400.0)}
+    low = priority_hazard(queue, "q", 0, evidence)
+    high = priority_hazard(queue, "q", 100, evidence)
+    assert low == pytest.approx(8 / (5400.0 + 3600.0)) and low > 3 * queue
+    assert high == pytest.approx(1 / (72000.0 + 3600.0)) and high < queue / 10
+    # a priority nobody has seen on the queue, or a queue without hazard: the queue's rate
+    assert priority_hazard(queue, "q", 7, evidence) == queue
+    assert priority_hazard(0.0, "q", 0, evidence) == 0.0

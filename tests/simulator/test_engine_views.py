@@ -123,3 +123,34 @@ def test_baselines_that_do_not_watch_the_cluster_are_not_asked_on_evictions() ->
         scenario(jobs, one_queue(16, within_cluster_queue="LowerPriority"), QUIET), NoAdvisor()
     )
     assert res.record.preemptions and res.record.ticks == 0
+
+
+class Recorder(NoAdvisor):
+    """Keeps the simulation, to read its last snapshot."""
+
+    name = "recorder"
+
+    def reset(self, sim: Simulation) -> None:
+        self.sim = sim
+
+
+def test_the_hazard_evidence_per_priority_adds_up_to_the_queues() -> None:
+    """The simulator counts evictions and admitted time per queue and priority, as the controller
+    reads them off Workloads, and the pooled evidence is their sum."""
+    rec = Recorder()
+    res = run_strategy(default_scenario(seed=1, n_jobs=40), rec)
+    view = rec.sim.cluster_view()
+    assert res.metrics["preemptions"] > 0
+    summed: dict[str, list[float]] = {}
+    for (cq, _prio), (k, t) in view.priority_hazard_evidence.items():
+        acc = summed.setdefault(cq, [0, 0.0])
+        acc[0] += k
+        acc[1] += t
+    assert {cq: (k, round(t, 6)) for cq, (k, t) in summed.items()} == {
+        cq: (k, round(t, 6)) for cq, (k, t) in view.hazard_evidence.items()
+    }
+    priorities = {prio for _cq, prio in view.priority_hazard_evidence}
+    assert len(priorities) >= 2  # the scenario's share of high-priority jobs
+    # Kueue evicts the lower priority: the preemptions fall on the lowest one
+    low = min(priorities)
+    assert sum(k for (_cq, p), (k, _t) in view.priority_hazard_evidence.items() if p == low) > 0
