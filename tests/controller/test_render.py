@@ -227,7 +227,7 @@ def test_eta_cdf_reads_the_interval_as_a_split_normal() -> None:
     assert eta_cdf({"mean": 10.0, "p10": 10.0, "p90": 10.0}, 11.0) == 1.0
 
 
-def test_summary_by_queue_counts_states_idle_gpus_and_capacity() -> None:
+def test_summary_by_queue_counts_states_gpus_not_learning_and_capacity() -> None:
     def st(state: str, gpus: int, cq: str, eta: dict[str, float] | None = None, active: bool = True) -> dict:
         return {
             "state": state,
