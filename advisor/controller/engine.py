@@ -34,7 +34,7 @@ from advisor.controller.cluster_index import ClusterIndex
 from advisor.controller.config import EngineConfig
 from advisor.controller.evidence import EvidenceStore
 from advisor.controller.figureschedule import FigureSchedule
-from advisor.controller.jobs import JOB_KINDS, TRAINJOB
+from advisor.controller.jobs import JOB_KINDS, TRAINJOB, kind_of
 from advisor.controller.kueue import parse_workload
 from advisor.controller.metrics import Metrics
 from advisor.controller.policybook import PolicyBook
@@ -307,13 +307,15 @@ class Engine:
         rec = self.core.record(key)
         self.book.job_deleted(rec.actions if rec is not None else ())
         self.figures.due = True  # JOBS drops now; the action counts stay
-        self.jobs.pop(key, None)
+        job = self.jobs.pop(key, None)
         self.core.forget(key)
         self.actuator.forget(key)
         self.writer.forget(key)
         self.store.forget(key)
         self.board.forget(key)
-        self.metrics.forget_job(*key.split("/", 1))
+        if job is not None:  # a job never followed here (deleted while no controller ran) has no series
+            namespace, name = key.split("/", 1)
+            self.metrics.forget_job(namespace, kind_of(job.body).kind, name)
 
     def expect_job_listing(self) -> None:
         """Hold the policies' figures until the initial listing of the jobs is in (``enqueue`` of a
