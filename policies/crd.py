@@ -128,6 +128,7 @@ def _status_schema() -> dict[str, Any]:
     props = status["properties"]
     figures = (
         "jobsMatched",
+        "jobsSelected",
         "actionsTaken",
         "matchedJobs",
         "actionsByKind",
@@ -191,6 +192,13 @@ def _bare_status_schema() -> dict[str, Any]:
                 "says so), else spec.mode. Absent while nothing of an invalid policy governs.",
             },
             "jobsMatched": {"type": "integer", "minimum": 0},
+            "jobsSelected": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Jobs this policy's selector matches, whichever policy governs them "
+                "(jobsMatched counts those it governs). 0: the policy reaches no job, and its JobsSelected "
+                "condition says why (a namespace it names that does not exist, say).",
+            },
             "actionsTaken": {"type": "integer", "minimum": 0},
             "matchedJobs": {"type": "array", "items": {"type": "string"}},
             "actionsByKind": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},

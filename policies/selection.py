@@ -12,17 +12,32 @@ A tie broken by name is a configuration an admin rarely means (a sample policy's
 counts as much as one's own namespace list): ``tied_with`` names the policies that lost that way,
 and ``tie_reason`` says it in the decision, so that ``explain``, the policy's status and
 ``policy explain`` show it instead of a policy that silently governs nothing.
+
+Whom a policy reaches at all, whichever policy governs: ``selecting`` names the policies that
+select a job, and ``missing_namespaces`` / ``namespace_selected`` say whether the namespaces a
+selector names exist and whether any namespace passes it, so that a policy that selects no job
+(a typo in ``namespaces``, a ``namespaceSelector`` no namespace carries) says why in its status
+instead of showing JOBS 0 and nothing else.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from advisor.model import JobView, Mode
 from advisor.protocol import KUEUE_QUEUE_LABEL
 from policies.spec import Policy, Selector
 
-__all__ = ["matches", "select_policy", "specificity", "tie_reason", "tied_with"]
+__all__ = [
+    "matches",
+    "missing_namespaces",
+    "namespace_selected",
+    "select_policy",
+    "selecting",
+    "specificity",
+    "tie_reason",
+    "tied_with",
+]
 
 
 def specificity(selector: Selector) -> int:
@@ -92,4 +107,26 @@ def tie_reason(chosen: Policy, tied: Sequence[str]) -> str:
         f"policy: {chosen.name} governs over {', '.join(tied)} (same specificity "
         f"{specificity(chosen.selector)} and priority {chosen.priority}: a Recommend policy before an "
         "Apply one, then by name); set spec.priority on the one meant to govern"
+    )
+
+
+def selecting(policies: Iterable[Policy], job: JobView) -> tuple[str, ...]:
+    """The names of the policies that select ``job`` (sorted), the one that governs it and those
+    it wins over alike: a policy that selects jobs but governs none is outranked, not idle."""
+    return tuple(sorted(p.name for p in policies if matches(p.selector, job)))
+
+
+def missing_namespaces(selector: Selector, existing: Collection[str]) -> tuple[str, ...]:
+    """The namespaces ``selector.namespaces`` names that are not among ``existing``, in its order:
+    the API server accepts any well-formed name, and a typo selects nothing, silently."""
+    return tuple(name for name in selector.namespaces if name not in existing)
+
+
+def namespace_selected(selector: Selector, namespaces: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether any of ``namespaces`` (name -> labels, those that exist) passes the selector's
+    namespace criteria (``namespaces`` and ``namespaceSelector``): without one, no job can."""
+    return any(
+        (not selector.namespaces or name in selector.namespaces)
+        and (selector.namespace_selector is None or selector.namespace_selector.matches(labels))
+        for name, labels in namespaces.items()
     )

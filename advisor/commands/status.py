@@ -33,7 +33,9 @@ QUEUE_HEADERS = (
     "UNKNOWN",
     "PENDING",
     "STOPPED",
-    "IDLE-GPUS",
+    # GPUs held by runs that no longer learn (plateaued, overfitting, hung, diverging): busy, not
+    # idle; named as the JSON key (gpus_not_learning) and the metric (queue_gpus_not_learning) are
+    "GPUS-NOT-LEARNING",
     "FREE-1H",
     "FREE-6H",
     "FREE-24H",

@@ -157,9 +157,11 @@ class Actuator:
     def forget(self, key: str) -> None:
         self.pending.pop(key, None)
 
-    def _count(self, kind: ActionKind, mode: str, outcome: str) -> None:
+    def _count(self, policy: str | None, kind: ActionKind, mode: str, outcome: str) -> None:
+        """``trainjob_advisor_actions_total`` of ``policy`` (whose decision it was; empty: the
+        advisor undoing its own write on a job no policy governs)."""
         if self.metrics is not None:
-            self.metrics.actions.labels(kind.value, mode, outcome).inc()
+            self.metrics.actions.labels(policy or "", kind.value, mode, outcome).inc()
 
     def learning_state_changed(self, job: JobView, body: Mapping[str, Any], previous: str | None) -> None:
         """The Event of a run's new learning state (``JobEvents.learning_state_changed``)."""
@@ -242,7 +244,9 @@ class Actuator:
         # a held action is counted as the kind it would have been (release-quota, ...): a query
         # of what an Apply policy holds back by kind finds it
         would = next((k for k in ActionKind if k.value == action.params.get("would")), action.kind)
-        self._count(would if held else action.kind, mode.value, "held" if held else "recommended")
+        self._count(
+            decision.policy, would if held else action.kind, mode.value, "held" if held else "recommended"
+        )
         return rec
 
     def _apply(
@@ -285,7 +289,7 @@ class Actuator:
             self.core.update_action(job.key, rid, "failed", detail=detail)
             audit_attempt(job, rid, PendingAction.of(rec, params, timeout))
             audit_outcome(job, rid, PendingAction.of(rec, params, timeout), "failed", detail)
-            self._count(action.kind, Mode.APPLY.value, "failed")
+            self._count(decision.policy, action.kind, Mode.APPLY.value, "failed")
             return rec
         # logged once the request is durable: a kill from here on leaves it to the restarted
         # controller, which finishes it and logs its outcome, so every attempt line gets one
@@ -345,7 +349,7 @@ class Actuator:
                 self.pending[job.key].pop(rid, None)
                 self.core.update_action(job.key, rid, "failed", detail=detail)
                 self._outcome_settled(job, rid, entry, "failed", detail, resumed=resumed)
-                self._count(kind, Mode.APPLY.value, "failed")
+                self._count(policy, kind, Mode.APPLY.value, "failed")
                 return Outcome("failed", detail)
 
         params = entry.params
@@ -374,7 +378,7 @@ class Actuator:
             warning=failed,
             request_id=rid,
         )
-        self._count(kind, Mode.APPLY.value, result.outcome)
+        self._count(policy, kind, Mode.APPLY.value, result.outcome)
         if result.outcome in _WROTE and self.metrics is not None:
             self.metrics.api_writes.labels(kind.value).inc()
         return result
@@ -449,7 +453,7 @@ class Actuator:
                 warning=True,
                 request_id=rid,
             )
-        self._count(ActionKind.CHECKPOINT, Mode.APPLY.value, outcome)
+        self._count(entry.policy, ActionKind.CHECKPOINT, Mode.APPLY.value, outcome)
         return True
 
     def sequence_cancelled(self, job: JobView, gone: Abandoned, *, body: Mapping[str, Any]) -> None:
@@ -487,7 +491,7 @@ class Actuator:
             f"(policy {request.policy}, rule {request.rule})",
             request_id=request.request_id,
         )
-        self._count(gone.final, Mode.APPLY.value, "cancelled")
+        self._count(request.policy, gone.final, Mode.APPLY.value, "cancelled")
 
     def awaiting_ack(self, key: str) -> list[tuple[str, float, float]]:
         """(request id, requested at, timeout) of checkpoint requests waiting for their acknowledgement."""

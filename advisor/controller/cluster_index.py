@@ -34,6 +34,9 @@ class ClusterIndex:
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.local_queues: dict[str, LocalQueue] = {}
         self.namespace_labels: dict[str, dict[str, str]] = {}
+        #: whether ``namespace_labels`` holds every namespace: the start-up listing of them is in
+        #: (the watch keeps them current); until then a namespace it lacks may still exist
+        self.namespaces_listed = False
         self._by_owner: dict[tuple[str, str], list[Workload]] | None = None
 
     # ------------------------------------------------------------------------------ events
@@ -68,6 +71,10 @@ class ClusterIndex:
             self.namespace_labels.pop(str(meta.get("name")), None)
         else:
             self.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
+
+    def known_namespaces(self) -> Mapping[str, Mapping[str, str]] | None:
+        """The namespaces that exist (name -> labels), None while they have not been listed."""
+        return self.namespace_labels if self.namespaces_listed else None
 
     # ----------------------------------------------------------------------------- questions
     def workload_for(self, body: Mapping[str, Any]) -> Workload | None:

@@ -34,7 +34,7 @@ from advisor.controller.cluster_index import ClusterIndex
 from advisor.controller.config import EngineConfig
 from advisor.controller.evidence import EvidenceStore
 from advisor.controller.figureschedule import FigureSchedule
-from advisor.controller.jobs import JOB_KINDS, TRAINJOB
+from advisor.controller.jobs import JOB_KINDS, TRAINJOB, kind_of
 from advisor.controller.kueue import parse_workload
 from advisor.controller.metrics import Metrics
 from advisor.controller.policybook import PolicyBook
@@ -50,6 +50,7 @@ from advisor.controller.writer import StatusWriter
 from advisor.core import AdvisorCore
 from advisor.model import ClusterView, JobView, job_key
 from policies.rules.release import abandoned
+from policies.selection import selecting
 
 __all__ = ["Engine", "EngineConfig"]
 
@@ -84,6 +85,7 @@ class Engine:
         self.cluster_queues = self.index.cluster_queues
         self.local_queues = self.index.local_queues
         self.book = PolicyBook(api, self.metrics, recommend_only=cfg.recommend_only, shard=cfg.status_shard)
+        self.book.namespaces = self.index.known_namespaces  # for the JobsSelected condition
         self.policies = (
             self.book.policies
         )  # name -> policies.Policy (valid ones, and what stands in for an invalid one)
@@ -161,7 +163,9 @@ class Engine:
 
     # ---------------------------------------------------------------------------- intake (any thread)
     def enqueue(self, kind: str, event_type: str, body: Any) -> None:
-        """``kind``: job | workload | clusterqueue | localqueue | namespace | policy | admissioncheck |
+        """``kind``: job | workload | clusterqueue | localqueue | namespace | namespacelisting (the
+        start-up listing of the namespaces is in: every one exists that ``namespace`` events named) |
+        policy | admissioncheck |
         unwatched-workload (a Workload of a namespace not watched, for the save-window check only) |
         joblisting (the jobs that exist at start-up, ``_on_job_listing``) | policylisting (whether
         the AdvisorPolicies could be listed, ``policies_unknown``) | policyresync (a listing of
@@ -261,6 +265,8 @@ class Engine:
             self.index.on_local_queue(event_type, body)
         elif kind == "namespace":
             self.index.on_namespace(event_type, body)
+        elif kind == "namespacelisting":
+            self.index.namespaces_listed = True
         elif kind == "policy":
             self.policy_events.on_event(event_type, body, received=self._received, now=now)
         elif kind == "joblisting":
@@ -307,13 +313,15 @@ class Engine:
         rec = self.core.record(key)
         self.book.job_deleted(rec.actions if rec is not None else ())
         self.figures.due = True  # JOBS drops now; the action counts stay
-        self.jobs.pop(key, None)
+        job = self.jobs.pop(key, None)
         self.core.forget(key)
         self.actuator.forget(key)
         self.writer.forget(key)
         self.store.forget(key)
         self.board.forget(key)
-        self.metrics.forget_job(*key.split("/", 1))
+        if job is not None:  # a job never followed here (deleted while no controller ran) has no series
+            namespace, name = key.split("/", 1)
+            self.metrics.forget_job(namespace, kind_of(job.body).kind, name)
 
     def expect_job_listing(self) -> None:
         """Hold the policies' figures until the initial listing of the jobs is in (``enqueue`` of a
@@ -401,6 +409,7 @@ class Engine:
         started = time.perf_counter()
         decision = self.core.evaluate(base, cluster, now=now)
         self.metrics.forecast_latency.observe(time.perf_counter() - started)
+        job.selected = selecting(self.policies.values(), base)
         self._sync_checkpoints(key, base, body)
         if not self.policies_unknown:  # else no action, and no sequence abandoned, for now
             acting = self.core.view(base)
@@ -488,11 +497,24 @@ class Engine:
                     job.last_decision.policy if job.last_decision is not None else None,
                     rec.actions if (rec := self.core.record(key)) is not None else (),
                     job.last_decision.tied_with if job.last_decision is not None else (),
+                    self._selecting(key, job),
                 )
                 for key, job in self.jobs.items()
             ),
             now=self._now if math.isfinite(self._now) else None,
         )
+
+    def _selecting(self, key: str, job: TrackedJob) -> tuple[str, ...]:
+        """The policies that select the job now: as its last evaluation found them, or, for a job
+        not evaluated yet or due again (a policy changed, its evaluation left to a later step),
+        from its object now, so that a policy's ``jobsSelected`` does not read 0 meanwhile."""
+        if job.selected is None or job.needs_eval:
+            try:
+                job.selected = selecting(self.policies.values(), self.index.base_view(job.body))
+            except Exception:
+                log.exception("%s: which policies select it could not be told", key)
+                return job.selected or ()
+        return job.selected
 
     def close(self) -> None:
         self.writer.close()

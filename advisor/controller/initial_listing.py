@@ -94,6 +94,8 @@ def prime(engine: Engine, api: ClusterApi, options: OperatorOptions) -> bool:
                 meta = item.get("metadata") or {}
                 item = {"metadata": {"name": meta.get("name"), "labels": meta.get("labels") or {}}}
             engine.enqueue(kind, "ADDED", item)
+        if kind == "namespace":  # every namespace is known now: a policy naming another names none
+            engine.enqueue("namespacelisting", "ADDED", {})
     engine.enqueue("joblisting", "ADDED", list_jobs(api, options))
     return listed
 

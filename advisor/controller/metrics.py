@@ -4,6 +4,13 @@ A dedicated ``CollectorRegistry`` per ``Metrics`` object, so that tests and benc
 several controllers in one process. Per-job gauges are removed when a job goes away, and the
 per-queue gauges are rebuilt from the same ``summarize`` the CLI uses, so a dashboard and
 ``trainjob-advisor status --by queue`` never disagree.
+
+A job's series are labelled ``namespace``, ``kind`` (TrainJob, PyTorchJob) and ``job`` (its
+name): a TrainJob and a PyTorchJob may share a name in one namespace (the controller advises the
+kind it saw first), and a series named by namespace and name alone would not say which it is.
+``trainjob_advisor_actions_total`` carries the ``policy`` whose decision it counts (empty for
+the advisor undoing its own write on a job no policy governs any more): policies are few, so
+the label's cardinality stays bounded.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from advisor.model import LEARNING_LABELS, JobView, Phase
 
 __all__ = ["Metrics"]
 
-_JOB = ("namespace", "job")
+_JOB = ("namespace", "kind", "job")
 #: latency buckets (seconds) of the update pipeline, wide enough that an overloaded controller
 #: still lands in a finite bucket
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -77,11 +84,11 @@ class Metrics:
             registry=r,
         )
         #: the series labels set per job, to remove them with the job (or when a series goes)
-        self._series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self._series: dict[tuple[str, str, str], set[tuple[str, ...]]] = {}
         self.actions = Counter(
             "trainjob_advisor_actions_total",
-            "Actions by kind, mode and outcome",
-            ("kind", "mode", "outcome"),
+            "Actions by policy, kind, mode and outcome",
+            ("policy", "kind", "mode", "outcome"),
             registry=r,
         )
         self.forecast_latency = Histogram(
@@ -181,7 +188,7 @@ class Metrics:
         the column shows)."""
         if not self.per_job:
             return
-        labels = (view.namespace, view.name)
+        labels = (view.namespace, view.kind, view.name)
         self.step.labels(*labels).set(view.step)
         if view.total_steps:
             self.progress.labels(*labels).set(min(1.0, view.step / view.total_steps))
@@ -218,18 +225,18 @@ class Metrics:
             self.best_eval_step.labels(*labels).set(learning.best_step)
         self._observe_series(view)
 
-    def _forget_verdicts(self, namespace: str, name: str) -> None:
+    def _forget_verdicts(self, namespace: str, kind: str, name: str) -> None:
         """Remove the job's gauges that judge a running run (plateau, divergence, ETA, state)."""
         for gauge in (self.eta, self.plateau, self.divergence):
             with contextlib.suppress(KeyError):
-                gauge.remove(namespace, name)
+                gauge.remove(namespace, kind, name)
         for label in LEARNING_LABELS:
             with contextlib.suppress(KeyError):
-                self.learning_state.remove(namespace, name, label)
+                self.learning_state.remove(namespace, kind, name, label)
 
     def _observe_series(self, view: JobView) -> None:
         """Each series' predicted final value and which one the run is judged by."""
-        labels = (view.namespace, view.name)
+        labels = (view.namespace, view.kind, view.name)
         finals = {"loss": view.forecast} | dict(view.learning_state.series if view.learning_state else {})
         judged, _ = judged_forecast(view)
         now: set[tuple[str, ...]] = set()
@@ -243,18 +250,19 @@ class Metrics:
             self._remove_series(labels, gone)
         self._series[labels] = now
 
-    def _remove_series(self, labels: tuple[str, str], entry: tuple[str, ...]) -> None:
+    def _remove_series(self, labels: tuple[str, str, str], entry: tuple[str, ...]) -> None:
         gauge = self.final_value if entry[0] == "final" else self.judged
         with contextlib.suppress(KeyError):
             gauge.remove(*labels, entry[1])
 
-    def forget_job(self, namespace: str, name: str) -> None:
-        for entry in self._series.pop((namespace, name), set()):
-            self._remove_series((namespace, name), entry)
-        self._forget_verdicts(namespace, name)
+    def forget_job(self, namespace: str, kind: str, name: str) -> None:
+        """Remove every series of the job (``kind``: TrainJob or PyTorchJob)."""
+        for entry in self._series.pop((namespace, kind, name), set()):
+            self._remove_series((namespace, kind, name), entry)
+        self._forget_verdicts(namespace, kind, name)
         for gauge in (self.progress, self.step, self.final_loss, self.best_eval_step):
             with contextlib.suppress(KeyError):
-                gauge.remove(namespace, name)
+                gauge.remove(namespace, kind, name)
 
     # -------------------------------------------------------------------------------- per queue
     def set_queues(self, summaries: Iterable[QueueSummary]) -> None:

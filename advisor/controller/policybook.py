@@ -7,7 +7,9 @@ and the figures (``advisor.controller.policystatus``, which describes every fiel
 engine's bounded rate, only when they changed: this shard's entry of ``status.shards`` and the
 totals, a read-modify-write guarded by the ``resourceVersion`` it read, read again and retried on
 a conflict. An invalid policy is held by what stands in for it (``_stand_in``), so that an edit
-typo does not hand its jobs to a broader policy.
+typo does not hand its jobs to a broader policy. With the figures comes the ``JobsSelected``
+condition (``advisor.controller.policyreach``), read off the totals just written: a policy that
+selects no job says why, and the log says it once when it starts to (not at every refresh).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from advisor.controller.metrics import Metrics
+from advisor.controller.policyreach import JOBS_SELECTED, reach_condition
 from advisor.controller.policystatus import (
     DEFAULT_SHARD,
     JobFigures,
@@ -95,6 +98,16 @@ class PolicyBook:
         #: this process wrote since), or that it no longer needs (older than the newest
         #: ``maxActionsPerHour`` written)
         self.recorded: dict[str, set[str]] = {}
+        #: each policy's ``metadata.generation`` as last seen: the ``observedGeneration`` of the
+        #: conditions written between its events
+        self.generations: dict[str, int] = {}
+        #: each policy's ``JobsSelected`` condition as this process last computed it
+        self.reach: dict[str, dict[str, Any]] = {}
+        #: per policy that selects no job, the message the log last warned of (once, not per refresh)
+        self.warned_unselected: dict[str, str] = {}
+        #: the namespaces that exist (name -> labels), None while not known (the controller has
+        #: not listed them): whether a namespace a policy names exists is said only when known
+        self.namespaces: Callable[[], Mapping[str, Mapping[str, str]] | None] = lambda: None
 
     def governing(self) -> list[Any]:
         """The valid policies, by name; under ``recommend_only`` (the cluster-wide safety rail) each
@@ -120,6 +133,9 @@ class PolicyBook:
             self.versions.pop(name, None)
             self.stored.pop(name, None)
             self.recorded.pop(name, None)
+            self.generations.pop(name, None)
+            self.reach.pop(name, None)
+            self.warned_unselected.pop(name, None)
             return
         self._adopt(name, body)
         self.recorded[name] = {rid for rid, _ in self.stored_actions(body)}
@@ -129,6 +145,10 @@ class PolicyBook:
         if name not in self.hours:  # carry this shard's total over a controller restart
             self.hours[name] = positive_amount(own.get("gpuHoursFlaggedNonLearning"))
         generation = (body.get("metadata") or {}).get("generation")
+        if isinstance(generation, int) and not isinstance(generation, bool):
+            self.generations[name] = generation  # the generation the conditions are of
+        else:
+            self.generations.pop(name, None)
         try:
             self.policies[name] = load_policy({k: v for k, v in body.items() if k != "status"})
             self.last_valid[name] = (self.policies[name], generation if isinstance(generation, int) else None)
@@ -291,39 +311,80 @@ class PolicyBook:
         return [valid, recommend_only]
 
     def _write_verdict(self, name: str, body: Mapping[str, Any]) -> None:
-        """The conditions and ``effectiveMode``, written when they differ from the stored status."""
-        conditions = self._conditions(name)
+        """The conditions and ``effectiveMode``, written when they differ from the stored status
+        (with ``status.lastValid`` at a new valid generation)."""
         generation = (body.get("metadata") or {}).get("generation")
         observed = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+        stored = body.get("status") or {}
+        # a spec change that leaves the verdict alone must still say which generation was read
+        kept = self._to_keep(name, body, observed)
+        status = self._verdict(name, observed, stored if isinstance(stored, Mapping) else {})
+        if status is None and kept is None:
+            return
+        self._patch(name, {**(status or {}), **({"lastValid": kept} if kept is not None else {})})
+
+    def _verdict(self, name: str, observed: int | None, stored: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The conditions, ``effectiveMode`` and ``observedGeneration`` of generation ``observed``,
+        as a merge patch over the status ``stored`` (None: it says all that already). The
+        conditions are one list, which a merge patch replaces whole: ``JobsSelected`` is the one
+        this process computed last, else the stored one (it carries its own generation)."""
+        conditions = self._conditions(name)
         if observed is not None:
             for cond in conditions:
                 cond["observedGeneration"] = observed
-        mode = self.effective_mode(name)
-        stored = body.get("status") or {}
         old = {c.get("type"): c for c in stored.get("conditions") or [] if isinstance(c, Mapping)}
-        # a spec change that leaves the verdict alone must still say which generation was read
-        kept = self._to_keep(name, body, observed)
+        reach = self.reach.get(name) or old.get(JOBS_SELECTED)
+        if reach is not None and name in self.policies:
+            conditions.append({k: v for k, v in reach.items() if k != "lastTransitionTime"})
+        mode = self.effective_mode(name)
         if (
             all(
                 c["type"] in old and all(old[c["type"]].get(k) == v for k, v in c.items()) for c in conditions
             )
+            and len(conditions) == len(old)
             and stored.get("observedGeneration") == observed
             and stored.get("effectiveMode") == mode
-            and kept is None
         ):
-            return
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            return None
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
         for cond in conditions:
             before = old.get(cond["type"]) or {}
             same_verdict = before.get("status") == cond["status"] and before.get("lastTransitionTime")
             cond["lastTransitionTime"] = before["lastTransitionTime"] if same_verdict else now
-        status = {
+        return {
             "conditions": conditions,
             "effectiveMode": mode,  # None nulls it out: nothing of the policy governs
             **({"observedGeneration": observed} if observed is not None else {}),
-            **({"lastValid": kept} if kept is not None else {}),
         }
-        self._patch(name, status)
+
+    def _reach_verdict(self, name: str, after: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The ``JobsSelected`` condition from the totals of ``after`` (the policy's status once
+        the figures being written are in), as a merge patch of the conditions over it (None: it
+        says that already); a warning in the log when the policy comes to select no job (or for
+        another reason), once, not at each refresh."""
+        policy = self.policies.get(name)
+        if policy is None:  # an invalid policy with nothing standing in for it: Valid says it all
+            return None
+        status, reason, message = reach_condition(
+            policy.selector,
+            selected=_count_of(after.get("jobsSelected")),
+            governed=_count_of(after.get("jobsMatched")),
+            namespaces=self.namespaces(),
+        )
+        generation = self.generations.get(name)
+        self.reach[name] = {
+            "type": JOBS_SELECTED,
+            "status": status,
+            "reason": reason,
+            "message": message[:1000],
+            **({"observedGeneration": generation} if generation is not None else {}),
+        }
+        if status == "False" and self.warned_unselected.get(name) != message:
+            log.warning("AdvisorPolicy %s %s", name, message)
+            self.warned_unselected[name] = message
+        elif status == "True" and self.warned_unselected.pop(name, None) is not None:
+            log.info("AdvisorPolicy %s %s", name, message)
+        return self._verdict(name, generation, after)
 
     def _to_keep(self, name: str, body: Mapping[str, Any], generation: int | None) -> dict[str, Any] | None:
         """``status.lastValid`` for a valid generation its status does not keep yet (None: nothing
@@ -369,11 +430,15 @@ class PolicyBook:
         """A read-modify-write of the status seen last, guarded by its ``resourceVersion``: on a
         conflict (another shard, or this one's other writes, came between) the policy is read
         again and the patch made anew, up to ``CONFLICT_ATTEMPTS`` times; else the next refresh
-        tries again."""
+        tries again. The ``JobsSelected`` condition the new totals call for goes in the same
+        write (``_reach_verdict``), or alone when the figures are written already."""
         for attempt in range(CONFLICT_ATTEMPTS):
-            patch = self.figures_patch(name, mine, now)
-            if patch is None:
+            figures = self.figures_patch(name, mine, now)
+            stored = self.stored.get(name) or {}
+            verdict = self._reach_verdict(name, _merged(stored, figures) if figures is not None else stored)
+            if figures is None and verdict is None:
                 return
+            patch = {**(figures or {}), **(verdict or {})}
             version = self.versions.get(name)
             try:
                 self._patch(name, patch, resource_version=version, quiet=True)
@@ -437,6 +502,11 @@ def _kept_valid(name: str, body: Mapping[str, Any]) -> tuple[Any, int | None] | 
         log.warning("AdvisorPolicy %s: status.lastValid does not load (%s); not used", name, exc)
         return None
     return policy, generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+
+
+def _count_of(raw: Any) -> int:
+    """A count read back from a status (0 for anything but a non-negative integer)."""
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 0
 
 
 def _warnings(policy: Any) -> str:

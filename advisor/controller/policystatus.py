@@ -5,6 +5,9 @@ Admins read a policy's effect from ``kubectl get advisorpolicies`` (printer colu
 controller already persists, so that a restart does not reset them:
 
 * ``jobsMatched`` / ``matchedJobs``: jobs whose latest decision came from the policy;
+* ``jobsSelected``: jobs its selector matches, whichever policy governs them (at least
+  ``jobsMatched``): 0 is a policy that reaches no job, which its ``JobsSelected`` condition
+  explains (``advisor.controller.policyreach``);
 * ``actionsTaken`` / ``actionsByKind`` / ``actionsByOutcome``: actions the policy carried out or
   attempted (any outcome but ``recommended``) in the action logs of the jobs the controller follows
   (each job's log is persisted in its TrainJobForecast), split by kind and by outcome (``done``,
@@ -35,14 +38,14 @@ controller already persists, so that a restart does not reset them:
   namespaces, ``advisor.commands.run.status_shard``), each with its ``updatedAt``. AdvisorPolicies
   are cluster-scoped but a namespace shard (a release with its own ``watchNamespaces`` and Lease)
   sees only its namespaces' jobs: each writes its own entry only, and the figures at the top of the status
-  (``jobsMatched``, ``matchedJobs``, ``actionsTaken``, ``actionsByKind``, ``actionsByOutcome``,
-  ``recommendations``, ``lostTies``, ``gpuHoursFlaggedNonLearning``, ``fromDeletedJobs``) are the
-  sums over the entries, recomputed by whichever shard writes (a read-modify-write guarded by the
-  ``resourceVersion`` it read, read again and retried on a conflict). A shard refreshes its entry at
-  least every ``SHARD_REFRESH_S``; an entry not refreshed for ``SHARD_STALE_S`` (a shard
-  uninstalled) is dropped by the next writer. What a restarted controller carries over
-  (GPU-hours, ``fromDeletedJobs``) is read from its own entry (from the top of a status written
-  before entries existed);
+  (``jobsMatched``, ``matchedJobs``, ``jobsSelected``, ``actionsTaken``, ``actionsByKind``,
+  ``actionsByOutcome``, ``recommendations``, ``lostTies``, ``gpuHoursFlaggedNonLearning``,
+  ``fromDeletedJobs``) are the sums over the entries, recomputed by whichever shard writes (a
+  read-modify-write guarded by the ``resourceVersion`` it read, read again and retried on a
+  conflict). A shard refreshes its entry at least every ``SHARD_REFRESH_S``; an entry not
+  refreshed for ``SHARD_STALE_S`` (a shard uninstalled) is dropped by the next writer. What a
+  restarted controller carries over (GPU-hours, ``fromDeletedJobs``) is read from its own entry
+  (from the top of a status written before entries existed);
 * ``effectiveMode``: the mode the controller evaluates the policy in (printer column ``Effective``
   beside ``Mode``, the spec's): Recommend under ``--recommend-only`` whatever ``spec.mode`` says,
   which the ``RecommendOnly`` condition explains; for an invalid policy, the mode of what stands
@@ -90,7 +93,7 @@ SHARD_STALE_S = 3600.0
 #: a shard rewrites its entry's ``updatedAt`` at least this often, even when its figures are the same
 SHARD_REFRESH_S = 600.0
 #: the figures summed over the shards' entries into the top of the status
-_SUMMED = ("jobsMatched", "actionsTaken", "recommendations", "actionsHeld")
+_SUMMED = ("jobsMatched", "jobsSelected", "actionsTaken", "recommendations", "actionsHeld")
 _SUMMED_MAPS = ("actionsByKind", "actionsByOutcome", "lostTies")
 
 
@@ -103,6 +106,7 @@ class PolicyFigures:
     held: int = 0
     gpu_hours: float = 0.0
     lost_ties: dict[str, int] = field(default_factory=dict)
+    selected: int = 0  # jobs its selector matches, whichever policy governs them
 
     def add(self, records: Iterable[ActionRecord]) -> None:
         """Count ``records`` (the policy's own) as actions or recommendations."""
@@ -155,6 +159,7 @@ class PolicyFigures:
         return {
             "jobsMatched": len(jobs),
             "matchedJobs": jobs[:MAX_LISTED_JOBS],
+            "jobsSelected": max(self.selected, len(jobs)),
             "actionsTaken": sum(self.actions.values()),
             "actionsByKind": dict(sorted(self.actions.items())),
             "actionsByOutcome": dict(sorted(self.outcomes.items())),
@@ -173,6 +178,7 @@ class JobFigures:
     policy: str | None  # the policy its latest decision came from
     actions: Iterable[ActionRecord]  # its action log
     tied_with: tuple[str, ...] = ()  # policies that tied ``policy`` and lost by name
+    selected: tuple[str, ...] = ()  # the policies that select it (``policies.selection.selecting``)
 
 
 def policy_figures(
@@ -189,6 +195,9 @@ def policy_figures(
     for job in jobs:
         if job.policy in out:
             out[job.policy].jobs.append(job.key)
+        for name in job.selected:
+            if name in out:
+                out[name].selected += 1
         for loser in job.tied_with:
             if loser in out and job.policy is not None:
                 out[loser].lost_ties[job.policy] = out[loser].lost_ties.get(job.policy, 0) + 1

@@ -86,3 +86,21 @@ def test_the_dashboard_reads_only_labels_its_metrics_carry() -> None:
         assert referenced <= carried, f"{expr!r} / {legend!r}: {sorted(referenced - carried)} not exported"
         used_namespace_or_job |= bool(referenced & {"namespace", "job"})
     assert used_namespace_or_job  # the panels honorLabels keeps right
+
+
+def test_the_dashboards_joins_of_per_job_series_match_on_the_whole_job_identity() -> None:
+    """A job's series are named by ``namespace``, ``kind`` and ``job`` (a TrainJob and a PyTorchJob
+    may share a name): a join of two per-job metrics that leaves ``kind`` out matches the two jobs'
+    series with each other, which Prometheus refuses (many-to-many) and the panel goes blank."""
+    identity = {"namespace", "kind", "job"}
+    assert all(identity <= labels for name, labels in exported_labels().items() if "_job_" in name)
+    dash = json.loads(DASHBOARD.read_text())
+    joins = 0
+    for expr in (t["expr"] for p in dash["panels"] for t in p.get("targets", [])):
+        if len(set(re.findall(r"trainjob_advisor_job_\w+", expr))) < 2:
+            continue
+        for group in re.findall(r"\bon\s*\(([^)]*)\)", expr):
+            joins += 1
+            on = {label.strip() for label in group.split(",")}
+            assert identity <= on, f"{expr!r}: on({group}) leaves {sorted(identity - on)} out"
+    assert joins  # the judged-series panel joins two per-job metrics

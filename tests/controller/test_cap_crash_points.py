@@ -390,4 +390,4 @@ def test_an_action_the_cap_holds_back_is_said_held_in_apply_mode_not_recommended
     assert status["recommendations"] == 0 and status["actionsHeld"] == 1, counts
     # the outcomes split actionsTaken (a held action is none of them: counted apart)
     assert sum(status["actionsByOutcome"].values()) == status["actionsTaken"], counts
-    assert e.metrics.actions.labels("release-quota", "Apply", "held")._value.get() == 1
+    assert e.metrics.actions.labels("capped", "release-quota", "Apply", "held")._value.get() == 1

@@ -147,6 +147,8 @@ def test_status_by_queue(api: CliApi, capsys: pytest.CaptureFixture[str]) -> Non
     assert lines[0].split()[:4] == ["QUEUE", "JOBS", "GPUS", "LEARNING"]
     cpu, gpu = lines[1].split(), lines[2].split()
     assert gpu[:13] == ["gpu-cq", "2", "16", "1", "1", "0", "0", "0", "0", "0", "0", "0", "8"]
+    # the 8 GPUs of the plateaued run are held, busy, by a run that no longer learns: not "idle"
+    assert lines[0].split()[12] == "GPUS-NOT-LEARNING" and "IDLE-GPUS" not in lines[0].split()
     assert cpu[0] == "cpu-cq"
     # every job is in one column: JOBS adds up across the row (pending and stopped runs included)
     head = lines[0].split()

@@ -55,7 +55,7 @@ def test_progress_updates_become_a_forecast_status() -> None:
     }
     assert (
         e.metrics.registry.get_sample_value(
-            "trainjob_advisor_job_step", {"namespace": "team-a", "job": "llm"}
+            "trainjob_advisor_job_step", {"namespace": "team-a", "kind": "TrainJob", "job": "llm"}
         )
         == 390
     )
@@ -160,7 +160,8 @@ def test_apply_decision_releases_quota_once_with_kueue_workload() -> None:
     assert status["pendingActions"] == "{}"
     assert (
         e.metrics.registry.get_sample_value(
-            "trainjob_advisor_actions_total", {"kind": "release-quota", "mode": "Apply", "outcome": "done"}
+            "trainjob_advisor_actions_total",
+            {"policy": "p", "kind": "release-quota", "mode": "Apply", "outcome": "done"},
         )
         == 1
     )
@@ -250,7 +251,10 @@ def test_invalid_policy_gets_an_invalid_condition_and_holds_its_jobs_without_rul
     # broader policy takes them over
     held = e.policies["bad"]
     assert "bad" in e.policy_errors and held.mode.value == "Recommend" and held.spec.rules == Rules()
-    (call,) = [c for c in api.log if c[0] == "policy_status" and "conditions" in c[2]]
+    # the write of its verdict (the figures' carries the JobsSelected condition with them)
+    (call,) = [
+        c for c in api.log if c[0] == "policy_status" and "conditions" in c[2] and "shards" not in c[2]
+    ]
     cond = call[2]["conditions"][0]
     assert (cond["type"], cond["status"], cond["reason"]) == ("Valid", "False", "Invalid")
     assert "spec.mode" in cond["message"] and call[2]["observedGeneration"] == 3
@@ -467,7 +471,10 @@ def test_a_valid_policy_whose_rule_judges_an_undirected_metric_says_so_in_its_co
     )
     e.step(T0)
     assert "rewarded" in e.policies
-    (call,) = [c for c in api.log if c[0] == "policy_status" and "conditions" in c[2]]
+    # the write of its verdict (the figures' carries the JobsSelected condition with them)
+    (call,) = [
+        c for c in api.log if c[0] == "policy_status" and "conditions" in c[2] and "shards" not in c[2]
+    ]
     cond = call[2]["conditions"][0]
     assert (cond["type"], cond["status"]) == ("Valid", "True")
     assert cond["message"].startswith("the policy is valid; warning: ")
@@ -491,7 +498,10 @@ def test_a_valid_policy_whose_metric_directions_turn_a_loss_says_so_in_its_condi
         },
     )
     e.step(T0)
-    (call,) = [c for c in api.log if c[0] == "policy_status" and "conditions" in c[2]]
+    # the write of its verdict (the figures' carries the JobsSelected condition with them)
+    (call,) = [
+        c for c in api.log if c[0] == "policy_status" and "conditions" in c[2] and "shards" not in c[2]
+    ]
     message = call[2]["conditions"][0]["message"]
     assert "; warning: spec.metricDirections.loss: the training loss is no eval metric: ignored" in message
     assert (
@@ -537,6 +547,25 @@ def test_a_pytorchjob_named_as_a_trainjob_is_not_merged_into_its_history() -> No
     e.enqueue("job", "DELETED", _pytorchjob(4000, now))
     e.step(now + 5)
     assert KEY in e.jobs and e.core.record(KEY) is not None  # deleting the other kind forgets nothing
+
+
+def test_a_jobs_series_say_its_kind_and_go_with_it() -> None:
+    """A TrainJob and a PyTorchJob may share a name in one namespace: the per-job series carry the
+    job's ``kind`` beside ``namespace`` and ``job``, so that a series says which job it is, and the
+    deletion of the job removes its own."""
+    e = engine(FakeApi())
+    now = T0
+    for i in range(12):
+        now = T0 + i * 5.0
+        e.enqueue("job", "MODIFIED", _pytorchjob(2000 + 100 * i, now))
+        e.step(now)
+    get = e.metrics.registry.get_sample_value
+    labels = {"namespace": "team-a", "kind": "PyTorchJob", "job": "llm"}
+    assert get("trainjob_advisor_job_step", labels) == 3100
+    assert get("trainjob_advisor_job_step", {**labels, "kind": "TrainJob"}) is None
+    e.enqueue("job", "DELETED", _pytorchjob(3100, now))
+    e.step(now + 5)
+    assert get("trainjob_advisor_job_step", labels) is None
 
 
 def test_an_unchanged_job_is_written_at_least_every_heartbeat() -> None:

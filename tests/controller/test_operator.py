@@ -194,10 +194,11 @@ def test_prime_queues_policies_namespaces_and_kueue_objects_before_any_job() -> 
     queued = []
     while not engine.events.empty():
         kind, _, body, _ = engine.events.get_nowait()
-        queued.append((kind, body["metadata"]["name"] if kind != "joblisting" else body))
+        queued.append((kind, body["metadata"]["name"] if "metadata" in body else body))
     assert queued == [
         ("policy", "advisorpolicies-1"),
         ("namespace", "team-a"),
+        ("namespacelisting", {}),  # every namespace is known from here on (JobsSelected names the others)
         ("localqueue", "localqueues-1"),
         ("workload", "workloads-in-team-a"),
         ("workload", "workloads-in-team-b"),
@@ -219,14 +220,15 @@ def test_prime_queues_policies_namespaces_and_kueue_objects_before_any_job() -> 
     queued = []
     while not engine.events.empty():
         kind, _, body, _ = engine.events.get_nowait()
-        queued.append((kind, body["metadata"]["name"] if kind != "joblisting" else "jobs"))
+        queued.append((kind, body["metadata"]["name"] if "metadata" in body else "-"))
     assert queued == [
         ("policy", "advisorpolicies-1"),
         ("namespace", "team-a"),
+        ("namespacelisting", "-"),
         ("admissioncheck", "admissionchecks-1"),
         ("localqueue", "localqueues-1"),
         ("workload", "workloads-in-team-a"),
-        ("joblisting", "jobs"),
+        ("joblisting", "-"),
     ]
 
 

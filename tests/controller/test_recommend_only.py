@@ -10,7 +10,7 @@ from advisor.controller.engine import Engine, EngineConfig
 from advisor.controller.render import iso
 from advisor.core import AdvisorCore
 from advisor.model import ClusterView, Decision, Forecast, Interval, JobView, Mode
-from tests.controller.fakes import FakeApi, trainjob
+from tests.controller.fakes import FakeApi, _merge_patch, trainjob
 
 T0 = 1_800_000_000.0
 APPLY_POLICY = {
@@ -48,8 +48,22 @@ def test_an_apply_policy_is_seen_as_recommend_under_recommend_only(
 
 
 def _statuses(api: FakeApi, name: str) -> list[dict[str, Any]]:
-    """The writes of the policy's conditions and effective mode (not of its figures)."""
-    return [c[2] for c in api.log if c[0] == "policy_status" and c[1] == name and "conditions" in c[2]]
+    """The writes of the policy's conditions and effective mode (not of its figures, which carry
+    the JobsSelected condition with them)."""
+    return [
+        c[2]
+        for c in api.log
+        if c[0] == "policy_status" and c[1] == name and "conditions" in c[2] and "shards" not in c[2]
+    ]
+
+
+def _held(api: FakeApi, name: str) -> dict[str, Any]:
+    """The policy's status as the API server holds it after every write."""
+    held: dict[str, Any] = {}
+    for c in api.log:
+        if c[0] == "policy_status" and c[1] == name:
+            held = _merge_patch(held, c[2])
+    return held
 
 
 @pytest.mark.parametrize("recommend_only", [False, True])
@@ -78,7 +92,7 @@ def test_the_status_says_which_mode_the_controller_evaluates_the_policy_in(
     else:
         assert (held["status"], held["reason"]) == ("False", "SpecMode")
     # the status the server now holds is what the controller would write: no second write
-    e.enqueue("policy", "MODIFIED", {**APPLY_POLICY, "spec": {"mode": mode}, "status": status})
+    e.enqueue("policy", "MODIFIED", {**APPLY_POLICY, "spec": {"mode": mode}, "status": _held(api, "act")})
     e.step(T0 + 1)
     assert len(_statuses(api, "act")) == 1
 

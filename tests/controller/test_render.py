@@ -105,11 +105,13 @@ def test_the_state_never_contradicts_a_policy_that_calls_the_run_hung_or_divergi
     m = Metrics()
     m.observe_job(quiet, state="learning")
     assert m.registry.get_sample_value(
-        "trainjob_advisor_job_eta_seconds", {"namespace": "team-a", "job": "llm"}
+        "trainjob_advisor_job_eta_seconds", {"namespace": "team-a", "kind": "TrainJob", "job": "llm"}
     )
     m.observe_job(quiet, state="hung")  # nor does the metric
     assert (
-        m.registry.get_sample_value("trainjob_advisor_job_eta_seconds", {"namespace": "team-a", "job": "llm"})
+        m.registry.get_sample_value(
+            "trainjob_advisor_job_eta_seconds", {"namespace": "team-a", "kind": "TrainJob", "job": "llm"}
+        )
         is None
     )
 
@@ -227,7 +229,7 @@ def test_eta_cdf_reads_the_interval_as_a_split_normal() -> None:
     assert eta_cdf({"mean": 10.0, "p10": 10.0, "p90": 10.0}, 11.0) == 1.0
 
 
-def test_summary_by_queue_counts_states_idle_gpus_and_capacity() -> None:
+def test_summary_by_queue_counts_states_gpus_not_learning_and_capacity() -> None:
     def st(state: str, gpus: int, cq: str, eta: dict[str, float] | None = None, active: bool = True) -> dict:
         return {
             "state": state,
@@ -271,7 +273,7 @@ def test_metrics_carry_each_series_final_value_and_the_judged_series() -> None:
     )
     m.observe_job(view(learning_state=state))
     get = m.registry.get_sample_value
-    job = {"namespace": "team-a", "job": "llm"}
+    job = {"namespace": "team-a", "kind": "TrainJob", "job": "llm"}
     assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "loss"}) == 0.25
     assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "eval_loss"}) == 0.92
     assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "eval_accuracy"}) == 0.71
@@ -281,9 +283,30 @@ def test_metrics_carry_each_series_final_value_and_the_judged_series() -> None:
     assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "eval_loss"}) is None
     assert get("trainjob_advisor_job_judged_series_info", {**job, "series": "eval_loss"}) is None
     assert get("trainjob_advisor_job_judged_series_info", {**job, "series": "loss"}) == 1
-    m.forget_job("team-a", "llm")
+    m.forget_job("team-a", "TrainJob", "llm")
     assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "loss"}) is None
     assert get("trainjob_advisor_job_judged_series_info", {**job, "series": "loss"}) is None
+
+
+def test_a_trainjob_and_a_pytorchjob_of_one_name_have_series_of_their_own() -> None:
+    """Named by namespace and name alone, the two jobs' series were one: each overwrote the
+    other's, and forgetting either removed both."""
+    from advisor.controller.metrics import Metrics
+
+    m = Metrics()
+    get = m.registry.get_sample_value
+    m.observe_job(view(step=450))
+    m.observe_job(view(kind="PyTorchJob", step=90))
+    trainjob = {"namespace": "team-a", "kind": "TrainJob", "job": "llm"}
+    pytorchjob = {**trainjob, "kind": "PyTorchJob"}
+    assert (get("trainjob_advisor_job_step", trainjob), get("trainjob_advisor_job_step", pytorchjob)) == (
+        450,
+        90,
+    )
+    m.forget_job("team-a", "PyTorchJob", "llm")
+    assert get("trainjob_advisor_job_step", pytorchjob) is None
+    assert get("trainjob_advisor_job_step", trainjob) == 450
+    assert get("trainjob_advisor_job_predicted_final_value", {**trainjob, "series": "loss"}) == 0.25
 
 
 def test_no_usable_forecast_shows_no_plateau_percentage() -> None:
@@ -314,7 +337,7 @@ def test_a_job_that_stops_running_keeps_no_verdict_in_the_metrics() -> None:
 
     m = Metrics()
     get = m.registry.get_sample_value
-    job = {"namespace": "team-a", "job": "llm"}
+    job = {"namespace": "team-a", "kind": "TrainJob", "job": "llm"}
     state = LearningState(label="plateaued", probabilities={"plateaued": 0.9, "learning": 0.1})
     m.observe_job(view(learning_state=state))
     assert get("trainjob_advisor_job_plateau_probability", job) is not None

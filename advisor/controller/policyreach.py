@@ -1,0 +1,74 @@
+"""The ``JobsSelected`` condition of an AdvisorPolicy: whether it selects any job, and if not why.
+
+A policy whose selector names a namespace that does not exist (``namespaces: [team-typo]``) or
+matches no job is valid, so ``Valid`` says True and JOBS says 0, and an admin had nothing else to
+go on. This condition says it the Kubernetes way (``kubectl describe``, ``kubectl wait
+--for=condition=JobsSelected``), beside ``Valid``, which it leaves alone: the policy is valid,
+it only reaches nothing.
+
+* True ``JobsSelected``: it selects that many jobs, governs that many (a more specific or
+  higher-priority policy governs the others), and names the namespaces it lists that do not exist;
+* False ``NamespacesNotFound``: it selects no job and ``spec.selector.namespaces`` names
+  namespaces that do not exist (named);
+* False ``NoNamespaceSelected``: no namespace (of those it names) carries the labels its
+  ``namespaceSelector`` asks for;
+* False ``NoJobSelected``: no job the controller follows matches ``spec.selector``.
+
+The counts are the totals over the controller releases' entries (``jobsSelected``,
+``jobsMatched``): a namespace shard sees its own namespaces' jobs only, and a policy another
+release's jobs reach selects jobs. Whether a namespace exists is known only once the controller
+listed the namespaces (``namespaces`` None: not said). Pure; ``PolicyBook`` writes the condition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from policies.selection import missing_namespaces, namespace_selected
+
+__all__ = ["JOBS_SELECTED", "reach_condition"]
+
+#: the condition's type
+JOBS_SELECTED = "JobsSelected"
+
+
+def reach_condition(
+    selector: Any,
+    *,
+    selected: int,
+    governed: int,
+    namespaces: Mapping[str, Mapping[str, str]] | None,
+) -> tuple[str, str, str]:
+    """(status, reason, message) of ``JobsSelected`` for a policy with ``selector``
+    (``policies.spec.Selector``) that selects ``selected`` jobs and governs ``governed`` of them;
+    ``namespaces``: the namespaces that exist (name -> labels), None when not known."""
+    selected = max(selected, governed)  # a job governed is selected (a release before jobsSelected)
+    missing = missing_namespaces(selector, namespaces) if namespaces is not None else ()
+    named = (
+        f"spec.selector.namespaces names {_plural(len(missing), 'namespace')} that "
+        f"{'does' if len(missing) == 1 else 'do'} not exist: {', '.join(missing)}"
+    )
+    if selected:
+        message = f"selects {_plural(selected, 'job')}"
+        if governed < selected:
+            message += (
+                f"; governs {governed}: a more specific or higher-priority policy governs "
+                f"{'it' if selected - governed == 1 else 'the others'}"
+            )
+        return "True", "JobsSelected", message + (f"; {named}" if missing else "")
+    if missing:
+        return "False", "NamespacesNotFound", f"selects no job: {named}"
+    if namespaces is not None and not namespace_selected(selector, namespaces):
+        among = " among those spec.selector.namespaces names" if selector.namespaces else ""
+        return (
+            "False",
+            "NoNamespaceSelected",
+            f"selects no job: no namespace{among} carries the labels "
+            "spec.selector.namespaceSelector asks for",
+        )
+    return "False", "NoJobSelected", "selects no job: no job the controller follows matches spec.selector"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
