@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from simworld import HEALTHY, QUIET, one_queue, scenario
 
-from advisor.model import ActionKind, ProgressSample
+from advisor.model import Action, ActionKind, ProgressSample
 from simulator.advisor_strategy import AdvisorStrategy
-from simulator.baselines import FixedInterval, MedianStopping, Patience
+from simulator.baselines import FixedInterval, MedianStopping, NoAdvisor, Patience
 from simulator.jobs import Phase, SimJob
 from simulator.runner import policy_strategies, run_strategy
 from simulator.traces import TraceJob
@@ -134,3 +135,37 @@ def test_fixed_interval_counts_from_the_acknowledged_checkpoint_not_the_simulato
     fixed = FixedInterval(1800.0)
     fixed.action_outcome(job, "sim-0-1", "acknowledged", now - 100.0)
     assert fixed.tick(job, [], now) == ()
+
+
+class _ReleaseWhileQueued(NoAdvisor):
+    """Releases (or stops) every job it is shown while the job waits in the queue."""
+
+    name = "release-while-queued"
+    watches_cluster = True
+
+    def __init__(self, kind: ActionKind) -> None:
+        self.kind = kind
+        self.outcomes: list[tuple[str, str]] = []
+
+    def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
+        if job.phase is Phase.PENDING:
+            return (Action(self.kind, "test", "queued"),)
+        return ()
+
+    def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
+        self.outcomes.append((job.trace.name, outcome))
+
+
+def test_a_job_waiting_in_the_queue_cannot_be_released_or_stopped() -> None:
+    """As the controller's release refuses a Workload waiting without quota (deactivated, it would
+    drop out of the queue until someone resumes it): the request is impossible, and the job stays
+    queued and runs when quota frees up."""
+    for kind in (ActionKind.RELEASE_QUOTA, ActionKind.STOP):
+        jobs = [TraceJob(f"j{i}", 60.0 * i, 8, 3600.0, total_steps=1000) for i in range(2)]
+        strategy = _ReleaseWhileQueued(kind)
+        res = run_strategy(scenario(jobs, one_queue(8)), strategy)
+        assert [j.phase for j in res.jobs] == [Phase.DONE, Phase.DONE], kind
+        assert strategy.outcomes == [("j1", "impossible")], kind
+        first, second = res.jobs
+        assert first.end_time is not None and second.first_start is not None
+        assert second.first_start >= first.end_time  # it waited for the quota, then ran
