@@ -2,7 +2,9 @@
 
 A checkpoint request pauses the job for its checkpoint cost and is acknowledged in its progress
 stream; releasing quota deactivates the workload (SIGTERM: a save within the grace period when the
-job's helper does that and it fits, ``sigterm_save_lands``; quota freed at once, never requeued); a
+job's helper does that and it fits, ``sigterm_save_lands``; quota freed at once, never requeued),
+and is impossible on a job waiting in the queue, which holds none (the controller's release refuses
+it: deactivated, the workload would drop out of the queue until someone resumes it); a
 priority boost changes Kueue's effective priority; a scale restarts the job from a checkpoint at its
 new size; a grace period set on an evicted job holds from its next start. Preemptions and node
 failures go through the same eviction: the job loses what it had not saved.
@@ -61,17 +63,17 @@ class Actuator:
         self._requests = 0
 
     def run_actions(self, job: SimJob, actions: Sequence[Action]) -> None:
-        """Apply the decision's actions in order; the ones done on the spot are reported done."""
-        strategy = self._sim.strategy
+        """Apply the decision's actions in order, until the job is gone."""
         for action in actions:
-            request = self.apply(job, action)
-            if request is not None and action.kind in DONE_AT_ONCE:
-                strategy.action_outcome(job, request, "done", self._sim.now)
+            self.apply(job, action)
             if job.phase.terminal:
                 return
 
     def apply(self, job: SimJob, action: Action) -> str | None:
-        """Carry out one action; returns the request id it was given (None for no-ops)."""
+        """Carry out one action; returns the request id it was given (None for no-ops). The ones
+        done on the spot are reported ``done``, the ones refused on the job as it stands
+        ``impossible`` (as the controller's actuator reports them); a checkpoint request is
+        acknowledged by the job."""
         sim = self._sim
         kind = action.kind
         sim.record.actions[kind.value] = sim.record.actions.get(kind.value, 0) + 1
@@ -88,14 +90,14 @@ class Actuator:
             predicted = kind is ActionKind.BOOST_PRIORITY or "preempt" in action.rule.lower()
         if predicted:
             sim.record.predictions.append((job.idx, sim.now))
+        outcome = "done" if kind in DONE_AT_ONCE else None
         if kind is ActionKind.CHECKPOINT:
             self.checkpoint(job, request)
         elif kind in (ActionKind.RELEASE_QUOTA, ActionKind.STOP):
-            if job.phase is Phase.PENDING:
-                sim.quota.release(job.workload)
-                job.queue_wait_s += sim.now - job.queued_since
-                job.queued_since = sim.now
-            self.evict(job, "released" if kind is ActionKind.RELEASE_QUOTA else "stopped")
+            if job.phase.holds_quota:
+                self.evict(job, "released" if kind is ActionKind.RELEASE_QUOTA else "stopped")
+            else:
+                outcome = "impossible"  # waiting in the queue without quota: nothing to release
         elif kind is ActionKind.BOOST_PRIORITY:
             sim.quota.set_boost(job.workload, boost_of(params))
             sim.admission.schedule()
@@ -106,6 +108,8 @@ class Actuator:
             self._scale(job, params)
         elif kind is ActionKind.SET_GRACE_PERIOD:
             self._set_grace(job, params)
+        if outcome is not None:
+            sim.strategy.action_outcome(job, request, outcome, sim.now)
         return request
 
     @staticmethod

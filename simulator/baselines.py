@@ -2,7 +2,8 @@
 
 - ``no-advisor``: nothing but the jobs' own behaviour (their periodic checkpoints, if any).
 - ``fixed-interval``: a checkpoint request every fixed interval of a job's runtime, the classic
-  periodic checkpointing a platform can impose without any forecast.
+  periodic checkpointing a platform can impose without any forecast, counted from the last
+  checkpoint the job acknowledged (its reports, the outcomes of its requests).
 - ``patience``: Keras ``EarlyStopping`` semantics on the reported loss: every evaluation period
   the mean loss of the period is compared with the best so far; after ``patience`` periods without
   an improvement of ``min_delta`` (relative here, since loss scales differ between jobs) the job
@@ -63,7 +64,14 @@ class NoAdvisor:
 
 
 class FixedInterval(NoAdvisor):
-    """Request a checkpoint every ``interval_s`` of wall time while the job holds quota."""
+    """Request a checkpoint every ``interval_s`` of wall time while the job holds quota.
+
+    The interval counts from the last checkpoint the job acknowledged, as a controller knows it:
+    the first progress report carrying a new last checkpoint (step, request) or the
+    acknowledgement of its own request, whichever came later. Never from the simulator's record
+    of the job's saves: a save on SIGTERM, or one a report has not carried yet, is not known to a
+    platform either. Until a checkpoint is acknowledged every look is due (the first comes one
+    interval after the job's start)."""
 
     name = "fixed-interval"
 
@@ -71,6 +79,14 @@ class FixedInterval(NoAdvisor):
         if interval_s <= 0:
             raise ValueError("interval_s must be positive")
         self.interval_s = interval_s
+        #: per job: the last checkpoint its reports carried (step, request) and when it first did
+        self._reported: dict[int, tuple[tuple[int | None, str | None], float]] = {}
+        #: per job: when its latest request was acknowledged
+        self._acknowledged: dict[int, float] = {}
+
+    def reset(self, sim: Simulation) -> None:
+        self._reported.clear()
+        self._acknowledged.clear()
 
     def first_tick(self, job: SimJob) -> float | None:
         return self.interval_s
@@ -78,11 +94,33 @@ class FixedInterval(NoAdvisor):
     def next_tick(self, job: SimJob, now: float) -> float | None:
         return self.interval_s
 
+    def last_acknowledged(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> float | None:
+        """When the job's latest checkpoint was acknowledged, as far as its reports and the
+        outcomes of this row's requests tell (None: none yet). A report is read at its own time
+        (``now`` when it has none)."""
+        seen = self._reported.get(job.idx)
+        for s in samples:
+            saved = (s.last_checkpoint_step, s.last_checkpoint_request)
+            if saved != (None, None) and (seen is None or saved != seen[0]):
+                seen = (saved, s.time if s.time is not None else now)
+        if seen is not None:
+            self._reported[job.idx] = seen
+        times = [t for t in (seen[1] if seen else None, self._acknowledged.get(job.idx)) if t is not None]
+        return max(times) if times else None
+
     def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
-        last = job.ckpt_time if job.ckpt_time is not None else job.first_start
+        last = self.last_acknowledged(job, samples, now)
         if last is not None and now - last < 0.99 * self.interval_s:
             return ()  # an extra tick (e.g. after an acknowledgement): nothing due yet
         return (Action(ActionKind.CHECKPOINT, "fixed-interval", f"every {self.interval_s:.0f}s"),)
+
+    def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
+        if outcome == "acknowledged":
+            self._acknowledged[job.idx] = now
+
+    def finished(self, job: SimJob, now: float) -> None:
+        self._reported.pop(job.idx, None)
+        self._acknowledged.pop(job.idx, None)
 
 
 @dataclass(slots=True)

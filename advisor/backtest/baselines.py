@@ -26,7 +26,7 @@ import numpy as np
 
 from advisor.backtest.replay import Outcome
 from advisor.backtest.runs import Run
-from advisor.backtest.verdict import MIN_EVAL_POINTS
+from advisor.backtest.verdict import judged_eval
 
 __all__ = ["BASELINES", "BaselineSettings", "baseline_outcomes"]
 
@@ -56,19 +56,15 @@ def _stop(row: str, run: Run, step: float, rule: str, reason: str) -> Outcome:
 
 
 def _series(run: Run) -> tuple[np.ndarray, np.ndarray]:
-    """The judged series, lower is better (a higher-is-better eval metric negated)."""
-    evals = run.eval_lower_better()
-    if run.eval_steps is not None and evals is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
-        return run.eval_steps, evals
-    return run.steps, run.values
+    """The judged series (``verdict.judged_eval``), lower is better (a higher-is-better eval
+    metric negated)."""
+    by_eval = judged_eval(run)
+    return by_eval if by_eval is not None else (run.steps, run.values)
 
 
 def _judged_metric(run: Run) -> str:
     """The name of the series ``_series`` judges the run by."""
-    evals = run.eval_lower_better()
-    if run.eval_steps is not None and evals is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
-        return run.eval_metric
-    return run.metric
+    return run.eval_metric if judged_eval(run) is not None else run.metric
 
 
 def patience(run: Run, s: BaselineSettings) -> Outcome:

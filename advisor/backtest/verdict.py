@@ -52,6 +52,7 @@ __all__ = [
     "WRONG_STOP_THRESHOLDS",
     "Judged",
     "judged",
+    "judged_eval",
     "row_summary",
     "verdict",
 ]
@@ -94,10 +95,21 @@ class Judged:
         return bool(np.isfinite(here) and later[-1] > here + LEARNING_THRESHOLD * abs(here))
 
 
-def judged(run: Run) -> Judged:
+def judged_eval(run: Run) -> tuple[np.ndarray, np.ndarray] | None:
+    """The run's eval series as (steps, values oriented lower-is-better) when it is the series the
+    run is judged by (logged, with at least ``MIN_EVAL_POINTS`` points); None when the run is
+    judged by the loss it reports. The one place this is decided: the verdicts and the baselines
+    (median stopping groups peers by it) must judge a run by the same series."""
     oriented = run.eval_lower_better()
     if run.eval_steps is not None and oriented is not None and run.eval_steps.size >= MIN_EVAL_POINTS:
-        series, metric, steps, values = "eval", run.eval_metric, run.eval_steps, oriented
+        return run.eval_steps, oriented
+    return None
+
+
+def judged(run: Run) -> Judged:
+    by_eval = judged_eval(run)
+    if by_eval is not None:
+        series, metric, (steps, values) = "eval", run.eval_metric, by_eval
         sign = -1.0 if run.eval_higher else 1.0
     else:
         series, metric, steps, values, sign = "loss", "loss", run.steps, run.values, 1.0

@@ -10,7 +10,12 @@ Three rules shape it:
 * **Append only what is new.** A repeated step is a duplicate; a sample older than the newest
   one is stale (watch events can arrive re-ordered after a reconnect). Neither changes anything.
 * **A step going backwards is a restart**, not a bad point: the run resumed from a checkpoint.
-  A new *segment* starts, so the forecaster never fits across a restart.
+  A new *segment* starts, so the forecaster never fits across a restart. But a step that goes
+  back at ``MALFORMED_BACKS`` reports in a row, with no progress in between, is malformed
+  progress (a reporter counting down, or garbling every step), not as many restarts: those
+  reports are kept as one-point segments (the newest replaced by each later one, so that such a
+  stream cannot fill the history) and counted as no restart; the forecast leaves them out and
+  says the reported step keeps going backwards.
 * **Bounded, shape-preserving downsampling.** When the history is full, every second point of
   the older part is dropped (the first and last point of each segment are kept). Repeated thinning
   spaces old points out geometrically while the recent part, which matters most for the
@@ -33,7 +38,7 @@ from typing import Any
 
 from advisor.core.codec import finite_or_none
 from advisor.core.evals import EvalHistory
-from advisor.model import Curve, ProgressSample
+from advisor.model import MALFORMED_BACKS, Curve, ProgressSample, backwards_run
 
 #: a lone step back is a garbled report when the next one jumps more than this many report gaps
 GLITCH_GAPS = 3
@@ -196,6 +201,11 @@ class History:
     def segments(self) -> tuple[int, ...]:
         return tuple(self._segments)
 
+    def backwards_run(self) -> int:
+        """How many of the latest reports each went back with no progress in between (see
+        ``advisor.model.backwards_run``; ``MALFORMED_BACKS`` or more: malformed progress)."""
+        return backwards_run(self._segments, len(self._points))
+
     def _cols(self) -> _Columns:
         cols = self._columns
         if cols is None:
@@ -229,12 +239,15 @@ class History:
     # ----------------------------------------------------------------------------------- update
     def append(self, sample: ProgressSample, *, times_trusted_until: float | None = None) -> str:
         """Add a sample; returns what happened: ``appended``, ``restart`` (appended as the
-        first point of a new segment), ``duplicate``, ``stale`` or ``invalid`` (no loss or a
-        negative step: nothing to learn from). Eval metrics in the sample are recorded whatever
-        becomes of its loss (an evaluation is logged on its own, often at a step already seen);
-        ``last_evals_added`` says how many points they added. ``times_trusted_until``: a newest
-        point dated after it (a reporter's clock once far ahead, kept by an older version) makes
-        no later sample stale."""
+        first point of a new segment), ``malformed`` (a step back at the ``MALFORMED_BACKS``-th
+        report in a row with no progress in between: appended as a new segment too, and the
+        steps back before it in that run are no longer counted as restarts), ``backwards`` (one
+        more such report: it replaces the newest point), ``duplicate``, ``stale`` or
+        ``invalid`` (no loss or a negative step: nothing to learn from). Eval metrics in the
+        sample are recorded whatever becomes of its loss (an evaluation is logged on its own,
+        often at a step already seen); ``last_evals_added`` says how many points they added.
+        ``times_trusted_until``: a newest point dated after it (a reporter's clock once far
+        ahead, kept by an older version) makes no later sample stale."""
         self.last_evals_added = 0
         last_time = self._points[-1].time if self._points else None
         if last_time is not None and times_trusted_until is not None and last_time > times_trusted_until:
@@ -259,8 +272,7 @@ class History:
         if (
             last is not None
             and point.step > last.step
-            and len(self._segments) > 1
-            and self._segments[-1] == len(pts) - 1
+            and self.backwards_run() == 1
             and point.step > pts[-2].step
             and len(pts) >= 3
             and point.step - last.step > GLITCH_GAPS * max(pts[-2].step - pts[-3].step, 1)
@@ -270,7 +282,8 @@ class History:
             # covers that ground in one report, so the step back was a garbled report (a stray
             # "100" after 600), not a restart. Kept, it cut the history the forecast reads to its
             # last two points. (A resume from a checkpoint just behind the last report passes the
-            # old step within a gap or two, and stays a restart.)
+            # old step within a gap or two, and stays a restart. A step back after another step
+            # back has no report gap to measure the jump by: it is no lone step back.)
             pts.pop()
             self._segments.pop()
             self.restarts -= 1
@@ -282,9 +295,22 @@ class History:
             if point.step == last.step:
                 return "duplicate"
             if point.step < last.step:
-                self._segments.append(len(self._points))
-                self.restarts += 1
-                outcome = "restart"
+                run = self.backwards_run() + 1  # the steps back in a row, this one included
+                if run > MALFORMED_BACKS:
+                    # the step keeps going back: the newest point stands for the malformed
+                    # reports so far (its one-point segment stays), bounding what they keep
+                    pts.pop()
+                    self._columns = None
+                    outcome = "backwards"
+                else:
+                    self._segments.append(len(self._points))
+                    if run == MALFORMED_BACKS:
+                        # the run's earlier steps back were counted as restarts when they came
+                        self.restarts = max(0, self.restarts - (run - 1))
+                        outcome = "malformed"
+                    else:
+                        self.restarts += 1
+                        outcome = "restart"
         pts.append(point)
         if self._columns is not None:
             self._columns.add(point)

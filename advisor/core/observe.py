@@ -2,7 +2,9 @@
 
 A report is read whole, even when its loss is a duplicate: its warnings, its total steps, its
 checkpoint acknowledgement (the training process may report the ack on its own), a restart (the
-step went back: the abandoned attempt's forecast and pending request are dropped), its time
+step went back: the abandoned attempt's forecast and pending request are dropped), malformed
+progress (the step went back report after report: the forecast that read those steps back as
+restarts is dropped, and the next one says the step keeps going backwards), its time
 (bounded by when it arrived), the step's last change, and the throughput at the job's size. A
 report without a loss still proves the job alive and says where it is. The save window the job
 measured is pooled again when it changed (``note_window``), for the grace periods the pool gives.
@@ -19,6 +21,9 @@ from advisor.model import ProgressSample, save_window_seconds
 from advisor.sources.normalize import CLOCK_SKEW_S, UNKNOWN_STEP
 
 __all__ = ["note_window", "observe_sample"]
+
+#: what ``History.append`` keeps: the report is the job's latest progress
+_KEPT = ("appended", "restart", "malformed", "backwards")
 
 
 def observe_sample(
@@ -48,7 +53,7 @@ def observe_sample(
         note_window(rec, runtime)
     prev_step = rec.step if len(rec.history) else None
     outcome = rec.history.append(sample, times_trusted_until=now + CLOCK_SKEW_S)
-    if outcome in ("appended", "restart"):
+    if outcome in _KEPT:
         rec.reported_step = None
     if outcome == "restart" and prev_step is not None:
         # a request not answered in this report was written on the pods of the run before
@@ -60,11 +65,13 @@ def observe_sample(
     at = arrival_bounded(when, rec._arrival_floor, now)
     if rec.history.last_evals_added:
         rec.fresh_data = True  # a new evaluation changes the run's learning state
-    if outcome in ("appended", "restart"):
+    if outcome in _KEPT:
         rec.fresh_data = True
-        if outcome == "restart":
+        if outcome in ("restart", "malformed"):
             # the run rolled back to a checkpoint: the forecast of the abandoned attempt says
-            # nothing the policies may act on; the next look re-forecasts the new segment
+            # nothing the policies may act on; the next look re-forecasts the new segment. Or
+            # its step went back once too often for restarts: the forecast that read them so
+            # goes, and the next one says the reported step keeps going backwards
             rec.forecast, rec.forecast_at, rec.learning = None, None, None
         rec.last_sample_time = at
         rec.progress_seen_at = now
@@ -72,7 +79,7 @@ def observe_sample(
             rec.last_step_change = at
         if prev_step is not None and outcome == "appended" and sample.step > prev_step:
             rec.report_gap = sample.step - prev_step
-        note_throughput(rec, sample.step, when, nodes, restart=outcome == "restart")
+        note_throughput(rec, sample.step, when, nodes, restart=outcome != "appended")
         note_window(rec, runtime)
         return True, forged
     if prev_step is None and rec.reported_step is not None:

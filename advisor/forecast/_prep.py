@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from advisor.model import MALFORMED_BACKS, backwards_run
+
 FloatArray = NDArray[np.float64]
+
+#: the warning of a history whose step keeps going back (``advisor.model.backwards_run``)
+MALFORMED_WARNING = "the reported step keeps going backwards"
 
 #: a history longer than this is reduced (bin medians) before fitting; the shape survives
 MAX_FIT_POINTS = 64
@@ -98,6 +103,22 @@ def segment_starts(steps: FloatArray) -> list[int]:
         return [0]
     back = np.nonzero(np.diff(steps) < 0)[0] + 1
     return [0, *back.tolist()]
+
+
+def _malformed_tail(starts: list[int], size: int, warnings: list[str]) -> int:
+    """How many of the latest of ``size`` points (``starts``: where each segment begins) are
+    malformed progress reports, their step going back report after report
+    (``advisor.model.backwards_run``); 0 when fewer than ``MALFORMED_BACKS`` did. Such reports are
+    no run of restarts, and no trend either: the caller leaves them out, and the warning says so."""
+    backs = backwards_run(starts, size) if starts and starts[0] == 0 else 0
+    if backs < MALFORMED_BACKS:
+        return 0
+    warnings.append(
+        f"{MALFORMED_WARNING} (report after report, with no progress in between): malformed "
+        "progress reports, not restarts; the forecast leaves them out and reads the run as it "
+        "stood before them"
+    )
+    return backs
 
 
 #: a resumed segment continues the one before when its first reports sit within this many noise
@@ -197,6 +218,9 @@ def prepare(
     idx = np.nonzero(ok)[0]
     if segments is not None:
         starts = sorted({int(i) for i in segments if 0 <= int(i) < n})
+        backs = _malformed_tail(starts, n, warnings)
+        if backs:
+            idx, starts = idx[idx < starts[-backs]], starts[:-backs]
         last_raw = idx[-1] if idx.size else 0
         starts = [i for i in starts if i <= last_raw] or [0]
         n_segments = max(1, len(starts))
@@ -210,6 +234,10 @@ def prepare(
                 "sorted them"
             )
             local, n_segments = [0], 1
+        backs = _malformed_tail(local, idx.size, warnings)
+        if backs:
+            idx, local = idx[: local[-backs]], local[:-backs]
+            n_segments = len(local)
         starts = [int(idx[i]) for i in local] if idx.size else [0]
     keep = idx[idx >= starts[-1]]
     spliced = 0

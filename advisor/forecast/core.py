@@ -345,7 +345,7 @@ def _run(
     if peak is not None:
         warnings.append(peak)
     eta, sps = eta_interval(prep.steps, prep.times, horizon, prep.segment_ids)
-    stalled = last_stall_note(prep.steps, prep.times)
+    stalled = last_stall_note(prep.steps, prep.times, prep.segment_ids)
     if stalled is not None:
         warnings.append(stalled)
     fc = Forecast(

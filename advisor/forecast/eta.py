@@ -75,15 +75,29 @@ def throughput(
 _LAST_STALL_FACTOR = 10.0
 
 
-def last_stall_note(steps: FloatArray, times: FloatArray | None) -> str | None:
+def last_stall_note(
+    steps: FloatArray, times: FloatArray | None, segments: NDArray[np.intp] | None = None
+) -> str | None:
     """A warning when the latest report came after a stall (its interval ``_LAST_STALL_FACTOR``
     times the typical one): the ETA leaves a one-off stall out of the pace it expects (``throughput``),
     which is right for a save or a wait in the queue, but the user should see that the run just
-    stood still, which may be the start of a hang the next reports confirm."""
+    stood still, which may be the start of a hang the next reports confirm.
+
+    ``segments``: the restart segment of each point. Only intervals between consecutive reports
+    of one segment are read: the join of a resume to the attempt it resumed from spans the
+    restart (its downtime, and the reports of the lost work left out between them), not a time
+    the run stood still, so a latest report that starts a segment says nothing of a stall."""
     if times is None or steps.size < 4:
         return None
-    dt = np.diff(times[-min(times.size, 41) :])
-    ds = np.diff(steps[-min(steps.size, 41) :])
+    k = min(times.size, 41)
+    dt = np.diff(times[-k:])
+    ds = np.diff(steps[-k:])
+    if segments is not None and segments.size == steps.size:
+        seg = segments[-k:]
+        same = seg[1:] == seg[:-1]
+        if not same[-1]:
+            return None
+        dt, ds = dt[same], ds[same]
     if dt.size < 3 or not np.all(np.isfinite(dt)) or dt[-1] < 60.0 or ds[-1] <= 0:
         return None
     typical = fast_median(dt[:-1] / np.maximum(ds[:-1], 1e-300)) * ds[-1]

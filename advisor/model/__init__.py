@@ -42,18 +42,21 @@ from advisor.model.decisions import (
 )
 from advisor.model.progress import (
     LEARNING_LABELS,
+    MALFORMED_BACKS,
     Curve,
     EvalJudgement,
     Forecast,
     Interval,
     LearningState,
     ProgressSample,
+    backwards_run,
 )
 
 __all__ = [
     "DEFAULT_BOOST",
     "DISRUPTIVE_KINDS",
     "LEARNING_LABELS",
+    "MALFORMED_BACKS",
     "Action",
     "ActionKind",
     "ActionRecord",
@@ -72,6 +75,7 @@ __all__ = [
     "Phase",
     "ProgressSample",
     "WorkloadView",
+    "backwards_run",
     "boost_of",
     "boost_value",
     "holds_quota",

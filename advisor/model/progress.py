@@ -7,19 +7,21 @@ Plain data, like all of ``advisor.model``: no I/O, no clock, no numpy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 __all__ = [
     "LEARNING_LABELS",
+    "MALFORMED_BACKS",
     "Curve",
     "EvalJudgement",
     "Forecast",
     "Interval",
     "LearningState",
     "ProgressSample",
+    "backwards_run",
 ]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -55,12 +57,32 @@ class ProgressSample:
     source: str = ""
 
 
+#: a step going back at this many reports in a row, with no progress in between, is malformed
+#: progress (a reporter whose step counts down, or is garbled at every report), not as many restarts:
+#: a resume from a checkpoint goes back once and then moves forward
+MALFORMED_BACKS = 3
+
+
+def backwards_run(segments: Sequence[int], n_points: int) -> int:
+    """How many of the latest reports each went back with no progress in between: the newest
+    segments of a history of ``n_points`` (``segments``: the start index of each) that hold one
+    point each. A segment starts where the step went back, so the first segment is none. A
+    resume from a checkpoint makes a run of 1 until the next report moves it forward (0); a run
+    of ``MALFORMED_BACKS`` or more is malformed progress."""
+    run = 0
+    while run < len(segments) - 1 and segments[-1 - run] == n_points - 1 - run:
+        run += 1
+    return run
+
+
 @dataclass(frozen=True, slots=True)
 class Curve:
     """A loss history as parallel tuples (what the forecaster consumes).
 
     ``segments`` holds the start index of each contiguous segment: a step going backwards (a
-    restart from checkpoint) starts a new one, so no fit ever spans a restart.
+    restart from checkpoint) starts a new one, so no fit ever spans a restart. A history ending in
+    ``MALFORMED_BACKS`` or more one-point segments in a row (``backwards_run``) ends in malformed
+    progress reports, not restarts: the forecast leaves them out and says so.
     """
 
     steps: tuple[float, ...]

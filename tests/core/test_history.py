@@ -255,3 +255,59 @@ def test_a_resume_from_a_checkpoint_just_behind_the_last_report_stays_a_restart(
     assert h.append(ProgressSample(step=598, loss=0.0017, time=100.0)) == "restart"
     assert h.append(ProgressSample(step=618, loss=0.0016, time=101.0)) == "appended"
     assert h.restarts == 1 and len(h.segments) == 2
+
+
+def _forward(h: History, reports: int, *, every: float = 3.0) -> float:
+    """``reports`` reports 20 steps apart, ``every`` seconds apart; returns the last time."""
+    t = 0.0
+    for i in range(1, reports + 1):
+        t = i * every
+        assert h.append(s(20 * i, loss=3.0 / i, time=t)) == "appended"
+    return t
+
+
+def test_a_step_going_back_at_report_after_report_is_malformed_progress_not_restarts() -> None:
+    """A stream whose step goes back 20 at every report (3 s apart) is no run of 17 restarts: from
+    the ``MALFORMED_BACKS``-th step back in a row it is malformed progress, the earlier steps back
+    of the run are no longer restarts, and the history keeps a bounded trace of it (the newest
+    point stands for the latest report)."""
+    from advisor.model import MALFORMED_BACKS
+
+    h = History()
+    t = _forward(h, 30)
+    step, outcomes = 600, []
+    for _ in range(17):
+        t, step = t + 3.0, step - 20
+        outcomes.append(h.append(s(step, loss=0.1, time=t)))
+    assert outcomes[: MALFORMED_BACKS - 1] == ["restart"] * (MALFORMED_BACKS - 1)
+    assert outcomes[MALFORMED_BACKS - 1] == "malformed"
+    assert set(outcomes[MALFORMED_BACKS:]) == {"backwards"}
+    assert h.restarts == 0 and h.backwards_run() == MALFORMED_BACKS
+    assert len(h) == 30 + MALFORMED_BACKS and len(h.segments) == 1 + MALFORMED_BACKS
+    assert h.last is not None and (h.last.step, h.last.time) == (step, t)
+    assert _as_tuple(h) == _reference_curve(h)
+
+    # persisted and restored, it reads the same and goes on the same
+    restored = History.from_dict(json.loads(json.dumps(h.to_dict())))
+    assert restored.segments == h.segments and restored.restarts == 0
+    assert restored.append(s(step - 20, loss=0.1, time=t + 3.0)) == "backwards"
+    # the step moving forward again ends it: a later step back is a restart again
+    assert restored.append(s(step, loss=0.1, time=t + 6.0)) == "appended"
+    assert restored.backwards_run() == 0 and restored.restarts == 0
+    assert restored.append(s(step - 40, loss=0.1, time=t + 9.0)) == "restart"
+    assert restored.restarts == 1
+
+
+def test_fewer_steps_back_in_a_row_than_malformed_are_restarts() -> None:
+    """A resume from a checkpoint whose first report is followed by a resume from an older one
+    (its save was broken) is two restarts; the run going on from there keeps them."""
+    from advisor.model import MALFORMED_BACKS
+
+    h = History()
+    t = _forward(h, 30)
+    step = 600
+    for k in range(1, MALFORMED_BACKS):
+        step -= 100
+        assert h.append(s(step, loss=0.1, time=t + k)) == "restart"
+    assert h.append(s(step + 20, loss=0.1, time=t + 10.0)) == "appended"
+    assert h.restarts == MALFORMED_BACKS - 1 and h.backwards_run() == 0

@@ -205,6 +205,32 @@ class TestForecastRateLimit:
         core.evaluate(JOB, CLUSTER, now=260.0)  # well within the interval: re-forecast at once
         assert len(rec.curves) == 2 and core.view(JOB).forecast is not None
 
+    def test_a_step_going_back_report_after_report_is_said_and_counts_no_restart(self) -> None:
+        """The reports' step goes back 20 at every report: the forecast that read the first steps
+        back as restarts goes when the run turns out malformed, and the next one says the step
+        keeps going backwards; the job's history counts no restart."""
+        from advisor.model import MALFORMED_BACKS
+
+        rec = Recorder()
+        core = AdvisorCore([FakePolicy("p")], selector=rec.selector, decider=rec.decider)
+        for i in range(1, 41):
+            core.observe(
+                JOB.key, ProgressSample(step=20 * i, loss=3.0 / i, time=3.0 * i), now=3.0 * i, nodes=1
+            )
+        t, step = 120.0, 800
+        for k in range(1, 18):
+            t, step = t + 3.0, step - 20
+            core.observe(JOB.key, ProgressSample(step=step, loss=0.1, time=t), now=t, nodes=1)
+            if k == MALFORMED_BACKS:
+                assert core.view(JOB).forecast is None  # read as restarts until this report
+            core.evaluate(JOB, CLUSTER, now=t)
+        fc = core.view(JOB).forecast
+        assert fc is not None and any("keeps going backwards" in w for w in fc.warnings), fc
+        assert not any("stood still" in w for w in fc.warnings)
+        record = core.record(JOB.key)
+        assert record is not None and record.history.restarts == 0
+        assert core.view(JOB).step == step  # the latest report's step, as reported
+
 
 class TestDecide:
     def test_rule_state_round_trips_through_the_decision(self) -> None:

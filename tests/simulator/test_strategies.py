@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from simworld import QUIET, one_queue, scenario
+from simworld import HEALTHY, QUIET, one_queue, scenario
 
+from advisor.model import Action, ActionKind, ProgressSample
 from simulator.advisor_strategy import AdvisorStrategy
-from simulator.baselines import MedianStopping, Patience
-from simulator.jobs import Phase
+from simulator.baselines import FixedInterval, MedianStopping, NoAdvisor, Patience
+from simulator.jobs import Phase, SimJob
 from simulator.runner import policy_strategies, run_strategy
 from simulator.traces import TraceJob
 
@@ -93,3 +95,77 @@ def test_the_advisor_row_looks_again_when_a_rule_window_falls_due() -> None:
     run_strategy(sc, strategy)
     assert len(idle_at_release) == len(jobs)
     assert all(1800.0 <= idle <= 1800.0 + 1.0 for idle in idle_at_release.values()), idle_at_release
+
+
+def _one_job() -> SimJob:
+    from simulator.jobs import build_jobs
+
+    rows = [TraceJob("j0", 0.0, 2, 8 * 3600.0, total_steps=8000)]
+    return build_jobs(rows, {"default": "cq"}, QUIET, HEALTHY, seed=0)[0]
+
+
+def test_fixed_interval_counts_from_the_acknowledged_checkpoint_not_the_simulators_truth() -> None:
+    """The baseline sees what a controller would: the checkpoints the job's reports carried and
+    the acknowledgements of its own requests, never the job's true last save."""
+    now = 10_000.0
+    # the job saved a minute ago (on its own, or on SIGTERM) but no report has carried it yet
+    job = _one_job()
+    job.first_start, job.ckpt_step, job.ckpt_time = 0.0, 4000, now - 60.0
+    fixed = FixedInterval(1800.0)
+    reports = [ProgressSample(step=4100, time=now - 30.0, loss=1.0)]
+    assert [a.kind for a in fixed.tick(job, reports, now)] == [ActionKind.CHECKPOINT]
+
+    # the truth knows of no save since the start, but a report acknowledged one 5 minutes ago
+    job = _one_job()
+    job.first_start, job.ckpt_time = 0.0, None
+    fixed = FixedInterval(1800.0)
+    reports = [
+        ProgressSample(step=3000, time=now - 600.0, loss=1.0),
+        ProgressSample(step=3100, time=now - 300.0, loss=1.0, last_checkpoint_step=3050),
+        ProgressSample(step=3200, time=now - 10.0, loss=1.0, last_checkpoint_step=3050),
+    ]
+    assert fixed.tick(job, reports, now) == ()
+    # the same checkpoint carried on by later reports is not a new one: due an interval after it
+    later = now + 1500.0
+    assert [a.kind for a in fixed.tick(job, [], later)] == [ActionKind.CHECKPOINT]
+
+    # the acknowledgement of its own request counts from when it came
+    job = _one_job()
+    job.first_start, job.ckpt_time = 0.0, None
+    fixed = FixedInterval(1800.0)
+    fixed.action_outcome(job, "sim-0-1", "acknowledged", now - 100.0)
+    assert fixed.tick(job, [], now) == ()
+
+
+class _ReleaseWhileQueued(NoAdvisor):
+    """Releases (or stops) every job it is shown while the job waits in the queue."""
+
+    name = "release-while-queued"
+    watches_cluster = True
+
+    def __init__(self, kind: ActionKind) -> None:
+        self.kind = kind
+        self.outcomes: list[tuple[str, str]] = []
+
+    def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
+        if job.phase is Phase.PENDING:
+            return (Action(self.kind, "test", "queued"),)
+        return ()
+
+    def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
+        self.outcomes.append((job.trace.name, outcome))
+
+
+def test_a_job_waiting_in_the_queue_cannot_be_released_or_stopped() -> None:
+    """As the controller's release refuses a Workload waiting without quota (deactivated, it would
+    drop out of the queue until someone resumes it): the request is impossible, and the job stays
+    queued and runs when quota frees up."""
+    for kind in (ActionKind.RELEASE_QUOTA, ActionKind.STOP):
+        jobs = [TraceJob(f"j{i}", 60.0 * i, 8, 3600.0, total_steps=1000) for i in range(2)]
+        strategy = _ReleaseWhileQueued(kind)
+        res = run_strategy(scenario(jobs, one_queue(8)), strategy)
+        assert [j.phase for j in res.jobs] == [Phase.DONE, Phase.DONE], kind
+        assert strategy.outcomes == [("j1", "impossible")], kind
+        first, second = res.jobs
+        assert first.end_time is not None and second.first_start is not None
+        assert second.first_start >= first.end_time  # it waited for the quota, then ran
