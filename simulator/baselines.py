@@ -92,7 +92,18 @@ class FixedInterval(NoAdvisor):
         return self.interval_s
 
     def next_tick(self, job: SimJob, now: float) -> float | None:
-        return self.interval_s
+        """An interval after the last acknowledged checkpoint: a look an interval after a request
+        comes before its acknowledgement is an interval old, and waiting for the look after it
+        checkpointed every second interval."""
+        last = self._known_last(job)
+        if last is None or last + self.interval_s <= now:
+            return self.interval_s
+        return max(1.0, last + self.interval_s - now)
+
+    def _known_last(self, job: SimJob) -> float | None:
+        seen = self._reported.get(job.idx)
+        times = [t for t in (seen[1] if seen else None, self._acknowledged.get(job.idx)) if t is not None]
+        return max(times) if times else None
 
     def last_acknowledged(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> float | None:
         """When the job's latest checkpoint was acknowledged, as far as its reports and the
@@ -105,8 +116,7 @@ class FixedInterval(NoAdvisor):
                 seen = (saved, s.time if s.time is not None else now)
         if seen is not None:
             self._reported[job.idx] = seen
-        times = [t for t in (seen[1] if seen else None, self._acknowledged.get(job.idx)) if t is not None]
-        return max(times) if times else None
+        return self._known_last(job)
 
     def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
         last = self.last_acknowledged(job, samples, now)
