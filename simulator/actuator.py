@@ -149,6 +149,7 @@ class Actuator:
             job.ckpt_step = int(job.step)  # saved on SIGTERM within the grace period
             job.ckpt_time = now
             job.ckpt_compute = job.compute
+            job.note_checkpoint(now)
         lost_steps = max(0.0, job.step - job.ckpt_step)
         lost = lost_steps * job.step_time / job.rate_factor * job.gpus
         if cause in ("preempted", "failure"):

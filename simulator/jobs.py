@@ -162,6 +162,10 @@ class SimJob:
     #: reports the job makes off its logging cadence (a checkpoint's acknowledgement): (step, time,
     #: last checkpoint step, its request); the sample is built when a tick collects it
     forced_samples: list[tuple[int, float, int | None, str | None]] = field(default_factory=list)
+    #: the checkpoint (step, request) the job's reports carried as of the previous look, and its
+    #: changes since, by time: a report carries the checkpoint as it stood when it was made
+    ckpt_seen: tuple[int | None, str | None] = (None, None)
+    ckpt_changes: list[tuple[float, tuple[int | None, str | None]]] = field(default_factory=list)
     last_report: float = 0.0
     last_reported_step: float = -1.0
     rate_factor: float = 1.0
@@ -221,7 +225,7 @@ class SimJob:
         (planned steps and learning rate only if it reports them); ``checkpoint`` (last checkpoint
         step, its request) as it stood when the report was made, else the job's current one."""
         if checkpoint is None:
-            checkpoint = (self.ckpt_step if self.ckpt_time is not None else None, self.ckpt_request)
+            checkpoint = self.current_checkpoint()
         metrics = {"loss": self.curve.observed(step) if loss is None else loss}
         if self.reports_lr:
             metrics["learning_rate"] = self.curve.learning_rate(step, PEAK_LR) if lr is None else lr
@@ -240,11 +244,30 @@ class SimJob:
             last_checkpoint_request=checkpoint[1],
         )
 
+    def current_checkpoint(self) -> tuple[int | None, str | None]:
+        """The last checkpoint (step, request) as the job's reporter sends it now."""
+        return (self.ckpt_step if self.ckpt_time is not None else None, self.ckpt_request)
+
+    def note_checkpoint(self, now: float) -> None:
+        """Record that the job's last checkpoint changed at ``now`` (a save finished, or one on
+        SIGTERM landed), so that a report made before it does not carry it."""
+        self.ckpt_changes.append((now, self.current_checkpoint()))
+
+    def checkpoint_as_of(self, t: float) -> tuple[int | None, str | None]:
+        """The checkpoint a report made at ``t`` (since the previous look) carries."""
+        state = self.ckpt_seen
+        for when, changed in self.ckpt_changes:
+            if when > t:
+                break
+            state = changed
+        return state
+
     def checkpoint_report(self, now: float) -> None:
         """Log the acknowledgement of the checkpoint just finished (built into a sample when the
         next tick collects it: a row without an advisor never pays for it)."""
-        ckpt = self.ckpt_step if self.ckpt_time is not None else None
-        self.forced_samples.append((int(self.step), now, ckpt, self.ckpt_request))
+        self.note_checkpoint(now)
+        ckpt, request = self.current_checkpoint()
+        self.forced_samples.append((int(self.step), now, ckpt, request))
 
 
 def _labels(

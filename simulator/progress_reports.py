@@ -5,7 +5,9 @@ Progress reports are not events of the engine: the samples a job would have logg
 previous tick are generated, in order, when the tick comes (the controller, too, only sees what was
 reported by the time it looks), which keeps big traces cheap. Steps are interpolated between the
 points of the job's trajectory (phase changes), one report every ``report_interval`` seconds, a
-report only when the step advanced; checkpoint acknowledgements are merged in time order.
+report only when the step advanced; checkpoint acknowledgements are merged in time order, and each
+report carries the last checkpoint as it stood when it was made (``SimJob.checkpoint_as_of``), not
+as it stands at the look.
 
 Each report is what the job's trainer sends (``SimJob.progress_report``: its step, loss and
 checkpoint acknowledgement, its planned steps and learning rate only when its reporter includes
@@ -55,9 +57,11 @@ def collect_samples(job: SimJob, now: float) -> list[ProgressSample]:
             loss_arr, lr_arr = job.curve.reports(ks)
             losses, lrs = loss_arr.tolist(), (lr_arr * PEAK_LR).tolist()
             for step, t, loss, lr in zip(ks.tolist(), kt.tolist(), losses, lrs, strict=True):
-                reports.append(job.progress_report(step, t, loss, lr))
+                # the checkpoint as it stood when the report was made, not at this look
+                reports.append(job.progress_report(step, t, loss, lr, checkpoint=job.checkpoint_as_of(t)))
             job.last_reported_step = int(ks[-1])
         job.last_report = float(times[-1])
+    job.ckpt_seen, job.ckpt_changes = job.current_checkpoint(), []
     if job.forced_samples:
         reports.extend(job.progress_report(st, t, checkpoint=(c, r)) for st, t, c, r in job.forced_samples)
         job.forced_samples = []

@@ -158,6 +158,32 @@ def test_a_checkpoint_acknowledgement_reports_the_checkpoint_as_it_stood_then() 
     assert not job.forced_samples
 
 
+def test_a_regular_report_carries_the_checkpoint_as_it_stood_when_it_was_made() -> None:
+    """Reports are generated at the look: each must carry the last checkpoint of its own time,
+    or a report made before a save would show it, up to a look interval early (what no
+    controller could read)."""
+    from simulator.engine import Simulation
+    from simulator.progress_reports import collect_samples
+
+    sc = scenario([TraceJob("a", 0.0, 8, 3600.0, total_steps=3600)], one_queue(8))
+    res = run_strategy(sc, NoAdvisor(), library=HEALTHY)
+    job = res.jobs[0]
+    Simulation([job], QuotaModel(sc.queues), sc.world, NoAdvisor())
+    job.phase, job.phase_start, job.phase_step = Phase.RUNNING, 600.0, 600.0  # at step 600 at 600 s
+    job.ckpt_step, job.ckpt_time, job.ckpt_request = 100, 10.0, "r1"
+    job.ckpt_seen, job.ckpt_changes, job.forced_samples = job.current_checkpoint(), [], []
+    job.report_interval, job.last_report, job.last_reported_step = 60.0, 0.0, 0
+    job.trajectory = [(0.0, 0.0)]  # a step a second since 0 s
+    # a save of step 300 ends at 330 s
+    job.ckpt_step, job.ckpt_time, job.ckpt_request = 300, 330.0, "r2"
+    job.note_checkpoint(330.0)
+    samples = collect_samples(job, 600.0)
+    carried = {s.time: (s.last_checkpoint_step, s.last_checkpoint_request) for s in samples}
+    assert carried[300.0] == (100, "r1") and carried[360.0] == (300, "r2") and carried[600.0] == (300, "r2")
+    # the next look starts from the checkpoint the reports last carried
+    assert job.ckpt_seen == (300, "r2") and job.ckpt_changes == []
+
+
 def test_a_run_that_hangs_between_two_looks_stops_reporting_new_steps_at_its_hang() -> None:
     """The reports a tick collects are interpolated between the job's known (time, step) points:
     a run that hung since the last look must show its steps stuck from the hang on, not creeping
