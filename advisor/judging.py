@@ -5,6 +5,8 @@ afterwards, the same way wherever a verdict on a real run is given (``advisor.ba
 for ``trainjob-advisor backtest``, ``simulator.real_curves`` for ``simulate --curves``), and
 independently of the thresholds any policy uses:
 
+* the series judged is the run's eval series when it has at least ``MIN_JUDGED_EVALS`` points,
+  else its training loss;
 * the series is smoothed by a running median over ``SMOOTH_FRACTION`` of its points, so that one
   noisy point neither makes nor unmakes a verdict. Near either end the window keeps its size and
   stays inside the series (the median of the first or last points): a window padded with copies
@@ -32,6 +34,7 @@ import numpy as np
 
 __all__ = [
     "LEARNING_THRESHOLD",
+    "MIN_JUDGED_EVALS",
     "NEAR_END_FRACTION",
     "SMOOTH_FRACTION",
     "WRONG_STOP_THRESHOLDS",
@@ -48,6 +51,9 @@ __all__ = [
 
 #: the share of a series' points its running median spans
 SMOOTH_FRACTION = 0.05
+#: a run is judged by its eval series when it logged at least this many evaluations, else by its
+#: training loss (fewer say little of a trend, and their running median is a point or two)
+MIN_JUDGED_EVALS = 5
 #: a run that can still improve by more than this share of its value is still learning
 LEARNING_THRESHOLD = 0.01
 #: the improvement thresholds at which a stop is counted wrong, the same for the back-test and

@@ -15,8 +15,8 @@ library's eval runs are. A ``trainer_state.json`` that names its best model by a
 that one instead, reported by its name: the run is judged by what its trainer judged it by.
 
 The hidden truth for the verdicts is the run's own later record of its judged series (the eval
-loss when it logged one, else the training loss), judged as the back-test judges it: smoothed by
-a centred running median over 5% of its points. A real curve has no
+loss when it logged at least ``MIN_JUDGED_EVALS`` evaluations, else the training loss), judged as
+the back-test judges it: smoothed by a centred running median over 5% of its points. A real curve has no
 known pathology (``pathology`` is ``"real"``, counted as healthy, so a release near its end is no
 saving) and no hang; its ``workload_type`` is ``fine-tuning`` unless the scenario labels it.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor.judging import learning_end_index, left_after, smoothed
+from advisor.judging import MIN_JUDGED_EVALS, learning_end_index, left_after, smoothed
 from advisor.series import Direction, direction_of
 from advisor.sources.files import ParsedLog, SourceError, parse_log
 from advisor.sources.runlogs import find_run_logs
@@ -36,7 +36,8 @@ from advisor.sources.runlogs import find_run_logs
 __all__ = ["RealCurve", "RealCurveLibrary"]
 
 _MIN_POINTS = 10
-#: evaluations a run needs for its eval loss to be replayed and judged (fewer say nothing of a trend)
+#: evaluations a run needs for its eval loss to be replayed (fewer say nothing of a trend); it is
+#: judged by them from ``MIN_JUDGED_EVALS`` on, as the back-test judges a run
 _MIN_EVALS = 3
 
 
@@ -62,9 +63,10 @@ class RealCurve:
     _truth: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        judged = (self.eval_xs, self.eval_values) if self.has_evals else (self.xs, self.values)
+        by_eval = self.has_evals and self.eval_xs is not None and self.eval_xs.size >= MIN_JUDGED_EVALS
+        judged = (self.eval_xs, self.eval_values) if by_eval else (self.xs, self.values)
         truth = np.asarray(judged[1], dtype=float)
-        if self.has_evals and self.eval_higher:
+        if by_eval and self.eval_higher:
             truth = -truth  # the verdicts read lower as better (as the back-test orients a score)
         object.__setattr__(self, "_truth_xs", judged[0])
         object.__setattr__(self, "_truth", smoothed(truth))

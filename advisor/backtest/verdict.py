@@ -37,6 +37,7 @@ from advisor.backtest.replay import Outcome
 from advisor.backtest.runs import Run
 from advisor.judging import (
     LEARNING_THRESHOLD,
+    MIN_JUDGED_EVALS,
     NEAR_END_FRACTION,
     WRONG_STOP_THRESHOLDS,
     last_finite,
@@ -57,7 +58,8 @@ __all__ = [
     "verdict",
 ]
 
-MIN_EVAL_POINTS = 5
+#: the judging's (``advisor.judging.MIN_JUDGED_EVALS``), the simulator's too
+MIN_EVAL_POINTS = MIN_JUDGED_EVALS
 
 
 @dataclass(frozen=True)

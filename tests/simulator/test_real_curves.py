@@ -168,3 +168,25 @@ def test_a_stop_is_judged_as_the_back_test_judges_it_inside_a_stretch_of_nan_rep
     left_simulator = curve.remaining_improvement(90.0)
     assert left_backtest == pytest.approx(0.37, abs=0.03)
     assert left_simulator == pytest.approx(left_backtest, abs=0.02)
+
+
+def test_a_run_with_fewer_evaluations_than_the_back_test_judges_by_is_judged_by_its_loss(
+    tmp_path: Path,
+) -> None:
+    """Four evaluations are replayed (the job reports them) but, as in the back-test, a run is
+    judged by its eval series only from ``MIN_JUDGED_EVALS`` on: the same run must get the same
+    verdict in ``simulate --curves`` and in ``backtest``."""
+    from advisor.judging import MIN_JUDGED_EVALS
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    history: list[dict[str, float]] = []
+    for step in range(10, 2001, 10):
+        history.append({"step": step, "loss": 3.0 - step / 1000})  # learning to the end
+        if step % 500 == 0:  # four evaluations, flat from the second
+            history.append({"step": step, "eval_loss": 2.0 if step == 500 else 1.5})
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history, "max_steps": 2000}))
+    run = RealCurveLibrary(folder).draw(np.random.default_rng(0), 10_000, 0)
+    assert run.has_evals and run.eval_xs is not None and run.eval_xs.size == 4 < MIN_JUDGED_EVALS
+    # judged by the training loss, which falls to the end: a stop at 60% left more than 1%
+    assert run.remaining_improvement(6_000) > 0.1
