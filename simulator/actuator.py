@@ -106,20 +106,22 @@ class Actuator:
             sim.admission.schedule()
         elif kind is ActionKind.SCALE:
             self._scale(job, params)
-        elif kind is ActionKind.SET_GRACE_PERIOD:
-            self._set_grace(job, params)
+        elif kind is ActionKind.SET_GRACE_PERIOD and not self._set_grace(job, params):
+            outcome = "impossible"  # the job runs: its pods keep their grace period
         if outcome is not None:
             sim.strategy.action_outcome(job, request, outcome, sim.now)
         return request
 
     @staticmethod
-    def _set_grace(job: SimJob, params: dict[str, Any]) -> None:
-        """The pods' grace period for the job's next start. Trainer takes a runtime patch only
-        while the job is suspended with no pod left, so a running job keeps its grace period (the
-        controller's actuator refuses it the same way)."""
+    def _set_grace(job: SimJob, params: dict[str, Any]) -> bool:
+        """The pods' grace period for the job's next start; whether it was set. Trainer takes a
+        runtime patch only while the job is suspended with no pod left, so a running job keeps
+        its grace period (the controller's actuator refuses it the same way: ``impossible``)."""
         seconds = params.get("grace_period_s")
         if job.phase is Phase.PENDING and isinstance(seconds, int | float) and seconds > 0:
             job.grace_s = float(seconds)
+            return True
+        return False
 
     def checkpoint(self, job: SimJob, request: str | None) -> None:
         """Start a save (the job's own, ``request`` None, or the advisor's)."""

@@ -185,3 +185,32 @@ def test_fixed_interval_checkpoints_once_an_interval_after_each_acknowledged_one
     ran = job.end_time - job.first_start
     # one per interval plus its save, give or take the restarts' and the last interval's
     assert ran / 900.0 * 0.8 <= job.checkpoints <= ran / 900.0 + 1
+
+
+class _GraceWhileRunning(NoAdvisor):
+    """Asks for a grace period at every look of a running job."""
+
+    name = "grace-while-running"
+
+    def __init__(self) -> None:
+        self.outcomes: list[str] = []
+
+    def first_tick(self, job: SimJob) -> float | None:
+        return 600.0
+
+    def tick(self, job: SimJob, samples: Sequence[ProgressSample], now: float) -> Sequence[Action]:
+        if job.phase is Phase.RUNNING and not self.outcomes:
+            return (Action(ActionKind.SET_GRACE_PERIOD, "test", "grace", {"grace_period_s": 120}),)
+        return ()
+
+    def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
+        self.outcomes.append(outcome)
+
+
+def test_a_grace_period_for_a_running_job_is_impossible_as_the_controller_says() -> None:
+    """Trainer takes a runtime patch only while the job is suspended: the controller reports a
+    grace period for a running TrainJob impossible, and so does the simulator (it said done)."""
+    strategy = _GraceWhileRunning()
+    res = run_strategy(scenario([TraceJob("j0", 0.0, 8, 3600.0, total_steps=1000)], one_queue(8)), strategy)
+    assert strategy.outcomes == ["impossible"]
+    assert res.jobs[0].grace_s != 120.0
