@@ -22,18 +22,19 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from advisor.controller.metrics import Metrics
+from advisor.controller.policyobject import asks_recommend, kept_valid, merged, validation_warnings
 from advisor.controller.policyreach import JOBS_SELECTED, reach_condition
 from advisor.controller.policystatus import (
     DEFAULT_SHARD,
     JobFigures,
     PolicyFigures,
+    count_of,
     own_entry,
     policy_figures,
     positive_amount,
     shard_patch,
 )
 from advisor.model import ActionRecord, Decision, Mode
-from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
 from policies.rules.release import Abandoned
 
 __all__ = ["CONFLICT_ATTEMPTS", "PolicyBook"]
@@ -42,19 +43,6 @@ log = logging.getLogger(__name__)
 
 #: tries of a figures write the API server refuses as a conflict (another writer came between)
 CONFLICT_ATTEMPTS = 3
-
-
-def _merged(target: Any, patch: Mapping[str, Any]) -> dict[str, Any]:
-    """``patch`` applied to ``target`` as a JSON merge patch (RFC 7386) is."""
-    out = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, Mapping):
-            out[key] = _merged(out.get(key), value)
-        else:
-            out[key] = value
-    return out
 
 
 def _is_conflict(exc: BaseException) -> bool:
@@ -168,7 +156,7 @@ class PolicyBook:
         from policies import PolicyError, load_policy
 
         if name not in self.last_valid:
-            kept = _kept_valid(name, body)
+            kept = kept_valid(name, body)
             if kept is not None:
                 self.last_valid[name] = kept
         if name in self.last_valid:
@@ -178,7 +166,7 @@ class PolicyBook:
                 if generation is not None
                 else "its last valid version stays in force"
             )
-            if previous.mode is Mode.APPLY and _asks_recommend(body):
+            if previous.mode is Mode.APPLY and asks_recommend(body):
                 # the edit's mode is the safe direction, honoured whatever else in it is invalid: an
                 # admin who flips a policy to Recommend in an incident must not see it go on acting
                 # (a trial's edit with a selector typo beside mode Recommend released a job in Apply)
@@ -285,7 +273,7 @@ class PolicyBook:
             "reason": "Invalid" if error else "Valid",
             "message": (f"{error}; {self.holding[name]}" if name in self.holding else error)
             if error
-            else "the policy is valid" + _warnings(self.policies.get(name)),
+            else "the policy is valid" + validation_warnings(self.policies.get(name)),
         }
         policy = self.policies.get(name)
         if self.recommend_only:
@@ -367,8 +355,8 @@ class PolicyBook:
             return None
         status, reason, message = reach_condition(
             policy.selector,
-            selected=_count_of(after.get("jobsSelected")),
-            governed=_count_of(after.get("jobsMatched")),
+            selected=count_of(after.get("jobsSelected")),
+            governed=count_of(after.get("jobsMatched")),
             namespaces=self.namespaces(),
         )
         generation = self.generations.get(name)
@@ -435,7 +423,7 @@ class PolicyBook:
         for attempt in range(CONFLICT_ATTEMPTS):
             figures = self.figures_patch(name, mine, now)
             stored = self.stored.get(name) or {}
-            verdict = self._reach_verdict(name, _merged(stored, figures) if figures is not None else stored)
+            verdict = self._reach_verdict(name, merged(stored, figures) if figures is not None else stored)
             if figures is None and verdict is None:
                 return
             patch = {**(figures or {}), **(verdict or {})}
@@ -481,47 +469,6 @@ class PolicyBook:
         if isinstance(answer, Mapping) and isinstance(answer.get("metadata"), Mapping):
             self._adopt(name, answer)
         elif name in self.stored:
-            self.stored[name] = _merged(self.stored[name], status)
+            self.stored[name] = merged(self.stored[name], status)
             self.versions.pop(name, None)  # the write made a new one, not known yet
         return True
-
-
-def _kept_valid(name: str, body: Mapping[str, Any]) -> tuple[Any, int | None] | None:
-    """The policy as ``status.lastValid`` keeps its last valid generation (None: none kept, or
-    what is kept no longer loads, e.g. after an upgrade that changed the policy schema)."""
-    from policies import PolicyError, load_policy
-
-    kept = (body.get("status") or {}).get("lastValid")
-    if not isinstance(kept, Mapping) or not isinstance(kept.get("spec"), str):
-        return None
-    generation = kept.get("generation")
-    try:
-        spec = json.loads(kept["spec"])
-        policy = load_policy({k: v for k, v in body.items() if k not in ("status", "spec")} | {"spec": spec})
-    except (ValueError, PolicyError) as exc:
-        log.warning("AdvisorPolicy %s: status.lastValid does not load (%s); not used", name, exc)
-        return None
-    return policy, generation if isinstance(generation, int) and not isinstance(generation, bool) else None
-
-
-def _count_of(raw: Any) -> int:
-    """A count read back from a status (0 for anything but a non-negative integer)."""
-    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 0
-
-
-def _warnings(policy: Any) -> str:
-    """What ``policy validate`` warns of, for whoever applied the policy with kubectl: a rule's
-    metric whose name says no direction is never judged; a ``metricDirections`` entry that is
-    ignored or turns a metric against its name."""
-    if policy is None:
-        return ""
-    found = [f"{field}: {metric} is never judged" for field, metric in undirected_metrics(policy)]
-    text = f"; warning: {'; '.join(found)} ({NO_DIRECTION})" if found else ""
-    return text + "".join(f"; warning: {field}: {why}" for field, why in direction_warnings(policy))
-
-
-def _asks_recommend(body: Mapping[str, Any]) -> bool:
-    """Whether an AdvisorPolicy object's own ``spec.mode`` is Recommend (read alone, whatever else
-    in the spec is invalid)."""
-    spec = body.get("spec")
-    return isinstance(spec, Mapping) and spec.get("mode") == Mode.RECOMMEND.value

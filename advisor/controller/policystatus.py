@@ -76,6 +76,7 @@ __all__ = [
     "SHARD_STALE_S",
     "JobFigures",
     "PolicyFigures",
+    "count_of",
     "own_entry",
     "policy_figures",
     "positive_amount",
@@ -150,8 +151,8 @@ class PolicyFigures:
 
         out.actions, out.outcomes = table(data.get("actionsByKind")), table(data.get("actionsByOutcome"))
         # "held" among the outcomes: written by a controller from before actionsHeld
-        out.held = _count(data.get("actionsHeld")) + out.outcomes.pop("held", 0)
-        out.recommendations = _count(data.get("recommendations"))
+        out.held = count_of(data.get("actionsHeld")) + out.outcomes.pop("held", 0)
+        out.recommendations = count_of(data.get("recommendations"))
         return out
 
     def status(self) -> dict[str, Any]:
@@ -233,7 +234,8 @@ def _parse_iso(raw: Any) -> float | None:
         return None
 
 
-def _count(raw: Any) -> int:
+def count_of(raw: Any) -> int:
+    """A count read back from a status (0 for anything but a positive integer)."""
     return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 0
 
 
@@ -246,8 +248,8 @@ def _sum_maps(maps: Iterable[Any]) -> dict[str, int]:
     out: dict[str, int] = {}
     for raw in maps:
         for k, v in raw.items() if isinstance(raw, Mapping) else ():
-            if _count(v):
-                out[str(k)] = out.get(str(k), 0) + _count(v)
+            if count_of(v):
+                out[str(k)] = out.get(str(k), 0) + count_of(v)
     return dict(sorted(out.items()))
 
 
@@ -266,7 +268,7 @@ def shard_totals(entries: Mapping[str, Any]) -> dict[str, Any]:
     jobs = sorted({str(j) for e in shards for j in _items(e.get("matchedJobs"))})
     deleted: list[Mapping[str, Any]] = [_table(e.get("fromDeletedJobs")) for e in shards]
     return {
-        **{key: sum(_count(e.get(key)) for e in shards) for key in _SUMMED},
+        **{key: sum(count_of(e.get(key)) for e in shards) for key in _SUMMED},
         "matchedJobs": jobs[:MAX_LISTED_JOBS],
         **{key: _sum_maps(e.get(key) for e in shards) for key in _SUMMED_MAPS},
         "gpuHoursFlaggedNonLearning": round(
@@ -275,8 +277,8 @@ def shard_totals(entries: Mapping[str, Any]) -> dict[str, Any]:
         "fromDeletedJobs": {
             "actionsByKind": _sum_maps(d.get("actionsByKind") for d in deleted),
             "actionsByOutcome": _sum_maps(d.get("actionsByOutcome") for d in deleted),
-            "recommendations": sum(_count(d.get("recommendations")) for d in deleted),
-            "actionsHeld": sum(_count(d.get("actionsHeld")) for d in deleted),
+            "recommendations": sum(count_of(d.get("recommendations")) for d in deleted),
+            "actionsHeld": sum(count_of(d.get("actionsHeld")) for d in deleted),
         },
     }
 
