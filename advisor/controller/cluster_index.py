@@ -121,8 +121,12 @@ class ClusterIndex:
                 cq,
                 dict(wl.evictions_by_reason),
                 past_admitted_seconds=wl.past_execution_seconds,
-                admitted_since=wl.admitted_at if wl.admitted else None,
-                now=now,
+                # a finished Workload keeps its Admitted condition: its admission ended when it
+                # finished (counted to now, the queue's rate drifted toward 0 for ever)
+                admitted_since=wl.admitted_at
+                if wl.admitted and (wl.finished_at or not wl.finished)
+                else None,
+                now=min(now, wl.finished_at) if wl.finished and wl.finished_at is not None else now,
                 priority=wl.priority,
             )
             for wl in self.workloads.values()

@@ -156,6 +156,8 @@ class Workload:
     evicted: bool = False
     finished: bool = False
     finished_reason: str = ""
+    #: when it finished (the ``Finished`` condition's transition; None while it runs)
+    finished_at: float | None = None
     cluster_queue: str | None = None
     gpus: int = 0
     owner_uid: str | None = None
@@ -287,6 +289,9 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         evicted=_is_true(conds, "Evicted"),
         finished=_is_true(conds, "Finished"),
         finished_reason=str(conds["Finished"].get("reason") or "") if _is_true(conds, "Finished") else "",
+        finished_at=parse_time(conds["Finished"].get("lastTransitionTime"))
+        if _is_true(conds, "Finished")
+        else None,
         cluster_queue=admission.get("clusterQueue"),
         gpus=gpus,
         owner_uid=owner_uid,

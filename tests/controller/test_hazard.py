@@ -95,3 +95,32 @@ def test_the_hazard_evidence_is_also_kept_per_priority() -> None:
     assert by_priority[("gpu-cq", 100)] == (2, pytest.approx(27000.0 - 3600.0))
     pooled = e._cluster_view(NOW).hazard_evidence["gpu-cq"]
     assert pooled == (4, pytest.approx(27000.0))
+
+
+def test_a_finished_workloads_admission_ends_when_it_finished() -> None:
+    """A finished Workload keeps its Admitted condition: counted to now, its admission grew the
+    queue's exposure for ever and drifted the rate every new job plans for toward 0 (a platform
+    trial: 8 interruptions "in 1h51m admitted" on a queue that could have held 40 minutes)."""
+    import copy
+
+    assert NOW is not None
+    e = _engine()
+    e.step(NOW)
+    before = e._cluster_view(NOW).hazard_evidence["gpu-cq"]
+    done = copy.deepcopy(next(o for o in _objects() if o["metadata"]["name"] == "trainjob-a-1f2e3"))
+    done["metadata"].update(name="trainjob-done-9f8e7", uid="wl-done")
+    done["status"]["conditions"].append(
+        {
+            "type": "Finished",
+            "status": "True",
+            "reason": "Succeeded",
+            "lastTransitionTime": "2026-08-20T10:30:00Z",
+        }
+    )
+    e.enqueue("workload", "ADDED", done)
+    e.step(NOW)
+    # admitted at 10:00, finished at 10:30: half an hour, at noon and an hour later alike (a and b,
+    # admitted now, add that hour: test_hazard_falls_as_running_workloads_accumulate_admitted_time)
+    assert e._cluster_view(NOW).hazard_evidence["gpu-cq"] == (4, pytest.approx(before[1] + 1800.0))
+    later = e._cluster_view(NOW + 3600).hazard_evidence["gpu-cq"]
+    assert later == (4, pytest.approx(27000.0 + 2 * 3600.0 + 1800.0))
