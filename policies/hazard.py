@@ -22,10 +22,12 @@ workload out of the denominator and inflates the rate by orders of magnitude.
 ``hazard_by_queue`` their ratio, the maximum-likelihood rate of a Poisson process
 (``ClusterView.preemption_rate``, for display and for adapters that give only a rate). The rules
 read ``queue_hazard``: the posterior mean under a Gamma prior worth one interruption at the
-policy's default rate, ``(events + 1) / (seconds + 1 / default)``. A queue admitted for a few
-minutes without a preemption is not taken for one that never preempts (the maximum-likelihood
-rate would say 0, and every job on it would wait ``maxInterval`` for its first checkpoint); over
-a long exposure the data win. The checkpoint rule goes two levels down: to the workloads of the
+policy's default rate, ``(events + 1) / (seconds + 1 / default)``, and from two interruptions on
+never below ``(events - 1) / seconds``, what the evidence alone makes most likely (``_shrunk``).
+A queue admitted for a few minutes without a preemption is not taken for one that never
+preempts (the maximum-likelihood rate would say 0, and every job on it would wait
+``maxInterval`` for its first checkpoint); over a long exposure, or many interruptions, the data
+win. The checkpoint rule goes two levels down: to the workloads of the
 job's priority on that queue, with the queue's posterior as their prior (``priority_hazard``,
 from ``hazard_evidence_by_priority``), and to the workload's own interruptions and admitted time,
 with that as its prior (``workload_hazard``). Kueue evicts the lowest priority first: a queue
@@ -152,7 +154,7 @@ def queue_hazard(
     if found is not None:
         k, t = found
         if default_per_s > 0 and math.isfinite(default_per_s):
-            return (k + 1.0) / (t + 1.0 / default_per_s)
+            return _shrunk(default_per_s, k, t)
         return k / t if t > 0 else 0.0
     rate = rates.get(cluster_queue or "")
     if rate is not None and math.isfinite(rate) and rate >= 0:
@@ -161,8 +163,20 @@ def queue_hazard(
 
 
 def _shrunk(prior_rate: float, events: int, seconds: float) -> float:
-    """The Gamma-Poisson posterior mean with a prior worth one interruption at ``prior_rate``."""
-    return (max(0, events) + 1.0) / (max(0.0, seconds) + 1.0 / prior_rate)
+    """The Gamma-Poisson posterior mean with a prior worth one interruption at ``prior_rate``,
+    and never below the rate the evidence alone makes most likely, ``(k - 1) / T`` (the mode of
+    the posterior under a flat prior; 0 for a single interruption, which the prior still weighs).
+
+    Why the floor: a prior worth one interruption at a low rate is worth a long exposure (10
+    hours at 0.1 an hour), and the mean takes about that long to follow the data whatever they
+    say. A low-priority job preempted six times in seven minutes of running planned for an MTBF
+    of 2.5 minutes through three levels of such priors, an interval longer than its runs between
+    evictions: it never checkpointed, and lost all its work at every eviction."""
+    k, t = max(0, events), max(0.0, seconds)
+    mean = (k + 1.0) / (t + 1.0 / prior_rate)
+    if k >= 2 and t > 0.0:
+        return max(mean, (k - 1.0) / t)
+    return mean
 
 
 def priority_hazard(
