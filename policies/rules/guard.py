@@ -41,10 +41,9 @@ from policies.cleanup import BOOSTS as _BOOSTS
 from policies.cleanup import own_boost
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
-from policies.rules.checkpoint import queue_rate
+from policies.rules.checkpoint import blocking_cost, queue_rate
 from policies.savewindow import miss_probability
 from policies.spec import PreemptionGuardRule
-from policies.spec_rules import CheckpointRule
 from policies.victims import can_be_preempted, first_in_line, predict_victims
 from policies.youngdaly import checkpoint_interval
 
@@ -307,13 +306,7 @@ def _guard(
     stale_after = rule.stale_after
     # the job's measured save cost, else what the policy's checkpoint rule assumes (its
     # ``defaultCost``), as that rule reads it
-    measured = cp.cost_seconds
-    assumed = ctx.policy.rules.checkpoint or CheckpointRule()
-    cost = (
-        measured
-        if measured is not None and math.isfinite(measured) and measured >= 0
-        else assumed.default_cost
-    )
+    cost = blocking_cost(ctx, ctx.policy.rules.checkpoint)
     miss = miss_probability(ctx.job)
     if likely:
         # the queue's evictions land on whoever stands first in line: its own hazard is the

@@ -452,3 +452,17 @@ def test_a_low_priority_job_plans_for_the_evictions_of_its_priority_not_the_queu
     (action,) = decide(five_minutes, by_priority, p, now=T0).actions
     assert action.kind is ActionKind.CHECKPOINT
     assert "6 in 30m at its priority 0" in action.reason, action.reason
+
+
+def test_the_interval_is_planned_for_the_save_time_the_job_reports_not_the_requests_latency() -> None:
+    """A platform trial: a job reporting 30 s saves (``last_checkpoint_seconds``) whose requests
+    were answered within 2 s was planned for at a cost of 1-4 s, which pins the interval at
+    ``minInterval`` and spends half its time saving. The save blocks training; the latency holds
+    the wait for a safe point and the next report. Without a save time the latency stands in."""
+    p = policy({"checkpoint": {"minInterval": "1m", "maxInterval": "4h", "defaultHazardPerHour": 2}})
+    saves_30s = CheckpointState(last_time=T0 - 2 * HOUR, cost_seconds=2.0, save_seconds=30.0)
+    (action,) = decide(job(checkpoint=saves_30s), cluster(), p, now=T0).actions
+    assert "Young/Daly for cost 30s" in action.reason, action.reason
+    latency_only = CheckpointState(last_time=T0 - 2 * HOUR, cost_seconds=2.0)
+    (action,) = decide(job(checkpoint=latency_only), cluster(), p, now=T0).actions
+    assert "Young/Daly for cost 2s" in action.reason, action.reason
