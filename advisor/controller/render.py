@@ -68,6 +68,20 @@ NEAR_COMPLETION_PERCENT = 90.0
 MAX_LISTED_ACTIONS = 20
 
 
+#: the longest warning a status carries (a status is read in a terminal; a long one is clipped)
+WARNING_CHARS = 200
+
+
+def _clipped(text: str) -> str:
+    """``text`` within ``WARNING_CHARS``, cut at a word and marked with an ellipsis: a warning cut
+    mid-word read as the whole of it ("reads the run as it stood before ")."""
+    if len(text) <= WARNING_CHARS:
+        return text
+    cut = text[: WARNING_CHARS - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > WARNING_CHARS // 2 else cut).rstrip(" ,;:") + "…"
+
+
 def iso(ts: float | None) -> str | None:
     if ts is None or not math.isfinite(ts):
         return None
@@ -216,7 +230,7 @@ def learning_state_dict(state: LearningState | None) -> dict[str, Any] | None:
             }
             for name, fc in list(state.series.items())[:16]
         },
-        "warnings": [str(w)[:200] for w in state.warnings[:10]],
+        "warnings": [_clipped(str(w)) for w in state.warnings[:10]],
     }
 
 
@@ -246,7 +260,7 @@ def forecast_dict(fc: Forecast | None, *, at: float | None = None) -> dict[str, 
         "model": [
             {"name": str(k), "weight": _num(v, 4)} for k, v in sorted(fc.model.items(), key=lambda kv: -kv[1])
         ],
-        "warnings": [str(w)[:200] for w in fc.warnings[:20]],
+        "warnings": [_clipped(str(w)) for w in fc.warnings[:20]],
         "points": fc.n_points,
         "dropped": fc.n_dropped,
         "updatedAt": iso(at),
@@ -312,7 +326,7 @@ def render_status(
             "percent": None if pct is None else round(pct, 2),
             # what the latest report held that could not be read (a loss written as a tensor's
             # repr): the run may advance while its forecast cannot
-            "warnings": [str(w)[:200] for w in view.progress_warnings[:5]],
+            "warnings": [_clipped(str(w)) for w in view.progress_warnings[:5]],
         },
         "throughput": {"stepsPerSecond": _num(fc.steps_per_second) if fc else None, "byNodes": throughput},
         "forecast": forecast_dict(fc, at=forecast_at),

@@ -114,9 +114,8 @@ def _malformed_tail(starts: list[int], size: int, warnings: list[str]) -> int:
     if backs < MALFORMED_BACKS:
         return 0
     warnings.append(
-        f"{MALFORMED_WARNING} (report after report, with no progress in between): malformed "
-        "progress reports, not restarts; the forecast leaves them out and reads the run as it "
-        "stood before them"
+        f"{MALFORMED_WARNING}, report after report: malformed progress, not restarts; the "
+        "forecast reads the run as it stood before those reports"
     )
     return backs
 

@@ -391,3 +391,17 @@ def test_explain_shows_the_rule_memory_the_reasons_count_from() -> None:
     assert "rule memory   plateau.openedOn=1000, plateau.since=" in text and "(4m ago)" in text
     status["coreState"] = json.dumps({"ruleState": {}})
     assert "rule memory" not in "\n".join(explain_lines("team-a", "llm", status, now=NOW))
+
+
+def test_a_long_warning_is_clipped_at_a_word_with_an_ellipsis() -> None:
+    """A platform trial read "... reads the run as it stood before " as the whole warning: a
+    status keeps at most WARNING_CHARS of one, and says when it cut it."""
+    from advisor.controller.render import WARNING_CHARS, _clipped
+
+    short = "the latest report came 2m after the one before"
+    assert _clipped(short) == short
+    long = "word " * 100
+    clipped = _clipped(long)
+    assert len(clipped) <= WARNING_CHARS and clipped.endswith("word…")
+    unbroken = "x" * 300
+    assert _clipped(unbroken) == "x" * (WARNING_CHARS - 1) + "…"
