@@ -318,6 +318,10 @@ def crd_manifest() -> dict[str, Any]:
                             "type": "string",
                             "jsonPath": ".status.conditions[?(@.type=='Valid')].status",
                         },
+                        # the jobs its selector picks, and of them those it governs (a more
+                        # specific or higher-priority policy governs the others): a policy
+                        # outranked on every job it selects read JOBS 0, as a misspelt one does
+                        {"name": "Selected", "type": "integer", "jsonPath": ".status.jobsSelected"},
                         {"name": "Jobs", "type": "integer", "jsonPath": ".status.jobsMatched"},
                         {"name": "Actions", "type": "integer", "jsonPath": ".status.actionsTaken"},
                         # a Recommend-mode policy takes no action: what it advised is its figure
