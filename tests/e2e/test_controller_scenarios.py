@@ -404,6 +404,36 @@ def test_recommend_policy_advises_with_an_event_and_changes_nothing(
     )
     assert policy["status"]["jobsMatched"] == 1 and policy["status"]["matchedJobs"] == [f"{cluster.ns}/flat"]
     assert policy["status"]["actionsTaken"] == 0  # Recommend mode takes none
+    selected = {c["type"]: c for c in policy["status"].get("conditions") or []}
+    assert selected["JobsSelected"]["status"] == "True" and selected["Valid"]["status"] == "True"
+    # a policy whose namespace is a typo selects nothing and says so, valid all the same
+    typo = f"typo-{cluster.ns[-6:]}"
+    control_plane.apply(
+        {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": typo},
+            "spec": {
+                "mode": "Recommend",
+                "selector": {"namespaces": [f"{cluster.ns}-typo"]},
+                "rules": PLATEAU_RELEASE,
+            },
+        }
+    )
+    policy_cleanup.append(typo)
+
+    def _jobs_selected() -> dict[str, Any] | None:
+        got = cluster.custom.get_cluster_custom_object(*ADVISOR, "advisorpolicies", typo)
+        conds = {c["type"]: c for c in (got.get("status") or {}).get("conditions") or []}
+        return conds if "JobsSelected" in conds and "Valid" in conds else None
+
+    conds = wait_for(_jobs_selected, "the JobsSelected condition of a policy selecting nothing")
+    assert conds["Valid"]["status"] == "True"
+    assert (conds["JobsSelected"]["status"], conds["JobsSelected"]["reason"]) == (
+        "False",
+        "NamespacesNotFound",
+    )
+    assert f"{cluster.ns}-typo" in conds["JobsSelected"]["message"]
     # the same policy as a draft, explained on the live job read from the API server (policy
     # explain --job: its TrainJobForecast's history and rule memory, the queues), decides as the
     # controller does
