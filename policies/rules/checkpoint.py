@@ -30,6 +30,8 @@ from policies.youngdaly import checkpoint_interval
 NAME = "checkpoint"
 #: the rule name of the grace-period advice (its own, so that it is paced apart from checkpoints)
 SAVE_WINDOW = "save-window"
+#: the rule name of the advice on a job evicted faster than its interval (paced apart likewise)
+EVICTED_FASTER = "evicted-faster"
 
 
 #: the checkpoint rule's settings where a policy has none (its ``defaultHazardPerHour``: the prior)
@@ -195,6 +197,37 @@ def grace_period_action(ctx: Context, rule: CheckpointRule) -> Action | None:
     return Action(ActionKind.SET_GRACE_PERIOD, SAVE_WINDOW, reason, params)
 
 
+def _evicted_faster_advice(
+    ctx: Context, rule: CheckpointRule, w: WorkloadView | None, every: float, out: Outcome
+) -> None:
+    """Recommend, in both modes, what a job needs when its own record shows it evicted faster
+    than its checkpoint interval: each eviction then loses all it did since its admission, and
+    no periodic checkpoint can come in time. With the hazard floor (``policies.hazard``) the
+    interval follows such a record down to ``minInterval``; below that the admin's bound holds,
+    and only the admin can lower it (or give the job a priority its queue does not preempt). A
+    platform trial's job was evicted every 70 s of running and stood at the same step for eleven
+    minutes while every table read "learning"."""
+    if w is None or w.interruptions < 2:
+        return
+    exposure = max(0.0, w.past_admitted_seconds)
+    if w.admitted and w.admitted_at is not None:
+        exposure += max(0.0, ctx.now - w.admitted_at)
+    span = exposure / w.interruptions
+    if not 0.0 < span < every:
+        return
+    bound = " (its policy's checkpoint.minInterval)" if every <= rule.min_interval else ""
+    out.act(
+        ActionKind.RECOMMEND,
+        EVICTED_FASTER,
+        f"evicted {w.interruptions} times in {dur(exposure)} admitted (one every {dur(span)}), more often "
+        f"than its checkpoint interval {dur(every)}{bound}: each eviction loses its work since it was "
+        "admitted; lower minInterval for it, or give it a priority its queue does not preempt",
+        would="lower-min-interval",
+        span_s=span,
+        interval_s=every,
+    )
+
+
 def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
     out = Outcome()
     job, now = ctx.job, ctx.now
@@ -208,6 +241,8 @@ def evaluate(ctx: Context, rule: CheckpointRule) -> Outcome:
         # threaten it, which the queue's eviction rate (others' preemptions) overstates
         every = rule.max_interval
     _grace_advice(ctx, w is not None and not safe, out)
+    if not safe:
+        _evicted_faster_advice(ctx, rule, w, every, out)
     if job.checkpoint.pending_request is not None:
         return out
     last = unsaved_since(ctx)

@@ -466,3 +466,32 @@ def test_the_interval_is_planned_for_the_save_time_the_job_reports_not_the_reque
     latency_only = CheckpointState(last_time=T0 - 2 * HOUR, cost_seconds=2.0)
     (action,) = decide(job(checkpoint=latency_only), cluster(), p, now=T0).actions
     assert "Young/Daly for cost 2s" in action.reason, action.reason
+
+
+def test_a_job_evicted_faster_than_its_interval_is_said_to_lose_its_work_at_each_eviction() -> None:
+    """Below ``minInterval`` no periodic checkpoint comes in time for a job evicted every 70 s of
+    running: the admin is told (a recommendation in both modes, under a rule name of its own), and
+    a job evicted less often is not."""
+    from policies.rules.checkpoint import EVICTED_FASTER
+
+    p = policy({"checkpoint": {"minInterval": "10m", "maxInterval": "4h"}})
+    view = job(checkpoint=CheckpointState(cost_seconds=30.0))
+    queues = [ClusterQueueView(name="cq", nominal_gpus=8, usage_gpus=8, within_cluster_queue="LowerPriority")]
+
+    def advice(interruptions: int, past: float) -> list[str]:
+        evicted = dataclasses.replace(
+            wl("ft-1-wl", "cq", 8, 0, at=T0 - 20.0),
+            job=view.key,
+            interruptions=interruptions,
+            past_admitted_seconds=past,
+        )
+        # a higher-priority workload waiting on the queue: this one can be preempted
+        pending = wl("hi", "cq", 8, 1000, admitted=False)
+        out = decide(view, cluster(queues, [evicted, pending]), p, now=T0)
+        return [a.reason for a in out.actions if a.rule == EVICTED_FASTER]
+
+    (reason,) = advice(6, 400.0)
+    assert "evicted 6 times in 7m admitted (one every 1m10s)" in reason, reason
+    assert "checkpoint.minInterval" in reason
+    assert advice(6, 6 * 3600.0) == []  # one every hour: the interval comes in time
+    assert advice(1, 30.0) == []  # a single eviction is no pattern
