@@ -250,6 +250,7 @@ class AdvisorCore:
             last_sample_time=rec.last_sample_time,
             progress_seen_at=rec.progress_seen_at,
             unreadable_report_at=rec.unreadable_report_at,
+            backwards_reports=rec.history.backwards_run(),
             report_interval_s=report_interval(rec),
             started_at=job.started_at if job.started_at is not None else rec.first_seen,
             forecast=rec.forecast,

@@ -294,6 +294,10 @@ class JobView:
     """When the adapter last received a progress report it could not read a step from (a reporter
     writing garbage), on its own clock; None: none since the last readable one. Reports still
     arrive then, so the job is not known to be silent or stuck: the stall rule does not judge it."""
+    backwards_reports: int = 0
+    """How many of the latest reports each put the step back with no progress in between
+    (``advisor.model.backwards_run``; ``MALFORMED_BACKS`` or more: malformed progress, not
+    restarts). Reports still arrive and the step keeps changing: the stall rule does not judge it."""
     forecast: Forecast | None = None
     checkpoint: CheckpointState = field(default_factory=CheckpointState)
     throughput: tuple[tuple[int, float], ...] = ()

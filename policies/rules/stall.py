@@ -22,7 +22,7 @@ a restart that hangs before its next report is judged as any stall.
 
 from __future__ import annotations
 
-from advisor.model import ActionKind, JobView, Phase
+from advisor.model import MALFORMED_BACKS, ActionKind, JobView, Phase
 from policies.rules.base import Context, Outcome, admitted_at, dur, last_record, runtime_gate
 from policies.rules.release import release
 from policies.spec import RECOMMEND, StallRule
@@ -53,6 +53,16 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
             f"{dur(max(now - job.unreadable_report_at, 0.0))} ago; see the progress warnings): not judged"
         )
         out.advice, out.severity = "unreadable-progress", 3
+        return out
+    if job.backwards_reports >= MALFORMED_BACKS:
+        # the step goes back report after report (a reporter counting down, or garbled): reports
+        # arrive and the step changes, so the run is neither silent nor known to be stuck, and
+        # its steps say nothing of progress: said, not judged
+        out.reasons.append(
+            f"{NAME}: progress reports arrive but their step keeps going backwards ({job.backwards_reports} "
+            "reports in a row, no progress between them; see the forecast's warnings): not judged"
+        )
+        out.advice, out.severity = "malformed-progress", 3
         return out
     since = job.last_step_change if job.last_step_change is not None else job.started_at
     # nor, for a job released and then reactivated (``resume``) with its Workload's admission

@@ -230,6 +230,10 @@ class TestForecastRateLimit:
         record = core.record(JOB.key)
         assert record is not None and record.history.restarts == 0
         assert core.view(JOB).step == step  # the latest report's step, as reported
+        assert core.view(JOB).backwards_reports >= MALFORMED_BACKS  # what the stall rule reads
+        # one report moving forward again: no longer a run of steps back
+        core.observe(JOB.key, ProgressSample(step=step + 20, loss=0.1, time=t + 3.0), now=t + 3.0, nodes=1)
+        assert core.view(JOB).backwards_reports == 0
 
 
 class TestDecide:

@@ -351,6 +351,23 @@ def test_a_job_whose_reports_arrive_unreadable_is_not_called_stalled() -> None:
     assert kinds(decide(readable, CV, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
 
 
+def test_a_job_whose_step_keeps_going_backwards_is_said_to_report_malformed_progress() -> None:
+    """A reporter whose step goes back at every report (a platform trial: STATE learning, ADVICE
+    observing for 15 minutes, nothing said): the stall rule says the progress is malformed and
+    does not judge it, whatever its step's last change reads; the ADVICE column says so."""
+    from advisor.model import MALFORMED_BACKS
+
+    p = policy({"stall": {"for": "30m"}})
+    countdown = job(
+        last_step_change=T0 - 40 * 60, last_sample_time=T0 - 3, backwards_reports=MALFORMED_BACKS + 5
+    )
+    d = decide(countdown, CV, p, now=T0)
+    assert kinds(d) == [] and d.advice == "malformed-progress"
+    assert any("keeps going backwards" in r and "not judged" in r for r in d.reasons), d.reasons
+    resumed = dataclasses.replace(countdown, backwards_reports=1)  # one step back: a restart
+    assert decide(resumed, CV, p, now=T0).advice != "malformed-progress"
+
+
 def test_the_readme_and_the_crd_say_which_releases_checkpoint_first() -> None:
     """Releases checkpoint first by default (``quotaRelease.checkpointFirst``), but not the stall
     rule's (its own ``checkpointFirst``, default false: a hung job usually cannot save) nor the
