@@ -46,6 +46,7 @@ from advisor.model import WorkloadView
 __all__ = [
     "HAZARD_REASONS",
     "Exposure",
+    "admitted_seconds",
     "hazard_by_queue",
     "hazard_evidence",
     "hazard_evidence_by_priority",
@@ -214,7 +215,12 @@ def workload_hazard(queue_rate: float, workload: WorkloadView | None, now: float
     eviction halves it; two evictions in an hour nearly triple it)."""
     if workload is None or not (queue_rate > 0.0 and math.isfinite(queue_rate)):
         return queue_rate
+    return _shrunk(queue_rate, workload.interruptions, admitted_seconds(workload, now))
+
+
+def admitted_seconds(workload: WorkloadView, now: float) -> float:
+    """The seconds ``workload`` has held an admission: its past admissions plus the current one."""
     exposure = max(0.0, workload.past_admitted_seconds)
     if workload.admitted and workload.admitted_at is not None:
         exposure += max(0.0, now - workload.admitted_at)
-    return _shrunk(queue_rate, workload.interruptions, exposure)
+    return exposure

@@ -132,9 +132,8 @@ class AdvisorViews:
         # the controller's definition (``policies.hazard``): preemptions and node failures (the
         # simulator's evictions count both; its releases are not evictions) over admitted time
         exposures = [
-            Exposure(name, preemptions=sim.evictions.get(key, 0), admitted_seconds=busy, priority=key[1])
-            for key, busy in sim.busy_s.items()
-            if (name := key[0])
+            Exposure(cq, preemptions=sim.evictions.get((cq, prio), 0), admitted_seconds=busy, priority=prio)
+            for (cq, prio), busy in sim.busy_s.items()
         ]
         evidence = hazard_evidence(exposures)
         view = ClusterView(

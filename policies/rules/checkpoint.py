@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from advisor.model import Action, ActionKind, ClusterView, Phase, WorkloadView
-from policies.hazard import priority_hazard, queue_hazard, workload_hazard
+from policies.hazard import admitted_seconds, priority_hazard, queue_hazard, workload_hazard
 from policies.index import cluster_index
 from policies.rules.base import Context, Outcome, dur, last_record, unsaved_since
 from policies.savewindow import miss_probability, needed_grace, peer_grace, save_seconds, step_seconds
@@ -104,10 +104,7 @@ def _hazard_basis(ctx: Context, rule: CheckpointRule, w: WorkloadView | None) ->
         queue += f", {level[0]} in {dur(level[1])} at its priority {priority}"
     own = ""
     if w is not None:
-        exposure = max(0.0, w.past_admitted_seconds)
-        if w.admitted and w.admitted_at is not None:
-            exposure += max(0.0, ctx.now - w.admitted_at)
-        own = f", {max(0, w.interruptions)} in its own {dur(exposure)}"
+        own = f", {max(0, w.interruptions)} in its own {dur(admitted_seconds(w, ctx.now))}"
     return f" (prior MTBF {prior}; {queue}{own})"
 
 
@@ -209,9 +206,7 @@ def _evicted_faster_advice(
     minutes while every table read "learning"."""
     if w is None or w.interruptions < 2:
         return
-    exposure = max(0.0, w.past_admitted_seconds)
-    if w.admitted and w.admitted_at is not None:
-        exposure += max(0.0, ctx.now - w.admitted_at)
+    exposure = admitted_seconds(w, ctx.now)
     span = exposure / w.interruptions
     if not 0.0 < span < every:
         return
