@@ -97,9 +97,9 @@ class PlateauRule:
     hold_at_peak_lr: bool = spec_field(
         "holdAtPeakLR",
         "Do not release or stop a run whose reported learning rate has stayed at its peak since warmup "
-        "with at least a tenth of its total steps left (the forecast warns of it): a warmup-stable-decay "
-        "run is flat in its stable phase and drops only in its final decay. Acts once the decay begins "
-        "or the run ends; a run without learning rates or total steps is judged as before.",
+        "with at least a tenth of its total steps left, or with no total reported (the forecast warns of "
+        "it): a warmup-stable-decay run is flat in its stable phase and drops only in its final decay. "
+        "Acts once the decay begins or the run ends; a run without learning rates is judged as before.",
         "bool",
         default=False,
     )

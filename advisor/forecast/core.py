@@ -25,6 +25,7 @@ from advisor.forecast.ensemble import Parts, epoch_boundaries_ahead, estimate
 from advisor.forecast.eta import eta_interval, last_stall_note
 from advisor.forecast.jump import JUMP_WARNING, after_jump, collapsed, jump_start
 from advisor.forecast.plateau import local_trend
+from advisor.forecast.schedule import held_at_peak
 from advisor.forecast.turn import rising_branch
 from advisor.model import Forecast, Interval
 
@@ -79,12 +80,41 @@ def no_report_left(steps: FloatArray, horizon: float) -> bool:
     return horizon - last < spacing
 
 
+def _no_drop_scheduled(fit: Prepared, horizon: float | None, parts: Parts) -> bool:
+    """Whether neither an LR decay nor a new epoch is coming before the run's end: what the local
+    plateau test needs (an anneal's or an epoch's drop is not in the recent trend).
+
+    A run that does not report its total steps has no schedule to infer; its learning rate held
+    at its peak says no decay has begun, and no epoch boundary may lie within a doubling of its
+    steps (the median of the reach ``plateau`` expects of it). Without reported learning rates
+    nothing says the rate is constant, with or without a horizon."""
+    if horizon is not None:
+        return parts.lr_shape == "constant" and epoch_boundaries_ahead(fit, horizon) == 0
+    return (
+        fit.lrs is not None
+        and held_at_peak(fit.lrs)
+        and epoch_boundaries_ahead(fit, 2.0 * float(fit.steps[-1]) + 1.0) == 0
+    )
+
+
 def _peak_lr_warning(prep: Prepared, parts: Parts, horizon: float | None, at_end: bool) -> str | None:
     """The forecast of a run whose learning rates are known and have stayed at their peak since
     warmup reads them as constant to the end: the loss cannot tell a constant schedule from a
     warmup-stable-decay one before its decay, whose drop (several percent, over the last 10-20% of
-    the budget) nothing in the history foretells. Say so while a share of the budget is left."""
-    if at_end or horizon is None or parts.lr_shape != "constant" or horizon <= 0:
+    the budget) nothing in the history foretells. Say so while a share of the budget is left, or
+    when the budget is unknown."""
+    if at_end:
+        return None
+    if horizon is None:
+        # no total to tell how much of the budget is left: a rate held at its peak is said as
+        # such, since the local plateau test judges such a run by its recent trend
+        if prep.lrs is None or not held_at_peak(prep.lrs):
+            return None
+        return (
+            f"{PEAK_LR_WARNING} (total_steps unknown): the forecast holds it at its peak; a decay to come "
+            "(a warmup-stable-decay schedule) would take the loss below this forecast"
+        )
+    if parts.lr_shape != "constant" or horizon <= 0:
         return None
     left = (horizon - float(prep.steps[-1])) / horizon
     if left < PEAK_LR_REMAINING:
@@ -272,11 +302,7 @@ def _run(
         # evaluations of an accuracy clearly rising: a number that read as computed, and was none
         plateau = NO_TREND_PLATEAU
     flattened = parts.tail_bias_z <= cal.FLATTENED_Z  # False when NaN
-    if (
-        (plateau >= 0.5 or flattened)
-        and parts.lr_shape == "constant"
-        and epoch_boundaries_ahead(fit, fit_horizon) == 0
-    ):
+    if (plateau >= 0.5 or flattened) and _no_drop_scheduled(fit, fit_horizon, parts):
         # no LR decay or new epoch is coming, and either the fits already put the end within the
         # 1% band, or the curve has not fallen faster than they expected: fitted without the
         # recent tail, they put it no higher than it stayed (a run that starts slowly, concave in

@@ -75,12 +75,18 @@ IMPROVEMENT = 0.01
 RESOLVE_MAX = 1.0
 
 
+#: the log-step reach still ahead, ``log(total / last)``, at elapsed shares ``last / total`` evenly
+#: spaced over (0, 1) (``_unknown_end``)
+_REACH = -np.log((np.arange(1024) + 0.5) / 1024)
+
+
 def local_plateau_probability(
     steps: FloatArray, values: FloatArray, horizon: float | None, level: float
 ) -> float | None:
     """P(the recent log-step trend, continued to ``horizon``, improves by < 1% of ``level``).
 
-    None when it does not apply: unknown horizon (a log-step trend has no finite end), too few
+    With ``horizon`` None (the run does not report its total steps) the trend is continued over the
+    reach a scale-free prior expects (``_unknown_end``). None when it does not apply: too few
     points, the horizon already reached, or a degenerate window."""
     trend = local_trend(steps, values, horizon, level)
     return None if trend is None else trend[0]
@@ -91,10 +97,11 @@ def local_trend(
 ) -> tuple[float, float] | None:
     """(``local_plateau_probability``, the drop the recent log-step trend gives by ``horizon``)."""
     n = values.size
-    if horizon is None or n < MIN_POINTS or not math.isfinite(level):
+    if n < MIN_POINTS or not math.isfinite(level):
         return None
     last = float(steps[-1])
-    reach = math.log((horizon + 1.0) / (last + 1.0))
+    # unknown horizon: the expected remaining log-step reach (1) scales the trend (see ``_unknown_end``)
+    reach = 1.0 if horizon is None else math.log((horizon + 1.0) / (last + 1.0))
     if reach <= 0.0:
         return None
     x = np.log(steps + 1.0)
@@ -113,7 +120,24 @@ def local_trend(
     threshold = IMPROVEMENT * abs(level)
     if se * reach > RESOLVE_MAX * threshold:
         return None
+    if horizon is None:
+        return _unknown_end(threshold, slope, se), drop
     return float(ndtr((threshold - drop) / (se * reach))), drop
+
+
+def _unknown_end(threshold: float, slope: float, se: float) -> float:
+    """P(the trend, continued to the run's unknown end, improves by < ``threshold``).
+
+    A run that does not say how long it will train is, at a look taken at no particular moment of
+    it, as likely to be at any fraction of its length: its elapsed share ``last / total`` is uniform
+    (Gott's Copernican argument, the scale-free prior on a duration), so the log-step reach still
+    ahead, ``log(total / last)``, is exponentially distributed with mean 1. Its median is a
+    doubling, and one run in ten goes on ten times as long; the probability is the trend's, averaged
+    over that reach: the mean over evenly spaced elapsed shares, where a trend known exactly makes
+    the integrand a step. No constant is chosen: the prior has no parameter."""
+    with np.errstate(divide="ignore", over="ignore"):
+        p = ndtr((threshold + slope * _REACH) / (se * _REACH))
+    return float(p.mean())
 
 
 def _decelerated(x: FloatArray, y: FloatArray, slope: float, se: float) -> bool:

@@ -52,6 +52,24 @@ def _line(x: FloatArray, y: FloatArray) -> tuple[float, float]:
     return slope, ym - slope * xm
 
 
+#: a learning rate within this share of its peak has not begun to decay
+_AT_PEAK = 0.98
+
+
+def held_at_peak(lrs: FloatArray) -> bool:
+    """Whether the learning rates reported so far have stayed at their peak since it was reached
+    (a warmup done, no decay begun): the shape ``infer_future`` calls ``constant``, read without
+    a horizon. A run that does not report its total steps has no future schedule to infer, but a
+    rate held at its peak says no anneal has begun."""
+    ok = np.isfinite(lrs) & (lrs >= 0)
+    if ok.sum() < 3:
+        return False
+    seen = lrs[ok]
+    peak_i = int(np.argmax(seen))
+    peak = float(seen[peak_i])
+    return peak > 0 and peak_i < seen.size - 1 and float(seen[-1]) >= peak * _AT_PEAK
+
+
 def infer_future(steps: FloatArray, lrs: FloatArray, horizon: float) -> tuple[FloatArray, FloatArray, str]:
     """The LR on a grid from step 0 to ``horizon`` and the name of the inferred shape."""
     grid: FloatArray = np.arange(_N_GRID, dtype=np.float64) * (horizon / (_N_GRID - 1))  # np.linspace
@@ -67,7 +85,7 @@ def infer_future(steps: FloatArray, lrs: FloatArray, horizon: float) -> tuple[Fl
     stride = max(1, (steps.size - peak_i) // _N_SHAPE)
     tail = slice(steps.size - 1 - ((steps.size - 1 - peak_i) // stride) * stride, None, stride)
     s_t, l_t = steps[tail], lrs[tail]
-    if peak <= 0 or s_t.size < 3 or last >= peak * 0.98:
+    if peak <= 0 or s_t.size < 3 or last >= peak * _AT_PEAK:
         shape = "constant" if peak_i < steps.size - 1 or steps.size < 3 else "rising"
         return grid, past, shape
     s0 = float(steps[peak_i])

@@ -289,7 +289,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
 
 def lr_at_peak(ctx: Context) -> bool:
     """The run's forecast (of its training loss, or of the judged series) found its learning rate
-    still at its peak with a share of the budget left (``PEAK_LR_WARNING``)."""
+    still at its peak with a share of the budget left, or its budget unknown (``PEAK_LR_WARNING``)."""
     for f in (ctx.job.forecast, ctx.forecast):
         if f is not None and any(w.startswith(PEAK_LR_WARNING) for w in f.warnings):
             return True

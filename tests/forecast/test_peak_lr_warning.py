@@ -54,9 +54,20 @@ def test_no_warning_once_the_decay_has_begun_or_without_learning_rates() -> None
     s, y, _ = wsd_flat(3600)
     # without learning rates the forecast already names its assumption (an anneal by the end)
     assert not _warned(forecast(s, y, total_steps=T, training_loss=True))
-    # and without total_steps there is no "before the end" to speak of
+
+
+def test_without_total_steps_a_rate_held_at_its_peak_is_warned_of_as_unknown_budget() -> None:
+    # no "share of the budget left" to speak of, but the stable phase is judged by its recent
+    # trend (the local plateau test continues it over the reach a scale-free prior expects), so a
+    # decay that may yet come is said
     s, y, lr = wsd_flat(3600)
+    fc = forecast(s, y, learning_rates=lr, training_loss=True)
+    assert _warned(fc)
+    assert any("total_steps unknown" in w for w in fc.warnings)
+    # once the decay has begun, or with no learning rates, nothing to say
+    s, y, lr = wsd_flat(5200)
     assert not _warned(forecast(s, y, learning_rates=lr, training_loss=True))
+    assert not _warned(forecast(s, y, training_loss=True))
 
 
 def test_a_constant_lr_run_at_its_end_is_not_warned() -> None:

@@ -4,14 +4,15 @@ and stays low on a run that is still improving (the plateau-release policy acts 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from advisor.forecast import forecast
-from advisor.forecast.core import forecast_with_parts
-from advisor.forecast.plateau import local_plateau_probability
+from advisor.forecast.core import PEAK_LR_WARNING, forecast_with_parts
+from advisor.forecast.plateau import _unknown_end, local_plateau_probability
 
 T = 10_000.0
 STEPS = np.arange(50.0, T + 1.0, 50.0)
@@ -46,10 +47,43 @@ def test_still_improving_noisy_run_keeps_plateau_probability_low(cut: float) -> 
     assert fc.plateau_probability < 0.2
 
 
-def test_local_test_does_not_apply_without_a_horizon_or_when_a_decay_is_coming() -> None:
-    y = run(0.4, noise=0.01, seed=0)
+def test_without_a_horizon_the_trend_is_continued_over_an_exponential_log_step_reach() -> None:
+    # a run that does not report its total: the reach still ahead in log-step is Exp(1) under the
+    # scale-free prior, so a trend that crosses the 1% band after a reach r is a plateau with
+    # probability P(reach < r) = 1 - exp(-r) once its slope is known exactly
+    for slope in (-0.002, -0.005, -0.01, -0.03):
+        r = 0.01 / -slope
+        assert _unknown_end(0.01, slope, 1e-9) == pytest.approx(1.0 - math.exp(-r), abs=2e-3)
+    assert _unknown_end(0.01, 0.0, 1e-9) == pytest.approx(1.0)
+    # uncertainty about a flat slope costs what the long reaches make of it
+    assert 0.5 < _unknown_end(0.01, 0.0, 0.01) < _unknown_end(0.01, 0.0, 0.002) < 1.0
+
+
+def test_a_run_without_a_total_held_at_its_peak_lr_is_judged_by_its_recent_trend() -> None:
     m = STEPS <= 0.8 * T
-    assert local_plateau_probability(STEPS[m], y[m], None, float(np.median(y[m][-5:]))) is None
+    dec = 3e-4 * 0.5 * (1 + np.cos(np.pi * STEPS[m] / T))
+    flat_lr, flat_none, flat_decay, still = [], [], [], []
+    for seed in range(4):
+        y = run(0.4, noise=0.01, seed=seed)[m]
+        held = forecast(STEPS[m], y, learning_rates=LR[m])
+        # a rate held at its peak may yet decay (warmup-stable-decay): said, as with a total
+        assert any(w.startswith(f"{PEAK_LR_WARNING} (total_steps unknown)") for w in held.warnings)
+        flat_lr.append(held.plateau_probability)
+        flat_none.append(forecast(STEPS[m], y).plateau_probability)
+        flat_decay.append(forecast(STEPS[m], y, learning_rates=dec).plateau_probability)
+        improving = run(None, noise=0.01, seed=seed)[m]
+        still.append(forecast(STEPS[m], improving, learning_rates=LR[m]).plateau_probability)
+    # flat for half its history at a constant LR: the trend test raises the fits' number
+    assert float(np.median(flat_lr)) >= 0.7
+    assert all(a >= b for a, b in zip(flat_lr, flat_none, strict=True))
+    assert float(np.median(flat_lr)) > float(np.median(flat_none))
+    # no LR reported, or one whose decay has begun: nothing says no anneal is coming, the fits judge
+    assert flat_decay == flat_none
+    # a run still falling is not called a plateau however far its end may be
+    assert max(still) < 0.2
+
+
+def test_local_test_does_not_apply_when_a_decay_is_coming() -> None:
     # a run that went flat after a long decline: with a constant LR its recent trend calls the
     # plateau the fits are still slow to see; with a cosine decay still to come the expected
     # annealing drop is the ensemble's to judge, and the flat stretch must not be called a plateau
