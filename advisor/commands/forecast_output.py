@@ -161,7 +161,11 @@ def render_text(outcome: Outcome) -> str:
     if not holds_trend(fc):
         lines.append(f"  plateau         P n/a   ({_no_trend(fc.n_points)})")
     else:
-        lines.append(f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%)")
+        # without a total the end is a guess: the forecast takes the run as likely at any share of it
+        unknown = "" if fc.total_steps else "; end unknown, this point as likely at any share of the run"
+        lines.append(
+            f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%{unknown})"
+        )
     if outcome.total_steps and at_last_step(fc):
         lines.append(f"  {_label('')}{_at_its_end(curve, outcome.total_steps)}")
     lines.append(f"  divergence      P = {fc.divergence_probability:.2f}")

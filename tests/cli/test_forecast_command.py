@@ -710,3 +710,25 @@ def test_an_eval_series_heading_for_a_worse_end_says_so_beside_its_p_plateau(
     assert main(["forecast", str(tmp_path / "f.csv"), "--total-steps", "4000"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("eval_loss")]
     assert "worse" not in line, line
+
+
+def test_a_flat_run_without_a_total_is_called_plateaued_and_says_its_end_is_a_guess(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # flat for the last three fifths of its steps at a constant reported learning rate, no total:
+    # the plateau reads the end as a scale-free prior does, and says so beside the number
+    rng = np.random.default_rng(1)
+    s = np.arange(10, 6001, 10)
+    y = (2.0 + 3.0 * (np.minimum(s, 2500) / 100 + 1) ** -0.5) * (1 + 0.01 * rng.standard_normal(s.size))
+    rows = "".join(f"{a},{b:.5f},0.0003\n" for a, b in zip(s, y, strict=True))
+    (tmp_path / "flat.csv").write_text("step,loss,learning_rate\n" + rows)
+    code, out, _ = run(capsys, str(tmp_path / "flat.csv"))
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.strip().startswith("plateau"))
+    assert float(line.split("P =")[1].split()[0]) >= 0.8
+    assert "end unknown" in line
+    assert "the learning rate has not begun to decay (total_steps unknown)" in out
+    # with its total given, the line names the end as known
+    code, out, _ = run(capsys, str(tmp_path / "flat.csv"), "--total-steps", "8000")
+    line = next(x for x in out.splitlines() if x.strip().startswith("plateau"))
+    assert code == 0 and "end unknown" not in line
