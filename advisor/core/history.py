@@ -15,7 +15,10 @@ Three rules shape it:
   progress (a reporter counting down, or garbling every step), not as many restarts: those
   reports are kept as one-point segments (the newest replaced by each later one, so that such a
   stream cannot fill the history) and counted as no restart; the forecast leaves them out and
-  says the reported step keeps going backwards.
+  says the reported step keeps going backwards. And a step that goes back deep and comes back past
+  where it was in the next report, twice in a row, is a second writer interleaving its steps (two
+  ranks, a duplicated reporter), not a run restarting at every other report: the lower writer's
+  reports are left out and counted (``interleaving_note``).
 * **Bounded, shape-preserving downsampling.** When the history is full, every second point of
   the older part is dropped (the first and last point of each segment are kept). Repeated thinning
   spaces old points out geometrically while the recent part, which matters most for the
@@ -42,6 +45,9 @@ from advisor.model import MALFORMED_BACKS, Curve, ProgressSample, backwards_run
 
 #: a lone step back is a garbled report when the next one jumps more than this many report gaps
 GLITCH_GAPS = 3
+#: a garbled report this many kept reports or fewer after the last one is a second writer's
+#: (the kept ones between them: the run's report, and the garbled one, kept until its next)
+GLITCH_AGAIN = 2
 #: progress points a history keeps before it thins its older part (a controller's ``--history-points``)
 DEFAULT_MAX_POINTS = 300
 #: fewer leave too little of a run's shape to fit a curve to
@@ -136,10 +142,14 @@ class History:
 
     __slots__ = (
         "_columns",
+        "_interleaving",
+        "_low_before",
         "_points",
         "_segments",
+        "_since_glitch",
         "dropped",
         "evals",
+        "interleaved",
         "last_evals_added",
         "max_points",
         "restarts",
@@ -157,6 +167,14 @@ class History:
         self._segments: list[int] = [0]
         self.restarts = 0
         self.dropped = 0
+        #: reports of a second writer interleaving lower steps, left out (``_alternating``); while
+        #: ``_interleaving``, one report below the run's step is left out, two in a row are the
+        #: run going back (not persisted: after a restore, the second garbled report the glitch
+        #: rule drops turns it on again)
+        self.interleaved = 0
+        self._since_glitch = GLITCH_AGAIN + 1
+        self._interleaving = False
+        self._low_before = False
         self._columns: _Columns | None = None
 
     # ----------------------------------------------------------------------------------- access
@@ -252,7 +270,21 @@ class History:
         last_time = self._points[-1].time if self._points else None
         if last_time is not None and times_trusted_until is not None and last_time > times_trusted_until:
             last_time = None
-        if not (sample.time is not None and last_time is not None and sample.time < last_time):
+        stale = sample.time is not None and last_time is not None and sample.time < last_time
+        if (
+            self._interleaving
+            and not self._low_before
+            and not stale
+            and sample.step is not None
+            and self._points
+            and sample.step < self._points[-1].step
+        ):
+            # the lower of two interleaving writers: counted, not kept (its evaluations neither:
+            # they would land among the run's at steps it passed long ago)
+            self._low_before = True
+            self.interleaved += 1
+            return "interleaved"
+        if not stale:
             self.last_evals_added = self.evals.add(sample)
         if sample.loss is None or sample.step is None or sample.step < 0:
             return "invalid"
@@ -269,13 +301,16 @@ class History:
         pts = self._points
         last = pts[-1] if pts else None
         outcome = "appended"
-        if (
-            last is not None
-            and point.step > last.step
-            and self.backwards_run() == 1
-            and point.step > pts[-2].step
-            and len(pts) >= 3
-            and point.step - last.step > GLITCH_GAPS * max(pts[-2].step - pts[-3].step, 1)
+        lone_back = last is not None and point.step > last.step and self.backwards_run() == 1
+        alternating = lone_back and self._alternating(point.step)
+        if last is not None and (
+            alternating
+            or (
+                lone_back
+                and point.step > pts[-2].step
+                and len(pts) >= 3
+                and point.step - last.step > GLITCH_GAPS * max(pts[-2].step - pts[-3].step, 1)
+            )
         ):
             # the newest segment is one point, a step back, and this report is past where the run
             # stood before it, many report gaps ahead of that point: no resume from a checkpoint
@@ -287,6 +322,22 @@ class History:
             pts.pop()
             self._segments.pop()
             self.restarts -= 1
+            if self._since_glitch <= GLITCH_AGAIN and not alternating:
+                # a garbled report again, a report or two after the last: a second writer (told
+                # apart as such after a restore, which forgets that it was one); its next lower
+                # reports are left out
+                self.interleaved += 1
+                self._interleaving = True
+            self._since_glitch = 0
+            if alternating:
+                # the step back before this one went back as deep and came back past where it
+                # had been in one report too: two writers interleave their steps (two ranks, a
+                # duplicated reporter), not a run restarting at every other report. The lower
+                # writer's earlier report goes too, and its next ones are left out
+                del pts[self._segments.pop()]
+                self.restarts -= 1
+                self.interleaved += 2
+                self._interleaving = True
             self._columns = None
             last = pts[-1]
         if last is not None:
@@ -295,6 +346,9 @@ class History:
             if point.step == last.step:
                 return "duplicate"
             if point.step < last.step:
+                # (while two writers interleave, the second report below the run's step in a row:
+                # the writer above stopped, or never was one, and this is the run going back)
+                self._interleaving = self._low_before = False
                 run = self.backwards_run() + 1  # the steps back in a row, this one included
                 if run > MALFORMED_BACKS:
                     # the step keeps going back: the newest point stands for the malformed
@@ -311,12 +365,44 @@ class History:
                     else:
                         self.restarts += 1
                         outcome = "restart"
+        self._low_before = False
+        self._since_glitch += 1
         pts.append(point)
         if self._columns is not None:
             self._columns.add(point)
         if len(pts) > self.max_points:
             self._thin()
         return outcome
+
+    def _alternating(self, step: int) -> bool:
+        """Whether a report at ``step``, after a lone step back, completes the second of two
+        alternations in a row: each step back deeper than GLITCH_GAPS times the step forward that
+        came after it, and each step forward past where the run stood before its step back. A
+        resume from a checkpoint does not go back further than it then gains in one report
+        (a shallow resume passes the old step within a report, a deep one takes many)."""
+        segs, pts = self._segments, self._points
+        if len(segs) < 3:
+            return False
+        prev = segs[-2]
+        if segs[-1] - prev != 2 or prev < 1:
+            return False
+        before, low, high = pts[prev - 1].step, pts[prev].step, pts[prev + 1].step
+        low2 = pts[-1].step
+        return (
+            high > before
+            and before - low > GLITCH_GAPS * (high - before)
+            and step > high
+            and high - low2 > GLITCH_GAPS * (step - high)
+        )
+
+    def interleaving_note(self) -> str | None:
+        """What the status says while two writers' interleaving steps are being told apart."""
+        if not self._interleaving or self.interleaved < 2:
+            return None
+        return (
+            f"{self.interleaved} progress reports below the run's step left out: two writers seem to "
+            "interleave their steps (two ranks or a duplicated reporter writing one TrainJob's progress)"
+        )
 
     def _thin(self) -> None:
         """Halve the older part until the bound holds (once, for a history that grows a point at

@@ -271,7 +271,7 @@ class AdvisorCore:
             learning_state=self.learning_state(
                 job.key, now=(now if now is not None else judged_at) if rec.phase is Phase.RUNNING else None
             ),
-            progress_warnings=rec.last_warnings,
+            progress_warnings=_with_note(rec.last_warnings, rec.history.interleaving_note()),
         )
 
     def learning_state(self, key: str, *, now: float | None = None) -> LearningState | None:
@@ -442,3 +442,8 @@ class AdvisorCore:
         self._runtime.invalidate()
         self._records[key] = rec
         return rec
+
+
+def _with_note(warnings: tuple[str, ...], note: str | None) -> tuple[str, ...]:
+    """The latest report's warnings, and what the history says of the reports it left out."""
+    return warnings if note is None else (*warnings, note)

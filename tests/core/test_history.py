@@ -311,3 +311,74 @@ def test_fewer_steps_back_in_a_row_than_malformed_are_restarts() -> None:
         assert h.append(s(step, loss=0.1, time=t + k)) == "restart"
     assert h.append(s(step + 20, loss=0.1, time=t + 10.0)) == "appended"
     assert h.restarts == MALFORMED_BACKS - 1 and h.backwards_run() == 0
+
+
+def _zigzag(k: int) -> int:
+    """Two writers on one TrainJob's progress: 1000, 10, 1010, 20, 1020, ... (the trial's repro)."""
+    return 10 * (k // 2) + (1000 if k % 2 == 0 else 10)
+
+
+def test_two_writers_interleaving_their_steps_are_no_restarts() -> None:
+    """A step back at every other report, each time past the last one in the next report, is the
+    lower of two writers, not a run restarting 20 times: after two such alternations its reports
+    are left out and counted, the earlier ones are taken back, and the history is the upper
+    writer's steps in one segment. It was 20 restarts, a one-point segment at every other report
+    and a throughput of 200 steps/s."""
+    h = History()
+    outcomes = [h.append(s(_zigzag(k), loss=2.0, time=float(k))) for k in range(40)]
+    assert outcomes[:5] == ["appended", "restart", "appended", "restart", "appended"]
+    assert set(outcomes[5::2]) == {"interleaved"} and set(outcomes[4::2]) == {"appended"}
+    assert h.restarts == 0 and h.segments == (0,)
+    assert [p.step for p in h.points] == [1000 + 10 * i for i in range(20)]
+    assert h.interleaved == 20
+    note = h.interleaving_note()
+    assert note is not None and note.startswith("20 progress reports below the run's step left out")
+
+    # restored (the mode is not persisted), two alternations tell them apart again
+    restored = History.from_dict(json.loads(json.dumps(h.to_dict())))
+    assert restored.interleaving_note() is None
+    later = [restored.append(s(_zigzag(k), loss=2.0, time=float(k))) for k in range(40, 60)]
+    assert later[:5] == ["appended", "restart", "appended", "restart", "appended"]
+    assert set(later[5::2]) == {"interleaved"}
+    assert restored.restarts == 0 and restored.segments == (0,)
+
+
+def test_when_the_upper_writer_stops_the_lower_one_is_the_run() -> None:
+    h = History()
+    for k in range(11):  # ends on the upper writer's report
+        h.append(s(_zigzag(k), loss=2.0, time=float(k)))
+    assert h.interleaving_note() is not None
+    # two reports below the run's step in a row: the first was left out, the second is the run
+    # going back (a restart), and the reports after it are kept
+    assert h.append(s(60, loss=2.0, time=11.0)) == "interleaved"
+    assert h.append(s(70, loss=2.0, time=12.0)) == "restart"
+    assert h.append(s(80, loss=2.0, time=13.0)) == "appended"
+    assert h.restarts == 1 and h.interleaving_note() is None
+
+
+def test_resumes_just_behind_the_last_report_twice_in_a_row_stay_restarts() -> None:
+    # back 10 and past the old step by 10 in the next report, twice: a shallow resume gains in a
+    # report what it went back, which two interleaving writers far apart never do
+    h = History()
+    t = _forward(h, 30)  # steps 20 .. 600
+    assert h.append(s(590, loss=0.1, time=t + 3)) == "restart"
+    assert h.append(s(610, loss=0.1, time=t + 6)) == "appended"
+    assert h.append(s(600, loss=0.1, time=t + 9)) == "restart"
+    assert h.append(s(620, loss=0.1, time=t + 12)) == "appended"
+    assert h.restarts == 2 and h.interleaved == 0 and h.interleaving_note() is None
+
+
+def test_garbled_reports_far_apart_leave_a_later_restart_a_restart() -> None:
+    h = History()
+    t = _forward(h, 30)  # steps 20 .. 600
+    for top in (600, 820):  # a stray low report, then the run going on; twice, 10 reports apart
+        assert h.append(s(100, loss=0.1, time=t + 3)) == "restart"
+        t += 3
+        for step in range(top + 20, top + 221, 20):
+            t += 3
+            assert h.append(s(step, loss=0.1, time=t)) == "appended"
+    assert h.restarts == 0 and h.segments == (0,) and h.interleaved == 0
+    # a real restart later is one, its first report kept
+    assert h.append(s(900, loss=0.1, time=t + 3)) == "restart"
+    assert h.append(s(920, loss=0.1, time=t + 6)) == "appended"
+    assert h.restarts == 1 and h.interleaving_note() is None
