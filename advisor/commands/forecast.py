@@ -180,7 +180,8 @@ def compute(args: ForecastRequest) -> Outcome:
         notes.append(f"total steps taken from the file's last step ({total:,})")
     elif total is None:
         notes.append(
-            f"total steps unknown: the final loss is the asymptote. If the run has ended, pass "
+            f"total steps unknown: the final loss is the asymptote (or where a decaying learning rate "
+            f"reaches zero). If the run has ended, pass "
             f"--total-steps {math.ceil(last_step)} (its last step); if not, its planned total"
         )
     observed = _observed_end(full, len(curve), total) if truncated else None

@@ -17,7 +17,7 @@ import numpy as np
 
 from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
-from advisor.forecast.core import holds_trend
+from advisor.forecast.core import IMPLIED_END_WARNING, holds_trend
 from advisor.forecast.jump import JUMP_WARNING
 from advisor.forecast.state import IMPROVING_AT_END_NOTE, at_last_step, ended_reading, improving_at_end
 from advisor.model import Interval, LearningState
@@ -128,8 +128,13 @@ def render_text(outcome: Outcome) -> str:
         amount = f"{scatter:.0%}" if scatter <= 1.0 else f"±{_num(scatter * abs(fc.current_loss))}"
         noisy = f"; reports scatter by about {amount} around it"
     lines.append(f"  {_label('current ' + curve.metric)}{_num(fc.current_loss)} (smoothed{noisy})")
+    implied = any(w.startswith(IMPLIED_END_WARNING) for w in fc.warnings)
     where = (
-        f" at step {outcome.total_steps:,}" if outcome.total_steps else " (asymptote: total steps unknown)"
+        f" at step {outcome.total_steps:,}"
+        if outcome.total_steps
+        else " (where the learning rate's decay ends: total steps unknown)"
+        if implied
+        else " (asymptote: total steps unknown)"
     )
     lines.append(f"  {_label('final ' + curve.metric)}{_interval(fc.final_loss)}{where}")
     if fc.divergence_probability >= 0.5:
@@ -162,7 +167,13 @@ def render_text(outcome: Outcome) -> str:
         lines.append(f"  plateau         P n/a   ({_no_trend(fc.n_points)})")
     else:
         # without a total the end is a guess: the forecast takes the run as likely at any share of it
-        unknown = "" if fc.total_steps else "; end unknown, this point as likely at any share of the run"
+        unknown = (
+            ""
+            if fc.total_steps
+            else "; end read off the learning rate's decay"
+            if implied
+            else "; end unknown, this point as likely at any share of the run"
+        )
         lines.append(
             f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%{unknown})"
         )

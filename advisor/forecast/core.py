@@ -25,7 +25,7 @@ from advisor.forecast.ensemble import Parts, epoch_boundaries_ahead, estimate
 from advisor.forecast.eta import eta_interval, last_stall_note
 from advisor.forecast.jump import JUMP_WARNING, after_jump, collapsed, jump_start
 from advisor.forecast.plateau import local_trend
-from advisor.forecast.schedule import held_at_peak
+from advisor.forecast.schedule import held_at_peak, implied_end
 from advisor.forecast.turn import rising_branch
 from advisor.model import Forecast, Interval
 
@@ -41,6 +41,8 @@ RISING_WARNING = "the series is rising"
 #: the warning of a run whose learning rate has stayed at its peak since warmup with a share of its
 #: budget left (see ``_peak_lr_warning``); policies read it by this prefix
 PEAK_LR_WARNING = "the learning rate has not begun to decay"
+#: a run without a total whose learning rate decays: where the decay ends, read as its end
+IMPLIED_END_WARNING = "total_steps unknown: the learning rate's decay ends the run"
 #: the least share of ``total_steps`` still ahead for ``PEAK_LR_WARNING`` (a warmup-stable-decay
 #: schedule anneals over its last 10-20%)
 PEAK_LR_REMAINING = 0.1
@@ -245,6 +247,18 @@ def _run(
             f"total_steps {horizon:g} is before the last step {prep.steps[-1]:g}; using the last step"
         )
         horizon = float(prep.steps[-1])
+    # the run's own end when it reports one, for its ETA and its ``total_steps``; without one, a
+    # learning rate decaying toward zero says where it ends (``implied_end``), and the anneal still
+    # to come is forecast to there rather than read off curves fitted to their asymptote
+    given = horizon
+    if horizon is None and prep.lrs is not None:
+        implied = implied_end(prep.steps, prep.lrs)
+        if implied is not None:
+            horizon = implied[0]
+            warnings.append(
+                f"{IMPLIED_END_WARNING} at about step {implied[0]:,.0f} ({implied[1]} to zero): the "
+                "forecast and P(plateau) read the run to there"
+            )
     path_steps = None
     if path_points > 0:
         last = float(prep.steps[-1])
@@ -370,7 +384,7 @@ def _run(
     peak = _peak_lr_warning(prep, parts, horizon, at_end)
     if peak is not None:
         warnings.append(peak)
-    eta, sps = eta_interval(prep.steps, prep.times, horizon, prep.segment_ids)
+    eta, sps = eta_interval(prep.steps, prep.times, given, prep.segment_ids)
     stalled = last_stall_note(prep.steps, prep.times, prep.segment_ids)
     if stalled is not None:
         warnings.append(stalled)
@@ -384,7 +398,7 @@ def _run(
         warnings=tuple(warnings),
         current_loss=level,
         last_step=float(prep.steps[-1]),
-        total_steps=int(horizon) if horizon is not None else None,
+        total_steps=int(given) if given is not None else None,
         n_points=n,
         n_dropped=prep.n_dropped,
         at_end=at_end,

@@ -16,6 +16,7 @@ observed decay best.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -68,6 +69,51 @@ def held_at_peak(lrs: FloatArray) -> bool:
     peak_i = int(np.argmax(seen))
     peak = float(seen[peak_i])
     return peak > 0 and peak_i < seen.size - 1 and float(seen[-1]) >= peak * _AT_PEAK
+
+
+def implied_end(steps: FloatArray, lrs: FloatArray) -> tuple[float, str] | None:
+    """(the step, the shape) at which a learning-rate decay under way reaches zero, for a run that
+    does not report its total steps: schedules that decay (linear, cosine) are set to end at the
+    budget, so the decay says where the run ends. None when no decay has begun (held at its
+    peak: ``held_at_peak``), when it has already reached zero, or when neither shape puts the end
+    past the last step.
+
+    Both shapes are fitted to the decay since the peak (linear to zero: least squares through the
+    peak; cosine to zero: the median of each point's own end), and the one whose rates come closer
+    to the reported ones is taken, as ``infer_future`` chooses."""
+    ok = np.isfinite(lrs) & (lrs >= 0)
+    if ok.sum() < 3:
+        return None
+    s, lr = steps[ok], lrs[ok]
+    peak_i = int(np.argmax(lr))
+    peak = float(lr[peak_i])
+    if peak <= 0 or lr.size - peak_i < 3 or float(lr[-1]) >= peak * _AT_PEAK:
+        return None
+    s0, last = float(s[peak_i]), float(s[-1])
+    x = s[peak_i:] - s0
+    r = lr[peak_i:] / peak
+    if float(r[-1]) <= 1.0 - _AT_PEAK:
+        return None  # at zero already: no anneal left to come
+    spans: dict[str, float] = {}
+    gap = float(x @ (1.0 - r))
+    if gap > 0:
+        spans["linear"] = float(x @ x) / gap
+    inside = (r > 1.0 - _AT_PEAK) & (r < _AT_PEAK) & (x > 0)
+    if inside.any():
+        spans["cosine"] = float(np.median(np.pi * x[inside] / np.arccos(2.0 * r[inside] - 1.0)))
+    best: tuple[float, str] | None = None
+    err = math.inf
+    for shape, span in spans.items():
+        if not (span > 0 and math.isfinite(span)):
+            continue
+        u = np.clip(x / span, 0.0, 1.0)
+        fit = 1.0 - u if shape == "linear" else 0.5 * (1.0 + np.cos(np.pi * u))
+        e = float(((fit - r) ** 2).sum())
+        if e < err:
+            best, err = (s0 + span, shape), e
+    if best is None or best[0] <= last:
+        return None
+    return best
 
 
 def infer_future(steps: FloatArray, lrs: FloatArray, horizon: float) -> tuple[FloatArray, FloatArray, str]:

@@ -732,3 +732,18 @@ def test_a_flat_run_without_a_total_is_called_plateaued_and_says_its_end_is_a_gu
     code, out, _ = run(capsys, str(tmp_path / "flat.csv"), "--total-steps", "8000")
     line = next(x for x in out.splitlines() if x.strip().startswith("plateau"))
     assert code == 0 and "end unknown" not in line
+
+
+def test_a_run_without_a_total_whose_lr_decays_says_its_end_is_read_off_the_decay(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    s = np.arange(50, 2001, 50)
+    lr = 3e-4 * np.clip(1.0 - s / 5000.0, 0.0, None)
+    y = 2.0 + np.exp(-s / 300.0)
+    rows = "".join(f"{a},{b:.5f},{c:.6g}\n" for a, b, c in zip(s, y, lr, strict=True))
+    (tmp_path / "dec.csv").write_text("step,loss,learning_rate\n" + rows)
+    code, out, _ = run(capsys, str(tmp_path / "dec.csv"))
+    assert code == 0
+    assert "(where the learning rate's decay ends: total steps unknown)" in out
+    assert "end read off the learning rate's decay" in out
+    assert "decay ends the run at about step 5,000 (linear to zero)" in out

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from advisor.forecast import forecast
-from advisor.forecast.core import PEAK_LR_WARNING, forecast_with_parts
+from advisor.forecast.core import IMPLIED_END_WARNING, PEAK_LR_WARNING, forecast_with_parts
 from advisor.forecast.plateau import _unknown_end, local_plateau_probability
+from advisor.forecast.schedule import implied_end
 
 T = 10_000.0
 STEPS = np.arange(50.0, T + 1.0, 50.0)
@@ -77,8 +78,13 @@ def test_a_run_without_a_total_held_at_its_peak_lr_is_judged_by_its_recent_trend
     assert float(np.median(flat_lr)) >= 0.7
     assert all(a >= b for a, b in zip(flat_lr, flat_none, strict=True))
     assert float(np.median(flat_lr)) > float(np.median(flat_none))
-    # no LR reported, or one whose decay has begun: nothing says no anneal is coming, the fits judge
-    assert flat_decay == flat_none
+    # no LR reported: nothing says no anneal is coming, the fits judge; a decay begun says where
+    # the run ends, and it is judged as with that total given
+    for seed, p in enumerate(flat_decay):
+        y = run(0.4, noise=0.01, seed=seed)[m]
+        assert p == pytest.approx(
+            forecast(STEPS[m], y, total_steps=T, learning_rates=dec).plateau_probability, abs=0.05
+        )
     # a run still falling is not called a plateau however far its end may be
     assert max(still) < 0.2
 
@@ -219,3 +225,28 @@ def test_a_short_noisy_stretch_of_a_falling_constant_lr_run_is_not_a_plateau() -
     assert fc.plateau_probability < 0.3
     assert fc.current_loss is not None
     assert fc.final_loss.mean < 0.98 * fc.current_loss
+
+
+def test_a_run_without_a_total_whose_lr_decays_is_read_to_where_the_decay_ends() -> None:
+    # the decay says where the run ends: linear or cosine to zero at T, recovered from its start
+    s = STEPS[STEPS <= 0.3 * T]
+    lin = 3e-4 * np.clip(1.0 - s / T, 0.0, None)
+    cos = 3e-4 * 0.5 * (1.0 + np.cos(np.pi * s / T))
+    end, shape = implied_end(s, lin)
+    assert shape == "linear" and end == pytest.approx(T, rel=0.02)
+    end, shape = implied_end(s, cos)
+    assert shape == "cosine" and end == pytest.approx(T, rel=0.03)
+    # no decay begun, or already at zero: no end to read
+    assert implied_end(s, np.full(s.size, 3e-4)) is None
+    assert implied_end(STEPS, 3e-4 * np.clip(1.0 - STEPS / (0.5 * T), 0.0, None)) is None
+    # a flat stretch with the anneal still to come is judged as it is with its total given (the
+    # fits to the asymptote called it a plateau whatever the schedule), and the forecast says so
+    m = STEPS <= 0.5 * T
+    dec = 3e-4 * 0.5 * (1.0 + np.cos(np.pi * STEPS[m] / T))
+    for seed in range(3):
+        y = run(0.3, noise=0.01, seed=seed)[m]
+        unknown = forecast(STEPS[m], y, learning_rates=dec)
+        known = forecast(STEPS[m], y, total_steps=T, learning_rates=dec)
+        assert unknown.plateau_probability == pytest.approx(known.plateau_probability, abs=0.05)
+        assert unknown.total_steps is None and unknown.eta_seconds is None
+        assert any(w.startswith(IMPLIED_END_WARNING) for w in unknown.warnings)
