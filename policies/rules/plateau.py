@@ -236,11 +236,21 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         # stable phase is as flat as a plateau, and its decay still to come (``holdAtPeakLR``). The
         # window stays open: the rule acts at the first forecast without the warning, if the plateau
         # still holds then
-        out.reasons.append(
-            f"{NAME}: {numbers}; not released: the learning rate has not begun to decay with "
-            "much of the run left (holdAtPeakLR)"
+        left = "much of the run left" if job.total_steps else "total_steps unknown"
+        why = f"the learning rate has not begun to decay with {left} (holdAtPeakLR)"
+        out.reasons.append(f"{NAME}: {numbers}; not released: {why}")
+        # said as a held action, as a cooldown's hold is (ADVICE plateau:held, an ActionHeld Event,
+        # counted as held): silent, it read as a window still open
+        final = _final_kind(rule)
+        out.act(
+            ActionKind.RECOMMEND,
+            NAME,
+            f"plateaued: {numbers}; would {final.value.replace('-', ' ')}; held back: {why}",
+            would=final.value,
+            held=why,
         )
-        out.advice, out.severity = "plateau?", 2
+        out.advice = "plateau:stop" if final is ActionKind.STOP else "plateau:release"
+        out.severity = 2
         return out
     if rule.action == RECOMMEND:
         out.act(

@@ -629,8 +629,16 @@ def test_hold_at_peak_lr_keeps_a_flat_run_whose_lr_has_not_decayed_until_its_dec
     held = policy({"plateau": {"probability": 0.9, "for": "10m", "holdAtPeakLR": True}})
     since = {"plateau.since": T0 - HOUR}
     d = decide(with_state(job(forecast=warned), since), CV, held, now=T0)
-    assert kinds(d) == [] and d.advice == "plateau?" and d.state["plateau.since"] == T0 - HOUR
+    # said as a held action (ADVICE plateau:held, an ActionHeld Event), as a cooldown's hold is
+    assert kinds(d) == [ActionKind.RECOMMEND] and d.advice == "plateau:held"
+    assert d.actions[0].params["would"] == ActionKind.RELEASE_QUOTA.value
+    assert "holdAtPeakLR" in d.actions[0].params["held"] and "much of the run left" in d.actions[0].reason
+    assert d.state["plateau.since"] == T0 - HOUR
     assert any("holdAtPeakLR" in r for r in d.reasons), d.reasons
+    # a run that reports no total is not said to have much of it left
+    no_total = dataclasses.replace(job(forecast=warned), total_steps=None)
+    d_nt = decide(with_state(no_total, since), CV, held, now=T0)
+    assert "total_steps unknown" in d_nt.actions[0].reason and d_nt.advice == "plateau:held"
     # the decay has begun (no warning): the window held open acts at once
     decayed = forecast(plateau=0.99, final=1.0)
     d2 = decide(with_state(job(forecast=decayed), d.state), CV, held, now=T0 + 300)
