@@ -302,7 +302,7 @@ class History:
         last = pts[-1] if pts else None
         outcome = "appended"
         lone_back = last is not None and point.step > last.step and self.backwards_run() == 1
-        alternating = lone_back and self._alternating(point.step)
+        alternating = self._alternating(point.step) if lone_back else 0
         if last is not None and (
             alternating
             or (
@@ -330,13 +330,14 @@ class History:
                 self._interleaving = True
             self._since_glitch = 0
             if alternating:
-                # the step back before this one went back as deep and came back past where it
-                # had been in one report too: two writers interleave their steps (two ranks, a
-                # duplicated reporter), not a run restarting at every other report. The lower
-                # writer's earlier report goes too, and its next ones are left out
-                del pts[self._segments.pop()]
-                self.restarts -= 1
-                self.interleaved += 2
+                # the steps back before this one alternated as it did: two writers interleave
+                # their steps (two ranks, a duplicated reporter), not a run restarting at every
+                # other report. The lower writer's earlier reports go too, and its next ones are
+                # left out
+                for _ in range(alternating):
+                    del pts[self._segments.pop()]
+                self.restarts -= alternating
+                self.interleaved += 1 + alternating
                 self._interleaving = True
             self._columns = None
             last = pts[-1]
@@ -374,26 +375,31 @@ class History:
             self._thin()
         return outcome
 
-    def _alternating(self, step: int) -> bool:
-        """Whether a report at ``step``, after a lone step back, completes the second of two
-        alternations in a row: each step back deeper than GLITCH_GAPS times the step forward that
-        came after it, and each step forward past where the run stood before its step back. A
-        resume from a checkpoint does not go back further than it then gains in one report
-        (a shallow resume passes the old step within a report, a deep one takes many)."""
+    def _alternating(self, step: int) -> int:
+        """How many earlier alternations a report at ``step``, after a lone step back, completes
+        as a second writer's (0: none). An alternation is a one-report step back followed by a
+        report past where the run stood before it. Two in a row are two writers when each step
+        back is deeper than GLITCH_GAPS times the step forward past the old step (a resume from a
+        checkpoint does not go back further than it then gains in one report: a shallow resume
+        passes the old step within a report, a deep one takes many); three in a row are, however
+        shallow (one rank a report behind the other: 100, 90, 110, 100, 120, ...), as no run
+        resumes at every other report and overtakes where it was each time."""
         segs, pts = self._segments, self._points
-        if len(segs) < 3:
-            return False
+        pairs = 0  # the 2-point [step back, past the old step] segments just before the newest
+        while len(segs) - 2 - pairs >= 1:
+            start, end = segs[-2 - pairs], segs[-1 - pairs]
+            if end - start != 2 or start < 1 or not pts[start + 1].step > pts[start - 1].step:
+                break
+            pairs += 1
+        if pairs == 0 or not step > pts[-2].step:
+            return 0
+        if pairs >= 2:
+            return pairs
         prev = segs[-2]
-        if segs[-1] - prev != 2 or prev < 1:
-            return False
         before, low, high = pts[prev - 1].step, pts[prev].step, pts[prev + 1].step
         low2 = pts[-1].step
-        return (
-            high > before
-            and before - low > GLITCH_GAPS * (high - before)
-            and step > high
-            and high - low2 > GLITCH_GAPS * (step - high)
-        )
+        deep = before - low > GLITCH_GAPS * (high - before) and high - low2 > GLITCH_GAPS * (step - high)
+        return 1 if deep else 0
 
     def interleaving_note(self) -> str | None:
         """What the status says while two writers' interleaving steps are being told apart."""

@@ -382,3 +382,17 @@ def test_garbled_reports_far_apart_leave_a_later_restart_a_restart() -> None:
     assert h.append(s(900, loss=0.1, time=t + 3)) == "restart"
     assert h.append(s(920, loss=0.1, time=t + 6)) == "appended"
     assert h.restarts == 1 and h.interleaving_note() is None
+
+
+def test_one_writer_a_report_behind_the_other_is_told_apart_at_the_third_alternation() -> None:
+    """110, 100, 120, 110, 130, ...: each step back as shallow as a resume just behind the last
+    report, but three in a row each overtaking where the run stood is no run resuming at every
+    other report (a platform trial counted 9 restarts in 3 minutes, and an ETA four times short)."""
+    h = History()
+    seq = [step for i in range(15) for step in (110 + 10 * i, 100 + 10 * i)]
+    outcomes = [h.append(s(step, loss=2.0, time=float(n))) for n, step in enumerate(seq)]
+    assert outcomes[:7] == ["appended", "restart"] * 3 + ["appended"]
+    assert set(outcomes[7::2]) == {"interleaved"} and set(outcomes[8::2]) == {"appended"}
+    assert h.restarts == 0 and h.segments == (0,)
+    assert [p.step for p in h.points] == [110 + 10 * i for i in range(15)]
+    assert h.interleaving_note() is not None
