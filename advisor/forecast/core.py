@@ -292,7 +292,8 @@ def _run(
         if mean > parts.level + 0.01 * abs(parts.level):
             warnings.append(
                 f"the curve families put the end above the current level ({mean:.4g} against "
-                f"{parts.level:.4g}), a jump in the history they cannot follow: held at the current level"
+                f"{parts.level:.4g}), which a training loss does not do short of a divergence (a jump in its "
+                "history, or fits that bend up on a flat stretch): held at the current level"
             )
         mean = parts.level
     half = cal.Z80 * sd
