@@ -386,7 +386,9 @@ def reporting_text(jobs: Sequence[Any]) -> str:
         f"each report read as the controller reads it (rendered as the TrainJob's "
         f"status.trainerStatus, parsed by advisor.sources); {total} of {len(jobs)} jobs report their "
         f"planned steps, {lr} their learning rate (a policy's minProgress holds only jobs that report "
-        f"planned steps; the forecast of one that does not is read against its curve's asymptote)"
+        f"planned steps; the forecast of one that does not is read to where its learning rate's "
+        f"decay ends, by its recent trend while the rate is held at its peak, else against its "
+        f"curve's asymptote)"
     )
 
 
