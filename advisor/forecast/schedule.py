@@ -57,18 +57,29 @@ def _line(x: FloatArray, y: FloatArray) -> tuple[float, float]:
 _AT_PEAK = 0.98
 
 
+def _usable_peak(lrs: FloatArray) -> tuple[NDArray[np.bool_], int, float] | None:
+    """(the usable rates' mask, the index of their peak among them, the peak) of at least three
+    usable (finite, non-negative) reported rates with a positive peak; None otherwise."""
+    ok = np.isfinite(lrs) & (lrs >= 0)
+    if ok.sum() < 3:
+        return None
+    seen = lrs[ok]
+    peak_i = int(np.argmax(seen))
+    peak = float(seen[peak_i])
+    return (ok, peak_i, peak) if peak > 0 else None
+
+
 def held_at_peak(lrs: FloatArray) -> bool:
     """Whether the learning rates reported so far have stayed at their peak since it was reached
     (a warmup done, no decay begun): the shape ``infer_future`` calls ``constant``, read without
     a horizon. A run that does not report its total steps has no future schedule to infer, but a
     rate held at its peak says no anneal has begun."""
-    ok = np.isfinite(lrs) & (lrs >= 0)
-    if ok.sum() < 3:
+    found = _usable_peak(lrs)
+    if found is None:
         return False
+    ok, peak_i, peak = found
     seen = lrs[ok]
-    peak_i = int(np.argmax(seen))
-    peak = float(seen[peak_i])
-    return peak > 0 and peak_i < seen.size - 1 and float(seen[-1]) >= peak * _AT_PEAK
+    return peak_i < seen.size - 1 and float(seen[-1]) >= peak * _AT_PEAK
 
 
 def implied_end(steps: FloatArray, lrs: FloatArray) -> tuple[float, str] | None:
@@ -81,13 +92,12 @@ def implied_end(steps: FloatArray, lrs: FloatArray) -> tuple[float, str] | None:
     Both shapes are fitted to the decay since the peak (linear to zero: least squares through the
     peak; cosine to zero: the median of each point's own end), and the one whose rates come closer
     to the reported ones is taken, as ``infer_future`` chooses."""
-    ok = np.isfinite(lrs) & (lrs >= 0)
-    if ok.sum() < 3:
+    found = _usable_peak(lrs)
+    if found is None:
         return None
+    ok, peak_i, peak = found
     s, lr = steps[ok], lrs[ok]
-    peak_i = int(np.argmax(lr))
-    peak = float(lr[peak_i])
-    if peak <= 0 or lr.size - peak_i < 3 or float(lr[-1]) >= peak * _AT_PEAK:
+    if lr.size - peak_i < 3 or float(lr[-1]) >= peak * _AT_PEAK:
         return None
     s0, last = float(s[peak_i]), float(s[-1])
     x = s[peak_i:] - s0

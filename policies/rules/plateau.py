@@ -249,7 +249,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
             would=final.value,
             held=why,
         )
-        out.advice = "plateau:stop" if final is ActionKind.STOP else "plateau:release"
+        out.advice = _final_advice(final)
         out.severity = 2
         return out
     if rule.action == RECOMMEND:
@@ -292,7 +292,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
             out.state.pop(key, None)
         out.advice, out.severity = "plateau?", 2
         return out
-    out.advice = "plateau:stop" if final is ActionKind.STOP else "plateau:release"
+    out.advice = _final_advice(final)
     out.severity = 5
     return out
 
@@ -310,11 +310,16 @@ def _final_kind(rule: PlateauRule) -> ActionKind:
     return ActionKind.STOP if rule.action == STOP else ActionKind.RELEASE_QUOTA
 
 
+def _final_advice(final: ActionKind) -> str:
+    """ADVICE of a window that has decided: what its sequence ends in."""
+    return "plateau:stop" if final is ActionKind.STOP else "plateau:release"
+
+
 def _carry_on(ctx: Context, out: Outcome, rule: PlateauRule, since: float, why: str) -> None:
     """The next step of the window's sequence under way, with no forecast to judge by."""
     final = _final_kind(rule)
     release(ctx, out, rule=NAME, final=final, why=why, since=since)
-    out.advice = "plateau:stop" if final is ActionKind.STOP else "plateau:release"
+    out.advice = _final_advice(final)
     out.severity = 5
 
 
