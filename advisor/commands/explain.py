@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisor.cli import CommandError, require_extra
+from advisor.model import HELD_DETAIL
 
 __all__ = ["explain_lines", "register", "run"]
 
@@ -136,7 +137,9 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any], *, now: float |
         f"(step last advanced {status.get('lastStepChange') or '-'})",
     ]
     if unread:
-        lines.append(f"  unreadable    the latest report: {'; '.join(unread)}")
+        # what the latest report's reader could not use, and what the history left out (a second
+        # writer's interleaved reports): not all of it is about the latest report being unreadable
+        lines.append(f"  reports       {'; '.join(unread)}")
     tput = (status.get("throughput") or {}).get("byNodes") or []
     if tput:
         lines.append(
@@ -205,10 +208,13 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any], *, now: float |
         )
         lines.append(f"  checkpoint    {last}; pending request {ck.get('pendingRequest') or 'none'}")
     for a in status.get("actions") or []:
+        # an Apply policy's action its cooldown or cap held back is logged as a recommendation
+        # marked held; its reason already says why, so the mark is the outcome, not a suffix
+        held = a.get("outcome") == "recommended" and a.get("detail") == HELD_DETAIL
         lines.append(
-            f"  action        {a['time']} {a['kind']} -> {a['outcome']} [{a['requestId']}] "
-            f"{a.get('policy') or ''}/{a.get('rule') or ''}: {a.get('reason') or ''}"
-            + (f" ({a['detail']})" if a.get("detail") else "")
+            f"  action        {a['time']} {a['kind']} -> {'held' if held else a['outcome']} "
+            f"[{a['requestId']}] {a.get('policy') or ''}/{a.get('rule') or ''}: {a.get('reason') or ''}"
+            + (f" ({a['detail']})" if a.get("detail") and not held else "")
         )
     return lines
 

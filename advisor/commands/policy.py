@@ -113,6 +113,8 @@ def _read_state(path: str) -> str:
 
 
 def _validate(files: list[str]) -> int:
+    from dataclasses import fields
+
     from policies import PolicyError
     from policies.loader import policies_from_text, read_policy_file
     from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
@@ -165,6 +167,13 @@ def _validate(files: list[str]) -> int:
         skipped = f" (skipped: {', '.join(others)})" if others else ""
         print(f"{path}: OK: {names}{skipped}")
         for p in policies:
+            if all(getattr(p.rules, f.name) is None for f in fields(p.rules)):
+                # legal (a way to exempt some jobs), yet more often a slip: such a policy governs
+                # the jobs it selects, so no other policy advises them either
+                print(
+                    f"{path}: warning: policy {p.name}: spec.rules: no rules: it never acts, and the jobs it "
+                    "governs are advised by no other policy"
+                )
             for field, metric in undirected_metrics(p):
                 print(f"{path}: warning: policy {p.name}: {field}: {metric} is never judged: {NO_DIRECTION}")
             for field, why in direction_warnings(p):

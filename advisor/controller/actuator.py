@@ -55,6 +55,7 @@ from advisor.controller.retry import call_with_retries
 from advisor.model import (
     DEFAULT_BOOST,
     DISRUPTIVE_KINDS,
+    HELD_DETAIL,
     Action,
     ActionKind,
     ActionRecord,
@@ -77,8 +78,6 @@ log = logging.getLogger(__name__)
 #: priority boost set on a likely preemption victim while it checkpoints
 #: a recommendation of the same kind and rule is not repeated (Event, record) within this window
 RECOMMEND_REPEAT_S = 3600.0
-#: the detail of a recommendation that is an Apply policy's action held back (cooldown, cap)
-HELD_DETAIL = "held back"
 _EVENT_REASONS = {
     ActionKind.CHECKPOINT: "CheckpointRequested",
     ActionKind.RELEASE_QUOTA: "QuotaReleased",

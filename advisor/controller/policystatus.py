@@ -66,8 +66,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.controller.actuator import HELD_DETAIL
-from advisor.model import ActionRecord
+from advisor.model import HELD_DETAIL, ActionRecord
 
 __all__ = [
     "DEFAULT_SHARD",

@@ -151,6 +151,7 @@ class History:
         "evals",
         "interleaved",
         "last_evals_added",
+        "last_taken_back",
         "max_points",
         "restarts",
     )
@@ -163,6 +164,9 @@ class History:
         self.evals = EvalHistory()
         #: eval points the latest ``append`` recorded (an evaluation is news even at a known step)
         self.last_evals_added = 0
+        #: points the latest ``append`` took back as a garbled report or a second writer's (its
+        #: own point then follows the one before them: the step and time it is measured from)
+        self.last_taken_back = 0
         self._points: list[Point] = []
         self._segments: list[int] = [0]
         self.restarts = 0
@@ -266,7 +270,7 @@ class History:
         often at a step already seen); ``last_evals_added`` says how many points they added.
         ``times_trusted_until``: a newest point dated after it (a reporter's clock once far
         ahead, kept by an older version) makes no later sample stale."""
-        self.last_evals_added = 0
+        self.last_evals_added = self.last_taken_back = 0
         last_time = self._points[-1].time if self._points else None
         if last_time is not None and times_trusted_until is not None and last_time > times_trusted_until:
             last_time = None
@@ -322,6 +326,7 @@ class History:
             pts.pop()
             self._segments.pop()
             self.restarts -= 1
+            self.last_taken_back = 1 + alternating
             if self._since_glitch <= GLITCH_AGAIN and not alternating:
                 # a garbled report again, a report or two after the last: a second writer (told
                 # apart as such after a restore, which forgets that it was one); its next lower

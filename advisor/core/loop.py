@@ -323,6 +323,14 @@ class AdvisorCore:
             policy = self._selector(self._policies, view) if self._policies else None
         if self._turn_series(rec, policy, now, forecast_interval_s):
             view = self.view(job, now=now, forecast_interval_s=forecast_interval_s)
+        owner = getattr(policy, "name", None)
+        if owner is not None and rec.rule_state_policy not in (None, owner):
+            # another policy took the job over (the governing one deleted, or a more specific one
+            # created): its rules' windows open now. Windows opened under the old one would let a
+            # new Apply policy act in its first second on what its author never saw recommended. A
+            # mode switch of one policy (Recommend, then Apply) keeps them.
+            rec.rule_state.clear()
+            view = dataclasses.replace(view, rule_state={})
         if policy is None:
             decision = Decision(
                 job=job.key,
@@ -335,6 +343,7 @@ class AdvisorCore:
             if self._selector is default_selector:  # a tie is the default selection's notion
                 decision = with_ties(decision, policy, default_ties(self._policies, view, policy))
         rec.rule_state = {k: float(v) for k, v in decision.state.items()}
+        rec.rule_state_policy = owner
         rec.last_decision = decision
         return decision
 

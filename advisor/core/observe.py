@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import math
 
-from advisor.core.readings import Ack, note_checkpoint, note_throughput
+from advisor.core.readings import (
+    Ack,
+    after_step_back,
+    note_checkpoint,
+    note_throughput,
+    take_back_rates,
+)
 from advisor.core.record import JobRecord, arrival_bounded, drop_pending_request, set_outcome
 from advisor.core.runtime_pool import RuntimeSigtermPool, save_window
 from advisor.model import ProgressSample, save_window_seconds
@@ -77,9 +83,12 @@ def observe_sample(
         rec.progress_seen_at = now
         if prev_step is None or sample.step != prev_step:
             rec.last_step_change = at
-        if prev_step is not None and outcome == "appended" and sample.step > prev_step:
+        fresh = outcome == "appended" and after_step_back(rec)
+        if rec.history.last_taken_back:
+            take_back_rates(rec, nodes)
+        elif prev_step is not None and outcome == "appended" and sample.step > prev_step and not fresh:
             rec.report_gap = sample.step - prev_step
-        note_throughput(rec, sample.step, when, nodes, restart=outcome != "appended")
+        note_throughput(rec, sample.step, when, nodes, restart=outcome != "appended" or fresh)
         note_window(rec, runtime)
         return True, forged
     if prev_step is None and rec.reported_step is not None:

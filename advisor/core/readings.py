@@ -112,6 +112,28 @@ def note_throughput(rec: JobRecord, step: int, when: float, nodes: int, *, resta
     )
 
 
+def after_step_back(rec: JobRecord) -> bool:
+    """Whether the newest point is the first report after a step back (its segment's second): it
+    may yet be taken back with that step as a second writer's, so neither the rate nor the report
+    gap is measured from the step back. Measured from the lower writer's step (10 after 1000, then
+    1010), the rate read 1000 steps in one report's time, and its moving average stayed far off
+    for a quarter of an hour. After a real restart only the first interval goes unmeasured."""
+    start = rec.history.segments[-1]
+    return start > 0 and len(rec.history) - start <= 2
+
+
+def take_back_rates(rec: JobRecord, nodes: int) -> None:
+    """The history took back reports below the run's step as garbled or a second writer's: the
+    newest report is measured from the one before it, its rate and its report gap."""
+    points = rec.history.points
+    before = points[-2] if len(points) >= 2 else None
+    if before is None or before.time is None:
+        rec._rate_anchor = None
+        return
+    rec._rate_anchor = (before.step, before.time, nodes)
+    rec.report_gap = points[-1].step - before.step
+
+
 def rate(rec: JobRecord) -> float | None:
     """Steps per second at the node count of the latest measurement."""
     if not rec.throughput:

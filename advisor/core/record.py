@@ -76,6 +76,9 @@ class JobRecord:
     checkpoint: CheckpointState = field(default_factory=CheckpointState)
     actions: list[ActionRecord] = field(default_factory=list)
     rule_state: dict[str, float] = field(default_factory=dict)
+    #: the policy whose rules opened the windows in ``rule_state`` (None: unknown, as in records of
+    #: older versions): another policy taking the job over opens its own
+    rule_state_policy: str | None = None
     first_seen: float | None = None
     last_step_change: float | None = None
     last_sample_time: float | None = None
@@ -253,6 +256,7 @@ def record_to_dict(rec: JobRecord) -> dict[str, Any]:
         "checkpoint": checkpoint_to_dict(rec.checkpoint),
         "actions": [action_to_dict(a) for a in rec.actions],
         "ruleState": {k: v for k, v in rec.rule_state.items() if math.isfinite(v)},
+        "ruleStatePolicy": rec.rule_state_policy,
         "firstSeen": rec.first_seen,
         "lastStepChange": rec.last_step_change,
         "lastSampleTime": rec.last_sample_time,
@@ -288,6 +292,8 @@ def record_from_dict(data: Mapping[str, Any], *, max_points: int) -> JobRecord:
         rec.rule_state = {
             str(k): f for k, f in ((k, finite_or_none(v)) for k, v in state.items()) if f is not None
         }
+    owner = data.get("ruleStatePolicy")
+    rec.rule_state_policy = owner if isinstance(owner, str) and owner else None
     rec.first_seen = finite_or_none(data.get("firstSeen"))
     rec.last_step_change = finite_or_none(data.get("lastStepChange"))
     rec.last_sample_time = finite_or_none(data.get("lastSampleTime"))

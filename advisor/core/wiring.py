@@ -105,6 +105,8 @@ def default_advice(view: JobView) -> str:
         return "observing"
     if fc.divergence_probability >= 0.5:
         return "diverging?"
-    if fc.plateau_probability >= 0.5:
+    # above even odds only: a forecast of one or two points gives the uninformed 0.5, and a brand-new
+    # (or just restored) job read "plateau?" at its first look
+    if fc.plateau_probability > 0.5:
         return "plateau?"
     return "learning"

@@ -211,7 +211,7 @@ def prepare(
     ok = np.isfinite(s) & np.isfinite(v) & (s >= 0)
     n_bad = int(n - ok.sum())
     if n_bad:
-        warnings.append(f"dropped {n_bad} point(s) with a non-finite or negative step or loss")
+        warnings.append(f"dropped {n_bad} point(s) with a non-finite or negative step, or a non-finite loss")
 
     # Restart segments: given by the caller, or detected on the raw order of finite steps.
     idx = np.nonzero(ok)[0]

@@ -21,6 +21,7 @@ from __future__ import annotations
 from advisor.model.decisions import (
     DEFAULT_BOOST,
     DISRUPTIVE_KINDS,
+    HELD_DETAIL,
     Action,
     ActionKind,
     ActionRecord,
@@ -55,6 +56,7 @@ from advisor.model.progress import (
 __all__ = [
     "DEFAULT_BOOST",
     "DISRUPTIVE_KINDS",
+    "HELD_DETAIL",
     "LEARNING_LABELS",
     "MALFORMED_BACKS",
     "Action",

@@ -19,6 +19,7 @@ from advisor.model.progress import Forecast, LearningState
 __all__ = [
     "DEFAULT_BOOST",
     "DISRUPTIVE_KINDS",
+    "HELD_DETAIL",
     "Action",
     "ActionKind",
     "ActionRecord",
@@ -143,6 +144,11 @@ def boost_of(params: Mapping[str, Any], default: int = DEFAULT_BOOST) -> int:
 def boost_value(action: Action, default: int = DEFAULT_BOOST) -> int | None:
     """``boost_of`` a boost action, None for any other."""
     return boost_of(action.params, default) if action.kind is ActionKind.BOOST_PRIORITY else None
+
+
+#: the ``detail`` of a ``recommended`` record that is an Apply policy's action its cooldown or cap
+#: held back: counted and shown as held, not as a Recommend-mode policy's advice
+HELD_DETAIL = "held back"
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +327,8 @@ class JobView:
     latest report: what a release keeps (None when unknown, or when the checkpoint is current)."""
     progress_warnings: tuple[str, ...] = ()
     """What the reader of the latest progress report could not use (filled in by the core loop):
-    a job that reports but whose reports carry nothing usable says why."""
+    a job that reports but whose reports carry nothing usable says why; and what the history left
+    out of the reports (``History.interleaving_note``)."""
     learning_state: LearningState | None = None
     """The run's learning state from all its series (None before its first forecast)."""
     admitted_at: float | None = None

@@ -167,7 +167,7 @@ def grace_period_action(ctx: Context, rule: CheckpointRule) -> Action | None:
     need = needed_grace(job)
     if need is not None:
         step, save = step_seconds(job), save_seconds(job)
-        why = f"the step under way ({dur(step or 0.0)}) plus a save ({dur(save or 0.0)})"
+        why = f"the step under way ({_fine(step or 0.0)}) plus a save ({_fine(save or 0.0)})"
     else:
         peers = peer_grace(job)
         if peers is None:
@@ -192,6 +192,12 @@ def grace_period_action(ctx: Context, rule: CheckpointRule) -> Action | None:
             ActionKind.RECOMMEND, SAVE_WINDOW, "would " + reason, {**params, "would": "set-grace-period"}
         )
     return Action(ActionKind.SET_GRACE_PERIOD, SAVE_WINDOW, reason, params)
+
+
+def _fine(seconds: float) -> str:
+    """A part of a save window: tenths below ten seconds, since the window is their sum rounded up
+    (a 0.4-s step and a 30-s save need 31 s, not "0s plus 30s")."""
+    return f"{seconds:.1f}s" if seconds < 10 else dur(seconds)
 
 
 def _evicted_faster_advice(

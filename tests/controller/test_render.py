@@ -378,6 +378,39 @@ def test_an_action_not_carried_out_says_why_in_the_status_and_explain() -> None:
     assert "-> impossible [r1] p/plateau: no 1% gain (not carried out after the restart" in text
 
 
+def test_explain_shows_an_action_its_cooldown_held_back_as_held_without_repeating_it() -> None:
+    """A held Apply action is logged as a recommendation marked ``held back``, and its reason says
+    why already: explain showed "... (resumed 2m22s ago) (held back)" after ``-> recommended``."""
+    from advisor.commands.explain import explain_lines
+    from advisor.model import HELD_DETAIL
+
+    held = ActionRecord(
+        kind=ActionKind.RECOMMEND,
+        time=NOW - 60,
+        request_id="rec-1",
+        policy="p",
+        rule="plateau",
+        outcome="recommended",
+        reason="plateaued: P=0.99; would release quota; held back: cooldown 1h",
+        detail=HELD_DETAIL,
+    )
+    text = "\n".join(explain_lines("team-a", "llm", render_status(view(actions=(held,)), None, now=NOW)))
+    said = "-> held [rec-1] p/plateau: plateaued: P=0.99; would release quota; held back: cooldown 1h"
+    assert f"{said}\n" in f"{text}\n"
+    assert "(held back)" not in text
+
+
+def test_explain_says_what_the_history_left_out_without_calling_the_latest_report_unreadable() -> None:
+    """The interleaving note read "unreadable    the latest report: 7 progress reports below the
+    run's step left out ...", although the latest report was fine."""
+    from advisor.commands.explain import explain_lines
+
+    note = "7 progress reports below the run's step left out: two writers seem to interleave their steps"
+    status = render_status(view(progress_warnings=(note,)), None, now=NOW)
+    text = "\n".join(explain_lines("team-a", "llm", status))
+    assert f"  reports       {note}" in text and "unreadable" not in text
+
+
 def test_explain_shows_the_rule_memory_the_reasons_count_from() -> None:
     """When each window opened, and on which evaluation: what "for 4m" and "acting at the next
     evaluation" in the reasons count from (kept in status.coreState)."""

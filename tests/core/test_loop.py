@@ -245,12 +245,47 @@ class TestDecide:
         core.evaluate(JOB, CLUSTER, now=200.0)
         assert rec.views[-1].rule_state == {"plateau": 100.0}
 
+    def test_windows_opened_under_one_policy_open_again_when_another_takes_the_job_over(self) -> None:
+        """A platform trial deleted a Recommend policy and created an Apply one: in its first second
+        the new policy released four jobs, citing "for 5m44s" of windows the old one had opened.
+        A new governing policy opens its own windows; the same policy (a mode switch) keeps them,
+        also through a restart of the controller."""
+        rec = Recorder()
+        core = make_core(rec)
+        feed(core, range(1, 5))
+        core.evaluate(JOB, CLUSTER, now=100.0)
+        core.evaluate(JOB, CLUSTER, now=200.0)
+        assert rec.views[-1].rule_state == {"plateau": 100.0}
+        core.set_policies([FakePolicy("p")])  # the same policy, say Apply now
+        core.evaluate(JOB, CLUSTER, now=300.0)
+        assert rec.views[-1].rule_state == {"plateau": 100.0}
+        core.set_policies([FakePolicy("q")])  # another policy governs the job
+        core.evaluate(JOB, CLUSTER, now=400.0)
+        assert rec.views[-1].rule_state == {}
+        restored = make_core(rec)
+        restored.restore(JOB.key, json.loads(json.dumps(core.dump(JOB.key))))
+        restored.set_policies([FakePolicy("q")])
+        restored.evaluate(JOB, CLUSTER, now=500.0)
+        assert rec.views[-1].rule_state == {"plateau": 400.0}
+        restored.set_policies([FakePolicy("p")])
+        restored.evaluate(JOB, CLUSTER, now=600.0)
+        assert rec.views[-1].rule_state == {}
+
     def test_without_policies_the_decision_says_so(self) -> None:
         rec = Recorder()
         core = AdvisorCore([], forecaster=rec.forecaster)
         feed(core, range(1, 5))
         d = core.evaluate(JOB, CLUSTER, now=100.0)
         assert d.actions == () and "no AdvisorPolicy" in d.reasons[0] and d.advice == "learning"
+
+    def test_without_policies_a_first_forecast_of_two_points_is_no_plateau_hint(self) -> None:
+        """Two points give the uninformed P(plateau) of 0.5: a brand-new or just-restored job read
+        ``plateau?`` at its first look, and ``learning`` 30 s later."""
+        core = AdvisorCore([])
+        feed(core, range(1, 3))
+        d = core.evaluate(JOB, CLUSTER, now=100.0)
+        assert core.view(JOB).forecast.plateau_probability == 0.5
+        assert d.advice == "learning"
 
 
 class TestActions:

@@ -66,6 +66,19 @@ def test_one_overflow_written_as_a_number_is_dropped_not_fitted(overflow: float)
     assert fc.final_loss.mean == pytest.approx(clean.final_loss.mean, rel=0.02)
 
 
+def test_a_negative_loss_is_kept_and_the_warning_does_not_say_it_was_dropped() -> None:
+    # some objectives are negative (a log-likelihood of a continuous density): kept, and the
+    # warning about the NaN beside it names only what was dropped
+    s = np.arange(1.0, 41.0)
+    y = -1.0 - 0.5 * np.log(s)
+    y[3] = np.nan
+    fc = forecast(s, y)
+    assert fc.n_dropped == 1 and fc.n_points == 39
+    warning = next(w for w in fc.warnings if "dropped 1" in w)
+    assert "negative step, or a non-finite loss" in warning and "negative step or loss" not in warning
+    assert fc.final_loss.mean < -2.0
+
+
 def test_strings_are_coerced_or_dropped() -> None:
     steps = ["1", "2", "3", "four", 5, 6, 7, 8, 9, 10]
     values = ["2.0", "1.8", "1.7", "1.6", "oops", 1.5, 1.45, 1.42, None, 1.40]

@@ -222,6 +222,27 @@ spec:
     assert "warning" not in capsys.readouterr().out
 
 
+def test_validate_warns_of_a_policy_without_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``rules: {}`` is valid (a way to exempt the jobs it selects), yet such a policy never acts and
+    silences every other policy on the jobs it governs: validate says so; one rule ends the warning."""
+    doc = """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: empty}
+spec:
+  rules: {}
+"""
+    path = tmp_path / "empty.yaml"
+    path.write_text(doc)
+    assert main(["policy", "validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ": OK: empty (Recommend)" in out
+    assert f"{path}: warning: policy empty: spec.rules: no rules: it never acts" in out
+    path.write_text(doc.replace("rules: {}", "rules: {stall: {for: 30m}}"))
+    assert main(["policy", "validate", str(path)]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
 def test_validate_warns_of_metric_directions_that_are_ignored_or_turn_a_metric_against_its_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -234,6 +255,7 @@ apiVersion: advisor.trainjob-advisor.io/v1alpha1
 kind: AdvisorPolicy
 metadata: {name: dirs}
 spec:
+  rules: {stall: {for: 30m}}
   metricDirections:
     {loss: higher, val_loss: higher, accuracy: lower, eval_accuracy: higher, eval_reward: higher}
 """

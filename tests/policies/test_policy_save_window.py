@@ -149,6 +149,8 @@ def test_an_evicted_trainjob_gets_its_grace_period_set_for_its_next_start_in_app
     j, c = _evicted()
     (action,) = _grace_sets(decide(j, c, policy({"checkpoint": {"setGracePeriod": True}}), now=T0))
     assert action.params["grace_period_s"] == 44.0 and "for the next start" in action.reason
+    # the window is the sum of its parts rounded up, so the parts are said in tenths of a second
+    assert "needs the step under way (4.0s) plus a save (40s)" in action.reason
     # the option is off by default, and Recommend mode never writes
     assert not _grace_sets(decide(j, c, policy({"checkpoint": {}}), now=T0))
     recommend = policy({"checkpoint": {"setGracePeriod": True}}, mode="Recommend")
