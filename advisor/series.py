@@ -26,6 +26,7 @@ __all__ = [
     "is_saved_step",
     "primary_eval",
     "summaries_first",
+    "task_metric",
 ]
 
 #: the name of the training-loss series wherever series are named (policies' ``metric:``, the CLI)
@@ -182,3 +183,40 @@ def summaries_first(
         return 3 if _per_class(name) else 2
 
     return sorted(names, key=rank)
+
+
+#: words that make an eval metric a loss (what a model is trained on) rather than a task's score
+_LOSS_WORDS = frozenset(("loss", "nll", "perplexity", "ppl"))
+
+
+def is_loss_name(name: str) -> bool:
+    """Whether an eval metric is a loss (``eval_loss``, ``eval_nll``, ``eval_perplexity``)."""
+    return any(t in _LOSS_WORDS for t in _tokens(eval_series_name(name)))
+
+
+def task_metric(
+    names: list[str] | tuple[str, ...], overrides: Mapping[str, str] | None = None, *, judged: str
+) -> str | None:
+    """The task's score judged beside an eval loss that a run is judged by for want of a choice
+    of its own: the first summary eval metric with a direction that is no loss (``eval_cer``,
+    ``eval_accuracy``, ``eval_overall_f1``; not one class's), None when there is none or
+    ``judged`` is no loss.
+
+    Why: an eval loss and a task's score part ways often (a seq2seq or speech model's eval loss
+    turns up while its error rate still falls for thousands of steps; a classifier grows
+    over-confident while its accuracy still rises), and a run that computes a score was most
+    likely set up to be judged by it. A run is called stopped by its eval loss only when its
+    score has stopped too; a run that declares its metric (``metric_for_best_model``) or a rule
+    that names one is judged by that alone."""
+    if not is_loss_name(judged):
+        return None
+    for name in summaries_first(names, overrides):
+        if (
+            name != judged
+            and is_eval_name(name)
+            and direction_of(name, overrides) is not None
+            and not is_loss_name(name)
+            and not _per_class(name)
+        ):
+            return name
+    return None

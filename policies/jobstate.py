@@ -290,6 +290,7 @@ _LEARNING_KEYS = (
     "metric",
     "probabilities",
     "series",
+    "taskMetric",
     "warnings",
 )
 
@@ -327,6 +328,9 @@ def _learning_state(v: Any, path: str) -> LearningState:
     metric = None if data.get("metric") is None else _str(data["metric"], f"{path}.metric")
     if metric is not None and metric not in series:
         raise JobStateError(f"{path}.metric: {metric!r} has no entry in {path}.series")
+    task = None if data.get("taskMetric") is None else _str(data["taskMetric"], f"{path}.taskMetric")
+    if task is not None and task not in series:
+        raise JobStateError(f"{path}.taskMetric: {task!r} has no entry in {path}.series")
     best = data.get("bestStep")
     best_value = data.get("bestValue")
     return LearningState(
@@ -343,6 +347,7 @@ def _learning_state(v: Any, path: str) -> LearningState:
         ),
         directions=directions,
         judgements=judgements,
+        task_metric=task,
     )
 
 

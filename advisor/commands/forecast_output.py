@@ -405,6 +405,8 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             "label": st.label,
             "probabilities": _plain(dict(st.probabilities)),
             "metric": st.metric,
+            # the task's score read beside an eval loss judged by default (None: none)
+            "task_metric": st.task_metric,
             "best_step": st.best_step,
             "best_value": _plain(st.best_value),
             "evals_since_best": st.evals_since_best,

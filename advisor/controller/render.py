@@ -215,6 +215,7 @@ def learning_state_dict(state: LearningState | None) -> dict[str, Any] | None:
         "label": state.label,
         "probabilities": {k: _num(v, 4) for k, v in state.probabilities.items()},
         "metric": state.metric,
+        **({"taskMetric": state.task_metric} if state.task_metric else {}),
         "bestStep": state.best_step,
         "bestValue": _num(state.best_value),
         "evalsSinceBest": state.evals_since_best,

@@ -39,7 +39,7 @@ import numpy as np
 
 from advisor.forecast.eval_forecast import forecast_series, lr_at
 from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, LearningState
-from advisor.series import Direction, is_saved_step, primary_eval
+from advisor.series import Direction, is_saved_step, primary_eval, task_metric
 
 __all__ = [
     "HUNG_FROM",
@@ -261,7 +261,15 @@ def learning_state(
     best_step = best_value = None
     since_best = 0
     p_eval: float | None = None
-    for name in names if forecast_all else ((judged,) if judged else ()):
+    # an eval loss judged for want of the run's own choice is judged with the task's score beside
+    # it (``advisor.series.task_metric``): a score still improving keeps the run learning
+    task = (
+        task_metric(names, metric_directions, judged=judged)
+        if metric is None and judged is not None and judged != declared
+        else None
+    )
+    wanted = names if forecast_all else tuple(n for n in (judged, task) if n)
+    for name in wanted:
         s = evals[name]
         if series_forecasts is not None:
             if name in series_forecasts:
@@ -302,13 +310,30 @@ def learning_state(
         # the judged series' own judgement: P(overfitting) = rest * p_eval * P(past its best
         # while the training loss falls)
         probs["overfitting"] = judgements[judged].overfitting
-        probs["plateaued"] = max(rest * p_eval - probs["overfitting"], 0.0)
-        probs["learning"] = rest * (1.0 - p_eval)
+        p_stop = p_eval
+        if task is not None and task in judgements and task in series_fc:
+            # stopped as far as the task's score has stopped too; what overfits is the eval loss
+            # alone, in that share
+            q = series_fc[task].plateau_probability
+            if q < p_eval:
+                probs["overfitting"] *= q / p_eval
+                p_stop = q
+                if q < 0.5 <= p_eval:
+                    warnings.append(
+                        f"{task} still improves (P(plateau) {q:.2f}): the run is not called stopped "
+                        f"by {judged} alone"
+                    )
+        else:
+            task = None
+        probs["plateaued"] = max(rest * p_stop - probs["overfitting"], 0.0)
+        probs["learning"] = rest * (1.0 - p_stop)
     elif train is not None:
         probs["plateaued"] = rest * train_plateau
         probs["learning"] = rest * (1.0 - train_plateau)
     else:
         probs["learning"] = rest
+    if p_eval is None or judged not in judgements:
+        task = None
     total = sum(probs.values())
     probs = {k: float(np.clip(v / total, 0.0, 1.0)) if total > 0 else 0.0 for k, v in probs.items()}
     return LearningState(
@@ -322,6 +347,7 @@ def learning_state(
         warnings=tuple(warnings),
         directions={name: str(evals[name].direction) for name in series_fc if name in evals},
         judgements=judgements,
+        task_metric=task,
     )
 
 

@@ -176,7 +176,12 @@ class LearningState:
     ranks runs by an eval metric (``compare``) without guessing from its name."""
     judgements: Mapping[str, EvalJudgement] = field(default_factory=lambda: _EMPTY)
     """Each forecast eval series with enough evaluations, judged on its own (the judged one too:
-    its entry agrees with ``best_step`` and ``probabilities["overfitting"]``)."""
+    its entry agrees with ``best_step`` and ``probabilities["overfitting"]``, but for
+    ``task_metric``)."""
+    task_metric: str | None = None
+    """The task's score judged beside ``metric`` when that is an eval loss chosen by default
+    (``advisor.series.task_metric``): the run is called stopped only as far as both have stopped
+    (its forecast is in ``series``)."""
 
     def judgement(self, name: str | None = None) -> EvalJudgement | None:
         """Eval series ``name`` (default: the one judged) judged on its own; None when it has too

@@ -23,6 +23,7 @@ from advisor.model import (
     ClusterView,
     Forecast,
     JobView,
+    LearningState,
 )
 from advisor.series import TRAIN_SERIES, direction_of, eval_series_name, is_eval_name
 from policies.fields import format_duration
@@ -39,9 +40,11 @@ __all__ = [
     "held_since",
     "last_record",
     "let_finish",
+    "overfitting_odds",
     "pct",
     "propose_scale",
     "runtime_gate",
+    "task_still_improving",
     "undirected",
     "undirected_metrics",
     "unsaved_since",
@@ -247,6 +250,31 @@ NO_DIRECTION = (
     "word: eval_my_score would read as higher-is-better); add it to spec.metricDirections as lower "
     "or higher"
 )
+
+
+def task_still_improving(state: LearningState | None, metric: str, series: str) -> tuple[str, float] | None:
+    """(the task's score, its P(plateau)) when a rule judging by default (``metric`` empty) judges
+    ``series``, an eval loss the run state reads beside its task's score, and the score is less
+    surely stopped than ``series`` (``LearningState.task_metric``): the run has stopped learning
+    only as far as its score has. A rule that names its metric judges that one alone."""
+    if metric or state is None or state.task_metric is None or series != state.metric:
+        return None
+    task, own = state.series.get(state.task_metric), state.series.get(series)
+    if task is None or own is None or task.plateau_probability >= own.plateau_probability:
+        return None
+    return state.task_metric, task.plateau_probability
+
+
+def overfitting_odds(state: LearningState, metric: str, series: str, overfitting: float) -> float:
+    """P(overfitting) of ``series`` as a rule judging by ``metric`` reads it: the series' own, in
+    the share its task's score has stopped too when the run state reads the two together
+    (``task_still_improving``): an eval loss turned up while the error rate still falls is the
+    model growing over-confident, not worse."""
+    task = task_still_improving(state, metric, series)
+    own = state.series.get(series)
+    if task is None or own is None or own.plateau_probability <= 0:
+        return overfitting
+    return overfitting * task[1] / own.plateau_probability
 
 
 def undirected(metric: str, overrides: Mapping[str, str]) -> bool:

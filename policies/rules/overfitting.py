@@ -29,7 +29,9 @@ from policies.rules.base import (
     held_since,
     let_finish,
     new_evaluation,
+    overfitting_odds,
     pct,
+    task_still_improving,
     undirected,
     waiting_text,
 )
@@ -88,10 +90,16 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
     metric, judgement = judged
     if job.total_steps is not None and job.step >= job.total_steps:
         return out  # finished: nothing left to save
-    p = judgement.overfitting
+    p = overfitting_odds(state, rule.metric, metric, judgement.overfitting)
     opened = KEY in job.rule_state
     since = held_since(job.rule_state, KEY, ctx.now, p >= rule.probability)
     if since is None:
+        task = task_still_improving(state, rule.metric, metric)
+        if task is not None and judgement.overfitting >= rule.probability:
+            out.reasons.append(
+                f"{NAME}: {metric} past its best (P(overfitting)={pct(judgement.overfitting)} by it alone), "
+                f"but {task[0]} still improves (P(plateau)={pct(task[1])}): P(overfitting)={pct(p)}"
+            )
         return out
     out.state[KEY] = since
     fresh = new_evaluation(ctx, out, OPENED_ON_KEY, opened, state.series.get(metric))

@@ -67,7 +67,9 @@ from policies.rules.base import (
     held_since,
     let_finish,
     new_evaluation,
+    overfitting_odds,
     pct,
+    task_still_improving,
     undirected,
     waiting_text,
 )
@@ -115,15 +117,17 @@ def judged_series(ctx: Context, metric: str) -> tuple[Forecast | None, str, str]
     return ctx.forecast, TRAIN_SERIES, ctx.forecast_reason
 
 
-def _past_best(state: LearningState | None, series: str) -> float | None:
+def _past_best(state: LearningState | None, metric: str, series: str) -> float | None:
     """P(overfitting) of an eval series ``series`` that is past its best, at least as likely
-    overfitting as not and evaluated since its best (None: the training loss, or not past it)."""
+    overfitting as not and evaluated since its best (None: the training loss, or not past it),
+    as the overfitting rule judging by ``metric`` reads it."""
     if series == TRAIN_SERIES or state is None:
         return None
     j = state.judgement(series)
-    if j is None or j.best_step is None or j.evals_since_best < 1 or j.overfitting < 0.5:
+    if j is None or j.best_step is None or j.evals_since_best < 1:
         return None
-    return j.overfitting
+    p = overfitting_odds(state, metric, series, j.overfitting)
+    return p if p >= 0.5 else None
 
 
 def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
@@ -142,7 +146,7 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         return out
     if job.total_steps is not None and job.step >= job.total_steps:
         return out  # finished: nothing left to save
-    past_best = _past_best(job.learning_state, series)
+    past_best = _past_best(job.learning_state, rule.metric, series)
     overfitting = ctx.policy.rules.overfitting
     if (
         past_best is not None
@@ -165,6 +169,9 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
             )
             return out
     p = fc.plateau_probability
+    task = task_still_improving(job.learning_state, rule.metric, series)
+    if task is not None:
+        p = task[1]  # stopped only as far as the task's score has stopped too
     # a rising prediction is evidence only on a series that may turn (an eval metric); on the
     # training loss, which the forecaster holds does not turn, it is a fit not following the curve
     flat = predicts_flat(fc) or series != TRAIN_SERIES
@@ -174,13 +181,18 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     level = min(KEEP_PROBABILITY, rule.probability) if opened else rule.probability
     holds = going is not None or (flat and (p > level if opened else p >= level))
     if opened and flat and not holds and _tolerated_dissent(job.rule_state, fc):
-        return _dissent(out, ctx, rule, fc)
+        return _dissent(out, ctx, rule, fc, p)
     since = held_since(job.rule_state, KEY, ctx.now, holds)
     if since is not None and going is not None and going.time < since:
         # a window opened again (its state lost) over the request still pending on the same pods:
         # it goes on from that request, which it waits for rather than asking a second time
         since = going.time
     if since is None:
+        if task is not None and fc.plateau_probability >= rule.probability:
+            out.reasons.append(
+                f"{NAME}: {series} P(plateau)={pct(fc.plateau_probability)}, but {task[0]} still improves "
+                f"(P(plateau)={pct(task[1])}): not a plateau while the task's score improves"
+            )
         if not flat and p >= rule.probability:
             out.reasons.append(
                 f"{NAME}: P(plateau)={pct(p)} not taken as a plateau: the forecast has the loss rising "
@@ -345,14 +357,14 @@ def _tolerated_dissent(state: Mapping[str, float], fc: Forecast) -> bool:
     return seen is None or seen == _identity(fc)
 
 
-def _dissent(out: Outcome, ctx: Context, rule: PlateauRule, fc: Forecast) -> Outcome:
+def _dissent(out: Outcome, ctx: Context, rule: PlateauRule, fc: Forecast, p: float) -> Outcome:
     since = ctx.job.rule_state[KEY]
     out.state[KEY] = since
     out.state[DISSENT_KEY] = _identity(fc)
     if OPENED_ON_KEY in ctx.job.rule_state:
         out.state[OPENED_ON_KEY] = ctx.job.rule_state[OPENED_ON_KEY]
     out.reasons.append(
-        f"{NAME}: P(plateau)={pct(fc.plateau_probability)}: one forecast disagrees; the window opened "
+        f"{NAME}: P(plateau)={pct(p)}: one forecast disagrees; the window opened "
         f"{dur(ctx.now - since)} ago stays open until the next forecast (it restarts if that one "
         f"disagrees too; acting only at or above {pct(rule.probability)})"
     )

@@ -100,6 +100,41 @@ def test_each_eval_series_is_judged_on_its_own_beside_the_one_the_state_judges()
     assert acc.evals_since_best >= 6 and acc.overfitting > 0.8
 
 
+def _loss_and_score(score: np.ndarray, *, declared: str | None = None) -> object:
+    ts, ty, es, ey = run(0)
+    k = int(np.searchsorted(es, 1800)) + 1
+    m = ts <= es[k - 1]
+    return learning_state(
+        forecast(ts[m], ty[m], total_steps=TOTAL),
+        {
+            "eval_loss": Series(list(es[:k]), list(ey[:k])),  # past its best at step 1000
+            "eval_cer": Series(list(es[:k]), list(score[:k])),
+        },
+        total_steps=TOTAL,
+        declared=declared,
+    )
+
+
+def test_an_eval_loss_past_its_best_while_the_error_rate_still_falls_is_not_overfitting() -> None:
+    """A speech fine-tune's eval_loss turned up at step 5,500 while its CER fell from 48 to 38.8 by
+    the end: judged by its eval_loss for want of a declared metric, the run was released as
+    overfitting at 73% and told to keep a checkpoint 10 CER points worse. An eval loss chosen by
+    default is read with the task's score beside it: stopped only as far as the score has stopped
+    too. A run that declares its eval loss, or a score that has stopped as well, is overfitting."""
+    es = np.arange(100, TOTAL + 1, 100.0)
+    falling = 50.0 - 12.0 * (es / TOTAL) + np.random.default_rng(1).normal(0, 0.05, es.size)
+    st = _loss_and_score(falling)
+    assert st.metric == "eval_loss" and st.task_metric == "eval_cer"  # type: ignore[attr-defined]
+    assert st.label == "learning" and st.probabilities["overfitting"] < 0.3  # type: ignore[attr-defined]
+    assert any("eval_cer still improves" in w for w in st.warnings)  # type: ignore[attr-defined]
+    assert st.judgements["eval_loss"].overfitting > 0.8  # type: ignore[attr-defined]  # its own
+    declared = _loss_and_score(falling, declared="eval_loss")
+    assert declared.task_metric is None and declared.label == "overfitting"  # type: ignore[attr-defined]
+    flat = 38.8 + np.random.default_rng(2).normal(0, 0.05, es.size)
+    stopped = _loss_and_score(flat)
+    assert stopped.task_metric == "eval_cer" and stopped.label == "overfitting"  # type: ignore[attr-defined]
+
+
 def test_eval_that_flattens_while_train_flattens_is_a_plateau_not_overfitting() -> None:
     steps = np.arange(10, 2001, 10.0)
     train = 0.3 + 1.5 * np.exp(-steps / 150)

@@ -198,4 +198,4 @@ def test_a_run_past_its_best_is_the_overfitting_rules_and_never_saved_past_its_b
 def _past_best_reads(j: object) -> float | None:
     from policies.rules.plateau import _past_best
 
-    return _past_best(j.learning_state, "eval_loss")  # type: ignore[attr-defined]
+    return _past_best(j.learning_state, "", "eval_loss")  # type: ignore[attr-defined]
