@@ -46,6 +46,7 @@ __all__ = [
     "plot_frontier",
     "policies_with",
     "run_tasks",
+    "spec_path",
     "sweep_table",
     "wrong_upper",
 ]
@@ -136,6 +137,13 @@ def grid(sweeps: Sequence[tuple[str, list[Any]]]) -> list[Setting]:
         Setting(tuple(zip(fields, combo, strict=True)))
         for combo in itertools.product(*(v for _f, v in sweeps))
     ]
+
+
+def spec_path(field: str) -> str:
+    """Where a sweep field lives in an AdvisorPolicy: ``plateau.for`` is ``spec.rules.plateau.for``,
+    ``safety.cooldown`` is ``spec.safety.cooldown``."""
+    head = field.split(".", 1)[0]
+    return f"spec.{field}" if head in _SPEC_SECTIONS else f"spec.rules.{field}"
 
 
 def _set(doc: dict[str, Any], field: str, value: Any) -> bool:
@@ -322,7 +330,7 @@ def sweep_table(points: Sequence[Mapping[str, Any]], frontier: Sequence[int], be
     header = [
         "",
         "setting",
-        "saved",
+        "non-learn saved",
         "min / median / max",
         "wrong .5/1/2%",
         "wrong rate",
@@ -360,16 +368,22 @@ def sweep_table(points: Sequence[Mapping[str, Any]], frontier: Sequence[int], be
 
 
 def plot_frontier(
-    points: Sequence[Mapping[str, Any]], frontier: Sequence[int], path: Path, *, title: str
+    points: Sequence[Mapping[str, Any]],
+    frontier: Sequence[int],
+    path: Path,
+    *,
+    title: str,
+    budget: float | None = None,
 ) -> None:
     """Saved against wrong-stop rate, one point per setting (its seeds' spread as a bar), the
-    frontier joined."""
+    frontier joined, and the wrong-stop budget (``--max-wrong``) as a line, from a zero rate."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    spread_label = "min - max over the seeds"
     for i, p in enumerate(points):
         spread = p.get("spread")
         y = 100 * p["saved"]
@@ -381,7 +395,9 @@ def plot_frontier(
                 fmt="none",
                 ecolor="#bbbbbb",
                 lw=0.8,
+                label=spread_label,
             )
+            spread_label = "_"
         ax.scatter(100 * p["wrong_rate"], y, color="#e76f51" if i in frontier else "#264653", s=18, zorder=3)
         ax.annotate(
             p["label"], (100 * p["wrong_rate"], y), fontsize=6, xytext=(3, 3), textcoords="offset points"
@@ -390,8 +406,13 @@ def plot_frontier(
     ax.plot(
         [100 * p["wrong_rate"] for p in front], [100 * p["saved"] for p in front], color="#e76f51", lw=1.0
     )
+    if budget is not None:
+        ax.axvline(100 * budget, color="#e9c46a", lw=1.0, ls="--", label=f"--max-wrong {budget:.2%}")
+    ax.set_xlim(left=0.0)
     ax.set_xlabel("wrong stops at 1% (% of runs)")
     ax.set_ylabel("non-learning GPU-hours saved (%)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="lower right")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

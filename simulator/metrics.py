@@ -21,7 +21,14 @@ quota / 3600.
 - ``gpu_hours_nonlearning``: held while the job's progress was past its hidden "stopped learning"
   point (no more than 1% improvement of the clean loss ever ahead: plateau, divergence, hang, or
   the flat tail of a run), including checkpoints and restarts there, plus the near-end charge above.
-- ``gpu_hours_saved``: the no-advisor row's GPU-hours minus this row's, minus ``near_end_gpu_hours``.
+- ``gpu_hours_freed``: the no-advisor row's GPU-hours minus this row's, minus ``near_end_gpu_hours``:
+  what the row did not use, of which ``gpu_hours_saved`` is the part that was waste.
+- ``gpu_hours_saved`` = ``gpu_hours_saved_nonlearning`` (non-learning GPU-hours not burnt: what a
+  release is for) + ``gpu_hours_saved_overheads`` (lost work, checkpoints and restarts avoided while
+  runs learned; negative when added). ``gpu_hours_saved_learning`` is the rest of what was freed:
+  GPU-hours of runs *still learning* not spent (work cut short, or not reached by the end of the
+  replay). It is a cost, not a saving, and is not in ``gpu_hours_saved``: counted in, a row that
+  cut more healthy runs read as saving more (``savings``).
 - ``lost_work_gpu_hours``: progress thrown away by preemptions and node failures (recomputed).
 - ``checkpoint_overhead_gpu_hours``: GPU time spent saving checkpoints (blocking saves).
 - JCT: ``jct_mean_s`` / ``jct_p95_s`` from submission until the job *completes*; a released or
@@ -50,6 +57,7 @@ __all__ = [
     "WRONG_STOP_THRESHOLDS",
     "is_near_end_release",
     "row_metrics",
+    "savings",
     "victim_scores",
     "wrong_stop_counts",
 ]
@@ -174,7 +182,7 @@ def row_metrics(
         "policy": name,
         "gpu_hours": gpu_s / h,
         "gpu_hours_nonlearning": nonlearning,
-        "gpu_hours_saved": (
+        "gpu_hours_freed": (
             None if baseline_gpu_hours is None else baseline_gpu_hours - (gpu_s + near_end_gpu_s) / h
         ),
         "wrong_stops": len(wrong),
@@ -212,4 +220,37 @@ def row_metrics(
         "stops": [stop_record(j) for j in stopped],
         "simulated_hours": span / h,
         "wall_seconds": wall_s,
+    }
+
+
+_OVERHEADS = ("lost_work_gpu_hours", "checkpoint_overhead_gpu_hours", "restart_overhead_gpu_hours")
+
+
+def savings(row: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
+    """What a row saved against the no-advisor row ``base``: ``gpu_hours_saved`` and its two parts,
+    and ``gpu_hours_saved_learning``, the GPU-hours of runs still learning it did not spend (the
+    rest of ``gpu_hours_freed``; not a saving). The reference row saves nothing; a row without
+    its figures, nothing either."""
+    zero = {
+        "gpu_hours_saved": 0.0,
+        "gpu_hours_saved_nonlearning": 0.0,
+        "gpu_hours_saved_overheads": 0.0,
+        "gpu_hours_saved_learning": 0.0,
+    }
+    freed = row.get("gpu_hours_freed")
+    if freed is None or row is base or row.get("policy") == base.get("policy"):
+        return zero
+    try:
+        nonlearning = float(base["gpu_hours_nonlearning"]) - float(row["gpu_hours_nonlearning"])
+        overheads = sum(float(base.get(k) or 0.0) - float(row.get(k) or 0.0) for k in _OVERHEADS)
+        # the overheads after runs stopped learning are in ``nonlearning`` already
+        key = "overhead_nonlearning_gpu_hours"
+        overheads -= float(base.get(key) or 0.0) - float(row.get(key) or 0.0)
+    except (KeyError, TypeError):
+        return zero
+    return {
+        "gpu_hours_saved": nonlearning + overheads,
+        "gpu_hours_saved_nonlearning": nonlearning,
+        "gpu_hours_saved_overheads": overheads,
+        "gpu_hours_saved_learning": float(freed) - nonlearning - overheads,
     }

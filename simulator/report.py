@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from simulator.jobs import Phase
+from simulator.metrics import savings
 from simulator.runner import RowResult
 
 __all__ = [
@@ -54,55 +55,38 @@ JSON_KEYS = (
     "victim_recall",
 )
 
-_OVERHEADS = ("lost_work_gpu_hours", "checkpoint_overhead_gpu_hours", "restart_overhead_gpu_hours")
-
 
 def saved_split(row: dict[str, Any], base: dict[str, Any]) -> dict[str, float] | None:
-    """What a row's ``gpu_hours_saved`` is made of, against the no-advisor row ``base``: GPU-hours
-    after runs stopped learning that it did not burn (``nonlearning``: the saving a release policy
-    is for), overheads it avoided or added (``overheads``: lost work, checkpoints, restarts), and
-    the rest (``learning``): GPU-hours of runs *still learning* that it did not spend, work cut
-    short (wrong stops among it) or not reached by the end of the replay. Not a saving; it is
-    shown apart so that no "saved" figure silently counts it. The three add up to the saved total.
-    None for the reference row or when a figure is missing."""
-    saved = row.get("gpu_hours_saved")
-    if saved is None or row is base or row.get("policy") == base.get("policy"):
+    """What a row's ``gpu_hours_freed`` is made of, against the no-advisor row ``base``
+    (``metrics.savings``): ``nonlearning`` and ``overheads``, which make up ``gpu_hours_saved``,
+    and ``learning``, GPU-hours of runs still learning it did not spend (not a saving). None for
+    the reference row or when a figure is missing."""
+    if row.get("gpu_hours_freed") is None or row is base or row.get("policy") == base.get("policy"):
         return None
-    try:
-        nonlearning = float(base["gpu_hours_nonlearning"]) - float(row["gpu_hours_nonlearning"])
-        overheads = sum(float(base.get(k) or 0.0) - float(row.get(k) or 0.0) for k in _OVERHEADS)
-        # the overheads after runs stopped learning are in ``nonlearning`` already
-        key = "overhead_nonlearning_gpu_hours"
-        overheads -= float(base.get(key) or 0.0) - float(row.get(key) or 0.0)
-    except (KeyError, TypeError):
-        return None
+    s = savings(row, base)
     return {
-        "nonlearning": nonlearning,
-        "overheads": overheads,
-        "learning": float(saved) - nonlearning - overheads,
+        "nonlearning": s["gpu_hours_saved_nonlearning"],
+        "overheads": s["gpu_hours_saved_overheads"],
+        "learning": s["gpu_hours_saved_learning"],
     }
 
 
 def _with_split(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows with the split of ``saved`` (``saved_split``) as three more figures."""
+    """The rows with what each saved against the first (``metrics.savings``), made again from
+    their figures: pooled over seeds, the parts are those of the pooled figures."""
     base = rows[0] if rows else {}
-    out = []
-    for r in rows:
-        split = saved_split(r, base)
-        extra = {} if split is None else {f"gpu_hours_saved_{k}": v for k, v in split.items()}
-        out.append({**r, **extra})
-    return out
+    return [{**r, **savings(r, base)} if i else r for i, r in enumerate(rows)]
 
 
 #: what each column of the table counts (printed under it and in the report)
 LEGEND = (
     "GPU-h: GPU-hours held under admitted quota. non-learn: of them, held after a run stopped "
-    "learning (<=1% improvement ahead on its hidden clean curve). saved: no-advisor's GPU-h minus "
-    "this row's (near-end releases excluded) = non-learn (non-learning GPU-h not burnt: what a "
-    "release is for; checkpoints, restarts and lost work after a run stopped learning count here) + "
-    "overheads (lost work, checkpoints, restarts avoided while runs learned; negative: added) + cut "
-    "learning (GPU-h of runs still "
-    "learning not spent: work cut short or not reached by the end; not a saving). wrong .5/1/2%: "
+    "learning (<=1% improvement ahead on its hidden clean curve). saved = non-learn (non-learning "
+    "GPU-h not burnt: what a release is for; checkpoints, restarts and lost work after a run stopped "
+    "learning count here) + overheads (lost work, checkpoints, restarts avoided while runs learned; "
+    "negative: added). cut learning: GPU-h of runs still learning not spent (work cut short or not "
+    "reached by the end): a cost, not in saved; saved + cut learning + the near-end releases' GPU-h "
+    "is no-advisor's GPU-h minus this row's. wrong .5/1/2%: "
     "runs released or stopped that would still have improved by more than 0.5/1/2%. near-end: "
     "healthy runs released in their last 15%. "
     "lost: work recomputed after preemptions and failures; ckpt: checkpoint overhead (GPU-h). JCT "
@@ -120,7 +104,7 @@ _COLUMNS = (
     ("saved", "gpu_hours_saved", "{:+.0f}"),
     ("= non-learn", "gpu_hours_saved_nonlearning", "{:+.0f}"),
     ("+ overheads", "gpu_hours_saved_overheads", "{:+.0f}"),
-    ("+ cut learning", "gpu_hours_saved_learning", "{:+.0f}"),
+    ("cut learning", "gpu_hours_saved_learning", "{:.0f}"),
     ("wrong", "wrong_stops", "{}"),
     ("wrong%", "wrong_stop_fraction", "{:.1%}"),
     ("wrong .5/1/2%", "wrong_stops_by_threshold", "{0[0.005]}/{0[0.01]}/{0[0.02]}"),
@@ -210,10 +194,10 @@ def write_json(rows: Sequence[dict[str, Any]], path: Path, meta: dict[str, Any] 
 
 
 def _waterfall(results: Sequence[RowResult], path: Path) -> None:
-    """What each row's "saved" is made of (``saved_split``), all rows on one axis from zero: the
-    non-learning GPU-hours it did not burn, the overheads it avoided (or added), and the GPU-hours
-    of runs still learning that it did not spend, hatched (not a saving: cut work); a dot marks
-    the net "saved" of the table. Same scale for every row, so that the rows compare as the table
+    """What each row freed (``saved_split``), all rows on one axis from zero: the non-learning
+    GPU-hours it did not burn and the overheads it avoided (or added), which make up its "saved"
+    (a dot), and the GPU-hours of runs still learning that it did not spend, hatched (cut work:
+    a cost, not in "saved"). Same scale for every row, so that the rows compare as the table
     does."""
     import matplotlib.pyplot as plt
 
@@ -223,7 +207,7 @@ def _waterfall(results: Sequence[RowResult], path: Path) -> None:
     parts = (
         ("nonlearning", "non-learning GPU-h not burnt (saved)", "#2a9d8f", ""),
         ("overheads", "lost work + checkpoints + restarts avoided", "#8ab17d", ""),
-        ("learning", "GPU-h of runs still learning not spent (cut work, not a saving)", "#e76f51", "//"),
+        ("learning", "cut learning: GPU-h of runs still learning not spent (not in saved)", "#e76f51", "//"),
     )
     fig, ax = plt.subplots(figsize=(10, 0.55 * max(3, len(rows)) + 1.6))
     y = np.arange(len(rows))[::-1]
@@ -236,7 +220,7 @@ def _waterfall(results: Sequence[RowResult], path: Path) -> None:
         pos += np.maximum(values, 0.0)
         neg += np.minimum(values, 0.0)
     saved = [m.get("gpu_hours_saved") or 0.0 for m in rows]
-    ax.plot(saved, y, "o", color="black", ms=5, label='net "saved" (the table\'s column)')
+    ax.plot(saved, y, "o", color="black", ms=5, label='"saved" (the table\'s column: the two above)')
     ax.axvline(0.0, color="black", lw=0.8)
     ax.set_yticks(y, [m["policy"] for m in rows], fontsize=8)
     ax.set_xlabel(f"GPU-hours against no-advisor ({base['gpu_hours']:,.0f} GPU-h); right: fewer used")

@@ -14,7 +14,7 @@ from typing import Any
 from simulator.curves import CurveLibrary
 from simulator.engine import SimRecord, Simulation
 from simulator.jobs import SimJob, build_jobs
-from simulator.metrics import row_metrics
+from simulator.metrics import row_metrics, savings
 from simulator.quota import QuotaModel
 from simulator.real_curves import RealCurveLibrary
 from simulator.scenario import Scenario
@@ -175,6 +175,7 @@ def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bo
     results: list[RowResult] = []
     baseline: float | None = None
     base_nonlearning = 0.0
+    base_row: dict[str, Any] = {}
     try:
         for i, strategy in enumerate(strategies):
             bar.set_description(f"{strategy.name:<24}")
@@ -191,7 +192,10 @@ def run_rows(scenario: Scenario, strategies: Sequence[Strategy], *, progress: bo
             if baseline is None:
                 baseline = result.metrics["gpu_hours"]
                 base_nonlearning = result.metrics["gpu_hours_nonlearning"]
-                result.metrics["gpu_hours_saved"] = 0.0
+                base_row = result.metrics
+                result.metrics["gpu_hours_freed"] = result.metrics["gpu_hours_saved"] = 0.0
+            else:
+                result.metrics.update(savings(result.metrics, base_row))
             result.metrics["nonlearning_saved_fraction"] = nonlearning_saved(
                 base_nonlearning, result.metrics["gpu_hours_nonlearning"]
             )

@@ -26,6 +26,8 @@ _SUMMED = (
     "gpu_hours",
     "gpu_hours_nonlearning",
     "gpu_hours_saved",
+    "gpu_hours_freed",
+    "overhead_nonlearning_gpu_hours",
     "wrong_stops",
     "wrong_stop_gpu_hours",
     "near_end_releases",

@@ -144,7 +144,14 @@ MAX_WARNINGS = 10
 
 def mismatch_warnings(unmatched: list[UnmatchedRow], without_row: list[RunWithoutRow]) -> list[str]:
     """One line per index row that matched no run and per run without a row (at most
-    ``MAX_WARNINGS`` of each, then a count of the rest), and how a row names a run."""
+    ``MAX_WARNINGS`` of each, then a count of the rest), and how a row names a run. When every run
+    read has its row, the rows left are the runs not given (a few runs of an indexed folder): one
+    line counts them."""
+    if unmatched and not without_row:
+        index = unmatched[0].index
+        rows = "1 row names a run" if len(unmatched) == 1 else f"{len(unmatched)} rows name runs"
+        why = "not read (every run read has its row): their gpus, group and labels go unused"
+        return [f"{index}: {rows} {why}"]
     lines = [
         f"{u.index}: row {u.key!r} matches no run read: its gpus, group and labels go unused"
         for u in unmatched[:MAX_WARNINGS]

@@ -192,8 +192,9 @@ def replay(
             now = EPOCH + float(run.times[i])
             step = float(run.steps[i])
             reported: dict[str, float] = {}
+            last = n + 1 == len(idx)  # the run's last report carries the evaluations after it too
             for k, (name, ev_steps, ev_values) in enumerate(evals):
-                while ev_next[k] < ev_steps.size and ev_steps[ev_next[k]] <= step:
+                while ev_next[k] < ev_steps.size and (last or ev_steps[ev_next[k]] <= step):
                     reported[name] = float(ev_values[ev_next[k]])
                     ev_next[k] += 1
             sample = read_back(r.report(i, reported), name=run.name, namespace=_NAMESPACE, now=now)

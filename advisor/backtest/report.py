@@ -24,10 +24,11 @@ __all__ = ["MAX_TIMELINES", "WRONG_STOP_HOURS", "format_table", "write_report"]
 MAX_TIMELINES = 40
 #: the longest reason a row of the report's table gives in full; a longer one is cut at a word
 REASON_CHARS = 400
-#: what the "of it on wrong stops" column holds (``gpu_hours_saved_on_wrong_stops``), in the table's
-#: footer and the report alike: GPU-hours, not a share of the saved ones
+#: what "saved" and the "cut learning" column hold (``gpu_hours_saved``, ``gpu_hours_cut_learning``),
+#: in the table's footer and the report alike
 WRONG_STOP_HOURS = (
-    "of the GPU-hours saved, those the row's wrong stops at 1% spared (hours that cost learning)"
+    "saved: GPU-hours a row's stops spared after their runs stopped learning; cut learning: those they "
+    "spared before it, GPU-hours of runs still learning (a cost, not in saved)"
 )
 
 
@@ -38,7 +39,7 @@ _COLUMNS = (
     ("GPU-h", lambda r: f"{r['gpu_hours']:.1f}"),
     ("non-learn", lambda r: f"{r['gpu_hours_nonlearning']:.1f}"),
     ("saved", lambda r: f"{r['gpu_hours_saved']:+.1f}"),
-    ("of it on wrong stops", lambda r: f"{r['gpu_hours_saved_on_wrong_stops']:.1f}"),
+    ("cut learning", lambda r: f"{r['gpu_hours_cut_learning']:.1f}"),
     (
         "non-learn saved",
         lambda r: (
@@ -216,16 +217,20 @@ def write_report(
         "```",
         "",
         "Definitions (the same for every row): the *judged series* is a run's primary eval metric when it "
-        "logs one (eval_loss, else the first eval metric whose name gives its direction; at least 5 points; "
+        "logs one (the one its trainer kept its best model by, read back from its trainer_state.json; else "
+        "eval_loss, else the first eval metric whose name gives its direction; at least 5 points; "
         "a higher-is-better metric is judged negated), else its loss, smoothed by a centred running median "
-        "over 5% of its points. At a stop at step s the run *stood at* a(s): on an eval series the best "
-        "smoothed value up to s (the checkpoint a stop keeps), on the training loss its smoothed value at s. "
+        "over 5% of its points. A policy's rules judge what a controller would see (no progress report "
+        "names the trainer's choice): an eval loss by default, read with the task's score beside it, or "
+        "the metric a rule names; each reason says which. At a stop at step s the run *stood at* a(s): "
+        "on an eval series the best smoothed value up to s (the checkpoint a stop keeps), on the training "
+        "loss its smoothed value at s. "
         "The stop *left* (a(s) - best later value) / a(s); it is a *wrong stop* at 0.5%, 1% or 2% when "
         "that exceeds the threshold. A run *stopped learning* at the first point from which no later point "
         "improves on what it stood at by more than 1%; GPU-hours after it, to the run's recorded end, are "
         "*non-learning*. A stop in the last 15% of a run's budget of a run that did not get worse after it "
         "is a *near-end release*, and what it spared is not counted as saved. "
-        f"*Of it on wrong stops*: {WRONG_STOP_HOURS}.",
+        f"*Saved* and *cut learning*: {WRONG_STOP_HOURS}.",
         "",
         f"## Stopped runs, worst call first ({_n(len(worst), 'run')}, {_n(n_stops, 'stop')})",
         "",

@@ -402,9 +402,15 @@ def _attach_evals(
         for name, got in zip(names, log.curves_each(names), strict=True)
         if not isinstance(got, SourceError)
     ]
+    # a run's last evaluation often comes after its last training-loss log (at its last step, which
+    # logs no loss): kept up to the step the state was written at or the run planned, and reported
+    # with its last report (``replay``). Cut at the last loss log, a run of 5 evaluations kept 4
+    # and went unjudged by them
+    written = log.trainer.global_step if log.trainer is not None else None
     for i in range(first, len(runs)):
         run = runs[i]
         cid = run.curve_id
+        end = max(float(run.steps[-1]), float(written or 0), float(run.planned_steps or 0))
         found: list[tuple[str, np.ndarray, np.ndarray]] = []
         for name, evals in per_metric:
             ev = evals.get(cid)
@@ -413,7 +419,7 @@ def _attach_evals(
             seg = _last_segment(ev)
             s = np.asarray(ev.steps[seg], dtype=float)
             v = np.asarray(ev.values[seg], dtype=float)
-            keep = (s >= run.steps[0]) & (s <= run.steps[-1]) & np.isfinite(v)
+            keep = (s >= run.steps[0]) & (s <= end) & np.isfinite(v)
             s, v = s[keep], v[keep]
             last = np.r_[s[1:] != s[:-1], True]  # one evaluation per step: its last, as above
             if last.sum() >= 2:

@@ -160,7 +160,11 @@ def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
             1.0 - NEAR_END_FRACTION
         ) * run.total_steps and not judged_run.worsened_after(outcome.step)
     spared = (end_s - stop_s) * run.gpus / h
-    out["gpu_hours_saved"] = 0.0 if out["near_end"] else spared
+    # of them, those after the run stopped learning are saved; the rest were a run still learning,
+    # cut (a wrong stop's cost): counted in, a row that cut more healthy runs read as saving more
+    wasted = max(0.0, end_s - max(stop_s, learn_s)) * run.gpus / h
+    out["gpu_hours_saved"] = 0.0 if out["near_end"] else wasted
+    out["gpu_hours_cut_learning"] = 0.0 if out["near_end"] else spared - wasted
     return out
 
 
@@ -184,6 +188,8 @@ def row_summary(row: str, decisions: Sequence[dict[str, Any]]) -> dict[str, Any]
         "gpu_hours": sum(d["gpu_hours"] for d in decisions),
         "gpu_hours_nonlearning": nl,
         "gpu_hours_saved": sum(d["gpu_hours_saved"] for d in decisions),
+        # GPU-hours of runs still learning that the row's stops did not spend: a cost, not saved
+        "gpu_hours_cut_learning": sum(d["gpu_hours_cut_learning"] for d in decisions),
         # of them, the hours spared by its wrong stops (at 1%): savings that cost learning
         "gpu_hours_saved_on_wrong_stops": sum(
             d["gpu_hours_saved"] for d in stopped if (d["improvement_left"] or 0.0) > WRONG_STOP_THRESHOLDS[1]

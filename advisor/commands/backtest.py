@@ -489,8 +489,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"\n{_footer(meta)}. Wrong stop: the judged series "
         "(eval if logged, else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop "
-        "in the last 15% of the budget of a run that did not get worse after it, not counted as saved; of it "
-        f"on wrong stops: {WRONG_STOP_HOURS}. Every policy is replayed as if in mode Apply (what it "
+        "in the last 15% of the budget of a run that did not get worse after it, not counted as saved; "
+        f"{WRONG_STOP_HOURS}. Every policy is replayed as if in mode Apply (what it "
         "would have done), its checkpoint requests answered at the next report and free (the simulator "
         "charges a save its time); there is no cluster around a run here, so the rules that answer one "
         "(elastic sizes, the preemption guard) do nothing.",

@@ -117,7 +117,7 @@ def print_sweep_result(
     chosen on the wrong-stop rate's 95% upper bound (``best``), not its point rate. When no
     setting's bound is within the budget, that is said plainly and the best by point rate is named
     as information only; the pick is in-sample, and a pick at an end of the grid is flagged."""
-    from advisor.sweep import CONFIDENCE, best_within, edge_fields, sweep_table
+    from advisor.sweep import CONFIDENCE, best_within, edge_fields, spec_path, sweep_table
 
     def units(n: int) -> str:  # "job over all seeds" -> "400 jobs over all seeds"
         word, _, rest = unit.partition(" ")
@@ -141,6 +141,13 @@ def print_sweep_result(
             f"{p['label']} ({p['saved']:.1%} saved, {p['wrong_rate']:.2%} wrong; {counts(p)})",
             file=out,
         )
+        setting = p.get("setting") or {}
+        if setting:
+            # what to write in the policy file (every policy in it that has the rule or section)
+            print(
+                "in the policy: " + ", ".join(f"{spec_path(k)}: {v}" for k, v in setting.items()),
+                file=out,
+            )
     else:
         by_point = best_within(points, budget, rate="wrong_rate")
         lowest = min(range(len(points)), key=lambda i: points[i].get("wrong_upper") or 1.0, default=None)

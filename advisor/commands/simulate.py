@@ -283,8 +283,28 @@ def sweep_task(task: tuple[argparse.Namespace, int, Any]) -> dict[str, Any]:
             reference_gpus=args.reference_gpus,
         )
     m = run_strategy(scenario, strategy).metrics
-    keys = ("gpu_hours", "gpu_hours_nonlearning", "wrong_stops_by_threshold", "near_end_releases", "jobs")
+    keys = (
+        "gpu_hours",
+        "gpu_hours_nonlearning",
+        "wrong_stops_by_threshold",
+        "near_end_releases",
+        "near_end_gpu_hours",
+        "jobs",
+        "lost_work_gpu_hours",
+        "checkpoint_overhead_gpu_hours",
+        "restart_overhead_gpu_hours",
+        "overhead_nonlearning_gpu_hours",
+    )
     return {k: m[k] for k in keys}
+
+
+def _saved(row: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
+    """What a setting's run of one seed saved against that seed's no-advisor run, as the table
+    counts it (``simulator.metrics.savings``)."""
+    from simulator.metrics import savings
+
+    freed = base["gpu_hours"] - row["gpu_hours"] - row["near_end_gpu_hours"]
+    return savings({**row, "policy": "setting", "gpu_hours_freed": freed}, {**base, "policy": "no-advisor"})
 
 
 def sweep_points(
@@ -320,7 +340,7 @@ def sweep_points(
                 "runs": jobs,
                 "near_end": sum(r["near_end_releases"] for r in per_seed),
                 "gpu_hours_saved": sum(
-                    b["gpu_hours"] - r["gpu_hours"] for b, r in zip(base, per_seed, strict=True)
+                    _saved(r, b)["gpu_hours_saved"] for b, r in zip(base, per_seed, strict=True)
                 ),
             }
         )

@@ -100,7 +100,7 @@ def report_sweep(
     print_sweep_result(points, frontier, best, budget, summary, human, unit=unit, reading=reading)
     emit_json(clean({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}), json_out)
     if report is not None:
-        plot_frontier(points, frontier, report / "sweep_frontier.png", title=plot_title)
+        plot_frontier(points, frontier, report / "sweep_frontier.png", title=plot_title, budget=budget)
         path = _write_report(report, points, frontier, best, budget, summary, plot_title, unit, reading)
         print(f"plot: {report / 'sweep_frontier.png'}", file=human)
         print(f"report: {path}", file=human)

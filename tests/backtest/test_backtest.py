@@ -255,19 +255,34 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         stops = [d for d in r["decisions"] if d["action"]]
         wrong_saved = sum(d["gpu_hours_saved"] for d in stops if (d["improvement_left"] or 0) > 0.01)
         assert r["gpu_hours_saved_on_wrong_stops"] == pytest.approx(wrong_saved)
+        # what a stop spared is saved after its run stopped learning, cut learning before
+        for d in stops:
+            spared = d["baseline_gpu_hours"] - d["gpu_hours"]
+            assert d["near_end"] or d["gpu_hours_saved"] + d["gpu_hours_cut_learning"] == pytest.approx(
+                spared
+            )
+            assert d["gpu_hours_saved"] <= d["baseline_gpu_hours_nonlearning"] + 1e-9
+        assert r["gpu_hours_cut_learning"] == pytest.approx(sum(d["gpu_hours_cut_learning"] for d in stops))
     base, advisor = rows[0], rows[-1]
     assert base["gpu_hours_saved"] == 0 and base["gpu_hours"] == pytest.approx(4 * 8 * 6000 / 3600, rel=0.02)
     assert advisor["gpu_hours_saved"] > 0 and advisor["wrong_stops_by_threshold"]["0.01"] == 0
     released = {d["run"] for d in advisor["decisions"] if d["action"]}
     assert "learning.csv" not in released and len(released) == 3
+    # the fixed budget cuts the run still learning at 75%: what it spared is mostly cut learning,
+    # saved only the tail past its learning end (the last points of a run are past it by definition)
+    (cut,) = [d for d in rows[3]["decisions"] if d["run"] == "learning.csv"]
+    assert cut["action"] and cut["improvement_left"] > 0.01
+    assert cut["gpu_hours_cut_learning"] > 3 * cut["gpu_hours_saved"] > 0
     text = (rep / "report.md").read_text()
     assert "worst call first" in text and "flat0.csv" in text
-    # the column is GPU-hours (gpu_hours_saved_on_wrong_stops), not a share: so say both texts
-    hours = "*Of it on wrong stops*: of the GPU-hours saved, those the row's wrong stops at 1% spared"
+    # saved and cut learning are GPU-hours either side of the run's learning end: both texts say so
+    hours = (
+        "*Saved* and *cut learning*: saved: GPU-hours a row's stops spared after their runs stopped learning"
+    )
     assert hours in text and "share of saved" not in text
     footer_and_table = capsys.readouterr().out
     footer = footer_and_table.split("\n\n")[-1]
-    assert "of it on wrong stops: of the GPU-hours saved, those the row's" in " ".join(footer.split())
+    assert "cut learning: those they spared before it" in " ".join(footer.split())
     assert "share" not in footer
     assert len(list(rep.glob("timeline-*.png"))) == len(
         {d["run"] for r in rows for d in r["decisions"] if d["action"]}
@@ -642,3 +657,26 @@ def test_a_timeline_shows_the_training_loss_and_its_non_finite_reports_beside_th
         assert styles["a (2.0% left)"] != styles["b (2.0% left)"]
     finally:
         plt.close(fig)
+
+
+def test_a_last_evaluation_after_the_last_loss_log_is_kept_and_reported(tmp_path: Path) -> None:
+    """A trainer logs its loss every 10 steps and evaluates at the end of each of 5 epochs; its
+    last evaluation, at step 7,035, comes after its last loss log at 7,030. Cut at that log, the
+    run kept 4 evaluations and went unjudged by them (5 needed); kept up to the step the state was
+    written at, it is judged by its eval metric."""
+    from advisor.backtest.runs import load_runs
+
+    steps = list(range(10, 7031, 10))
+    history: list[dict[str, float]] = [{"step": s, "loss": 2.0 * (1 + s / 500) ** -0.5} for s in steps]
+    for k in range(1, 6):
+        history.append({"step": 1407 * k, "eval_f1": 0.5 + 0.05 * k, "eval_loss": 1.0 - 0.05 * k})
+    history.sort(key=lambda r: r["step"])
+    state = {"log_history": history, "global_step": 7035, "max_steps": 7035}
+    (tmp_path / "trainer_state.json").write_text(json.dumps(state))
+    (run,), skipped = load_runs([tmp_path / "trainer_state.json"])
+    assert not skipped and run.eval_steps is not None
+    assert run.eval_steps.tolist() == [1407.0, 2814.0, 4221.0, 5628.0, 7035.0]
+    out = tmp_path / "bt.json"
+    assert main(["backtest", str(tmp_path / "trainer_state.json"), "--quiet", "--json-file", str(out)]) == 0
+    decisions = json.loads(out.read_text())[0]["decisions"]
+    assert decisions[0]["judged_series"] == "eval"

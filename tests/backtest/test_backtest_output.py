@@ -87,6 +87,7 @@ def test_a_backtest_sweep_table_has_no_column_of_dashes_for_a_spread_over_seeds(
     header, _rule, *rows = out.splitlines()[:4]
     assert header.split() == [
         "setting",
+        "non-learn",
         "saved",
         "wrong",
         ".5/1/2%",
@@ -188,6 +189,15 @@ def test_index_rows_that_match_no_run_and_runs_without_a_row_are_warned_of(
     index.write_text("run,gpus\nruns/a.csv,4\nruns/b.csv,2\n")
     assert main([*argv, "--index", str(index)]) == 0
     assert "warning: " not in capsys.readouterr().err
+    # a few runs of an indexed folder, each with its row: the other rows are the runs not given,
+    # one line counts them (a platform trial got ten lines and a hint for one run of 126)
+    index.write_text("run,gpus\nruns/a.csv,4\nruns/b.csv,2\n" + "\n".join(bogus) + "\n")
+    assert main([*argv, "--index", str(index)]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: {index}: 12 rows name runs not read (every run read has its row): their gpus, group "
+        "and labels go unused"
+    ]
 
 
 def test_an_index_found_beside_the_runs_is_named_on_stderr_and_in_the_meta_data(

@@ -58,7 +58,13 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert rows[0]["victim_precision"] is None and rows[0]["victim_recall"] is None
     for r in rows[1:]:  # what a near-end release of a healthy run spared is no saving
         spared = rows[0]["gpu_hours"] - r["gpu_hours"]
-        assert r["gpu_hours_saved"] == pytest.approx(spared - r["near_end_gpu_hours"], abs=1e-3)
+        assert r["gpu_hours_freed"] == pytest.approx(spared - r["near_end_gpu_hours"], abs=1e-3)
+        # nor is cut learning: saved is what was waste, the rest of what was freed is apart
+        parts = r["gpu_hours_saved_nonlearning"] + r["gpu_hours_saved_overheads"]
+        assert r["gpu_hours_saved"] == pytest.approx(parts, abs=1e-3)
+        assert r["gpu_hours_saved"] + r["gpu_hours_saved_learning"] == pytest.approx(
+            r["gpu_hours_freed"], abs=1e-3
+        )
         assert (r["near_end_releases"] == 0) == (r["near_end_gpu_hours"] == 0)
         assert set(r["wrong_stops_by_threshold"]) == {"0.005", "0.01", "0.02"}
         assert r["wrong_stops_by_threshold"]["0.01"] == r["wrong_stops"]

@@ -51,7 +51,7 @@ def test_a_healthy_run_cut_near_its_end_is_no_saving() -> None:
     m = row_metrics("cut", res.jobs, res.record, sc.capacity, base["gpu_hours"], 0.0, victims=False)
     assert m["near_end_releases"] == 1
     assert m["gpu_hours"] < base["gpu_hours"]  # it did hold its GPUs for less time ...
-    assert m["gpu_hours_saved"] == pytest.approx(0.0, abs=0.05)  # ... but that is not a saving
+    assert m["gpu_hours_freed"] == pytest.approx(0.0, abs=0.05)  # ... but that is not a saving
     assert m["near_end_gpu_hours"] == pytest.approx(base["gpu_hours"] - m["gpu_hours"], rel=0.05)
     # the non-learning tail it would have run is still charged to the row
     assert m["gpu_hours_nonlearning"] == pytest.approx(base["gpu_hours_nonlearning"], rel=0.05)

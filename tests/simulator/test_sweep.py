@@ -222,7 +222,13 @@ def test_simulate_sweep_names_the_best_setting_and_the_pool_changes_nothing(
     assert (tmp_path / "rep" / "sweep_frontier.png").stat().st_size > 0
     report = (tmp_path / "rep" / "report.md").read_text()  # the Markdown report --report promises
     assert "plateau.probability=0.9" in report and "![" in report and "(sweep_frontier.png)" in report
-    assert "best within 100.00% wrong stops" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "best within 100.00% wrong stops" in out
+    # what to write in the policy file to use it
+    value = points[docs[0]["best"]]["setting"]["plateau.probability"]
+    assert f"in the policy: spec.rules.plateau.probability: {value}" in out
+    # saved as the main table counts it: non-learning GPU-hours and overheads, no cut learning
+    assert all(isinstance(p["gpu_hours_saved"], float) for p in points)
 
 
 @pytest.mark.parametrize(
