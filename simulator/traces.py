@@ -16,7 +16,7 @@ import csv
 import json
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -121,9 +121,9 @@ def _collect(
         raise TraceError(path, None, None, "no usable jobs")
     jobs.sort(key=lambda j: (j.submit, j.name))
     t0 = jobs[0].submit
-    trace.jobs = [
-        TraceJob(j.name, j.submit - t0, j.gpus, j.duration, j.queue, j.priority, j.total_steps) for j in jobs
-    ]
+    # every field kept (a row's workload_type label was dropped here, so a trace's labels never
+    # reached its jobs)
+    trace.jobs = [replace(j, submit=j.submit - t0) for j in jobs]
     return trace
 
 

@@ -129,7 +129,7 @@ def register(subparsers: Any) -> None:
         "(repeatable; e.g. 'plateau.probability=0.7,0.8,0.9'), the Pareto frontier of savings "
         "against wrong stops, and the best within --max-wrong",
     )
-    p.add_argument("--max-wrong", default="1%", help="with --sweep: the wrong-stop budget (default 1%%)")
+    p.add_argument("--max-wrong", default=None, help="with --sweep: the wrong-stop budget (default 1%%)")
     p.add_argument("--workers", type=int, default=None, help="with --sweep: processes (default: every core)")
     p.add_argument("--ray", default=None, metavar="ADDRESS", help="with --sweep: run on this Ray cluster")
     p.add_argument("--skip-bad-runs", action="store_true", help="skip unreadable runs and count them")
@@ -475,9 +475,9 @@ def run(args: argparse.Namespace) -> int:
         require_extra("matplotlib", "sim", "--report")
     json_out = json_target(args, "backtest")
     check_outputs(json_out, args.report, [*args.runs, *(args.policy or []), args.index])
-    from advisor.commands.sweep_run import checked_max_wrong
+    from advisor.commands.sweep_run import settle_max_wrong
 
-    checked_max_wrong(args.max_wrong)  # checked with or without --sweep
+    settle_max_wrong(args)  # checked, and an error without --sweep
     if args.sweep:
         return _run_sweep(args, json_out)
     progress = not args.quiet and sys.stderr.isatty()

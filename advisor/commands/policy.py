@@ -113,9 +113,8 @@ def _read_state(path: str) -> str:
 
 
 def _validate(files: list[str]) -> int:
-    from dataclasses import fields
-
     from policies import PolicyError
+    from policies.lint import risk_warnings
     from policies.loader import policies_from_text, read_policy_file
     from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
 
@@ -146,11 +145,9 @@ def _validate(files: list[str]) -> int:
                 print(f"{path}: {field}: {reason}" if field else f"{path}: {reason}")
             continue
         if not policies:
-            if others:  # a TrainJob or a runtime beside the policies: not a policy file
-                held.append((path, others))
-                continue
-            failed = True
-            print(f"{path}: no AdvisorPolicy found")
+            # a TrainJob or a runtime beside the policies: not a policy file; an empty one is
+            # an error beside policies, and like the rest when no file given holds one
+            held.append((path, others))
             continue
         # AdvisorPolicy is cluster-scoped: a second file with the same name replaces the first
         clashes = [p.name for p in policies if p.name in defined]
@@ -160,20 +157,14 @@ def _validate(files: list[str]) -> int:
                 print(f"{path}: metadata.name: policy {name!r} is also defined in {defined[name]}")
             continue
         defined.update(dict.fromkeys((p.name for p in policies), path))
-        for other, kinds in held:
-            print(f"{other}: skipped: no AdvisorPolicy ({', '.join(kinds)})")
+        failed |= _say_held(held)
         held = []
         names = ", ".join(f"{p.name} ({p.mode.value})" for p in policies)
         skipped = f" (skipped: {', '.join(others)})" if others else ""
         print(f"{path}: OK: {names}{skipped}")
         for p in policies:
-            if all(getattr(p.rules, f.name) is None for f in fields(p.rules)):
-                # legal (a way to exempt some jobs), yet more often a slip: such a policy governs
-                # the jobs it selects, so no other policy advises them either
-                print(
-                    f"{path}: warning: policy {p.name}: spec.rules: no rules: it never acts, and the jobs it "
-                    "governs are advised by no other policy"
-                )
+            for field, why in risk_warnings(p):
+                print(f"{path}: warning: policy {p.name}: {field}: {why}")
             for field, metric in undirected_metrics(p):
                 print(f"{path}: warning: policy {p.name}: {field}: {metric} is never judged: {NO_DIRECTION}")
             for field, why in direction_warnings(p):
@@ -182,10 +173,23 @@ def _validate(files: list[str]) -> int:
         path, kinds = held[0]
         rest = len(held) - 1
         more = "" if not rest else "; nor does the other file" if rest == 1 else f"; nor do the {rest} others"
-        raise CommandError(f"{path}: no AdvisorPolicy in the file (it holds {', '.join(kinds)}){more}")
-    for other, kinds in held:
-        print(f"{other}: skipped: no AdvisorPolicy ({', '.join(kinds)})")
+        holds = f" (it holds {', '.join(kinds)})" if kinds else ""
+        raise CommandError(f"{path}: no AdvisorPolicy in the file{holds}{more}")
+    failed |= _say_held(held)
     return 1 if failed else 0
+
+
+def _say_held(held: list[tuple[str, list[str]]]) -> bool:
+    """Say of each file that held no policy what it held: objects of other kinds are skipped, an
+    empty file is an error (True: one was)."""
+    failed = False
+    for other, kinds in held:
+        if kinds:
+            print(f"{other}: skipped: no AdvisorPolicy ({', '.join(kinds)})")
+        else:
+            failed = True
+            print(f"{other}: no AdvisorPolicy found")
+    return failed
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--jobs", type=positive_int, default=None, help="synthetic trace: number of jobs")
     p.add_argument("--hours", type=float, default=None, help="synthetic trace: arrival window in hours")
     p.add_argument(
-        "--seed", type=non_negative_int, default=0, help="seed of the scenario (0 or more; default 0)"
+        "--seed", type=non_negative_int, default=None, help="seed of the scenario (0 or more; default 0)"
     )
     p.add_argument(
         "--seeds",
@@ -137,7 +137,7 @@ def register(subparsers: Any) -> None:
         "'plateau.probability=0.6,0.7,0.8,0.9' 'plateau.for=5m,10m,20m') over --seeds, print the "
         "Pareto frontier of savings against wrong stops, and name the best within --max-wrong",
     )
-    p.add_argument("--max-wrong", default="1%", help="with --sweep: the wrong-stop budget (default 1%%)")
+    p.add_argument("--max-wrong", default=None, help="with --sweep: the wrong-stop budget (default 1%%)")
     p.add_argument(
         "--ray", default=None, metavar="ADDRESS", help="with --sweep: run on this Ray cluster (extra: ray)"
     )
@@ -392,9 +392,14 @@ def run(args: argparse.Namespace) -> int:
         require_extra("matplotlib", "sim", "--report")
     json_out = json_target(args, "simulate")
     check_outputs(json_out, args.report, [args.trace, args.cluster, *(args.policy or [])])
-    from advisor.commands.sweep_run import checked_max_wrong
+    from advisor.commands.sweep_run import settle_max_wrong
 
-    checked_max_wrong(args.max_wrong)  # checked with or without --sweep
+    settle_max_wrong(args)  # checked, and an error without --sweep
+    if args.seed is not None and args.seeds is not None:
+        raise CommandError("give --seed or --seeds, not both (--seeds 7 runs seed 7 alone)")
+    args.seed = 0 if args.seed is None else args.seed
+    if args.baselines_only and args.policy:
+        raise CommandError("--baselines-only runs no policy: drop --policy, or --baselines-only")
     if args.label_error is not None and not args.label_rate:
         raise CommandError(
             "--label-error is the share of --label-rate's labels that are wrong, and no job is "

@@ -16,7 +16,7 @@ from typing import Any
 from advisor.cli import CommandError
 from advisor.commands.json_output import JsonTarget, emit_json, human_stream, print_sweep_result
 
-__all__ = ["checked_grid", "checked_max_wrong", "report_sweep", "run_grid"]
+__all__ = ["checked_grid", "checked_max_wrong", "report_sweep", "run_grid", "settle_max_wrong"]
 
 
 def checked_max_wrong(max_wrong: str) -> float:
@@ -28,6 +28,17 @@ def checked_max_wrong(max_wrong: str) -> float:
         return parse_max_wrong(max_wrong)
     except SweepError as exc:
         raise CommandError(str(exc)) from None
+
+
+def settle_max_wrong(args: Any) -> None:
+    """``--max-wrong`` checked (``checked_max_wrong``) and defaulted to 1%; given without
+    ``--sweep``, which alone reads it, it is an error rather than silently ignored."""
+    given = args.max_wrong is not None
+    if given:
+        checked_max_wrong(args.max_wrong)
+    args.max_wrong = args.max_wrong if given else "1%"
+    if given and not args.sweep:
+        raise CommandError("--max-wrong is the wrong-stop budget of a --sweep: give --sweep too, or drop it")
 
 
 def checked_grid(

@@ -243,6 +243,38 @@ spec:
     assert "warning" not in capsys.readouterr().out
 
 
+def test_validate_warns_of_an_apply_policy_that_acts_on_weak_evidence_or_on_every_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A platform trial's Apply policy with no selector, ``probability: 0.01``, ``for: 0``,
+    ``cooldown: 0`` and ``action: Stop`` validated as a plain OK. Each is legal, and each is said;
+    the same policy in Recommend mode acts on nothing, and is not warned of."""
+    doc = """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: zero}
+spec:
+  mode: Apply
+  safety: {cooldown: 0, maxActionsPerHour: 1000, minRuntime: 0}
+  rules: {plateau: {probability: 0.01, for: 0, action: Stop}}
+"""
+    path = tmp_path / "zero.yaml"
+    path.write_text(doc)
+    assert main(["policy", "validate", str(path)]) == 0
+    warnings = [x for x in capsys.readouterr().out.splitlines() if ": warning: " in x]
+    prefix = f"{path}: warning: policy zero: "
+    assert [w.removeprefix(prefix).split(":")[0] for w in warnings] == [
+        "spec.rules.plateau.probability",
+        "spec.rules.plateau.for",
+        "spec.safety.cooldown",
+        "spec.selector",
+    ]
+    assert "below even odds: Stop acts on runs more likely still learning than not" in warnings[0]
+    path.write_text(doc.replace("mode: Apply", "mode: Recommend"))
+    assert main(["policy", "validate", str(path)]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
 def test_validate_warns_of_metric_directions_that_are_ignored_or_turn_a_metric_against_its_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -280,6 +312,26 @@ def test_explain_of_a_file_with_no_policy_is_an_error_as_validate_says(
     empty.write_text("# nothing here\n---\n")
     assert main(["policy", "explain", str(empty), "--job-state", str(_state(tmp_path))]) == 2
     assert f"{empty}: no AdvisorPolicy found" in capsys.readouterr().err
+
+
+def test_validate_of_files_that_hold_no_policy_is_an_error_as_its_help_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its help says an error (exit 2) when no file given holds a policy: an empty file alone
+    exited 1 like an invalid policy. Beside a valid policy it is still reported, and exits 1."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing here\n---\n")
+    assert main(["policy", "validate", str(empty)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{empty}: no AdvisorPolicy in the file" in err[0]
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "apiVersion: advisor.trainjob-advisor.io/v1alpha1\nkind: AdvisorPolicy\nmetadata: {name: g}\n"
+        "spec:\n  rules: {stall: {for: 30m}}\n"
+    )
+    assert main(["policy", "validate", str(empty), str(good)]) == 1
+    out = capsys.readouterr().out
+    assert f"{empty}: no AdvisorPolicy found" in out and f"{good}: OK: g (Recommend)" in out
 
 
 def test_a_yaml_syntax_error_is_one_line_with_its_line_and_column(

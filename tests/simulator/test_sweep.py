@@ -239,6 +239,8 @@ def test_simulate_sweep_names_the_best_setting_and_the_pool_changes_nothing(
         (["--sweep", "plateau.probability=0.8", "--max-wrong", "x"], "--max-wrong"),
         (["--max-wrong", "150%"], "between 0 and 100%"),  # checked without --sweep too
         (["--max-wrong", "2"], "write the % sign (--max-wrong 2%)"),
+        # a valid budget without --sweep, which alone reads it, was ignored without a word
+        (["--max-wrong", "2%"], "--max-wrong is the wrong-stop budget of a --sweep: give --sweep too"),
     ],
 )
 def test_bad_sweeps_are_one_clear_error(
@@ -248,3 +250,20 @@ def test_bad_sweeps_are_one_clear_error(
         assert main([*command, "--quiet", "--policy", str(PLATEAU), *extra]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--seed", "7", "--seeds", "1-2"], "give --seed or --seeds, not both"),
+        (["--baselines-only", "--policy", str(PLATEAU)], "--baselines-only runs no policy"),
+    ],
+)
+def test_flags_that_contradict_each_other_are_one_clear_error(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--seed 7 --seeds 1-2`` ran seeds 1-2 and ``--baselines-only --policy P`` ran no policy,
+    each without a word: one of the two flags was ignored."""
+    assert main(["simulate", "--jobs", "4", "--quiet", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err

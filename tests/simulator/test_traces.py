@@ -42,6 +42,28 @@ def test_own_csv_format(tmp_path: Path) -> None:
     )
 
 
+def test_a_csv_traces_workload_type_column_reaches_its_jobs(tmp_path: Path) -> None:
+    """The column was read, then dropped when the rows were rebased to the trace's start: no
+    trace's labels ever reached its jobs, and a policy's workload-type selector saw none."""
+    from simulator.curves import CurveLibrary
+    from simulator.jobs import WorldConfig, build_jobs
+
+    p = _write(
+        tmp_path,
+        "t.csv",
+        "name,submit_s,gpus,duration_s,queue,priority,total_steps,workload_type\n"
+        "llm,100,32,86400,,,100000,pretraining\nft,160,8,7200,,,3000,fine-tuning\nx,200,1,600,,,,\n",
+    )
+    trace = load_trace(p)
+    assert [(j.name, j.submit, j.workload_type) for j in trace.jobs] == [
+        ("llm", 0.0, "pretraining"),
+        ("ft", 60.0, "fine-tuning"),
+        ("x", 100.0, None),
+    ]
+    jobs = build_jobs(trace.jobs, {"default": "cq"}, WorldConfig(), CurveLibrary(), seed=0)
+    assert [j.labels.get("workload-type") for j in jobs] == ["pretraining", "fine-tuning", None]
+
+
 @pytest.mark.parametrize(
     ("row", "field", "reason"),
     [
