@@ -339,6 +339,8 @@ def run(args: argparse.Namespace) -> int:
             "ended": st.get(ENDED),
             "improvingAtEnd": bool(st.get(IMPROVING)),
             "notes": _run_notes(st, files is not None),
+            # what the run is ranked by: the better of its final value and its best checkpoint
+            "gives": _gives(iv, _kept(st, metric), higher),
         }
         for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
     ]
@@ -354,14 +356,15 @@ def run(args: argparse.Namespace) -> int:
             "-" if r["final"] is None else f"{r['final']['mean']:.4g}",
             "-" if r["final"] is None else f"[{r['final']['p10']:.4g}, {r['final']['p90']:.4g}]",
             "-" if r["probabilityBest"] is None else f"{r['probabilityBest']:.0%}",
-            *([_best_cell(r)] if checkpoints else []),
+            *([_best_cell(r), "-" if r["gives"] is None else f"{r['gives']:.4g}"] if checkpoints else []),
             r["progress"],
             _state_cell(r),
         ]
         for r in result
     ]
     final = "FINAL LOSS" if metric == "loss" else f"FINAL {metric.upper()}"
-    best = ("BEST CHECKPOINT",) if checkpoints else ()
+    # GIVES: the value a run is ranked by, so that a P(BEST) of 100% beside the worst FINAL reads
+    best = ("BEST CHECKPOINT", "GIVES") if checkpoints else ()
     print_table(("RUN", final, "80% INTERVAL", "P(BEST)", *best, "PROGRESS", "STATE"), rows)
     ranked_by = f"ranked by {metric} ({'higher' if higher else 'lower'} is better)"
     if fallback is not None:
@@ -372,7 +375,10 @@ def run(args: argparse.Namespace) -> int:
     ):
         print("no best checkpoint: the training loss keeps none (a run's last weights are what it describes)")
     if any(r["bestValue"] is not None for r in result):
-        print("a run gives its best checkpoint where it beats the run's final value (keep that checkpoint)")
+        print(
+            "a run gives its best checkpoint where it beats the run's final value (keep that checkpoint): "
+            "GIVES is the value it is ranked by"
+        )
     if broken:
         print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")
     if any(r["improvingAtEnd"] for r in result):
@@ -462,6 +468,15 @@ def _same_run_twice(refs: Sequence[str], cluster: argparse.Namespace | None) -> 
         if key in seen:
             raise CommandError(f"the same run given twice: {ref}")
         seen.add(key)
+
+
+def _gives(final: tuple[float, float, float] | None, kept: float | None, higher: bool) -> float | None:
+    """The value a run gives, that it is ranked by: the better of its forecast final value and
+    its best checkpoint (None: neither known)."""
+    values = [v for v in ((final[0] if final is not None else None), kept) if v is not None]
+    if not values:
+        return None
+    return max(values) if higher else min(values)
 
 
 def _best_cell(row: Mapping[str, Any]) -> str:

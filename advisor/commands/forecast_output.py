@@ -211,13 +211,9 @@ def render_text(outcome: Outcome) -> str:
         last = seen.values[-1] if seen is not None and seen.values else None
         level = sfc.current_loss
         now = f"{_num(level)} now"
-        if (
-            last is not None
-            and level is not None
-            and math.isfinite(last)
-            and abs(last - level) > 0.01 * abs(level)
-        ):
-            # the level is a median of the last evaluations: say so when the last one is elsewhere
+        if last is not None and level is not None and math.isfinite(last) and _num(last) != _num(level):
+            # the level is a median of the last evaluations: say so whenever the last one shows
+            # otherwise (within 1% it read "now", beside a last evaluation the user could see)
             now = f"{_num(sfc.current_loss)} smoothed (last {_num(last)})"
         lines.append(
             f"  {_label(name)}{now}; final {_interval(sfc.final_loss)}; "

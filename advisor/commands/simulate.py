@@ -441,7 +441,8 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"\n{len(trace.jobs)} jobs ({trace.source}; {trace.skipped} bad rows skipped), "
         f"{scenario.capacity} GPUs, "
-        f"seed {scenario.seed}: {sim_h:.0f} simulated hours in {wall:.1f}s "
+        f"seed {scenario.seed}: {len(rows)} rows of up to {max(r['simulated_hours'] for r in rows):.0f} "
+        f"simulated hours each ({sim_h:.0f} in all) in {wall:.1f}s "
         f"({meta['simulated_job_hours_per_wall_second']} simulated job-hours per wall-second); "
         f"curves: {meta['curves']}",
         file=human,

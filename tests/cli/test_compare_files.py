@@ -262,7 +262,14 @@ def test_the_best_checkpoint_shown_is_that_of_the_metric_ranked_by(
     assert (rows["a.json"]["bestStep"], rows["a.json"]["bestValue"]) == (1500, pytest.approx(0.8))
     assert (rows["b.json"]["bestStep"], rows["b.json"]["bestValue"]) == (2000, pytest.approx(0.7))
     assert cli.main([*argv, "--metric", "eval_accuracy"]) == 0
-    assert "step 1500: 0.8" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "step 1500: 0.8" in out
+    # the value each run is ranked by, the better of its final and its best checkpoint, is shown
+    # (a P(BEST) of 100% sat beside the worst FINAL, its reason in no column)
+    assert "GIVES" in out.splitlines()[0]
+    assert cli.main([*argv, "--metric", "eval_accuracy", "-o", "json"]) == 0
+    for r in json.loads(capsys.readouterr().out):
+        assert r["gives"] == pytest.approx(max(r["final"]["mean"], r["bestValue"]))
     assert cli.main([*argv, "-o", "json"]) == 0  # judged (and ranked) by eval_loss
     assert {Path(r["run"]).name: r["bestStep"] for r in json.loads(capsys.readouterr().out)} == {
         "a.json": 700,

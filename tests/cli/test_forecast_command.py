@@ -547,7 +547,8 @@ def test_the_text_names_a_smoothed_eval_level_and_carries_the_judged_series_warn
         history.append({"step": s, "loss": 0.2 + 2.0 * (s / 10) ** -0.7, "learning_rate": 1e-4})
         if s % 100 == 0:
             ev = 0.6 + (0.0 if s <= 800 else 0.0004 * (s - 800)) + 0.4 * (100 / s)
-            history.append({"step": s, "eval_loss": ev, "eval_f1": 0.0})
+            acc = 0.804 if s == 2000 else 0.8  # the last evaluation 0.5% off the level
+            history.append({"step": s, "eval_loss": ev, "eval_f1": 0.0, "eval_accuracy": acc})
     path = tmp_path / "trainer_state.json"
     path.write_text(json.dumps({"log_history": history, "max_steps": 3000}))
     assert main(["forecast", str(path)]) == 0
@@ -557,6 +558,9 @@ def test_the_text_names_a_smoothed_eval_level_and_carries_the_judged_series_warn
     assert "- eval_loss: the series is rising" in out
     f1 = next(x for x in out.splitlines() if x.strip().startswith("eval_f1"))
     assert "-0" not in f1 and "e-" not in f1, f1
+    # a last evaluation that shows otherwise than the level is named, however close (it read "now")
+    acc = next(x for x in out.splitlines() if x.strip().startswith("eval_accuracy"))
+    assert "0.8 smoothed (last 0.804)" in acc, acc
 
 
 def test_a_cut_before_a_divergence_neither_warns_of_it_nor_calls_the_last_finite_value_the_end(

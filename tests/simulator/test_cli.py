@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,9 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert sum(1 for x in r["stops"] if x["near_end"]) == r["near_end_releases"]
     table = capsys.readouterr().out
     assert "advisor-plateau-release" in table and "simulated job-hours per wall-second" in table
+    assert re.search(
+        r"seed \d+: 5 rows of up to \d+ simulated hours each \(\d+ in all\)", table
+    )  # not a sum read as a span
     rep = tmp_path / "rep"
     for name in ("report.md", "gpu_hours_waterfall.png", "jct_cdf.png", "utilization.png", "results.json"):
         assert (rep / name).stat().st_size > 0
