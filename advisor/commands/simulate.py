@@ -146,7 +146,7 @@ def register(subparsers: Any) -> None:
         "--report",
         type=Path,
         help="write a Markdown report with plots to this directory (with --seeds: the pooled table "
-        "and the spread across the seeds; with --sweep: the frontier table and its plot)",
+        "and the spread across the seeds, without plots; with --sweep: the frontier table and its plot)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
