@@ -125,6 +125,8 @@ class _Replay:
             metrics=metrics,
             last_checkpoint_step=None if self.acked is None else self.acked[0],
             last_checkpoint_request=None if self.acked is None else self.acked[1],
+            # the metric its trainer keeps its best model by, as the training helper reports it
+            judged_by=run.declared_metric,
         )
 
     def act(self, decision: Decision, now: float) -> Outcome | None:

@@ -109,6 +109,10 @@ class Run:
     #: policy that selects by label (the sample keeps pre-training runs off its plateau rule so) is
     #: back-tested as it would select on the cluster
     labels: tuple[tuple[str, str], ...] = ()
+    #: the eval metric its trainer kept its best model by (``metric_for_best_model``, read back from
+    #: its trainer_state.json): reported in its progress as the training helper reports it, so that
+    #: the policies judge the run by it as on a cluster (None: the run names none)
+    declared_metric: str | None = None
 
     @property
     def duration_s(self) -> float:
@@ -385,8 +389,8 @@ def _attach_evals(
     ``MAX_EVAL_SERIES``; one that cannot be read is left out), the primary one the run's: the
     one the trainer kept its best model by (read back from its trainer_state.json), else
     ``eval_loss``, else the first. It is what the verdict and patience (HF's EarlyStopping watches
-    ``metric_for_best_model``) judge; the core is not told of it (no progress report carries
-    it), and judges by its own default as on the cluster."""
+    ``metric_for_best_model``) judge, and the core is told of it as the training helper tells a
+    controller (its reports name ``metric_for_best_model``)."""
     columns = next((c.columns for _cid, c in curves if c.columns), ())
     names = eval_metrics(columns)
     declared = log.trainer.metric if log.trainer is not None else None
@@ -433,4 +437,5 @@ def _attach_evals(
                 eval_metric=name,
                 eval_higher=direction_of(name) is Direction.HIGHER,
                 other_evals=tuple(found[1:]),
+                declared_metric=declared if declared == name else None,
             )

@@ -51,6 +51,9 @@ def observe_sample(
         rec.progress_percentage = float(pct)
     if sample.total_steps is not None and sample.total_steps > 0:
         rec.total_steps = int(sample.total_steps)
+    if sample.judged_by is not None and sample.judged_by != rec.declared_metric:
+        rec.declared_metric = sample.judged_by
+        rec.fresh_data = True  # the run state judges another series now
     ack, forged = note_checkpoint(rec, sample, now)
     if ack is Ack.ANSWERED and sample.last_checkpoint_request is not None:
         set_outcome(rec, sample.last_checkpoint_request, "acknowledged")

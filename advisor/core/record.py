@@ -79,6 +79,9 @@ class JobRecord:
     #: the policy whose rules opened the windows in ``rule_state`` (None: unknown, as in records of
     #: older versions): another policy taking the job over opens its own
     rule_state_policy: str | None = None
+    #: the eval series the run declares it is judged by (``ProgressSample.judged_by``; None: none
+    #: declared): the run state judges it, and no task's score beside it
+    declared_metric: str | None = None
     first_seen: float | None = None
     last_step_change: float | None = None
     last_sample_time: float | None = None
@@ -183,7 +186,7 @@ def eval_fingerprint(rec: JobRecord) -> tuple[Any, ...]:
     """What a run's eval forecasts depend on beyond the learning rates at past eval steps: each
     series' length, last point and direction, the planned steps and the directions in force."""
     evals = rec.history.evals
-    parts: list[Any] = [rec.total_steps, tuple(sorted(evals.overrides.items()))]
+    parts: list[Any] = [rec.total_steps, tuple(sorted(evals.overrides.items())), rec.declared_metric]
     for name in evals.names:
         s = evals.series(name)
         if s is not None:
@@ -238,6 +241,7 @@ def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
         train_history=(
             _train_history(rec) if rec.forecast is not None and at_last_step(rec.forecast) else None
         ),
+        declared=rec.declared_metric,
     )
 
 
@@ -257,6 +261,7 @@ def record_to_dict(rec: JobRecord) -> dict[str, Any]:
         "actions": [action_to_dict(a) for a in rec.actions],
         "ruleState": {k: v for k, v in rec.rule_state.items() if math.isfinite(v)},
         "ruleStatePolicy": rec.rule_state_policy,
+        "declaredMetric": rec.declared_metric,
         "firstSeen": rec.first_seen,
         "lastStepChange": rec.last_step_change,
         "lastSampleTime": rec.last_sample_time,
@@ -294,6 +299,8 @@ def record_from_dict(data: Mapping[str, Any], *, max_points: int) -> JobRecord:
         }
     owner = data.get("ruleStatePolicy")
     rec.rule_state_policy = owner if isinstance(owner, str) and owner else None
+    declared = data.get("declaredMetric")
+    rec.declared_metric = declared if isinstance(declared, str) and declared else None
     rec.first_seen = finite_or_none(data.get("firstSeen"))
     rec.last_step_change = finite_or_none(data.get("lastStepChange"))
     rec.last_sample_time = finite_or_none(data.get("lastSampleTime"))

@@ -52,6 +52,9 @@ class ProgressSample:
     estimated_remaining_seconds: float | None = None
     last_checkpoint_step: int | None = None
     last_checkpoint_request: str | None = None
+    judged_by: str | None = None
+    """The eval series the run declares it is judged by (a HF Trainer's ``metric_for_best_model``,
+    as the training helper reports it), named as the history names eval series."""
     metrics: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     warnings: tuple[str, ...] = ()
     source: str = ""

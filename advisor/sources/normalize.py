@@ -76,6 +76,10 @@ _ALIASES: dict[str, tuple[str, int]] = {
     "train_epoch": ("epoch", 2),
     ACK_STEP_METRIC: ("last_checkpoint_step", 0),
     ACK_REQUEST_METRIC: ("last_checkpoint_request", 0),
+    # the eval metric the trainer keeps its best model by (HF's ``metric_for_best_model``, which
+    # the training helper reports by name): what the run is judged by, its own choice
+    "metric_for_best_model": ("judged_by", 0),
+    "judged_by": ("judged_by", 1),
 }
 
 #: how typed source fields are named in warnings (the spelling users see in their objects)
@@ -237,6 +241,7 @@ def build_sample(
         percent = clamped
     remaining = _non_negative(number("estimated_remaining_seconds"), "estimatedRemainingSeconds", warnings)
     request = _request_id(*raw("last_checkpoint_request"), warnings)
+    judged_by = _metric_name(*raw("judged_by"), warnings)
 
     time_name, time_raw = raw("time")
     time = parse_timestamp(time_raw, time_name, warnings)
@@ -289,6 +294,7 @@ def build_sample(
         estimated_remaining_seconds=remaining,
         last_checkpoint_step=ckpt,
         last_checkpoint_request=request,
+        judged_by=judged_by,
         metrics=MappingProxyType(metrics),
         warnings=bounded_warnings(warnings),
         source=source,
@@ -300,6 +306,27 @@ def _non_negative(value: float | None, label: str, warnings: list[str]) -> float
         warnings.append(f"{label} {value} is negative; dropped")
         return None
     return value
+
+
+def _metric_name(name: str, value: object, warnings: list[str]) -> str | None:
+    """The eval series a run declares it is judged by, as the history names it: HF's
+    ``metric_for_best_model`` may be given without its ``eval_`` prefix (``accuracy``, ``loss``),
+    which the Trainer adds itself; None when not given or not a metric name."""
+    from advisor.series import eval_series_name, is_eval_name
+
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not 0 < len(value.strip()) <= MAX_METRIC_NAME_CHARS
+        or not any(c.isalpha() for c in value)
+    ):
+        warnings.append(f"{name}: {short_repr(value)} is not a metric name; dropped")
+        return None
+    canonical = canonical_name(value)
+    if not is_eval_name(canonical):
+        canonical = f"eval_{canonical}"
+    return eval_series_name(canonical)
 
 
 def _request_id(name: str, value: object, warnings: list[str]) -> str | None:

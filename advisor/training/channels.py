@@ -130,6 +130,8 @@ class KubeflowStatusChannel:
             out["total_steps"] = report.total_steps
         if report.epoch is not None:
             out["current_epoch"] = round(report.epoch, 4)
+        if report.judged_by:
+            out["metric_for_best_model"] = report.judged_by
         ack = report.ack()
         # the ack metrics must survive truncation to MaxItems: put them first
         ordered = {**ack, **{k: v for k, v in out.items() if k not in ack}} if ack else out

@@ -106,6 +106,9 @@ class AdvisorCallbackLogic:
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._track(state)
         self._last_step_end = time.time()
+        # the eval metric the Trainer keeps its best model by (set with load_best_model_at_end,
+        # or by hand): reported, so that the advisor judges the run by the user's own choice
+        self.requests.judge_by(getattr(args, "metric_for_best_model", None))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         previous_step_end, self._last_step_end = self._last_step_end, time.time()

@@ -58,6 +58,9 @@ class Report:
     metrics: Mapping[str, float] = field(default_factory=lambda: _EMPTY)
     last_checkpoint_step: int | None = None
     last_checkpoint_request: str | None = None
+    judged_by: str | None = None
+    """The eval metric the trainer keeps its best model by (HF's ``metric_for_best_model``): the
+    advisor judges the run by it rather than by a default of its own."""
 
     def finite_metrics(self) -> dict[str, float]:
         """Training metrics with NaN/inf dropped (no channel accepts them)."""

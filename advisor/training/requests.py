@@ -94,6 +94,7 @@ class CheckpointRequests:
         self._total_steps: int | None = None
         self._epoch: float | None = None
         self._metrics: dict[str, float] = {}
+        self._judged_by: str | None = None
         self._warned_missing = False
         self._sigterm_at: float | None = None
         self.enabled = self.path.exists()
@@ -214,6 +215,11 @@ class CheckpointRequests:
         if metrics:
             self._metrics.update({k: v for k, v in metrics.items() if isinstance(v, int | float)})
 
+    def judge_by(self, metric: str | None) -> None:
+        """Say in every report which eval metric the run keeps its best model by (HF's
+        ``metric_for_best_model``), so that the advisor judges the run by it."""
+        self._judged_by = str(metric) if metric else None
+
     def ack_metrics(self, *, numeric: bool = False) -> dict[str, object]:
         """The ack metrics to merge into reports the script sends itself (e.g. its own
         ``update_trainjob_status`` calls), so that they do not erase the acknowledgement."""
@@ -228,6 +234,7 @@ class CheckpointRequests:
             metrics=dict(self._metrics),
             last_checkpoint_step=self._last_checkpoint_step,
             last_checkpoint_request=self._acknowledged,
+            judged_by=self._judged_by,
         )
 
     def publish(self) -> bool:

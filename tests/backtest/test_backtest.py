@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -680,3 +681,40 @@ def test_a_last_evaluation_after_the_last_loss_log_is_kept_and_reported(tmp_path
     assert main(["backtest", str(tmp_path / "trainer_state.json"), "--quiet", "--json-file", str(out)]) == 0
     decisions = json.loads(out.read_text())[0]["decisions"]
     assert decisions[0]["judged_series"] == "eval"
+
+
+def _u_shaped_state(declared: bool) -> dict[str, object]:
+    """A fine-tune whose eval loss turns up at step 1,000 while its accuracy still rises; with
+    ``declared``, its trainer kept its best model by the eval loss (``best_metric`` there)."""
+    rng = np.random.default_rng(3)
+    history: list[dict[str, float]] = []
+    best = (0, 9.0)
+    for s in range(10, 3001, 10):
+        history.append({"step": s, "loss": 2 * math.exp(-s / 600) + 0.3 + rng.normal(0, 0.01)})
+        if s % 100 == 0:
+            ev = 0.5 + 0.3 * ((s - 1000) / 1000) ** 2 * (1.0 if s < 1000 else 0.5) + rng.normal(0, 0.004)
+            history.append({"step": s, "eval_loss": ev, "eval_accuracy": 0.6 + 0.1 * s / 3000})
+            best = min(best, (s, ev), key=lambda b: b[1])
+    state: dict[str, object] = {"log_history": history, "max_steps": 3000, "global_step": 3000}
+    if declared:
+        state.update(best_metric=best[1], best_model_checkpoint=f"out/checkpoint-{best[0]}", save_steps=100)
+    return state
+
+
+def test_a_run_whose_trainer_names_its_metric_is_judged_by_it_in_the_replay(tmp_path: Path) -> None:
+    """The trainer's choice (``metric_for_best_model``) reaches the core as the training helper
+    reports it: a run kept by its eval loss is released as overfitting once that turns up; the
+    same run naming no metric is not, while the accuracy beside its eval loss still rises."""
+    policy = ROOT / "manifests" / "samples" / "policy-plateau-release.yaml"
+    released = {}
+    for declared in (True, False):
+        path = tmp_path / f"{declared}" / "trainer_state.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(_u_shaped_state(declared)))
+        out = tmp_path / f"{declared}.json"
+        argv = ["backtest", str(path), "--quiet", "--policy", str(policy), "--baselines", "no-advisor"]
+        assert main([*argv, "--json-file", str(out)]) == 0
+        (decision,) = json.loads(out.read_text())[1]["decisions"]
+        released[declared] = decision
+    assert released[True]["action"] == "release-quota" and "overfitting" in released[True]["reason"]
+    assert released[False]["action"] is None and "eval_accuracy still improves" in released[False]["reason"]

@@ -115,6 +115,17 @@ class TestKubeflowStatusChannel:
         assert sample.loss is not None and math.isnan(sample.loss)
         assert any("non-finite" in w for w in sample.warnings)
 
+    def test_the_metric_the_trainer_keeps_its_best_model_by_goes_out_and_reads_back(self) -> None:
+        # HF's metric_for_best_model, as the Trainer takes it ("cer" for eval_cer): the advisor
+        # judges the run by it, not by its own default (the eval loss beside the task's score)
+        from advisor.reported import read_back
+
+        report = Report(time=100.0, step=7, metrics={"loss": 0.5}, judged_by="cer")
+        metrics = KubeflowStatusChannel("http://x", use_sdk=False).metrics(report)
+        assert metrics["metric_for_best_model"] == "cer"
+        sample = read_back(report, name="j", namespace="ns", now=100.0)
+        assert sample is not None and sample.judged_by == "eval_cer" and not sample.warnings
+
     def test_requires_a_url(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv("KUBEFLOW_TRAINER_SERVER_URL", raising=False)
         with pytest.raises(ValueError, match="KUBEFLOW_TRAINER_SERVER_URL"):

@@ -123,6 +123,19 @@ def test_a_pending_request_makes_the_trainer_save_then_acknowledges(
     assert report.total_steps == 20
 
 
+def test_the_metric_the_trainer_keeps_its_best_model_by_is_in_every_report(
+    tmp_path: Path, volume: DownwardAPIVolume, channel: RecordingChannel
+) -> None:
+    volume.write({CHECKPOINT_REQUEST_ANNOTATION: "1764496200001"})
+    callback = AdvisorCallback(_listener(volume, channel))
+    args = _args(tmp_path, metric_for_best_model="cer")
+    loop = Loop(CallbackHandler([DefaultFlowCallback(), callback], None, None, None, None), args, 20)
+    loop.begin()
+    for _ in range(3):
+        loop.step()
+    assert channel.reports and all(r.judged_by == "cer" for r in channel.reports)
+
+
 def test_periodic_saves_are_reported_with_their_step(
     tmp_path: Path, volume: DownwardAPIVolume, channel: RecordingChannel
 ) -> None:
