@@ -19,6 +19,9 @@ DOWNWARD_API_ANNOTATIONS_PATH = "/etc/podinfo/annotations"
 ACK_STEP_METRIC = "last_checkpoint_step"
 #: progress metric: the request id the last checkpoint answered
 ACK_REQUEST_METRIC = "last_checkpoint_request"
+#: the progress metric whose value names the eval metric the run is judged by (HF's
+#: ``metric_for_best_model``: ``eval_f1``, or ``f1`` as the Trainer takes it)
+JUDGED_BY_METRIC = "metric_for_best_model"
 #: progress metric: seconds the last checkpoint took to write, by the training process's clock
 SAVE_SECONDS_METRIC = "last_checkpoint_seconds"
 #: how long the controller waits for an acknowledgement before recording a timeout

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from advisor.model import ProgressSample
-from advisor.protocol import ACK_REQUEST_METRIC, ACK_STEP_METRIC
+from advisor.protocol import ACK_REQUEST_METRIC, ACK_STEP_METRIC, JUDGED_BY_METRIC
 from advisor.sources.coerce import parse_float, parse_int, parse_timestamp, short_repr
 
 __all__ = [
@@ -78,7 +78,7 @@ _ALIASES: dict[str, tuple[str, int]] = {
     ACK_REQUEST_METRIC: ("last_checkpoint_request", 0),
     # the eval metric the trainer keeps its best model by (HF's ``metric_for_best_model``, which
     # the training helper reports by name): what the run is judged by, its own choice
-    "metric_for_best_model": ("judged_by", 0),
+    JUDGED_BY_METRIC: ("judged_by", 0),
     "judged_by": ("judged_by", 1),
 }
 

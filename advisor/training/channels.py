@@ -25,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
 
+from advisor.protocol import JUDGED_BY_METRIC
 from advisor.training.report import Report, numeric_request_id
 
 __all__ = [
@@ -131,7 +132,7 @@ class KubeflowStatusChannel:
         if report.epoch is not None:
             out["current_epoch"] = round(report.epoch, 4)
         if report.judged_by:
-            out["metric_for_best_model"] = report.judged_by
+            out[JUDGED_BY_METRIC] = report.judged_by
         ack = report.ack()
         # the ack metrics must survive truncation to MaxItems: put them first
         ordered = {**ack, **{k: v for k, v in out.items() if k not in ack}} if ack else out
