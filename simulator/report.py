@@ -220,7 +220,8 @@ def _waterfall(results: Sequence[RowResult], path: Path) -> None:
         pos += np.maximum(values, 0.0)
         neg += np.minimum(values, 0.0)
     saved = [m.get("gpu_hours_saved") or 0.0 for m in rows]
-    ax.plot(saved, y, "o", color="black", ms=5, label='"saved" (the table\'s column: the two above)')
+    dot = '"saved" (the table\'s column: non-learning + overheads)'
+    ax.plot(saved, y, "o", color="black", ms=5, label=dot)
     ax.axvline(0.0, color="black", lw=0.8)
     ax.set_yticks(y, [m["policy"] for m in rows], fontsize=8)
     ax.set_xlabel(f"GPU-hours against no-advisor ({base['gpu_hours']:,.0f} GPU-h); right: fewer used")
