@@ -467,6 +467,8 @@ class History:
             "segments": list(self._segments),
             "restarts": self.restarts,
             "dropped": self.dropped,
+            # the count of a second writer's reports left out (the mode itself is found again)
+            "interleaved": self.interleaved,
             "evals": self.evals.to_dict(),
         }
 
@@ -508,6 +510,8 @@ class History:
         hist._segments = segments if segments and segments[0] == 0 else [0, *segments]
         hist.restarts = int(data.get("restarts", len(hist._segments) - 1) or 0)
         hist.dropped = int(data.get("dropped", 0) or 0)
+        interleaved = data.get("interleaved")
+        hist.interleaved = interleaved if isinstance(interleaved, int) and interleaved > 0 else 0
         hist.evals = EvalHistory.from_dict(data.get("evals"))
         if len(hist._points) > hist.max_points:
             hist._thin()

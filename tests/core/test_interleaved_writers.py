@@ -60,3 +60,28 @@ def test_the_throughput_is_the_upper_writers_also_after_a_restore() -> None:
                 seen.append(rate)
         assert seen and all(4.5 <= r <= 5.5 for r in seen), (reports.__name__, min(seen), max(seen))
         assert core.record("ns/zz").report_gap == 10
+
+
+def test_the_count_of_reports_left_out_goes_on_through_a_restore() -> None:
+    """A platform trial saw the count restart from 2 after each controller restart (12 -> 2): the
+    mode is found again from the reports, the count is kept with the history."""
+    core = AdvisorCore(forecast_interval_s=0)
+    job = JobView(namespace="ns", name="zz", admitted=True, active=True, started_at=0.0)
+    for k in range(40):
+        step, loss = _zigzag(k)
+        core.observe(
+            "ns/zz", ProgressSample(step=step, loss=loss, total_steps=20_000, time=float(k)), now=float(k)
+        )
+    before = core.record("ns/zz").history.interleaved  # type: ignore[union-attr]
+    assert before >= 10
+    restored = AdvisorCore(forecast_interval_s=0)
+    restored.restore("ns/zz", core.dump("ns/zz"))
+    for k in range(40, 46):
+        step, loss = _zigzag(k)
+        restored.observe(
+            "ns/zz", ProgressSample(step=step, loss=loss, total_steps=20_000, time=float(k)), now=float(k)
+        )
+    after = restored.record("ns/zz").history.interleaved  # type: ignore[union-attr]
+    assert after > before
+    note = restored.view(job, now=46.0).progress_warnings[-1]
+    assert note.startswith(f"{after} progress reports below the run's step left out")
