@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 #: the per-point columns of ``History.to_dict``, in the order of a stored row
 HISTORY_COLUMNS = ("steps", "times", "losses", "learningRates", "epochs")
 #: the per-history scalars and lists of ``History.to_dict`` kept as they are
-HISTORY_META = ("maxPoints", "segments", "restarts", "dropped")
+HISTORY_META = ("maxPoints", "segments", "restarts", "dropped", "interleaved")
 #: the eval series of ``History.to_dict``, stored as one compact JSON string (they are few points)
 HISTORY_EVALS = "evals"
 #: points per stored chunk (a chunk string is then ~1.5 KB)
@@ -149,6 +149,7 @@ class _Written:
     last_point: tuple[Any, ...] | None
     fields: dict[str, str]  # top-level status field -> compact JSON
     evals: str | None = None  # compact JSON of the eval series written
+    interleaved: Any = None  # a second writer's reports left out, as written
 
 
 def _dumps(value: Any) -> str:
@@ -274,6 +275,7 @@ class ForecastStore:
             last_point=_point(history, count - 1) if history is not None and count else None,
             fields=fields,
             evals=_evals_text(history),
+            interleaved=history.get("interleaved") if history is not None else None,
         )
 
     def _delta(
@@ -303,6 +305,7 @@ class ForecastStore:
                 n > last.count
                 or tuple(segments) != last.segments
                 or history.get("restarts") != last.restarts
+                or history.get("interleaved") != last.interleaved
                 or evals != last.evals
             ):
                 base = "/status/history"
@@ -319,6 +322,8 @@ class ForecastStore:
                     {"op": "replace", "path": f"{base}/count", "value": n},
                     {"op": "replace", "path": f"{base}/segments", "value": list(segments)},
                     {"op": "replace", "path": f"{base}/restarts", "value": history.get("restarts")},
+                    # "add" sets it on a history an older version wrote without it, too
+                    {"op": "add", "path": f"{base}/interleaved", "value": history.get("interleaved") or 0},
                     {"op": "replace", "path": f"{base}/revision", "value": revision},
                 ]
         elif last.count:

@@ -48,8 +48,8 @@ def test_first_write_is_full_then_only_new_points_are_appended() -> None:
     assert store.write(KEY, OWNER, status(h, 12)) == "delta"
     patch = api.log[-1]
     assert patch[0] == "json_patch_forecast"
-    # test, the last chunk, count/segments/restarts/revision, the three changed fields
-    assert patch[3] == 1 + 1 + 4 + 3
+    # test, the last chunk, count/segments/restarts/interleaved/revision, the three changed fields
+    assert patch[3] == 1 + 1 + 5 + 3
     assert history_of(api) == h.to_dict()
     assert stored(api)["history"]["revision"] == 2 and stored(api)["progress"] == {"step": 12}
     assert store.stats.full == 1 and store.stats.delta == 1
@@ -214,3 +214,18 @@ def test_an_object_found_existing_at_creation_learns_its_generation_from_the_res
     assert fresh.write(KEY, OWNER, conditioned(h, 3)) == "full"
     assert stored(api)["observedGeneration"] == 2
     assert stored(api)["conditions"][0]["observedGeneration"] == 2
+
+
+def test_the_count_of_a_second_writers_reports_left_out_is_stored_and_read_back() -> None:
+    """Kept only in the core's dump, the count was lost to the store's history encoding (and to
+    the CRD's pruning): after a controller restart it started again from 2."""
+    from advisor.controller.store import decode_history, encode_history
+
+    h = History(100)
+    for k in range(12):
+        step = 10 * (k // 2) + (1000 if k % 2 == 0 else 10)
+        h.append(ProgressSample(step=step, loss=1.0, time=float(k)))
+    assert h.interleaved > 0
+    data = h.to_dict()
+    assert decode_history(encode_history(data, 1))["interleaved"] == h.interleaved
+    assert History.from_dict(decode_history(encode_history(data, 1))).interleaved == h.interleaved
