@@ -306,25 +306,25 @@ def learning_state(
         if name in evals
         and (judgement := _judge_eval(evals[name], series_fc[name], train, train_history, rest)) is not None
     }
-    if p_eval is not None and judged in judgements:
+    judged_by_eval = p_eval is not None and judged is not None and judged in judgements
+    if not (judged_by_eval and task in judgements and task in series_fc):
+        task = None  # read beside the judged series only when both are judged
+    if p_eval is not None and judged is not None and judged_by_eval:
         # the judged series' own judgement: P(overfitting) = rest * p_eval * P(past its best
         # while the training loss falls)
         probs["overfitting"] = judgements[judged].overfitting
         p_stop = p_eval
-        if task is not None and task in judgements and task in series_fc:
+        q = series_fc[task].plateau_probability if task is not None else p_eval
+        if q < p_eval:
             # stopped as far as the task's score has stopped too; what overfits is the eval loss
             # alone, in that share
-            q = series_fc[task].plateau_probability
-            if q < p_eval:
-                probs["overfitting"] *= q / p_eval
-                p_stop = q
-                if q < 0.5 <= p_eval:
-                    warnings.append(
-                        f"{task} still improves (P(plateau) {q:.2f}): the run is not called stopped "
-                        f"by {judged} alone"
-                    )
-        else:
-            task = None
+            probs["overfitting"] *= q / p_eval
+            p_stop = q
+            if q < 0.5 <= p_eval:
+                warnings.append(
+                    f"{task} still improves (P(plateau) {q:.2f}): the run is not called stopped "
+                    f"by {judged} alone"
+                )
         probs["plateaued"] = max(rest * p_stop - probs["overfitting"], 0.0)
         probs["learning"] = rest * (1.0 - p_stop)
     elif train is not None:
@@ -332,8 +332,6 @@ def learning_state(
         probs["learning"] = rest * (1.0 - train_plateau)
     else:
         probs["learning"] = rest
-    if p_eval is None or judged not in judgements:
-        task = None
     total = sum(probs.values())
     probs = {k: float(np.clip(v / total, 0.0, 1.0)) if total > 0 else 0.0 for k, v in probs.items()}
     return LearningState(

@@ -20,6 +20,7 @@ from typing import Any
 
 from advisor.model import ProgressSample
 from advisor.protocol import ACK_REQUEST_METRIC, ACK_STEP_METRIC, JUDGED_BY_METRIC
+from advisor.series import eval_series_name, is_eval_name
 from advisor.sources.coerce import parse_float, parse_int, parse_timestamp, short_repr
 
 __all__ = [
@@ -312,8 +313,6 @@ def _metric_name(name: str, value: object, warnings: list[str]) -> str | None:
     """The eval series a run declares it is judged by, as the history names it: HF's
     ``metric_for_best_model`` may be given without its ``eval_`` prefix (``accuracy``, ``loss``),
     which the Trainer adds itself; None when not given or not a metric name."""
-    from advisor.series import eval_series_name, is_eval_name
-
     if value is None:
         return None
     if (
