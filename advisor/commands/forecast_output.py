@@ -19,7 +19,13 @@ from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
 from advisor.forecast.core import IMPLIED_END_WARNING, holds_trend
 from advisor.forecast.jump import JUMP_WARNING
-from advisor.forecast.state import IMPROVING_AT_END_NOTE, at_last_step, ended_reading, improving_at_end
+from advisor.forecast.state import (
+    IMPROVING_AT_END_NOTE,
+    at_last_step,
+    ended_reading,
+    improving_at_end,
+    improving_metric,
+)
 from advisor.model import Interval, LearningState
 from advisor.series import Direction, direction_of
 
@@ -229,11 +235,20 @@ def render_text(outcome: Outcome) -> str:
         reading = state_reading(outcome)
         shown = st.label if reading == st.label else f"{st.label} ({reading})"
         lines.append(f"  run state       {shown}   ({probs})")
-        if improving_at_end(st, fc):
+        at_best = improving_metric(st, fc)
+        if at_best is not None:
             # "plateaued" of a finished run says nothing is left within its budget; a run still at
             # its best at the last evaluation had not stopped learning (read as "it stalled")
-            lines.append(f"  {_label('')}{IMPROVING_AT_END_NOTE.format(metric=st.metric)}")
+            lines.append(f"  {_label('')}{IMPROVING_AT_END_NOTE.format(metric=at_best)}")
         lines += _best_lines(outcome)
+        task = st.judgements.get(st.task_metric) if st.task_metric else None
+        if task is not None and task.best_step != st.best_step and curve.metric != st.task_metric:
+            # the task's score read beside the judged eval loss: where it was best, when that is
+            # another step (a classifier's loss turned at 1,200, its accuracy best at 3,000)
+            lines.append(
+                f"  best by {st.task_metric} step {task.best_step:,} ({st.task_metric} "
+                f"{_num(task.best_value)}, {task.evals_since_best} evaluation(s) ago)"
+            )
         own_best = _best_of_shown(curve, st.metric)
         if own_best is not None:  # --metric shows another eval series: its own best too
             lines.append(
@@ -396,13 +411,18 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         result["observed_nonfinite_from_step"] = outcome.observed_nonfinite_from
     st = outcome.state
     if st is not None:
-        improving = improving_at_end(st, outcome.forecast)
+        at_best = improving_metric(st, outcome.forecast)
+        improving = at_best is not None
+        task_best = st.judgements.get(st.task_metric) if st.task_metric else None
         result["state"] = {
             "label": st.label,
             "probabilities": _plain(dict(st.probabilities)),
             "metric": st.metric,
             # the task's score read beside an eval loss judged by default (None: none)
             "task_metric": st.task_metric,
+            # where that score was best (None without one)
+            "task_best_step": task_best.best_step if task_best is not None else None,
+            "task_best_value": task_best.best_value if task_best is not None else None,
             "best_step": st.best_step,
             "best_value": _plain(st.best_value),
             "evals_since_best": st.evals_since_best,
@@ -410,7 +430,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             "ended": at_last_step(outcome.forecast),
             "improving_at_end": improving,
             "reading": state_reading(outcome),
-            "warnings": [*st.warnings, *([IMPROVING_AT_END_NOTE.format(metric=st.metric)] * improving)],
+            "warnings": [*st.warnings, *([IMPROVING_AT_END_NOTE.format(metric=at_best)] * improving)],
             **_checkpoints_json(outcome),
         }
         series = {curve.metric: _plain(outcome.forecast)}

@@ -55,6 +55,9 @@ def _line(x: FloatArray, y: FloatArray) -> tuple[float, float]:
 
 #: a learning rate within this share of its peak has not begun to decay
 _AT_PEAK = 0.98
+#: a rate reported again at its peak within float rounding is the same rate: a warmup-stable-decay
+#: schedule holds it exactly through its stable phase (a representation tolerance, not a setting)
+_SAME_RATE = 1e-6
 
 
 def _usable_peak(lrs: FloatArray) -> tuple[NDArray[np.bool_], int, float] | None:
@@ -67,6 +70,15 @@ def _usable_peak(lrs: FloatArray) -> tuple[NDArray[np.bool_], int, float] | None
     peak_i = int(np.argmax(seen))
     peak = float(seen[peak_i])
     return (ok, peak_i, peak) if peak > 0 else None
+
+
+def _decay_start(lr: FloatArray, peak_i: int, peak: float) -> int:
+    """The index at which the decay after the peak begins: the last rate still reported at the
+    peak. A warmup-stable-decay schedule holds its peak for most of the run and decays only in
+    its last stretch; read from the first peak, its decay would be fitted across the stable phase
+    and end five times too late."""
+    at = np.flatnonzero(lr[peak_i:] >= peak * (1.0 - _SAME_RATE))
+    return peak_i + int(at[-1])
 
 
 def held_at_peak(lrs: FloatArray) -> bool:
@@ -89,14 +101,16 @@ def implied_end(steps: FloatArray, lrs: FloatArray) -> tuple[float, str] | None:
     peak: ``held_at_peak``), when it has already reached zero, or when neither shape puts the end
     past the last step.
 
-    Both shapes are fitted to the decay since the peak (linear to zero: least squares through the
-    peak; cosine to zero: the median of each point's own end), and the one whose rates come closer
-    to the reported ones is taken, as ``infer_future`` chooses."""
+    Both shapes are fitted to the decay since the rate left its peak (the last rate reported at
+    it: a stable phase is not part of the decay; linear to zero: least squares through that
+    point; cosine to zero: the median of each point's own end), and the one whose rates come
+    closer to the reported ones is taken, as ``infer_future`` chooses."""
     found = _usable_peak(lrs)
     if found is None:
         return None
     ok, peak_i, peak = found
     s, lr = steps[ok], lrs[ok]
+    peak_i = _decay_start(lr, peak_i, peak)
     if lr.size - peak_i < 3 or float(lr[-1]) >= peak * _AT_PEAK:
         return None
     s0, last = float(s[peak_i]), float(s[-1])

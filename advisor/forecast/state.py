@@ -53,6 +53,7 @@ __all__ = [
     "best_saved_checkpoint",
     "ended_reading",
     "improving_at_end",
+    "improving_metric",
     "learning_state",
 ]
 
@@ -149,12 +150,19 @@ def improving_at_end(state: LearningState, train: Forecast) -> bool:
     """A run at its last step whose judged eval metric was at its best at the last evaluation: it
     had not stopped learning, though at its end every P(plateau) is 1 and its label reads
     ``plateaued`` (nothing is left within its budget; a longer run may have gained more)."""
-    return (
-        state.label == "plateaued"
-        and state.metric is not None
-        and state.evals_since_best == 0
-        and at_last_step(train)
-    )
+    return improving_metric(state, train) is not None
+
+
+def improving_metric(state: LearningState, train: Forecast) -> str | None:
+    """The eval metric at its best at the last evaluation of a run at its last step
+    (``improving_at_end``): the judged one, or the task's score read beside it (the state then
+    reads ``learning``: the score kept the run from being called stopped); None otherwise."""
+    if not (state.label in ("plateaued", "learning") and state.metric is not None and at_last_step(train)):
+        return None
+    if state.evals_since_best == 0:
+        return state.metric
+    task = state.judgements.get(state.task_metric) if state.task_metric else None
+    return state.task_metric if task is not None and task.evals_since_best == 0 else None
 
 
 def ended_reading(label: str, ended: bool, improving: bool) -> str:
@@ -193,6 +201,24 @@ def _fell_since(history: tuple[Sequence[float], Sequence[float]], step: float) -
         return 0.0
     fell = (then - float(np.median(after))) / abs(then)
     return float(np.clip((fell - 0.5 * RECENT_FALL) / RECENT_FALL, 0.0, 1.0))
+
+
+def _improved_since(series: SeriesLike, step: float) -> float:
+    """How sure it is that ``series`` got better by more than ``RECENT_FALL`` after ``step``: its
+    median over its last evaluations up to ``step`` against its median over its last evaluations,
+    on the same ramp as ``_fell_since`` (its direction read: a score rises)."""
+    pts = [
+        (float(x), float(v)) for x, v in zip(series.steps, series.values, strict=False) if math.isfinite(v)
+    ]
+    before = [v for x, v in pts if x <= step][-MIN_EVALS:]
+    after = [v for x, v in pts if x > step][-MIN_EVALS:]
+    if not before or not after:
+        return 0.0
+    then, end = float(np.median(before)), float(np.median(after))
+    if then == 0.0:
+        return 0.0
+    better = (end - then if series.direction is Direction.HIGHER else then - end) / abs(then)
+    return float(np.clip((better - 0.5 * RECENT_FALL) / RECENT_FALL, 0.0, 1.0))
 
 
 def _rose_above_best(series: SeriesLike, best: float | None) -> float:
@@ -314,13 +340,27 @@ def learning_state(
         # while the training loss falls)
         probs["overfitting"] = judgements[judged].overfitting
         p_stop = p_eval
-        q = series_fc[task].plateau_probability if task is not None else p_eval
+        q = p_eval
+        if task is not None and finished and best_step is not None:
+            # at its end every P(plateau) is 1: whether the task's score stopped with the judged
+            # series is read off its record since the judged series' best (a classifier's eval
+            # loss turned at step 1,200 while its accuracy rose to its best at the last evaluation)
+            q = min(p_eval, 1.0 - _improved_since(evals[task], best_step))
+        elif task is not None:
+            q = series_fc[task].plateau_probability
         if q < p_eval:
             # stopped as far as the task's score has stopped too; what overfits is the eval loss
             # alone, in that share
             probs["overfitting"] *= q / p_eval
             p_stop = q
-            if q < 0.5 <= p_eval:
+            if q < 0.5 <= p_eval and finished:
+                t = judgements[str(task)]
+                warnings.append(
+                    f"{task} improved after {judged}'s best (step {best_step:,}), to its own best at "
+                    f"step {t.best_step:,} ({t.best_value:.4g}): the run is not called stopped by "
+                    f"{judged} alone"
+                )
+            elif q < 0.5 <= p_eval:
                 warnings.append(
                     f"{task} still improves (P(plateau) {q:.2f}): the run is not called stopped "
                     f"by {judged} alone"

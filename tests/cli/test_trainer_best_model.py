@@ -207,7 +207,10 @@ def test_forecast_judges_the_run_by_the_metric_its_trainer_kept_the_model_by(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     undeclared = _forecast_json(capsys, str(_f1_run(tmp_path / "a.json", names_best=False)))["state"]
-    assert undeclared["metric"] == "eval_loss" and undeclared["label"] == "overfitting"
+    # undeclared, it is judged by its eval loss with the F1 read beside it: the F1 rose to the end
+    # after the loss turned, so the run is not called overfitting, and the F1's best is named
+    assert undeclared["metric"] == "eval_loss" and undeclared["task_metric"] == "eval_f1"
+    assert undeclared["label"] != "overfitting" and undeclared["task_best_step"] == 3000
     log = str(_f1_run(tmp_path / "b.json"))
     state = _forecast_json(capsys, log)["state"]
     assert state["metric"] == "eval_f1" and state["label"] != "overfitting"

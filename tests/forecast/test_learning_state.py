@@ -135,6 +135,44 @@ def test_an_eval_loss_past_its_best_while_the_error_rate_still_falls_is_not_over
     assert stopped.task_metric == "eval_cer" and stopped.label == "overfitting"  # type: ignore[attr-defined]
 
 
+def _finished_with_score(score: np.ndarray) -> object:
+    ts, ty, es, ey = run(0)
+    return learning_state(
+        forecast(ts, ty, total_steps=TOTAL),
+        {
+            "eval_loss": Series(list(es), list(ey)),  # past its best at step 1000 to the end
+            "eval_accuracy": Series(list(es), list(score), Direction.HIGHER),
+        },
+        total_steps=TOTAL,
+        train_history=(list(ts), list(ty)),
+    )
+
+
+def test_a_finished_run_whose_score_rose_after_its_eval_loss_turned_is_not_overfitting() -> None:
+    """At its end every P(plateau) is 1, so the task's score cannot say "still improving" by its
+    forecast: a classifier whose eval_loss turned at step 1,000 while its accuracy rose to its best
+    at the last evaluation read ``overfitting``, keep step 1,000 (8 accuracy points worse). Read off
+    the score's record since the loss' best, it is not; a score that peaked with the loss and fell
+    since leaves the run overfitting."""
+    from advisor.forecast.state import improving_metric
+
+    ts, ty, es, _ey = run(0)
+    rising = (
+        0.8
+        + 0.09 * np.clip((es - MINIMUM) / (TOTAL - MINIMUM), 0.0, 1.0)
+        + 0.1 * np.minimum(es / MINIMUM, 1.0)
+    )
+    st = _finished_with_score(rising)
+    assert st.metric == "eval_loss" and st.task_metric == "eval_accuracy"  # type: ignore[attr-defined]
+    assert st.label != "overfitting" and st.probabilities["overfitting"] < 0.1  # type: ignore[attr-defined]
+    assert any("eval_accuracy improved after eval_loss's best" in w for w in st.warnings)  # type: ignore[attr-defined]
+    train_fc = forecast(ts, ty, total_steps=TOTAL)
+    assert improving_metric(st, train_fc) == "eval_accuracy"  # type: ignore[arg-type]
+    peaked = 0.9 - 0.05 * np.abs(es - MINIMUM) / MINIMUM
+    turned = _finished_with_score(peaked)
+    assert turned.label == "overfitting" and improving_metric(turned, train_fc) is None  # type: ignore[attr-defined,arg-type]
+
+
 def test_eval_that_flattens_while_train_flattens_is_a_plateau_not_overfitting() -> None:
     steps = np.arange(10, 2001, 10.0)
     train = 0.3 + 1.5 * np.exp(-steps / 150)

@@ -250,3 +250,17 @@ def test_a_run_without_a_total_whose_lr_decays_is_read_to_where_the_decay_ends()
         assert unknown.plateau_probability == pytest.approx(known.plateau_probability, abs=0.05)
         assert unknown.total_steps is None and unknown.eta_seconds is None
         assert any(w.startswith(IMPLIED_END_WARNING) for w in unknown.warnings)
+
+
+def test_a_warmup_stable_decay_schedule_ends_where_its_decay_does_not_its_stable_phase() -> None:
+    # warmup to the peak, held there for three quarters of the run, then linear (or cosine) to zero
+    # at T: the decay is read from where the rate left its peak (read from the warmup's end, the
+    # stable phase made the line five times too long)
+    warm, stable = 0.05 * T, 0.75 * T
+    s = STEPS[STEPS <= 0.9 * T]
+    up = np.minimum(s / warm, 1.0)
+    u = np.clip((s - stable) / (T - stable), 0.0, 1.0)
+    end, shape = implied_end(s, 3e-4 * up * (1.0 - u))
+    assert shape == "linear" and end == pytest.approx(T, rel=0.02)
+    end, shape = implied_end(s, 3e-4 * up * 0.5 * (1.0 + np.cos(np.pi * u)))
+    assert shape == "cosine" and end == pytest.approx(T, rel=0.03)
