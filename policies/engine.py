@@ -426,6 +426,7 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         recheck_at=min(rechecks) if rechecks else None,
         idle_recheck_at=min(watchdogs) if watchdogs else None,
         cleanup=cleanup,
+        judged=ctx.judge,
     )
 
 

@@ -52,6 +52,9 @@ class Outcome:
     time_s: float | None = None  # seconds after the run's first report
     checkpoints: int = 0  # checkpoint requests
     actions: int = 0  # every mutating action asked for
+    #: a policy judged the run at some look (False: the run was over before its policy's
+    #: ``minRuntime`` / ``minSteps`` / ``minProgress`` let it judge); baselines judge every run
+    judged: bool = True
 
 
 def _report_indices(times: np.ndarray, min_gap_s: float) -> list[int]:
@@ -189,6 +192,7 @@ def replay(
     idx = _with_eval_reports(_report_indices(run.times, report_interval_s), run.steps, np.sort(every_eval))
     ev_next = [0] * len(evals)
     judged: Decision | None = None
+    ever_judged = False
     try:
         for n, i in enumerate(idx):
             now = EPOCH + float(run.times[i])
@@ -212,6 +216,7 @@ def replay(
             rec = core.record(r.key)
             if judged is None or (rec is not None and rec.phase is Phase.RUNNING):
                 judged = decision  # not the finished run's looks: nothing is judged there
+                ever_judged = ever_judged or decision.judged
             # the controller's timers between this report and the next
             until = EPOCH + float(run.times[idx[n + 1]]) if n + 1 < len(idx) else now
             for _ in range(8):
@@ -223,8 +228,14 @@ def replay(
                 decision, out = r.evaluate(now)
                 if out is not None:
                     return out
+                ever_judged = ever_judged or decision.judged
         return Outcome(
-            row=row, run=run.name, reason=_why_not(judged), checkpoints=r.checkpoints, actions=r.actions
+            row=row,
+            run=run.name,
+            reason=_why_not(judged),
+            checkpoints=r.checkpoints,
+            actions=r.actions,
+            judged=ever_judged,
         )
     finally:
         core.forget(r.key)

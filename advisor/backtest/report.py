@@ -57,6 +57,23 @@ _COLUMNS = (
 )
 
 
+def unjudged_line(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows whose policy never judged some runs (each over before that policy's minRuntime,
+    minSteps or minProgress as replayed): their 0 stops are no verdict on those runs, and a row
+    saving nothing on them read as a policy that looked and let them be. Empty when none."""
+    said = [
+        f"{r['policy']} never judged {r['never_judged']} of {_n(r['runs'], 'run')}"
+        for r in rows
+        if r.get("never_judged")
+    ]
+    if not said:
+        return ""
+    return (
+        "not judged: " + "; ".join(said) + " (over before the policy's minRuntime, minSteps or "
+        "minProgress as replayed: no verdict on them; --steps-per-second sets the pace of runs without times)"
+    )
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
     header = [c[0] for c in _COLUMNS]
     body = [[f(r) for _h, f in _COLUMNS] for r in rows]
@@ -216,6 +233,7 @@ def write_report(
         format_table(list(rows)),
         "```",
         "",
+        *([unjudged_line(rows), ""] if unjudged_line(rows) else []),
         "Definitions (the same for every row): the *judged series* is a run's primary eval metric when it "
         "logs one (the one its trainer kept its best model by, read back from its trainer_state.json; else "
         "eval_loss, else the first eval metric whose name gives its direction; at least 5 points; "

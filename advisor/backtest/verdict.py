@@ -150,6 +150,9 @@ def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
         "value_at_decision": None,
         "best_later_value": None,
         "near_end": False,
+        # a policy judged the run at some look (False: over before its policy's minRuntime,
+        # minSteps or minProgress let it judge: not a run it let be)
+        "judged": outcome.judged,
     }
     if outcome.stopped and outcome.step is not None:
         left, here, best = judged_run.left_after(outcome.step)
@@ -198,6 +201,8 @@ def row_summary(row: str, decisions: Sequence[dict[str, Any]]) -> dict[str, Any]
         "wrong_stop_fraction_by_threshold": {k: (v / runs if runs else 0.0) for k, v in wrong.items()},
         "near_end_releases": sum(1 for d in stopped if d["near_end"]),
         "stopped": len(stopped),
+        # runs the row's policy never judged (over before its minRuntime, minSteps or minProgress)
+        "never_judged": sum(1 for d in decisions if not d.get("judged", True)),
         "baseline_gpu_hours_nonlearning": base_nl,
         "nonlearning_saved_fraction": (base_nl - nl) / base_nl if base_nl > 0 else None,
         "decisions": list(decisions),

@@ -482,10 +482,13 @@ def run(args: argparse.Namespace) -> int:
         return _run_sweep(args, json_out)
     progress = not args.quiet and sys.stderr.isatty()
     rows, meta, runs = backtest(args, progress=progress)
-    from advisor.backtest.report import WRONG_STOP_HOURS, format_table
+    from advisor.backtest.report import WRONG_STOP_HOURS, format_table, unjudged_line
 
     human = human_stream(json_out)
     print(format_table(rows), file=human)
+    unjudged = unjudged_line(rows)
+    if unjudged:
+        print(unjudged, file=human)
     print(
         f"\n{_footer(meta)}. Wrong stop: the judged series "
         "(eval if logged, else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop "

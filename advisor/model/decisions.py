@@ -479,6 +479,10 @@ class Decision:
     #: other policies that select the job as specifically and with the same priority as
     #: ``policy``, which governs by mode (Recommend before Apply) or name alone (``tied_with``)
     tied_with: tuple[str, ...] = ()
+    #: whether the governing policy judged the job at this look (its ``minRuntime``, ``minSteps`` and
+    #: ``minProgress`` passed, the job running): a back-test counts the runs a policy never judged,
+    #: which read as runs it let be
+    judged: bool = False
     #: the advisor undoing its own writes whose mandate ended (``policies.cleanup``): adapters carry
     #: them out whatever the mode, also under ``--recommend-only`` and on a job that stopped running
     cleanup: tuple[Action, ...] = ()

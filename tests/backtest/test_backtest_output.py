@@ -271,3 +271,33 @@ def test_a_sweep_of_an_unknown_field_names_it_and_the_valid_ones(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown policy field 'bogus'" in err[0] and "plateau.probability" in err[0]
     assert "expected FIELD=" not in err[0]
+
+
+def test_a_policy_that_never_judged_a_run_says_so_beside_its_zero_stops(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row's 0 stops read as a policy that looked and let its runs be: 8 of 11 short fine-tunes
+    were over before the sample's minRuntime (20m), and the footer, counting against the shortest
+    minRuntime of any policy given, said none was. Each row now counts the runs its policy never
+    judged, in the table's notes, the JSON and the report."""
+    s, v = _learning(1, n=40)
+    short = _write(tmp_path / "short.csv", s, v, total=400)  # 400 s: over before 20m
+    argv = ["backtest", "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
+    assert main([*argv, str(short), "--json-file", str(tmp_path / "a.json")]) == 0
+    out = capsys.readouterr().out
+    assert "not judged: advisor-plateau-release never judged 1 of 1 run (over before" in out
+    rows = {r["policy"]: r for r in json.loads((tmp_path / "a.json").read_text())}
+    assert rows["advisor-plateau-release"]["never_judged"] == 1
+    assert rows["advisor-plateau-release"]["decisions"][0]["judged"] is False
+    assert rows["no-advisor"]["never_judged"] == 0
+    slow = _write(tmp_path / "slow.csv", s * 10, v, total=4000)  # 4,000 s at 1 step/s: judged
+    assert (
+        main([*argv, str(slow), "--json-file", str(tmp_path / "b.json"), "--report", str(tmp_path / "r")])
+        == 0
+    )
+    assert "not judged" not in capsys.readouterr().out
+    rows = {r["policy"]: r for r in json.loads((tmp_path / "b.json").read_text())}
+    assert rows["advisor-plateau-release"]["never_judged"] == 0
+    assert "not judged" not in (tmp_path / "r" / "report.md").read_text()
+    assert main([*argv, str(short), "--report", str(tmp_path / "r2")]) == 0
+    assert "advisor-plateau-release never judged 1 of 1 run" in (tmp_path / "r2" / "report.md").read_text()
