@@ -185,7 +185,10 @@ def compute(args: ForecastRequest) -> Outcome:
             f"--total-steps {math.ceil(last_step)} (its last step); if not, its planned total"
         )
     observed = _observed_end(full, len(curve), total) if truncated else None
-    diverged = _nonfinite_from(full, len(curve)) if truncated else None
+    # where the file's values went non-finite for good: after the cut, what the run did next; in a
+    # whole file, when it diverged (the forecast's last step is its last finite point, the
+    # progress line's the last report)
+    diverged = _nonfinite_from(full, len(curve) if truncated else 0)
     train = training_loss_upto(args, cut) if args.metric is not None and full.metric != TRAIN_SERIES else None
     evals, not_shown = eval_series_upto(args, curve if train is None else train, cut)
     if not_shown:

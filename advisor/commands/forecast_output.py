@@ -156,10 +156,18 @@ def render_text(outcome: Outcome) -> str:
                 else "value above is where it would end if it recovered, not where it is heading"
             )
         )
-    if outcome.observed_nonfinite_from is not None:
+    gone = outcome.observed_nonfinite_from
+    if gone is not None and curve.steps and curve.steps[-1] >= gone:
+        # the reports used end non-finite: since when (the forecast's last step is the last finite
+        # point, the progress line's the last report; neither said when the loss was lost)
+        finite = f"; its last finite value at step {fc.last_step:,.0f}" if fc.last_step is not None else ""
         lines.append(
-            f"  observed end    non-finite from step {outcome.observed_nonfinite_from:,.0f} to the end "
-            "of the file (the run diverged)"
+            f"  {_label('non-finite')}{curve.metric} non-finite in every report from step {gone:,.0f} "
+            f"to the last{finite}"
+        )
+    elif gone is not None:
+        lines.append(
+            f"  observed end    non-finite from step {gone:,.0f} to the end of the file (the run diverged)"
         )
     if outcome.observed_final is not None:
         lo, hi = fc.final_loss.p10, fc.final_loss.p90

@@ -134,7 +134,14 @@ def test_progress_is_the_last_report_even_when_its_loss_went_nan(
     rows += [f"{s},nan" for s in range(2910, 3001, 10)]
     (tmp_path / "run.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
     assert main(["forecast", str(tmp_path / "run.csv")]) == 0
-    assert "progress        step 3,000; 290 points used, 10 dropped" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "progress        step 3,000; 290 points used, 10 dropped" in out
+    # and since when the loss was lost: the forecast's last step (2,900) and the progress line's
+    # (3,000) did not say it
+    assert (
+        "non-finite      loss non-finite in every report from step 2,910 to the last; its last finite" in out
+    )
+    assert _forecast(capsys, str(tmp_path / "run.csv"))["observed_nonfinite_from_step"] == 2910
 
 
 def test_a_finished_run_says_what_its_plateau_means_and_how_its_end_went(
