@@ -241,7 +241,10 @@ def render_text(outcome: Outcome) -> str:
         st = outcome.state
         probs = ", ".join(f"{k} {v:.2f}" for k, v in st.probabilities.items())
         reading = state_reading(outcome)
-        shown = st.label if reading == st.label else f"{st.label} ({reading})"
+        # a run at its end reads how it ended first: "plateaued (finished, improving)" read as a
+        # contradiction (the label says nothing is left within the budget, not that it stalled)
+        within = ": nothing is left within its budget" if st.label == "plateaued" else ""
+        shown = st.label if reading == st.label else f"{reading} (label {st.label}{within})"
         lines.append(f"  run state       {shown}   ({probs})")
         at_best = improving_metric(st, fc)
         if at_best is not None:

@@ -169,7 +169,7 @@ def test_a_finished_run_whose_eval_was_still_improving_is_not_read_as_stalled(
     (tmp_path / "run.csv").write_text("\n".join(rows) + "\n")
     assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "3000"]) == 0
     out = capsys.readouterr().out
-    assert "run state       plateaued (finished, improving)" in out
+    assert "run state       finished, improving (label plateaued: nothing is left within its budget)" in out
     assert "at its end, not stalled: eval_accuracy was at its best at the last evaluation" in out
     # the JSON says it too (a dashboard reading "plateaued" alone reads "more steps would not help")
     assert main(["forecast", str(tmp_path / "run.csv"), "--total-steps", "3000", "--json"]) == 0
