@@ -379,6 +379,14 @@ def run(args: argparse.Namespace) -> int:
             "a run gives its best checkpoint where it beats the run's final value (keep that checkpoint): "
             "GIVES is the value it is ranked by"
         )
+    overfit = [r["run"] for r in result if r["state"] == "overfitting"]
+    if metric == "loss" and overfit:
+        # ranked by the training loss at the user's word: an overfitting run ends with the lowest of
+        # it and a poor model, which the table alone would rank first without a word
+        print(
+            f"overfitting: {', '.join(overfit)}: ranked by the training loss, an overfitting run ends low "
+            "with a poor model (rank by its eval metric: --metric eval_loss or the one it is judged by)"
+        )
     if broken:
         print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")
     if any(r["improvingAtEnd"] for r in result):

@@ -59,6 +59,27 @@ def test_a_sweep_folder_ranks_by_the_eval_loss_and_names_the_overfitting_run(
     assert "FINAL EVAL_LOSS" in out and "ranked by eval_loss (lower is better)" in out
 
 
+def test_ranked_by_the_training_loss_an_overfitting_run_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--metric loss`` put an overfitting run first at 100% without a word: the note names it."""
+    _sweep_run(tmp_path / "overfit.json", overfit=True)
+    _sweep_run(tmp_path / "steady.json", overfit=False, seed=1)
+    assert (
+        cli.main(
+            ["compare", str(tmp_path / "overfit.json"), str(tmp_path / "steady.json"), "--metric", "loss"]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert (
+        "overfitting: " in out
+        and "overfit.json: ranked by the training loss, an overfitting run ends low" in out
+    )
+    assert cli.main(["compare", str(tmp_path / "overfit.json"), str(tmp_path / "steady.json")]) == 0
+    assert "ranked by the training loss, an overfitting" not in capsys.readouterr().out
+
+
 def test_the_state_of_a_finished_run_says_how_it_ended(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
