@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator.curves import WORKLOAD_TYPE_LABEL
 from simulator.jobs import Phase
 from simulator.metrics import savings
 from simulator.runner import RowResult
@@ -86,7 +87,8 @@ LEGEND = (
     "learning count here) + overheads (lost work, checkpoints, restarts avoided while runs learned; "
     "negative: added). cut learning: GPU-h of runs still learning not spent (work cut short or not "
     "reached by the end): a cost, not in saved; saved + cut learning + the near-end releases' GPU-h "
-    "is no-advisor's GPU-h minus this row's. wrong .5/1/2%: "
+    "is no-advisor's GPU-h minus this row's. wrong, wrong%: runs released or stopped that would "
+    "still have improved by more than 1%, and their share of all jobs. wrong .5/1/2%: "
     "runs released or stopped that would still have improved by more than 0.5/1/2%. near-end: "
     "healthy runs released in their last 15%. "
     "lost: work recomputed after preemptions and failures; ckpt: checkpoint overhead (GPU-h). JCT "
@@ -367,13 +369,21 @@ def reporting_text(jobs: Sequence[Any]) -> str:
     """What the advisor rows could see of the jobs' progress (every row sees the same jobs)."""
     total = sum(1 for j in jobs if j.reports_total)
     lr = sum(1 for j in jobs if j.reports_lr)
+    labelled = sum(1 for j in jobs if WORKLOAD_TYPE_LABEL in j.labels)
+    # the sample policies' selectors read the label: their wrong-stop rates differ by it (quoted
+    # with 90% labelled beside unlabelled), so the count is said where the figures are
+    labels = (
+        f"{labelled} of {len(jobs)} jobs carry a {WORKLOAD_TYPE_LABEL} label"
+        if labelled
+        else f"no job carries a {WORKLOAD_TYPE_LABEL} label (--label-rate R [--label-error E] labels them)"
+    )
     return (
         f"each report read as the controller reads it (rendered as the TrainJob's "
         f"status.trainerStatus, parsed by advisor.sources); {total} of {len(jobs)} jobs report their "
         f"planned steps, {lr} their learning rate (a policy's minProgress holds only jobs that report "
         f"planned steps; the forecast of one that does not is read to where its learning rate's "
         f"decay ends, by its recent trend while the rate is held at its peak, else against its "
-        f"curve's asymptote)"
+        f"curve's asymptote); {labels}, which policy selectors read"
     )
 
 

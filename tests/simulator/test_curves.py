@@ -158,3 +158,9 @@ def test_labels_come_from_the_scenario_never_from_the_curve() -> None:
     assert [j.curve for j in labelled] == [j.curve for j in plain]
     given = [TraceJob("p", 0.0, 1, 3600.0, workload_type="pretraining")]
     assert build_jobs(given, qmap, WorldConfig(), lib, 3)[0].labels == {"workload-type": "pretraining"}
+    # and the output says how many carry one: the sample policies' figures are quoted both ways,
+    # and a default run (none labelled) read as the labelled figure's contradiction
+    from simulator.report import reporting_text
+
+    assert "no job carries a workload-type label (--label-rate R" in reporting_text(plain)
+    assert f"{len(carry)} of 400 jobs carry a workload-type label" in reporting_text(labelled)
