@@ -177,7 +177,10 @@ def compute(args: ForecastRequest) -> Outcome:
     total = given or full.total_steps
     if total is None and truncated:
         total = math.ceil(last_step)
-        notes.append(f"total steps taken from the file's last step ({total:,})")
+        notes.append(
+            f"total steps taken from the file's last step ({total:,}): hindsight a live run that does "
+            "not report its total lacks (the controller reads its end as unknown; --total-steps sets it)"
+        )
     elif total is None:
         notes.append(
             f"total steps unknown: the final loss is the asymptote (or where a decaying learning rate "

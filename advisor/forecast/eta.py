@@ -105,7 +105,8 @@ def last_stall_note(
         return None
     return (
         f"the latest report came {_duration(float(dt[-1]))} after the one before, where "
-        f"{_duration(float(typical))} was usual: the run stood still (an ETA, where one is given, assumes the earlier pace)"
+        f"{_duration(float(typical))} was usual: the run stood still (an ETA, where one is given, "
+        "assumes the earlier pace)"
     )
 
 

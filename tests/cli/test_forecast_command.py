@@ -140,6 +140,16 @@ def test_an_upto_step_past_the_files_end_says_every_point_is_used(capsys: pytest
     assert code == 0 and "past the file's last step" not in out
 
 
+def test_a_cut_of_a_log_without_a_total_says_its_end_is_hindsight(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Forecast to the file's last step, which a live run that reports no total would not know."""
+    rows = [f"{s},{1.0 + 2.0 / (1 + s / 100):.5f}" for s in range(10, 4001, 10)]
+    (tmp_path / "run.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
+    code, out, _ = run(capsys, str(tmp_path / "run.csv"), "--upto-step", "1000")
+    assert code == 0 and "total steps taken from the file's last step (4,000): hindsight" in out
+
+
 def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "forecast.png"
     code, out, err = run(capsys, str(FIXTURES / "run.csv"), "--upto-step", "600", "--plot", str(target))
