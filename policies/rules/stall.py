@@ -45,22 +45,30 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
             "never called stalled)"
         )
         return out
-    if job.unreadable_report_at is not None:
-        # reports arrive, but no step can be read from them (a reporter writing garbage): the run
-        # is not known to be stuck, and a release would cost its work for a reporter's bug
-        out.reasons.append(
-            f"{NAME}: progress reports arrive but no step can be read from them (the latest "
-            f"{dur(max(now - job.unreadable_report_at, 0.0))} ago; see the progress warnings): not judged"
-        )
-        out.advice, out.severity = "unreadable-progress", 3
-        return out
-    if job.backwards_reports >= MALFORMED_BACKS:
+    # the latest report of any kind, readable or not: while one came within the window, reports
+    # still arrive; once none has for a whole window, the job is silent, however its last
+    # reports read (a reporter whose step broke, then a hang, held its GPUs with "reports arrive")
+    latest = max(t for t in (job.last_sample_time, job.unreadable_report_at) if t is not None)
+    quiet = max(now - latest, 0.0)
+    malformed = job.backwards_reports >= MALFORMED_BACKS
+    if (job.unreadable_report_at is not None or malformed) and quiet < rule.hold:
+        out.watchdog(latest + rule.hold)  # judged as silent then, unless another report comes
+        if job.unreadable_report_at is not None:
+            # reports arrive, but no step can be read from them (a reporter writing garbage): the
+            # run is not known to be stuck, and a release would cost its work for a reporter's bug
+            out.reasons.append(
+                f"{NAME}: progress reports arrive but no step can be read from them (the latest "
+                f"{dur(max(now - job.unreadable_report_at, 0.0))} ago; see the progress warnings): not judged"
+            )
+            out.advice, out.severity = "unreadable-progress", 3
+            return out
         # the step goes back report after report (a reporter counting down, or garbled): reports
         # arrive and the step changes, so the run is neither silent nor known to be stuck, and
         # its steps say nothing of progress: said, not judged
         out.reasons.append(
             f"{NAME}: progress reports arrive but their step keeps going backwards ({job.backwards_reports} "
-            "reports in a row, no progress between them; see the forecast's warnings): not judged"
+            f"reports in a row, no progress between them, the latest {dur(quiet)} ago; see the "
+            "forecast's warnings): not judged"
         )
         out.advice, out.severity = "malformed-progress", 3
         return out
@@ -91,6 +99,13 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
         detail = (
             f"step stuck at {job.step} for {dur(idle)} while progress reports still arrive "
             f"(last {dur(now - job.last_sample_time)} ago)"
+        )
+    elif job.unreadable_report_at is not None or malformed:
+        # silent for a whole window after reports that could not be read or went backwards
+        what = "unreadable" if job.unreadable_report_at is not None else "going backwards"
+        detail = (
+            f"no progress report of any kind for {dur(quiet)}, the last ones {what}, and no step "
+            f"advance for {dur(idle)} (step {job.step})"
         )
     else:
         detail = f"no step advance and no progress report for {dur(idle)} (step {job.step})"

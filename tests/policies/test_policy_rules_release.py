@@ -6,6 +6,7 @@ import dataclasses
 import math
 from pathlib import Path
 
+import pytest
 from policy_builders import HOUR, T0, forecast, job, policy, record, with_state
 
 from advisor.model import ActionKind, CheckpointState, ClusterView, JobView, Mode, WorkloadView
@@ -349,6 +350,13 @@ def test_a_job_whose_reports_arrive_unreadable_is_not_called_stalled() -> None:
     assert any("no step can be read from them" in r and "not judged" in r for r in d.reasons), d.reasons
     readable = dataclasses.replace(garbled, unreadable_report_at=None)
     assert kinds(decide(readable, CV, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+    # the look when the window would end without another report is asked for ...
+    assert d.idle_recheck_at == pytest.approx(T0 - 2 + 30 * 60)
+    # ... and then, no report of any kind for a whole window, the job is silent: judged
+    silent = dataclasses.replace(garbled, unreadable_report_at=T0 - 31 * 60)
+    d = decide(silent, CV, p, now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and d.advice != "unreadable-progress"
+    assert "no progress report of any kind for 31m, the last ones unreadable" in d.actions[0].reason
 
 
 def test_a_job_whose_step_keeps_going_backwards_is_said_to_report_malformed_progress() -> None:
@@ -366,6 +374,12 @@ def test_a_job_whose_step_keeps_going_backwards_is_said_to_report_malformed_prog
     assert any("keeps going backwards" in r and "not judged" in r for r in d.reasons), d.reasons
     resumed = dataclasses.replace(countdown, backwards_reports=1)  # one step back: a restart
     assert decide(resumed, CV, p, now=T0).advice != "malformed-progress"
+    # a platform trial: the step broke, then the reporter went quiet; minutes later the job still
+    # read "progress reports arrive ... not judged" and held its GPUs. Silent for a window: judged
+    hung = dataclasses.replace(countdown, last_step_change=T0 - 32 * 60, last_sample_time=T0 - 32 * 60)
+    d = decide(hung, CV, p, now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA] and d.advice != "malformed-progress"
+    assert "the last ones going backwards" in d.actions[0].reason
 
 
 def test_the_readme_and_the_crd_say_which_releases_checkpoint_first() -> None:
