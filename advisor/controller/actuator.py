@@ -103,6 +103,8 @@ _IMPOSSIBLE_STATUS = frozenset({400, 403, 405, 422})
 
 #: the outcomes of an attempt whose write reached the API server (a Workload, pod or job patched)
 _WROTE = frozenset({"done", "requested"})
+#: how a failed action's detail begins when the API server refused it (counted as a failed write)
+_API_ERROR = "API error:"
 
 
 class Actuator:
@@ -380,6 +382,12 @@ class Actuator:
         self._count(policy, kind, Mode.APPLY.value, result.outcome)
         if result.outcome in _WROTE and self.metrics is not None:
             self.metrics.api_writes.labels(kind.value).inc()
+        if failed:
+            # a write the API server refused (a 403 from an RBAC overlay without the act role):
+            # the Warning Event is per job; the counter and the log line are what alerting reads
+            log.warning("%s: %s request %s %s: %s", job.key, kind.value, rid, result.outcome, result.detail)
+            if self.metrics is not None and result.detail.startswith(_API_ERROR):
+                self.metrics.write_errors.labels(kind.value).inc()
         return result
 
     def _outcome_settled(
@@ -410,7 +418,7 @@ class Actuator:
             return call_with_retries(fn, what="action", retry_conflicts=True, sleep=self.sleep)
         except Exception as exc:
             status = getattr(exc, "status", None)
-            why = f"API error: {getattr(exc, 'reason', None) or exc}"
+            why = f"{_API_ERROR} {getattr(exc, 'reason', None) or exc}"
             if isinstance(status, int) and status in _IMPOSSIBLE_STATUS:
                 return Outcome("impossible", f"{why} ({status})")
             return Outcome("failed", why)

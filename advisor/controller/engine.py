@@ -477,7 +477,12 @@ class Engine:
     def _write(self, key: str, payload: Mapping[str, Any]) -> None:
         if not self._gate():
             raise NotLeader(f"not writing {key}: the leader Lease is not held")
-        how = self.store.write(key, payload["owner"], payload["status"])
+        try:
+            how = self.store.write(key, payload["owner"], payload["status"])
+        except Exception:
+            # retried by the writer; counted so that an alert on failed writes sees it
+            self.metrics.write_errors.labels("trainjobforecast-status").inc()
+            raise
         if how != "unchanged":
             self.metrics.api_writes.labels("trainjobforecast-status").inc()
             self.metrics.status_writes.labels(how).inc()

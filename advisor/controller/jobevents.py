@@ -56,6 +56,8 @@ class JobEvents:
             )
         except Exception as exc:  # an Event is best effort; the status keeps the record
             log.warning("event %s on %s not posted: %s", reason, job.key, exc)
+            if self.metrics is not None:
+                self.metrics.write_errors.labels("event").inc()
             return
         if posted is not False and self.metrics is not None:
             self.metrics.api_writes.labels("event").inc()

@@ -217,9 +217,13 @@ class PolicyBook:
         it at each event of the policy)."""
         actions = list(actions)
         kept = self._newest(name, actions)
-        self.api.patch_policy_status(
-            name, {"recentActions": [{"requestId": rid, "time": round(t, 3)} for rid, t in kept]}
-        )
+        try:
+            self.api.patch_policy_status(
+                name, {"recentActions": [{"requestId": rid, "time": round(t, 3)} for rid, t in kept]}
+            )
+        except Exception:
+            self.metrics.write_errors.labels("advisorpolicy-status").inc()
+            raise
         self.metrics.api_writes.labels("advisorpolicy-status").inc()
         self.recorded.setdefault(name, set()).update(rid for rid, _ in actions)
 
@@ -461,6 +465,8 @@ class PolicyBook:
             else:
                 answer = self.api.patch_policy_status(name, status)
         except Exception as exc:
+            if getattr(exc, "status", None) != 409:  # a guarded write's conflict is read again, not lost
+                self.metrics.write_errors.labels("advisorpolicy-status").inc()
             if quiet:
                 raise
             log.warning("AdvisorPolicy %s status not written: %s", name, exc)

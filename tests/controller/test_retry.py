@@ -147,6 +147,34 @@ def test_a_forbidden_release_fails_at_once() -> None:
     assert slept == []
 
 
+def test_a_refused_action_is_a_failed_write_to_the_metrics_and_a_warning_in_the_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A platform trial: a release refused with a 403 (the act role unbound) showed only as a
+    Warning Event on the job; ``api_write_errors_total`` had no sample (nothing counted it) and the
+    log said it at INFO. Alerting reads the counter and the log level."""
+    from prometheus_client import CollectorRegistry
+
+    from advisor.controller.metrics import Metrics
+
+    api = FakeApi()
+    api.workloads[WL] = workload()
+
+    def forbidden(*_: Any, **__: Any) -> Any:
+        raise ApiError(403, "Forbidden")
+
+    api.kueue.set_active = forbidden  # type: ignore[method-assign]
+    registry = CollectorRegistry()
+    act, core = _actuator(api, [])
+    act.metrics = Metrics(registry)
+    with caplog.at_level("WARNING", logger="advisor"):
+        assert _release(act, core, api) == "impossible"
+    assert (
+        registry.get_sample_value("trainjob_advisor_api_write_errors_total", {"kind": "release-quota"}) == 1
+    )
+    assert any(r.levelname == "WARNING" and "release-quota request" in r.getMessage() for r in caplog.records)
+
+
 # ------------------------------------------------------------------------------- the writer
 def test_an_urgent_write_waits_for_the_older_write_in_flight() -> None:
     """The reproduced defect: a periodic write in flight when ``write_now`` is called must land
