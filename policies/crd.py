@@ -130,6 +130,7 @@ def _status_schema() -> dict[str, Any]:
         "jobsMatched",
         "jobsSelected",
         "actionsTaken",
+        "actionsFailed",
         "matchedJobs",
         "actionsByKind",
         "actionsByOutcome",
@@ -200,6 +201,12 @@ def _bare_status_schema() -> dict[str, Any]:
                 "condition says why (a namespace it names that does not exist, say).",
             },
             "actionsTaken": {"type": "integer", "minimum": 0},
+            "actionsFailed": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Of actionsTaken, those the API server refused or that could not be "
+                "carried out (outcomes failed and impossible): attempts with no effect.",
+            },
             "matchedJobs": {"type": "array", "items": {"type": "string"}},
             "actionsByKind": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
             "actionsByOutcome": {
@@ -324,6 +331,9 @@ def crd_manifest() -> dict[str, Any]:
                         {"name": "Selected", "type": "integer", "jsonPath": ".status.jobsSelected"},
                         {"name": "Jobs", "type": "integer", "jsonPath": ".status.jobsMatched"},
                         {"name": "Actions", "type": "integer", "jsonPath": ".status.actionsTaken"},
+                        # of them, attempts with no effect (a 403 from an install without the
+                        # act role read as ACTIONS alone)
+                        {"name": "Failed", "type": "integer", "jsonPath": ".status.actionsFailed"},
                         # a Recommend-mode policy takes no action: what it advised is its figure
                         {"name": "Recommended", "type": "integer", "jsonPath": ".status.recommendations"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

@@ -11,7 +11,9 @@ controller already persists, so that a restart does not reset them:
 * ``actionsTaken`` / ``actionsByKind`` / ``actionsByOutcome``: actions the policy carried out or
   attempted (any outcome but ``recommended``) in the action logs of the jobs the controller follows
   (each job's log is persisted in its TrainJobForecast), split by kind and by outcome (``done``,
-  ``acknowledged``, ``failed``, ``impossible``, ...: an admin tells attempts from effects);
+  ``acknowledged``, ``failed``, ``impossible``, ...: an admin tells attempts from effects), and
+  ``actionsFailed`` those failed or impossible (printer column ``Failed``: a 403 from an install
+  without the act role read as ``Actions`` alone);
   ``recommendations`` counts the Recommend-mode ones; ``actionsHeld`` an Apply policy's actions its
   cooldown or hourly cap held back (neither taken nor recommended: counted in ``actionsByOutcome``
   as ``held`` they made its outcomes add up to more than ``actionsTaken``);
@@ -93,7 +95,9 @@ SHARD_STALE_S = 3600.0
 #: a shard rewrites its entry's ``updatedAt`` at least this often, even when its figures are the same
 SHARD_REFRESH_S = 600.0
 #: the figures summed over the shards' entries into the top of the status
-_SUMMED = ("jobsMatched", "jobsSelected", "actionsTaken", "recommendations", "actionsHeld")
+_SUMMED = ("jobsMatched", "jobsSelected", "actionsTaken", "actionsFailed", "recommendations", "actionsHeld")
+#: the outcomes of an attempt that had no effect (counted in ``actionsFailed``)
+FAILED_OUTCOMES = ("failed", "impossible")
 _SUMMED_MAPS = ("actionsByKind", "actionsByOutcome", "lostTies")
 
 
@@ -161,6 +165,7 @@ class PolicyFigures:
             "matchedJobs": jobs[:MAX_LISTED_JOBS],
             "jobsSelected": max(self.selected, len(jobs)),
             "actionsTaken": sum(self.actions.values()),
+            "actionsFailed": sum(self.outcomes.get(o, 0) for o in FAILED_OUTCOMES),
             "actionsByKind": dict(sorted(self.actions.items())),
             "actionsByOutcome": dict(sorted(self.outcomes.items())),
             "recommendations": self.recommendations,

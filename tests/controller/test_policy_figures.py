@@ -38,6 +38,8 @@ def test_actions_are_counted_by_kind_and_by_outcome_and_recommendations_apart() 
     assert status["actionsByKind"] == {"checkpoint": 1, "release-quota": 3}
     assert status["actionsByOutcome"] == {"acknowledged": 1, "done": 1, "failed": 1, "impossible": 1}
     assert sum(status["actionsByOutcome"].values()) == status["actionsTaken"]
+    # of them, attempts with no effect (printer column FAILED: a 403 read as ACTIONS alone)
+    assert status["actionsFailed"] == 2
 
 
 def test_a_policy_that_loses_a_tie_by_name_says_which_policy_governs_its_jobs() -> None:
