@@ -287,14 +287,54 @@ def shard_totals(entries: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _shard_scope(key: str) -> tuple[str, frozenset[str] | None]:
+    """(the Lease, the namespaces watched; None: every namespace) of a shard key as
+    ``advisor.commands.run.status_shard`` writes it: ``ns/lease`` or ``ns/lease[a,b]``."""
+    lease, bracket, rest = key.partition("[")
+    if not bracket or not rest.endswith("]"):
+        return key, None
+    return lease, frozenset(n for n in rest[:-1].split(",") if n)
+
+
+def superseded(shard: str, keys: Iterable[str]) -> list[str]:
+    """The entries among ``keys`` that ``shard`` replaces: the same Lease, watching namespaces that
+    overlap its own. They count the same jobs: a controller restarted with one more namespace wrote
+    a second entry beside its first, and the policy's figures summed both for an hour (a platform
+    trial read 24 jobs and 12 actions of 14 and 7). Disjoint namespace shards are kept."""
+    lease, mine = _shard_scope(shard)
+    out = []
+    for key in keys:
+        if key == shard:
+            continue
+        other_lease, theirs = _shard_scope(key)
+        if other_lease == lease and (mine is None or theirs is None or mine & theirs):
+            out.append(key)
+    return out
+
+
 def own_entry(status: Mapping[str, Any], shard: str) -> Mapping[str, Any]:
     """Shard ``shard``'s entry of ``status.shards``; the top of a status that has no entries (written
-    by a controller from before them, which was the only writer)."""
+    by a controller from before them, which was the only writer). Without an entry of its own, what
+    the entries it supersedes carried over (GPU-hours, ``fromDeletedJobs``), which its first write
+    drops: they are its own figures under its former key."""
     shards = status.get("shards")
     if not isinstance(shards, Mapping):
         return status
     own = shards.get(shard)
-    return own if isinstance(own, Mapping) else {}
+    if isinstance(own, Mapping):
+        return own
+    former = [e for k in superseded(shard, shards) if isinstance(e := shards.get(k), Mapping)]
+    if not former:
+        return {}
+    deleted = PolicyFigures()
+    for entry in former:
+        deleted.merge(PolicyFigures.from_counts(entry.get("fromDeletedJobs")))
+    return {
+        "gpuHoursFlaggedNonLearning": sum(
+            positive_amount(e.get("gpuHoursFlaggedNonLearning")) for e in former
+        ),
+        "fromDeletedJobs": deleted.counts(),
+    }
 
 
 def shard_patch(
@@ -307,10 +347,12 @@ def shard_patch(
     raw = stored.get("shards")
     entries = dict(raw) if isinstance(raw, Mapping) else {}
     own = entries.pop(shard, None)
+    replaced = set(superseded(shard, entries))
     stale = [
         key
         for key, entry in entries.items()
-        if not isinstance(entry, Mapping)
+        if key in replaced
+        or not isinstance(entry, Mapping)
         or (_parse_iso(entry.get("updatedAt")) or -1.0) < now - SHARD_STALE_S
     ]
     for key in stale:

@@ -51,7 +51,8 @@ def test_a_policy_shows_its_spec_mode_beside_the_mode_the_controller_evaluates_i
     (version,) = crd["spec"]["versions"]
     columns = [(c["name"].upper(), c["jsonPath"]) for c in version["additionalPrinterColumns"]]
     assert [name for name, _path in columns] == [
-        "MODE", "EFFECTIVE", "PRIORITY", "VALID", "SELECTED", "JOBS", "ACTIONS", "FAILED", "RECOMMENDED", "AGE",
+        "MODE", "EFFECTIVE", "PRIORITY", "VALID", "SELECTED", "JOBS", "ACTIONS", "FAILED", "RECOMMENDED",
+        "AGE",
     ]  # fmt: skip
     assert columns[:2] == [("MODE", ".spec.mode"), ("EFFECTIVE", ".status.effectiveMode")]
     status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]

@@ -90,6 +90,35 @@ def test_a_shard_that_starts_keeps_the_figures_another_shard_wrote() -> None:
     assert columns(api, "pol-a") == (5, 3, 1)
 
 
+def test_a_controller_restarted_with_more_namespaces_replaces_its_entry_not_adds_one() -> None:
+    """A platform trial: ``run -n trial`` restarted as ``run -n trial -n trial2 -n trial3`` (no
+    leader election, so the key names the namespaces) wrote a second entry beside its first, and
+    the policy read 24 jobs and 12 actions of 14 and 7 for an hour. The same Lease watching
+    overlapping namespaces counts the same jobs: its new entry replaces the old, whose carried-over
+    GPU-hours it takes on. A shard of the same Lease on other namespaces only is kept."""
+    api, clock = FakeApi(), Clock(T0)
+    api.add_policy(policy("pol"))
+    lease = "trainjob-advisor-system/trainjob-advisor"
+    first = shard(api, f"{lease}[trial]", clock, "pol")
+    first.hours["pol"] = 2.5
+    first.write_figures(jobs_of("pol", *(f"trial/j{i}" for i in range(10)), actions=5))
+    other = shard(api, f"{lease}[elsewhere]", clock, "pol")
+    other.write_figures(jobs_of("pol", "elsewhere/e1", actions=1))
+    assert columns(api, "pol")[:2] == (11, 6)
+    clock.t += 60
+    wider = shard(api, f"{lease}[trial,trial2,trial3]", clock, "pol")
+    assert wider.hours["pol"] == 2.5  # the former entry's, carried over
+    wider.write_figures(
+        jobs_of("pol", *(f"trial{s}/j{i}" for s in ("", "2", "3") for i in range(4)), actions=7)
+    )
+    assert columns(api, "pol")[:2] == (13, 8)
+    assert set(api.policies["pol"]["status"]["shards"]) == {
+        f"{lease}[trial,trial2,trial3]",
+        f"{lease}[elsewhere]",
+    }
+    assert api.policies["pol"]["status"]["gpuHoursFlaggedNonLearning"] == 2.5
+
+
 def test_a_failover_of_one_shard_leaves_the_other_shards_policy_alone() -> None:
     api, clock = FakeApi(), Clock(T0)
     api.add_policy(policy("pol-c", ["team-c"]))
