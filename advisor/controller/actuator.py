@@ -223,10 +223,13 @@ class Actuator:
             detail=HELD_DETAIL if held else "",
         )
         self.core.record_action(job.key, rec)
+        # a held action is counted, and logged, as the kind it would have been (release-quota, ...):
+        # a query of what an Apply policy holds back by kind finds it in both
+        would = next((k for k in ActionKind if k.value == action.params.get("would")), action.kind)
         audit(
             "outcome",
             job,
-            kind=action.kind,
+            kind=would if held else action.kind,
             request_id=rec.request_id,
             policy=rec.policy,
             rule=action.rule,
@@ -242,9 +245,6 @@ class Actuator:
             f"{what}{action.reason} (policy {decision.policy}, rule {action.rule}, mode {mode.value})",
             request_id=rec.request_id,
         )
-        # a held action is counted as the kind it would have been (release-quota, ...): a query
-        # of what an Apply policy holds back by kind finds it
-        would = next((k for k in ActionKind if k.value == action.params.get("would")), action.kind)
         self._count(
             decision.policy, would if held else action.kind, mode.value, "held" if held else "recommended"
         )

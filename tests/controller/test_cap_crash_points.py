@@ -379,9 +379,20 @@ def test_an_action_the_cap_holds_back_is_said_held_in_apply_mode_not_recommended
     assert _releases(run.api, "j0") == 1
     run.new_job(e, "j1")
     now = run.report(e, "j1", now + 300)
-    for t in range(10, 300, 10):
-        e.step(now + t)
+    from advisor.controller import actuator as actuator_module
+
+    lines: list[dict[str, object]] = []
+    real_audit = actuator_module.audit
+    actuator_module.audit = lambda *a, **kw: lines.append(kw) or real_audit(*a, **kw)  # type: ignore[assignment,func-returns-value]
+    try:
+        for t in range(10, 300, 10):
+            e.step(now + t)
+    finally:
+        actuator_module.audit = real_audit  # type: ignore[assignment]
     assert _releases(run.api, "j1") == 0  # the cap of 1 holds it back
+    # the audit line names the kind the metric counts it under (it said "recommend")
+    held_lines = [kw for kw in lines if kw.get("outcome") == "held"]
+    assert held_lines and all(kw["kind"] is ActionKind.RELEASE_QUOTA for kw in held_lines)
     held = [ev for ev in run.api.events if ev["reason"] == "ActionHeld"]
     assert held and "mode Apply" in held[0]["message"]
     assert not [ev for ev in run.api.events if ev["reason"] == "Recommendation"]
