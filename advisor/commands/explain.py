@@ -185,7 +185,7 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any], *, now: float |
     if rec.get("policy"):
         lines.append(f"  policy        {rec['policy']} (mode {rec.get('mode') or '-'})")
     else:
-        # no policy judges it: its ADVICE is the forecast's own hint ("plateau?"), not a decision
+        # no policy judges it: its ADVICE is the forecast's own hint ("plateau? (no policy)"), not a decision
         lines.append(
             "  policy        none selects this run: nothing is recommended or done; ADVICE is the "
             "forecast's own hint"

@@ -97,16 +97,23 @@ def default_judged(policy: Any, job: JobView, now: float) -> bool:
     return judge(job, policy, now)[0]
 
 
+#: what the forecast's own hints carry when no policy governs the job: "plateau?" is a policy's
+#: open window (README), and an admin who had just deleted the policy read a release still coming
+NO_POLICY_HINT = " (no policy)"
+
+
 def default_advice(view: JobView) -> str:
+    """ADVICE of a job no AdvisorPolicy governs: its phase, or the forecast's own hint, said as
+    no policy's (nothing is recommended or done)."""
     if view.phase is not Phase.RUNNING:
         return view.phase.value
     fc = view.forecast
     if fc is None:
         return "observing"
     if fc.divergence_probability >= 0.5:
-        return "diverging?"
+        return "diverging?" + NO_POLICY_HINT
     # above even odds only: a forecast of one or two points gives the uninformed 0.5, and a brand-new
     # (or just restored) job read "plateau?" at its first look
     if fc.plateau_probability > 0.5:
-        return "plateau?"
+        return "plateau?" + NO_POLICY_HINT
     return "learning"

@@ -278,6 +278,20 @@ class TestDecide:
         d = core.evaluate(JOB, CLUSTER, now=100.0)
         assert d.actions == () and "no AdvisorPolicy" in d.reasons[0] and d.advice == "learning"
 
+    def test_without_policies_the_forecasts_hint_is_said_as_no_policys(self) -> None:
+        """``plateau?`` is a policy's open window: an admin who had just deleted the policy read a
+        release still coming on a job nothing governed any more (a platform trial)."""
+        import dataclasses
+
+        rec = Recorder()
+
+        def flat(curve: Curve, total: int | None) -> Forecast:
+            return dataclasses.replace(rec.forecaster(curve, total), plateau_probability=0.9)
+
+        core = AdvisorCore([], forecaster=flat)
+        feed(core, range(1, 5))
+        assert core.evaluate(JOB, CLUSTER, now=100.0).advice == "plateau? (no policy)"
+
     def test_without_policies_a_first_forecast_of_two_points_is_no_plateau_hint(self) -> None:
         """Two points give the uninformed P(plateau) of 0.5: a brand-new or just-restored job read
         ``plateau?`` at its first look, and ``learning`` 30 s later."""
