@@ -206,6 +206,7 @@ class AdvisorCore:
                 # a job that reports eval metrics and no training loss: no training-loss forecast,
                 # and a run state from its eval series alone (made again at each new evaluation)
                 rec.learning = record_learning_state(rec, None)
+                rec.judged_learning = None  # a newer state than the last look's
                 rec.fresh_data = False
             return
         bound = self._quiet_bound(rec) if interval is None else interval
@@ -214,6 +215,7 @@ class AdvisorCore:
             return
         rec.forecast = self._forecaster(rec.history.curve(), rec.total_steps)
         rec.learning = record_learning_state(rec, None)
+        rec.judged_learning = None  # a newer state than the last look's
         rec.forecast_at = now
         rec.fresh_data = False
         self.forecasts_made += 1
@@ -281,8 +283,10 @@ class AdvisorCore:
         if rec is None or rec.learning is None:
             return None
         if now is None or rec.last_step_change is None:
-            return rec.learning
-        return record_learning_state(rec, now)
+            # a run judged at a look while it ran keeps that verdict once it no longer runs
+            return rec.judged_learning if now is None and rec.judged_learning is not None else rec.learning
+        rec.judged_learning = record_learning_state(rec, now)
+        return rec.judged_learning
 
     def evaluate(
         self, job: JobView, cluster: ClusterView, *, now: float, forecast_interval_s: float | None = None

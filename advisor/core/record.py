@@ -72,6 +72,9 @@ class JobRecord:
     forecast_at: float | None = None
     #: the run's learning state as of the latest forecast (its eval series' forecasts included)
     learning: LearningState | None = None
+    #: the state as last judged while the run was running (``hung`` read at that look's time): what
+    #: a run that no longer runs keeps (one released as hung read "learning, hung 0" afterwards)
+    judged_learning: LearningState | None = None
     fresh_data: bool = False
     checkpoint: CheckpointState = field(default_factory=CheckpointState)
     actions: list[ActionRecord] = field(default_factory=list)

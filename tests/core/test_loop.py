@@ -163,10 +163,21 @@ class TestObserve:
         running = core.view(JOB, now=200.0)
         assert running.learning_state is not None
         later = 200.0 + 6 * 3600
-        assert core.view(JOB, judged_at=later).learning_state.label == "hung"  # type: ignore[union-attr]
         released = dataclasses.replace(JOB, active=False)
         view = core.view(released, now=later)  # the look that sees it released stamps its phase
         assert view.phase is not Phase.RUNNING and view.learning_state.label != "hung"  # type: ignore[union-attr]
+
+    def test_a_run_judged_hung_while_it_ran_keeps_that_verdict_once_released(self) -> None:
+        """A platform trial: a run released as hung read ``learning`` (hung 0) in its status
+        afterwards, the verdict of its last forecast, not of the look that released it."""
+        core = make_core(Recorder())
+        feed(core, range(1, 40))
+        assert core.view(JOB, now=200.0).learning_state is not None
+        later = 200.0 + 6 * 3600
+        assert core.view(JOB, judged_at=later).learning_state.label == "hung"  # type: ignore[union-attr]
+        released = dataclasses.replace(JOB, active=False)
+        view = core.view(released, now=later + 60)
+        assert view.phase is not Phase.RUNNING and view.learning_state.label == "hung"  # type: ignore[union-attr]
 
 
 class TestForecastRateLimit:
