@@ -76,7 +76,12 @@ def _print_usage(state: dict[str, Any]) -> None:
     print("\nTo use it from a shell:")
     _print_env(state)
     if state.get("binaries", {}).get("kubectl"):
-        print("kubectl get tjf -A   # TrainJobForecasts (once manifests/crds is installed)")
+        # ``up`` installs the CRDs from manifests/: said as done, unless that failed (above)
+        installed = not state.get("manifest_errors")
+        print(
+            "kubectl get tjf -A   # TrainJobForecasts"
+            + ("" if installed else " (once manifests/crds is installed)")
+        )
     else:
         print("# kubectl is not available; use the Python client, e.g.:")
         print(
