@@ -452,12 +452,19 @@ class Actuator:
                 request_id=rid,
             )
         else:
+            # a release waiting on it that was cancelled meanwhile: nothing waits for the answer any
+            # more, so the timeout is said, not warned of (a Warning a minute after ReleaseCancelled)
+            rec = self.core.record(job.key)
+            cancelled = rec is not None and any(
+                a.request_id == rid and (a.detail or "").startswith(CANCELLED) for a in rec.actions
+            )
             self.job_events.post(
                 job,
                 body,
                 "CheckpointTimedOut",
-                f"no acknowledgement of checkpoint {rid} within {format_duration(entry.timeout_s)}",
-                warning=True,
+                f"no acknowledgement of checkpoint {rid} within {format_duration(entry.timeout_s)}"
+                + ("; its release was cancelled before, so nothing waited for it" if cancelled else ""),
+                warning=not cancelled,
                 request_id=rid,
             )
         self._count(entry.policy, ActionKind.CHECKPOINT, Mode.APPLY.value, outcome)

@@ -257,3 +257,20 @@ def test_a_kill_after_a_checkpoint_is_requested_logs_its_outcome_once(
     assert lines == [("attempt", "requested"), ("outcome", "requested")]
     assert len([c for c in s.api.log if c[0] == "annotate_pod"]) == 2  # once per pod
     assert fresh.awaiting_ack(KEY)  # still waiting for the acknowledgement
+
+
+def test_a_checkpoint_timing_out_after_its_release_was_cancelled_is_said_not_warned_of() -> None:
+    """A platform trial: a Warning CheckpointTimedOut a minute after ReleaseCancelled, for a request
+    nothing waited for any more. Without the cancellation the timeout stays a Warning."""
+    from policies.rules.release import CANCELLED
+
+    for cancelled in (False, True):
+        s = Setup()
+        s.run(Mode.APPLY, Action(ActionKind.CHECKPOINT, "plateau", "before release", {"timeout_s": 60}))
+        (rid, _at, _timeout) = s.actuator.awaiting_ack(KEY)[0]
+        if cancelled:
+            s.core.update_action(KEY, rid, "requested", detail=f"{CANCELLED}policy p was deleted")
+        assert s.actuator.checkpoint_done(s.core.view(s.job), rid, "timed-out", body=s.body)
+        (event,) = [e for e in s.api.events if e["reason"] == "CheckpointTimedOut"]
+        assert event["warning"] is (not cancelled), event
+        assert ("its release was cancelled before" in event["message"]) is cancelled
