@@ -43,7 +43,17 @@ import dataclasses
 import math
 from typing import Any
 
-from advisor.model import Action, ActionKind, ClusterView, Decision, Forecast, JobView, Mode, Phase
+from advisor.model import (
+    DISRUPTIVE_KINDS,
+    Action,
+    ActionKind,
+    ClusterView,
+    Decision,
+    Forecast,
+    JobView,
+    Mode,
+    Phase,
+)
 from advisor.protocol import RESUMED_ANNOTATION
 from policies.cleanup import boost_cleanup
 from policies.index import cluster_index
@@ -232,10 +242,16 @@ def _blocked(job: JobView, cluster: ClusterView, policy: Policy, now: float) -> 
 
 
 def _held_back(
-    job: JobView, actions: list[Action], now: float, reasons: list[str], rechecks: list[float]
+    job: JobView,
+    actions: list[Action],
+    now: float,
+    reasons: list[str],
+    rechecks: list[float],
+    failed: set[ActionKind] | None = None,
 ) -> list[Action]:
     """The actions that may be tried now: one that failed recently waits out its backoff, one
-    found impossible on this job waits for the job to change (``policies.retries``)."""
+    found impossible on this job waits for the job to change (``policies.retries``). ``failed``
+    collects the kinds of mutations held back so (ADVICE says the action failed, not that it acts)."""
     kept: list[Action] = []
     for a in actions:
         if a.kind is ActionKind.RECOMMEND:
@@ -253,6 +269,8 @@ def _held_back(
             kept.append(a)
             continue
         reasons.append(f"{a.rule}: held back, {hold.reason} (wanted: {a.reason})")
+        if failed is not None:
+            failed.add(a.kind)
         if hold.until is not None:
             rechecks.append(hold.until)
     return kept
@@ -368,6 +386,7 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
     reasons: list[str] = []
     stale = stale_evidence(job, policy, now)
     held_stale = False
+    refused: set[ActionKind] = set()
     if stale is not None:
         kept = [a for a in actions if a.rule not in RESTS_ON_FORECAST]
         for a in actions:
@@ -377,7 +396,7 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         actions = kept
     rechecks = [o.recheck_at for _, o in outcomes if o.recheck_at is not None]
     if ctx.apply:
-        actions = _held_back(job, actions, now, reasons, rechecks)
+        actions = _held_back(job, actions, now, reasons, rechecks, refused)
     else:
         actions = [_recommend(a) for a in actions]
     if not ctx.judge:
@@ -414,6 +433,12 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         # the rule's action is held back (cooldown, the policy's cap): ADVICE says so, not that
         # the job is being released; the reasons say by what
         advice = advice.split(":", 1)[0] + ":held"
+    elif (
+        best is not None and advice == best.advice and not advice.endswith("?") and refused & DISRUPTIVE_KINDS
+    ):
+        # the rule's release, stop or resize was refused (a 403, no Workload) and waits for the job
+        # to change or its backoff: "plateau:release" read as a release under way (a platform trial)
+        advice = advice.split(":", 1)[0] + ":failed"
     watchdogs = [o.idle_recheck_at for _, o in outcomes if o.idle_recheck_at is not None]
     return Decision(
         job=job.key,

@@ -136,8 +136,10 @@ def classify(
     the governing policy's verdict when it names a state (``decision``)."""
     if view.phase is not Phase.RUNNING:
         return view.phase.value
-    if decision is not None and decision.advice in _ADVICE_STATES:
-        return decision.advice
+    # ("hung:failed": the policy's release was refused; the run is still hung)
+    named = decision.advice.split(":", 1)[0] if decision is not None else None
+    if named in _ADVICE_STATES:
+        return str(named)
     fc = view.forecast
     pct = percent(view)
     if view.last_step_change is not None and view.active and now - view.last_step_change > hung_after_s:

@@ -95,6 +95,8 @@ def test_the_state_never_contradicts_a_policy_that_calls_the_run_hung_or_divergi
     hung = Decision(job="team-a/llm", advice="hung")
     assert classify(quiet, now=NOW, decision=hung) == "hung"
     assert classify(quiet, now=NOW, decision=Decision(job="team-a/llm", advice="stalled?")) == "learning"
+    # a hung run whose release was refused is still hung (ADVICE hung:failed)
+    assert classify(quiet, now=NOW, decision=Decision(job="team-a/llm", advice="hung:failed")) == "hung"
     status = render_status(quiet, hung, now=NOW)
     assert status["state"] == "hung" and status["summary"]["eta"] == "-"
     assert render_status(quiet, None, now=NOW)["summary"]["eta"] == "2h"

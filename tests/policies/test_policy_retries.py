@@ -57,6 +57,19 @@ def test_an_impossible_release_waits_for_the_job_to_change() -> None:
     assert hold_for(changed, ActionKind.CHECKPOINT, T0) is None  # per kind
 
 
+def test_advice_says_a_refused_release_failed_not_that_it_acts() -> None:
+    """A platform trial: with the act role unbound, the release came back 403 and ADVICE went on
+    reading the rule's verdict as if the release were under way. Held back as impossible (or in
+    its backoff), the rule's ADVICE says ``:failed``; once the job changes it acts again."""
+    p = policy(STALL, safety={"cooldown": "0s"})
+    stuck = _hung(version="v1", actions=(_failed(T0 - 10 * HOUR, outcome="impossible", stamp="v1"),))
+    assert decide(stuck, cluster(), p, now=T0).advice == "hung:failed"
+    backing_off = _hung(actions=(_failed(T0 - 30),))
+    assert decide(backing_off, cluster(), p, now=T0).advice == "hung:failed"
+    changed = dataclasses.replace(stuck, version="v2")
+    assert decide(changed, cluster(), p, now=T0).advice == "hung"
+
+
 def test_a_failed_attempt_counts_toward_the_cooldown() -> None:
     p = policy(STALL, safety={"cooldown": "1h"})
     d = decide(_hung(actions=(_failed(T0 - 20 * 60),)), cluster(), p, now=T0)
