@@ -312,9 +312,19 @@ def run(args: argparse.Namespace) -> int:
     higher = _higher(statuses, metric)
     ranked = [(ref, st, _interval(st, metric)) for ref, st, _ in found]
     # a run judged diverging (its loss blew up or went NaN) will not end best, whatever its
-    # forecast from the points before says: it is listed last, outside the draw
-    broken = {ref for ref, st, _ in ranked if st.get("state") == "diverging"}
-    usable = [(ref, iv, _kept(st, metric)) for ref, st, iv in ranked if iv is not None and ref not in broken]
+    # forecast from the points before says: it is listed last, outside the draw, unless it keeps a
+    # checkpoint of the metric ranked by from before it diverged: that checkpoint is a model the
+    # user can keep, and it is ranked by that value alone (a diverged run's best checkpoint beat a
+    # finished run's final value and went unranked)
+    diverging = {ref for ref, st, _ in ranked if st.get("state") == "diverging"}
+    by_checkpoint = {ref for ref, st, _ in ranked if ref in diverging and _kept(st, metric) is not None}
+    broken = diverging - by_checkpoint
+    usable: list[tuple[str, tuple[float, float, float], float | None]] = []
+    for ref, st, iv in ranked:
+        k = _kept(st, metric)
+        drawn = (k, k, k) if ref in by_checkpoint and k is not None else iv
+        if drawn is not None and ref not in broken:
+            usable.append((ref, drawn, k))
     probs = dict(
         zip(
             [r for r, _, _ in usable],
@@ -386,6 +396,11 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"overfitting: {', '.join(overfit)}: ranked by the training loss, an overfitting run ends low "
             "with a poor model (rank by its eval metric: --metric eval_loss or the one it is judged by)"
+        )
+    if by_checkpoint:
+        print(
+            "diverging, ranked by the best checkpoint kept before it diverged (its final value is no "
+            f"model to keep): {', '.join(r['run'] for r in result if r['run'] in by_checkpoint)}"
         )
     if broken:
         print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")

@@ -80,6 +80,32 @@ def test_ranked_by_the_training_loss_an_overfitting_run_is_named_as_such(
     assert "ranked by the training loss, an overfitting" not in capsys.readouterr().out
 
 
+def test_a_diverged_run_with_a_good_checkpoint_is_ranked_by_that_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run whose loss blew up after step 2,000 had kept a checkpoint better than a slower run's
+    final value, and was listed "not ranked". Judged by an eval metric, its best checkpoint is a
+    model to keep: it is ranked by that value alone (its final value is none)."""
+    history: list[dict[str, float]] = []
+    for s in range(10, 3001, 10):
+        loss = 0.3 + 2 * math.exp(-s / 300) if s <= 2000 else float("nan")
+        history.append({"step": s, "loss": loss})
+        if s % 100 == 0 and s <= 2000:
+            history.append({"step": s, "eval_loss": 0.5 + 0.8 * math.exp(-s / 400)})
+    (tmp_path / "blew.json").write_text(
+        json.dumps({"log_history": history, "max_steps": 3000, "global_step": 3000})
+    )
+    _sweep_run(tmp_path / "slow.json", overfit=False, seed=1)  # eval ends near 1.17
+    assert cli.main(["compare", str(tmp_path / "blew.json"), str(tmp_path / "slow.json"), "-o", "json"]) == 0
+    rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["blew.json"]["state"] == "diverging"
+    assert rows["blew.json"]["probabilityBest"] is not None and rows["blew.json"]["probabilityBest"] > 0.9
+    assert cli.main(["compare", str(tmp_path / "blew.json"), str(tmp_path / "slow.json")]) == 0
+    out = capsys.readouterr().out
+    assert "diverging, ranked by the best checkpoint kept before it diverged" in out
+    assert "not ranked, diverging" not in out
+
+
 def test_the_state_of_a_finished_run_says_how_it_ended(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
