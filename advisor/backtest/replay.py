@@ -107,6 +107,8 @@ class _Replay:
         self.actions = 0
         self.step = 0.0
         self.near = False
+        #: a look at which the governing policy judged the run (``Outcome.judged``)
+        self.judged = False
 
     def report(self, i: int, evals: dict[str, float]) -> Report:
         run = self.run
@@ -173,6 +175,7 @@ class _Replay:
         near = (self.near and self.core.forecast_interval_s) or None
         decision = self.core.evaluate(self.view, self.cluster, now=now, forecast_interval_s=near)
         self.near = decision.advice in _NEAR
+        self.judged = self.judged or decision.judged
         return decision, self.act(decision, now)
 
 
@@ -192,7 +195,6 @@ def replay(
     idx = _with_eval_reports(_report_indices(run.times, report_interval_s), run.steps, np.sort(every_eval))
     ev_next = [0] * len(evals)
     judged: Decision | None = None
-    ever_judged = False
     try:
         for n, i in enumerate(idx):
             now = EPOCH + float(run.times[i])
@@ -216,7 +218,6 @@ def replay(
             rec = core.record(r.key)
             if judged is None or (rec is not None and rec.phase is Phase.RUNNING):
                 judged = decision  # not the finished run's looks: nothing is judged there
-                ever_judged = ever_judged or decision.judged
             # the controller's timers between this report and the next
             until = EPOCH + float(run.times[idx[n + 1]]) if n + 1 < len(idx) else now
             for _ in range(8):
@@ -228,14 +229,13 @@ def replay(
                 decision, out = r.evaluate(now)
                 if out is not None:
                     return out
-                ever_judged = ever_judged or decision.judged
         return Outcome(
             row=row,
             run=run.name,
             reason=_why_not(judged),
             checkpoints=r.checkpoints,
             actions=r.actions,
-            judged=ever_judged,
+            judged=r.judged,
         )
     finally:
         core.forget(r.key)

@@ -215,6 +215,7 @@ def write_report(
         # a folder used again: a timeline of an earlier report is no run of this one
         old.unlink()
     by_name = {r.name: r for r in runs}
+    unjudged = unjudged_line(rows)
     stops: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         for d in row["decisions"]:
@@ -233,7 +234,7 @@ def write_report(
         format_table(list(rows)),
         "```",
         "",
-        *([unjudged_line(rows), ""] if unjudged_line(rows) else []),
+        *([unjudged, ""] if unjudged else []),
         "Definitions (the same for every row): the *judged series* is a run's primary eval metric when it "
         "logs one (the one its trainer kept its best model by, read back from its trainer_state.json; else "
         "eval_loss, else the first eval metric whose name gives its direction; at least 5 points; "

@@ -316,15 +316,19 @@ def run(args: argparse.Namespace) -> int:
     # checkpoint of the metric ranked by from before it diverged: that checkpoint is a model the
     # user can keep, and it is ranked by that value alone (a diverged run's best checkpoint beat a
     # finished run's final value and went unranked)
-    diverging = {ref for ref, st, _ in ranked if st.get("state") == "diverging"}
-    by_checkpoint = {ref for ref, st, _ in ranked if ref in diverging and _kept(st, metric) is not None}
-    broken = diverging - by_checkpoint
+    broken: set[str] = set()
+    by_checkpoint: set[str] = set()
     usable: list[tuple[str, tuple[float, float, float], float | None]] = []
     for ref, st, iv in ranked:
-        k = _kept(st, metric)
-        drawn = (k, k, k) if ref in by_checkpoint and k is not None else iv
-        if drawn is not None and ref not in broken:
-            usable.append((ref, drawn, k))
+        kept = _kept(st, metric)
+        if st.get("state") == "diverging":
+            if kept is None:
+                broken.add(ref)
+                continue
+            by_checkpoint.add(ref)
+            iv = (kept, kept, kept)
+        if iv is not None:
+            usable.append((ref, iv, kept))
     probs = dict(
         zip(
             [r for r, _, _ in usable],

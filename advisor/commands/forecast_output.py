@@ -25,6 +25,7 @@ from advisor.forecast.state import (
     ended_reading,
     improving_at_end,
     improving_metric,
+    task_judgement,
 )
 from advisor.model import Interval, LearningState
 from advisor.series import Direction, direction_of
@@ -252,7 +253,7 @@ def render_text(outcome: Outcome) -> str:
             # its best at the last evaluation had not stopped learning (read as "it stalled")
             lines.append(f"  {_label('')}{IMPROVING_AT_END_NOTE.format(metric=at_best)}")
         lines += _best_lines(outcome)
-        task = st.judgements.get(st.task_metric) if st.task_metric else None
+        task = task_judgement(st)
         if task is not None and task.best_step != st.best_step and curve.metric != st.task_metric:
             # the task's score read beside the judged eval loss: where it was best, when that is
             # another step (a classifier's loss turned at 1,200, its accuracy best at 3,000)
@@ -424,7 +425,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
     if st is not None:
         at_best = improving_metric(st, outcome.forecast)
         improving = at_best is not None
-        task_best = st.judgements.get(st.task_metric) if st.task_metric else None
+        task_best = task_judgement(st)
         result["state"] = {
             "label": st.label,
             "probabilities": _plain(dict(st.probabilities)),

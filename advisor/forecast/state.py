@@ -55,6 +55,7 @@ __all__ = [
     "improving_at_end",
     "improving_metric",
     "learning_state",
+    "task_judgement",
 ]
 
 #: a finished run's training loss "still fell" after its eval's best by about this share (the
@@ -161,8 +162,14 @@ def improving_metric(state: LearningState, train: Forecast) -> str | None:
         return None
     if state.evals_since_best == 0:
         return state.metric
-    task = state.judgements.get(state.task_metric) if state.task_metric else None
+    task = task_judgement(state)
     return state.task_metric if task is not None and task.evals_since_best == 0 else None
+
+
+def task_judgement(state: LearningState) -> EvalJudgement | None:
+    """The judgement (best step, value) of the task's score read beside the judged eval loss
+    (``LearningState.task_metric``); None without one."""
+    return state.judgements.get(state.task_metric) if state.task_metric else None
 
 
 def ended_reading(label: str, ended: bool, improving: bool) -> str:
