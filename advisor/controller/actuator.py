@@ -371,11 +371,14 @@ class Actuator:
         self._outcome_settled(job, rid, entry, result.outcome, result.detail, resumed=resumed)
         reason = _EVENT_REASONS[kind] if not failed else f"{_EVENT_REASONS[kind]}Failed"
         not_again = "; not retried until the job changes" if result.outcome == "impossible" else ""
+        # a refused action did not happen: the rule's reason ("... released without it") is what
+        # it asked for, not what was done
+        why = f"not done; the rule asked because: {entry.reason}" if failed else entry.reason
         self.job_events.post(
             job,
             body,
             reason,
-            f"{result.detail}{not_again}; {entry.reason} (rule {entry.rule}, request {rid})",
+            f"{result.detail}{not_again}; {why} (rule {entry.rule}, request {rid})",
             warning=failed,
             request_id=rid,
         )

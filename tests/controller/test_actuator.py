@@ -154,6 +154,8 @@ def test_checkpoint_without_pods_fails_clearly() -> None:
     s.run(Mode.APPLY, Action(ActionKind.CHECKPOINT, "checkpoint", "periodic"))
     assert s.api.events[-1]["reason"] == "CheckpointRequestedFailed" and s.api.events[-1]["warning"]
     assert "no running pods" in s.api.events[-1]["message"]
+    # what did not happen is not told as done: the rule's reason is what it asked for
+    assert "not done; the rule asked because: periodic" in s.api.events[-1]["message"]
 
 
 def test_release_without_a_workload_never_suspends_the_job() -> None:
