@@ -53,7 +53,12 @@ _COLUMNS = (
         "wrong .5/1/2%",
         lambda r: "/".join(str(r["wrong_stops_by_threshold"][k]) for k in ("0.005", "0.01", "0.02")),
     ),
-    ("near-end", lambda r: str(r["near_end_releases"])),
+    (
+        "near-end",
+        lambda r: (
+            f"{r['near_end_releases']} ({r['near_end_gpu_hours']:.1f}h)" if r["near_end_releases"] else "0"
+        ),
+    ),
 )
 
 
@@ -245,10 +250,16 @@ def write_report(
         "on an eval series the best smoothed value up to s (the checkpoint a stop keeps), on the training "
         "loss its smoothed value at s. "
         "The stop *left* (a(s) - best later value) / a(s); it is a *wrong stop* at 0.5%, 1% or 2% when "
-        "that exceeds the threshold. A run *stopped learning* at the first point from which no later point "
-        "improves on what it stood at by more than 1%; GPU-hours after it, to the run's recorded end, are "
-        "*non-learning*. A stop in the last 15% of a run's budget of a run that did not get worse after it "
-        "is a *near-end release*, and what it spared is not counted as saved. "
+        "that exceeds the threshold. A run judged by eval_loss for want of a metric its log names is judged "
+        "with the task's score it reports beside it too (eval_accuracy, eval_cer, ...), as the rules read "
+        "it: a stop left the larger of the two's improvements. "
+        "A run *stopped learning* at the first point from which no later point "
+        "improves on what it stood at by more than 1% (both series, when a task's score is read too); "
+        "GPU-hours after it, to the run's recorded end, are "
+        "*non-learning*. A stop in the last 15% of a run's budget, in its steps and in its recorded time, of "
+        "a run that did not get worse after it is a *near-end release*, and what it spared (its GPU-hours "
+        "in brackets) is not counted as saved: a run that stood still at the end of its steps (hung) was "
+        "not about to finish. "
         f"*Saved* and *cut learning*: {WRONG_STOP_HOURS}.",
         "",
         f"## Stopped runs, worst call first ({_n(len(worst), 'run')}, {_n(n_stops, 'stop')})",

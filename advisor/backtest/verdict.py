@@ -10,6 +10,12 @@ policies use:
   point neither makes nor unmakes a verdict;
 * a higher-is-better eval metric (accuracy, f1, ...) is judged negated, so that below "lower" and
   "best" read the same for every metric;
+* a run judged by its eval loss for want of a metric of its own (its log names no best-model
+  metric) is read with the task's score it reports beside it (``advisor.series.task_metric``:
+  ``eval_accuracy``, ``eval_cer``, ``eval_overall_f1``), as the controller reads it: a stop leaves
+  the larger of what the two would still improve, and the run stopped learning when both had. An
+  eval loss often turns up while the score still improves: judged on the loss alone, a stop of a
+  fine-tune whose accuracy rose from 0.852 to 0.866 afterwards read "0.00% left", no wrong stop;
 * a decision at step ``s`` *left* ``(a(s) - min_{s' > s} v(s')) / a(s)`` of improvement: the best
   later smoothed value against what the run stood at at the decision, ``a(s)``: on an eval series
   the best smoothed value up to it (the checkpoint a stop keeps), on the training loss its smoothed
@@ -19,14 +25,18 @@ policies use:
   it stood at there by more than ``LEARNING_THRESHOLD``; GPU-hours after that, to the run's
   recorded end, are its *non-learning* GPU-hours;
 * a *near-end release* is a stop in the last ``NEAR_END_FRACTION`` of the run's budget (its planned
-  steps, else its last step) of a healthy run: one whose judged series did not get worse after the
-  stop (it stayed finite and ended no more than ``LEARNING_THRESHOLD`` above its smoothed value at
-  the stop). What such a stop spared is the user's budget, not counted as saved; a stop there of a
-  run that went on to blow up or overfit spared hours that bought nothing, and counts.
+  steps, else its last step) and of its recorded time, of a healthy run: one whose judged series did
+  not get worse after the stop (it stayed finite and ended no more than ``LEARNING_THRESHOLD`` above
+  its smoothed value at the stop). What such a stop spared is the user's budget, not counted as
+  saved; a stop there of a run that went on to blow up or overfit spared hours that bought nothing,
+  and counts. Near the end in steps alone is not enough: a run that hung at 99% of its steps and
+  stood still for hours was not about to finish, and its stall release spared those hours, not
+  the user's last 1% (counted near-end, it saved 0 of the 40 GPU-hours it freed).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +56,7 @@ from advisor.judging import (
     smoothed,
     threshold_key,
 )
+from advisor.series import Direction, direction_of, task_metric
 
 __all__ = [
     "LEARNING_THRESHOLD",
@@ -72,6 +83,8 @@ class Judged:
     learning_end_step: float
     metric: str = "loss"  # the series' name (``eval_loss``, ``eval_accuracy``, ``loss``)
     sign: float = 1.0  # -1 for a higher-is-better metric: ``sign * smooth`` is in its own units
+    #: the task's score read beside an eval loss judged by default (see the module docstring)
+    task: Judged | None = None
 
     @property
     def keep_best(self) -> bool:
@@ -80,9 +93,19 @@ class Judged:
 
     def left_after(self, step: float) -> tuple[float, float | None, float | None]:
         """(improvement left, value the run stood at at ``step``, best later value) for a
-        decision at ``step``; the values in the metric's own units."""
+        decision at ``step``; the values in the metric's own units. The improvement left is the
+        larger of the series' and its task score's (``task_left_after``)."""
         left, here, best = left_after(self.steps, self.smooth, step, keep_best=self.keep_best)
+        task = self.task_left_after(step)
+        if task is not None:
+            left = max(left, task)
         return left, self.sign * here, None if best is None else self.sign * best
+
+    def task_left_after(self, step: float) -> float | None:
+        """The improvement the task's score had left after ``step`` (None without one)."""
+        if self.task is None:
+            return None
+        return left_after(self.task.steps, self.task.smooth, step, keep_best=True)[0]
 
     def worsened_after(self, step: float) -> bool:
         """Whether the series got worse after ``step``: a non-finite later value, or a smoothed
@@ -108,17 +131,49 @@ def judged_eval(run: Run) -> tuple[np.ndarray, np.ndarray] | None:
     return None
 
 
+def _task_series(run: Run) -> tuple[str, np.ndarray, np.ndarray, float] | None:
+    """The task's score read beside the run's judged eval loss: (name, steps, values oriented
+    lower-is-better, sign), or None (the run names its metric, is judged by a score or by its
+    training loss, reports no score, or too few points of it)."""
+    if run.declared_metric is not None or judged_eval(run) is None:
+        return None
+    names = [name for name, _, _ in run.other_evals]
+    task = task_metric(names, judged=run.eval_metric)
+    if task is None:
+        return None
+    _, steps, values = next(e for e in run.other_evals if e[0] == task)
+    if steps.size < MIN_EVAL_POINTS:
+        return None
+    sign = -1.0 if direction_of(task) is Direction.HIGHER else 1.0
+    return task, np.asarray(steps, dtype=float), sign * np.asarray(values, dtype=float), sign
+
+
+def _judged(
+    series: str, metric: str, steps: np.ndarray, values: np.ndarray, sign: float, last: float
+) -> Judged:
+    smooth = smoothed(np.asarray(values, dtype=float))
+    first = learning_end_index(smooth, keep_best=series == "eval")
+    end_step = float(steps[first]) if first < steps.size else last
+    return Judged(series, np.asarray(steps, dtype=float), smooth, end_step, metric, sign)
+
+
 def judged(run: Run) -> Judged:
     by_eval = judged_eval(run)
+    last = float(run.steps[-1])
     if by_eval is not None:
         series, metric, (steps, values) = "eval", run.eval_metric, by_eval
         sign = -1.0 if run.eval_higher else 1.0
     else:
         series, metric, steps, values, sign = "loss", "loss", run.steps, run.values, 1.0
-    smooth = smoothed(np.asarray(values, dtype=float))
-    first = learning_end_index(smooth, keep_best=series == "eval")
-    end_step = float(steps[first]) if first < steps.size else float(run.steps[-1])
-    return Judged(series, np.asarray(steps, dtype=float), smooth, end_step, metric, sign)
+    out = _judged(series, metric, steps, values, sign, last)
+    task = _task_series(run)
+    if task is None:
+        return out
+    name, t_steps, t_values, t_sign = task
+    score = _judged("eval", name, t_steps, t_values, t_sign, last)
+    # the run learned while either improved
+    end = max(out.learning_end_step, score.learning_end_step)
+    return dataclasses.replace(out, learning_end_step=end, task=score)
 
 
 def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
@@ -157,17 +212,26 @@ def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
     if outcome.stopped and outcome.step is not None:
         left, here, best = judged_run.left_after(outcome.step)
         out["improvement_left"] = left
+        if judged_run.task is not None:
+            # the task's score read beside the eval loss: what it alone had left
+            out["task_metric"] = judged_run.task.metric
+            out["task_improvement_left"] = judged_run.task_left_after(outcome.step)
         out["value_at_decision"] = here
         out["best_later_value"] = best
-        out["near_end"] = outcome.step >= (
-            1.0 - NEAR_END_FRACTION
-        ) * run.total_steps and not judged_run.worsened_after(outcome.step)
+        late = 1.0 - NEAR_END_FRACTION
+        out["near_end"] = (
+            outcome.step >= late * run.total_steps
+            and stop_s >= late * end_s
+            and not judged_run.worsened_after(outcome.step)
+        )
     spared = (end_s - stop_s) * run.gpus / h
     # of them, those after the run stopped learning are saved; the rest were a run still learning,
     # cut (a wrong stop's cost): counted in, a row that cut more healthy runs read as saving more
     wasted = max(0.0, end_s - max(stop_s, learn_s)) * run.gpus / h
     out["gpu_hours_saved"] = 0.0 if out["near_end"] else wasted
     out["gpu_hours_cut_learning"] = 0.0 if out["near_end"] else spared - wasted
+    # what a near-end release spared: the user's budget, in neither saved nor cut learning
+    out["near_end_gpu_hours"] = spared if out["near_end"] else 0.0
     return out
 
 
@@ -200,6 +264,8 @@ def row_summary(row: str, decisions: Sequence[dict[str, Any]]) -> dict[str, Any]
         "wrong_stops_by_threshold": wrong,
         "wrong_stop_fraction_by_threshold": {k: (v / runs if runs else 0.0) for k, v in wrong.items()},
         "near_end_releases": sum(1 for d in stopped if d["near_end"]),
+        # with saved and cut learning, they make up no-advisor's GPU-hours minus the row's
+        "near_end_gpu_hours": sum(d["near_end_gpu_hours"] for d in stopped),
         "stopped": len(stopped),
         # runs the row's policy never judged (over before its minRuntime, minSteps or minProgress)
         "never_judged": sum(1 for d in decisions if not d.get("judged", True)),

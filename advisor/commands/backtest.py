@@ -447,8 +447,11 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
             "spread": None,
             "wrong_by_threshold": r["wrong_stops_by_threshold"],
             "wrong": r["wrong_stops_by_threshold"]["0.01"],
-            "wrong_rate": r["wrong_stops_by_threshold"]["0.01"] / max(1, r["runs"]),
-            "runs": r["runs"],
+            # over the runs the policy judged: runs over before it could judge (smoke tests, early
+            # crashes) can be no wrong stop, and counted in they diluted the rate to any budget
+            "wrong_rate": r["wrong_stops_by_threshold"]["0.01"] / max(1, r["runs"] - r["never_judged"]),
+            "runs": r["runs"] - r["never_judged"],
+            "runs_total": r["runs"],
             "near_end": r["near_end_releases"],
             "gpu_hours_saved": r["gpu_hours_saved"],
         }
@@ -491,8 +494,10 @@ def run(args: argparse.Namespace) -> int:
         print(unjudged, file=human)
     print(
         f"\n{_footer(meta)}. Wrong stop: the judged series "
-        "(eval if logged, else loss; running median) improved later by more than 0.5/1/2%; near-end: a stop "
-        "in the last 15% of the budget of a run that did not get worse after it, not counted as saved; "
+        "(eval if logged, else loss; running median; an eval loss judged by default, or the task's score "
+        "beside it) improved later by more than 0.5/1/2%; near-end: a stop "
+        "in the last 15% of the budget, in steps and in recorded time, of a run that did not get worse after "
+        "it, not counted as saved (its GPU-hours in brackets); "
         f"{WRONG_STOP_HOURS}. Every policy is replayed as if in mode Apply (what it "
         "would have done), its checkpoint requests answered at the next report and free (the simulator "
         "charges a save its time); there is no cluster around a run here, so the rules that answer one "

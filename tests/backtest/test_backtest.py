@@ -561,6 +561,90 @@ def test_a_stop_near_the_end_counts_as_saved_only_when_the_run_went_on_to_get_wo
         assert d["gpu_hours_saved"] == (0.0 if near_end else pytest.approx(1300 * 8 / 3600))
 
 
+def test_a_run_that_stood_still_at_the_end_of_its_steps_is_no_near_end_release() -> None:
+    """A run that reached 99% of its steps and then stood still for hours (hung) was not about to
+    finish: a stall release there spared those hours, after the run stopped learning, and they
+    are saved; at 99% of its steps alone it read as a near-end release and saved 0 of them."""
+    from advisor.backtest.replay import Outcome
+    from advisor.backtest.runs import Run
+
+    steps = np.arange(10, 3001, 10, dtype=float)
+    values = 2.0 + np.exp(-steps / 300)
+    times = 1.5 * steps
+    times[-1] = 15285.0  # step 2,990 at 4,485 s, then nothing for three hours until 3,000
+    hung = Run(
+        name="hung",
+        group="g",
+        gpus=16,
+        steps=steps,
+        values=values,
+        times=times,
+        learning_rates=None,
+        epochs=None,
+        total_steps=3000,
+        planned_steps=None,
+        metric="loss",
+        eval_steps=None,
+        eval_values=None,
+        timed=True,
+        source="test",
+    )
+    stop = Outcome(row="x", run="hung", stopped=True, kind="release-quota", step=2990.0, time_s=6285.0)
+    d = verdict(hung, judged(hung), stop)
+    assert d["near_end"] is False
+    assert d["near_end_gpu_hours"] == 0.0
+    assert d["gpu_hours_saved"] == pytest.approx((15285.0 - 6285.0) * 16 / 3600)
+    # the same stop of a run that kept its pace to the end is one
+    paced = dataclasses.replace(hung, times=1.5 * steps)
+    d = verdict(paced, judged(paced), dataclasses.replace(stop, time_s=4485.0))
+    assert d["near_end"] is True and d["gpu_hours_saved"] == 0.0
+    assert d["near_end_gpu_hours"] == pytest.approx(15.0 * 16 / 3600)
+
+
+def test_a_stop_judged_by_a_default_eval_loss_reads_the_task_score_beside_it() -> None:
+    """An eval loss judged for want of a metric of the run's own is read with the task's score it
+    reports, as the controller reads it: a stop after the loss turned up, while the accuracy still
+    rose from 0.870 to 0.886, left 1.9% and is a wrong stop (it read "0.00% left"). A run that names
+    its metric (``metric_for_best_model``) is judged by that alone."""
+    from advisor.backtest.replay import Outcome
+    from advisor.backtest.runs import Run
+
+    steps = np.arange(10, 3001, 10, dtype=float)
+    evals = np.arange(150, 3001, 150, dtype=float)
+    loss = 0.6 + 0.0002 * np.abs(evals - 1200)  # turned up at step 1,200
+    accuracy = 0.9 - 0.1 * np.exp(-evals / 1500)  # 0.870 at 1,800, still rising to 0.886
+    run = Run(
+        name="ft",
+        group="g",
+        gpus=1,
+        steps=steps,
+        values=1.0 + np.exp(-steps / 500),
+        times=steps.copy(),
+        learning_rates=None,
+        epochs=None,
+        total_steps=3000,
+        planned_steps=3000,
+        metric="loss",
+        eval_steps=evals,
+        eval_values=loss,
+        timed=True,
+        source="test",
+        other_evals=(("eval_accuracy", evals, accuracy),),
+    )
+    stop = Outcome(row="x", run="ft", stopped=True, kind="stop", step=1800.0, time_s=1800.0)
+    d = verdict(run, judged(run), stop)
+    assert d["judged_metric"] == "eval_loss" and d["task_metric"] == "eval_accuracy"
+    at_stop, final = 0.9 - 0.1 * math.exp(-1.2), 0.9 - 0.1 * math.exp(-2)
+    assert d["task_improvement_left"] == pytest.approx((final - at_stop) / at_stop)
+    assert d["improvement_left"] == d["task_improvement_left"] > 0.01
+    # still learning by its score: part of what the stop spared is cut learning, not saved
+    assert d["gpu_hours_cut_learning"] > 0.1
+    named = dataclasses.replace(run, declared_metric="eval_loss")
+    d = verdict(named, judged(named), stop)
+    assert "task_metric" not in d and d["improvement_left"] == 0.0
+    assert d["gpu_hours_cut_learning"] == 0.0 and d["gpu_hours_saved"] == pytest.approx(1200 / 3600)
+
+
 def test_index_labels_reach_the_policys_selector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The plateau sample keeps runs labelled workload-type=pretraining off its plateau rule (a
     warmup-stable-decay run looks flat before its decay): with the label in the index, the
