@@ -11,9 +11,11 @@ The frontier: a setting is on it when no other setting saves at least as much wi
 stops (one better on either). The best setting within a wrong-stop budget (``--max-wrong 1%``) is
 the one that saves most among those whose wrong-stop rate is *shown* to be within it: whose
 one-sided 95% upper confidence bound (exact binomial, Clopper-Pearson) on the rate is within the
-budget. 0 wrong stops of 30 runs bounds the rate only below ~9.5%, so a small set of runs may
-qualify no setting at all; the command then says so and names the best by point rate only as
-information.
+budget. The rate is over the runs the policy judged (selected, and looked at past its minRuntime,
+minSteps and minProgress): 300 smoke tests over before any policy looks at them cannot be wrong
+stops, and counted in they diluted the rate into any budget. 0 wrong stops of 30 runs bounds the
+rate only below ~9.5%, so a small set of runs may qualify no setting at all; the command then
+says so and names the best by point rate only as information.
 
 Runs spread over a process pool (every core by default) or, with ``--ray ADDRESS``, a Ray cluster
 (the optional ``ray`` extra), for grids that outgrow one machine.
@@ -189,13 +191,14 @@ def policies_with(path: Path, setting: Setting) -> list[Any]:
 
 
 def parse_max_wrong(text: str) -> float:
-    """``1%`` -> 0.01. A bare number is read as a fraction (``0.02`` is 2%) only up to 1; a bare
-    number above 1 (``2``) is an error asking for the ``%`` sign rather than a guess."""
+    """``1%`` -> 0.01. A bare number is read as a fraction (``0.02`` is 2%) only below 1; a bare
+    number of 1 or more (``1``, ``2``) is an error asking for the ``%`` sign rather than a guess:
+    ``1`` read as 100% picked a "best" setting at any wrong-stop rate (an admin meant 1%)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*(%?)\s*", text)
     if not m:
         raise SweepError(f"--max-wrong {text!r}: expected a share of runs with a % sign, e.g. 1% or 0.5%")
     number = float(m.group(1))
-    if not m.group(2) and number > 1:
+    if not m.group(2) and number >= 1:
         raise SweepError(f"--max-wrong {text!r}: write the % sign (--max-wrong {m.group(1)}%)")
     value = number / (100.0 if m.group(2) else 1.0)
     if not 0 <= value <= 1:
@@ -291,7 +294,14 @@ def run_tasks(
             raise SweepError(
                 "--ray needs ray, which is not installed: pip install 'trainjob-advisor[ray]'"
             ) from None
-        ray.init(address=ray_address, ignore_reinit_error=True, log_to_driver=False)
+        try:
+            ray.init(address=ray_address, ignore_reinit_error=True, log_to_driver=False)
+        except ConnectionError as exc:
+            # no Ray cluster at that address (``auto`` with none running): the user's to fix
+            raise SweepError(
+                f"--ray {ray_address}: no Ray cluster to connect to ({exc}); start one (ray start --head) "
+                "or give --ray local for one on this machine"
+            ) from None
         remote = ray.remote(fn)
         refs = [remote.remote(t) for t in items]
         out = []

@@ -32,6 +32,7 @@ _MUTATING = frozenset(k for k in ActionKind if k is not ActionKind.RECOMMEND)
 
 class AdvisorStrategy:
     predicts_victims = True
+    judges_by_policy = True
     watches_cluster = True
 
     def __init__(
@@ -113,6 +114,7 @@ class AdvisorStrategy:
         if self.core.forecasts_made != made:
             self.forecasts_by_job[job.idx] = self.forecasts_by_job.get(job.idx, 0) + 1
         self.looks.decided(key, decision)
+        job.judged = job.judged or decision.judged
         acts = [a for a in decision.actions if a.kind in _MUTATING]
         self._decided_by[key] = decision.policy or ""
         # the cleanup (the advisor's own boost, its mandate ended) is carried out in any mode, as

@@ -39,6 +39,7 @@ __all__ = ["FixedInterval", "MedianStopping", "NoAdvisor", "Patience", "baseline
 class NoAdvisor:
     name = "no-advisor"
     predicts_victims = False
+    judges_by_policy = False
     watches_cluster = False
 
     def reset(self, sim: Simulation) -> None:

@@ -191,6 +191,9 @@ class SimJob:
     past_admitted_s: float = 0.0
     checkpoints: int = 0
     started: bool = False
+    #: a policy judged the job at some look (the advisor's rows; False: it selected the job not,
+    #: or the job was over before its minRuntime, minSteps or minProgress let it judge)
+    judged: bool = False
 
     @property
     def key(self) -> str:

@@ -157,6 +157,7 @@ def row_metrics(
     wall_s: float,
     *,
     victims: bool,
+    judged: bool = False,
 ) -> dict[str, Any]:
     h = 3600.0
     gpu_s = sum(j.gpu_s for j in jobs)
@@ -208,6 +209,9 @@ def row_metrics(
         "victim_recall": recall,
         **_victim_model(record),
         "jobs": len(jobs),
+        # the jobs the row's policy judged at some look (None for a baseline): a wrong-stop rate
+        # over every job reads lower the more jobs the policy never looks at
+        "jobs_judged": sum(1 for j in jobs if j.judged) if judged else None,
         "completed": sum(1 for j in jobs if j.phase is Phase.DONE),
         "released_or_stopped": len(stopped),
         "unfinished": len(jobs) - len(ended),

@@ -78,6 +78,7 @@ def run_strategy(
         baseline_gpu_hours,
         wall,
         victims=strategy.predicts_victims,
+        judged=strategy.judges_by_policy,
     )
     return RowResult(metrics, jobs, record)
 

@@ -39,6 +39,8 @@ class Strategy(Protocol):
     name: str
     #: whether its actions carry victim predictions worth scoring (precision/recall)
     predicts_victims: bool
+    #: whether it marks the jobs its policy judged (``SimJob.judged``): the advisor's rows
+    judges_by_policy: bool
     #: whether it wants a tick for likely victims when a higher-priority workload arrives pending
     watches_cluster: bool
 

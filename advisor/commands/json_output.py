@@ -125,9 +125,12 @@ def print_sweep_result(
 
     def counts(p: dict[str, Any]) -> str:
         n = int(p.get("runs") or 0)
+        total = int(p.get("runs_total") or n)
         upper = p.get("wrong_upper")
         bound = "" if upper is None else f": up to {upper:.2%} at {CONFIDENCE:.0%}"
-        return f"{p.get('wrong', 0)} of {n} wrong{bound}"
+        # the rate is over the runs the policy judged: say how many it never judged
+        unjudged = f" ({total - n} of {total} never judged)" if total > n else ""
+        return f"{p.get('wrong', 0)} of {n} judged wrong{unjudged}{bound}"
 
     print(sweep_table(points, frontier, best), file=out)
     print(f"\n{summary}", file=out)
@@ -153,9 +156,11 @@ def print_sweep_result(
         lowest = min(range(len(points)), key=lambda i: points[i].get("wrong_upper") or 1.0, default=None)
         ref = by_point if by_point is not None else lowest
         runs = max((int(p.get("runs") or 0) for p in points), default=0)
+        total = max((int(p.get("runs_total") or p.get("runs") or 0) for p in points), default=0)
+        scope = units(runs) if total <= runs else f"{units(runs)} judged of {total}"
         detail = f" ({counts(points[ref])})" if ref is not None else ""
         print(
-            f"no setting's wrong-stop rate is shown to be within {budget:.2%} on {units(runs)}{detail}",
+            f"no setting's wrong-stop rate is shown to be within {budget:.2%} on {scope}{detail}",
             file=out,
         )
         if by_point is None:

@@ -327,6 +327,9 @@ def sweep_points(
             (b - r["gpu_hours_nonlearning"]) / b for b, r in zip(base_nl, per_seed, strict=True) if b > 0
         ]
         jobs = sum(r["jobs"] for r in per_seed)
+        # over the jobs the policy judged (see ``backtest``'s sweep): jobs its selector leaves out
+        # or that end before its minRuntime cannot be stopped wrongly, and diluted the rate
+        judged = sum(r["jobs_judged"] if r.get("jobs_judged") is not None else r["jobs"] for r in per_seed)
         points.append(
             {
                 "label": setting.label,
@@ -336,8 +339,9 @@ def sweep_points(
                 "spread": [min(fracs), statistics.median(fracs), max(fracs)] if len(fracs) > 1 else None,
                 "wrong_by_threshold": wrong,
                 "wrong": wrong.get("0.01", 0),
-                "wrong_rate": wrong.get("0.01", 0) / jobs if jobs else 0.0,
-                "runs": jobs,
+                "wrong_rate": wrong.get("0.01", 0) / judged if judged else 0.0,
+                "runs": judged,
+                "runs_total": jobs,
                 "near_end": sum(r["near_end_releases"] for r in per_seed),
                 "gpu_hours_saved": sum(
                     _saved(r, b)["gpu_hours_saved"] for b, r in zip(base, per_seed, strict=True)

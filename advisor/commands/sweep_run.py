@@ -39,6 +39,9 @@ def settle_max_wrong(args: Any) -> None:
     args.max_wrong = args.max_wrong if given else "1%"
     if given and not args.sweep:
         raise CommandError("--max-wrong is the wrong-stop budget of a --sweep: give --sweep too, or drop it")
+    if getattr(args, "ray", None) is not None and not args.sweep:
+        # the one command that spreads work is a sweep: without it --ray was silently ignored
+        raise CommandError("--ray runs a --sweep's grid on a Ray cluster: give --sweep too, or drop it")
 
 
 def checked_grid(

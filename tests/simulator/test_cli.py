@@ -57,6 +57,9 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert r["gpu_hours"] > 0 and 0 <= r["utilization"] <= 1
     assert rows[0]["gpu_hours_saved"] == 0.0
     assert rows[0]["victim_precision"] is None and rows[0]["victim_recall"] is None
+    # the jobs a policy judged (a sweep's wrong-rate denominator; None for a baseline)
+    assert [r["jobs_judged"] for r in rows[:4]] == [None] * 4
+    assert 0 < rows[4]["jobs_judged"] <= rows[4]["jobs"]
     for r in rows[1:]:  # what a near-end release of a healthy run spared is no saving
         spared = rows[0]["gpu_hours"] - r["gpu_hours"]
         assert r["gpu_hours_freed"] == pytest.approx(spared - r["near_end_gpu_hours"], abs=1e-3)
@@ -83,6 +86,23 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for name in ("report.md", "gpu_hours_waterfall.png", "jct_cdf.png", "utilization.png", "results.json"):
         assert (rep / name).stat().st_size > 0
     assert "advisor-plateau-release" in (rep / "report.md").read_text()
+
+
+def test_a_policy_that_selects_no_job_judged_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A job no policy selects cannot be stopped wrongly: it is no judged job (``jobs_judged``),
+    so that a sweep's wrong-stop rate is not diluted by jobs the policy never looks at."""
+    policy = tmp_path / "nobody.yaml"
+    policy.write_text(
+        PLATEAU.read_text().replace(
+            "{key: workload-type, operator: NotIn, values: [pretraining]}",
+            "{key: team, operator: In, values: [nobody]}",
+            1,
+        )
+    )
+    argv = ["simulate", "--jobs", "12", "--seed", "2", "--quiet", "--baselines", "no-advisor"]
+    assert main([*argv, "--policy", str(policy), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[-1]["jobs_judged"] == 0 and rows[-1]["jobs"] == 12
 
 
 def test_malformed_trace_row_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -99,6 +99,30 @@ def test_a_bare_max_wrong_above_one_asks_for_the_percent_sign() -> None:
     assert parse_max_wrong("0.5%") == 0.005 and parse_max_wrong(".05") == 0.05
     with pytest.raises(SweepError, match=r"write the % sign \(--max-wrong 2%\)"):
         parse_max_wrong("2")
+    # 1 read as 100% picked a "best" setting at any rate, where an admin meant 1%
+    with pytest.raises(SweepError, match=r"write the % sign \(--max-wrong 1%\)"):
+        parse_max_wrong("1")
+
+
+def test_ray_without_a_cluster_or_without_a_sweep_is_one_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+    import types
+
+    from advisor.sweep import run_tasks
+
+    fake = types.ModuleType("ray")
+
+    def init(**_: object) -> None:  # what ray.init(address="auto") raises with no cluster running
+        raise ConnectionError("Could not find any running Ray instance.")
+
+    fake.init = init  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(SweepError, match=r"--ray auto: no Ray cluster to connect to .*--ray local"):
+        run_tasks(abs, [1, -2], ray_address="auto")
+    assert main(["simulate", "--jobs", "4", "--quiet", "--ray", "auto"]) == 2
+    assert "--ray runs a --sweep's grid on a Ray cluster: give --sweep too" in capsys.readouterr().err
     with pytest.raises(SweepError, match="between 0 and 100%"):
         parse_max_wrong("150%")
 
@@ -133,7 +157,7 @@ def test_the_pick_is_made_on_the_bound_and_said_when_none_qualifies(
     assert report_sweep(few, 0.01, summary="S", json_out=None, report=None, plot_title="t") == 0
     out = capsys.readouterr().out
     assert "no setting's wrong-stop rate is shown to be within 1.00% on 30 runs" in out
-    assert "(0 of 30 wrong: up to 9.50% at 95%)" in out
+    assert "(0 of 30 judged wrong: up to 9.50% at 95%)" in out
     assert "best by point rate, information only" in out and "p=0.6 (76.0% saved" in out
     assert "in-sample: chosen and scored on the same 30 runs" in out
     assert "on the edge of the grid: plateau.probability=0.6 is an end" in out
@@ -148,7 +172,7 @@ def test_the_pick_is_made_on_the_bound_and_said_when_none_qualifies(
     assert report_sweep(many, 0.01, summary="S", json_out=None, report=None, plot_title="t") == 0
     out = capsys.readouterr().out
     assert "best within 1.00% wrong stops (the rate's 95% upper bound within it): p=0.6" in out
-    assert "1 of 2000 wrong: up to 0.24% at 95%" in out and "on the edge" in out
+    assert "1 of 2000 judged wrong: up to 0.24% at 95%" in out and "on the edge" in out
     assert edge_fields(many, 1) == [] and edge_fields(many, 2) == ["plateau.probability=0.8"]
 
 
