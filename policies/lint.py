@@ -4,16 +4,49 @@ cluster, a policy tried on one namespace), and the CRD accepts them."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from dataclasses import fields
+from typing import Any
 
 from advisor.model import Mode
+from policies.fields import field_specs
 from policies.spec import Policy
 from policies.spec_rules import RECOMMEND
 
-__all__ = ["risk_warnings"]
+__all__ = ["risk_warnings", "unit_slips"]
 
 #: below even odds, a rule that releases acts on runs more likely still learning than not
 EVEN_ODDS = 0.5
+#: a window, minimum runtime or cooldown this short is most likely minutes written as a bare
+#: number, which reads as seconds (``stall.for: 30`` released every run after 30 s without a step)
+SECONDS_SLIP = 60.0
+#: the duration fields a unit slip turns into a release on no evidence
+_WINDOW_KEYS = frozenset(("for", "minRuntime", "cooldown"))
+
+
+def _windows(obj: Any, path: str) -> Iterator[tuple[str, float]]:
+    """(field path, seconds) of each window-like duration in a policy dataclass, recursively."""
+    if not dataclasses.is_dataclass(obj):
+        return
+    for name, spec, _ in field_specs(type(obj)):
+        value = getattr(obj, name)
+        here = f"{path}.{spec.key}"
+        if spec.kind == "duration" and spec.key in _WINDOW_KEYS and isinstance(value, float):
+            yield here, value
+        elif spec.kind == "object":
+            yield from _windows(value, here)
+
+
+def unit_slips(policy: Policy) -> list[tuple[str, str]]:
+    """(field, why) of each window, minRuntime or cooldown shorter than a minute (but not 0, which
+    says what it means): in any mode, since a Recommend policy is tried before it is applied."""
+    out = []
+    for field, seconds in _windows(policy.spec, "spec"):
+        if 0 < seconds < SECONDS_SLIP:
+            n = f"{seconds:g}"
+            out.append((field, f"{n}s is {n} seconds (a bare number is seconds): for minutes write {n}m"))
+    return out
 
 
 def risk_warnings(policy: Policy) -> list[tuple[str, str]]:

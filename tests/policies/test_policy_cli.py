@@ -243,6 +243,34 @@ spec:
     assert "warning" not in capsys.readouterr().out
 
 
+def test_validate_warns_of_windows_under_a_minute_a_bare_number_made_seconds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``stall.for: 30`` is 30 seconds, valid, and in a back-test released every run 30 s after a
+    step (an admin's trial meant 30m): validate warns in any mode; 0 and a minute or more do not."""
+    doc = """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: units}
+spec:
+  safety: {minRuntime: 20, cooldown: 0}
+  rules:
+    stall: {for: 30}
+    plateau: {for: 10m}
+"""
+    path = tmp_path / "units.yaml"
+    path.write_text(doc)
+    assert main(["policy", "validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ": OK: units (Recommend)" in out
+    warned = [line.split(": ")[3] for line in out.splitlines() if "warning" in line]
+    assert warned == ["spec.safety.minRuntime", "spec.rules.stall.for"], out
+    assert "spec.rules.stall.for: 30s is 30 seconds (a bare number is seconds): for minutes write 30m" in out
+    path.write_text(doc.replace("20,", "20m,").replace("for: 30}", "for: 60}"))
+    assert main(["policy", "validate", str(path)]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
 def test_validate_warns_of_an_apply_policy_that_acts_on_weak_evidence_or_on_every_job(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
