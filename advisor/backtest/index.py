@@ -52,6 +52,10 @@ __all__ = [
 ]
 
 
+#: an index row's group cell left empty where the index has a group column: the run is in no group
+NO_GROUP = ""
+
+
 @dataclass(frozen=True)
 class IndexRow:
     """What an index row gives its run (None: not in the row)."""
@@ -236,6 +240,10 @@ def read_index_columns(path: Path) -> tuple[dict[str, IndexRow], tuple[str, ...]
                 group = (row.get("group") or row.get("repo") or row.get("sweep") or "").strip() or None
                 if group is None and (row.get("path") or "").strip():
                     group = str(Path(row["path"].strip()).parent)
+                if group is None and any(c in header for c, _ in _GROUP_COLUMNS):
+                    # an empty cell of a group column: the run belongs to no group (its folder as
+                    # its group put 32-GPU pre-training runs among 1-GPU fine-tunes as peers)
+                    group = NO_GROUP
                 labels = _labels(path, line, row.get("labels") or "")
                 out[(row.get(key) or "").strip()] = IndexRow(gpus, group, labels)
             return out, index_columns(list(header))

@@ -41,6 +41,7 @@ import numpy as np
 
 from advisor.backtest.errors import BadRunError, RunError
 from advisor.backtest.index import (
+    NO_GROUP,
     Index,
     Indexes,
     IndexRow,
@@ -69,6 +70,8 @@ __all__ = [
     "read_runs",
 ]
 
+#: the group name's end of a run its index row puts in no group (its own, named after it)
+NO_GROUP_SUFFIX = " (no group)"
 #: files a folder is searched for
 RUN_SUFFIXES = RUN_LOG_SUFFIXES
 #: a run needs this many points to be replayed at all
@@ -316,7 +319,9 @@ def read_runs(
             row = found or IndexRow(None, None)
             match = pattern.search(name) if pattern is not None else None
             group = row.group or (match.group(0) if match else None)
-            if group is None:
+            if row.group == NO_GROUP and match is None:
+                group = f"{name}{NO_GROUP_SUFFIX}"  # alone: median stopping has no peers for it
+            elif group is None:
                 if cid is not None:
                     group = str(path)
                 else:

@@ -266,6 +266,7 @@ def evaluate_rows(
 
     from advisor.backtest.baselines import BaselineSettings, baseline_outcomes
     from advisor.backtest.replay import new_core, replay
+    from advisor.backtest.runs import NO_GROUP_SUFFIX
     from advisor.backtest.verdict import judged, row_summary, verdict
 
     baselines, policy_rows = _rows(args)
@@ -306,7 +307,9 @@ def evaluate_rows(
         bar.close()
     meta: dict[str, Any] = {
         "runs": len(runs),
-        "groups": len(groups),
+        "groups": sum(1 for g in groups if not g.endswith(NO_GROUP_SUFFIX)),
+        # runs whose index row leaves the group empty: in no group, no median stopping's peers
+        "ungrouped": sum(1 for r in runs if r.group.endswith(NO_GROUP_SUFFIX)),
         "runs_with_eval_series": sum(1 for r in runs if r.eval_steps is not None),
         # replayed at the assumed pace: neither times nor a pace their summary states (those are
         # counted next, apart)
@@ -389,6 +392,8 @@ def _footer(meta: dict[str, Any]) -> str:
             "what it logged, its later course unknown"
         )
     head = f"{_n(meta['runs'], 'run')} in {_n(meta['groups'], 'group')}"
+    if meta.get("ungrouped"):
+        head += f" and {meta['ungrouped']} in none (an empty group cell in the index)"
     return head + (f" ({'; '.join(notes)})" if notes else "")
 
 

@@ -85,3 +85,23 @@ def test_the_found_index_fills_in_the_runs_the_given_one_does_not_list(tmp_path:
         given: (1, ("a.csv",)),
         runs / "index.csv": (1, ("c.csv",)),
     }
+
+
+def test_an_empty_group_cell_puts_the_run_in_no_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An index with a group column whose cell is empty for a run: that run belongs to no group,
+    so median stopping finds no peers for it (its folder as its group had put 32-GPU pre-training
+    runs among 1-GPU fine-tunes as one group's peers); the footer says how many are in none."""
+    runs = _runs(tmp_path / "runs", ("a", "b", "c", "d"))
+    (runs / "index.csv").write_text("run,gpus,group\na.csv,1,sweep\nb.csv,1,sweep\nc.csv,32,\nd.csv,1,\n")
+    loaded = read_runs([runs])
+    groups = {r.name: r.group for r in loaded.runs}
+    assert groups["a.csv"] == groups["b.csv"] == "sweep"
+    assert len({groups["c.csv"], groups["d.csv"], "sweep"}) == 3
+    argv = ["backtest", str(runs), "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
+    assert main(argv) == 0
+    assert "4 runs in 1 group and 2 in none (an empty group cell in the index)" in capsys.readouterr().out
+    # without a group column, the folder is the group, as before
+    (runs / "index.csv").write_text("run,gpus\na.csv,1\nb.csv,1\nc.csv,32\nd.csv,1\n")
+    assert len({r.group for r in read_runs([runs]).runs}) == 1
