@@ -128,10 +128,16 @@ def run_folder(path: Path) -> Path:
     return folder.parent if _HF_CHECKPOINT.fullmatch(folder.name) else folder
 
 
-def _in_folder(folder: Path) -> list[Path]:
+#: logs of kinds a HuggingFace Trainer does not write: beside its trainer_state.json, a user's own
+#: (its .json and .txt files are configs, results and vocabularies, passed over without a word)
+_NOT_HF_LOGS = (".csv", ".tsv", ".jsonl", ".log")
+
+
+def _in_folder(folder: Path, passed_over: list[Path] | None = None) -> list[Path]:
     """The run logs under ``folder``; a broken symbolic link named as one is among them (reading
     it fails, and the commands count it as the bad run it is rather than pass over it). A
-    HuggingFace output folder gives one (see the module docstring)."""
+    HuggingFace output folder gives one (see the module docstring); the logs of other kinds in it,
+    which are not read, are added to ``passed_over``."""
     hf: dict[Path, bool] = {}
 
     def wanted(p: Path) -> bool:
@@ -143,9 +149,10 @@ def _in_folder(folder: Path) -> list[Path]:
             hf[p.parent] = _is_hf_folder(p.parent)
         if not hf[p.parent]:
             return True
-        return p.name.lower().removesuffix(".gz") == _HF_STATE and not (
-            p.parent != folder and _is_snapshot(p)
-        )
+        name = p.name.lower().removesuffix(".gz")
+        if name != _HF_STATE and name.endswith(_NOT_HF_LOGS) and passed_over is not None:
+            passed_over.append(p)
+        return name == _HF_STATE and not (p.parent != folder and _is_snapshot(p))
 
     from advisor.sources.files import _read_text  # files reads the joined runs named here
 
@@ -208,7 +215,17 @@ def find_run_logs(args: Sequence[Path], *, note: Callable[[str], None] | None = 
     arg_of: dict[Path, Path] = {}
     for arg in args:
         if arg.is_dir():
-            logs = _in_folder(arg)
+            passed: list[Path] = []
+            logs = _in_folder(arg, passed)
+            for parent in sorted({q.parent for q in passed}):
+                beside = sorted(q.name for q in passed if q.parent == parent)
+                _say(
+                    note,
+                    f"{_shown(parent)}: a HuggingFace output folder, read as one run from its "
+                    f"trainer_state.json; not read beside it: {', '.join(beside)} (name "
+                    f"{'it' if len(beside) == 1 else 'them'} as files to read "
+                    f"{'it as a run' if len(beside) == 1 else 'them as runs'})",
+                )
             if not logs:
                 raise SourceError(
                     arg,
