@@ -71,6 +71,12 @@ def _cut(job: SimJob) -> bool:
     return job.phase in (Phase.RELEASED, Phase.STOPPED)
 
 
+def completion_times_s(jobs: Sequence[SimJob]) -> list[float]:
+    """The JCT of each job that completed (ended, and not released or stopped): the table's JCT
+    and the report's JCT plot, which drew released jobs too and so disagreed with the table."""
+    return [j.end_time - j.trace.submit for j in jobs if j.end_time is not None and not _cut(j)]
+
+
 def wrong_stop_counts(jobs: Sequence[SimJob]) -> dict[str, int]:
     """``{"0.005": n, "0.01": n, "0.02": n}``: runs cut with more than that improvement ahead."""
     ahead = [j.curve.remaining_improvement(j.end_step) for j in jobs if _cut(j)]
@@ -168,7 +174,7 @@ def row_metrics(
     # what a near-end release would have burnt past its learning end had it run on: still charged
     near_end_nonlearning_s = sum(_spared_gpu_s(j, max(j.end_step, j.learning_end)) for j in near_end)
     ended = [j for j in jobs if j.end_time is not None]
-    jct = np.array([j.end_time - j.trace.submit for j in ended if j.end_time is not None and not _cut(j)])
+    jct = np.array(completion_times_s(jobs))
     jct_cut = np.array([j.end_time - j.trace.submit for j in stopped if j.end_time is not None])
     started = [j for j in jobs if j.first_start is not None]
     waits = np.array([j.queue_wait_s for j in started]) if started else np.array([0.0])

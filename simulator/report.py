@@ -20,7 +20,7 @@ import numpy as np
 
 from simulator.curves import WORKLOAD_TYPE_LABEL
 from simulator.jobs import Phase
-from simulator.metrics import savings
+from simulator.metrics import completion_times_s, savings
 from simulator.runner import RowResult
 
 __all__ = [
@@ -93,7 +93,8 @@ LEGEND = (
     "runs released or stopped that would still have improved by more than 0.5/1/2%. near-end: "
     "healthy runs released in their last 15%. "
     "lost: work recomputed after preemptions and failures; ckpt: checkpoint overhead (GPU-h). JCT "
-    "of completed runs (cut: of released ones), wait: queue wait, util: GPU-h / capacity x span. "
+    "of completed runs (cut: of released ones; each row's own completions, so a row that releases the "
+    "long jobs shortens it), wait: queue wait, util: GPU-h / capacity x span. "
     "victim P/R: of the jobs the row flagged as likely preemption victims (a guard's checkpoint or "
     "boost), the share preempted within the hour after; of the preemptions, the share flagged in "
     "the hour before ('-': the row flags none). A flag an hour ahead, not the per-pass prediction: "
@@ -241,12 +242,13 @@ def _jct_cdf(results: Sequence[RowResult], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for res in results:
-        jct = np.sort([(j.end_time - j.trace.submit) / 3600.0 for j in res.jobs if j.end_time is not None])
+        # completed jobs only, as the table counts JCT (a released job's time is no completion)
+        jct = np.sort(np.array(completion_times_s(res.jobs)) / 3600.0)
         if jct.size:
             ax.step(jct, np.arange(1, jct.size + 1) / jct.size, where="post", label=res.metrics["policy"])
     ax.set_xscale("log")
-    ax.set_xlabel("job completion time (hours, log scale)")
-    ax.set_ylabel("fraction of jobs")
+    ax.set_xlabel("job completion time of completed jobs (hours, log scale)")
+    ax.set_ylabel("fraction of completed jobs")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

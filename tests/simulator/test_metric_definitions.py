@@ -7,7 +7,7 @@ import pytest
 
 from simulator.baselines import NoAdvisor
 from simulator.jobs import Phase
-from simulator.metrics import NEAR_END_FRACTION, row_metrics, wrong_stop_counts
+from simulator.metrics import NEAR_END_FRACTION, completion_times_s, row_metrics, wrong_stop_counts
 from simulator.runner import run_strategy
 from simulator.traces import TraceJob
 from tests.simulator.simworld import HEALTHY, one_queue, scenario
@@ -86,6 +86,8 @@ def test_the_jct_of_cut_runs_is_reported_apart_from_completions() -> None:
     m = row_metrics("cut", res.jobs, res.record, sc.capacity, None, 0.0, victims=False)
     assert m["jct_mean_s"] == pytest.approx(sum(done) / len(done))
     assert m["jct_released_mean_s"] == pytest.approx(res.jobs[0].end_time - res.jobs[0].trace.submit)
+    # the report's JCT plot draws the same completions (it drew the released job too)
+    assert completion_times_s(res.jobs) == pytest.approx(done)
 
 
 def test_the_non_learning_hours_by_pathology_and_the_near_end_charge_add_up_in_the_report() -> None:
