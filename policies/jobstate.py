@@ -63,6 +63,10 @@ def _count(v: Any, path: str) -> int:
     return n
 
 
+#: Unix seconds of the year 2200: a ``now`` beyond is no time in seconds (milliseconds, most likely)
+LATEST_SECONDS = 7_258_118_400.0
+
+
 def _num(v: Any, path: str) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float | str):
         raise JobStateError(f"{path}: must be a number, got {v!r}")
@@ -495,6 +499,14 @@ def state_from_dict(data: Any) -> tuple[JobView, ClusterView, float | None]:
     now = None if data.get("now") is None else _num(data["now"], "now")
     if now is not None and not math.isfinite(now):
         raise JobStateError(f"now: must be finite, got {now}")
+    if now is not None and now > LATEST_SECONDS:
+        # milliseconds (JavaScript's Date.now(), a Prometheus timestamp) read as seconds put "now"
+        # 50,000 years ahead, and every job read as silent for 2e7 days
+        year = 1970 + int(now / (365.25 * 86400))
+        raise JobStateError(
+            f"now: {now:.0f} is in the year {year:,}: times here are Unix seconds; "
+            f"milliseconds? ({now / 1000:.0f})"
+        )
     job = job_from_dict(data["job"])
     _check_rule_state(job, now)
     return job, cluster_from_dict(data.get("cluster")), now

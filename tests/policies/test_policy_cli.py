@@ -138,6 +138,15 @@ def test_explain_rejects_bad_state_with_the_key(tmp_path: Path, capsys: pytest.C
     bad = tmp_path / "bad.yaml"
     bad.write_text(BAD)
     assert main(["policy", "explain", str(bad), "--job-state", str(_state(tmp_path))]) == 2
+    # times in milliseconds read as seconds put now 50,000 years ahead: a stall of "2.04e+07d"
+    state = _state(tmp_path)
+    doc = json.loads(state.read_text())
+    state.write_text(json.dumps({**doc, "now": 1_764_590_400_000}))
+    capsys.readouterr()
+    assert main(["policy", "explain", sample, "--job-state", str(state)]) == 2
+    err = capsys.readouterr().err
+    assert "now: 1764590400000 is in the year 57,886: times here are Unix seconds" in err
+    assert "milliseconds? (1764590400)" in err
 
 
 def test_crd_prints_the_committed_manifest(capsys: pytest.CaptureFixture[str]) -> None:
