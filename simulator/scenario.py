@@ -118,6 +118,35 @@ def _opt_int(spec: dict[str, Any], key: str, where: str) -> int | None:
     return value
 
 
+#: the keys of a cluster file, per mapping: another is a typo (``borowingLimit`` read as no limit)
+_CLUSTER_KEYS = ("clusterQueues", "localQueues")
+_QUEUE_KEYS = (
+    "name",
+    "nominalGPUs",
+    "nominalGpus",
+    "cohort",
+    "borrowingLimit",
+    "lendingLimit",
+    "queueingStrategy",
+    "preemption",
+)
+_PREEMPTION_KEYS = ("withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort")
+_BORROW_KEYS = ("policy", "maxPriorityThreshold")
+#: where each checked value of a ClusterQueue is in the file
+_YAML_PATHS = {
+    "within_cluster_queue": "preemption.withinClusterQueue",
+    "reclaim_within_cohort": "preemption.reclaimWithinCohort",
+    "borrow_within_cohort": "preemption.borrowWithinCohort.policy",
+    "queueing_strategy": "queueingStrategy",
+}
+
+
+def _known(mapping: dict[Any, Any], known: tuple[str, ...], where: str) -> None:
+    unknown = [str(k) for k in mapping if k not in known]
+    if unknown:
+        raise QuotaError(f"{where}{unknown[0]}: unknown key (known: {', '.join(known)})")
+
+
 def load_cluster(path: str | Path) -> tuple[list[ClusterQueueSpec], dict[str, str]]:
     """Read a cluster YAML::
 
@@ -145,11 +174,13 @@ def load_cluster(path: str | Path) -> tuple[list[ClusterQueueSpec], dict[str, st
         raise QuotaError(f"{p}: cannot read cluster: not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("clusterQueues"), list):
         raise QuotaError(f"{p}: expected a mapping with a clusterQueues list")
+    _known(data, _CLUSTER_KEYS, f"{p}: ")
     queues = []
     for i, spec in enumerate(data["clusterQueues"]):
         where = f"{p}: clusterQueues[{i}]"
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
             raise QuotaError(f"{where}: needs a name")
+        _known(spec, _QUEUE_KEYS, f"{where}.")
         if "nominalGPUs" not in spec and "nominalGpus" in spec:  # the job-state spelling, still read
             spec = {**spec, "nominalGPUs": spec["nominalGpus"]}
         nominal = _opt_int(spec, "nominalGPUs", where)
@@ -158,11 +189,13 @@ def load_cluster(path: str | Path) -> tuple[list[ClusterQueueSpec], dict[str, st
         pre = spec.get("preemption") or {}
         if not isinstance(pre, dict):
             raise QuotaError(f"{where}: preemption must be a mapping")
+        _known(pre, _PREEMPTION_KEYS, f"{where}.preemption.")
         bwc = pre.get("borrowWithinCohort") or {}
         if not isinstance(bwc, dict):
             raise QuotaError(f"{where}: preemption.borrowWithinCohort must be a mapping")
-        queues.append(
-            ClusterQueueSpec(
+        _known(bwc, _BORROW_KEYS, f"{where}.preemption.borrowWithinCohort.")
+        try:
+            queue = ClusterQueueSpec(
                 name=spec["name"],
                 nominal_gpus=nominal,
                 cohort=spec.get("cohort"),
@@ -174,7 +207,12 @@ def load_cluster(path: str | Path) -> tuple[list[ClusterQueueSpec], dict[str, st
                 borrow_max_priority_threshold=bwc.get("maxPriorityThreshold"),
                 queueing_strategy=spec.get("queueingStrategy", "BestEffortFIFO"),
             )
-        )
+        except QuotaError as exc:
+            # the checks speak of the spec's Python fields: said at the file's own path
+            text = str(exc).removeprefix(f"ClusterQueue {spec['name']}: ")
+            field, _, rest = text.partition(" ")
+            raise QuotaError(f"{where}.{_YAML_PATHS.get(field, field)}: {rest}") from None
+        queues.append(queue)
     local = data.get("localQueues") or {q.name: q.name for q in queues}
     if not isinstance(local, dict):
         raise QuotaError(f"{p}: localQueues must map queue names to ClusterQueues")

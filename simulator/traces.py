@@ -104,13 +104,31 @@ RowParser = Callable[[Path, int, dict[str, str]], TraceJob]
 
 
 def _collect(
-    path: Path, rows: Iterator[tuple[int, dict[str, str]]], parse: RowParser, skip_bad_rows: bool, source: str
+    path: Path,
+    rows: Iterator[tuple[int, dict[str, str]]],
+    parse: RowParser,
+    skip_bad_rows: bool,
+    source: str,
+    *,
+    unique_names: bool = False,
 ) -> Trace:
+    """The trace's jobs; with ``unique_names`` (a trace whose rows name their jobs) a name given
+    twice is a bad row: the runs a row stopped are named by it, and two could not be told apart."""
     jobs: list[TraceJob] = []
     trace = Trace(jobs, source)
+    first_line: dict[str, int] = {}
     for line, row in rows:
         try:
-            jobs.append(parse(path, line, row))
+            job = parse(path, line, row)
+            if unique_names and job.name in first_line:
+                raise TraceError(
+                    path,
+                    line,
+                    "name",
+                    f"{job.name!r} is also line {first_line[job.name]}'s: names are unique",
+                )
+            first_line.setdefault(job.name, line)
+            jobs.append(job)
         except TraceError as exc:
             if not skip_bad_rows:
                 raise
@@ -295,7 +313,7 @@ def load_trace(
     if limit is not None:
         rows = (r for i, r in enumerate(rows) if i < limit)
     try:
-        return _collect(p, rows, parse, skip_bad_rows, f"{kind}:{p.name}")
+        return _collect(p, rows, parse, skip_bad_rows, f"{kind}:{p.name}", unique_names=kind == "csv")
     except UnicodeDecodeError:  # binary further in than the first block checked
         raise TraceError(p, None, None, "not UTF-8 text (a binary file?)") from None
 

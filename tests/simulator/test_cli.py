@@ -175,6 +175,18 @@ def test_bad_cluster_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     cluster.write_text("clusterQueues:\n  - {name: cq, nominalGPUs: 16}\nlocalQueues: {team-a: cq}\n")
     assert main(["simulate", "--jobs", "5", "--quiet", "--baselines-only", "--cluster", str(cluster)]) == 2
     assert "no entry for trace queue" in capsys.readouterr().err
+    # a typo is an error at its path, not a setting silently dropped (borrowing read as unlimited)
+    cluster.write_text("clusterQueues:\n  - {name: cq, nominalGPUs: 16, borowingLimit: 8}\n")
+    assert main(["simulate", "--jobs", "5", "--quiet", "--baselines-only", "--cluster", str(cluster)]) == 2
+    assert f"{cluster}: clusterQueues[0].borowingLimit: unknown key (known: name, " in capsys.readouterr().err
+    cluster.write_text(
+        "clusterQueues:\n  - {name: cq, nominalGPUs: 16, preemption: {withinClusterQueue: Sometimes}}\n"
+    )
+    assert main(["simulate", "--jobs", "5", "--quiet", "--baselines-only", "--cluster", str(cluster)]) == 2
+    assert (
+        f"{cluster}: clusterQueues[0].preemption.withinClusterQueue: 'Sometimes' not one of"
+        in capsys.readouterr().err
+    )
 
 
 def test_the_example_cluster_file_runs_the_command_its_header_shows(

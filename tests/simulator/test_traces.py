@@ -73,6 +73,8 @@ def test_a_csv_traces_workload_type_column_reaches_its_jobs(tmp_path: Path) -> N
         ("x,-1,1,60", "submit_s", "must be >= 0"),
         ("x,10,1,", "duration_s", "missing value"),
         ("x,10,1,nan", "duration_s", "not finite"),
+        # the jobs a row stopped are named by it: two of one name could not be told apart
+        ("ok,10,1,60", "name", "'ok' is also line 2's: names are unique"),
     ],
 )
 def test_malformed_row_names_file_line_field_and_reason(
