@@ -11,10 +11,10 @@ from typing import Any
 
 from advisor.model import Mode
 from policies.fields import field_specs
-from policies.spec import Policy
+from policies.spec import LabelSelector, Policy
 from policies.spec_rules import RECOMMEND
 
-__all__ = ["risk_warnings", "unit_slips"]
+__all__ = ["never_acts", "risk_warnings", "unit_slips"]
 
 #: below even odds, a rule that releases acts on runs more likely still learning than not
 EVEN_ODDS = 0.5
@@ -87,4 +87,62 @@ def risk_warnings(policy: Policy) -> list[tuple[str, str]]:
     selector = policy.selector
     if not any(getattr(selector, f.name) for f in fields(selector)):
         out.append(("spec.selector", "none: this Apply policy governs every job the controller watches"))
+    return out
+
+
+#: a label value no selector names: "some other value" when satisfiability is tried by cases
+_OTHER = object()
+
+
+def unsatisfiable_key(selector: LabelSelector) -> str | None:
+    """The first label key no job's labels can satisfy every requirement on (``matchLabels``
+    ``workload-type: fine-tuning`` with ``NotIn [fine-tuning]``), or None. Tried by cases: the
+    key absent, each value the selector names, or some other value."""
+    keys = [*selector.match_labels, *(r.key for r in selector.match_expressions)]
+    for key in dict.fromkeys(keys):
+        named = [selector.match_labels[key]] if key in selector.match_labels else []
+        named += [v for r in selector.match_expressions if r.key == key for v in r.values]
+        cases: list[Any] = [None, *dict.fromkeys(named), _OTHER]
+        if not any(_holds(selector, key, v) for v in cases):
+            return key
+    return None
+
+
+def _holds(selector: LabelSelector, key: str, value: Any) -> bool:
+    """Whether ``selector``'s requirements on ``key`` hold for a job whose ``key`` label is
+    ``value`` (None: absent; ``_OTHER``: a value the selector does not name)."""
+    labels = {} if value is None else {key: "\x00other" if value is _OTHER else value}
+    wanted = all(labels.get(key) == v for k, v in selector.match_labels.items() if k == key)
+    return wanted and all(r.matches(labels) for r in selector.match_expressions if r.key == key)
+
+
+def never_acts(policy: Policy) -> list[tuple[str, str]]:
+    """(field, why) of each setting that keeps ``policy`` from ever judging a job, in any mode: a
+    selector no job's or namespace's labels can satisfy, a ``minProgress`` of the whole budget
+    (checked only where a job reports its planned steps).
+    Valid, and the policy still governs nothing or judges nothing; a back-test of it read "0 stops"."""
+    out: list[tuple[str, str]] = []
+    sel = policy.selector
+    for name, label_selector in (
+        ("jobSelector", sel.job_selector),
+        ("namespaceSelector", sel.namespace_selector),
+    ):
+        if label_selector is None:
+            continue
+        key = unsatisfiable_key(label_selector)
+        if key is not None:
+            out.append(
+                (
+                    f"spec.selector.{name}",
+                    f"no labels satisfy its requirements on {key!r}: the policy selects no job",
+                )
+            )
+    if policy.safety.min_progress >= 1.0:
+        out.append(
+            (
+                "spec.safety.minProgress",
+                f"{policy.safety.min_progress:g}: a job that reports its planned steps is judged only "
+                "once it has run them all (never); only jobs that report none are judged",
+            )
+        )
     return out

@@ -55,6 +55,9 @@ class Outcome:
     #: a policy judged the run at some look (False: the run was over before its policy's
     #: ``minRuntime`` / ``minSteps`` / ``minProgress`` let it judge); baselines judge every run
     judged: bool = True
+    #: a policy selected the run at some look (False: none of the row's policies selected it, so
+    #: none judged it, whatever its minRuntime)
+    selected: bool = True
 
 
 def _report_indices(times: np.ndarray, min_gap_s: float) -> list[int]:
@@ -109,6 +112,8 @@ class _Replay:
         self.near = False
         #: a look at which the governing policy judged the run (``Outcome.judged``)
         self.judged = False
+        #: a look at which a policy selected the run (``Outcome.selected``)
+        self.selected = False
 
     def report(self, i: int, evals: dict[str, float]) -> Report:
         run = self.run
@@ -176,6 +181,7 @@ class _Replay:
         decision = self.core.evaluate(self.view, self.cluster, now=now, forecast_interval_s=near)
         self.near = decision.advice in _NEAR
         self.judged = self.judged or decision.judged
+        self.selected = self.selected or decision.policy is not None
         return decision, self.act(decision, now)
 
 
@@ -236,6 +242,7 @@ def replay(
             checkpoints=r.checkpoints,
             actions=r.actions,
             judged=r.judged,
+            selected=r.selected,
         )
     finally:
         core.forget(r.key)

@@ -66,16 +66,34 @@ def unjudged_line(rows: Sequence[dict[str, Any]]) -> str:
     """The rows whose policy never judged some runs (each over before that policy's minRuntime,
     minSteps or minProgress as replayed): their 0 stops are no verdict on those runs, and a row
     saving nothing on them read as a policy that looked and let them be. Empty when none."""
+
+    def why(r: dict[str, Any]) -> str:
+        unselected = r.get("never_selected") or 0
+        if not unselected:
+            return ""
+        if unselected == r["never_judged"]:
+            return " (selected by none of its policies)"
+        return f" ({unselected} of them selected by none of its policies)"
+
     said = [
-        f"{r['policy']} never judged {r['never_judged']} of {_n(r['runs'], 'run')}"
+        f"{r['policy']} never judged {r['never_judged']} of {_n(r['runs'], 'run')}{why(r)}"
         for r in rows
         if r.get("never_judged")
     ]
     if not said:
         return ""
+    judged = [r for r in rows if r.get("never_judged")]
+    timing = any(r["never_judged"] > (r.get("never_selected") or 0) for r in judged)
+    others = "the others " if any(r.get("never_selected") for r in judged) else ""
     return (
-        "not judged: " + "; ".join(said) + " (over before the policy's minRuntime, minSteps or "
-        "minProgress as replayed: no verdict on them; --steps-per-second sets the pace of runs without times)"
+        "not judged: "
+        + "; ".join(said)
+        + (
+            f" ({others}over before the policy's minRuntime, minSteps or minProgress as replayed: no "
+            "verdict on them; --steps-per-second sets the pace of runs without times)"
+            if timing
+            else ": no verdict on them"
+        )
     )
 
 

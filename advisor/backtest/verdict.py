@@ -208,6 +208,8 @@ def verdict(run: Run, judged_run: Judged, outcome: Outcome) -> dict[str, Any]:
         # a policy judged the run at some look (False: over before its policy's minRuntime,
         # minSteps or minProgress let it judge: not a run it let be)
         "judged": outcome.judged,
+        # a policy selected it at some look (False: the row's selectors leave it out)
+        "selected": outcome.selected,
     }
     if outcome.stopped and outcome.step is not None:
         left, here, best = judged_run.left_after(outcome.step)
@@ -269,6 +271,8 @@ def row_summary(row: str, decisions: Sequence[dict[str, Any]]) -> dict[str, Any]
         "stopped": len(stopped),
         # runs the row's policy never judged (over before its minRuntime, minSteps or minProgress)
         "never_judged": sum(1 for d in decisions if not d.get("judged", True)),
+        # of them, those none of its policies selected (its selectors leave them out)
+        "never_selected": sum(1 for d in decisions if not d.get("selected", True)),
         "baseline_gpu_hours_nonlearning": base_nl,
         "nonlearning_saved_fraction": (base_nl - nl) / base_nl if base_nl > 0 else None,
         "decisions": list(decisions),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,33 @@ def _rows(args: argparse.Namespace) -> tuple[list[str], list[tuple[str, list[Any
     return baselines, rows
 
 
+def _unreported_metrics(
+    runs: Sequence[Any], policy_rows: list[tuple[str, list[Any]]]
+) -> dict[str, list[str]]:
+    """Per policy row, the metrics its rules name (``metric:``) that no run reports: a rule that
+    judges ``eval_bleu`` over runs that log none judges nothing, and its row's "0 stops" is no
+    verdict. Empty rows are left out."""
+    from advisor.sources.normalize import canonical_name
+
+    reported: set[str] = {"loss"}
+    for r in runs:
+        if r.eval_steps is not None:
+            reported.add(r.eval_metric)
+        reported.update(name for name, _, _ in r.other_evals)
+    out: dict[str, list[str]] = {}
+    for name, policies in policy_rows:
+        named = {
+            rule.metric
+            for p in policies
+            for rule in (p.rules.plateau, p.rules.overfitting)
+            if rule is not None and rule.enabled and rule.metric
+        }
+        missing = sorted(m for m in named if canonical_name(m) not in reported)
+        if missing:
+            out[name] = missing
+    return out
+
+
 def _check(args: argparse.Namespace) -> None:
     for path in args.runs:
         if path.suffix.lower() in (".yaml", ".yml") and path.is_file():
@@ -325,6 +353,8 @@ def evaluate_rows(
         # runs over before the shortest minRuntime of the policies given: no policy judges them
         # (a per-epoch log replayed untimed at 1 step/s lasts seconds)
         "runs_shorter_than_min_runtime": _too_short(runs, policy_rows),
+        # per row, the metrics its rules name that no run reports: those rules judge nothing here
+        "unreported_metrics": _unreported_metrics(runs, policy_rows),
         "steps_per_second_without_times": args.steps_per_second,
         "report_interval_s": args.report_interval,
         "forecast_interval_s": args.forecast_interval,
@@ -497,6 +527,11 @@ def run(args: argparse.Namespace) -> int:
     unjudged = unjudged_line(rows)
     if unjudged:
         print(unjudged, file=human)
+    for name, metrics in meta["unreported_metrics"].items():
+        print(
+            f"{name}: its rules judge {', '.join(metrics)}, which no run reports: they judge nothing here",
+            file=human,
+        )
     print(
         f"\n{_footer(meta)}. Wrong stop: the judged series "
         "(eval if logged, else loss; running median; an eval loss judged by default, or the task's score "

@@ -114,7 +114,7 @@ def _read_state(path: str) -> str:
 
 def _validate(files: list[str]) -> int:
     from policies import PolicyError
-    from policies.lint import risk_warnings, unit_slips
+    from policies.lint import never_acts, risk_warnings, unit_slips
     from policies.loader import policies_from_text, read_policy_file
     from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
 
@@ -163,7 +163,7 @@ def _validate(files: list[str]) -> int:
         skipped = f" (skipped: {', '.join(others)})" if others else ""
         print(f"{path}: OK: {names}{skipped}")
         for p in policies:
-            for field, why in [*unit_slips(p), *risk_warnings(p)]:
+            for field, why in [*never_acts(p), *unit_slips(p), *risk_warnings(p)]:
                 print(f"{path}: warning: policy {p.name}: {field}: {why}")
             for field, metric in undirected_metrics(p):
                 print(f"{path}: warning: policy {p.name}: {field}: {metric} is never judged: {NO_DIRECTION}")

@@ -328,3 +328,73 @@ def test_a_policy_that_never_judged_a_run_says_so_beside_its_zero_stops(
     assert "not judged" not in (tmp_path / "r" / "report.md").read_text()
     assert main([*argv, str(short), "--report", str(tmp_path / "r2")]) == 0
     assert "advisor-plateau-release never judged 1 of 1 run" in (tmp_path / "r2" / "report.md").read_text()
+
+
+def test_runs_no_policy_selects_are_said_as_such_not_as_over_before_min_runtime(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A policy whose selector leaves every run out never judged them: the line under the table
+    blamed its minRuntime (an admin's trial); it says none of its policies selected them."""
+    from tests.backtest.test_backtest import _plateaued
+
+    s, v = _plateaued(1)
+    (tmp_path / "runs").mkdir()
+    _write(tmp_path / "runs" / "flat.csv", s, v, total=6000)
+    nobody = tmp_path / "nobody.yaml"
+    nobody.write_text(
+        PLATEAU.read_text()
+        .replace(
+            "{key: workload-type, operator: NotIn, values: [pretraining]}",
+            "{key: team, operator: In, values: [x]}",
+        )
+        .replace(
+            "{key: workload-type, operator: In, values: [pretraining]}",
+            "{key: team, operator: In, values: [y]}",
+        )
+    )
+    argv = [
+        "backtest",
+        str(tmp_path / "runs"),
+        "--quiet",
+        "--baselines",
+        "no-advisor",
+        "--policy",
+        str(nobody),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "never judged 1 of 1 run (selected by none of its policies): no verdict on them" in out
+    assert main([*argv, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[-1]
+    assert (row["never_judged"], row["never_selected"]) == (1, 1)
+
+
+def test_a_rule_judging_a_metric_no_run_reports_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rule with ``metric: eval_bleu`` over runs that log none judges nothing: its row's 0 stops
+    is no verdict, and the line under the table says so."""
+    s, v = _learning(1, n=40)
+    _write(tmp_path / "one.csv", s, v, total=400)
+    bleu = tmp_path / "bleu.yaml"
+    bleu.write_text(
+        "apiVersion: advisor.trainjob-advisor.io/v1alpha1\nkind: AdvisorPolicy\nmetadata: {name: bleu}\n"
+        "spec:\n  rules: {plateau: {metric: eval_bleu, for: 10m}}\n"
+    )
+    argv = [
+        "backtest",
+        str(tmp_path / "one.csv"),
+        "--quiet",
+        "--baselines",
+        "no-advisor",
+        "--policy",
+        str(bleu),
+    ]
+    assert main(argv) == 0
+    assert "advisor-bleu: its rules judge eval_bleu, which no run reports: they judge nothing here" in (
+        capsys.readouterr().out
+    )
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["backtest"]["unreported_metrics"] == {
+        "advisor-bleu": ["eval_bleu"]
+    }

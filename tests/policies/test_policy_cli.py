@@ -560,3 +560,50 @@ def test_explain_reads_actions_and_checkpoint_pasted_from_a_trainjobforecast(
     broken = dict(pasted, actions=[{k: v for k, v in pasted["actions"][0].items() if k != "requestId"}])
     assert main(["policy", "explain", str(sample), "--job-state", str(_state(tmp_path, **broken))]) == 2
     assert "job.actions[0].requestId: is required" in capsys.readouterr().err
+
+
+def test_validate_warns_of_a_policy_that_can_never_judge_a_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A selector no labels satisfy, or a minProgress of the whole budget, is valid and judges no
+    job (a back-test of it read "0 stops"): validate warns in any mode; a satisfiable one does not."""
+    doc = """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: never}
+spec:
+  selector:
+    jobSelector:
+      matchLabels: {workload-type: fine-tuning}
+      matchExpressions:
+        - {key: workload-type, operator: NotIn, values: [fine-tuning]}
+  safety: {minProgress: 1.0}
+  rules: {stall: {for: 30m}}
+"""
+    path = tmp_path / "never.yaml"
+    path.write_text(doc)
+    assert main(["policy", "validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "warning: policy never: spec.selector.jobSelector: no labels satisfy its requirements on "
+        "'workload-type': the policy selects no job" in out
+    )
+    assert "warning: policy never: spec.safety.minProgress: 1: a job that reports its planned steps" in out
+    path.write_text(
+        doc.replace("NotIn, values: [fine-tuning]", "NotIn, values: [pretraining]").replace("1.0", "0.1")
+    )
+    assert main(["policy", "validate", str(path)]) == 0
+    assert "warning" not in capsys.readouterr().out
+    for expressions, satisfiable in (
+        ("[{key: a, operator: In, values: [x]}, {key: a, operator: In, values: [y]}]", False),
+        ("[{key: a, operator: In, values: [x, y]}, {key: a, operator: NotIn, values: [x]}]", True),
+        ("[{key: a, operator: Exists}, {key: a, operator: DoesNotExist}]", False),
+        ("[{key: a, operator: NotIn, values: [x]}, {key: a, operator: DoesNotExist}]", True),
+    ):
+        path.write_text(
+            "apiVersion: advisor.trainjob-advisor.io/v1alpha1\nkind: AdvisorPolicy\nmetadata: {name: s}\n"
+            f"spec:\n  selector: {{jobSelector: {{matchExpressions: {expressions}}}}}\n"
+            "  rules: {stall: {for: 30m}}\n"
+        )
+        assert main(["policy", "validate", str(path)]) == 0
+        assert ("selects no job" not in capsys.readouterr().out) is satisfiable, expressions
