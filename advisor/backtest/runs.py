@@ -337,9 +337,14 @@ def read_runs(
                 )
                 runs.append(replace(one, labels=row.labels) if row.labels else one)
             except BadRunError as exc:
+                # said by its file's path, as a file that cannot be parsed is (its run name is
+                # relative to the folder given: "noperm.csv" among "runs/a/garbage.csv:3")
+                text = str(exc)
+                if text.startswith(f"{name}: ") and name != str(path):
+                    text = f"{path.as_posix()}{'#' + cid if cid is not None else ''}{text[len(name) :]}"
                 if not skip_bad:
-                    raise
-                skipped.append(str(exc))
+                    raise BadRunError(text) from None
+                skipped.append(text)
                 continue
             for t, r in rows:
                 use = uses.setdefault(t.path, _Use(t))
