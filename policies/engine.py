@@ -429,13 +429,13 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
             f"continue: no rule's condition holds ({_odds(ctx)}, step {job.step}"
             + (f" of {job.total_steps})" if job.total_steps else ")")
         )
-    if ":" in advice and any(a.kind is ActionKind.RECOMMEND and a.params.get("held") for a in actions):
+    acting = best is not None and advice == best.advice and not advice.endswith("?")
+    if acting and any(a.kind is ActionKind.RECOMMEND and a.params.get("held") for a in actions):
         # the rule's action is held back (cooldown, the policy's cap): ADVICE says so, not that
-        # the job is being released; the reasons say by what
+        # the job is being released; the reasons say by what (the stall rule's "hung", which has
+        # no ":", read "hung" while the policy's cap held its release: a platform trial)
         advice = advice.split(":", 1)[0] + ":held"
-    elif (
-        best is not None and advice == best.advice and not advice.endswith("?") and refused & DISRUPTIVE_KINDS
-    ):
+    elif acting and refused & DISRUPTIVE_KINDS:
         # the rule's release, stop or resize was refused (a 403, no Workload) and waits for the job
         # to change or its backoff: "plateau:release" read as a release under way (a platform trial)
         advice = advice.split(":", 1)[0] + ":failed"

@@ -13,8 +13,8 @@ A job whose latest progress report has no readable step (a reporter writing garb
 judged either: reports still arrive, so nothing says the run is stuck, and the step it is at is
 unknown.
 
-A job that has never reported progress is not judged at all: without a report nothing tells a
-run that hangs at start-up from one that has no progress source (Kubeflow Trainer's
+A job that has never reported progress, readable or not, is not judged at all: without a report
+nothing tells a run that hangs at start-up from one that has no progress source (Kubeflow Trainer's
 ``TrainJobStatus`` gate is off by default, and a job without the training callback never
 reports), and releasing every job of the second kind is the worse mistake. Once a job has reported,
 a restart that hangs before its next report is judged as any stall.
@@ -39,7 +39,10 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
         return out
     if job.total_steps is not None and job.step >= job.total_steps:
         return out
-    if job.last_sample_time is None:
+    if job.last_sample_time is None and job.unreadable_report_at is None:
+        # (reports that could not be read are reports: a job whose reporter writes garbage from its
+        # first report read "no progress report seen yet" and ADVICE "observing", a young healthy
+        # job, after 480 of them)
         out.reasons.append(
             f"{NAME}: no progress report seen yet: not judged (a job without a progress source is "
             "never called stalled)"

@@ -231,8 +231,10 @@ def test_cooldown_and_cap_hold_back_disruptive_actions(name: str) -> None:
     capped = dataclasses.replace(c, policy_action_times={"p": (T0 - 3000, T0 - 100, T0 - 10)})
     d = decide(j, capped, p, now=T0)
     assert not {a.kind for a in d.actions} & DISRUPTIVE and any("cap of 3" in a.reason for a in d.actions)
-    # ADVICE does not say "release" for a release the cap holds back
+    # ADVICE does not say "release" for a release the cap holds back: it says held (the stall
+    # rule's "hung" read as if nothing held it)
     assert not d.advice.endswith((":release", ":stop")), d.advice
+    assert d.advice.endswith(":held"), d.advice
     old = dataclasses.replace(c, policy_action_times={"p": (T0 - 4000, T0 - 3700, T0 - 3601)})
     assert {a.kind for a in decide(j, old, p, now=T0).actions} & DISRUPTIVE  # outside the hour
 

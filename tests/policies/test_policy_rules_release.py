@@ -359,6 +359,25 @@ def test_a_job_whose_reports_arrive_unreadable_is_not_called_stalled() -> None:
     assert "no progress report of any kind for 31m, the last ones unreadable" in d.actions[0].reason
 
 
+def test_a_job_whose_every_report_was_unreadable_reads_unreadable_progress() -> None:
+    """A reporter writing garbage from its first report (a platform trial: ``current_step:
+    "twelve"``): ADVICE read ``observing`` and the reason "no progress report seen yet" after 480
+    reports. They are reports: ADVICE says ``unreadable-progress``, and once none of any kind has
+    come for a window the job is silent and judged; a job never heard from stays unjudged."""
+    p = policy({"stall": {"for": "30m"}})
+    never = job(last_step_change=None, last_sample_time=None, step=0, unreadable_report_at=None)
+    d = decide(never, CV, p, now=T0)
+    assert kinds(d) == [] and any("no progress report seen yet" in r for r in d.reasons), d.reasons
+    garbage = dataclasses.replace(never, unreadable_report_at=T0 - 5)
+    d = decide(garbage, CV, p, now=T0)
+    assert kinds(d) == [] and d.advice == "unreadable-progress"
+    assert not any("no progress report seen yet" in r for r in d.reasons), d.reasons
+    gone = dataclasses.replace(garbage, unreadable_report_at=T0 - 31 * 60)
+    d = decide(gone, CV, p, now=T0)
+    assert kinds(d) == [ActionKind.RELEASE_QUOTA]
+    assert "no progress report of any kind for 31m, the last ones unreadable" in d.actions[0].reason
+
+
 def test_a_job_whose_step_keeps_going_backwards_is_said_to_report_malformed_progress() -> None:
     """A reporter whose step goes back at every report (a platform trial: STATE learning, ADVICE
     observing for 15 minutes, nothing said): the stall rule says the progress is malformed and
