@@ -43,6 +43,14 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         raise api_error(exc, f"{args.kind} {ns}/{name}") from exc
     uid = (job.get("metadata") or {}).get("uid")
+    from advisor.sources.lifecycle import job_signals
+
+    signals = job_signals(job)
+    if signals.complete or signals.failed:
+        # its Workload reactivated, Kueue admitted a finished job again and held its GPUs for
+        # nothing (a platform trial): a finished run has no quota to be given back
+        how = "completed" if signals.complete else "failed"
+        raise CommandError(f"{args.kind} {ns}/{name} has {how}: there is no run to resume")
     api.discover_kueue()
     try:
         workload = api.kueue.workload_for_job(ns, uid)
@@ -51,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
     if workload is None:
         raise CommandError(
             f"{args.kind} {ns}/{name} has no Kueue Workload: there is no released quota to resume"
+        )
+    if workload.finished:
+        raise CommandError(
+            f"Workload {ns}/{workload.name} of {args.kind} {ns}/{name} has finished "
+            f"({workload.finished_reason or 'Finished'}): there is no run to resume"
         )
     if workload.active:
         print(f"Workload {ns}/{workload.name} of {args.kind} {ns}/{name} is already active")

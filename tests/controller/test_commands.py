@@ -362,6 +362,37 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
     assert "kubectl label" not in out and "the exempt label of plateau-release" in out, out
 
 
+def test_resume_refuses_a_finished_job_or_workload(api: CliApi, capsys: pytest.CaptureFixture[str]) -> None:
+    """A completed TrainJob's Workload, reactivated, was admitted again and held its GPU (a
+    platform trial): a job that completed or failed, or whose Workload finished, has no run to
+    resume; the Workload is left as it is."""
+    wl = workload(active=False)
+
+    class Kueue:
+        def workload_for_job(self, ns: str, uid: str) -> Any:
+            from advisor.controller.kueue import parse_workload
+
+            return parse_workload(wl)
+
+        def set_active(self, ns: str, name: str, active: bool) -> None:
+            wl["spec"]["active"] = active
+
+    api.kueue = Kueue()  # type: ignore[assignment]
+    for kind in ("Complete", "Failed"):
+        api.jobs["team-a/llm"] = {
+            "metadata": {"uid": "uid-1"},
+            "status": {"conditions": [{"type": kind, "status": "True"}]},
+        }
+        assert cli.main(["resume", "team-a/llm"]) == 2
+        how = "completed" if kind == "Complete" else "failed"
+        assert f"TrainJob team-a/llm has {how}: there is no run to resume" in capsys.readouterr().err
+    api.jobs["team-a/llm"] = {"metadata": {"uid": "uid-1"}}
+    wl["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "Succeeded"})
+    assert cli.main(["resume", "team-a/llm"]) == 2
+    assert "has finished (Succeeded): there is no run to resume" in capsys.readouterr().err
+    assert wl["spec"]["active"] is False
+
+
 def test_resume_names_the_exempt_label_of_the_policy_that_released_the_job(
     api: CliApi, capsys: pytest.CaptureFixture[str]
 ) -> None:
