@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import pytest
 import advisor.reported as reported_module
 from advisor.backtest.baselines import BaselineSettings, fixed_budget, median_stopping, patience
 from advisor.backtest.replay import new_core, replay
-from advisor.backtest.runs import RunError, load_runs
+from advisor.backtest.runs import Run, RunError, load_runs
 from advisor.backtest.verdict import judged, verdict
 from advisor.cli import main
 from policies import load_policies
@@ -60,6 +61,29 @@ def _learning(seed: int, n: int = 600) -> tuple[np.ndarray, np.ndarray]:
     steps = np.arange(10, 10 * n + 1, 10, dtype=float)
     clean = 5.0 - 2.5 * steps / steps[-1]
     return steps, clean * (1.0 + 0.005 * rng.standard_normal(n))
+
+
+def _run(steps: np.ndarray, values: np.ndarray, **fields: Any) -> Run:
+    """A run as the loader builds one: timed at a step a second, its budget its last step, judged
+    by its loss, unless ``fields`` say otherwise."""
+    base: dict[str, Any] = {
+        "name": "r",
+        "group": "g",
+        "gpus": 8,
+        "steps": steps,
+        "values": values,
+        "times": steps.copy(),
+        "learning_rates": None,
+        "epochs": None,
+        "total_steps": int(steps[-1]),
+        "planned_steps": int(steps[-1]),
+        "metric": "loss",
+        "eval_steps": None,
+        "eval_values": None,
+        "timed": True,
+        "source": "test",
+    }
+    return Run(**{**base, **fields})
 
 
 def test_a_plateaued_run_is_released_and_a_learning_run_is_not(tmp_path: Path) -> None:
@@ -529,35 +553,14 @@ def test_a_stop_near_the_end_counts_as_saved_only_when_the_run_went_on_to_get_wo
     bought nothing and is saved; a stop of a run whose flat tail stayed flat is a near-end release,
     the user's budget, not saved."""
     from advisor.backtest.replay import Outcome
-    from advisor.backtest.runs import Run
 
     steps = np.arange(10, 10001, 10, dtype=float)
     healthy = 2.0 + np.exp(-steps / 1500)
     blown = healthy.copy()
     blown[steps > 8800] = np.nan
-
-    def run(values: np.ndarray) -> Run:
-        return Run(
-            name="r",
-            group="g",
-            gpus=8,
-            steps=steps,
-            values=values,
-            times=steps.copy(),
-            learning_rates=None,
-            epochs=None,
-            total_steps=10000,
-            planned_steps=10000,
-            metric="loss",
-            eval_steps=None,
-            eval_values=None,
-            timed=True,
-            source="test",
-        )
-
     stop = Outcome(row="x", run="r", stopped=True, kind="release-quota", step=8700.0, time_s=8700.0)
     for values, near_end in ((blown, False), (healthy, True)):
-        r = run(values)
+        r = _run(steps, values)
         d = verdict(r, judged(r), stop)
         assert d["near_end"] is near_end
         assert d["gpu_hours_saved"] == (0.0 if near_end else pytest.approx(1300 * 8 / 3600))
@@ -568,29 +571,12 @@ def test_a_run_that_stood_still_at_the_end_of_its_steps_is_no_near_end_release()
     finish: a stall release there spared those hours, after the run stopped learning, and they
     are saved; at 99% of its steps alone it read as a near-end release and saved 0 of them."""
     from advisor.backtest.replay import Outcome
-    from advisor.backtest.runs import Run
 
     steps = np.arange(10, 3001, 10, dtype=float)
     values = 2.0 + np.exp(-steps / 300)
     times = 1.5 * steps
     times[-1] = 15285.0  # step 2,990 at 4,485 s, then nothing for three hours until 3,000
-    hung = Run(
-        name="hung",
-        group="g",
-        gpus=16,
-        steps=steps,
-        values=values,
-        times=times,
-        learning_rates=None,
-        epochs=None,
-        total_steps=3000,
-        planned_steps=None,
-        metric="loss",
-        eval_steps=None,
-        eval_values=None,
-        timed=True,
-        source="test",
-    )
+    hung = _run(steps, values, name="hung", gpus=16, times=times, planned_steps=None)
     stop = Outcome(row="x", run="hung", stopped=True, kind="release-quota", step=2990.0, time_s=6285.0)
     d = verdict(hung, judged(hung), stop)
     assert d["near_end"] is False
@@ -609,28 +595,18 @@ def test_a_stop_judged_by_a_default_eval_loss_reads_the_task_score_beside_it() -
     rose from 0.870 to 0.886, left 1.9% and is a wrong stop (it read "0.00% left"). A run that names
     its metric (``metric_for_best_model``) is judged by that alone."""
     from advisor.backtest.replay import Outcome
-    from advisor.backtest.runs import Run
 
     steps = np.arange(10, 3001, 10, dtype=float)
     evals = np.arange(150, 3001, 150, dtype=float)
     loss = 0.6 + 0.0002 * np.abs(evals - 1200)  # turned up at step 1,200
     accuracy = 0.9 - 0.1 * np.exp(-evals / 1500)  # 0.870 at 1,800, still rising to 0.886
-    run = Run(
+    run = _run(
+        steps,
+        1.0 + np.exp(-steps / 500),
         name="ft",
-        group="g",
         gpus=1,
-        steps=steps,
-        values=1.0 + np.exp(-steps / 500),
-        times=steps.copy(),
-        learning_rates=None,
-        epochs=None,
-        total_steps=3000,
-        planned_steps=3000,
-        metric="loss",
         eval_steps=evals,
         eval_values=loss,
-        timed=True,
-        source="test",
         other_evals=(("eval_accuracy", evals, accuracy),),
     )
     stop = Outcome(row="x", run="ft", stopped=True, kind="stop", step=1800.0, time_s=1800.0)

@@ -317,20 +317,26 @@ def test_prob_best_splits_the_draws_runs_tie_in() -> None:
     )  # two copies
 
 
+class _Kueue:
+    """Kueue as ``resume`` reads it: the job's Workload (``wl``), reactivated in place."""
+
+    def __init__(self, wl: dict[str, Any], uid: str | None = None) -> None:
+        self.wl, self.uid = wl, uid
+
+    def workload_for_job(self, ns: str, uid: str) -> Any:
+        from advisor.controller.kueue import parse_workload
+
+        return parse_workload(self.wl) if self.uid in (None, uid) else None
+
+    def set_active(self, ns: str, name: str, active: bool) -> None:
+        self.wl["spec"]["active"] = active
+
+
 def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixture[str]) -> None:
     api.jobs["team-a/llm"] = {"metadata": {"uid": "uid-1"}}
     wl = workload(active=False)
 
-    class Kueue:
-        def workload_for_job(self, ns: str, uid: str) -> Any:
-            from advisor.controller.kueue import parse_workload
-
-            return parse_workload(wl) if uid == "uid-1" else None
-
-        def set_active(self, ns: str, name: str, active: bool) -> None:
-            wl["spec"]["active"] = active
-
-    api.kueue = Kueue()  # type: ignore[assignment]
+    api.kueue = _Kueue(wl, uid="uid-1")  # type: ignore[assignment]
     api.policies = {
         "plateau-release": {
             "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
@@ -368,16 +374,7 @@ def test_resume_refuses_a_finished_job_or_workload(api: CliApi, capsys: pytest.C
     resume; the Workload is left as it is."""
     wl = workload(active=False)
 
-    class Kueue:
-        def workload_for_job(self, ns: str, uid: str) -> Any:
-            from advisor.controller.kueue import parse_workload
-
-            return parse_workload(wl)
-
-        def set_active(self, ns: str, name: str, active: bool) -> None:
-            wl["spec"]["active"] = active
-
-    api.kueue = Kueue()  # type: ignore[assignment]
+    api.kueue = _Kueue(wl)  # type: ignore[assignment]
     for kind in ("Complete", "Failed"):
         api.jobs["team-a/llm"] = {
             "metadata": {"uid": "uid-1"},
@@ -402,16 +399,7 @@ def test_resume_names_the_exempt_label_of_the_policy_that_released_the_job(
     }
     wl = workload(active=False)
 
-    class Kueue:
-        def workload_for_job(self, ns: str, uid: str) -> Any:
-            from advisor.controller.kueue import parse_workload
-
-            return parse_workload(wl)
-
-        def set_active(self, ns: str, name: str, active: bool) -> None:
-            wl["spec"]["active"] = active
-
-    api.kueue = Kueue()  # type: ignore[assignment]
+    api.kueue = _Kueue(wl)  # type: ignore[assignment]
     api.policies = {
         "own": {
             "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
