@@ -22,6 +22,7 @@ from advisor.controller.jobs import JOB_KINDS, PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import Workload
 from advisor.model import ActionKind, JobView, boost_of
 from advisor.protocol import CHECKPOINT_REQUEST_ANNOTATION
+from advisor.sources.lifecycle import job_signals
 
 __all__ = ["Outcome", "mutate"]
 
@@ -128,10 +129,36 @@ def _release(api: Any, job: JobView, workload: Workload) -> Outcome:
         # drop out of the queue until someone resumes it
         state = "being evicted" if fresh.evicted else "waiting in the queue without quota"
         return Outcome("impossible", f"Workload {workload.name} is {state}: nothing to release")
+    ended = _job_ended(api, job)
+    if ended is not None:
+        return Outcome("impossible", ended)
     wl = kueue.set_active(
         job.namespace, workload.name, False, resource_version=fresh.resource_version or None
     )
     return Outcome("done", f"Workload {workload.name} deactivated (active={wl.active}, {job.gpus} GPU(s))")
+
+
+def _job_ended(api: Any, job: JobView) -> str | None:
+    """Why the job, read afresh, is no longer one to release (it completed, failed or is gone), or
+    None. Its Workload is marked Finished only after the job controller marks the job done: in
+    between, a release decided on a running job would deactivate a finished one (a platform trial
+    found the window a watch event wide; the Workload's own read cannot see it)."""
+    try:
+        body = api.get_job(job.kind, job.namespace, job.name)
+    except Exception as exc:
+        status = getattr(exc, "status", None)
+        if status == 404:
+            return f"the {job.kind} is gone: nothing to release"
+        if status == 403:
+            # an act role from before this read (manifests/components/act grants it): the
+            # Workload's fresh read stands alone, as it did
+            return None
+        raise
+    signals = job_signals(body)
+    if signals.complete or signals.failed:
+        how = "completed" if signals.complete else "failed"
+        return f"the {job.kind} has {how} since the decision: nothing to release"
+    return None
 
 
 def _scale(api: Any, job: JobView, params: Mapping[str, Any], workload: Workload | None) -> Outcome:

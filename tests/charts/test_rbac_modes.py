@@ -22,13 +22,16 @@ RECORDS = {
     ("advisor.trainjob-advisor.io", "trainjobforecasts/status", "patch"),
     ("advisor.trainjob-advisor.io", "advisorpolicies/status", "patch"),
 }
-#: what mode Apply adds: checkpoint requests, quota release and boosts, PyTorchJob resizes
+#: what mode Apply adds: checkpoint requests, quota release (the job and its Workload read afresh)
+#: and boosts, PyTorchJob resizes
 ACT = {
     ("", "pods", "list"),
     ("", "pods", "patch"),
     ("kueue.x-k8s.io", "workloads", "get"),
     ("kueue.x-k8s.io", "workloads", "patch"),
+    ("trainer.kubeflow.org", "trainjobs", "get"),
     ("kubeflow.org", "pytorchjobs/scale", "patch"),
+    ("kubeflow.org", "pytorchjobs", "get"),
 }
 
 

@@ -73,6 +73,8 @@ class FakeApi:
         self.immutable_num_nodes = True
         #: AdvisorPolicies kept as the API server would (``add_policy``); others' writes are only logged
         self.policies: dict[str, dict[str, Any]] = {}
+        #: job objects as ``get_job`` reads them ("ns/name"); a job not here reads as running
+        self.job_bodies: dict[str, dict[str, Any]] = {}
 
     def discover_kueue(self) -> str:
         return "fake: Kueue at its default version"
@@ -192,6 +194,11 @@ class FakeApi:
             raise ApiError(422, "Invalid: spec.trainer: field is immutable")
         self.log.append(("patch_job", kind, namespace, name, dict(patch), dry_run))
         return {}
+
+    def get_job(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        return self.job_bodies.get(
+            f"{namespace}/{name}", {"kind": kind, "metadata": {"name": name}, "status": {}}
+        )
 
     def scale_job(self, kind: str, namespace: str, name: str, replicas: int) -> None:
         self.log.append(("scale_job", kind, namespace, name, replicas))

@@ -126,6 +126,35 @@ def test_a_release_of_a_workload_preempted_since_the_decision_is_not_written() -
     assert "waiting in the queue without quota" in (rec.actions[-1].detail or "")
 
 
+@pytest.mark.parametrize("condition", ["Complete", "Failed", None])
+def test_a_release_of_a_job_done_since_the_decision_is_not_written(condition: str | None) -> None:
+    """Decided while it ran; the job was marked Complete (or Failed) before the patch, and Kueue
+    marks its Workload Finished only after that (a platform trial measured the window a watch
+    event wide): the job is read afresh and not released. A job gone (404) is not either."""
+    from tests.controller.fakes import ApiError
+
+    s = Setup()
+    if condition is None:
+
+        def gone(kind: str, namespace: str, name: str) -> dict[str, object]:
+            raise ApiError(404, "Not Found")
+
+        s.api.get_job = gone  # type: ignore[method-assign]
+    else:
+        s.api.job_bodies["team-a/llm"] = {"status": {"conditions": [{"type": condition, "status": "True"}]}}
+    decision = Decision(job=KEY, policy="p", mode=Mode.APPLY, actions=(RELEASE,))
+    s.actuator.execute(s.core.view(s.job), decision, body=s.body, workload=s.wl, now=NOW)
+    assert s.api.mutations() == []
+    rec = s.core.record(KEY)
+    assert rec is not None and rec.actions[-1].outcome == "impossible"
+    said = {
+        "Complete": "has completed since the decision",
+        "Failed": "has failed since the decision",
+        None: "is gone",
+    }
+    assert said[condition] in (rec.actions[-1].detail or "")
+
+
 def test_checkpoint_request_annotates_every_pod_and_waits_for_the_ack() -> None:
     s = Setup()
     s.run(Mode.APPLY, Action(ActionKind.CHECKPOINT, "checkpoint", "periodic", {"timeout_s": 120}))

@@ -110,7 +110,9 @@ def test_rbac_is_least_privilege() -> None:
     assert act["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "patch"]},
         {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["get"]},
         {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs/scale"], "verbs": ["patch"]},
+        {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs"], "verbs": ["get"]},
     ]
     assert act_binding["roleRef"]["name"] == act["metadata"]["name"]
     assert act_binding["subjects"] == [
