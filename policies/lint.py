@@ -137,6 +137,22 @@ def never_acts(policy: Policy) -> list[tuple[str, str]]:
                     f"no labels satisfy its requirements on {key!r}: the policy selects no job",
                 )
             )
+    release = policy.rules.quota_release
+    if (
+        release is not None
+        and release.checkpoint_first
+        and release.checkpoint_timeout <= 0
+        and not release.release_on_timeout
+    ):
+        # the checkpoint asked first is given up at the next look, and the release waits on it
+        out.append(
+            (
+                "spec.rules.quotaRelease.checkpointTimeout",
+                "0 with releaseOnTimeout false: the checkpoint asked before a release is given up at the "
+                "next look, and the release follows only a save made before it (or one younger than "
+                "maxCheckpointAge)",
+            )
+        )
     if policy.safety.min_progress >= 1.0:
         out.append(
             (

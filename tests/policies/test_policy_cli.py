@@ -594,6 +594,17 @@ spec:
     )
     assert main(["policy", "validate", str(path)]) == 0
     assert "warning" not in capsys.readouterr().out
+    # a release that waits on a checkpoint given up at once (a platform trial's policy validated OK)
+    path.write_text(
+        doc.replace(
+            "rules: {stall: {for: 30m}}",
+            "rules: {plateau: {for: 10m}, quotaRelease: {checkpointTimeout: 0s, releaseOnTimeout: false}}",
+        )
+    )
+    assert main(["policy", "validate", str(path)]) == 0
+    assert (
+        "spec.rules.quotaRelease.checkpointTimeout: 0 with releaseOnTimeout false" in capsys.readouterr().out
+    )
     for expressions, satisfiable in (
         ("[{key: a, operator: In, values: [x]}, {key: a, operator: In, values: [y]}]", False),
         ("[{key: a, operator: In, values: [x, y]}, {key: a, operator: NotIn, values: [x]}]", True),
