@@ -362,6 +362,7 @@ class PolicyBook:
             selected=count_of(after.get("jobsSelected")),
             governed=count_of(after.get("jobsMatched")),
             namespaces=self.namespaces(),
+            lost_ties=after.get("lostTies") if isinstance(after.get("lostTies"), Mapping) else None,
         )
         generation = self.generations.get(name)
         self.reach[name] = {

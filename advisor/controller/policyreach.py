@@ -39,10 +39,12 @@ def reach_condition(
     selected: int,
     governed: int,
     namespaces: Mapping[str, Mapping[str, str]] | None,
+    lost_ties: Mapping[str, Any] | None = None,
 ) -> tuple[str, str, str]:
     """(status, reason, message) of ``JobsSelected`` for a policy with ``selector``
     (``policies.spec.Selector``) that selects ``selected`` jobs and governs ``governed`` of them;
-    ``namespaces``: the namespaces that exist (name -> labels), None when not known."""
+    ``namespaces``: the namespaces that exist (name -> labels), None when not known;
+    ``lost_ties``: policy -> jobs it governs by a tie with this one (``status.lostTies``)."""
     selected = max(selected, governed)  # a job governed is selected (a release before jobsSelected)
     missing = missing_namespaces(selector, namespaces) if namespaces is not None else ()
     named = (
@@ -52,10 +54,21 @@ def reach_condition(
     if selected:
         message = f"selects {_plural(selected, 'job')}"
         if governed < selected:
-            message += (
-                f"; governs {governed}: a more specific or higher-priority policy governs "
-                f"{'it' if selected - governed == 1 else 'the others'}"
-            )
+            ties = {str(k): int(v) for k, v in (lost_ties or {}).items() if isinstance(v, int) and v > 0}
+            tied = sum(ties.values())
+            message += f"; governs {governed}: "
+            if tied < selected - governed:
+                message += (
+                    f"a more specific or higher-priority policy governs "
+                    f"{'it' if selected - governed == 1 else 'the others'}" + ("; " if ties else "")
+                )
+            if ties:
+                # a tie lost is no more specific policy (a platform trial read it so): said apart
+                message += (
+                    ", ".join(f"{name} {_plural(n, 'job')}" for name, n in sorted(ties.items()))
+                    + " by a tie (same specificity and priority: a Recommend policy before an Apply "
+                    "one, then by name)"
+                )
         return "True", "JobsSelected", message + (f"; {named}" if missing else "")
     if missing:
         return "False", "NamespacesNotFound", f"selects no job: {named}"

@@ -179,6 +179,22 @@ def test_the_condition_says_whether_and_why_not(
     assert ("team-typo" in message) == ("team-typo" in expected[2])
 
 
+def test_a_tie_lost_is_said_as_a_tie_not_as_a_more_specific_policy() -> None:
+    """A Recommend policy as specific as an Apply one, at the same priority, governs the jobs both
+    select: the Apply one's condition said "a more specific or higher-priority policy governs"
+    them (a platform trial); it names the policy and the tie."""
+    sel = selector_of({"namespaces": ["team-a"]})
+    _, _, message = reach_condition(sel, selected=2, governed=0, namespaces=None, lost_ties={"observe": 2})
+    assert message == (
+        "selects 2 jobs; governs 0: observe 2 jobs by a tie (same specificity and priority: a Recommend "
+        "policy before an Apply one, then by name)"
+    )
+    _, _, message = reach_condition(sel, selected=3, governed=0, namespaces=None, lost_ties={"observe": 2})
+    assert "a more specific or higher-priority policy governs the others; observe 2 jobs by a tie" in message
+    _, _, message = reach_condition(sel, selected=2, governed=1, namespaces=None)
+    assert message.endswith("governs 1: a more specific or higher-priority policy governs it")
+
+
 # ------------------------------------------------------------------------------ the controller
 
 
