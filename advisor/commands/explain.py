@@ -180,7 +180,16 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any], *, now: float |
         ]
         lines += [f"  warning       {w}" for w in fc.get("warnings") or []]
     else:
-        lines.append("  forecast      none yet (too few progress samples)")
+        # the Forecasting condition says why (no report yet, unreadable ones, no loss in them)
+        why = next(
+            (
+                str(c.get("message"))
+                for c in status.get("conditions") or []
+                if isinstance(c, Mapping) and c.get("type") == "Forecasting" and c.get("message")
+            ),
+            "too few progress samples",
+        )
+        lines.append(f"  forecast      none yet: {why}")
     lines += _learning_lines(status.get("learningState") or {}, str(status.get("state") or ""))
     if rec.get("policy"):
         lines.append(f"  policy        {rec['policy']} (mode {rec.get('mode') or '-'})")

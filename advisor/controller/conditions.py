@@ -43,7 +43,9 @@ def _forecasting(view: JobView) -> tuple[str, str, str]:
                 "progress reported, nothing usable in it: " + "; ".join(view.progress_warnings),
             )
         return "False", "NoProgress", "no progress report seen yet"
-    return "False", "NotEnoughData", f"step {view.step}: not enough data for a forecast yet"
+    # a reporter that sends steps and never a loss: "not enough data" read as if more would come
+    none = "; no report has carried a loss" if view.last_loss is None and view.learning_state is None else ""
+    return "False", "NotEnoughData", f"step {view.step}: not enough data for a forecast yet{none}"
 
 
 def _actionable(
