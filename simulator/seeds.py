@@ -157,8 +157,17 @@ def pool_rows(rows_by_seed: Sequence[Sequence[dict[str, Any]]], seeds: Sequence[
 
 def spread_table(pooled: Sequence[dict[str, Any]]) -> str:
     """The verdict per row over the seeds: non-learning GPU-hours saved (pooled, and the min /
-    median / max of the seeds), wrong stops at each threshold, near-end releases."""
-    header = ("policy", "seeds", "non-learning saved", "min / median / max", "wrong .5/1/2%", "near-end")
+    median / max of the seeds), wrong stops at each threshold (summed) and at 1% per seed (min /
+    median / max: a sum hides a seed that stopped many), near-end releases."""
+    header = (
+        "policy",
+        "seeds",
+        "non-learning saved",
+        "min / median / max",
+        "wrong .5/1/2%",
+        "wrong 1% per seed",
+        "near-end",
+    )
     body = []
     for r in pooled:
         frac = r.get("nonlearning_saved_fraction")
@@ -171,6 +180,7 @@ def spread_table(pooled: Sequence[dict[str, Any]]) -> str:
                 "-" if frac is None else f"{frac:.1%}",
                 "-" if sp is None else " / ".join(f"{v:.0%}" for v in sp),
                 f"{w.get('0.005', 0)}/{w.get('0.01', 0)}/{w.get('0.02', 0)} of {r['jobs']}",
+                " / ".join(f"{v:g}" for v in r["spread"]["wrong_stops"]),
                 str(r["near_end_releases"]),
             )
         )

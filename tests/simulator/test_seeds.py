@@ -89,6 +89,8 @@ def test_a_report_over_seeds_is_the_pooled_table_and_the_spread_across_them(tmp_
     text = (rep / "report.md").read_text()
     assert "## Every policy, pooled over the seeds" in text and "## Spread across the seeds" in text
     assert "min / median / max" in text and "advisor-plateau-release" in text
+    # the wrong stops per seed too: a sum over the seeds hides a seed that stopped many
+    assert "wrong 1% per seed" in text
     assert "- **seeds**: 0, 1" in text
     rows = json.loads((rep / "results.json").read_text())
     assert [r["policy"] for r in rows] == ["no-advisor", "advisor-plateau-release"]
