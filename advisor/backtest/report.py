@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.backtest.report_meta import meta_lines
+from advisor.backtest.report_meta import meta_lines, plural
 from advisor.backtest.runs import Run
 from advisor.backtest.verdict import judged
 
@@ -76,7 +76,7 @@ def unjudged_line(rows: Sequence[dict[str, Any]]) -> str:
         return f" ({unselected} of them selected by none of its policies)"
 
     said = [
-        f"{r['policy']} never judged {r['never_judged']} of {_n(r['runs'], 'run')}{why(r)}"
+        f"{r['policy']} never judged {r['never_judged']} of {plural(r['runs'], 'run')}{why(r)}"
         for r in rows
         if r.get("never_judged")
     ]
@@ -120,11 +120,6 @@ def _cell(text: str, limit: int) -> str:
     if text[limit - 1] != " " and " " in cut:
         cut = cut[: cut.rindex(" ")]
     return cut.rstrip(" ,;:") + "…"
-
-
-def _n(count: int, noun: str) -> str:
-    """``1 run``, ``6 stops``: a count with its noun."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _safe(name: str) -> str:
@@ -280,7 +275,7 @@ def write_report(
         "not about to finish. "
         f"*Saved* and *cut learning*: {WRONG_STOP_HOURS}.",
         "",
-        f"## Stopped runs, worst call first ({_n(len(worst), 'run')}, {_n(n_stops, 'stop')})",
+        f"## Stopped runs, worst call first ({plural(len(worst), 'run')}, {plural(n_stops, 'stop')})",
         "",
         "| run | row | action | rule | at (share of budget) | left after | reason |",
         "|---|---|---|---|---|---|---|",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,33 +174,6 @@ def _rows(args: argparse.Namespace) -> tuple[list[str], list[tuple[str, list[Any
     return baselines, rows
 
 
-def _unreported_metrics(
-    runs: Sequence[Any], policy_rows: list[tuple[str, list[Any]]]
-) -> dict[str, list[str]]:
-    """Per policy row, the metrics its rules name (``metric:``) that no run reports: a rule that
-    judges ``eval_bleu`` over runs that log none judges nothing, and its row's "0 stops" is no
-    verdict. Empty rows are left out."""
-    from advisor.sources.normalize import canonical_name
-
-    reported: set[str] = {"loss"}
-    for r in runs:
-        if r.eval_steps is not None:
-            reported.add(r.eval_metric)
-        reported.update(name for name, _, _ in r.other_evals)
-    out: dict[str, list[str]] = {}
-    for name, policies in policy_rows:
-        named = {
-            rule.metric
-            for p in policies
-            for rule in (p.rules.plateau, p.rules.overfitting)
-            if rule is not None and rule.enabled and rule.metric
-        }
-        missing = sorted(m for m in named if canonical_name(m) not in reported)
-        if missing:
-            out[name] = missing
-    return out
-
-
 def _check(args: argparse.Namespace) -> None:
     for path in args.runs:
         if path.suffix.lower() in (".yaml", ".yml") and path.is_file():
@@ -293,6 +265,7 @@ def evaluate_rows(
     from tqdm import tqdm
 
     from advisor.backtest.baselines import BaselineSettings, baseline_outcomes
+    from advisor.backtest.coverage import runs_too_short, unreported_metrics
     from advisor.backtest.replay import new_core, replay
     from advisor.backtest.runs import NO_GROUP_SUFFIX
     from advisor.backtest.verdict import judged, row_summary, verdict
@@ -352,9 +325,9 @@ def evaluate_rows(
         ),
         # runs over before the shortest minRuntime of the policies given: no policy judges them
         # (a per-epoch log replayed untimed at 1 step/s lasts seconds)
-        "runs_shorter_than_min_runtime": _too_short(runs, policy_rows),
+        "runs_shorter_than_min_runtime": runs_too_short(runs, policy_rows),
         # per row, the metrics its rules name that no run reports: those rules judge nothing here
-        "unreported_metrics": _unreported_metrics(runs, policy_rows),
+        "unreported_metrics": unreported_metrics(runs, policy_rows),
         "steps_per_second_without_times": args.steps_per_second,
         "report_interval_s": args.report_interval,
         "forecast_interval_s": args.forecast_interval,
@@ -362,69 +335,6 @@ def evaluate_rows(
         "gpus_default": args.gpus or 1,
     }
     return rows, meta
-
-
-def _too_short(runs: list[Any], policy_rows: list[tuple[str, Any]]) -> dict[str, Any] | None:
-    """How many runs, as replayed, end before every policy's ``minRuntime`` (and how many of those
-    have no times, so that ``--steps-per-second`` would change it); None without policies."""
-    floors = [p.safety.min_runtime for _, policies in policy_rows for p in policies]
-    if not floors:
-        return None
-    floor = min(floors)
-    short = [r for r in runs if r.duration_s < floor]
-    return {"runs": len(short), "untimed": sum(1 for r in short if not r.timed), "min_runtime_s": floor}
-
-
-def _n(count: int, noun: str) -> str:
-    """``1 run``, ``2 runs``: a count with its noun."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def _footer(meta: dict[str, Any]) -> str:
-    """The line under the table: the runs and groups read, then only the counts that are not zero
-    (bad runs skipped, index rows matching no run, runs without an index row, runs with an eval
-    series, without times and the throughput they were replayed at, runs over before any policy
-    may judge them, logs that end before their planned steps)."""
-    from policies.rules.base import dur
-
-    notes = []
-    if meta.get("skipped_runs"):
-        notes.append(f"{meta['skipped_runs']} skipped as bad")
-    if meta.get("index_rows_unmatched"):
-        notes.append(f"{_n(meta['index_rows_unmatched'], 'index row')} matching no run")
-    if meta.get("runs_without_index_row"):
-        notes.append(f"{_n(meta['runs_without_index_row'], 'run')} without an index row")
-    if meta.get("runs_with_eval_series"):
-        notes.append(f"{meta['runs_with_eval_series']} with an eval series")
-    if meta.get("runs_without_times"):
-        rate = meta["steps_per_second_without_times"]
-        unit = "step/s" if rate == 1 else "steps/s"
-        notes.append(f"{meta['runs_without_times']} without times, replayed at {rate:g} {unit}")
-    if meta.get("runs_paced_by_their_summary"):
-        paced = meta["runs_paced_by_their_summary"]
-        notes.append(f"{paced} replayed at the pace their trainer's summary states")
-    short = meta.get("runs_shorter_than_min_runtime") or {}
-    if short.get("runs"):
-        hint = (
-            f"; {short['untimed']} of them without times: --steps-per-second sets their pace"
-            if short.get("untimed")
-            else ""
-        )
-        notes.append(
-            f"{_n(short['runs'], 'run')} over before every policy's minRuntime "
-            f"({dur(short['min_runtime_s'])}) as replayed, so judged by none{hint}"
-        )
-    unfinished = meta.get("runs_ending_before_planned") or 0
-    if unfinished:
-        whose = "whose log ends before its" if unfinished == 1 else "whose logs end before their"
-        notes.append(
-            f"{unfinished} {whose} planned steps (a checkpoint's copy, or a run stopped early): judged on "
-            "what it logged, its later course unknown"
-        )
-    head = f"{_n(meta['runs'], 'run')} in {_n(meta['groups'], 'group')}"
-    if meta.get("ungrouped"):
-        head += f" and {meta['ungrouped']} in none (an empty group cell in the index)"
-    return head + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _clean(value: Any) -> Any:
@@ -459,6 +369,7 @@ def sweep_task(task: tuple[argparse.Namespace, list[Any], Any]) -> dict[str, Any
 
 
 def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
+    from advisor.backtest.report_meta import plural
     from advisor.commands.sweep_run import checked_grid, report_sweep, run_grid
 
     _check(args)
@@ -495,13 +406,13 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
     return report_sweep(
         points,
         budget,
-        summary=f"{_n(len(settings), 'setting')} of {args.policy[0]} over {_n(len(runs), 'run')}: "
+        summary=f"{plural(len(settings), 'setting')} of {args.policy[0]} over {plural(len(runs), 'run')}: "
         "saved = non-learning GPU-hours saved against no-advisor, pooled over the runs (each replayed "
         "once: no seeds, so no min / median / max); * on the Pareto frontier (saved against "
         "wrong stops at 1%)",
         json_out=json_out,
         report=args.report,
-        plot_title=f"{args.policy[0].name}, {_n(len(runs), 'run')}",
+        plot_title=f"{args.policy[0].name}, {plural(len(runs), 'run')}",
         clean=_clean,
         max_wrong=args.max_wrong,
     )
@@ -521,6 +432,7 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.quiet and sys.stderr.isatty()
     rows, meta, runs = backtest(args, progress=progress)
     from advisor.backtest.report import WRONG_STOP_HOURS, format_table, unjudged_line
+    from advisor.backtest.report_meta import footer_line
 
     human = human_stream(json_out)
     print(format_table(rows), file=human)
@@ -533,7 +445,7 @@ def run(args: argparse.Namespace) -> int:
             file=human,
         )
     print(
-        f"\n{_footer(meta)}. Wrong stop: the judged series "
+        f"\n{footer_line(meta)}. Wrong stop: the judged series "
         "(eval if logged, else loss; running median; an eval loss judged by default, or the task's score "
         "beside it) improved later by more than 0.5/1/2%; near-end: a stop "
         "in the last 15% of the budget, in steps and in recorded time, of a run that did not get worse after "
