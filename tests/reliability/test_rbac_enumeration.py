@@ -19,8 +19,9 @@ ADV = "advisor.trainjob-advisor.io"
 
 #: what the controller's code calls (advisor/controller/api.py, kueue.py, leader.py, kopf's watches)
 USED_EVERYWHERE = {
-    ("trainer.kubeflow.org", "trainjobs"): {"list", "watch"},
-    ("kubeflow.org", "pytorchjobs"): {"list", "watch"},
+    # get: a release reads the job afresh (advisor/controller/mutations.py, ``_job_ended``)
+    ("trainer.kubeflow.org", "trainjobs"): {"get", "list", "watch"},
+    ("kubeflow.org", "pytorchjobs"): {"get", "list", "watch"},
     ("kubeflow.org", "pytorchjobs/scale"): {"patch"},
     ("kueue.x-k8s.io", "workloads"): {"get", "list", "watch", "patch"},
     ("kueue.x-k8s.io", "clusterqueues"): {"list", "watch"},
