@@ -216,6 +216,8 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
                     "cut": cut,
                     "final": final,
                     "truth": plateau_truth,
+                    # the points seen at the cut: coverage by history length reads it
+                    "n": n_seen,
                 }
                 t0 = time.perf_counter()
                 fc = forecast(x, y, total_steps=total, **extra)
