@@ -11,6 +11,7 @@ from typing import Any
 
 from advisor.model import Mode
 from policies.fields import field_specs
+from policies.rules.base import series_rules
 from policies.spec import LabelSelector, Policy
 from policies.spec_rules import RECOMMEND
 
@@ -63,8 +64,8 @@ def risk_warnings(policy: Policy) -> list[tuple[str, str]]:
     if policy.mode is not Mode.APPLY:
         return []
     out: list[tuple[str, str]] = []
-    for name, rule in (("plateau", rules.plateau), ("overfitting", rules.overfitting)):
-        if rule is None or not rule.enabled or rule.action == RECOMMEND:
+    for name, rule in series_rules(policy):
+        if not rule.enabled or rule.action == RECOMMEND:
             continue
         field = f"spec.rules.{name}"
         if rule.probability < EVEN_ODDS:

@@ -9,6 +9,7 @@ from typing import Any
 
 from advisor.backtest.runs import Run
 from advisor.sources.normalize import canonical_name
+from policies.rules.base import series_rules
 
 __all__ = ["runs_too_short", "unreported_metrics"]
 
@@ -35,12 +36,7 @@ def unreported_metrics(runs: Sequence[Run], policy_rows: list[tuple[str, list[An
         reported.update(name for name, _, _ in r.other_evals)
     out: dict[str, list[str]] = {}
     for name, policies in policy_rows:
-        named = {
-            rule.metric
-            for p in policies
-            for rule in (p.rules.plateau, p.rules.overfitting)
-            if rule is not None and rule.enabled and rule.metric
-        }
+        named = {rule.metric for p in policies for _, rule in series_rules(p) if rule.enabled and rule.metric}
         missing = sorted(m for m in named if canonical_name(m) not in reported)
         if missing:
             out[name] = missing

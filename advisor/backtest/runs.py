@@ -146,23 +146,27 @@ def _one(
     gpus: int,
     group: str,
     steps_per_second: float,
+    where: str | None = None,
 ) -> Run:
+    """The run ``name`` of ``curve``; a ``BadRunError`` names it by ``where`` (its file's path,
+    as a file that cannot be parsed is named), else by ``name``."""
+    label = where or name
     back = sum(1 for i in range(1, len(curve.steps)) if curve.steps[i] < curve.steps[i - 1])
     if looks_unsorted(back + 1, len(curve.steps)):
         raise BadRunError(
-            f"{name}: step: goes backwards {back} times, more than restarts do: the file is not in the "
+            f"{label}: step: goes backwards {back} times, more than restarts do: the file is not in the "
             "order the run logged it, which a replay needs (sort it by step)"
         )
     seg = _last_segment(curve)
     steps = np.asarray(curve.steps[seg], dtype=float)
     values = np.asarray(curve.values[seg], dtype=float)
     if steps.size < MIN_POINTS:
-        raise BadRunError(f"{name}: steps: {steps.size} points, fewer than the {MIN_POINTS} a replay needs")
+        raise BadRunError(f"{label}: steps: {steps.size} points, fewer than the {MIN_POINTS} a replay needs")
     if not np.isfinite(values).any():
         # nothing to forecast or judge (``forecast`` refuses such a file): a bad run, not one no
         # row stops and every row "saves" nothing on
         raise BadRunError(
-            f"{name}: {curve.metric}: no usable points (all {values.size} values are NaN or infinite)"
+            f"{label}: {curve.metric}: no usable points (all {values.size} values are NaN or infinite)"
         )
     # a step logged more than once in a row (gradient accumulation logs each micro-batch under
     # one optimizer step): the step's loss is the mean of its reports, as the forecaster merges
@@ -171,7 +175,7 @@ def _one(
     steps = steps[last]
     if steps.size < MIN_POINTS:
         raise BadRunError(
-            f"{name}: steps: {steps.size} distinct steps, fewer than the {MIN_POINTS} a replay needs"
+            f"{label}: steps: {steps.size} distinct steps, fewer than the {MIN_POINTS} a replay needs"
         )
     times = None
     timed = False
@@ -334,17 +338,15 @@ def read_runs(
                     gpus=row.gpus or gpus or 1,
                     group=group,
                     steps_per_second=steps_per_second,
+                    # by its file's path, as a file that cannot be parsed is (its run name is
+                    # relative to the folder given: "noperm.csv" among "runs/a/garbage.csv:3")
+                    where=f"{path.as_posix()}{'#' + cid if cid is not None else ''}",
                 )
                 runs.append(replace(one, labels=row.labels) if row.labels else one)
             except BadRunError as exc:
-                # said by its file's path, as a file that cannot be parsed is (its run name is
-                # relative to the folder given: "noperm.csv" among "runs/a/garbage.csv:3")
-                text = str(exc)
-                if text.startswith(f"{name}: ") and name != str(path):
-                    text = f"{path.as_posix()}{'#' + cid if cid is not None else ''}{text[len(name) :]}"
                 if not skip_bad:
-                    raise BadRunError(text) from None
-                skipped.append(text)
+                    raise
+                skipped.append(str(exc))
                 continue
             for t, r in rows:
                 use = uses.setdefault(t.path, _Use(t))

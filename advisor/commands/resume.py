@@ -43,13 +43,12 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         raise api_error(exc, f"{args.kind} {ns}/{name}") from exc
     uid = (job.get("metadata") or {}).get("uid")
-    from advisor.sources.lifecycle import job_signals
+    from advisor.sources.lifecycle import ended_as
 
-    signals = job_signals(job)
-    if signals.complete or signals.failed:
+    how = ended_as(job)
+    if how is not None:
         # its Workload reactivated, Kueue admitted a finished job again and held its GPUs for
         # nothing (a platform trial): a finished run has no quota to be given back
-        how = "completed" if signals.complete else "failed"
         raise CommandError(f"{args.kind} {ns}/{name} has {how}: there is no run to resume")
     api.discover_kueue()
     try:

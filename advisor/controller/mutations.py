@@ -22,7 +22,7 @@ from advisor.controller.jobs import JOB_KINDS, PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import Workload
 from advisor.model import ActionKind, JobView, boost_of
 from advisor.protocol import CHECKPOINT_REQUEST_ANNOTATION
-from advisor.sources.lifecycle import job_signals
+from advisor.sources.lifecycle import ended_as
 
 __all__ = ["Outcome", "mutate"]
 
@@ -154,11 +154,8 @@ def _job_ended(api: Any, job: JobView) -> str | None:
             # Workload's fresh read stands alone, as it did
             return None
         raise
-    signals = job_signals(body)
-    if signals.complete or signals.failed:
-        how = "completed" if signals.complete else "failed"
-        return f"the {job.kind} has {how} since the decision: nothing to release"
-    return None
+    how = ended_as(body)
+    return None if how is None else f"the {job.kind} has {how} since the decision: nothing to release"
 
 
 def _scale(api: Any, job: JobView, params: Mapping[str, Any], workload: Workload | None) -> Outcome:

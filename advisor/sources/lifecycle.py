@@ -13,7 +13,7 @@ from advisor.model import LifecycleSignals
 from advisor.protocol import RHOAI_TRAINER_STATUS_ANNOTATION
 from advisor.sources.coerce import decode_json_object
 
-__all__ = ["job_signals"]
+__all__ = ["ended_as", "job_signals"]
 
 #: condition types per kind: (completed, failed, suspended); PyTorchJob (v1) says Succeeded
 _COMPLETE = ("Complete", "Succeeded", "Completed")
@@ -73,3 +73,13 @@ def job_signals(body: Mapping[str, object]) -> LifecycleSignals:
         suspended=suspended,
         remaining_summary=_remaining_summary(body),
     )
+
+
+def ended_as(body: Mapping[str, object]) -> str | None:
+    """``completed`` or ``failed`` for a job object whose conditions say it ended, else None: what
+    a write on its behalf checks first (``resume`` reactivating its Workload, a release's fresh
+    read), the Workload being marked Finished only after the job."""
+    signals = job_signals(body)
+    if signals.complete:
+        return "completed"
+    return "failed" if signals.failed else None

@@ -29,6 +29,7 @@ from advisor.series import TRAIN_SERIES, direction_of, eval_series_name, is_eval
 from policies.fields import format_duration
 from policies.index import cluster_index
 from policies.spec import Policy
+from policies.spec_rules import OverfittingRule, PlateauRule
 
 __all__ = [
     "DISRUPTIVE",
@@ -44,6 +45,7 @@ __all__ = [
     "pct",
     "propose_scale",
     "runtime_gate",
+    "series_rules",
     "task_still_improving",
     "undirected",
     "undirected_metrics",
@@ -289,15 +291,25 @@ def undirected(metric: str, overrides: Mapping[str, str]) -> bool:
     return direction_of(name, canon) is None
 
 
+def series_rules(policy: Policy) -> list[tuple[str, PlateauRule | OverfittingRule]]:
+    """(name, rule) of each rule of ``policy`` that judges a series it may name (``metric:``): the
+    plateau and overfitting rules, those the policy has. The one list of them, for whatever reads
+    what they judge (validation's warnings, the back-test's unreported metrics)."""
+    rules = policy.rules
+    named: tuple[tuple[str, PlateauRule | OverfittingRule | None], ...] = (
+        ("plateau", rules.plateau),
+        ("overfitting", rules.overfitting),
+    )
+    return [(name, rule) for name, rule in named if rule is not None]
+
+
 def undirected_metrics(policy: Policy) -> list[tuple[str, str]]:
     """(field, metric) of each rule of ``policy`` whose ``metric:`` is never judged for want of a
     direction: ``policy validate`` warns of them (the policy is valid, the rule idle)."""
-    rules = policy.rules
-    named = (("plateau", rules.plateau), ("overfitting", rules.overfitting))
     return [
         (f"spec.rules.{name}.metric", rule.metric)
-        for name, rule in named
-        if rule is not None and undirected(rule.metric, policy.metric_directions)
+        for name, rule in series_rules(policy)
+        if undirected(rule.metric, policy.metric_directions)
     ]
 
 
