@@ -318,8 +318,9 @@ class ClusterApi:
     ) -> bool:
         """Post an Event; False when one with the same ``dedupe_key`` exists already. The key (a
         request id and an outcome) names the Event, so the API server refuses the second post
-        (409) even from a controller restarted in between."""
-        namespace = str(involved["namespace"])
+        (409) even from a controller restarted in between. A cluster-scoped object's (no
+        namespace) is posted in ``default``, where ``kubectl describe`` looks for a Node's."""
+        namespace = str(involved.get("namespace") or "default")
         now = _now_iso()
         suffix = (
             hashlib.sha256(f"{involved.get('uid')}/{dedupe_key}".encode()).hexdigest()[:16]

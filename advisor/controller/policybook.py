@@ -35,6 +35,7 @@ from advisor.controller.policystatus import (
     shard_patch,
 )
 from advisor.model import ActionRecord, Decision, Mode
+from advisor.protocol import GROUP, VERSION
 from policies.rules.release import Abandoned
 
 __all__ = ["CONFLICT_ATTEMPTS", "PolicyBook"]
@@ -188,6 +189,35 @@ class PolicyBook:
                 self.holding[name] = "its selector is invalid too: it holds no job"
         if warn:  # once per new error, not at each status-only event of the same spec
             log.warning("AdvisorPolicy %s is invalid (%s); %s", name, self.errors[name], self.holding[name])
+            self._post_invalid(name, body)
+
+    def _post_invalid(self, name: str, body: Mapping[str, Any]) -> None:
+        """A Warning Event on the policy (``kubectl describe advisorpolicy``, ``kubectl get events``)
+        besides its ``Valid`` condition and the log: where an admin who applied a typo looks first.
+        One per generation, also across a restart (the generation names the Event, so the API
+        server refuses a second); best effort, as every Event."""
+        meta = body.get("metadata") or {}
+        generation = meta.get("generation")
+        involved = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "AdvisorPolicy",
+            "name": name,  # cluster-scoped: no namespace (its Events go to ``default``)
+            "uid": meta.get("uid"),
+        }
+        try:
+            posted = self.api.create_event(
+                involved,
+                reason="InvalidPolicy",
+                message=f"{self.errors[name]}; {self.holding[name]}",
+                warning=True,
+                dedupe_key=f"invalid/{generation}" if isinstance(generation, int) else None,
+            )
+        except Exception as exc:  # the condition and the log say it still
+            log.warning("event InvalidPolicy on AdvisorPolicy %s not posted: %s", name, exc)
+            self.metrics.write_errors.labels("event").inc()
+            return
+        if posted is not False:
+            self.metrics.api_writes.labels("event").inc()
 
     @staticmethod
     def stored_actions(body: Mapping[str, Any]) -> list[tuple[str, float]]:

@@ -152,3 +152,30 @@ def test_each_overlay_grants_what_the_chart_grants_in_its_mode(overlay: Any, set
     assert _controller_grants(kustomized) == _controller_grants(charted)
     acting = {a for a in ACT if a[2] in WRITES}
     assert (acting & _controller_grants(kustomized)) == (set() if recommend_only else acting)
+
+
+@pytest.mark.parametrize(
+    ("watched", "in_default"), [("{team-a,team-b}", True), ("{team-a,default}", False), (None, False)]
+)
+def test_watch_namespaces_still_let_a_cluster_scoped_policy_be_told_of_in_default(
+    watched: str | None, in_default: bool
+) -> None:
+    """An invalid AdvisorPolicy's Warning Event goes to ``default`` (a cluster-scoped object's
+    Events live there): with ``watchNamespaces`` that leave it out, a Role there grants exactly
+    that create; watched or cluster-wide, the namespace's own grants cover it."""
+    objects = helm_template(*([f"watchNamespaces={watched}"] if watched else []))
+    roles = [r for r in of_kind(objects, "Role") if r["metadata"]["namespace"] == "default"]
+    bindings = [
+        b
+        for b in of_kind(objects, "RoleBinding")
+        if b["metadata"]["namespace"] == "default" and b["roleRef"]["kind"] == "Role"
+    ]
+    if not in_default:
+        assert roles == [] and bindings == []
+        return
+    (role,) = roles
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+    (binding,) = bindings
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    (deployment,) = of_kind(objects, "Deployment")
+    assert binding["subjects"][0]["name"] == deployment["spec"]["template"]["spec"]["serviceAccountName"]

@@ -85,6 +85,32 @@ def test_an_invalid_edit_keeps_the_last_valid_generation_in_force() -> None:
     assert "guard" not in book.errors and "guard" not in book.holding
 
 
+def test_an_invalid_edit_is_told_by_one_warning_event_on_the_policy_per_generation() -> None:
+    """``kubectl describe advisorpolicy`` shows Events: an admin who applied a typo sees there why
+    the policy is refused and what governs its jobs meanwhile, once per generation (a status-only
+    event or a restart reading the same generation posts no second Event)."""
+    api = FakeApi()
+    book = PolicyBook(api, Metrics())
+    book.on_event("ADDED", _guard(1, {"stall": {"for": "30s"}}))
+    assert api.events == []  # a valid policy: nothing to say
+    bad = _guard(2, {"stall": {"for": "30s"}, "checkpoint": {"minInterval": "5h", "maxInterval": "1h"}})
+    bad["metadata"]["uid"] = "u-1"
+    book.on_event("MODIFIED", bad)
+    (event,) = api.events
+    assert event["reason"] == "InvalidPolicy" and event["warning"] is True
+    assert event["involved"]["kind"] == "AdvisorPolicy" and event["involved"]["name"] == "guard"
+    assert event["involved"]["uid"] == "u-1" and "namespace" not in event["involved"]
+    assert "minInterval" in event["message"]
+    assert "generation 1, the last valid one, stays in force" in event["message"]
+    book.on_event("MODIFIED", bad)  # the same generation again (its status written): no second Event
+    restarted = PolicyBook(api, Metrics())
+    restarted.on_event("ADDED", bad)
+    assert len(api.events) == 1
+    worse = _guard(3, {"checkpoint": {"minInterval": "5h", "maxInterval": "1h"}, "stall": {"for": "x"}})
+    book.on_event("MODIFIED", worse)  # a new generation with a new error: told again
+    assert len(api.events) == 2 and api.events[-1]["reason"] == "InvalidPolicy"
+
+
 def test_an_invalid_edit_that_asks_for_recommend_keeps_the_last_valid_generation_in_recommend() -> None:
     """An Apply policy edited to mode Recommend and, in the same edit, a selector key the
     controller refuses: the last valid generation stayed in force in Apply, and a job was released

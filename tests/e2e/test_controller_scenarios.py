@@ -434,6 +434,35 @@ def test_recommend_policy_advises_with_an_event_and_changes_nothing(
         "NamespacesNotFound",
     )
     assert f"{cluster.ns}-typo" in conds["JobsSelected"]["message"]
+    # a policy the schema lets through but the controller refuses (minInterval above maxInterval):
+    # its Valid condition and one Warning Event on it, where ``kubectl describe`` shows them
+    refused = f"refused-{cluster.ns[-6:]}"
+    control_plane.apply(
+        {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": refused},
+            "spec": {
+                "mode": "Recommend",
+                "selector": {"namespaces": [f"{cluster.ns}-none"]},
+                "rules": {"checkpoint": {"minInterval": "5h", "maxInterval": "1h"}},
+            },
+        }
+    )
+    policy_cleanup.append(refused)
+    warned = wait_for(
+        lambda: [
+            e
+            for e in cluster.core.list_namespaced_event(
+                "default", field_selector=f"involvedObject.name={refused}"
+            ).items
+            if e.reason == "InvalidPolicy"
+        ],
+        "the InvalidPolicy Event of a policy the controller refuses",
+    )
+    assert warned[0].type == "Warning" and "minInterval" in warned[0].message
+    # as a cluster-scoped object's: in ``default``, its reference without a namespace
+    assert warned[0].involved_object.kind == "AdvisorPolicy" and not warned[0].involved_object.namespace
     # the same policy as a draft, explained on the live job read from the API server (policy
     # explain --job: its TrainJobForecast's history and rule memory, the queues), decides as the
     # controller does

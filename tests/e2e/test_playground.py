@@ -38,10 +38,12 @@ def test_a_played_job_is_admitted_reports_and_finishes(
         # the Workload's Finished and the TrainJob's last report come on two watches, in either
         # order: the status may say finished at step 190 for a moment, then shows the last report
         tjf = wait_for(
-            lambda: (f := ctl_forecast(player))
-            and (f.get("status") or {}).get("state") == "finished"
-            and ((f.get("status") or {}).get("progress") or {}).get("step") == 200
-            and f,
+            lambda: (
+                (f := ctl_forecast(player))
+                and (f.get("status") or {}).get("state") == "finished"
+                and ((f.get("status") or {}).get("progress") or {}).get("step") == 200
+                and f
+            ),
             "the advisor to show the played job finished at its last reported step, 200",
         )
         # the evaluations were reported from their steps on, each read once
