@@ -164,8 +164,9 @@ def _trainspotter(steps: np.ndarray, values: np.ndarray, metric: str) -> float |
 
 def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = "logged") -> dict[str, Any]:
     """Every method on every run, series and cut. ``horizon``: ``logged`` (each series is forecast
-    to its last logged step, where its truth is measured) or ``max_steps`` (to the run's declared
-    ``max_steps``, the older protocol)."""
+    to its last logged step, where its truth is measured), ``max_steps`` (to the run's declared
+    ``max_steps``, the older protocol) or ``unknown`` (the advisor is told no total, as for a job
+    that reports none; the truth is still at the last logged step)."""
     rng = np.random.default_rng(0)
     records: list[dict[str, Any]] = []
     states: list[dict[str, Any]] = []
@@ -205,7 +206,10 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
                 if n_seen < (MIN_TRAIN_SEEN if series == "train" else MIN_EVALS_SEEN) or n_seen == vals.size:
                     continue
                 x, y = steps[m], vals[m]
-                total = float(steps[-1]) if horizon == "logged" else run.total
+                total = run.total if horizon == "max_steps" else float(steps[-1])
+                # ``unknown``: the advisor is not told the run's end (a job that reports no total
+                # steps); the baselines still are, so they stand as they do in ``logged``
+                told = None if horizon == "unknown" else total
                 level = float(np.median(y[-k:]))
                 final = _final(vals)
                 plateau_truth = (level - final) < 0.01 * abs(level)
@@ -220,7 +224,7 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
                     "n": n_seen,
                 }
                 t0 = time.perf_counter()
-                fc = forecast(x, y, total_steps=total, **extra)
+                fc = forecast(x, y, total_steps=told, **extra)
                 t_series.append(time.perf_counter() - t0)
                 fcs[series] = fc
                 records.append(
@@ -261,7 +265,7 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
                     nxt = forecast(
                         steps[:k1],
                         vals[:k1],
-                        total_steps=total,
+                        total_steps=told,
                         learning_rates=tlr[:k1] if tlr is not None else None,
                         epochs=tep[:k1] if tep is not None else None,
                         training_loss=True,
@@ -273,7 +277,7 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
                     nxt = forecast(
                         steps[: n_seen + 1],
                         vals[: n_seen + 1],
-                        total_steps=total,
+                        total_steps=told,
                         learning_rates=lr_at(steps[: n_seen + 1], seen),
                     )
                     # what the new eval says: its distance from the smoothed level at the cut, and
@@ -298,7 +302,9 @@ def evaluate(runs: list[Run], *, with_trainspotter: bool = True, horizon: str = 
             st = learning_state(
                 fcs.get("train"),
                 {"eval_loss": EvalSeries(list(x), list(y))},
-                total_steps=int(es[-1] if horizon == "logged" else run.total),
+                total_steps=(
+                    None if horizon == "unknown" else int(es[-1] if horizon == "logged" else run.total)
+                ),
                 schedule=visible_lrs,
             )
             t_state.append(time.perf_counter() - t0)

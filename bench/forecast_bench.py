@@ -251,10 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--horizon",
-        choices=("logged", "max_steps"),
+        choices=("logged", "max_steps", "unknown"),
         default="logged",
-        help="--finetune: forecast each series to its last logged step (where its truth is; default)"
-        " or to the run's max_steps (the older protocol)",
+        help="--finetune: forecast each series to its last logged step (where its truth is; default),"
+        " to the run's max_steps (the older protocol), or with no total told (a job that reports none)",
     )
     args = ap.parse_args(argv)
     if args.finetune:

@@ -21,7 +21,7 @@ from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
 from advisor.forecast._prep import Prepared, prepare, report_noise, smoothed_level, trend_level
-from advisor.forecast.ensemble import Parts, epoch_boundaries_ahead, estimate
+from advisor.forecast.ensemble import Parts, epoch_boundaries_ahead, epoch_step_expected, estimate
 from advisor.forecast.eta import eta_interval, last_stall_note
 from advisor.forecast.jump import JUMP_WARNING, after_jump, collapsed, jump_start
 from advisor.forecast.plateau import local_trend
@@ -91,7 +91,11 @@ def _no_drop_scheduled(fit: Prepared, horizon: float | None, parts: Parts) -> bo
     steps (the median of the reach ``plateau`` expects of it). Without reported learning rates
     nothing says the rate is constant, with or without a horizon."""
     if horizon is not None:
-        return parts.lr_shape == "constant" and epoch_boundaries_ahead(fit, horizon) == 0
+        # boundaries ahead on which the fits put no step down of 1% (the ones crossed showed
+        # none) schedule no drop: a flat run in its second of three epochs is judged by its trend
+        return parts.lr_shape == "constant" and (
+            epoch_boundaries_ahead(fit, horizon) == 0 or not epoch_step_expected(parts)
+        )
     return (
         fit.lrs is not None
         and held_at_peak(fit.lrs)
@@ -199,6 +203,21 @@ def _divergence(prep: Prepared, training_loss: bool = False, horizon: float | No
     return min(max(p_nonfinite, p_trend, p_collapsed, 0.0), 1.0)
 
 
+def _plateau_at(mean: float, sd: float, level: float, training_loss: bool) -> float:
+    """P(the end lies within 1% below ``level``, or above it) for an end ~ N(``mean``, ``sd``)."""
+    thresh = level - 0.01 * abs(level)
+    plateau = float(ndtr((mean - thresh) / sd)) if sd > 0 else float(mean >= thresh)
+    if training_loss and sd > 0:
+        # the training loss does not end above its level by more than the threshold short of a
+        # divergence (reported apart): the final value's upper tail beyond that is no evidence of a
+        # plateau, only of a wide interval, and counted as such it put P(plateau) near 0.4 on
+        # histories whose interval was wide but whose drop still to come was large
+        ceiling = float(ndtr((level + 0.01 * abs(level) - mean) / sd))
+        if ceiling > 1e-12:
+            plateau = min(max((ceiling - (1.0 - plateau)) / ceiling, 0.0), 1.0)
+    return plateau
+
+
 def _mixture_p90(m1: float, s1: float, m2: float, s2: float, w2: float) -> float:
     """The 90% quantile of (1 - w2) N(m1, s1) + w2 N(m2, s2), by bisection."""
     s1, s2 = max(s1, 1e-300), max(s2, 1e-300)
@@ -302,16 +321,7 @@ def _run(
         lo = max(lo, 0.0)
         mean = max(mean, 0.0)
     level = parts.level
-    thresh = level - 0.01 * abs(level)
-    plateau = float(ndtr((mean - thresh) / sd)) if sd > 0 else float(mean >= thresh)
-    if training_loss and sd > 0:
-        # the training loss does not end above its level by more than the threshold short of a
-        # divergence (reported apart): the final value's upper tail beyond that is no evidence of a
-        # plateau, only of a wide interval, and counted as such it put P(plateau) near 0.4 on
-        # histories whose interval was wide but whose drop still to come was large
-        ceiling = float(ndtr((level + 0.01 * abs(level) - mean) / sd))
-        if ceiling > 1e-12:
-            plateau = min(max((ceiling - (1.0 - plateau)) / ceiling, 0.0), 1.0)
+    plateau = _plateau_at(mean, sd, level, training_loss)
     if n < NO_TREND_POINTS:
         # a symmetric interval round the current level put it at Phi(0.01 level / sd), 0.52 on two
         # evaluations of an accuracy clearly rising: a number that read as computed, and was none

@@ -25,7 +25,7 @@ from advisor.forecast.families import FAMILIES, Family
 from advisor.forecast.fit_engine import fit_all_robust
 from advisor.forecast.schedule import infer_future, lr_law_family
 
-__all__ = ["Parts", "epoch_boundaries_ahead", "estimate"]
+__all__ = ["Parts", "epoch_boundaries_ahead", "epoch_step_expected", "estimate"]
 
 FloatArray = NDArray[np.float64]
 
@@ -60,6 +60,9 @@ class Parts:
     #: without learning rates: the ensemble's mean at the horizon itself and at the stretched one
     mean_plain: float = float("nan")
     mean_stretched: float = float("nan")
+    #: with epoch boundaries ahead of the last point (and a horizon): the drop the fits put on
+    #: them, the horizon's value with them against without them (NaN: none ahead, or no horizon)
+    epoch_drop: float = float("nan")
     #: with ``path_steps``: the forecast mean and sd at each of those steps (see ``forecast_path``)
     path_steps: FloatArray | None = None
     path_mean: FloatArray | None = None
@@ -164,25 +167,34 @@ def _epoch_boundaries(
 EPOCH_NOTE_SHARE = 0.01
 
 
-def _epoch_warning(
-    ahead: int, fits: Mapping[str, Any], names: list[str], wv: FloatArray, level: float
-) -> str:
+def epoch_drop(fits: Mapping[str, Any], names: list[str], wv: FloatArray) -> float:
+    """The drop the fits put on the epoch boundaries ahead: their value at the horizon with the
+    boundaries ahead against without them (the last prediction point)."""
+    return -float(wv @ np.array([float(fits[k].pred[0]) - float(fits[k].pred[-1]) for k in names]))
+
+
+def epoch_step_expected(parts: Parts) -> bool:
+    """Whether the fits expect the epoch boundaries ahead to bring a step down the plateau
+    question can see: ``EPOCH_NOTE_SHARE`` of the level (its 1%) or more. Less, and the boundaries
+    crossed showed none worth the name: the boundaries ahead are no drop scheduled. Unknown (no
+    boundary crossed yet to read a step from) counts as expected."""
+    return not math.isfinite(parts.epoch_drop) or parts.epoch_drop >= EPOCH_NOTE_SHARE * abs(parts.level)
+
+
+def _epoch_warning(ahead: int, parts: Parts) -> str:
     """The boundaries ahead, as the fits read the ones crossed: a step down at each was measured,
     or none was (a smooth loss whose epochs change nothing: 'expects 8 more epoch boundary drops'
-    on such a run promised what its own history had shown not to happen). The drop is the fits'
-    value at the horizon with the boundaries ahead against without them (the last prediction
-    point)."""
+    on such a run promised what its own history had shown not to happen)."""
     if ahead <= 0:
         return ""
-    drop = float(wv @ np.array([float(fits[k].pred[0]) - float(fits[k].pred[-1]) for k in names]))
-    if -drop >= EPOCH_NOTE_SHARE * abs(level):
+    if epoch_step_expected(parts):
         return (
             f"expects {ahead} more epoch boundary drop(s) before total_steps "
-            f"(together {-drop:.3g} of the forecast, each smaller than the one before)"
+            f"(together {parts.epoch_drop:.3g} of the forecast, each smaller than the one before)"
         )
     return (
-        f"{ahead} more epoch boundaries before total_steps: the ones crossed showed no step down, "
-        "so none is forecast"
+        f"{ahead} more epoch boundaries before total_steps: the ones crossed showed no step down of "
+        f"1% of the loss, and {max(parts.epoch_drop, 0.0):.2g} of the forecast is on them"
     )
 
 
@@ -322,7 +334,9 @@ def estimate(
     parts.mean = mean
     if ep_obs is not None:
         ahead = epoch_boundaries_ahead(prep, horizon)
-        note = _epoch_warning(ahead, fits, names, wv, level)
+        if ahead > 0:
+            parts.epoch_drop = epoch_drop(fits, names, wv)
+        note = _epoch_warning(ahead, parts)
         if note:
             warnings.append(note)
     if stretched:

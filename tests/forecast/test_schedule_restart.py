@@ -9,6 +9,8 @@ fitted.
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
@@ -215,8 +217,38 @@ def test_epochs_whose_boundaries_showed_no_step_down_are_not_promised_drops() ->
     lr = np.full(m.sum(), 1e-4)
     fc = forecast(s[m], smooth[m], total_steps=3990, learning_rates=lr, epochs=epoch[m])
     notes = [w for w in fc.warnings if "epoch boundar" in w]
-    assert len(notes) == 1 and "showed no step down, so none is forecast" in notes[0], notes
+    assert len(notes) == 1 and "showed no step down of 1% of the loss" in notes[0], notes
     stepped = smooth - 0.4 * (1.0 - 0.5 ** np.floor(epoch))
     fc = forecast(s[m], stepped[m], total_steps=3990, learning_rates=lr, epochs=epoch[m])
     notes = [w for w in fc.warnings if "epoch boundar" in w]
     assert len(notes) == 1 and notes[0].startswith("expects 4 more epoch boundary drop(s)"), notes
+
+
+def _flat_after_knee(seed: int) -> tuple[np.ndarray, ...]:
+    """A fine-tune at a constant LR (after a 200-step warmup): the loss falls from 4.0 to 2.1 by
+    step 2000, then stays flat with noise of 0.04 to step 3500; epochs of 1250 steps change
+    nothing."""
+    rng = random.Random(seed)
+    s = np.arange(20, 3501, 20.0)
+    y = np.array([2.1 + 1.9 * max(0.0, 1.0 - x / 2000.0) ** 2 + rng.gauss(0.0, 0.04) for x in s])
+    return s, y, 3e-4 * np.minimum(1.0, s / 200.0), s / 1250.0
+
+
+def test_a_flat_run_with_an_epoch_boundary_ahead_is_judged_by_its_trend() -> None:
+    """Two epoch boundaries crossed with no step down, one ahead: where the fits put less than 1%
+    of the loss on it, it is no drop scheduled, and the flat stretch is judged by its trend as
+    without epochs (a trial's run, flat for 1,500 steps at a constant LR, read P(plateau) 0.20 with
+    its epochs and 0.87 without; so did every seed here, 0.09-0.20 against 0.65-1.00)."""
+    judged = 0
+    for seed in range(10):
+        s, y, lr, epochs = _flat_after_knee(seed)
+        with_ep = forecast(s, y, total_steps=5000, learning_rates=lr, epochs=epochs, training_loss=True)
+        without = forecast(s, y, total_steps=5000, learning_rates=lr, training_loss=True)
+        notes = [w for w in with_ep.warnings if "epoch boundar" in w]
+        assert len(notes) == 1, notes
+        if "no step down of 1% of the loss" not in notes[0]:
+            continue  # the fits put a step of 1% or more on it: a drop to come, as the note says
+        judged += 1
+        assert with_ep.plateau_probability >= without.plateau_probability - 0.25, (seed, notes)
+        assert with_ep.plateau_probability >= 0.45, (seed, notes)
+    assert judged >= 5
