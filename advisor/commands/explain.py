@@ -277,8 +277,17 @@ def plot(status: Mapping[str, Any], path: str, title: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from advisor.controller.cliutil import cluster_api, forecast_status, parse_ref
 
+    if Path(args.ref).is_file():
+        # a run log given where a TrainJob's name goes: said at once (it read "cannot connect to
+        # the cluster", which said nothing of the file), with the command that reads a file
+        raise CommandError(
+            f"{args.ref} is a file: explain reads a TrainJob from the cluster (NAME or NAMESPACE/NAME); "
+            f"for a run log, run: trainjob-advisor forecast {args.ref}"
+        )
     ns, name = parse_ref(args.ref, args)
     if args.plot:
         require_extra("matplotlib", "sim", "--plot")

@@ -19,6 +19,7 @@ from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
 from advisor.forecast.core import IMPLIED_END_WARNING, holds_trend
 from advisor.forecast.jump import JUMP_WARNING
+from advisor.forecast.schedule import implied_end
 from advisor.forecast.state import (
     IMPROVING_AT_END_NOTE,
     at_last_step,
@@ -27,7 +28,7 @@ from advisor.forecast.state import (
     improving_metric,
     task_judgement,
 )
-from advisor.model import Interval, LearningState
+from advisor.model import Forecast, Interval, LearningState
 from advisor.series import Direction, direction_of
 
 if TYPE_CHECKING:
@@ -43,6 +44,35 @@ NOISY_SCATTER = 0.05
 def _no_trend(n: int) -> str:
     """Why a series too short to hold a trend has no P(plateau) worth printing."""
     return f"{n} point(s), no trend yet"
+
+
+def _caution(fc: Forecast) -> str | None:
+    """What the final value of a diverging run is (None for one that is not): the families fit
+    the history before the blow-up, so their end is where a run that recovered would land, not
+    where this one is heading; a loss that jumped and stayed up is fitted from its jump on, so its
+    end follows the loss since. In the text and the JSON alike (a dashboard on ``--json`` showed a
+    NaN run's 47.4 as its forecast, with nothing beside it)."""
+    if fc.divergence_probability < 0.5:
+        return None
+    stays = any(w.startswith(JUMP_WARNING) for w in fc.warnings)
+    return f"the run is diverging (P = {fc.divergence_probability:.2f}): the final " + (
+        "value above follows its loss since the jump, not its curve before it"
+        if stays
+        else "value above is where it would end if it recovered, not where it is heading"
+    )
+
+
+def _to_decay_end(curve: Any, fc: Forecast) -> float | None:
+    """Seconds to the step where the learning rate's decay reaches zero, at the run's speed (None
+    without a speed or a decay that ends past the last step)."""
+    if not fc.steps_per_second or curve.learning_rates is None or fc.last_step is None:
+        return None
+    steps = np.asarray(curve.steps, dtype=np.float64)
+    lrs = np.asarray(curve.learning_rates, dtype=np.float64)
+    end = implied_end(steps, lrs)
+    if end is None or end[0] <= float(fc.last_step):
+        return None
+    return (end[0] - float(fc.last_step)) / fc.steps_per_second
 
 
 def _scatter(values: tuple[float, ...], level: float | None) -> float | None:
@@ -144,19 +174,9 @@ def render_text(outcome: Outcome) -> str:
         else " (asymptote: total steps unknown)"
     )
     lines.append(f"  {_label('final ' + curve.metric)}{_interval(fc.final_loss)}{where}")
-    if fc.divergence_probability >= 0.5:
-        # the families fit the history before the blow-up: their end is where a run that recovered
-        # would land, not where this one is heading; a loss that jumped and stayed up is fitted
-        # from its jump on: its end follows the loss since
-        stays = any(w.startswith(JUMP_WARNING) for w in fc.warnings)
-        lines.append(
-            f"  caution         the run is diverging (P = {fc.divergence_probability:.2f}): the final "
-            + (
-                "value above follows its loss since the jump, not its curve before it"
-                if stays
-                else "value above is where it would end if it recovered, not where it is heading"
-            )
-        )
+    caution = _caution(fc)
+    if caution is not None:
+        lines.append(f"  caution         {caution}")
     gone = outcome.observed_nonfinite_from
     if gone is not None and curve.steps and curve.steps[-1] >= gone:
         # the reports used end non-finite: since when (the forecast's last step is the last finite
@@ -214,6 +234,11 @@ def render_text(outcome: Outcome) -> str:
                 else "no timestamps in the input"
             )
         rate = f"; {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
+        to_decay_end = _to_decay_end(curve, fc) if implied and not outcome.total_steps else None
+        if to_decay_end is not None:
+            # the ETA is to a total the run reports; the decay's end is the forecast's inference,
+            # said as such (a user read "n/a" beside "the decay ends the run at about step 4,000")
+            rate += f"; the learning rate's decay ends it in about {_duration(to_decay_end)}"
         lines.append(f"  ETA             n/a ({why}{rate})")
     if fc.model:
         weights = sorted(fc.model.items(), key=lambda kv: -kv[1])
@@ -421,6 +446,9 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         result["observed_final_loss"] = _plain(outcome.observed_final)
     if outcome.observed_nonfinite_from is not None:
         result["observed_nonfinite_from_step"] = outcome.observed_nonfinite_from
+    caution = _caution(outcome.forecast)
+    if caution is not None:
+        result["caution"] = caution.replace("value above", "value (final_loss)")
     st = outcome.state
     if st is not None:
         at_best = improving_metric(st, outcome.forecast)

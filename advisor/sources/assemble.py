@@ -327,7 +327,9 @@ def total_from(raw: object, name: str, warnings: list[str]) -> int | None:
     if raw is None:
         return None
     value = parse_float(raw, name, warnings)
-    if value is None or value < 1 or not value.is_integer():
+    if value is None:
+        return None  # no number at all: ``parse_float`` said so (said twice, it read as two problems)
+    if value < 1 or not value.is_integer():
         warnings.append(f"{name} {short_repr(raw)} is not a positive whole number; ignored")
         return None
     return int(value)

@@ -48,8 +48,14 @@ def test_a_diverging_run_says_its_final_value_assumes_a_recovery(
     (tmp_path / "d.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
     code, out, _ = run(capsys, str(tmp_path / "d.csv"))
     assert code == 0 and "the run is diverging" in out and "if it recovered" in out
+    # the JSON says it beside final_loss (a dashboard on --json showed the recovered end alone)
+    code, out, _ = run(capsys, str(tmp_path / "d.csv"), "--json")
+    caution = json.loads(out)["caution"]
+    assert code == 0 and "final value (final_loss) is where it would end if it recovered" in caution
     code, out, _ = run(capsys, str(FIXTURES / "run.csv"))
     assert code == 0 and "the run is diverging" not in out
+    code, out, _ = run(capsys, str(FIXTURES / "run.csv"), "--json")
+    assert "caution" not in json.loads(out)
 
 
 def test_summary_has_an_eta_when_times_and_total_are_known(capsys: pytest.CaptureFixture[str]) -> None:
@@ -71,6 +77,23 @@ def test_a_missing_eta_with_a_known_total_says_a_speed_is_missing_not_the_total(
     _, out, _ = run(capsys, str(tmp_path / "one.csv"), "--upto-step", "5", "--total-steps", "4000")
     eta = next(line for line in out.splitlines() if line.strip().startswith("ETA"))
     assert "no speed yet from 1 timed report(s)" in eta and "total steps unknown" not in eta
+
+
+def test_a_run_without_a_total_says_when_its_learning_rate_decay_ends_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """No total reported, a cosine decay under way: the forecast reads the run to the decay's end;
+    the ETA line says how far that is at the run's speed (it read "n/a" beside "the decay ends the
+    run at about step 4,000"), and stays n/a: the ETA is to a total the run reports."""
+    rows = ["step,loss,learning_rate,time"]
+    for s in range(20, 2001, 20):
+        lr = 3e-4 * 0.5 * (1 + math.cos(math.pi * s / 4000))
+        rows.append(f"{s},{2.0 + 2.0 * (s / 20) ** -0.5:.5f},{lr:.6e},{s / 2.5:.1f}")
+    (tmp_path / "cosine.csv").write_text("\n".join(rows) + "\n")
+    _, out, _ = run(capsys, str(tmp_path / "cosine.csv"))
+    eta = next(line for line in out.splitlines() if line.strip().startswith("ETA"))
+    assert eta.split()[1] == "n/a" and "total steps unknown" in eta
+    assert "the learning rate's decay ends it in about 13m" in eta, eta
 
 
 def test_a_log_of_an_eval_loss_alone_past_its_minimum_is_a_stopped_run_not_a_divergence(

@@ -180,6 +180,19 @@ def test_explain_and_plot(api: CliApi, capsys: pytest.CaptureFixture[str], tmp_p
     assert cli.main(["explain", "no-slash"]) == 2
 
 
+def test_explain_given_a_run_log_points_to_forecast(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``explain FILE`` read "cannot connect to the cluster": a file is said to be one, with the
+    command that reads it, before any cluster is asked for."""
+    log = tmp_path / "trainer_state.json"
+    log.write_text('{"log_history": []}')
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    assert cli.main(["explain", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a file" in err[0] and f"trainjob-advisor forecast {log}" in err[0]
+
+
 def test_explain_a_fine_tune_judged_by_its_eval_loss(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:

@@ -217,3 +217,16 @@ def test_a_cut_recounts_the_files_warnings_under_the_columns_own_name(tmp_path: 
     assert not any("non-finite" in w or "backwards" in w for w in curve.upto(250).warnings)
     assert curve.upto(320).warnings == ("2 non-finite train/loss values",)
     assert curve.upto(330).warnings == curve.warnings
+
+
+@pytest.mark.parametrize(("raw", "said"), [("lots", "is not a number"), (2.5, "not a positive whole number")])
+def test_an_unusable_total_is_warned_of_once(tmp_path: Path, raw: object, said: str) -> None:
+    """``"max_steps": "lots"`` was warned of twice (not a number; not a positive whole number),
+    which read as two problems."""
+    path = tmp_path / "trainer_state.json"
+    history = [{"step": s, "loss": 2.0 / s} for s in (1, 2, 3)]
+    path.write_text(json.dumps({"max_steps": raw, "log_history": history}))
+    curve = load_curve(path)
+    about = [w for w in curve.warnings if "max_steps" in w]
+    assert len(about) == 1 and said in about[0], about
+    assert curve.total_steps is None
