@@ -169,6 +169,40 @@ def test_a_run_that_overfit_after_the_sweeps_best_eval_gives_that_checkpoint(
     assert all(r["bestValue"] is None for r in json.loads(capsys.readouterr().out))
 
 
+def test_two_best_runs_within_one_percent_are_said_to_be_a_close_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Best checkpoints of 1.200 and 1.205 read 98% / 2% with nothing beside it: a gap that one
+    evaluation's noise could make. Within 1% the table says so; 10% apart it says nothing."""
+
+    def run(path: Path, best: float, seed: int) -> None:
+        rng = random.Random(seed)
+        history: list[dict[str, float]] = []
+        for s in range(10, 3001, 10):
+            history.append({"step": s, "loss": 0.3 + 2 * math.exp(-s / 600), "epoch": s / 1000})
+            if s % 100 == 0:  # falls to its best at step 1000, then rises: the checkpoint gives it
+                ev = (
+                    best + 1.5 * (math.exp(-s / 300) - math.exp(-1000 / 300))
+                    if s <= 1000
+                    else best + (s - 1000) / 800
+                )
+                history.append({"step": s, "eval_loss": ev + rng.gauss(0, 0.002), "epoch": s / 1000})
+        path.write_text(json.dumps({"log_history": history, "max_steps": 3000, "global_step": 3000}))
+
+    run(tmp_path / "a.json", 1.200, 0)
+    run(tmp_path / "b.json", 1.205, 1)
+    run(tmp_path / "c.json", 1.35, 2)
+    assert (
+        cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"), str(tmp_path / "c.json")])
+        == 0
+    )
+    out = capsys.readouterr().out
+    (close,) = [line for line in out.splitlines() if line.startswith("close: ")]
+    assert "a.json" in close and "b.json" in close and "c.json" not in close and "within 1%" in close
+    assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "c.json")]) == 0
+    assert "close: " not in capsys.readouterr().out
+
+
 def test_run_logs_and_forecast_names_do_not_mix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _sweep_run(tmp_path / "a.json", overfit=False)
     assert cli.main(["compare", str(tmp_path / "a.json"), "lr-1e-4"]) == 2
