@@ -78,7 +78,7 @@ _LAST_STALL_FACTOR = 10.0
 def last_stall_note(
     steps: FloatArray, times: FloatArray | None, segments: NDArray[np.intp] | None = None
 ) -> str | None:
-    """A warning when the latest report came after a stall (its interval ``_LAST_STALL_FACTOR``
+    """A warning when the latest step came after a stall (its interval ``_LAST_STALL_FACTOR``
     times the typical one): the ETA leaves a one-off stall out of the pace it expects (``throughput``),
     which is right for a save or a wait in the queue, but the user should see that the run just
     stood still, which may be the start of a hang the next reports confirm.
@@ -103,11 +103,17 @@ def last_stall_note(
     typical = fast_median(dt[:-1] / np.maximum(ds[:-1], 1e-300)) * ds[-1]
     if not typical > 0 or dt[-1] < _LAST_STALL_FACTOR * typical:
         return None
+    # said of the steps, not the reports: a reporter that kept reporting the stuck step (merged
+    # into one point) read "the latest report came 1.0 h after the one before", which it had not
     return (
-        f"the latest report came {_duration(float(dt[-1]))} after the one before, where "
+        f"the last {_steps(float(ds[-1]))} took {_duration(float(dt[-1]))}, where "
         f"{_duration(float(typical))} was usual: the run stood still (an ETA, where one is given, "
         "assumes the earlier pace)"
     )
+
+
+def _steps(n: float) -> str:
+    return f"{n:,.0f} step" + ("" if n == 1 else "s")
 
 
 def _duration(seconds: float) -> str:

@@ -433,7 +433,7 @@ def test_a_long_warning_is_clipped_at_a_word_with_an_ellipsis() -> None:
     status keeps at most WARNING_CHARS of one, and says when it cut it."""
     from advisor.controller.render import WARNING_CHARS, _clipped
 
-    short = "the latest report came 2m after the one before"
+    short = "the last 10 steps took 2 min, where 5 s was usual"
     assert _clipped(short) == short
     long = "word " * 100
     clipped = _clipped(long)

@@ -168,6 +168,18 @@ def test_a_latest_report_after_a_long_stall_is_said_beside_the_eta() -> None:
     times = [float(s) for s in range(10, 1501, 10)] + [1510.0 + 7200.0]
     values = [2 + 1.5 * math.exp(-s / 500) for s in steps]
     fc = forecast(steps, values, times=times, total_steps=5000)
-    assert any("stood still" in w and "2.0 h" in w for w in fc.warnings), fc.warnings
+    assert any("stood still" in w and "the last 10 steps took 2.0 h" in w for w in fc.warnings), fc.warnings
     steady = forecast(steps[:-1], values[:-1], times=times[:-1], total_steps=5000)
     assert not any("stood still" in w for w in steady.warnings)
+
+
+def test_a_stall_with_reports_at_the_stuck_step_is_said_of_the_steps_not_the_reports() -> None:
+    """A reporter that kept reporting the stuck step every minute: its reports are merged into one
+    point, and the note read "the latest report came 1.0 h after the one before". It is said of
+    the steps, which is true whether the reports kept coming or not."""
+    steps = [float(s) for s in range(10, 1501, 10)] + [1510.0] * 61
+    times = [float(s) / 2 for s in range(10, 1501, 10)] + [760.0 + 60.0 * k for k in range(61)]
+    values = [2 + 1.5 * math.exp(-s / 500) for s in steps]
+    fc = forecast(steps, values, times=times, total_steps=5000)
+    (note,) = [w for w in fc.warnings if "stood still" in w]
+    assert note.startswith("the last 10 steps took 1.0 h") and "latest report" not in note, note
