@@ -91,9 +91,9 @@ def _no_drop_scheduled(fit: Prepared, horizon: float | None, parts: Parts) -> bo
     steps (the median of the reach ``plateau`` expects of it). Without reported learning rates
     nothing says the rate is constant, with or without a horizon."""
     if horizon is not None:
-        # boundaries ahead on which the fits put no step down of 1% (the ones crossed showed
-        # none) schedule no drop: a flat run in its second of three epochs is judged by its trend
         return parts.lr_shape == "constant" and (
+            # boundaries ahead that promise no step down of 1% schedule no drop: a flat run in
+            # its second of three epochs is judged by its trend
             epoch_boundaries_ahead(fit, horizon) == 0 or not epoch_step_expected(parts)
         )
     return (

@@ -63,6 +63,8 @@ class Parts:
     #: with epoch boundaries ahead of the last point (and a horizon): the drop the fits put on
     #: them, the horizon's value with them against without them (NaN: none ahead, or no horizon)
     epoch_drop: float = float("nan")
+    #: the step down the loss took at the last epoch boundary crossed (NaN: none measured)
+    last_boundary_drop: float = float("nan")
     #: with ``path_steps``: the forecast mean and sd at each of those steps (see ``forecast_path``)
     path_steps: FloatArray | None = None
     path_mean: FloatArray | None = None
@@ -174,11 +176,17 @@ def epoch_drop(fits: Mapping[str, Any], names: list[str], wv: FloatArray) -> flo
 
 
 def epoch_step_expected(parts: Parts) -> bool:
-    """Whether the fits expect the epoch boundaries ahead to bring a step down the plateau
-    question can see: ``EPOCH_NOTE_SHARE`` of the level (its 1%) or more. Less, and the boundaries
-    crossed showed none worth the name: the boundaries ahead are no drop scheduled. Unknown (no
+    """Whether the epoch boundaries ahead bring a step down the plateau question can see:
+    ``EPOCH_NOTE_SHARE`` of the level (its 1%) or more. Not when the fits put less than that on
+    them (the boundaries crossed showed none worth the name), nor when the last boundary crossed
+    took less: each boundary teaches less than the one before (``EPOCH_DECAY``), so one that
+    brought no step promises none ahead (the fits read one step per boundary off all of those
+    crossed, and the first, in the fall, lent them one a flat run had stopped taking). Unknown (no
     boundary crossed yet to read a step from) counts as expected."""
-    return not math.isfinite(parts.epoch_drop) or parts.epoch_drop >= EPOCH_NOTE_SHARE * abs(parts.level)
+    band = EPOCH_NOTE_SHARE * abs(parts.level)
+    if not math.isfinite(parts.epoch_drop):
+        return True
+    return parts.epoch_drop >= band and not parts.last_boundary_drop < band  # NaN: not measured
 
 
 def _epoch_warning(ahead: int, parts: Parts) -> str:
@@ -191,6 +199,13 @@ def _epoch_warning(ahead: int, parts: Parts) -> str:
         return (
             f"expects {ahead} more epoch boundary drop(s) before total_steps "
             f"(together {parts.epoch_drop:.3g} of the forecast, each smaller than the one before)"
+        )
+    if parts.epoch_drop >= EPOCH_NOTE_SHARE * abs(parts.level):
+        return (
+            f"{ahead} more epoch boundaries before total_steps: the last one crossed took no step down "
+            f"of 1% of the loss (the loss {'rose' if parts.last_boundary_drop < 0 else 'fell'} "
+            f"{abs(parts.last_boundary_drop):.2g} there), so none is expected of them; the fits, reading "
+            f"every boundary crossed, put {parts.epoch_drop:.2g} of the forecast on them"
         )
     return (
         f"{ahead} more epoch boundaries before total_steps: the ones crossed showed no step down of "
@@ -336,6 +351,9 @@ def estimate(
         ahead = epoch_boundaries_ahead(prep, horizon)
         if ahead > 0:
             parts.epoch_drop = epoch_drop(fits, names, wv)
+            last = epoch_track.last_boundary_drop(prep.steps, prep.values, prep.epochs)
+            if last is not None:
+                parts.last_boundary_drop = last
         note = _epoch_warning(ahead, parts)
         if note:
             warnings.append(note)

@@ -110,3 +110,35 @@ def boundary_column(
     if count[-1] < 1 or (count == 0).sum() < 3 or (count == count[-1]).sum() < 3:
         return None
     return count, boundaries_ahead(t, horizon)
+
+
+def last_boundary_drop(steps: FloatArray, values: FloatArray, epochs: FloatArray | None) -> float | None:
+    """The step down the loss took at the last epoch boundary crossed (positive: it fell): a line
+    with a jump at the boundary, fitted to as many points on each side as the shorter side has
+    (the epoch before it and the one since). None without a boundary crossed with at least
+    ``_MIN_POINTS`` // 2 points on each side."""
+    t = track(steps, epochs, _MIN_POINTS)
+    if t is None or steps.size != values.size:
+        return None
+    ok = np.isfinite(epochs) & (epochs >= 0) if epochs is not None else None
+    if ok is None or int(ok.sum()) != t.steps.size:
+        return None
+    s, y = steps[ok], values[ok]
+    count = boundaries_passed(t, t.epochs)
+    up = np.flatnonzero(np.diff(count) > 0)
+    if up.size == 0:
+        return None
+    i = int(up[-1]) + 1  # the first point past the last boundary crossed
+    before = np.flatnonzero(count[:i] == count[i - 1])
+    m = min(before.size, s.size - i)
+    if m < _MIN_POINTS // 2:
+        return None
+    idx = np.concatenate((before[-m:], np.arange(i, i + m)))
+    xs, ys = s[idx], y[idx]
+    fin = np.isfinite(ys)
+    if fin.sum() < 4:
+        return None
+    at = 0.5 * (float(s[i - 1]) + float(s[i]))
+    design = np.column_stack((np.ones(idx.size), xs - at, (xs >= at).astype(np.float64)))[fin]
+    coef, *_ = np.linalg.lstsq(design, ys[fin], rcond=None)
+    return float(-coef[2])
