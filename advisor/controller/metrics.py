@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from advisor.controller.render import judged_forecast, shows_eta
 from advisor.controller.summary import HORIZONS, NOT_LEARNING, QueueSummary
+from advisor.forecast.core import holds_trend
 from advisor.model import LEARNING_LABELS, JobView, Phase
 
 __all__ = ["Metrics"]
@@ -200,8 +201,14 @@ class Metrics:
             self._forget_verdicts(*labels)
         elif fc is not None or learning is not None:
             judged = judged_forecast(view)[1] or fc
-            if judged is not None and math.isfinite(judged.final_loss.mean):  # else "don't know"
+            # "don't know" (no finite forecast, or fewer points than hold a trend: the PLATEAU
+            # column's "-") is no series: its 0.5 fired alerts on every job in its first minute
+            known = judged is not None and math.isfinite(judged.final_loss.mean) and holds_trend(judged)
+            if known and judged is not None:
                 self.plateau.labels(*labels).set(judged.plateau_probability)
+            else:
+                with contextlib.suppress(KeyError):
+                    self.plateau.remove(*labels)
             if fc is not None:
                 self.divergence.labels(*labels).set(fc.divergence_probability)
             if (
@@ -214,9 +221,15 @@ class Metrics:
             else:
                 with contextlib.suppress(KeyError):
                     self.eta.remove(*labels)
-            if learning is not None:
+            if learning is not None and (known or learning.label in ("diverging", "hung")):
                 for label, p in learning.probabilities.items():
                     self.learning_state.labels(*labels, label).set(p)
+            elif learning is not None:
+                # the state of a run whose judged series holds no trend yet reads its even odds
+                # of plateaued and learning, the same "don't know"
+                for label in LEARNING_LABELS:
+                    with contextlib.suppress(KeyError):
+                        self.learning_state.remove(*labels, label)
         if fc is None and learning is None:
             return
         if fc is not None and math.isfinite(fc.final_loss.mean):

@@ -361,6 +361,45 @@ def test_a_job_that_stops_running_keeps_no_verdict_in_the_metrics() -> None:
     assert get("trainjob_advisor_job_plateau_probability", job) == 0.3
 
 
+def test_a_judged_series_without_a_trend_yet_has_no_verdict_in_the_metrics() -> None:
+    """Two evaluations so far: the PLATEAU column shows ``-`` (the forecaster's 0.5 is "don't
+    know"), and /metrics served P(plateau) 0.5 and P(plateaued) 0.5 for every new job, which an
+    alert on either fired on. They are absent until the series holds a trend; the final values and
+    a diverging or hung state, which are findings, stay."""
+    import dataclasses
+
+    from advisor.controller.metrics import Metrics
+
+    m = Metrics()
+    get = m.registry.get_sample_value
+    job = {"namespace": "team-a", "kind": "TrainJob", "job": "llm"}
+    two = dataclasses.replace(fc(plateau=0.5, loss=(1.2, 0.9, 1.5)), n_points=2)
+    unsure = LearningState(
+        label="learning",
+        probabilities={"learning": 0.5, "plateaued": 0.5},
+        metric="eval_loss",
+        series={"eval_loss": two},
+    )
+    m.observe_job(view(learning_state=unsure))
+    assert render_status(view(learning_state=unsure), None, now=NOW)["summary"]["plateau"] == "-"
+    assert get("trainjob_advisor_job_plateau_probability", job) is None
+    assert get("trainjob_advisor_job_learning_state_probability", {**job, "state": "plateaued"}) is None
+    assert get("trainjob_advisor_job_predicted_final_value", {**job, "series": "eval_loss"}) == 1.2
+    hung = dataclasses.replace(unsure, label="hung", probabilities={"hung": 1.0})
+    m.observe_job(view(learning_state=hung))
+    assert get("trainjob_advisor_job_learning_state_probability", {**job, "state": "hung"}) == 1.0
+    # the third evaluation: a trend, and its verdicts are served
+    three = LearningState(
+        label="plateaued",
+        probabilities={"plateaued": 0.9, "learning": 0.1},
+        metric="eval_loss",
+        series={"eval_loss": dataclasses.replace(two, n_points=3, plateau_probability=0.9)},
+    )
+    m.observe_job(view(learning_state=three))
+    assert get("trainjob_advisor_job_plateau_probability", job) == 0.9
+    assert get("trainjob_advisor_job_learning_state_probability", {**job, "state": "plateaued"}) == 0.9
+
+
 def test_an_action_not_carried_out_says_why_in_the_status_and_explain() -> None:
     from advisor.commands.explain import explain_lines
 
