@@ -185,7 +185,9 @@ def _log_change(key: str, previous: Mapping[str, Any] | None, status: Mapping[st
 
     if previous is not None and said(previous, old) == said(status, rec):
         return  # a job moving to another policy or mode (Recommend -> Apply) is logged too
-    advice = rec.get("advice") or ""
+    # the ADVICE column's wording (``plateau:release (recommended)`` of a Recommend policy): the
+    # bare word read as a release to an operator grepping the log for one
+    advice = (status.get("summary") or {}).get("advice") or rec.get("advice") or ""
     policy = f" (policy {rec['policy']}, {rec.get('mode')})" if rec.get("policy") else ""
     log.info("%s: %s%s%s", key, status.get("state"), f"; {advice}" if advice else "", policy)
 

@@ -411,7 +411,8 @@ def test_the_log_says_when_a_job_is_seen_changes_advice_and_goes_but_not_at_ever
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(KEY)]
     assert lines[0] == f"{KEY}: TrainJob seen, advising it"
     advice = [m for m in lines if "release quota" in m]
-    assert len(advice) == 1 and advice[0].endswith("(policy p, Recommend)")
+    # said as the ADVICE column says it: a recommendation, which grep can tell from a release
+    assert len(advice) == 1 and advice[0].endswith("plateaued (recommended) (policy p, Recommend)")
     assert lines[-1] == f"{KEY}: deleted, its history and actions forgotten"
     assert len(lines) <= 6  # seen, a state or two, the advice, deleted: not one per report (39)
 

@@ -36,3 +36,16 @@ def test_every_metric_served_is_in_the_reference_with_its_type_and_labels() -> N
         for label in collector._labelnames:
             assert f"`{label}`" in row, f"{shown}: label {label} missing from {row}"
     assert set(rows) == served, f"documented but not served: {sorted(set(rows) - served)}"
+
+
+def test_no_created_series_is_served() -> None:
+    """prometheus_client adds a ``*_created`` timestamp per counter and histogram label set: series
+    no query reads, doubling the counters' (a platform trial counted 24)."""
+    from prometheus_client import generate_latest
+
+    m = Metrics()
+    m.actions.labels("p", "checkpoint", "Apply", "done").inc()
+    m.pipeline.labels("watch").observe(0.1)
+    served = generate_latest(m.registry).decode()
+    assert "trainjob_advisor_actions_total{" in served
+    assert "_created" not in served
