@@ -316,12 +316,25 @@ class PolicyBook:
                 if policy is not None and policy.mode is not Mode.RECOMMEND
                 else ""
             )
+            # an invalid policy is not evaluated itself: what stands in for it is, or (nothing
+            # standing in) nothing is ("the policy is evaluated as Recommend" beside an empty
+            # EFFECTIVE column read as a contradiction)
+            what = (
+                "the policy is"
+                if not error
+                else "what stands in for the invalid policy (see Valid) is"
+                if policy is not None
+                else None
+            )
             recommend_only = {
                 "type": "RecommendOnly",
                 "status": "True",
                 "reason": "ControllerRecommendOnly",
-                "message": "the controller runs with --recommend-only: the policy is evaluated as Recommend "
-                f"and changes no job{held}",
+                "message": f"the controller runs with --recommend-only: {what} evaluated as Recommend "
+                f"and changes no job{held}"
+                if what is not None
+                else "the controller runs with --recommend-only; nothing of the invalid policy is "
+                "evaluated (see Valid)",
             }
         else:
             recommend_only = {

@@ -97,6 +97,33 @@ def test_the_status_says_which_mode_the_controller_evaluates_the_policy_in(
     assert len(_statuses(api, "act")) == 1
 
 
+def test_an_invalid_policy_under_recommend_only_is_not_said_to_be_evaluated() -> None:
+    """Invalid with nothing standing in for it (its selector invalid too), the policy showed an
+    empty EFFECTIVE beside "the policy is evaluated as Recommend". Its condition says nothing of
+    it is evaluated; one held by a stand-in says the stand-in is."""
+    api = FakeApi()
+    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, recommend_only=True))
+    broken = {**APPLY_POLICY, "spec": {"mode": "Apply", "selector": {"namespaces": "team-a"}}}
+    e.enqueue("policy", "ADDED", broken)
+    e.step(T0)
+    status = _held(api, "act")
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert conds["Valid"]["status"] == "False" and status.get("effectiveMode") is None
+    assert conds["RecommendOnly"]["message"] == (
+        "the controller runs with --recommend-only; nothing of the invalid policy is evaluated (see Valid)"
+    )
+    held = {**APPLY_POLICY, "metadata": {"name": "held", "generation": 1}}
+    held["spec"] = {"mode": "Apply", "rules": {"checkpoint": {"minInterval": "5h", "maxInterval": "1h"}}}
+    e.enqueue("policy", "ADDED", held)
+    e.step(T0 + 1)
+    conds = {c["type"]: c for c in _held(api, "held")["conditions"]}
+    assert conds["Valid"]["status"] == "False"
+    assert (
+        "what stands in for the invalid policy (see Valid) is evaluated as Recommend"
+        in (conds["RecommendOnly"]["message"])
+    )
+
+
 def test_restarted_without_recommend_only_the_status_says_the_spec_mode_again() -> None:
     api = FakeApi()
     e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, recommend_only=True))
