@@ -330,10 +330,23 @@ def crd_manifest() -> dict[str, Any]:
                         # outranked on every job it selects read JOBS 0, as a misspelt one does
                         {"name": "Selected", "type": "integer", "jsonPath": ".status.jobsSelected"},
                         {"name": "Jobs", "type": "integer", "jsonPath": ".status.jobsMatched"},
-                        {"name": "Actions", "type": "integer", "jsonPath": ".status.actionsTaken"},
+                        {
+                            "name": "Actions",
+                            "type": "integer",
+                            "jsonPath": ".status.actionsTaken",
+                            # read as "jobs acted on" by a trial, which counted a release twice
+                            "description": "actions the policy attempted, whatever came of them (a "
+                            "checkpoint request and the release after it are two; "
+                            "status.actionsByOutcome tells done, acknowledged, cancelled and failed apart)",
+                        },
                         # of them, attempts with no effect (a 403 from an install without the
                         # act role read as ACTIONS alone)
-                        {"name": "Failed", "type": "integer", "jsonPath": ".status.actionsFailed"},
+                        {
+                            "name": "Failed",
+                            "type": "integer",
+                            "jsonPath": ".status.actionsFailed",
+                            "description": "those of its actions that failed or were impossible",
+                        },
                         # a Recommend-mode policy takes no action: what it advised is its figure
                         {"name": "Recommended", "type": "integer", "jsonPath": ".status.recommendations"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
