@@ -39,6 +39,9 @@ from _curves import BenchCurve, load_all  # noqa: E402
 from advisor.forecast import forecast_with_parts  # noqa: E402
 
 CUTS = (0.1, 0.2, 0.3, 0.5, 0.7)
+#: ``--training-loss``: forecast each curve as the controller forecasts a training loss (it does
+#: not turn), rather than as any series
+TRAINING_LOSS = False
 METHODS = ("advisor", "last", "optimus", "pow3", "ens5")
 
 
@@ -93,7 +96,13 @@ def run(
                 parts: Mapping[str, Any] = {}
                 if meth == "advisor":
                     fc, parts = forecast_with_parts(
-                        x, y, total_steps=last_step, times=t, learning_rates=lr, epochs=ep
+                        x,
+                        y,
+                        total_steps=last_step,
+                        times=t,
+                        learning_rates=lr,
+                        epochs=ep,
+                        training_loss=TRAINING_LOSS,
                     )
                     mean, p10, p90 = fc.final_loss.mean, fc.final_loss.p10, fc.final_loss.p90
                     pp = fc.plateau_probability
@@ -245,6 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--save", type=Path, help="also write the JSON summary to this file")
     ap.add_argument(
+        "--training-loss",
+        action="store_true",
+        help="forecast each curve as the controller forecasts a training loss (training_loss=True)",
+    )
+    ap.add_argument(
         "--finetune",
         action="store_true",
         help="the fine-tune benchmark instead: train and eval series, the run state (see _finetune)",
@@ -257,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         " to the run's max_steps (the older protocol), or with no total told (a job that reports none)",
     )
     args = ap.parse_args(argv)
+    global TRAINING_LOSS
+    TRAINING_LOSS = args.training_loss
     if args.finetune:
         from _curves import data_root
         from _finetune import main_finetune
