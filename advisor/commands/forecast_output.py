@@ -271,6 +271,12 @@ def render_text(outcome: Outcome) -> str:
         # contradiction (the label says nothing is left within the budget, not that it stalled)
         within = ": nothing is left within its budget" if st.label == "plateaued" else ""
         shown = st.label if reading == st.label else f"{reading} (label {st.label}{within})"
+        judged = st.series.get(st.metric) if st.metric else None
+        judged = judged if judged is not None else fc
+        if not holds_trend(judged) and st.label not in ("diverging", "hung"):
+            # a label read off even odds is no verdict (one point read "learning" as if it were):
+            # said as P(plateau) is above
+            probs = f"{_no_trend(judged.n_points)}: {probs}"
         lines.append(f"  run state       {shown}   ({probs})")
         at_best = improving_metric(st, fc)
         if at_best is not None:

@@ -96,6 +96,21 @@ def test_a_run_without_a_total_says_when_its_learning_rate_decay_ends_it(
     assert "the learning rate's decay ends it in about 13m" in eta, eta
 
 
+def test_a_run_state_read_off_even_odds_says_there_is_no_trend_yet(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One point read "run state learning (learning 0.50, plateaued 0.50 ...)" as a verdict; it
+    says there is no trend yet, as its P(plateau) line does. Three points hold one."""
+    (tmp_path / "one.csv").write_text("step,loss\n10,2.3\n")
+    _, out, _ = run(capsys, str(tmp_path / "one.csv"))
+    state = next(line for line in out.splitlines() if line.strip().startswith("run state"))
+    assert "(1 point(s), no trend yet: learning 0.50" in state, state
+    (tmp_path / "three.csv").write_text("step,loss\n10,2.3\n20,2.1\n30,2.0\n")
+    _, out, _ = run(capsys, str(tmp_path / "three.csv"))
+    state = next(line for line in out.splitlines() if line.strip().startswith("run state"))
+    assert "no trend yet" not in state, state
+
+
 def test_a_log_of_an_eval_loss_alone_past_its_minimum_is_a_stopped_run_not_a_divergence(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
