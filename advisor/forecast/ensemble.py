@@ -351,9 +351,11 @@ def estimate(
         ahead = epoch_boundaries_ahead(prep, horizon)
         if ahead > 0:
             parts.epoch_drop = epoch_drop(fits, names, wv)
-            last = epoch_track.last_boundary_drop(prep.steps, prep.values, prep.epochs)
-            if last is not None:
-                parts.last_boundary_drop = last
+            if parts.epoch_drop >= EPOCH_NOTE_SHARE * abs(level):
+                # the last boundary's own step matters only where the fits promise one
+                last = epoch_track.last_boundary_drop(prep.steps, prep.values, prep.epochs)
+                if last is not None:
+                    parts.last_boundary_drop = last
         note = _epoch_warning(ahead, parts)
         if note:
             warnings.append(note)

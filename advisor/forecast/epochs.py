@@ -118,12 +118,10 @@ def last_boundary_drop(steps: FloatArray, values: FloatArray, epochs: FloatArray
     (the epoch before it and the one since). None without a boundary crossed with at least
     ``_MIN_POINTS`` // 2 points on each side."""
     t = track(steps, epochs, _MIN_POINTS)
-    if t is None or steps.size != values.size:
+    if t is None or epochs is None or steps.size != values.size:
         return None
-    ok = np.isfinite(epochs) & (epochs >= 0) if epochs is not None else None
-    if ok is None or int(ok.sum()) != t.steps.size:
-        return None
-    s, y = steps[ok], values[ok]
+    # the points ``track`` kept (those with a usable epoch), with their values
+    s, y = t.steps, values[np.isfinite(epochs) & (epochs >= 0)]
     count = boundaries_passed(t, t.epochs)
     up = np.flatnonzero(np.diff(count) > 0)
     if up.size == 0:
