@@ -15,8 +15,8 @@ The engine owns everything rules must not decide alone:
 * the gates: minimum runtime / steps / progress before judging learning, and a forecast strong
   enough to act on (enough points, finite numbers, not mostly dropped data);
 * cooldown (per job) and the cap of actions per hour (per policy) for disruptive actions, failed
-  attempts included; the backoff of a kind of action that failed, and the hold on one found
-  impossible on the job as it stands (``policies.retries``);
+  attempts included (``policies.rate``); the backoff of a kind of action that failed, and the
+  hold on one found impossible on the job as it stands (``policies.retries``);
 * staleness (``policies.staleness``): a rule that rests on the forecast neither acts nor
   recommends while the job's newest progress is older than ``safety.maxEvidenceAge`` (or three of
   its report intervals): after an outage the forecast describes the past;
@@ -54,14 +54,13 @@ from advisor.model import (
     Mode,
     Phase,
 )
-from advisor.protocol import RESUMED_ANNOTATION
 from policies.cleanup import boost_cleanup
 from policies.index import cluster_index
-from policies.retries import hold_for
+from policies.rate import blocked_by_rate
+from policies.retries import held_back, hold_for
 from policies.rules import RULES
-from policies.rules.base import DISRUPTIVE, Context, Outcome, dur, last_record, runtime_gate
+from policies.rules.base import Context, Outcome, dur, last_record, runtime_gate
 from policies.rules.checkpoint import grace_period_action
-from policies.rules.deadline import parse_deadline
 from policies.rules.guard import boost_to_drop
 from policies.rules.stall import finished_but_holding
 from policies.spec import Policy
@@ -84,9 +83,6 @@ def not_running(job: JobView) -> str | None:
     if not job.admitted:
         return "pending: not admitted"
     return None
-
-
-HOUR = 3600.0
 
 
 def is_exempt(job: JobView, policy: Policy) -> bool:
@@ -208,74 +204,6 @@ def _forecast(job: JobView, policy: Policy) -> tuple[Forecast | None, str]:
     return fc, ""
 
 
-def _resumed_at(job: JobView, now: float) -> float | None:
-    """When ``trainjob-advisor resume`` resumed the job (``RESUMED_ANNOTATION``), if it did and
-    not after ``now`` (None: never, or unreadable)."""
-    raw = job.annotations.get(RESUMED_ANNOTATION)
-    at = parse_deadline(raw) if raw else None
-    return at if at is not None and math.isfinite(at) and at <= now else None
-
-
-def _blocked(job: JobView, cluster: ClusterView, policy: Policy, now: float) -> str | None:
-    s = policy.safety
-    last = None
-    mine = 0
-    for rec in job.actions:
-        # a failed or impossible attempt is an action too: it counts toward cooldown and cap
-        if rec.kind in DISRUPTIVE and rec.outcome != "recommended":
-            last = rec.time if last is None or rec.time > last else last
-            if rec.policy == policy.name and now - HOUR < rec.time <= now:
-                mine += 1
-    resumed = _resumed_at(job, now)
-    if resumed is not None and (last is None or resumed > last) and now - resumed < s.cooldown:
-        # asked back by its user (``trainjob-advisor resume``) after a release: a full cooldown
-        # from the resume (the note promised "released again after the policy's cooldown", and a
-        # run resumed 24 minutes after its release was released again 61 s later)
-        return f"cooldown {dur(s.cooldown)} (resumed by trainjob-advisor resume {dur(now - resumed)} ago)"
-    if last is not None and now - last < s.cooldown:
-        return f"cooldown {dur(s.cooldown)} (last action {dur(now - last)} ago)"
-    times = cluster.policy_action_times.get(policy.name, ())
-    count = max(mine, sum(1 for t in times if now - HOUR < t <= now))
-    if count >= s.max_actions_per_hour:
-        return f"policy cap of {s.max_actions_per_hour} actions/hour reached ({count} in the last hour)"
-    return None
-
-
-def _held_back(
-    job: JobView,
-    actions: list[Action],
-    now: float,
-    reasons: list[str],
-    rechecks: list[float],
-    failed: set[ActionKind] | None = None,
-) -> list[Action]:
-    """The actions that may be tried now: one that failed recently waits out its backoff, one
-    found impossible on this job waits for the job to change (``policies.retries``). ``failed``
-    collects the kinds of mutations held back so (ADVICE says the action failed, not that it acts)."""
-    kept: list[Action] = []
-    for a in actions:
-        if a.kind is ActionKind.RECOMMEND:
-            # a held-back action is not recommended either when it is impossible on this job
-            would = a.params.get("would")
-            target = next((k for k in ActionKind if k.value == would), None)
-            hold = hold_for(job, target, now) if target is not None else None
-            if hold is None or hold.until is not None:
-                kept.append(a)
-            else:
-                reasons.append(f"{a.rule}: {hold.reason}")
-            continue
-        hold = hold_for(job, a.kind, now, unanswered="before" not in a.params)
-        if hold is None:
-            kept.append(a)
-            continue
-        reasons.append(f"{a.rule}: held back, {hold.reason} (wanted: {a.reason})")
-        if failed is not None:
-            failed.add(a.kind)
-        if hold.until is not None:
-            rechecks.append(hold.until)
-    return kept
-
-
 def _recommend(action: Action) -> Action:
     if action.kind is ActionKind.RECOMMEND:
         return action
@@ -349,7 +277,7 @@ def evaluate_rules(
         judge_reason=judge_reason,
         forecast=fc,
         forecast_reason=fc_reason,
-        blocked=_blocked(job, cluster, policy, now) if apply else None,
+        blocked=blocked_by_rate(job, cluster, policy, now) if apply else None,
     )
     outcomes: list[tuple[str, Outcome]] = []
     for name, module, attr in RULES:
@@ -396,7 +324,7 @@ def decide(job: JobView, cluster: ClusterView, policy: Policy, *, now: float) ->
         actions = kept
     rechecks = [o.recheck_at for _, o in outcomes if o.recheck_at is not None]
     if ctx.apply:
-        actions = _held_back(job, actions, now, reasons, rechecks, refused)
+        actions = held_back(job, actions, now, reasons, rechecks, refused)
     else:
         actions = [_recommend(a) for a in actions]
     if not ctx.judge:

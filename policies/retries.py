@@ -13,17 +13,17 @@ failed attempt left the rule's condition as it was. So the engine holds an actio
   as a failure here: a job that does not answer (its training process has no checkpoint hook, or
   is stuck) was asked again at every timeout, every two minutes for ever, with a Warning each time.
 
-Failed attempts also count toward the cooldown and the policy's hourly cap (``policies.engine``).
+Failed attempts also count toward the cooldown and the policy's hourly cap (``policies.rate``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.model import ActionKind, ActionRecord, JobView
+from advisor.model import Action, ActionKind, ActionRecord, JobView
 from policies.fields import format_duration
 
-__all__ = ["BACKOFF_BASE_S", "BACKOFF_MAX_S", "Hold", "backoff_s", "hold_for"]
+__all__ = ["BACKOFF_BASE_S", "BACKOFF_MAX_S", "Hold", "backoff_s", "held_back", "hold_for"]
 
 #: wait after the first failure of a kind; each further failure in a row doubles it
 BACKOFF_BASE_S = 60.0
@@ -89,3 +89,38 @@ def hold_for(job: JobView, kind: ActionKind, now: float, *, unanswered: bool = T
             f" ({last.detail})" if last.detail else ""
         )
     return Hold(f"backing off: {what}; next try in {format_duration(until - now)}", until)
+
+
+def held_back(
+    job: JobView,
+    actions: list[Action],
+    now: float,
+    reasons: list[str],
+    rechecks: list[float],
+    failed: set[ActionKind] | None = None,
+) -> list[Action]:
+    """The actions that may be tried now: one that failed recently waits out its backoff, one
+    found impossible on this job waits for the job to change (``policies.retries``). ``failed``
+    collects the kinds of mutations held back so (ADVICE says the action failed, not that it acts)."""
+    kept: list[Action] = []
+    for a in actions:
+        if a.kind is ActionKind.RECOMMEND:
+            # a held-back action is not recommended either when it is impossible on this job
+            would = a.params.get("would")
+            target = next((k for k in ActionKind if k.value == would), None)
+            hold = hold_for(job, target, now) if target is not None else None
+            if hold is None or hold.until is not None:
+                kept.append(a)
+            else:
+                reasons.append(f"{a.rule}: {hold.reason}")
+            continue
+        hold = hold_for(job, a.kind, now, unanswered="before" not in a.params)
+        if hold is None:
+            kept.append(a)
+            continue
+        reasons.append(f"{a.rule}: held back, {hold.reason} (wanted: {a.reason})")
+        if failed is not None:
+            failed.add(a.kind)
+        if hold.until is not None:
+            rechecks.append(hold.until)
+    return kept

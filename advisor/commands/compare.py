@@ -36,9 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from advisor.cli import CommandError
-from advisor.commands.compare_files import BESTS, ENDED, IMPROVING, TOTAL, file_status, log_files
+from advisor.commands.compare_files import ENDED, IMPROVING, TOTAL, file_status, log_files
+from advisor.commands.compare_status import (
+    best_of,
+    chosen_metric,
+    higher_is_better,
+    interval_of,
+    kept_value,
+    points_of,
+)
 from advisor.forecast.state import ended_reading
-from advisor.series import Direction
 
 __all__ = ["prob_best", "register", "run"]
 
@@ -122,129 +129,6 @@ def prob_best(
     return [float(c) / draws for c in shares.sum(axis=0)]
 
 
-def _judged_metric(statuses: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
-    """The series to rank by when ``--metric`` names none, and why when it is not the one eval
-    metric the runs are judged by (None otherwise). The eval metric the runs are judged by, when
-    those judged by one agree and every run reports it (a run with too few evaluations to be
-    judged yet still shows its forecast of it); when they are judged by different ones (a trainer
-    that kept its best model by accuracy beside runs judged by their eval loss), the first of
-    those, else of the eval metrics, that every run reports; else the training loss (``loss``):
-    ranked by a metric some runs lack, those runs get no place, and the one run that has it is
-    best at 100%. The training loss is the last resort: a fine-tune that overfits ends with the
-    lowest of it and a poor model (ranked by it, two overfitting runs came first of five that all
-    reported their eval loss)."""
-    names = list(dict.fromkeys(m for st in statuses if (m := (st.get("learningState") or {}).get("metric"))))
-    if len(names) > 1:
-        judged = ", ".join(names)
-        candidates = [m for m in dict.fromkeys([*names, *_series_of(statuses)]) if m != "loss"]
-        shared = next((m for m in candidates if all(_reports(st, m) for st in statuses)), None)
-        if shared is not None:
-            return shared, (
-                f"the runs are judged by different eval metrics ({judged}); {shared} is the first every run "
-                "reports (--metric NAME ranks by another)"
-            )
-        return "loss", f"the runs are judged by different eval metrics ({judged}; --metric NAME ranks by one)"
-    if not names:
-        return "loss", None
-    reporting = sum(_reports(st, names[0]) for st in statuses)
-    if reporting < len(statuses):
-        return "loss", (
-            f"{names[0]} is reported by {reporting} of {len(statuses)} runs only "
-            f"(--metric {names[0]} ranks those by it)"
-        )
-    return names[0], None
-
-
-def _reports(status: Mapping[str, Any], metric: str) -> bool:
-    """Whether a run reports ``metric``: the training loss always; an eval metric when its state
-    forecasts it (a log's: or has its best checkpoint)."""
-    if metric == "loss":
-        return True
-    series = (status.get("learningState") or {}).get("series") or {}
-    return metric in series or metric in (status.get(BESTS) or {})
-
-
-def _series_of(statuses: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every series some run reports: the training loss, then each eval metric as first seen."""
-    names: dict[str, None] = {"loss": None}
-    for st in statuses:
-        names.update(dict.fromkeys((st.get("learningState") or {}).get("series") or {}))
-        names.update(dict.fromkeys(st.get(BESTS) or {}))
-    return list(names)
-
-
-def _chosen_metric(statuses: Sequence[Mapping[str, Any]], asked: str | None) -> tuple[str, str | None]:
-    """The series to rank by and, when the default fell back to the training loss, why. A metric
-    asked for that no run reports is an error, as ``forecast --metric`` makes it: ranked by it,
-    every run would show ``-`` under a heading that says the runs were ranked."""
-    if asked is None:
-        return _judged_metric(statuses)
-    if not any(_reports(st, asked) for st in statuses):
-        raise CommandError(
-            f"--metric {asked}: no run reports it (the runs' series: {', '.join(_series_of(statuses))})"
-        )
-    return asked, None
-
-
-def _series(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
-    """What the run's status says of ``metric``: its forecast (the training loss), else the
-    learning state's entry of that eval series (empty: none)."""
-    if metric == "loss":
-        return status.get("forecast") or {}
-    return ((status.get("learningState") or {}).get("series") or {}).get(metric) or {}
-
-
-def _final(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
-    return _series(status, metric).get("finalLoss" if metric == "loss" else "final") or {}
-
-
-def _points(status: Mapping[str, Any], metric: str) -> int | None:
-    """How many points the run's forecast of ``metric`` was made on (None: not said)."""
-    points = _series(status, metric).get("points")
-    return points if isinstance(points, int) and not isinstance(points, bool) else None
-
-
-def _higher(statuses: Sequence[Mapping[str, Any]], metric: str) -> bool:
-    """Whether ``metric`` improves upwards: as the runs' states say, else as its name says."""
-    from advisor.series import direction_of
-
-    for st in statuses:
-        series = _series(st, metric) if metric != "loss" else {}
-        if series.get("direction"):
-            return bool(series["direction"] == Direction.HIGHER)
-    return direction_of(metric) is Direction.HIGHER
-
-
-def _interval(status: Mapping[str, Any], metric: str = "loss") -> tuple[float, float, float] | None:
-    final = _final(status, metric)
-    try:
-        values = (float(final["mean"]), float(final["p10"]), float(final["p90"]))
-    except (KeyError, TypeError, ValueError):
-        return None
-    return values
-
-
-def _best_of(status: Mapping[str, Any], metric: str) -> tuple[int | None, float | None]:
-    """(step, value) of the run's best checkpoint of ``metric``, the metric it is ranked by: none
-    for the training loss (see the module's docstring); a log's from its own eval series; a
-    TrainJobForecast's when its state is judged by that metric (its status names no other's)."""
-    if metric == "loss":
-        return None, None
-    if BESTS in status:
-        best = status[BESTS].get(metric)
-        return (None, None) if best is None else (int(best["step"]), float(best["value"]))
-    state = status.get("learningState") or {}
-    if state.get("metric") != metric:
-        return None, None
-    step, value = state.get("bestStep"), state.get("bestValue")
-    return step, float(value) if isinstance(value, int | float) else None
-
-
-def _kept(status: Mapping[str, Any], metric: str) -> float | None:
-    """The value of the run's best checkpoint of ``metric`` (a checkpoint it can keep)."""
-    return _best_of(status, metric)[1]
-
-
 def _outcome(row: Mapping[str, Any]) -> float:
     """The predicted value a run gives: its final value, or its best checkpoint's when better."""
     value = float(row["final"]["mean"])
@@ -308,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
                 # a folder's notes or summary table is no run: named, not fatal
                 skipped.append(f"{name} ({str(exc).removeprefix(f'{path}: ')})")
                 continue
-            found.append((str(path), logged, _interval(logged)))
+            found.append((str(path), logged, interval_of(logged)))
     else:
         refs = [parse_ref(r, args) for r in args.refs]
         try:
@@ -319,16 +203,16 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"{', '.join(args.refs)}: no such file; as TrainJobs: {exc}") from None
         for ns, name in refs:
             status = forecast_status(api, ns, name)
-            found.append((f"{ns}/{name}", status, _interval(status)))
+            found.append((f"{ns}/{name}", status, interval_of(status)))
     if len(found) < 2:
         extra = f" (skipped: {'; '.join(skipped)})" if skipped else ""
         raise CommandError(f"compare needs at least two runs{extra}")
     for note in skipped:
         print(f"skipped {note}", file=sys.stderr)
     statuses = [st for _, st, _ in found]
-    metric, fallback = _chosen_metric(statuses, args.metric)
-    higher = _higher(statuses, metric)
-    ranked = [(ref, st, _interval(st, metric)) for ref, st, _ in found]
+    metric, fallback = chosen_metric(statuses, args.metric)
+    higher = higher_is_better(statuses, metric)
+    ranked = [(ref, st, interval_of(st, metric)) for ref, st, _ in found]
     # a run judged diverging (its loss blew up or went NaN) will not end best, whatever its
     # forecast from the points before says: it is listed last, outside the draw, unless it keeps a
     # checkpoint of the metric ranked by from before it diverged: that checkpoint is a model the
@@ -338,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     by_checkpoint: set[str] = set()
     usable: list[tuple[str, tuple[float, float, float], float | None]] = []
     for ref, st, iv in ranked:
-        kept = _kept(st, metric)
+        kept = kept_value(st, metric)
         if st.get("state") == "diverging":
             if kept is None:
                 broken.add(ref)
@@ -364,15 +248,15 @@ def run(args: argparse.Namespace) -> int:
             "final": None if iv is None else {"mean": iv[0], "p10": iv[1], "p90": iv[2]},
             "finalLoss": None if train is None else {"mean": train[0], "p10": train[1], "p90": train[2]},
             "probabilityBest": probs.get(ref),
-            "bestStep": _best_of(st, metric)[0],
-            "bestValue": _kept(st, metric),
+            "bestStep": best_of(st, metric)[0],
+            "bestValue": kept_value(st, metric),
             "progress": (st.get("summary") or {}).get("progress"),
             "state": st.get("state"),
             "ended": st.get(ENDED),
             "improvingAtEnd": bool(st.get(IMPROVING)),
             "notes": _run_notes(st, files is not None),
             # what the run is ranked by: the better of its final value and its best checkpoint
-            "gives": _gives(iv, _kept(st, metric), higher),
+            "gives": _gives(iv, kept_value(st, metric), higher),
         }
         for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
     ]
@@ -439,9 +323,9 @@ def run(args: argparse.Namespace) -> int:
     few = [
         f"{ref} ({n} point{'s' if n != 1 else ''})"
         for ref, st, _ in found
-        if (n := _points(st, metric)) is not None
+        if (n := points_of(st, metric)) is not None
         and n < NO_TREND_POINTS
-        and _interval(st, metric) is not None
+        and interval_of(st, metric) is not None
     ]
     if few:  # a forecast on one or two points is the current level with a wide interval
         print(

@@ -262,134 +262,6 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
     return 0
 
 
-def sweep_task(task: tuple[argparse.Namespace, int, Any]) -> dict[str, Any]:
-    """One seed of one setting (``None``: the no-advisor row), in a worker process."""
-    from advisor.sweep import policies_with
-    from simulator.baselines import NoAdvisor
-    from simulator.runner import advisor_row, run_strategy
-
-    args, seed, setting = task
-    scenario = scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seed}))
-    if setting is None:
-        strategy: Any = NoAdvisor()
-    else:
-        strategy = advisor_row(
-            f"advisor {setting.label}",
-            policies_with(args.policy[0], setting),
-            forecast_interval_s=args.forecast_interval,
-            tick_max_s=args.tick_max,
-            looks_per_run=args.looks_per_run,
-            close_interval_s=args.close_interval,
-            reference_gpus=args.reference_gpus,
-        )
-    m = run_strategy(scenario, strategy).metrics
-    keys = (
-        "gpu_hours",
-        "gpu_hours_nonlearning",
-        "wrong_stops_by_threshold",
-        "near_end_releases",
-        "near_end_gpu_hours",
-        "jobs",
-        "lost_work_gpu_hours",
-        "checkpoint_overhead_gpu_hours",
-        "restart_overhead_gpu_hours",
-        "overhead_nonlearning_gpu_hours",
-    )
-    return {k: m[k] for k in keys}
-
-
-def _saved(row: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
-    """What a setting's run of one seed saved against that seed's no-advisor run, as the table
-    counts it (``simulator.metrics.savings``)."""
-    from simulator.metrics import savings
-
-    freed = base["gpu_hours"] - row["gpu_hours"] - row["near_end_gpu_hours"]
-    return savings({**row, "policy": "setting", "gpu_hours_freed": freed}, {**base, "policy": "no-advisor"})
-
-
-def sweep_points(
-    settings: list[Any], seeds: list[int], base: list[dict[str, Any]], rows: list[list[dict[str, Any]]]
-) -> list[dict[str, Any]]:
-    """Per setting: non-learning GPU-hours saved (pooled over the seeds, and their spread), wrong
-    stops by threshold, the 1% wrong-stop rate, near-end releases."""
-    import statistics
-
-    base_nl = [b["gpu_hours_nonlearning"] for b in base]
-    points = []
-    for setting, per_seed in zip(settings, rows, strict=True):
-        wrong: dict[str, int] = {}
-        for r in per_seed:
-            for k, n in r["wrong_stops_by_threshold"].items():
-                wrong[k] = wrong.get(k, 0) + n
-        total = sum(base_nl)
-        nl = sum(r["gpu_hours_nonlearning"] for r in per_seed)
-        fracs = [
-            (b - r["gpu_hours_nonlearning"]) / b for b, r in zip(base_nl, per_seed, strict=True) if b > 0
-        ]
-        jobs = sum(r["jobs"] for r in per_seed)
-        # over the jobs the policy judged (see ``backtest``'s sweep): jobs its selector leaves out
-        # or that end before its minRuntime cannot be stopped wrongly, and diluted the rate
-        judged = sum(r["jobs_judged"] if r.get("jobs_judged") is not None else r["jobs"] for r in per_seed)
-        points.append(
-            {
-                "label": setting.label,
-                "setting": dict(setting.values),
-                "seeds": seeds,
-                "saved": (total - nl) / total if total > 0 else 0.0,
-                "spread": [min(fracs), statistics.median(fracs), max(fracs)] if len(fracs) > 1 else None,
-                "wrong_by_threshold": wrong,
-                "wrong": wrong.get("0.01", 0),
-                "wrong_rate": wrong.get("0.01", 0) / judged if judged else 0.0,
-                "runs": judged,
-                "runs_total": jobs,
-                "near_end": sum(r["near_end_releases"] for r in per_seed),
-                "gpu_hours_saved": sum(
-                    _saved(r, b)["gpu_hours_saved"] for b, r in zip(base, per_seed, strict=True)
-                ),
-            }
-        )
-    return points
-
-
-def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
-    from advisor.commands.sweep_run import checked_grid, report_sweep, run_grid
-    from simulator.seeds import SeedError, parse_seeds
-
-    if not args.policy or len(args.policy) != 1:
-        raise CommandError("--sweep tunes one policy file: give exactly one --policy")
-    try:
-        seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
-    except SeedError as exc:
-        raise CommandError(str(exc)) from None
-    settings, budget = checked_grid(args.sweep, args.max_wrong, args.policy[0], args.workers)
-    scenario = scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seeds[0]}))
-    # seed by seed: a worker replaying a seed's settings one after another finds most of the
-    # reports and curves of the previous ones already parsed and fitted (simulator.replay_memo)
-    tasks: list[tuple[argparse.Namespace, int, Any]] = [
-        (args, seed, setting) for seed in seeds for setting in (None, *settings)
-    ]
-    results = run_grid(
-        sweep_task, tasks, workers=args.workers, ray_address=args.ray, unit="run", quiet=args.quiet
-    )
-    n, per_seed = len(seeds), len(settings) + 1
-    base = results[::per_seed]
-    rows = [results[1 + i :: per_seed] for i in range(len(settings))]
-    label = f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])
-    return report_sweep(
-        sweep_points(settings, seeds, base, rows),
-        budget,
-        summary=f"{len(settings)} settings of {args.policy[0]} x {n} seed(s) ({label}) of {scenario.name}: "
-        "saved = non-learning GPU-hours saved against no-advisor"
-        + (" (pooled; min / median / max over seeds)" if n > 1 else "")
-        + "; * on the Pareto frontier (saved against wrong stops at 1%)",
-        json_out=json_out,
-        report=args.report,
-        plot_title=f"{args.policy[0].name}, seeds {label}",
-        unit="job" if n == 1 else "job over all seeds",
-        max_wrong=args.max_wrong,
-    )
-
-
 def run(args: argparse.Namespace) -> int:
     require_extra("tqdm", "sim", "the simulator")
     if args.report is not None:
@@ -410,7 +282,9 @@ def run(args: argparse.Namespace) -> int:
             "labelled without --label-rate: give --label-rate too"
         )
     if args.sweep:
-        return _run_sweep(args, json_out)
+        from advisor.commands.simulate_sweep import run_sweep
+
+        return run_sweep(args, json_out)
     if args.seeds is not None:
         return _run_seeds(args, json_out)
     from simulator.report import LEGEND, format_table, json_text, reporting_text, write_json, write_report

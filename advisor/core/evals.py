@@ -31,8 +31,9 @@ from advisor.sources.normalize import canonical_name
 
 __all__ = ["EvalHistory", "EvalSeries"]
 
-#: fraction of a series' newest points never thinned
-_DENSE_TAIL = 0.35
+#: fraction of the newest points never thinned when a history is full (each eval series, and the
+#: run's progress points in :class:`~advisor.core.history.History`)
+DENSE_TAIL = 0.35
 #: eval names whose last value is remembered (to recognise a new evaluation); more are counted
 _MAX_WATCHED = 64
 
@@ -204,7 +205,7 @@ class EvalHistory:
 
     def _thin(self, series: EvalSeries) -> None:
         n = len(series)
-        dense_from = int(n * (1.0 - _DENSE_TAIL))
+        dense_from = int(n * (1.0 - DENSE_TAIL))
         best = series.best_index()
         keep = [i for i in range(n) if i >= dense_from or i == 0 or i == best or i % 2 == 0]
         self.dropped += n - len(keep)

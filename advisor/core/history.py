@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from advisor.core.codec import finite_or_none
-from advisor.core.evals import EvalHistory
+from advisor.core.evals import DENSE_TAIL, EvalHistory
+from advisor.core.points import Columns, Point
 from advisor.model import MALFORMED_BACKS, Curve, ProgressSample, backwards_run
 
 #: a lone step back is a garbled report when the next one jumps more than this many report gaps
@@ -56,81 +56,6 @@ MIN_MAX_POINTS = 16
 MAX_STORED_POINTS = 5000
 
 __all__ = ["History", "Point"]
-
-#: fraction of the newest points that are never thinned when the history is full
-_DENSE_TAIL = 0.35
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    """One stored observation (the subset of a ProgressSample the forecaster uses)."""
-
-    step: int
-    time: float | None
-    loss: float
-    learning_rate: float | None = None
-    epoch: float | None = None
-
-
-class _Columns:
-    """The history as parallel lists (the forecaster's layout), kept in step with the points."""
-
-    __slots__ = (
-        "epochs",
-        "losses",
-        "lowest",
-        "lrs",
-        "missing_epochs",
-        "missing_lrs",
-        "missing_times",
-        "steps",
-        "times",
-    )
-
-    def __init__(self) -> None:
-        self.steps: list[float] = []
-        self.losses: list[float] = []
-        self.times: list[float | None] = []
-        self.lrs: list[float | None] = []
-        self.epochs: list[float | None] = []
-        self.missing_times = 0
-        self.missing_lrs = 0
-        self.missing_epochs = 0
-        #: (step, loss) of the lowest finite loss, the first of equals (None without one)
-        self.lowest: tuple[int, float] | None = None
-
-    @classmethod
-    def of(cls, points: list[Point]) -> _Columns:
-        cols = cls()
-        cols.steps = [float(p.step) for p in points]
-        cols.losses = [p.loss for p in points]
-        cols.times = [p.time for p in points]
-        cols.lrs = [p.learning_rate for p in points]
-        cols.epochs = [p.epoch for p in points]
-        cols.missing_times = cols.times.count(None)
-        cols.missing_lrs = cols.lrs.count(None)
-        cols.missing_epochs = cols.epochs.count(None)
-        for p in points:
-            cols._lower(p)
-        return cols
-
-    def _lower(self, p: Point) -> None:
-        if math.isfinite(p.loss) and (self.lowest is None or p.loss < self.lowest[1]):
-            self.lowest = (p.step, p.loss)
-
-    def add(self, p: Point) -> None:
-        self.steps.append(float(p.step))
-        self.losses.append(p.loss)
-        self.times.append(p.time)
-        self.lrs.append(p.learning_rate)
-        self.epochs.append(p.epoch)
-        if p.time is None:
-            self.missing_times += 1
-        if p.learning_rate is None:
-            self.missing_lrs += 1
-        if p.epoch is None:
-            self.missing_epochs += 1
-        self._lower(p)
 
 
 class History:
@@ -179,7 +104,7 @@ class History:
         self._since_glitch = GLITCH_AGAIN + 1
         self._interleaving = False
         self._low_before = False
-        self._columns: _Columns | None = None
+        self._columns: Columns | None = None
 
     # ----------------------------------------------------------------------------------- access
     def __len__(self) -> int:
@@ -228,10 +153,10 @@ class History:
         ``advisor.model.backwards_run``; ``MALFORMED_BACKS`` or more: malformed progress)."""
         return backwards_run(self._segments, len(self._points))
 
-    def _cols(self) -> _Columns:
+    def _cols(self) -> Columns:
         cols = self._columns
         if cols is None:
-            cols = self._columns = _Columns.of(self._points)
+            cols = self._columns = Columns.of(self._points)
         return cols
 
     def curve(self) -> Curve:
@@ -434,7 +359,7 @@ class History:
         """Drop every second point of the older part, keeping the first and last point of
         every segment (where a restart came from is part of the shape)."""
         n = len(self._points)
-        dense_from = int(n * (1.0 - _DENSE_TAIL))
+        dense_from = int(n * (1.0 - DENSE_TAIL))
         keep_always = set(self._segments) | {s - 1 for s in self._segments if s > 0} | {0}
         kept: list[Point] = []
         new_segments: list[int] = []

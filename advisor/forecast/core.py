@@ -21,7 +21,8 @@ from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
 from advisor.forecast._prep import Prepared, prepare, report_noise, smoothed_level, trend_level
-from advisor.forecast.ensemble import Parts, epoch_boundaries_ahead, epoch_step_expected, estimate
+from advisor.forecast.ensemble import Parts, estimate
+from advisor.forecast.epoch_terms import epoch_boundaries_ahead, epoch_step_expected
 from advisor.forecast.eta import eta_interval, last_stall_note
 from advisor.forecast.jump import JUMP_WARNING, after_jump, collapsed, jump_start
 from advisor.forecast.plateau import local_trend

@@ -21,11 +21,18 @@ from numpy.typing import NDArray
 from advisor.forecast import calibration as cal
 from advisor.forecast import epochs as epoch_track
 from advisor.forecast._prep import Prepared, downsample, fast_median, report_noise, smoothed_level
+from advisor.forecast.epoch_terms import (
+    EPOCH_NOTE_SHARE,
+    epoch_boundaries,
+    epoch_boundaries_ahead,
+    epoch_drop,
+    epoch_warning,
+)
 from advisor.forecast.families import FAMILIES, Family
 from advisor.forecast.fit_engine import fit_all_robust
 from advisor.forecast.schedule import infer_future, lr_law_family
 
-__all__ = ["Parts", "epoch_boundaries_ahead", "epoch_step_expected", "estimate"]
+__all__ = ["Parts", "estimate"]
 
 FloatArray = NDArray[np.float64]
 
@@ -143,83 +150,6 @@ def _weights(
     return out, float(np.sqrt((resid**2) @ wt)), bias_z
 
 
-def _epoch_boundaries(
-    prep: Prepared, x: FloatArray, horizon: float | None, path_steps: FloatArray
-) -> tuple[FloatArray | None, float, FloatArray]:
-    """Completed epoch boundaries at the fitted points, the expected count at the horizon and at
-    each of ``path_steps``, when the history has crossed at least one (see ``epochs`` for the two
-    conventions)."""
-    column = epoch_track.boundary_column(prep.steps, prep.epochs, x, horizon)
-    track = epoch_track.track(prep.steps, prep.epochs)
-    if column is None or track is None:
-        return None, 0.0, np.zeros(0)
-    count, future = column
-
-    def expected(ahead: int) -> float:
-        # later epochs teach less: each future boundary gives EPOCH_DECAY of the one before
-        return float(count[-1]) + sum(cal.EPOCH_DECAY**k for k in range(1, ahead + 1))
-
-    ahead = [min(future, epoch_track.boundaries_ahead(track, float(s))) for s in path_steps]
-    at_path = np.array([expected(k) for k in ahead])
-    return count, expected(future), at_path
-
-
-#: the boundaries ahead are worth a warning when the fits put at least this share of the level on
-#: them (the 1% of the plateau definition: less changes no verdict the forecast gives)
-EPOCH_NOTE_SHARE = 0.01
-
-
-def epoch_drop(fits: Mapping[str, Any], names: list[str], wv: FloatArray) -> float:
-    """The drop the fits put on the epoch boundaries ahead: their value at the horizon with the
-    boundaries ahead against without them (the last prediction point)."""
-    return -float(wv @ np.array([float(fits[k].pred[0]) - float(fits[k].pred[-1]) for k in names]))
-
-
-def epoch_step_expected(parts: Parts) -> bool:
-    """Whether the epoch boundaries ahead bring a step down the plateau question can see:
-    ``EPOCH_NOTE_SHARE`` of the level (its 1%) or more. Not when the fits put less than that on
-    them (the boundaries crossed showed none worth the name), nor when the last boundary crossed
-    took less: each boundary teaches less than the one before (``EPOCH_DECAY``), so one that
-    brought no step promises none ahead (the fits read one step per boundary off all of those
-    crossed, and the first, in the fall, lent them one a flat run had stopped taking). Unknown (no
-    boundary crossed yet to read a step from) counts as expected."""
-    band = EPOCH_NOTE_SHARE * abs(parts.level)
-    if not math.isfinite(parts.epoch_drop):
-        return True
-    return parts.epoch_drop >= band and not parts.last_boundary_drop < band  # NaN: not measured
-
-
-def _epoch_warning(ahead: int, parts: Parts) -> str:
-    """The boundaries ahead, as the fits read the ones crossed: a step down at each was measured,
-    or none was (a smooth loss whose epochs change nothing: 'expects 8 more epoch boundary drops'
-    on such a run promised what its own history had shown not to happen)."""
-    if ahead <= 0:
-        return ""
-    if epoch_step_expected(parts):
-        return (
-            f"expects {ahead} more epoch boundary drop(s) before total_steps "
-            f"(together {parts.epoch_drop:.3g} of the forecast, each smaller than the one before)"
-        )
-    if parts.epoch_drop >= EPOCH_NOTE_SHARE * abs(parts.level):
-        return (
-            f"{ahead} more epoch boundaries before total_steps: the last one crossed took no step down "
-            f"of 1% of the loss (the loss {'rose' if parts.last_boundary_drop < 0 else 'fell'} "
-            f"{abs(parts.last_boundary_drop):.2g} there), so none is expected of them; the fits, reading "
-            f"every boundary crossed, put {parts.epoch_drop:.2g} of the forecast on them"
-        )
-    return (
-        f"{ahead} more epoch boundaries before total_steps: the ones crossed showed no step down of "
-        f"1% of the loss, and {max(parts.epoch_drop, 0.0):.2g} of the forecast is on them"
-    )
-
-
-def epoch_boundaries_ahead(prep: Prepared, horizon: float | None) -> int:
-    """How many epoch boundaries lie between the last point and ``horizon`` at the observed
-    epochs-per-step rate (0 when epochs or the horizon are unknown)."""
-    t = epoch_track.track(prep.steps, prep.epochs)
-    return 0 if t is None else epoch_track.boundaries_ahead(t, horizon)
-
-
 def estimate(
     prep: Prepared, horizon: float | None, warnings: list[str], path_steps: FloatArray | None = None
 ) -> Parts:
@@ -266,7 +196,7 @@ def estimate(
     n_fixed = u_pred.size
     u_path = (path_steps + 1.0) / x_ref
     u_pred = np.concatenate((u_pred, u_path))
-    ep_obs, ep_pred, ep_path = _epoch_boundaries(prep, x, horizon, path_steps)
+    ep_obs, ep_pred, ep_path = epoch_boundaries(prep, x, horizon, path_steps)
     if ep_obs is not None:
         # one more point: the horizon with no boundary beyond the last one crossed, which tells
         # how much of the forecast the boundaries ahead carry (``_epoch_warning``)
@@ -356,7 +286,7 @@ def estimate(
                 last = epoch_track.last_boundary_drop(prep.steps, prep.values, prep.epochs)
                 if last is not None:
                     parts.last_boundary_drop = last
-        note = _epoch_warning(ahead, parts)
+        note = epoch_warning(ahead, parts)
         if note:
             warnings.append(note)
     if stretched:

@@ -175,7 +175,7 @@ def test_a_series_judged_on_its_own_travels_through_the_status_and_back() -> Non
     """What the status writes of each series (``learning_state_dict``) is what ``policy explain``
     reads back from a pasted status: the rule naming the secondary metric judges it the same."""
     from advisor.controller.render import learning_state_dict
-    from policies.jobstate import _learning_state
+    from policies.jobstate_forecast import learning_state as _learning_state
 
     original = LearningState(
         label="learning",

@@ -1,0 +1,151 @@
+"""What a run's status says of the series a sweep is ranked by, for ``compare``.
+
+A run is a TrainJobForecast's status or a log file's status made the same shape
+(:mod:`advisor.commands.compare_files`); these readers take either, so ``compare`` ranks the
+cluster's runs and a folder of logs by one code path. Which series to rank by is chosen here too:
+the eval metric the runs are judged by when every run reports it, else the training loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from advisor.cli import CommandError
+from advisor.commands.compare_files import BESTS
+from advisor.series import Direction, direction_of
+
+__all__ = [
+    "best_of",
+    "chosen_metric",
+    "final_of",
+    "higher_is_better",
+    "interval_of",
+    "judged_metric",
+    "kept_value",
+    "points_of",
+    "reports",
+    "series_entry",
+    "series_of",
+]
+
+
+def judged_metric(statuses: Sequence[Mapping[str, Any]]) -> tuple[str, str | None]:
+    """The series to rank by when ``--metric`` names none, and why when it is not the one eval
+    metric the runs are judged by (None otherwise). The eval metric the runs are judged by, when
+    those judged by one agree and every run reports it (a run with too few evaluations to be
+    judged yet still shows its forecast of it); when they are judged by different ones (a trainer
+    that kept its best model by accuracy beside runs judged by their eval loss), the first of
+    those, else of the eval metrics, that every run reports; else the training loss (``loss``):
+    ranked by a metric some runs lack, those runs get no place, and the one run that has it is
+    best at 100%. The training loss is the last resort: a fine-tune that overfits ends with the
+    lowest of it and a poor model (ranked by it, two overfitting runs came first of five that all
+    reported their eval loss)."""
+    names = list(dict.fromkeys(m for st in statuses if (m := (st.get("learningState") or {}).get("metric"))))
+    if len(names) > 1:
+        judged = ", ".join(names)
+        candidates = [m for m in dict.fromkeys([*names, *series_of(statuses)]) if m != "loss"]
+        shared = next((m for m in candidates if all(reports(st, m) for st in statuses)), None)
+        if shared is not None:
+            return shared, (
+                f"the runs are judged by different eval metrics ({judged}); {shared} is the first every run "
+                "reports (--metric NAME ranks by another)"
+            )
+        return "loss", f"the runs are judged by different eval metrics ({judged}; --metric NAME ranks by one)"
+    if not names:
+        return "loss", None
+    reporting = sum(reports(st, names[0]) for st in statuses)
+    if reporting < len(statuses):
+        return "loss", (
+            f"{names[0]} is reported by {reporting} of {len(statuses)} runs only "
+            f"(--metric {names[0]} ranks those by it)"
+        )
+    return names[0], None
+
+
+def reports(status: Mapping[str, Any], metric: str) -> bool:
+    """Whether a run reports ``metric``: the training loss always; an eval metric when its state
+    forecasts it (a log's: or has its best checkpoint)."""
+    if metric == "loss":
+        return True
+    series = (status.get("learningState") or {}).get("series") or {}
+    return metric in series or metric in (status.get(BESTS) or {})
+
+
+def series_of(statuses: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every series some run reports: the training loss, then each eval metric as first seen."""
+    names: dict[str, None] = {"loss": None}
+    for st in statuses:
+        names.update(dict.fromkeys((st.get("learningState") or {}).get("series") or {}))
+        names.update(dict.fromkeys(st.get(BESTS) or {}))
+    return list(names)
+
+
+def chosen_metric(statuses: Sequence[Mapping[str, Any]], asked: str | None) -> tuple[str, str | None]:
+    """The series to rank by and, when the default fell back to the training loss, why. A metric
+    asked for that no run reports is an error, as ``forecast --metric`` makes it: ranked by it,
+    every run would show ``-`` under a heading that says the runs were ranked."""
+    if asked is None:
+        return judged_metric(statuses)
+    if not any(reports(st, asked) for st in statuses):
+        raise CommandError(
+            f"--metric {asked}: no run reports it (the runs' series: {', '.join(series_of(statuses))})"
+        )
+    return asked, None
+
+
+def series_entry(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
+    """What the run's status says of ``metric``: its forecast (the training loss), else the
+    learning state's entry of that eval series (empty: none)."""
+    if metric == "loss":
+        return status.get("forecast") or {}
+    return ((status.get("learningState") or {}).get("series") or {}).get(metric) or {}
+
+
+def final_of(status: Mapping[str, Any], metric: str) -> Mapping[str, Any]:
+    return series_entry(status, metric).get("finalLoss" if metric == "loss" else "final") or {}
+
+
+def points_of(status: Mapping[str, Any], metric: str) -> int | None:
+    """How many points the run's forecast of ``metric`` was made on (None: not said)."""
+    points = series_entry(status, metric).get("points")
+    return points if isinstance(points, int) and not isinstance(points, bool) else None
+
+
+def higher_is_better(statuses: Sequence[Mapping[str, Any]], metric: str) -> bool:
+    """Whether ``metric`` improves upwards: as the runs' states say, else as its name says."""
+    for st in statuses:
+        series = series_entry(st, metric) if metric != "loss" else {}
+        if series.get("direction"):
+            return bool(series["direction"] == Direction.HIGHER)
+    return direction_of(metric) is Direction.HIGHER
+
+
+def interval_of(status: Mapping[str, Any], metric: str = "loss") -> tuple[float, float, float] | None:
+    final = final_of(status, metric)
+    try:
+        values = (float(final["mean"]), float(final["p10"]), float(final["p90"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return values
+
+
+def best_of(status: Mapping[str, Any], metric: str) -> tuple[int | None, float | None]:
+    """(step, value) of the run's best checkpoint of ``metric``, the metric it is ranked by: none
+    for the training loss (see the module's docstring); a log's from its own eval series; a
+    TrainJobForecast's when its state is judged by that metric (its status names no other's)."""
+    if metric == "loss":
+        return None, None
+    if BESTS in status:
+        best = status[BESTS].get(metric)
+        return (None, None) if best is None else (int(best["step"]), float(best["value"]))
+    state = status.get("learningState") or {}
+    if state.get("metric") != metric:
+        return None, None
+    step, value = state.get("bestStep"), state.get("bestValue")
+    return step, float(value) if isinstance(value, int | float) else None
+
+
+def kept_value(status: Mapping[str, Any], metric: str) -> float | None:
+    """The value of the run's best checkpoint of ``metric`` (a checkpoint it can keep)."""
+    return best_of(status, metric)[1]
