@@ -10,12 +10,13 @@ from dataclasses import fields
 from typing import Any
 
 from advisor.model import Mode
+from advisor.series import eval_series_name, is_eval_name, is_loss_name
 from policies.fields import field_specs
 from policies.rules.base import series_rules
 from policies.spec import LabelSelector, Policy
 from policies.spec_rules import RECOMMEND
 
-__all__ = ["never_acts", "risk_warnings", "unit_slips"]
+__all__ = ["metric_notes", "never_acts", "risk_warnings", "unit_slips"]
 
 #: below even odds, a rule that releases acts on runs more likely still learning than not
 EVEN_ODDS = 0.5
@@ -160,6 +161,29 @@ def never_acts(policy: Policy) -> list[tuple[str, str]]:
                 "spec.safety.minProgress",
                 f"{policy.safety.min_progress:g}: a job that reports its planned steps is judged only "
                 "once it has run them all (never); only jobs that report none are judged",
+            )
+        )
+    return out
+
+
+def metric_notes(policy: Policy) -> list[tuple[str, str]]:
+    """(field, why) of each rule's ``metric:`` that does not judge what it may seem to: an eval
+    loss named is judged alone, without the task's score a rule judging by default reads beside it
+    (``advisor.series.task_metric``), so writing out what looks like the default turns a rule that
+    holds while a run's accuracy still rises into one that acts on it (an admin's overfitting rule
+    with ``metric: eval_loss`` stopped a fine-tune whose accuracy gained 2.4% after it)."""
+    out: list[tuple[str, str]] = []
+    for name, rule in series_rules(policy):
+        metric = rule.metric
+        if not metric or not is_eval_name(metric) or not is_loss_name(metric):
+            continue
+        shown = eval_series_name(metric)
+        out.append(
+            (
+                f"spec.rules.{name}.metric",
+                f"{shown} named is judged alone: left out, the rule judges a run's {shown} read with the "
+                "task's score it reports beside it (eval_accuracy, eval_f1, eval_cer, ...) and holds while "
+                "the score still improves; named, it acts on a run whose loss turned up while its score rose",
             )
         )
     return out

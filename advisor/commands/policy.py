@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 import time
@@ -114,7 +115,7 @@ def _read_state(path: str) -> str:
 
 def _validate(files: list[str]) -> int:
     from policies import PolicyError
-    from policies.lint import never_acts, risk_warnings, unit_slips
+    from policies.lint import metric_notes, never_acts, risk_warnings, unit_slips
     from policies.loader import policies_from_text, read_policy_file
     from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
 
@@ -163,10 +164,13 @@ def _validate(files: list[str]) -> int:
         skipped = f" (skipped: {', '.join(others)})" if others else ""
         print(f"{path}: OK: {names}{skipped}")
         for p in policies:
-            for field, why in [*never_acts(p), *unit_slips(p), *risk_warnings(p)]:
+            for field, why in [*never_acts(p), *unit_slips(p), *risk_warnings(p), *metric_notes(p)]:
                 print(f"{path}: warning: policy {p.name}: {field}: {why}")
             for field, metric in undirected_metrics(p):
-                print(f"{path}: warning: policy {p.name}: {field}: {metric} is never judged: {NO_DIRECTION}")
+                near = difflib.get_close_matches(metric, list(p.metric_directions), n=1)
+                hint = f"did you mean {near[0]} (spec.metricDirections names it)? else " if near else ""
+                why = f"{metric} is never judged: {hint}{NO_DIRECTION}"
+                print(f"{path}: warning: policy {p.name}: {field}: {why}")
             for field, why in direction_warnings(p):
                 print(f"{path}: warning: policy {p.name}: {field}: {why}")
     if held and not defined and not failed:

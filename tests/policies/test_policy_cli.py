@@ -217,7 +217,7 @@ metadata: {name: score}
 spec:
   rules:
     plateau: {probability: 0.8, for: 1h, metric: eval_myscore}
-    overfitting: {metric: eval_loss}
+    overfitting: {metric: eval_accuracy}
 """
     path = tmp_path / "score.yaml"
     path.write_text(doc)
@@ -229,6 +229,55 @@ spec:
     path.write_text(doc + "  metricDirections: {eval_myscore: higher}\n")
     assert main(["policy", "validate", str(path)]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+def test_validate_suggests_the_declared_metric_a_rule_misspells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``metric: eval_rewrd`` beside ``metricDirections: {eval_reward: higher}`` is most likely the
+    declared one misspelt: the warning names it."""
+    path = tmp_path / "reward.yaml"
+    path.write_text(
+        """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: reward}
+spec:
+  metricDirections: {eval_reward: higher}
+  rules:
+    plateau: {probability: 0.8, for: 1h, metric: eval_rewrd}
+"""
+    )
+    assert main(["policy", "validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "eval_rewrd is never judged: did you mean eval_reward (spec.metricDirections names it)?" in out
+
+
+def test_validate_warns_that_a_named_eval_loss_is_judged_without_the_task_score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Left out, a rule judges a run's eval loss read with its task's score, and holds while the
+    score still improves; ``metric: eval_loss`` written out judges the loss alone, which looks like
+    the default and is not: validate says so (an admin's trial stopped a fine-tune whose accuracy
+    still rose). A score named, or no metric, is no such slip."""
+    doc = """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {{name: ovf}}
+spec:
+  rules:
+    overfitting: {{probability: 0.8, for: 10m{metric}}}
+"""
+    path = tmp_path / "ovf.yaml"
+    path.write_text(doc.format(metric=", metric: eval_loss"))
+    assert main(["policy", "validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: policy ovf: spec.rules.overfitting.metric: eval_loss named is judged alone" in out
+    assert "task's score" in out
+    for other in ("", ", metric: eval_accuracy"):
+        path.write_text(doc.format(metric=other))
+        assert main(["policy", "validate", str(path)]) == 0
+        assert "warning" not in capsys.readouterr().out
 
 
 def test_validate_warns_of_a_policy_without_rules(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
