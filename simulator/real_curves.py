@@ -16,7 +16,8 @@ that one instead, reported by its name: the run is judged by what its trainer ju
 
 The hidden truth for the verdicts is the run's own later record of its judged series (the eval
 loss when it logged at least ``MIN_JUDGED_EVALS`` evaluations, else the training loss), judged as
-the back-test judges it: smoothed by a centred running median over 5% of its points. A real curve has no
+the back-test judges it: smoothed by a centred running median over 5% of its points, its best later
+value read past the depth the log's noise alone gives it (``advisor.judging``). A real curve has no
 known pathology (``pathology`` is ``"real"``, counted as healthy, so a release near its end is no
 saving) and no hang; its ``workload_type`` is ``fine-tuning`` unless the scenario labels it.
 """
@@ -28,7 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from advisor.judging import MIN_JUDGED_EVALS, learning_end_index, left_after, smoothed
+from advisor.judging import (
+    MIN_JUDGED_EVALS,
+    Smoothing,
+    learning_end_index,
+    left_after,
+    smoothed,
+    smoothing_of,
+)
 from advisor.series import Direction, direction_of
 from advisor.sources.files import ParsedLog, SourceError, parse_log
 from advisor.sources.runlogs import find_run_logs
@@ -61,6 +69,7 @@ class RealCurve:
     hang_step: int | None = None
     _truth_xs: np.ndarray = field(init=False, repr=False, compare=False)
     _truth: np.ndarray = field(init=False, repr=False, compare=False)
+    _truth_noise: Smoothing = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         by_eval = self.has_evals and self.eval_xs is not None and self.eval_xs.size >= MIN_JUDGED_EVALS
@@ -70,6 +79,7 @@ class RealCurve:
             truth = -truth  # the verdicts read lower as better (as the back-test orients a score)
         object.__setattr__(self, "_truth_xs", judged[0])
         object.__setattr__(self, "_truth", smoothed(truth))
+        object.__setattr__(self, "_truth_noise", smoothing_of(truth))
 
     @property
     def has_evals(self) -> bool:
@@ -107,10 +117,13 @@ class RealCurve:
     def remaining_improvement(self, step: float) -> float:
         # what the run stood at by ``step`` against its later record, as the back-test reads it
         # (``advisor.judging.left_after``: one definition for both)
-        return left_after(self._truth_xs, self._truth, float(self._x(step)), keep_best=self.has_evals)[0]
+        x = float(self._x(step))
+        return left_after(self._truth_xs, self._truth, x, keep_best=self.has_evals, noise=self._truth_noise)[
+            0
+        ]
 
     def learning_end_step(self) -> int:
-        first = learning_end_index(self._truth, keep_best=self.has_evals)
+        first = learning_end_index(self._truth, keep_best=self.has_evals, noise=self._truth_noise)
         if first >= self._truth.size:
             return self.total_steps
         return round(float(self._truth_xs[first]) * self.total_steps)

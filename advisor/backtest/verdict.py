@@ -16,11 +16,13 @@ policies use:
   the larger of what the two would still improve, and the run stopped learning when both had. An
   eval loss often turns up while the score still improves: judged on the loss alone, a stop of a
   fine-tune whose accuracy rose from 0.852 to 0.866 afterwards read "0.00% left", no wrong stop;
-* a decision at step ``s`` *left* ``(a(s) - min_{s' > s} v(s')) / a(s)`` of improvement: the best
-  later smoothed value against what the run stood at at the decision, ``a(s)``: on an eval series
-  the best smoothed value up to it (the checkpoint a stop keeps), on the training loss its smoothed
-  value there (no checkpoint keeps the training loss's best); 0 when the run has no later point.
-  It is a *wrong stop* at threshold t when that exceeds t (0.5%, 1% and 2% are reported);
+* a decision at step ``s`` *left* ``(a(s) - min_{s' > s} v(s') - d) / a(s)`` of improvement: the
+  best later smoothed value against what the run stood at at the decision, ``a(s)``: on an eval
+  series the best smoothed value up to it (the checkpoint a stop keeps), on the training loss its
+  smoothed value there (no checkpoint keeps the training loss's best); 0 when the run has no later
+  point. ``d`` is the depth the best later value reaches by the log's noise alone
+  (``advisor.judging.noise_depth``: 0 on a clean log or a falling one). It is a *wrong stop* at
+  threshold t when that exceeds t (0.5%, 1% and 2% are reported);
 * the run *stopped learning* at the first judged point from which no later point improves on what
   it stood at there by more than ``LEARNING_THRESHOLD``; GPU-hours after that, to the run's
   recorded end, are its *non-learning* GPU-hours;
@@ -50,10 +52,12 @@ from advisor.judging import (
     MIN_JUDGED_EVALS,
     NEAR_END_FRACTION,
     WRONG_STOP_THRESHOLDS,
+    Smoothing,
     last_finite,
     learning_end_index,
     left_after,
     smoothed,
+    smoothing_of,
     threshold_key,
 )
 from advisor.series import Direction, direction_of, task_metric
@@ -85,6 +89,8 @@ class Judged:
     sign: float = 1.0  # -1 for a higher-is-better metric: ``sign * smooth`` is in its own units
     #: the task's score read beside an eval loss judged by default (see the module docstring)
     task: Judged | None = None
+    #: the smoothing's window and standard error: what the lowest later value owes to noise
+    noise: Smoothing | None = None
 
     @property
     def keep_best(self) -> bool:
@@ -95,7 +101,9 @@ class Judged:
         """(improvement left, value the run stood at at ``step``, best later value) for a
         decision at ``step``; the values in the metric's own units. The improvement left is the
         larger of the series' and its task score's (``task_left_after``)."""
-        left, here, best = left_after(self.steps, self.smooth, step, keep_best=self.keep_best)
+        left, here, best = left_after(
+            self.steps, self.smooth, step, keep_best=self.keep_best, noise=self.noise
+        )
         task = self.task_left_after(step)
         if task is not None:
             left = max(left, task)
@@ -105,7 +113,7 @@ class Judged:
         """The improvement the task's score had left after ``step`` (None without one)."""
         if self.task is None:
             return None
-        return left_after(self.task.steps, self.task.smooth, step, keep_best=True)[0]
+        return left_after(self.task.steps, self.task.smooth, step, keep_best=True, noise=self.task.noise)[0]
 
     def worsened_after(self, step: float) -> bool:
         """Whether the series got worse after ``step``: a non-finite later value, or a smoothed
@@ -151,10 +159,11 @@ def _task_series(run: Run) -> tuple[str, np.ndarray, np.ndarray, float] | None:
 def _judged(
     series: str, metric: str, steps: np.ndarray, values: np.ndarray, sign: float, last: float
 ) -> Judged:
-    smooth = smoothed(np.asarray(values, dtype=float))
-    first = learning_end_index(smooth, keep_best=series == "eval")
+    raw = np.asarray(values, dtype=float)
+    smooth, noise = smoothed(raw), smoothing_of(raw)
+    first = learning_end_index(smooth, keep_best=series == "eval", noise=noise)
     end_step = float(steps[first]) if first < steps.size else last
-    return Judged(series, np.asarray(steps, dtype=float), smooth, end_step, metric, sign)
+    return Judged(series, np.asarray(steps, dtype=float), smooth, end_step, metric, sign, noise=noise)
 
 
 def judged(run: Run) -> Judged:

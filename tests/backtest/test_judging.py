@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from advisor.judging import learning_end_index, running_median, smoothed
 
@@ -112,3 +113,64 @@ def test_a_higher_is_better_metric_is_judged_negated_and_reported_in_its_own_uni
     assert here is not None and 0.78 < here < 0.81 and best is not None and best > 0.87
     assert left > 0.08
     assert j.learning_end_step >= 1900
+
+
+def _noisy_plateau(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """1.8 + exp(-s/400) over 5,000 steps (flat within 1% from step ~1,600), 8% report noise, a
+    report every 20 steps: a small-batch fine-tune's log."""
+    steps = np.arange(20, 5001, 20, dtype=float)
+    rng = np.random.default_rng(seed)
+    return steps, (1.8 + np.exp(-steps / 400)) * (1.0 + rng.normal(0.0, 0.08, steps.size))
+
+
+def test_a_stop_on_a_noisy_plateau_is_read_past_the_noise_of_its_best_later_value() -> None:
+    """The best of the later running medians lies below the plateau by noise alone: read as
+    logged, a stop at 75% of a run flat since 32% left a median 4.9% over twenty noise draws (a
+    wrong stop at 2%); read past that depth, under half of it. What is left over is the noise of
+    the value at the stop itself, which is as likely high as low (``bench/judging_bench.py``)."""
+    from advisor.judging import left_after, smoothing_of
+
+    as_logged, past_noise = [], []
+    for seed in range(20):
+        steps, y = _noisy_plateau(seed)
+        smooth, noise = smoothed(y), smoothing_of(y)
+        as_logged.append(left_after(steps, smooth, 3750.0, keep_best=False)[0])
+        past_noise.append(left_after(steps, smooth, 3750.0, keep_best=False, noise=noise)[0])
+    assert all(p <= a for p, a in zip(past_noise, as_logged, strict=True))
+    assert float(np.median(as_logged)) > 0.04
+    assert float(np.median(past_noise)) < 0.5 * float(np.median(as_logged))
+
+
+def test_the_noise_does_not_hide_a_fall_that_was_still_to_come() -> None:
+    """A log that falls 6% more after the stop, with 2% report noise: its best later value is one
+    window at the end (nothing near it to be the lowest by chance), so the noise takes little: it
+    still reads as a wrong stop at every threshold, and a clean log reads exactly as before."""
+    from advisor.judging import left_after, smoothing_of
+
+    steps = np.arange(10, 4001, 10, dtype=float)
+    clean = 2.0 - 0.12 * steps / 4000
+    for seed in range(10):
+        y = clean * (1.0 + np.random.default_rng(seed).normal(0.0, 0.02, steps.size))
+        left = left_after(steps, smoothed(y), 2000.0, keep_best=False, noise=smoothing_of(y))[0]
+        assert left > 0.02
+    smooth = smoothed(clean)
+    exact = left_after(steps, smooth, 2000.0, keep_best=False)[0]
+    assert left_after(steps, smooth, 2000.0, keep_best=False, noise=smoothing_of(clean)) == (
+        left_after(steps, smooth, 2000.0, keep_best=False)
+    )
+    assert exact == pytest.approx((smooth[199] - smooth.min()) / smooth[199]) and exact > 0.025
+
+
+def test_the_noise_is_read_from_the_reports_not_the_curves_bend() -> None:
+    """Second differences leave a smooth bend out of the noise (a clean exponential reads none);
+    8% noise reads as about 8% of the level; a series too short to say reads as exact."""
+    from advisor.judging import smoothing_of
+
+    x = np.arange(1, 501, dtype=float)
+    assert smoothing_of(1.0 + np.exp(-x / 50)).se < 1e-4
+    y = 2.0 * (1.0 + np.random.default_rng(0).normal(0.0, 0.08, x.size))
+    noise = smoothing_of(y)
+    window = noise.window
+    assert window == 25
+    assert noise.se == pytest.approx(1.2533 * 0.16 / window**0.5, rel=0.2)
+    assert smoothing_of(y[:19]).se == 0.0
