@@ -19,11 +19,15 @@ loss when it logged at least ``MIN_JUDGED_EVALS`` evaluations, else the training
 the back-test judges it: smoothed by a centred running median over 5% of its points, its best later
 value read past the depth the log's noise alone gives it (``advisor.judging``). A real curve has no
 known pathology (``pathology`` is ``"real"``, counted as healthy, so a release near its end is no
-saving) and no hang; its ``workload_type`` is ``fine-tuning`` unless the scenario labels it.
+saving) and no hang. Its ``workload_type``, the kind of run its user knows it is (which ``--label-rate``
+labels a job with), is the ``workload-type`` label an index CSV beside the runs gives it (``index.csv``
+or ``runs.csv``, its rows matched to runs as the back-test matches them:
+``advisor.sources.runindex``), else ``fine-tuning``.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +43,9 @@ from advisor.judging import (
 )
 from advisor.series import Direction, direction_of
 from advisor.sources.files import ParsedLog, SourceError, parse_log
-from advisor.sources.runlogs import find_run_logs
+from advisor.sources.runindex import Index, Indexes, RunError, index_row, is_folder_run
+from advisor.sources.runlogs import RunLog, find_run_logs
+from simulator.curves import WORKLOAD_TYPE_LABEL, WORKLOAD_TYPES
 
 __all__ = ["RealCurve", "RealCurveLibrary"]
 
@@ -150,8 +156,15 @@ class RealCurveLibrary:
             logs = find_run_logs([folder])
         except SourceError:
             logs = []  # no run log in it: said below
+        indexes = Indexes(None)
+        file_names = Counter(log.path.name for log in logs)
+        per_folder = Counter(log.path.parent for log in logs)
         for log in logs:
             path = log.path
+            try:
+                tables = indexes.of(log)
+            except RunError as exc:
+                raise ValueError(str(exc)) from None
             try:
                 parsed = parse_log(path)
                 loaded = parsed.judged_curves()
@@ -175,6 +188,11 @@ class RealCurveLibrary:
                     peak = np.nanmax(lr) if np.isfinite(lr).any() else 0.0
                     lrs = np.where(np.isfinite(lr), lr / peak, 1.0) if peak > 0 else None
                 name = f"{log.name}#{cid}" if cid is not None else log.name
+                alone = is_folder_run(log, per_folder[path.parent])
+                try:
+                    kind = _workload_type(tables, log, cid, name, alone, file_names)
+                except RunError as exc:
+                    raise ValueError(str(exc)) from None
                 ev = evals.get(cid)
                 eval_xs = eval_values = None
                 if ev is not None:
@@ -182,7 +200,7 @@ class RealCurveLibrary:
                     if int(keep.sum()) >= _MIN_EVALS:
                         eval_xs, eval_values = ev[0][keep] / steps[-1], ev[1][keep]
                 self.curves.append(
-                    _Run(name, steps / steps[-1], values, lrs, eval_xs, eval_values, eval_metric)
+                    _Run(name, steps / steps[-1], values, lrs, eval_xs, eval_values, eval_metric, kind)
                 )
         if not self.curves:
             raise ValueError(f"{folder}: no run with {_MIN_POINTS} or more points to draw curves from")
@@ -191,7 +209,10 @@ class RealCurveLibrary:
     def description(self) -> str:
         skipped = f"{self.skipped} unreadable or too short skipped"
         evals = sum(1 for run in self.curves if run.eval_xs is not None)
-        return f"{len(self.curves)} real runs from {self.folder}, {evals} with an eval loss ({skipped})"
+        told = Counter(run.workload_type for run in self.curves if run.workload_type is not None)
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(told.items()))
+        said = f", workload-type from an index: {kinds}" if told else ""
+        return f"{len(self.curves)} real runs from {self.folder}, {evals} with an eval loss{said} ({skipped})"
 
     def draw(self, rng: np.random.Generator, total_steps: int, seed: int) -> RealCurve:
         run = self.curves[int(rng.integers(len(self.curves)))]
@@ -205,6 +226,7 @@ class RealCurveLibrary:
             eval_values=run.eval_values,
             eval_metric=run.eval_metric,
             eval_higher=direction_of(run.eval_metric) is Direction.HIGHER,
+            workload_type=run.workload_type or "fine-tuning",
         )
 
 
@@ -219,6 +241,27 @@ class _Run:
     eval_xs: np.ndarray | None
     eval_values: np.ndarray | None
     eval_metric: str = "eval_loss"
+    #: the ``workload-type`` its index row gives it (None: no row says)
+    workload_type: str | None = None
+
+
+def _workload_type(
+    tables: list[Index], log: RunLog, cid: str | None, name: str, alone: bool, file_names: Counter[str]
+) -> str | None:
+    """The ``workload-type`` label the first index with a row for the run gives it, when it is
+    one the simulator knows (``WORKLOAD_TYPES``); an index that cannot say which run a row names
+    is an error, as in the back-test."""
+    for table in tables:
+        row = index_row(table, log, cid, name, alone, file_names)
+        if row is not None:
+            kind = dict(row.labels).get(WORKLOAD_TYPE_LABEL)
+            if kind is not None and kind not in WORKLOAD_TYPES:
+                raise ValueError(
+                    f"{table.path}: run {name!r}: {WORKLOAD_TYPE_LABEL}={kind!r}: expected one of "
+                    f"{', '.join(WORKLOAD_TYPES)}"
+                )
+            return kind
+    return None
 
 
 def _judged_eval(log: ParsedLog) -> str:

@@ -1,13 +1,11 @@
-"""Why runs cannot be back-tested: apart from ``runs`` so that ``index`` (which reads the index
-CSV that ``runs`` consults) can raise them without importing the module that imports it."""
+"""Why runs cannot be back-tested. ``RunError`` is the run index's (``advisor.sources.runindex``,
+which ``simulate --curves`` reads too), so that a bad index and a bad run are one kind of error."""
 
 from __future__ import annotations
 
+from advisor.sources.runindex import RunError
+
 __all__ = ["BadRunError", "RunError"]
-
-
-class RunError(Exception):
-    """Runs that cannot be back-tested; ``str()`` is one line: ``file: field: reason``."""
 
 
 class BadRunError(RunError):

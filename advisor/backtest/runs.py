@@ -19,7 +19,7 @@ timeline is keyed by: its log's path relative to the folder given (``lr1e-3/trai
 in HF's ``<sweep>/<run>/trainer_state.json`` layout), a file given alone its file name (see
 ``advisor.sources.runlogs``), then ``#<curve_id>`` for a run of a multi-run dump.
 
-An index CSV gives a run its GPUs, group and labels (see ``advisor.backtest.index`` for how a
+An index CSV gives a run its GPUs, group and labels (see ``advisor.sources.runindex`` for how a
 row names its run, and which index wins when ``--index`` and one beside the runs both have a
 row for it); the rows that matched no run, and the runs without a row while an index was
 in use, are returned with the runs so that the back-test can warn of them.
@@ -40,7 +40,12 @@ from pathlib import Path
 import numpy as np
 
 from advisor.backtest.errors import BadRunError, RunError
-from advisor.backtest.index import (
+from advisor.forecast._prep import average_repeats, looks_unsorted
+from advisor.series import Direction, direction_of
+from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
+from advisor.sources.loaded_curve import NotALog
+from advisor.sources.metric_choice import eval_metrics
+from advisor.sources.runindex import (
     NO_GROUP,
     Index,
     Indexes,
@@ -49,14 +54,10 @@ from advisor.backtest.index import (
     RunWithoutRow,
     UnmatchedRow,
     index_row,
+    is_folder_run,
     suggested_key,
 )
-from advisor.forecast._prep import average_repeats, looks_unsorted
-from advisor.series import Direction, direction_of
-from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
-from advisor.sources.loaded_curve import NotALog
-from advisor.sources.metric_choice import eval_metrics
-from advisor.sources.runlogs import RUN_LOG_SUFFIXES, RunLog, find_run_logs, run_folder
+from advisor.sources.runlogs import RUN_LOG_SUFFIXES, find_run_logs, run_folder
 
 __all__ = [
     "RUN_SUFFIXES",
@@ -214,17 +215,6 @@ def _one(
     )
 
 
-#: the log file that names no run: the run is its folder (HF writes every run's state under it)
-_FOLDER_RUN_LOGS = ("trainer_state.json",)
-
-
-def _is_folder_run(log: RunLog, logs_in_folder: int) -> bool:
-    """Whether the run is the folder its log is in (see the module's docstring)."""
-    if log.path.name.lower().removesuffix(".gz") in _FOLDER_RUN_LOGS:
-        return True
-    return logs_in_folder == 1 and log.path.parent != log.root
-
-
 @dataclass(frozen=True)
 class LoadedRuns:
     """The runs read, one line per run skipped as bad, and where runs and index rows missed."""
@@ -298,7 +288,7 @@ def read_runs(
     for log in logs:
         path = log.path
         folder = path.parent
-        folder_run = _is_folder_run(log, per_folder[folder])
+        folder_run = is_folder_run(log, per_folder[folder])
         tables = indexes.of(log)
         parsed: ParsedLog | None = None
         curves: list[tuple[str | None, LoadedCurve]] = []

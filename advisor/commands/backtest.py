@@ -206,8 +206,8 @@ def _check(args: argparse.Namespace) -> None:
 def _load(args: argparse.Namespace) -> Any:
     """The runs the arguments name (``advisor.backtest.runs.LoadedRuns``), the bad ones skipped (a
     bad run is one error line) and the index's misses, each said on stderr."""
-    from advisor.backtest.index import index_notes, mismatch_warnings
     from advisor.backtest.runs import BadRunError, RunError, read_runs
+    from advisor.sources.runindex import index_notes, mismatch_warnings
 
     try:
         loaded = read_runs(
@@ -242,7 +242,7 @@ def backtest(
     args: argparse.Namespace, *, progress: bool
 ) -> tuple[list[dict[str, Any]], dict[str, Any], list[Any]]:
     """The rows (``row_summary`` objects, baselines first), the run's meta data and the runs."""
-    from advisor.backtest.index import index_notes
+    from advisor.sources.runindex import index_notes
 
     _check(args)
     _rows(args)  # a bad policy or baseline fails before any run is read

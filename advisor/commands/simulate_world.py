@@ -41,7 +41,9 @@ def add_world_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DIR",
         help="draw each job's curve from the real runs in DIR (HF trainer_state.json, CSV/TSV, JSONL; "
-        "time-scaled to the job) instead of the synthetic library",
+        "time-scaled to the job) instead of the synthetic library; an index.csv or runs.csv beside them "
+        "gives a run its kind (labels workload-type=pretraining), which --label-rate labels its jobs with "
+        "(else fine-tuning)",
     )
     p.add_argument(
         "--elastic",

@@ -190,3 +190,29 @@ def test_a_run_with_fewer_evaluations_than_the_back_test_judges_by_is_judged_by_
     assert run.has_evals and run.eval_xs is not None and run.eval_xs.size == 4 < MIN_JUDGED_EVALS
     # judged by the training loss, which falls to the end: a stop at 60% left more than 1%
     assert run.remaining_improvement(6_000) > 0.1
+
+
+def test_an_index_beside_the_runs_gives_each_curve_the_kind_of_run_its_user_knows_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An index CSV's ``workload-type`` label (matched to runs as the back-test matches them) is the
+    kind of run a job following the curve is (what ``--label-rate`` labels it with); a run no row
+    labels is a fine-tune, as before. An admin's pretraining run was judged as a fine-tune, with
+    labels or without, because the index was never read. A kind the simulator does not know is
+    one error line."""
+    folder = _runs(tmp_path / "runs")
+    (folder / "index.csv").write_text("run,gpus,labels\nflat.csv,8,workload-type=pretraining;team=a\n")
+    lib = RealCurveLibrary(folder)
+    assert "workload-type from an index: 1 pretraining" in lib.description
+    rng = np.random.default_rng(0)
+    drawn = {c.source: c for c in (lib.draw(rng, 10_000, 0) for _ in range(20))}
+    assert drawn["flat.csv"].workload_type == "pretraining"
+    assert drawn["learning.csv"].workload_type == "fine-tuning"
+    (folder / "index.csv").write_text("run,labels\nflat.csv,workload-type=pretrain\n")
+    with pytest.raises(
+        ValueError, match=r"index.csv: run 'flat.csv': workload-type='pretrain': expected one of"
+    ):
+        RealCurveLibrary(folder)
+    args = ["simulate", "--jobs", "6", "--quiet", "--curves", str(folder), "--baselines", "no-advisor"]
+    assert main(args) == 2
+    assert "workload-type='pretrain'" in capsys.readouterr().err

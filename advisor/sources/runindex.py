@@ -1,4 +1,7 @@
-"""The back-test's index CSVs: each run's GPUs, group and labels, and the rows that match nothing.
+"""Index CSVs beside run logs: each run's GPUs, group and labels, and the rows that match nothing.
+
+Read by ``backtest`` (GPUs, groups, labels) and by ``simulate --curves`` (a run's ``workload-type``
+label: the kind of run its user knows it is); the same rows name the same runs in both.
 
 An index CSV (``index.csv`` or ``runs.csv``; the nearest one in the run's folder or a folder above
 it, up to the folder given; else ``--index``) gives a run the row whose run column is, the first
@@ -31,25 +34,44 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor.backtest.errors import RunError
 from advisor.sources.runlogs import INDEX_NAMES, RunLog, run_folder
 
 __all__ = [
+    "FOLDER_RUN_LOGS",
     "MAX_WARNINGS",
     "Index",
     "IndexRow",
     "IndexUse",
     "Indexes",
+    "RunError",
     "RunWithoutRow",
     "UnmatchedRow",
     "index_columns",
     "index_notes",
     "index_row",
+    "is_folder_run",
     "mismatch_warnings",
     "read_index",
     "read_index_columns",
     "suggested_key",
 ]
+
+
+class RunError(Exception):
+    """Runs that cannot be read or looked up (a bad index, a row naming several runs); ``str()``
+    is one line: ``file: field: reason``."""
+
+
+#: the log file that names no run: the run is its folder (HF writes every run's state under it)
+FOLDER_RUN_LOGS = ("trainer_state.json",)
+
+
+def is_folder_run(log: RunLog, logs_in_folder: int) -> bool:
+    """Whether the run is the folder its log is in: a log that names no run of its own
+    (``FOLDER_RUN_LOGS``), or the only log in a folder below the one given."""
+    if log.path.name.lower().removesuffix(".gz") in FOLDER_RUN_LOGS:
+        return True
+    return logs_in_folder == 1 and log.path.parent != log.root
 
 
 #: an index row's group cell left empty where the index has a group column: the run is in no group
