@@ -77,9 +77,10 @@ def register(subparsers: Any) -> None:
         "a policy's selector reads a job's labels). Without it, an index.csv or runs.csv in a run's "
         "folder or a folder above it (up to the folder given) is read automatically, and is used "
         "before this one; each index used is named on stderr. A run is matched by "
-        "its curve_id, its path relative to the index's folder (e.g. lr1e-3/trainer_state.json), its "
-        "folder, relative to the index's too, when it is alone in it (lr1e-3; sweep/lr1e-3 for an "
-        "index a folder above), its name, or its file name when no other run has it; "
+        "its curve_id, its path relative to the index's folder (e.g. lr1e-3/trainer_state.json; "
+        "../runs/lr1e-3 from an index elsewhere), its folder, relative to the index's too, when it is "
+        "alone in it (lr1e-3, also given itself; sweep/lr1e-3 for an index a folder above), its name, "
+        "or its file name when no other run has it; "
         "an index row that matches no run, and a run without a row, are warned of on stderr",
     )
     p.add_argument(

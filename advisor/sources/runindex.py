@@ -6,9 +6,10 @@ label: the kind of run its user knows it is); the same rows name the same runs i
 An index CSV (``index.csv`` or ``runs.csv``; the nearest one in the run's folder or a folder above
 it, up to the folder given; else ``--index``) gives a run the row whose run column is, the first
 that matches: its ``curve_id`` (a multi-run dump); its log's path relative to the index's folder,
-with or without its suffix (``lr1e-3/trainer_state.json``, ``lr1e-3/trainer_state``); the run's
-folder (``lr1e-3``) when the run is its folder; the run's name; its file name, with or without its
-suffix, when no other run's log has that file name. A row that names by file name several runs'
+with or without its suffix (``lr1e-3/trainer_state.json``, ``lr1e-3/trainer_state``), also when
+that path leaves the index's folder (``../sweep/lr1e-3``); the run's folder (``lr1e-3``) when the
+run is its folder, also when that folder is given itself; the run's name; its file name, with or
+without its suffix, when no other run's log has that file name. A row that names by file name several runs'
 logs (``trainer_state.json``) is an error that says which path to give instead. Its ``labels``
 (``workload-type=pretraining;team=a``) are the job's labels, which a policy's selector reads.
 
@@ -30,6 +31,7 @@ than failing: an index often lists more runs than one back-test reads.
 from __future__ import annotations
 
 import csv
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -358,6 +360,19 @@ def _keys(
         folder = run_folder(rel)  # the output folder of a run that is its latest checkpoint's state
         if folder not in (rel.parent, Path(".")):
             keys.append(folder.as_posix())
+    if alone and rel.parent == Path("."):
+        # a run folder given itself (``backtest runs/lr1e-3 --index elsewhere/index.csv``): its name
+        # is what a row names it by, as when its parent is given (a trial's row 'r05_wsd_hf' matched
+        # no run, and the label that kept a policy off it was lost)
+        keys.append(run_folder(log.path.resolve()).name)
+    try:  # a path relative to the index's folder that leaves it (``../full/r05/trainer_state.json``)
+        outside = Path(os.path.relpath(log.path.resolve(), index.folder.resolve()))
+    except ValueError:  # another drive
+        outside = rel
+    if outside != rel:
+        keys += [outside.as_posix(), (outside.parent / outside.stem).as_posix()]
+        if alone and outside.parent != Path("."):
+            keys.append(outside.parent.as_posix())
     keys.append(name)
     if unique:
         keys += [log.path.name, log.path.stem]
@@ -370,7 +385,9 @@ def suggested_key(index: Index, log: RunLog, cid: str | None, alone: bool) -> st
     keys, rel = _keys(index, log, cid, "", alone, unique=False)
     if cid is not None:
         return cid
-    return rel.parent.as_posix() if alone and rel.parent != Path(".") else keys[0]
+    if alone:
+        return rel.parent.as_posix() if rel.parent != Path(".") else run_folder(log.path.resolve()).name
+    return keys[0]
 
 
 def index_row(

@@ -127,6 +127,23 @@ def test_an_index_beside_a_sweep_in_the_hf_layout_addresses_each_run(tmp_path: P
     assert [r.gpus for r in runs] == [1, 1, 1, 8]
 
 
+def test_an_index_elsewhere_names_a_run_folder_given_itself_by_its_name_or_a_path_out_of_its_folder(
+    tmp_path: Path,
+) -> None:
+    """``backtest sweep/lr1e-4 --index notes/index.csv``: a row naming the run folder (``lr1e-4``),
+    as a row beside the sweep would, or by its path from the index's folder (``../sweep/lr1e-4``),
+    gives the run its GPUs and labels (an ML engineer's row ``r05_wsd_hf`` matched no run: the run's
+    path relative to the folder given is only ``trainer_state.json``, and the label that kept the
+    plateau policy off a pretraining run was lost)."""
+    sweep = _hf_sweep(tmp_path / "sweep")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for cell in ("lr1e-4", "../sweep/lr1e-4", "../sweep/lr1e-4/trainer_state.json"):
+        (notes / "index.csv").write_text(f"run,gpus,labels\n{cell},8,workload-type=pretraining\n")
+        runs, _ = load_runs([sweep / "lr1e-4"], index=notes / "index.csv")
+        assert [(r.gpus, dict(r.labels)) for r in runs] == [(8, {"workload-type": "pretraining"})], cell
+
+
 def test_a_run_whose_path_holds_a_hash_keeps_its_eval_series(tmp_path: Path) -> None:
     _trainer_state(tmp_path / "sweep" / "run#1" / "trainer_state.json", "lr2e-5")
     (run,), _ = load_runs([tmp_path / "sweep"])
