@@ -62,7 +62,8 @@ def meta_lines(meta: Mapping[str, Any]) -> list[str]:
     lines = [
         f"- **{_LABELS.get(k, k.replace('_', ' '))}**: {_value(k, v)}"
         for k, v in meta.items()
-        if k not in _LISTS
+        # an empty map says nothing (its bullet read "metrics ... that no run reports: ")
+        if k not in _LISTS and not (isinstance(v, Mapping) and not v)
     ]
     for key, heading in _LISTS.items():
         names = meta.get(key) or []
@@ -119,5 +120,10 @@ def footer_line(meta: dict[str, Any]) -> str:
         )
     head = f"{plural(meta['runs'], 'run')} in {plural(meta['groups'], 'group')}"
     if meta.get("ungrouped"):
-        head += f" and {meta['ungrouped']} in none (an empty group cell in the index)"
+        # "17 runs in 1 group and 12 in none" read as 29 runs
+        grouped = meta["runs"] - meta["ungrouped"]
+        head = (
+            f"{plural(meta['runs'], 'run')}: {grouped} in {plural(meta['groups'], 'group')}, "
+            f"{meta['ungrouped']} in none (an empty group cell in the index)"
+        )
     return head + (f" ({'; '.join(notes)})" if notes else "")

@@ -101,7 +101,17 @@ def test_an_empty_group_cell_puts_the_run_in_no_group(
     assert len({groups["c.csv"], groups["d.csv"], "sweep"}) == 3
     argv = ["backtest", str(runs), "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
     assert main(argv) == 0
-    assert "4 runs in 1 group and 2 in none (an empty group cell in the index)" in capsys.readouterr().out
+    assert "4 runs: 2 in 1 group, 2 in none (an empty group cell in the index)" in capsys.readouterr().out
     # without a group column, the folder is the group, as before
     (runs / "index.csv").write_text("run,gpus\na.csv,1\nb.csv,1\nc.csv,32\nd.csv,1\n")
     assert len({r.group for r in read_runs([runs]).runs}) == 1
+
+
+def test_the_reports_header_leaves_out_a_map_with_nothing_in_it() -> None:
+    """A bullet whose map is empty said nothing ("metrics a row's rules judge that no run reports: ");
+    one that names a metric stays."""
+    from advisor.backtest.report_meta import meta_lines
+
+    assert not any("no run reports" in line for line in meta_lines({"runs": 3, "unreported_metrics": {}}))
+    lines = meta_lines({"runs": 3, "unreported_metrics": {"mine": "eval_f1"}})
+    assert "- **metrics a row's rules judge that no run reports**: mine eval_f1" in lines
