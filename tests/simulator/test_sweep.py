@@ -291,3 +291,37 @@ def test_flags_that_contradict_each_other_are_one_clear_error(
     assert main(["simulate", "--jobs", "4", "--quiet", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_the_frontier_plot_prints_no_setting_over_another_nor_outside_the_axes() -> None:
+    """Settings whose points lie close (three at one wrong-stop rate, 1.2 points of saving apart)
+    are each labelled where no other label lies and inside the axes: labels placed by their order
+    on the grid printed 0.7/20m and 0.9/10m over each other, read as a third setting."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from advisor.sweep import _place_labels
+
+    grid = [(0.7, "10m", 0.331, 0.0062), (0.8, "10m", 0.311, 0.0042), (0.7, "20m", 0.305, 0.0042)]
+    grid += [(0.9, "10m", 0.292, 0.0042), (0.8, "20m", 0.277, 0.0021), (0.9, "20m", 0.271, 0.0021)]
+    points = [
+        {"label": f"plateau.probability={p} plateau.for={f}", "saved": s, "wrong_rate": w}
+        for p, f, s, w in grid
+    ]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.scatter([100 * p["wrong_rate"] for p in points], [100 * p["saved"] for p in points])
+    ax.set_xlim(0.0, 2.1)
+    fig.tight_layout()
+    _place_labels(fig, ax, points)
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    frame = ax.get_window_extent(renderer)
+    plt.close(fig)
+    assert len(boxes) == len(points)
+    for i, a in enumerate(boxes):
+        assert frame.x0 <= a.x0 and a.x1 <= frame.x1 and frame.y0 <= a.y0 and a.y1 <= frame.y1
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b)
