@@ -169,30 +169,39 @@ def compute(args: ForecastRequest) -> Outcome:
         # for (a console log's steps count its logs: --upto-step 1000 on 200 of them was ignored)
         past = f"--upto-step {cut:,.0f} is past the file's last step ({last_step:,.0f})"
         notes.append(f"{past}: every point used")
+    # the run's last step is its training loss's, not its last evaluation's (an eval metric's
+    # forecast told a run at step 3,300 to pass --total-steps 2500, its last evaluation)
+    whole_train = (
+        training_loss_upto(args, None) if args.metric is not None and full.metric != TRAIN_SERIES else None
+    )
+    run_last = (
+        max(last_step, max(whole_train.steps)) if whole_train is not None and whole_train.steps else last_step
+    )
+    train = whole_train.upto(cut) if whole_train is not None and cut is not None else whole_train
     given = args.total_steps
     if given is None and full.total_steps is None:
         given = args.total_steps_fallback  # compare's: only for a log that does not say its total
-    if given is not None and given < last_step:
-        raise CommandError(f"--total-steps {given:,} is below the last step in the file ({last_step:,.0f})")
+    if given is not None and given < run_last:
+        raise CommandError(f"--total-steps {given:,} is below the last step in the file ({run_last:,.0f})")
     total = given or full.total_steps
     if total is None and truncated:
-        total = math.ceil(last_step)
+        total = math.ceil(run_last)
         notes.append(
             f"total steps taken from the file's last step ({total:,}): hindsight a live run that does "
             "not report its total lacks (the controller reads its end as unknown; --total-steps sets it)"
         )
-    elif total is None:
+    if total is None and not truncated:
+        what = "final loss" if full.metric == TRAIN_SERIES else f"final {full.metric}"
         notes.append(
-            f"total steps unknown: the final loss is the asymptote (or where a decaying learning rate "
+            f"total steps unknown: the {what} is the asymptote (or where a decaying learning rate "
             f"reaches zero). If the run has ended, pass "
-            f"--total-steps {math.ceil(last_step)} (its last step); if not, its planned total"
+            f"--total-steps {math.ceil(run_last)} (its last step); if not, its planned total"
         )
     observed = _observed_end(full, len(curve), total) if truncated else None
     # where the file's values went non-finite for good: after the cut, what the run did next; in a
     # whole file, when it diverged (the forecast's last step is its last finite point, the
     # progress line's the last report)
     diverged = _nonfinite_from(full, len(curve) if truncated else 0)
-    train = training_loss_upto(args, cut) if args.metric is not None and full.metric != TRAIN_SERIES else None
     evals, not_shown = eval_series_upto(args, curve if train is None else train, cut)
     if not_shown:
         notes.append(not_shown_note(not_shown))

@@ -251,3 +251,23 @@ def test_a_log_of_many_eval_metrics_shows_its_summaries_and_names_the_rest(
     out = capsys.readouterr().out
     assert f"  note            {note}" in out
     assert "  eval_overall_f1 " in out
+
+
+def test_an_eval_metrics_forecast_names_the_runs_last_step_not_its_last_evaluation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--metric eval_accuracy`` on a log that states no total: the note's hint is the run's last
+    step (its training loss's, 3,000), not its last evaluation's (2,500; an ML engineer was told to
+    pass --total-steps 2500 for a run at step 3,300), and it speaks of the metric's final value, not
+    of a final loss; --total-steps below the run's last step is refused as it is for the loss."""
+    path = _overfitting_log(tmp_path / "run.csv", accuracy=True)
+    rows = path.read_text().splitlines()
+    # evaluations stop at step 2,500; the training loss is logged to 3,000
+    kept = [r if int(r.split(",")[0]) <= 2500 else ",".join([*r.split(",")[:2], "", ""]) for r in rows[1:]]
+    path.write_text("\n".join([rows[0], *kept]) + "\n")
+    assert main(["forecast", str(path), "--metric", "eval_accuracy"]) == 0
+    out = capsys.readouterr().out
+    assert "the final eval_accuracy is the asymptote" in out
+    assert "--total-steps 3000 (its last step)" in out and "--total-steps 2500" not in out
+    assert main(["forecast", str(path), "--metric", "eval_accuracy", "--total-steps", "2800"]) == 2
+    assert "below the last step in the file (3,000)" in capsys.readouterr().err
