@@ -45,6 +45,7 @@ from advisor.commands.compare_status import (
     kept_value,
     points_of,
 )
+from advisor.forecast.core import ends_at_decay
 from advisor.forecast.state import ended_reading
 
 __all__ = ["prob_best", "register", "run"]
@@ -341,12 +342,22 @@ def run(args: argparse.Namespace) -> int:
             "learning rates to decide)"
         )
     if files is not None:
-        untotalled = [ref for ref, st, _ in found if TOTAL in st and st[TOTAL] is None]
-        if untotalled:  # as forecast's note, once for all the runs it applies to
-            every = len(untotalled) == len(found)
-            whose = "each run's asymptote" if every else f"the asymptote for {', '.join(untotalled)}"
-            print(f"FINAL is {whose}: no total steps in the log (pass --total-steps N, the planned total)")
+        open_ended = [(ref, _final_at(st)) for ref, st, _ in found if TOTAL in st and st[TOTAL] is None]
+        for where in ("where the learning rate's decay ends", "the asymptote"):
+            # as forecast says it, once for all the runs it applies to (the table said "asymptote"
+            # where forecast read the same runs to their learning rate's decay)
+            named = [ref for ref, at in open_ended if at == where]
+            if named:
+                whose = "for each run" if len(named) == len(found) else f"for {', '.join(named)}"
+                hint = "pass --total-steps N, the planned total"
+                print(f"FINAL is {where} {whose}: no total steps in the log ({hint})")
     return 0
+
+
+def _final_at(status: Mapping[str, Any]) -> str:
+    """Where a log without a total was forecast to: its learning rate's decay's end, else its asymptote."""
+    warnings = (status.get("forecast") or {}).get("warnings") or []
+    return "where the learning rate's decay ends" if ends_at_decay(warnings) else "the asymptote"
 
 
 def _state_cell(row: Mapping[str, Any]) -> str:
@@ -374,7 +385,7 @@ def _run_notes(status: Mapping[str, Any], from_file: bool) -> list[str]:
             "learning rates unknown: final and its interval assume the LR anneals by the total steps"
         )
     if from_file and TOTAL in status and status[TOTAL] is None:
-        notes.append("no total steps in the log: final is the asymptote (pass --total-steps N)")
+        notes.append(f"no total steps in the log: final is {_final_at(status)} (pass --total-steps N)")
     return notes
 
 

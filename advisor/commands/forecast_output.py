@@ -17,7 +17,7 @@ import numpy as np
 
 from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
-from advisor.forecast.core import IMPLIED_END_WARNING, holds_trend
+from advisor.forecast.core import ends_at_decay, holds_trend
 from advisor.forecast.jump import JUMP_WARNING
 from advisor.forecast.schedule import implied_end
 from advisor.forecast.state import (
@@ -165,7 +165,7 @@ def render_text(outcome: Outcome) -> str:
         amount = f"{scatter:.0%}" if scatter <= 1.0 else f"±{_num(scatter * abs(fc.current_loss))}"
         noisy = f"; reports scatter by about {amount} around it"
     lines.append(f"  {_label('current ' + curve.metric)}{_num(fc.current_loss)} (smoothed{noisy})")
-    implied = any(w.startswith(IMPLIED_END_WARNING) for w in fc.warnings)
+    implied = ends_at_decay(fc.warnings)
     where = (
         f" at step {outcome.total_steps:,}"
         if outcome.total_steps

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.cli import CommandError
+from advisor.forecast.core import ends_at_decay
 from advisor.forecast.jump import JUMP_WARNING
 
 if TYPE_CHECKING:
@@ -311,9 +312,11 @@ def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
             capsize=4,
             label=f"final {metric} at step {outcome.total_steps:,} (p10..p90)",
         )
-    elif math.isfinite(final.mean):  # no total: the asymptote, beyond the drawn path
-        ax.axhspan(final.p10, final.p90, color="#ff7f0e", alpha=0.08, label="asymptote, 80% interval")
-        ax.axhline(final.mean, color="#d62728", ls="--", lw=1.0, label="asymptote (total steps unknown)")
+    elif math.isfinite(final.mean):  # no total: the asymptote (or the LR decay's end), beyond the path
+        # said as the text says it: where the learning rate's decay ends when that was read
+        where = "where the LR decay ends" if ends_at_decay(fc.warnings) else "asymptote"
+        ax.axhspan(final.p10, final.p90, color="#ff7f0e", alpha=0.08, label=f"{where}, 80% interval")
+        ax.axhline(final.mean, color="#d62728", ls="--", lw=1.0, label=f"{where} (total steps unknown)")
         drawn += [final.mean, final.p90]
     if outcome.observed_final is not None:
         end = outcome.total_steps if outcome.total_steps is not None else max(full.steps)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,13 @@ FALLING_FIT_WARNINGS = ("the loss falls faster than its earlier history", "learn
 #: interval): P(plateau) is then the uninformed NO_TREND_PLATEAU, as with no points at all
 NO_TREND_POINTS = 3
 NO_TREND_PLATEAU = 0.5
+
+
+def ends_at_decay(warnings: Sequence[str]) -> bool:
+    """Whether a forecast made without a total read its final value where the learning rate's
+    decay ends (``IMPLIED_END_WARNING``), not at the curve's asymptote: what every output says of
+    where FINAL is (the text said one, the table and the plot the other)."""
+    return any(w.startswith(IMPLIED_END_WARNING) for w in warnings)
 
 
 def holds_trend(fc: Forecast) -> bool:

@@ -442,7 +442,8 @@ def test_final_is_said_to_be_the_asymptote_once_for_the_runs_without_a_total(
     assert cli.main(["compare", *runs, "--metric", "loss"]) == 0
     notes = [line for line in capsys.readouterr().out.splitlines() if "asymptote" in line]
     assert notes == [
-        "FINAL is each run's asymptote: no total steps in the log (pass --total-steps N, the planned total)"
+        "FINAL is the asymptote for each run: no total steps in the log "
+        "(pass --total-steps N, the planned total)"
     ]
     assert cli.main(["compare", str(tmp_path / "finished.json"), runs[0], "--metric", "loss"]) == 0
     notes = [line for line in capsys.readouterr().out.splitlines() if "asymptote" in line]
@@ -526,3 +527,22 @@ def test_mistyped_file_names_say_they_are_no_files(
     assert cli.main(["compare", "run-a.json", "run-b.json"]) == 2
     err = capsys.readouterr().err
     assert "run-a.json, run-b.json: no such file; as TrainJobs: cannot connect to the cluster" in err
+
+
+def test_final_is_said_to_be_where_the_learning_rate_decay_ends_when_forecast_reads_it_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs without a total whose learning rate decays linearly are forecast to where the decay
+    ends (as ``forecast FILE`` says); the table's note says the same, not "asymptote" (an ML
+    engineer read three descriptions of one forecast)."""
+    import math as _m
+
+    for name, floor in (("a.csv", 1.0), ("b.csv", 1.1)):
+        rows = ["step,loss,learning_rate"]
+        for s in range(10, 3001, 10):
+            rows.append(f"{s},{floor + 2.0 * _m.exp(-s / 800):.5f},{3e-4 * (1 - s / 6000):.3e}")
+        (tmp_path / name).write_text("\n".join(rows) + "\n")
+    assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "FINAL is where the learning rate's decay ends for each run: no total steps in the log" in out
+    assert "asymptote" not in out
