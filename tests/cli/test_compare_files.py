@@ -535,12 +535,10 @@ def test_final_is_said_to_be_where_the_learning_rate_decay_ends_when_forecast_re
     """Runs without a total whose learning rate decays linearly are forecast to where the decay
     ends (as ``forecast FILE`` says); the table's note says the same, not "asymptote" (an ML
     engineer read three descriptions of one forecast)."""
-    import math as _m
-
     for name, floor in (("a.csv", 1.0), ("b.csv", 1.1)):
         rows = ["step,loss,learning_rate"]
         for s in range(10, 3001, 10):
-            rows.append(f"{s},{floor + 2.0 * _m.exp(-s / 800):.5f},{3e-4 * (1 - s / 6000):.3e}")
+            rows.append(f"{s},{floor + 2.0 * math.exp(-s / 800):.5f},{3e-4 * (1 - s / 6000):.3e}")
         (tmp_path / name).write_text("\n".join(rows) + "\n")
     assert cli.main(["compare", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]) == 0
     out = capsys.readouterr().out
