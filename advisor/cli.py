@@ -89,6 +89,17 @@ def positive_duration(text: str) -> float:
     return value
 
 
+def label_durations(parser: argparse.ArgumentParser) -> None:
+    """Name every duration option's value ``DURATION`` in ``--help`` and say once, under the
+    options, how one is written: ``--forecast-interval 5`` is 5 seconds, as in a policy, which
+    ``--help`` did not say."""
+    for action in parser._actions:
+        if action.type in (duration, positive_duration):
+            action.metavar = "DURATION"
+    note = "DURATION: 90s, 30m, 2h or 1d; a bare number is seconds, as in a policy."
+    parser.epilog = f"{parser.epilog}\n\n{note}" if parser.epilog else note
+
+
 def _one_line(text: str) -> str:
     """An error message on one line: a parser's multi-line report (PyYAML's context lines and the
     caret under the column) joined with "; ", the caret lines dropped."""

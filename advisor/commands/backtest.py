@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from advisor.cli import CommandError, require_extra
+from advisor.cli import CommandError, duration, label_durations, require_extra
 from advisor.commands.json_output import (
     JsonTarget,
     add_json_arguments,
@@ -28,17 +28,6 @@ from advisor.commands.json_output import (
 )
 
 __all__ = ["register", "run"]
-
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def _duration(text: str) -> float:
-    import re
-
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 5m, 1h)")
-    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
 def _samples_dir() -> Path:
@@ -97,14 +86,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--report-interval",
-        type=_duration,
+        type=duration,
         default=60.0,
         help="least time between two progress reports the controller sees (default 1m; the Kubeflow "
         "SDK throttles to 5s)",
     )
     p.add_argument(
         "--forecast-interval",
-        type=_duration,
+        type=duration,
         default=60.0,
         help="re-forecast a run at most this often (default 1m; the controller's default is 30s)",
     )
@@ -142,6 +131,7 @@ def register(subparsers: Any) -> None:
         "table and its plot)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    label_durations(p)
     p.set_defaults(func=run)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from advisor.cli import (
     CommandError,
     duration,
+    label_durations,
     non_negative_int,
     positive_duration,
     positive_int,
@@ -149,6 +150,7 @@ def register(subparsers: Any) -> None:
         "and the spread across the seeds, without plots; with --sweep: the frontier table and its plot)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    label_durations(p)
     p.set_defaults(func=run)
 
 

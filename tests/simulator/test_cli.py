@@ -322,3 +322,14 @@ def test_a_policy_row_is_named_by_its_metadata_name_as_backtest_names_it(tmp_pat
         "advisor-my-aggressive (policy-mypol.yaml)",
         "advisor-plateau-release",
     ]
+
+
+def test_help_names_every_duration_and_how_one_is_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--forecast-interval 5`` is 5 seconds, as in a policy: ``--help`` says so under the options,
+    and names each duration's value DURATION (``simulate`` and ``backtest`` read them alike)."""
+    for command in ("simulate", "backtest"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        out = capsys.readouterr().out
+        assert "--forecast-interval DURATION" in out
+        assert "DURATION: 90s, 30m, 2h or 1d; a bare number is seconds, as in a policy." in out
