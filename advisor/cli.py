@@ -178,6 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{command.prog}: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        # said, on a line of its own (a progress bar may hold the cursor): a silent exit 130 left
+        # an admin unsure whether the run had finished and what it had written
+        print(f"\n{command.prog}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (``| head``): as any Unix filter, stop quietly. Point stdout at

@@ -333,3 +333,18 @@ def test_help_names_every_duration_and_how_one_is_written(capsys: pytest.Capture
         out = capsys.readouterr().out
         assert "--forecast-interval DURATION" in out
         assert "DURATION: 90s, 30m, 2h or 1d; a bare number is seconds, as in a policy." in out
+
+
+def test_an_interrupted_command_says_so_and_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C in a long simulation exits 130 with one line that says it was interrupted (it left
+    nothing on the terminal, beside a progress bar that might have been the end)."""
+    import advisor.commands.simulate as simulate
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulate, "run", interrupted)
+    assert main(["simulate", "--quiet"]) == 130
+    assert capsys.readouterr().err.strip() == "trainjob-advisor simulate: interrupted"
