@@ -156,8 +156,9 @@ def _expected_lowest(k: float) -> float:
 
 def noise_depth(later: np.ndarray, noise: Smoothing) -> float:
     """How far below the curve the lowest of ``later`` (smoothed values, finite) lies by noise
-    alone: the expected lowest of the independent windows (``noise.window`` points each) whose
-    values come within ``NEAR_BEST_SE`` standard errors of it, in standard errors."""
+    alone, in the series' units: one window's standard error times the expected lowest of the
+    independent windows (``noise.window`` points each) whose values come within ``NEAR_BEST_SE``
+    standard errors of it."""
     if noise.se <= 0.0 or later.size == 0:
         return 0.0
     near = int(np.count_nonzero(later <= float(later.min()) + NEAR_BEST_SE * noise.se))
