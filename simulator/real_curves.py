@@ -124,9 +124,10 @@ class RealCurve:
         # what the run stood at by ``step`` against its later record, as the back-test reads it
         # (``advisor.judging.left_after``: one definition for both)
         x = float(self._x(step))
-        return left_after(self._truth_xs, self._truth, x, keep_best=self.has_evals, noise=self._truth_noise)[
-            0
-        ]
+        left, _, _ = left_after(
+            self._truth_xs, self._truth, x, keep_best=self.has_evals, noise=self._truth_noise
+        )
+        return left
 
     def learning_end_step(self) -> int:
         first = learning_end_index(self._truth, keep_best=self.has_evals, noise=self._truth_noise)
