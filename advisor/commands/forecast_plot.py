@@ -269,6 +269,27 @@ def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
     smooth = _rolling_median(curve.steps, curve.values)
     if smooth is not None:
         ax.plot(*smooth, "-", color=colour, lw=1.3, label="observed, rolling median")
+    bad = [s for s, v in zip(full.steps, full.values, strict=True) if not math.isfinite(v)]
+    if bad:
+        # a NaN or inf report has no place on the value axis: a tick on the step axis says where
+        # it came (the plot of a run that went NaN showed a normal forecast and nothing else)
+        ax.plot(
+            bad,
+            [0.02] * len(bad),
+            "|",
+            ms=8,
+            color="#9b2226",
+            transform=ax.get_xaxis_transform(),
+            label=f"non-finite {metric} ({len(bad)} report{'s' if len(bad) != 1 else ''})",
+        )
+    if outcome.observed_nonfinite_from is not None:
+        ax.axvline(
+            outcome.observed_nonfinite_from,
+            color="#9b2226",
+            lw=1.0,
+            ls="--",
+            label=f"non-finite from step {outcome.observed_nonfinite_from:,.0f} to the end",
+        )
     if len(full) > len(curve):
         later = slice(len(curve), len(full))
         ax.plot(

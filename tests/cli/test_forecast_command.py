@@ -335,6 +335,26 @@ def test_an_interval_reaching_zero_does_not_pull_the_axis_down_to_it(tmp_path: P
         plt.close(fig)
 
 
+def test_a_plot_marks_where_the_loss_went_non_finite(tmp_path: Path) -> None:
+    """A run whose loss is NaN from step 150 on: its plot ticks each non-finite report on the step
+    axis and draws where the NaN stretch began (it showed a normal forecast and nothing else)."""
+    import matplotlib.pyplot as plt
+
+    from advisor.commands import forecast as command
+    from advisor.commands.forecast_plot import build_figure
+
+    rows = [f"{i},{2.0 / (1 + i / 20)}" for i in range(1, 150)] + [f"{i},nan" for i in range(150, 180)]
+    (tmp_path / "n.csv").write_text("step,loss\n" + "\n".join(rows) + "\n")
+    fig = build_figure(command.compute(_parsed(str(tmp_path / "n.csv"), "--plot", str(tmp_path / "p.png"))))
+    try:
+        (ax,) = fig.axes
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "non-finite loss (30 reports)" in labels, labels
+        assert "non-finite from step 150 to the end" in labels, labels
+    finally:
+        plt.close(fig)
+
+
 def test_a_diverging_runs_plot_says_its_forecast_assumes_a_recovery(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 
