@@ -30,6 +30,7 @@ from advisor.forecast.state import (
 )
 from advisor.model import Forecast, Interval, LearningState
 from advisor.series import Direction, direction_of
+from advisor.sources.jsonl import LOG_COUNT_WARNING
 
 if TYPE_CHECKING:
     from advisor.commands.forecast_outcome import Outcome
@@ -318,7 +319,15 @@ def _best_lines(outcome: Outcome) -> list[str]:
     lines: list[str] = []
     if st is not None and st.metric is not None and st.best_step is not None:
         ago = f"{st.evals_since_best} evaluation(s) ago"
-        saved, best = outcome.saved_best, f"step {st.best_step:,} ({st.metric} {_num(st.best_value)}"
+        # a console log's steps count its training logs: "step 150" named a checkpoint that does
+        # not exist (checkpoint-1500 at logging_steps 10)
+        counted = any(w.startswith(LOG_COUNT_WARNING) for w in outcome.full.warnings)
+        unit = "training log" if counted else "step"
+        saved, best = outcome.saved_best, f"{unit} {st.best_step:,} ({st.metric} {_num(st.best_value)}"
+        if counted:
+            ago += (
+                f"; counted in training logs, not steps: its checkpoint is {st.best_step:,} x logging_steps"
+            )
         if trainer is None or trainer.save_steps is None or saved == (st.best_step, st.best_value):
             lines.append(f"  best checkpoint {best}, {ago})")
         elif saved is None:

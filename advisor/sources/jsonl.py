@@ -85,6 +85,11 @@ def _ended_at_last_step(records: list[Record], warnings: list[str] | None) -> No
         )
 
 
+#: the warning of a console log whose steps count its training logs (``_logging_steps``); the
+#: outputs read it by this prefix to say a step named is in those units
+LOG_COUNT_WARNING = "lines read as Python dicts"
+
+
 def _logging_steps(records: list[Record], warnings: list[str] | None) -> None:
     """Give a Trainer's console lines, which carry no step, the count of training logs at their
     epoch as one: the Trainer logs every ``logging_steps`` steps, so the count is the step in
@@ -104,7 +109,7 @@ def _logging_steps(records: list[Record], warnings: list[str] | None) -> None:
             fields["step"] = round(float(epoch) * per_epoch)
     if warnings is not None:
         warnings.append(
-            "lines read as Python dicts, as Hugging Face's Trainer prints them: they carry no step, so "
+            f"{LOG_COUNT_WARNING}, as Hugging Face's Trainer prints them: they carry no step, so "
             f"the step is the count of training logs ({per_epoch:.4g} per epoch, logging_steps apart), and "
             "so are --total-steps, --upto-step and every step named (2,000 planned steps logged every "
             "10 are 200 here); the run's trainer_state.json has its steps"

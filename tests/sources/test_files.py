@@ -387,3 +387,24 @@ def test_a_trainers_console_lines_are_read_with_the_count_of_training_logs_as_th
     assert train.total_steps == 4 and any("closing summary says the run ended" in w for w in train.warnings)
     (tmp_path / "going.log").write_text("\n".join(lines[:-1]) + "\n")
     assert load_curve(tmp_path / "going.log").total_steps is None
+
+
+def test_a_console_logs_best_checkpoint_is_named_in_its_units(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A console log's steps count its training logs: its best checkpoint is named as a training
+    log, with how to find its checkpoint ("step 150" named checkpoint-150 where the run had saved
+    checkpoint-1500)."""
+    from advisor.cli import main
+
+    lines = []
+    for log in range(1, 101):
+        epoch = log / 10
+        lines.append(f"{{'loss': {2.0 * 0.98**log:.4f}, 'learning_rate': 2e-05, 'epoch': {epoch}}}")
+        if log % 10 == 0:
+            lines.append(f"{{'eval_loss': {0.5 + 0.02 * abs(log - 60) / 10:.4f}, 'epoch': {epoch}}}")
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n")
+    assert main(["forecast", str(tmp_path / "console.log")]) == 0
+    out = capsys.readouterr().out
+    assert "best checkpoint training log 60 (eval_loss 0.5" in out
+    assert "in training logs, not steps: its checkpoint is 60 x logging_steps" in out
