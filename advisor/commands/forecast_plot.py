@@ -83,6 +83,7 @@ def build_figure(outcome: Outcome) -> Any:
         score_ax.set_ylabel(_axis_label(list(scores), "scores (higher is better)"))
         axes.append(score_ax)
     _draw_best(axes, outcome, score_ax if score_ax is not None and _judged(outcome) in scores else ax)
+    _draw_stuck(ax, outcome)
     axes[-1].set_xlabel("step")
     source = outcome.curve.source
     title = source if len(source) <= 90 else source[:87] + "..."
@@ -255,6 +256,33 @@ def _wants_log(values: tuple[float, ...]) -> bool:
         return False
     positive = [v for v in finite if v > 0]
     return bool(positive) and max(positive) / min(positive) > 30
+
+
+def _draw_stuck(ax: Any, outcome: Outcome) -> None:
+    """A hung run's stuck step, marked and said with how long its reports stood there: the axis is
+    steps, so hours of reports at one step drew as one point (a hung run's plot showed a normal
+    forecast, while its text said ``hung``)."""
+    from advisor.commands.forecast_outcome import stuck_for
+    from advisor.commands.forecast_output import _duration
+
+    if outcome.state is None or outcome.state.label != "hung" or not outcome.curve.steps:
+        return
+    idle, _ = stuck_for(outcome.curve)
+    if idle is None:
+        return
+    step, value = outcome.curve.steps[-1], outcome.curve.values[-1]
+    if not math.isfinite(value):
+        return
+    ax.plot(
+        [step],
+        [value],
+        "s",
+        ms=9,
+        mfc="none",
+        mec="#9b2226",
+        mew=1.6,
+        label=f"stuck at step {step:,.0f}: no advance for {_duration(idle)} of reports",
+    )
 
 
 def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:

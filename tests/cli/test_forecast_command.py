@@ -355,6 +355,28 @@ def test_a_plot_marks_where_the_loss_went_non_finite(tmp_path: Path) -> None:
         plt.close(fig)
 
 
+def test_a_hung_runs_plot_marks_its_stuck_step_and_for_how_long(tmp_path: Path) -> None:
+    """A run whose reports went on at one step for two hours: its plot marks that step and says how
+    long (the axis is steps, so the stall drew as one point beside a normal forecast)."""
+    import matplotlib.pyplot as plt
+
+    from advisor.commands import forecast as command
+    from advisor.commands.forecast_plot import build_figure
+
+    rows = [f"{i},{2.0 / (1 + i / 20):.5f},{5.0 * i}" for i in range(1, 200)]
+    rows += [f"199,{2.0 / (1 + 199 / 20):.5f},{5.0 * 199 + 60.0 * k}" for k in range(1, 121)]
+    (tmp_path / "h.csv").write_text("step,loss,time\n" + "\n".join(rows) + "\n")
+    outcome = command.compute(_parsed(str(tmp_path / "h.csv"), "--plot", str(tmp_path / "p.png")))
+    assert outcome.state is not None and outcome.state.label == "hung"
+    fig = build_figure(outcome)
+    try:
+        (ax,) = fig.axes
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "stuck at step 199: no advance for 2h 00m of reports" in labels, labels
+    finally:
+        plt.close(fig)
+
+
 def test_a_diverging_runs_plot_says_its_forecast_assumes_a_recovery(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 
