@@ -119,11 +119,13 @@ def running_median(values: np.ndarray, window: int) -> np.ndarray:
 def smoothed(values: np.ndarray) -> np.ndarray:
     """``values`` through the running median of ``SMOOTH_FRACTION`` of their points."""
     vals = np.asarray(values, dtype=float)
-    return running_median(vals, max(1, round(SMOOTH_FRACTION * vals.size)))
+    return running_median(vals, _window(vals.size))
 
 
 def _window(n: int) -> int:
-    """The points ``smoothed`` spans on a series of ``n`` (odd, as ``running_median`` makes it)."""
+    """The points ``smoothed`` spans on a series of ``n``: ``SMOOTH_FRACTION`` of them, made odd as
+    ``running_median`` makes it (the whole series when that is longer; 1: none). One derivation for
+    the smoothing and for the standard error ``smoothing_of`` gives it."""
     half = max(1, round(SMOOTH_FRACTION * n)) // 2
     return 1 if half < 1 or n < 3 else min(n, 2 * half + 1)
 

@@ -43,7 +43,7 @@ from advisor.judging import (
 )
 from advisor.series import Direction, direction_of
 from advisor.sources.files import ParsedLog, SourceError, parse_log
-from advisor.sources.runindex import Index, Indexes, RunError, index_row, is_folder_run
+from advisor.sources.runindex import Indexes, RunError, index_row, is_folder_run
 from advisor.sources.runlogs import RunLog, find_run_logs
 from simulator.curves import WORKLOAD_TYPE_LABEL, WORKLOAD_TYPES
 
@@ -163,10 +163,6 @@ class RealCurveLibrary:
         for log in logs:
             path = log.path
             try:
-                tables = indexes.of(log)
-            except RunError as exc:
-                raise ValueError(str(exc)) from None
-            try:
                 parsed = parse_log(path)
                 loaded = parsed.judged_curves()
             except SourceError:
@@ -190,10 +186,7 @@ class RealCurveLibrary:
                     lrs = np.where(np.isfinite(lr), lr / peak, 1.0) if peak > 0 else None
                 name = f"{log.name}#{cid}" if cid is not None else log.name
                 alone = is_folder_run(log, per_folder[path.parent])
-                try:
-                    kind = _workload_type(tables, log, cid, name, alone, file_names)
-                except RunError as exc:
-                    raise ValueError(str(exc)) from None
+                kind = _workload_type(indexes, log, cid, name, alone, file_names)
                 ev = evals.get(cid)
                 eval_xs = eval_values = None
                 if ev is not None:
@@ -247,14 +240,16 @@ class _Run:
 
 
 def _workload_type(
-    tables: list[Index], log: RunLog, cid: str | None, name: str, alone: bool, file_names: Counter[str]
+    indexes: Indexes, log: RunLog, cid: str | None, name: str, alone: bool, file_names: Counter[str]
 ) -> str | None:
     """The ``workload-type`` label the first index with a row for the run gives it, when it is
-    one the simulator knows (``WORKLOAD_TYPES``); an index that cannot say which run a row names
-    is an error, as in the back-test."""
-    for table in tables:
-        row = index_row(table, log, cid, name, alone, file_names)
-        if row is not None:
+    one the simulator knows (``WORKLOAD_TYPES``). An index that cannot be read, or cannot say which
+    run a row names, is an error, as in the back-test (a ``ValueError`` here, the library's)."""
+    try:
+        for table in indexes.of(log):
+            row = index_row(table, log, cid, name, alone, file_names)
+            if row is None:
+                continue
             kind = dict(row.labels).get(WORKLOAD_TYPE_LABEL)
             if kind is not None and kind not in WORKLOAD_TYPES:
                 raise ValueError(
@@ -262,6 +257,8 @@ def _workload_type(
                     f"{', '.join(WORKLOAD_TYPES)}"
                 )
             return kind
+    except RunError as exc:
+        raise ValueError(str(exc)) from None
     return None
 
 
