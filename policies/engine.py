@@ -153,16 +153,24 @@ def judged_from(
     return at
 
 
-def _judged_eval(job: JobView) -> tuple[str, Forecast] | None:
-    """The eval metric the run state judges the job by and its forecast (``LearningState.judged``)."""
-    return job.learning_state.judged() if job.learning_state is not None else None
+def _judged_eval(job: JobView, metric: str = "") -> tuple[str, Forecast] | None:
+    """The eval metric the run state judges the job by and its forecast (``LearningState.judged``),
+    or ``metric``'s when the job reports it: the series a plateau rule names is the one its
+    ``continue`` is read against."""
+    state = job.learning_state
+    if state is None:
+        return None
+    if metric in state.series:
+        return metric, state.series[metric]
+    return state.judged()
 
 
 def _odds(ctx: Context) -> str:
     """The probabilities a ``continue`` is read against: of the series the job is judged by (an
     eval metric's P(plateau) is what PLATEAU shows; the training loss's, alone, read "P(plateau)
     0.00" beside a PLATEAU of 62%), with the training loss's beside it when the job reports one."""
-    fc, judged = ctx.forecast, _judged_eval(ctx.job)
+    plateau_rule = ctx.policy.rules.plateau
+    fc, judged = ctx.forecast, _judged_eval(ctx.job, plateau_rule.metric if plateau_rule is not None else "")
     if judged is None:
         assert fc is not None  # (a job with neither is observed, not continued)
         plateau = f"P(plateau) {fc.plateau_probability:.2f}"

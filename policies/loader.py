@@ -12,13 +12,14 @@ import json
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from advisor.protocol import GROUP, VERSION
-from advisor.sources.normalize import canonical_name
+from advisor.sources.normalize import canonical_name, series_name
 from policies.errors import PolicyError
 from policies.fields import MAX_ITEMS, MAX_STRING, FieldSpec, field_specs, parse_duration
 from policies.spec import Policy, PolicySpec
@@ -192,7 +193,7 @@ def parse_spec(spec: Any, *, path: str = "spec") -> PolicySpec:
     out = _bind(PolicySpec, spec, path, errors)
     if errors or out is None:
         raise PolicyError("", errors=errors or [(path, "invalid")])
-    return out
+    return _series_named(out)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -290,7 +291,7 @@ def load_policy(obj: Mapping[str, Any] | str) -> Policy:
     if errors or spec is None:
         raise PolicyError("", errors=errors)
     assert isinstance(name, str)
-    return Policy(name=name, spec=spec)
+    return Policy(name=name, spec=_series_named(spec))
 
 
 def _check_across_fields(spec: PolicySpec, errors: Errors) -> None:
@@ -307,6 +308,22 @@ def _check_across_fields(spec: PolicySpec, errors: Errors) -> None:
                 "empty for the job's primary one",
             )
         )
+
+
+def _series_named(spec: PolicySpec) -> PolicySpec:
+    """``spec`` with each rule's ``metric:`` spelt as the history names the series it denotes
+    (``series_name``): written as the trainer logs it (``eval_rougeL``, ``val_loss``,
+    ``train_loss``), a rule had looked for a series under a name the history never keeps, and
+    judged nothing, silently."""
+    rules = spec.rules
+    plateau, overfitting = rules.plateau, rules.overfitting
+    if plateau is not None and plateau.metric:
+        plateau = replace(plateau, metric=series_name(plateau.metric))
+    if overfitting is not None and overfitting.metric:
+        overfitting = replace(overfitting, metric=series_name(overfitting.metric))
+    if plateau is rules.plateau and overfitting is rules.overfitting:
+        return spec
+    return replace(spec, rules=replace(rules, plateau=plateau, overfitting=overfitting))
 
 
 def read_policy_file(path: Path) -> str:

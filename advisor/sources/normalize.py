@@ -20,7 +20,7 @@ from typing import Any
 
 from advisor.model import ProgressSample
 from advisor.protocol import ACK_REQUEST_METRIC, ACK_STEP_METRIC, JUDGED_BY_METRIC
-from advisor.series import eval_series_name, is_eval_name
+from advisor.series import TRAIN_SERIES, eval_series_name, is_eval_name
 from advisor.sources.coerce import parse_float, parse_int, parse_timestamp, short_repr
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "bounded_warnings",
     "build_sample",
     "canonical_name",
+    "series_name",
 ]
 
 #: ``ProgressSample.step`` when the source reported no usable step (e.g. the final upstream update,
@@ -98,6 +99,18 @@ _SEPARATORS_RE = re.compile(r"[\s/.\-]+")
 def canonical_name(name: str) -> str:
     """``currentStep`` -> ``current_step``, ``train/loss`` -> ``train_loss``, ``LR`` -> ``lr``."""
     return _SEPARATORS_RE.sub("_", _CAMEL_RE.sub(r"_\1", name.strip())).lower()
+
+
+def series_name(metric: str) -> str:
+    """The series a metric's name denotes, spelt as a run's history spells it: ``train_loss``
+    is the training loss (``loss``), ``eval_rougeL`` is ``eval_rouge_l``, ``val/loss`` is
+    ``eval_loss``. A policy's ``metric:`` names a series in its author's spelling, most often the
+    trainer's own key; the history keeps every series under this one, so a rule must too."""
+    canonical = canonical_name(metric)
+    alias = _ALIASES.get(canonical)
+    if alias is not None and alias[0] == "loss":
+        return TRAIN_SERIES
+    return eval_series_name(canonical)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from policy_builders import HOUR, T0, cluster, eval_state, forecast, job, policy
 
 from advisor.model import ActionKind, EvalJudgement, LearningState
@@ -169,6 +170,65 @@ def test_a_rule_naming_a_secondary_eval_metric_judges_it_with_its_own_best_step(
     assert not [a for a in by_default.actions if a.rule == "overfitting"]
     missing = decide(view, cluster(), policy({"overfitting": {"for": "10m", "metric": "eval_f1"}}), now=T0)
     assert any("no forecast of eval_f1" in r for r in missing.reasons)
+
+
+@pytest.mark.parametrize("written", ["eval_rougeL", "eval/rougeL", "val_rougeL", "Eval_RougeL"])
+def test_a_rule_naming_a_metric_as_the_trainer_logs_it_judges_that_series(written: str) -> None:
+    """HF logs ``eval_rougeL``; the history keeps it as ``eval_rouge_l``, the one spelling of each
+    series. A rule that names it as the trainer logs it judges it: looked up as written, it had
+    said "no forecast of eval_rougeL" at every look, and ``policy validate`` had said OK."""
+    judged = LearningState(
+        label="learning",
+        probabilities=state(0.02).probabilities,
+        metric="eval_loss",
+        best_step=2000,
+        best_value=0.41,
+        evals_since_best=0,
+        series={"eval_loss": EVAL_FC, "eval_rouge_l": forecast(plateau=0.95, loss=0.31, final=0.3)},
+        judgements={
+            "eval_loss": EvalJudgement(best_step=2000, best_value=0.41, evals_since_best=0, overfitting=0.02),
+            "eval_rouge_l": EvalJudgement(
+                best_step=700, best_value=0.33, evals_since_best=9, overfitting=0.93
+            ),
+        },
+    )
+    view = job(forecast=forecast(plateau=0.05), learning_state=judged, rule_state=OPEN_OVERFITTING)
+    rule = policy({"overfitting": {"for": "10m", "metric": written}}, mode="Recommend")
+    assert rule.rules.overfitting is not None and rule.rules.overfitting.metric == "eval_rouge_l"
+    (action,) = [a for a in decide(view, cluster(), rule, now=T0).actions if a.rule == "overfitting"]
+    assert "best eval_rouge_l 0.33 at step 700" in action.reason and action.params["best_step"] == 700
+
+
+def test_a_continue_reads_the_odds_of_the_series_the_plateau_rule_names() -> None:
+    """A rule judging eval_rouge_l whose condition does not hold says that series' P(plateau),
+    not that of the eval loss the run state judges by default (which the rule never reads)."""
+    judged = LearningState(
+        label="learning",
+        probabilities=state(0.02).probabilities,
+        metric="eval_loss",
+        best_step=2000,
+        best_value=0.41,
+        evals_since_best=0,
+        series={
+            "eval_loss": forecast(plateau=0.2, loss=0.6),
+            "eval_rouge_l": forecast(plateau=0.33, loss=0.31),
+        },
+    )
+    view = job(forecast=forecast(plateau=0.05), learning_state=judged)
+    named = decide(view, cluster(), policy({"plateau": {"for": "10m", "metric": "eval_rougeL"}}), now=T0)
+    assert any("eval_rouge_l P(plateau) 0.33" in r for r in named.reasons), named.reasons
+    default = decide(view, cluster(), policy({"plateau": {"for": "10m"}}), now=T0)
+    assert any("eval_loss P(plateau) 0.20" in r for r in default.reasons), default.reasons
+
+
+@pytest.mark.parametrize(("written", "series"), [("train_loss", "loss"), ("val_loss", "eval_loss")])
+def test_a_plateau_rule_names_the_training_loss_or_eval_loss_by_any_of_their_names(
+    written: str, series: str
+) -> None:
+    """``train_loss`` is the training loss and ``val_loss`` the eval loss, as the parsers read
+    them: a plateau rule naming either judges that series, not a series of that name."""
+    rule = policy({"plateau": {"for": "10m", "metric": written}})
+    assert rule.rules.plateau is not None and rule.rules.plateau.metric == series
 
 
 def test_a_series_judged_on_its_own_travels_through_the_status_and_back() -> None:
