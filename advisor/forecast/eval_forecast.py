@@ -97,11 +97,12 @@ def turned_back(fc: Forecast, values: Sequence[float]) -> Forecast:
     """The forecast of a higher-is-better metric's negated ``values``, in the metric's own units
     and direction (``forecast_series``; ``forecast_path`` with ``Direction.HIGHER``)."""
     f = fc.final_loss
-    # a score never passes its scale's top: an accuracy reported in [0, 1] (or percent) ends at
-    # most at 1 (100), however steeply its early points rise
+    # a score never leaves its scale: an accuracy reported in [0, 1] (or percent) ends at most at
+    # 1 (100), however steeply its early points rise, and at least at 0, however it collapsed
     top = score_top(values)
-    low = min(-f.p90, top)
-    warnings = tuple(_in_own_terms(w, top) for w in fc.warnings)
+    floor = 0.0 if math.isfinite(top) else -math.inf
+    low = min(max(-f.p90, floor), top)
+    warnings = tuple(_in_own_terms(w, top, floor) for w in fc.warnings)
     current = None if fc.current_loss is None else -fc.current_loss
     if low >= top and current is not None and current < top:
         # the whole band passes the top (a score still rising in a straight line): where it
@@ -110,7 +111,7 @@ def turned_back(fc: Forecast, values: Sequence[float]) -> Forecast:
         low = current
         warnings += (f"the forecast passes the top of the scale ({top:g}): it ends between now and the top",)
     return Forecast(
-        final_loss=Interval(mean=min(-f.mean, top), p10=low, p90=min(-f.p10, top)),
+        final_loss=Interval(mean=min(max(-f.mean, floor), top), p10=low, p90=min(max(-f.p10, floor), top)),
         plateau_probability=fc.plateau_probability,
         divergence_probability=fc.divergence_probability,
         eta_seconds=fc.eta_seconds,
@@ -140,28 +141,28 @@ def eval_divergence(fc: Forecast, values: Sequence[float]) -> Forecast:
 _VALUE_IN_WARNING = re.compile(r"(?<=the end would be near )(\S+)(?= )")
 
 
-def _in_own_terms(warning: str, top: float = math.inf) -> str:
+def _in_own_terms(warning: str, top: float = math.inf, floor: float = -math.inf) -> str:
     """A warning about the negated series, in a higher-is-better metric's own direction: the
     negated series rising is the metric falling, which is its worsening (an accuracy "rising"
     read as good news), a value it names is the metric's, not its negation, and no higher than
-    the top of its scale (an accuracy's constant-LR end "near 1.801"); what it calls "the loss"
-    is the series."""
+    the top of its scale (an accuracy's constant-LR end "near 1.801") nor below its bottom; what
+    it calls "the loss" is the series."""
     if warning.startswith(RISING_WARNING):
         return "the series is falling (worsening)" + warning[len(RISING_WARNING) :]
-    own = _VALUE_IN_WARNING.sub(lambda m: _negated(m.group(1), top), warning)
+    own = _VALUE_IN_WARNING.sub(lambda m: _negated(m.group(1), top, floor), warning)
     return own.replace("the loss ", "the series ")
 
 
-def _negated(text: str, top: float = math.inf) -> str:
+def _negated(text: str, top: float = math.inf, floor: float = -math.inf) -> str:
     try:
-        return f"{min(-float(text), top):.4g}"
+        return f"{min(max(-float(text), floor), top):.4g}"
     except ValueError:
         return text
 
 
 def score_top(values: Sequence[float]) -> float:
     """The top of a higher-is-better metric's scale as its values show it: 1 for a fraction, 100
-    for a percentage, else none (``inf``)."""
+    for a percentage, else none (``inf``). A scale with a top has its bottom at 0."""
     finite = [float(v) for v in values if math.isfinite(v)]
     if not finite or min(finite) < 0:
         return math.inf

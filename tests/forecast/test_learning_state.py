@@ -460,3 +460,26 @@ def test_a_scores_warning_names_values_on_its_scale_and_calls_it_the_series() ->
         1.0,
     )
     assert "would be near 1 (" in text and "the series so far" in text and "the loss" not in text
+
+
+def test_a_score_is_never_forecast_below_the_bottom_of_its_scale() -> None:
+    """An accuracy on [0, 1] that collapsed and goes on falling is forecast at 0 at worst: its
+    fit, turned back from the negated series, had put its end at -0.004 and its band's low end
+    at -0.078. A series with no scale (negative values) is left as fitted."""
+    from advisor.forecast.eval_forecast import turned_back
+    from advisor.model import Forecast, Interval
+
+    negated = Forecast(
+        final_loss=Interval(mean=0.05, p10=-0.4, p90=0.08),
+        plateau_probability=0.96,
+        divergence_probability=0.0,
+        eta_seconds=None,
+        steps_per_second=None,
+        warnings=("learning rates unknown: with a constant LR the end would be near 0.2 (x)",),
+        current_loss=-0.53,
+    )
+    fc = turned_back(negated, [0.88, 0.87, 0.6, 0.53, 0.53])
+    assert (fc.final_loss.mean, fc.final_loss.p10, fc.final_loss.p90) == (0.0, 0.0, 0.4)
+    assert "would be near 0 (" in fc.warnings[0]
+    free = turned_back(negated, [0.5, -0.2, 0.1])
+    assert (free.final_loss.mean, free.final_loss.p10) == (-0.05, -0.08)
