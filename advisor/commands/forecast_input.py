@@ -175,7 +175,11 @@ def eval_series_upto(
             evals = evals.upto(cut)
         if evals.steps:
             out[evals.metric] = evals
-    return out, names[MAX_EVAL_SERIES:]
+    # in order of first appearance, as a run's history keeps them and ``primary_eval`` reads
+    # them: a table's columns come in whatever order its writer chose (alphabetical, most
+    # often), and a metric first logged at step 1,500 had judged the run over one logged from 250
+    by_first = sorted(out.items(), key=lambda item: min(item[1].steps))
+    return dict(by_first), names[MAX_EVAL_SERIES:]
 
 
 def not_shown_note(names: list[str]) -> str:

@@ -271,3 +271,27 @@ def test_an_eval_metrics_forecast_names_the_runs_last_step_not_its_last_evaluati
     assert "--total-steps 3000 (its last step)" in out and "--total-steps 2500" not in out
     assert main(["forecast", str(path), "--metric", "eval_accuracy", "--total-steps", "2800"]) == 2
     assert "below the last step in the file (3,000)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "columns", [("eval_mmlu_accuracy", "eval_squad_loss"), ("eval_squad_loss", "eval_mmlu_accuracy")]
+)
+def test_a_table_is_judged_by_its_first_logged_eval_metric_whatever_its_column_order(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, columns: tuple[str, str]
+) -> None:
+    """Two eval sets, no eval_loss: squad's loss from step 200, mmlu's accuracy only from 1,400.
+    The run is judged by the one logged first, as its history (and its trainer_state.json) keeps
+    them; an alphabetical header had judged it by mmlu's."""
+    rows = [f"step,loss,{','.join(columns)}"]
+    for s in range(20, 2001, 20):
+        cells = {"eval_squad_loss": "", "eval_mmlu_accuracy": ""}
+        if s % 200 == 0:
+            cells["eval_squad_loss"] = f"{0.9 + 0.6 * math.exp(-s / 500):.5f}"
+            if s >= 1400:
+                cells["eval_mmlu_accuracy"] = f"{0.56 - 0.00002 * s:.5f}"
+        rows.append(f"{s},{0.3 + math.exp(-s / 400):.5f},{cells[columns[0]]},{cells[columns[1]]}")
+    log = tmp_path / "multi.csv"
+    log.write_text("\n".join(rows) + "\n")
+    out = _forecast(capsys, str(log), "--total-steps", "4000")
+    assert out["state"]["metric"] == "eval_squad_loss"
+    assert [n for n in out["series"] if n != "loss"] == ["eval_squad_loss", "eval_mmlu_accuracy"]
