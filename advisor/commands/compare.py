@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -299,6 +300,9 @@ def run(args: argparse.Namespace) -> int:
     close = _close_call(result, broken)
     if close is not None:
         print(close)
+    mixed = _mixed_scales(result) if higher else None
+    if mixed is not None:
+        print(mixed)
     overfit = [r["run"] for r in result if r["state"] == "overfitting"]
     if metric == "loss" and overfit:
         # ranked by the training loss at the user's word: an overfitting run ends with the lowest of
@@ -352,6 +356,27 @@ def run(args: argparse.Namespace) -> int:
                 hint = "pass --total-steps N, the planned total"
                 print(f"FINAL is {where} {whose}: no total steps in the log ({hint})")
     return 0
+
+
+def _mixed_scales(result: Sequence[Mapping[str, Any]]) -> str | None:
+    """A note when the runs log a score on different scales, some as a fraction (0-1), some as a
+    percentage (0-100) (``score_top``): ranked as logged, 75.3% beat 0.915 with P(BEST) 100%."""
+    from advisor.forecast.eval_forecast import score_top
+
+    tops: dict[str, float] = {}
+    for r in result:
+        values = [r["bestValue"], (r["final"] or {}).get("mean")]
+        top = score_top([float(v) for v in values if isinstance(v, int | float)])
+        if math.isfinite(top):
+            tops[r["run"]] = top
+    fractions = [run for run, top in tops.items() if top == 1.0]
+    percents = [run for run, top in tops.items() if top == 100.0]
+    if not fractions or not percents:
+        return None
+    return (
+        f"scales differ: {result[0]['metric']} is a percentage (0-100) in {', '.join(percents)} and a "
+        f"fraction (0-1) in {', '.join(fractions)}: ranked as logged, not comparable (log one scale)"
+    )
 
 
 def _final_at(status: Mapping[str, Any]) -> str:

@@ -363,6 +363,24 @@ def test_the_best_checkpoint_shown_is_that_of_the_metric_ranked_by(
     assert "BEST CHECKPOINT" not in out and "step 700" not in out and "no best checkpoint" in out
 
 
+def test_a_score_logged_as_a_fraction_by_one_run_and_a_percentage_by_another_is_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """75% ranked as logged beats 0.8 with P(BEST) 100%: the ranking is kept as logged, and a
+    line says the runs' scales differ, naming which is which. Runs on one scale get no line."""
+    _two_metric_run(tmp_path / "a.json", loss_best=700, acc_best=1500, top=0.8)
+    _two_metric_run(tmp_path / "b.json", loss_best=1000, acc_best=2000, top=75.0)
+    _two_metric_run(tmp_path / "c.json", loss_best=1000, acc_best=2000, top=0.7)
+    argv = ["compare", "--metric", "eval_accuracy"]
+    assert cli.main([*argv, str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("scales differ")]
+    assert (
+        f"percentage (0-100) in {tmp_path / 'b.json'} and a fraction (0-1) in {tmp_path / 'a.json'}" in line
+    )
+    assert cli.main([*argv, str(tmp_path / "a.json"), str(tmp_path / "c.json")]) == 0
+    assert "scales differ" not in capsys.readouterr().out
+
+
 def _loss_only_run(path: Path, *, scale: float, steps: int = 3000) -> None:
     rows = ["step,loss"] + [f"{s},{0.3 + scale * math.exp(-s / 600):.5f}" for s in range(10, steps + 1, 10)]
     path.write_text("\n".join(rows) + "\n")
