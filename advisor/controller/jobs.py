@@ -113,13 +113,22 @@ def trainer_shape(trainer_json: str) -> tuple[int, int] | None:
     return nodes, per_node
 
 
-def _pytorchjob_shape(spec: Mapping[str, Any]) -> tuple[int, int, int | None, int | None]:
+def _pytorchjob_shape(spec: Mapping[str, Any]) -> tuple[int, int, int | None, int | None, int]:
+    """(nodes, GPUs, elastic bounds in nodes, nodes a resize leaves alone) of a PyTorchJob.
+
+    An elastic PyTorchJob is resized through its scale subresource, ``Worker.replicas``, and its
+    ``elasticPolicy.minReplicas`` / ``maxReplicas`` bound that count (the HPA it may create scales
+    the same field between them). A Master, when the job has one, is a node no resize touches:
+    the bounds in nodes are the workers' plus it. A worker-only job (the usual elastic layout)
+    had been read as if it had a Master: a shrink to 1 node wrote 0 workers."""
     replicas = spec.get("pytorchReplicaSpecs") or {}
-    nodes = gpus = 0
+    nodes = gpus = masters = 0
     for role in ("Master", "Worker"):
         rs = replicas.get(role) or {}
         count = _int(rs.get("replicas"), 1 if rs else 0) or 0
         nodes += count
+        if role == "Master":
+            masters = count
         containers = ((rs.get("template") or {}).get("spec") or {}).get("containers") or []
         per_pod = sum(
             max(
@@ -130,7 +139,14 @@ def _pytorchjob_shape(spec: Mapping[str, Any]) -> tuple[int, int, int | None, in
         )
         gpus += per_pod * count
     elastic = spec.get("elasticPolicy") or {}
-    return max(nodes, 1), gpus, _int(elastic.get("minReplicas"), None), _int(elastic.get("maxReplicas"), None)
+    lo, hi = _int(elastic.get("minReplicas"), None), _int(elastic.get("maxReplicas"), None)
+    return (
+        max(nodes, 1),
+        gpus,
+        None if lo is None else lo + masters,
+        None if hi is None else hi + masters,
+        masters,
+    )
 
 
 def _runtime_name(spec: Mapping[str, Any]) -> str | None:
@@ -161,8 +177,9 @@ def base_view(
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
     kind = kind_of(body)
+    fixed_nodes = 0
     if kind is PYTORCHJOB:
-        nodes, gpus, min_nodes, max_nodes = _pytorchjob_shape(spec)
+        nodes, gpus, min_nodes, max_nodes, fixed_nodes = _pytorchjob_shape(spec)
     else:
         nodes, gpus, min_nodes, max_nodes = _trainjob_shape(spec)
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
@@ -207,6 +224,7 @@ def base_view(
         nodes=nodes,
         min_nodes=min_nodes,
         max_nodes=max_nodes,
+        fixed_nodes=fixed_nodes,
         active=active,
         admitted=admitted,
         admitted_at=admitted_at,

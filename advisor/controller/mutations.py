@@ -168,9 +168,21 @@ def _scale(api: Any, job: JobView, params: Mapping[str, Any], workload: Workload
         hi = job.max_nodes if job.max_nodes is not None else nodes
         if not lo <= nodes <= hi:
             return Outcome("impossible", f"target {nodes} outside elasticPolicy bounds [{lo}, {hi}]")
-        workers = nodes - 1 if job.nodes > 1 or nodes > 1 else nodes  # the Master counts as one node
-        api.scale_job(PYTORCHJOB.kind, job.namespace, job.name, max(workers, 0))
-        return Outcome("done", f"PyTorchJob scaled from {job.nodes} to {nodes} node(s)")
+        if workload is not None:
+            # Kueue admits a PyTorchJob's pod counts as they stood; once they no longer match, it
+            # stops the job and requeues it (``No matching Workload``), and it has no elastic
+            # Workloads for PyTorchJob: an in-place resize is a restart from the last checkpoint
+            return Outcome(
+                "impossible",
+                f"Kueue admitted {job.nodes} node(s) and would stop and requeue a PyTorchJob resized to "
+                f"{nodes} (no elastic Workloads for PyTorchJob); resize it without Kueue, or recreate it",
+            )
+        # the scale subresource is Worker.replicas; a Master, if any, is a node it leaves alone
+        workers = nodes - job.fixed_nodes
+        if workers < 1:
+            return Outcome("impossible", f"target {nodes} node(s) leaves no worker beside the Master")
+        api.scale_job(PYTORCHJOB.kind, job.namespace, job.name, workers)
+        return Outcome("done", f"PyTorchJob scaled from {job.nodes} to {nodes} node(s) ({workers} worker(s))")
     patch = {"spec": {"trainer": {"numNodes": nodes}}}
     try:
         api.patch_job(TRAINJOB.kind, job.namespace, job.name, patch, dry_run=True)

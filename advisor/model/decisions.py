@@ -281,6 +281,9 @@ class JobView:
     nodes: int = 1
     min_nodes: int | None = None
     max_nodes: int | None = None
+    fixed_nodes: int = 0
+    """Nodes of ``nodes`` a resize leaves alone (a PyTorchJob's Master): a resize to N nodes
+    writes N minus these workers."""
     active: bool = True
     admitted: bool = True
     started_at: float | None = None

@@ -24,6 +24,8 @@ from policies.spec import ElasticRule
 from policies.throughput import ThroughputModel, fit_throughput
 
 NAME = "elastic"
+#: the Kubeflow v1 job kind, resized in place through its scale subresource
+PYTORCHJOB_KIND = "PyTorchJob"
 
 
 def bounds(ctx: Context, rule: ElasticRule) -> tuple[int, int]:
@@ -146,7 +148,7 @@ def shrink_target(ctx: Context, rule: ElasticRule, lo: int) -> tuple[int, str]:
             saved = 1.0 - (slowdown / now_slow) * n / job.nodes
             return n, (
                 f"{n} nodes predicted {slowdown:.2f}x slower than its fastest size{left}, "
-                f"{pct(saved)} fewer GPU-hours (limit {rule.max_shrink_slowdown:g}x)"
+                f"{saved:.0%} fewer GPU-hours (limit {rule.max_shrink_slowdown:g}x)"
             )
     one = base / m.steps_per_second(job.nodes - 1)
     return job.nodes, (
@@ -162,6 +164,11 @@ def evaluate(ctx: Context, rule: ElasticRule) -> Outcome:
         return out
     if job.max_nodes is None:
         return out  # a fixed-size job: the policy's bounds can tighten a job's range, never create one
+    if job.kind == PYTORCHJOB_KIND and job.signals is not None and job.signals.has_workload:
+        # Kueue stops and requeues a running job whose pod counts no longer match its admitted
+        # Workload, and has no elastic Workloads for PyTorchJob: a resize would be a restart
+        out.reasons.append(f"{NAME}: not resizing a PyTorchJob Kueue admits (it would stop and requeue it)")
+        return out
     lo, hi = bounds(ctx, rule)
     if lo > hi:
         out.reasons.append(f"{NAME}: bounds empty (min {lo} > max {hi}); not scaling")

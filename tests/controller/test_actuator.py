@@ -43,7 +43,8 @@ class Setup:
 
     @property
     def wl(self):
-        return parse_workload(self.api.workloads["team-a/trainjob-llm-abcde"])
+        raw = self.api.workloads.get("team-a/trainjob-llm-abcde")
+        return None if raw is None else parse_workload(raw)
 
     def run(self, mode: Mode, *actions: Action) -> None:
         decision = Decision(job=KEY, policy="p", mode=mode, actions=actions)
@@ -242,12 +243,52 @@ def test_trainjob_scale_resumes_only_the_workload_it_paused_whatever_the_patch_d
 
 def test_pytorchjob_scale_respects_elastic_bounds() -> None:
     s = Setup()
+    s.api.workloads.clear()  # not queued by Kueue
     s.job = JobView(namespace="team-a", name="llm", kind="PyTorchJob", nodes=2, min_nodes=1, max_nodes=4)
     s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 8}))
     assert s.api.mutations() == [] and "outside elasticPolicy bounds [1, 4]" in s.api.events[-1]["message"]
     s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 3}))
     (call,) = s.api.mutations()
-    assert call == ("scale_job", "PyTorchJob", "team-a", "llm", 2)  # Worker replicas; the Master is one node
+    assert call == ("scale_job", "PyTorchJob", "team-a", "llm", 3)  # Worker replicas: no Master here
+
+
+@pytest.mark.parametrize(("fixed", "target", "workers"), [(0, 1, 1), (0, 4, 4), (1, 2, 1), (1, 5, 4)])
+def test_a_pytorchjob_resize_writes_the_workers_of_its_target_beside_any_master(
+    fixed: int, target: int, workers: int
+) -> None:
+    """The scale subresource is ``Worker.replicas``. A worker-only job (the usual elastic layout)
+    shrunk to 1 node had been written 0 workers, and grown to 4 stopped at 3, asked again at every
+    cooldown, each counted ``done``; a Master, when there is one, is a node no resize touches."""
+    s = Setup()
+    s.job = JobView(
+        namespace="team-a",
+        name="llm",
+        kind="PyTorchJob",
+        nodes=2 + fixed,
+        min_nodes=1 + fixed,
+        max_nodes=4 + fixed,
+        fixed_nodes=fixed,
+    )
+    s.api.workloads.clear()  # not queued by Kueue
+    s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "resize", {"nodes": target}))
+    assert s.api.mutations() == [("scale_job", "PyTorchJob", "team-a", "llm", workers)]
+
+
+def test_a_pytorchjob_kueue_admitted_is_not_resized_in_place() -> None:
+    """Kueue stops and requeues a running job whose pod counts no longer match its admitted
+    Workload, and has no elastic Workloads for PyTorchJob: a resize would be a restart."""
+    s = Setup()
+    s.job = JobView(namespace="team-a", name="llm", kind="PyTorchJob", nodes=2, min_nodes=1, max_nodes=4)
+    s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 3}))
+    assert s.api.mutations() == [] and "would stop and requeue" in s.api.events[-1]["message"]
+
+
+def test_a_pytorchjob_resize_that_would_leave_only_its_master_is_refused() -> None:
+    s = Setup()
+    s.api.workloads.clear()
+    s.job = JobView(namespace="team-a", name="llm", kind="PyTorchJob", nodes=2, fixed_nodes=1)
+    s.run(Mode.APPLY, Action(ActionKind.SCALE, "elastic", "shrink", {"nodes": 1}))
+    assert s.api.mutations() == [] and "leaves no worker beside the Master" in s.api.events[-1]["message"]
 
 
 class Killed(BaseException):

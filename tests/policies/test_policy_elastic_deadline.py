@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from policy_builders import HOUR, T0, cluster, forecast, job, policy, record
 
-from advisor.model import ActionKind, ClusterQueueView, WorkloadView
+from advisor.model import ActionKind, ClusterQueueView, LifecycleSignals, WorkloadView
 from policies import decide, fit_throughput
 from policies.rules.deadline import parse_deadline
 
@@ -46,6 +48,27 @@ def test_grows_into_idle_quota_while_it_pays() -> None:
     assert [a.kind for a in d.actions] == [ActionKind.SCALE]
     assert d.actions[0].params["nodes"] == 4 and d.advice == "scale-up:4"  # maxStep 2
     assert "marginal efficiency" in d.actions[0].reason
+
+
+def test_a_pytorchjob_kueue_admits_is_not_resized() -> None:
+    """Kueue stops and requeues a running job whose pod counts no longer match its admitted
+    Workload and has no elastic Workloads for PyTorchJob: the rule says so instead of growing
+    it. The same PyTorchJob without a Workload grows; a TrainJob with one is resized through a
+    requeue of its own (deactivate, patch, reactivate)."""
+    q = ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)
+    queued = dataclasses.replace(
+        _elastic_job(), kind="PyTorchJob", signals=LifecycleSignals(has_workload=True)
+    )
+    d = decide(queued, cluster([q]), policy(ELASTIC), now=T0)
+    assert d.actions == () and any("not resizing a PyTorchJob Kueue admits" in r for r in d.reasons)
+    alone = dataclasses.replace(_elastic_job(), kind="PyTorchJob")
+    assert [a.kind for a in decide(alone, cluster([q]), policy(ELASTIC), now=T0).actions] == [
+        ActionKind.SCALE
+    ]
+    trainjob = dataclasses.replace(_elastic_job(), signals=LifecycleSignals(has_workload=True))
+    assert [a.kind for a in decide(trainjob, cluster([q]), policy(ELASTIC), now=T0).actions] == [
+        ActionKind.SCALE
+    ]
 
 
 def test_does_not_grow_without_quota_with_poor_scaling_or_when_others_wait() -> None:
@@ -93,6 +116,7 @@ def test_a_plateau_shrink_stops_where_the_run_would_slow_more_than_allowed() -> 
     assert [(a.kind, a.params["nodes"]) for a in d.actions] == [(ActionKind.SCALE, 5)]
     reason = d.actions[0].reason
     assert "1.32x slower" in reason and "remaining 10.0h -> 13.2h" in reason and "limit 1.5x" in reason
+    assert "18% fewer GPU-hours" in reason  # a share, said as one (it read "0.18 fewer GPU-hours")
     # a looser limit lets it go further, 1 keeps it where it is (and says why)
     loose = policy({"elastic": {**ELASTIC["elastic"], "maxShrinkSlowdown": 5}})
     assert [a.params["nodes"] for a in decide(_big_plateaued(), c, loose, now=T0).actions] == [1]
