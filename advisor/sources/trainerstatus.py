@@ -18,6 +18,7 @@ server but its progress parts come from user code.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -78,7 +79,10 @@ def parse_rhoai_annotation(raw: object, *, now: float | None = None) -> Progress
     for key in ("trainMetrics", "evalMetrics"):
         group = decoded.get(key)
         if isinstance(group, Mapping):
-            collected.extend(group.items())
+            # the Trainer controller writes a NaN or an infinity its poll read as null (its
+            # sanitiser, ``progression.go``): a metric named with no value is a non-finite one.
+            # Read as "no loss", a run whose loss went NaN read "learning" on its last finite one
+            collected.extend((name, math.nan if value is None else value) for name, value in group.items())
         elif group is not None:
             collected.warnings.append(f"{key} is a {type(group).__name__}, not an object; ignored")
     fields = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -69,22 +70,37 @@ def test_rhoai_annotation_gives_the_same_sample() -> None:
     assert sample.warnings == ()
 
 
-def test_rhoai_null_progress_and_null_metrics_are_absent_not_errors() -> None:
+def test_rhoai_null_progress_is_absent_and_a_null_metric_is_a_non_finite_one() -> None:
+    """The Trainer controller's poll turns a NaN or an infinity into null before it writes the
+    annotation (``progression.go``'s sanitiser): a metric named with a null value went
+    non-finite, and is read as the NaN that ``trainerStatus`` would have carried. Read as "not
+    reported", a run whose loss went NaN read ``learning`` on its last finite loss."""
     raw = json.dumps(
         {
             "progressPercentage": None,
             "currentStep": 10,
             "totalSteps": 100,
             "trainMetrics": {"loss": None, "train_loss": 2.5},
-            "evalMetrics": {},
+            "evalMetrics": {"eval_loss": None},
             "lastUpdatedTime": "2026-08-21T10:30:45Z",
         }
     )
     sample = parse_rhoai_annotation(raw)
     assert sample.progress_percentage is None
-    assert sample.loss == 2.5  # a null "loss" means "not reported", so "train_loss" stands in
-    assert sample.metrics == {"train_loss": 2.5}
+    assert sample.loss is not None and math.isnan(sample.loss)
+    assert sample.eval_loss is not None and math.isnan(sample.eval_loss)
+    assert any("loss is non-finite" in w for w in sample.warnings)
     assert sample.step == 10
+    upstream = sample_from_object(
+        {
+            "status": {
+                "trainerStatus": {
+                    "metrics": [{"name": "current_step", "value": "10"}, {"name": "loss", "value": "nan"}]
+                }
+            }
+        }
+    )
+    assert upstream is not None and upstream.loss is not None and math.isnan(upstream.loss)
 
 
 def test_pytorchjob_annotation_round_trips_through_the_encoder() -> None:
