@@ -47,7 +47,7 @@ def unit_slips(policy: Policy) -> list[tuple[str, str]]:
     for field, seconds in _windows(policy.spec, "spec"):
         if 0 < seconds < SECONDS_SLIP:
             n = f"{seconds:g}"
-            out.append((field, f"{n}s is {n} seconds (a bare number is seconds): for minutes write {n}m"))
+            out.append((field, f"{n} seconds, under a minute: if minutes were meant, write {n}m"))
     return out
 
 

@@ -110,6 +110,13 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
             f"no progress report of any kind for {dur(quiet)}, the last ones {what}, and no step "
             f"advance for {dur(idle)} (step {job.step})"
         )
+    elif job.last_sample_time is not None and now - job.last_sample_time < 0.9 * idle:
+        # reports came since the step last moved, at a slower pace than the run's usual one (a
+        # poller that rewrites the same step): said as it is, not as a silence
+        detail = (
+            f"no step advance for {dur(idle)} (step {job.step}), the last progress report "
+            f"{dur(max(now - job.last_sample_time, 0.0))} ago"
+        )
     else:
         detail = f"no step advance and no progress report for {dur(idle)} (step {job.step})"
     if idle < rule.hold:

@@ -323,7 +323,7 @@ spec:
     assert ": OK: units (Recommend)" in out
     warned = [line.split(": ")[3] for line in out.splitlines() if "warning" in line]
     assert warned == ["spec.safety.minRuntime", "spec.rules.stall.for"], out
-    assert "spec.rules.stall.for: 30s is 30 seconds (a bare number is seconds): for minutes write 30m" in out
+    assert "spec.rules.stall.for: 30 seconds, under a minute: if minutes were meant, write 30m" in out
     path.write_text(doc.replace("20,", "20m,").replace("for: 30}", "for: 60}"))
     assert main(["policy", "validate", str(path)]) == 0
     assert "warning" not in capsys.readouterr().out

@@ -333,6 +333,11 @@ def test_stall_releases_without_a_checkpoint_by_default_and_says_why() -> None:
     # one report a little after the step's last change, then silence: no live reporter
     gone = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 39 * 60, report_interval_s=5.0)
     assert "no progress report" in decide(gone, CV, p, now=T0).actions[0].reason
+    # reports still come, slower than the pace learned before the step stopped (a poller that
+    # rewrites the same step): not said to be a silence
+    slower = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 60, report_interval_s=5.0)
+    reason = decide(slower, CV, p, now=T0).actions[0].reason
+    assert "no step advance for 40m (step 5000), the last progress report 1m ago" in reason, reason
     early = job(last_step_change=T0 - 20 * 60)
     assert kinds(decide(early, CV, p, now=T0)) == [] and decide(early, CV, p, now=T0).advice == "stalled?"
     careful = policy({"stall": {"for": "30m", "checkpointFirst": True}})
