@@ -48,6 +48,10 @@ class TrackedJob:
     #: the policies that select it (``policies.selection.selecting``) at its last evaluation; None
     #: before the first: what each policy's ``jobsSelected`` counts
     selected: tuple[str, ...] | None = None
+    #: when a progress report's warnings were last logged, and how many reports with new ones
+    #: were not logged since (``WARNING_LOG_INTERVAL_S``)
+    warned_at: float | None = None
+    warnings_unlogged: int = 0
 
 
 def evaluation_due(
@@ -136,12 +140,27 @@ def observe_job_event(
         used = False
     if sample.warnings and tuple(sample.warnings) != warned_before:
         # part of the report (a loss written as "tensor(1.2)") or all of it could not be read,
-        # and not for the reason given last time: the log and the status say why
-        what = "partly unusable" if used else "not usable"
-        log.warning("%s: progress report %s: %s", key, what, "; ".join(sample.warnings))
+        # and not for the reason given last time: the status says why at once, the log once per
+        # ``WARNING_LOG_INTERVAL_S`` (a reporter alternating two kinds of garbage wrote a line
+        # per report, 296 in five minutes) with a count of those not logged
         job.dirty = job.needs_eval = True
+        if job.warned_at is not None and now - job.warned_at < WARNING_LOG_INTERVAL_S:
+            job.warnings_unlogged += 1
+        else:
+            what = "partly unusable" if used else "not usable"
+            more = (
+                f" ({job.warnings_unlogged} more report(s) with new warnings since the last line)"
+                if job.warnings_unlogged
+                else ""
+            )
+            log.warning("%s: progress report %s: %s%s", key, what, "; ".join(sample.warnings), more)
+            job.warned_at, job.warnings_unlogged = now, 0
     if sample.warnings:
         metrics.samples.labels("with-warnings").inc()
+
+
+#: at most one log line of a job's progress warnings in this long (its status says each at once)
+WARNING_LOG_INTERVAL_S = 600.0
 
 
 def other_kind_of_name(

@@ -417,6 +417,34 @@ def test_the_log_says_when_a_job_is_seen_changes_advice_and_goes_but_not_at_ever
     assert len(lines) <= 6  # seen, a state or two, the advice, deleted: not one per report (39)
 
 
+def test_a_reporter_alternating_kinds_of_garbage_gets_one_log_line_per_interval(caplog: Any) -> None:
+    """Each report's warnings differ from the last (two kinds of garbage in turn): the status
+    says each at once, the log once per ``WARNING_LOG_INTERVAL_S`` with a count of those it did
+    not write (one line per report, 296 in five minutes, flooded a platform trial's log)."""
+    import logging
+
+    from advisor.controller.trackedjob import WARNING_LOG_INTERVAL_S
+
+    api = FakeApi()
+    e = engine(api)
+    now = feed(e, range(10, 100, 10))
+    garbage = ({"name": "loss", "value": "tensor(1.2)"}, {"name": "loss", "value": "[0.5]"})
+    with caplog.at_level(logging.WARNING, logger="advisor.controller"):
+        for i in range(60):  # one report every 5 s: 300 s, within one interval
+            now += 5.0
+            e.enqueue(
+                "job", "MODIFIED", trainjob(step=100 + i, extra_metrics=[garbage[i % 2]], updated=iso(now))
+            )
+            e.step(now)
+        lines = [r.getMessage() for r in caplog.records if "progress report" in r.getMessage()]
+        assert len(lines) == 1 and "tensor(1.2)" in lines[0]
+        now += WARNING_LOG_INTERVAL_S
+        e.enqueue("job", "MODIFIED", trainjob(step=200, extra_metrics=[garbage[0]], updated=iso(now)))
+        e.step(now)
+    lines = [r.getMessage() for r in caplog.records if "progress report" in r.getMessage()]
+    assert len(lines) == 2 and "(59 more report(s) with new warnings since the last line)" in lines[1]
+
+
 def test_a_report_dated_in_the_future_does_not_freeze_the_progress_of_the_reports_after_it() -> None:
     """One report's clock an hour ahead (a pod's clock stepped): it is taken at the observation
     time with a warning, and the reports after it, at the right time, still advance the step (the
