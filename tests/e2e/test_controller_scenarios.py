@@ -558,6 +558,50 @@ def test_falling_train_loss_with_rising_eval_loss_is_overfitting_with_an_event_n
     assert history["evals"]["series"]["eval_loss"]["steps"][:3] == [100, 200, 300]
 
 
+def test_a_rhoai_job_whose_loss_went_nan_reads_diverging_as_a_trainerstatus_job_does(
+    control_plane: cp.ControlPlane, cluster: Cluster, controller: Controller, policy_cleanup: list[str]
+) -> None:
+    """OpenShift AI's Trainer writes a NaN or infinite metric as null in its trainerStatus
+    annotation. Read as "no loss", a run whose loss went NaN read ``learning`` on its last finite
+    loss and the divergence rule never spoke; now it reads as the same run does through
+    ``status.trainerStatus``: diverging, with the rule's recommendation."""
+    name = f"nan-{cluster.ns[-6:]}"
+    cluster.apply_policy(control_plane, name, "Recommend", divergence={"probability": 0.95, "for": "10m"})
+    policy_cleanup.append(name)
+    cluster.create_trainjob("rhoai")
+    wait_for(lambda: cluster.forecast("rhoai"), "the controller to see the job")
+    total, at = 2000, time.time() - 300
+    for step in range(20, 800, 20):
+        loss = None if step > 700 else 0.3 + 2.0 * math.exp(-step / 400)
+        doc = {
+            "progressPercentage": 100 * step // total,
+            "currentStep": step,
+            "totalSteps": total,
+            "trainMetrics": {"loss": loss, "learning_rate": 1e-4},
+            "lastUpdatedTime": rfc3339(at),
+        }
+        cluster.custom.patch_namespaced_custom_object(
+            *TRAINER[:2],
+            cluster.ns,
+            TRAINER[2],
+            "rhoai",
+            {"metadata": {"annotations": {"trainer.opendatahub.io/trainerStatus": json.dumps(doc)}}},
+        )
+        at += 2.0
+        time.sleep(0.03)
+    tjf = wait_for(
+        lambda: (
+            (f := cluster.forecast("rhoai"))
+            and (f.get("status") or {}).get("state") == "diverging"
+            and any(a["rule"] == "divergence" for a in f["status"]["recommendation"]["actions"])
+            and f
+        ),
+        "state diverging and the divergence rule's recommendation",
+        timeout=90,
+    )
+    assert tjf["status"]["progress"]["step"] == 780
+
+
 def test_flat_train_loss_with_rising_eval_loss_is_a_plateau_naming_the_best_step(
     control_plane: cp.ControlPlane, cluster: Cluster, controller: Controller, policy_cleanup: list[str]
 ) -> None:
