@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from policy_builders import HOUR, T0, cluster, eval_state, forecast, job, policy
 
-from advisor.model import ActionKind, EvalJudgement, LearningState
+from advisor.model import ActionKind, EvalJudgement, Forecast, LearningState
 from policies import decide
 from policies.loader import load_policy
 
@@ -17,6 +19,26 @@ OPEN_PLATEAU = {"plateau.since": T0 - HOUR, "plateau.openedOn": 0.0}
 
 def state(p_overfit: float = 0.95, *, metric: str | None = "eval_loss") -> LearningState:
     return eval_state({"eval_loss": EVAL_FC} if metric else {}, overfitting=p_overfit, metric=metric)
+
+
+def with_secondary(
+    name: str, fc: Forecast, judgement: EvalJudgement | None = None, *, loss_judged: bool = True
+) -> LearningState:
+    """A run judged by its eval loss (learning, best at its last evaluation, step 2000; with a
+    judgement of its own unless ``loss_judged`` is False) that also reports ``name``, forecast
+    ``fc`` and judged ``judgement`` (none: not judged yet)."""
+    loss = EvalJudgement(best_step=2000, best_value=0.41, evals_since_best=0, overfitting=0.02)
+    judgements = {"eval_loss": loss} if loss_judged else {}
+    return LearningState(
+        label="learning",
+        probabilities=state(0.02).probabilities,
+        metric="eval_loss",
+        best_step=2000,
+        best_value=0.41,
+        evals_since_best=0,
+        series={"eval_loss": EVAL_FC, name: fc},
+        judgements={**judgements, name: judgement} if judgement is not None else {},
+    )
 
 
 def test_recommendation_names_the_best_eval_step() -> None:
@@ -138,21 +160,10 @@ def test_a_rule_metric_whose_name_says_no_direction_says_why_it_never_judges() -
 def test_a_rule_naming_a_secondary_eval_metric_judges_it_with_its_own_best_step() -> None:
     """The state judges eval_loss (learning); the rule names eval_accuracy, past its best at step
     800: the rule acts on P(overfitting) by eval_accuracy and names its best step, not eval_loss's."""
-    base = state(0.02)
-    judged = LearningState(
-        label="learning",
-        probabilities=base.probabilities,
-        metric="eval_loss",
-        best_step=2000,
-        best_value=0.41,
-        evals_since_best=0,
-        series={"eval_loss": EVAL_FC, "eval_accuracy": forecast(plateau=0.95, loss=0.81, final=0.8)},
-        judgements={
-            "eval_loss": EvalJudgement(best_step=2000, best_value=0.41, evals_since_best=0, overfitting=0.02),
-            "eval_accuracy": EvalJudgement(
-                best_step=800, best_value=0.83, evals_since_best=12, overfitting=0.93
-            ),
-        },
+    judged = with_secondary(
+        "eval_accuracy",
+        forecast(plateau=0.95, loss=0.81, final=0.8),
+        EvalJudgement(best_step=800, best_value=0.83, evals_since_best=12, overfitting=0.93),
     )
     view = job(forecast=forecast(plateau=0.05), learning_state=judged, rule_state=OPEN_OVERFITTING)
     on_acc = decide(
@@ -177,20 +188,10 @@ def test_a_rule_naming_a_metric_as_the_trainer_logs_it_judges_that_series(writte
     """HF logs ``eval_rougeL``; the history keeps it as ``eval_rouge_l``, the one spelling of each
     series. A rule that names it as the trainer logs it judges it: looked up as written, it had
     said "no forecast of eval_rougeL" at every look, and ``policy validate`` had said OK."""
-    judged = LearningState(
-        label="learning",
-        probabilities=state(0.02).probabilities,
-        metric="eval_loss",
-        best_step=2000,
-        best_value=0.41,
-        evals_since_best=0,
-        series={"eval_loss": EVAL_FC, "eval_rouge_l": forecast(plateau=0.95, loss=0.31, final=0.3)},
-        judgements={
-            "eval_loss": EvalJudgement(best_step=2000, best_value=0.41, evals_since_best=0, overfitting=0.02),
-            "eval_rouge_l": EvalJudgement(
-                best_step=700, best_value=0.33, evals_since_best=9, overfitting=0.93
-            ),
-        },
+    judged = with_secondary(
+        "eval_rouge_l",
+        forecast(plateau=0.95, loss=0.31, final=0.3),
+        EvalJudgement(best_step=700, best_value=0.33, evals_since_best=9, overfitting=0.93),
     )
     view = job(forecast=forecast(plateau=0.05), learning_state=judged, rule_state=OPEN_OVERFITTING)
     rule = policy({"overfitting": {"for": "10m", "metric": written}}, mode="Recommend")
@@ -202,13 +203,8 @@ def test_a_rule_naming_a_metric_as_the_trainer_logs_it_judges_that_series(writte
 def test_a_continue_reads_the_odds_of_the_series_the_plateau_rule_names() -> None:
     """A rule judging eval_rouge_l whose condition does not hold says that series' P(plateau),
     not that of the eval loss the run state judges by default (which the rule never reads)."""
-    judged = LearningState(
-        label="learning",
-        probabilities=state(0.02).probabilities,
-        metric="eval_loss",
-        best_step=2000,
-        best_value=0.41,
-        evals_since_best=0,
+    judged = dataclasses.replace(
+        with_secondary("eval_rouge_l", forecast(plateau=0.33, loss=0.31)),
         series={
             "eval_loss": forecast(plateau=0.2, loss=0.6),
             "eval_rouge_l": forecast(plateau=0.33, loss=0.31),
@@ -237,19 +233,11 @@ def test_a_series_judged_on_its_own_travels_through_the_status_and_back() -> Non
     from advisor.controller.render import learning_state_dict
     from policies.jobstate_forecast import learning_state as _learning_state
 
-    original = LearningState(
-        label="learning",
-        probabilities=state(0.02).probabilities,
-        metric="eval_loss",
-        best_step=2000,
-        best_value=0.41,
-        evals_since_best=0,
-        series={"eval_loss": EVAL_FC, "eval_accuracy": forecast(plateau=0.95, loss=0.81, final=0.8)},
-        judgements={
-            "eval_accuracy": EvalJudgement(
-                best_step=800, best_value=0.83, evals_since_best=12, overfitting=0.93
-            )
-        },
+    original = with_secondary(
+        "eval_accuracy",
+        forecast(plateau=0.95, loss=0.81, final=0.8),
+        EvalJudgement(best_step=800, best_value=0.83, evals_since_best=12, overfitting=0.93),
+        loss_judged=False,
     )
     data = learning_state_dict(original)
     assert data is not None and data["series"]["eval_accuracy"]["overfittingProbability"] == 0.93
