@@ -162,12 +162,13 @@ def _progress(moved: Any, target: float, linear: Any, *, relative: float | None 
 
 
 def _turned_path(path: ForecastPath, values: Any) -> ForecastPath:
-    """The path of a negated higher-is-better series, in the series' own units (capped at its
-    scale's top as its final value is: ``turned_back``)."""
+    """The path of a negated higher-is-better series, in the series' own units (held to its
+    scale, 0 to its top, as its final value is: ``turned_back``)."""
     top = score_top(values)
+    floor = 0.0 if math.isfinite(top) else -math.inf
     return ForecastPath(
         path.steps,
-        tuple(min(-v, top) for v in path.mean),
-        tuple(min(-v, top) for v in path.p90),
-        tuple(min(-v, top) for v in path.p10),
+        tuple(min(max(-v, floor), top) for v in path.mean),
+        tuple(min(max(-v, floor), top) for v in path.p90),
+        tuple(min(max(-v, floor), top) for v in path.p10),
     )

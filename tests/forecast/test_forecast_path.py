@@ -66,6 +66,20 @@ def test_a_higher_is_better_series_is_forecast_upwards_as_the_state_forecasts_it
     assert near and all(float(w.split("near ")[1].split()[0]) > 0 for w in near), fc.warnings
 
 
+def test_a_collapsing_score_is_drawn_within_its_scale() -> None:
+    """An accuracy falling steeply from 0.9: its path, like its final value, stays at or above 0
+    (the bottom of a 0-1 scale), however far its trend would carry it."""
+    from advisor.series import Direction
+
+    s = [100.0 * i for i in range(1, 21)]
+    acc = [0.9 - 0.045 * i for i in range(20)]
+    fc, path = forecast_path(
+        s, acc, total_steps=6000, points=20, direction=Direction.HIGHER, eval_series=True
+    )
+    assert path is not None and fc.final_loss.p10 >= 0.0
+    assert all(0.0 <= lo <= m <= hi <= 1.0 for lo, m, hi in zip(path.p10, path.mean, path.p90, strict=True))
+
+
 def _keras_val_loss() -> tuple[list[float], list[float]]:
     """An eval loss past its minimum (a Keras log's val_loss by epoch): it turns up at epoch 6."""
     vals = [1.1, 0.8639, 0.7207, 0.6339, 0.5812, 0.5493, 0.5699, 0.5981, 0.6310, 0.6667]
