@@ -33,6 +33,7 @@ from advisor.controller.policystatus import (
     policy_figures,
     positive_amount,
     shard_patch,
+    watched_namespaces,
 )
 from advisor.model import ActionRecord, Decision, Mode
 from advisor.protocol import GROUP, VERSION
@@ -400,12 +401,15 @@ class PolicyBook:
         policy = self.policies.get(name)
         if policy is None:  # an invalid policy with nothing standing in for it: Valid says it all
             return None
+        entries = after.get("shards")
+        shards: list[str] = [str(k) for k in entries] if isinstance(entries, Mapping) else []
         status, reason, message = reach_condition(
             policy.selector,
             selected=count_of(after.get("jobsSelected")),
             governed=count_of(after.get("jobsMatched")),
             namespaces=self.namespaces(),
             lost_ties=after.get("lostTies") if isinstance(after.get("lostTies"), Mapping) else None,
+            watched=watched_namespaces({self.shard, *shards}),
         )
         generation = self.generations.get(name)
         self.reach[name] = {

@@ -12,6 +12,9 @@ it only reaches nothing.
   namespaces that do not exist (named);
 * False ``NoNamespaceSelected``: no namespace (of those it names) carries the labels its
   ``namespaceSelector`` asks for;
+* False ``NamespacesNotWatched``: it selects no job and none of the namespaces
+  ``spec.selector.namespaces`` names is watched by a controller release (each release watching
+  a list of namespaces, ``--namespace``; named);
 * False ``NoJobSelected``: no job the controller follows matches ``spec.selector``.
 
 The counts are the totals over the controller releases' entries (``jobsSelected``,
@@ -40,16 +43,28 @@ def reach_condition(
     governed: int,
     namespaces: Mapping[str, Mapping[str, str]] | None,
     lost_ties: Mapping[str, Any] | None = None,
+    watched: frozenset[str] | None = None,
 ) -> tuple[str, str, str]:
     """(status, reason, message) of ``JobsSelected`` for a policy with ``selector``
     (``policies.spec.Selector``) that selects ``selected`` jobs and governs ``governed`` of them;
     ``namespaces``: the namespaces that exist (name -> labels), None when not known;
-    ``lost_ties``: policy -> jobs it governs by a tie with this one (``status.lostTies``)."""
+    ``lost_ties``: policy -> jobs it governs by a tie with this one (``status.lostTies``);
+    ``watched``: the namespaces the controller releases watch between them, None when one of
+    them watches every namespace (``policystatus.watched_namespaces``)."""
     selected = max(selected, governed)  # a job governed is selected (a release before jobsSelected)
     missing = missing_namespaces(selector, namespaces) if namespaces is not None else ()
     named = (
         f"spec.selector.namespaces names {_plural(len(missing), 'namespace')} that "
         f"{'does' if len(missing) == 1 else 'do'} not exist: {', '.join(missing)}"
+    )
+    unwatched = (
+        [n for n in selector.namespaces if n not in watched and n not in missing]
+        if watched is not None
+        else []
+    )
+    unwatched_named = (
+        f"spec.selector.namespaces names {_plural(len(unwatched), 'namespace')} no controller release "
+        f"watches: {', '.join(unwatched)} (they watch {', '.join(sorted(watched or ())) or 'none'})"
     )
     if selected:
         message = f"selects {_plural(selected, 'job')}"
@@ -69,9 +84,12 @@ def reach_condition(
                     + " by a tie (same specificity and priority: a Recommend policy before an Apply "
                     "one, then by name)"
                 )
-        return "True", "JobsSelected", message + (f"; {named}" if missing else "")
+        notes = ([named] if missing else []) + ([unwatched_named] if unwatched else [])
+        return "True", "JobsSelected", "; ".join([message, *notes])
     if missing:
         return "False", "NamespacesNotFound", f"selects no job: {named}"
+    if unwatched and len(unwatched) == len(selector.namespaces):
+        return "False", "NamespacesNotWatched", f"selects no job: {unwatched_named}"
     if namespaces is not None and not namespace_selected(selector, namespaces):
         among = " among those spec.selector.namespaces names" if selector.namespaces else ""
         return (
@@ -80,7 +98,12 @@ def reach_condition(
             f"selects no job: no namespace{among} carries the labels "
             "spec.selector.namespaceSelector asks for",
         )
-    return "False", "NoJobSelected", "selects no job: no job the controller follows matches spec.selector"
+    also = f"; {unwatched_named}" if unwatched else ""
+    return (
+        "False",
+        "NoJobSelected",
+        f"selects no job: no job the controller follows matches spec.selector{also}",
+    )
 
 
 def _plural(n: int, word: str) -> str:

@@ -296,6 +296,21 @@ def _shard_scope(key: str) -> tuple[str, frozenset[str] | None]:
     return lease, frozenset(n for n in rest[:-1].split(",") if n)
 
 
+def watched_namespaces(keys: Iterable[str]) -> frozenset[str] | None:
+    """The namespaces the releases whose shard ``keys`` these are watch between them; None when
+    one of them watches every namespace (or none is known). An entry of a release no longer
+    running counts too: a namespace is said unwatched only when no entry names it."""
+    out: set[str] = set()
+    seen = False
+    for key in keys:
+        _, scope = _shard_scope(key)
+        if scope is None:
+            return None
+        out |= scope
+        seen = True
+    return frozenset(out) if seen else None
+
+
 def superseded(shard: str, keys: Iterable[str]) -> list[str]:
     """The entries among ``keys`` that ``shard`` replaces: the same Lease, watching namespaces that
     overlap its own. They count the same jobs: a controller restarted with one more namespace wrote

@@ -45,11 +45,13 @@ def condition(api: FakeApi, name: str, kind: str = JOBS_SELECTED) -> dict[str, A
     return next((c for c in conditions if c["type"] == kind), None)
 
 
-def cluster(*policies: dict[str, Any], listed: bool = True) -> tuple[FakeApi, Engine]:
+def cluster(*policies: dict[str, Any], listed: bool = True, **config: Any) -> tuple[FakeApi, Engine]:
     """An engine that has seen ``policies`` (held by the fake API server) and the namespaces
-    ``NAMESPACES`` (listed, unless not ``listed``)."""
+    ``NAMESPACES`` (listed, unless not ``listed``); ``config``: more ``EngineConfig`` settings."""
     api = FakeApi()
-    e = Engine(api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0))
+    e = Engine(
+        api, config=EngineConfig(write_interval_s=0, writer_workers=0, forecast_interval_s=0, **config)
+    )
     for name, labels in NAMESPACES.items():
         e.enqueue("namespace", "ADDED", {"metadata": {"name": name, "labels": labels}})
     if listed:
@@ -195,7 +197,53 @@ def test_a_tie_lost_is_said_as_a_tie_not_as_a_more_specific_policy() -> None:
     assert message.endswith("governs 1: a more specific or higher-priority policy governs it")
 
 
+def test_namespaces_no_controller_release_watches_are_named() -> None:
+    """A release run with ``-n team-a`` (its entry ``lease[team-a]``) does not follow team-b's
+    jobs: a policy for team-b read only "no job the controller follows matches" (a platform
+    trial). When the releases' entries name what they watch, the namespaces none of them watches
+    are named; an entry of a release watching every namespace says nothing of it."""
+    from advisor.controller.policystatus import watched_namespaces
+
+    watched = watched_namespaces(["sys/advisor[team-a]", "sys/other[team-c]"])
+    assert watched == frozenset({"team-a", "team-c"})
+    assert watched_namespaces(["sys/advisor[team-a]", "sys/advisor"]) is None
+    only_b = selector_of({"namespaces": ["team-b"]})
+    status, reason, message = reach_condition(
+        only_b, selected=0, governed=0, namespaces=NAMESPACES, watched=watched
+    )
+    assert (status, reason) == ("False", "NamespacesNotWatched")
+    assert message == (
+        "selects no job: spec.selector.namespaces names 1 namespace no controller release watches: "
+        "team-b (they watch team-a, team-c)"
+    )
+    both = selector_of({"namespaces": ["team-a", "team-b"]})
+    status, reason, message = reach_condition(
+        both, selected=0, governed=0, namespaces=NAMESPACES, watched=watched
+    )
+    assert reason == "NoJobSelected" and message.endswith("watches: team-b (they watch team-a, team-c)")
+    status, reason, message = reach_condition(
+        both, selected=2, governed=2, namespaces=NAMESPACES, watched=watched
+    )
+    assert status == "True" and message.startswith("selects 2 jobs; ") and "team-b" in message
+    # a namespace that does not exist is said so, not said unwatched
+    typo = selector_of({"namespaces": ["team-typo"]})
+    _, reason, _ = reach_condition(typo, selected=0, governed=0, namespaces=NAMESPACES, watched=watched)
+    assert reason == "NamespacesNotFound"
+    _, reason, _ = reach_condition(only_b, selected=0, governed=0, namespaces=NAMESPACES, watched=None)
+    assert reason == "NoJobSelected"
+
+
 # ------------------------------------------------------------------------------ the controller
+
+
+def test_a_release_watching_some_namespaces_says_a_policy_for_another_reaches_none() -> None:
+    """Run with ``-n team-a`` and no leader election (its entry ``lease[team-a]``), the controller
+    says a policy for team-b, which exists, selects no job because no release watches team-b."""
+    api, e = cluster(policy("b-only", {"namespaces": ["team-b"]}), status_shard="sys/advisor[team-a]")
+    run(e, jobs=(("team-a", "llm"),))
+    reach = condition(api, "b-only")
+    assert reach is not None and (reach["status"], reach["reason"]) == ("False", "NamespacesNotWatched")
+    assert "team-b (they watch team-a)" in reach["message"]
 
 
 def test_a_policy_naming_a_namespace_that_does_not_exist_says_so_and_stays_valid(
