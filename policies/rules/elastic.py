@@ -7,7 +7,8 @@ current per-node rate, free quota for the extra GPUs, and no pending workload of
 priority in the queue or its cohort (idle quota is theirs first). Shrinking happens when P(plateau)
 is high (towards the minimum, but no further than ``maxShrinkSlowdown`` allows: the run still goes
 to its end) or when such a workload cannot be admitted (by just enough nodes, and only when that
-is enough to admit it).
+is enough to admit it). A resize restarts the workers from a save, so neither is proposed when
+what it spares over the time left (GPU-time shrinking, time growing) is no more than that save.
 Targets always stay within the job's and the policy's min/max; a job that declares no maximum
 (not elastic) is never resized.
 """
@@ -19,7 +20,8 @@ import math
 from advisor.model import WorkloadView
 from policies.index import cluster_index
 from policies.quota import effective_priority, free_gpus
-from policies.rules.base import Context, Outcome, pct, propose_scale
+from policies.rules.base import Context, Outcome, dur, pct, propose_scale
+from policies.rules.checkpoint import blocking_cost
 from policies.spec import ElasticRule
 from policies.throughput import ThroughputModel, fit_throughput
 
@@ -138,14 +140,24 @@ def shrink_target(ctx: Context, rule: ElasticRule, lo: int) -> tuple[int, str]:
     base = max(m.steps_per_second(n) for n in sizes)
     now_slow = base / m.steps_per_second(job.nodes)
     eta = ctx.forecast.eta_seconds if ctx.forecast is not None else None
+    known = eta is not None and math.isfinite(eta.mean)
+    # a resize restarts the workers from a save: it pays only if the GPU-time it spares over what
+    # is left beats the job's GPUs held through that save (a trial's runs were shrunk 24 steps
+    # from their end, "remaining 0.0h -> 0.0h")
+    save = blocking_cost(ctx, ctx.policy.rules.checkpoint)
     for n in range(lo, job.nodes):
         slowdown = base / m.steps_per_second(n)
         if slowdown <= rule.max_shrink_slowdown:
             left = ""
-            if eta is not None and math.isfinite(eta.mean):
+            saved = 1.0 - (slowdown / now_slow) * n / job.nodes
+            if eta is not None and known:
                 after = slowdown / now_slow * eta.mean
                 left = f", remaining {eta.mean / 3600:.1f}h -> {after / 3600:.1f}h"
-            saved = 1.0 - (slowdown / now_slow) * n / job.nodes
+                if saved * eta.mean <= save:
+                    return job.nodes, (
+                        f"{n} nodes would spare {saved:.0%} of the GPU-time left ({dur(saved * eta.mean)}), "
+                        f"no more than the save a resize starts with ({dur(save)})"
+                    )
             return n, (
                 f"{n} nodes predicted {slowdown:.2f}x slower than its fastest size{left}, "
                 f"{saved:.0%} fewer GPU-hours (limit {rule.max_shrink_slowdown:g}x)"
@@ -220,11 +232,34 @@ def evaluate(ctx: Context, rule: ElasticRule) -> Outcome:
         )
         return out
     target, why = grow_target(ctx, rule)
-    if target > job.nodes:
+    short = _too_short_to_grow(ctx, rule, target)
+    if target > job.nodes and short is not None:
+        out.reasons.append(f"{NAME}: not growing to {target} nodes: {short}")
+    elif target > job.nodes:
         _scale(ctx, out, target, why)
     else:
         out.reasons.append(f"{NAME}: staying at {job.nodes} nodes: {why}")
     return out
+
+
+def _too_short_to_grow(ctx: Context, rule: ElasticRule, target: int) -> str | None:
+    """Why growing to ``target`` nodes does not pay (None: it may): the time it spares of what is
+    left is no more than the save a resize starts with (the workers restart from it)."""
+    eta = ctx.forecast.eta_seconds if ctx.forecast is not None else None
+    m = model(ctx, rule)
+    if eta is None or not math.isfinite(eta.mean) or m is None or target <= ctx.job.nodes:
+        return None
+    now, then = m.steps_per_second(ctx.job.nodes), m.steps_per_second(target)
+    if now <= 0 or then <= now:
+        return None
+    spared = eta.mean * (1.0 - now / then)
+    save = blocking_cost(ctx, ctx.policy.rules.checkpoint)
+    if spared > save:
+        return None
+    return (
+        f"it would spare {dur(spared)} of the {dur(eta.mean)} left, no more than the save a resize "
+        f"starts with ({dur(save)})"
+    )
 
 
 def _scale(ctx: Context, out: Outcome, nodes: int, why: str) -> None:

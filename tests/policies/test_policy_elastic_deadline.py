@@ -71,6 +71,19 @@ def test_a_pytorchjob_kueue_admits_is_not_resized() -> None:
     ]
 
 
+def test_no_growth_that_spares_less_time_than_its_save() -> None:
+    """A resize restarts the workers from a save: growth a minute from the end spares seconds and
+    costs the save; with hours left, it grows."""
+    q = ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)
+    ending = dataclasses.replace(_elastic_job(), forecast=forecast(eta=60.0))
+    d = decide(ending, cluster([q]), policy(ELASTIC), now=T0)
+    assert d.actions == () and any("no more than the save a resize starts with" in r for r in d.reasons)
+    longer = dataclasses.replace(_elastic_job(), forecast=forecast(eta=4 * HOUR))
+    assert [a.kind for a in decide(longer, cluster([q]), policy(ELASTIC), now=T0).actions] == [
+        ActionKind.SCALE
+    ]
+
+
 def test_does_not_grow_without_quota_with_poor_scaling_or_when_others_wait() -> None:
     tight = cluster([ClusterQueueView(name="cq", nominal_gpus=20, usage_gpus=16)])
     d = decide(_elastic_job(), tight, policy(ELASTIC), now=T0)
@@ -123,6 +136,18 @@ def test_a_plateau_shrink_stops_where_the_run_would_slow_more_than_allowed() -> 
     off = policy({"elastic": {**ELASTIC["elastic"], "maxShrinkSlowdown": 1}})
     d = decide(_big_plateaued(), c, off, now=T0)
     assert d.actions == () and any("not shrinking" in r and "1.08x slower" in r for r in d.reasons)
+
+
+def test_no_shrink_whose_saving_over_the_time_left_is_no_more_than_its_save() -> None:
+    """A resize restarts the workers from a save: a run a minute from its end was shrunk for
+    "remaining 0.0h -> 0.0h" (a platform trial). 8 -> 5 nodes spares 18% of what is left: 11 s of a
+    minute, less than the 30 s save; of ten hours, it shrinks."""
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=64)])
+    ending = dataclasses.replace(_big_plateaued(), forecast=forecast(plateau=0.95, eta=60.0))
+    d = decide(ending, c, policy(ELASTIC), now=T0)
+    assert d.actions == ()
+    assert any("no more than the save a resize starts with (30s)" in r for r in d.reasons), d.reasons
+    assert [a.params["nodes"] for a in decide(_big_plateaued(), c, policy(ELASTIC), now=T0).actions] == [5]
 
 
 def test_plateau_shrinks_do_not_compound_look_after_look() -> None:
