@@ -30,7 +30,7 @@ from advisor.forecast.core import RISING_WARNING, forecast
 from advisor.model import Forecast, Interval
 from advisor.series import Direction
 
-__all__ = ["eval_divergence", "forecast_series", "lr_at", "score_top", "turned_back"]
+__all__ = ["eval_divergence", "forecast_series", "lr_at", "score_scale", "score_top", "turned_back"]
 
 
 def lr_at(
@@ -99,8 +99,7 @@ def turned_back(fc: Forecast, values: Sequence[float]) -> Forecast:
     f = fc.final_loss
     # a score never leaves its scale: an accuracy reported in [0, 1] (or percent) ends at most at
     # 1 (100), however steeply its early points rise, and at least at 0, however it collapsed
-    top = score_top(values)
-    floor = 0.0 if math.isfinite(top) else -math.inf
+    floor, top = score_scale(values)
     low = min(max(-f.p90, floor), top)
     warnings = tuple(_in_own_terms(w, top, floor) for w in fc.warnings)
     current = None if fc.current_loss is None else -fc.current_loss
@@ -158,6 +157,13 @@ def _negated(text: str, top: float = math.inf, floor: float = -math.inf) -> str:
         return f"{min(max(-float(text), floor), top):.4g}"
     except ValueError:
         return text
+
+
+def score_scale(values: Sequence[float]) -> tuple[float, float]:
+    """(bottom, top) of a higher-is-better metric's scale as its values show it: 0 and 1 for a
+    fraction, 0 and 100 for a percentage, else unbounded (``score_top``)."""
+    top = score_top(values)
+    return (0.0 if math.isfinite(top) else -math.inf), top
 
 
 def score_top(values: Sequence[float]) -> float:

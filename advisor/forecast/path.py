@@ -18,7 +18,7 @@ import numpy as np
 
 from advisor.forecast import calibration as cal
 from advisor.forecast.core import Parts, _run, failed_forecast
-from advisor.forecast.eval_forecast import eval_divergence, score_top, turned_back
+from advisor.forecast.eval_forecast import eval_divergence, score_scale, turned_back
 from advisor.model import Forecast
 from advisor.series import Direction
 
@@ -164,8 +164,7 @@ def _progress(moved: Any, target: float, linear: Any, *, relative: float | None 
 def _turned_path(path: ForecastPath, values: Any) -> ForecastPath:
     """The path of a negated higher-is-better series, in the series' own units (held to its
     scale, 0 to its top, as its final value is: ``turned_back``)."""
-    top = score_top(values)
-    floor = 0.0 if math.isfinite(top) else -math.inf
+    floor, top = score_scale(values)
     return ForecastPath(
         path.steps,
         tuple(min(max(-v, floor), top) for v in path.mean),

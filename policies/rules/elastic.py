@@ -139,8 +139,7 @@ def shrink_target(ctx: Context, rule: ElasticRule, lo: int) -> tuple[int, str]:
     sizes = {job.nodes, *(n for n, _ in job.throughput if n >= 1)}
     base = max(m.steps_per_second(n) for n in sizes)
     now_slow = base / m.steps_per_second(job.nodes)
-    eta = ctx.forecast.eta_seconds if ctx.forecast is not None else None
-    known = eta is not None and math.isfinite(eta.mean)
+    left_s = _time_left(ctx)
     # a resize restarts the workers from a save: it pays only if the GPU-time it spares over what
     # is left beats the job's GPUs held through that save (a trial's runs were shrunk 24 steps
     # from their end, "remaining 0.0h -> 0.0h")
@@ -150,12 +149,12 @@ def shrink_target(ctx: Context, rule: ElasticRule, lo: int) -> tuple[int, str]:
         if slowdown <= rule.max_shrink_slowdown:
             left = ""
             saved = 1.0 - (slowdown / now_slow) * n / job.nodes
-            if eta is not None and known:
-                after = slowdown / now_slow * eta.mean
-                left = f", remaining {eta.mean / 3600:.1f}h -> {after / 3600:.1f}h"
-                if saved * eta.mean <= save:
+            if left_s is not None:
+                after = slowdown / now_slow * left_s
+                left = f", remaining {left_s / 3600:.1f}h -> {after / 3600:.1f}h"
+                if saved * left_s <= save:
                     return job.nodes, (
-                        f"{n} nodes would spare {saved:.0%} of the GPU-time left ({dur(saved * eta.mean)}), "
+                        f"{n} nodes would spare {saved:.0%} of the GPU-time left ({dur(saved * left_s)}), "
                         f"no more than the save a resize starts with ({dur(save)})"
                     )
             return n, (
@@ -242,22 +241,28 @@ def evaluate(ctx: Context, rule: ElasticRule) -> Outcome:
     return out
 
 
+def _time_left(ctx: Context) -> float | None:
+    """The run's forecast time to its end, in seconds (None: not known)."""
+    eta = ctx.forecast.eta_seconds if ctx.forecast is not None else None
+    return eta.mean if eta is not None and math.isfinite(eta.mean) else None
+
+
 def _too_short_to_grow(ctx: Context, rule: ElasticRule, target: int) -> str | None:
     """Why growing to ``target`` nodes does not pay (None: it may): the time it spares of what is
     left is no more than the save a resize starts with (the workers restart from it)."""
-    eta = ctx.forecast.eta_seconds if ctx.forecast is not None else None
+    left_s = _time_left(ctx)
     m = model(ctx, rule)
-    if eta is None or not math.isfinite(eta.mean) or m is None or target <= ctx.job.nodes:
+    if left_s is None or m is None or target <= ctx.job.nodes:
         return None
     now, then = m.steps_per_second(ctx.job.nodes), m.steps_per_second(target)
     if now <= 0 or then <= now:
         return None
-    spared = eta.mean * (1.0 - now / then)
+    spared = left_s * (1.0 - now / then)
     save = blocking_cost(ctx, ctx.policy.rules.checkpoint)
     if spared > save:
         return None
     return (
-        f"it would spare {dur(spared)} of the {dur(eta.mean)} left, no more than the save a resize "
+        f"it would spare {dur(spared)} of the {dur(left_s)} left, no more than the save a resize "
         f"starts with ({dur(save)})"
     )
 
