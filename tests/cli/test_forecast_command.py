@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -841,3 +842,23 @@ def test_a_run_without_a_total_whose_lr_decays_says_its_end_is_read_off_the_deca
     assert "(where the learning rate's decay ends: total steps unknown)" in out
     assert "end read off the learning rate's decay" in out
     assert "decay ends the run at about step 5,000 (linear to zero)" in out
+
+
+def test_the_readmes_demo_output_is_what_the_demo_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README shows ``forecast --demo``'s output to a new reader: each line it quotes is a
+    line the command prints, its numbers within 2% (the lowest allowed numpy/scipy may round a
+    fit differently)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("$ trainjob-advisor forecast --demo\n", 1)[1].split("```", 1)[0]
+    quoted = [line for line in block.splitlines() if line.strip()]
+    code, out, err = run(capsys, "--demo")
+    assert code == 0, err
+    number = re.compile(r"\d[\d,]*(?:\.\d+)?")
+    printed = {number.sub("#", line): number.findall(line) for line in out.splitlines()}
+    assert len(quoted) >= 5
+    for line in quoted:
+        shape = number.sub("#", line)
+        assert shape in printed, f"README quotes a line the demo does not print: {line!r}"
+        for theirs, ours in zip(number.findall(line), printed[shape], strict=True):
+            a, b = float(theirs.replace(",", "")), float(ours.replace(",", ""))
+            assert abs(a - b) <= 0.02 * max(abs(a), abs(b), 1e-9), (line, ours)
