@@ -1,9 +1,10 @@
 """The AdvisorPolicies the controller knows, and what it writes into their statuses.
 
 ``PolicyBook`` holds the loaded policies for the engine (``governing``: what the core evaluates,
-each as Recommend under ``--recommend-only``), writes the ``Valid`` and ``RecommendOnly`` conditions
-and ``effectiveMode`` when a policy changes, ``status.recentActions`` before each capped action,
-and the figures (``advisor.controller.policystatus``, which describes every field) at the
+each as Recommend under ``--recommend-only``), writes the ``Valid`` and ``RecommendOnly``
+conditions (``advisor.controller.policyconditions``) and ``effectiveMode`` when a policy changes,
+``status.recentActions`` before each capped action, and the figures
+(``advisor.controller.policystatus``, which describes every field) at the
 engine's bounded rate, only when they changed: this shard's entry of ``status.shards`` and the
 totals, a read-modify-write guarded by the ``resourceVersion`` it read, read again and retried on
 a conflict. An invalid policy is held by what stands in for it (``_stand_in``), so that an edit
@@ -22,7 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from advisor.controller.metrics import Metrics
-from advisor.controller.policyobject import asks_recommend, kept_valid, merged, validation_warnings
+from advisor.controller.policyconditions import conditions_patch, validity_conditions
+from advisor.controller.policyobject import asks_recommend, kept_valid, merged
 from advisor.controller.policyreach import JOBS_SELECTED, reach_condition
 from advisor.controller.policystatus import (
     DEFAULT_SHARD,
@@ -298,54 +300,6 @@ class PolicyBook:
             return None
         return Mode.RECOMMEND.value if self.recommend_only else str(policy.mode.value)
 
-    def _conditions(self, name: str) -> list[dict[str, Any]]:
-        """``Valid``: whether the loader accepts the policy (and what governs its jobs if not);
-        ``RecommendOnly``: whether the controller holds every policy to Recommend."""
-        error = self.errors.get(name)
-        valid = {
-            "type": "Valid",
-            "status": "False" if error else "True",
-            "reason": "Invalid" if error else "Valid",
-            "message": (f"{error}; {self.holding[name]}" if name in self.holding else error)
-            if error
-            else "the policy is valid" + validation_warnings(self.policies.get(name)),
-        }
-        policy = self.policies.get(name)
-        if self.recommend_only:
-            held = (
-                f"; its spec.mode {policy.mode.value} takes effect once the controller runs without it"
-                if policy is not None and policy.mode is not Mode.RECOMMEND
-                else ""
-            )
-            # an invalid policy is not evaluated itself: what stands in for it is, or (nothing
-            # standing in) nothing is ("the policy is evaluated as Recommend" beside an empty
-            # EFFECTIVE column read as a contradiction)
-            what = (
-                "the policy is"
-                if not error
-                else "what stands in for the invalid policy (see Valid) is"
-                if policy is not None
-                else None
-            )
-            recommend_only = {
-                "type": "RecommendOnly",
-                "status": "True",
-                "reason": "ControllerRecommendOnly",
-                "message": f"the controller runs with --recommend-only: {what} evaluated as Recommend "
-                f"and changes no job{held}"
-                if what is not None
-                else "the controller runs with --recommend-only; nothing of the invalid policy is "
-                "evaluated (see Valid)",
-            }
-        else:
-            recommend_only = {
-                "type": "RecommendOnly",
-                "status": "False",
-                "reason": "SpecMode",
-                "message": "the controller evaluates the policy in its spec.mode",
-            }
-        return [valid, recommend_only]
-
     def _write_verdict(self, name: str, body: Mapping[str, Any]) -> None:
         """The conditions and ``effectiveMode``, written when they differ from the stored status
         (with ``status.lastValid`` at a new valid generation)."""
@@ -364,34 +318,21 @@ class PolicyBook:
         as a merge patch over the status ``stored`` (None: it says all that already). The
         conditions are one list, which a merge patch replaces whole: ``JobsSelected`` is the one
         this process computed last, else the stored one (it carries its own generation)."""
-        conditions = self._conditions(name)
-        if observed is not None:
-            for cond in conditions:
-                cond["observedGeneration"] = observed
         old = {c.get("type"): c for c in stored.get("conditions") or [] if isinstance(c, Mapping)}
-        reach = self.reach.get(name) or old.get(JOBS_SELECTED)
-        if reach is not None and name in self.policies:
-            conditions.append({k: v for k, v in reach.items() if k != "lastTransitionTime"})
-        mode = self.effective_mode(name)
-        if (
-            all(
-                c["type"] in old and all(old[c["type"]].get(k) == v for k, v in c.items()) for c in conditions
-            )
-            and len(conditions) == len(old)
-            and stored.get("observedGeneration") == observed
-            and stored.get("effectiveMode") == mode
-        ):
-            return None
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
-        for cond in conditions:
-            before = old.get(cond["type"]) or {}
-            same_verdict = before.get("status") == cond["status"] and before.get("lastTransitionTime")
-            cond["lastTransitionTime"] = before["lastTransitionTime"] if same_verdict else now
-        return {
-            "conditions": conditions,
-            "effectiveMode": mode,  # None nulls it out: nothing of the policy governs
-            **({"observedGeneration": observed} if observed is not None else {}),
-        }
+        conditions = validity_conditions(
+            error=self.errors.get(name),
+            holding=self.holding.get(name),
+            policy=self.policies.get(name),
+            recommend_only=self.recommend_only,
+        )
+        return conditions_patch(
+            conditions,
+            reach=(self.reach.get(name) or old.get(JOBS_SELECTED)) if name in self.policies else None,
+            stored=stored,
+            observed=observed,
+            mode=self.effective_mode(name),
+            now=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock())),
+        )
 
     def _reach_verdict(self, name: str, after: Mapping[str, Any]) -> dict[str, Any] | None:
         """The ``JobsSelected`` condition from the totals of ``after`` (the policy's status once
