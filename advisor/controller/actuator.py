@@ -75,7 +75,6 @@ __all__ = ["DEFAULT_BOOST", "Actuator", "Outcome"]
 
 log = logging.getLogger(__name__)
 
-#: priority boost set on a likely preemption victim while it checkpoints
 #: a recommendation of the same kind and rule is not repeated (Event, record) within this window
 RECOMMEND_REPEAT_S = 3600.0
 _EVENT_REASONS = {
