@@ -172,11 +172,18 @@ def main() -> int:
     # the best baseline that stops at least as many runs wrongly as the policy, at its default setting
     comparable = [b for b in [top, *fair] if b["wrong_stops_by_threshold"]["0.01"] >= w1]
     ref = max(comparable, key=lambda r: r["gpu_hours_saved"], default=None)
-    default_met = ref is None or best["gpu_hours_saved"] >= 1.3 * ref["gpu_hours_saved"]
+    # nothing to compare (no baseline stops as many runs wrongly) is said as such, never "met"
+    default_verdict = (
+        "nothing to compare: no baseline stops as many runs wrongly"
+        if ref is None
+        else "met"
+        if best["gpu_hours_saved"] > 0 and best["gpu_hours_saved"] >= 1.3 * ref["gpu_hours_saved"]
+        else "NOT met"
+    )
     against = f" (vs {ref['policy']})" if ref is not None else ""
     print(
         f"at the baselines' default settings: >= 1.3x the best baseline that stops at least as many "
-        f"runs wrongly{against}: {'met' if default_met else 'NOT met'}"
+        f"runs wrongly{against}: {default_verdict}"
     )
     frontier = _baseline_frontier(runs, command)
     print("\nthe baselines at every setting (each knob read on these very runs, in the baselines' favour):")
@@ -202,9 +209,11 @@ def main() -> int:
     else:
         matched_ratio = best["gpu_hours_saved"] / matched[1]["gpu_hours_saved"]
         matched_txt = f"{matched[0]}, {matched[1]['gpu_hours_saved']:.1f} GPU-h saved"
+    # a policy that saves nothing meets no ratio, even against baselines that save nothing either
+    matched_met = matched_ratio >= 1.3 and best["gpu_hours_saved"] > 0
     print(
         f"\ntarget: >= 1.3x the best baseline at no more wrong stops (matched risk: {matched_txt}): "
-        f"{matched_ratio:.2f}x, {'met' if matched_ratio >= 1.3 else 'NOT met'}; "
+        f"{matched_ratio:.2f}x, {'met' if matched_met else 'NOT met'}; "
         f"<= 1% wrong at 1%: {'met' if w1 <= 0.01 * n else 'NOT met'}; "
         f"<= 2% at 0.5%: {'met' if w05 <= 0.02 * n else 'NOT met'}"
     )

@@ -5,10 +5,12 @@ The 80% interval's half-width is ``Q(remaining) * scale`` (see ``calibration``'s
 script forecasts every curve at the benchmark's cuts (each cut is one remaining fraction of the
 run, one ``REM_KNOTS`` entry) and takes, per split, the 80% quantile of ``|error| / scale`` for each
 model path (``Q_KNOTS`` without learning rates, ``Q_KNOTS_SCHEDULE`` with them) and of
-``|error| / |level|`` for the histories shorter than ``SMALL_N`` (``SMALL_REL_KNOTS``). It prints
-the knots each split finds, the larger of the two (the documented rule) and the p10..p90 coverage
-of the knots in use and of each split's knots on the other split. The curves are split by run group
-(``bench/_curves``), so seed repeats of one run never straddle the split.
+``|error| / |level|`` for the histories shorter than ``SMALL_N`` (``SMALL_REL_KNOTS``), on the
+tuning half only, each run group weighted alike (the documented rule: a user's run is a new run
+group, and one group's many seed repeats must not set the quantile alone). It prints those knots,
+the plain quantile of each half for comparison, and the p10..p90 coverage of the knots in use and
+of the rule's knots on each half; the held-out half is read, never used to set a knot. The curves
+are split by run group (``bench/_curves``), so seed repeats of one run never straddle the split.
 
     python bench/calibrate_forecast.py            # prints the knots; edits nothing
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ from _curves import BenchCurve, load_all  # noqa: E402
 
 from advisor.forecast import calibration as cal  # noqa: E402
 from advisor.forecast import forecast_with_parts  # noqa: E402
+from advisor.forecast.ensemble import interval_scale  # noqa: E402
 
 #: the benchmark's cuts, one per remaining fraction in ``cal.REM_KNOTS`` (rem = 1 - cut)
 CUTS = tuple(round(1.0 - r, 3) for r in cal.REM_KNOTS)
@@ -48,23 +52,22 @@ def truth(c: BenchCurve) -> float:
 
 
 def scale_of(parts: Mapping[str, Any]) -> float:
-    """The interval's scale, exactly as ``core._interval_sd`` builds it before ``Q``."""
-    ho = parts["holdout_err"] if math.isfinite(parts["holdout_err"]) else 0.0
-    return math.sqrt(
-        (cal.K_SPREAD * parts["spread"]) ** 2
-        + (cal.K_DROP * parts["drop"]) ** 2
-        + (cal.K_HOLDOUT * ho * parts["reach"]) ** 2
-        + (cal.REL_FLOOR * abs(parts["level"])) ** 2
+    """The interval's scale, as the forecaster builds it before ``Q`` (``ensemble.interval_scale``)."""
+    return interval_scale(
+        parts["spread"], parts["drop"], parts["holdout_err"], parts["reach"], parts["level"]
     )
 
 
 def ratios(
     curves: list[BenchCurve], *, small: bool = False, schedule: bool | None = None
-) -> dict[float, np.ndarray]:
+) -> tuple[dict[float, np.ndarray], dict[float, np.ndarray]]:
     """|error| / scale of every forecast with at least SMALL_N points, per cut; with ``small``,
     |error| / |level| of those with fewer (at least 2: what the coarse rule covers). ``schedule``:
-    only the forecasts whose ensemble had (True) or lacked (False) the schedule-aware law."""
+    only the forecasts whose ensemble had (True) or lacked (False) the schedule-aware law. Each
+    ratio's weight (``weights``) is one over its run group's count at that cut, so that every run
+    group counts alike."""
     out: dict[float, list[float]] = {c: [] for c in CUTS}
+    groups: dict[float, list[str]] = {c: [] for c in CUTS}
     for c in curves:
         final, last = truth(c), float(c.steps[-1])
         for cut in CUTS:
@@ -85,7 +88,13 @@ def ratios(
             sc = abs(parts["level"]) if small else scale_of(parts)
             if sc > 0 and math.isfinite(fc.final_loss.mean):
                 out[cut].append(abs(fc.final_loss.mean - final) / sc)
-    return {k: np.array(v) for k, v in out.items()}
+                groups[cut].append(c.group)
+    return {k: np.array(v) for k, v in out.items()}, {k: _group_weights(v) for k, v in groups.items()}
+
+
+def _group_weights(groups: list[str]) -> np.ndarray:
+    counts = Counter(groups)
+    return np.array([1.0 / counts[g] for g in groups])
 
 
 def main() -> int:
@@ -107,41 +116,46 @@ def main() -> int:
     return 0
 
 
-def _quantile(a: np.ndarray) -> float:
-    return float(np.quantile(a, 0.8)) if a.size else math.nan
+def _quantile(a: np.ndarray, w: np.ndarray | None = None) -> float:
+    """The 80% quantile of ``a``, each value weighted by ``w`` (None: alike)."""
+    if not a.size:
+        return math.nan
+    if w is None:
+        return float(np.quantile(a, 0.8))
+    order = np.argsort(a)
+    share = np.cumsum(w[order]) / float(w.sum())
+    return float(a[order][min(int(np.searchsorted(share, 0.8)), a.size - 1)])
 
 
-def _report(
-    name: str, in_use: tuple[float, ...], tune: dict[float, np.ndarray], hold: dict[float, np.ndarray]
-) -> None:
-    """The 80% quantile of the ratios per cut on each split and pooled, the knots the documented
-    rule gives (the larger of the two splits': each split's own knots under-cover the other), and
-    the coverage of the knots in use and of each split's knots on the other split."""
-    found = [_quantile(tune[cut]) for cut in CUTS]
-    back = [_quantile(hold[cut]) for cut in CUTS]
-    pooled = [_quantile(np.concatenate((tune[cut], hold[cut]))) for cut in CUTS]
-    rule = [max(a, b) for a, b in zip(found, back, strict=True)]
+Ratios = tuple[dict[float, np.ndarray], dict[float, np.ndarray]]
+
+
+def _report(name: str, in_use: tuple[float, ...], tune: Ratios, hold: Ratios) -> None:
+    """The knots the documented rule gives (the tuning half's 80% quantile, each run group
+    weighted alike), the plain quantile of each half for comparison, and the coverage of the
+    knots in use and of the rule's knots on each half (the held-out half is read, never used)."""
+    (t_r, t_w), (h_r, _) = tune, hold
+    rule = [_quantile(t_r[cut], t_w[cut]) for cut in CUTS]
+    found = [_quantile(t_r[cut]) for cut in CUTS]
+    back = [_quantile(h_r[cut]) for cut in CUTS]
 
     def fmt(values: list[float] | tuple[float, ...]) -> str:
         return "(" + ", ".join(f"{v:.3g}" for v in values) + ")"
 
     print(f"REM_KNOTS = {cal.REM_KNOTS}")
-    print(f"{name} in use        = {fmt(in_use)}")
-    print(f"80% quantile, tuning  = {fmt(found)}")
-    print(f"80% quantile, holdout = {fmt(back)}")
-    print(f"80% quantile, pooled  = {fmt(pooled)}")
-    print(f"larger of the splits  = {fmt(rule)}")
-    print(" cut  n_tune  n_hold  in use: tune / hold  tuning knots on hold  holdout knots on tune")
+    print(f"{name} in use             = {fmt(in_use)}")
+    print(f"the rule: tuning, by group   = {fmt(rule)}")
+    print(f"80% quantile, tuning (plain) = {fmt(found)}")
+    print(f"80% quantile, held out       = {fmt(back)}  (read only)")
+    print(" cut  n_tune  n_hold  in use: tune / hold  the rule's: tune / hold")
     for i, cut in enumerate(CUTS):
-        t, h = tune[cut], hold[cut]
+        t, h = t_r[cut], h_r[cut]
         if not (t.size and h.size):
             print(f" {cut:.1f}  {t.size:6d}  {h.size:6d}  (too few forecasts on a split)")
             continue
         use = f"{np.mean(t <= in_use[i]):.2f} / {np.mean(h <= in_use[i]):.2f}"
-        print(
-            f" {cut:.1f}  {t.size:6d}  {h.size:6d}  {use:>19s}  {np.mean(h <= found[i]):20.2f}"
-            f"  {np.mean(t <= back[i]):21.2f}"
-        )
+        ours = f"{np.mean(t <= rule[i]):.2f} / {np.mean(h <= rule[i]):.2f}"
+        print(f" {cut:.1f}  {t.size:6d}  {h.size:6d}  {use:>19s}  {ours:>22s}")
 
 
 if __name__ == "__main__":

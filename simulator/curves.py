@@ -30,7 +30,7 @@ from advisor.judging import LEARNING_THRESHOLD
 
 __all__ = [
     "PATHOLOGIES",
-    "PRETRAINING_SCHEDULES",
+    "WORKLOAD_TYPES",
     "WORKLOAD_TYPE_LABEL",
     "CurveLibrary",
     "CurveSpec",
@@ -51,13 +51,14 @@ _X.flags.writeable = False
 #: right, is the scenario's (``WorldConfig.label_rate`` / ``label_error``, or a trace column), never
 #: the curve's: a label derived from the hidden curve would tell the policy what only the future can
 WORKLOAD_TYPE_LABEL = "workload-type"
-#: schedules that mark a run as pre-training. A warmup-stable-decay run holds its learning rate for
-#: most of its budget and anneals only at the end, so its loss is flat for hours and then drops: that
-#: is how pre-training runs are scheduled (the stable phase can be extended, the decay is cut at the
-#: chosen budget), while fine-tunes run a constant or cosine schedule. Its stable phase looks like a
-#: plateau to anything that has not seen the decay yet, which is why admins keep plateau rules off
-#: pre-training jobs by label.
-PRETRAINING_SCHEDULES = frozenset({"wsd"})
+#: the kind of a run is drawn first (``pretraining_share`` of the curve parameters), as its user
+#: knows it, and its learning-rate schedule from that kind's own mix (``schedules``): pre-training
+#: runs often hold their learning rate for most of the budget and anneal at the end
+#: (warmup-stable-decay), so their loss is flat for hours and then drops, but many run a cosine;
+#: fine-tunes mostly run a constant or cosine schedule, a few a warmup-stable-decay. The label
+#: therefore says something of the schedule, as on a real cluster, but never what it is: a
+#: fine-tuning label can sit on a run with an anneal still to come, and a pre-training one on a
+#: cosine run (the mixes are scenario assumptions, stated in ``curve_params.yaml``)
 WORKLOAD_TYPES = ("pretraining", "fine-tuning")
 
 
@@ -306,6 +307,18 @@ class _Choice:
         return self.names[int(self.cdf.searchsorted(rng.random(), side="right"))]
 
 
+def _kind_mixes(params: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
+    """Each kind of run's schedule mix: ``schedules`` maps each kind to its mix, or is one mix
+    (schedule -> weight) that every kind shares."""
+    raw = params["schedules"]
+    if all(isinstance(v, int | float) for v in raw.values()):
+        return [(kind, dict(raw)) for kind in WORKLOAD_TYPES]
+    missing = [kind for kind in WORKLOAD_TYPES if kind not in raw]
+    if missing:
+        raise ValueError(f"schedules: no mix for {', '.join(missing)}")
+    return [(kind, dict(raw[kind])) for kind in WORKLOAD_TYPES]
+
+
 class CurveLibrary:
     """Draws :class:`CurveSpec` s from the calibrated distributions and the pathology mix."""
 
@@ -320,8 +333,12 @@ class CurveLibrary:
             raise ValueError("pathology mix weights must be non-negative and not all zero")
         self.mix = {k: v / total for k, v in raw_mix.items()}
         self._pathologies = _Choice(list(self.mix), [self.mix[n] for n in self.mix])
-        schedules = self.params["schedules"]
-        self._schedules = _Choice(list(schedules), [schedules[n] for n in schedules])
+        self._schedules = {
+            kind: _Choice(list(mix), list(mix.values())) for kind, mix in _kind_mixes(self.params)
+        }
+        self.pretraining_share = float(self.params.get("pretraining_share", 0.0))
+        if not 0.0 <= self.pretraining_share <= 1.0:
+            raise ValueError(f"pretraining_share must lie in [0, 1], got {self.pretraining_share}")
 
     def draw(self, rng: np.random.Generator, total_steps: int, seed: int) -> CurveSpec:
         p = self.params
@@ -332,7 +349,11 @@ class CurveLibrary:
         l_inf = float(np.exp(rng.normal(p["l_inf"]["log_mean"], p["l_inf"]["log_sd"])))
         a = l_inf * float(np.exp(rng.normal(fam["log_reducible_ratio_mean"], fam["log_reducible_ratio_sd"])))
         noise = float(np.exp(rng.normal(p["noise"]["log_mean"], p["noise"]["log_sd"])))
-        schedule = self._schedules.draw(rng)
+        # the kind from a stream of its own (the run's other draws stay as they were), then the
+        # schedule from that kind's mix
+        kind_rng = np.random.default_rng((int(seed), 0x4B1D))
+        workload_type = "pretraining" if kind_rng.random() < self.pretraining_share else "fine-tuning"
+        schedule = self._schedules[workload_type].draw(rng)
         anneal = float(rng.uniform(*p["anneal_gain_range"]))
         at = 1.0
         spikes: tuple[tuple[float, float], ...] = ()
@@ -348,8 +369,6 @@ class CurveLibrary:
             n = int(rng.integers(2, 5))
             xs = np.sort(rng.uniform(0.15, 0.85, size=n))
             spikes = tuple((float(x), float(rng.uniform(0.1, 0.6))) for x in xs)
-        # the kind of run follows from its schedule (no draw, so the random stream stays as it was)
-        workload_type = "pretraining" if schedule in PRETRAINING_SCHEDULES else "fine-tuning"
         evals = self._draw_evals(seed, total_steps) if workload_type == "fine-tuning" else {}
         return CurveSpec(
             total_steps=int(total_steps),

@@ -32,7 +32,7 @@ from advisor.forecast.families import FAMILIES, Family
 from advisor.forecast.fit_engine import fit_all_robust
 from advisor.forecast.schedule import infer_future, lr_law_family
 
-__all__ = ["Parts", "estimate"]
+__all__ = ["Parts", "estimate", "interval_scale"]
 
 FloatArray = NDArray[np.float64]
 
@@ -430,6 +430,20 @@ def _anneal_share(tail_bias_z: float) -> float:
     return 1.0
 
 
+def interval_scale(spread: float, drop: float, holdout_err: float, reach: float, level: float) -> float:
+    """The scale the calibrated ``Q`` knots multiply into the 80% half-width (see ``calibration``):
+    the families' disagreement, the predicted drop, this curve's own extrapolation skill over the
+    reach (``holdout_err`` NaN: no tail was held out, no such term) and the relative floor.
+    ``bench/calibrate_forecast.py`` measures the knots against this very scale."""
+    ho = holdout_err if math.isfinite(holdout_err) else 0.0
+    return math.sqrt(
+        (cal.K_SPREAD * spread) ** 2
+        + (cal.K_DROP * drop) ** 2
+        + (cal.K_HOLDOUT * ho * reach) ** 2
+        + (cal.REL_FLOOR * abs(level)) ** 2
+    )
+
+
 def _interval_sd(parts: Parts, n: int) -> float:
     """The sd whose +-Z80 band is the calibrated 80% interval (see ``calibration``)."""
     rem = parts.remaining
@@ -440,18 +454,10 @@ def _interval_sd(parts: Parts, n: int) -> float:
         # (a sparse eval series) they are large: the coarse relative rule alone ignored them
         # (see ``calibration.Q_SMALL``)
         half = float(np.interp(rem, cal.REM_KNOTS, cal.SMALL_REL_KNOTS)) * level
-        scale = math.sqrt(
-            (cal.K_SPREAD * parts.spread) ** 2 + (cal.K_DROP * parts.drop) ** 2 + (cal.REL_FLOOR * level) ** 2
-        )
+        scale = interval_scale(parts.spread, parts.drop, math.nan, parts.reach, level)
         half = max(half, (cal.Q_SMALL if parts.lr_shape is None else cal.Q_SMALL_SCHEDULE) * scale)
     else:
-        ho = parts.holdout_err if math.isfinite(parts.holdout_err) else 0.0
-        scale = math.sqrt(
-            (cal.K_SPREAD * parts.spread) ** 2
-            + (cal.K_DROP * parts.drop) ** 2
-            + (cal.K_HOLDOUT * ho * parts.reach) ** 2
-            + (cal.REL_FLOOR * level) ** 2
-        )
+        scale = interval_scale(parts.spread, parts.drop, parts.holdout_err, parts.reach, level)
         knots = cal.Q_KNOTS if parts.lr_shape is None else cal.Q_KNOTS_SCHEDULE
         half = float(np.interp(rem, cal.REM_KNOTS, knots)) * scale
     return max(half, 1e-12 * (1.0 + level)) / cal.Z80

@@ -2,7 +2,9 @@
 
 Run: ``python -m simulator.calibration.calibrate_curves [--data ../shared/data/curves/modded-nanogpt]``.
 
-It reads the modded-nanogpt logs (MIT-licensed), fits ``l_inf + a * (1 + x/x0) ** -alpha`` to the
+It reads the modded-nanogpt logs (MIT-licensed) of the tuning half only (run groups, the record
+folders of ``index.csv``, whose crc32 is even, as the benchmarks split them: the other half is
+what the back-test and the forecast benchmark report), fits ``l_inf + a * (1 + x/x0) ** -alpha`` to the
 validation loss over the first 60% of each run (before most of the learning-rate anneal), measures
 how much the anneal then gains over that extrapolation, and measures the relative noise of the
 per-step training loss around a rolling median. It prints a YAML fragment; the shipped
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,12 +31,29 @@ def _law(x: np.ndarray, l_inf: float, a: float, x0: float, alpha: float) -> np.n
     return np.asarray(l_inf + a * (1.0 + x / x0) ** (-alpha))
 
 
-def _read(path: Path, value: str) -> dict[int, tuple[np.ndarray, np.ndarray, int]]:
+def tuning_ids(index: Path) -> set[int] | None:
+    """The curves of the tuning half: those whose run group (the folder of their ``path`` in
+    ``index.csv``) has an even crc32, as ``bench/_curves`` splits them. None: no index, no split."""
+    if not index.exists():
+        return None
+    with index.open(newline="") as fh:
+        return {
+            int(r["curve_id"])
+            for r in csv.DictReader(fh)
+            if zlib.crc32(str(Path(r["path"]).parent).encode()) % 2 == 0
+        }
+
+
+def _read(
+    path: Path, value: str, keep: set[int] | None = None
+) -> dict[int, tuple[np.ndarray, np.ndarray, int]]:
     rows: dict[int, list[tuple[float, float]]] = defaultdict(list)
     totals: dict[int, int] = {}
     with path.open(newline="") as fh:
         for row in csv.DictReader(fh):
             cid = int(row["curve_id"])
+            if keep is not None and cid not in keep:
+                continue
             rows[cid].append((float(row["step"]), float(row[value])))
             totals[cid] = int(row["total_steps"])
     out = {}
@@ -103,9 +123,19 @@ def main(argv: list[str] | None = None) -> int:
     if not val_path.exists():
         print(f"calibrate_curves: {val_path} not found", file=sys.stderr)
         return 2
-    stats = fit_val(_read(val_path, "val_loss"))
-    noise = train_noise(_read(train_path, "train_loss")) if train_path.exists() else []
-    print(f"# fitted {len(stats['alpha'])} validation curves; noise from {len(noise)} train curves")
+    keep = tuning_ids(args.data / "index.csv")
+    if keep is None:
+        print(
+            f"calibrate_curves: {args.data / 'index.csv'} not found: no split to fit the tuning half",
+            file=sys.stderr,
+        )
+        return 2
+    stats = fit_val(_read(val_path, "val_loss", keep))
+    noise = train_noise(_read(train_path, "train_loss", keep)) if train_path.exists() else []
+    print(
+        f"# fitted {len(stats['alpha'])} validation curves of the tuning half; noise from {len(noise)}"
+        " train curves"
+    )
     print("families:\n power:")
     print(_log_summary("alpha", stats["alpha"]).replace("  ", "   "), end="")
     print(_log_summary("x0", stats["x0"]).replace("  ", "   "), end="")

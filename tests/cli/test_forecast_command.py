@@ -846,8 +846,8 @@ def test_a_run_without_a_total_whose_lr_decays_says_its_end_is_read_off_the_deca
 
 def test_the_readmes_demo_output_is_what_the_demo_prints(capsys: pytest.CaptureFixture[str]) -> None:
     """The README shows ``forecast --demo``'s output to a new reader: each line it quotes is a
-    line the command prints, its numbers within 2% (the lowest allowed numpy/scipy may round a
-    fit differently)."""
+    line the command prints, its numbers within 2%, or 0.015 for a probability (the lowest allowed
+    numpy/scipy may round a fit differently)."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split("$ trainjob-advisor forecast --demo\n", 1)[1].split("```", 1)[0]
     quoted = [line for line in block.splitlines() if line.strip()]
@@ -861,4 +861,4 @@ def test_the_readmes_demo_output_is_what_the_demo_prints(capsys: pytest.CaptureF
         assert shape in printed, f"README quotes a line the demo does not print: {line!r}"
         for theirs, ours in zip(number.findall(line), printed[shape], strict=True):
             a, b = float(theirs.replace(",", "")), float(ours.replace(",", ""))
-            assert abs(a - b) <= 0.02 * max(abs(a), abs(b), 1e-9), (line, ours)
+            assert abs(a - b) <= max(0.02 * max(abs(a), abs(b)), 0.015), (line, ours)

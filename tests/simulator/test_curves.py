@@ -86,16 +86,21 @@ def test_library_mix_and_shipped_parameters() -> None:
 
 
 def test_every_kind_of_run_meets_every_pathology() -> None:
-    """The kind of run follows its schedule (warmup-stable-decay: pre-training), and a plateau can
-    strike a pre-training run as well as a fine-tune: no pathology is tied to a kind of run."""
+    """The kind of run is drawn first and its schedule from that kind's mix: the kind is no
+    function of the schedule (a label would otherwise tell the policy what only the future shows),
+    and a plateau can strike a pre-training run as well as a fine-tune."""
     lib = CurveLibrary()
     rng = np.random.default_rng(7)
     drawn = [lib.draw(rng, 5000, i) for i in range(600)]
     kinds: dict[str, set[str]] = {c.schedule: set() for c in drawn}
     for c in drawn:
         kinds[c.schedule].add(c.workload_type)
-    assert kinds["wsd"] == {"pretraining"}
-    assert kinds["cosine"] == kinds["constant"] == {"fine-tuning"}
+    assert kinds["wsd"] == kinds["cosine"] == {"pretraining", "fine-tuning"}
+    assert kinds["constant"] == {"fine-tuning"}  # the pre-training mix holds no constant schedule
+    share = np.mean([c.workload_type == "pretraining" for c in drawn])
+    assert abs(share - lib.pretraining_share) < 0.06
+    wsd = np.mean([c.schedule == "wsd" for c in drawn])
+    assert abs(wsd - 0.2) < 0.05  # the mix of schedules over every run, as before
     for pathology in ("early_plateau", "late_plateau", "slow"):
         assert {c.workload_type for c in drawn if c.pathology == pathology} == {"pretraining", "fine-tuning"}
     with pytest.raises(ValueError, match="workload_type"):
@@ -106,12 +111,14 @@ def test_the_library_draws_pathology_and_schedule_as_numpy_choice_would() -> Non
     """The cached cumulative weights give the very draws ``rng.choice(names, p=...)`` gives, and
     leave the generator in the same state (every later draw of the job is unchanged)."""
     lib = CurveLibrary(mix={"none": 0.5, "early_plateau": 0.2, "hang": 0.0, "spikes": 0.3})
-    schedules = lib.params["schedules"]
-    for seed in range(300):
-        ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
-        assert lib._pathologies.draw(ours) == str(theirs.choice(list(lib.mix), p=list(lib.mix.values())))
-        assert lib._schedules.draw(ours) == str(theirs.choice(list(schedules), p=list(schedules.values())))
-        assert ours.random() == theirs.random()
+    for kind, schedules in lib.params["schedules"].items():
+        for seed in range(300):
+            ours, theirs = np.random.default_rng(seed), np.random.default_rng(seed)
+            assert lib._pathologies.draw(ours) == str(theirs.choice(list(lib.mix), p=list(lib.mix.values())))
+            assert lib._schedules[kind].draw(ours) == str(
+                theirs.choice(list(schedules), p=list(schedules.values()))
+            )
+            assert ours.random() == theirs.random()
 
 
 def test_the_noise_table_is_drawn_on_the_first_report_from_the_runs_seed() -> None:
