@@ -39,7 +39,7 @@ from advisor.sources.formats import (
     unended_warning,
 )
 from advisor.sources.joined import exported, joined_log
-from advisor.sources.jsonl import jsonl_records, large_jsonl
+from advisor.sources.jsonl import is_console_log, jsonl_records, large_jsonl
 from advisor.sources.large_table import LARGE_ROWS, SkipRows, large_curve, read_numeric_table
 from advisor.sources.loaded_curve import LoadedCurve, NotALog, SourceError, listing
 from advisor.sources.metric_choice import METRICS, is_series_metric
@@ -119,6 +119,10 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
                     return fast
             records = jsonl_records(path, text, warnings)
             return assemble(path, "JSONL", records, metric, curve_id, ROLES, warnings=warnings)
+    if is_console_log(text):  # ``train.py > train.log``, its first lines the script's own output
+        warnings = []
+        records = jsonl_records(path, text, warnings)
+        return assemble(path, "JSONL", records, metric, curve_id, ROLES, warnings=warnings)
     return _from_table(path, text, metric, curve_id)
 
 
@@ -226,7 +230,7 @@ class ParsedLog:
             self.trainer = _choice(document, records)
         elif isinstance(document, list):
             self._kind, records = "JSON", json_list_records(path, document)
-        elif head.startswith("{"):
+        elif head.startswith("{") or is_console_log(text):
             _no_log_object(path, text, document)
             self._kind, records = "JSONL", jsonl_records(path, text, self._warnings)
         else:

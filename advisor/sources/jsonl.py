@@ -23,7 +23,7 @@ from advisor.sources.columns import Column
 from advisor.sources.large_table import kept_small, large_curve
 from advisor.sources.loaded_curve import LoadedCurve, SourceError
 
-__all__ = ["jsonl_records", "large_jsonl"]
+__all__ = ["is_console_log", "jsonl_records", "large_jsonl"]
 
 #: characters ``str.splitlines`` breaks a line at besides \n and \r\n: line numbers would differ
 _OTHER_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
@@ -34,10 +34,14 @@ _BLOCK = 1 << 22
 def jsonl_records(path: str | Path, text: str, warnings: list[str] | None = None) -> list[Record]:
     """A JSONL file's records. Its last line alone may be cut short (a log being written is read
     while its writer is mid-line): skipped with a warning in ``warnings``, after at least one
-    record; an invalid line anywhere else is an error."""
-    records: list[Record] = []
-    console = False
+    record; an invalid line anywhere else is an error. A Trainer's console output (``python
+    train.py > train.log``: its logs printed as Python dicts, some after a progress bar on the
+    same line) is read for those dicts, and its other lines (progress bars, warnings, anything the
+    script printed) are skipped and counted: there, a line that is no record is the rule."""
     lines = text.splitlines()
+    if _is_console(lines):
+        return _console_records(lines, warnings)
+    records: list[Record] = []
     last = max((n for n, line in enumerate(lines, start=1) if line.strip()), default=0)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -45,11 +49,6 @@ def jsonl_records(path: str | Path, text: str, warnings: list[str] | None = None
         try:
             value = json.loads(line)
         except (ValueError, RecursionError) as exc:
-            value = _python_dict(line)
-            if value is not None:  # a Trainer's console line, not JSON
-                console = True
-                records.append((f"line {number}", number, value))
-                continue
             reason = _invalid(exc)
             if number == last and records and warnings is not None:
                 warnings.append(_cut_last(number, reason))
@@ -58,14 +57,59 @@ def jsonl_records(path: str | Path, text: str, warnings: list[str] | None = None
         if not isinstance(value, dict):
             raise SourceError(path, f"expected a JSON object, found {type(value).__name__}", line=number)
         records.append((f"line {number}", number, value))
-    if console:
-        # the Trainer's closing summary ({'train_runtime': ..., 'train_loss': <the run's mean>})
-        # is no point of the curve (trainer_state.json is read so too: ``HF_ROLES``)
-        ended = any("train_runtime" in r[2] for r in records)
-        records[:] = [r for r in records if "train_runtime" not in r[2]]
-        _logging_steps(records, warnings)
-        if ended:
-            _ended_at_last_step(records, warnings)
+    return records
+
+
+def is_console_log(text: str) -> bool:
+    """Whether a file is a Trainer's console output, whatever its first line (a script prints
+    what it loads before the Trainer logs anything)."""
+    return "{'" in text and _is_console(text.splitlines())
+
+
+def _is_console(lines: list[str]) -> bool:
+    """Whether a log is a Trainer's console output: some line holds a Python dict (a JSONL log's
+    lines are JSON, which a quoted key tells apart)."""
+    return any("{'" in line and _console_dict(line) is not None for line in lines)
+
+
+def _console_dict(line: str) -> dict[str, object] | None:
+    """The record a console line holds: the whole line as JSON or as a Python dict, or the dict
+    printed after a progress bar on the same line (``50/900 [01:33<26:34]{'loss': 1.49, ...}``)."""
+    text = line.strip()
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict):
+            return value
+    at = text.find("{'")
+    return _python_dict(text[at:]) if at >= 0 else None
+
+
+def _console_records(lines: list[str], warnings: list[str] | None) -> list[Record]:
+    records: list[Record] = []
+    skipped = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        value = _console_dict(line)
+        if value is None:
+            skipped += 1
+            continue
+        records.append((f"line {number}", number, value))
+    if skipped and warnings is not None:
+        warnings.append(
+            f"{skipped:,} line{'s' if skipped != 1 else ''} of console output holding no log record "
+            "(progress bars, warnings, prints) skipped"
+        )
+    # the Trainer's closing summary ({'train_runtime': ..., 'train_loss': <the run's mean>})
+    # is no point of the curve (trainer_state.json is read so too: ``HF_ROLES``)
+    ended = any("train_runtime" in r[2] for r in records)
+    records[:] = [r for r in records if "train_runtime" not in r[2]]
+    _logging_steps(records, warnings)
+    if ended:
+        _ended_at_last_step(records, warnings)
     return records
 
 

@@ -171,3 +171,14 @@ def test_labels_come_from_the_scenario_never_from_the_curve() -> None:
 
     assert "no job carries a workload-type label (--label-rate R" in reporting_text(plain)
     assert f"{len(carry)} of 400 jobs carry a workload-type label" in reporting_text(labelled)
+
+
+def test_the_library_says_what_it_measured_and_what_it_assumes() -> None:
+    """Every synthetic saving follows the pathology mix, an assumption: the output says so, with
+    the shares the library draws from (a changed mix changes the sentence)."""
+    text = CurveLibrary().description
+    assert "fitted to real pre-training validation curves" in text
+    assert "assumed, not measured: 55% of runs struck by a pathology" in text
+    assert "30% pre-training runs" in text
+    other = CurveLibrary(mix={"none": 0.8, "hang": 0.2}).description
+    assert "20% of runs struck by a pathology" in other

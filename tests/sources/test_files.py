@@ -389,6 +389,39 @@ def test_a_trainers_console_lines_are_read_with_the_count_of_training_logs_as_th
     assert load_curve(tmp_path / "going.log").total_steps is None
 
 
+def test_a_console_logs_other_output_is_skipped_and_counted(tmp_path: Path) -> None:
+    """``python train.py > train.log`` holds more than the Trainer's dicts: progress bars (some
+    with a dict printed after them on the same line), warnings and the script's prints. They are
+    skipped and counted, and the dicts read as they would be alone; a JSONL log with a broken line
+    in its middle is still an error."""
+    dicts = [
+        "{'loss': 2.4652, 'learning_rate': 2e-05, 'epoch': 0.5}",
+        "{'loss': 2.1, 'learning_rate': 1.8e-05, 'epoch': 1.0}",
+        "{'loss': 1.9, 'learning_rate': 1.5e-05, 'epoch': 1.5}",
+        "{'loss': 1.8, 'learning_rate': 1.2e-05, 'epoch': 2.0}",
+    ]
+    noisy = [
+        "[INFO|modeling_utils.py:4890] loading weights",
+        dicts[0],
+        "[WARNING|trainer.py:123] some warning",
+        "  5%|5         | 50/900 [01:33<26:34, 0.06it/s]",
+        dicts[1],
+        " 10%|#         | 90/900 [02:40<25:00, 0.06it/s]" + dicts[2],
+        "Saving model checkpoint to out/checkpoint-90",
+        dicts[3],
+    ]
+    (tmp_path / "clean.log").write_text("\n".join(dicts) + "\n")
+    (tmp_path / "train.log").write_text("\n".join(noisy) + "\n")
+    clean, read = load_curve(tmp_path / "clean.log"), load_curve(tmp_path / "train.log")
+    assert read.steps == clean.steps == (1.0, 2.0, 3.0, 4.0)
+    assert read.values == clean.values == (2.4652, 2.1, 1.9, 1.8)
+    assert any("4 lines of console output holding no log record" in w for w in read.warnings)
+    assert not any("console output" in w for w in clean.warnings)
+    (tmp_path / "broken.jsonl").write_text('{"step": 1, "loss": 2.0}\nnot json\n{"step": 2, "loss": 1.9}\n')
+    with pytest.raises(SourceError, match=r"broken.jsonl:2: invalid JSON"):
+        load_curve(tmp_path / "broken.jsonl")
+
+
 def test_a_console_logs_best_checkpoint_is_named_in_its_units(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
