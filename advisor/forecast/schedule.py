@@ -55,6 +55,10 @@ def _line(x: FloatArray, y: FloatArray) -> tuple[float, float]:
 
 #: a learning rate within this share of its peak has not begun to decay
 _AT_PEAK = 0.98
+#: a decay that reached zero (within 1 - _AT_PEAK of its peak) this late in its span, or later,
+#: reached it at the run's end: at a 2% floor a linear decay spends the last 2% of its span
+#: there, a cosine 9%; logged every few percent, both are past this (not a tuned value)
+ZERO_AT_THE_END = 0.9
 #: a rate reported again at its peak within float rounding is the same rate: a warmup-stable-decay
 #: schedule holds it exactly through its stable phase (a representation tolerance, not a setting)
 _SAME_RATE = 1e-6
@@ -97,9 +101,10 @@ def held_at_peak(lrs: FloatArray) -> bool:
 def implied_end(steps: FloatArray, lrs: FloatArray) -> tuple[float, str] | None:
     """(the step, the shape) at which a learning-rate decay under way reaches zero, for a run that
     does not report its total steps: schedules that decay (linear, cosine) are set to end at the
-    budget, so the decay says where the run ends. None when no decay has begun (held at its
-    peak: ``held_at_peak``), when it has already reached zero, or when neither shape puts the end
-    past the last step.
+    budget, so the decay says where the run ends. A decay that reached zero only at the last
+    reports ends the run there (the shape ``decayed``). None when no decay has begun (held at its
+    peak: ``held_at_peak``), when it reached zero well before the last step, or when neither shape
+    puts the end past the last step.
 
     Both shapes are fitted to the decay since the rate left its peak (the last rate reported at
     it: a stable phase is not part of the decay; linear to zero: least squares through that
@@ -117,7 +122,12 @@ def implied_end(steps: FloatArray, lrs: FloatArray) -> tuple[float, str] | None:
     x = s[peak_i:] - s0
     r = lr[peak_i:] / peak
     if float(r[-1]) <= 1.0 - _AT_PEAK:
-        return None  # at zero already: no anneal left to come
+        # at zero: the run is at its schedule's end when its rate got there only in its last
+        # reports (a finished log whose writer said no total was read as a run still going, and
+        # forecast to its curves' asymptote, 0.39 beside a last 0.93); a rate at zero for long
+        # is a run going on at zero, with no end to read
+        reached = float(x[int(np.argmax(r <= 1.0 - _AT_PEAK))])
+        return (last, "decayed") if reached >= ZERO_AT_THE_END * (last - s0) else None
     spans: dict[str, float] = {}
     gap = float(x @ (1.0 - r))
     if gap > 0:

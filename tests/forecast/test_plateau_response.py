@@ -236,9 +236,17 @@ def test_a_run_without_a_total_whose_lr_decays_is_read_to_where_the_decay_ends()
     assert shape == "linear" and end == pytest.approx(T, rel=0.02)
     end, shape = implied_end(s, cos)
     assert shape == "cosine" and end == pytest.approx(T, rel=0.03)
-    # no decay begun, or already at zero: no end to read
+    # no decay begun, or at zero since half-way: no end to read
     assert implied_end(s, np.full(s.size, 3e-4)) is None
     assert implied_end(STEPS, 3e-4 * np.clip(1.0 - STEPS / (0.5 * T), 0.0, None)) is None
+    # a decay that reaches zero at the last report ends the run there: a finished log that names
+    # no total is read as ended, not forecast to its curves' asymptote
+    done = 3e-4 * np.clip(1.0 - STEPS / STEPS[-1], 0.0, None)
+    assert implied_end(STEPS, done) == (float(STEPS[-1]), "decayed")
+    y = run(0.3, noise=0.01, seed=0)
+    ended = forecast(STEPS, y, learning_rates=done)
+    assert ended.final_loss.mean == pytest.approx(ended.current_loss, rel=0.01)
+    assert ended.plateau_probability > 0.9
     # a flat stretch with the anneal still to come is judged as it is with its total given (the
     # fits to the asymptote called it a plateau whatever the schedule), and the forecast says so
     m = STEPS <= 0.5 * T
