@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from advisor.commands.forecast_checkpoint import best_lines
 from advisor.commands.forecast_outcome import series_direction, stuck_for
 from advisor.forecast._prep import report_noise
 from advisor.forecast.core import ends_at_decay, holds_trend
@@ -30,7 +31,6 @@ from advisor.forecast.state import (
 )
 from advisor.model import Forecast, Interval, LearningState
 from advisor.series import Direction, direction_of
-from advisor.sources.jsonl import LOG_COUNT_WARNING
 
 if TYPE_CHECKING:
     from advisor.commands.forecast_outcome import Outcome
@@ -284,7 +284,7 @@ def render_text(outcome: Outcome) -> str:
             # "plateaued" of a finished run says nothing is left within its budget; a run still at
             # its best at the last evaluation had not stopped learning (read as "it stalled")
             lines.append(f"  {_label('')}{IMPROVING_AT_END_NOTE.format(metric=at_best)}")
-        lines += _best_lines(outcome)
+        lines += best_lines(outcome)
         task = task_judgement(st)
         if task is not None and task.best_step != st.best_step and curve.metric != st.task_metric:
             # the task's score read beside the judged eval loss: where it was best, when that is
@@ -308,50 +308,6 @@ def render_text(outcome: Outcome) -> str:
         lines.append("  warnings")
         lines += [f"    - {warning}" for warning in warnings]
     return "\n".join(lines)
-
-
-def _best_lines(outcome: Outcome) -> list[str]:
-    """The best checkpoint of the judged eval series, as the user can keep it: with a known save
-    interval, the best of the steps a checkpoint was saved at, beside the best evaluation when
-    that fell between saves (its weights were never written); and the checkpoint the trainer
-    itself kept, when its state names one."""
-    st, trainer = outcome.state, outcome.trainer
-    lines: list[str] = []
-    if st is not None and st.metric is not None and st.best_step is not None:
-        ago = f"{st.evals_since_best} evaluation(s) ago"
-        # a console log's steps count its training logs: "step 150" named a checkpoint that does
-        # not exist (checkpoint-1500 at logging_steps 10)
-        counted = any(w.startswith(LOG_COUNT_WARNING) for w in outcome.full.warnings)
-        unit = "training log" if counted else "step"
-        saved, best = outcome.saved_best, f"{unit} {st.best_step:,} ({st.metric} {_num(st.best_value)}"
-        if counted:
-            ago += (
-                f"; counted in training logs, not steps: its checkpoint is {st.best_step:,} x logging_steps"
-            )
-        if trainer is None or trainer.save_steps is None or saved == (st.best_step, st.best_value):
-            lines.append(f"  best checkpoint {best}, {ago})")
-        elif saved is None:
-            lines.append(
-                f"  best checkpoint none saved at an evaluation (save_steps {trainer.save_steps:,}); "
-                f"best evaluation at {best}, {ago})"
-            )
-        else:
-            lines.append(
-                f"  best saved checkpoint step {saved[0]:,} ({st.metric} {_num(saved[1])}); "
-                f"best evaluation at {best}, {ago}; not saved: save_steps {trainer.save_steps:,})"
-            )
-    if trainer is not None and trainer.checkpoint is not None:
-        if trainer.metric is not None:
-            by = f"by {trainer.metric} {_num(trainer.best_metric)}"
-        else:
-            by = f"best_metric {_num(trainer.best_metric)}, a metric the log does not name"
-        if trainer.evaluated_step is not None and trainer.checkpoint is not None:
-            # a best evaluation that fell between saves leaves the checkpoint named an earlier
-            # save: the value is the evaluation's, not the checkpoint's ("checkpoint-300 (by
-            # eval_loss 0.8)" beside "best saved checkpoint step 300 (eval_loss 0.812)")
-            by += f", evaluated at step {trainer.evaluated_step:,}, between saves: not this checkpoint's"
-        lines.append(f"  trainer kept    {trainer.checkpoint} ({by})")
-    return lines
 
 
 def _best_of_shown(curve: Any, judged: str | None) -> tuple[float, float] | None:

@@ -862,3 +862,37 @@ def test_the_readmes_demo_output_is_what_the_demo_prints(capsys: pytest.CaptureF
         for theirs, ours in zip(number.findall(line), printed[shape], strict=True):
             a, b = float(theirs.replace(",", "")), float(ours.replace(",", ""))
             assert abs(a - b) <= max(0.02 * max(abs(a), abs(b)), 0.015), (line, ours)
+
+
+def test_a_trainers_best_model_metric_without_a_direction_says_what_the_run_is_judged_by(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A DPO run whose trainer kept its best model by ``eval_rewards/margins`` (a name that says
+    no direction) is judged by its eval loss: the line naming the trainer's checkpoint says so,
+    rather than standing unexplained beside a best checkpoint of another series."""
+    history: list[dict[str, Any]] = []
+    for step in range(10, 1210, 10):
+        history.append({"step": step, "loss": 0.7 * math.exp(-step / 300) + 0.02, "learning_rate": 5e-7})
+        if step % 100 == 0:
+            history.append(
+                {
+                    "step": step,
+                    "eval_loss": 0.14 + 3e-7 * (step - 500) ** 2,
+                    "eval_rewards/margins": step / 400,
+                }
+            )
+    state = {
+        "log_history": history,
+        "max_steps": 1200,
+        "global_step": 1200,
+        "save_steps": 100,
+        "best_metric": 3.0,
+        "best_model_checkpoint": "out/checkpoint-1200",
+    }
+    path = tmp_path / "trainer_state.json"
+    path.write_text(json.dumps(state))
+    code, out, err = run(capsys, str(path))
+    assert code == 0, err
+    kept = next(line for line in out.splitlines() if line.startswith("  trainer kept"))
+    assert "checkpoint-1200" in kept
+    assert "judged by eval_loss instead" in kept and "says no direction" in kept
