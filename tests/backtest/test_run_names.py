@@ -94,7 +94,10 @@ def test_the_report_draws_one_timeline_per_stopped_run(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     sweep = _hf_sweep(tmp_path / "sweep")
     rep, out = tmp_path / "rep", tmp_path / "bt.json"
-    argv = ["backtest", str(sweep), "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor,patience"]
+    # the sample with a 5-minute window: these short runs then give the report several stops to draw
+    eager = tmp_path / "eager.yaml"
+    eager.write_text(PLATEAU.read_text().replace("for: 20m ", "for: 5m "))
+    argv = ["backtest", str(sweep), "--quiet", "--policy", str(eager), "--baselines", "no-advisor,patience"]
     assert main([*argv, "--json-file", str(out), "--report", str(rep)]) == 0
     stopped = {d["run"] for row in json.loads(out.read_text()) for d in row["decisions"] if d["action"]}
     assert len(stopped) >= 2 and all(name.endswith("/trainer_state.json") for name in stopped)

@@ -110,7 +110,7 @@ def test_explain_shows_the_selected_policy_each_rule_and_the_decision(
     out = capsys.readouterr().out
     # the sample ships in Recommend mode: it says what it would do and does nothing
     assert "policy plateau-release (Recommend), most specific match" in out
-    assert "plateau" in out and "P(plateau)=0.97 >= 0.80 for 2h" in out
+    assert "plateau" in out and "P(plateau)=0.97 >= 0.70 for 2h" in out
     assert "stall             nothing to do" in out
     assert "recommend [plateau]" in out and "would=release-quota, after=checkpoint" in out
     assert "release-quota [" not in out
