@@ -118,12 +118,13 @@ def release(
         )
         return True
     request = _own_request(job, rule, since)
+    first = _first_asked(job, rule, since, request)
     acked = request is not None and (
         request.outcome in ("acknowledged", "done")
         or (cp.last_time is not None and cp.last_time >= request.time)
     )
     saved = fresh or acked
-    if unsaved is not None and not saved and (not want_checkpoint or _given_up(request, now, spec)):
+    if unsaved is not None and not saved and (not want_checkpoint or _given_up(request, now, spec, first)):
         out.reasons.append(f"{rule}: would {verb} without a fresh checkpoint, but {unsaved}; held back")
         return False
     if not want_checkpoint or fresh:
@@ -160,7 +161,23 @@ def release(
             f"{verb} after checkpoint {request.request_id or ''}: {why}".replace("  ", " "),
             followup=True,
         )
-    elif _given_up(request, now, spec):
+    elif request.outcome == "failed" and not _given_up(request, now, spec, first):
+        # the request never reached the job (the API server refused the write, or was down): no
+        # answer was possible, so it is asked again, after the failure's backoff
+        # (``policies.retries``), until the sequence's timeout, counted from its first request,
+        # runs out. Given up at once, a 3-second API-server blip released runs without the save
+        # they would have made
+        left = spec.checkpoint_timeout - (now - (request.time if first is None else first))
+        detail = f": {request.detail}" if request.detail else ""
+        out.act(
+            ActionKind.CHECKPOINT,
+            rule,
+            f"checkpoint before {verb}, asked again (the last request failed{detail}; "
+            f"{dur(left)} of {dur(spec.checkpoint_timeout)} left): {why}",
+            before=final.value,
+            timeout_s=max(left, 0.0),
+        )
+    elif _given_up(request, now, spec, first):
         failed = request.outcome in ("failed", "impossible")
         detail = f" ({request.detail})" if failed and request.detail else ""
         missing = (
@@ -189,11 +206,27 @@ def release(
     return True
 
 
-def _given_up(request: ActionRecord | None, now: float, spec: QuotaReleaseRule) -> bool:
-    """Whether our (unacknowledged) checkpoint request is past waiting for: it timed out or failed."""
+def _given_up(request: ActionRecord | None, now: float, spec: QuotaReleaseRule, first: float | None) -> bool:
+    """Whether our (unacknowledged) checkpoint request is past waiting for: it timed out, or the
+    sequence's timeout has run out since its first request (``first``; a request that failed to be
+    written is asked again until then)."""
     if request is None:
         return False
-    return request.outcome in ("timed-out", "failed") or now - request.time >= spec.checkpoint_timeout
+    start = request.time if first is None else first
+    return request.outcome == "timed-out" or now - start >= spec.checkpoint_timeout
+
+
+def _first_asked(job: JobView, rule: str, since: float, request: ActionRecord | None) -> float | None:
+    """When the sequence asked for its checkpoint first: the earliest of the rule's checkpoint
+    requests since its window opened (``since``), up to ``request``, its latest."""
+    if request is None:
+        return None
+    times = [
+        a.time
+        for a in job.actions
+        if a.kind is ActionKind.CHECKPOINT and a.rule == rule and since <= a.time <= request.time
+    ]
+    return min(times, default=request.time)
 
 
 def _final(ctx: Context, out: Outcome, rule: str, final: ActionKind, reason: str, *, followup: bool) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from policy_builders import HOUR, T0, forecast, job, policy, record, with_state
 
-from advisor.model import ActionKind, CheckpointState, ClusterView, JobView, Mode, WorkloadView
+from advisor.model import ActionKind, ActionRecord, CheckpointState, ClusterView, JobView, Mode, WorkloadView
 from policies import decide
 from policies.crd import crd_manifest
 from policies.spec import QuotaReleaseRule, StallRule
@@ -149,17 +149,33 @@ def test_checkpoint_timeout_releases_only_when_the_policy_says_so() -> None:
     assert kinds(d) == [ActionKind.RELEASE_QUOTA] and "not acknowledged after 11m40s" in d.actions[0].reason
     strict = policy({"plateau": {"for": "10m"}, "quotaRelease": {"releaseOnTimeout": False}})
     assert kinds(decide(stuck, CV, strict, now=T0)) == [ActionKind.RECOMMEND]
-    # a request that failed (no pod to deliver it to) is said as such, not as a timeout
-    failed = dataclasses.replace(
-        record(ActionKind.CHECKPOINT, T0 - 5, rule="plateau", outcome="failed"),
-        detail="no running pods found",
-    )
-    d = decide(dataclasses.replace(base, actions=(failed,)), CV, policy({"plateau": {"for": "10m"}}), now=T0)
+
+    # a request that failed to reach the job (the API server refused it, or was down: an answer
+    # was never possible) is asked again after its backoff, not given up at once: a 3-second
+    # API-server blip released runs without the save they would have made
+    def failed_at(at: float) -> ActionRecord:
+        return dataclasses.replace(
+            record(ActionKind.CHECKPOINT, at, rule="plateau", outcome="failed"),
+            detail="API error: 503 Service Unavailable",
+        )
+
+    lenient = policy({"plateau": {"for": "10m"}})
+    d = decide(dataclasses.replace(base, actions=(failed_at(T0 - 5),)), CV, lenient, now=T0)
+    assert kinds(d) == [] and any("held back" in r and "asked again" in r for r in d.reasons), d.reasons
+    d = decide(dataclasses.replace(base, actions=(failed_at(T0 - 120),)), CV, lenient, now=T0)
+    assert kinds(d) == [ActionKind.CHECKPOINT] and "asked again" in d.actions[0].reason
+    assert "8m of 10m left" in d.actions[0].reason
+    # once the sequence's timeout has run out since its first request, it is said as a failure
+    again = (failed_at(T0 - 700), failed_at(T0 - 400))
+    d = decide(dataclasses.replace(base, actions=again), CV, lenient, now=T0)
     assert kinds(d) == [ActionKind.RELEASE_QUOTA]
-    assert "the checkpoint request failed (no running pods found), released without it" in d.actions[0].reason
-    d = decide(dataclasses.replace(base, actions=(failed,)), CV, strict, now=T0)
-    assert "but the checkpoint request failed (no running pods found) and releaseOnTimeout is false" in (
+    assert "the checkpoint request failed (API error: 503 Service Unavailable), released without it" in (
         d.actions[0].reason
+    )
+    d = decide(dataclasses.replace(base, actions=again), CV, strict, now=T0)
+    assert (
+        "but the checkpoint request failed (API error: 503 Service Unavailable) and releaseOnTimeout is false"
+        in (d.actions[0].reason)
     )
 
 
