@@ -50,6 +50,9 @@ MAX_WARNINGS = 20
 STEP_BEYOND_TOTAL = 2.0
 #: an update time further than this ahead of the observation time is flagged (the reporter's clock)
 CLOCK_SKEW_S = 300.0
+#: an update time further than this behind the observation time is an unset clock (the epoch),
+#: not a report from a year ago
+CLOCK_UNSET_S = 365.0 * 86400.0
 
 #: canonical (snake_case) metric name -> (ProgressSample field, priority: lower wins)
 _ALIASES: dict[str, tuple[str, int]] = {
@@ -250,9 +253,10 @@ def build_sample(
     epoch = _non_negative(number("epoch"), "epoch", warnings)
     percent = number("progress_percentage")
     if percent is not None and not 0.0 <= percent <= 100.0:
-        clamped = min(max(percent, 0.0), 100.0)
-        warnings.append(f"progressPercentage {percent} outside 0..100; clamped to {clamped}")
-        percent = clamped
+        # a garbled percentage is no reading: clamped to 100 it made a run at step 720 of 20,000
+        # "finished", judged by no rule, flipping with each report
+        warnings.append(f"progressPercentage {percent} outside 0..100; dropped")
+        percent = None
     remaining = _non_negative(number("estimated_remaining_seconds"), "estimatedRemainingSeconds", warnings)
     request = _request_id(*raw("last_checkpoint_request"), warnings)
     judged_by = _metric_name(*raw("judged_by"), warnings)
@@ -262,6 +266,14 @@ def build_sample(
     if time is None:
         if time_raw is None:
             warnings.append("no update time reported; using the observation time")
+        time = now
+    elif now is not None and time < now - CLOCK_UNSET_S:
+        # an unset clock (the epoch): kept, the first such report stood in the history at 1970 and
+        # gave an ETA of 28 years
+        warnings.append(
+            f"update time is {(now - time) / 86400.0:,.0f} days before the observation time (an unset "
+            "clock?); using the observation time"
+        )
         time = now
     elif now is not None and time > now + CLOCK_SKEW_S:
         # a time in the future would stand as the newest report and make every later one (at the
@@ -280,6 +292,11 @@ def build_sample(
     elif step is not None and total is not None and step > total:
         warnings.append(f"step {step} exceeds total_steps {total}; total_steps dropped")
         total = None
+    if step is not None and total is not None and percent is not None and percent >= 100.0 and step < total:
+        # "done" beside a step short of the total: the step is the reading (a job at 100% has
+        # reached its last step), and a running job read as finished is judged by no rule
+        warnings.append(f"progressPercentage {percent:g} (done) dropped: step {step} of total_steps {total}")
+        percent = None
     if step is None and step_given and percent is not None and percent >= 100.0:
         # the report had a step and it cannot be read: a completion it claims comes from the same
         # broken reporter, and read as such it makes a running job "finished", judged no more (a

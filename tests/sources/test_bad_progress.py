@@ -73,9 +73,29 @@ def test_nonsensical_learning_rate_or_epoch_is_dropped(name: str, value: str) ->
     assert sample.warnings
 
 
-def test_progress_percentage_outside_0_100_is_clamped() -> None:
-    assert upstream(progressPercentage=250).progress_percentage == 100.0
-    assert upstream(progressPercentage="-3%").progress_percentage == 0.0
+def test_progress_percentage_outside_0_100_is_dropped() -> None:
+    """A garbled percentage is no reading: clamped to 100 it read a running job as finished."""
+    for raw in (250, "-3%"):
+        sample = upstream(progressPercentage=raw)
+        assert sample.progress_percentage is None
+        assert any("outside 0..100; dropped" in w for w in sample.warnings)
+
+
+def test_a_percentage_of_done_beside_a_step_short_of_the_total_is_dropped() -> None:
+    """A job at step 720 of 20,000 reporting 100% is not finished: the step is the reading."""
+    sample = upstream(("current_step", 720), ("total_steps", 20000), progressPercentage=100)
+    assert sample.step == 720 and sample.total_steps == 20000
+    assert sample.progress_percentage is None
+    assert any("(done) dropped: step 720 of total_steps 20000" in w for w in sample.warnings)
+    done = upstream(("current_step", 20000), ("total_steps", 20000), progressPercentage=100)
+    assert done.progress_percentage == 100.0
+
+
+def test_an_update_time_from_an_unset_clock_is_replaced_by_the_observation_time() -> None:
+    """A report dated 1970 stood in the history at time 1 and gave an ETA of 28 years."""
+    sample = upstream(lastUpdatedTime="1970-01-01T00:00:01Z")
+    assert sample.time > 1.7e9
+    assert any("days before the observation time (an unset clock?)" in w for w in sample.warnings)
 
 
 def test_negative_remaining_seconds_are_dropped() -> None:
