@@ -21,6 +21,7 @@ The clock is an argument (``now``), so the engine is unit-tested with a fake API
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import queue
@@ -372,7 +373,12 @@ class Engine:
             self.save_check.let_through(parse_workload(body), self._judged_kinds)
 
     def _cluster_view(self, now: float) -> ClusterView:
-        return self.index.cluster_view(now, priority_boost_enabled=self.config.priority_boost_enabled)
+        view = self.index.cluster_view(now, priority_boost_enabled=self.config.priority_boost_enabled)
+        # what the status writes say of the API server: a silence the controller cannot see is
+        # not a job's (``ClusterView.api_unreachable_since``)
+        return dataclasses.replace(
+            view, api_unreachable_since=self.writer.unreachable_since, api_sight_since=self.writer.sight_since
+        )
 
     def _refresh(self, key: str, job: TrackedJob, now: float) -> None:
         """The cheap path: progress, step, throughput from the latest sample, with the last

@@ -95,6 +95,10 @@ class StatusWriter:
         #: the API server, not a fault of their own, so the server's return ends their backoff
         self._transient: set[str] = set()
         self._transient_failed_at = float("-inf")  # wall clock of the latest transient failure
+        #: wall clock since which writes fail transiently with no answer from the server between
+        #: (None: it answers), and of the latest answer after such a break (None: none seen)
+        self._unreachable_since: float | None = None
+        self._sight_since: float | None = None
         self._in_flight: set[str] = set()
         self._tokens = float(self.burst)
         self._refilled_at: float | None = None
@@ -147,6 +151,19 @@ class StatusWriter:
             for key in self._transient:
                 self._blocked_until.pop(key, None)
             self._transient.clear()
+            if self._unreachable_since is not None:
+                self._sight_since = at if at is not None else time.time()
+                self._unreachable_since = None
+
+    @property
+    def unreachable_since(self) -> float | None:
+        """Since when writes have failed transiently with no answer from the server between."""
+        return self._unreachable_since
+
+    @property
+    def sight_since(self) -> float | None:
+        """When the server last answered again after such a break (None: none seen)."""
+        return self._sight_since
 
     # ------------------------------------------------------------------------------- output
     def _refill(self, now: float) -> None:
@@ -215,6 +232,8 @@ class StatusWriter:
                 if is_retryable(exc):
                     self._transient.add(key)
                     self._transient_failed_at = max(self._transient_failed_at, time.time())
+                    if self._unreachable_since is None:
+                        self._unreachable_since = time.time()
                 else:
                     self._transient.discard(key)
                 # keep the newest data if something newer arrived meanwhile; retry after a backoff

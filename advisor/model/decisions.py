@@ -437,6 +437,13 @@ class ClusterView:
     """Times of the disruptive actions (release-quota, stop, scale) each policy (by name) took
     recently, on any job: for the per-policy cap of actions per hour, which a one-job view cannot
     see. Checkpoints and priority boosts are not counted (they have their own pacing)."""
+    api_unreachable_since: float | None = None
+    """Since when the adapter has failed to reach the API server (writes refused or timed out, no
+    answer since); None: it reaches it. While it does not, a job's silence is the adapter's own
+    blindness, not the job's: the stall rule does not judge it."""
+    api_sight_since: float | None = None
+    """When the adapter last reached the API server again after failing to (None: no break seen):
+    a job's silence is not counted from before it, since reports could not arrive meanwhile."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -75,6 +75,15 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
         )
         out.advice, out.severity = "malformed-progress", 3
         return out
+    blind = ctx.cluster.api_unreachable_since
+    if blind is not None and blind <= now:
+        # the controller cannot reach the API server: no report could arrive, whatever the job
+        # does (an outage read every job as hung: 150 "would release: stalled" in a minute)
+        out.reasons.append(
+            f"{NAME}: the controller has not reached the API server for {dur(now - blind)}: a silence "
+            "it cannot see is not judged"
+        )
+        return out
     since = job.last_step_change if job.last_step_change is not None else job.started_at
     # nor, for a job released and then reactivated (``resume``) with its Workload's admission
     # kept, from before it ran again: it was not stuck while suspended. (Its running phase alone
@@ -89,7 +98,9 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
         and released.time <= job.phase_since
         else None
     )
-    for mark in (admitted_at(ctx), resumed):
+    # nor from before the controller reached the API server again after an outage: no report
+    # could arrive meanwhile, and a long outage would read every job as hung at once
+    for mark in (admitted_at(ctx), resumed, ctx.cluster.api_sight_since):
         if mark is not None and mark <= now:
             since = mark if since is None else max(since, mark)
     if since is None or since > now:

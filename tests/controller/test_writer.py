@@ -133,6 +133,22 @@ def test_the_servers_return_ends_the_backoff_of_objects_that_waited_for_it() -> 
         assert w.flush(1000.0) == 2
 
 
+def test_the_writer_says_since_when_the_server_is_unreachable_and_when_it_answered_again() -> None:
+    """What the stall rule reads of the controller's own sight (``ClusterView``): writes failing
+    for want of the server make it unreachable from the first failure; its answer ends that and
+    marks when sight came back. A write refused for its own reason (422) says nothing of the
+    server."""
+    before = time.time()
+    w, _ = _backed_off_through_an_outage(ConnectionError("refused"))
+    assert w.unreachable_since is not None and before <= w.unreachable_since <= time.time()
+    assert w.sight_since is None
+    answered = time.time() + 1
+    w.server_answered(at=answered)
+    assert w.unreachable_since is None and w.sight_since == answered
+    refused, _ = _backed_off_through_an_outage(ApiError(422))
+    assert refused.unreachable_since is None and refused.sight_since is None
+
+
 def test_an_object_refused_for_its_own_reason_keeps_its_backoff() -> None:
     w, sink = _backed_off_through_an_outage(ApiError(422))
     w.submit("c", "fresh", observed_at=1000.0)

@@ -360,6 +360,23 @@ def test_stall_releases_without_a_checkpoint_by_default_and_says_why() -> None:
     assert kinds(decide(hung, CV, careful, now=T0)) == [ActionKind.CHECKPOINT]
 
 
+def test_a_silence_the_controller_cannot_see_is_not_a_stall() -> None:
+    """While the controller cannot reach the API server no report can arrive, whatever the job
+    does: an outage read every job as hung. Once it reaches the server again, a job's silence is
+    counted from then, so a long outage does not release every job at once on its return."""
+    p = policy({"stall": {"for": "30m"}})
+    silent = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 40 * 60)
+    assert kinds(decide(silent, CV, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+    blind = dataclasses.replace(CV, api_unreachable_since=T0 - 5 * 60)
+    d = decide(silent, blind, p, now=T0)
+    assert kinds(d) == [] and d.advice != "hung"
+    assert any("has not reached the API server for 5m" in r for r in d.reasons), d.reasons
+    back = dataclasses.replace(CV, api_sight_since=T0 - 10 * 60)
+    d = decide(silent, back, p, now=T0)
+    assert kinds(d) == [] and d.advice != "hung"
+    assert kinds(decide(silent, back, p, now=T0 + 21 * 60)) == [ActionKind.RELEASE_QUOTA]
+
+
 def test_a_job_whose_reports_arrive_unreadable_is_not_called_stalled() -> None:
     """Its step last moved 40 minutes ago, but reports still arrive and no step can be read from
     them (a reporter writing "-310"): nothing says the run is stuck, and a release would cost its
