@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from advisor.commands.number_text import num as _num
 from advisor.series import direction_of
 from advisor.sources.jsonl import LOG_COUNT_WARNING
 
@@ -13,12 +14,6 @@ if TYPE_CHECKING:
     from advisor.commands.forecast_outcome import Outcome
 
 __all__ = ["best_lines"]
-
-
-def _num(value: float | None) -> str:
-    from advisor.commands.forecast_output import _num as num
-
-    return num(value)
 
 
 def best_lines(outcome: Outcome) -> list[str]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from advisor.commands.forecast_checkpoint import best_lines
 from advisor.commands.forecast_outcome import series_direction, stuck_for
+from advisor.commands.number_text import num as _num
 from advisor.forecast._prep import report_noise
 from advisor.forecast.core import ends_at_decay, holds_trend
 from advisor.forecast.jump import JUMP_WARNING
@@ -106,14 +107,6 @@ def _worse_note(name: str, sfc: Any) -> str:
         return ""
     worse = end - level if series_direction(name) is Direction.LOWER else level - end
     return " (worse by the end)" if worse > 0.01 * abs(level) else ""
-
-
-def _num(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    text = f"{value:.4g}"
-    # a value at zero by rounding (a metric stuck at 0 read "-0", "-1e-12") is zero
-    return "0" if abs(value) < 1e-9 or text == "-0" else text
 
 
 def _duration(seconds: float | None) -> str:

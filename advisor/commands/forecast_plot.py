@@ -218,7 +218,7 @@ def _draw_best(axes: list[Any], outcome: Outcome, ax: Any) -> None:
     saved no checkpoint there: then the best saved one, as the text says, and the best evaluation
     a hollow star of its own ("not saved"; a star at a step with no checkpoint read as the one to
     keep)."""
-    from advisor.commands.forecast_output import _num
+    from advisor.commands.number_text import num as _num
 
     state = outcome.state
     if state is None or _judged(outcome) is None or state.best_step is None or state.best_value is None:
@@ -288,7 +288,7 @@ def _draw_stuck(ax: Any, outcome: Outcome) -> None:
 def _draw_series(ax: Any, outcome: Outcome, colour: str) -> list[float]:
     """The forecast series: its points, its rolling median, the forecast path and band, the
     points after the cut and the observed end. Returns every value drawn (for the choice of axis)."""
-    from advisor.commands.forecast_output import _num
+    from advisor.commands.number_text import num as _num
 
     fc, curve, full, fpath = outcome.forecast, outcome.curve, outcome.full, outcome.path
     metric = curve.metric

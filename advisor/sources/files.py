@@ -112,18 +112,20 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
             return assemble(path, "JSON", json_list_records(path, document), metric, curve_id, ROLES)
         _no_log_object(path, text, document)
         if head.startswith("{"):
-            warnings: list[str] = []
             if curve_id is None and text.count("\n") > LARGE_ROWS:
                 fast = large_jsonl(path, text, metric)
                 if fast is not None:
                     return fast
-            records = jsonl_records(path, text, warnings)
-            return assemble(path, "JSONL", records, metric, curve_id, ROLES, warnings=warnings)
+            return _from_jsonl(path, text, metric, curve_id)
     if is_console_log(text):  # ``train.py > train.log``, its first lines the script's own output
-        warnings = []
-        records = jsonl_records(path, text, warnings)
-        return assemble(path, "JSONL", records, metric, curve_id, ROLES, warnings=warnings)
+        return _from_jsonl(path, text, metric, curve_id)
     return _from_table(path, text, metric, curve_id)
+
+
+def _from_jsonl(path: str | Path, text: str, metric: str | None, curve_id: str | None) -> LoadedCurve:
+    warnings: list[str] = []
+    records = jsonl_records(path, text, warnings)
+    return assemble(path, "JSONL", records, metric, curve_id, ROLES, warnings=warnings)
 
 
 def _read_text(path: Path) -> str:
