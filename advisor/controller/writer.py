@@ -143,7 +143,7 @@ class StatusWriter:
         reason of its own (403, 422, ...) keeps its backoff: retrying it sooner cannot help.
         ``at``: when the answer came (a watch event's arrival); one that came before the latest
         transient failure proves nothing about the server now, and is ignored."""
-        if not self._transient:  # the common case, without taking the lock
+        if not self._transient and self._unreachable_since is None:  # the common case, lock-free
             return
         with self._lock:
             if at is not None and at < self._transient_failed_at:
@@ -231,9 +231,10 @@ class StatusWriter:
                 wait = self._backoff.delay(failures, self._rng)
                 if is_retryable(exc):
                     self._transient.add(key)
-                    self._transient_failed_at = max(self._transient_failed_at, time.time())
+                    failed_at = time.time()
+                    self._transient_failed_at = max(self._transient_failed_at, failed_at)
                     if self._unreachable_since is None:
-                        self._unreachable_since = time.time()
+                        self._unreachable_since = failed_at
                 else:
                     self._transient.discard(key)
                 # keep the newest data if something newer arrived meanwhile; retry after a backoff

@@ -147,6 +147,13 @@ def test_the_writer_says_since_when_the_server_is_unreachable_and_when_it_answer
     assert w.unreachable_since is None and w.sight_since == answered
     refused, _ = _backed_off_through_an_outage(ApiError(422))
     assert refused.unreachable_since is None and refused.sight_since is None
+    # the objects that failed were forgotten (their jobs deleted) during the outage: the server's
+    # answer still ends it (kept, the stall rule judged no silence for the process's life)
+    gone, _ = _backed_off_through_an_outage(ConnectionError("refused"))
+    gone.forget("a")
+    gone.forget("b")
+    gone.server_answered(at=time.time() + 1)
+    assert gone.unreachable_since is None and gone.sight_since is not None
 
 
 def test_an_object_refused_for_its_own_reason_keeps_its_backoff() -> None:
