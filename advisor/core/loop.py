@@ -37,6 +37,7 @@ from advisor.core.record import (
     set_outcome,
     trim_actions,
 )
+from advisor.core.report_sight import RecordSight
 from advisor.core.runtime_pool import RuntimeSigtermPool
 from advisor.core.saves import note_admission, resolve
 from advisor.core.wiring import (
@@ -137,6 +138,10 @@ class AdvisorCore:
         self._records: dict[str, JobRecord] = {}
         #: every policy's recent capped actions, on any job (its hourly cap)
         self._caps = PolicyActionLog()
+        #: every running job's latest report, for the policies (``ClusterView.report_sight``), and
+        #: the last snapshot given it: (snapshot, the snapshot with it)
+        self._sight = RecordSight(self._records)
+        self._sighted: tuple[ClusterView, ClusterView] | None = None
         #: saves on SIGTERM per runtime, over live and forgotten jobs (the prior of new ones)
         self._runtime = RuntimeSigtermPool()
         self.forecasts_made = 0
@@ -343,13 +348,28 @@ class AdvisorCore:
                 cleanup=orphan_cleanup(view, cluster, now),
             )
         else:
-            decision = self._decider(view, self._caps.with_actions(cluster, now), policy, now=now)
+            decision = self._decider(
+                view, self._caps.with_actions(self._with_sight(cluster), now), policy, now=now
+            )
             if self._selector is default_selector:  # a tie is the default selection's notion
                 decision = with_ties(decision, policy, default_ties(self._policies, view, policy))
         rec.rule_state = {k: float(v) for k, v in decision.state.items()}
         rec.rule_state_policy = owner
         rec.last_decision = decision
         return decision
+
+    def _with_sight(self, cluster: ClusterView) -> ClusterView:
+        """The snapshot with this loop's sight of every running job's reports; the same object
+        for every job of a snapshot, as ``PolicyActionLog.with_actions`` and ``policies.index``
+        key on identity. A snapshot that carries a sight of its own keeps it."""
+        if cluster.report_sight is not None:
+            return cluster
+        sighted = self._sighted
+        if sighted is not None and sighted[0] is cluster:
+            return sighted[1]
+        view = dataclasses.replace(cluster, report_sight=self._sight)
+        self._sighted = (cluster, view)
+        return view
 
     def _turn_series(
         self, rec: JobRecord, policy: Any, now: float, forecast_interval_s: float | None

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from advisor.model.progress import Forecast, LearningState
 
@@ -31,6 +31,7 @@ __all__ = [
     "LifecycleSignals",
     "Mode",
     "Phase",
+    "ReportSight",
     "WorkloadView",
     "boost_of",
     "boost_value",
@@ -418,6 +419,16 @@ class WorkloadView:
     ``accumulatedPastExecutionTimeSeconds``): with ``admitted_at``, its own exposure."""
 
 
+class ReportSight(Protocol):
+    """Where every running job an adapter tracks stands with its progress reports: what one job's
+    view cannot see, when many jobs fall silent at once (``policies.shared_silence``)."""
+
+    def latest_reports(self) -> Iterable[tuple[str, float]]:
+        """``(job key, time of its latest progress report, readable or not)`` of every running job
+        that has reported, read at the moment of the call."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """A frozen snapshot of the quota side of the cluster."""
@@ -444,6 +455,9 @@ class ClusterView:
     api_sight_since: float | None = None
     """When the adapter last reached the API server again after failing to (None: no break seen):
     a job's silence is not counted from before it, since reports could not arrive meanwhile."""
+    report_sight: ReportSight | None = None
+    """Every running job's latest progress report (the core loop's records; None: not known): a
+    silence most running jobs share is the progress path's, not each job's (the stall rule)."""
 
 
 # --------------------------------------------------------------------------------------------

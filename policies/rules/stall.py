@@ -13,6 +13,10 @@ A job whose latest progress report has no readable step (a reporter writing garb
 judged either: reports still arrive, so nothing says the run is stuck, and the step it is at is
 unknown.
 
+A silence most running jobs share (their latest reports within half a window of each other) is
+not judged either: the path that carries the reports broke, not each run
+(``policies.shared_silence``); the advice says ``progress-outage``.
+
 A job that has never reported progress, readable or not, is not judged at all: without a report
 nothing tells a run that hangs at start-up from one that has no progress source (Kubeflow Trainer's
 ``TrainJobStatus`` gate is off by default, and a job without the training callback never
@@ -25,6 +29,7 @@ from __future__ import annotations
 from advisor.model import MALFORMED_BACKS, ActionKind, JobView, Phase
 from policies.rules.base import Context, Outcome, admitted_at, dur, last_record, runtime_gate
 from policies.rules.release import release
+from policies.shared_silence import shared_silence
 from policies.spec import RECOMMEND, StallRule
 
 NAME = "stall"
@@ -109,6 +114,20 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     if idle < rule.hold / 2:
         out.watchdog(since + rule.hold)  # when it would act if nothing moves; no earlier look needed
         return out
+    if quiet >= rule.hold / 2:
+        shared = shared_silence(ctx.cluster, job.key, latest, now, rule.hold / 2)
+        if shared is not None:
+            # most running jobs went silent with this one: their reports' path broke, not each run
+            # (a blackout of the trainer's status server released every job it silenced)
+            out.reasons.append(
+                f"{NAME}: no progress report for {dur(quiet)}, but {shared.silent} of the "
+                f"{shared.reporting} running jobs that report went silent within {dur(rule.hold / 2)} "
+                "of it: a silence most jobs share points at the progress path (the trainer's status "
+                "server, a poller, the network), not at each run: not judged while it is shared"
+            )
+            out.advice, out.severity = "progress-outage", 3
+            out.watchdog(now + rule.hold / 2)  # once fewer share it (jobs deleted or reporting again)
+            return out
     if job.last_sample_time is not None and _reports_still_arrive(job, now, idle):
         detail = (
             f"step stuck at {job.step} for {dur(idle)} while progress reports still arrive "

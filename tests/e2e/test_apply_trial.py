@@ -216,3 +216,46 @@ def test_apply_mode_acts_only_on_running_jobs_once_and_says_what_it_did(
         assert [a["outcome"] for a in held] == ["held"]
         assert "the job has no Kueue Workload" in held[0]["reason"]
         assert all(a["policy"] == name and a["rule"] == "stall" and a["reason"] for a in audit)
+
+
+def test_a_silence_every_job_shares_releases_none_and_a_lone_one_is_released(
+    control_plane: cp.ControlPlane, cluster: Cluster, policy_cleanup: list[str]
+) -> None:
+    """The trainer's status server stops (the API server up): every job goes silent at once.
+    Under an Apply stall rule none is released and each says ``progress-outage``; once reports
+    return, the one job that stays silent is released as a hang, the others are not."""
+    name = f"blackout-{cluster.ns[-6:]}"
+    names = [f"b{i}" for i in range(4)]
+    with admitting(control_plane, cluster.ns, gpus=48):
+        cluster.apply_policy(control_plane, name, "Apply", **STALL)
+        policy_cleanup.append(name)
+        jobs = {j: cluster.create_trainjob(j, queue="queue") for j in names}
+        wls = {j: cluster.create_workload(jobs[j], gpus_per_pod=4, pods=2) for j in names}
+        for j in names:
+            wait_for(lambda j=j: workload_admitted(cluster.custom, cluster.ns, wls[j]), f"Kueue to admit {j}")
+        steps = dict.fromkeys(names, 30)
+
+        def report(who: list[str], seconds: float) -> None:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                for i, j in enumerate(who):
+                    cluster.report_step(j, curve(10 + i), steps[j], time.time())
+                    steps[j] += 30
+                time.sleep(2.0)
+
+        ctl = Controller(control_plane, cluster.ns)
+        try:
+            report(names, 12)
+            time.sleep(45)  # two stall windows without a report from anyone
+            for j in names:
+                assert _releases(cluster, j) == [], j
+            advice = {j: cluster.forecast(j)["status"]["summary"]["advice"] for j in names}
+            assert set(advice.values()) == {"progress-outage"}, advice
+            report(names[1:], 40)  # b0 stays silent: a hang of its own now
+            wait_for(lambda: len(_releases(cluster, "b0")) == 1, "the lone silent job released", timeout=60)
+        finally:
+            ctl.close()
+        assert cluster.workload(wls["b0"])["spec"].get("active") is False
+        for j in names[1:]:
+            assert _releases(cluster, j) == [], j
+            assert cluster.workload(wls[j])["spec"].get("active", True) is True

@@ -377,6 +377,46 @@ def test_a_silence_the_controller_cannot_see_is_not_a_stall() -> None:
     assert kinds(decide(silent, back, p, now=T0 + 21 * 60)) == [ActionKind.RELEASE_QUOTA]
 
 
+class _Sight:
+    """The other running jobs' latest reports, as a core loop would list them."""
+
+    def __init__(self, *times: float) -> None:
+        self.times = times
+
+    def latest_reports(self):
+        return ((f"team-a/other-{i}", t) for i, t in enumerate(self.times))
+
+
+def test_a_silence_most_running_jobs_share_is_the_progress_paths_not_a_stall() -> None:
+    """A blackout of the trainer's status server silences every job at once: each read as hung,
+    and the rule released all of them up to its policy's cap. Most running jobs silent within half
+    a window of each other: not judged, said. A few of many, or fewer than three, are hangs."""
+    p = policy({"stall": {"for": "30m"}})
+    silent = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 40 * 60)
+    went = T0 - 40 * 60
+    blackout = dataclasses.replace(CV, report_sight=_Sight(went + 20, went - 30, went + 5, T0 - 10))
+    d = decide(silent, blackout, p, now=T0)
+    assert kinds(d) == [] and d.advice == "progress-outage", d.reasons
+    assert any("4 of the 5 running jobs that report went silent within 15m" in r for r in d.reasons), (
+        d.reasons
+    )
+    assert d.idle_recheck_at == T0 + 15 * 60
+    # the same in Recommend mode: no recommendation to release a job the path silenced
+    assert decide(silent, blackout, policy({"stall": {"for": "30m"}}, mode="Recommend"), now=T0).actions == ()
+    # a few of many: the others report
+    few = dataclasses.replace(CV, report_sight=_Sight(went, went + 60, *[T0 - 5] * 5))
+    assert kinds(decide(silent, few, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+    # two hangs at once, on a cluster of two
+    two = dataclasses.replace(CV, report_sight=_Sight(went))
+    assert kinds(decide(silent, two, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+    # silent, but not together: the others went quiet hours apart (each a hang of its own)
+    apart = dataclasses.replace(CV, report_sight=_Sight(went - 3 * HOUR, went - 5 * HOUR, went - 7 * HOUR))
+    assert kinds(decide(silent, apart, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+    # reports still arrive at a stuck step: a hang the path is not to blame for, whatever the others do
+    stuck = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 30)
+    assert kinds(decide(stuck, blackout, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+
+
 def test_a_job_whose_reports_arrive_unreadable_is_not_called_stalled() -> None:
     """Its step last moved 40 minutes ago, but reports still arrive and no step can be read from
     them (a reporter writing "-310"): nothing says the run is stuck, and a release would cost its
