@@ -65,13 +65,21 @@ def is_conflict(exc: BaseException) -> bool:
 SERVICEACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+#: the threads besides the status writer's that may hold a connection at once: the engine's, the
+#: policy resync, the Lease renewer, the unwatched-workload follower and asyncio's ``to_thread``
+#: pool (a pool sized for the writer alone logged hundreds of "Connection pool is full" warnings
+#: a run at 600 jobs)
+OTHER_THREADS = 16
+
+
+def load_api_client(kubeconfig: str | None = None, context: str | None = None, *, writers: int = 32) -> Any:
     """A kubernetes ``ApiClient`` from a kubeconfig file, ``$KUBECONFIG``, or the in-cluster account.
 
     In a pod (``KUBERNETES_SERVICE_HOST``/``_PORT`` set, the token mounted), the ServiceAccount
     wins unless a kubeconfig is named; the token is re-read as the kubelet rotates it.
     ``TRAINJOB_ADVISOR_SERVICEACCOUNT_DIR`` moves the mount point (the e2e tier runs the
-    controller as a pod would, from a temporary folder).
+    controller as a pod would, from a temporary folder). Its connection pool holds a connection
+    for each of the status writer's ``writers`` threads and the others' (``OTHER_THREADS``).
     """
     from kubernetes import client, config
     from kubernetes.config.incluster_config import InClusterConfigLoader
@@ -89,7 +97,7 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
             pass
     if not loaded:
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, 32)  # the writer's threads
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, writers + OTHER_THREADS)
     return client.ApiClient(cfg)
 
 

@@ -20,6 +20,7 @@ and losing it stops the operator (``LeadershipLost``), so that the pod restarts 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -161,7 +162,7 @@ async def run_operator(
     ``on_engine`` is called with the engine before it starts (for embedding and tests)."""
     from advisor.controller.api import load_api_client
 
-    api_client = load_api_client(options.kubeconfig, options.context)
+    api_client = load_api_client(options.kubeconfig, options.context, writers=options.engine.writer_workers)
     api = ClusterApi(api_client)
     # the Events say which release and replica posted them: "<Lease>/<pod>" under leader election
     # (a release's Lease is named after it), else the pod
@@ -177,16 +178,19 @@ async def run_operator(
         else:
             api.kueue.version = options.kueue_version
         options = dataclasses.replace(options, kueue_version=api.kueue.version)
-    if (
+    late_pytorchjobs = (
         options.watch_pytorchjobs
         and await asyncio.to_thread(api.serves, PYTORCHJOB.group, PYTORCHJOB.version) is False
-    ):
+    )
+    if late_pytorchjobs:
         # kopf waits for the kind (and says it is not served); say what that means and how to stop it
         log.warning(
-            "PyTorchJobs: %s/%s is not served (no Kubeflow Training Operator v1); watching for it in case "
-            "it is installed later; pass --no-pytorchjobs (chart value pytorchJobs=false) to stop",
+            "PyTorchJobs: %s/%s is not served (no Kubeflow Training Operator v1); looking for it every "
+            "%.0f s in case it is installed later; pass --no-pytorchjobs (chart value pytorchJobs=false) "
+            "to stop",
             PYTORCHJOB.group,
             PYTORCHJOB.version,
+            LATE_KIND_POLL_S,
         )
     engine = Engine(api, config=options.engine)
     follower: UnwatchedWorkloads | None = None
@@ -290,21 +294,36 @@ async def run_operator(
         workers.append(worker)
         if follower is not None:  # after the listing above: the check's AdmissionChecks come first
             threading.Thread(target=follower.run, args=(stop,), name="advisor-unwatched", daemon=True).start()
-        settings = kopf.OperatorSettings()
-        configure_settings(settings)
         engine.ready = True
-        if not stop_all.is_set():
-            await kopf.operator(
-                registry=build_registry(engine, api, options),
-                settings=settings,
-                standalone=True,
-                identity=_identity(),  # type: ignore[arg-type]  # kopf's Identity is a NewType of str
-                clusterwide=not options.namespaces,
-                namespaces=list(options.namespaces),
-                liveness_endpoint=options.liveness_endpoint,
-                stop_flag=stop_all,
-                ready_flag=ready_flag,
+        first = True
+        while not stop_all.is_set():
+            # one kopf run per set of served kinds: kopf notices a CRD created after start-up only
+            # if the API server's discovery serves it by the CRD's own watch events, which it may
+            # not yet (a PyTorchJob CRD installed later was never watched); a kind found served
+            # later starts a new run, which lists and watches it (the engine and its state go on)
+            this_run = asyncio.Event()
+            looking = asyncio.create_task(
+                _until_served(api, late_pytorchjobs, stop_all, this_run, LATE_KIND_POLL_S)
             )
+            settings = kopf.OperatorSettings()
+            configure_settings(settings)
+            try:
+                await kopf.operator(
+                    registry=build_registry(engine, api, options),
+                    settings=settings,
+                    standalone=True,
+                    identity=_identity(),  # type: ignore[arg-type]  # kopf's Identity is a NewType of str
+                    clusterwide=not options.namespaces,
+                    namespaces=list(options.namespaces),
+                    liveness_endpoint=options.liveness_endpoint,
+                    stop_flag=this_run,
+                    ready_flag=ready_flag if first else None,
+                )
+            finally:
+                looking.cancel()
+            if not this_run.is_set():
+                break  # kopf stopped on its own (a signal): the controller stops
+            late_pytorchjobs, first = False, False
     finally:
         forwarder.cancel()
         stop.set()
@@ -323,6 +342,31 @@ async def run_operator(
     if lost.is_set():
         raise LeadershipLost("lost the leader Lease; stopped so that another replica acts alone")
     return engine
+
+
+#: how often a kind not served at start-up (PyTorchJobs) is looked for
+LATE_KIND_POLL_S = 30.0
+
+
+async def _until_served(
+    api: ClusterApi, late_pytorchjobs: bool, stop_all: asyncio.Event, this_run: asyncio.Event, every_s: float
+) -> None:
+    """Ends this kopf run when the controller stops, or when PyTorchJobs, not served at start-up
+    (``late_pytorchjobs``), are served now (a new run then watches them)."""
+    next_look = time.monotonic() + every_s
+    while not stop_all.is_set():
+        if late_pytorchjobs and time.monotonic() >= next_look:
+            next_look = time.monotonic() + every_s
+            if await asyncio.to_thread(api.serves, PYTORCHJOB.group, PYTORCHJOB.version):
+                log.info(
+                    "PyTorchJobs: %s/%s is served now (installed after start-up); watching them",
+                    PYTORCHJOB.group,
+                    PYTORCHJOB.version,
+                )
+                break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop_all.wait(), timeout=0.5)
+    this_run.set()
 
 
 def _identity() -> str:

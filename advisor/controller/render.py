@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from advisor.core.lifecycle import holds_quota
+from advisor.core.wiring import NO_POLICY_HINT
 from advisor.forecast.core import holds_trend
 from advisor.model import (
     ActionRecord,
@@ -270,11 +271,24 @@ def forecast_dict(fc: Forecast | None, *, at: float | None = None) -> dict[str, 
     }
 
 
+#: the no-policy hint for a run state the forecast's own hint does not name
+_STATE_HINTS = {
+    "hung": "hung?",
+    "overfitting": "overfitting?",
+    "plateaued": "plateau?",
+    "diverging": "diverging?",
+}
+
+
 def _advice_text(advice: str, decision: Decision | None, state: str) -> str:
     """ADVICE: the decision's advice, said as a recommendation when its policy recommends only
     (``overfitting:release (recommended)``): a Recommend policy's ``overfitting:release`` invited
     "why was it not released?"; ``status.recommendation.advice`` keeps the bare word."""
     text = advice or state
+    if decision is not None and decision.policy is None and advice == "learning" and state in _STATE_HINTS:
+        # no policy, and the forecast's hint says learning while STATE says otherwise (a hung job
+        # read ADVICE "learning" beside STATE "hung"): the state's hint, as no policy's
+        text = _STATE_HINTS[state] + NO_POLICY_HINT
     if (
         decision is not None
         and decision.mode is Mode.RECOMMEND

@@ -9,6 +9,7 @@ into the status, its conditions and its announcements.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -168,9 +169,35 @@ class StatusBoard:
             )
 
 
+#: an elapsed time as the rules' reasons say it (``format_duration``: 45s, 13m, 2h5m, 3d4h)
+_ELAPSED = re.compile(r"\b\d+(?:d\d+h|h\d+m|[smhd])\b")
+
+
 def same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
-    """Whether a new status says nothing the old one did not (a periodic re-evaluation)."""
-    return old is not None and all(old.get(k) == v for k, v in new.items() if k != "observedAt")
+    """Whether a new status says nothing the old one did not (a periodic re-evaluation). A
+    recommendation whose reasons differ only in elapsed times ("no step advance for 34m", a
+    minute after "for 33m") says nothing new: every hung job was written once a minute for that
+    alone (48 writes a second at 650 idle jobs); ``observedAt`` and the heartbeat's write keep
+    such a reason's age readable."""
+    if old is None:
+        return False
+    for k, v in new.items():
+        if k == "observedAt" or old.get(k) == v:
+            continue
+        if k != "recommendation" or _elapsed_blind(old.get(k)) != _elapsed_blind(v):
+            return False
+    return True
+
+
+def _elapsed_blind(value: Any) -> Any:
+    """``value`` with every elapsed time in its strings replaced by one mark."""
+    if isinstance(value, str):
+        return _ELAPSED.sub("~", value)
+    if isinstance(value, Mapping):
+        return {k: _elapsed_blind(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_elapsed_blind(v) for v in value]
+    return value
 
 
 def _log_change(key: str, previous: Mapping[str, Any] | None, status: Mapping[str, Any]) -> None:

@@ -615,3 +615,33 @@ def test_an_unchanged_job_is_written_at_least_every_heartbeat() -> None:
         count = n
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert len(times) >= 3 and max(gaps) <= HEARTBEAT_S + 60, times
+
+
+def test_a_hung_job_is_not_rewritten_for_its_reasons_elapsed_time_alone() -> None:
+    """A Recommend stall rule's reason carries the elapsed time ("no step advance ... for 33m"):
+    every hung job's status was written once a minute for that alone (48 writes a second at 650
+    idle jobs, a platform trial). A change in elapsed time alone waits for the heartbeat."""
+    from advisor.controller.summary import HEARTBEAT_S
+
+    api = FakeApi()
+    e = engine(api)
+    e.enqueue(
+        "policy",
+        "ADDED",
+        {
+            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+            "kind": "AdvisorPolicy",
+            "metadata": {"name": "watch", "generation": 1},
+            "spec": {"mode": "Recommend", "safety": {"minRuntime": "0s"}, "rules": {"stall": {"for": "2m"}}},
+        },
+    )
+    now = feed(e, range(10, 200, 10))
+    written = ("write_forecast", "json_patch_forecast")
+    e.step(now + 30 * 60)  # hung long since: recommended, written
+    assert "stall" in json.dumps(e.board.shown(KEY)["recommendation"])
+    before = sum(1 for c in api.log if c[0] in written)
+    for t in range(31 * 60, 31 * 60 + int(HEARTBEAT_S) - 60, 60):
+        e.step(now + t)
+    reasons = " ".join(e.board.shown(KEY)["recommendation"]["reasons"])
+    assert "for 39m" in reasons, reasons  # the status it would write says the elapsed time
+    assert sum(1 for c in api.log if c[0] in written) == before

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.controller.api import load_api_client
+from advisor.controller.api import OTHER_THREADS, load_api_client
 
 CA = """-----BEGIN CERTIFICATE-----
 MIIBdzCCAR2gAwIBAgIUfake0000000000000000000000000wCgYIKoZIzj0EAwIw
@@ -27,7 +27,10 @@ def test_the_mounted_token_and_the_service_environment_win_without_a_kubeconfig(
     assert cfg.host == "https://10.0.0.1:443"
     assert cfg.get_api_key_with_prefix("BearerToken").lower() == "bearer the-token"
     assert cfg.ssl_ca_cert == str(tmp_path / "ca.crt")
-    assert cfg.connection_pool_maxsize >= 32  # as many connections as status-writer threads
+    # a connection for each status-writer thread and for the controller's other threads (a pool
+    # sized for the writer alone logged "Connection pool is full" hundreds of times at 600 jobs)
+    assert cfg.connection_pool_maxsize == 32 + OTHER_THREADS
+    assert load_api_client(writers=64).configuration.connection_pool_maxsize == 64 + OTHER_THREADS
     assert cfg.refresh_api_key_hook is not None  # re-reads the token the kubelet rotates
 
 

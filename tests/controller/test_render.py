@@ -193,6 +193,22 @@ def test_a_recommend_policys_advice_reads_as_a_recommendation_in_the_advice_colu
         assert status["summary"]["advice"] == shown and status["recommendation"]["advice"] == advice
 
 
+def test_without_a_policy_advice_does_not_contradict_the_state() -> None:
+    """A hung job no policy governs read ADVICE ``learning`` beside STATE ``hung`` (a platform
+    trial, 150 rows after a policy was deleted): the state's hint, said as no policy's."""
+    d = Decision(job="team-a/llm", reasons=("no AdvisorPolicy selects this job",), advice="learning")
+    hung = render_status(view(last_step_change=NOW - 3600), d, now=NOW)
+    assert hung["state"] == "hung" and hung["summary"]["advice"] == "hung? (no policy)"
+    assert hung["recommendation"]["advice"] == "learning"  # the decision's own word is kept
+    learning = render_status(view(), d, now=NOW)
+    assert learning["state"] == "learning" and learning["summary"]["advice"] == "learning"
+    # a policy's own word is never replaced
+    governed = Decision(job="team-a/llm", policy="p", mode=Mode.APPLY, advice="learning")
+    assert (
+        render_status(view(last_step_change=NOW - 3600), governed, now=NOW)["summary"]["advice"] == "learning"
+    )
+
+
 def test_status_without_forecast_or_total_is_still_valid_json() -> None:
     status = render_status(view(forecast=None, total_steps=None, last_step_change=None), None, now=NOW)
     assert status["summary"] == {

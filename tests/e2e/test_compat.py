@@ -33,7 +33,8 @@ TRAINER = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 @pytest.fixture(scope="module")
 def plane(control_plane: cp.ControlPlane) -> Iterator[cp.ControlPlane]:
     go = cp.find_go()
-    crds = [c for c in cp.compat_crds(go) if c["spec"]["group"] != "kueue.x-k8s.io"]
+    # the PyTorchJob CRD comes later, with a controller running (``pytorchjobs``)
+    crds = [c for c in cp.compat_crds(go) if c["spec"]["group"] not in ("kueue.x-k8s.io", "kubeflow.org")]
     run_dir = Path(tempfile.mkdtemp(prefix="trainjob-advisor-compat-"))
     compat = cp.ControlPlane(run_dir=run_dir, binaries=control_plane.binaries)
     try:
@@ -158,11 +159,23 @@ def test_the_openshift_ai_annotation_is_read_whichever_value_enables_tracking(
         controller.close()
 
 
-def test_a_pytorchjob_reporting_through_its_annotation_gets_a_forecast(plane: cp.ControlPlane) -> None:
-    body = {
+def _serves_pytorchjobs(plane: cp.ControlPlane) -> bool:
+    return any(g.name == "kubeflow.org" for g in client.ApisApi(plane.api_client()).get_api_versions().groups)
+
+
+@pytest.fixture(scope="module")
+def pytorchjobs(plane: cp.ControlPlane) -> cp.ControlPlane:
+    """The training-operator's PyTorchJob CRD, installed (once) when a test asks for it."""
+    if not _serves_pytorchjobs(plane):
+        plane.apply([c for c in cp.compat_crds(cp.find_go()) if c["spec"]["group"] == "kubeflow.org"])
+    return plane
+
+
+def _pytorchjob(name: str) -> dict[str, Any]:
+    return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": {"name": "v1-job"},
+        "metadata": {"name": name},
         "spec": {
             "pytorchReplicaSpecs": {
                 "Master": {
@@ -172,20 +185,52 @@ def test_a_pytorchjob_reporting_through_its_annotation_gets_a_forecast(plane: cp
             }
         },
     }
-    custom(plane).create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", body)
+
+
+def _report_annotation(plane: cp.ControlPlane, name: str) -> None:
+    now = time.time()
+    for i, step in enumerate(range(100, 600, 100)):
+        annotation = encode_progress(step, time=now - 60 * (5 - i), total_steps=1000, loss=loss(step))
+        custom(plane).patch_namespaced_custom_object(
+            "kubeflow.org",
+            "v1",
+            NS,
+            "pytorchjobs",
+            name,
+            {"metadata": {"annotations": {"advisor.trainjob-advisor.io/progress": annotation}}},
+        )
+
+
+def test_pytorchjobs_installed_after_the_controller_started_are_watched(plane: cp.ControlPlane) -> None:
+    """A controller started on a cluster without Training Operator v1 said it would watch for
+    PyTorchJobs "in case it is installed later", and never did: kopf's own rescan ran at the CRD's
+    creation, before discovery served the kind (a platform trial). Installed with a controller
+    running, a PyTorchJob that reports gets its forecast without a restart."""
+    assert not _serves_pytorchjobs(plane)
     controller = Controller(plane, NS, watch_pytorchjobs=True)
     try:
-        now = time.time()
-        for i, step in enumerate(range(100, 600, 100)):
-            annotation = encode_progress(step, time=now - 60 * (5 - i), total_steps=1000, loss=loss(step))
-            custom(plane).patch_namespaced_custom_object(
-                "kubeflow.org",
-                "v1",
-                NS,
-                "pytorchjobs",
-                "v1-job",
-                {"metadata": {"annotations": {"advisor.trainjob-advisor.io/progress": annotation}}},
-            )
+        time.sleep(2)  # the controller is up and its kopf run has started without the kind
+        plane.apply([c for c in cp.compat_crds(cp.find_go()) if c["spec"]["group"] == "kubeflow.org"])
+        custom(plane).create_namespaced_custom_object(
+            "kubeflow.org", "v1", NS, "pytorchjobs", _pytorchjob("late")
+        )
+        _report_annotation(plane, "late")
+        status = wait_for(
+            lambda: forecast_progress(plane, "late", 500), "a forecast for the PyTorchJob", timeout=90
+        )
+        assert status["progress"]["step"] == 500
+    finally:
+        controller.close()
+
+
+def test_a_pytorchjob_reporting_through_its_annotation_gets_a_forecast(pytorchjobs: cp.ControlPlane) -> None:
+    plane = pytorchjobs
+    custom(plane).create_namespaced_custom_object(
+        "kubeflow.org", "v1", NS, "pytorchjobs", _pytorchjob("v1-job")
+    )
+    controller = Controller(plane, NS, watch_pytorchjobs=True)
+    try:
+        _report_annotation(plane, "v1-job")
         status = wait_for(lambda: forecast_progress(plane, "v1-job", 500), "a forecast for the PyTorchJob")
         assert status["progress"]["step"] == 500
         tjf = custom(plane).get_namespaced_custom_object(*ADVISOR, NS, "trainjobforecasts", "v1-job")
