@@ -99,6 +99,7 @@ class Engine:
             on_written=self._written,
             on_stage=self._stage,
         )
+        self.metrics.api_unreachable.set_function(self._unreachable_seconds)
         self.store = ForecastStore(api)
         self.actuator = Actuator(
             api, self.core, self._persist_now, metrics=self.metrics, record_cap=self._record_cap
@@ -155,6 +156,10 @@ class Engine:
         a job of ``judged_kinds`` is let through once its job was evaluated, any other at once."""
         self.save_check = check
         self._judged_kinds = frozenset(judged_kinds)
+
+    def _unreachable_seconds(self) -> float:
+        since = self.writer.unreachable_since
+        return max(0.0, time.time() - since) if since is not None else 0.0
 
     def set_gate(self, may_act: Callable[[], bool]) -> None:
         """Only while ``may_act()`` (the leader Lease held) does the engine evaluate, act or write."""

@@ -147,6 +147,13 @@ class Metrics:
         self.write_errors = Counter(
             "trainjob_advisor_api_write_errors_total", "Failed writes by kind", ("kind",), registry=r
         )
+        self.api_unreachable = Gauge(
+            "trainjob_advisor_api_unreachable_seconds",
+            "How long the controller's writes have failed for want of the API server (refused, timed "
+            "out, 429/5xx, no answer since); 0 while it reaches it. Alert on this rather than on the "
+            "write errors, which count every retry",
+            registry=r,
+        )
         self.jobs = Gauge("trainjob_advisor_watched_jobs", "Jobs the controller currently tracks", registry=r)
         from advisor import __version__
 

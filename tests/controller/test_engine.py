@@ -645,3 +645,26 @@ def test_a_hung_job_is_not_rewritten_for_its_reasons_elapsed_time_alone() -> Non
     reasons = " ".join(e.board.shown(KEY)["recommendation"]["reasons"])
     assert "for 39m" in reasons, reasons  # the status it would write says the elapsed time
     assert sum(1 for c in api.log if c[0] in written) == before
+
+
+def test_a_gauge_says_how_long_the_api_server_has_been_unreachable(monkeypatch: Any) -> None:
+    """The write-error counter counts every retry (980 in a 63 s outage, a platform trial), which no
+    alert can be set on; the gauge reads the seconds since the writes last reached the server, and
+    0 once they do again."""
+    api = FakeApi()
+    e = engine(api)
+    gauge = "trainjob_advisor_api_unreachable_seconds"
+    feed(e, range(10, 60, 10))
+    assert e.metrics.registry.get_sample_value(gauge) == 0.0
+    api.fail_writes = 1000
+    feed(e, range(60, 90, 10), t0=T0 + 100)
+    assert e.writer.unreachable_since is not None
+    since = e.writer.unreachable_since
+    import advisor.controller.engine as engine_module
+
+    monkeypatch.setattr(engine_module.time, "time", lambda: since + 42.0)  # 42 s into the outage
+    assert e.metrics.registry.get_sample_value(gauge) == 42.0
+    monkeypatch.undo()
+    api.fail_writes = 0
+    feed(e, range(90, 120, 10), t0=T0 + 200)
+    assert e.writer.unreachable_since is None and e.metrics.registry.get_sample_value(gauge) == 0.0
