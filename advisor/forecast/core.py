@@ -304,7 +304,7 @@ def _run(
             f"{JUMP_WARNING} at step {prep.steps[jumped[0]]:,.0f} to {jumped[1]:.1f} times its best and "
             f"has stayed up: forecast from the {fit.values.size} reports since"
         )
-    parts = estimate(fit, fit_horizon, warnings, fit_path)
+    parts = estimate(fit, fit_horizon, warnings, fit_path, training_loss=training_loss)
     parts.path_steps = path_steps
     mean, sd = parts.mean, parts.sd
     if not (math.isfinite(mean) and math.isfinite(sd)):

@@ -151,10 +151,21 @@ def _weights(
 
 
 def estimate(
-    prep: Prepared, horizon: float | None, warnings: list[str], path_steps: FloatArray | None = None
+    prep: Prepared,
+    horizon: float | None,
+    warnings: list[str],
+    path_steps: FloatArray | None = None,
+    *,
+    training_loss: bool = False,
 ) -> Parts:
     """The ensemble's forecast at the horizon; with ``path_steps`` (steps after the last one) also
-    its mean and sd at each of them, from the same fits and weights."""
+    its mean and sd at each of them, from the same fits and weights.
+
+    ``training_loss``: the series does not turn, so a family whose curve ends above the current
+    level (it bends up on a flat stretch) says no more than "no further fall": it is read as
+    ending at the level. Kept as it was, its rise widened the spread, and through it the interval
+    on both sides: a loss flat at 0.600 +- 0.004 read "final 0.598 (0.49 .. 0.70)" and P(plateau)
+    went 1.00 -> 0.11 on one new report (an SRE's trial, a plateau that flapped for an hour)."""
     parts = Parts()
     path_steps = np.zeros(0) if path_steps is None else np.asarray(path_steps, dtype=np.float64)
     x_all = prep.steps + 1.0
@@ -247,7 +258,7 @@ def estimate(
         return end - max(0.0, float(f.pred[1]) - level)
 
     preds = {
-        k: p
+        k: min(p, level) if training_loss else p
         for k, p in ((k, at_end(f)) for k, f in fits.items() if weights.get(k, 0.0) > 0.0)
         if math.isfinite(p) and abs(p - level) <= bound
     }
@@ -311,7 +322,7 @@ def estimate(
         # current 2.55), so the interval reaches up to where it stands
         parts.sd = max(parts.sd, (level - parts.mean) / cal.Z80)
     if path_steps.size:
-        _path(parts, fits, names, wv, n, n_fixed, u_path, u_t, share if stretched else None)
+        _path(parts, fits, names, wv, n, n_fixed, u_path, u_t, share if stretched else None, training_loss)
     if n < cal.SMALL_N:
         warnings.append(f"only {n} points: no tail to check the fit against; interval from a coarse rule")
     return parts
@@ -361,6 +372,7 @@ def _path(
     u_path: FloatArray,
     u_t: float,
     share: float | None,
+    training_loss: bool = False,
 ) -> None:
     """The forecast mean and sd at each path point: every kept family's curve there, measured from
     the current level as at the horizon, weighted as at the horizon; the sd by the same calibrated
@@ -376,7 +388,7 @@ def _path(
         if share is not None and u_t > 1.0:
             extra = share * (float(f.pred[0]) - float(f.pred[2]))
             curve = curve + extra * np.clip((u_path - 1.0) / (u_t - 1.0), 0.0, 1.0)
-        rows.append(curve)
+        rows.append(np.minimum(curve, level) if training_loss else curve)
     pv = np.stack(rows)
     raw = wv @ pv
     # the horizon's share of the predicted drop, so the path ends where the forecast does

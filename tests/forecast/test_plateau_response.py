@@ -272,3 +272,21 @@ def test_a_warmup_stable_decay_schedule_ends_where_its_decay_does_not_its_stable
     assert shape == "linear" and end == pytest.approx(T, rel=0.02)
     end, shape = implied_end(s, 3e-4 * up * 0.5 * (1.0 + np.cos(np.pi * u)))
     assert shape == "cosine" and end == pytest.approx(T, rel=0.03)
+
+
+def test_a_flat_training_loss_does_not_flip_when_its_fits_bend_up() -> None:
+    """A loss flat at 0.600 +- 0.004 for hundreds of steps (learning rates not reported, 9,000
+    steps planned) read P(plateau) 1.00, then 0.11 on the next reports and below 0.2 for an hour
+    (an SRE's trial: the state flapped plateaued / learning): families that bent up on the flat
+    stretch, held at the current level, kept their rise as the interval's width on both sides. A
+    training loss does not turn, so such a family ends at the level: the plateau stays called."""
+    steps = np.arange(30.0, 3000.0, 30.0)
+    loss = np.round(0.60 + 2.0 * np.exp(-steps / 150.0) + 0.004 * np.sin(steps * 12.9898), 5)
+    probs = []
+    for n in range(int(np.searchsorted(steps, 1200.0)) + 1, steps.size + 1):
+        fc = forecast(steps[:n], loss[:n], total_steps=9000, times=steps[:n] / 6.0, training_loss=True)
+        probs.append(fc.plateau_probability)
+        lo, hi = fc.final_loss.p10, fc.final_loss.p90
+        assert hi - lo < 0.05, (steps[n - 1], lo, hi)  # within noise of the level, not +-0.1
+    assert min(probs) >= 0.5, probs
+    assert float(np.max(np.abs(np.diff(probs)))) < 0.2, probs

@@ -44,7 +44,11 @@ def test_a_wide_interval_on_a_falling_training_loss_is_not_a_plateau() -> None:
     m = STEPS <= 200
     other = forecast(STEPS[m], y[m], total_steps=5000)
     train = forecast(STEPS[m], y[m], total_steps=5000, training_loss=True)
-    assert other.final_loss == train.final_loss
+    # the same fits (a family bending up is read as ending at the level for a training loss
+    # alone: ``ensemble.estimate``; here a hair of weight at most)
+    for field in ("mean", "p10", "p90"):
+        a, b = getattr(other.final_loss, field), getattr(train.final_loss, field)
+        assert abs(a - b) <= 1e-6 * abs(a), field
     assert other.plateau_probability > 0.3
     assert train.plateau_probability < 0.1
 
