@@ -43,6 +43,7 @@ from advisor.commands.compare_status import (
     chosen_metric,
     higher_is_better,
     interval_of,
+    kept_noise,
     kept_value,
     points_of,
 )
@@ -101,10 +102,14 @@ def prob_best(
     seed: int = 0,
     higher: bool = False,
     kept: Sequence[float | None] | None = None,
+    kept_noise: Sequence[float] | None = None,
 ) -> list[float]:
     """P(run i ends best) for intervals (mean, p10, p90), split-normal read: the lowest final
     value, or the highest with ``higher`` (an accuracy). ``kept``: per run, a value it already
-    holds (its best checkpoint's), which bounds its outcome whatever its final value."""
+    holds (its best checkpoint's), which bounds its outcome whatever its final value;
+    ``kept_noise``: the sd of that value as one evaluation (``compare_files.evaluation_noise``),
+    drawn with it, so that two bests closer than their evaluations scatter share the odds (a
+    0.4% gap between two single noisy evaluations read P(BEST) 100% / 0%)."""
     import numpy as np
 
     if not intervals:
@@ -119,8 +124,12 @@ def prob_best(
         floor = np.array([np.nan if k is None else float(k) for k in kept])
         has = np.isfinite(floor)
         if has.any():
+            floors = np.broadcast_to(floor, samples.shape)
+            sd = np.zeros(len(intervals)) if kept_noise is None else np.array(kept_noise, dtype=float)
+            if (sd[has] > 0).any():
+                floors = floor + sd.clip(min=0.0) * rng.standard_normal(samples.shape)
             bound = np.maximum if higher else np.minimum
-            samples[:, has] = bound(samples[:, has], floor[has])
+            samples[:, has] = bound(samples[:, has], floors[:, has])
     # runs that tie in a draw share it: a value already kept binds every draw where the run's
     # final value would be worse, so two runs whose best checkpoints are equal (an accuracy on a
     # fixed eval set) tie in most draws, and the first-named won them all (93% / 7%, and 89% /
@@ -152,9 +161,9 @@ def _close_call(result: Sequence[Mapping[str, Any]], broken: set[str]) -> str | 
     if abs(a - b) >= 0.01 * max(abs(a), abs(b)):
         return None
     return (
-        f"close: {top[0]['run']} and {top[1]['run']} give {a:.4g} and {b:.4g}, within 1%: P(BEST) takes a "
-        "best checkpoint's value as measured, one evaluation each; evaluate both on a larger set before "
-        "choosing"
+        f"close: {top[0]['run']} and {top[1]['run']} give {a:.4g} and {b:.4g}, within 1%: a best "
+        "checkpoint's value is one evaluation (P(BEST) draws it with the scatter its log's evaluations "
+        "show, a TrainJobForecast's as measured); evaluate both on a larger set before choosing"
     )
 
 
@@ -223,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
     broken: set[str] = set()
     by_checkpoint: set[str] = set()
     usable: list[tuple[str, tuple[float, float, float], float | None]] = []
+    noise = {ref: kept_noise(st, metric) for ref, st, _ in ranked}
     for ref, st, iv in ranked:
         kept = kept_value(st, metric)
         if st.get("state") == "diverging":
@@ -237,7 +247,11 @@ def run(args: argparse.Namespace) -> int:
         zip(
             [r for r, _, _ in usable],
             prob_best(
-                [iv for _, iv, _ in usable], draws=args.draws, higher=higher, kept=[k for _, _, k in usable]
+                [iv for _, iv, _ in usable],
+                draws=args.draws,
+                higher=higher,
+                kept=[k for _, _, k in usable],
+                kept_noise=[noise[r] for r, _, _ in usable],
             ),
             strict=True,
         )

@@ -149,3 +149,12 @@ def best_of(status: Mapping[str, Any], metric: str) -> tuple[int | None, float |
 def kept_value(status: Mapping[str, Any], metric: str) -> float | None:
     """The value of the run's best checkpoint of ``metric`` (a checkpoint it can keep)."""
     return best_of(status, metric)[1]
+
+
+def kept_noise(status: Mapping[str, Any], metric: str) -> float:
+    """How far one evaluation of ``metric`` scatters (``compare_files.evaluation_noise``): its best
+    checkpoint's value is one evaluation. Known for a log; 0 for a TrainJobForecast, whose status
+    keeps no eval series of its own (its best value is then taken as measured)."""
+    best = (status.get(BESTS) or {}).get(metric) or {}
+    noise = best.get("noise")
+    return float(noise) if isinstance(noise, int | float) and noise > 0 else 0.0

@@ -203,6 +203,48 @@ def test_two_best_runs_within_one_percent_are_said_to_be_a_close_call(
     assert "close: " not in capsys.readouterr().out
 
 
+def test_best_checkpoints_closer_than_their_evaluations_scatter_share_the_odds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs whose best evaluations were 0.4% apart, each one noisy evaluation, read P(BEST)
+    100% / 0% (an LLM fine-tuner's trial): a best checkpoint's value is drawn with the scatter
+    its eval series shows, so such runs share the odds; a run 10% worse still gets none."""
+
+    def run(path: Path, best: float, seed: int) -> None:
+        rng = random.Random(seed)
+        history: list[dict[str, float]] = []
+        for s in range(10, 3001, 10):
+            history.append({"step": s, "loss": 0.3 + 2 * math.exp(-s / 600), "epoch": s / 1000})
+            if s % 100 == 0:
+                ev = best + 0.6 * math.exp(-s / 500) - 0.6 * math.exp(-6)
+                history.append({"step": s, "eval_loss": ev + rng.gauss(0, 0.01), "epoch": s / 1000})
+        path.write_text(json.dumps({"log_history": history, "max_steps": 3000, "global_step": 3000}))
+
+    run(tmp_path / "a.json", 1.200, 3)
+    run(tmp_path / "b.json", 1.205, 4)
+    run(tmp_path / "c.json", 1.35, 5)
+    files = [str(tmp_path / n) for n in ("a.json", "b.json", "c.json")]
+    assert cli.main(["compare", *files, "-o", "json"]) == 0
+    rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
+    assert all(rows[n]["bestValue"] is not None for n in rows)
+    # best evaluations 1.180 and 1.189 (a's forecast end 1.18 too): taken as measured, a won every
+    # draw; with each best one evaluation scattering by about 0.01, b wins some
+    assert rows["a.json"]["gives"] < rows["b.json"]["gives"] < 1.01 * rows["a.json"]["gives"]
+    assert 0.03 < rows["b.json"]["probabilityBest"] < rows["a.json"]["probabilityBest"] < 0.97, rows
+    assert rows["c.json"]["probabilityBest"] < 0.01
+
+
+def test_prob_best_draws_a_kept_value_with_its_noise() -> None:
+    from advisor.commands.compare import prob_best
+
+    tight = [(1.30, 1.29, 1.31), (1.30, 1.29, 1.31)]
+    # kept 1.200 and 1.205 bound both outcomes: as measured, the first wins every draw
+    assert prob_best(tight, kept=[1.200, 1.205]) == [1.0, 0.0]
+    p = prob_best(tight, kept=[1.200, 1.205], kept_noise=[0.01, 0.01])
+    assert 0.55 < p[0] < 0.75 and abs(sum(p) - 1.0) < 1e-9  # Phi(0.005 / (0.01 * sqrt 2)) = 0.64
+    assert prob_best(tight, kept=[1.200, 1.205], kept_noise=[0.0, 0.0]) == [1.0, 0.0]
+
+
 def test_run_logs_and_forecast_names_do_not_mix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _sweep_run(tmp_path / "a.json", overfit=False)
     assert cli.main(["compare", str(tmp_path / "a.json"), "lr-1e-4"]) == 2
