@@ -22,6 +22,15 @@ KEY = "team-a/llm"
 engine = make_engine
 
 
+def _policy(name: str, spec: dict[str, Any], *, generation: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+        "kind": "AdvisorPolicy",
+        "metadata": {"name": name, "generation": generation},
+        "spec": spec,
+    }
+
+
 def curve_loss(step: int) -> float:
     return 0.3 + 2.0 * (step + 10) ** -0.5
 
@@ -236,16 +245,7 @@ def test_invalid_policy_gets_an_invalid_condition_and_holds_its_jobs_without_rul
 
     api = FakeApi()
     e = engine(api)
-    e.enqueue(
-        "policy",
-        "ADDED",
-        {
-            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
-            "kind": "AdvisorPolicy",
-            "metadata": {"name": "bad", "generation": 3},
-            "spec": {"mode": "Sometimes"},
-        },
-    )
+    e.enqueue("policy", "ADDED", _policy("bad", {"mode": "Sometimes"}, generation=3))
     e.step(T0)
     # seen first invalid (a restart): it holds its jobs, in Recommend with no rule, so that no
     # broader policy takes them over
@@ -625,16 +625,8 @@ def test_a_hung_job_is_not_rewritten_for_its_reasons_elapsed_time_alone() -> Non
 
     api = FakeApi()
     e = engine(api)
-    e.enqueue(
-        "policy",
-        "ADDED",
-        {
-            "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
-            "kind": "AdvisorPolicy",
-            "metadata": {"name": "watch", "generation": 1},
-            "spec": {"mode": "Recommend", "safety": {"minRuntime": "0s"}, "rules": {"stall": {"for": "2m"}}},
-        },
-    )
+    spec = {"mode": "Recommend", "safety": {"minRuntime": "0s"}, "rules": {"stall": {"for": "2m"}}}
+    e.enqueue("policy", "ADDED", _policy("watch", spec))
     now = feed(e, range(10, 200, 10))
     written = ("write_forecast", "json_patch_forecast")
     e.step(now + 30 * 60)  # hung long since: recommended, written
