@@ -34,8 +34,15 @@ def best_lines(outcome: Outcome) -> list[str]:
             ago += (
                 f"; counted in training logs, not steps: its checkpoint is {st.best_step:,} x logging_steps"
             )
-        if trainer is None or trainer.save_steps is None or saved == (st.best_step, st.best_value):
+        if trainer is not None and trainer.save_steps is not None and saved == (st.best_step, st.best_value):
             lines.append(f"  best checkpoint {best}, {ago})")
+        elif trainer is None or trainer.save_steps is None:
+            # the log does not say when checkpoints were saved: the best evaluation is named as
+            # such ("best checkpoint step 1,400" of a log saved every 500 named one never written)
+            lines.append(
+                f"  best evaluation {best}, {ago}; the log does not say when checkpoints were saved: "
+                "keep the one saved there, or the nearest)"
+            )
         elif saved is None:
             lines.append(
                 f"  best checkpoint none saved at an evaluation (save_steps {trainer.save_steps:,}); "

@@ -123,7 +123,7 @@ def test_a_log_of_an_eval_loss_alone_past_its_minimum_is_a_stopped_run_not_a_div
     assert code == 0, err
     assert "the run is diverging" not in out and "divergence      P = 0.00" in out, out
     assert "run state       plateaued" in out or "run state       overfitting" in out, out
-    assert "best checkpoint step 1,500" in out
+    assert "best evaluation step 1,500" in out
     assert sum(line.strip().startswith("eval_loss ") for line in out.splitlines()) == 0  # no repeat
     code, out, _ = run(capsys, str(tmp_path / "e.csv"), "--total-steps", "6000", "--json")
     data = json.loads(out)
@@ -459,7 +459,7 @@ def test_a_trainer_state_with_evals_forecasts_each_series_and_prints_the_run_sta
 ) -> None:
     f = str(_trainer_state(tmp_path / "trainer_state.json", evals=True))
     code, out, _ = run(capsys, f, "--upto-step", "1500")
-    assert code == 0 and "run state       overfitting" in out and "best checkpoint step 600" in out
+    assert code == 0 and "run state       overfitting" in out and "best evaluation step 600" in out
     code, out, _ = run(capsys, f, "--upto-step", "1500", "--json")
     doc = json.loads(out)
     assert doc["state"]["label"] == "overfitting" and doc["state"]["best_step"] == 600

@@ -55,7 +55,7 @@ def test_the_run_state_is_the_same_whichever_series_is_shown(
     # the series shown names its own best beside the judged one's
     assert main(["forecast", log, "--total-steps", "10000", "--metric", "eval_accuracy"]) == 0
     out = capsys.readouterr().out
-    assert f"best checkpoint step {_U_MINIMUM:,} (eval_loss" in out
+    assert f"best evaluation step {_U_MINIMUM:,} (eval_loss" in out
     assert "best by eval_accuracy step 3,000 (eval_accuracy 0.8998)" in out
 
 
