@@ -67,10 +67,19 @@ def choose_metric(
         return "loss", Column(named)
     if not is_series_metric(metric):
         wanted = canonical_name(metric)
-        if any(canonical_name(n) == wanted for n in names):
-            why = "its name says no direction (neither a loss nor a score), so it is not forecast"
+        if not any(canonical_name(n) == wanted for n in names):
+            why = "the file has no such series"
+        elif direction_of(wanted) is not None:
+            # a training-side score (TRL's rewards/accuracies, mean_token_accuracy): read as "its
+            # name says no direction", which it does say
+            counterpart = eval_series_name(canonical_name(f"eval_{metric}"))
+            also = f" (its evaluation's is {counterpart})" if counterpart in series else ""
+            why = (
+                "a training-side metric: of the training side only the loss is forecast, the "
+                f"model is judged by its eval metrics{also}"
+            )
         else:
-            why = f"not {' or '.join(METRICS)}, nor an eval metric whose name says its direction"
+            why = "its name says no direction (neither a loss nor a score), so it is not forecast"
         raise SourceError(
             path, f"unknown metric {metric!r}: {why}{has or '; the file has no series'}", series=series
         )

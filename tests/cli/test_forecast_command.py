@@ -733,7 +733,7 @@ def test_metric_names_any_eval_series_of_the_file_and_a_score_is_forecast_upward
     [
         ("eval_f1", "no eval_f1 field (found: step, loss, learning_rate, eval_accuracy, eval_runtime, "),
         ("eval_runtime", "unknown metric 'eval_runtime': its name says no direction"),
-        ("throughput", "unknown metric 'throughput': not loss or eval_loss, nor an eval metric"),
+        ("throughput", "unknown metric 'throughput': the file has no such series"),
     ],
 )
 def test_a_metric_the_file_cannot_forecast_is_one_line_naming_its_series(
@@ -744,6 +744,29 @@ def test_a_metric_the_file_cannot_forecast_is_one_line_naming_its_series(
     assert code == 2 and out == ""
     line = _one_error_line(err)
     assert message in line and line.endswith("the file's series: loss, eval_loss, eval_accuracy"), line
+
+
+def test_a_training_side_score_is_refused_as_such_and_its_evaluations_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """TRL logs scores on the training side (``rewards/accuracies``, ``mean_token_accuracy``):
+    ``--metric`` on one read "its name says no direction", which it does say."""
+    log: list[dict[str, float]] = []
+    for step in range(10, 1001, 10):
+        log.append(
+            {"step": step, "loss": 0.3 + 0.4 * 0.997**step, "rewards/accuracies": 0.9 - 0.3 * 0.997**step}
+        )
+        if step % 100 == 0:
+            log.append({"step": step, "eval_loss": 0.35 + 0.4 * 0.997**step, "eval_rewards/accuracies": 0.85})
+    f = tmp_path / "trainer_state.json"
+    f.write_text(json.dumps({"global_step": 1000, "max_steps": 2000, "log_history": log}))
+    code, out, err = run(capsys, str(f), "--metric", "rewards/accuracies")
+    assert code == 2 and out == ""
+    line = _one_error_line(err)
+    assert "unknown metric 'rewards/accuracies': a training-side metric" in line, line
+    assert "(its evaluation's is eval_rewards_accuracies)" in line, line
+    code, out, err = run(capsys, str(f), "--metric", "eval_rewards/accuracies")
+    assert code == 0, err
 
 
 def test_a_log_without_a_training_loss_is_forecast_by_its_primary_eval_metric(
