@@ -245,12 +245,19 @@ def render_text(outcome: Outcome) -> str:
         last = seen.values[-1] if seen is not None and seen.values else None
         level = sfc.current_loss
         now = f"{_num(level)} now"
-        if last is not None and level is not None and math.isfinite(last) and _num(last) != _num(level):
+        final = f"final {_interval(sfc.final_loss)}"
+        if last is not None and not math.isfinite(last):
+            # the latest evaluation went NaN: "1.611 now" named the last finite one as current,
+            # and its final value reads as where the run is heading (the run state says diverging)
+            shown = "NaN" if math.isnan(last) else ("inf" if last > 0 else "-inf")
+            now = f"{shown} now (last finite {_num(level)})"
+            final = f"final if it recovered {_interval(sfc.final_loss)}"
+        elif last is not None and level is not None and _num(last) != _num(level):
             # the level is a median of the last evaluations: say so whenever the last one shows
             # otherwise (within 1% it read "now", beside a last evaluation the user could see)
             now = f"{_num(sfc.current_loss)} smoothed (last {_num(last)})"
         lines.append(
-            f"  {_label(name)}{now}; final {_interval(sfc.final_loss)}; "
+            f"  {_label(name)}{now}; {final}; "
             + (
                 f"P(plateau) n/a ({_no_trend(sfc.n_points)})"
                 if not holds_trend(sfc)

@@ -144,6 +144,26 @@ def test_progress_is_the_last_report_even_when_its_loss_went_nan(
     assert _forecast(capsys, str(tmp_path / "run.csv"))["observed_nonfinite_from_step"] == 2910
 
 
+def test_an_eval_series_whose_latest_evaluation_went_nan_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A run whose loss and then its eval went NaN read "eval_loss 1.611 now; final 1.57": the
+    last finite evaluation as current, and an end the run is not heading for."""
+    log: list[dict[str, float]] = []
+    for s in range(10, 2001, 10):
+        bad = s > 1400
+        log.append({"step": s, "loss": math.nan if bad else 1.0 + 2.0 * math.exp(-s / 300)})
+        if s % 100 == 0:
+            log.append({"step": s, "eval_loss": math.nan if bad else 1.5 + 0.5 * math.exp(-s / 300)})
+    f = tmp_path / "trainer_state.json"
+    f.write_text(json.dumps({"global_step": 2000, "max_steps": 2000, "log_history": log}))
+    assert main(["forecast", str(f)]) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("  eval_loss ")]
+    assert "NaN now (last finite 1.5" in line and "final if it recovered " in line, line
+    assert "run state       diverging" in out
+
+
 def test_a_finished_run_says_what_its_plateau_means_and_how_its_end_went(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
