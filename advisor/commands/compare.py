@@ -154,16 +154,22 @@ def _close_call(result: Sequence[Mapping[str, Any]], broken: set[str]) -> str | 
     plateau is judged by) and one of them gives a best checkpoint: P(BEST) reads a checkpoint's
     value as measured, one evaluation on one eval set, so 98% / 2% on a gap of 0.005 said more
     than the evaluations can (a trial's sweep, whose evaluations scattered by 0.003)."""
-    top = [r for r in result if r["run"] not in broken and r["gives"] is not None][:2]
+    ranked = [r for r in result if r["run"] not in broken and r["gives"] is not None]
+    if len(ranked) < 2:
+        return None
+    first = float(ranked[0]["gives"])
+    # every run within 1% of the first, not the second alone (three tied runs named two)
+    top = [
+        r for r in ranked if abs(float(r["gives"]) - first) < 0.01 * max(abs(first), abs(float(r["gives"])))
+    ]
     if len(top) < 2 or all(r["bestValue"] is None for r in top):
         return None
-    a, b = float(top[0]["gives"]), float(top[1]["gives"])
-    if abs(a - b) >= 0.01 * max(abs(a), abs(b)):
-        return None
+    names = ", ".join(r["run"] for r in top[:-1]) + f" and {top[-1]['run']}"
+    values = ", ".join(f"{float(r['gives']):.4g}" for r in top[:-1]) + f" and {float(top[-1]['gives']):.4g}"
     return (
-        f"close: {top[0]['run']} and {top[1]['run']} give {a:.4g} and {b:.4g}, within 1%: a best "
+        f"close: {names} give {values}, within 1%: a best "
         "checkpoint's value is one evaluation (P(BEST) draws it with the scatter its log's evaluations "
-        "show, a TrainJobForecast's as measured); evaluate both on a larger set before choosing"
+        "show, a TrainJobForecast's as measured); evaluate them on a larger set before choosing"
     )
 
 

@@ -201,6 +201,12 @@ def test_two_best_runs_within_one_percent_are_said_to_be_a_close_call(
     assert "a.json" in close and "b.json" in close and "c.json" not in close and "within 1%" in close
     assert cli.main(["compare", str(tmp_path / "a.json"), str(tmp_path / "c.json")]) == 0
     assert "close: " not in capsys.readouterr().out
+    # every run within 1% of the first is named, not the second alone
+    run(tmp_path / "d.json", 1.203, 3)
+    files = [str(tmp_path / n) for n in ("a.json", "b.json", "c.json", "d.json")]
+    assert cli.main(["compare", *files]) == 0
+    (close,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("close: ")]
+    assert all(n in close for n in ("a.json", "b.json", "d.json")) and "c.json" not in close, close
 
 
 def test_best_checkpoints_closer_than_their_evaluations_scatter_share_the_odds(
