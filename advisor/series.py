@@ -14,14 +14,17 @@ read these rules, so they live once, here.
 from __future__ import annotations
 
 import enum
+import math
 import re
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 
 __all__ = [
     "TRAIN_SERIES",
     "Direction",
     "direction_of",
     "eval_series_name",
+    "evaluation_noise",
     "is_eval_name",
     "is_saved_step",
     "primary_eval",
@@ -115,6 +118,18 @@ def direction_of(name: str, overrides: Mapping[str, str] | None = None) -> Direc
     if tokens & set(_HIGHER) or any(t.startswith(_HIGHER_STEMS) for t in tokens):
         return Direction.HIGHER
     return None
+
+
+def evaluation_noise(values: Sequence[float]) -> float:
+    """How far one evaluation of a series scatters about its trend: a robust sd from its second
+    differences, which a linear trend leaves alone (first differences read a falling eval loss's
+    steps as noise); 0 on fewer than four finite points. A best checkpoint's value is one such
+    evaluation: two runs whose bests lie closer than this are not told apart by them (``compare``)."""
+    y = [float(v) for v in values if math.isfinite(v)]
+    if len(y) < 4:
+        return 0.0
+    second = [abs(y[i + 2] - 2.0 * y[i + 1] + y[i]) for i in range(len(y) - 2)]
+    return 1.4826 * statistics.median(second) / math.sqrt(6.0)
 
 
 def is_saved_step(step: float, save_steps: int, last_step: float) -> bool:

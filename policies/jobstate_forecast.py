@@ -120,6 +120,7 @@ def _series_forecast(v: Any, path: str) -> tuple[Forecast, str | None]:
 
 
 _LEARNING_KEYS = (
+    "bestNoise",
     "bestStep",
     "bestValue",
     "evalsSinceBest",
@@ -178,6 +179,7 @@ def learning_state(v: Any, path: str) -> LearningState:
         best_value=None if best_value is None else number(best_value, f"{path}.bestValue"),
         evals_since_best=integer(data.get("evalsSinceBest", 0), f"{path}.evalsSinceBest"),
         series=series,
+        best_noise=0.0 if data.get("bestNoise") is None else number(data["bestNoise"], f"{path}.bestNoise"),
         warnings=tuple(
             text(w, f"{path}.warnings[{i}]")
             for i, w in enumerate(items(data.get("warnings") or [], f"{path}.warnings"))

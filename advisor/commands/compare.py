@@ -168,8 +168,8 @@ def _close_call(result: Sequence[Mapping[str, Any]], broken: set[str]) -> str | 
     values = ", ".join(f"{float(r['gives']):.4g}" for r in top[:-1]) + f" and {float(top[-1]['gives']):.4g}"
     return (
         f"close: {names} give {values}, within 1%: a best "
-        "checkpoint's value is one evaluation (P(BEST) draws it with the scatter its log's evaluations "
-        "show, a TrainJobForecast's as measured); evaluate them on a larger set before choosing"
+        "checkpoint's value is one evaluation (P(BEST) draws it with the scatter of its run's "
+        "evaluations); evaluate them on a larger set before choosing"
     )
 
 

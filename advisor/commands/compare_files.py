@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from advisor.cli import CommandError
-from advisor.series import Direction
+from advisor.series import Direction, evaluation_noise
 
 __all__ = ["BESTS", "ENDED", "IMPROVING", "TOTAL", "file_bests", "file_status", "log_files"]
 
@@ -115,19 +115,3 @@ def file_bests(outcome: Any) -> dict[str, dict[str, float]]:
         if best is not None:
             out[name] = {"step": best[0], "value": best[1], "noise": evaluation_noise(series.values)}
     return out
-
-
-def evaluation_noise(values: Sequence[float]) -> float:
-    """How far one evaluation of a series scatters about its trend: a robust sd from its second
-    differences, which a linear trend leaves alone (first differences read a falling eval loss's
-    steps as noise), 0 on fewer than four finite points. A best checkpoint's value is one such
-    evaluation, so two runs whose bests lie closer than this are not told apart by them."""
-    import math
-
-    import numpy as np
-
-    y = np.asarray([v for v in values if math.isfinite(v)], dtype=np.float64)
-    if y.size < 4:
-        return 0.0
-    second = np.diff(y, 2)
-    return float(1.4826 * np.median(np.abs(second)) / math.sqrt(6.0))

@@ -152,9 +152,13 @@ def kept_value(status: Mapping[str, Any], metric: str) -> float | None:
 
 
 def kept_noise(status: Mapping[str, Any], metric: str) -> float:
-    """How far one evaluation of ``metric`` scatters (``compare_files.evaluation_noise``): its best
-    checkpoint's value is one evaluation. Known for a log; 0 for a TrainJobForecast, whose status
-    keeps no eval series of its own (its best value is then taken as measured)."""
-    best = (status.get(BESTS) or {}).get(metric) or {}
-    noise = best.get("noise")
+    """How far one evaluation of ``metric`` scatters (``advisor.series.evaluation_noise``): its best
+    checkpoint's value is one evaluation. A log's from its eval series, a TrainJobForecast's from
+    its learning state (``bestNoise``, of the series it judges); 0 when unknown (a status written
+    before it was kept: its best value is then taken as measured)."""
+    if BESTS in status:
+        noise = ((status.get(BESTS) or {}).get(metric) or {}).get("noise")
+    else:
+        state = status.get("learningState") or {}
+        noise = state.get("bestNoise") if state.get("metric") == metric else None
     return float(noise) if isinstance(noise, int | float) and noise > 0 else 0.0

@@ -222,6 +222,7 @@ def learning_state_dict(state: LearningState | None) -> dict[str, Any] | None:
         "bestStep": state.best_step,
         "bestValue": _num(state.best_value),
         "evalsSinceBest": state.evals_since_best,
+        "bestNoise": _num(state.best_noise),
         "series": {
             name: {
                 "final": _interval(fc.final_loss),

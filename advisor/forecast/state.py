@@ -39,7 +39,7 @@ import numpy as np
 
 from advisor.forecast.eval_forecast import forecast_series, lr_at
 from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, LearningState
-from advisor.series import Direction, is_saved_step, primary_eval, task_metric
+from advisor.series import Direction, evaluation_noise, is_saved_step, primary_eval, task_metric
 
 __all__ = [
     "HUNG_FROM",
@@ -389,6 +389,7 @@ def learning_state(
         best_value=best_value,
         evals_since_best=since_best,
         series=series_fc,
+        best_noise=0.0 if judged is None or p_eval is None else evaluation_noise(evals[judged].values),
         warnings=tuple(warnings),
         directions={name: str(evals[name].direction) for name in series_fc if name in evals},
         judgements=judgements,

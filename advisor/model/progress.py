@@ -173,6 +173,10 @@ class LearningState:
     evals_since_best: int = 0
     series: Mapping[str, Forecast] = field(default_factory=lambda: _EMPTY)
     """The forecast of each eval series judged, by name, in the metric's own units."""
+    best_noise: float = 0.0
+    """How far one evaluation of the judged series scatters about its trend
+    (``advisor.series.evaluation_noise``; 0: unknown): ``best_value`` is one evaluation, and
+    ``compare`` draws it with that scatter."""
     warnings: tuple[str, ...] = ()
     directions: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     """Which way each forecast series improves (``"lower"`` / ``"higher"``), by name: what

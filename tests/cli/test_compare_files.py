@@ -251,6 +251,17 @@ def test_prob_best_draws_a_kept_value_with_its_noise() -> None:
     assert prob_best(tight, kept=[1.200, 1.205], kept_noise=[0.0, 0.0]) == [1.0, 0.0]
 
 
+def test_a_forecasts_best_noise_is_read_from_its_learning_state() -> None:
+    """A TrainJobForecast keeps no eval series: the scatter of the series its state judges is in
+    ``learningState.bestNoise`` (0, taken as measured, when it is another metric or absent)."""
+    from advisor.commands.compare_status import kept_noise
+
+    status = {"learningState": {"metric": "eval_loss", "bestValue": 1.2, "bestNoise": 0.01}}
+    assert kept_noise(status, "eval_loss") == 0.01
+    assert kept_noise(status, "eval_accuracy") == 0.0
+    assert kept_noise({"learningState": {"metric": "eval_loss"}}, "eval_loss") == 0.0
+
+
 def test_run_logs_and_forecast_names_do_not_mix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _sweep_run(tmp_path / "a.json", overfit=False)
     assert cli.main(["compare", str(tmp_path / "a.json"), "lr-1e-4"]) == 2

@@ -75,6 +75,18 @@ def test_the_best_eval_step_is_the_minimum() -> None:
     assert st.evals_since_best >= 6
 
 
+def test_the_best_values_noise_is_how_far_one_evaluation_scatters() -> None:
+    """The best value is one evaluation: its scatter about the trend (``compare`` draws it), read
+    from second differences so that the U's trend is not taken for noise (sd 0.004 here)."""
+    ts, ty, es, ey = run(0)
+    st = learning_state(
+        forecast(ts, ty, total_steps=TOTAL), {"eval_loss": Series(list(es), list(ey))}, total_steps=TOTAL
+    )
+    assert 0.002 < st.best_noise < 0.008, st.best_noise
+    no_eval = learning_state(forecast(ts, ty, total_steps=TOTAL), {}, total_steps=TOTAL)
+    assert no_eval.metric is None and no_eval.best_noise == 0.0
+
+
 def test_each_eval_series_is_judged_on_its_own_beside_the_one_the_state_judges() -> None:
     """A fine-tune logging eval_loss (still falling) and eval_accuracy (past its best at step
     1000): the state judges eval_loss, and its judgement of eval_accuracy names that series' own

@@ -244,6 +244,10 @@ def test_a_series_judged_on_its_own_travels_through_the_status_and_back() -> Non
     assert "overfittingProbability" not in data["series"]["eval_loss"]
     back = _learning_state(data, "job.learningState")
     assert back.judgements == original.judgements
+    # and the scatter of the judged series' evaluations (``compare`` reads it from the status)
+    noisy = dataclasses.replace(original, best_noise=0.004)
+    assert learning_state_dict(noisy)["bestNoise"] == 0.004  # type: ignore[index]
+    assert _learning_state(learning_state_dict(noisy), "job.learningState").best_noise == 0.004
 
 
 def test_an_overfitting_release_takes_no_checkpoint_of_the_weights_past_the_best() -> None:
