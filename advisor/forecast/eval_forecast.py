@@ -27,10 +27,37 @@ from collections.abc import Sequence
 import numpy as np
 
 from advisor.forecast.core import RISING_WARNING, forecast
+from advisor.forecast.schedule import implied_end
 from advisor.model import Forecast, Interval
 from advisor.series import Direction
 
-__all__ = ["eval_divergence", "forecast_series", "lr_at", "score_scale", "score_top", "turned_back"]
+__all__ = [
+    "eval_divergence",
+    "forecast_series",
+    "lr_at",
+    "schedule_end",
+    "score_scale",
+    "score_top",
+    "turned_back",
+]
+
+
+def schedule_end(schedule: tuple[Sequence[float], Sequence[float | None]] | None) -> float | None:
+    """Where the training history's learning-rate decay ends the run (``implied_end``), for a run
+    that reports no total: its eval series are forecast to that end. Read off each eval series'
+    own sparse rates, the same decay put the end at 1,844 beside the training loss's 2,000 (an LLM
+    fine-tuner's trial): one run, one end. None without a decay to read."""
+    if schedule is None:
+        return None
+    pairs = sorted(
+        (float(s), float(v))
+        for s, v in zip(schedule[0], schedule[1], strict=False)
+        if v is not None and math.isfinite(float(v)) and math.isfinite(float(s))
+    )
+    if len(pairs) < 3:
+        return None
+    implied = implied_end(np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]))
+    return None if implied is None else implied[0]
 
 
 def lr_at(

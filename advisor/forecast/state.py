@@ -37,7 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
-from advisor.forecast.eval_forecast import forecast_series, lr_at
+from advisor.forecast.eval_forecast import forecast_series, lr_at, schedule_end
 from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, LearningState
 from advisor.series import Direction, evaluation_noise, is_saved_step, primary_eval, task_metric
 
@@ -302,6 +302,8 @@ def learning_state(
         else None
     )
     wanted = names if forecast_all else tuple(n for n in (judged, task) if n)
+    # without a total, the training history's decay says where the run ends, for every series
+    run_end = schedule_end(schedule) if total_steps is None and series_forecasts is None else None
     for name in wanted:
         s = evals[name]
         if series_forecasts is not None:
@@ -314,6 +316,8 @@ def learning_state(
         # a run whose training is at its end evaluates no more: each eval series ends at its last
         # evaluation (its last 100 steps of 2,616 read "final 0.833" below a last eval of 0.866)
         horizon = int(xs[-1]) if finished and total_steps is not None else total_steps
+        if horizon is None and run_end is not None and run_end >= xs[-1]:
+            horizon = round(run_end)
         series_fc[name] = forecast_series(
             xs, list(s.values), s.direction, total_steps=horizon, learning_rates=lr_at(xs, schedule)
         )

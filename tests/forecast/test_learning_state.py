@@ -87,6 +87,26 @@ def test_the_best_values_noise_is_how_far_one_evaluation_scatters() -> None:
     assert no_eval.metric is None and no_eval.best_noise == 0.0
 
 
+def test_without_a_total_every_series_is_forecast_to_the_end_the_training_decay_says() -> None:
+    """One run, one end: read off each eval series' own sparse rates, a cosine decay put the end
+    at 1,844 beside the training loss's 2,000 (an LLM fine-tuner's trial)."""
+    from advisor.forecast.schedule import implied_end
+
+    ts = np.arange(10, 1201, 10.0)
+    lrs = 1e-4 * 0.5 * (1 + np.cos(np.pi * ts / 2000))
+    ty = 1.0 + np.exp(-ts / 300)
+    es = np.arange(200, 1201, 200.0)
+    ey = 1.2 + 0.5 * np.exp(-es / 300)
+    train_end = implied_end(ts, lrs)
+    assert train_end is not None and abs(train_end[0] - 2000) < 50
+    fc = forecast(ts, ty, learning_rates=lrs, training_loss=True)
+    st = learning_state(
+        fc, {"eval_loss": Series(list(es), list(ey))}, total_steps=None, schedule=(list(ts), list(lrs))
+    )
+    assert st.series["eval_loss"].total_steps == round(train_end[0])
+    assert not any("ends the run at about" in w for w in st.series["eval_loss"].warnings)
+
+
 def test_each_eval_series_is_judged_on_its_own_beside_the_one_the_state_judges() -> None:
     """A fine-tune logging eval_loss (still falling) and eval_accuracy (past its best at step
     1000): the state judges eval_loss, and its judgement of eval_accuracy names that series' own
