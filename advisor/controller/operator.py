@@ -359,7 +359,8 @@ async def _until_served(
             next_look = time.monotonic() + every_s
             if await asyncio.to_thread(api.serves, PYTORCHJOB.group, PYTORCHJOB.version):
                 log.info(
-                    "PyTorchJobs: %s/%s is served now (installed after start-up); watching them",
+                    "PyTorchJobs: %s/%s is served now (installed after start-up); watching them (kopf "
+                    "restarts its watches: its 'stopping' lines that follow are that restart)",
                     PYTORCHJOB.group,
                     PYTORCHJOB.version,
                 )

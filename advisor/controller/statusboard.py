@@ -169,8 +169,9 @@ class StatusBoard:
             )
 
 
-#: an elapsed time as the rules' reasons say it (``format_duration``: 45s, 13m, 2h5m, 3d4h)
-_ELAPSED = re.compile(r"\b\d+(?:d\d+h|h\d+m|[smhd])\b")
+#: an elapsed time as the rules' reasons say it (``policies.fields.format_duration``: 45s, 13m,
+#: 15m19s, 2h5m, 3d4h)
+_ELAPSED = re.compile(r"\b\d+(?:d(?:\d+h)?|h(?:\d+m)?|m(?:\d+s)?|s)\b")
 
 
 def same_but_time(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:

@@ -112,6 +112,11 @@ def default_advice(view: JobView) -> str:
         return "observing"
     if fc.divergence_probability >= 0.5:
         return "diverging?" + NO_POLICY_HINT
+    label = view.learning_state.label if view.learning_state is not None else None
+    if label in ("hung", "overfitting"):
+        # the run state names what the training loss's forecast cannot see (a silent job, an eval
+        # past its best): a hung job read "learning" beside STATE hung, in explain too
+        return f"{label}?{NO_POLICY_HINT}"
     # above even odds only: a forecast of one or two points gives the uninformed 0.5, and a brand-new
     # (or just restored) job read "plateau?" at its first look
     if fc.plateau_probability > 0.5:

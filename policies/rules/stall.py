@@ -33,6 +33,9 @@ from policies.shared_silence import shared_silence
 from policies.spec import RECOMMEND, StallRule
 
 NAME = "stall"
+#: the last look at which the job's silence was shared (``policies.shared_silence``): once it is
+#: no longer shared, the job's silence is counted from then, not from before the outage
+SHARED_KEY = "stall.sharedSilence"
 _RELEASES = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
 
 
@@ -89,6 +92,21 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
             "it cannot see is not judged"
         )
         return out
+    if quiet >= rule.hold / 2:
+        shared = shared_silence(ctx.cluster, job.key, latest, now, rule.hold / 2)
+        if shared is not None:
+            out.state[SHARED_KEY] = now
+            # most running jobs went silent with this one: their reports' path broke, not each run
+            # (a blackout of the trainer's status server released every job it silenced)
+            out.reasons.append(
+                f"{NAME}: no progress report for {dur(quiet)}, but {shared.silent} of the "
+                f"{shared.reporting} running jobs that report went silent within {dur(rule.hold / 2)} "
+                "of it: a silence most jobs share points at the progress path (the trainer's status "
+                "server, a poller, the network), not at each run: not judged while it is shared"
+            )
+            out.advice, out.severity = "progress-outage", 3
+            out.watchdog(now + rule.hold / 2)  # once fewer share it (jobs deleted or reporting again)
+            return out
     since = job.last_step_change if job.last_step_change is not None else job.started_at
     # nor, for a job released and then reactivated (``resume``) with its Workload's admission
     # kept, from before it ran again: it was not stuck while suspended. (Its running phase alone
@@ -104,8 +122,16 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
         else None
     )
     # nor from before the controller reached the API server again after an outage: no report
-    # could arrive meanwhile, and a long outage would read every job as hung at once
-    for mark in (admitted_at(ctx), resumed, ctx.cluster.api_sight_since):
+    # could arrive meanwhile, and a long outage would read every job as hung at once; nor from
+    # before a silence most running jobs shared ended (the progress path's outage, its last look
+    # kept until a report comes after it): a job that reports less often than the others was
+    # released seconds after it ended, judged on the outage as its own silence
+    shared_mark = job.rule_state.get(SHARED_KEY)
+    if shared_mark is not None and shared_mark <= now and shared_mark >= latest:
+        out.state[SHARED_KEY] = shared_mark
+    else:
+        shared_mark = None
+    for mark in (admitted_at(ctx), resumed, ctx.cluster.api_sight_since, shared_mark):
         if mark is not None and mark <= now:
             since = mark if since is None else max(since, mark)
     if since is None or since > now:
@@ -114,20 +140,6 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     if idle < rule.hold / 2:
         out.watchdog(since + rule.hold)  # when it would act if nothing moves; no earlier look needed
         return out
-    if quiet >= rule.hold / 2:
-        shared = shared_silence(ctx.cluster, job.key, latest, now, rule.hold / 2)
-        if shared is not None:
-            # most running jobs went silent with this one: their reports' path broke, not each run
-            # (a blackout of the trainer's status server released every job it silenced)
-            out.reasons.append(
-                f"{NAME}: no progress report for {dur(quiet)}, but {shared.silent} of the "
-                f"{shared.reporting} running jobs that report went silent within {dur(rule.hold / 2)} "
-                "of it: a silence most jobs share points at the progress path (the trainer's status "
-                "server, a poller, the network), not at each run: not judged while it is shared"
-            )
-            out.advice, out.severity = "progress-outage", 3
-            out.watchdog(now + rule.hold / 2)  # once fewer share it (jobs deleted or reporting again)
-            return out
     if job.last_sample_time is not None and _reports_still_arrive(job, now, idle):
         detail = (
             f"step stuck at {job.step} for {dur(idle)} while progress reports still arrive "

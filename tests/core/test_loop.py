@@ -303,6 +303,16 @@ class TestDecide:
         feed(core, range(1, 5))
         assert core.evaluate(JOB, CLUSTER, now=100.0).advice == "plateau? (no policy)"
 
+    def test_without_policies_a_hung_job_reads_hung_not_learning(self) -> None:
+        """A job no policy governs, silent for an hour, read ADVICE ``learning`` beside STATE
+        ``hung``, in ``explain`` and the status's recommendation too (a platform trial)."""
+        core = AdvisorCore([])
+        feed(core, range(1, 20))
+        assert core.evaluate(JOB, CLUSTER, now=200.0).advice == "learning"
+        d = core.evaluate(JOB, CLUSTER, now=200.0 + 3600.0)
+        assert core.view(JOB, now=200.0 + 3600.0).learning_state.label == "hung"
+        assert d.advice == "hung? (no policy)" and d.actions == ()
+
     def test_without_policies_a_first_forecast_of_two_points_is_no_plateau_hint(self) -> None:
         """Two points give the uninformed P(plateau) of 0.5: a brand-new or just-restored job read
         ``plateau?`` at its first look, and ``learning`` 30 s later."""

@@ -415,6 +415,16 @@ def test_a_silence_most_running_jobs_share_is_the_progress_paths_not_a_stall() -
     # reports still arrive at a stuck step: a hang the path is not to blame for, whatever the others do
     stuck = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 - 30)
     assert kinds(decide(stuck, blackout, p, now=T0)) == [ActionKind.RELEASE_QUOTA]
+    # the outage ends (the others report again) and this job has not reported yet: its silence
+    # counts from the outage's last look, not from before it (released seconds after, a trial)
+    after = dataclasses.replace(CV, report_sight=_Sight(*[T0 + 50] * 4))
+    d2 = decide(with_state(silent, d.state), after, p, now=T0 + 60)
+    assert kinds(d2) == [] and d2.advice != "hung", d2.reasons
+    later = decide(with_state(silent, d2.state), after, p, now=T0 + 31 * 60)
+    assert kinds(later) == [ActionKind.RELEASE_QUOTA]
+    # a report after the outage ends the grace: the job is judged from its own step again
+    reported = job(last_step_change=T0 - 40 * 60, last_sample_time=T0 + 30)
+    assert "stall.sharedSilence" not in decide(with_state(reported, d.state), after, p, now=T0 + 60).state
 
 
 def test_a_job_whose_reports_arrive_unreadable_is_not_called_stalled() -> None:
