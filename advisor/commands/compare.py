@@ -277,8 +277,12 @@ def run(args: argparse.Namespace) -> int:
             "ended": st.get(ENDED),
             "improvingAtEnd": bool(st.get(IMPROVING)),
             "notes": _run_notes(st, files is not None),
-            # what the run is ranked by: the better of its final value and its best checkpoint
-            "gives": _gives(iv, kept_value(st, metric), higher),
+            # what the run is ranked by: the better of its final value and its best checkpoint;
+            # a diverging run's best checkpoint alone (its final value is where it would end if
+            # it recovered: GIVES read 1.019 beside a best checkpoint of 1.072, ranked last)
+            "gives": kept_value(st, metric)
+            if ref in by_checkpoint
+            else _gives(iv, kept_value(st, metric), higher),
         }
         for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
     ]

@@ -13,7 +13,8 @@ from typing import Any
 
 from advisor.cli import CommandError
 from advisor.commands.compare_files import BESTS
-from advisor.series import Direction, direction_of
+from advisor.series import Direction, direction_of, eval_series_name
+from advisor.sources.normalize import canonical_name
 
 __all__ = [
     "best_of",
@@ -87,6 +88,10 @@ def chosen_metric(statuses: Sequence[Mapping[str, Any]], asked: str | None) -> t
     every run would show ``-`` under a heading that says the runs were ranked."""
     if asked is None:
         return judged_metric(statuses)
+    if asked not in ("loss", "eval_loss") and not any(reports(st, asked) for st in statuses):
+        # as the file names it (eval_rewards/accuracies): the series keeps one spelling
+        # (eval_rewards_accuracies), which ``forecast --metric`` takes either way
+        asked = eval_series_name(canonical_name(asked))
     if not any(reports(st, asked) for st in statuses):
         raise CommandError(
             f"--metric {asked}: no run reports it (the runs' series: {', '.join(series_of(statuses))})"

@@ -31,9 +31,7 @@ def best_lines(outcome: Outcome) -> list[str]:
         unit = "training log" if counted else "step"
         saved, best = outcome.saved_best, f"{unit} {st.best_step:,} ({st.metric} {_num(st.best_value)}"
         if counted:
-            ago += (
-                f"; counted in training logs, not steps: its checkpoint is {st.best_step:,} x logging_steps"
-            )
+            ago += f"; counted in training logs, not steps: its step is {st.best_step:,} x logging_steps"
         if trainer is not None and trainer.save_steps is not None and saved == (st.best_step, st.best_value):
             lines.append(f"  best checkpoint {best}, {ago})")
         elif trainer is None or trainer.save_steps is None:

@@ -250,7 +250,9 @@ def render_text(outcome: Outcome) -> str:
             # the latest evaluation went NaN: "1.611 now" named the last finite one as current,
             # and its final value reads as where the run is heading (the run state says diverging)
             shown = "NaN" if math.isnan(last) else ("inf" if last > 0 else "-inf")
-            now = f"{shown} now (last finite {_num(level)})"
+            kept = [v for v in seen.values if math.isfinite(v)] if seen is not None else []
+            before = f"last finite {_num(kept[-1])}" if kept else "none finite"
+            now = f"{shown} now ({before})"
             final = f"final if it recovered {_interval(sfc.final_loss)}"
         elif last is not None and level is not None and _num(last) != _num(level):
             # the level is a median of the last evaluations: say so whenever the last one shows

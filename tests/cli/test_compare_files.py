@@ -100,6 +100,9 @@ def test_a_diverged_run_with_a_good_checkpoint_is_ranked_by_that_checkpoint(
     rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
     assert rows["blew.json"]["state"] == "diverging"
     assert rows["blew.json"]["probabilityBest"] is not None and rows["blew.json"]["probabilityBest"] > 0.9
+    # what it gives is that checkpoint, not the value it would end at if it recovered (GIVES read
+    # a final value below the checkpoint it said it was ranked by)
+    assert rows["blew.json"]["gives"] == rows["blew.json"]["bestValue"]
     assert cli.main(["compare", str(tmp_path / "blew.json"), str(tmp_path / "slow.json")]) == 0
     out = capsys.readouterr().out
     assert "diverging, ranked by the best checkpoint kept before it diverged" in out
@@ -260,6 +263,25 @@ def test_a_forecasts_best_noise_is_read_from_its_learning_state() -> None:
     assert kept_noise(status, "eval_loss") == 0.01
     assert kept_noise(status, "eval_accuracy") == 0.0
     assert kept_noise({"learningState": {"metric": "eval_loss"}}, "eval_loss") == 0.0
+
+
+def test_a_metric_is_taken_as_the_file_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``forecast --metric eval_rewards/accuracies`` took the file's own key; ``compare`` refused it
+    ("no run reports it") for the series' one spelling, eval_rewards_accuracies."""
+    for name, top in (("a.json", 0.80), ("b.json", 0.70)):
+        log: list[dict[str, float]] = []
+        for step in range(10, 1001, 10):
+            log.append({"step": step, "loss": 0.3 + 0.4 * 0.997**step})
+            if step % 100 == 0:
+                log.append(
+                    {"step": step, "eval_loss": 0.4, "eval_rewards/accuracies": top - 0.2 * 0.997**step}
+                )
+        (tmp_path / name).write_text(json.dumps({"global_step": 1000, "max_steps": 1000, "log_history": log}))
+    files = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    assert cli.main(["compare", *files, "--metric", "eval_rewards/accuracies", "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["metric"] for r in rows} == {"eval_rewards_accuracies"}
+    assert Path(rows[0]["run"]).name == "a.json" and rows[0]["higherIsBetter"] is True
 
 
 def test_run_logs_and_forecast_names_do_not_mix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -160,7 +160,7 @@ def test_an_eval_series_whose_latest_evaluation_went_nan_says_so(
     assert main(["forecast", str(f)]) == 0
     out = capsys.readouterr().out
     (line,) = [ln for ln in out.splitlines() if ln.startswith("  eval_loss ")]
-    assert "NaN now (last finite 1.5" in line and "final if it recovered " in line, line
+    assert "NaN now (last finite 1.505)" in line and "final if it recovered " in line, line
     assert "run state       diverging" in out
 
 

@@ -440,4 +440,4 @@ def test_a_console_logs_best_checkpoint_is_named_in_its_units(
     assert main(["forecast", str(tmp_path / "console.log")]) == 0
     out = capsys.readouterr().out
     assert "best evaluation training log 60 (eval_loss 0.5" in out
-    assert "in training logs, not steps: its checkpoint is 60 x logging_steps" in out
+    assert "in training logs, not steps: its step is 60 x logging_steps" in out
