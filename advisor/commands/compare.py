@@ -164,6 +164,8 @@ def _close_call(result: Sequence[Mapping[str, Any]], broken: set[str]) -> str | 
     ]
     if len(top) < 2 or all(r["bestValue"] is None for r in top):
         return None
+    # best value first, in the metric's direction ("give 0.7936, 0.7885 and 0.7936" read unsorted)
+    top.sort(key=lambda r: -float(r["gives"]) if r["higherIsBetter"] else float(r["gives"]))
     names = ", ".join(r["run"] for r in top[:-1]) + f" and {top[-1]['run']}"
     values = ", ".join(f"{float(r['gives']):.4g}" for r in top[:-1]) + f" and {float(top[-1]['gives']):.4g}"
     return (

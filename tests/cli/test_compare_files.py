@@ -210,6 +210,10 @@ def test_two_best_runs_within_one_percent_are_said_to_be_a_close_call(
     assert cli.main(["compare", *files]) == 0
     (close,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("close: ")]
     assert all(n in close for n in ("a.json", "b.json", "d.json")) and "c.json" not in close, close
+    given = [
+        float(v) for v in close.split(" give ")[1].split(", within")[0].replace(" and ", ", ").split(", ")
+    ]
+    assert given == sorted(given), close  # best first
 
 
 def test_best_checkpoints_closer_than_their_evaluations_scatter_share_the_odds(
