@@ -31,6 +31,7 @@ the state, the plateau rule and the divergence rule agree by construction.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -316,11 +317,14 @@ def learning_state(
         # a run whose training is at its end evaluates no more: each eval series ends at its last
         # evaluation (its last 100 steps of 2,616 read "final 0.833" below a last eval of 0.866)
         horizon = int(xs[-1]) if finished and total_steps is not None else total_steps
-        if horizon is None and run_end is not None and run_end >= xs[-1]:
-            horizon = round(run_end)
-        series_fc[name] = forecast_series(
+        implied = horizon is None and run_end is not None and run_end >= xs[-1]
+        if implied:
+            horizon = round(run_end)  # type: ignore[arg-type]  # not None when implied
+        fc_s = forecast_series(
             xs, list(s.values), s.direction, total_steps=horizon, learning_rates=lr_at(xs, schedule)
         )
+        # read to the implied end, but its total is as unknown as the training loss's says
+        series_fc[name] = dataclasses.replace(fc_s, total_steps=None) if implied else fc_s
     if judged is not None:
         s = evals[judged]
         best_step, best_value, since_best, finite = best_point(s)

@@ -103,8 +103,16 @@ def test_without_a_total_every_series_is_forecast_to_the_end_the_training_decay_
     st = learning_state(
         fc, {"eval_loss": Series(list(es), list(ey))}, total_steps=None, schedule=(list(ts), list(lrs))
     )
-    assert st.series["eval_loss"].total_steps == round(train_end[0])
     assert not any("ends the run at about" in w for w in st.series["eval_loss"].warnings)
+    # read to the same end as an eval series given that total
+    told = learning_state(
+        fc,
+        {"eval_loss": Series(list(es), list(ey))},
+        total_steps=round(train_end[0]),
+        schedule=(list(ts), list(lrs)),
+    )
+    assert st.series["eval_loss"].final_loss == told.series["eval_loss"].final_loss
+    assert st.series["eval_loss"].total_steps is None and fc.total_steps is None  # as unknown as the loss's
 
 
 def test_each_eval_series_is_judged_on_its_own_beside_the_one_the_state_judges() -> None:
