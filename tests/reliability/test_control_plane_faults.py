@@ -107,8 +107,9 @@ def test_a_paused_api_server_is_backed_off_from_and_recovered_from(
     acknowledged report again.
 
     A Recommend-only stall rule (``for: 4s``) makes sure there is something to write while the
-    server is stopped: the reports stop with it, the advice turns to a stall and the controller
-    must write that; without it the pause may fall where nothing is pending, and nothing fails."""
+    server is stopped: the reports stop with it, the advice turns (every job silent at once reads
+    ``progress-outage``) and the controller must write that; without it the pause may fall where
+    nothing is pending, and nothing fails."""
     jobs = Jobs(admin, namespace)
     names = [f"job-{i:02d}" for i in range(5)]
     for name in names:
