@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from advisor.core.record import JobRecord
-from advisor.model import Phase
+from advisor.model import Phase, latest_report
 
 __all__ = ["RecordSight"]
 
@@ -30,6 +30,6 @@ class RecordSight:
         for key, rec in self._records.items():
             if rec.phase is not Phase.RUNNING:
                 continue  # a run waiting, suspended or done is silent for its own reason
-            times = [t for t in (rec.last_sample_time, rec.unreadable_report_at) if t is not None]
-            if times:
-                yield key, max(times)
+            latest = latest_report(rec.last_sample_time, rec.unreadable_report_at)
+            if latest is not None:
+                yield key, latest

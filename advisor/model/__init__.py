@@ -39,6 +39,7 @@ from advisor.model.decisions import (
     boost_value,
     holds_quota,
     job_key,
+    latest_report,
     save_window_seconds,
     seconds_per_step,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "boost_value",
     "holds_quota",
     "job_key",
+    "latest_report",
     "save_window_seconds",
     "seconds_per_step",
 ]

@@ -37,6 +37,7 @@ __all__ = [
     "boost_value",
     "holds_quota",
     "job_key",
+    "latest_report",
     "save_window_seconds",
     "seconds_per_step",
 ]
@@ -417,6 +418,14 @@ class WorkloadView:
     past_admitted_seconds: float = 0.0
     """Seconds it held an admission before the current one (Kueue's
     ``accumulatedPastExecutionTimeSeconds``): with ``admitted_at``, its own exposure."""
+
+
+def latest_report(sample_time: float | None, unreadable_at: float | None) -> float | None:
+    """When a job last reported progress of any kind, readable (``sample_time``) or not
+    (``unreadable_at``); None: never. What the stall rule measures a silence from, for the job it
+    judges and for every other one (``ReportSight``)."""
+    times = [t for t in (sample_time, unreadable_at) if t is not None]
+    return max(times) if times else None
 
 
 class ReportSight(Protocol):

@@ -26,7 +26,7 @@ a restart that hangs before its next report is judged as any stall.
 
 from __future__ import annotations
 
-from advisor.model import MALFORMED_BACKS, ActionKind, JobView, Phase
+from advisor.model import MALFORMED_BACKS, ActionKind, JobView, Phase, latest_report
 from policies.rules.base import Context, Outcome, admitted_at, dur, last_record, runtime_gate
 from policies.rules.release import release
 from policies.shared_silence import shared_silence
@@ -59,7 +59,9 @@ def evaluate(ctx: Context, rule: StallRule) -> Outcome:
     # the latest report of any kind, readable or not: while one came within the window, reports
     # still arrive; once none has for a whole window, the job is silent, however its last
     # reports read (a reporter whose step broke, then a hang, held its GPUs with "reports arrive")
-    latest = max(t for t in (job.last_sample_time, job.unreadable_report_at) if t is not None)
+    latest = latest_report(job.last_sample_time, job.unreadable_report_at)
+    if latest is None:  # not reached: one of them is set (above)
+        return out
     quiet = max(now - latest, 0.0)
     malformed = job.backwards_reports >= MALFORMED_BACKS
     if (job.unreadable_report_at is not None or malformed) and quiet < rule.hold:
