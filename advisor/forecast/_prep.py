@@ -190,7 +190,7 @@ def prepare(
 
     # A value orders of magnitude beyond the rest is an overflow written as a number (fp16's 65504,
     # 1e308): kept, one such point took every curve family off the history for good. It counts as
-    # a non-finite value (divergence evidence by its share, see ``core._divergence``).
+    # a non-finite value (divergence evidence by its share, see ``divergence.divergence_probability``).
     finite = np.isfinite(v)
     if finite.sum() >= 3:
         scale = fast_median(np.abs(v[finite]))

@@ -20,11 +20,12 @@ from numpy.typing import NDArray
 from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
-from advisor.forecast._prep import Prepared, prepare, report_noise, smoothed_level, trend_level
+from advisor.forecast._prep import Prepared, prepare, report_noise, trend_level
+from advisor.forecast.divergence import divergence_probability
 from advisor.forecast.ensemble import Parts, estimate
 from advisor.forecast.epoch_terms import epoch_boundaries_ahead, epoch_step_expected
 from advisor.forecast.eta import eta_interval, last_stall_note
-from advisor.forecast.jump import JUMP_WARNING, after_jump, collapsed, jump_start
+from advisor.forecast.jump import JUMP_WARNING, after_jump, jump_start
 from advisor.forecast.plateau import local_trend
 from advisor.forecast.schedule import held_at_peak, implied_end
 from advisor.forecast.turn import rising_branch
@@ -34,8 +35,6 @@ FloatArray = NDArray[np.float64]
 
 log = logging.getLogger(__name__)
 
-#: a last report this many noise units below the recent peak: the loss is coming back down
-_RECOVERED_Z = 4.0
 #: the warning of a series that has turned upward; it reads a loss (lower is better), and
 #: ``state.forecast_series`` words it for a higher-is-better metric forecast negated
 RISING_WARNING = "the series is rising"
@@ -151,64 +150,6 @@ def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
         warnings.append(f"total_steps {total_steps!r} is not a positive number; treated as unknown")
         return None
     return t
-
-
-#: the fewest reports the share of recovered non-finite losses is taken over
-_NONFINITE_TAIL_MIN = 10
-#: non-finite reports in a row that make a divergence: one or two are a mixed-precision step the
-#: run skipped; the divergence rule acts on this count too (``policies.rules.divergence``)
-NON_FINITE_RUN = 3
-
-
-def _divergence(prep: Prepared, training_loss: bool = False, horizon: float | None = None) -> float:
-    """P(the loss is rising away): non-finite values at the end, or a significant upward trend
-    that has lifted the loss clearly above its best level; for the training loss also a run that
-    blew up and stays up (``jump.collapsed``).
-
-    A non-finite loss the run has reported past is weak evidence: mixed-precision training logs
-    an inf or NaN loss on each step whose gradients overflowed, skips that step and carries on.
-    So only the non-finite values after the last finite one weigh fully; the recovered ones count
-    by their share of the tail (of at least ``_NONFINITE_TAIL_MIN`` reports)."""
-    trailing = prep.n_nonfinite_trailing
-    recovered = prep.n_nonfinite_tail - min(trailing, prep.n_nonfinite_tail)
-    # below a run of NON_FINITE_RUN the state reads "diverging" no sooner than the rule would act
-    # (one NaN report flipped STATE to diverging and back, with an Event each way, where the rule
-    # said "diverging?")
-    p_nonfinite = 0.0 if trailing == 0 else (0.99 if trailing >= NON_FINITE_RUN else 0.2 * trailing)
-    if recovered:
-        share = recovered / max(prep.tail_size, _NONFINITE_TAIL_MIN)
-        p_nonfinite = max(p_nonfinite, min(0.9, 2.0 * share))
-    y = prep.values
-    n = y.size
-    if n < 6:
-        return p_nonfinite
-    k = max(5, n // 4)
-    xs, ys = prep.steps[-k:], y[-k:]
-    xc = xs - float(xs.sum()) / k
-    sxx = float(xc @ xc)
-    if sxx <= 0:
-        return p_nonfinite
-    ym = float(ys.sum()) / k
-    slope = float(xc @ (ys - ym)) / sxx
-    resid = ys - ym - slope * xc
-    se = math.sqrt(max(float(resid @ resid) / max(k - 2, 1), 1e-300) / sxx)
-    t = slope / se if se > 0 else 0.0
-    # the window's trend continued to the run's end (unknown: as many steps again as it has run)
-    end = horizon if horizon is not None and horizon >= float(xs[-1]) else 2.0 * float(xs[-1])
-    reach = end - float(xs.sum()) / k
-    p_collapsed = collapsed(y, k, (ym + slope * reach, se * reach)) if training_loss else 0.0
-    best = float(np.min(y[:-2] + y[1:-1] + y[2:])) / 3.0  # lowest 3-point moving average
-    now = smoothed_level(y)
-    rise = (now - best) / max(abs(best), 1e-12)
-    p_trend = float(ndtr(t - 2.0)) * min(max(rise / 0.2, 0.0), 1.0)
-    if p_trend > 0.0:
-        # a loss spike lifts the window's trend as much as a blow-up does, but it comes back down:
-        # a last report well below the window's peak (in units of one report's noise) says the
-        # loss is recovering, not running away
-        sigma = report_noise(ys)
-        if sigma > 0.0:
-            p_trend *= float(ndtr(_RECOVERED_Z - (float(ys.max()) - float(ys[-1])) / sigma))
-    return min(max(p_nonfinite, p_trend, p_collapsed, 0.0), 1.0)
 
 
 def _plateau_at(mean: float, sd: float, level: float, training_loss: bool) -> float:
@@ -410,7 +351,7 @@ def _run(
     fc = Forecast(
         final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),
         plateau_probability=min(max(float(plateau), 0.0), 1.0),
-        divergence_probability=_divergence(prep, training_loss, horizon),
+        divergence_probability=divergence_probability(prep, training_loss, horizon),
         eta_seconds=eta,
         steps_per_second=sps,
         model=dict(sorted(parts.weights.items(), key=lambda kv: -kv[1])),

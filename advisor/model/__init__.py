@@ -7,10 +7,11 @@ simulator are two adapters around one core loop, and the moment either grows a p
 cautionary tale). Everything here is plain data: no I/O, no clock, no numpy (so that it is cheap
 to import everywhere and trivially serialisable).
 
-Two modules, along the line between measuring and deciding: ``advisor.model.progress``, what is
-observed of a run and forecast from it, and ``advisor.model.decisions``, what policies see of a job
-and the cluster and what they return (it reads a forecast; nothing in ``progress`` reads a
-decision).
+Three modules, along the lines between measuring, seeing and deciding: ``advisor.model.progress``,
+what is observed of a run and forecast from it; ``advisor.model.views``, what policies see of a job
+and the cluster (it reads a forecast); ``advisor.model.actions``, what policies return and the log
+of what was done (a ``JobView`` carries that log). Nothing in ``progress`` reads the other two, and
+nothing in ``actions`` reads a view.
 
 Times are seconds (wall-clock epoch seconds in the controller, virtual seconds in the simulator);
 nothing here cares which.
@@ -18,7 +19,7 @@ nothing here cares which.
 
 from __future__ import annotations
 
-from advisor.model.decisions import (
+from advisor.model.actions import (
     DEFAULT_BOOST,
     DISRUPTIVE_KINDS,
     HELD_DETAIL,
@@ -26,22 +27,10 @@ from advisor.model.decisions import (
     ActionKind,
     ActionRecord,
     CheckpointState,
-    ClusterQueueView,
-    ClusterView,
     Decision,
-    JobView,
-    LifecycleSignals,
     Mode,
-    Phase,
-    ReportSight,
-    WorkloadView,
     boost_of,
     boost_value,
-    holds_quota,
-    job_key,
-    latest_report,
-    save_window_seconds,
-    seconds_per_step,
 )
 from advisor.model.progress import (
     LEARNING_LABELS,
@@ -53,6 +42,20 @@ from advisor.model.progress import (
     LearningState,
     ProgressSample,
     backwards_run,
+)
+from advisor.model.views import (
+    ClusterQueueView,
+    ClusterView,
+    JobView,
+    LifecycleSignals,
+    Phase,
+    ReportSight,
+    WorkloadView,
+    holds_quota,
+    job_key,
+    latest_report,
+    save_window_seconds,
+    seconds_per_step,
 )
 
 __all__ = [

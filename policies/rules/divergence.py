@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from advisor.forecast.core import NON_FINITE_RUN
+from advisor.forecast.divergence import NON_FINITE_RUN
 from advisor.model import ActionKind
 from policies.rules.base import Context, Outcome, dur, held_since, pct
 from policies.rules.release import release
