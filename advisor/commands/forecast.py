@@ -22,6 +22,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from advisor.cli import CommandError, non_negative_int, positive_int, require_extra
 from advisor.commands.forecast_input import (
     eval_series_upto,
@@ -31,6 +33,7 @@ from advisor.commands.forecast_input import (
     training_loss_upto,
 )
 from advisor.commands.forecast_outcome import Outcome, outcome_of, saved_best_of, trainer_at
+from advisor.forecast.schedule import implied_end
 from advisor.series import TRAIN_SERIES, Direction, direction_of
 from advisor.sources.files import LoadedCurve, SourceError
 
@@ -149,6 +152,17 @@ def run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def _decay_end_step(curve: LoadedCurve) -> float | None:
+    """The step where the run's learning rate decays to zero (``schedule.implied_end``), None
+    without learning rates or a decay that says so."""
+    if curve.learning_rates is None or len(curve) < 2:
+        return None
+    end = implied_end(
+        np.asarray(curve.steps, dtype=np.float64), np.asarray(curve.learning_rates, dtype=np.float64)
+    )
+    return None if end is None else float(end[0])
+
+
 def compute(args: ForecastRequest) -> Outcome:
     """The forecast of ``args``'s run, as the command prints it (errors as ``CommandError``)."""
     if args.file:
@@ -161,7 +175,8 @@ def compute(args: ForecastRequest) -> Outcome:
     if cut is not None:
         curve = full.upto(cut)
         if not curve.steps:
-            raise CommandError(f"no points at or before step {cut:g} (first step {full.steps[0]:g})")
+            where = f"{args.file}: " if args.file else ""
+            raise CommandError(f"{where}no points at or before step {cut:g} (first step {full.steps[0]:g})")
     truncated = len(curve) < len(full)
     last_step = max(full.steps)
     if cut is not None and cut > last_step and not args.demo:
@@ -190,7 +205,15 @@ def compute(args: ForecastRequest) -> Outcome:
             f"total steps taken from the file's last step ({total:,}): hindsight a live run that does "
             "not report its total lacks (the controller reads its end as unknown; --total-steps sets it)"
         )
-    if total is None and not truncated:
+    decays_to = _decay_end_step(full if whole_train is None else whole_train)
+    if total is None and not truncated and decays_to is not None and decays_to > run_last:
+        # the decay says where the run ends and the forecast reads it to there: the note says that
+        # much (the one below told a user to pass a total the output had already found)
+        notes.append(
+            f"total steps not reported: the learning rate's decay ends the run at about step "
+            f"{decays_to:,.0f}, where the forecast reads it to (--total-steps sets another end)"
+        )
+    elif total is None and not truncated:
         what = "final loss" if full.metric == TRAIN_SERIES else f"final {full.metric}"
         notes.append(
             f"total steps unknown: the {what} is the asymptote (or where a decaying learning rate "

@@ -64,17 +64,20 @@ def _caution(fc: Forecast) -> str | None:
     )
 
 
-def _to_decay_end(curve: Any, fc: Forecast) -> float | None:
-    """Seconds to the step where the learning rate's decay reaches zero, at the run's speed (None
-    without a speed or a decay that ends past the last step)."""
-    if not fc.steps_per_second or curve.learning_rates is None or fc.last_step is None:
+def decay_end(curve: Any, fc: Forecast) -> tuple[float, float | None] | None:
+    """(the step where the learning rate's decay reaches zero, seconds to it at the run's speed or
+    None without one), for a run that reports no total: the end the forecast read the run to
+    (``core.IMPLIED_END_WARNING``). None when no decay says where the run ends, or it ends by the
+    last step."""
+    if not ends_at_decay(fc.warnings) or curve.learning_rates is None or fc.last_step is None:
         return None
     steps = np.asarray(curve.steps, dtype=np.float64)
     lrs = np.asarray(curve.learning_rates, dtype=np.float64)
     end = implied_end(steps, lrs)
     if end is None or end[0] <= float(fc.last_step):
         return None
-    return (end[0] - float(fc.last_step)) / fc.steps_per_second
+    eta = (end[0] - float(fc.last_step)) / fc.steps_per_second if fc.steps_per_second else None
+    return end[0], eta
 
 
 def _scatter(values: tuple[float, ...], level: float | None) -> float | None:
@@ -216,6 +219,14 @@ def render_text(outcome: Outcome) -> str:
     elif fc.eta_seconds is not None:
         rate = f" at {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
         lines.append(f"  ETA             {_interval(fc.eta_seconds, _duration)}{rate}")
+    elif (decayed := decay_end(curve, fc) if not outcome.total_steps else None) and decayed[1] is not None:
+        # no total reported, but the decay says where the run ends and the forecast reads it to
+        # there: its ETA, said as the inference it is ("n/a" beside "the decay ends it in about
+        # 12m" read as a contradiction; the JSON's ``input.implied_end`` carries it)
+        lines.append(
+            f"  ETA             about {_duration(decayed[1])} at {fc.steps_per_second:.3g} steps/s, to step "
+            f"{decayed[0]:,.0f}, where the learning rate's decay ends (no total steps reported)"
+        )
     else:
         why = "total steps unknown"
         if outcome.total_steps and not fc.steps_per_second:
@@ -228,11 +239,6 @@ def render_text(outcome: Outcome) -> str:
                 else "no timestamps in the input"
             )
         rate = f"; {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
-        to_decay_end = _to_decay_end(curve, fc) if implied and not outcome.total_steps else None
-        if to_decay_end is not None:
-            # the ETA is to a total the run reports; the decay's end is the forecast's inference,
-            # said as such (a user read "n/a" beside "the decay ends the run at about step 4,000")
-            rate += f"; the learning rate's decay ends it in about {_duration(to_decay_end)}"
         lines.append(f"  ETA             n/a ({why}{rate})")
     if fc.model:
         weights = sorted(fc.model.items(), key=lambda kv: -kv[1])
@@ -396,6 +402,11 @@ def _checkpoints_json(outcome: Outcome) -> dict[str, Any]:
     }
 
 
+def _implied_end_json(curve: Any, outcome: Outcome) -> dict[str, float | None] | None:
+    decayed = None if outcome.total_steps else decay_end(curve, outcome.forecast)
+    return None if decayed is None else {"step": round(decayed[0]), "eta_seconds": decayed[1]}
+
+
 def to_json(outcome: Outcome) -> dict[str, Any]:
     result: dict[str, Any] = _plain(outcome.forecast)
     curve = outcome.curve
@@ -407,6 +418,10 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         "first_step": curve.steps[0] if curve.steps else None,
         "last_step": curve.steps[-1] if curve.steps else None,
         "total_steps": outcome.total_steps,
+        # no total reported, but a learning rate decaying to zero says where the run ends: the
+        # forecast is read to there (``final_loss``); ``eta_seconds`` of it at the run's speed (the
+        # top-level ``eta_seconds`` stays the contract's, None without a total). None otherwise
+        "implied_end": _implied_end_json(curve, outcome),
         "has_times": curve.times is not None,
         "has_learning_rates": curve.learning_rates is not None,
         "has_epochs": curve.epochs is not None,

@@ -83,9 +83,11 @@ def test_a_missing_eta_with_a_known_total_says_a_speed_is_missing_not_the_total(
 def test_a_run_without_a_total_says_when_its_learning_rate_decay_ends_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """No total reported, a cosine decay under way: the forecast reads the run to the decay's end;
-    the ETA line says how far that is at the run's speed (it read "n/a" beside "the decay ends the
-    run at about step 4,000"), and stays n/a: the ETA is to a total the run reports."""
+    """No total reported, a cosine decay under way: the forecast reads the run to the decay's end,
+    and so does the ETA line, said as the inference it is ("n/a (... the decay ends it in about
+    12m)" read as a contradiction); the JSON carries it as ``input.implied_end``, its top-level
+    ``eta_seconds`` the contract's (None without a total). The note says where the run ends
+    instead of asking for a total the output had found."""
     rows = ["step,loss,learning_rate,time"]
     for s in range(20, 2001, 20):
         lr = 3e-4 * 0.5 * (1 + math.cos(math.pi * s / 4000))
@@ -93,8 +95,18 @@ def test_a_run_without_a_total_says_when_its_learning_rate_decay_ends_it(
     (tmp_path / "cosine.csv").write_text("\n".join(rows) + "\n")
     _, out, _ = run(capsys, str(tmp_path / "cosine.csv"))
     eta = next(line for line in out.splitlines() if line.strip().startswith("ETA"))
-    assert eta.split()[1] == "n/a" and "total steps unknown" in eta
-    assert "the learning rate's decay ends it in about 13m" in eta, eta
+    assert eta.split()[1:3] == ["about", "13m"], eta
+    said = re.search(
+        r"to step ([\d,]+), where the learning rate's decay ends \(no total steps reported\)", eta
+    )
+    assert said is not None and int(said.group(1).replace(",", "")) == pytest.approx(4000, rel=0.02), eta
+    note = next(line for line in out.splitlines() if line.strip().startswith("note"))
+    assert f"decay ends the run at about step {said.group(1)}" in note and "pass --total-steps" not in note
+    _, out, _ = run(capsys, str(tmp_path / "cosine.csv"), "--json")
+    data = json.loads(out)
+    assert data["eta_seconds"] is None and data["input"]["total_steps"] is None
+    assert data["input"]["implied_end"]["step"] == int(said.group(1).replace(",", ""))
+    assert data["input"]["implied_end"]["eta_seconds"] == pytest.approx(2000 / 2.5, rel=0.05)
 
 
 def test_a_run_state_read_off_even_odds_says_there_is_no_trend_yet(

@@ -290,3 +290,50 @@ def test_a_flat_training_loss_does_not_flip_when_its_fits_bend_up() -> None:
         assert hi - lo < 0.05, (steps[n - 1], lo, hi)  # within noise of the level, not +-0.1
     assert min(probs) >= 0.5, probs
     assert float(np.max(np.abs(np.diff(probs)))) < 0.2, probs
+
+
+def _saturated(seed: int, n_flat_share: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
+    """A run that saturated exponentially and has been flat (within its noise) for the last
+    ``n_flat_share`` of its steps: 0.42 + 1.6 exp(-s / 1500) over 0..20,000, 3.6% report noise."""
+    s = np.arange(0.0, 20_001.0, 100.0)
+    tau = 20_000.0 * (1.0 - n_flat_share) / 5.0
+    y = 0.42 + 1.6 * np.exp(-s / tau) + np.random.default_rng(seed).normal(0.0, 0.015, s.size)
+    return s, y
+
+
+def test_a_run_without_a_total_flat_for_its_second_half_is_a_plateau() -> None:
+    # a TensorBoard export, no total, no learning rate: the end is read over the scale-free prior's
+    # ends, not at the asymptote, whose interval alone put P(plateau) at 0.25 ("learning")
+    # (0.22-0.31 on each of these draws before). Not on every draw: the contract's level is the
+    # median of the last five reports, which 3.6% noise puts up to 2% above the asymptote, and from
+    # there the run has more than 1% to go
+    probs = []
+    for seed in range(6):
+        s, y = _saturated(seed)
+        probs.append(forecast(s, y, training_loss=True).plateau_probability)
+    assert float(np.median(probs)) >= 0.5 and sum(p >= 0.5 for p in probs) >= 4, probs
+    # and the final-loss forecast is still the asymptote's (the contract's ``total_steps=None``)
+    s, y = _saturated(0)
+    fc, parts = forecast_with_parts(s, y, training_loss=True)
+    assert fc.total_steps is None and parts["remaining"] == 1.0
+
+
+def test_a_run_without_a_total_still_falling_is_not_a_plateau() -> None:
+    # the same prior on a power-law run still falling: most of its ends lie within a few times the
+    # steps run, where the fits still see the fall
+    for cut in (0.3, 0.5):
+        y = run(None, noise=0.01, seed=1)
+        m = cut * T >= STEPS
+        fc = forecast(STEPS[m], y[m], training_loss=True)
+        assert fc.plateau_probability < 0.3, (cut, fc.plateau_probability)
+
+
+def test_an_unknown_end_reads_p_plateau_as_the_mean_over_the_prior_ends() -> None:
+    from advisor.forecast.core import UNKNOWN_END_U, _plateau_at, unknown_end_plateau
+
+    # the prior's ends: elapsed shares evenly spaced over (0, 1), so half of them within a doubling
+    assert float(np.median(UNKNOWN_END_U)) == pytest.approx(2.0, rel=0.05)
+    means = np.array([0.995, 0.99, 0.95])
+    sds = np.array([0.001, 0.01, 0.02])
+    expected = np.mean([_plateau_at(m, sd, 1.0, True) for m, sd in zip(means, sds, strict=True)])
+    assert unknown_end_plateau(means, sds, 1.0, True) == pytest.approx(expected)
