@@ -122,6 +122,8 @@ def _series_forecast(v: Any, path: str) -> tuple[Forecast, str | None]:
 _LEARNING_KEYS = (
     "bestNoise",
     "bestStep",
+    "bestTrend",
+    "bestTrendSd",
     "bestValue",
     "evalsSinceBest",
     "label",
@@ -180,6 +182,10 @@ def learning_state(v: Any, path: str) -> LearningState:
         evals_since_best=integer(data.get("evalsSinceBest", 0), f"{path}.evalsSinceBest"),
         series=series,
         best_noise=0.0 if data.get("bestNoise") is None else number(data["bestNoise"], f"{path}.bestNoise"),
+        best_trend=None if data.get("bestTrend") is None else number(data["bestTrend"], f"{path}.bestTrend"),
+        best_trend_sd=0.0
+        if data.get("bestTrendSd") is None
+        else number(data["bestTrendSd"], f"{path}.bestTrendSd"),
         warnings=tuple(
             text(w, f"{path}.warnings[{i}]")
             for i, w in enumerate(items(data.get("warnings") or [], f"{path}.warnings"))

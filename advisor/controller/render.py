@@ -223,6 +223,8 @@ def learning_state_dict(state: LearningState | None) -> dict[str, Any] | None:
         "bestValue": _num(state.best_value),
         "evalsSinceBest": state.evals_since_best,
         "bestNoise": _num(state.best_noise),
+        "bestTrend": _num(state.best_trend),
+        "bestTrendSd": _num(state.best_trend_sd),
         "series": {
             name: {
                 "final": _interval(fc.final_loss),

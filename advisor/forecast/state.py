@@ -38,9 +38,16 @@ from typing import Protocol
 
 import numpy as np
 
+from advisor.forecast.best_trend import trend_at
 from advisor.forecast.eval_forecast import forecast_series, lr_at, schedule_end
 from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, LearningState
-from advisor.series import Direction, evaluation_noise, is_saved_step, primary_eval, task_metric
+from advisor.series import (
+    Direction,
+    evaluation_noise,
+    is_saved_step,
+    primary_eval,
+    task_metric,
+)
 
 __all__ = [
     "HUNG_FROM",
@@ -389,6 +396,10 @@ def learning_state(
         probs["learning"] = rest
     total = sum(probs.values())
     probs = {k: float(np.clip(v / total, 0.0, 1.0)) if total > 0 else 0.0 for k, v in probs.items()}
+    # the best checkpoint's value beneath the noise: its own evaluation is the luckiest one
+    trend = None
+    if p_eval is not None and judged is not None and best_step is not None:
+        trend = trend_at(evals[judged].steps, evals[judged].values, best_step)
     return LearningState(
         label=_label(probs, previous_label),
         probabilities=probs,
@@ -398,6 +409,8 @@ def learning_state(
         evals_since_best=since_best,
         series=series_fc,
         best_noise=0.0 if judged is None or p_eval is None else evaluation_noise(evals[judged].values),
+        best_trend=None if trend is None else trend[0],
+        best_trend_sd=0.0 if trend is None else trend[1],
         warnings=tuple(warnings),
         directions={name: str(evals[name].direction) for name in series_fc if name in evals},
         judgements=judgements,

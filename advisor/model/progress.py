@@ -177,6 +177,13 @@ class LearningState:
     """How far one evaluation of the judged series scatters about its trend
     (``advisor.series.evaluation_noise``; 0: unknown): ``best_value`` is one evaluation, and
     ``compare`` draws it with that scatter."""
+    best_trend: float | None = None
+    """What the judged series' trend says at ``best_step`` (``advisor.series.trend_at``: the line
+    through its nearest other evaluations; None: too few to read): what the best checkpoint is
+    expected to score on fresh data, as its own ``best_value`` is the luckiest evaluation of the
+    series (``compare`` ranks by it)."""
+    best_trend_sd: float = 0.0
+    """The sd of ``best_trend`` as an estimate of the trend there (0: unknown)."""
     warnings: tuple[str, ...] = ()
     directions: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     """Which way each forecast series improves (``"lower"`` / ``"higher"``), by name: what
