@@ -9,15 +9,18 @@ that says why. "Best" follows the metric's direction (lowest loss, highest accur
 forecast interval is read as a split normal (p10 / mean / p90) and the probabilities come
 from a seeded Monte-Carlo draw, so the same forecasts always give the same answer.
 
-Judged by an eval metric, a run gives the better of its best evaluation so far and its final
-value: the best checkpoint can be kept (HF's ``load_best_model_at_end``; the state names its
-step), so a run that overfit after reaching the sweep's best eval loss still holds the best
-model. Each run's best checkpoint of the metric ranked by (step and value) is shown beside it
-(of a ``trainer_state.json`` that states its ``save_steps``, the best of the steps it saved a
-checkpoint at: an evaluation between two saves left no weights to keep),
-that of ``--metric eval_accuracy`` when ranked by it, not that of the eval metric its state is
-judged by. The training loss has no such checkpoint to keep (a run's last weights are what its
-final training loss describes): ranked by it, no best checkpoint is shown.
+Judged by an eval metric, a run gives the better of its best checkpoint so far and its final
+value (a run at its end: its best checkpoint, its last having been among those it was chosen
+from), a best checkpoint by what its series' trend says at its step, not the value it measured,
+the luckiest of its evaluations (``compare_status.kept_draw``): the best checkpoint can be kept
+(HF's ``load_best_model_at_end``; the state names its step), so a run that overfit after
+reaching the sweep's best eval loss still holds the best model. Each run's best checkpoint of
+the metric ranked by (step and value) is shown beside it (of a ``trainer_state.json`` that
+states its ``save_steps``, the best of the steps it saved a checkpoint at: an evaluation between
+two saves left no weights to keep), that of ``--metric eval_accuracy`` when ranked by it, not
+that of the eval metric its state is judged by. The training loss has no such checkpoint to keep
+(a run's last weights are what its final training loss describes): ranked by it, no best
+checkpoint is shown.
 
 The runs are TrainJobForecasts on the cluster, or, when every argument is a file or a folder, run
 logs (the formats ``forecast FILE`` reads: a sweep's ``trainer_state.json`` files, CSV, JSONL; a
@@ -43,7 +46,8 @@ from advisor.commands.compare_status import (
     chosen_metric,
     higher_is_better,
     interval_of,
-    kept_noise,
+    kept_draw,
+    kept_trend,
     kept_value,
     points_of,
 )
@@ -105,11 +109,24 @@ def prob_best(
     kept_noise: Sequence[float] | None = None,
 ) -> list[float]:
     """P(run i ends best) for intervals (mean, p10, p90), split-normal read: the lowest final
-    value, or the highest with ``higher`` (an accuracy). ``kept``: per run, a value it already
-    holds (its best checkpoint's), which bounds its outcome whatever its final value;
-    ``kept_noise``: the sd of that value as one evaluation (``compare_files.evaluation_noise``),
-    drawn with it, so that two bests closer than their evaluations scatter share the odds (a
-    0.4% gap between two single noisy evaluations read P(BEST) 100% / 0%)."""
+    value, or the highest with ``higher`` (an accuracy). ``kept``: per run, the value of a
+    checkpoint it already holds (its best one), which bounds its outcome whatever its final
+    value; ``kept_noise``: that value's sd, drawn with it, so that two bests closer than their
+    evaluations scatter share the odds (a 0.4% gap between two single noisy evaluations read
+    P(BEST) 100% / 0%).
+
+    ``compare`` passes as ``kept`` what the best checkpoint is expected to score on fresh data,
+    the trend of its series at its step, not the value it measured (``compare_status.kept_draw``),
+    and as ``kept_noise`` one evaluation's scatter and the trend's sd together. Why: the best
+    checkpoint was kept because its evaluation was the best, the luckiest of its series, and the
+    noisier the series the luckier; drawn about its measured value, of two runs on one eval curve,
+    one scattering by 0.005 and one by 0.03, the noisier won P(BEST) in every replica (88% on
+    average), though its checkpoint is no better, and often worse (chosen off the curve's
+    bottom). The table's BEST CHECKPOINT still shows the measured value, as the run's logs do.
+
+    A kept value is drawn with the same normal deviate as its run's final value: both are read
+    off one series, and drawn apart, the better of two draws gave a run a second chance that grew
+    with its scatter."""
     import numpy as np
 
     if not intervals:
@@ -127,7 +144,7 @@ def prob_best(
             floors = np.broadcast_to(floor, samples.shape)
             sd = np.zeros(len(intervals)) if kept_noise is None else np.array(kept_noise, dtype=float)
             if (sd[has] > 0).any():
-                floors = floor + sd.clip(min=0.0) * rng.standard_normal(samples.shape)
+                floors = floor + sd.clip(min=0.0) * z
             bound = np.maximum if higher else np.minimum
             samples[:, has] = bound(samples[:, has], floors[:, has])
     # runs that tie in a draw share it: a value already kept binds every draw where the run's
@@ -140,20 +157,22 @@ def prob_best(
     return [float(c) / draws for c in shares.sum(axis=0)]
 
 
-def _outcome(row: Mapping[str, Any]) -> float:
-    """The predicted value a run gives: its final value, or its best checkpoint's when better."""
-    value = float(row["final"]["mean"])
-    kept = row.get("bestValue")
-    if kept is None:
-        return value
-    return max(value, kept) if row["higherIsBetter"] else min(value, kept)
+def _ended(status: Mapping[str, Any]) -> bool:
+    """Whether a run is at its end: a log that reaches its last step, a finished job."""
+    return bool(status.get(ENDED)) or status.get("state") == "finished"
+
+
+def _kept(drawn: tuple[float, float] | None) -> float | None:
+    """The value a run's best checkpoint is ranked by (``kept_draw``'s centre), None: none."""
+    return None if drawn is None else drawn[0]
 
 
 def _close_call(result: Sequence[Mapping[str, Any]], broken: set[str]) -> str | None:
     """A note when the two runs ranked first give values within 1% of each other (the band a
-    plateau is judged by) and one of them gives a best checkpoint: P(BEST) reads a checkpoint's
-    value as measured, one evaluation on one eval set, so 98% / 2% on a gap of 0.005 said more
-    than the evaluations can (a trial's sweep, whose evaluations scattered by 0.003)."""
+    plateau is judged by) and one of them gives a best checkpoint: what it gives is read off its
+    run's trend (``compare_status.kept_draw``), which a few evaluations hold loosely, so 98% / 2%
+    on a gap of 0.005 said more than the evaluations can (a trial's sweep, whose evaluations
+    scattered by 0.003)."""
     ranked = [r for r in result if r["run"] not in broken and r["gives"] is not None]
     if len(ranked) < 2:
         return None
@@ -170,8 +189,8 @@ def _close_call(result: Sequence[Mapping[str, Any]], broken: set[str]) -> str | 
     values = ", ".join(f"{float(r['gives']):.4g}" for r in top[:-1]) + f" and {float(top[-1]['gives']):.4g}"
     return (
         f"close: {names} give {values}, within 1%: a best "
-        "checkpoint's value is one evaluation (P(BEST) draws it with the scatter of its run's "
-        "evaluations); evaluate them on a larger set before choosing"
+        "checkpoint's value is read off its run's trend and drawn with the scatter of its run's "
+        "evaluations; evaluate them on a larger set before choosing"
     )
 
 
@@ -184,7 +203,7 @@ def _rank_key(row: Mapping[str, Any], broken: set[str]) -> tuple[int, float, flo
         return (2, 0.0, 0.0, row["run"])
     if final is None:
         return (1, 0.0, 0.0, row["run"])
-    value = _outcome(row)
+    value = float(row["gives"])
     shown = round(float(row["probabilityBest"] or 0.0), 2)
     return (0, -shown, -value if row["higherIsBetter"] else value, row["run"])
 
@@ -239,17 +258,28 @@ def run(args: argparse.Namespace) -> int:
     # finished run's final value and went unranked)
     broken: set[str] = set()
     by_checkpoint: set[str] = set()
+    at_end: set[str] = set()
     usable: list[tuple[str, tuple[float, float, float], float | None]] = []
-    noise = {ref: kept_noise(st, metric) for ref, st, _ in ranked}
+    # each best checkpoint as it is expected to score on fresh data (the trend at its step), not
+    # as measured: its evaluation is the luckiest of its run's (``kept_draw``)
+    draws = {ref: kept_draw(st, metric, higher) for ref, st, _ in ranked}
     for ref, st, iv in ranked:
-        kept = kept_value(st, metric)
+        drawn = draws[ref]
+        kept = None if drawn is None else drawn[0]
         if st.get("state") == "diverging":
             if kept is None:
                 broken.add(ref)
                 continue
             by_checkpoint.add(ref)
-            iv = (kept, kept, kept)
-        if iv is not None:
+        elif kept is not None and _ended(st):
+            # a run at its end gives its best checkpoint: its last one, which FINAL describes, was
+            # one of the evaluations that best was chosen from (the better of the two, each drawn
+            # with its scatter, gave the noisier of two runs on one curve a second chance)
+            at_end.add(ref)
+        if drawn is not None and (ref in by_checkpoint or ref in at_end):
+            # its outcome is that checkpoint alone, drawn as it is expected to score
+            usable.append((ref, (drawn[0], drawn[0] - _Z90 * drawn[1], drawn[0] + _Z90 * drawn[1]), None))
+        elif iv is not None:
             usable.append((ref, iv, kept))
     probs = dict(
         zip(
@@ -259,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
                 draws=args.draws,
                 higher=higher,
                 kept=[k for _, _, k in usable],
-                kept_noise=[noise[r] for r, _, _ in usable],
+                kept_noise=[(draws[r] or (0.0, 0.0))[1] for r, _, _ in usable],
             ),
             strict=True,
         )
@@ -274,6 +304,9 @@ def run(args: argparse.Namespace) -> int:
             "probabilityBest": probs.get(ref),
             "bestStep": best_of(st, metric)[0],
             "bestValue": kept_value(st, metric),
+            # what the best checkpoint is expected to score on fresh data: GIVES and P(BEST) read
+            # it (None: no trend known, the measured value is read)
+            "bestTrend": None if kept_trend(st, metric) is None else _kept(draws[ref]),
             "progress": (st.get("summary") or {}).get("progress"),
             "state": st.get("state"),
             "ended": st.get(ENDED),
@@ -281,10 +314,11 @@ def run(args: argparse.Namespace) -> int:
             "notes": _run_notes(st, files is not None),
             # what the run is ranked by: the better of its final value and its best checkpoint;
             # a diverging run's best checkpoint alone (its final value is where it would end if
-            # it recovered: GIVES read 1.019 beside a best checkpoint of 1.072, ranked last)
-            "gives": kept_value(st, metric)
-            if ref in by_checkpoint
-            else _gives(iv, kept_value(st, metric), higher),
+            # it recovered: GIVES read 1.019 beside a best checkpoint of 1.072, ranked last); a best
+            # checkpoint by its trend, as P(BEST) draws it
+            "gives": _kept(draws[ref])
+            if ref in by_checkpoint or ref in at_end
+            else _gives(iv, _kept(draws[ref]), higher),
         }
         for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
     ]
@@ -321,7 +355,8 @@ def run(args: argparse.Namespace) -> int:
     if any(r["bestValue"] is not None for r in result):
         print(
             "a run gives its best checkpoint where it beats the run's final value (keep that checkpoint): "
-            "GIVES is the value it is ranked by"
+            "GIVES is the value it is ranked by, a best checkpoint's its run's trend at its step (the value "
+            "it measured is its luckiest evaluation)"
         )
     close = _close_call(result, broken)
     if close is not None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from advisor.cli import CommandError
+from advisor.forecast.best_trend import trend_at
 from advisor.series import Direction, evaluation_noise
 
 __all__ = ["BESTS", "ENDED", "IMPROVING", "TOTAL", "file_bests", "file_status", "log_files"]
@@ -94,9 +95,12 @@ class _Evals(NamedTuple):
 
 
 def file_bests(outcome: Any) -> dict[str, dict[str, float]]:
-    """``{metric: {"step", "value"}}``: where each eval series of a forecast log was best (the
-    series it was forecast by, for a log of eval metrics alone); of a log that states its save
-    interval, best among the steps a checkpoint was saved at, as only those can be kept."""
+    """``{metric: {"step", "value", "noise"[, "trend", "trendSd"]}}``: where each eval series of a
+    forecast log was best (the series it was forecast by, for a log of eval metrics alone); of a
+    log that states its save interval, best among the steps a checkpoint was saved at, as only
+    those can be kept. ``noise``: one evaluation's scatter; ``trend`` / ``trendSd``: what the
+    series' trend says at that step and its sd (``advisor.series.trend_at``), as a
+    TrainJobForecast's learning state has them."""
     from advisor.commands.forecast_outcome import last_saved_step, series_direction
     from advisor.forecast.state import best_checkpoint, best_saved_checkpoint
 
@@ -114,4 +118,7 @@ def file_bests(outcome: Any) -> dict[str, dict[str, float]]:
             best = best_saved_checkpoint(series, saves, last)
         if best is not None:
             out[name] = {"step": best[0], "value": best[1], "noise": evaluation_noise(series.values)}
+            trend = trend_at(series.steps, series.values, best[0])
+            if trend is not None:
+                out[name].update(trend=trend[0], trendSd=trend[1])
     return out

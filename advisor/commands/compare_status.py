@@ -8,6 +8,7 @@ the eval metric the runs are judged by when every run reports it, else the train
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,9 @@ __all__ = [
     "higher_is_better",
     "interval_of",
     "judged_metric",
+    "kept_draw",
+    "kept_noise",
+    "kept_trend",
     "kept_value",
     "points_of",
     "reports",
@@ -167,3 +171,45 @@ def kept_noise(status: Mapping[str, Any], metric: str) -> float:
         state = status.get("learningState") or {}
         noise = state.get("bestNoise") if state.get("metric") == metric else None
     return float(noise) if isinstance(noise, int | float) and noise > 0 else 0.0
+
+
+def kept_draw(status: Mapping[str, Any], metric: str, higher: bool = False) -> tuple[float, float] | None:
+    """(centre, sd) of what the run's best checkpoint of ``metric`` is expected to score on fresh
+    data, as ``compare`` draws and ranks it (None: no best checkpoint). The centre is the series'
+    trend at the best step (``advisor.series.trend_at``, a log's from its eval series, a
+    TrainJobForecast's ``bestTrend``), not its measured value: that checkpoint was kept because its
+    evaluation was the best, the luckiest of the series, and the noisier the series the luckier,
+    so ranked as measured, of two runs on one curve the noisier won (P(BEST) 88% on average). The
+    sd is one evaluation's scatter and the trend's own sd together: whether the checkpoint's own
+    step off the trend holds on fresh data is unknown. The centre is never better than the
+    measured value (in the metric's direction, ``higher``): that is the luckiest of the
+    evaluations, and a trend that reads better still is a line carried past a curve's bend (a
+    still-improving run's last evaluation, where the line through the ones before overshot a
+    noise-free series' value). A status without a trend (too few evaluations, or written before
+    it was kept) gives the measured value with its scatter."""
+    value = kept_value(status, metric)
+    if value is None:
+        return None
+    noise = kept_noise(status, metric)
+    trend = kept_trend(status, metric)
+    if trend is None:
+        return value, noise
+    centre = min(trend[0], value) if higher else max(trend[0], value)
+    return centre, math.hypot(noise, trend[1])
+
+
+def kept_trend(status: Mapping[str, Any], metric: str) -> tuple[float, float] | None:
+    """(value, sd) of the trend of ``metric`` at the run's best checkpoint (``kept_draw``): a log's
+    from its eval series, a TrainJobForecast's from its learning state (``bestTrend``,
+    ``bestTrendSd``, of the series it judges); None when not known."""
+    if BESTS in status:
+        best = (status.get(BESTS) or {}).get(metric) or {}
+        trend, trend_sd = best.get("trend"), best.get("trendSd")
+    else:
+        state = status.get("learningState") or {}
+        judged = state.get("metric") == metric
+        trend, trend_sd = (state.get("bestTrend"), state.get("bestTrendSd")) if judged else (None, None)
+    if not isinstance(trend, int | float) or isinstance(trend, bool) or not math.isfinite(trend):
+        return None
+    sd = float(trend_sd) if isinstance(trend_sd, int | float) and math.isfinite(trend_sd) else 0.0
+    return float(trend), max(sd, 0.0)

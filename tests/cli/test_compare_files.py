@@ -241,8 +241,10 @@ def test_best_checkpoints_closer_than_their_evaluations_scatter_share_the_odds(
     rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
     assert all(rows[n]["bestValue"] is not None for n in rows)
     # best evaluations 1.180 and 1.189 (a's forecast end 1.18 too): taken as measured, a won every
-    # draw; with each best one evaluation scattering by about 0.01, b wins some
-    assert rows["a.json"]["gives"] < rows["b.json"]["gives"] < 1.01 * rows["a.json"]["gives"]
+    # draw; with each best drawn about its trend (1.19 and 1.21: each best is its series' luckiest
+    # evaluation, b's of 0.01 off its line) with the scatter of its evaluations, b wins some
+    assert rows["a.json"]["gives"] < rows["b.json"]["gives"]
+    assert all(rows[n]["gives"] == rows[n]["bestTrend"] >= rows[n]["bestValue"] for n in ("a.json", "b.json"))
     assert 0.03 < rows["b.json"]["probabilityBest"] < rows["a.json"]["probabilityBest"] < 0.97, rows
     assert rows["c.json"]["probabilityBest"] < 0.01
 
