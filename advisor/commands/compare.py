@@ -355,8 +355,9 @@ def run(args: argparse.Namespace) -> int:
     if any(r["bestValue"] is not None for r in result):
         print(
             "a run gives its best checkpoint where it beats the run's final value (keep that checkpoint): "
-            "GIVES is the value it is ranked by, a best checkpoint's its run's trend at its step (the value "
-            "it measured is its luckiest evaluation)"
+            "GIVES is the value P(BEST) draws the run around (a best checkpoint's: its run's trend at its "
+            "step; the value it measured is its luckiest evaluation), and the rows run from the likeliest "
+            "best down (a run with a wider interval can be likelier best than one that gives better)"
         )
     close = _close_call(result, broken)
     if close is not None:

@@ -260,7 +260,12 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
         from simulator.seeds_report import write_seeds_report
 
         path = write_seeds_report(pooled, args.report, meta=meta, footer=footer)
-        print(f"report: {path}", file=human)
+        # no plots over seeds: said where the user looks (a report "with plots" came without them)
+        print(
+            f"report: {path} (the pooled table and the spread across the seeds; the plots of one seed's "
+            "replay: simulate --seed N --report DIR)",
+            file=human,
+        )
     return 0
 
 

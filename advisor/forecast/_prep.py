@@ -393,6 +393,23 @@ def smoothed_level(y: FloatArray, k: int = 5) -> float:
     return fast_median(y[-min(k, (y.size + 1) // 2) :])
 
 
+def trend_scatter(x: FloatArray, y: FloatArray, k: int = 5) -> float:
+    """How far the last ``k`` points of a sparse series scatter about the line ``trend_level``
+    carries them along (their Theil-Sen slope): the RMS of their residuals, corrected for the two
+    the line takes. What one evaluation's noise is at the end of a series that still moves, where
+    first differences are mostly the trend; a slow wiggle over the window counts too. NaN for
+    fewer than three points."""
+    m = min(k, y.size)
+    if m < 3:
+        return float("nan")
+    xs, ys = x[-m:], y[-m:]
+    i, j = np.triu_indices(m, 1)
+    slope = float(np.median((ys[j] - ys[i]) / (xs[j] - xs[i])))
+    resid = ys - slope * xs
+    resid = resid - fast_median(resid)
+    return math.sqrt(float(resid @ resid) / max(m - 2, 1))
+
+
 def trend_level(x: FloatArray, y: FloatArray, k: int = 5) -> float:
     """The current level of a sparse series that still moves (an eval metric every few hundred
     steps): the median of the last ``k`` points each carried to the last step along their

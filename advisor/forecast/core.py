@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
-from advisor.forecast._prep import Prepared, prepare, report_noise, trend_level
+from advisor.forecast._prep import Prepared, prepare, report_noise, trend_level, trend_scatter
 from advisor.forecast.divergence import divergence_probability
 from advisor.forecast.ensemble import Parts, estimate
 from advisor.forecast.epoch_terms import epoch_boundaries_ahead, epoch_step_expected
@@ -374,6 +374,14 @@ def _run(
         # put a run that ended at 0.072 at 0.097, "still learning" to 0.071
         k = min(5, n) if not training_loss else min(max(n // 20, 5), END_POINTS_MAX, n)
         half = cal.Z80 * 1.25 * report_noise(prep.values[-max(k, 10) :]) / math.sqrt(k)
+        scatter = math.nan if training_loss else trend_scatter(prep.steps, prep.values, k)
+        if math.isfinite(scatter):
+            # an eval series' last evaluations are hundreds of steps apart and still move: their
+            # first differences are mostly the trend (a finished run's eval loss, evaluating within
+            # 0.004, read "final 1.241 (1.194 .. 1.288)"). Its end is what an evaluation there
+            # reads: the trend's level, give or take one evaluation's scatter about the line the
+            # points are carried along, and that level's own uncertainty
+            half = cal.Z80 * scatter * math.sqrt(1.0 + 1.0 / k)
         level = trend_level(prep.steps, prep.values, k)
         mean, lo, hi = level, level - half, level + half
     peak = _peak_lr_warning(prep, parts, horizon, at_end)

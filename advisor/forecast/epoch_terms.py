@@ -63,7 +63,8 @@ EPOCH_NOTE_SHARE = 0.01
 def epoch_drop(fits: Mapping[str, Any], names: list[str], wv: FloatArray) -> float:
     """The drop the fits put on the epoch boundaries ahead: their value at the horizon with the
     boundaries ahead against without them (the last prediction point)."""
-    return -float(wv @ np.array([float(fits[k].pred[0]) - float(fits[k].pred[-1]) for k in names]))
+    # 0.0 - x, not -x: no drop at all is 0, not the -0 a message printed ("-0 of the forecast")
+    return 0.0 - float(wv @ np.array([float(fits[k].pred[0]) - float(fits[k].pred[-1]) for k in names]))
 
 
 def epoch_step_expected(parts: Parts) -> bool:

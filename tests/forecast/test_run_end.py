@@ -78,3 +78,18 @@ def test_an_end_level_stays_within_the_values_it_was_read_from() -> None:
     values = np.array([0.0, 0.5, 0.0, 0.5, 0.5, 0.0, 0.5, 1.0, 1.0, 1.0])
     level = trend_level(steps, values)
     assert 0.0 <= level <= 1.0
+
+
+def test_a_finished_eval_series_is_as_sure_of_its_end_as_its_scatter_about_the_trend() -> None:
+    """Eight evaluations of an eval loss still falling at the run's end: the interval of where it
+    ended is what one evaluation there reads, from the scatter of the last points about the line
+    they are carried along (here mostly the curve's bend, which five points cannot tell from
+    noise), not from the steps between evaluations (first differences, mostly the trend, read
+    "1.241 (1.194 .. 1.288)", 7.6% wide)."""
+    steps = np.arange(250.0, 2001.0, 250.0)
+    values = np.array([1.9476, 1.6587, 1.4867, 1.3791, 1.3167, 1.2851, 1.2516, 1.241])
+    fc = forecast(steps, values, total_steps=2000)
+    assert fc.at_end and fc.plateau_probability == 1.0
+    width = (fc.final_loss.p90 - fc.final_loss.p10) / fc.final_loss.mean
+    assert width < 0.05, fc.final_loss
+    assert fc.final_loss.p10 <= 1.241 <= fc.final_loss.p90
