@@ -401,6 +401,7 @@ class Engine:
         )
         job.unwritten_since = None
         job.written = now
+        job.written_status = status
         if job.applied_wall is not None:
             self._stage("engine", time.time() - job.applied_wall)
             job.applied_wall = None
@@ -420,6 +421,9 @@ class Engine:
         started = time.perf_counter()
         decision = self.core.evaluate(base, cluster, now=now)
         self.metrics.forecast_latency.observe(time.perf_counter() - started)
+        # before the actions: a status persisted with one (``_persist_now``) shows the decision
+        # that took it, and is then the evaluation's own status, not written a second time
+        job.last_decision = decision
         job.selected = selecting(self.policies.values(), base)
         self._sync_checkpoints(key, base, body)
         if not self.policies_unknown:  # else no action, and no sequence abandoned, for now
@@ -430,11 +434,10 @@ class Engine:
                 acting = self.core.view(base)  # the request's detail marked
             if decision.actions or decision.cleanup:
                 self.actuator.execute(acting, decision, body=body, workload=workload, now=now)
-        job.last_decision = decision
         view = self.core.view(base, judged_at=now)
         if self.save_check is not None:
             self.save_check.settle(workload, ready_message(decision, view))
-        previous, status = self.board.evaluated(key, view, decision, body, now)
+        _, status = self.board.evaluated(key, view, decision, body, now)
         if job.last_eval is not None and status["state"] in NOT_LEARNING and view.active:
             hours = view.gpus * max(0.0, now - job.last_eval) / 3600.0
             self.metrics.non_learning_gpu_hours.labels(view.namespace).inc(hours)
@@ -443,11 +446,12 @@ class Engine:
         self.metrics.observe_job(view, state=status["state"])
         if (
             job.unwritten_since is None
-            and same_but_time(previous, status)
+            and same_but_time(job.written_status, status)
             and now - job.written < HEARTBEAT_S
         ):
-            # a periodic re-evaluation that changed nothing: no write, but one every heartbeat, so
-            # that a reader can tell a status no controller keeps any more (``summary.shown_state``)
+            # a periodic re-evaluation that changed nothing, or the status an action of this
+            # evaluation persisted already: no write, but one every heartbeat, so that a reader can
+            # tell a status no controller keeps any more (``summary.shown_state``)
             return
         self._submit(key, job, status, now)
 
@@ -471,15 +475,23 @@ class Engine:
 
     # ------------------------------------------------------------------------------- writing
     def _persist_now(self, key: str) -> None:
+        """The actuator's ``persist``: the job's status written at once (an action's record before
+        its mutation, its outcome after). Rendered at the time of the step being run, as the
+        evaluation's own status is, and counted as the job's write: that status, the same but for
+        what changed since, is then not written again (a trial saw every acknowledged checkpoint's
+        status written twice, the second with ``observedAt`` a second back)."""
         job = self.jobs.get(key)
         if job is None:
             raise KeyError(f"unknown job {key}")
-        now = time.time()
+        now = self._now if math.isfinite(self._now) else time.time()
         view = self.core.view(self.index.base_view(job.body), judged_at=now)
         status = self.board.render(key, view, job.last_decision, now)
         self.writer.write_now(
             key, {"owner": owner_reference(job.body), "status": status}, timeout_s=URGENT_WRITE_WAIT_S
         )
+        job.unwritten_since = None
+        job.written = now
+        job.written_status = status
 
     def _record_cap(self, policy: str, rid: str, at: float, resumed: bool) -> None:
         """The actuator's ``record_cap``, at the time of the step being run (``PolicyEvents.record_cap``)."""

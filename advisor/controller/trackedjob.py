@@ -45,6 +45,9 @@ class TrackedJob:
     applied_wall: float | None = None  # wall clock when the oldest unwritten data was applied
     signals: LifecycleSignals | None = None  # the job's own lifecycle signals as last seen
     written: float = -math.inf  # when its status was last submitted for writing (the heartbeat's)
+    #: the status last handed to the writer or persisted before an action (None: none yet): what a
+    #: re-evaluation that says nothing new is compared with, so that it is not written again
+    written_status: Mapping[str, Any] | None = None
     #: the policies that select it (``policies.selection.selecting``) at its last evaluation; None
     #: before the first: what each policy's ``jobsSelected`` counts
     selected: tuple[str, ...] | None = None
