@@ -100,6 +100,9 @@ class Engine:
             on_stage=self._stage,
         )
         self.metrics.api_unreachable.set_function(self._unreachable_seconds)
+        # read at each scrape: set with the queue series (every ``queue_metrics_interval_s``), a new
+        # leader's first step, before kopf's watches had delivered a job, left it 0 for 15 s
+        self.metrics.jobs.set_function(lambda: len(self.jobs))
         self.store = ForecastStore(api)
         self.actuator = Actuator(
             api, self.core, self._persist_now, metrics=self.metrics, record_cap=self._record_cap
@@ -114,6 +117,7 @@ class Engine:
         )
         self.saved = self.restart.pending  # the statuses not adopted yet, read by the tests
         self._last_queue_metrics = -1e18
+        self._queue_metrics_jobs = 0  # the jobs followed when the queue series were last set
         self._now = -math.inf  # the time of the step being run
         self._received = 0.0  # wall clock at which the event being applied was received
         #: when the policies' figures are written (a policy or a job came or went, the start-up wait)
@@ -246,10 +250,14 @@ class Engine:
             self._write_policy_figures()
             if self.restart.carried:
                 self._mark_carried()
-        if now - self._last_queue_metrics >= self.config.queue_metrics_interval_s:
-            self._last_queue_metrics = now
+        if (
+            now - self._last_queue_metrics >= self.config.queue_metrics_interval_s
+            or len(self.jobs) != self._queue_metrics_jobs
+        ):
+            # at once when jobs came or went (a new leader's jobs arriving from its watches), else
+            # every interval: the states change slowly, and the summary reads every job
+            self._last_queue_metrics, self._queue_metrics_jobs = now, len(self.jobs)
             self.metrics.set_queues(summarize((k.split("/", 1)[0], s) for k, s in self.board.items()))
-            self.metrics.jobs.set(len(self.jobs))
         return evaluated
 
     def _apply_event(self, kind: str, event_type: str, body: Any, now: float) -> None:

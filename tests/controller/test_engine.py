@@ -663,3 +663,28 @@ def test_a_gauge_says_how_long_the_api_server_has_been_unreachable(monkeypatch: 
     api.fail_writes = 0
     feed(e, range(90, 120, 10), t0=T0 + 200)
     assert e.writer.unreachable_since is None and e.metrics.registry.get_sample_value(gauge) == 0.0
+
+
+def test_the_watched_jobs_and_queue_series_show_the_jobs_as_soon_as_they_arrive() -> None:
+    """A new leader's first step runs before kopf's watches deliver its jobs: the jobs gauge and
+    the queue series read them at the step that brings them, not a queue-metrics interval later
+    (a trial read ``trainjob_advisor_watched_jobs`` 0 for 16 s after a handover)."""
+    api = FakeApi()
+    e = engine(api)  # queue_metrics_interval_s 15 s
+    e.enqueue("clusterqueue", "ADDED", {"metadata": {"name": "gpu-cq"}, "spec": {}})
+    e.enqueue(
+        "localqueue",
+        "ADDED",
+        {"metadata": {"name": "team-a-lq", "namespace": "team-a"}, "spec": {"clusterQueue": "gpu-cq"}},
+    )
+    e.step(T0)  # the listing is in, no job event yet
+    reg = e.metrics.registry
+    assert reg.get_sample_value("trainjob_advisor_watched_jobs") == 0
+    e.enqueue("job", "ADDED", trainjob(step=10, loss="2.0", updated=iso(T0 + 1)))
+    e.step(T0 + 1)
+    assert reg.get_sample_value("trainjob_advisor_watched_jobs") == 1
+    assert reg.get_sample_value("trainjob_advisor_queue_gpus", {"queue": "gpu-cq"}) == 16
+    e.enqueue("job", "DELETED", trainjob())
+    e.step(T0 + 2)
+    assert reg.get_sample_value("trainjob_advisor_watched_jobs") == 0
+    assert reg.get_sample_value("trainjob_advisor_queue_gpus", {"queue": "gpu-cq"}) is None
