@@ -103,10 +103,13 @@ def test_http_endpoints_report_health_readiness_and_metrics() -> None:
         assert get("/healthz") == (200, "ok\n")
         assert get("/readyz") == (503, "starting\n")  # not ready before the startup listing
         engine.ready = True
-        assert get("/readyz") == (200, "leader\n")  # without leader election it acts alone
+        # without leader election it acts alone, and says so: no election made it leader
+        assert get("/readyz") == (200, "active, no leader election\n")
         engine.policies_unknown = True  # the start-up listing of the AdvisorPolicies failed
         code, text = get("/readyz")
-        assert code == 503 and text.startswith("leader; the AdvisorPolicies could not be listed")
+        assert code == 503 and text.startswith(
+            "active, no leader election; the AdvisorPolicies could not be listed"
+        )
         engine.policies_unknown = False
         code, text = get("/metrics")
         assert code == 200 and "trainjob_advisor_watched_jobs" in text
@@ -153,6 +156,15 @@ def test_a_standby_that_can_take_over_is_ready_and_says_it_stands_by() -> None:
         worker.start()
         workers.append(worker)
         engine.ready = True
+        assert get("/readyz") == (200, "leader\n")
+        engine.policies_unknown = True
+        code, text = get("/readyz")
+        assert code == 503 and text.startswith("leader; the AdvisorPolicies could not be listed")
+        engine.policies_unknown = False
+        clock.t += CFG.renew_deadline_s  # no renewal within the renew deadline: it leads no more
+        assert get("/readyz") == (503, "lost the Lease, stopping\n")
+        assert _leader_gauge(port) == 0
+        assert mine.try_acquire_or_renew()  # renewed (no one took it meanwhile)
         assert get("/readyz") == (200, "leader\n")
         stop.set()
         worker.join()
