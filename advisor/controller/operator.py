@@ -15,6 +15,8 @@ With leader election on (``OperatorOptions.leader_election``, the Deployment's d
 starts (no listing, no watch, no write) before the process holds the Lease (see
 ``advisor.controller.leader``); every write and every mutation checks that it still holds it,
 and losing it stops the operator (``LeadershipLost``), so that the pod restarts as a standby.
+However it stops, its last INFO line says so and why (``_stopped_line``): a signal, the Lease
+lost, an error, or a stop asked by the code that embeds it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import dataclasses
 import functools
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -239,12 +242,15 @@ async def run_operator(
         loop.call_soon_threadsafe(stop_all.set)
 
     renewer: threading.Thread | None = None
+    # until kopf runs (it takes SIGTERM and SIGINT over while it does): a signal stops the
+    # controller with its line, a standby's too (it died without a word)
+    signalled = _catch_signals(loop, stop_all)
     if elector is not None and options.leader_election is not None:
         engine.set_gate(elector.is_leader)
         log.info("waiting for the leader Lease (identity %s)", elector.identity)
         while not await asyncio.to_thread(elector.try_acquire_or_renew):
-            if _is_set(stop_flag):
-                log.info("stopped while standing by")
+            if _is_set(stop_flag) or signalled:
+                log.info("%s", _stopped_line(signalled, "asked to stop", standby=True))
                 if server is not None:
                     server.shutdown()
                 return engine
@@ -264,6 +270,7 @@ async def run_operator(
         stop_all.set()
 
     forwarder = asyncio.create_task(forward_stop())
+    cause = "asked to stop"  # what the last line says stopped it (``_stopped_line``)
     try:
         if options.evidence_namespace is not None:
             from advisor.controller.evidence import CONFIGMAP, EvidenceStore, evidence_name
@@ -322,8 +329,15 @@ async def run_operator(
             finally:
                 looking.cancel()
             if not this_run.is_set():
+                cause = "a signal (SIGTERM or SIGINT)"
                 break  # kopf stopped on its own (a signal): the controller stops
             late_pytorchjobs, first = False, False
+    except asyncio.CancelledError:
+        cause = "cancelled"
+        raise
+    except Exception as exc:
+        cause = f"an error: {type(exc).__name__}: {exc}"
+        raise
     finally:
         forwarder.cancel()
         stop.set()
@@ -339,9 +353,35 @@ async def run_operator(
             await asyncio.to_thread(elector.release)
         if server is not None:
             server.shutdown()
+        if lost.is_set():
+            cause = "lost the leader Lease (not renewed within the renew deadline)"
+        log.info("%s", _stopped_line(signalled, cause))
     if lost.is_set():
         raise LeadershipLost("lost the leader Lease; stopped so that another replica acts alone")
     return engine
+
+
+def _catch_signals(loop: asyncio.AbstractEventLoop, stop_all: asyncio.Event) -> list[str]:
+    """SIGTERM and SIGINT set ``stop_all`` (until kopf takes them over); returns the list their
+    names are added to. Only the main thread can take signals (an embedding thread cannot)."""
+    caught: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        caught.append(sig.name)
+        stop_all.set()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, on_signal, sig)
+    return caught
+
+
+def _stopped_line(signalled: list[str], cause: str, *, standby: bool = False) -> str:
+    """The controller's last line: that it stopped, and why (a signal, the Lease lost, an error, a
+    stop asked by the embedding code). Before it, kopf's own lines said only that its tasks ended."""
+    why = f"{signalled[0]} received" if signalled else cause
+    return f"controller stopped{' while standing by' if standby else ''}: {why}"
 
 
 #: how often a kind not served at start-up (PyTorchJobs) is looked for
