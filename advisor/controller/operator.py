@@ -42,6 +42,7 @@ from advisor.controller.http_endpoints import serve_http
 from advisor.controller.initial_listing import list_saved, prime
 from advisor.controller.jobs import PYTORCHJOB, TRAINJOB
 from advisor.controller.kueue import KUEUE_GROUP, KUEUE_VERSION
+from advisor.controller.late_kinds import LATE_KIND_POLL_S, quiet_while_late, until_served
 from advisor.controller.leader import LeaderElector
 from advisor.controller.operator_options import OperatorOptions, startup_line
 from advisor.controller.policysync import custom_policies, resync_policies
@@ -186,7 +187,8 @@ async def run_operator(
         and await asyncio.to_thread(api.serves, PYTORCHJOB.group, PYTORCHJOB.version) is False
     )
     if late_pytorchjobs:
-        # kopf waits for the kind (and says it is not served); say what that means and how to stop it
+        # kopf waits for the kind (its own warnings of it are DEBUG meanwhile: ``late_kinds``); say
+        # once what that means and how to stop it
         log.warning(
             "PyTorchJobs: %s/%s is not served (no Kubeflow Training Operator v1); looking for it every "
             "%.0f s in case it is installed later; pass --no-pytorchjobs (chart value pytorchJobs=false) "
@@ -310,22 +312,24 @@ async def run_operator(
             # later starts a new run, which lists and watches it (the engine and its state go on)
             this_run = asyncio.Event()
             looking = asyncio.create_task(
-                _until_served(api, late_pytorchjobs, stop_all, this_run, LATE_KIND_POLL_S)
+                until_served(api, late_pytorchjobs, stop_all, this_run, LATE_KIND_POLL_S)
             )
             settings = kopf.OperatorSettings()
             configure_settings(settings)
             try:
-                await kopf.operator(
-                    registry=build_registry(engine, api, options),
-                    settings=settings,
-                    standalone=True,
-                    identity=_identity(),  # type: ignore[arg-type]  # kopf's Identity is a NewType of str
-                    clusterwide=not options.namespaces,
-                    namespaces=list(options.namespaces),
-                    liveness_endpoint=options.liveness_endpoint,
-                    stop_flag=this_run,
-                    ready_flag=ready_flag if first else None,
-                )
+                # kopf's warning at each CRD event that the kind looked for is not served is DEBUG
+                with quiet_while_late([PYTORCHJOB] if late_pytorchjobs else []):
+                    await kopf.operator(
+                        registry=build_registry(engine, api, options),
+                        settings=settings,
+                        standalone=True,
+                        identity=_identity(),  # type: ignore[arg-type]  # kopf's Identity: NewType of str
+                        clusterwide=not options.namespaces,
+                        namespaces=list(options.namespaces),
+                        liveness_endpoint=options.liveness_endpoint,
+                        stop_flag=this_run,
+                        ready_flag=ready_flag if first else None,
+                    )
             finally:
                 looking.cancel()
             if not this_run.is_set():
@@ -382,32 +386,6 @@ def _stopped_line(signalled: list[str], cause: str, *, standby: bool = False) ->
     stop asked by the embedding code). Before it, kopf's own lines said only that its tasks ended."""
     why = f"{signalled[0]} received" if signalled else cause
     return f"controller stopped{' while standing by' if standby else ''}: {why}"
-
-
-#: how often a kind not served at start-up (PyTorchJobs) is looked for
-LATE_KIND_POLL_S = 30.0
-
-
-async def _until_served(
-    api: ClusterApi, late_pytorchjobs: bool, stop_all: asyncio.Event, this_run: asyncio.Event, every_s: float
-) -> None:
-    """Ends this kopf run when the controller stops, or when PyTorchJobs, not served at start-up
-    (``late_pytorchjobs``), are served now (a new run then watches them)."""
-    next_look = time.monotonic() + every_s
-    while not stop_all.is_set():
-        if late_pytorchjobs and time.monotonic() >= next_look:
-            next_look = time.monotonic() + every_s
-            if await asyncio.to_thread(api.serves, PYTORCHJOB.group, PYTORCHJOB.version):
-                log.info(
-                    "PyTorchJobs: %s/%s is served now (installed after start-up); watching them (kopf "
-                    "restarts its watches: its 'stopping' lines that follow are that restart)",
-                    PYTORCHJOB.group,
-                    PYTORCHJOB.version,
-                )
-                break
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop_all.wait(), timeout=0.5)
-    this_run.set()
 
 
 def _identity() -> str:
