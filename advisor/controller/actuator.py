@@ -35,6 +35,10 @@ once the request is persisted (step 2), so a controller killed before that leave
 nothing will finish; each outcome is persisted before its line, so a restarted controller neither
 misses the outcome of an attempt it resumes nor logs again one already logged; it marks the
 outcomes of the attempts it resumed (``resumed=true``).
+
+The requests whose outcome comes after their mutation (a checkpoint's acknowledgement or timeout,
+a release sequence a decision abandoned) are closed by ``advisor.controller.requestclosing``, a
+part of ``Actuator`` kept in a module of its own, with the outcome bookkeeping both halves share.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ from advisor.controller.audit import audit
 from advisor.controller.jobevents import JobEvents
 from advisor.controller.kueue import Workload
 from advisor.controller.mutations import Outcome, mutate
-from advisor.controller.pending import AWAITING_ACK, RECORDED, PendingAction
+from advisor.controller.pending import RECORDED, PendingAction
+from advisor.controller.requestclosing import RequestClosing
 from advisor.controller.retry import call_with_retries
 from advisor.model import (
     DEFAULT_BOOST,
@@ -68,8 +73,6 @@ from advisor.protocol import (
     new_checkpoint_request_id,
 )
 from policies.engine import not_running
-from policies.fields import format_duration
-from policies.rules.release import CANCELLED, Abandoned
 
 __all__ = ["DEFAULT_BOOST", "Actuator", "Outcome"]
 
@@ -106,7 +109,7 @@ _WROTE = frozenset({"done", "requested"})
 _API_ERROR = "API error:"
 
 
-class Actuator:
+class Actuator(RequestClosing):
     def __init__(
         self,
         api: Any,
@@ -156,12 +159,6 @@ class Actuator:
 
     def forget(self, key: str) -> None:
         self.pending.pop(key, None)
-
-    def _count(self, policy: str | None, kind: ActionKind, mode: str, outcome: str) -> None:
-        """``trainjob_advisor_actions_total`` of ``policy`` (whose decision it was; empty: the
-        advisor undoing its own write on a job no policy governs)."""
-        if self.metrics is not None:
-            self.metrics.actions.labels(policy or "", kind.value, mode, outcome).inc()
 
     def learning_state_changed(self, job: JobView, body: Mapping[str, Any], previous: str | None) -> None:
         """The Event of a run's new learning state (``JobEvents.learning_state_changed``)."""
@@ -392,26 +389,6 @@ class Actuator:
                 self.metrics.write_errors.labels(kind.value).inc()
         return result
 
-    def _outcome_settled(
-        self,
-        job: JobView,
-        rid: str,
-        entry: PendingAction,
-        outcome: str,
-        detail: str,
-        *,
-        resumed: bool = False,
-    ) -> None:
-        """An outcome is written to the status first, then logged: a restart resumes only what the
-        status still shows pending, so a controller killed after the line does not log it again.
-        (Killed in the instant between the write and the line, the status alone has it.) A failed
-        write is only logged: the next status write carries the outcome."""
-        try:
-            self.persist(job.key)
-        except Exception as exc:
-            log.warning("%s: outcome %s of request %s not written yet: %s", job.key, outcome, rid, exc)
-        audit_outcome(job, rid, entry, outcome, detail, resumed=resumed)
-
     def _with_retries(self, fn: Callable[[], Outcome]) -> Outcome:
         """``fn`` (which reads what it acts on afresh each time) with the shared retry policy:
         transient errors and conflicts are retried with jittered exponential backoff, anything
@@ -424,95 +401,3 @@ class Actuator:
             if isinstance(status, int) and status in _IMPOSSIBLE_STATUS:
                 return Outcome("impossible", f"{why} ({status})")
             return Outcome("failed", why)
-
-    # ----------------------------------------------------------------- checkpoint completion
-    def checkpoint_done(
-        self, job: JobView, rid: str, outcome: str, *, body: Mapping[str, Any], detail: str = ""
-    ) -> bool:
-        """Close a checkpoint request (``acknowledged``, ``timed-out`` or ``dropped``); False if not
-        pending."""
-        entry = self.pending.get(job.key, {}).get(rid)
-        if entry is None or entry.kind is not ActionKind.CHECKPOINT:
-            return False
-        self.pending[job.key].pop(rid, None)
-        self.core.update_action(job.key, rid, outcome)
-        self._outcome_settled(job, rid, entry, outcome, detail)
-        if outcome == "acknowledged":
-            self.job_events.post(
-                job,
-                body,
-                "CheckpointAcknowledged",
-                f"checkpoint {rid} saved {detail}".strip(),
-                request_id=rid,
-            )
-        elif outcome == "dropped":
-            self.job_events.post(
-                job,
-                body,
-                "CheckpointRequestDropped",
-                f"checkpoint request {rid} dropped: {detail}; a new one may be made",
-                request_id=rid,
-            )
-        else:
-            # a release waiting on it that was cancelled meanwhile: nothing waits for the answer any
-            # more, so the timeout is said, not warned of (a Warning a minute after ReleaseCancelled)
-            rec = self.core.record(job.key)
-            cancelled = rec is not None and any(
-                a.request_id == rid and (a.detail or "").startswith(CANCELLED) for a in rec.actions
-            )
-            self.job_events.post(
-                job,
-                body,
-                "CheckpointTimedOut",
-                f"no acknowledgement of checkpoint {rid} within {format_duration(entry.timeout_s)}"
-                + ("; its release was cancelled before, so nothing waited for it" if cancelled else ""),
-                warning=not cancelled,
-                request_id=rid,
-            )
-        self._count(entry.policy, ActionKind.CHECKPOINT, Mode.APPLY.value, outcome)
-        return True
-
-    def sequence_cancelled(self, job: JobView, gone: Abandoned, *, body: Mapping[str, Any]) -> None:
-        """A release (or stop) sequence the decision abandoned (``policies.rules.release.abandoned``:
-        its policy edited, deleted, or no longer governing, or the run over first): the request's
-        detail says so (which ends the sequence for good, and makes this once per request, across
-        restarts too), one audit line ``outcome=cancelled`` for the step that will not come, one
-        Normal Event. The checkpoint itself is left to its answer or its timeout: the pods may be
-        saving."""
-        request = gone.request
-        verb = "release of quota" if gone.final is ActionKind.RELEASE_QUOTA else "stop"
-        self.core.update_action(job.key, request.request_id, request.outcome, detail=f"{CANCELLED}{gone.why}")
-        try:
-            self.persist(job.key)
-        except Exception as exc:
-            log.warning("%s: the cancelled %s not written yet: %s", job.key, verb, exc)
-        audit(
-            "outcome",
-            job,
-            kind=gone.final,
-            request_id=request.request_id,
-            policy=request.policy,
-            rule=request.rule,
-            mode=Mode.APPLY.value,
-            outcome="cancelled",
-            reason=request.reason,
-            detail=f"the {verb} after checkpoint {request.request_id} will not come: {gone.why}",
-        )
-        reason = "ReleaseCancelled" if gone.final is ActionKind.RELEASE_QUOTA else "StopCancelled"
-        self.job_events.post(
-            job,
-            body,
-            reason,
-            f"the {verb} after checkpoint {request.request_id} ({request.outcome}) is cancelled: {gone.why} "
-            f"(policy {request.policy}, rule {request.rule})",
-            request_id=request.request_id,
-        )
-        self._count(request.policy, gone.final, Mode.APPLY.value, "cancelled")
-
-    def awaiting_ack(self, key: str) -> list[tuple[str, float, float]]:
-        """(request id, requested at, timeout) of checkpoint requests waiting for their acknowledgement."""
-        return [
-            (rid, e.time if e.time is not None else 0.0, e.timeout_s)
-            for rid, e in self.pending.get(key, {}).items()
-            if e.stage == AWAITING_ACK
-        ]
