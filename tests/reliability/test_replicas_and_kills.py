@@ -30,14 +30,16 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
     """Must hold: of two controllers started on the same Lease, exactly one leads and writes (the
     standby's write counter stays 0, and its /readyz answers 200 ``standby``: ready to take over);
     after the leader is SIGKILLed, the standby holds the Lease within lease duration + retry period
-    (7 s, measured below) and serves forecasts again within TAKEOVER_BOUND_S."""
+    (7 s, measured below) and serves forecasts again within TAKEOVER_BOUND_S, its
+    ``trainjob_advisor_watched_jobs`` counting the job within 3 s of serving; a standby and the
+    leader sent SIGTERM each end their log with the line that says they stopped, and why."""
     lease = own_lease(plane)
     jobs = Jobs(admin, namespace)
     jobs.create("job")
     a = ControllerProcess(
         plane.controller_kubeconfig, namespace, tmp_path, lease=lease, name="a", lease_args=LEASE
     )
-    b = None
+    b = c = None
     try:
         wait_for(a.leading, "the first replica to lead", timeout=90)
         b = ControllerProcess(
@@ -65,6 +67,10 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
         took_lease = time.monotonic() - killed
         wait_for(b.leading, "the standby to serve", timeout=TAKEOVER_BOUND_S)
         serving = time.monotonic() - killed
+        # its jobs count as soon as its watches deliver them (it read 0 for 16 s after a handover)
+        wait_for(
+            lambda: b.metric("trainjob_advisor_watched_jobs") == 1, "the new leader's job gauge", timeout=3
+        )
         jobs.report("job", 60, 2.4, time.time())
         wait_for(lambda: jobs.history_steps("job")[-1:] == [60], "the new leader's forecast", timeout=30)
         print(f"\n[reliability] takeover after SIGKILL: Lease in {took_lease:.1f}s, ready in {serving:.1f}s")
@@ -78,10 +84,20 @@ def test_two_replicas_exactly_one_acts_and_the_standby_takes_over(
         token = yaml.safe_load(plane.controller_kubeconfig.read_text())["users"][0]["user"]["token"]
         assert len(token) > 20 and token not in a.log() and token not in b.log()
         assert token[:16] not in a.log() + b.log()
+        # a standby and the leader told to stop each say so, and why, in their last line
+        c = ControllerProcess(
+            plane.controller_kubeconfig, namespace, tmp_path, lease=lease, name="c", lease_args=LEASE
+        )
+        wait_for(lambda: c.get("/readyz") == (200, "standby\n"), "a second standby", timeout=60)
+        c.stop()
+        assert "controller stopped while standing by: SIGTERM received" in c.log()
+        b.stop()
+        assert "controller stopped: a signal (SIGTERM or SIGINT)" in b.log()
     finally:
         a.stop()
-        if b is not None:
-            b.stop()
+        for replica in (b, c):
+            if replica is not None:
+                replica.stop()
 
 
 def test_sigkills_during_releases_leave_each_action_once_and_the_cap_holding(
