@@ -10,8 +10,8 @@ While it waits, kopf says at every rescan of the cluster's kinds (at start, and 
 any CRD: created, changed, deleted) that the kind "cannot be served": a warning per CRD event for
 a state the controller said once, at start-up, that it knows and handles. ``QuietUnservedKinds``
 lowers exactly those lines to DEBUG (shown with ``--log-level debug``), and only while the kind
-is looked for: the same warning about any other kind (a TrainJob CRD missing: a real fault) and
-every other kopf line stay as they are.
+is looked for: the same warning about any other kind (a Kueue or TrainJob CRD missing: a real
+fault) stays a warning, naming those kinds alone, and every other kopf line stays as it is.
 """
 
 from __future__ import annotations
@@ -65,8 +65,12 @@ class QuietUnservedKinds(logging.Filter):
         if not record.msg.startswith(_UNRESOLVED):
             return True
         named = _SELECTOR.findall(record.getMessage().split(":", 1)[-1])
-        if not named or not self.selectors.issuperset(named):
-            return True  # names a kind not looked for (a missing TrainJob CRD): a real warning
+        others = [n for n in named if n not in self.selectors]
+        if not named or len(others) == len(named):
+            return True
+        if others:  # kinds not looked for (a missing Kueue or TrainJob CRD): a real warning, of them
+            record.msg, record.args = f"{_UNRESOLVED} (try creating their CRDs): {', '.join(others)}", ()
+            return True
         record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 

@@ -54,3 +54,4 @@ def test_the_same_warning_about_another_kind_stays_a_warning(caplog: pytest.LogC
         logging.getLogger(KOPF_OBSERVATION_LOGGER).warning("Not enough permissions to watch for resources")
     warnings = _warnings(caplog)
     assert len(warnings) == 3 and all("trainjobs" in w for w in warnings[:2])
+    assert "pytorchjobs" not in warnings[1]  # the real warning names the missing kind alone
