@@ -198,13 +198,16 @@ def render_text(outcome: Outcome) -> str:
     if not holds_trend(fc):
         lines.append(f"  plateau         P n/a   ({_no_trend(fc.n_points)})")
     else:
-        # without a total the end is a guess: the forecast takes the run as likely at any share of it
+        # without a total the end is a guess: the fits read at the curve's asymptote, the recent
+        # trend continued over the reach of a run as likely at any share of it (``plateau``); the
+        # text says which end it asks about, and how to give the real one
         unknown = (
             ""
             if fc.total_steps
             else "; end read off the learning rate's decay"
             if implied
-            else "; end unknown, this point as likely at any share of the run"
+            else "; end unknown: to the curve's asymptote, or a run as likely at any share of it; "
+            "--total-steps gives its end"
         )
         lines.append(
             f"  plateau         P = {fc.plateau_probability:.2f}   (improvement to the end < 1%{unknown})"

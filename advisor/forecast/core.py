@@ -167,29 +167,6 @@ def _plateau_at(mean: float, sd: float, level: float, training_loss: bool) -> fl
     return plateau
 
 
-#: the ends of a run that does not say how long it trains, in units of its current step: its
-#: elapsed share at evenly spaced quantiles of the scale-free prior (uniform over (0, 1), see
-#: ``plateau._unknown_end``), the same prior the local plateau test reads an unknown end with
-UNKNOWN_END_U = 1.0 / ((np.arange(16) + 0.5) / 16)
-
-
-def unknown_end_plateau(means: FloatArray, sds: FloatArray, level: float, training_loss: bool) -> float:
-    """P(plateau) of a run whose end is unknown: the mean over the prior's ends (``UNKNOWN_END_U``)
-    of P(plateau) at each, from the fits read there with the interval calibrated for that distance.
-
-    The contract's question is the improvement left *to the end*. Read at the asymptote instead (the
-    final-loss forecast's answer when nothing says where the run ends), it asks what the run would
-    gain training forever, whose interval is the widest the calibration knows: a loss flat for the
-    last 12,000 of 20,000 steps read P(plateau) 0.25 and "learning", and 0.80 once told its end was
-    at 40,000. A look at a run that gives no end is taken at no particular moment of it, so its
-    elapsed share is as likely any value (the prior the local test uses too, without a parameter):
-    most of the weight lies within a few times the steps run, some far beyond them, where the
-    intervals are wide and the probability low."""
-    ps = [_plateau_at(float(m), float(s), level, training_loss) for m, s in zip(means, sds, strict=True)]
-    finite = [p for p in ps if math.isfinite(p)]
-    return float(np.mean(finite)) if finite else 0.0
-
-
 def _mixture_p90(m1: float, s1: float, m2: float, s2: float, w2: float) -> float:
     """The 90% quantile of (1 - w2) N(m1, s1) + w2 N(m2, s2), by bisection."""
     s1, s2 = max(s1, 1e-300), max(s2, 1e-300)
@@ -256,29 +233,19 @@ def _run(
         # to the horizon, or (unknown) over as many steps again as the history spans
         end = horizon if horizon is not None else 2.0 * last + 1.0
         path_steps = np.linspace(last, max(end, last), path_points + 1)[1:]
-    # an unknown end: the fits are also read at the ends a scale-free prior expects, for P(plateau)
-    # (``unknown_end_plateau``); the drawn path comes first, the ends after it
-    ends = float(prep.steps[-1] + 1.0) * UNKNOWN_END_U - 1.0 if horizon is None else np.zeros(0)
-    read_at = ends if path_steps is None else np.concatenate((path_steps, ends))
     # a training loss that jumped up and stayed there is fitted from its jump on (``jump``): fits
     # across the jump put its end anywhere; P(diverge) below still reads the whole history
-    fit, fit_horizon, fit_path = prep, horizon, (read_at if read_at.size else None)
+    fit, fit_horizon, fit_path = prep, horizon, path_steps
     jumped = jump_start(prep.values) if training_loss else None
     if jumped is not None:
         fit, offset = after_jump(prep, jumped[0])
         fit_horizon = None if horizon is None else horizon - offset
-        fit_path = None if not read_at.size else read_at - offset
+        fit_path = None if path_steps is None else path_steps - offset
         warnings.append(
             f"{JUMP_WARNING} at step {prep.steps[jumped[0]]:,.0f} to {jumped[1]:.1f} times its best and "
             f"has stayed up: forecast from the {fit.values.size} reports since"
         )
     parts = estimate(fit, fit_horizon, warnings, fit_path, training_loss=training_loss)
-    at_ends: tuple[FloatArray, FloatArray] | None = None
-    if ends.size and parts.path_mean is not None and parts.path_sd is not None:
-        if parts.path_mean.size == read_at.size:
-            at_ends = (parts.path_mean[-ends.size :], parts.path_sd[-ends.size :])
-        drawn = read_at.size - ends.size
-        parts.path_mean, parts.path_sd = parts.path_mean[:drawn], parts.path_sd[:drawn]
     parts.path_steps = path_steps
     mean, sd = parts.mean, parts.sd
     if not (math.isfinite(mean) and math.isfinite(sd)):
@@ -304,8 +271,6 @@ def _run(
         mean = max(mean, 0.0)
     level = parts.level
     plateau = _plateau_at(mean, sd, level, training_loss)
-    if at_ends is not None:
-        plateau = unknown_end_plateau(at_ends[0], at_ends[1], level, training_loss)
     if n < NO_TREND_POINTS:
         # a symmetric interval round the current level put it at Phi(0.01 level / sd), 0.52 on two
         # evaluations of an accuracy clearly rising: a number that read as computed, and was none

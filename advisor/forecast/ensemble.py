@@ -390,10 +390,7 @@ def _path(
             curve = curve + extra * np.clip((u_path - 1.0) / (u_t - 1.0), 0.0, 1.0)
         rows.append(np.minimum(curve, level) if training_loss else curve)
     pv = np.stack(rows)
-    # column by column (a matrix product's rounding depends on how many columns it has): a step's
-    # mean must not change with the other steps read beside it (``core`` reads the drawn path and
-    # an unknown end's prior ends in one go, and ``forecast`` reads the ends alone)
-    raw = (wv[:, None] * pv).sum(axis=0)
+    raw = wv @ pv
     # the horizon's share of the predicted drop, so the path ends where the forecast does
     mean = level - parts.drop_shrink * (level - raw)
     sd = np.empty_like(mean)
