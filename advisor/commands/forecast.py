@@ -22,8 +22,6 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from advisor.cli import CommandError, non_negative_int, positive_int, require_extra
 from advisor.commands.forecast_input import (
     eval_series_upto,
@@ -32,8 +30,7 @@ from advisor.commands.forecast_input import (
     one_run_of,
     training_loss_upto,
 )
-from advisor.commands.forecast_outcome import Outcome, outcome_of, saved_best_of, trainer_at
-from advisor.forecast.schedule import implied_end
+from advisor.commands.forecast_outcome import Outcome, decay_end_step, outcome_of, saved_best_of, trainer_at
 from advisor.series import TRAIN_SERIES, Direction, direction_of
 from advisor.sources.files import LoadedCurve, SourceError
 
@@ -152,17 +149,6 @@ def run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def _decay_end_step(curve: LoadedCurve) -> float | None:
-    """The step where the run's learning rate decays to zero (``schedule.implied_end``), None
-    without learning rates or a decay that says so."""
-    if curve.learning_rates is None or len(curve) < 2:
-        return None
-    end = implied_end(
-        np.asarray(curve.steps, dtype=np.float64), np.asarray(curve.learning_rates, dtype=np.float64)
-    )
-    return None if end is None else float(end[0])
-
-
 def compute(args: ForecastRequest) -> Outcome:
     """The forecast of ``args``'s run, as the command prints it (errors as ``CommandError``)."""
     if args.file:
@@ -205,7 +191,7 @@ def compute(args: ForecastRequest) -> Outcome:
             f"total steps taken from the file's last step ({total:,}): hindsight a live run that does "
             "not report its total lacks (the controller reads its end as unknown; --total-steps sets it)"
         )
-    decays_to = _decay_end_step(full if whole_train is None else whole_train)
+    decays_to = decay_end_step(full if whole_train is None else whole_train)
     if total is None and not truncated and decays_to is not None and decays_to > run_last:
         # the decay says where the run ends and the forecast reads it to there: the note says that
         # much (the one below told a user to pass a total the output had already found)

@@ -16,7 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from advisor.core.record import median_gap
+from advisor.forecast.schedule import implied_end
 from advisor.forecast.state import best_saved_checkpoint, learning_state
 from advisor.model import Forecast, LearningState
 from advisor.series import Direction, direction_of
@@ -64,6 +67,18 @@ class Outcome:
     #: the eval series as the whole file has them, when the forecast is cut and plotted (the
     #: plot draws their points after the cut)
     evals_whole: Mapping[str, LoadedCurve] | None = None
+
+
+def decay_end_step(curve: LoadedCurve) -> float | None:
+    """The step where the run's learning rate decays to zero (``schedule.implied_end``), None
+    without learning rates or a decay that says so: the end a run that reports no total is read
+    to (its note, its ETA line and JSON ``input.implied_end``)."""
+    if curve.learning_rates is None or len(curve) < 2:
+        return None
+    end = implied_end(
+        np.asarray(curve.steps, dtype=np.float64), np.asarray(curve.learning_rates, dtype=np.float64)
+    )
+    return None if end is None else float(end[0])
 
 
 def outcome_of(

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.commands.forecast_checkpoint import best_lines
-from advisor.commands.forecast_outcome import series_direction, stuck_for
+from advisor.commands.forecast_outcome import decay_end_step, series_direction, stuck_for
 from advisor.commands.number_text import num as _num
 from advisor.forecast._prep import report_noise
 from advisor.forecast.core import ends_at_decay, holds_trend
 from advisor.forecast.jump import JUMP_WARNING
-from advisor.forecast.schedule import implied_end
 from advisor.forecast.state import (
     IMPROVING_AT_END_NOTE,
     at_last_step,
@@ -69,15 +68,13 @@ def decay_end(curve: Any, fc: Forecast) -> tuple[float, float | None] | None:
     None without one), for a run that reports no total: the end the forecast read the run to
     (``core.IMPLIED_END_WARNING``). None when no decay says where the run ends, or it ends by the
     last step."""
-    if not ends_at_decay(fc.warnings) or curve.learning_rates is None or fc.last_step is None:
+    if not ends_at_decay(fc.warnings) or fc.last_step is None:
         return None
-    steps = np.asarray(curve.steps, dtype=np.float64)
-    lrs = np.asarray(curve.learning_rates, dtype=np.float64)
-    end = implied_end(steps, lrs)
-    if end is None or end[0] <= float(fc.last_step):
+    end = decay_end_step(curve)
+    if end is None or end <= float(fc.last_step):
         return None
-    eta = (end[0] - float(fc.last_step)) / fc.steps_per_second if fc.steps_per_second else None
-    return end[0], eta
+    eta = (end - float(fc.last_step)) / fc.steps_per_second if fc.steps_per_second else None
+    return end, eta
 
 
 def _scatter(values: tuple[float, ...], level: float | None) -> float | None:

@@ -393,6 +393,12 @@ def smoothed_level(y: FloatArray, k: int = 5) -> float:
     return fast_median(y[-min(k, (y.size + 1) // 2) :])
 
 
+def _theil_sen(xs: FloatArray, ys: FloatArray) -> float:
+    """The median of the pairwise slopes of (``xs``, ``ys``): a line a spike does not tilt."""
+    i, j = np.triu_indices(xs.size, 1)
+    return float(np.median((ys[j] - ys[i]) / (xs[j] - xs[i])))
+
+
 def trend_scatter(x: FloatArray, y: FloatArray, k: int = 5) -> float:
     """How far the last ``k`` points of a sparse series scatter about the line ``trend_level``
     carries them along (their Theil-Sen slope): the RMS of their residuals, corrected for the two
@@ -403,9 +409,7 @@ def trend_scatter(x: FloatArray, y: FloatArray, k: int = 5) -> float:
     if m < 3:
         return float("nan")
     xs, ys = x[-m:], y[-m:]
-    i, j = np.triu_indices(m, 1)
-    slope = float(np.median((ys[j] - ys[i]) / (xs[j] - xs[i])))
-    resid = ys - slope * xs
+    resid = ys - _theil_sen(xs, ys) * xs
     resid = resid - fast_median(resid)
     return math.sqrt(float(resid @ resid) / max(m - 2, 1))
 
@@ -420,8 +424,7 @@ def trend_level(x: FloatArray, y: FloatArray, k: int = 5) -> float:
     if m < 3:
         return smoothed_level(y, k)
     xs, ys = x[-m:], y[-m:]
-    i, j = np.triu_indices(m, 1)
-    slope = float(np.median((ys[j] - ys[i]) / (xs[j] - xs[i])))
+    slope = _theil_sen(xs, ys)
     # within the points it reads: a level no point reached is an extrapolation of a slope fitted
     # to a handful of jumpy values (a precision logged as 0, 0.5 or 1 "stood at 1.083")
     return float(np.clip(fast_median(ys + slope * (xs[-1] - xs)), float(np.min(ys)), float(np.max(ys))))
