@@ -63,17 +63,21 @@ def _caution(fc: Forecast) -> str | None:
     )
 
 
-def decay_end(curve: Any, fc: Forecast) -> tuple[float, float | None] | None:
+def decay_end(outcome: Outcome) -> tuple[float, float | None] | None:
     """(the step where the learning rate's decay reaches zero, seconds to it at the run's speed or
     None without one), for a run that reports no total: the end the forecast read the run to
-    (``core.IMPLIED_END_WARNING``). None when no decay says where the run ends, or it ends by the
-    last step."""
+    (``core.IMPLIED_END_WARNING``). Read off the training loss's schedule when the forecast shows
+    an eval metric beside it (``--metric``), as the forecast was. None when no decay says where the
+    run ends, or it ends by the last step."""
+    fc = outcome.forecast
     if not ends_at_decay(fc.warnings) or fc.last_step is None:
         return None
-    end = decay_end_step(curve)
-    if end is None or end <= float(fc.last_step):
+    schedule = outcome.train if outcome.train is not None else outcome.curve
+    end = decay_end_step(schedule)
+    last = float(fc.last_step) if outcome.train is None else max(float(fc.last_step), schedule.steps[-1])
+    if end is None or end <= last:
         return None
-    eta = (end - float(fc.last_step)) / fc.steps_per_second if fc.steps_per_second else None
+    eta = (end - last) / fc.steps_per_second if fc.steps_per_second else None
     return end, eta
 
 
@@ -219,7 +223,7 @@ def render_text(outcome: Outcome) -> str:
     elif fc.eta_seconds is not None:
         rate = f" at {fc.steps_per_second:.3g} steps/s" if fc.steps_per_second else ""
         lines.append(f"  ETA             {_interval(fc.eta_seconds, _duration)}{rate}")
-    elif (decayed := decay_end(curve, fc) if not outcome.total_steps else None) and decayed[1] is not None:
+    elif (decayed := decay_end(outcome) if not outcome.total_steps else None) and decayed[1] is not None:
         # no total reported, but the decay says where the run ends and the forecast reads it to
         # there: its ETA, said as the inference it is ("n/a" beside "the decay ends it in about
         # 12m" read as a contradiction; the JSON's ``input.implied_end`` carries it)
@@ -403,7 +407,7 @@ def _checkpoints_json(outcome: Outcome) -> dict[str, Any]:
 
 
 def _implied_end_json(curve: Any, outcome: Outcome) -> dict[str, float | None] | None:
-    decayed = None if outcome.total_steps else decay_end(curve, outcome.forecast)
+    decayed = None if outcome.total_steps else decay_end(outcome)
     return None if decayed is None else {"step": round(decayed[0]), "eta_seconds": decayed[1]}
 
 

@@ -33,6 +33,7 @@ from advisor.series import Direction
 
 __all__ = [
     "eval_divergence",
+    "eval_horizon",
     "forecast_series",
     "lr_at",
     "schedule_end",
@@ -58,6 +59,21 @@ def schedule_end(schedule: tuple[Sequence[float], Sequence[float | None]] | None
         return None
     implied = implied_end(np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs]))
     return None if implied is None else implied[0]
+
+
+def eval_horizon(
+    last_eval: float, total_steps: int | None, run_end: float | None, finished: bool
+) -> tuple[int | None, bool]:
+    """(the step an eval series is forecast to, whether that end is the one its learning-rate decay
+    implies). A run whose training is at its end evaluates no more: the series ends at its last
+    evaluation (its last 100 steps of 2,616 read "final 0.833" below a last eval of 0.866). A run
+    that reports no total is read to where the training schedule's decay ends it (``run_end``,
+    ``schedule_end``), when that is not behind its last evaluation. One reading for the run state's
+    eval forecasts and for ``forecast --metric eval_...``, so the two give one number."""
+    horizon = int(last_eval) if finished and total_steps is not None else total_steps
+    if horizon is None and run_end is not None and run_end >= last_eval:
+        return round(run_end), True
+    return horizon, False
 
 
 def lr_at(

@@ -39,7 +39,7 @@ from typing import Protocol
 import numpy as np
 
 from advisor.forecast.best_trend import trend_at
-from advisor.forecast.eval_forecast import forecast_series, lr_at, schedule_end
+from advisor.forecast.eval_forecast import eval_horizon, forecast_series, lr_at, schedule_end
 from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, LearningState
 from advisor.series import (
     Direction,
@@ -321,12 +321,7 @@ def learning_state(
         if sum(1 for v in s.values if math.isfinite(v)) < 2:
             continue
         xs = [float(x) for x in s.steps]
-        # a run whose training is at its end evaluates no more: each eval series ends at its last
-        # evaluation (its last 100 steps of 2,616 read "final 0.833" below a last eval of 0.866)
-        horizon = int(xs[-1]) if finished and total_steps is not None else total_steps
-        implied = horizon is None and run_end is not None and run_end >= xs[-1]
-        if implied:
-            horizon = round(run_end)  # type: ignore[arg-type]  # not None when implied
+        horizon, implied = eval_horizon(xs[-1], total_steps, run_end, finished)
         fc_s = forecast_series(
             xs, list(s.values), s.direction, total_steps=horizon, learning_rates=lr_at(xs, schedule)
         )

@@ -59,6 +59,40 @@ def test_the_run_state_is_the_same_whichever_series_is_shown(
     assert "best by eval_accuracy step 3,000 (eval_accuracy 0.8998)" in out
 
 
+def _cosine_log(path: Path) -> Path:
+    """A W&B-style export cut at step 1,800 of a cosine schedule to 3,000 that it does not state:
+    the training rows every 10 steps carry the learning rate and the time; eval rows, every 200
+    steps, carry an eval loss and an accuracy (and the learning rate there, sparsely)."""
+    rows = ["Step,train/loss,train/learning_rate,eval/loss,eval/accuracy,_runtime"]
+    for s in range(10, 1801, 10):
+        lr = 2e-5 * 0.5 * (1 + math.cos(math.pi * s / 3000))
+        loss = 1.5 + 1.2 * (s / 10) ** -0.5
+        rows.append(f"{s},{loss:.5f},{lr:.4e},,,{s / 1.6:.2f}")
+        if s % 200 == 0:
+            ev = 1.7 + 1.0 * (s / 10) ** -0.45
+            acc = 0.72 - 0.35 * (s / 10) ** -0.4
+            rows.append(f"{s},,{lr:.4e},{ev:.5f},{acc:.5f},{s / 1.6 + 0.5:.2f}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_an_eval_metric_shown_by_itself_is_the_number_the_default_view_gives_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # read from its own sparse rows, an eval metric's learning rates put the cosine's end earlier
+    # (2,819 of 3,000) and its speed and final value differed from the default view's
+    log = str(_cosine_log(tmp_path / "export.csv"))
+    default = _forecast(capsys, log)
+    assert default["input"]["implied_end"]["step"] == pytest.approx(3000, rel=0.02)
+    for name, column in (("eval_accuracy", "eval/accuracy"), ("eval_loss", "eval/loss")):
+        shown = _forecast(capsys, log, "--metric", column)
+        assert shown["final_loss"] == pytest.approx(default["series"][name]["final_loss"], rel=1e-9)
+        assert shown["plateau_probability"] == pytest.approx(default["series"][name]["plateau_probability"])
+        assert shown["input"]["implied_end"] == default["input"]["implied_end"]
+        assert shown["steps_per_second"] == pytest.approx(default["steps_per_second"])
+        assert shown["state"]["label"] == default["state"]["label"]
+
+
 def test_a_log_of_eval_metrics_alone_is_never_called_overfitting(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
