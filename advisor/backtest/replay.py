@@ -1,6 +1,7 @@
 """One real run replayed under one row of policies, through the path a controller takes.
 
-Each logged point becomes one progress report: rendered by the training helper's own Kubeflow
+Each logged point becomes one progress report (an evaluation logged at a step no loss was logged
+at, one of its own at that step: ``_with_eval_reports``): rendered by the training helper's own Kubeflow
 channel (the ``status.trainerStatus`` a TrainJob carries) and read back by
 ``advisor.sources.sample_from_object`` (``advisor.reported.read_back``, the one path the simulator's
 reports take too), fed to ``AdvisorCore.observe`` and judged by
@@ -74,16 +75,39 @@ def _report_indices(times: np.ndarray, min_gap_s: float) -> list[int]:
     return out
 
 
-def _with_eval_reports(idx: list[int], steps: np.ndarray, ev_steps: np.ndarray) -> list[int]:
-    """The reports sent, plus one at each evaluation: a trainer logs its eval metrics as they come
-    (HF's ``evaluate`` logs them at the step it evaluated), so the progress carries each eval with
-    its own step, not the step of whichever report follows it (the best-checkpoint step named
-    would be one no checkpoint was saved at), and two evals between reports are both seen."""
+@dataclass(frozen=True)
+class _Sent:
+    """One progress report the replay sends: at ``step``, ``time`` seconds after the run's first
+    report, of training point ``i`` (None: an evaluation logged at a step no loss was logged at)."""
+
+    time: float
+    step: float
+    i: int | None
+
+
+def _with_eval_reports(run: Any, idx: list[int], ev_steps: np.ndarray) -> list[_Sent]:
+    """The reports sent (training points ``idx``), plus one at each evaluation: a trainer logs its
+    eval metrics at the step it evaluated (HF's ``evaluate``, Lightning's validation loop), and the
+    progress carries the eval with that step, not the step of whichever report follows it (the
+    best-checkpoint step named would be one the log never evaluated at, 4,699 for Lightning's
+    validation at 4,679), and two evals between reports are both seen. An eval at a step a loss was
+    logged at rides with that training point's report; one between two (Lightning validates
+    between its every-50-steps loss logs) is a report of its own, of the eval metrics alone, at its
+    step and at the time the run reached it: the ``trainerStatus`` format has no field for an eval's
+    own step (``current_step`` is the only step it carries), and a loss repeated there would be a
+    point the log does not hold."""
+    steps = run.steps
+    sent = [_Sent(float(run.times[i]), float(steps[i]), i) for i in idx]
     if ev_steps.size == 0 or steps.size == 0 or np.any(np.diff(steps) < 0):
-        return idx
+        return sent
     at = np.searchsorted(steps, ev_steps, side="left")  # the first training point at or after each
-    extra = {int(i) for i in at if 0 <= i < steps.size}
-    return sorted(set(idx) | extra)
+    inside = at < steps.size
+    exact = np.zeros(ev_steps.size, dtype=bool)
+    exact[inside] = steps[at[inside]] == ev_steps[inside]
+    known = {int(i) for i in idx}
+    sent += [_Sent(float(run.times[i]), float(steps[i]), int(i)) for i in set(at[exact].tolist()) - known]
+    sent += [_Sent(run.time_at(float(s)), float(s), None) for s in np.unique(ev_steps[~exact])]
+    return sorted(sent, key=lambda r: r.step)
 
 
 class _Replay:
@@ -115,21 +139,22 @@ class _Replay:
         #: a look at which a policy selected the run (``Outcome.selected``)
         self.selected = False
 
-    def report(self, i: int, evals: dict[str, float]) -> Report:
-        run = self.run
-        # a log of eval metrics alone reports them alone (below), as its trainer did: no training loss
-        metrics = {"loss": float(run.values[i])} if run.metric == "loss" else {}
-        if run.learning_rates is not None and np.isfinite(run.learning_rates[i]):
+    def report(self, sent: _Sent, evals: dict[str, float]) -> Report:
+        run, i = self.run, sent.i
+        # a log of eval metrics alone reports them alone (below), as its trainer did: no training
+        # loss; so does an evaluation between two loss logs (``_with_eval_reports``)
+        metrics = {"loss": float(run.values[i])} if run.metric == "loss" and i is not None else {}
+        if i is not None and run.learning_rates is not None and np.isfinite(run.learning_rates[i]):
             metrics["learning_rate"] = float(run.learning_rates[i])
         metrics.update(evals)
         if self.ack is not None:
             self.acked, self.ack = self.ack, None
         epoch = None
-        if run.epochs is not None and np.isfinite(run.epochs[i]):
+        if i is not None and run.epochs is not None and np.isfinite(run.epochs[i]):
             epoch = float(run.epochs[i])
         return Report(
-            time=EPOCH + float(run.times[i]),
-            step=int(run.steps[i]),
+            time=EPOCH + sent.time,
+            step=int(sent.step),
             total_steps=self.planned,
             epoch=epoch,
             metrics=metrics,
@@ -198,20 +223,20 @@ def replay(
     r = _Replay(row, core, run, planned_steps)
     evals = _eval_series(run)
     every_eval = np.concatenate([steps for _, steps, _ in evals]) if evals else np.empty(0)
-    idx = _with_eval_reports(_report_indices(run.times, report_interval_s), run.steps, np.sort(every_eval))
+    sends = _with_eval_reports(run, _report_indices(run.times, report_interval_s), np.sort(every_eval))
     ev_next = [0] * len(evals)
     judged: Decision | None = None
     try:
-        for n, i in enumerate(idx):
-            now = EPOCH + float(run.times[i])
-            step = float(run.steps[i])
+        for n, sent in enumerate(sends):
+            now = EPOCH + sent.time
+            step = sent.step
             reported: dict[str, float] = {}
-            last = n + 1 == len(idx)  # the run's last report carries the evaluations after it too
+            last = n + 1 == len(sends)  # the run's last report carries the evaluations after it too
             for k, (name, ev_steps, ev_values) in enumerate(evals):
                 while ev_next[k] < ev_steps.size and (last or ev_steps[ev_next[k]] <= step):
                     reported[name] = float(ev_values[ev_next[k]])
                     ev_next[k] += 1
-            sample = read_back(r.report(i, reported), name=run.name, namespace=_NAMESPACE, now=now)
+            sample = read_back(r.report(sent, reported), name=run.name, namespace=_NAMESPACE, now=now)
             if sample is None:
                 continue
             r.step = step
@@ -225,7 +250,7 @@ def replay(
             if judged is None or (rec is not None and rec.phase is Phase.RUNNING):
                 judged = decision  # not the finished run's looks: nothing is judged there
             # the controller's timers between this report and the next
-            until = EPOCH + float(run.times[idx[n + 1]]) if n + 1 < len(idx) else now
+            until = EPOCH + sends[n + 1].time if n + 1 < len(sends) else now
             for _ in range(8):
                 due = [t for t in (decision.recheck_at, decision.idle_recheck_at) if t is not None]
                 due = [t for t in due if now < t < until]
