@@ -185,13 +185,23 @@ def compute(args: ForecastRequest) -> Outcome:
     if given is not None and given < run_last:
         raise CommandError(f"--total-steps {given:,} is below the last step in the file ({run_last:,.0f})")
     total = given or full.total_steps
-    if total is None and truncated:
+    decays_to = decay_end_step(full if whole_train is None else whole_train)
+    if total is None and truncated and decays_to is not None and decays_to > run_last:
+        # the file stops before the run did (an export taken mid-run): its last step is no end,
+        # and its last value no observed end; the learning rate's decay says where the run ends
+        total = math.ceil(decays_to)
+        notes.append(
+            f"total steps not reported: the learning rate's decay in the file ends the run at about "
+            f"step {total:,}, past the file's last step ({run_last:,.0f}), where the cut forecast "
+            "reads it to; the file stops before that end, so there is no observed end to check "
+            "against (--total-steps sets another end)"
+        )
+    elif total is None and truncated:
         total = math.ceil(run_last)
         notes.append(
             f"total steps taken from the file's last step ({total:,}): hindsight a live run that does "
             "not report its total lacks (the controller reads its end as unknown; --total-steps sets it)"
         )
-    decays_to = decay_end_step(full if whole_train is None else whole_train)
     if total is None and not truncated and decays_to is not None and decays_to > run_last:
         # the decay says where the run ends and the forecast reads it to there: the note says that
         # much (the one below told a user to pass a total the output had already found)

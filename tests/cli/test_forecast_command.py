@@ -201,6 +201,28 @@ def test_a_cut_of_a_log_without_a_total_says_its_end_is_hindsight(
     assert code == 0 and "total steps taken from the file's last step (4,000): hindsight" in out
 
 
+def test_a_cut_of_an_export_taken_mid_run_is_read_to_where_its_learning_rate_decay_ends(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A JSONL export stopped at step 6,000 of a cosine schedule to 20,000: the cut was read to
+    6,000 as the run's total, and the file's last loss printed as the observed end of a run that
+    had not ended. The decay says where it ends; the note says so, and no observed end is shown."""
+    lines = []
+    for s in range(20, 6001, 20):
+        lr = 3e-4 * (s / 500 if s < 500 else 0.5 * (1 + math.cos(math.pi * (s - 500) / 19_500)))
+        loss = 2.9 + 4.6 * (1 + s / 300) ** -0.5
+        lines.append(json.dumps({"step": s, "loss": round(loss, 4), "lr": lr, "time": round(0.31 * s, 3)}))
+    (tmp_path / "loop.jsonl").write_text("\n".join(lines) + "\n")
+    code, out, _ = run(capsys, str(tmp_path / "loop.jsonl"), "--upto-step", "3000")
+    assert code == 0
+    assert "hindsight" not in out and "observed end    " not in out
+    assert "decay in the file ends the run at about step 20,000" in out
+    assert "step 3,000 of 20,000 (15%)" in out
+    code, out, _ = run(capsys, str(tmp_path / "loop.jsonl"), "--upto-step", "3000", "--json")
+    doc = json.loads(out)
+    assert doc["total_steps"] == 20_000 and doc.get("observed_final_loss") is None
+
+
 def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "forecast.png"
     code, out, err = run(capsys, str(FIXTURES / "run.csv"), "--upto-step", "600", "--plot", str(target))
