@@ -16,8 +16,9 @@ the output folder that checkpoint is in.
 
 A run's name is unique among the runs read, and is what every verdict, decision, report and
 timeline is keyed by: its log's path relative to the folder given (``lr1e-3/trainer_state.json``
-in HF's ``<sweep>/<run>/trainer_state.json`` layout), a file given alone its file name (see
-``advisor.sources.runlogs``), then ``#<curve_id>`` for a run of a multi-run dump.
+in HF's ``<sweep>/<run>/trainer_state.json`` layout), a file given alone its file name, with its
+folder's when every run of a layout shares it (``hf_f1/trainer_state.json``, as for the run folder
+given itself; see ``advisor.sources.runlogs``), then ``#<curve_id>`` for a run of a multi-run dump.
 
 An index CSV gives a run its GPUs, group and labels (see ``advisor.sources.runindex`` for how a
 row names its run, and which index wins when ``--index`` and one beside the runs both have a

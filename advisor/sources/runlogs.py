@@ -4,9 +4,11 @@
 folder given (hidden files and folders, such as ``.ipynb_checkpoints``, left out). Each log gets a
 name unique among those found, which is what the commands key it by and print: its path relative
 to the folder given (``lr1e-3/trainer_state.json`` in HF's ``<sweep>/<run>/trainer_state.json``
-layout, where every run's file has the same name), a file given alone its file name; logs whose
-names would clash (``trainer_state.json`` given twice, two folders holding an ``a.csv``) are named
-by their path as given instead.
+layout, where every run's file has the same name), a file given alone its file name (with its
+folder's, ``hf_f1/trainer_state.json``, when that name is one every run of a layout shares, as for
+a run folder given itself: ``SHARED_LOG_NAMES``); logs whose names would clash
+(``out/trainer_state.json`` of two folders named ``out``, two folders holding an ``a.csv``) are
+named by their path as given instead.
 
 A HuggingFace Trainer's ``output_dir`` is one run, whose log is its ``trainer_state.json``: the
 model and tokenizer files beside it (``config.json``, ``vocab.json``, ``merges.txt``,
@@ -42,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from advisor.sources.joined import group_logs
-from advisor.sources.loaded_curve import SourceError
+from advisor.sources.loaded_curve import SourceError, shown_name
 from advisor.sources.panels import RUN_MARK, panel_run_logs
 
 __all__ = ["INDEX_NAMES", "RUN_LOG_SUFFIXES", "RunLog", "find_run_logs", "is_run_log", "run_folder"]
@@ -202,6 +204,18 @@ def _say(note: Callable[[str], None] | None, line: str) -> None:
         note(line)
 
 
+def _named(path: Path, root: Path) -> str:
+    """A log's name before clashes are resolved: its path relative to the folder it was found in,
+    with its own folder's name when that path is a file name every run of a layout shares
+    (``hf_f1/trainer_state.json``, a HF output folder given itself, or its state given alone), as a
+    sweep's runs are named (``lr3e-5/trainer_state.json``) and as a curve's source names its log
+    (``shown_name``): "trainer_state.json" alone names no run."""
+    rel = path.relative_to(root).as_posix()
+    if "/" in rel:
+        return rel
+    return shown_name(Path(os.path.abspath(path)))
+
+
 def find_run_logs(args: Sequence[Path], *, note: Callable[[str], None] | None = None) -> list[RunLog]:
     """The run logs ``args`` name, in order (a folder's sorted), each once, with unique names.
     A log reached again (the same real path) or a copy of one read (the same content) is left
@@ -264,7 +278,7 @@ def find_run_logs(args: Sequence[Path], *, note: Callable[[str], None] | None = 
                 f"{_shown(arg)}: {len(pairs)} run logs are the same files as those read from "
                 f"{_shown(kept_arg)}; each read once",
             )
-    relative = [path.relative_to(root).as_posix() for path, root, _ in found]
+    relative = [_named(path, root) for path, root, _ in found]
     clash = Counter(relative)
     names = [
         rel if clash[rel] == 1 else Path(os.path.normpath(path)).as_posix()

@@ -73,7 +73,7 @@ def _output_dir(
 def test_an_output_folder_is_one_run_its_state(tmp_path: Path) -> None:
     out = _output_dir(tmp_path / "out")
     notes: list[str] = []
-    assert [log.name for log in find_run_logs([out], note=notes.append)] == ["trainer_state.json"]
+    assert [log.name for log in find_run_logs([out], note=notes.append)] == ["out/trainer_state.json"]
     assert notes == []  # its configs, results and vocabularies go without a word
     (run,), skipped = load_runs([out])
     assert skipped == [] and run.steps[-1] == 3000
@@ -86,7 +86,7 @@ def test_logs_of_other_kinds_beside_a_trainer_state_are_named_as_not_read(tmp_pa
     (out / "plateau.csv").write_text("step,loss\n1,2.0\n")
     (out / "hung.csv").write_text("step,loss\n1,2.0\n")
     notes: list[str] = []
-    assert [log.name for log in find_run_logs([out], note=notes.append)] == ["trainer_state.json"]
+    assert [log.name for log in find_run_logs([out], note=notes.append)] == ["out/trainer_state.json"]
     assert notes == [
         f"{out.as_posix()}: a HuggingFace output folder, read as one run from its trainer_state.json; "
         "not read beside it: hung.csv, plateau.csv (name them as files to read them as runs)"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -49,17 +50,46 @@ def test_runs_in_the_hf_layout_are_named_by_their_path_in_the_folder_given(tmp_p
         "lr2e-5/trainer_state.json",
         "lr5e-5/trainer_state.json",
     ]
-    # files named alone keep their file name, unless that would name two runs alike
+    # files named alone keep their file name, with their folder's when every run's file has that
+    # name ("trainer_state.json" alone names no run), as in the folder given
     (one,), _ = load_runs([sweep / "lr1e-3" / "trainer_state.json"])
-    assert one.name == "trainer_state.json"
+    assert one.name == "lr1e-3/trainer_state.json"
     two, _ = load_runs([sweep / "lr1e-3" / "trainer_state.json", sweep / "lr1e-4" / "trainer_state.json"])
-    assert [r.name for r in two] == [
+    assert [r.name for r in two] == ["lr1e-3/trainer_state.json", "lr1e-4/trainer_state.json"]
+    # unless that would name two runs alike: then by their path as given
+    _trainer_state(tmp_path / "other" / "lr1e-3" / "trainer_state.json", "lr1e-4")  # another run
+    twins, _ = load_runs([sweep / "lr1e-3", tmp_path / "other" / "lr1e-3"])
+    assert [r.name for r in twins] == [
         (sweep / "lr1e-3" / "trainer_state.json").as_posix(),
-        (sweep / "lr1e-4" / "trainer_state.json").as_posix(),
+        (tmp_path / "other" / "lr1e-3" / "trainer_state.json").as_posix(),
     ]
     # a folder and a file in it name that file once
     both, _ = load_runs([sweep, sweep / "lr1e-3" / "trainer_state.json"])
     assert len(both) == 4
+
+
+def test_a_run_folder_given_beside_a_sweep_is_named_by_its_folder_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``backtest sweep hf_f1``: the sweep's runs read ``lr1e-3/trainer_state.json``, and the run
+    folder given itself read as just ``trainer_state.json``, its folder, its only name, dropped: in
+    the JSON, the table's decisions and the report alike it is ``hf_f1/trainer_state.json``."""
+    sweep = _hf_sweep(tmp_path / "sweep")
+    state = tmp_path / "hf_f1" / "trainer_state.json"
+    _trainer_state(state, "lr1e-4")
+    state.write_text(json.dumps({**json.loads(state.read_text()), "trial_name": "f1"}))  # not a copy
+    runs, _ = load_runs([sweep, tmp_path / "hf_f1"])
+    expected = {*(f"{run}/trainer_state.json" for run in _EVALS), "hf_f1/trainer_state.json"}
+    assert {r.name for r in runs} == expected
+    report = tmp_path / "report"
+    argv = ["backtest", str(sweep), str(state.parent), "--policy", str(PLATEAU), "--report", str(report)]
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    named = {d["run"] for row in rows for d in row["decisions"]}
+    assert "hf_f1/trainer_state.json" in named and "trainer_state.json" not in named
+    text = "\n".join(p.read_text() for p in report.rglob("*") if p.is_file() and p.suffix in (".md", ".csv"))
+    assert "hf_f1/trainer_state.json" in text
+    assert not re.search(r"^(\| |### )trainer_state\.json", text, re.MULTILINE)  # rows and timelines
 
 
 def test_a_sweep_in_the_hf_layout_is_judged_as_the_same_files_side_by_side(
