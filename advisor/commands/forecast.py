@@ -28,6 +28,7 @@ from advisor.commands.forecast_input import (
     load_request,
     not_shown_note,
     one_run_of,
+    renamed_warning,
     training_loss_upto,
 )
 from advisor.commands.forecast_outcome import Outcome, decay_end_step, outcome_of, saved_best_of, trainer_at
@@ -225,6 +226,9 @@ def compute(args: ForecastRequest) -> Outcome:
     if not_shown:
         notes.append(not_shown_note(not_shown))
     directions = {name: direction_of(name) or Direction.LOWER for name in evals}
+    renamed = renamed_warning(full.columns, [curve.metric, *evals])
+    if renamed is not None:
+        curve = dataclasses.replace(curve, warnings=(*curve.warnings, renamed))
     outcome = outcome_of(
         curve,
         full,

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from advisor.cli import CommandError
 from advisor.commands.forecast_outcome import series_direction
-from advisor.series import TRAIN_SERIES, primary_eval, summaries_first
+from advisor.series import TRAIN_SERIES, eval_series_name, primary_eval, summaries_first
 from advisor.sources.files import LoadedCurve, SourceError, load_curve, load_curve_bytes
 from advisor.sources.metric_choice import eval_metrics, is_series_metric
+from advisor.sources.normalize import canonical_name
 
 if TYPE_CHECKING:
     from advisor.commands.forecast import ForecastRequest
@@ -30,6 +31,7 @@ __all__ = [
     "load_request",
     "not_shown_note",
     "one_run_of",
+    "renamed_warning",
     "training_loss_upto",
 ]
 
@@ -187,3 +189,22 @@ def not_shown_note(names: list[str]) -> str:
     first few by name (the JSON lists them all)."""
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
     return f"{len(names)} more eval metrics not shown ({shown}); --metric NAME forecasts one"
+
+
+def renamed_warning(columns: tuple[str, ...], shown: list[str]) -> str | None:
+    """The warning that the file's columns of the eval series ``shown`` are named otherwise: a
+    Lightning log's ``val_loss``/``val_acc`` are shown as ``eval_loss``/``eval_acc``, the one
+    spelling of an eval series (``eval_series_name``: what a policy's ``metric:`` and the JSON's
+    ``series`` name them), and a user looking for the file's own names found no word of the change.
+    None when every shown series has its column's name (up to separators and case: ``eval/loss``
+    is ``eval_loss``)."""
+    renamed: dict[str, str] = {}
+    for column in columns:
+        canonical = canonical_name(column)
+        series = eval_series_name(canonical)
+        if series != canonical and series in shown and series not in renamed:
+            renamed[series] = column
+    if not renamed:
+        return None
+    theirs, ours = ", ".join(renamed.values()), ", ".join(renamed)
+    return f"the file's {theirs} read as {ours}: an eval series' one name (the JSON's, a policy's metric:)"

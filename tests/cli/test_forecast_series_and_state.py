@@ -355,3 +355,28 @@ def test_a_table_is_judged_by_its_first_logged_eval_metric_whatever_its_column_o
     out = _forecast(capsys, str(log), "--total-steps", "4000")
     assert out["state"]["metric"] == "eval_squad_loss"
     assert [n for n in out["series"] if n != "loss"] == ["eval_squad_loss", "eval_mmlu_accuracy"]
+
+
+def test_a_lightning_logs_val_columns_are_said_to_be_read_as_eval_series(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Lightning's ``val_loss`` and ``val_acc`` are shown as ``eval_loss`` and ``eval_acc`` (the
+    JSON's series keys): one warning line says so, in the text and in JSON ``input.warnings``; a log
+    whose columns are named ``eval_*`` already gets none."""
+    rows = ["epoch,step,train_loss_step,val_acc,val_loss"]
+    for s in range(49, 3000, 50):
+        rows.append(f"{s // 390},{s},{0.2 + 2.0 * math.exp(-s / 600):.5f},,")
+        if (s + 1) % 390 == 0 or s == 2999:
+            rows.append(f"{s // 390},{s},,{0.9 - 0.3 * math.exp(-s / 400):.4f},{_u(s):.4f}")
+    path = tmp_path / "metrics.csv"
+    path.write_text("\n".join(rows) + "\n")
+    line = "the file's val_acc, val_loss read as eval_acc, eval_loss"
+    assert main(["forecast", str(path)]) == 0
+    out = capsys.readouterr().out
+    said = [text for text in out.splitlines() if line in text]
+    assert len(said) == 1 and said[0].startswith(f"    - {line}")  # one line, among the warnings
+    doc = _forecast(capsys, str(path))
+    assert set(doc["series"]) == {"loss", "eval_loss", "eval_acc"}
+    assert sum(line in w for w in doc["input"]["warnings"]) == 1
+    doc = _forecast(capsys, str(_overfitting_log(tmp_path / "hf.csv", accuracy=True)))
+    assert not any("read as" in w for w in doc["input"]["warnings"])
