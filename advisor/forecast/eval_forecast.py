@@ -152,19 +152,13 @@ def turned_back(fc: Forecast, values: Sequence[float]) -> Forecast:
         # zero width at the top ("1 (80%: 1 .. 1)") would claim it is
         low = current
         warnings += (f"the forecast passes the top of the scale ({top:g}): it ends between now and the top",)
-    return Forecast(
+    # every other field as forecast (``replace``): a field listed by hand was lost when it was
+    # not listed (``at_end``: a score at its run's end read "not at its end" beside its loss)
+    return dataclasses.replace(
+        fc,
         final_loss=Interval(mean=min(max(-f.mean, floor), top), p10=low, p90=min(max(-f.p10, floor), top)),
-        plateau_probability=fc.plateau_probability,
-        divergence_probability=fc.divergence_probability,
-        eta_seconds=fc.eta_seconds,
-        steps_per_second=fc.steps_per_second,
-        model=fc.model,
         warnings=warnings,
         current_loss=current,
-        last_step=fc.last_step,
-        total_steps=fc.total_steps,
-        n_points=fc.n_points,
-        n_dropped=fc.n_dropped,
     )
 
 

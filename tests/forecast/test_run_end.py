@@ -93,3 +93,23 @@ def test_a_finished_eval_series_is_as_sure_of_its_end_as_its_scatter_about_the_t
     width = (fc.final_loss.p90 - fc.final_loss.p10) / fc.final_loss.mean
     assert width < 0.05, fc.final_loss
     assert fc.final_loss.p10 <= 1.241 <= fc.final_loss.p90
+
+
+def test_a_score_at_its_runs_end_is_at_its_end_as_a_loss_of_the_same_steps_is() -> None:
+    """An accuracy is forecast negated and turned back (``turned_back``): the fields it rebuilt by
+    hand left ``at_end`` out, so a Lightning log's ``eval_acc`` read ``at_end: false`` beside its
+    ``eval_loss`` of the same steps at ``true``. Every other field is the forecast's too."""
+    from advisor.forecast.eval_forecast import forecast_series
+    from advisor.series import Direction
+
+    at = np.arange(390.0, 9751.0, 390.0)
+    late = np.maximum(0.0, at / 1000 - 3.5)
+    steps = at.tolist()
+    loss = (0.55 + 1.8 * np.exp(-at / 900) + 0.012 * late**2).tolist()
+    acc = (0.86 - 0.5 * np.exp(-at / 900) - 0.0025 * late**1.5).tolist()
+    by_loss = forecast_series(steps, loss, Direction.LOWER, total_steps=9750)
+    by_acc = forecast_series(steps, acc, Direction.HIGHER, total_steps=9750)
+    assert by_loss.at_end and by_acc.at_end
+    negated = forecast_series(steps, [-v for v in acc], Direction.LOWER, total_steps=9750)
+    for field in ("plateau_probability", "at_end", "last_step", "total_steps", "n_points", "model"):
+        assert getattr(by_acc, field) == getattr(negated, field), field
