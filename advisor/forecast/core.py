@@ -21,7 +21,7 @@ from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
 from advisor.forecast._prep import Prepared, prepare, report_noise, trend_level, trend_scatter
-from advisor.forecast.divergence import divergence_probability
+from advisor.forecast.divergence import divergence_probability, recovered_floor
 from advisor.forecast.ensemble import Parts, estimate
 from advisor.forecast.epoch_terms import epoch_boundaries_ahead, epoch_step_expected
 from advisor.forecast.eta import eta_interval, last_stall_note
@@ -349,6 +349,12 @@ def _run(
             half = cal.Z80 * scatter * math.sqrt(1.0 + 1.0 / k)
         level = trend_level(prep.steps, prep.values, k)
         mean, lo, hi = level, level - half, level + half
+    if not at_end and prep.n_nonfinite_trailing:
+        # a run that blew up into NaN: its lower end is no lower than its history before the
+        # blow-up says (``recovered_floor``), not the 0 the fits across the climb reached down to
+        floor = recovered_floor(prep, lambda before: _fitted_p10(before, horizon, training_loss))
+        if floor is not None:
+            lo = min(max(lo, floor), mean)
     peak = _peak_lr_warning(prep, parts, horizon, at_end)
     if peak is not None:
         warnings.append(peak)
@@ -372,6 +378,18 @@ def _run(
         at_end=at_end,
     )
     return fc, parts
+
+
+def _fitted_p10(prep: Prepared, horizon: float | None, training_loss: bool) -> float | None:
+    """The lower end of the 80% interval the curve families give for ``prep`` at ``horizon``,
+    read as ``_run`` reads it (a training loss's end held at its level, never below 0 for a loss
+    never negative); None when the fit has no finite answer."""
+    parts = estimate(prep, horizon, [], training_loss=training_loss)
+    mean = min(parts.mean, parts.level) if training_loss else parts.mean
+    if not (math.isfinite(mean) and math.isfinite(parts.sd)):
+        return None
+    lo = mean - cal.Z80 * parts.sd
+    return max(lo, 0.0) if float(np.min(prep.values)) >= 0.0 else lo
 
 
 def forecast(

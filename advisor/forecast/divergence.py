@@ -10,7 +10,9 @@ of them). The divergence rule counts the same non-finite run (``NON_FINITE_RUN``
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.special import ndtr
@@ -79,3 +81,68 @@ def divergence_probability(
         if sigma > 0.0:
             p_trend *= float(ndtr(_RECOVERED_Z - (float(ys.max()) - float(ys[-1])) / sigma))
     return min(max(p_nonfinite, p_trend, p_collapsed, 0.0), 1.0)
+
+
+#: a report this many noise units above the run's best level has left it: the blow-up has begun
+_LEFT_BEST_Z = 3.0
+#: the fewest reports before a blow-up the fits are read again from (fewer: the lowest one reached)
+_BEFORE_BLOWUP_MIN = 10
+
+
+def before_blowup(prep: Prepared) -> int | None:
+    """How many of the finite reports came before the blow-up of a loss that ended non-finite
+    (``NON_FINITE_RUN`` or more reports after its last finite one); None for any other history.
+
+    Why: the final value of a diverging run is where it would end if it recovered (the caution
+    says so), but its fits read the finite climb into the NaN too (1.6 to 15 in 15 reports), and
+    their spread put the 80% interval's lower end at 0, a loss no run of it reaches. What it
+    would reach had it recovered is what its history before the climb says: the blow-up started
+    after the last report within ``_LEFT_BEST_Z`` noise units of its best level (the lowest
+    3-report mean), every report after that one standing above it. A climb the noise hides
+    stays in, a few reports that barely move the fits."""
+    if prep.n_nonfinite_trailing < NON_FINITE_RUN or prep.values.size < 6:
+        return None
+    y = prep.values
+    best = float(np.min(y[:-2] + y[1:-1] + y[2:])) / 3.0
+    bound = best + _LEFT_BEST_Z * report_noise(y)
+    above = y > bound
+    i = y.size
+    while i > 0 and above[i - 1]:
+        i -= 1
+    return i
+
+
+def recovered_floor(prep: Prepared, fitted_p10: Callable[[Prepared], float | None]) -> float | None:
+    """The lower end of the 80% interval a run that ended non-finite can have (None: no bound
+    beyond the fits' own): the lower end the fits give from its reports before the blow-up
+    (``before_blowup``; ``fitted_p10`` fits a prefix of ``prep``), had it recovered and gone on
+    as it was going, or, with fewer than ``_BEFORE_BLOWUP_MIN`` reports to fit, the lowest value
+    it reached. Not below either: the blow-up only adds ways to end higher."""
+    cut = before_blowup(prep)
+    if cut is None or cut == prep.values.size or cut == 0:
+        return None  # no finite climb in the fits (or nothing before it): their own interval stands
+    lowest = float(np.min(prep.values[:cut]))
+    if cut < _BEFORE_BLOWUP_MIN:
+        return lowest
+    p10 = fitted_p10(_prefix(prep, cut))
+    return p10 if p10 is not None and math.isfinite(p10) else lowest
+
+
+def _prefix(prep: Prepared, end: int) -> Prepared:
+    """``prep``'s first ``end`` reports, as if the run had stopped there."""
+
+    def cut(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[:end]
+
+    return dataclasses.replace(
+        prep,
+        steps=prep.steps[:end],
+        values=prep.values[:end],
+        times=cut(prep.times),
+        lrs=cut(prep.lrs),
+        epochs=cut(prep.epochs),
+        segment_ids=None if prep.segment_ids is None else prep.segment_ids[:end],
+        warnings=[],
+        n_nonfinite_tail=0,
+        n_nonfinite_trailing=0,
+    )
