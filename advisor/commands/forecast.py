@@ -210,6 +210,13 @@ def compute(args: ForecastRequest) -> Outcome:
             f"total steps not reported: the learning rate's decay ends the run at about step "
             f"{decays_to:,.0f}, where the forecast reads it to (--total-steps sets another end)"
         )
+    elif total is None and not truncated and decays_to is not None and decays_to == run_last:
+        # the rate reached zero at the last report: the run is over, which the note says rather
+        # than asking whether it has ended
+        notes.append(
+            f"total steps not reported: the learning rate's decay reached zero at the file's last "
+            f"step ({run_last:,.0f}), so the run ended there; the forecast reads it to there"
+        )
     elif total is None and not truncated:
         what = "final loss" if full.metric == TRAIN_SERIES else f"final {full.metric}"
         notes.append(

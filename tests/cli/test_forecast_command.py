@@ -109,6 +109,21 @@ def test_a_run_without_a_total_says_when_its_learning_rate_decay_ends_it(
     assert data["input"]["implied_end"]["eta_seconds"] == pytest.approx(2000 / 2.5, rel=0.05)
 
 
+def test_a_run_whose_learning_rate_reached_zero_at_its_last_report_is_said_to_have_ended(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A linear decay that reaches zero at the file's last step: the run is over, and the note says
+    so instead of asking "if the run has ended, pass --total-steps"."""
+    rows = ["step,loss,learning_rate"]
+    for s in range(50, 5001, 50):
+        rows.append(f"{s},{0.5 + 2.0 * (s / 50) ** -0.5:.5f},{1e-4 * (1 - s / 5000):.6e}")
+    (tmp_path / "linear.csv").write_text("\n".join(rows) + "\n")
+    _, out, _ = run(capsys, str(tmp_path / "linear.csv"))
+    note = next(line for line in out.splitlines() if line.strip().startswith("note"))
+    assert "reached zero at the file's last step (5,000), so the run ended there" in note, note
+    assert "pass --total-steps" not in out
+
+
 def test_a_run_state_read_off_even_odds_says_there_is_no_trend_yet(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
