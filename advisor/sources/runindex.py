@@ -254,6 +254,7 @@ def read_index_columns(path: Path) -> tuple[dict[str, IndexRow], tuple[str, ...]
             if key is None:
                 raise RunError(f"{path}: header: no run column (curve_id, run, name or file)")
             out: dict[str, IndexRow] = {}
+            first_line: dict[str, int] = {}
             for line, row in enumerate(reader, start=2):
                 gpus_raw = (row.get("gpus") or "").strip()
                 gpus = None
@@ -269,7 +270,17 @@ def read_index_columns(path: Path) -> tuple[dict[str, IndexRow], tuple[str, ...]
                     # its group put 32-GPU pre-training runs among 1-GPU fine-tunes as peers)
                     group = NO_GROUP
                 labels = _labels(path, line, row.get("labels") or "")
-                out[(row.get(key) or "").strip()] = IndexRow(gpus, group, labels)
+                name = (row.get(key) or "").strip()
+                entry = IndexRow(gpus, group, labels)
+                if name in out and out[name] != entry:
+                    # the later row silently won: a run listed twice with 8 and 4 GPUs was replayed
+                    # on 4, and nothing said which row was read
+                    raise RunError(
+                        f"{path}:{line}: {key}: {name!r} is also line {first_line[name]}'s, with "
+                        "other values: a run has one row"
+                    )
+                first_line.setdefault(name, line)
+                out[name] = entry
             return out, index_columns(list(header))
     except OSError as exc:
         raise RunError(f"{path}: {exc.strerror or exc}") from None

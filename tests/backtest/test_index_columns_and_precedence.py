@@ -115,3 +115,23 @@ def test_the_reports_header_leaves_out_a_map_with_nothing_in_it() -> None:
     assert not any("no run reports" in line for line in meta_lines({"runs": 3, "unreported_metrics": {}}))
     lines = meta_lines({"runs": 3, "unreported_metrics": {"mine": "eval_f1"}})
     assert "- **metrics a row's rules judge that no run reports**: mine eval_f1" in lines
+
+
+def test_a_run_listed_twice_with_other_values_is_an_error_naming_both_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two rows for one run used to be read silently, the later winning: the run was replayed on
+    the second row's GPUs and nothing said which row was read."""
+    runs = _runs(tmp_path / "runs")
+    index = runs / "index.csv"
+    index.write_text("run,gpus\na.csv,8\nb.csv,2\na.csv,4\n")
+    argv = ["backtest", str(runs), "--quiet", "--policy", str(PLATEAU), "--baselines", "no-advisor"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"trainjob-advisor backtest: error: {index}:4: run: 'a.csv' is also line 2's, with other values: "
+        "a run has one row"
+    ]
+    # the same row twice says nothing new and is read as one
+    index.write_text("run,gpus\na.csv,8\nb.csv,2\na.csv,8\n")
+    assert main(argv) == 0
