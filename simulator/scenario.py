@@ -23,7 +23,15 @@ from simulator.jobs import WorldConfig
 from simulator.quota import ClusterQueueSpec, QuotaError
 from simulator.traces import Trace, synthetic_trace
 
-__all__ = ["Scenario", "auto_cluster", "default_scenario", "dominated_queues", "load_cluster"]
+__all__ = [
+    "Scenario",
+    "auto_cluster",
+    "default_scenario",
+    "dominated_queues",
+    "load_cluster",
+    "most_admitted",
+    "unadmittable_jobs",
+]
 
 
 @dataclass(slots=True)
@@ -107,6 +115,41 @@ def dominated_queues(trace: Trace, queues: list[ClusterQueueSpec]) -> list[tuple
         for q in queues
         if q.name in demand and q.nominal_gpus > DOMINATED_FACTOR * max(demand[q.name], 1.0)
     ]
+
+
+def most_admitted(queues: list[ClusterQueueSpec]) -> dict[str, int]:
+    """The most GPUs each ClusterQueue can ever hold, borrowing included: with every other queue
+    empty, its nominal quota without a cohort; in one, what it keeps from lending plus all its
+    cohort lends, within its own borrowing limit (the bound the quota model's fit test sets)."""
+    lent: dict[str, int] = defaultdict(int)
+    for q in queues:
+        if q.cohort is not None:
+            lent[q.cohort] += q.nominal_gpus - q.guaranteed
+    most: dict[str, int] = {}
+    for q in queues:
+        if q.cohort is None:
+            most[q.name] = q.nominal_gpus
+            continue
+        m = q.guaranteed + lent[q.cohort]
+        if q.borrowing_limit is not None:
+            m = min(m, q.nominal_gpus + q.borrowing_limit)
+        most[q.name] = m
+    return most
+
+
+def unadmittable_jobs(
+    trace: Trace, queues: list[ClusterQueueSpec], queue_map: dict[str, str]
+) -> list[tuple[str, int, str, int]]:
+    """The jobs that ask more GPUs than their ClusterQueue can ever hold: (job, its GPUs, the
+    queue, the most it holds). They wait for ever, so they end in no row's figures (JSON
+    ``unfinished``); a cluster file sized below its trace's largest jobs should not go unsaid."""
+    most = most_admitted(queues)
+    out = []
+    for j in trace.jobs:
+        cq = queue_map.get(j.queue)
+        if cq in most and j.gpus > most[cq]:
+            out.append((j.name, j.gpus, cq, most[cq]))
+    return out
 
 
 def _opt_int(spec: dict[str, Any], key: str, where: str) -> int | None:

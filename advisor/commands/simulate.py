@@ -206,7 +206,8 @@ def seed_rows(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
     from simulator.runner import run_rows
 
     one = argparse.Namespace(**{**vars(args), "seed": seed})
-    return [r.metrics for r in run_rows(scenario_from_args(one), _strategies(one), progress=False)]
+    scenario = scenario_from_args(one, warn=False)  # the parent said its warnings once
+    return [r.metrics for r in run_rows(scenario, _strategies(one), progress=False)]
 
 
 def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:

@@ -25,7 +25,7 @@ def sweep_task(task: tuple[argparse.Namespace, int, Any]) -> dict[str, Any]:
     from simulator.runner import advisor_row, run_strategy
 
     args, seed, setting = task
-    scenario = scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seed}))
+    scenario = scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seed}), warn=False)
     if setting is None:
         strategy: Any = NoAdvisor()
     else:

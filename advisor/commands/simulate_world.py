@@ -85,8 +85,10 @@ def add_world_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def scenario_from_args(args: argparse.Namespace) -> Any:
-    """The scenario the flags describe (bad input: a ``CommandError`` naming the flag or file)."""
+def scenario_from_args(args: argparse.Namespace, *, warn: bool = True) -> Any:
+    """The scenario the flags describe (bad input: a ``CommandError`` naming the flag or file);
+    ``warn=False`` in the workers of ``--seeds`` and ``--sweep``, which read it again per task
+    after the parent has said its warnings once."""
     from simulator.quota import QuotaError
     from simulator.scenario import (
         Scenario,
@@ -94,6 +96,7 @@ def scenario_from_args(args: argparse.Namespace) -> Any:
         default_scenario,
         dominated_queues,
         load_cluster,
+        unadmittable_jobs,
         with_world,
     )
     from simulator.traces import TraceError, load_trace
@@ -114,7 +117,7 @@ def scenario_from_args(args: argparse.Namespace) -> Any:
             raise CommandError(f"{exc}{hint}") from None
         queues, qmap = auto_cluster(trace)
         scenario = Scenario(f"trace {trace.source}", trace, queues, qmap, seed=args.seed)
-        if args.cluster is None:
+        if args.cluster is None and warn:
             for name, gpus, need in dominated_queues(trace, queues):
                 print(
                     f"simulate: warning: {name} is sized to its largest job ({gpus} GPUs) while its jobs' "
@@ -133,6 +136,18 @@ def scenario_from_args(args: argparse.Namespace) -> Any:
                 f"{args.cluster}: localQueues has no entry for trace queue(s) {', '.join(missing)}"
             )
         scenario.queues, scenario.queue_map = queues, qmap
+    never = unadmittable_jobs(scenario.trace, scenario.queues, scenario.queue_map)
+    if never and warn:
+        shown = "; ".join(
+            f"{name} asks {gpus}, {cq} holds at most {most}" for name, gpus, cq, most in never[:3]
+        )
+        more = f"; and {len(never) - 3} more" if len(never) > 3 else ""
+        print(
+            f"simulate: warning: {len(never)} of {len(scenario.trace.jobs)} jobs ask more GPUs than their "
+            f"ClusterQueue can ever hold, borrowing included ({shown}{more}): they are never admitted "
+            "and count in no row's GPU-hours, JCT or stops (JSON unfinished)",
+            file=sys.stderr,
+        )
     changes: dict[str, Any] = {}
     if args.mtbf is not None:
         changes["node_mtbf_h"] = args.mtbf / 3600.0

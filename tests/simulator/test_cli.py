@@ -144,6 +144,50 @@ def test_a_queue_sized_to_one_huge_job_is_warned_about(
     assert "sized to its largest job" not in capsys.readouterr().err
 
 
+_TWO_QUEUES = (
+    "clusterQueues:\n  - {name: cq-a, nominalGPUs: 16, cohort: c}\n"
+    "  - {name: cq-b, nominalGPUs: 8, cohort: c}\n"
+    "localQueues: {a: cq-a, b: cq-b}\n"
+)
+
+
+def test_a_job_larger_than_its_queue_can_ever_hold_is_warned_about_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Such a job waits for ever: it ended in no row's figures, and only JSON ``unfinished`` said
+    so. Borrowing counts: a job the cohort can lend enough for is no such job."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "name,submit_s,gpus,duration_s,queue\nhuge,0,1000,3600,a\nok,10,20,3600,a\nsmall,20,4,3600,b\n"
+    )
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(_TWO_QUEUES)
+    argv = ["simulate", "--trace", str(trace), "--cluster", str(cluster), "--baselines-only", "--quiet"]
+    assert main([*argv, "--json"]) == 0
+    captured = capsys.readouterr()
+    warned = [line for line in captured.err.splitlines() if "never admitted" in line]
+    assert warned == [
+        "simulate: warning: 1 of 3 jobs ask more GPUs than their ClusterQueue can ever hold, borrowing "
+        "included (huge asks 1000, cq-a holds at most 24): they are never admitted and count in no row's "
+        "GPU-hours, JCT or stops (JSON unfinished)"
+    ]
+    assert json.loads(captured.out)[0]["unfinished"] == 1
+    # said once, not again by each seed's worker
+    assert main([*argv, "--seeds", "0-1", "--workers", "1"]) == 0
+    assert capsys.readouterr().err.count("never admitted") == 1
+    # a borrowing limit bounds what the cohort lends it
+    cluster.write_text(
+        "clusterQueues:\n  - {name: cq-a, nominalGPUs: 16, cohort: c, borrowingLimit: 2}\n"
+        "  - {name: cq-b, nominalGPUs: 8, cohort: c}\nlocalQueues: {a: cq-a, b: cq-b}\n"
+    )
+    assert main(argv) == 0
+    assert "2 of 3 jobs" in capsys.readouterr().err
+    trace.write_text("name,submit_s,gpus,duration_s,queue\nok,10,20,3600,a\nsmall,20,4,3600,b\n")
+    cluster.write_text(_TWO_QUEUES)
+    assert main(argv) == 0
+    assert "never admitted" not in capsys.readouterr().err
+
+
 def test_unknown_trace_header_names_the_columns_and_offers_no_row_skipping(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.quota import ClusterQueueSpec, QuotaError, QuotaModel, Workload
+from simulator.scenario import most_admitted
 
 _uid = iter(range(10**9))
 
@@ -244,3 +245,24 @@ def test_a_queue_within_its_nominal_quota_gets_the_cohort_s_free_gpus_before_a_b
     q.submit(own)
     admitted, _ = q.schedule(3.0)
     assert admitted == [own] and not borrower.admitted
+
+
+@pytest.mark.parametrize(
+    "specs",
+    [
+        [ClusterQueueSpec("a", 8)],
+        [ClusterQueueSpec("a", 16, cohort="c"), ClusterQueueSpec("b", 8, cohort="c")],
+        [ClusterQueueSpec("a", 16, cohort="c", borrowing_limit=2), ClusterQueueSpec("b", 8, cohort="c")],
+        [ClusterQueueSpec("a", 16, cohort="c"), ClusterQueueSpec("b", 8, cohort="c", lending_limit=3)],
+        [ClusterQueueSpec("a", 16, cohort="c", lending_limit=4), ClusterQueueSpec("b", 0, cohort="c")],
+    ],
+)
+def test_most_admitted_is_the_largest_size_the_fit_test_admits_into_an_empty_cluster(
+    specs: list[ClusterQueueSpec],
+) -> None:
+    """``simulate`` warns of trace jobs above it: they would never be admitted."""
+    most = most_admitted(specs)
+    q = QuotaModel(specs)
+    for spec in specs:
+        assert q._fits(spec.name, most[spec.name], {}), spec.name
+        assert not q._fits(spec.name, most[spec.name] + 1, {}), spec.name
