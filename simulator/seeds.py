@@ -165,7 +165,7 @@ def spread_table(pooled: Sequence[dict[str, Any]]) -> str:
         "non-learning saved",
         "min / median / max",
         "wrong .5/1/2%",
-        "wrong 1% per seed",
+        "wrong 1% per seed (min / median / max)",
         "near-end",
     )
     body = []

@@ -45,7 +45,8 @@ def write_seeds_report(
         "## Spread across the seeds",
         "",
         "Non-learning GPU-hours saved pooled over the seeds, and the min / median / max of the seeds' "
-        "own figures; wrong stops and near-end releases summed over the seeds.",
+        "own figures; wrong stops and near-end releases summed over the seeds, and the min / median / "
+        "max of the seeds' own wrong stops at 1%.",
         "",
         "```",
         spread_table(pooled),

@@ -90,7 +90,9 @@ def test_a_report_over_seeds_is_the_pooled_table_and_the_spread_across_them(tmp_
     assert "## Every policy, pooled over the seeds" in text and "## Spread across the seeds" in text
     assert "min / median / max" in text and "advisor-plateau-release" in text
     # the wrong stops per seed too: a sum over the seeds hides a seed that stopped many
-    assert "wrong 1% per seed" in text
+    assert "wrong 1% per seed (min / median / max)" in text
+    # the text under the heading says what that column is, not only that the stops are summed
+    assert "the min / median / max of the seeds' own wrong stops at 1%" in text
     assert "- **seeds**: 0, 1" in text
     rows = json.loads((rep / "results.json").read_text())
     assert [r["policy"] for r in rows] == ["no-advisor", "advisor-plateau-release"]
