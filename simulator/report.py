@@ -354,7 +354,9 @@ def _where_nonlearning_goes(results: Sequence[RowResult]) -> list[str]:
         "",
         "Per pathology: GPU-hours burnt after the run stopped learning by runs the row released or "
         "stopped (before it acted; *lag*: median hours such a run held its GPUs after it stopped "
-        "learning) and by runs that ran on to their end.",
+        "learning) and by runs that ran on to their end. Only runs that burnt some count: a run "
+        "released or stopped while still learning (a wrong stop, or a cut counted in *cut learning*) "
+        "is in neither column, so *released: runs* can be fewer than the row's releases.",
         "",
         "| policy | pathology | released: runs | released: GPU-h | lag (h) | ran on: runs | ran on: GPU-h |",
         "|---|---|---|---|---|---|---|",

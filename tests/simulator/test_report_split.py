@@ -36,4 +36,8 @@ def test_split_adds_up_to_the_rows_non_learning_hours_and_names_the_lag(tmp_path
             assert d["lag_h"] == 0.0
     report = write_report([res], tmp_path, title="t", meta={}, capacity=16).read_text()
     assert "## Where the non-learning GPU-hours go" in report
+    # the count leaves out runs released while still learning, and says so: a row's 31 releases
+    # read beside 3 'released: runs' with nothing to tell why
+    assert "a run released or stopped while still learning" in report
+    assert "*released: runs* can be fewer than the row's releases" in report
     assert f"| {res.metrics['policy']} | early_plateau |" in report
