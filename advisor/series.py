@@ -27,6 +27,7 @@ __all__ = [
     "evaluation_noise",
     "is_eval_name",
     "is_saved_step",
+    "likely_directed_spelling",
     "primary_eval",
     "summaries_first",
     "task_metric",
@@ -117,6 +118,24 @@ def direction_of(name: str, overrides: Mapping[str, str] | None = None) -> Direc
         return Direction.LOWER
     if tokens & set(_HIGHER) or any(t.startswith(_HIGHER_STEMS) for t in tokens):
         return Direction.HIGHER
+    return None
+
+
+def likely_directed_spelling(name: str) -> str | None:
+    """A spelling of ``name`` whose direction its name says, one ``_``-separated part of it
+    respelt as a close direction word (``eval_acuracy``: ``eval_accuracy``), when ``name`` itself
+    says none: most such names in a policy are typos of a metric the trainer does report."""
+    import difflib
+
+    if direction_of(name) is not None:
+        return None
+    words = [*_LOWER, *_HIGHER]
+    parts = name.split("_")
+    for i, part in enumerate(parts):
+        for near in difflib.get_close_matches(part.lower(), words, n=3, cutoff=0.8):
+            candidate = "_".join([*parts[:i], near, *parts[i + 1 :]])
+            if direction_of(candidate) is not None:
+                return candidate
     return None
 
 

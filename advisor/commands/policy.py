@@ -114,6 +114,7 @@ def _read_state(path: str) -> str:
 
 
 def _validate(files: list[str]) -> int:
+    from advisor.series import likely_directed_spelling
     from policies import PolicyError
     from policies.lint import metric_notes, never_acts, risk_warnings, unit_slips
     from policies.loader import policies_from_text, read_policy_file
@@ -169,6 +170,11 @@ def _validate(files: list[str]) -> int:
             for field, metric in undirected_metrics(p):
                 near = difflib.get_close_matches(metric, list(p.metric_directions), n=1)
                 hint = f"did you mean {near[0]} (spec.metricDirections names it)? else " if near else ""
+                spelt = None if near else likely_directed_spelling(metric)
+                if spelt is not None:
+                    # a typo of a metric the trainer reports: adding it to metricDirections, as
+                    # the rest of the line says, would make a rule judge a series no job reports
+                    hint = f"did you mean {spelt}? else "
                 why = f"{metric} is never judged: {hint}{NO_DIRECTION}"
                 print(f"{path}: warning: policy {p.name}: {field}: {why}")
             for field, why in direction_warnings(p):

@@ -253,6 +253,30 @@ spec:
     assert "eval_rewrd is never judged: did you mean eval_reward (spec.metricDirections names it)?" in out
 
 
+@pytest.mark.parametrize(
+    ("metric", "likely"),
+    [("eval_acuracy", "eval_accuracy"), ("eval_los", "eval_loss"), ("eval_perplexty", "eval_perplexity")],
+)
+def test_validate_suggests_the_directed_metric_a_rule_misspells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], metric: str, likely: str
+) -> None:
+    """``metric: eval_acuracy`` was warned of only as a name that says no direction, to be added to
+    metricDirections: done so, the rule would judge a series no trainer reports. The warning names
+    the likely spelling; a name close to no direction word gets no guess."""
+    path = tmp_path / "typo.yaml"
+    doc = (
+        "apiVersion: advisor.trainjob-advisor.io/v1alpha1\nkind: AdvisorPolicy\nmetadata: {name: typo}\n"
+        "spec:\n  rules:\n    plateau: {probability: 0.8, for: 1h, metric: METRIC}\n"
+    )
+    path.write_text(doc.replace("METRIC", metric))
+    assert main(["policy", "validate", str(path)]) == 0
+    assert f"{metric} is never judged: did you mean {likely}? else its name says" in capsys.readouterr().out
+    path.write_text(doc.replace("METRIC", "eval_reward"))
+    assert main(["policy", "validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "eval_reward is never judged: its name says no direction" in out and "did you mean" not in out
+
+
 def test_validate_warns_that_a_named_eval_loss_is_judged_without_the_task_score(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
