@@ -28,6 +28,7 @@ __all__ = [
     "LEGEND",
     "format_table",
     "json_text",
+    "legend",
     "nonlearning_split",
     "saved_split",
     "write_json",
@@ -100,6 +101,16 @@ LEGEND = (
     "the hour before ('-': the row flags none). A flag an hour ahead, not the per-pass prediction: "
     "that one, against the quota model's choice with the boost off, is bench/preemption_bench.py's."
 )
+
+_CLEAN_CURVE = "on its hidden clean curve"
+_REAL_RECORD = "on the real run's own later record, smoothed and judged as the back-test judges it"
+
+
+def legend(*, real_curves: bool = False) -> str:
+    """``LEGEND``; with ``--curves`` a run has no hidden clean curve, and the verdicts read its own
+    later record (``simulator.real_curves``): the legend says that instead."""
+    return LEGEND.replace(_CLEAN_CURVE, _REAL_RECORD) if real_curves else LEGEND
+
 
 _COLUMNS = (
     ("policy", "policy", "{}"),
@@ -393,7 +404,13 @@ def reporting_text(jobs: Sequence[Any]) -> str:
 
 
 def write_report(
-    results: Sequence[RowResult], out_dir: Path, *, title: str, meta: dict[str, Any], capacity: int
+    results: Sequence[RowResult],
+    out_dir: Path,
+    *,
+    title: str,
+    meta: dict[str, Any],
+    capacity: int,
+    real_curves: bool = False,
 ) -> Path:
     import matplotlib
 
@@ -416,7 +433,7 @@ def write_report(
         format_table(rows),
         "```",
         "",
-        LEGEND + " The full definitions are in `simulator/metrics.py`.",
+        legend(real_curves=real_curves) + " The full definitions are in `simulator/metrics.py`.",
         "",
     ]
     lines += [

@@ -13,14 +13,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator.report import LEGEND, format_table, write_json
+from simulator.report import format_table, legend, write_json
 from simulator.seeds import spread_table
 
 __all__ = ["write_seeds_report"]
 
 
 def write_seeds_report(
-    pooled: Sequence[dict[str, Any]], out_dir: Path, *, meta: Mapping[str, Any], footer: str
+    pooled: Sequence[dict[str, Any]],
+    out_dir: Path,
+    *,
+    meta: Mapping[str, Any],
+    footer: str,
+    real_curves: bool = False,
 ) -> Path:
     """``report.md`` and ``results.json`` (the pooled rows, as ``--json``) in ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -40,7 +45,7 @@ def write_seeds_report(
         format_table(list(pooled)),
         "```",
         "",
-        LEGEND + " The full definitions are in `simulator/metrics.py`.",
+        legend(real_curves=real_curves) + " The full definitions are in `simulator/metrics.py`.",
         "",
         "## Spread across the seeds",
         "",

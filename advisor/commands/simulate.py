@@ -260,7 +260,9 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
     if args.report is not None:
         from simulator.seeds_report import write_seeds_report
 
-        path = write_seeds_report(pooled, args.report, meta=meta, footer=footer)
+        path = write_seeds_report(
+            pooled, args.report, meta=meta, footer=footer, real_curves=scenario.curves_dir is not None
+        )
         # no plots over seeds: said where the user looks (a report "with plots" came without them)
         print(
             f"report: {path} (the pooled table and the spread across the seeds; the plots of one seed's "
@@ -295,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
         return run_sweep(args, json_out)
     if args.seeds is not None:
         return _run_seeds(args, json_out)
-    from simulator.report import LEGEND, format_table, json_text, reporting_text, write_json, write_report
+    from simulator.report import format_table, json_text, legend, reporting_text, write_json, write_report
     from simulator.runner import run_rows
 
     scenario = scenario_from_args(args)
@@ -323,7 +325,8 @@ def run(args: argparse.Namespace) -> int:
     # with JSON on stdout the human-readable part goes to stderr, so that stdout parses
     human = human_stream(json_out)
     print(format_table(rows), file=human)
-    print(f"\n{textwrap.fill(LEGEND, 100)}", file=human)
+    real_curves = scenario.curves_dir is not None
+    print(f"\n{textwrap.fill(legend(real_curves=real_curves), 100)}", file=human)
     print(
         f"\n{len(trace.jobs)} jobs ({trace.source}; {trace.skipped} bad rows skipped), "
         f"{scenario.capacity} GPUs, "
@@ -343,7 +346,12 @@ def run(args: argparse.Namespace) -> int:
         write_json(rows, json_out, meta)
     if args.report is not None:
         path = write_report(
-            results, args.report, title="trainjob-advisor simulation", meta=meta, capacity=scenario.capacity
+            results,
+            args.report,
+            title="trainjob-advisor simulation",
+            meta=meta,
+            capacity=scenario.capacity,
+            real_curves=real_curves,
         )
         print(f"report: {path}", file=human)
     return 0

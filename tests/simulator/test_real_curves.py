@@ -136,6 +136,29 @@ def test_curves_that_do_not_exist_or_are_no_folder_are_one_error_line(
     assert capsys.readouterr().err.strip().endswith(f"{one}: --curves needs a folder of runs")
 
 
+def test_the_legend_says_real_curves_are_judged_on_their_own_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ``--curves`` no run has a hidden clean curve: the legend under the table and in the
+    reports said it did. It names the run's own later record, as the verdicts read it."""
+    pytest.importorskip("matplotlib")
+    runs = _runs(tmp_path / "runs")
+    base = ["simulate", "--jobs", "4", "--quiet", "--baselines", "no-advisor", "--policy", str(PLATEAU)]
+    real = "on the real run's own later record, smoothed and judged as the back-test judges it"
+    assert main([*base, "--curves", str(runs), "--report", str(tmp_path / "r1")]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert real in said and "hidden clean curve" not in said
+    assert real in (tmp_path / "r1" / "report.md").read_text()
+    seeds = ["--seeds", "0-1", "--workers", "1", "--report", str(tmp_path / "r2")]
+    assert main([*base, "--curves", str(runs), *seeds]) == 0
+    assert real in (tmp_path / "r2" / "report.md").read_text()
+    capsys.readouterr()
+    assert main([*base, "--report", str(tmp_path / "r3")]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "on its hidden clean curve" in said and real not in said
+    assert "on its hidden clean curve" in (tmp_path / "r3" / "report.md").read_text()
+
+
 def test_simulate_over_seeds_says_which_curves_in_its_footer(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
