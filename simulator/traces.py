@@ -87,7 +87,9 @@ def _num(
 
 
 def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    with path.open(newline="") as fh:
+    # utf-8-sig: a spreadsheet's "CSV UTF-8" export starts with a byte-order mark, which read as
+    # part of the first column's name ("\ufeffname") made the header unrecognised
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []
         missing = [c for c in required if c not in header]
@@ -208,7 +210,7 @@ def _gavel_rows(path: Path) -> Iterator[tuple[int, dict[str, str]]]:
     """Gavel ``.trace`` files are tab-separated without a header: 7 fields (the msr per-VC traces)
     or 10 (the physical-cluster traces)."""
     throughputs = _gavel_throughputs(path)
-    with path.open() as fh:
+    with path.open(encoding="utf-8-sig") as fh:
         for line, text in enumerate(fh, start=1):
             if not text.strip():
                 continue
@@ -256,7 +258,7 @@ FORMATS: dict[str, tuple[tuple[str, ...], RowParser]] = {
 def _detect(path: Path) -> str:
     if path.suffix == ".trace":
         return "gavel"
-    with path.open(newline="") as fh:
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         header = set(next(csv.reader(fh), []))
     for name, (required, _parse) in FORMATS.items():
         if set(required) <= header:

@@ -247,7 +247,9 @@ def read_index_columns(path: Path) -> tuple[dict[str, IndexRow], tuple[str, ...]
     folder is the group) and ``labels`` (``key=value`` pairs separated by ``;``: the job's labels, as
     a policy's selector reads them) optional; and which of those it has (``index_columns``)."""
     try:
-        with path.open(newline="") as fh:
+        # utf-8-sig: a spreadsheet's "CSV UTF-8" export starts with a byte-order mark, which read
+        # as part of the first column's name hid the run column
+        with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh)
             header = reader.fieldnames or []
             key = next((k for k in ("curve_id", "run", "name", "file") if k in header), None)

@@ -135,3 +135,14 @@ def test_a_run_listed_twice_with_other_values_is_an_error_naming_both_lines(
     # the same row twice says nothing new and is read as one
     index.write_text("run,gpus\na.csv,8\nb.csv,2\na.csv,8\n")
     assert main(argv) == 0
+
+
+def test_an_index_saved_with_a_byte_order_mark_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A spreadsheet's "CSV UTF-8" export starts with a byte-order mark, which hid the run column
+    ('no run column'), though the header named it."""
+    runs = _runs(tmp_path / "runs")
+    index = runs / "index.csv"
+    index.write_bytes(b"\xef\xbb\xbfrun,gpus\r\na.csv,8\r\nb.csv,2\r\nc.csv,2\r\n")
+    assert _notes([str(runs)], capsys) == [f"index {index} ({_FOUND}): gpus for 3 of 3 runs"]

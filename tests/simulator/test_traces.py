@@ -42,6 +42,17 @@ def test_own_csv_format(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("fmt", ["auto", "csv"])
+def test_a_csv_saved_with_a_byte_order_mark_and_crlf_reads_as_without(tmp_path: Path, fmt: str) -> None:
+    """A spreadsheet's "CSV UTF-8" export starts with a byte-order mark: the header read
+    '\ufeffname', unrecognised (auto) or missing its name column (csv), beside the very names the
+    error listed as needed."""
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"\xef\xbb\xbfname,submit_s,gpus,duration_s\r\na,0,8,7200\r\nb,100,4,3600\r\n")
+    t = load_trace(p, fmt)
+    assert [(j.name, j.gpus, j.duration) for j in t.jobs] == [("a", 8, 7200.0), ("b", 4, 3600.0)]
+
+
 def test_a_csv_traces_workload_type_column_reaches_its_jobs(tmp_path: Path) -> None:
     """The column was read, then dropped when the rows were rebased to the trace's start: no
     trace's labels ever reached its jobs, and a policy's workload-type selector saw none."""
