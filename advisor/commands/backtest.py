@@ -63,9 +63,10 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=None,
         help="index CSV: a run column (curve_id, run, name or file), gpus, group, labels (k=v;k2=v2, as "
-        "a policy's selector reads a job's labels). Without it, an index.csv or runs.csv in a run's "
-        "folder or a folder above it (up to the folder given) is read automatically, and is used "
-        "before this one; each index used is named on stderr. A run is matched by "
+        "a policy's selector reads a job's labels). An index.csv or runs.csv in a run's folder or a "
+        "folder above it (up to the folder given) is read automatically too: this one wins for the "
+        "runs it lists, and the one found gives the rest theirs; each index used is named on stderr. "
+        "A run is matched by "
         "its curve_id, its path relative to the index's folder (e.g. lr1e-3/trainer_state.json; "
         "../runs/lr1e-3 from an index elsewhere), its folder, relative to the index's too, when it is "
         "alone in it (lr1e-3, also given itself; sweep/lr1e-3 for an index a folder above), its name, "

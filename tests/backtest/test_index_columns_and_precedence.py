@@ -146,3 +146,13 @@ def test_an_index_saved_with_a_byte_order_mark_is_read(
     index = runs / "index.csv"
     index.write_bytes(b"\xef\xbb\xbfrun,gpus\r\na.csv,8\r\nb.csv,2\r\nc.csv,2\r\n")
     assert _notes([str(runs)], capsys) == [f"index {index} ({_FOUND}): gpus for 3 of 3 runs"]
+
+
+def test_the_help_says_the_given_index_wins_as_it_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--index``'s help said an index found beside the runs 'is used before this one', the
+    opposite of what the back-test does and the README says."""
+    with pytest.raises(SystemExit):
+        main(["backtest", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "is used before this one" not in text
+    assert "this one wins for the runs it lists, and the one found gives the rest theirs" in text
