@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
-from advisor.forecast._prep import Prepared, prepare, report_noise, trend_level, trend_scatter
+from advisor.forecast._prep import Prepared, prepare, report_noise, smoothed_level, trend_level, trend_scatter
 from advisor.forecast.divergence import divergence_probability, recovered_floor
 from advisor.forecast.ensemble import Parts, estimate
 from advisor.forecast.epoch_terms import epoch_boundaries_ahead, epoch_step_expected
@@ -245,7 +245,22 @@ def _run(
             f"{JUMP_WARNING} at step {prep.steps[jumped[0]]:,.0f} to {jumped[1]:.1f} times its best and "
             f"has stayed up: forecast from the {fit.values.size} reports since"
         )
-    parts = estimate(fit, fit_horizon, warnings, fit_path, training_loss=training_loss)
+    # the loss the optimiser minimises does not turn: its rise is an instability (a spike, a bad
+    # epoch, a blow-up), the divergence probability's business, and the schedule brings it back
+    # down (see ``turn``)
+    turn = (
+        None
+        if training_loss
+        else rising_branch(prep.steps, prep.values, horizon, smoothed_level(prep.values))
+    )
+    parts = estimate(
+        fit,
+        fit_horizon,
+        warnings,
+        fit_path,
+        training_loss=training_loss,
+        rise_shown=turn is not None and turn.weight >= 0.5,
+    )
     parts.path_steps = path_steps
     mean, sd = parts.mean, parts.sd
     if not (math.isfinite(mean) and math.isfinite(sd)):
@@ -292,10 +307,6 @@ def _run(
                 lo, hi = mean - half, mean + half
                 if float(np.min(prep.values)) >= 0.0:
                     lo, mean = max(lo, 0.0), max(mean, 0.0)
-    # the loss the optimiser minimises does not turn: its rise is an instability (a spike, a bad
-    # epoch, a blow-up), the divergence probability's business, and the schedule brings it back
-    # down (see ``turn``)
-    turn = None if training_loss else rising_branch(prep.steps, prep.values, horizon, level)
     if turn is not None:
         # the series has turned upward (an eval loss past its minimum): mix in its rising branch,
         # by how sure the rise is; the final value moves to or above the current level, the

@@ -31,6 +31,7 @@ from advisor.forecast.epoch_terms import (
 from advisor.forecast.families import FAMILIES, Family
 from advisor.forecast.fit_engine import fit_all_robust
 from advisor.forecast.schedule import infer_future, lr_law_family
+from advisor.forecast.turn import UNKNOWN_REACH
 
 __all__ = ["Parts", "estimate", "interval_scale"]
 
@@ -157,9 +158,14 @@ def estimate(
     path_steps: FloatArray | None = None,
     *,
     training_loss: bool = False,
+    rise_shown: bool = False,
 ) -> Parts:
     """The ensemble's forecast at the horizon; with ``path_steps`` (steps after the last one) also
     its mean and sd at each of them, from the same fits and weights.
+
+    ``rise_shown``: the recent window rises significantly (``turn``). Without it, a series that
+    may turn and is told no end has a family rising at the asymptote read one doubling ahead, as
+    the turn reads its own rise: a rise the recent points do not show is not carried 10,000 spans.
 
     ``training_loss``: the series does not turn, so a family whose curve ends above the current
     level (it bends up on a flat stretch) says no more than "no further fall": it is read as
@@ -203,7 +209,17 @@ def estimate(
     if horizon is not None and grid is None:
         stretch_u = (1.0 + cal.ANNEAL_STRETCH * (u_t - 1.0)) ** cal.ANNEAL_POWER
     stretched = stretch_u != u_t
-    u_pred = np.array([stretch_u, 1.0, u_t]) if stretched else np.array([stretch_u, 1.0])
+    # a series that may turn (an eval metric) told no end: a family rising at the asymptote is read
+    # one doubling ahead instead, as the turn's own rise is (``turn.UNKNOWN_REACH``)
+    # (a history long enough to check its fits against a held-out tail: a handful of points says
+    # nothing of where a family that fits them goes, near or far)
+    doubling = horizon is None and not training_loss and not rise_shown and n >= cal.SMALL_N
+    if stretched:
+        u_pred = np.array([stretch_u, 1.0, u_t])
+    elif doubling:
+        u_pred = np.array([stretch_u, 1.0, math.exp(UNKNOWN_REACH)])
+    else:
+        u_pred = np.array([stretch_u, 1.0])
     n_fixed = u_pred.size
     u_path = (path_steps + 1.0) / x_ref
     u_pred = np.concatenate((u_pred, u_path))
@@ -255,6 +271,11 @@ def estimate(
             # only a share of the stretch's extra drop when the anneal already shows in the fits
             plain = float(f.pred[2])
             end = plain + share * (end - plain)
+        elif doubling and end > float(f.pred[1]):
+            # a rise the recent points do not show, carried 10,000 spans ahead: a family with a
+            # slow log-step term (vap) put an eval loss flat at 0.59 for 22 evaluations at 0.70
+            # "by the end", where a run told any total up to twice its steps reads 0.596
+            end = min(end, float(f.pred[2]))
         return end - max(0.0, float(f.pred[1]) - level)
 
     preds = {

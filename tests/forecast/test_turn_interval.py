@@ -24,3 +24,36 @@ def test_the_upper_end_of_a_rising_eval_loss_lets_the_rise_continue() -> None:
     assert fc.final_loss.p90 >= turn.mean
     assert fc.final_loss.p90 > 1.0
     assert fc.final_loss.p10 <= fc.current_loss
+
+
+def test_an_eval_series_flat_after_its_fall_told_no_end_is_not_forecast_to_rise() -> None:
+    """An eval loss that fell to 0.59 by step 800 and stayed there within 0.01 for 22 evaluations,
+    its run telling no total: a curve family with a slow log-step term (vap) rose past the level
+    when carried 10,000 spans ahead and put the end at 0.70 (80%: 0.58 .. 0.83), an overfitting
+    run's forecast, while any total up to twice the run's steps read 0.596. A rise the recent
+    points do not show is read one doubling ahead, as the turn reads its own."""
+    steps = np.arange(100.0, 3001.0, 100.0)
+    fall = [1.1041, 0.8943, 0.7966, 0.7238, 0.6715, 0.6378, 0.6142, 0.5906]
+    flat = [0.5983, 0.5885, 0.5889, 0.5805, 0.5961, 0.5969, 0.5842, 0.6067, 0.5927, 0.5916, 0.5841]
+    flat_on = [0.5975, 0.5943, 0.6003, 0.595, 0.5961, 0.5932, 0.5886, 0.6006, 0.5959, 0.5828, 0.5982]
+    values = np.array([*fall, *flat, *flat_on])
+    lrs = np.full(steps.size, 1e-4)
+    told = forecast(steps, values, total_steps=6000, learning_rates=lrs)
+    untold = forecast(steps, values, learning_rates=lrs)
+    assert abs(told.final_loss.mean - 0.596) < 0.005
+    assert untold.final_loss.mean < 0.61, untold.final_loss
+    assert untold.final_loss.p90 < 0.65, untold.final_loss
+    assert untold.plateau_probability > 0.9
+
+
+def test_an_eval_series_rising_for_sure_told_no_end_still_ends_above_where_it_stands() -> None:
+    """The rise the recent points show is kept without a total: the reading one doubling ahead is
+    for a rise they do not show."""
+    steps = np.arange(100.0, 1201.0, 100.0)
+    values = np.array(
+        [1.2231, 1.0738, 0.9945, 0.9527, 0.9319, 0.9199, 0.8903, 0.8845, 0.8903, 0.8762, 0.9105, 0.942]
+    )
+    fc = forecast(steps, values)
+    assert fc.current_loss is not None
+    assert fc.final_loss.mean > fc.current_loss + 0.05
+    assert fc.plateau_probability > 0.5
