@@ -276,6 +276,12 @@ class Safety:
         minimum=1,
     )
 
+    def check(self) -> Errors:
+        # the exemption is the one opt-out a job owner has: a key no label can have ("exempt=true",
+        # a space, a capital in the prefix) exempted nothing, silently
+        bad_key = label_key_error(self.exempt_label)
+        return [("exemptLabel", bad_key)] if bad_key else []
+
 
 @dataclass(frozen=True, slots=True)
 class PolicySpec:

@@ -18,7 +18,7 @@ from advisor.protocol import GROUP, VERSION
 from policies import PolicyError, load_policy
 from policies.crd import crd_manifest, crd_yaml, json_schema
 from policies.fields import field_specs
-from policies.spec import CheckpointRule, LabelSelector, PolicySpec, Selector
+from policies.spec import CheckpointRule, LabelSelector, PolicySpec, Safety, Selector
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "manifests" / "crds" / "advisorpolicy.yaml"
@@ -53,8 +53,9 @@ def test_every_cross_field_check_is_in_the_crd_as_cel_or_explicitly_loader_only(
     # int-or-string durations with day units cannot be compared in CEL; label-key syntax over a
     # map's keys is a regex per key, which the API server's CEL cost budget would have to allow for
     # every map size (the controller still marks such a policy Valid=False, and `policy validate`
-    # refuses it); a namespace's name is checked by the CRD's items pattern, not by CEL
-    loader_only = {CheckpointRule, LabelSelector, Selector}
+    # refuses it); a namespace's name is checked by the CRD's items pattern, not by CEL; the exempt
+    # label's key syntax is the same label-key check, loader-only as the selectors' keys
+    loader_only = {CheckpointRule, LabelSelector, Selector, Safety}
     for cls in _all_classes(PolicySpec):
         if hasattr(cls, "check") and cls not in loader_only:
             assert getattr(cls, "CEL", ()), f"{cls.__name__}.check() has no CEL twin"

@@ -197,6 +197,17 @@ def test_selector_label_keys_and_values_must_be_kubernetes_labels() -> None:
     load_policy(_obj(good))
 
 
+@pytest.mark.parametrize(
+    "label", ["bad key", "advisor.trainjob-advisor.io/exempt=true", "Example.COM/exempt", "exempt/"]
+)
+def test_an_exempt_label_no_job_can_carry_is_an_error(label: str) -> None:
+    """The exemption is a job owner's opt-out: a key no label can have exempted nothing, silently."""
+    errors = dict(_errors(_obj({"safety": {"exemptLabel": label}})))
+    assert "is not a label key" in errors["spec.safety.exemptLabel"]
+    for good in ("advisor.trainjob-advisor.io/exempt", "no-advisor", "team.example.com/keep_1"):
+        assert load_policy(_obj({"safety": {"exemptLabel": good}})).safety.exempt_label == good
+
+
 @pytest.mark.parametrize("metric", ["loss", "train_loss", "train/loss"])
 def test_an_overfitting_rule_that_names_the_training_loss_is_refused(metric: str) -> None:
     """It compares an eval metric with the training loss: named the training loss, it judged
