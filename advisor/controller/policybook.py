@@ -181,7 +181,11 @@ class PolicyBook:
             self.policies[name] = previous
             self.holding[name] = held
         else:
-            spec = dict(body.get("spec") or {}) if isinstance(body.get("spec"), Mapping) else {}
+            given = body.get("spec")
+            raw: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+            # its selector and priority alone: with no rule, nothing else in it decides anything,
+            # and an invalid field there (safety, metricDirections) handed its jobs to a broader policy
+            spec = {k: raw[k] for k in ("selector", "priority") if k in raw}
             spec.update(mode="Recommend", rules={})
             try:
                 self.policies[name] = load_policy(

@@ -154,6 +154,20 @@ def test_an_invalid_policy_first_seen_after_a_restart_holds_its_jobs() -> None:
     assert book.governing() == [] and "holds no job" in book.holding["guard"]
 
 
+def test_an_invalid_safety_field_first_seen_after_a_restart_still_holds_its_jobs() -> None:
+    """Only the selector and priority make the holding version: an invalid field elsewhere (here an
+    exempt label no job can carry) said "its selector is invalid too" and handed the jobs on."""
+    api = FakeApi()
+    book = PolicyBook(api, Metrics())
+    bad = _guard(2, {"stall": {"for": "30s"}})
+    bad["spec"]["safety"] = {"exemptLabel": "bad key"}
+    book.on_event("ADDED", bad)
+    (held,) = book.governing()
+    assert held.mode.value == "Recommend" and held.spec.rules.stall is None
+    assert "its jobs are held" in book.holding["guard"]
+    assert "exemptLabel" in book.errors["guard"]
+
+
 def test_the_last_valid_generation_stays_in_force_across_a_restart() -> None:
     """Each valid generation is kept in ``status.lastValid``: a controller restarted after an
     invalid edit (a selector typo) reads it back, so the jobs stay with the last valid version
