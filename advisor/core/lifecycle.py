@@ -15,6 +15,8 @@ The signals, in the order they win:
   the total *within one report*: Hugging Face reports every ``logging_steps``, so the last step seen
   of a finished run is below ``total_steps`` by up to that gap, and the final upstream update may
   carry no ``current_step`` at all (hence the percentage);
+* deletion: the job's ``metadata.deletionTimestamp`` is set (a finalizer keeps it visible) is
+  finished: it is going, and nothing may act on it;
 * with a Kueue Workload (the authority on quota): deactivated (``spec.active=false``, which is how
   the advisor releases quota) is suspended; not admitted (queued, or evicted and waiting to be
   admitted again) is pending, whatever the job's own ``suspend`` says (Kueue keeps a queued job
@@ -70,6 +72,10 @@ def derive_phase(
     if s.workload_finished:
         why = f" ({s.workload_finished_reason})" if s.workload_finished_reason else ""
         return Lifecycle(Phase.FINISHED, f"its Workload finished{why}")
+    if s.deleting:
+        # a finalizer (or a foreground deletion) keeps it visible while it goes: it is ending, and
+        # nothing may act on it, as on a finished run
+        return Lifecycle(Phase.FINISHED, "the job is being deleted (metadata.deletionTimestamp is set)")
     if s.remaining_summary is not None and s.remaining_summary.strip().lower() == "complete":
         return Lifecycle(Phase.FINISHED, 'the trainer reports estimatedRemainingTimeSummary "complete"')
     if s.progress_percentage is not None and s.progress_percentage >= 100.0:

@@ -99,6 +99,9 @@ class LifecycleSignals:
     """RHOAI ``estimatedRemainingTimeSummary`` (``"complete"`` once the run ended)."""
     progress_percentage: float | None = None
     """The latest reported progress percentage (the last upstream update may carry no step)."""
+    deleting: bool | None = None
+    """The job object carries ``metadata.deletionTimestamp``: it is being deleted (a finalizer, or
+    a foreground deletion, keeps it visible meanwhile)."""
 
 
 def holds_quota(phase: Phase, signals: LifecycleSignals | None, *, active: bool, admitted: bool) -> bool:

@@ -59,6 +59,11 @@ def _remaining_summary(body: Mapping[str, object]) -> str | None:
     return summary if isinstance(summary, str) else None
 
 
+def _deleting(body: Mapping[str, object]) -> bool | None:
+    meta = body.get("metadata")
+    return True if isinstance(meta, Mapping) and meta.get("deletionTimestamp") else None
+
+
 def job_signals(body: Mapping[str, object]) -> LifecycleSignals:
     """What a TrainJob / PyTorchJob object says of its own life (no Workload fields)."""
     if not isinstance(body, Mapping):
@@ -72,14 +77,18 @@ def job_signals(body: Mapping[str, object]) -> LifecycleSignals:
         failed=_any_true(conds, _FAILED),
         suspended=suspended,
         remaining_summary=_remaining_summary(body),
+        deleting=_deleting(body),
     )
 
 
 def ended_as(body: Mapping[str, object]) -> str | None:
-    """``completed`` or ``failed`` for a job object whose conditions say it ended, else None: what
-    a write on its behalf checks first (``resume`` reactivating its Workload, a release's fresh
-    read), the Workload being marked Finished only after the job."""
+    """``completed`` or ``failed`` for a job object whose conditions say it ended, ``been marked
+    for deletion`` for one being deleted, else None: what a write on its behalf checks first
+    (``resume`` reactivating its Workload, a release's fresh read), the Workload being marked
+    Finished only after the job."""
     signals = job_signals(body)
     if signals.complete:
         return "completed"
-    return "failed" if signals.failed else None
+    if signals.failed:
+        return "failed"
+    return "been marked for deletion" if signals.deleting else None

@@ -127,7 +127,7 @@ def test_a_release_of_a_workload_preempted_since_the_decision_is_not_written() -
     assert "waiting in the queue without quota" in (rec.actions[-1].detail or "")
 
 
-@pytest.mark.parametrize("condition", ["Complete", "Failed", None])
+@pytest.mark.parametrize("condition", ["Complete", "Failed", "deleting", None])
 def test_a_release_of_a_job_done_since_the_decision_is_not_written(condition: str | None) -> None:
     """Decided while it ran; the job was marked Complete (or Failed) before the patch, and Kueue
     marks its Workload Finished only after that (a platform trial measured the window a watch
@@ -141,6 +141,8 @@ def test_a_release_of_a_job_done_since_the_decision_is_not_written(condition: st
             raise ApiError(404, "Not Found")
 
         s.api.get_job = gone  # type: ignore[method-assign]
+    elif condition == "deleting":  # a finalizer keeps it visible while it goes
+        s.api.job_bodies["team-a/llm"] = {"metadata": {"deletionTimestamp": "2026-12-07T06:27:31Z"}}
     else:
         s.api.job_bodies["team-a/llm"] = {"status": {"conditions": [{"type": condition, "status": "True"}]}}
     decision = Decision(job=KEY, policy="p", mode=Mode.APPLY, actions=(RELEASE,))
@@ -151,6 +153,7 @@ def test_a_release_of_a_job_done_since_the_decision_is_not_written(condition: st
     said = {
         "Complete": "has completed since the decision",
         "Failed": "has failed since the decision",
+        "deleting": "has been marked for deletion since the decision",
         None: "is gone",
     }
     assert said[condition] in (rec.actions[-1].detail or "")

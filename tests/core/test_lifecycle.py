@@ -55,6 +55,9 @@ def _phase(
             Phase.FAILED,
         ),
         (dataclasses.replace(RUNNING, remaining_summary="complete"), Phase.FINISHED),
+        # a finalizer keeps a deleted job visible: it is going, as a finished one
+        (dataclasses.replace(RUNNING, deleting=True), Phase.FINISHED),
+        (dataclasses.replace(RUNNING, deleting=True, failed=True), Phase.FAILED),
         (dataclasses.replace(RUNNING, progress_percentage=100.0), Phase.FINISHED),
         (dataclasses.replace(RUNNING, workload_active=False), Phase.SUSPENDED),
         (dataclasses.replace(RUNNING, workload_admitted=False, evicted=True), Phase.PENDING),
@@ -152,6 +155,22 @@ def test_a_finished_run_is_never_released_by_the_stall_rule(ended: LifecycleSign
     view = core.view(_view(ended))
     assert view.phase is Phase.FINISHED and view.forecast is not None and view.step == 2610
     assert len(core.record(key).history) > 100  # history kept
+
+
+def test_a_job_being_deleted_is_never_acted_on() -> None:
+    """Deleted while a finalizer (or a foreground deletion) holds it, a job still reporting kept
+    being judged: a plateau rule asked it for a checkpoint before a release."""
+    from advisor.sources.lifecycle import ended_as, job_signals
+
+    body = {"metadata": {"name": "ft", "deletionTimestamp": "2026-12-07T06:27:31Z", "finalizers": ["x/y"]}}
+    signals = job_signals(body)
+    assert signals.deleting is True and ended_as(body) == "been marked for deletion"
+    assert job_signals({"metadata": {"name": "ft"}}).deleting is None and ended_as({"metadata": {}}) is None
+    core = AdvisorCore([_policy()], forecaster=_forecaster)
+    t = _run(core, "team-a/ft", 1500)
+    d = core.evaluate(_view(dataclasses.replace(RUNNING, deleting=True)), ClusterView(), now=t + 3600.0)
+    assert d.actions == () and d.advice == "finished"
+    assert any("being deleted" in r for r in d.reasons)
 
 
 def test_the_final_update_without_a_step_but_at_100_percent_ends_the_run() -> None:

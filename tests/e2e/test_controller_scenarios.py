@@ -703,6 +703,55 @@ def test_apply_policy_checkpoints_acknowledges_then_releases_the_workload(
     assert not got["spec"].get("suspend")  # never suspended directly: Kueue does that
 
 
+def test_a_job_being_deleted_is_not_acted_on_while_a_finalizer_holds_it(
+    control_plane: cp.ControlPlane,
+    cluster: Cluster,
+    admitting_queue: str,
+    controller: Controller,
+    policy_cleanup: list[str],
+) -> None:
+    """A TrainJob deleted while a finalizer holds it (``deletionTimestamp`` set) still reports and
+    its Workload still holds quota: it was judged as a running job, asked for a checkpoint and
+    released. Its twin on the same curve, not deleted, is the control: it is released."""
+    name = f"deleting-{cluster.ns[-6:]}"
+    cluster.apply_policy(control_plane, name, "Apply", **PLATEAU_RELEASE)
+    policy_cleanup.append(name)
+    wls: dict[str, str] = {}
+    for job in ("flat", "going"):
+        wls[job] = cluster.create_workload(cluster.create_trainjob(job, queue="queue"))
+        wait_for(
+            lambda w=wls[job]: workload_admitted(cluster.custom, cluster.ns, w), "Kueue to admit the job"
+        )
+    cluster.custom.patch_namespaced_custom_object(
+        *TRAINER[:2], cluster.ns, TRAINER[2], "going", {"metadata": {"finalizers": ["example.com/hold"]}}
+    )
+    cluster.custom.delete_namespaced_custom_object(*TRAINER[:2], cluster.ns, TRAINER[2], "going")
+    pods, going_pods = cluster.create_pods("flat"), cluster.create_pods("going")
+    spec, step, at = plateau_curve(), 20, time.time() - 150
+    request: str | None = None
+    while request is None and step < spec.total_steps:
+        for job in ("flat", "going"):
+            cluster.report_step(job, spec, step, at)
+        request = cluster.pod_annotation(pods[0])
+        step, at = step + 20, at + 2.0
+        time.sleep(0.05)
+    assert request, "no checkpoint request was made to the control"
+    ack = [
+        {"name": "last_checkpoint_step", "value": str(step)},
+        {"name": "last_checkpoint_request", "value": request},
+    ]
+    cluster.report_step("flat", spec, step, at + 2, ack)
+    wait_for(lambda: cluster.workload(wls["flat"])["spec"].get("active") is False, "the control's release")
+    status = wait_for(
+        lambda: (f := cluster.forecast("going")) and f["status"].get("state") == "finished" and f["status"],
+        "the deleted job to read finished",
+    )
+    assert "being deleted" in json.dumps(status), status.get("summary")
+    assert not status.get("actions"), status.get("actions")
+    assert cluster.workload(wls["going"])["spec"].get("active", True) is True
+    assert all(cluster.pod_annotation(p) is None for p in going_pods)
+
+
 @pytest.mark.kueue
 def test_apply_release_frees_real_kueue_quota_for_a_pending_job(
     control_plane: cp.ControlPlane, cluster: Cluster, controller: Controller, policy_cleanup: list[str]
