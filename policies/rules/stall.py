@@ -212,6 +212,16 @@ def finished_but_holding(ctx: Context, rule: StallRule) -> Outcome:
         return out
     out.advice, out.severity = "done-holding", 5
     gpus = f"its {job.gpus} GPU(s)" if job.gpus else "its quota"
+    if job.signals is not None and job.signals.deleting:
+        # deleted, not done: what holds it is a finalizer (or a foreground deletion's dependents)
+        out.act(
+            ActionKind.RECOMMEND,
+            NAME,
+            f"being deleted for {dur(held)} but its Workload still holds {gpus}: a finalizer (or a "
+            "foreground deletion's dependents) keeps the job; check its metadata.finalizers",
+            would="none",
+        )
+        return out
     out.act(
         ActionKind.RECOMMEND,
         NAME,

@@ -666,6 +666,11 @@ def test_a_run_reported_done_that_still_holds_its_quota_is_pointed_out_never_act
     completed = dataclasses.replace(done, signals=dataclasses.replace(signals, complete=True))
     assert kinds(decide(completed, CV, policy({"stall": {"for": "30m"}}), now=T0)) == []
     assert kinds(decide(done, CV, policy({"plateau": {"for": "10m"}}), now=T0)) == []  # no stall rule
+    # deleted, not done: a finalizer holds it, and the recommendation says that
+    going = dataclasses.replace(done, signals=dataclasses.replace(signals, deleting=True))
+    d = decide(going, CV, policy({"stall": {"for": "30m"}}, mode="Apply"), now=T0)
+    assert kinds(d) == [ActionKind.RECOMMEND] and "being deleted for 40m" in d.actions[0].reason
+    assert "finalizer" in d.actions[0].reason and "reported done" not in d.actions[0].reason
 
 
 def test_a_plateau_sequence_in_flight_keeps_its_window_asks_once_and_releases_at_the_timeout() -> None:
