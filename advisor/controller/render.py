@@ -23,6 +23,7 @@ from advisor.core.lifecycle import holds_quota
 from advisor.core.wiring import NO_POLICY_HINT
 from advisor.forecast.core import holds_trend
 from advisor.model import (
+    ActionKind,
     ActionRecord,
     Decision,
     EvalJudgement,
@@ -299,7 +300,28 @@ def _advice_text(advice: str, decision: Decision | None, state: str) -> str:
         and not advice.endswith(":held")
     ):
         text = f"{advice} (recommended)"
+    elif decision is not None and decision.mode is Mode.RECOMMEND and advice in _ADVICE_STATES:
+        # the stall and divergence rules' advice is the state alone ("hung", "diverging"), the
+        # same word in Apply right before the release: said as the plateau rule's is, with what
+        # Apply would do (a hung run's "hung" read alike whether a release was recommended or not)
+        verb = _would_verb(decision)
+        if verb is not None:
+            text = f"{advice}:{verb} (recommended)"
     return text[:80]
+
+
+def _would_verb(decision: Decision) -> str | None:
+    """``release`` or ``stop``: what Apply would end with, as a Recommend decision's stall or
+    divergence recommendation says (``would``: the release, or the checkpoint before it)."""
+    for action in decision.actions:
+        if action.kind is not ActionKind.RECOMMEND or action.rule not in ("stall", "divergence"):
+            continue
+        would = action.params.get("would")
+        if would == ActionKind.STOP.value:
+            return "stop"
+        if would in (ActionKind.RELEASE_QUOTA.value, ActionKind.CHECKPOINT.value):
+            return "release"
+    return None
 
 
 def render_status(

@@ -193,6 +193,25 @@ def test_a_recommend_policys_advice_reads_as_a_recommendation_in_the_advice_colu
         assert status["summary"]["advice"] == shown and status["recommendation"]["advice"] == advice
 
 
+def test_a_recommended_stall_or_divergence_release_reads_as_one_in_the_advice_column() -> None:
+    """The stall and divergence rules' advice is the state alone: a Recommend policy's recommended
+    release of a hung run read ``hung``, as an Apply policy's does just before it releases."""
+
+    def shown(mode: Mode, advice: str, rule: str, would: str) -> str:
+        acts = (Action(ActionKind.RECOMMEND, rule, "would release quota: stalled", {"would": would}),)
+        d = Decision(job="team-a/llm", policy="p", mode=mode, actions=acts, advice=advice)
+        status = render_status(view(), d, now=NOW)
+        assert status["recommendation"]["advice"] == advice  # the decision's own word is kept
+        return str(status["summary"]["advice"])
+
+    assert shown(Mode.RECOMMEND, "hung", "stall", "release-quota") == "hung:release (recommended)"
+    assert shown(Mode.RECOMMEND, "hung", "stall", "checkpoint") == "hung:release (recommended)"
+    assert shown(Mode.RECOMMEND, "diverging", "divergence", "stop") == "diverging:stop (recommended)"
+    # a rule whose own action is Recommend would do nothing in Apply either
+    assert shown(Mode.RECOMMEND, "hung", "stall", "none") == "hung"
+    assert shown(Mode.APPLY, "hung", "stall", "release-quota") == "hung"
+
+
 def test_without_a_policy_advice_does_not_contradict_the_state() -> None:
     """A hung job no policy governs read ADVICE ``learning`` beside STATE ``hung`` (a platform
     trial, 150 rows after a policy was deleted): the state's hint, said as no policy's."""
