@@ -202,6 +202,17 @@ def _say_held(held: list[tuple[str, list[str]]]) -> bool:
     return failed
 
 
+def _moment(now: float) -> str:
+    """The time a decision is explained at: a date (UTC) for a clock reading, as ``status`` and
+    ``explain`` show times (a live job's read "t=1796624897"); a job-state file's own small clock
+    (seconds from its start) as it is given."""
+    if now >= 1e9:
+        import datetime as dt
+
+        return dt.datetime.fromtimestamp(now, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"t={now:.0f}"
+
+
 def _explain(args: argparse.Namespace) -> int:
     from policies import PolicyError, select_policy, specificity, tie_reason, tied_with
     from policies.engine import decide, evaluate_rules, is_exempt
@@ -247,7 +258,7 @@ def _explain(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_decision_json(decision), indent=2))
         return 0
-    print(f"job {job.key} at t={now:.0f}: policy {chosen.name} ({chosen.mode.value}), {why}")
+    print(f"job {job.key} at {_moment(now)}: policy {chosen.name} ({chosen.mode.value}), {why}")
     if is_exempt(job, chosen):
         print(f"  exempt: {decision.reasons[0]}")
         return 0

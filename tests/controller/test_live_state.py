@@ -6,6 +6,7 @@ minutes apart between ``policy explain`` and the live controller)."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -115,7 +116,9 @@ def test_policy_explain_reads_a_live_job(tmp_path: Any, monkeypatch: Any, capsys
     at = T0 + 145.0 + 400.0
     assert cli.main(["policy", "explain", str(draft), "--job", "team-a/llm", "--now", str(at)]) == 0
     out = capsys.readouterr().out
-    assert f"job {KEY} at t={at:.0f}: policy draft (Recommend)" in out
+    # a clock reading is shown as a date, as other commands show times (it read "t=1800000545")
+    shown = datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f"job {KEY} at {shown}: policy draft (Recommend)" in out
     assert "would release quota: stalled: no step advance and no progress report for 6m40s (step 300)" in out
     assert cli.main(["policy", "explain", str(draft), "--job", "team-a/missing"]) == 2
     assert "no TrainJobForecast team-a/missing" in capsys.readouterr().err
