@@ -6,7 +6,11 @@ failed attempt left the rule's condition as it was. So the engine holds an actio
 
 * it was found **impossible** on this job as it stands (no Workload, no permission, not
   supported by the job's API): not tried again until ``JobView.version`` changes (a Workload
-  appeared, the job's spec changed). The adapter stamps each attempt with the version it saw;
+  appeared, the job's spec changed), or for BACKOFF_MAX_S. The adapter stamps each attempt with the
+  version it saw. The hour: what made it impossible may change outside the job (an admin binds the
+  act role again after a 403): held until the job changed, a plateaued run kept its quota for good
+  after its permission came back, through a failover and a restart. Once an hour is the longest
+  wait of a failing action too, so such a job gets at most one attempt, and one Warning, an hour;
 * it **failed** recently: the next attempt of that kind waits ``base * 2**(n-1)`` after the
   n-th failure in a row (capped), so a job gets at most one failed attempt, and at most one
   Warning Event, per backoff window. A checkpoint request that **timed out** unanswered counts
@@ -67,10 +71,15 @@ def hold_for(job: JobView, kind: ActionKind, now: float, *, unanswered: bool = T
         return None
     last = attempts[-1]
     if last.outcome == "impossible" and last.stamp == job.version:
-        why = f": {last.detail}" if last.detail else ""
-        return Hold(
-            f"{kind.value} is impossible on this job as it stands{why}; not retried until it changes", None
-        )
+        until = last.time + BACKOFF_MAX_S
+        if now < until:
+            why = f": {last.detail}" if last.detail else ""
+            return Hold(
+                f"{kind.value} is impossible on this job as it stands{why}; not retried until it "
+                f"changes, or in {format_duration(until - now)}",
+                until,
+            )
+        return None
     counted = _FAILURES if unanswered else _FAILURES - {"timed-out"}
     failures = 0
     for a in reversed(attempts):

@@ -366,7 +366,8 @@ class Actuator(RequestClosing):
             self.core.update_action(job.key, rid, result.outcome, detail=result.detail if failed else None)
         self._outcome_settled(job, rid, entry, result.outcome, result.detail, resumed=resumed)
         reason = _EVENT_REASONS[kind] if not failed else f"{_EVENT_REASONS[kind]}Failed"
-        not_again = "; not retried until the job changes" if result.outcome == "impossible" else ""
+        impossible = result.outcome == "impossible"
+        not_again = "; not retried until the job changes, or for an hour" if impossible else ""
         # a refused action did not happen: the rule's reason ("... released without it") is what
         # it asked for, not what was done
         why = f"not done; the rule asked because: {entry.reason}" if failed else entry.reason

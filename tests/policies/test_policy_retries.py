@@ -1,5 +1,5 @@
-"""Failed actions are actions: backoff per job and kind, impossible ones held until the job changes,
-and failed attempts counted by the cooldown."""
+"""Failed actions are actions: backoff per job and kind, impossible ones held until the job changes
+or an hour passes, and failed attempts counted by the cooldown."""
 
 from __future__ import annotations
 
@@ -46,15 +46,26 @@ def test_a_failed_release_is_not_tried_again_within_its_backoff_window() -> None
     assert decide(two, cluster(), p, now=T0 + 91).actions != ()
 
 
-def test_an_impossible_release_waits_for_the_job_to_change() -> None:
+def test_an_impossible_release_waits_for_the_job_to_change_or_an_hour() -> None:
     p = policy(STALL, safety={"cooldown": "0s"})
-    stuck = _hung(version="v1", actions=(_failed(T0 - 10 * HOUR, outcome="impossible", stamp="v1"),))
+    stuck = _hung(version="v1", actions=(_failed(T0 - 600, outcome="impossible", stamp="v1"),))
     d = decide(stuck, cluster(), p, now=T0)
     assert d.actions == () and any("impossible on this job" in r for r in d.reasons)
-    assert d.recheck_at is None or d.recheck_at > T0  # no timer: it waits for a change
+    assert any("not retried until it changes, or in 50m" in r for r in d.reasons), d.reasons
     changed = dataclasses.replace(stuck, version="v2")  # e.g. Kueue created its Workload
     assert [a.kind for a in decide(changed, cluster(), p, now=T0).actions] == [ActionKind.RELEASE_QUOTA]
     assert hold_for(changed, ActionKind.CHECKPOINT, T0) is None  # per kind
+
+
+def test_an_impossible_release_is_tried_again_after_an_hour_as_the_job_stands() -> None:
+    """A release refused with a 403 (the act role unbound) on a job that then does not change:
+    held until the job changed, it was never tried again after the binding came back, through a
+    failover and a restart. Once an hour, what made it impossible is looked at again."""
+    p = policy(STALL, safety={"cooldown": "0s"})
+    stuck = _hung(version="v1", actions=(_failed(T0 - 600, outcome="impossible", stamp="v1"),))
+    assert decide(stuck, cluster(), p, now=T0 - 600 + BACKOFF_MAX_S - 1).actions == ()
+    again = decide(stuck, cluster(), p, now=T0 - 600 + BACKOFF_MAX_S)
+    assert [a.kind for a in again.actions] == [ActionKind.RELEASE_QUOTA]
 
 
 def test_advice_says_a_refused_release_failed_not_that_it_acts() -> None:
@@ -62,7 +73,7 @@ def test_advice_says_a_refused_release_failed_not_that_it_acts() -> None:
     reading the rule's verdict as if the release were under way. Held back as impossible (or in
     its backoff), the rule's ADVICE says ``:failed``; once the job changes it acts again."""
     p = policy(STALL, safety={"cooldown": "0s"})
-    stuck = _hung(version="v1", actions=(_failed(T0 - 10 * HOUR, outcome="impossible", stamp="v1"),))
+    stuck = _hung(version="v1", actions=(_failed(T0 - 600, outcome="impossible", stamp="v1"),))
     assert decide(stuck, cluster(), p, now=T0).advice == "hung:failed"
     backing_off = _hung(actions=(_failed(T0 - 30),))
     assert decide(backing_off, cluster(), p, now=T0).advice == "hung:failed"

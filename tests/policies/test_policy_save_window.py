@@ -178,16 +178,18 @@ def test_the_grace_period_is_never_set_on_a_running_or_finished_job_or_one_alrea
     assert not _grace_sets(decide(unknown, c, p, now=T0))
 
 
-def test_a_failed_grace_write_is_backed_off_and_an_impossible_one_waits_for_the_job_to_change() -> None:
+def test_a_failed_grace_write_is_backed_off_and_an_impossible_one_waits_for_a_change_or_an_hour() -> None:
     p = policy({"checkpoint": {"setGracePeriod": True}})
     j, c = _evicted()
     failed = ActionRecord(ActionKind.SET_GRACE_PERIOD, T0 - 10, "r1", outcome="failed", stamp=j.version)
     assert not _grace_sets(decide(dataclasses.replace(j, actions=(failed,)), c, p, now=T0))
     assert _grace_sets(decide(dataclasses.replace(j, actions=(failed,)), c, p, now=T0 + 120))
     impossible = dataclasses.replace(failed, outcome="impossible")
-    assert not _grace_sets(decide(dataclasses.replace(j, actions=(impossible,)), c, p, now=T0 + 3600))
+    assert not _grace_sets(decide(dataclasses.replace(j, actions=(impossible,)), c, p, now=T0 + 1800))
     moved = dataclasses.replace(j, actions=(impossible,), version=j.version + "+resumed")
-    assert _grace_sets(decide(moved, c, p, now=T0 + 3600))
+    assert _grace_sets(decide(moved, c, p, now=T0 + 1800))
+    # or, the job as it stands, once an hour (``policies.retries``)
+    assert _grace_sets(decide(dataclasses.replace(j, actions=(impossible,)), c, p, now=T0 + 3600))
 
 
 def _new(gpus: int, peers: tuple[tuple[int, float, float], ...]):
