@@ -589,14 +589,18 @@ def test_a_rhoai_job_whose_loss_went_nan_reads_diverging_as_a_trainerstatus_job_
         )
         at += 2.0
         time.sleep(0.03)
+    # the state turns at the third non-finite report (760), which may be written before the last
+    # one (780) is read: the wait is for both, the step being the last report's though its loss
+    # is no number
     tjf = wait_for(
         lambda: (
             (f := cluster.forecast("rhoai"))
             and (f.get("status") or {}).get("state") == "diverging"
             and any(a["rule"] == "divergence" for a in f["status"]["recommendation"]["actions"])
+            and f["status"].get("progress", {}).get("step") == 780
             and f
         ),
-        "state diverging and the divergence rule's recommendation",
+        "state diverging, the divergence rule's recommendation and the last report's step",
         timeout=90,
     )
     assert tjf["status"]["progress"]["step"] == 780
