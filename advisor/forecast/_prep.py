@@ -8,6 +8,7 @@ where every such defect is repaired or dropped, and counted in a warning instead
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -49,6 +50,26 @@ class Prepared:
     #: the restart segment of each kept point (None: one segment): a resumed segment joined to
     #: the attempt it resumed from has a gap of wall time at the join that is no training pace
     segment_ids: NDArray[np.intp] | None = None
+
+
+def reports_of(prep: Prepared, part: slice) -> Prepared:
+    """``prep`` with its per-report arrays cut to ``part`` (steps, values, times, learning rates,
+    epochs, restart segments), the rest as it was: the history after a jump (``jump.after_jump``)
+    and before a blow-up (``divergence.recovered_floor``) are read as runs of their own."""
+
+    def cut(a: Any) -> Any:
+        return None if a is None else a[part]
+
+    return dataclasses.replace(
+        prep,
+        steps=prep.steps[part],
+        values=prep.values[part],
+        times=cut(prep.times),
+        lrs=cut(prep.lrs),
+        epochs=cut(prep.epochs),
+        segment_ids=cut(prep.segment_ids),
+        warnings=list(prep.warnings),
+    )
 
 
 def _to_float(x: Any) -> float:

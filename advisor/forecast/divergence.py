@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import ndtr
 
-from advisor.forecast._prep import Prepared, report_noise, smoothed_level
+from advisor.forecast._prep import Prepared, report_noise, reports_of, smoothed_level
 from advisor.forecast.jump import collapsed
 
 #: a last report this many noise units below the recent peak: the loss is coming back down
@@ -130,19 +130,6 @@ def recovered_floor(prep: Prepared, fitted_p10: Callable[[Prepared], float | Non
 
 def _prefix(prep: Prepared, end: int) -> Prepared:
     """``prep``'s first ``end`` reports, as if the run had stopped there."""
-
-    def cut(a: np.ndarray | None) -> np.ndarray | None:
-        return None if a is None else a[:end]
-
     return dataclasses.replace(
-        prep,
-        steps=prep.steps[:end],
-        values=prep.values[:end],
-        times=cut(prep.times),
-        lrs=cut(prep.lrs),
-        epochs=cut(prep.epochs),
-        segment_ids=None if prep.segment_ids is None else prep.segment_ids[:end],
-        warnings=[],
-        n_nonfinite_tail=0,
-        n_nonfinite_trailing=0,
+        reports_of(prep, slice(None, end)), warnings=[], n_nonfinite_tail=0, n_nonfinite_trailing=0
     )

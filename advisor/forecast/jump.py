@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
-from advisor.forecast._prep import Prepared, report_noise
+from advisor.forecast._prep import Prepared, report_noise, reports_of
 
 __all__ = ["FINE_BLOCKS", "JUMP_WARNING", "after_jump", "collapsed", "jump_start"]
 
@@ -160,18 +160,5 @@ def after_jump(prep: Prepared, start: int) -> tuple[Prepared, float]:
     since the jump, fitted on the run's steps, read a transient's 4% decline as a power law's and
     carried it on to a quarter below where the loss stood at a constant learning rate)."""
     offset = float(prep.steps[start - 1]) if start > 0 else 0.0
-
-    def cut(a: FloatArray | None) -> FloatArray | None:
-        return None if a is None else a[start:]
-
-    shifted = dataclasses.replace(
-        prep,
-        steps=prep.steps[start:] - offset,
-        values=prep.values[start:],
-        times=cut(prep.times),
-        lrs=cut(prep.lrs),
-        epochs=cut(prep.epochs),
-        segment_ids=None if prep.segment_ids is None else prep.segment_ids[start:],
-        warnings=list(prep.warnings),
-    )
-    return shifted, offset
+    since = reports_of(prep, slice(start, None))
+    return dataclasses.replace(since, steps=since.steps - offset), offset
