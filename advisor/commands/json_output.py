@@ -72,8 +72,29 @@ def emit_json(doc: Any, target: JsonTarget) -> None:
         sys.stdout.write(text)
     else:
         path = Path(target)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        except OSError as exc:
+            # checked before the run (``check_outputs``), but a disk can fill or a mount go away
+            # during it: the run's result is kept in a file of its own, not lost with a traceback
+            kept = _keep_elsewhere(text)
+            where = f"; the JSON is in {kept}" if kept else ""
+            raise CommandError(
+                f"--json-file {target}: cannot write it ({exc.strerror or exc}){where}"
+            ) from exc
+
+
+def _keep_elsewhere(text: str) -> str | None:
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix="trainjob-advisor-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    except OSError:
+        return None
+    return name
 
 
 def check_outputs(target: JsonTarget, report: Path | None, inputs: Sequence[Path | None] = ()) -> None:
@@ -88,10 +109,48 @@ def check_outputs(target: JsonTarget, report: Path | None, inputs: Sequence[Path
         _writable_dir(target.parent, f"--json-file {target}")
         if target.exists() and not os.access(target, os.W_OK):
             raise CommandError(f"--json-file {target}: not writable")
+        _try_creating(target)
     if report is not None:
         if report.exists() and not report.is_dir():
             raise CommandError(f"--report {report}: exists and is not a directory")
         _writable_dir(report if report.exists() else report.parent, f"--report {report}")
+        _try_making(report)
+
+
+def _try_creating(target: Path) -> None:
+    """Create the file the run will write and remove it again: a directory's permission bits
+    say yes where the file system says no (``/proc``, a read-only mount written as root), and the
+    run is long. An existing file is opened for appending, which leaves it as it was."""
+    if not target.parent.is_dir():
+        return  # created with its directory after the run; the nearest ancestor was checked
+    existed = target.exists()
+    try:
+        with open(target, "a"):
+            pass
+    except OSError as exc:
+        raise CommandError(f"--json-file {target}: cannot write it ({exc.strerror or exc})") from exc
+    if not existed:
+        target.unlink(missing_ok=True)
+
+
+def _try_making(report: Path) -> None:
+    """Make the report's directory and the ones above it that are missing, then remove what was
+    made: as ``_try_creating`` for a file, the permission bits do not say what the file system
+    allows."""
+    made: list[Path] = []
+    at = report
+    while not at.exists() and at != at.parent:
+        made.append(at)
+        at = at.parent
+    try:
+        for d in reversed(made):
+            d.mkdir()
+    except OSError as exc:
+        raise CommandError(f"--report {report}: cannot make it ({exc.strerror or exc})") from exc
+    finally:
+        for d in made:
+            if d.is_dir():
+                d.rmdir()
 
 
 def _writable_dir(directory: Path, what: str) -> None:

@@ -50,6 +50,10 @@ class Prepared:
     #: the restart segment of each kept point (None: one segment): a resumed segment joined to
     #: the attempt it resumed from has a gap of wall time at the join that is no training pace
     segment_ids: NDArray[np.intp] | None = None
+    #: steps and times of the reports after the last finite loss that still moved the run on
+    #: (a run logging NaN keeps stepping): its pace and position, which the ETA reads, not its loss
+    trailing_steps: FloatArray = field(default_factory=lambda: np.zeros(0))
+    trailing_times: FloatArray = field(default_factory=lambda: np.zeros(0))
 
 
 def reports_of(prep: Prepared, part: slice) -> Prepared:
@@ -70,6 +74,19 @@ def reports_of(prep: Prepared, part: slice) -> Prepared:
         segment_ids=cut(prep.segment_ids),
         warnings=list(prep.warnings),
     )
+
+
+def progress_reports(prep: Prepared) -> tuple[FloatArray, FloatArray | None, NDArray[np.intp] | None]:
+    """Steps, times and restart segments of every report that placed the run: the kept history
+    and the reports after its last finite loss that went on from it (``Prepared.trailing_steps``),
+    the pace and position an ETA reads."""
+    n = prep.trailing_steps.size
+    if not n or prep.times is None:
+        return prep.steps, prep.times, prep.segment_ids
+    seg = prep.segment_ids
+    if seg is not None:
+        seg = np.r_[seg, np.full(n, seg[-1] if seg.size else 0, dtype=seg.dtype)]
+    return np.r_[prep.steps, prep.trailing_steps], np.r_[prep.times, prep.trailing_times], seg
 
 
 def _to_float(x: Any) -> float:
@@ -310,6 +327,7 @@ def prepare(
             seg2 = seg2[last_of] if seg2 is not None else None
 
     n_dropped = n_in - s2.size - context.size
+    trail_s, trail_t = _trailing_progress(s, t, finite_at, s2)
     return Prepared(
         steps=s2,
         values=v2,
@@ -325,7 +343,34 @@ def prepare(
         context_values=context,
         warnings=warnings,
         segment_ids=seg2,
+        trailing_steps=trail_s,
+        trailing_times=trail_t,
     )
+
+
+def _trailing_progress(
+    s: FloatArray, t: FloatArray | None, finite_at: NDArray[np.intp], kept: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """The reports after the last finite loss whose step and time go on from the kept history's
+    last point, each past the one before (a step back among them is a restart, whose pace is
+    not the run's): with them a run that went on in NaN is paced and placed where it stands, not
+    where its loss was last finite (its ETA stayed the last forecast's, "2m", for 22 minutes)."""
+    empty = np.zeros(0)
+    if t is None or not kept.size:
+        return empty, empty
+    after = int(finite_at[-1]) + 1 if finite_at.size else 0
+    ts, tt = s[after:], t[after:]
+    if not ts.size:
+        return empty, empty
+    last = float(kept[-1])
+    ok = np.isfinite(ts) & np.isfinite(tt)
+    ts, tt = ts[ok], tt[ok]
+    moved = ts > np.maximum.accumulate(np.r_[last, ts[:-1]])
+    if not moved.all():
+        # the first report that does not move past the one before ends the run of reports read
+        stop = int(np.argmin(moved))
+        ts, tt = ts[:stop], tt[:stop]
+    return ts, tt
 
 
 def average_repeats(steps: FloatArray, values: FloatArray) -> tuple[NDArray[np.bool_], FloatArray]:

@@ -20,7 +20,15 @@ from numpy.typing import NDArray
 from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
-from advisor.forecast._prep import Prepared, prepare, report_noise, smoothed_level, trend_level, trend_scatter
+from advisor.forecast._prep import (
+    Prepared,
+    prepare,
+    progress_reports,
+    report_noise,
+    smoothed_level,
+    trend_level,
+    trend_scatter,
+)
 from advisor.forecast.divergence import divergence_probability, recovered_floor
 from advisor.forecast.ensemble import Parts, estimate
 from advisor.forecast.epoch_terms import epoch_boundaries_ahead, epoch_step_expected
@@ -369,7 +377,8 @@ def _run(
     peak = _peak_lr_warning(prep, parts, horizon, at_end)
     if peak is not None:
         warnings.append(peak)
-    eta, sps = eta_interval(prep.steps, prep.times, given, prep.segment_ids)
+    placed_steps, placed_times, placed_segments = progress_reports(prep)
+    eta, sps = eta_interval(placed_steps, placed_times, given, placed_segments)
     stalled = last_stall_note(prep.steps, prep.times, prep.segment_ids)
     if stalled is not None:
         warnings.append(stalled)

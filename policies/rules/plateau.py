@@ -294,6 +294,13 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
             "evaluation); no checkpoint taken (its weights are past the best evaluation)"
         )
         first, lost = False, None
+    elif job.learning_state is not None and job.learning_state.label == "diverging":
+        # the run state calls it diverging (a non-finite evaluation beside a finite training
+        # loss, which the divergence rule does not judge): its weights may be non-finite, and a
+        # save of them may rotate out (``save_total_limit``) the last good checkpoint, so none is
+        # asked for, as the divergence rule asks for none
+        numbers += f"; no checkpoint taken (the run state is diverging: {_diverging_why(job.learning_state)})"
+        first, lost = False, None
     if not release(
         ctx, out, rule=NAME, final=final, why=numbers, since=since, checkpoint_first=first, unsaved=lost
     ):
@@ -307,6 +314,13 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     out.advice = _final_advice(final)
     out.severity = 5
     return out
+
+
+def _diverging_why(state: LearningState) -> str:
+    """What made the run state diverging, in its own words (its warning about a non-finite
+    series), or its probability."""
+    said = [w for w in state.warnings if "not finite" in w]
+    return said[0] if said else f"P {state.probabilities.get('diverging', 0.0):.0%}"
 
 
 def lr_at_peak(ctx: Context) -> bool:

@@ -98,3 +98,40 @@ def test_sweep_json_on_stdout_and_the_shared_summary(tmp_path: Path) -> None:
     assert "no setting's wrong-stop rate is shown to be within 1.00% on 3 runs" in done.stderr
     assert "up to " in done.stderr and "at 95%" in done.stderr
     assert "in-sample: chosen and scored on the same 3 runs" in done.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_outputs_the_file_system_refuses_are_found_before_the_run(tmp_path: Path) -> None:
+    """``/proc`` is a directory whose permission bits let root write, and whose file system makes
+    no file: found by creating the outputs (and removing them) before the run, not after it with
+    an internal error. A good output's missing directories are made and removed again."""
+    runs = _runs(tmp_path)
+    json_out = _backtest(str(runs), "--json-file", "/proc/trainjob-advisor-test.json")
+    assert json_out.returncode == 2, json_out.stderr
+    # (as root the permission bits let it through and creating it fails; as a user they refuse)
+    assert "--json-file /proc/trainjob-advisor-test.json: cannot write" in json_out.stderr
+    report = _backtest(str(runs), "--report", "/proc/trainjob-advisor-test/report")
+    assert report.returncode == 2 and "--report /proc/trainjob-advisor-test/report: cannot " in report.stderr
+    assert "internal error" not in json_out.stderr + report.stderr
+
+
+def test_an_output_that_fails_after_the_run_keeps_the_json_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that fills during the run: one clear line, and the result kept in a file of its own."""
+    from advisor.cli import CommandError
+    from advisor.commands.json_output import emit_json
+
+    def full(self: Path, text: str) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(
+        CommandError, match=r"cannot write it \(No space left on device\); the JSON is in "
+    ) as err:
+        emit_json({"policy": "p", "runs": 3}, tmp_path / "out.json")
+    kept = Path(str(err.value).rsplit("the JSON is in ", 1)[1])
+    try:
+        assert json.loads(kept.read_text()) == {"policy": "p", "runs": 3}
+    finally:
+        kept.unlink()

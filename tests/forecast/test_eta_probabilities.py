@@ -58,6 +58,22 @@ def test_the_downtime_of_a_resume_is_not_charged_to_the_rest_of_the_run() -> Non
     assert fc.eta_seconds is not None and fc.eta_seconds.mean == pytest.approx(1880.0, rel=0.03)
 
 
+def test_a_run_going_on_in_nan_is_timed_from_its_latest_step_and_pace() -> None:
+    """Finite to step 5,000 at 20 steps/s, then NaN to 10,000 at 10 steps/s: the ETA is the
+    20,000 steps left from 10,000 at the pace of the latest reports, not from where the loss was
+    last finite (it stayed the last finite forecast's while the run went on)."""
+    steps = np.arange(100, 10001, 100, dtype=float)
+    times = np.where(steps <= 5000, steps / 20.0, 250.0 + (steps - 5000) / 10.0)
+    loss = np.where(steps <= 5000, 2.0 + 1.0 / (1.0 + steps / 500.0), np.nan)
+    fc = forecast(steps, loss, total_steps=30000, times=times)
+    assert fc.steps_per_second == pytest.approx(10.0, rel=0.05)
+    assert fc.eta_seconds is not None and fc.eta_seconds.mean == pytest.approx(2000.0, rel=0.05)
+    # a report going back among the NaNs (a restart) ends the reports read: no pace across it
+    back = np.r_[steps, 4000.0, 4100.0]
+    fc = forecast(back, np.r_[loss, np.nan, np.nan], total_steps=30000, times=np.r_[times, 800.0, 810.0])
+    assert fc.eta_seconds is not None and fc.eta_seconds.mean == pytest.approx(2000.0, rel=0.05)
+
+
 def test_plateau_probability_separates_flat_from_falling() -> None:
     s = np.arange(1, 101) * 10.0
     lr = np.full(100, 1e-4)

@@ -272,3 +272,27 @@ def test_a_release_of_a_job_without_a_kueue_workload_is_a_recommendation_not_a_s
     assert "the job has no Kueue Workload" in d.actions[0].reason
     with_one = dataclasses.replace(view, signals=LifecycleSignals(has_workload=True))
     assert ActionKind.CHECKPOINT in [a.kind for a in decide(with_one, cluster(), pol, now=T0).actions]
+
+
+def test_a_plateau_release_of_a_run_the_state_calls_diverging_takes_no_checkpoint() -> None:
+    """A flat training loss beside an eval loss gone NaN: the run state reads diverging, which
+    the divergence rule (judging the finite training loss) does not act on, and the plateau rule
+    releases it. Its weights may be non-finite and a save may rotate out the last good one: no
+    checkpoint is asked for, and the reason says why; the same run with a finite eval is saved
+    first."""
+    pol = policy({"plateau": {"probability": 0.9, "for": "0s", "action": "Release"}})
+    diverging = dataclasses.replace(
+        state(0.0),
+        label="diverging",
+        probabilities={"learning": 0.1, "plateaued": 0.0, "overfitting": 0.0, "diverging": 0.9, "hung": 0.0},
+        warnings=("the latest eval_loss is not finite",),
+    )
+    view = job(forecast=forecast(plateau=0.99), learning_state=diverging, rule_state=OPEN_PLATEAU)
+    d = decide(view, cluster(), pol, now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.RELEASE_QUOTA]
+    assert (
+        "no checkpoint taken (the run state is diverging: the latest eval_loss is not finite)"
+        in d.actions[0].reason
+    )
+    finite = job(forecast=forecast(plateau=0.99), learning_state=state(0.0), rule_state=OPEN_PLATEAU)
+    assert ActionKind.CHECKPOINT in [a.kind for a in decide(finite, cluster(), pol, now=T0).actions]
