@@ -33,13 +33,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from advisor.cli import CommandError
+from advisor.commands.compare_cells import (
+    IMPROVING_AT_END,
+    best_cell,
+    final_at,
+    lr_unknown,
+    mixed_scales,
+    run_notes,
+    state_cell,
+)
 from advisor.commands.compare_files import ENDED, IMPROVING, TOTAL, file_status, log_files
 from advisor.commands.compare_status import (
     best_of,
@@ -51,8 +59,6 @@ from advisor.commands.compare_status import (
     kept_value,
     points_of,
 )
-from advisor.forecast.core import ends_at_decay
-from advisor.forecast.state import ended_reading
 
 __all__ = ["prob_best", "register", "run"]
 
@@ -311,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
             "state": st.get("state"),
             "ended": st.get(ENDED),
             "improvingAtEnd": bool(st.get(IMPROVING)),
-            "notes": _run_notes(st, files is not None),
+            "notes": run_notes(st, files is not None),
             # what the run is ranked by: the better of its final value and its best checkpoint;
             # a diverging run's best checkpoint alone (its final value is where it would end if
             # it recovered: GIVES read 1.019 beside a best checkpoint of 1.072, ranked last); a best
@@ -334,9 +340,9 @@ def run(args: argparse.Namespace) -> int:
             "-" if r["final"] is None else f"{r['final']['mean']:.4g}",
             "-" if r["final"] is None else f"[{r['final']['p10']:.4g}, {r['final']['p90']:.4g}]",
             "-" if r["probabilityBest"] is None else f"{r['probabilityBest']:.0%}",
-            *([_best_cell(r), "-" if r["gives"] is None else f"{r['gives']:.4g}"] if checkpoints else []),
+            *([best_cell(r), "-" if r["gives"] is None else f"{r['gives']:.4g}"] if checkpoints else []),
             r["progress"],
-            _state_cell(r),
+            state_cell(r),
         ]
         for r in result
     ]
@@ -362,7 +368,7 @@ def run(args: argparse.Namespace) -> int:
     close = _close_call(result, broken)
     if close is not None:
         print(close)
-    mixed = _mixed_scales(result) if higher else None
+    mixed = mixed_scales(result) if higher else None
     if mixed is not None:
         print(mixed)
     overfit = [r["run"] for r in result if r["state"] == "overfitting"]
@@ -381,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
     if broken:
         print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")
     if any(r["improvingAtEnd"] for r in result):
-        print(f"finished, improving: a run {_IMPROVING}")
+        print(f"finished, improving: a run {IMPROVING_AT_END}")
     missing = [r["run"] for r in result if r["final"] is None]
     if missing:
         print(f"no forecast of {metric} for: {', '.join(missing)} (not reported yet, or never)")
@@ -399,16 +405,16 @@ def run(args: argparse.Namespace) -> int:
             f"too few points to hold a trend for: {', '.join(few)}: its FINAL is where it stands now, "
             "and its P(BEST) says little yet"
         )
-    lr_unknown = [ref for ref, st, _ in found if _lr_unknown(st)]
-    if lr_unknown:  # forecast's warning, once for all the runs it applies to
-        whose = "every run" if len(lr_unknown) == len(found) else ", ".join(lr_unknown)
+    lr_unknown_runs = [ref for ref, st, _ in found if lr_unknown(st)]
+    if lr_unknown_runs:  # forecast's warning, once for all the runs it applies to
+        whose = "every run" if len(lr_unknown_runs) == len(found) else ", ".join(lr_unknown_runs)
         print(
             f"learning rates unknown for {whose}: FINAL and its interval assume the LR anneals by the "
             "total steps; with a constant LR the end is elsewhere (forecast FILE says where; pass the "
             "learning rates to decide)"
         )
     if files is not None:
-        open_ended = [(ref, _final_at(st)) for ref, st, _ in found if TOTAL in st and st[TOTAL] is None]
+        open_ended = [(ref, final_at(st)) for ref, st, _ in found if TOTAL in st and st[TOTAL] is None]
         for where in ("where the learning rate's decay ends", "the asymptote"):
             # as forecast says it, once for all the runs it applies to (the table said "asymptote"
             # where forecast read the same runs to their learning rate's decay)
@@ -418,72 +424,6 @@ def run(args: argparse.Namespace) -> int:
                 hint = "pass --total-steps N, the planned total"
                 print(f"FINAL is {where} {whose}: no total steps in the log ({hint})")
     return 0
-
-
-def _mixed_scales(result: Sequence[Mapping[str, Any]]) -> str | None:
-    """A note when the runs log a score on different scales, some as a fraction (0-1), some as a
-    percentage (0-100) (``score_top``): ranked as logged, 75.3% beat 0.915 with P(BEST) 100%."""
-    from advisor.forecast.eval_forecast import score_top
-
-    tops: dict[str, float] = {}
-    for r in result:
-        values = [r["bestValue"], (r["final"] or {}).get("mean")]
-        top = score_top([float(v) for v in values if isinstance(v, int | float)])
-        if math.isfinite(top):
-            tops[r["run"]] = top
-    fractions = [run for run, top in tops.items() if top == 1.0]
-    percents = [run for run, top in tops.items() if top == 100.0]
-    if not fractions or not percents:
-        return None
-    return (
-        f"scales differ: {result[0]['metric']} is a percentage (0-100) in {', '.join(percents)} and a "
-        f"fraction (0-1) in {', '.join(fractions)}: ranked as logged, not comparable (log one scale)"
-    )
-
-
-def _final_at(status: Mapping[str, Any]) -> str:
-    """Where a log without a total was forecast to: its learning rate's decay's end, else its asymptote."""
-    warnings = (status.get("forecast") or {}).get("warnings") or []
-    return "where the learning rate's decay ends" if ends_at_decay(warnings) else "the asymptote"
-
-
-def _state_cell(row: Mapping[str, Any]) -> str:
-    """STATE of a row: the run state, except of a log that reaches its run's end, where
-    ``plateaued`` (every P(plateau) is 1 at the end) or ``learning`` says nothing of how the run
-    ended: ``finished`` then, ``finished, improving`` for one still at its best at its last
-    evaluation (a sweep's under-trained run read ``plateaued``, as if it had converged).
-    ``overfitting`` and ``diverging`` stay: that is how the run ended."""
-    return ended_reading(str(row["state"]), bool(row.get("ended")), bool(row.get("improvingAtEnd")))
-
-
-#: what a log that ended still improving its judged eval metric did (its note and the footer)
-_IMPROVING = "at its best at its last evaluation (a longer run may gain more)"
-
-
-def _run_notes(status: Mapping[str, Any], from_file: bool) -> list[str]:
-    """What the table's footer says of this run, for a reader of the JSON: the same two facts that
-    move its FINAL (learning rates unknown, no total steps in its log), and a log that ended still
-    improving."""
-    notes = []
-    if status.get(IMPROVING):
-        notes.append(f"at its end, still improving: {_IMPROVING}")
-    if _lr_unknown(status):
-        notes.append(
-            "learning rates unknown: final and its interval assume the LR anneals by the total steps"
-        )
-    if from_file and TOTAL in status and status[TOTAL] is None:
-        notes.append(f"no total steps in the log: final is {_final_at(status)} (pass --total-steps N)")
-    return notes
-
-
-def _lr_unknown(status: Mapping[str, Any]) -> bool:
-    """Whether a run's forecast warns that its learning rates are unknown (its FINAL assumes an
-    annealed LR, which a constant one would end far from); not of a run at its end, whose FINAL is
-    where it stands (the footer said so of three finished jobs)."""
-    if status.get(ENDED) or status.get("state") == "finished":
-        return False
-    warnings = (status.get("forecast") or {}).get("warnings") or []
-    return any(isinstance(w, str) and "learning rates unknown" in w for w in warnings)
 
 
 def _same_run_twice(refs: Sequence[str], cluster: argparse.Namespace | None) -> None:
@@ -507,11 +447,3 @@ def _gives(final: tuple[float, float, float] | None, kept: float | None, higher:
     if not values:
         return None
     return max(values) if higher else min(values)
-
-
-def _best_cell(row: Mapping[str, Any]) -> str:
-    """``step 1000: 0.8096``: where the run's best checkpoint of the ranked metric is, and its
-    value (``-``: none known, e.g. a TrainJobForecast judged by another eval metric)."""
-    if row["bestStep"] is None or row["bestValue"] is None:
-        return "-"
-    return f"step {row['bestStep']}: {row['bestValue']:.4g}"
