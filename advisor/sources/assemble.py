@@ -241,6 +241,8 @@ def _curve(
         steps = _epochs_completed(steps, columns["step"], warnings)
     optional = list(extra)
     series = {role: _aligned(extra[role], kept, role, warnings) for role in optional}
+    if not epoch_axis:
+        steps = _global_steps(steps, series.get("epoch"), columns["step"], warnings)
     backwards = sum(1 for a, b in itertools.pairwise(steps) if b < a)
     if backwards:
         warnings.append(backwards_warning(backwards))
@@ -265,6 +267,33 @@ def _curve(
         warnings=tuple(warnings),
         columns=tuple(names),
     )
+
+
+def _global_steps(
+    steps: list[float], epochs: Sequence[float] | None, column: Column, warnings: list[str]
+) -> list[float]:
+    """The run's step of a log whose step column counts within each epoch (a training loop's
+    ``epoch, iteration, loss``: the iteration starts again at each new epoch): the epochs before a
+    row's, each as long as the largest count the file shows, plus the row's count. Read as a
+    global step, every new epoch looked like a resume from a checkpoint, and all but the last
+    epoch were left out. Only a step that goes back exactly where the epoch moves on to a later
+    whole epoch is read so; a step that goes back within an epoch, or with the epoch, is a restart.
+    """
+    if epochs is None or len(epochs) != len(steps):
+        return steps
+    resets = [i for i in range(1, len(steps)) if steps[i] < steps[i - 1]]
+    if not resets or not all(math.isfinite(e) and float(e).is_integer() for e in epochs):
+        return steps
+    if any(epochs[i] <= epochs[i - 1] for i in resets) or any(b < a for a, b in itertools.pairwise(epochs)):
+        return steps
+    per_epoch = max(steps)
+    first = epochs[0]
+    warnings.append(
+        f"the step column {column.describe()} starts again at each epoch: read as a count within "
+        f"the epoch, the step is the epochs before it times {per_epoch:,.0f} (its largest count) "
+        "plus that count"
+    )
+    return [(e - first) * per_epoch + s for e, s in zip(epochs, steps, strict=True)]
 
 
 def _epochs_completed(epochs: list[float], column: Column, warnings: list[str]) -> list[float]:

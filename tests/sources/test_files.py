@@ -142,6 +142,27 @@ def test_restarts_are_kept_in_file_order_and_segmented(tmp_path: Path) -> None:
     assert any("backwards 1 time" in w for w in curve.warnings)
 
 
+def test_a_step_counted_within_each_epoch_is_read_as_the_runs_step(tmp_path: Path) -> None:
+    # a training loop's "epoch, iteration, loss": the iteration starts again at each epoch
+    path = tmp_path / "loop.csv"
+    rows = [f"{e},{i},{3.0 - 0.1 * e - 0.01 * i}" for e in range(3) for i in (10, 20, 30)]
+    path.write_text("epoch,iteration,loss\n" + "\n".join(rows) + "\n")
+    curve = load_curve(path)
+    assert curve.steps == (10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0)
+    assert curve.as_curve().segments == (0,)
+    assert not any("backwards" in w for w in curve.warnings)
+    assert any("starts again at each epoch" in w for w in curve.warnings)
+
+
+def test_a_step_going_back_with_its_epoch_is_still_a_restart(tmp_path: Path) -> None:
+    # resumed from the checkpoint at the end of epoch 1: the step and the epoch both go back
+    path = tmp_path / "resumed.csv"
+    path.write_text("epoch,step,loss\n0,10,3.0\n1,20,2.8\n2,30,2.6\n1,20,2.7\n2,30,2.55\n")
+    curve = load_curve(path)
+    assert curve.steps == (10.0, 20.0, 30.0, 20.0, 30.0)
+    assert any("backwards 1 time" in w for w in curve.warnings)
+
+
 def test_multi_curve_file_needs_a_choice(tmp_path: Path) -> None:
     path = tmp_path / "many.csv"
     path.write_text("curve_id,step,val_loss\n1,0,3.0\n1,10,2.0\n2,0,4.0\n2,10,3.5\n2,20,3.0\n")
