@@ -287,11 +287,18 @@ def _global_steps(
     if any(epochs[i] <= epochs[i - 1] for i in resets) or any(b < a for a, b in itertools.pairwise(epochs)):
         return steps
     per_epoch = max(steps)
+    said = "its largest count"
+    if min(steps) == 0:
+        # counted from 0 and logged every k, an epoch of N reads 0 .. N - k: one logging gap more
+        # (read as the largest count, the first report of an epoch fell on the last of the one before)
+        gaps = sorted(b - a for a, b in itertools.pairwise(steps) if b > a)
+        if gaps:
+            per_epoch += gaps[len(gaps) // 2]
+            said = "its largest count and one logging interval, counted from 0"
     first = epochs[0]
     warnings.append(
         f"the step column {column.describe()} starts again at each epoch: read as a count within "
-        f"the epoch, the step is the epochs before it times {per_epoch:,.0f} (its largest count) "
-        "plus that count"
+        f"the epoch, the step is the epochs before it times {per_epoch:,.0f} ({said}) plus that count"
     )
     return [(e - first) * per_epoch + s for e, s in zip(epochs, steps, strict=True)]
 

@@ -154,6 +154,15 @@ def test_a_step_counted_within_each_epoch_is_read_as_the_runs_step(tmp_path: Pat
     assert any("starts again at each epoch" in w for w in curve.warnings)
 
 
+def test_a_step_counted_from_0_within_each_epoch_leaves_no_two_reports_at_one_step(tmp_path: Path) -> None:
+    # iterations 0 .. 29 logged every 10: an epoch is 30 iterations, not the 20 of its largest count
+    path = tmp_path / "loop0.csv"
+    rows = [f"{e},{i},{3.0 - 0.1 * e - 0.01 * i}" for e in range(3) for i in (0, 10, 20)]
+    path.write_text("epoch,iteration,loss\n" + "\n".join(rows) + "\n")
+    curve = load_curve(path)
+    assert curve.steps == (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0)
+
+
 def test_a_step_going_back_with_its_epoch_is_still_a_restart(tmp_path: Path) -> None:
     # resumed from the checkpoint at the end of epoch 1: the step and the epoch both go back
     path = tmp_path / "resumed.csv"
