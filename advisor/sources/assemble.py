@@ -21,7 +21,7 @@ from typing import cast
 
 from advisor.sources.cells import MISSING_MARKERS, RowKinds
 from advisor.sources.coerce import parse_duration, parse_float, parse_timestamp, short_repr
-from advisor.sources.columns import Column, epoch_millis, resolve_columns
+from advisor.sources.columns import BATCH_COUNTERS, Column, epoch_millis, resolve_columns
 from advisor.sources.loaded_curve import (
     LoadedCurve,
     SourceError,
@@ -31,6 +31,7 @@ from advisor.sources.loaded_curve import (
     shown_name,
 )
 from advisor.sources.metric_choice import choose_metric
+from advisor.sources.normalize import canonical_name
 
 __all__ = ["Record", "assemble", "assemble_each", "total_from"]
 
@@ -87,6 +88,7 @@ def assemble_each(
             chosen[i] = choose_metric(path, columns, metric, names)
         except SourceError as exc:
             out[i] = exc
+    _drop_batch_size(columns, records)
     epoch_axis = "step" not in columns and "epoch" in columns
     if epoch_axis:
         # a per-epoch log (Keras's CSVLogger: epoch, loss, val_loss, ...): its epochs are the
@@ -193,6 +195,20 @@ def _strict(
             path, f"column {column.describe()}: {short_repr(raw)} is not a number", line=line, where=where
         )
     return value * column.scale
+
+
+def _drop_batch_size(columns: dict[str, Column], records: Sequence[Record]) -> None:
+    """A step column named ``batch`` is a batch counter within each epoch (``epoch, batch, loss``;
+    read as the run's step by ``_global_steps``) only beside an epoch column and when it moves; a
+    constant one is a batch size, and without an epoch it may be either: then there is no step."""
+    column = columns.get("step")
+    if column is None or canonical_name(column.name) not in BATCH_COUNTERS:
+        return
+    if "epoch" in columns:
+        seen = {fields.get(column.name) for _, _, fields in records[:1000]}
+        if len(seen - {None, ""}) > 1:
+            return
+    del columns["step"]
 
 
 def _step(

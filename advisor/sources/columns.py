@@ -63,6 +63,11 @@ ROLES: dict[str, tuple[str, ...]] = {
         "it",
         # W&B's row counter: the step only when nothing else is
         "_step",
+        # a training loop's batch counter within its epoch (``epoch, batch, loss``): read beside
+        # an epoch column only, and only when it moves (``BATCH_COUNTERS``)
+        "batch",
+        "batch_idx",
+        "batch_index",
     ),
     # (``loss_train`` / ``loss_val``: PyTorch's ``SummaryWriter`` tags ``Loss/train``, ``Loss/val``)
     "loss": ("loss", "train_loss", "training_loss", "train_loss_step", "loss_train"),
@@ -106,6 +111,10 @@ ROLES: dict[str, tuple[str, ...]] = {
     "total_steps": ("total_steps", "max_steps", "num_steps", "num_training_steps"),
     "curve_id": ("curve_id", "run_id", "run", "run_name"),
 }
+
+#: step names that may be a batch counter within an epoch, or a batch size: a step only beside an
+#: epoch column, and only when the column moves (a constant one is a size, and the epoch is the axis)
+BATCH_COUNTERS = frozenset({"batch", "batch_idx", "batch_index"})
 
 #: HF ``log_history``: only the per-interval ``loss`` is a training loss (``train_loss`` is the mean
 #: over the whole run, written once in the final summary entry), and ``step`` is the optimizer step

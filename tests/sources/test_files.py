@@ -471,3 +471,21 @@ def test_a_console_logs_best_checkpoint_is_named_in_its_units(
     out = capsys.readouterr().out
     assert "best evaluation training log 60 (eval_loss 0.5" in out
     assert "in training logs, not steps: its step is 60 x logging_steps" in out
+
+
+def test_a_batch_counter_within_each_epoch_is_the_runs_step_and_a_batch_size_is_not(tmp_path: Path) -> None:
+    # a training loop's "epoch, batch, loss": the batch counts within the epoch
+    loop = tmp_path / "loop.csv"
+    rows = [f"{e},{b},{3.0 - 0.1 * e - 0.01 * b}" for e in range(3) for b in (50, 100, 150, 200)]
+    loop.write_text("epoch,batch,loss\n" + "\n".join(rows) + "\n")
+    curve = load_curve(loop)
+    assert curve.steps == tuple(float(50 * i) for i in range(1, 13))
+    # a constant "batch" is a batch size: the per-epoch log's epochs stay its axis
+    sized = tmp_path / "sized.csv"
+    sized.write_text("epoch,batch,loss\n1,32,2.9\n2,32,2.7\n3,32,2.6\n")
+    assert load_curve(sized).steps == (1.0, 2.0, 3.0)
+    # and without an epoch column a "batch" column says nothing of the step
+    alone = tmp_path / "alone.csv"
+    alone.write_text("batch,loss\n10,2.9\n20,2.7\n")
+    with pytest.raises(SourceError, match="no step field"):
+        load_curve(alone)
