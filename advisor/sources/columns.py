@@ -171,7 +171,14 @@ _TOTAL_LOSS = ("total_loss", "train_total_loss", "loss_total")
 def loss_named(names: Iterable[str]) -> list[str]:
     """The columns whose name has the word ``loss`` (``lm_loss``, ``aux_loss``): a file of losses
     of other names, one of which ``--metric`` can name."""
-    return [n for n in names if "loss" in canonical_name(n).split("_")]
+    return [n for n in names if _a_loss(canonical_name(n))]
+
+
+def _a_loss(canonical: str) -> bool:
+    """Whether a name says a loss: it has the word ``loss`` and is not mixed precision's loss
+    scale (``loss_scale``, ``loss_scaler``: the factor the loss is multiplied by, a power of two
+    that halves on an overflow, logged beside the loss by Megatron and DeepSpeed)."""
+    return "loss" in canonical.split("_") and not canonical.startswith("loss_scale")
 
 
 def training_loss_column(names: Iterable[str], resolved: dict[str, Column] | None = None) -> str | None:
@@ -186,7 +193,7 @@ def training_loss_column(names: Iterable[str], resolved: dict[str, Column] | Non
         canonical = canonical_name(name)
         if name in taken or is_eval_name(eval_series_name(canonical)) or canonical in ROLES["eval_loss"]:
             continue
-        if "loss" in canonical.split("_") and not canonical.startswith(("test_", "loss_test")):
+        if _a_loss(canonical) and not canonical.startswith(("test_", "loss_test")):
             found.append((canonical, name))
     if len(found) == 1:
         return found[0][1]

@@ -44,6 +44,7 @@ from advisor.sources.large_table import LARGE_ROWS, SkipRows, large_curve, read_
 from advisor.sources.loaded_curve import LoadedCurve, NotALog, SourceError, listing
 from advisor.sources.metric_choice import METRICS, is_series_metric
 from advisor.sources.panels import one_panel_run
+from advisor.sources.textlog import TEXT_LOG_KIND, is_text_log, text_log_records
 from advisor.sources.trainer_choice import TrainerChoice, trainer_choice
 
 __all__ = [
@@ -119,6 +120,10 @@ def _parse(path: str | Path, text: str, metric: str | None, curve_id: str | None
             return _from_jsonl(path, text, metric, curve_id)
     if is_console_log(text):  # ``train.py > train.log``, its first lines the script's own output
         return _from_jsonl(path, text, metric, curve_id)
+    if is_text_log(text):  # ``Step 12 | loss:1.23 lr:2e-05``, ``iter 100: loss 4.12, time 35ms``
+        warnings: list[str] = []
+        records = text_log_records(text, warnings)
+        return assemble(path, TEXT_LOG_KIND, records, metric, curve_id, ROLES, warnings=warnings)
     return _from_table(path, text, metric, curve_id)
 
 
@@ -235,6 +240,8 @@ class ParsedLog:
         elif head.startswith("{") or is_console_log(text):
             _no_log_object(path, text, document)
             self._kind, records = "JSONL", jsonl_records(path, text, self._warnings)
+        elif is_text_log(text):
+            self._kind, records = TEXT_LOG_KIND, text_log_records(text, self._warnings)
         else:
             self._kind, records, names, self._warnings = table_records(path, text, None)
         whole = names if names is not None else _field_names(records)

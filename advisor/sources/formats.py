@@ -36,7 +36,10 @@ __all__ = [
 ]
 
 #: what a file that is none of them is told
-FORMATS_HINT = "not a recognised loss log (CSV/TSV with a step,loss header, JSONL, or trainer_state.json)"
+FORMATS_HINT = (
+    "not a recognised loss log (CSV/TSV with a step,loss header, JSONL, trainer_state.json, or a text "
+    "log of lines such as 'step 10 | loss: 2.31')"
+)
 
 #: TensorBoard's JSON download of one tag's scalars: ``[[wall time, step, value], ...]``
 _TB_JSON_HEADER = ["Wall time", "Step", "Value"]
