@@ -164,6 +164,10 @@ class Actuator(RequestClosing):
         """The Event of a run's new learning state (``JobEvents.learning_state_changed``)."""
         self.job_events.learning_state_changed(job, body, previous)
 
+    def evicted(self, job: JobView, body: Mapping[str, Any]) -> None:
+        """The Event of an eviction of the job's Workload (``JobEvents.evicted``)."""
+        self.job_events.evicted(job, body)
+
     # ----------------------------------------------------------------------------------- entry
     def execute(
         self,

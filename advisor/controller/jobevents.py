@@ -99,3 +99,31 @@ class JobEvents:
             f"{change} ({odds}){detail}",
             warning=state.label in ("overfitting", "diverging", "hung"),
         )
+
+    def evicted(self, job: JobView, body: Mapping[str, Any]) -> None:
+        """One Event when Kueue evicts the job's Workload (a preemption, most often): why, as Kueue
+        says it, and the work the run will redo, from its last checkpoint known to the advisor to
+        the last step it reported. Kueue tells the eviction on the Workload only, where an ML
+        engineer does not look; the job read only ``pending``. Named after the eviction's time, so
+        a restarted controller does not tell it again."""
+        s = job.signals
+        if s is None or not s.evicted:
+            return
+        why = s.eviction or "no reason given"
+        saved = job.checkpoint.last_step
+        if saved is None:
+            work = (
+                f"no checkpoint known to the advisor: up to {job.step:,} steps to redo "
+                "(unless it saved on the termination signal)"
+            )
+        else:
+            lost = max(job.step - saved, 0)
+            work = f"its last checkpoint known is at step {saved:,}, {lost:,} steps before its last report"
+        at = f"{s.evicted_at:.0f}" if s.evicted_at is not None else "unknown"
+        self.post(
+            job,
+            body,
+            "Evicted",
+            f"Kueue evicted its Workload ({why}); it waits to be admitted again; {work}",
+            request_id=f"eviction-{at}",
+        )

@@ -195,6 +195,8 @@ def base_view(
             quota_reserved=workload.quota_reserved,
             workload_admitted=workload.admitted,
             evicted=workload.evicted,
+            eviction=workload.eviction,
+            evicted_at=workload.evicted_at,
             workload_finished=workload.finished,
             workload_finished_reason=workload.finished_reason,
         )

@@ -115,6 +115,13 @@ def _is_true(conds: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
     return conds.get(kind, {}).get("status") == "True"
 
 
+def _said(cond: Mapping[str, Any]) -> str:
+    """A condition's reason and message as one line (``Preempted: Preempted to accommodate a
+    workload ...``)."""
+    reason, message = str(cond.get("reason") or ""), str(cond.get("message") or "").strip()
+    return f"{reason}: {message}" if reason and message else reason or message
+
+
 #: Kubernetes' default ``terminationGracePeriodSeconds``
 DEFAULT_GRACE_PERIOD_S = 30.0
 
@@ -154,6 +161,9 @@ class Workload:
     quota_reserved: bool = False
     admitted: bool = False
     evicted: bool = False
+    #: the ``Evicted`` condition's reason and message while it is true ("Preempted: ...")
+    eviction: str = ""
+    evicted_at: float | None = None
     finished: bool = False
     finished_reason: str = ""
     #: when it finished (the ``Finished`` condition's transition; None while it runs)
@@ -287,6 +297,10 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
         quota_reserved=_is_true(conds, "QuotaReserved"),
         admitted=_is_true(conds, "Admitted"),
         evicted=_is_true(conds, "Evicted"),
+        eviction=_said(conds["Evicted"]) if _is_true(conds, "Evicted") else "",
+        evicted_at=parse_time(conds["Evicted"].get("lastTransitionTime"))
+        if _is_true(conds, "Evicted")
+        else None,
         finished=_is_true(conds, "Finished"),
         finished_reason=str(conds["Finished"].get("reason") or "") if _is_true(conds, "Finished") else "",
         finished_at=parse_time(conds["Finished"].get("lastTransitionTime"))

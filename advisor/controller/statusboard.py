@@ -65,6 +65,8 @@ class StatusBoard:
         #: learning is told only from a state that was told: STATE also shows the stall rule's
         #: "hung", which that rule's own Events announce
         self._told: dict[str, str] = {}
+        #: per job, the eviction time told last (None: an eviction whose time is not known)
+        self._evictions: dict[str, float | None] = {}
         #: the tie last warned of per job (winner, losers): the warning is logged once per change,
         #: not at every change of the job's state or advice
         self._ties: dict[str, tuple[Any, tuple[str, ...]]] = {}
@@ -86,6 +88,7 @@ class StatusBoard:
         self._shown.pop(key, None)
         self._told.pop(key, None)
         self._ties.pop(key, None)
+        self._evictions.pop(key, None)
 
     def render(self, key: str, view: JobView, decision: Decision | None, now: float) -> dict[str, Any]:
         """The job's full status (conditions carried over from the last one shown, else from the
@@ -147,9 +150,24 @@ class StatusBoard:
         ):
             self._told[key] = label
             self.actuator.learning_state_changed(view, body, shown)
+        self._tell_eviction(key, view, body)
         _log_change(key, previous, status)
         self._warn_tie(key, status)
         return previous, status
+
+    def _tell_eviction(self, key: str, view: JobView, body: Mapping[str, Any]) -> None:
+        """An Event once per eviction of the job's Workload (``JobEvents.evicted``): told by this
+        controller once per eviction time, and named after it so that a restarted one's post is
+        refused by the API server."""
+        s = view.signals
+        if s is None or not s.evicted:
+            self._evictions.pop(key, None)
+            return
+        at = s.evicted_at
+        if key in self._evictions and self._evictions[key] == at:
+            return
+        self._evictions[key] = at
+        self.actuator.evicted(view, body)
 
     def _warn_tie(self, key: str, status: Mapping[str, Any]) -> None:
         """A warning when the job's governing policy wins a tie, once per (winner, losers): the

@@ -93,6 +93,11 @@ class LifecycleSignals:
     quota_reserved: bool | None = None
     workload_admitted: bool | None = None
     evicted: bool | None = None
+    eviction: str = ""
+    """Why Kueue evicted the Workload, as its ``Evicted`` condition says (``Preempted: ...``;
+    empty while it is not evicted)."""
+    evicted_at: float | None = None
+    """When the ``Evicted`` condition became true: each eviction is told once."""
     workload_finished: bool | None = None
     workload_finished_reason: str = ""
     remaining_summary: str | None = None

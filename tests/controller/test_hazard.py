@@ -124,3 +124,26 @@ def test_a_finished_workloads_admission_ends_when_it_finished() -> None:
     assert e._cluster_view(NOW).hazard_evidence["gpu-cq"] == (4, pytest.approx(before[1] + 1800.0))
     later = e._cluster_view(NOW + 3600).hazard_evidence["gpu-cq"]
     assert later == (4, pytest.approx(27000.0 + 2 * 3600.0 + 1800.0))
+
+
+def test_an_evicted_workload_says_why_and_since_when() -> None:
+    wl = parse_workload(
+        {
+            "metadata": {"name": "w", "namespace": "ml"},
+            "spec": {"queueName": "q"},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Evicted",
+                        "status": "True",
+                        "reason": "Preempted",
+                        "message": "Preempted to accommodate a workload (UID: u2) due to prioritization",
+                        "lastTransitionTime": "2026-12-07T10:00:00Z",
+                    }
+                ]
+            },
+        }
+    )
+    assert wl.evicted and wl.eviction.startswith("Preempted: Preempted to accommodate a workload")
+    assert wl.evicted_at == parse_time("2026-12-07T10:00:00Z")
+    assert parse_workload({"metadata": {"name": "w"}, "status": {}}).eviction == ""

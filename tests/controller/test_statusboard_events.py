@@ -101,3 +101,59 @@ def test_a_run_judged_again_after_a_phase_is_told_as_after_it_not_from_it() -> N
     events.learning_state_changed(job, {"metadata": {"uid": "u"}}, "learning")
     assert api.messages[0].startswith("plateaued after suspended (")
     assert api.messages[1].startswith("learning -> plateaued (")
+
+
+class _Evictions(_Actuator):
+    def __init__(self) -> None:
+        super().__init__()
+        self.evictions: list[float | None] = []
+
+    def evicted(self, job: JobView, body: Mapping[str, Any]) -> None:
+        assert job.signals is not None
+        self.evictions.append(job.signals.evicted_at)
+
+
+def test_each_eviction_of_the_workload_is_told_once() -> None:
+    """Kueue tells an eviction on the Workload only: the job gets one Event per eviction (by its
+    time), not one per evaluation while it waits, and a later eviction is told again."""
+    from advisor.model import LifecycleSignals
+
+    actuator = _Evictions()
+    board = StatusBoard(_Core(), actuator, _Saved(), hung_after_s=600.0)  # type: ignore[arg-type]
+    job = JobView(namespace="ml", name="run", step=500, total_steps=1000)
+
+    def look(t: float, evicted_at: float | None) -> None:
+        signals = LifecycleSignals(has_workload=True, evicted=evicted_at is not None, evicted_at=evicted_at)
+        board.evaluated(job.key, dataclasses.replace(job, signals=signals), Decision(job=job.key), {}, now=t)
+
+    for t, at in [(1.0, None), (2.0, 100.0), (3.0, 100.0), (4.0, None), (5.0, 300.0), (6.0, 300.0)]:
+        look(t, at)
+    assert actuator.evictions == [100.0, 300.0]
+
+
+def test_the_eviction_event_says_why_and_what_work_the_run_will_redo() -> None:
+    from advisor.controller.jobevents import JobEvents
+    from advisor.model import CheckpointState, LifecycleSignals
+
+    posted: list[dict[str, Any]] = []
+
+    class _Api:
+        def create_event(self, involved: Mapping[str, Any], **kw: Any) -> bool:
+            posted.append({"involved": involved, **kw})
+            return True
+
+    events = JobEvents(_Api())
+    signals = LifecycleSignals(
+        has_workload=True, evicted=True, eviction="Preempted: to accommodate ml/urgent", evicted_at=1234.0
+    )
+    job = JobView(namespace="ml", name="run", step=2400, total_steps=5000, signals=signals)
+    events.evicted(job, {"metadata": {"uid": "u1"}})
+    saved = dataclasses.replace(job, checkpoint=CheckpointState(last_step=2000))
+    events.evicted(saved, {"metadata": {"uid": "u1"}})
+    events.evicted(dataclasses.replace(job, signals=LifecycleSignals(has_workload=True)), {})  # not evicted
+    assert [p["reason"] for p in posted] == ["Evicted", "Evicted"]
+    assert "Kueue evicted its Workload (Preempted: to accommodate ml/urgent)" in posted[0]["message"]
+    assert "no checkpoint known to the advisor: up to 2,400 steps to redo" in posted[0]["message"]
+    assert "last checkpoint known is at step 2,000, 400 steps before its last report" in posted[1]["message"]
+    assert posted[0]["dedupe_key"] == "eviction-1234/Evicted"  # a restarted controller's post is refused
+    assert posted[0]["involved"]["uid"] == "u1"

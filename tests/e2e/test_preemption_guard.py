@@ -256,6 +256,10 @@ def test_an_evicted_trainjob_gets_its_grace_period_for_the_next_start(
         assert [p["manager"] for p in patches] == [GRACE_MANAGER]
         assert patched_grace({"runtimePatches": patches}) == 43
         wait_for(lambda: "GracePeriodSet" in (cluster.reasons("saver") or []), "the GracePeriodSet Event")
+        # the eviction is told on the job too (Kueue tells it on the Workload only), once
+        wait_for(lambda: "Evicted" in (cluster.reasons("saver") or []), "the Evicted Event on the job")
+        time.sleep(3)
+        assert (cluster.reasons("saver") or []).count("Evicted") == 1
     finally:
         ctl.close()
         for doc in rbac:
