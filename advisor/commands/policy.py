@@ -254,6 +254,8 @@ def _explain(args: argparse.Namespace) -> int:
         tied = tied_with(policies, job, chosen)
         if tied:
             print(f"warning: {tie_reason(chosen, tied)}", file=sys.stderr)
+    if args.job is not None:
+        _compare_live(args, chosen)
     decision = decide(job, cluster, chosen, now=now)
     if args.json:
         print(json.dumps(_decision_json(decision), indent=2))
@@ -303,6 +305,59 @@ def _live(args: argparse.Namespace) -> tuple[Any, Any, float]:
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     return job, cluster, now
+
+
+def _compare_live(args: argparse.Namespace, chosen: Any) -> None:
+    """A note when the cluster's AdvisorPolicy of the chosen name is not the file's: ``--job``
+    reads the job live but the policy from FILE, and a file an admin edited since (or never
+    applied) explained as if it governed (Recommend at priority 10 shown, while Apply at 20 ran)."""
+    import dataclasses
+
+    from advisor.controller.cliutil import cluster_api
+    from policies import PolicyError
+    from policies.loader import load_policy
+
+    try:
+        live = cluster_api(args).get_policy(chosen.name)
+    except Exception as exc:  # the note is a courtesy: the explanation stands without it
+        print(f"note: the live AdvisorPolicy {chosen.name} could not be read ({exc})", file=sys.stderr)
+        return
+    if live is None:
+        print(
+            f"note: no AdvisorPolicy {chosen.name} on the cluster: {args.file}'s is explained, "
+            "not one that runs",
+            file=sys.stderr,
+        )
+        return
+    try:
+        running = load_policy(live)
+    except PolicyError:
+        print(
+            f"note: the live AdvisorPolicy {chosen.name} is invalid (the controller keeps its last valid "
+            f"version): {args.file}'s is explained",
+            file=sys.stderr,
+        )
+        return
+    if running.spec == chosen.spec:
+        return
+    ours, theirs = dataclasses.asdict(chosen.spec), dataclasses.asdict(running.spec)
+    fields = [name for name in ours if ours[name] != theirs.get(name)]
+    said = []
+    for name in fields:
+        if name in ("mode", "priority"):
+            live_value, file_value = _said(getattr(running.spec, name)), _said(getattr(chosen.spec, name))
+            said.append(f"{name} {live_value} live, {file_value} in the file")
+        else:
+            said.append(name)
+    print(
+        f"note: the live AdvisorPolicy {chosen.name} differs from {args.file} ({'; '.join(said)}): "
+        "the file's version is explained",
+        file=sys.stderr,
+    )
+
+
+def _said(value: Any) -> str:
+    return str(getattr(value, "value", value))
 
 
 def state_value(key: str, value: float, now: float) -> str:

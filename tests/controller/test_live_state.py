@@ -56,6 +56,7 @@ class _LiveApi:
         self.api, self.body = api, body
         self.custom, self.core = _Listings(api), _Namespaces()
         self.kueue = type("K", (), {"version": "v1beta2"})()
+        self.policies: dict[str, dict[str, Any]] = {}
 
     def discover_kueue(self) -> str:
         return "fake Kueue"
@@ -65,6 +66,9 @@ class _LiveApi:
 
     def get_job(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
         return copy.deepcopy(self.body)
+
+    def get_policy(self, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.policies.get(name))
 
 
 def test_a_live_job_is_judged_as_the_controller_judged_it() -> None:
@@ -115,10 +119,45 @@ def test_policy_explain_reads_a_live_job(tmp_path: Any, monkeypatch: Any, capsys
     draft.write_text(yaml.safe_dump({**POLICY, "metadata": {"name": "draft"}}))
     at = T0 + 145.0 + 400.0
     assert cli.main(["policy", "explain", str(draft), "--job", "team-a/llm", "--now", str(at)]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     # a clock reading is shown as a date, as other commands show times (it read "t=1800000545")
     shown = datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f"job {KEY} at {shown}: policy draft (Recommend)" in out
     assert "would release quota: stalled: no step advance and no progress report for 6m40s (step 300)" in out
+    # a draft not on the cluster is said to be no policy that runs
+    assert "note: no AdvisorPolicy draft on the cluster" in captured.err
     assert cli.main(["policy", "explain", str(draft), "--job", "team-a/missing"]) == 2
     assert "no TrainJobForecast team-a/missing" in capsys.readouterr().err
+
+
+def test_policy_explain_of_a_live_job_says_when_the_file_is_not_the_live_policy(
+    tmp_path: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    """``--job`` reads the job live and the policy from FILE: a file that is not what runs (edited
+    since, or the live one switched to Apply) is explained with a note saying how they differ."""
+    from advisor import cli
+    from advisor.controller import cliutil
+
+    api = FakeApi()
+    api.workloads["team-a/trainjob-llm-abcde"] = workload()
+    e = make_engine(api)
+    e.enqueue("policy", "ADDED", POLICY)
+    body = trainjob(step=300, total=2000, loss="1.5", updated=iso(T0))
+    e.enqueue("job", "MODIFIED", body)
+    e.step(T0)
+    live = _LiveApi(api, body)
+    name = POLICY["metadata"]["name"]
+    running = copy.deepcopy(POLICY)
+    running["spec"] = {**running["spec"], "mode": "Apply", "priority": 20}
+    live.policies = {name: running}
+    monkeypatch.setattr(cliutil, "cluster_api", lambda args: live)
+    stale = tmp_path / "policy.yaml"
+    stale.write_text(yaml.safe_dump(POLICY))
+    assert cli.main(["policy", "explain", str(stale), "--job", "team-a/llm", "--now", str(T0 + 10)]) == 0
+    err = capsys.readouterr().err
+    assert f"note: the live AdvisorPolicy {name} differs from {stale}" in err
+    assert "mode Apply live, Recommend in the file" in err and "priority 20 live" in err
+    live.policies = {name: copy.deepcopy(POLICY)}  # the same: no note
+    assert cli.main(["policy", "explain", str(stale), "--job", "team-a/llm", "--now", str(T0 + 10)]) == 0
+    assert "note:" not in capsys.readouterr().err
