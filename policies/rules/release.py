@@ -108,7 +108,11 @@ def release(
     fresh = cp.last_time is not None and now - cp.last_time <= spec.max_checkpoint_age
     fresh = fresh or (cp.last_step is not None and cp.last_step >= job.step > 0)
     if not ctx.apply:
-        after = " after a checkpoint" if want_checkpoint and not fresh else ""
+        after = ""
+        if want_checkpoint and not fresh:
+            # one asked for already (in Apply mode, before the policy turned to Recommend) is
+            # still awaited: said so, not as a save yet to ask for
+            after = " after the checkpoint already requested" if cp.pending_request else " after a checkpoint"
         out.act(
             ActionKind.RECOMMEND,
             rule,

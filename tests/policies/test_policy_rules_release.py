@@ -259,6 +259,11 @@ def test_recommend_mode_describes_the_whole_sequence_in_one_recommendation() -> 
     assert d.mode is Mode.RECOMMEND and kinds(d) == [ActionKind.RECOMMEND]
     assert d.actions[0].params["would"] == "release-quota" and d.actions[0].params["after"] == "checkpoint"
     assert d.advice == "plateau:release"
+    assert "would release quota after a checkpoint:" in d.actions[0].reason
+    # a checkpoint asked for in Apply mode, still awaited after the policy turned to Recommend
+    asked = dataclasses.replace(j, checkpoint=dataclasses.replace(j.checkpoint, pending_request="r1"))
+    d = decide(asked, CV, policy({"plateau": {"for": "10m"}}, mode="Recommend"), now=T0)
+    assert "would release quota after the checkpoint already requested:" in d.actions[0].reason
 
 
 def test_a_finished_run_is_not_a_plateau() -> None:
