@@ -352,7 +352,12 @@ class CurveLibrary:
             f"{self.pretraining_share:.0%} pre-training runs and each kind's learning-rate schedule mix"
         )
 
-    def draw(self, rng: np.random.Generator, total_steps: int, seed: int) -> CurveSpec:
+    def draw(
+        self, rng: np.random.Generator, total_steps: int, seed: int, workload_type: str | None = None
+    ) -> CurveSpec:
+        """One run's curve. ``workload_type`` (a trace's ``workload_type`` column) is the kind of run
+        the job is, its schedule then drawn from that kind's mix; without it the kind is drawn
+        (``pretraining_share``)."""
         p = self.params
         pathology = self._pathologies.draw(rng)
         fam = p["families"]["power"]
@@ -364,7 +369,8 @@ class CurveLibrary:
         # the kind from a stream of its own (the run's other draws stay as they were), then the
         # schedule from that kind's mix
         kind_rng = np.random.default_rng((int(seed), 0x4B1D))
-        workload_type = "pretraining" if kind_rng.random() < self.pretraining_share else "fine-tuning"
+        drawn = "pretraining" if kind_rng.random() < self.pretraining_share else "fine-tuning"
+        workload_type = workload_type or drawn
         schedule = self._schedules[workload_type].draw(rng)
         anneal = float(rng.uniform(*p["anneal_gain_range"]))
         at = 1.0

@@ -322,7 +322,8 @@ def build_jobs(
             step_time = float(rng.uniform(lo, hi))
             total = max(10, int(tj.duration / step_time))
             step_time = tj.duration / total
-        curve = library.draw(rng, total, seed=int(rng.integers(1 << 31)))
+        # a trace's workload_type column is the kind of run the job is (its label says so too)
+        curve = library.draw(rng, total, seed=int(rng.integers(1 << 31)), workload_type=tj.workload_type)
         nodes = max(1, math.ceil(tj.gpus / world.gpus_per_node))
         ckpt = world.checkpoint_cost_s * (1.0 + 0.5 * math.log2(tj.gpus)) * float(rng.lognormal(0.0, 0.3))
         restart = world.restart_cost_s * float(rng.lognormal(0.0, 0.3))

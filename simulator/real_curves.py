@@ -208,8 +208,16 @@ class RealCurveLibrary:
         said = f", workload-type from an index: {kinds}" if told else ""
         return f"{len(self.curves)} real runs from {self.folder}, {evals} with an eval loss{said} ({skipped})"
 
-    def draw(self, rng: np.random.Generator, total_steps: int, seed: int) -> RealCurve:
-        run = self.curves[int(rng.integers(len(self.curves)))]
+    def draw(
+        self, rng: np.random.Generator, total_steps: int, seed: int, workload_type: str | None = None
+    ) -> RealCurve:
+        """One real run, drawn uniformly; with ``workload_type`` (a trace's ``workload_type``
+        column), among the runs of that kind when there are any."""
+        pool = self.curves
+        if workload_type is not None:
+            kind = [run for run in self.curves if (run.workload_type or "fine-tuning") == workload_type]
+            pool = kind or pool
+        run = pool[int(rng.integers(len(pool)))]
         return RealCurve(
             total_steps=int(total_steps),
             source=run.name,

@@ -62,8 +62,8 @@ def add_world_arguments(p: argparse.ArgumentParser) -> None:
         "--label-rate",
         type=float,
         default=None,
-        help="share of jobs whose users label them workload-type (pretraining | fine-tuning) when the "
-        "trace has no workload_type column (default 0: no job is labelled)",
+        help="share of jobs whose users label them workload-type (pretraining | fine-tuning), of those "
+        "whose trace row gives no workload_type (default 0: no job is labelled)",
     )
     p.add_argument(
         "--label-error", type=float, default=None, help="share of those labels that are wrong (default 0)"

@@ -182,3 +182,34 @@ def test_the_library_says_what_it_measured_and_what_it_assumes() -> None:
     assert "30% pre-training runs" in text
     other = CurveLibrary(mix={"none": 0.8, "hang": 0.2}).description
     assert "20% of runs struck by a pathology" in other
+
+
+def test_a_traces_workload_type_is_the_kind_of_run_the_job_is() -> None:
+    """A trace's workload_type column says what each job is: its curve is drawn as that kind (a
+    pre-training run's schedule mix, no fine-tune's eval series), so the label a selector reads is
+    true of the run. Drawn independently, about a third of the trace's labels were wrong."""
+    from simulator.jobs import WorldConfig, build_jobs
+    from simulator.real_curves import RealCurveLibrary, _Run
+    from simulator.traces import TraceJob
+
+    kinds = ["pretraining", "fine-tuning"] * 100
+    rows = [TraceJob(f"j{i}", 0.0, 1, 3600.0, workload_type=k) for i, k in enumerate(kinds)]
+    qmap = {"default": "cq"}
+    jobs = build_jobs(rows, qmap, WorldConfig(), CurveLibrary(), 3)
+    assert [j.curve.workload_type for j in jobs] == kinds
+    assert [j.labels["workload-type"] for j in jobs] == kinds
+    assert all(not j.curve.eval_every for j in jobs if j.curve.workload_type == "pretraining")
+    # rows without the column keep their drawn kinds and curves
+    plain = [TraceJob(f"j{i}", 0.0, 1, 3600.0) for i in range(200)]
+    drawn = build_jobs(plain, qmap, WorldConfig(), CurveLibrary(), 3)
+    assert {j.curve.workload_type for j in drawn} == {"pretraining", "fine-tuning"}
+    # real curves: a run of the trace's kind when the library has one
+    xs = np.arange(1.0, 50.0)
+    runs = [
+        _Run("pt.csv", xs, 1.0 / xs, None, None, None, workload_type="pretraining"),
+        _Run("ft.csv", xs, 2.0 / xs, None, None, None),
+    ]
+    library = RealCurveLibrary.__new__(RealCurveLibrary)
+    library.curves = runs
+    real = build_jobs(rows, qmap, WorldConfig(), library, 3)
+    assert [j.curve.source for j in real] == ["pt.csv" if k == "pretraining" else "ft.csv" for k in kinds]
