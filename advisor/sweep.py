@@ -69,12 +69,16 @@ class Setting:
 
     @property
     def label(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self.values)
+        return " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in self.values)
 
 
 def _scalar(text: str) -> Any:
+    """A number, ``true`` / ``false`` (a boolean field's values, as YAML 1.2 spells them: ``yes`` or
+    ``on`` stay text, which a boolean field refuses by name), else the text."""
+    if text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
     value = yaml.safe_load(text)
-    return value if isinstance(value, int | float | bool) and not isinstance(value, bool) else text.strip()
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else text.strip()
 
 
 def parse_sweeps(exprs: Sequence[str]) -> list[tuple[str, list[Any]]]:
@@ -240,8 +244,8 @@ def edge_fields(points: Sequence[Mapping[str, Any]], index: int) -> list[str]:
                 seen.append(value)
     out = []
     for field, tried in values.items():
-        if len(tried) < 2:
-            continue
+        if len(tried) < 2 or all(isinstance(v, bool) for v in tried):
+            continue  # a boolean has no values beyond those tried
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in tried)
         ends = (min(tried), max(tried)) if numeric else (tried[0], tried[-1])
         value = points[index]["setting"][field]

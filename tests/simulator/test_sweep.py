@@ -59,6 +59,22 @@ def test_malformed_sweep_expressions_say_why(exprs: list[str], message: str) -> 
         parse_sweeps(exprs)
 
 
+def test_a_boolean_field_is_swept_over_true_and_false() -> None:
+    """``plateau.holdAtPeakLR=true,false`` tries both settings (the values were passed on as the
+    text 'true', which the policy refused as no boolean); ``yes`` is still refused by name."""
+    sweeps = parse_sweeps(["plateau.holdAtPeakLR=true,False", "quotaRelease.checkpointFirst=false"])
+    assert sweeps == [("plateau.holdAtPeakLR", [True, False]), ("quotaRelease.checkpointFirst", [False])]
+    held, _pretraining = policies_with(PLATEAU, grid(sweeps)[0])
+    free, _pretraining = policies_with(PLATEAU, grid(sweeps)[1])
+    assert held.rules.plateau.hold_at_peak_lr is True and free.rules.plateau.hold_at_peak_lr is False
+    assert held.rules.quota_release.checkpoint_first is False
+    assert grid(sweeps)[0].label == "plateau.holdAtPeakLR=true quotaRelease.checkpointFirst=false"
+    points = [{"setting": dict(setting.values)} for setting in grid(sweeps)]
+    assert edge_fields(points, 0) == []  # a boolean has nothing beyond the two values tried
+    with pytest.raises(SweepError, match="must be a boolean, got 'yes'"):
+        policies_with(PLATEAU, grid(parse_sweeps(["plateau.holdAtPeakLR=yes"]))[0])
+
+
 def test_settings_the_policies_reject_are_errors() -> None:
     with pytest.raises(SweepError, match="must be in"):
         policies_with(PLATEAU, grid(parse_sweeps(["plateau.probability=2"]))[0])
