@@ -148,26 +148,29 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         return out  # finished: nothing left to save
     past_best = _past_best(job.learning_state, rule.metric, series)
     overfitting = ctx.policy.rules.overfitting
+    deferred: str | None = None
     if (
         past_best is not None
         and overfitting is not None
         and overfitting.enabled
         and past_best >= overfitting.probability
     ):
-        since = job.rule_state.get(KEY)
-        if since is None or in_flight(job, NAME, since) is None:
+        opened_at = job.rule_state.get(KEY)
+        if opened_at is None or in_flight(job, NAME, opened_at) is None:
             # an eval series past its best, as sure as the overfitting rule asks, is that rule's: it
             # takes no checkpoint of weights past the best and names the one to keep. Judged by the
             # plateau rule too (a rise counts as "no improvement left"), the run was released by
             # whichever window opened first: a platform trial's run saved at step 2,000, six
-            # evaluations past its best at 800, and released without naming it
+            # evaluations past its best at 800, and released without naming it. The plateau
+            # window is kept meanwhile (below): restarted at each such look, a flat eval series
+            # whose P(overfitting) flickers about the overfitting rule's level was released by
+            # neither rule (the overfitting rule's window does not outlast the flicker either)
             state = job.learning_state
             assert state is not None  # past its best: judged by the state
-            out.reasons.append(
+            deferred = (
                 f"{NAME}: {series} is past its best ({best_checkpoint_text(state, series)}, "
                 f"P(overfitting)={pct(past_best)}): left to the overfitting rule"
             )
-            return out
     p = fc.plateau_probability
     task = task_still_improving(job.learning_state, rule.metric, series)
     if task is not None:
@@ -188,6 +191,9 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         # it goes on from that request, which it waits for rather than asking a second time
         since = going.time
     if since is None:
+        if deferred is not None:
+            out.reasons.append(deferred)
+            return out
         if task is not None and fc.plateau_probability >= rule.probability:
             out.reasons.append(
                 f"{NAME}: {series} P(plateau)={pct(fc.plateau_probability)}, but {task[0]} still improves "
@@ -204,6 +210,9 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
     # every report is a new point of the training loss: only an eval series waits for a new one
     fresh = series == TRAIN_SERIES or new_evaluation(ctx, out, OPENED_ON_KEY, opened, fc)
     held = ctx.now - since
+    if deferred is not None:
+        out.reasons.append(f"{deferred}; the plateau window, open {dur(held)}, is kept meanwhile")
+        return out
     if going is not None and (p < rule.probability or not flat):
         numbers = (
             f"P(plateau) >= {pct(rule.probability)} when the checkpoint was requested "

@@ -296,3 +296,37 @@ def test_a_plateau_release_of_a_run_the_state_calls_diverging_takes_no_checkpoin
     )
     finite = job(forecast=forecast(plateau=0.99), learning_state=state(0.0), rule_state=OPEN_PLATEAU)
     assert ActionKind.CHECKPOINT in [a.kind for a in decide(finite, cluster(), pol, now=T0).actions]
+
+
+def test_a_flat_eval_series_flickering_about_the_overfitting_level_is_still_released() -> None:
+    """P(overfitting) about the overfitting rule's level (0.5), P(plateau) high throughout: the
+    plateau rule leaves the run to the overfitting rule while that one is as sure as it asks, and
+    keeps its own window meanwhile. Restarted at each such look, neither window lasted: the run was
+    released by neither rule, although a stricter overfitting rule let the plateau rule release it."""
+    from policy_builders import with_state
+
+    pol = policy(
+        {
+            "plateau": {"probability": 0.9, "for": "20m", "action": "Release"},
+            "overfitting": {"probability": 0.5, "for": "10m", "action": "Release"},
+        }
+    )
+    base = job(forecast=forecast(plateau=0.05))
+    rule_state: dict[str, float] = {}
+    acted: list[tuple[float, str]] = []
+    for i in range(12):  # a look every 5 minutes for an hour
+        now = T0 + 300.0 * i
+        p_overfit = 0.55 if i % 2 == 0 else 0.45
+        view = with_state(
+            dataclasses.replace(
+                base, learning_state=eval_state({"eval_loss": EVAL_FC}, overfitting=p_overfit, plateaued=0.4)
+            ),
+            rule_state,
+        )
+        d = decide(view, cluster(), pol, now=now)
+        rule_state = dict(d.state)
+        acted += [(now - T0, a.rule) for a in d.actions if a.kind is not ActionKind.RECOMMEND]
+        if acted:
+            break
+    assert acted, "neither rule released the run in an hour"
+    assert acted[0][0] <= 25 * 60 and acted[0][1] == "plateau"
