@@ -247,11 +247,24 @@ def edge_fields(points: Sequence[Mapping[str, Any]], index: int) -> list[str]:
         if len(tried) < 2 or all(isinstance(v, bool) for v in tried):
             continue  # a boolean has no values beyond those tried
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in tried)
+        if not numeric and not all(_a_duration(v) for v in tried):
+            continue  # neither do names (a metric, an action): nothing lies beyond the last one given
         ends = (min(tried), max(tried)) if numeric else (tried[0], tried[-1])
         value = points[index]["setting"][field]
         if value in ends:
             out.append(f"{field}={value}")
     return out
+
+
+def _a_duration(value: Any) -> bool:
+    """Whether a swept value is a duration (``10m``): ordered, with values beyond those tried."""
+    from policies.fields import parse_duration
+
+    try:
+        parse_duration(value)
+    except ValueError:
+        return False
+    return True
 
 
 def pareto(points: Sequence[Mapping[str, Any]], saved: str = "saved", wrong: str = "wrong") -> list[int]:

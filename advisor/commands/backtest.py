@@ -391,6 +391,9 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
             "runs": r["runs"] - r["never_judged"],
             "runs_total": r["runs"],
             "near_end": r["near_end_releases"],
+            # the keys of a row's JSON too, so that one script reads rows and sweep points alike
+            "wrong_stops_by_threshold": r["wrong_stops_by_threshold"],
+            "near_end_releases": r["near_end_releases"],
             "gpu_hours_saved": r["gpu_hours_saved"],
         }
         for s, r in zip(settings, rows, strict=True)

@@ -99,6 +99,9 @@ def sweep_points(
                 "runs": judged,
                 "runs_total": jobs,
                 "near_end": sum(r["near_end_releases"] for r in per_seed),
+                # the keys of a row's JSON too, so that one script reads rows and sweep points alike
+                "wrong_stops_by_threshold": wrong,
+                "near_end_releases": sum(r["near_end_releases"] for r in per_seed),
                 "gpu_hours_saved": sum(
                     saved_against(r, b)["gpu_hours_saved"] for b, r in zip(base, per_seed, strict=True)
                 ),

@@ -91,6 +91,12 @@ def test_sweep_json_on_stdout_and_the_shared_summary(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     assert [p["label"] for p in doc["points"]] and set(doc) == {"points", "frontier", "best", "max_wrong"}
     assert len(doc["points"]) == 2
+    # a row's keys too: one script reads rows and sweep points alike
+    for p in doc["points"]:
+        assert (
+            p["wrong_stops_by_threshold"] == p["wrong_by_threshold"]
+            and p["near_end_releases"] == p["near_end"]
+        )
     assert "settings of" in done.stderr and "over 3 runs" in done.stderr
     # 3 runs bound no wrong-stop rate within 1%: said plainly, the best by point rate as information
     assert all(p["runs"] == 3 and p["wrong_upper"] >= 0.63 for p in doc["points"]), doc["points"]

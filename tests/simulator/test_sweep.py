@@ -75,6 +75,15 @@ def test_a_boolean_field_is_swept_over_true_and_false() -> None:
         policies_with(PLATEAU, grid(parse_sweeps(["plateau.holdAtPeakLR=yes"]))[0])
 
 
+def test_only_ordered_values_have_an_edge_of_the_grid() -> None:
+    """A number or a duration has values beyond those tried; a name (a metric, an action) has not:
+    "widen the sweep" was said of plateau.metric=eval_loss."""
+    named = [{"setting": {"plateau.metric": m}} for m in ("eval_loss", "eval_accuracy")]
+    assert edge_fields(named, 0) == []
+    windows = [{"setting": {"plateau.for": w}} for w in ("5m", "10m", "20m")]
+    assert edge_fields(windows, 0) == ["plateau.for=5m"] and edge_fields(windows, 1) == []
+
+
 def test_settings_the_policies_reject_are_errors() -> None:
     with pytest.raises(SweepError, match="must be in"):
         policies_with(PLATEAU, grid(parse_sweeps(["plateau.probability=2"]))[0])
