@@ -469,11 +469,13 @@ def interval_scale(spread: float, drop: float, holdout_err: float, reach: float,
     reach (``holdout_err`` NaN: no tail was held out, no such term) and the relative floor.
     ``bench/calibrate_forecast.py`` measures the knots against this very scale."""
     ho = holdout_err if math.isfinite(holdout_err) else 0.0
-    return math.sqrt(
-        (cal.K_SPREAD * spread) ** 2
-        + (cal.K_DROP * drop) ** 2
-        + (cal.K_HOLDOUT * ho * reach) ** 2
-        + (cal.REL_FLOOR * abs(level)) ** 2
+    # the root of the sum of squares without squaring: a loss near 1e300 overflowed the square
+    # (an OverflowError the float power raises, where the forecast wants an infinite scale at worst)
+    return math.hypot(
+        cal.K_SPREAD * spread,
+        cal.K_DROP * drop,
+        cal.K_HOLDOUT * ho * reach,
+        cal.REL_FLOOR * abs(level),
     )
 
 

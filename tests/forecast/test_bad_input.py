@@ -260,3 +260,17 @@ def test_a_failure_inside_the_forecaster_is_a_forecast_without_a_value_and_a_log
     assert math.isnan(fc.final_loss.mean)
     assert fc.warnings == ("forecast failed: TypeError: a family that returns None",)
     assert any("forecast failed: TypeError" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[1e300] * 10, [1e300] * 9 + [1.0], [1e300, 2e300, 3e300, 1.5e300, 1e300, 1.2e300]],
+)
+def test_losses_near_the_float_limit_give_a_forecast_not_a_failure(values: list[float]) -> None:
+    """The interval's scale is a root of a sum of squares: squaring a loss near 1e300 overflowed
+    (a float power raises), and the forecast failed instead of giving a wide interval."""
+    steps = list(range(10, 10 * len(values) + 1, 10))
+    fc = forecast(steps, values, total_steps=10_000)
+    _valid(fc)
+    assert not any(w.startswith("forecast failed") for w in fc.warnings)
+    assert math.isfinite(fc.final_loss.mean) and math.isfinite(fc.final_loss.p90)
