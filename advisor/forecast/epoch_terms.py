@@ -47,12 +47,23 @@ def epoch_boundaries(
     count, future = column
 
     def expected(ahead: int) -> float:
-        # later epochs teach less: each future boundary gives EPOCH_DECAY of the one before
-        return float(count[-1]) + sum(cal.EPOCH_DECAY**k for k in range(1, ahead + 1))
+        # later epochs teach less: each future boundary gives EPOCH_DECAY of the one before. The
+        # geometric sum in closed form: a horizon billions of steps away holds billions of
+        # boundaries, and summing them one by one held the forecast for minutes
+        return float(count[-1]) + _geometric(cal.EPOCH_DECAY, ahead)
 
     ahead = [min(future, epoch_track.boundaries_ahead(track, float(s))) for s in path_steps]
     at_path = np.array([expected(k) for k in ahead])
     return count, expected(future), at_path
+
+
+def _geometric(ratio: float, terms: int) -> float:
+    """``ratio + ratio**2 + ... + ratio**terms`` (0 for no terms), in constant time."""
+    if terms <= 0:
+        return 0.0
+    if ratio == 1.0:
+        return float(terms)
+    return ratio * (1.0 - ratio**terms) / (1.0 - ratio)
 
 
 #: the boundaries ahead are worth a warning when the fits put at least this share of the level on
