@@ -22,6 +22,7 @@ from advisor.sources.assemble import Record
 from advisor.sources.columns import Column
 from advisor.sources.large_table import kept_small, large_curve
 from advisor.sources.loaded_curve import LoadedCurve, SourceError
+from advisor.sources.textlog import line_records
 
 __all__ = ["is_console_log", "jsonl_records", "large_jsonl"]
 
@@ -88,21 +89,12 @@ def _console_dict(line: str) -> dict[str, object] | None:
 
 
 def _console_records(lines: list[str], warnings: list[str] | None) -> list[Record]:
-    records: list[Record] = []
-    skipped = 0
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        value = _console_dict(line)
-        if value is None:
-            skipped += 1
-            continue
-        records.append((f"line {number}", number, value))
-    if skipped and warnings is not None:
-        warnings.append(
-            f"{skipped:,} line{'s' if skipped != 1 else ''} of console output holding no log record "
-            "(progress bars, warnings, prints) skipped"
-        )
+    records = line_records(
+        lines,
+        _console_dict,
+        warnings,
+        "of console output holding no log record (progress bars, warnings, prints) skipped",
+    )
     # the Trainer's closing summary ({'train_runtime': ..., 'train_loss': <the run's mean>})
     # is no point of the curve (trainer_state.json is read so too: ``HF_ROLES``)
     ended = any("train_runtime" in r[2] for r in records)

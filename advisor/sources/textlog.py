@@ -19,10 +19,11 @@ names every other format is read by.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 
 from advisor.sources.assemble import Record
 
-__all__ = ["TEXT_LOG_KIND", "is_text_log", "text_log_records"]
+__all__ = ["TEXT_LOG_KIND", "is_text_log", "line_records", "text_log_records"]
 
 TEXT_LOG_KIND = "text log"
 
@@ -64,21 +65,35 @@ def is_text_log(text: str) -> bool:
 def text_log_records(text: str, warnings: list[str] | None = None) -> list[Record]:
     """The records of a plain-text log, one per line that names its step and holds a field; the
     count of the other non-blank lines goes to ``warnings``."""
+    return line_records(
+        text.splitlines(),
+        _fields,
+        warnings,
+        "of the text log naming no step and no field skipped (banners, progress bars, warnings)",
+    )
+
+
+def line_records(
+    lines: Iterable[str],
+    parse: Callable[[str], dict[str, object] | None],
+    warnings: list[str] | None,
+    skipped_are: str,
+) -> list[Record]:
+    """A record of each line ``parse`` reads (None: no record), numbered from 1; the non-blank
+    lines it does not read are counted in a warning (``N lines <skipped_are>``): in a console or
+    text log, a line that is no record is the rule, not an error."""
     records: list[Record] = []
     skipped = 0
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        fields = _fields(line)
+        fields = parse(line)
         if fields is None:
             skipped += 1
             continue
         records.append((f"line {number}", number, fields))
     if skipped and warnings is not None:
-        warnings.append(
-            f"{skipped:,} line{'s' if skipped != 1 else ''} of the text log naming no step and no field "
-            "skipped (banners, progress bars, warnings)"
-        )
+        warnings.append(f"{skipped:,} line{'s' if skipped != 1 else ''} {skipped_are}")
     return records
 
 
