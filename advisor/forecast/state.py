@@ -331,8 +331,16 @@ def learning_state(
         s = evals[judged]
         best_step, best_value, since_best, finite = best_point(s)
         if s.values and not math.isfinite(s.values[-1]):
-            p_div = max(p_div, 0.9)
-            warnings.append(f"the latest {judged} is not finite")
+            if finite:
+                p_div = max(p_div, 0.9)
+                warnings.append(f"the latest {judged} is not finite")
+            else:
+                # never finite: no blow-up from a level it held, but an evaluation that does not
+                # compute (a NaN metric from the start, an fp16 overflow in the eval loop); a
+                # healthy run read "diverging" (0.90) on it
+                warnings.append(
+                    f"every {judged} so far is not finite: no evidence of a divergence, not judged"
+                )
         if finite >= MIN_EVALS and judged in series_fc:
             p_eval = series_fc[judged].plateau_probability
         else:

@@ -306,6 +306,15 @@ def test_nan_latest_eval_is_divergence() -> None:
     assert st.label == "diverging"
 
 
+def test_an_eval_metric_never_finite_is_no_divergence() -> None:
+    """Every evaluation NaN from the first (an eval loop whose metric does not compute) is no
+    blow-up from a level the run held: a healthy training loss is not called diverging beside it."""
+    train = forecast(np.arange(10, 501, 10.0), 1 / np.arange(1, 51), total_steps=5000)
+    st = learning_state(train, {"eval_loss": Series([100, 200, 300, 400], [math.nan] * 4)}, total_steps=5000)
+    assert st.label == "learning" and st.probabilities["diverging"] < 0.5
+    assert any("every eval_loss so far is not finite" in w for w in st.warnings)
+
+
 @pytest.mark.parametrize("direction", [Direction.LOWER, Direction.HIGHER])
 def test_an_eval_series_past_its_best_is_not_called_diverging_by_its_forecast(direction: Direction) -> None:
     """The state calls a finite eval metric that turned overfitting (or a plateau); its series'
