@@ -365,7 +365,7 @@ def _trailing_progress(
     last = float(kept[-1])
     ok = np.isfinite(ts) & np.isfinite(tt)
     ts, tt = ts[ok], tt[ok]
-    moved = ts > np.maximum.accumulate(np.r_[last, ts[:-1]])
+    moved = ts > np.r_[last, ts[:-1]]  # (reports after the first that does not move are cut anyway)
     if not moved.all():
         # the first report that does not move past the one before ends the run of reports read
         stop = int(np.argmin(moved))
