@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from advisor.forecast._prep import fast_median
+
 FloatArray = NDArray[np.float64]
 
 #: at least this many points with usable epochs before boundaries are counted at all
@@ -69,7 +71,7 @@ def track(steps: FloatArray, epochs: FloatArray | None, min_points: int = 2) -> 
     else:
         span = float(s[-1] - s[0])
         rate = max(float(e[-1] - e[0]) / span, 0.0) if span > 0 else 0.0
-    gap = float(np.median(np.diff(s))) if s.size > 1 else 0.0
+    gap = fast_median(np.diff(s)) if s.size > 1 else 0.0
     # the horizon's position is extrapolated: allow one logging interval of error, never less than
     # a thousandth of an epoch nor more than half of one
     tolerance = max(1e-3, min(rate * gap, 0.5))

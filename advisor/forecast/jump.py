@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
-from advisor.forecast._prep import Prepared, report_noise, reports_of
+from advisor.forecast._prep import Prepared, fast_median, report_noise, reports_of, row_medians
 
 __all__ = ["FINE_BLOCKS", "JUMP_WARNING", "after_jump", "collapsed", "jump_start"]
 
@@ -78,6 +78,29 @@ class _Reading:
         return (self.last - self.best) / max(spread, 1e-300), level_se
 
 
+def _block_medians(y: FloatArray, stop: int, size: int) -> FloatArray:
+    """The medians of ``y[i : i + size]`` for ``i`` in ``range(0, stop, size)``: the blocks that
+    lie wholly inside ``y`` by one partition, a last partial one on its own (np.median per block
+    was a fifth of a forecast's time)."""
+    starts = range(0, max(stop, 0), size)
+    full = min(len(starts), y.size // size)
+    meds = row_medians(y[: full * size].reshape(full, size)) if full else np.empty(0)
+    rest = [fast_median(y[i : i + size]) for i in starts[full:]]
+    return np.concatenate((meds, rest)) if rest else meds
+
+
+def _rolling_medians(y: FloatArray, half: int) -> FloatArray:
+    """The median of ``y[max(0, j - half) : j + half + 1]`` at every ``j``: the full windows by one
+    partition over a sliding view, the shorter ones at either end on their own."""
+    n, width = y.size, 2 * half + 1
+    if n < width:
+        return np.array([fast_median(y[max(0, j - half) : j + half + 1]) for j in range(n)])
+    head = [fast_median(y[: j + half + 1]) for j in range(half)]
+    tail = [fast_median(y[j - half :]) for j in range(n - half, n)]
+    body = row_medians(np.lib.stride_tricks.sliding_window_view(y, width))
+    return np.concatenate((head, body, tail))
+
+
 def _reading(y: FloatArray, k: int) -> _Reading | None:
     """The block statistics of ``y`` with its last ``k`` reports as where it stands; None when
     there are too few reports, nothing was learned, or the loss is not positive (a ratio of it
@@ -88,11 +111,11 @@ def _reading(y: FloatArray, k: int) -> _Reading | None:
     # where it started and its best, by medians of finer blocks than the recent quarter (a run
     # that blew up within its first quarter had its best inside that quarter's median)
     fine = max(5, n // FINE_BLOCKS)
-    meds = [float(np.median(y[i : i + fine])) for i in range(0, n - k, fine)]
-    if not meds:
+    meds = _block_medians(y, n - k, fine)
+    if meds.size == 0:
         return None
-    first, last = meds[0], float(np.median(y[-k:]))
-    best = min(min(meds), last)
+    first, last = float(meds[0]), fast_median(y[-k:])
+    best = min(float(meds.min()), last)
     if not (first > best > 0.0):
         return None
     return _Reading(first, best, last, (last - best) / (first - best), fine)
@@ -138,7 +161,7 @@ def jump_start(y: FloatArray) -> tuple[int, float] | None:
     if r is None or r.lost < 0.5 or r.last < _JUMP_RATIO * r.best or r.clearance(y, k)[0] < _CLEAR_Z:
         return None
     half = _JUMP_WINDOW // 2
-    rolling = np.array([np.median(y[max(0, j - half) : j + half + 1]) for j in range(n)])
+    rolling = _rolling_medians(y, half)
     below = np.flatnonzero(rolling < math.sqrt(r.best * r.last))
     if below.size == 0:
         return None
