@@ -95,6 +95,8 @@ class Actuator:
             self.checkpoint(job, request)
         elif kind in (ActionKind.RELEASE_QUOTA, ActionKind.STOP):
             if job.phase.holds_quota:
+                job.ended_by_rule = action.rule
+                job.ended_by_policy = sim.strategy.policy_of(job) or ""
                 self.evict(job, "released" if kind is ActionKind.RELEASE_QUOTA else "stopped")
             else:
                 outcome = "impossible"  # waiting in the queue without quota: nothing to release

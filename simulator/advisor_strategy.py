@@ -132,6 +132,9 @@ class AdvisorStrategy:
     def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
         self.core.update_action(job.key, request_id, outcome)
 
+    def policy_of(self, job: SimJob) -> str | None:
+        return self._decided_by.get(job.key) or None
+
     def finished(self, job: SimJob, now: float) -> None:
         self.core.forget(job.key)
         self.looks.forget(job.key)

@@ -60,6 +60,9 @@ class NoAdvisor:
     def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
         return None
 
+    def policy_of(self, job: SimJob) -> str | None:
+        return None  # a baseline's rule is no AdvisorPolicy's
+
     def finished(self, job: SimJob, now: float) -> None:
         return None
 

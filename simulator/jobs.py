@@ -194,6 +194,10 @@ class SimJob:
     #: a policy judged the job at some look (the advisor's rows; False: it selected the job not,
     #: or the job was over before its minRuntime, minSteps or minProgress let it judge)
     judged: bool = False
+    #: the rule, and the policy (empty for a baseline, which has none), whose release or stop
+    #: ended the job: a row's wrong stops are told apart by it (a plateau call from a stall's)
+    ended_by_rule: str = ""
+    ended_by_policy: str = ""
 
     @property
     def key(self) -> str:

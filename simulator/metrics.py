@@ -87,7 +87,8 @@ def stop_record(job: SimJob) -> dict[str, Any]:
     """One run the row released or stopped, as ``simulate --json`` lists it: which run (with
     ``--curves``, the real run its curve came from), where in its budget, and what it still had
     to gain (the wrong-stop measure): so that a row's wrong stops can be looked up one by one, as
-    ``backtest --json``'s decisions can."""
+    ``backtest --json``'s decisions can, with the ``rule`` that ended it and its ``policy`` (None
+    for a baseline's rule), to tell a plateau call from an overfitting or stall one."""
     curve = job.curve
     source = getattr(curve, "source", None)
     return {
@@ -101,6 +102,8 @@ def stop_record(job: SimJob) -> dict[str, Any]:
         "improvement_left": round(float(curve.remaining_improvement(job.end_step)), 6),
         "near_end": is_near_end_release(job),
         "gpus": job.gpus,
+        "rule": job.ended_by_rule or None,
+        "policy": job.ended_by_policy or None,
     }
 
 

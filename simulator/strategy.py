@@ -62,5 +62,9 @@ class Strategy(Protocol):
     def action_outcome(self, job: SimJob, request_id: str, outcome: str, now: float) -> None:
         """The actuator reports what became of a request (``acknowledged``, ``done``, ...)."""
 
+    def policy_of(self, job: SimJob) -> str | None:
+        """The policy whose decision the job's actions of this tick carry out (None: a baseline,
+        whose rule is no policy's), named with the rule on each stop ``simulate --json`` lists."""
+
     def finished(self, job: SimJob, now: float) -> None:
         """The job completed, was released or stopped; free per-job state."""

@@ -88,6 +88,23 @@ def test_json_rows_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "advisor-plateau-release" in (rep / "report.md").read_text()
 
 
+def test_each_stop_names_the_rule_and_policy_that_ended_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """A row's stops are looked up one by one to tell a wrong plateau call from a wrong stall or
+    overfitting call: each names its rule and the policy whose decision it carried out (a baseline's
+    rule belongs to no policy), beside the keys it had before."""
+    argv = ["simulate", "--jobs", "24", "--seed", "2", "--quiet", "--baselines", "no-advisor,patience"]
+    assert main([*argv, "--policy", str(PLATEAU), "--json"]) == 0
+    rows = {r["policy"]: r for r in json.loads(capsys.readouterr().out)}
+    patience, advisor = rows["patience"]["stops"], rows["advisor-plateau-release"]["stops"]
+    assert patience and advisor
+    assert {(s["rule"], s["policy"]) for s in patience} == {("patience", None)}
+    assert {s["policy"] for s in advisor} <= {"plateau-release", "plateau-release-pretraining"}
+    assert {s["rule"] for s in advisor} <= {"plateau", "overfitting", "divergence", "stall"}
+    assert "plateau" in {s["rule"] for s in advisor}
+    for stop in [*patience, *advisor]:
+        assert {"job", "curve", "phase", "step", "improvement_left", "near_end"} <= set(stop)
+
+
 def test_a_policy_that_selects_no_job_judged_none(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A job no policy selects cannot be stopped wrongly: it is no judged job (``jobs_judged``),
     so that a sweep's wrong-stop rate is not diluted by jobs the policy never looks at."""
