@@ -47,6 +47,8 @@ class Outcome:
     stopped: bool = False
     kind: str = ""  # release-quota | stop (empty: the run went on to its end)
     rule: str = ""
+    #: the policy that governed the run: whose rule ended it, or, for a run left to its end, the
+    #: one that selected it at its last look where one did (empty: none selected it, or a baseline)
     policy: str = ""
     reason: str = ""
     step: float | None = None
@@ -138,6 +140,8 @@ class _Replay:
         self.judged = False
         #: a look at which a policy selected the run (``Outcome.selected``)
         self.selected = False
+        #: the policy that selected the run at the latest look where one did (``Outcome.policy``)
+        self.governed_by = ""
 
     def report(self, sent: _Sent, evals: dict[str, float]) -> Report:
         run, i = self.run, sent.i
@@ -207,6 +211,7 @@ class _Replay:
         self.near = decision.advice in _NEAR
         self.judged = self.judged or decision.judged
         self.selected = self.selected or decision.policy is not None
+        self.governed_by = decision.policy or self.governed_by
         return decision, self.act(decision, now)
 
 
@@ -263,6 +268,7 @@ def replay(
         return Outcome(
             row=row,
             run=run.name,
+            policy=r.governed_by,
             reason=_why_not(judged),
             checkpoints=r.checkpoints,
             actions=r.actions,

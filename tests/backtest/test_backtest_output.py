@@ -369,6 +369,47 @@ def test_runs_no_policy_selects_are_said_as_such_not_as_over_before_min_runtime(
     assert (row["never_judged"], row["never_selected"]) == (1, 1)
 
 
+def test_a_run_left_alone_names_the_policy_that_governed_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run no rule acted on still had a policy over it: a labelled pre-training run is the
+    pre-training policy's, which has no plateau rule, an unlabelled one the fine-tuning policy's.
+    Its decision names that policy; null is left to runs no policy selected, and to baselines."""
+    from tests.backtest.test_backtest import _plateaued
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _write(runs / "pretrain.csv", *_plateaued(1), total=6000)
+    _write(runs / "finetune.csv", *_learning(2), total=6000)
+    (runs / "index.csv").write_text(
+        "run,gpus,labels\npretrain.csv,1,workload-type=pretraining\nfinetune.csv,1,\n"
+    )
+    argv = ["backtest", str(runs), "--quiet", "--baselines", "no-advisor", "--json"]
+    assert main([*argv, "--policy", str(PLATEAU)]) == 0
+    baseline, row = json.loads(capsys.readouterr().out)
+    left = {d["run"]: d for d in row["decisions"]}
+    assert [d["action"] for d in left.values()] == [None, None]
+    assert left["pretrain.csv"]["policy"] == "plateau-release-pretraining"
+    assert left["finetune.csv"]["policy"] == "plateau-release"
+    assert all(d["selected"] for d in left.values())
+    assert [d["policy"] for d in baseline["decisions"]] == [None, None]
+    nobody = tmp_path / "nobody.yaml"
+    nobody.write_text(
+        PLATEAU.read_text()
+        .replace(
+            "{key: workload-type, operator: NotIn, values: [pretraining]}",
+            "{key: team, operator: In, values: [x]}",
+        )
+        .replace(
+            "{key: workload-type, operator: In, values: [pretraining]}",
+            "{key: team, operator: In, values: [y]}",
+        )
+    )
+    assert main([*argv, "--policy", str(nobody)]) == 0
+    decisions = json.loads(capsys.readouterr().out)[-1]["decisions"]
+    assert [(d["policy"], d["selected"]) for d in decisions] == [(None, False), (None, False)]
+
+
 def test_a_rule_judging_a_metric_no_run_reports_is_said(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
