@@ -56,6 +56,7 @@ __all__ = [
     "NEAR_END_FRACTION",
     "WRONG_STOP_THRESHOLDS",
     "is_near_end_release",
+    "reported_metrics",
     "row_metrics",
     "savings",
     "victim_scores",
@@ -105,6 +106,12 @@ def stop_record(job: SimJob) -> dict[str, Any]:
         "rule": job.ended_by_rule or None,
         "policy": job.ended_by_policy or None,
     }
+
+
+def reported_metrics(jobs: Sequence[SimJob]) -> set[str]:
+    """The series the jobs' progress reports carry that a rule's ``metric:`` may name: the training
+    loss, and the eval metric of each job that evaluates (by the name its run logged it under)."""
+    return {"loss"} | {j.curve.eval_metric for j in jobs if j.curve.has_evals}
 
 
 def is_near_end_release(job: SimJob) -> bool:

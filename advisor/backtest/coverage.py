@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from advisor.backtest.runs import Run
-from advisor.sources.normalize import canonical_name
-from policies.rules.base import series_rules
+from advisor.policy_rows import unreported_by_row
 
-__all__ = ["runs_too_short", "unreported_metrics"]
+__all__ = ["reported_metrics", "runs_too_short", "unreported_metrics"]
 
 
 def runs_too_short(runs: Sequence[Run], policy_rows: list[tuple[str, Any]]) -> dict[str, Any] | None:
@@ -25,19 +24,18 @@ def runs_too_short(runs: Sequence[Run], policy_rows: list[tuple[str, Any]]) -> d
     return {"runs": len(short), "untimed": sum(1 for r in short if not r.timed), "min_runtime_s": floor}
 
 
-def unreported_metrics(runs: Sequence[Run], policy_rows: list[tuple[str, list[Any]]]) -> dict[str, list[str]]:
-    """Per policy row, the metrics its rules name (``metric:``) that no run reports: a rule that
-    judges ``eval_bleu`` over runs that log none judges nothing, and its row's "0 stops" is no
-    verdict. Empty rows are left out."""
+def reported_metrics(runs: Sequence[Run]) -> set[str]:
+    """The series the runs report: the training loss and every eval metric any run logs."""
     reported: set[str] = {"loss"}
     for r in runs:
         if r.eval_steps is not None:
             reported.add(r.eval_metric)
         reported.update(name for name, _, _ in r.other_evals)
-    out: dict[str, list[str]] = {}
-    for name, policies in policy_rows:
-        named = {rule.metric for p in policies for _, rule in series_rules(p) if rule.enabled and rule.metric}
-        missing = sorted(m for m in named if canonical_name(m) not in reported)
-        if missing:
-            out[name] = missing
-    return out
+    return reported
+
+
+def unreported_metrics(runs: Sequence[Run], policy_rows: list[tuple[str, list[Any]]]) -> dict[str, list[str]]:
+    """Per policy row, the metrics its rules name (``metric:``) that no run reports: a rule that
+    judges ``eval_bleu`` over runs that log none judges nothing, and its row's "0 stops" is no
+    verdict. Empty rows are left out."""
+    return unreported_by_row(reported_metrics(runs), policy_rows)

@@ -361,6 +361,7 @@ def sweep_task(task: tuple[argparse.Namespace, list[Any], Any]) -> dict[str, Any
 
 
 def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
+    from advisor.backtest.coverage import reported_metrics
     from advisor.backtest.report_meta import plural
     from advisor.commands.sweep_run import checked_grid, report_sweep, run_grid
 
@@ -410,6 +411,9 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
         plot_title=f"{args.policy[0].name}, {plural(len(runs), 'run')}",
         clean=_clean,
         max_wrong=args.max_wrong,
+        reported=reported_metrics(runs),
+        policy=args.policy[0],
+        settings=settings,
     )
 
 
@@ -428,17 +432,15 @@ def run(args: argparse.Namespace) -> int:
     rows, meta, runs = backtest(args, progress=progress)
     from advisor.backtest.report import WRONG_STOP_HOURS, format_table, unjudged_line
     from advisor.backtest.report_meta import footer_line
+    from advisor.policy_rows import unreported_notes
 
     human = human_stream(json_out)
     print(format_table(rows), file=human)
     unjudged = unjudged_line(rows)
     if unjudged:
         print(unjudged, file=human)
-    for name, metrics in meta["unreported_metrics"].items():
-        print(
-            f"{name}: its rules judge {', '.join(metrics)}, which no run reports: they judge nothing here",
-            file=human,
-        )
+    for note in unreported_notes(meta["unreported_metrics"]):
+        print(note, file=human)
     print(
         f"\n{footer_line(meta)}. Wrong stop: the judged series "
         "(eval if logged, else loss; running median; an eval loss judged by default, or the task's score "

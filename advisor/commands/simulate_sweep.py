@@ -19,9 +19,11 @@ __all__ = ["run_sweep", "saved_against", "sweep_points", "sweep_task"]
 
 
 def sweep_task(task: tuple[argparse.Namespace, int, Any]) -> dict[str, Any]:
-    """One seed of one setting (``None``: the no-advisor row), in a worker process."""
+    """One seed of one setting (``None``: the no-advisor row, which also says the series the seed's
+    jobs report), in a worker process."""
     from advisor.sweep import policies_with
     from simulator.baselines import NoAdvisor
+    from simulator.metrics import reported_metrics
     from simulator.runner import advisor_row, run_strategy
 
     args, seed, setting = task
@@ -38,7 +40,8 @@ def sweep_task(task: tuple[argparse.Namespace, int, Any]) -> dict[str, Any]:
             close_interval_s=args.close_interval,
             reference_gpus=args.reference_gpus,
         )
-    m = run_strategy(scenario, strategy).metrics
+    result = run_strategy(scenario, strategy)
+    m = result.metrics
     keys = (
         "gpu_hours",
         "gpu_hours_nonlearning",
@@ -51,7 +54,10 @@ def sweep_task(task: tuple[argparse.Namespace, int, Any]) -> dict[str, Any]:
         "restart_overhead_gpu_hours",
         "overhead_nonlearning_gpu_hours",
     )
-    return {k: m[k] for k in keys}
+    row = {k: m[k] for k in keys}
+    if setting is None:
+        row["reported_metrics"] = sorted(reported_metrics(result.jobs))
+    return row
 
 
 def saved_against(row: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
@@ -146,4 +152,7 @@ def run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
         plot_title=f"{args.policy[0].name}, seeds {label}",
         unit="job" if n == 1 else "job over all seeds",
         max_wrong=args.max_wrong,
+        reported={name for b in base for name in b["reported_metrics"]},
+        policy=args.policy[0],
+        settings=settings,
     )

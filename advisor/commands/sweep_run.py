@@ -9,7 +9,7 @@ setting within the wrong-stop budget, the table, the JSON and the plot are the s
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,12 +99,21 @@ def report_sweep(
     clean: Callable[[Any], Any] = lambda doc: doc,
     unit: str = "run",
     max_wrong: str | None = None,
+    reported: Collection[str] | None = None,
+    policy: Path | None = None,
+    settings: Sequence[Any] = (),
 ) -> int:
     """The frontier and the best point within ``budget``: table, JSON, and the plot with --report.
     Each point gets ``wrong_upper``, the 95% upper bound on its wrong-stop rate from its
-    ``wrong`` of ``runs``; the best is chosen on that bound, not on the point rate."""
+    ``wrong`` of ``runs``; the best is chosen on that bound, not on the point rate.
+
+    With ``reported`` (the series the runs report), ``policy`` and the grid's ``settings`` (one
+    per point), each point gets ``unreported_metrics``: those its setting's rules judge that no run
+    reports (a misspelt ``plateau.metric``), said under the table as a plain back-test says it of a row,
+    since such a setting is scored on rules that judged nothing."""
     from advisor.sweep import best_within, max_wrong_reading, pareto, plot_frontier, wrong_upper
 
+    notes = _unreported(points, reported, policy, settings)
     for p in points:
         p["wrong_upper"] = wrong_upper(int(p.get("wrong", 0)), int(p.get("runs") or 0))
     frontier = pareto(points)
@@ -112,13 +121,36 @@ def report_sweep(
     reading = max_wrong_reading(max_wrong) if max_wrong is not None else None
     human = human_stream(json_out)
     print_sweep_result(points, frontier, best, budget, summary, human, unit=unit, reading=reading)
+    for note in notes:
+        print(note, file=human)
     emit_json(clean({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}), json_out)
     if report is not None:
         plot_frontier(points, frontier, report / "sweep_frontier.png", title=plot_title, budget=budget)
-        path = _write_report(report, points, frontier, best, budget, summary, plot_title, unit, reading)
+        path = _write_report(
+            report, points, frontier, best, budget, summary, plot_title, unit, reading, notes
+        )
         print(f"plot: {report / 'sweep_frontier.png'}", file=human)
         print(f"report: {path}", file=human)
     return 0
+
+
+def _unreported(
+    points: list[dict[str, Any]],
+    reported: Collection[str] | None,
+    policy: Path | None,
+    settings: Sequence[Any],
+) -> list[str]:
+    """Each point's ``unreported_metrics`` (``advisor.policy_rows.unreported_by_row`` of its
+    setting's policies) and the notes said of them; nothing without the series reported."""
+    if reported is None or policy is None:
+        return []
+    from advisor.policy_rows import unreported_by_row, unreported_notes
+    from advisor.sweep import policies_with
+
+    missing = unreported_by_row(reported, [(s.label, policies_with(policy, s)) for s in settings])
+    for point, setting in zip(points, settings, strict=True):
+        point["unreported_metrics"] = missing.get(setting.label, [])
+    return unreported_notes(missing)
 
 
 def _write_report(
@@ -131,6 +163,7 @@ def _write_report(
     title: str,
     unit: str = "run",
     reading: str | None = None,
+    notes: Sequence[str] = (),
 ) -> Path:
     """``report.md`` beside the plot: the table, summary and best setting as printed, and the plot
     (``--report`` promises a Markdown report; a sweep's had only its PNG)."""
@@ -138,6 +171,8 @@ def _write_report(
 
     text = io.StringIO()
     print_sweep_result(points, frontier, best, budget, summary, text, unit=unit, reading=reading)
+    for note in notes:
+        print(note, file=text)
     lines = [
         f"# trainjob-advisor sweep: {title}",
         "",

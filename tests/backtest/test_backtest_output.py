@@ -439,3 +439,28 @@ def test_a_rule_judging_a_metric_no_run_reports_is_said(
     assert json.loads(capsys.readouterr().out)[0]["backtest"]["unreported_metrics"] == {
         "advisor-bleu": ["eval_bleu"]
     }
+
+
+def test_a_sweep_setting_judging_a_metric_no_run_reports_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt ``plateau.metric`` in a sweep was scored beside the right one with no word, though
+    its plateau rule judged nothing: the setting is said as a plain back-test says it of a row."""
+    s, v = _learning(1, n=40)
+    _write(tmp_path / "one.csv", s, v, total=400, evals=5)  # reports loss and eval_loss
+    argv = ["backtest", str(tmp_path / "one.csv"), "--quiet", "--policy", str(PLATEAU), "--workers", "1"]
+    argv += ["--sweep", "plateau.metric=eval_acuracy,eval_loss", "--report", str(tmp_path / "rep")]
+    assert main(argv) == 0
+    said = (
+        "plateau.metric=eval_acuracy: its rules judge eval_acuracy, which no run reports: "
+        "they judge nothing here"
+    )
+    out = capsys.readouterr().out
+    assert said in out and "plateau.metric=eval_loss: its rules judge" not in out
+    assert said in (tmp_path / "rep" / "report.md").read_text()
+    assert main([*argv, "--json"]) == 0
+    points = json.loads(capsys.readouterr().out)["points"]
+    assert [(p["label"], p["unreported_metrics"]) for p in points] == [
+        ("plateau.metric=eval_acuracy", ["eval_acuracy"]),
+        ("plateau.metric=eval_loss", []),
+    ]

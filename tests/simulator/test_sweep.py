@@ -280,6 +280,23 @@ def test_simulate_sweep_names_the_best_setting_and_the_pool_changes_nothing(
     assert all(isinstance(p["gpu_hours_saved"], float) for p in points)
 
 
+def test_a_simulate_sweep_setting_judging_a_metric_no_job_reports_is_said(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every job reports its training loss; none reports ``eval_acuracy`` (misspelt): the setting
+    that judges it is scored on a plateau rule that judged nothing, and the sweep says so."""
+    args = ["simulate", "--jobs", "4", "--quiet", "--policy", str(PLATEAU), "--workers", "1"]
+    assert main([*args, "--sweep", "plateau.metric=eval_acuracy,loss", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert (
+        "plateau.metric=eval_acuracy: its rules judge eval_acuracy, which no run reports: they judge "
+        "nothing here" in captured.err
+    )
+    assert "plateau.metric=loss: its rules judge" not in captured.err
+    points = json.loads(captured.out)["points"]
+    assert [p["unreported_metrics"] for p in points] == [["eval_acuracy"], []]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
