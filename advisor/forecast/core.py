@@ -160,6 +160,14 @@ def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
     return t
 
 
+def _whole_steps(total: float | None) -> int | None:
+    """The run's total as the whole number of steps ``Forecast.total_steps`` reports: the nearest
+    one, halves up (a total of 5000.7 steps, read off a rescaled counter or an epoch product, ends at
+    step 5001, and truncating it told the run it was a step short of its end). The forecast itself
+    is read at the total as given."""
+    return None if total is None else math.floor(total + 0.5)
+
+
 def _plateau_at(mean: float, sd: float, level: float, training_loss: bool) -> float:
     """P(the end lies within 1% below ``level``, or above it) for an end ~ N(``mean``, ``sd``)."""
     thresh = level - 0.01 * abs(level)
@@ -213,7 +221,7 @@ def _run(
             plateau_probability=NO_TREND_PLATEAU,
             divergence_probability=1.0 if prep.n_nonfinite_tail else 0.0,
             warnings=tuple(warnings),
-            total_steps=int(horizon) if horizon else None,
+            total_steps=_whole_steps(horizon),
             n_points=0,
             n_dropped=prep.n_dropped,
         )
@@ -392,7 +400,7 @@ def _run(
         warnings=tuple(warnings),
         current_loss=level,
         last_step=float(prep.steps[-1]),
-        total_steps=int(given) if given is not None else None,
+        total_steps=_whole_steps(given),
         n_points=n,
         n_dropped=prep.n_dropped,
         at_end=at_end,

@@ -181,6 +181,17 @@ def test_bad_total_steps_is_treated_as_unknown(total: object) -> None:
     assert any("total_steps" in w for w in fc.warnings)
 
 
+@pytest.mark.parametrize("total, whole", [(5000.7, 5001), (5000.2, 5000), (5000.5, 5001), ("5000.7", 5001)])
+def test_a_fractional_total_is_reported_as_the_nearest_whole_step(total: object, whole: int) -> None:
+    """A total read off a rescaled counter is fractional: 5000.7 steps end at step 5001, not 5000
+    (truncated, the run was told it was a step short of its end); the forecast is read at the
+    total as given."""
+    s, y, _ = power_curve(n=50)
+    fc = forecast(s, y, total_steps=total)
+    assert fc.total_steps == whole
+    assert forecast([], [], total_steps=total).total_steps == whole
+
+
 def test_total_steps_before_the_last_step() -> None:
     s, y, _ = power_curve(n=50)
     fc = forecast(s, y, total_steps=10)
