@@ -90,9 +90,14 @@ def progress_reports(prep: Prepared) -> tuple[FloatArray, FloatArray | None, NDA
 
 
 def _to_float(x: Any) -> float:
-    """Coerce one element; anything unusable becomes NaN (counted by the caller)."""
+    """Coerce one element; anything unusable becomes NaN (counted by the caller). A complex number
+    is read by ``_say_complex``'s rule (its real part when its imaginary part is 0), never by
+    ``float``, which numpy lets through with a ComplexWarning on stderr and the imaginary part
+    silently discarded."""
     if isinstance(x, bool):
         return float("nan")
+    if isinstance(x, complex | np.complexfloating):
+        return float(x.real) if x.imag == 0 else float("nan")
     try:
         return float(x)
     except (TypeError, ValueError, OverflowError):
@@ -102,21 +107,56 @@ def _to_float(x: Any) -> float:
 _FLOAT_ONLY = frozenset({float})
 
 
-def to_array(seq: Any) -> FloatArray | None:
-    """An array-like (list, tuple, numpy array, generator of strings...) as a float array."""
+def to_array(seq: Any, name: str = "", warnings: list[str] | None = None) -> FloatArray | None:
+    """An array-like (list, tuple, numpy array, generator of strings...) as a float array.
+    Complex numbers among it are said in ``warnings`` under ``name`` (see ``_say_complex``)."""
     if seq is None:
         return None
     if isinstance(seq, np.ndarray) and seq.dtype.kind in "fiu":
         return np.asarray(seq, dtype=np.float64).ravel()
+    if isinstance(seq, np.ndarray) and seq.dtype.kind == "c":
+        return _real_parts(seq.ravel().astype(np.complex128), name, warnings)
     if isinstance(seq, str | bytes) or not isinstance(seq, Iterable):
         seq = [seq]
     if isinstance(seq, list | tuple) and set(map(type, seq)) <= _FLOAT_ONLY:
         # the adapters' histories are plain floats: skip the per-element coercion
         return np.array(seq, dtype=np.float64)
     try:
-        return np.asarray([_to_float(v) for v in seq], dtype=np.float64)
+        items = list(seq)
+        out = np.asarray([_to_float(v) for v in items], dtype=np.float64)
     except Exception:  # pragma: no cover - defensive: an iterable that raises while iterating
         return np.zeros(0)
+    held = [v for v in items if isinstance(v, complex | np.complexfloating)]
+    if held:
+        _say_complex(name, len(held), sum(1 for v in held if v.imag != 0), warnings)
+    return out
+
+
+def _real_parts(z: NDArray[np.complex128], name: str, warnings: list[str] | None) -> FloatArray:
+    """Complex numbers as reals (``_say_complex``'s rule), said in ``warnings`` under ``name``."""
+    imaginary = z.imag != 0
+    _say_complex(name, z.size, int(imaginary.sum()), warnings)
+    return np.where(imaginary, np.nan, z.real).astype(np.float64)
+
+
+def _say_complex(name: str, k: int, imaginary: int, warnings: list[str] | None) -> None:
+    """Say that a series held ``k`` complex numbers, ``imaginary`` of them with an imaginary part.
+
+    A loss, a step or a time is a real number. A complex one whose imaginary part is 0 is that
+    real number in a complex container (a value computed through complex arithmetic): it is read
+    as its real part. One with an imaginary part is no such number: NaN, dropped and counted with
+    the other unusable values. Either is said in the forecast's own warnings, where numpy's cast
+    printed a ComplexWarning on stderr and dropped the imaginary parts unsaid."""
+    if warnings is None or not k:
+        return
+    what = name or "a series"
+    if imaginary:
+        warnings.append(
+            f"{what} holds {k} complex number(s), {imaginary} with a non-zero imaginary part: those are "
+            "no real number and are dropped; the rest are read as their real part"
+        )
+    else:
+        warnings.append(f"{what} holds {k} complex number(s) with no imaginary part: read as real numbers")
 
 
 def _optional(arr: FloatArray | None, n: int, name: str, warnings: list[str]) -> FloatArray | None:
@@ -212,8 +252,8 @@ def prepare(
 ) -> Prepared:
     """Clean a history and keep its last restart segment (earlier segments become context)."""
     warnings: list[str] = []
-    s = to_array(steps)
-    v = to_array(values)
+    s = to_array(steps, "steps", warnings)
+    v = to_array(values, "values", warnings)
     s = np.zeros(0) if s is None else s
     v = np.zeros(0) if v is None else v
     n_in = max(s.size, v.size)
@@ -222,9 +262,9 @@ def prepare(
         m = min(s.size, v.size)
         s, v = s[:m], v[:m]
     n = s.size
-    t = _optional(to_array(times), n, "times", warnings)
-    lr = _optional(to_array(learning_rates), n, "learning_rates", warnings)
-    ep = _optional(to_array(epochs), n, "epochs", warnings)
+    t = _optional(to_array(times, "times", warnings), n, "times", warnings)
+    lr = _optional(to_array(learning_rates, "learning_rates", warnings), n, "learning_rates", warnings)
+    ep = _optional(to_array(epochs, "epochs", warnings), n, "epochs", warnings)
 
     # A value orders of magnitude beyond the rest is an overflow written as a number (fp16's 65504,
     # 1e308): kept, one such point took every curve family off the history for good. It counts as

@@ -88,6 +88,31 @@ def test_strings_are_coerced_or_dropped() -> None:
     assert fc.total_steps == 20
 
 
+@pytest.mark.parametrize("as_list", [False, True])
+def test_complex_values_are_said_in_the_warnings_not_on_stderr(as_list: bool) -> None:
+    """A complex loss printed numpy's ComplexWarning on stderr and lost its imaginary part unsaid.
+    One with no imaginary part is a real number in a complex container: read as such, and said; one
+    with an imaginary part is no loss: dropped and counted like any other unusable value."""
+    import warnings as pywarnings
+
+    s, y, _ = power_curve(n=100, noise=0.002)
+    real = forecast(s, y, total_steps=10_000)
+    z = y.astype(complex)
+    z[[10, 40]] += 0.5j
+    values = list(z) if as_list else z
+    with pywarnings.catch_warnings():
+        pywarnings.simplefilter("error")  # any warning on stderr fails the test
+        fc = forecast(s, values, total_steps=10_000)
+        clean = forecast(s, y.astype(complex), total_steps=10_000)
+    _valid(fc)
+    assert fc.n_dropped == 2 and fc.n_points == s.size - 2
+    said = "values holds 100 complex number(s), 2 with a non-zero imaginary part"
+    assert any(said in w for w in fc.warnings)
+    assert clean.final_loss == real.final_loss and clean.n_dropped == 0
+    assert any("complex number(s) with no imaginary part: read as real numbers" in w for w in clean.warnings)
+    assert not any("complex" in w for w in real.warnings)
+
+
 def test_duplicated_steps_are_merged_into_one_point() -> None:
     s = [1, 2, 3, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     y = [3.0, 2.5, 9.9, 2.2, 2.0, 1.9, 1.8, 1.75, 1.7, 1.66, 1.63, 1.6]
