@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from advisor.model import MALFORMED_BACKS, backwards_run
+from advisor.model import EPOCH_MS_FLOOR, MALFORMED_BACKS, backwards_run
 
 FloatArray = NDArray[np.float64]
 
@@ -168,6 +168,21 @@ def _optional(arr: FloatArray | None, n: int, name: str, warnings: list[str]) ->
     return arr
 
 
+def _epoch_seconds(times: FloatArray | None, warnings: list[str]) -> FloatArray | None:
+    """``times`` in seconds: epoch milliseconds read as such. Every finite time beyond
+    ``EPOCH_MS_FLOOR`` (the year 5138 in seconds, which no epoch-seconds date or elapsed time
+    reaches) is an epoch-ms clock, the sources' rule for a time column: read as seconds they made
+    every step take 1,000 times as long (an ETA of a week for a run ten minutes from its end), and
+    nothing said so. A history only some of whose times are that large is left as it is."""
+    if times is None:
+        return None
+    finite = times[np.isfinite(times)]
+    if not finite.size or float(finite.min()) <= EPOCH_MS_FLOOR:
+        return times
+    warnings.append(f"times are epoch milliseconds ({float(finite[0]):.4g}): read as ms")
+    return times / 1000.0
+
+
 def looks_unsorted(n_segments: int, n_points: int) -> bool:
     """Whether a history whose step goes back ``n_segments - 1`` times over ``n_points`` is an
     unsorted one rather than one with restarts: restarts are rare events."""
@@ -262,7 +277,7 @@ def prepare(
         m = min(s.size, v.size)
         s, v = s[:m], v[:m]
     n = s.size
-    t = _optional(to_array(times, "times", warnings), n, "times", warnings)
+    t = _epoch_seconds(_optional(to_array(times, "times", warnings), n, "times", warnings), warnings)
     lr = _optional(to_array(learning_rates, "learning_rates", warnings), n, "learning_rates", warnings)
     ep = _optional(to_array(epochs, "epochs", warnings), n, "epochs", warnings)
 

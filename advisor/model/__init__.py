@@ -33,6 +33,7 @@ from advisor.model.actions import (
     boost_value,
 )
 from advisor.model.progress import (
+    EPOCH_MS_FLOOR,
     LEARNING_LABELS,
     MALFORMED_BACKS,
     Curve,
@@ -61,6 +62,7 @@ from advisor.model.views import (
 __all__ = [
     "DEFAULT_BOOST",
     "DISRUPTIVE_KINDS",
+    "EPOCH_MS_FLOOR",
     "HELD_DETAIL",
     "LEARNING_LABELS",
     "MALFORMED_BACKS",

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 __all__ = [
+    "EPOCH_MS_FLOOR",
     "LEARNING_LABELS",
     "MALFORMED_BACKS",
     "Curve",
@@ -59,6 +60,11 @@ class ProgressSample:
     warnings: tuple[str, ...] = ()
     source: str = ""
 
+
+#: a wall-clock time beyond this many epoch seconds (the year 5138) counts milliseconds: MLflow and
+#: many loggers write epoch ms (~1.7e12), which read as seconds make every step take 1,000 times as
+#: long. One rule for every reader of times (the sources' parsers, the forecaster's ``times``)
+EPOCH_MS_FLOOR = 1e11
 
 #: a step going back at this many reports in a row, with no progress in between, is malformed
 #: progress (a reporter whose step counts down, or is garbled at every report), not as many restarts:

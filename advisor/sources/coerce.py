@@ -16,6 +16,8 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from advisor.model import EPOCH_MS_FLOOR
+
 __all__ = [
     "EPOCH_MS_FLOOR",
     "MAX_ANNOTATION_BYTES",
@@ -34,9 +36,6 @@ MAX_TEXT_CHARS = 256
 #: an object; a progress report is a few hundred bytes, so anything this large is a bug or an attack)
 MAX_ANNOTATION_BYTES = 64 * 1024
 
-#: a wall-clock time beyond this many epoch seconds (the year 5138) counts milliseconds: MLflow and
-#: many loggers write epoch ms (~1.7e12), which read as seconds make every step take 1,000 times as long
-EPOCH_MS_FLOOR = 1e11
 
 _DURATION_RE = re.compile(
     r"^(?:(?P<days>\d+)\s+days?,\s*)?(?P<h>\d+):(?P<m>\d{1,2}):(?P<s>\d{1,2}(?:\.\d+)?)$"

@@ -19,6 +19,25 @@ def test_eta_is_none_without_times_or_total_steps() -> None:
     assert no_total.steps_per_second == pytest.approx(2.0)
 
 
+def test_times_in_epoch_milliseconds_are_read_as_milliseconds_and_said() -> None:
+    """Epoch-ms times (MLflow, many loggers) read as seconds made every step take 1,000 times as
+    long: an ETA of 600,000 s for a run 10 minutes from its end, unsaid. Every time beyond the year
+    5138 in seconds is epoch ms (the sources' rule); epoch seconds and elapsed times are as they were."""
+    s = np.arange(1, 201) * 10.0
+    y = 2.0 + (s / 10.0) ** -0.5
+    t = s * 0.5  # 2 steps/s; 2,000 steps left at step 2,000 of 4,000: 1,000 s
+    secs = forecast(s, y, total_steps=4000, times=t + 1.7e9)
+    ms = forecast(s, y, total_steps=4000, times=(t + 1.7e9) * 1000.0)
+    assert secs.eta_seconds is not None and ms.eta_seconds is not None
+    assert ms.steps_per_second == pytest.approx(2.0)
+    assert ms.eta_seconds.mean == pytest.approx(1000.0, rel=1e-6)
+    assert ms.eta_seconds.p90 == pytest.approx(secs.eta_seconds.p90, rel=1e-6)
+    assert any(w.startswith("times are epoch milliseconds") for w in ms.warnings)
+    for plain in (secs, forecast(s, y, total_steps=4000, times=t)):
+        assert not any("milliseconds" in w for w in plain.warnings)
+        assert plain.steps_per_second == pytest.approx(2.0)
+
+
 def test_eta_ignores_eval_pauses_and_checkpoint_stalls() -> None:
     s = np.arange(1, 201) * 10.0
     dt = np.full(200, 5.0)  # 10 steps per 5 s = 2 steps/s
