@@ -54,6 +54,8 @@ class Prepared:
     #: (a run logging NaN keeps stepping): its pace and position, which the ETA reads, not its loss
     trailing_steps: FloatArray = field(default_factory=lambda: np.zeros(0))
     trailing_times: FloatArray = field(default_factory=lambda: np.zeros(0))
+    #: added to every step the caller gave (``shifted_axis``): 0 unless all of them were negative
+    step_offset: float = 0.0
 
 
 def reports_of(prep: Prepared, part: slice) -> Prepared:
@@ -301,6 +303,7 @@ def prepare(
     finite_at = np.flatnonzero(~nonfinite)
     n_nonfinite_trailing = n - 1 - int(finite_at[-1]) if finite_at.size else n
 
+    s, offset = shifted_axis(s, warnings)
     ok = np.isfinite(s) & np.isfinite(v) & (s >= 0)
     n_bad = int(n - ok.sum())
     if n_bad:
@@ -400,7 +403,30 @@ def prepare(
         segment_ids=seg2,
         trailing_steps=trail_s,
         trailing_times=trail_t,
+        step_offset=offset,
     )
+
+
+def shifted_axis(steps: FloatArray, warnings: list[str]) -> tuple[FloatArray, float]:
+    """``steps`` with every one moved up by the offset that puts the first at 0 when all of them
+    are negative, and that offset (0 otherwise).
+
+    A step counts the run's updates and is never negative, so a negative step among positive ones
+    is a garbled report and is dropped. But a history whose every step is negative is no set of
+    garbled reports: it counts from another origin (steps relative to a reference point, a counter
+    that starts below zero), and dropping all of it left no forecast at all. Read relative to its
+    first step it is a curve like any other; the caller's steps (``total_steps``, ``last_step``)
+    stay on the caller's axis, moved by the same offset, and the warning says so."""
+    finite = steps[np.isfinite(steps)]
+    if not finite.size or float(finite.max()) >= 0.0:
+        return steps, 0.0
+    first = float(finite.min())
+    warnings.append(
+        f"every step is negative ({first:,.0f} to {float(finite.max()):,.0f}): read as steps counted from "
+        f"another origin, relative to the first (as steps 0 to {float(finite.max()) - first:,.0f}); "
+        "total_steps is read on the same axis as the steps"
+    )
+    return steps - first, -first
 
 
 def _trailing_progress(

@@ -146,7 +146,10 @@ def _peak_lr_warning(prep: Prepared, parts: Parts, horizon: float | None, at_end
     )
 
 
-def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
+def _safe_total(total_steps: Any, warnings: list[str], offset: float = 0.0) -> float | None:
+    """``total_steps`` as a float on the caller's axis, None (said) when it is no number or does
+    not lie past the axis' origin (0, or the first step of a history all of whose steps were
+    negative: ``offset`` moves them to 0, see ``_prep.shifted_axis``)."""
     if total_steps is None:
         return None
     try:
@@ -154,8 +157,9 @@ def _safe_total(total_steps: Any, warnings: list[str]) -> float | None:
     except (TypeError, ValueError):
         warnings.append(f"total_steps {total_steps!r} is not a number; treated as unknown")
         return None
-    if not math.isfinite(t) or t <= 0:
-        warnings.append(f"total_steps {total_steps!r} is not a positive number; treated as unknown")
+    if not math.isfinite(t) or t + offset <= 0:
+        what = "a positive number" if not offset else "past the first step"
+        warnings.append(f"total_steps {total_steps!r} is not {what}; treated as unknown")
         return None
     return t
 
@@ -211,7 +215,10 @@ def _run(
     warnings: list[str] = []
     prep = prepare(steps, values, times, learning_rates, epochs, segments)
     warnings.extend(prep.warnings)
-    horizon = _safe_total(total_steps, warnings)
+    # steps read relative to the first when all were negative (``shifted_axis``): the total the
+    # caller gave is on the caller's axis, and moves with them; what is reported moves back
+    shift = prep.step_offset
+    horizon = _safe_total(total_steps, warnings, shift)
     n = prep.values.size
     if n == 0:
         warnings.append("no usable points")
@@ -226,11 +233,12 @@ def _run(
             n_dropped=prep.n_dropped,
         )
         return fc, Parts()
-    if horizon is not None and horizon < prep.steps[-1]:
-        warnings.append(
-            f"total_steps {horizon:g} is before the last step {prep.steps[-1]:g}; using the last step"
-        )
-        horizon = float(prep.steps[-1])
+    if horizon is not None and horizon + shift < prep.steps[-1]:
+        last = float(prep.steps[-1]) - shift
+        warnings.append(f"total_steps {horizon:g} is before the last step {last:g}; using the last step")
+        horizon = last
+    if horizon is not None:
+        horizon += shift
     # the run's own end when it reports one, for its ETA and its ``total_steps``; without one, a
     # learning rate decaying toward zero says where it ends (``implied_end``), and the anneal still
     # to come is forecast to there rather than read off curves fitted to their asymptote
@@ -240,7 +248,7 @@ def _run(
         if implied is not None:
             horizon = implied[0]
             warnings.append(
-                f"{IMPLIED_END_WARNING} at about step {implied[0]:,.0f} ({implied[1]} to zero): the "
+                f"{IMPLIED_END_WARNING} at about step {implied[0] - shift:,.0f} ({implied[1]} to zero): the "
                 "forecast and P(plateau) read the run to there"
             )
     path_steps = None
@@ -258,8 +266,8 @@ def _run(
         fit_horizon = None if horizon is None else horizon - offset
         fit_path = None if path_steps is None else path_steps - offset
         warnings.append(
-            f"{JUMP_WARNING} at step {prep.steps[jumped[0]]:,.0f} to {jumped[1]:.1f} times its best and "
-            f"has stayed up: forecast from the {fit.values.size} reports since"
+            f"{JUMP_WARNING} at step {prep.steps[jumped[0]] - shift:,.0f} to {jumped[1]:.1f} times its best "
+            f"and has stayed up: forecast from the {fit.values.size} reports since"
         )
     # the loss the optimiser minimises does not turn: its rise is an instability (a spike, a bad
     # epoch, a blow-up), the divergence probability's business, and the schedule brings it back
@@ -277,7 +285,7 @@ def _run(
         training_loss=training_loss,
         rise_shown=turn is not None and turn.weight >= 0.5,
     )
-    parts.path_steps = path_steps
+    parts.path_steps = None if path_steps is None else path_steps - shift
     mean, sd = parts.mean, parts.sd
     if not (math.isfinite(mean) and math.isfinite(sd)):
         mean, sd = parts.level, max(abs(parts.level), 1.0)
@@ -399,8 +407,8 @@ def _run(
         model=dict(sorted(parts.weights.items(), key=lambda kv: -kv[1])),
         warnings=tuple(warnings),
         current_loss=level,
-        last_step=float(prep.steps[-1]),
-        total_steps=_whole_steps(given),
+        last_step=float(prep.steps[-1]) - shift,
+        total_steps=_whole_steps(None if given is None else given - shift),
         n_points=n,
         n_dropped=prep.n_dropped,
         at_end=at_end,

@@ -257,6 +257,31 @@ def test_negative_steps_are_dropped() -> None:
     fc = forecast([-3, -1, 1, 2, 3, 4, 5, 6, 7, 8], [5, 4, 3, 2.5, 2.2, 2.0, 1.9, 1.85, 1.8, 1.78])
     _valid(fc)
     assert fc.n_dropped == 2
+    assert not any("every step is negative" in w for w in fc.warnings)
+
+
+def test_a_history_whose_every_step_is_negative_is_read_from_its_first_step() -> None:
+    """Steps all below zero count from another origin, not 200 garbled reports: dropped, they left
+    no forecast (NaN). Read relative to the first step, the curve is forecast as the same curve
+    from step 0 is, and the steps reported (last, total) stay on the caller's axis."""
+    s, y, _ = power_curve(n=200, noise=0.002)
+    s = s - s[0]  # the curve from step 0, as the shifted history is read
+    t = s * 0.5  # 2 steps/s
+    shift = 5000.0 + float(s[-1])
+    fc = forecast(s - shift, y, total_steps=4 * s[-1] - shift, times=t)
+    plain = forecast(s, y, total_steps=4 * s[-1], times=t)
+    _valid(fc)
+    assert fc.n_dropped == 0 and fc.n_points == plain.n_points
+    assert any(w.startswith("every step is negative") for w in fc.warnings)
+    assert fc.final_loss == plain.final_loss and fc.plateau_probability == plain.plateau_probability
+    assert fc.last_step == float(s[-1]) - shift and fc.total_steps == round(4 * s[-1] - shift)
+    assert fc.eta_seconds == plain.eta_seconds
+    # a run counting up to 0 ends at 0: a total on that axis need not be positive
+    to_zero = forecast(s - shift, y, total_steps=0, times=t)
+    assert to_zero.total_steps == 0 and to_zero.eta_seconds is not None
+    assert to_zero.eta_seconds.mean == pytest.approx(
+        (shift - float(s[-1])) / 2.0, rel=0.01
+    )  # 5,000 steps at 2/s
 
 
 def test_a_short_series_is_at_its_later_half_not_the_mean_of_all_its_points() -> None:
