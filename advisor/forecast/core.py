@@ -172,9 +172,17 @@ def _whole_steps(total: float | None) -> int | None:
     return None if total is None else math.floor(total + 0.5)
 
 
-def _plateau_at(mean: float, sd: float, level: float, training_loss: bool) -> float:
-    """P(the end lies within 1% below ``level``, or above it) for an end ~ N(``mean``, ``sd``)."""
+def _plateau_at(mean: float, sd: float, level: float, training_loss: bool, never_negative: bool) -> float:
+    """P(the end lies within 1% below ``level``, or above it) for an end ~ N(``mean``, ``sd``).
+
+    ``never_negative``: the series has never been below 0 (a loss, an error rate), whose end is
+    not either. At a level of 0 the 1% band is empty and the end can only lie at or above the
+    level: no improvement is left, a plateau for certain. Read off the normal, half its mass lay
+    below 0, and a constant zero loss (a 0/1 series at 0) read P(plateau) 0.5, the uninformed
+    answer, as if a series that has not moved said nothing."""
     thresh = level - 0.01 * abs(level)
+    if never_negative and thresh <= 0.0:
+        return 1.0
     plateau = float(ndtr((mean - thresh) / sd)) if sd > 0 else float(mean >= thresh)
     if training_loss and sd > 0:
         # the training loss does not end above its level by more than the threshold short of a
@@ -309,7 +317,7 @@ def _run(
         lo = max(lo, 0.0)
         mean = max(mean, 0.0)
     level = parts.level
-    plateau = _plateau_at(mean, sd, level, training_loss)
+    plateau = _plateau_at(mean, sd, level, training_loss, float(np.min(prep.values)) >= 0.0)
     if n < NO_TREND_POINTS:
         # a symmetric interval round the current level put it at Phi(0.01 level / sd), 0.52 on two
         # evaluations of an accuracy clearly rising: a number that read as computed, and was none

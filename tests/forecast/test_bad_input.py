@@ -179,6 +179,21 @@ def test_constant_loss_is_a_plateau() -> None:
     assert fc.divergence_probability < 0.1
 
 
+@pytest.mark.parametrize("training_loss", [False, True])
+@pytest.mark.parametrize("zeros", [np.zeros(100), np.zeros(100, dtype=bool), [0] * 100])
+def test_a_constant_zero_loss_is_a_plateau(zeros: object, training_loss: bool) -> None:
+    """At a level of 0 the 1% band is empty: a loss never negative can improve on 0 by nothing, so
+    a constant zero (an error rate, a 0/1 series at 0) has no improvement left. It read P(plateau)
+    0.5 (0.0 as a training loss), half the normal's mass lying below 0, where no end can."""
+    s = np.arange(1, 101) * 10.0
+    for total in (None, 2000):
+        fc = forecast(s, zeros, total_steps=total, training_loss=training_loss)
+        _valid(fc)
+        assert fc.final_loss.mean == 0.0 and fc.plateau_probability == 1.0, (total, fc.plateau_probability)
+    # a loss still falling toward 0 is not at 0: still learning
+    assert forecast(s, 2.0 * (s / 10.0) ** -0.7, total_steps=2000).plateau_probability < 0.1
+
+
 @pytest.mark.parametrize(
     "steps, values",
     [([], []), (None, None), ([np.nan], [np.nan]), ([1, 2], [np.nan, np.inf]), ("abc", "def"), (5, 1.0)],
