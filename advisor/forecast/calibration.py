@@ -134,6 +134,12 @@ SKIP_WARMUP = 0.05
 SKIP_MAX = 0.25
 #: the last fraction of the observed steps scores each family's extrapolation
 HOLDOUT = 0.4
+#: the farthest horizon, in units of the current step, the interval's extrapolation term grows to
+#: (``ensemble.reach_of``): its growth with the reach is measured out to a tenth of the run (the
+#: last of ``REM_KNOTS``) and the benchmarks' forecasts reach 14 times the current step at most;
+#: a decade past that, nothing measures it, and carried on it put a loss near 2 at 3.5e24 told a
+#: total of 1e30 steps. Farther horizons are read with this one's reach
+MAX_REACH_U = 100.0
 #: how sharply holdout skill separates families: weight = prior * exp(-S * z**2), z = excess error
 SKILL_SHARPNESS = 1.0
 #: the ensemble's mean error on the held-out tail, in standard errors, at or below which the local

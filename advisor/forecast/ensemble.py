@@ -33,7 +33,7 @@ from advisor.forecast.fit_engine import fit_all_robust
 from advisor.forecast.schedule import infer_future, lr_law_family
 from advisor.forecast.turn import UNKNOWN_REACH
 
-__all__ = ["Parts", "estimate", "interval_scale"]
+__all__ = ["Parts", "estimate", "interval_scale", "reach_of"]
 
 FloatArray = NDArray[np.float64]
 
@@ -254,7 +254,7 @@ def estimate(
         # no tail to judge it on: its prior stands (as if it had predicted the tail best)
         weights[name] = next(f.prior for f in fams if f.name == name)
     # how far the forecast reaches, in units of the held-out tail's reach
-    parts.reach = (u_t - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT)) if horizon is not None else 10.0
+    parts.reach = reach_of(u_t) if horizon is not None else 10.0
     # a family whose extrapolation runs off by orders of magnitude is not a loss curve: drop it
     # (it would otherwise overflow the spread and swamp the interval)
     bound = _ABSURD_FACTOR * max(abs(level), 1e-6)
@@ -419,7 +419,7 @@ def _path(
         at = Parts(
             level=level,
             remaining=max(0.0, 1.0 - 1.0 / u),
-            reach=(u - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT)),
+            reach=reach_of(float(u)),
             spread=float(np.sqrt(wv @ (pv[:, i] - m) ** 2)),
             drop=abs(level - float(m)),
             holdout_err=parts.holdout_err,
@@ -461,6 +461,19 @@ def _anneal_share(tail_bias_z: float) -> float:
     if math.isfinite(tail_bias_z) and tail_bias_z > cal.ACCEL_Z:
         return cal.ACCEL_SHARE
     return 1.0
+
+
+def reach_of(u: float) -> float:
+    """How far a forecast ``u`` times the current step ahead reaches, in units of the held-out
+    tail's reach: the lever on the holdout term of ``interval_scale``, linear in the steps ahead
+    out to ``calibration.MAX_REACH_U`` and held there beyond.
+
+    The linear growth is what the calibrated knots measured, out to a tenth of the run. Carried to
+    any horizon it has no bound: told 1e30 steps, a loss near 2 got an 80% interval up to 3.5e24,
+    and a noiseless curve told 1e9 one from 0 to 86, while the families themselves, saturating,
+    disagree there by a few tenths (their spread, which the scale keeps). Beyond a horizon nothing
+    measured, more steps ahead are no more evidence of error than the families' spread says."""
+    return (min(u, cal.MAX_REACH_U) - 1.0) / (cal.HOLDOUT / (1.0 - cal.HOLDOUT))
 
 
 def interval_scale(spread: float, drop: float, holdout_err: float, reach: float, level: float) -> float:

@@ -232,6 +232,32 @@ def test_a_fractional_total_is_reported_as_the_nearest_whole_step(total: object,
     assert forecast([], [], total_steps=total).total_steps == whole
 
 
+@pytest.mark.parametrize("noise", [0.0, 0.01])
+def test_an_extreme_horizon_keeps_the_interval_within_what_the_families_say(noise: float) -> None:
+    """The interval's extrapolation term grew linearly with the steps ahead, without bound: told
+    1e30 steps, a loss near 2 read p90 1e24; a noiseless curve told 1e9, 0 .. 324 round a truth of
+    2.0009. Past a hundred times the current step the reach is held (``calibration.MAX_REACH_U``),
+    so a far horizon's interval is the families' own spread round a level-sized number, and an
+    ordinary horizon's is as it was."""
+    s = np.arange(1, 201) * 10.0
+    y = 2.0 + 3.0 * (s / 100.0) ** -0.5 + np.random.default_rng(0).normal(0.0, noise, s.size)
+    for total in (10**9, 10**30):
+        fc = forecast(s, y, total_steps=total)
+        _valid(fc)
+        assert fc.final_loss.p10 > 0.5 and fc.final_loss.p90 < float(np.max(y))
+        assert fc.final_loss.p90 - fc.final_loss.p10 < 1.0
+    truth = 2.0 + 3.0 * (1e9 / 100.0) ** -0.5
+    if not noise:
+        far = forecast(s, y, total_steps=10**9).final_loss
+        assert far.p10 <= truth <= far.p90
+    from advisor.forecast import calibration as cal
+    from advisor.forecast.ensemble import reach_of
+
+    # within the measured range, as it was: linear in the steps ahead
+    assert reach_of(10.0) == pytest.approx(9.0 * (1.0 - cal.HOLDOUT) / cal.HOLDOUT)
+    assert reach_of(1e30) == reach_of(100.0)
+
+
 def test_total_steps_before_the_last_step() -> None:
     s, y, _ = power_curve(n=50)
     fc = forecast(s, y, total_steps=10)
