@@ -15,7 +15,10 @@ budget. The rate is over the runs the policy judged (selected, and looked at pas
 minSteps and minProgress): 300 smoke tests over before any policy looks at them cannot be wrong
 stops, and counted in they diluted the rate into any budget. 0 wrong stops of 30 runs bounds the
 rate only below ~9.5%, so a small set of runs may qualify no setting at all; the command then
-says so and names the best by point rate only as information.
+says so and names the best by point rate only as information. A setting whose rules judge a
+metric no run reports is never named (``unnamed``): its rule judged nothing.
+
+The frontier's plot is ``advisor.sweep_plot``'s.
 
 Runs spread over a process pool (every core by default) or, with ``--ray ADDRESS``, a Ray cluster
 (the optional ``ray`` extra), for grids that outgrow one machine.
@@ -27,7 +30,7 @@ import copy
 import itertools
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,11 +48,12 @@ __all__ = [
     "pareto",
     "parse_max_wrong",
     "parse_sweeps",
-    "plot_frontier",
+    "passed_over",
     "policies_with",
     "run_tasks",
     "spec_path",
     "sweep_table",
+    "unnamed",
     "wrong_upper",
 ]
 
@@ -282,10 +286,33 @@ def pareto(points: Sequence[Mapping[str, Any]], saved: str = "saved", wrong: str
     return sorted(keep, key=lambda i: (points[i][wrong], -points[i][saved]))
 
 
-def best_within(points: Sequence[Mapping[str, Any]], budget: float, rate: str = "wrong_rate") -> int | None:
-    """The point that saves most among those whose wrong-stop rate is within ``budget``."""
-    ok = [i for i, p in enumerate(points) if p[rate] <= budget]
+def best_within(
+    points: Sequence[Mapping[str, Any]],
+    budget: float,
+    rate: str = "wrong_rate",
+    exclude: Collection[int] = (),
+) -> int | None:
+    """The point that saves most among those whose wrong-stop rate is within ``budget``, leaving
+    out the points ``exclude`` names (``unnamed``: settings that cannot be recommended)."""
+    ok = [i for i, p in enumerate(points) if p[rate] <= budget and i not in exclude]
     return max(ok, key=lambda i: points[i]["saved"]) if ok else None
+
+
+def unnamed(points: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The points never named the best setting: those whose rules judge a metric no run reports
+    (``unreported_metrics``). Such a setting's rule judged nothing, so its "no wrong stops" is no
+    verdict, and writing it into the policy would switch that rule off; it stays in the table and
+    on the frontier, with its note."""
+    return [i for i, p in enumerate(points) if p.get("unreported_metrics")]
+
+
+def passed_over(
+    points: Sequence[Mapping[str, Any]], budget: float, rate: str, exclude: Collection[int]
+) -> int | None:
+    """The point ``best_within`` would have named had ``exclude`` not left it out; None when it
+    names the same point either way."""
+    first = best_within(points, budget, rate)
+    return first if first is not None and first in exclude else None
 
 
 def default_workers() -> int:
@@ -392,123 +419,3 @@ def sweep_table(points: Sequence[Mapping[str, Any]], frontier: Sequence[int], be
         )
 
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(b) for b in body)])
-
-
-def plot_frontier(
-    points: Sequence[Mapping[str, Any]],
-    frontier: Sequence[int],
-    path: Path,
-    *,
-    title: str,
-    budget: float | None = None,
-) -> None:
-    """Saved against wrong-stop rate, one point per setting (its seeds' spread as a bar, and a
-    whisker to the rate's 95% upper bound, which the pick reads), the frontier joined, and the
-    wrong-stop budget (``--max-wrong``) as a line, from a zero rate. Each label is placed where it
-    overlaps no other (``_place_labels``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    spread_label = "min - max over the seeds"
-    upper_label = f"to the rate's {CONFIDENCE:.0%} upper bound"
-    for i, p in enumerate(points):
-        spread = p.get("spread")
-        y = 100 * p["saved"]
-        if spread:
-            ax.errorbar(
-                100 * p["wrong_rate"],
-                y,
-                yerr=[[y - 100 * spread[0]], [100 * spread[2] - y]],
-                fmt="none",
-                ecolor="#bbbbbb",
-                lw=0.8,
-                label=spread_label,
-            )
-            spread_label = "_"
-        upper = p.get("wrong_upper")
-        if upper is not None and upper > p["wrong_rate"]:
-            ax.errorbar(
-                100 * p["wrong_rate"],
-                y,
-                xerr=[[0.0], [100 * (upper - p["wrong_rate"])]],
-                fmt="none",
-                ecolor="#9ab",
-                lw=0.6,
-                capsize=2,
-                label=upper_label,
-            )
-            upper_label = "_"
-        ax.scatter(100 * p["wrong_rate"], y, color="#e76f51" if i in frontier else "#264653", s=18, zorder=3)
-    front = [points[i] for i in frontier]
-    ax.plot(
-        [100 * p["wrong_rate"] for p in front], [100 * p["saved"] for p in front], color="#e76f51", lw=1.0
-    )
-    if budget is not None:
-        ax.axvline(100 * budget, color="#e9c46a", lw=1.0, ls="--", label=f"--max-wrong {budget:.2%}")
-    ax.set_xlim(left=0.0)
-    ax.margins(x=0.15)  # room for the rightmost label
-    ax.set_xlabel("wrong stops at 1% (% of the runs judged)")
-    ax.set_ylabel("non-learning GPU-hours saved (%)")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="lower right")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    _place_labels(fig, ax, points)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-#: where a point's label may go, in points from it, tried in turn: right above, right below, left
-#: above, left below, then further out
-_LABEL_OFFSETS = ((3, 3), (3, -8), (-3, 3), (-3, -8), (3, 10), (3, -15), (-3, 10), (-3, -15))
-
-
-def _place_labels(fig: Any, ax: Any, points: Sequence[Mapping[str, Any]]) -> None:
-    """Each point's setting beside it, at the first of ``_LABEL_OFFSETS`` where it overlaps no label
-    placed before it and lies inside the axes (else where it overlaps least): labels placed by the
-    point's order on the grid printed two settings over each other at a third's place (an admin
-    read 0.9/20m where 0.7/20m and 0.9/10m overlapped)."""
-    renderer = fig.canvas.get_renderer()
-    frame = ax.get_window_extent(renderer)
-    placed: list[Any] = []
-
-    def overlap(box: Any) -> float:
-        """The area of ``box`` over labels placed, plus what lies outside the axes (clipped)."""
-        total = 0.0
-        for other in placed:
-            w = min(box.x1, other.x1) - max(box.x0, other.x0)
-            h = min(box.y1, other.y1) - max(box.y0, other.y0)
-            total += max(0.0, w) * max(0.0, h)
-        inside_w = max(0.0, min(box.x1, frame.x1) - max(box.x0, frame.x0))
-        inside_h = max(0.0, min(box.y1, frame.y1) - max(box.y0, frame.y0))
-        return total + box.width * box.height - inside_w * inside_h
-
-    for p in sorted(points, key=lambda q: (-q["saved"], q["wrong_rate"])):
-        xy = (100 * p["wrong_rate"], 100 * p["saved"])
-        best: tuple[float, Any] | None = None
-        for dx, dy in _LABEL_OFFSETS:
-            ann = ax.annotate(
-                p["label"],
-                xy,
-                fontsize=6,
-                xytext=(dx, dy),
-                textcoords="offset points",
-                ha="left" if dx > 0 else "right",
-                clip_on=True,
-            )
-            box = ann.get_window_extent(renderer)
-            cost = overlap(box)
-            if best is None or cost < best[0]:
-                if best is not None:
-                    best[1].remove()
-                best = (cost, ann)
-            else:
-                ann.remove()
-            if cost == 0.0:
-                break
-        assert best is not None
-        placed.append(best[1].get_window_extent(renderer))

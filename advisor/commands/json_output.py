@@ -171,12 +171,15 @@ def print_sweep_result(
     *,
     unit: str = "run",
     reading: str | None = None,
+    excluded: Sequence[int] = (),
 ) -> None:
     """The sweep table, what it covered (``summary``), and the best setting within the budget:
     chosen on the wrong-stop rate's 95% upper bound (``best``), not its point rate. When no
     setting's bound is within the budget, that is said plainly and the best by point rate is named
-    as information only; the pick is in-sample, and a pick at an end of the grid is flagged."""
-    from advisor.sweep import CONFIDENCE, best_within, edge_fields, spec_path, sweep_table
+    as information only; the pick is in-sample, and a pick at an end of the grid is flagged.
+    ``excluded`` settings (``advisor.sweep.unnamed``) are never named, and one line says why when
+    one of them would otherwise have been."""
+    from advisor.sweep import CONFIDENCE, best_within, edge_fields, passed_over, spec_path, sweep_table
 
     def units(n: int) -> str:  # "job over all seeds" -> "400 jobs over all seeds"
         word, _, rest = unit.partition(" ")
@@ -196,6 +199,9 @@ def print_sweep_result(
     if reading:
         print(reading, file=out)
     shown = best
+    if points and len(excluded) == len(points):
+        print("no setting is named: every setting's rules judge a metric no run reports", file=out)
+        return
     if best is not None:
         p = points[best]
         print(
@@ -210,20 +216,28 @@ def print_sweep_result(
                 "in the policy: " + ", ".join(f"{spec_path(k)}: {v}" for k, v in setting.items()),
                 file=out,
             )
+        _say_passed_over(points, passed_over(points, budget, "wrong_upper", excluded), out)
     else:
-        by_point = best_within(points, budget, rate="wrong_rate")
-        lowest = min(range(len(points)), key=lambda i: points[i].get("wrong_upper") or 1.0, default=None)
+        # a setting left out may be within the budget by its bound or its point rate: said first,
+        # so that what follows reads as of the other settings
+        over = passed_over(points, budget, "wrong_upper", excluded)
+        over = over if over is not None else passed_over(points, budget, "wrong_rate", excluded)
+        _say_passed_over(points, over, out)
+        other = "" if over is None else " other"
+        by_point = best_within(points, budget, rate="wrong_rate", exclude=excluded)
+        eligible = [i for i in range(len(points)) if i not in excluded]
+        lowest = min(eligible, key=lambda i: points[i].get("wrong_upper") or 1.0, default=None)
         ref = by_point if by_point is not None else lowest
         runs = max((int(p.get("runs") or 0) for p in points), default=0)
         total = max((int(p.get("runs_total") or p.get("runs") or 0) for p in points), default=0)
         scope = units(runs) if total <= runs else f"{units(runs)} judged of {total}"
         detail = f" ({counts(points[ref])})" if ref is not None else ""
         print(
-            f"no setting's wrong-stop rate is shown to be within {budget:.2%} on {scope}{detail}",
+            f"no{other} setting's wrong-stop rate is shown to be within {budget:.2%} on {scope}{detail}",
             file=out,
         )
         if by_point is None:
-            print(f"no setting stays within {budget:.2%} wrong stops even by its point rate", file=out)
+            print(f"no{other} setting stays within {budget:.2%} wrong stops even by its point rate", file=out)
         else:
             p = points[by_point]
             print(
@@ -246,3 +260,16 @@ def print_sweep_result(
                 "beyond may do better or worse: widen the sweep to see",
                 file=out,
             )
+
+
+def _say_passed_over(points: Sequence[dict[str, Any]], index: int | None, out: TextIO) -> None:
+    """The one line that says why the setting that saves most within the budget was not named:
+    its rules judge a metric no run reports, so its savings are not its rules' doing."""
+    if index is None:
+        return
+    p = points[index]
+    print(
+        f"not named, though it saves most ({p['saved']:.1%}): {p['label']}, whose rules judge "
+        f"{', '.join(p['unreported_metrics'])}, which no run reports",
+        file=out,
+    )

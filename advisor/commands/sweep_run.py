@@ -110,24 +110,32 @@ def report_sweep(
     With ``reported`` (the series the runs report), ``policy`` and the grid's ``settings`` (one
     per point), each point gets ``unreported_metrics``: those its setting's rules judge that no run
     reports (a misspelt ``plateau.metric``), said under the table as a plain back-test says it of a row,
-    since such a setting is scored on rules that judged nothing."""
-    from advisor.sweep import best_within, max_wrong_reading, pareto, plot_frontier, wrong_upper
+    since such a setting is scored on rules that judged nothing. Such a setting is never the best
+    (``advisor.sweep.unnamed``): it stays in the table and on the frontier, and the JSON lists it
+    in ``unnamed``, with ``passed_over`` the one that would have been the best but for that."""
+    from advisor.sweep import best_within, max_wrong_reading, pareto, passed_over, unnamed, wrong_upper
+    from advisor.sweep_plot import plot_frontier
 
     notes = _unreported(points, reported, policy, settings)
     for p in points:
         p["wrong_upper"] = wrong_upper(int(p.get("wrong", 0)), int(p.get("runs") or 0))
     frontier = pareto(points)
-    best = best_within(points, budget, rate="wrong_upper")
+    excluded = unnamed(points)
+    best = best_within(points, budget, rate="wrong_upper", exclude=excluded)
     reading = max_wrong_reading(max_wrong) if max_wrong is not None else None
     human = human_stream(json_out)
-    print_sweep_result(points, frontier, best, budget, summary, human, unit=unit, reading=reading)
+    print_sweep_result(
+        points, frontier, best, budget, summary, human, unit=unit, reading=reading, excluded=excluded
+    )
     for note in notes:
         print(note, file=human)
-    emit_json(clean({"points": points, "frontier": frontier, "best": best, "max_wrong": budget}), json_out)
+    doc = {"points": points, "frontier": frontier, "best": best, "max_wrong": budget, "unnamed": excluded}
+    doc["passed_over"] = passed_over(points, budget, "wrong_upper", excluded)
+    emit_json(clean(doc), json_out)
     if report is not None:
         plot_frontier(points, frontier, report / "sweep_frontier.png", title=plot_title, budget=budget)
         path = _write_report(
-            report, points, frontier, best, budget, summary, plot_title, unit, reading, notes
+            report, points, frontier, best, budget, summary, plot_title, unit, reading, notes, excluded
         )
         print(f"plot: {report / 'sweep_frontier.png'}", file=human)
         print(f"report: {path}", file=human)
@@ -164,13 +172,16 @@ def _write_report(
     unit: str = "run",
     reading: str | None = None,
     notes: Sequence[str] = (),
+    excluded: Sequence[int] = (),
 ) -> Path:
     """``report.md`` beside the plot: the table, summary and best setting as printed, and the plot
     (``--report`` promises a Markdown report; a sweep's had only its PNG)."""
     import io
 
     text = io.StringIO()
-    print_sweep_result(points, frontier, best, budget, summary, text, unit=unit, reading=reading)
+    print_sweep_result(
+        points, frontier, best, budget, summary, text, unit=unit, reading=reading, excluded=excluded
+    )
     for note in notes:
         print(note, file=text)
     lines = [

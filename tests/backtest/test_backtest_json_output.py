@@ -89,7 +89,9 @@ def test_sweep_json_on_stdout_and_the_shared_summary(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert [p["label"] for p in doc["points"]] and set(doc) == {"points", "frontier", "best", "max_wrong"}
+    assert [p["label"] for p in doc["points"]]
+    assert set(doc) == {"points", "frontier", "best", "max_wrong", "unnamed", "passed_over"}
+    assert doc["unnamed"] == [] and doc["passed_over"] is None  # every setting judges what runs report
     assert len(doc["points"]) == 2
     # a row's keys too: one script reads rows and sweep points alike
     for p in doc["points"]:

@@ -201,6 +201,64 @@ def test_the_pick_is_made_on_the_bound_and_said_when_none_qualifies(
     assert edge_fields(many, 1) == [] and edge_fields(many, 2) == ["plateau.probability=0.8"]
 
 
+def _blind(point: dict[str, object], metric: str = "eval_acuracy") -> dict[str, object]:
+    """``point`` as a setting whose rules judge ``metric``, which no run reports."""
+    return {**point, "unreported_metrics": [metric]}
+
+
+def test_a_setting_judging_a_metric_no_run_reports_is_never_named_the_best(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt ``plateau.metric`` judges nothing, so it stops nothing wrongly and may save most
+    through its other rules: it was named the setting to write into the policy, which would switch
+    its plateau rule off. It stays in the table and on the frontier; the next best is named, and
+    one line says why the first was not."""
+    from advisor.commands.sweep_run import report_sweep
+
+    points = [
+        _blind(_point("m=eval_acuracy", 0.6, 0.80, 0, 2000)),
+        _point("m=eval_loss", 0.7, 0.74, 1, 2000),
+        _point("m=loss", 0.8, 0.70, 0, 2000),
+    ]
+    out_json = tmp_path / "sweep.json"
+    report_sweep(points, 0.01, summary="S", json_out=out_json, report=tmp_path / "rep", plot_title="t")
+    out = capsys.readouterr().out
+    assert "best within 1.00% wrong stops (the rate's 95% upper bound within it): m=eval_loss" in out
+    assert (
+        "not named, though it saves most (80.0%): m=eval_acuracy, whose rules judge eval_acuracy, "
+        "which no run reports" in out
+    )
+    assert ">*  m=eval_acuracy" not in out and " *  m=eval_acuracy" in out  # on the frontier, unmarked
+    assert "not named, though it saves most" in (tmp_path / "rep" / "report.md").read_text()
+    doc = json.loads(out_json.read_text())
+    assert doc["best"] == 1 and doc["frontier"] == [0]
+    assert doc["unnamed"] == [0] and doc["passed_over"] == 0
+    assert {"points", "frontier", "best", "max_wrong"} <= set(doc)
+    # a setting left out that would not have been named anyway is not mentioned
+    points = [_point("m=eval_loss", 0.7, 0.74, 1, 2000), _blind(_point("m=x", 0.6, 0.10, 0, 2000))]
+    report_sweep(points, 0.01, summary="S", json_out=out_json, report=None, plot_title="t")
+    assert "not named" not in capsys.readouterr().out
+    assert json.loads(out_json.read_text())["passed_over"] is None
+
+
+def test_nor_the_best_by_point_rate_and_none_when_every_setting_judges_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from advisor.commands.sweep_run import report_sweep
+
+    few = [_blind(_point("p=0.6", 0.6, 0.76, 0, 30)), _point("p=0.7", 0.7, 0.74, 0, 30)]
+    report_sweep(few, 0.01, summary="S", json_out=None, report=None, plot_title="t")
+    out = capsys.readouterr().out
+    assert "not named, though it saves most (76.0%): p=0.6, whose rules judge eval_acuracy" in out
+    assert "no other setting's wrong-stop rate is shown to be within 1.00% on 30 runs" in out
+    assert "best by point rate, information only" in out and "p=0.7 (74.0% saved" in out
+    blind = [_blind(_point(f"p={p}", p, 0.7, 0, 2000)) for p in (0.6, 0.7)]
+    report_sweep(blind, 0.01, summary="S", json_out=None, report=None, plot_title="t")
+    out = capsys.readouterr().out
+    assert "no setting is named: every setting's rules judge a metric no run reports" in out
+    assert "best within" not in out and "best by point rate" not in out
+
+
 def _square(x: int) -> int:
     return x * x
 
@@ -293,8 +351,11 @@ def test_a_simulate_sweep_setting_judging_a_metric_no_job_reports_is_said(
         "nothing here" in captured.err
     )
     assert "plateau.metric=loss: its rules judge" not in captured.err
-    points = json.loads(captured.out)["points"]
-    assert [p["unreported_metrics"] for p in points] == [["eval_acuracy"], []]
+    doc = json.loads(captured.out)
+    assert [p["unreported_metrics"] for p in doc["points"]] == [["eval_acuracy"], []]
+    # scored and tabled, never named: neither the best nor the best by point rate
+    assert doc["unnamed"] == [0] and doc["best"] != 0
+    assert "(not shown to be within 1.00%): plateau.metric=eval_acuracy" not in captured.err
 
 
 @pytest.mark.parametrize(
@@ -345,7 +406,7 @@ def test_the_frontier_plot_prints_no_setting_over_another_nor_outside_the_axes()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from advisor.sweep import _place_labels
+    from advisor.sweep_plot import _place_labels
 
     grid = [(0.7, "10m", 0.331, 0.0062), (0.8, "10m", 0.311, 0.0042), (0.7, "20m", 0.305, 0.0042)]
     grid += [(0.9, "10m", 0.292, 0.0042), (0.8, "20m", 0.277, 0.0021), (0.9, "20m", 0.271, 0.0021)]
