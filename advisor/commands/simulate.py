@@ -13,7 +13,7 @@ import argparse
 import re
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,12 +202,27 @@ def _strategies(args: argparse.Namespace) -> list[Any]:
 
 
 def seed_rows(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
-    """The rows' metrics of one seed (run in a worker process by ``--seeds``)."""
+    """The rows' metrics of one seed (run in a worker process by ``--seeds``); the no-advisor row
+    also says the series the seed's jobs report (``reported_metrics``), which pooling drops."""
+    from simulator.metrics import reported_metrics
     from simulator.runner import run_rows
 
     one = argparse.Namespace(**{**vars(args), "seed": seed})
     scenario = scenario_from_args(one, warn=False)  # the parent said its warnings once
-    return [r.metrics for r in run_rows(scenario, _strategies(one), progress=False)]
+    results = run_rows(scenario, _strategies(one), progress=False)
+    rows = [r.metrics for r in results]
+    if results:
+        rows[0]["reported_metrics"] = sorted(reported_metrics(results[0].jobs))
+    return rows
+
+
+def unreported_rows(strategies: Sequence[Any], reported: Collection[str]) -> dict[str, list[str]]:
+    """Per advisor row, the metrics its rules judge that no job reports (``advisor.policy_rows``,
+    as ``backtest`` says them): such a rule judged nothing, and its row's "0 wrong stops" is no
+    verdict. The baselines have no rules."""
+    from advisor.policy_rows import unreported_by_row
+
+    return unreported_by_row(reported, [(s.name, getattr(s, "policies", ())) for s in strategies])
 
 
 def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
@@ -234,7 +249,11 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
         )
     finally:
         bar.close()
+    from advisor.policy_rows import unreported_notes
+
     pooled = pool_rows(by_seed, seeds)
+    reported = {m for rows in by_seed for m in rows[0].get("reported_metrics", ())}
+    unreported = unreported_rows(_strategies(first), reported)
     human = human_stream(json_out)
     print(format_table(pooled), file=human)
     print(file=human)
@@ -247,11 +266,14 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
         f"curves: {curves_text(scenario)}"
     )
     print(f"\n{footer}", file=human)
+    for note in unreported_notes(unreported):
+        print(note, file=human)
     meta = {
         "scenario": scenario.name,
         "curves": curves_text(scenario),
         "seeds": seeds,
         "capacity_gpus": scenario.capacity,
+        "unreported_metrics": unreported,
     }
     if json_out == "-":
         print(json_text(pooled, meta), end="")
@@ -297,6 +319,8 @@ def run(args: argparse.Namespace) -> int:
         return run_sweep(args, json_out)
     if args.seeds is not None:
         return _run_seeds(args, json_out)
+    from advisor.policy_rows import unreported_notes
+    from simulator.metrics import reported_metrics
     from simulator.report import format_table, json_text, legend, reporting_text, write_json, write_report
     from simulator.runner import run_rows
 
@@ -321,6 +345,9 @@ def run(args: argparse.Namespace) -> int:
         "rows": len(rows),
         "wall_seconds": round(wall, 2),
         "simulated_job_hours_per_wall_second": round(job_h / wall, 1) if wall > 0 else None,
+        "unreported_metrics": unreported_rows(
+            strategies, {m for r in results for m in reported_metrics(r.jobs)}
+        ),
     }
     # with JSON on stdout the human-readable part goes to stderr, so that stdout parses
     human = human_stream(json_out)
@@ -339,6 +366,8 @@ def run(args: argparse.Namespace) -> int:
     if results:
         print(f"progress reports: {reporting_text(results[0].jobs)}", file=human)
     for note in idle_scaling_notes(strategies, elastic=scenario.world.elastic):
+        print(note, file=human)
+    for note in unreported_notes(meta["unreported_metrics"]):
         print(note, file=human)
     if json_out == "-":
         print(json_text(rows, meta), end="")

@@ -122,6 +122,33 @@ def test_a_policy_that_selects_no_job_judged_none(tmp_path: Path, capsys: pytest
     assert rows[-1]["jobs_judged"] == 0 and rows[-1]["jobs"] == 12
 
 
+def test_a_row_whose_rules_judge_a_metric_no_job_reports_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A misspelt ``metric: eval_acuracy`` judges nothing, so its row's "0 wrong stops" reads as a
+    verdict unless said: plain ``simulate`` says it under the table as ``backtest`` does, over one
+    seed and over several, and the JSON carries it (``unreported_metrics``)."""
+    typo = tmp_path / "typo.yaml"
+    text = PLATEAU.read_text().replace("name: plateau-release\n", "name: typo\n", 1)
+    typo.write_text(
+        text.replace(
+            "\n      probability: 0.7\n", "\n      metric: eval_acuracy\n      probability: 0.7\n", 1
+        )
+    )
+    assert "metric: eval_acuracy" in typo.read_text()
+    said = "advisor-typo: its rules judge eval_acuracy, which no run reports: they judge nothing here"
+    argv = ["simulate", "--jobs", "4", "--quiet", "--baselines", "no-advisor", "--policy", str(typo)]
+    for extra in ([], ["--seeds", "0-1", "--workers", "1"]):
+        assert main([*argv, "--policy", str(PLATEAU), *extra, "--json"]) == 0
+        captured = capsys.readouterr()
+        assert said in captured.err and "advisor-plateau-release: its rules judge" not in captured.err
+        rows = json.loads(captured.out)
+        assert rows[0]["scenario"]["unreported_metrics"] == {"advisor-typo": ["eval_acuracy"]}
+    # the sample alone judges what the jobs report: nothing said
+    assert main([*argv[:-2], "--policy", str(PLATEAU)]) == 0
+    assert "which no run reports" not in capsys.readouterr().out
+
+
 def test_malformed_trace_row_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text("name,submit_s,gpus,duration_s\na,0,1,600\nb,0,zero,600\n")
