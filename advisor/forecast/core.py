@@ -195,6 +195,20 @@ def _plateau_at(mean: float, sd: float, level: float, training_loss: bool, never
     return plateau
 
 
+def _floored(final: Interval, never_negative: bool) -> Interval:
+    """The final interval of a series never below 0 (a loss, an error rate), held at or above 0.
+
+    The families' own end is read so where it is made, but more is mixed into the interval after
+    that: a rising branch's low end reaches down to its trend less its spread, which for a 0/1
+    series rising from 0 lies below 0 (an error rate read 0.24, 80%: -0.06 .. 0.61), and the end
+    of a finished run is its trend's level give or take one report's scatter. Neither knows the
+    series cannot go there; this is the one place the final numbers are held to it, whatever
+    path made them."""
+    if not never_negative:
+        return final
+    return Interval(mean=max(final.mean, 0.0), p10=max(final.p10, 0.0), p90=max(final.p90, 0.0))
+
+
 def _mixture_p90(m1: float, s1: float, m2: float, s2: float, w2: float) -> float:
     """The 90% quantile of (1 - w2) N(m1, s1) + w2 N(m2, s2), by bisection."""
     s1, s2 = max(s1, 1e-300), max(s2, 1e-300)
@@ -313,11 +327,15 @@ def _run(
         mean = parts.level
     half = cal.Z80 * sd
     lo, hi = mean - half, mean + half
-    if float(np.min(prep.values)) >= 0.0:
+    # a series never below 0 (a loss, an error rate) does not end below 0: the falling families'
+    # own end and interval are read so here (P(plateau) and the rising branch's mixture read them),
+    # and the final interval once more after everything mixed into it (``_floored``)
+    never_negative = float(np.min(prep.values)) >= 0.0
+    if never_negative:
         lo = max(lo, 0.0)
         mean = max(mean, 0.0)
     level = parts.level
-    plateau = _plateau_at(mean, sd, level, training_loss, float(np.min(prep.values)) >= 0.0)
+    plateau = _plateau_at(mean, sd, level, training_loss, never_negative)
     if n < NO_TREND_POINTS:
         # a symmetric interval round the current level put it at Phi(0.01 level / sd), 0.52 on two
         # evaluations of an accuracy clearly rising: a number that read as computed, and was none
@@ -337,7 +355,7 @@ def _run(
             if mean < level - trend[1]:
                 mean = level - max(trend[1], 0.0)
                 lo, hi = mean - half, mean + half
-                if float(np.min(prep.values)) >= 0.0:
+                if never_negative:
                     lo, mean = max(lo, 0.0), max(mean, 0.0)
     if turn is not None:
         # the series has turned upward (an eval loss past its minimum): mix in its rising branch,
@@ -407,7 +425,7 @@ def _run(
     if stalled is not None:
         warnings.append(stalled)
     fc = Forecast(
-        final_loss=Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)),
+        final_loss=_floored(Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)), never_negative),
         plateau_probability=min(max(float(plateau), 0.0), 1.0),
         divergence_probability=divergence_probability(prep, training_loss, horizon),
         eta_seconds=eta,

@@ -113,3 +113,19 @@ def test_a_score_at_its_runs_end_is_at_its_end_as_a_loss_of_the_same_steps_is() 
     negated = forecast_series(steps, [-v for v in acc], Direction.LOWER, total_steps=9750)
     for field in ("plateau_probability", "at_end", "last_step", "total_steps", "n_points", "model"):
         assert getattr(by_acc, field) == getattr(negated, field), field
+
+
+def test_a_finished_series_never_negative_ends_at_or_above_0() -> None:
+    """An error rate reported as 0 or 1, at 0 over its last evaluations when its run ended: its end
+    is its trend's level give or take one report's scatter, and that scatter is as large as the
+    reports, so the interval read -0.81 .. 0.81 round an end of 0, for a rate that cannot be
+    negative. The final interval is held at 0; a metric that has been below 0 is not (the same
+    reports less 1 end at -1, their interval reaching below it as before)."""
+    steps = np.arange(10.0, 181.0, 10.0)
+    values = np.array([1, 1, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0], dtype=float)
+    fc = forecast(steps, values, total_steps=180)
+    assert fc.at_end
+    assert fc.final_loss.mean == 0.0 and fc.final_loss.p10 == 0.0 and fc.final_loss.p90 > 0.5
+    shifted = forecast(steps, values - 1.0, total_steps=180)
+    assert shifted.at_end and shifted.final_loss.mean == -1.0
+    assert shifted.final_loss.p10 < -1.5

@@ -57,3 +57,20 @@ def test_an_eval_series_rising_for_sure_told_no_end_still_ends_above_where_it_st
     assert fc.current_loss is not None
     assert fc.final_loss.mean > fc.current_loss + 0.05
     assert fc.plateau_probability > 0.5
+
+
+def test_a_rising_branch_mixed_into_a_series_never_negative_does_not_take_it_below_0() -> None:
+    """An error rate, reported as 0 or 1, rising over its last evaluations: the falling families'
+    interval was held at 0, but the rising branch mixed in after that reaches down to its trend
+    less its spread, which for a series this coarse lies below 0; the end read 0.24, 80%:
+    -0.06 .. 0.61, for a rate that cannot be negative. The final interval is held at 0 whatever
+    was mixed into it, and the rise is still mixed in (its upper end is not drawn in)."""
+    steps = np.arange(10.0, 141.0, 10.0)
+    values = np.array([1, 0, 1, 0, 0, 0, 0, 1, 1, 0, 1, 1, 0, 1], dtype=float)
+    for total in (280, None):
+        fc = forecast(steps, values, total_steps=total)
+        assert fc.current_loss is not None
+        horizon = None if total is None else float(total)
+        assert rising_branch(steps, values, horizon, fc.current_loss) is not None
+        assert 0.0 <= fc.final_loss.p10 <= fc.final_loss.mean <= fc.final_loss.p90
+        assert fc.final_loss.p90 > 0.5
