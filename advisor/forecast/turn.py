@@ -11,7 +11,8 @@ residuals. Its significance ``t`` says how sure the rise is, and the rise's weig
 is ``Phi(t - RISE_Z)``: 0.5 at two standard errors, 0.84 at three, negligible for a flat or
 falling window, so a training loss that keeps falling is left exactly as the families forecast it.
 The rising branch is that trend continued in log-step from where it stands at the last point to
-``total_steps`` (a rise that decelerates in steps, as overfitting does), with the trend's own
+``total_steps`` (a rise that decelerates in steps, as overfitting does; no further than
+``MAX_REACH``, the reach at which the interval's own extrapolation is held), with the trend's own
 uncertainty and the scatter of one more report about it (the larger of the window's residuals and
 the whole series' point-to-point noise: four evals that happen to lie on a line leave two degrees
 of freedom and an error far too small); its low end reaches down to the smoothed level (the rise
@@ -28,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
+from advisor.forecast import calibration as cal
 from advisor.forecast._prep import report_noise
 
 FloatArray = NDArray[np.float64]
@@ -40,6 +42,12 @@ WINDOW_FRACTION = 1.0 / 3.0
 RISE_Z = 2.0
 #: without total_steps the rising branch is read one doubling of the steps ahead
 UNKNOWN_REACH = math.log(2.0)
+#: the farthest the rise is carried, in log-step past the last point: to ``MAX_REACH_U`` times the
+#: current step, where the interval's extrapolation term is held too. The rise is measured over the
+#: recent third of the history, and the benchmarks' forecasts reach 14 times the current step at
+#: most; a decade past that nothing says the rise goes on, and carried to any horizon told it put
+#: an eval loss rising to 1.08 at 3.75 told 100 times its steps, 9.0 told 1e9 and 37 told 1e30
+MAX_REACH = math.log(cal.MAX_REACH_U)
 #: "plateau": less than this relative improvement left (the Forecast contract's 1%)
 IMPROVEMENT = 0.01
 
@@ -80,7 +88,9 @@ def rising_branch(steps: FloatArray, values: FloatArray, horizon: float | None, 
         return None
     last = float(steps[-1])
     reach = math.log((horizon + 1.0) / (last + 1.0)) if horizon is not None else UNKNOWN_REACH
-    reach = max(reach, 0.0)
+    # no further than the interval's own reach is held (``calibration.MAX_REACH_U``): a rise
+    # continued in log-step has no bound, and an eval loss rising to 1.08 read 37 told 1e30 steps
+    reach = min(max(reach, 0.0), MAX_REACH)
     rise = slope * reach
     # the final value is one more report: the trend's own uncertainty at the horizon, plus the
     # scatter of a single report about it, read off the whole series as well (four evals on a

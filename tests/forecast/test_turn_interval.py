@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from advisor.forecast import forecast
 from advisor.forecast.turn import rising_branch
@@ -74,3 +75,28 @@ def test_a_rising_branch_mixed_into_a_series_never_negative_does_not_take_it_bel
         assert rising_branch(steps, values, horizon, fc.current_loss) is not None
         assert 0.0 <= fc.final_loss.p10 <= fc.final_loss.mean <= fc.final_loss.p90
         assert fc.final_loss.p90 > 0.5
+
+
+def test_a_rise_is_carried_no_further_than_the_interval_reaches() -> None:
+    """An eval loss rising at every evaluation to 1.08 at step 1200: its rise continued in log-step
+    has no bound, and told 1e30 steps it read 37 (9.0 told 1e9). Past a hundred times the current
+    step, where the interval's own extrapolation term is held (``calibration.MAX_REACH_U``), the
+    rise is held too: farther horizons read what that one does, and nearer ones are as they were,
+    rising further the further they are told."""
+    steps = np.arange(100.0, 1201.0, 50.0)
+    values = 0.78 + 0.3 * ((steps - 400.0) / 800.0) ** 2 + 0.003 * np.sin(steps)
+    level = float(np.median(values[-5:]))
+    near = [rising_branch(steps, values, h, level) for h in (2400.0, 12_000.0, 100.0 * 1201.0 - 1.0)]
+    assert all(t is not None for t in near)
+    means = [t.mean for t in near if t is not None]
+    assert means[0] < means[1] < means[2]
+    for far in (1e9, 1e30):
+        t = rising_branch(steps, values, far, level)
+        assert t is not None and t.mean == means[2]
+    at_cap = forecast(steps, values, total_steps=120_000).final_loss
+    for far in (10**9, 10**30):
+        fc = forecast(steps, values, total_steps=far)
+        assert fc.final_loss.mean == pytest.approx(at_cap.mean, rel=1e-3)
+        assert fc.final_loss.p90 == pytest.approx(at_cap.p90, rel=1e-3)
+        assert fc.final_loss.p90 < 5.0
+    assert forecast(steps, values, total_steps=2400).final_loss.mean > 1.3
