@@ -145,9 +145,12 @@ def _victim_model(record: SimRecord) -> dict[str, Any]:
 
 
 def victim_scores(record: SimRecord) -> tuple[float | None, float | None]:
+    """(precision, recall) of the row's victim flags; both None for a row that flags none: it
+    makes no victim predictions, so it has no recall to speak of either (0.0 in the JSON read as a
+    guard that missed every preemption, where the table showed "-")."""
     preds = record.predictions
     pre = record.preemptions
-    if not preds and not pre:
+    if not preds:
         return None, None
     by_job: dict[int, list[float]] = {}
     for idx, t in pre:

@@ -149,13 +149,7 @@ def _cell(value: Any, fmt: str) -> str:
 
 
 def _row_cells(r: dict[str, Any]) -> list[str]:
-    cells = []
-    for _h, key, fmt in _COLUMNS:
-        value = r.get(key)
-        if key == "victim_recall" and r.get("victim_precision") is None:
-            value = None  # a row that predicts no victims has no recall to speak of
-        cells.append(_cell(value, fmt))
-    return cells
+    return [_cell(r.get(key), fmt) for _h, key, fmt in _COLUMNS]
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:

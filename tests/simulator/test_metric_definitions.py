@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from simulator.accounting import SimRecord
 from simulator.baselines import NoAdvisor
 from simulator.jobs import Phase
-from simulator.metrics import NEAR_END_FRACTION, completion_times_s, row_metrics, wrong_stop_counts
+from simulator.metrics import (
+    NEAR_END_FRACTION,
+    completion_times_s,
+    row_metrics,
+    victim_scores,
+    wrong_stop_counts,
+)
 from simulator.runner import run_strategy
 from simulator.traces import TraceJob
 from tests.simulator.simworld import HEALTHY, one_queue, scenario
@@ -109,3 +116,13 @@ def test_the_non_learning_hours_by_pathology_and_the_near_end_charge_add_up_in_t
     cells = [float(c) for c in table[-1].strip("| ").split(" | ")[1:]]
     assert sum(cells[:-1]) == pytest.approx(cells[-1], abs=0.1 * len(cells))
     assert cells[-2] == pytest.approx(charge, abs=0.05)
+
+
+def test_a_row_that_flags_no_victim_has_neither_victim_precision_nor_recall() -> None:
+    """Preemptions happened but the row flagged no victim (its policy has no preemption guard):
+    it predicted nothing, so the JSON says null for both, as the table says "-" (recall 0.0
+    read as a guard that missed every preemption). A row that flags gets both."""
+    preempted = SimRecord(preemptions=[(3, 100.0), (5, 900.0)])
+    assert victim_scores(preempted) == (None, None)
+    flagged = SimRecord(predictions=[(3, 50.0), (4, 60.0)], preemptions=[(3, 100.0), (5, 900.0)])
+    assert victim_scores(flagged) == (0.5, 0.5)

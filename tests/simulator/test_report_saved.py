@@ -17,7 +17,7 @@ def _row(name: str, **kw: float | None) -> dict[str, object]:
         "restart_overhead_gpu_hours": 1.0,
         "wrong_stops_by_threshold": {"0.005": 0, "0.01": 0, "0.02": 0},
         "victim_precision": None,
-        "victim_recall": 0.0,
+        "victim_recall": None,
     }
     row.update(kw)
     return row
