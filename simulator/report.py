@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = [
     "legend",
     "nonlearning_split",
     "saved_split",
+    "wrapped_legend",
     "write_json",
     "write_report",
 ]
@@ -110,6 +112,12 @@ def legend(*, real_curves: bool = False) -> str:
     """``LEGEND``; with ``--curves`` a run has no hidden clean curve, and the verdicts read its own
     later record (``simulator.real_curves``): the legend says that instead."""
     return LEGEND.replace(_CLEAN_CURVE, _REAL_RECORD) if real_curves else LEGEND
+
+
+def wrapped_legend(*, real_curves: bool = False) -> str:
+    """``legend`` as printed under a table: 100 columns, never broken inside a column's name
+    ("near-" / "end:" read as two words)."""
+    return textwrap.fill(legend(real_curves=real_curves), 100, break_on_hyphens=False)
 
 
 _COLUMNS = (

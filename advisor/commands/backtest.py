@@ -26,12 +26,9 @@ from advisor.commands.json_output import (
     human_stream,
     json_target,
 )
+from advisor.commands.sample_policies import one_sweep_policy, samples_dir
 
 __all__ = ["register", "run"]
-
-
-def _samples_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "manifests" / "samples"
 
 
 def register(subparsers: Any) -> None:
@@ -149,7 +146,7 @@ def _rows(args: argparse.Namespace) -> tuple[list[str], list[tuple[str, list[Any
     from advisor.policy_rows import policy_row_name
     from policies import PolicyError, load_policies
 
-    paths = args.policy if args.policy is not None else sorted(_samples_dir().glob("policy-*.yaml"))
+    paths = args.policy if args.policy is not None else sorted(samples_dir().glob("policy-*.yaml"))
     rows: list[tuple[str, list[Any]]] = []
     for path in paths:
         if path.is_dir():
@@ -366,9 +363,8 @@ def _run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
     from advisor.commands.sweep_run import checked_grid, report_sweep, run_grid
 
     _check(args)
-    if not args.policy or len(args.policy) != 1:
-        raise CommandError("--sweep tunes one policy file: give exactly one --policy FILE that exists")
-    settings, budget = checked_grid(args.sweep, args.max_wrong, args.policy[0], args.workers)
+    policy = one_sweep_policy(args.policy)
+    settings, budget = checked_grid(args.sweep, args.max_wrong, policy, args.workers)
     runs = _load(args).runs
     rows = run_grid(
         sweep_task,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import textwrap
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,10 @@ from advisor.commands.json_output import (
     human_stream,
     json_target,
 )
+from advisor.commands.sample_policies import samples_dir
 from advisor.commands.simulate_world import add_world_arguments, curves_text, scenario_from_args
 
 __all__ = ["register", "run"]
-
-
-def _samples_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "manifests" / "samples"
 
 
 def register(subparsers: Any) -> None:
@@ -165,7 +161,7 @@ def _strategies(args: argparse.Namespace) -> list[Any]:
         raise CommandError(f"--baselines: unknown baseline(s) {', '.join(unknown)}")
     strategies: list[Any] = [b for b in known if b.name in wanted]
     if not args.baselines_only:
-        paths = args.policy if args.policy is not None else sorted(_samples_dir().glob("policy-*.yaml"))
+        paths = args.policy if args.policy is not None else sorted(samples_dir().glob("policy-*.yaml"))
         if args.policy is None and not paths:
             print("simulate: no sample policies found; running the baselines only", file=sys.stderr)
         for path in paths:
@@ -230,7 +226,7 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
 
     from tqdm import tqdm
 
-    from simulator.report import format_table, json_text, write_json
+    from simulator.report import format_table, json_text, wrapped_legend, write_json
     from simulator.seeds import SeedError, parse_seeds, pool_rows, run_seeds, spread_table
 
     try:
@@ -265,6 +261,8 @@ def _run_seeds(args: argparse.Namespace, json_out: JsonTarget) -> int:
         f"seeds {label} ({len(seeds)}): counts and GPU-hours summed over the seeds, times averaged; "
         f"curves: {curves_text(scenario)}"
     )
+    # the columns' definitions, as under one seed's table: a pasted table carries what it counts
+    print(f"\n{wrapped_legend(real_curves=scenario.curves_dir is not None)}", file=human)
     print(f"\n{footer}", file=human)
     for note in unreported_notes(unreported):
         print(note, file=human)
@@ -321,7 +319,14 @@ def run(args: argparse.Namespace) -> int:
         return _run_seeds(args, json_out)
     from advisor.policy_rows import unreported_notes
     from simulator.metrics import reported_metrics
-    from simulator.report import format_table, json_text, legend, reporting_text, write_json, write_report
+    from simulator.report import (
+        format_table,
+        json_text,
+        reporting_text,
+        wrapped_legend,
+        write_json,
+        write_report,
+    )
     from simulator.runner import run_rows
 
     scenario = scenario_from_args(args)
@@ -353,7 +358,7 @@ def run(args: argparse.Namespace) -> int:
     human = human_stream(json_out)
     print(format_table(rows), file=human)
     real_curves = scenario.curves_dir is not None
-    print(f"\n{textwrap.fill(legend(real_curves=real_curves), 100)}", file=human)
+    print(f"\n{wrapped_legend(real_curves=real_curves)}", file=human)
     print(
         f"\n{len(trace.jobs)} jobs ({trace.source}; {trace.skipped} bad rows skipped), "
         f"{scenario.capacity} GPUs, "

@@ -117,16 +117,16 @@ def sweep_points(
 
 
 def run_sweep(args: argparse.Namespace, json_out: JsonTarget) -> int:
+    from advisor.commands.sample_policies import one_sweep_policy
     from advisor.commands.sweep_run import checked_grid, report_sweep, run_grid
     from simulator.seeds import SeedError, parse_seeds
 
-    if not args.policy or len(args.policy) != 1:
-        raise CommandError("--sweep tunes one policy file: give exactly one --policy")
+    policy = one_sweep_policy(args.policy)
     try:
         seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
     except SeedError as exc:
         raise CommandError(str(exc)) from None
-    settings, budget = checked_grid(args.sweep, args.max_wrong, args.policy[0], args.workers)
+    settings, budget = checked_grid(args.sweep, args.max_wrong, policy, args.workers)
     scenario = scenario_from_args(argparse.Namespace(**{**vars(args), "seed": seeds[0]}))
     # seed by seed: a worker replaying a seed's settings one after another finds most of the
     # reports and curves of the previous ones already parsed and fitted (simulator.replay_memo)

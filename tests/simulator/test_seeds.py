@@ -67,8 +67,11 @@ def test_seeds_on_a_process_pool_give_the_rows_of_one_process(
     for workers in ("1", "2"):
         out = tmp_path / f"w{workers}.json"
         assert main([*args, "--workers", workers, "--json", str(out)]) == 0
-        footer = capsys.readouterr().out.strip().splitlines()[-1]
+        printed = capsys.readouterr().out
+        footer = printed.strip().splitlines()[-1]
         assert "8 jobs per seed (synthetic(n=8))" in footer and "seeds 0-1 (2)" in footer  # not seed=0's
+        # the columns' definitions under the pooled table too, as under one seed's
+        assert "near-end: healthy runs released in their last 15%" in " ".join(printed.split())
         rows = json.loads(out.read_text())
         for r in rows:
             r.pop("wall_seconds")

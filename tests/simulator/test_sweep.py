@@ -129,6 +129,21 @@ def test_a_bare_max_wrong_above_one_asks_for_the_percent_sign() -> None:
         parse_max_wrong("1")
 
 
+@pytest.mark.parametrize("command", ["simulate", "backtest"])
+def test_a_sweep_without_its_policy_file_names_the_sample_to_tune(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sweep's fields are one policy's, so there is no default to fall back on: the one error
+    line names the sample file to start from, and it exists."""
+    run = tmp_path / "run.csv"
+    run.write_text("step,loss\n" + "".join(f"{10 * i},{2.0 / (1 + i)}\n" for i in range(20)))
+    argv = [command, *(["--seeds", "0-1"] if command == "simulate" else [str(run)])]
+    assert main([*argv, "--sweep", "plateau.probability=0.7,0.9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "give exactly one --policy FILE (the sample: --policy " in err[0]
+    assert Path(err[0].split("--policy ")[-1].rstrip(")")).is_file()
+
+
 def test_ray_without_a_cluster_or_without_a_sweep_is_one_clear_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
