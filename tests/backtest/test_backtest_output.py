@@ -340,18 +340,7 @@ def test_runs_no_policy_selects_are_said_as_such_not_as_over_before_min_runtime(
     s, v = _plateaued(1)
     (tmp_path / "runs").mkdir()
     _write(tmp_path / "runs" / "flat.csv", s, v, total=6000)
-    nobody = tmp_path / "nobody.yaml"
-    nobody.write_text(
-        PLATEAU.read_text()
-        .replace(
-            "{key: workload-type, operator: NotIn, values: [pretraining]}",
-            "{key: team, operator: In, values: [x]}",
-        )
-        .replace(
-            "{key: workload-type, operator: In, values: [pretraining]}",
-            "{key: team, operator: In, values: [y]}",
-        )
-    )
+    nobody = _selecting_nobody(tmp_path)
     argv = [
         "backtest",
         str(tmp_path / "runs"),
@@ -393,18 +382,7 @@ def test_a_run_left_alone_names_the_policy_that_governed_it(
     assert left["finetune.csv"]["policy"] == "plateau-release"
     assert all(d["selected"] for d in left.values())
     assert [d["policy"] for d in baseline["decisions"]] == [None, None]
-    nobody = tmp_path / "nobody.yaml"
-    nobody.write_text(
-        PLATEAU.read_text()
-        .replace(
-            "{key: workload-type, operator: NotIn, values: [pretraining]}",
-            "{key: team, operator: In, values: [x]}",
-        )
-        .replace(
-            "{key: workload-type, operator: In, values: [pretraining]}",
-            "{key: team, operator: In, values: [y]}",
-        )
-    )
+    nobody = _selecting_nobody(tmp_path)
     assert main([*argv, "--policy", str(nobody)]) == 0
     decisions = json.loads(capsys.readouterr().out)[-1]["decisions"]
     assert [(d["policy"], d["selected"]) for d in decisions] == [(None, False), (None, False)]
@@ -464,3 +442,20 @@ def test_a_sweep_setting_judging_a_metric_no_run_reports_is_said(
         ("plateau.metric=eval_acuracy", ["eval_acuracy"]),
         ("plateau.metric=eval_loss", []),
     ]
+
+
+def _selecting_nobody(tmp_path: Path) -> Path:
+    """The plateau-release samples with selectors that match no run (a team label none carries)."""
+    nobody = tmp_path / "nobody.yaml"
+    nobody.write_text(
+        PLATEAU.read_text()
+        .replace(
+            "{key: workload-type, operator: NotIn, values: [pretraining]}",
+            "{key: team, operator: In, values: [x]}",
+        )
+        .replace(
+            "{key: workload-type, operator: In, values: [pretraining]}",
+            "{key: team, operator: In, values: [y]}",
+        )
+    )
+    return nobody
