@@ -30,6 +30,7 @@ from advisor.commands.forecast_input import (
     one_run_of,
     renamed_warning,
     training_loss_upto,
+    undirected_evals,
 )
 from advisor.commands.forecast_outcome import Outcome, decay_end_step, outcome_of, saved_best_of, trainer_at
 from advisor.series import TRAIN_SERIES, Direction, direction_of
@@ -232,6 +233,9 @@ def compute(args: ForecastRequest) -> Outcome:
     evals, not_shown = eval_series_upto(args, curve if train is None else train, cut)
     if not_shown:
         notes.append(not_shown_note(not_shown))
+    undirected, undirected_note = undirected_evals(args, curve if train is None else train)
+    if undirected_note is not None:
+        notes.append(undirected_note)
     directions = {name: direction_of(name) or Direction.LOWER for name in evals}
     renamed = renamed_warning(full.columns, [curve.metric, *evals])
     if renamed is not None:
@@ -262,7 +266,7 @@ def compute(args: ForecastRequest) -> Outcome:
         outcome,
         evals_whole=later,
         observed_nonfinite_from=diverged,
-        evals_not_shown=tuple(not_shown),
+        evals_not_shown=(*not_shown, *undirected),
         trainer=trainer,
         saved_best=saved_best_of(outcome, full, truncated),
     )

@@ -15,9 +15,15 @@ from typing import TYPE_CHECKING
 
 from advisor.cli import CommandError
 from advisor.commands.forecast_outcome import series_direction
-from advisor.series import TRAIN_SERIES, eval_series_name, primary_eval, summaries_first
+from advisor.series import (
+    TRAIN_SERIES,
+    eval_series_name,
+    likely_directed_spelling,
+    primary_eval,
+    summaries_first,
+)
 from advisor.sources.files import LoadedCurve, SourceError, load_curve, load_curve_bytes
-from advisor.sources.metric_choice import eval_metrics, is_series_metric
+from advisor.sources.metric_choice import eval_metrics, is_series_metric, undirected_eval_metrics
 from advisor.sources.normalize import canonical_name
 
 if TYPE_CHECKING:
@@ -33,6 +39,7 @@ __all__ = [
     "one_run_of",
     "renamed_warning",
     "training_loss_upto",
+    "undirected_evals",
 ]
 
 #: ``--demo`` forecasts from this fraction of the synthetic run unless ``--upto-step`` is given
@@ -189,6 +196,24 @@ def not_shown_note(names: list[str]) -> str:
     first few by name (the JSON lists them all)."""
     shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
     return f"{len(names)} more eval metrics not shown ({shown}); --metric NAME forecasts one"
+
+
+def undirected_evals(args: ForecastRequest, curve: LoadedCurve) -> tuple[list[str], str | None]:
+    """The file's eval columns that no forecast reads because their names say no direction
+    (``undirected_eval_metrics``), and the note that says so, naming the likely intended
+    spelling of a typo (``likely_directed_spelling``, the hint ``policy validate`` gives a
+    rule's ``metric:``): a misspelt ``eval_acuracy`` was dropped unsaid and the forecast read as
+    if it had weighed the run's accuracy. None for the note when there is none."""
+    if curve.metric != "loss" or not args.file or args.file == "-":
+        return [], None
+    names = undirected_eval_metrics(curve.columns)
+    if not names:
+        return [], None
+    hints = [spelt for spelt in map(likely_directed_spelling, names) if spelt is not None]
+    which = f"column {names[0]}" if len(names) == 1 else f"columns {', '.join(names)}"
+    its = "its name gives" if len(names) == 1 else "their names give"
+    hint = f" (did you mean {', '.join(hints)}?)" if hints else " (no loss/error or accuracy/score word)"
+    return names, f"{which} ignored: {its} no direction{hint}"
 
 
 def renamed_warning(columns: tuple[str, ...], shown: list[str]) -> str | None:

@@ -16,7 +16,14 @@ from advisor.sources.columns import Column, loss_named
 from advisor.sources.loaded_curve import SourceError, listing
 from advisor.sources.normalize import canonical_name
 
-__all__ = ["METRICS", "choose_metric", "eval_metrics", "file_series", "is_series_metric"]
+__all__ = [
+    "METRICS",
+    "choose_metric",
+    "eval_metrics",
+    "file_series",
+    "is_series_metric",
+    "undirected_eval_metrics",
+]
 
 #: the series ``metric=`` names by role: the training loss or the evaluation loss (and any eval
 #: metric with a direction, ``is_series_metric``)
@@ -39,6 +46,31 @@ def eval_metrics(names: Sequence[str]) -> list[str]:
         if series not in out and is_eval_name(series) and direction_of(series) is not None:
             out[series] = n
     return sorted(out, key=lambda k: k != "eval_loss")
+
+
+#: words of an eval field that times or counts the evaluation rather than grading the model
+#: (HF's ``eval_runtime``, ``eval_samples_per_second``): never judged, and no slip worth a word
+_BOOKKEEPING_WORDS = frozenset(("runtime", "second", "seconds", "epoch", "step", "steps", "time"))
+
+
+def undirected_eval_metrics(names: Sequence[str]) -> list[str]:
+    """The eval fields among a file's field names that no forecast judges because their name
+    says no direction (``eval_acuracy``, a misspelt ``eval_accuracy``), by the file's own names,
+    each series once, in the file's order; the evaluation's own timings and counts
+    (``eval_runtime``) are left out. Why: such a column was dropped without a word, and the user
+    took the forecast to have read it."""
+    out: dict[str, str] = {}
+    for n in names:
+        series = eval_series_name(canonical_name(n))
+        words = set(series.split("_"))
+        if (
+            series not in out
+            and is_eval_name(series)
+            and direction_of(series) is None
+            and not words & _BOOKKEEPING_WORDS
+        ):
+            out[series] = n
+    return list(out.values())
 
 
 def file_series(columns: Mapping[str, Column], names: Sequence[str]) -> list[str]:

@@ -380,3 +380,24 @@ def test_a_lightning_logs_val_columns_are_said_to_be_read_as_eval_series(
     assert sum(line in w for w in doc["input"]["warnings"]) == 1
     doc = _forecast(capsys, str(_overfitting_log(tmp_path / "hf.csv", accuracy=True)))
     assert not any("read as" in w for w in doc["input"]["warnings"])
+
+
+def test_an_eval_column_whose_name_says_no_direction_is_named_as_ignored(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A misspelt eval_acuracy column was dropped without a word: the forecast read as if it had
+    weighed the run's accuracy. A note names the column and the spelling it likely meant, the
+    JSON lists it among the eval metrics not shown; the evaluation's own timings stay unsaid."""
+    rows = ["step,loss,eval_acuracy,eval_runtime"] + [
+        f"{s},{0.3 + 2 * math.exp(-s / 300):.5f},{0.9 - 0.4 * math.exp(-s / 300):.5f},12.5"
+        for s in range(0, 1000, 10)
+    ]
+    (tmp_path / "run.csv").write_text("\n".join(rows) + "\n")
+    data = _forecast(capsys, str(tmp_path / "run.csv"))
+    note = "column eval_acuracy ignored: its name gives no direction (did you mean eval_accuracy?)"
+    assert note in data["input"]["notes"]
+    assert data["input"]["eval_metrics_not_shown"] == ["eval_acuracy"]
+    assert list(data["series"]) == ["loss"]
+    assert not any("runtime" in n for n in data["input"]["notes"])
+    assert main(["forecast", str(tmp_path / "run.csv")]) == 0
+    assert f"  note            {note}" in capsys.readouterr().out
