@@ -79,3 +79,52 @@ def test_text_that_names_no_steps_is_no_text_log() -> None:
 def test_prose_with_a_stray_step_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="not a recognised loss log"):
         load_curve(_write(tmp_path, "notes.txt", "hello\nworld\nstep 1 something"))
+
+
+def _torchtune_console(steps_per_epoch: int, epochs: int) -> str:
+    """What ``tune run ... > log`` writes: a banner, then per epoch one line of progress bar
+    updates joined by carriage returns. Each step is drawn twice, as torchtune's recipe does:
+    the bar moves on under the previous description, then gets the new one
+    (``{epoch + 1}|{global step}|Loss: {loss}``)."""
+
+    def bar(description: str, i: int) -> str:
+        done = "█" * (10 * i // steps_per_epoch)
+        left = steps_per_epoch - i
+        times = f"[00:{i:02d}<00:{left:02d},  1.02it/s]"
+        return f"\r{description}: {100 * i // steps_per_epoch:3d}%|{done:<10}| {i}/{steps_per_epoch} {times}"
+
+    lines = ["INFO:torchtune.utils._logging:Running FullFinetuneRecipeSingleDevice with resolved config:"]
+    step = 0
+    for epoch in range(epochs):
+        line = f"\r  0%|          | 0/{steps_per_epoch} [00:00<?, ?it/s]"
+        description = ""
+        for i in range(1, steps_per_epoch + 1):
+            step += 1
+            if description:
+                line += bar(description, i)
+            description = f"{epoch + 1}|{step}|Loss: {_tt_loss(step)}"
+            line += bar(description, i)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _tt_loss(step: int) -> float:
+    return round(0.9 + 1.5 * 0.97**step, 4)
+
+
+def test_torchtunes_console_progress_bar_reads_its_global_step_loss_and_epoch(tmp_path: Path) -> None:
+    """``1|12|Loss: 2.4475: 100%|...| 12/1600 [...]`` was refused as holding no step or loss
+    field: the description's second field is the run's global step (the bar's own count restarts
+    each epoch), its first the epoch from 1. A redirected bar writes its updates on one line,
+    split by carriage returns, and draws each step twice: each step is read once."""
+    path = _write(tmp_path, "torchtune.log", _torchtune_console(steps_per_epoch=30, epochs=2))
+    curve = load_curve(path)
+    assert curve.steps == tuple(float(s) for s in range(1, 61))
+    assert curve.values == pytest.approx([_tt_loss(s) for s in range(1, 61)])
+    assert curve.epochs == (0.0,) * 30 + (1.0,) * 30
+    assert not any("duplicated" in w for w in curve.warnings)
+    # one line per update, as a log that keeps each redraw on its own line
+    plain = "\n".join(
+        f"1|{s}|Loss: {_tt_loss(s)}: 100%|| {s}/1600 [00:01<00:00,  1.2it/s]" for s in range(1, 9)
+    )
+    assert load_curve(_write(tmp_path, "plain.log", plain)).steps == tuple(float(s) for s in range(1, 9))
