@@ -14,7 +14,9 @@ are NaN, and those of a run whose loss is running away are worse than any saved 
 now would become the newest checkpoint, the one a resume starts from, and with a bounded number of
 kept checkpoints it could push out the last good one. The reason names what to resume from
 instead: the last checkpoint the advisor knows of, and the last step with a finite loss, or the step
-of the lowest loss when the loss had already risen well above it (a gradual blow-up).
+of the lowest loss when the loss had already risen well above it (a gradual blow-up). Both are of
+the reports the advisor got, said so: a run reports at intervals, and the steps it logged between
+two reports (finite losses among them) are never seen.
 """
 
 from __future__ import annotations
@@ -100,7 +102,12 @@ def _weights(bad: float | None) -> str:
 def _resume_from(ctx: Context) -> str:
     """Where a resume should start: the last checkpoint known, and one at or before the step of
     the lowest loss when the loss rose after it (a gradual blow-up: a checkpoint saved on the way up
-    holds its weights), else at or before the last finite loss's step."""
+    holds its weights), else at or before the last finite loss's step.
+
+    The losses named are reports' (raw values, never a smoothed level), and are said to be: the
+    run may have logged finite losses after the last finite report, between two reports (a
+    back-test's run logged 20.13 at step 1,080 where its last finite report was 10.34 at 1,040),
+    so "the last finite one" of the run would be a claim the advisor cannot make."""
     parts = []
     cp = ctx.job.checkpoint
     if cp.last_step is not None:
@@ -113,7 +120,7 @@ def _resume_from(ctx: Context) -> str:
     risen = ctx.job.last_finite_loss
     # a loss that rose without going non-finite: its last finite report is simply its latest
     latest = ctx.job.last_loss is not None and math.isfinite(ctx.job.last_loss)
-    which = "the latest" if latest else "the last finite one"
+    which = "the latest report" if latest else "the last finite report"
     if (
         lowest is not None
         and last is not None
@@ -122,9 +129,11 @@ def _resume_from(ctx: Context) -> str:
         and risen > lowest[1] + RISEN * abs(lowest[1])
     ):
         parts.append(
-            f"one at or before step {lowest[0]:,} (its lowest loss, {lowest[1]:.4g}; the loss rose after "
-            f"it, to {risen:.4g} at step {last:,}, {which})"
+            f"one at or before step {lowest[0]:,} (the lowest loss reported, {lowest[1]:.4g}; the loss "
+            f"rose after it, to {risen:.4g} at step {last:,}, {which})"
         )
     elif last is not None:
-        parts.append(f"one at or before step {last:,} ({'the latest' if latest else 'the last finite'} loss)")
+        parts.append(
+            f"one at or before step {last:,} ({'the latest' if latest else 'the last finite'} loss reported)"
+        )
     return f"; resume from {' or '.join(parts)}" if parts else ""

@@ -292,22 +292,23 @@ def test_non_finite_loss_diverges_at_once_without_saving_its_weights() -> None:
     # forecast's last point
     later = dataclasses.replace(saved, last_finite_step=4700)
     reason = decide(later, CV, p, now=T0).actions[0].reason
-    assert "one at or before step 4,700 (the last finite loss)" in reason
+    assert "one at or before step 4,700 (the last finite loss reported)" in reason
     # a gradual blow-up: the loss had risen 100-fold before it went NaN; a checkpoint on the way up
     # holds those weights, so the step of its lowest loss is named
     risen = dataclasses.replace(later, last_finite_loss=200.0, lowest_loss=(3900, 2.0))
     reason = decide(risen, CV, p, now=T0).actions[0].reason
     assert (
-        "one at or before step 3,900 (its lowest loss, 2; the loss rose after it, to 200 at step 4,700"
-        in reason
+        "one at or before step 3,900 (the lowest loss reported, 2; the loss rose after it, "
+        "to 200 at step 4,700" in reason
     )
     # a loss still near its lowest when it went NaN: the last finite step stays the one named
     near = dataclasses.replace(later, last_finite_loss=2.05, lowest_loss=(4600, 2.0))
     assert (
-        "one at or before step 4,700 (the last finite loss)" in decide(near, CV, p, now=T0).actions[0].reason
+        "one at or before step 4,700 (the last finite loss reported)"
+        in decide(near, CV, p, now=T0).actions[0].reason
     )
     # a loss that rose 100-fold and is still finite: its latest report is named as such, not as
-    # "the last finite one" (nothing went non-finite)
+    # the last finite one (nothing went non-finite)
     finite = dataclasses.replace(
         job(forecast=forecast(diverge=0.99), last_loss=200.0),
         last_finite_step=4700,
@@ -316,7 +317,29 @@ def test_non_finite_loss_diverges_at_once_without_saving_its_weights() -> None:
     )
     p_rise = policy({"divergence": {"probability": 0.9, "for": "0s", "action": "Stop"}})
     reason = decide(finite, CV, p_rise, now=T0).actions[0].reason
-    assert "to 200 at step 4,700, the latest)" in reason and "last finite" not in reason, reason
+    assert "to 200 at step 4,700, the latest report)" in reason and "last finite" not in reason, reason
+
+
+def test_a_diverged_runs_resume_point_is_named_as_what_was_reported() -> None:
+    """A run reports at intervals: a back-test's run logged 10.34 at step 1,040 and 20.13 at 1,080,
+    then NaN, and its reports, a minute apart, held 1,040 and then NaN. The reason called 1,040
+    "the last finite one" while the run's was 1,080: it names the last finite *report*, and the
+    lowest loss as the lowest reported, facts the advisor has."""
+    p = policy({"divergence": {"action": "Stop"}})
+    j = dataclasses.replace(
+        job(last_loss=math.nan),
+        last_finite_step=1040,
+        last_finite_loss=10.336744621457562,
+        lowest_loss=(880, 1.0079),
+        checkpoint=CheckpointState(last_step=800, last_time=T0 - HOUR),
+    )
+    reason = decide(j, CV, p, now=T0).actions[0].reason
+    assert (
+        "resume from the checkpoint of step 800 or one at or before step 880 "
+        "(the lowest loss reported, 1.008; the loss rose after it, "
+        "to 10.34 at step 1,040, the last finite report)" in reason
+    ), reason
+    assert "the last finite one" not in reason
 
 
 def test_a_non_finite_loss_acts_once_it_is_a_run_of_reports() -> None:
