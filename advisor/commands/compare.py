@@ -20,7 +20,9 @@ states its ``save_steps``, the best of the steps it saved a checkpoint at: an ev
 two saves left no weights to keep), that of ``--metric eval_accuracy`` when ranked by it, not
 that of the eval metric its state is judged by. The training loss has no such checkpoint to keep
 (a run's last weights are what its final training loss describes): ranked by it, no best
-checkpoint is shown.
+checkpoint is shown, and a run judged overfitting is left unranked as a diverging run with no
+checkpoint is: its training loss keeps falling while its model gets worse, so the lowest FINAL
+LOSS of a sweep named the poor model best at P(BEST) 100%.
 
 The runs are TrainJobForecasts on the cluster, or, when every argument is a file or a folder, run
 logs (the formats ``forecast FILE`` reads: a sweep's ``trainer_state.json`` files, CSV, JSONL; a
@@ -203,7 +205,7 @@ def _close_call(result: Sequence[Mapping[str, Any]], broken: set[str]) -> str | 
 def _rank_key(row: Mapping[str, Any], broken: set[str]) -> tuple[int, float, float, str]:
     """Most likely best first, as the table shows the probability (to the percent: runs shown at
     0% each are as likely), then by the value it gives in the metric's direction; runs with no
-    forecast, then diverging ones, last."""
+    forecast, then unranked ones (diverging, or overfitting under the training loss), last."""
     final = row["final"]
     if row["run"] in broken:
         return (2, 0.0, 0.0, row["run"])
@@ -263,6 +265,13 @@ def run(args: argparse.Namespace) -> int:
     # user can keep, and it is ranked by that value alone (a diverged run's best checkpoint beat a
     # finished run's final value and went unranked)
     broken: set[str] = set()
+    # ranked by the training loss, an overfitting run is read as a diverging one with no checkpoint
+    # is: the series ranked by no longer says how good its model is (its training loss ends lowest,
+    # its model is the worst: it came first at P(BEST) 100%), and the training loss keeps no
+    # checkpoint from before it overfit. Not ranked by the eval metric over the runs that report
+    # it instead: a run that reports none (a custom log) would drop out of the draw unseen, and
+    # P(BEST) would no longer be of the runs named
+    overfit_out: set[str] = set()
     by_checkpoint: set[str] = set()
     at_end: set[str] = set()
     usable: list[tuple[str, tuple[float, float, float], float | None]] = []
@@ -272,6 +281,9 @@ def run(args: argparse.Namespace) -> int:
     for ref, st, iv in ranked:
         drawn = draws[ref]
         kept = None if drawn is None else drawn[0]
+        if metric == "loss" and st.get("state") == "overfitting":
+            overfit_out.add(ref)
+            continue
         if st.get("state") == "diverging":
             if kept is None:
                 broken.add(ref)
@@ -318,6 +330,9 @@ def run(args: argparse.Namespace) -> int:
             "ended": st.get(ENDED),
             "improvingAtEnd": bool(st.get(IMPROVING)),
             "notes": run_notes(st, files is not None),
+            # why the run is outside the draw (its probabilityBest None): diverging with no
+            # checkpoint kept, or overfitting under the training loss; None: ranked
+            "notRanked": "diverging" if ref in broken else "overfitting" if ref in overfit_out else None,
             # what the run is ranked by: the better of its final value and its best checkpoint;
             # a diverging run's best checkpoint alone (its final value is where it would end if
             # it recovered: GIVES read 1.019 beside a best checkpoint of 1.072, ranked last); a best
@@ -328,7 +343,8 @@ def run(args: argparse.Namespace) -> int:
         }
         for (ref, st, iv), (_, _, train) in zip(ranked, found, strict=True)
     ]
-    result.sort(key=lambda r: _rank_key(r, broken))
+    unranked = broken | overfit_out
+    result.sort(key=lambda r: _rank_key(r, unranked))
     if args.output == "json":
         print(json.dumps(result, indent=2))
         return 0
@@ -365,19 +381,19 @@ def run(args: argparse.Namespace) -> int:
             "step; the value it measured is its luckiest evaluation), and the rows run from the likeliest "
             "best down (a run with a wider interval can be likelier best than one that gives better)"
         )
-    close = _close_call(result, broken)
+    close = _close_call(result, unranked)
     if close is not None:
         print(close)
     mixed = mixed_scales(result) if higher else None
     if mixed is not None:
         print(mixed)
-    overfit = [r["run"] for r in result if r["state"] == "overfitting"]
-    if metric == "loss" and overfit:
-        # ranked by the training loss at the user's word: an overfitting run ends with the lowest of
-        # it and a poor model, which the table alone would rank first without a word
+    if overfit_out:
+        # ranked by the training loss, an overfitting run ends with the lowest of it and a poor
+        # model: why its P(BEST) is blank, and how to rank it
         print(
-            f"overfitting: {', '.join(overfit)}: ranked by the training loss, an overfitting run ends low "
-            "with a poor model (rank by its eval metric: --metric eval_loss or the one it is judged by)"
+            f"not ranked, overfitting: {', '.join(r['run'] for r in result if r['run'] in overfit_out)}: "
+            "ranked by the training loss, an overfitting run ends low with a poor model "
+            "(rank by its eval metric: --metric eval_loss or the one it is judged by)"
         )
     if by_checkpoint:
         print(

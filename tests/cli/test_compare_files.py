@@ -80,6 +80,38 @@ def test_ranked_by_the_training_loss_an_overfitting_run_is_named_as_such(
     assert "ranked by the training loss, an overfitting" not in capsys.readouterr().out
 
 
+def test_ranked_by_the_training_loss_an_overfitting_run_is_not_named_best(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ranked by the training loss (a run without eval_loss forces it), an overfitting run ends
+    with the lowest training loss and the worst model, and came first at P(BEST) 100%: it is left
+    unranked, as a diverging run with no checkpoint is, listed after the ranked runs and said why."""
+    _sweep_run(tmp_path / "overfit.json", overfit=True)
+    _sweep_run(tmp_path / "steady.json", overfit=False, seed=1)
+    # a custom log with a training loss alone: no eval_loss, so the sweep is ranked by the loss
+    (tmp_path / "plain.csv").write_text(
+        "step,loss\n" + "".join(f"{s},{0.5 + 2 * math.exp(-s / 600):.5f}\n" for s in range(10, 1501, 10))
+    )
+    runs = [str(tmp_path / n) for n in ("overfit.json", "steady.json", "plain.csv")]
+    assert cli.main(["compare", *runs, "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["metric"] for r in rows} == {"loss"}
+    by_name = {Path(r["run"]).name: r for r in rows}
+    assert by_name["overfit.json"]["state"] == "overfitting"
+    assert by_name["overfit.json"]["probabilityBest"] is None
+    assert by_name["overfit.json"]["notRanked"] == "overfitting"
+    assert Path(rows[-1]["run"]).name == "overfit.json"
+    ranked = [r for r in rows if r["probabilityBest"] is not None]
+    assert {Path(r["run"]).name for r in ranked} == {"steady.json", "plain.csv"}
+    assert all(r["notRanked"] is None for r in ranked)
+    assert sum(r["probabilityBest"] for r in ranked) == pytest.approx(1.0)
+    assert cli.main(["compare", *runs]) == 0
+    out = capsys.readouterr().out
+    overfit_row = next(line for line in out.splitlines() if line.startswith(str(tmp_path / "overfit.json")))
+    assert "%" not in overfit_row and "overfitting" in overfit_row
+    assert "not ranked, overfitting: " in out and "an overfitting run ends low with a poor model" in out
+
+
 def test_a_diverged_run_with_a_good_checkpoint_is_ranked_by_that_checkpoint(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -487,7 +519,9 @@ def test_an_eval_metric_only_some_runs_report_is_not_the_default_ranking(
     assert cli.main(["compare", str(sweep), "-o", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["metric"] for r in rows} == {"loss"}
-    assert all(r["probabilityBest"] is not None for r in rows)
+    # every run has a place; one judged overfitting has it outside the draw, said so
+    assert all((r["probabilityBest"] is None) == (r["notRanked"] is not None) for r in rows)
+    assert all(r["probabilityBest"] is not None for r in rows if r["run"].endswith(".csv"))
     assert cli.main(["compare", str(sweep)]) == 0
     out = capsys.readouterr().out
     assert "FINAL LOSS" in out

@@ -303,10 +303,12 @@ def test_compare_ranks_fine_tunes_by_the_eval_metric_they_are_judged_by(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["RUN", "FINAL", "EVAL_LOSS"] and lines[1].split()[0] == "a/steady"
     assert "ranked by eval_loss (lower is better)" in lines
-    # asked for the training loss: the overfitting run wins that one
+    # asked for the training loss: the overfitting run ends lowest in it with the worse model, and
+    # is left unranked (as a diverging run is), not named best
     assert cli.main(["compare", "overfit", "steady", "-n", "a", "--metric", "loss", "-o", "json"]) == 0
     data = {d["run"]: d for d in json.loads(capsys.readouterr().out)}
-    assert data["a/overfit"]["probabilityBest"] == 1.0
+    assert data["a/overfit"]["probabilityBest"] is None and data["a/overfit"]["notRanked"] == "overfitting"
+    assert data["a/steady"]["probabilityBest"] == 1.0
 
 
 def test_prob_best_is_symmetric_and_seeded() -> None:
