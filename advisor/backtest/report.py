@@ -32,14 +32,26 @@ WRONG_STOP_HOURS = (
 )
 
 
+def hours_text(value: float, *, signed: bool = False) -> str:
+    """GPU-hours in the table: one decimal, but two significant digits below 0.1 (``<0.001``
+    below that), so that a saving that is not zero never reads ``+0.0`` beside a non-zero
+    ``non-learn saved`` share (0.013 GPU-h of a small run did); every hours column alike."""
+    sign = "+" if signed and value >= 0 else ""
+    if value == 0 or abs(value) >= 0.095:
+        return f"{value:+.1f}" if signed else f"{value:.1f}"
+    if abs(value) < 0.001:
+        return f"{'-' if value < 0 else sign}<0.001"
+    return f"{sign}{value:.2g}"
+
+
 _COLUMNS = (
     ("policy", lambda r: r["policy"]),
     ("runs", lambda r: str(r["runs"])),
     ("stopped", lambda r: str(r["stopped"])),
-    ("GPU-h", lambda r: f"{r['gpu_hours']:.1f}"),
-    ("non-learn", lambda r: f"{r['gpu_hours_nonlearning']:.1f}"),
-    ("saved", lambda r: f"{r['gpu_hours_saved']:+.1f}"),
-    ("cut learning", lambda r: f"{r['gpu_hours_cut_learning']:.1f}"),
+    ("GPU-h", lambda r: hours_text(r["gpu_hours"])),
+    ("non-learn", lambda r: hours_text(r["gpu_hours_nonlearning"])),
+    ("saved", lambda r: hours_text(r["gpu_hours_saved"], signed=True)),
+    ("cut learning", lambda r: hours_text(r["gpu_hours_cut_learning"])),
     (
         "non-learn saved",
         lambda r: (
@@ -56,7 +68,9 @@ _COLUMNS = (
     (
         "near-end",
         lambda r: (
-            f"{r['near_end_releases']} ({r['near_end_gpu_hours']:.1f}h)" if r["near_end_releases"] else "0"
+            f"{r['near_end_releases']} ({hours_text(r['near_end_gpu_hours'])}h)"
+            if r["near_end_releases"]
+            else "0"
         ),
     ),
 )

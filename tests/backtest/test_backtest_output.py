@@ -444,6 +444,29 @@ def test_a_sweep_setting_judging_a_metric_no_run_reports_is_said(
     ]
 
 
+def test_a_small_saving_is_not_shown_as_zero_and_every_hours_column_rounds_alike() -> None:
+    """0.013 GPU-h saved read ``+0.0`` beside ``non-learn saved 1.0%``: below 0.1 an hours cell
+    keeps two significant digits, in every hours column; a real zero stays 0.0."""
+    from advisor.backtest.report import format_table
+
+    row = {
+        "policy": "plateau",
+        "runs": 8,
+        "stopped": 1,
+        "gpu_hours": 1.25,
+        "gpu_hours_nonlearning": 0.013,
+        "gpu_hours_saved": 0.013,
+        "gpu_hours_cut_learning": 0.0,
+        "nonlearning_saved_fraction": 0.0104,
+        "wrong_stops_by_threshold": {"0.005": 0, "0.01": 0, "0.02": 0},
+        "near_end_releases": 1,
+        "near_end_gpu_hours": 0.0004,
+    }
+    line = format_table([row]).splitlines()[-1].split()
+    assert line[:8] == ["plateau", "8", "1", "1.2", "0.013", "+0.013", "0.0", "1.0%"], line
+    assert line[-2:] == ["1", "(<0.001h)"], line
+
+
 def _selecting_nobody(tmp_path: Path) -> Path:
     """The plateau-release samples with selectors that match no run (a team label none carries)."""
     nobody = tmp_path / "nobody.yaml"
