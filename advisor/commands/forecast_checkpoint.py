@@ -24,7 +24,7 @@ def best_lines(outcome: Outcome) -> list[str]:
     st, trainer = outcome.state, outcome.trainer
     lines: list[str] = []
     if st is not None and st.metric is not None and st.best_step is not None:
-        ago = f"{st.evals_since_best} evaluation(s) ago"
+        ago = f"{st.evals_since_best} evaluation{'' if st.evals_since_best == 1 else 's'} ago"
         # a console log's steps count its training logs: "step 150" named a checkpoint that does
         # not exist (checkpoint-1500 at logging_steps 10)
         counted = any(w.startswith(LOG_COUNT_WARNING) for w in outcome.full.warnings)

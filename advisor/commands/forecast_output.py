@@ -44,7 +44,7 @@ NOISY_SCATTER = 0.05
 
 def _no_trend(n: int) -> str:
     """Why a series too short to hold a trend has no P(plateau) worth printing."""
-    return f"{n} point(s), no trend yet"
+    return f"{n} point{'' if n == 1 else 's'}, no trend yet"
 
 
 def _caution(fc: Forecast) -> str | None:
@@ -155,7 +155,9 @@ def render_text(outcome: Outcome) -> str:
     if outcome.total_steps and last is not None:
         progress += f" of {outcome.total_steps:,} ({100 * last / outcome.total_steps:.0f}%)"
     dropped = f", {fc.n_dropped} dropped" if fc.n_dropped else ""
-    lines.append(f"  progress        {progress}; {fc.n_points} points used{dropped}")
+    lines.append(
+        f"  progress        {progress}; {fc.n_points} point{'' if fc.n_points == 1 else 's'} used{dropped}"
+    )
     scatter = _scatter(curve.values, fc.current_loss)
     noisy = ""
     if scatter is not None and fc.current_loss is not None:
@@ -303,7 +305,8 @@ def render_text(outcome: Outcome) -> str:
             # another step (a classifier's loss turned at 1,200, its accuracy best at 3,000)
             lines.append(
                 f"  best by {st.task_metric} step {task.best_step:,} ({st.task_metric} "
-                f"{_num(task.best_value)}, {task.evals_since_best} evaluation(s) ago)"
+                f"{_num(task.best_value)}, {task.evals_since_best} "
+                f"evaluation{'' if task.evals_since_best == 1 else 's'} ago)"
             )
         own_best = _best_of_shown(curve, st.metric)
         if own_best is not None:  # --metric shows another eval series: its own best too

@@ -73,7 +73,7 @@ class JobEvents:
         if state.metric is not None and state.best_step is not None:
             detail = (
                 f"; best {state.metric} {state.best_value:.4g} at step {state.best_step}"
-                f" ({state.evals_since_best} evaluation(s) ago)"
+                f" ({state.evals_since_best} evaluation{'' if state.evals_since_best == 1 else 's'} ago)"
             )
         probs = state.probabilities
         if state.label in ("plateaued", "overfitting"):

@@ -269,7 +269,10 @@ def _curve(
     total_steps = total_from(totals[-1] if totals else None, total_name, warnings)
     if totals and len(set(totals)) > 1:
         warnings.append(f"total steps vary within the file; using the last value {total_steps}")
-    details = [f"{len(steps)} points of {target.describe()}", f"step {columns['step'].describe()}"]
+    details = [
+        f"{len(steps)} point{'' if len(steps) == 1 else 's'} of {target.describe()}",
+        f"step {columns['step'].describe()}",
+    ]
     details += [f"{role} {columns[role].describe()}" for role in optional if series[role] is not None]
     return LoadedCurve(
         steps=tuple(steps),

@@ -153,7 +153,10 @@ def large_curve(
     def tup(role: str) -> tuple[float, ...] | None:
         return tuple(series[role].tolist()) if role in series else None
 
-    details = [f"{n_rows} points of {target.describe()}", f"step {columns['step'].describe()}"]
+    details = [
+        f"{n_rows} point{'' if n_rows == 1 else 's'} of {target.describe()}",
+        f"step {columns['step'].describe()}",
+    ]
     details += [f"{role} {columns[role].describe()}" for role in optional]
     return LoadedCurve(
         steps=tup("step") or (),

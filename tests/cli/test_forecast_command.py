@@ -132,7 +132,10 @@ def test_a_run_state_read_off_even_odds_says_there_is_no_trend_yet(
     (tmp_path / "one.csv").write_text("step,loss\n10,2.3\n")
     _, out, _ = run(capsys, str(tmp_path / "one.csv"))
     state = next(line for line in out.splitlines() if line.strip().startswith("run state"))
-    assert "(1 point(s), no trend yet: learning 0.50" in state, state
+    assert "(1 point, no trend yet: learning 0.50" in state, state
+    # one point is counted in the singular wherever the text counts it (it read "1 points of 'loss'")
+    assert "1 points" not in out and "point(s)" not in out.split("  warnings")[0], out
+    assert "1 point of 'loss'" in out and "1 point used" in out, out
     (tmp_path / "three.csv").write_text("step,loss\n10,2.3\n20,2.1\n30,2.0\n")
     _, out, _ = run(capsys, str(tmp_path / "three.csv"))
     state = next(line for line in out.splitlines() if line.strip().startswith("run state"))
