@@ -34,12 +34,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 import numpy as np
 
 from advisor.forecast.best_trend import trend_at
 from advisor.forecast.eval_forecast import eval_horizon, forecast_series, lr_at, schedule_end
+from advisor.forecast.finished_record import (
+    MIN_EVALS,
+    SeriesLike,
+    fell_since,
+    improved_since,
+    rose_above_best,
+)
 from advisor.model import LEARNING_LABELS, EvalJudgement, Forecast, LearningState
 from advisor.series import (
     Direction,
@@ -66,10 +72,6 @@ __all__ = [
     "task_judgement",
 ]
 
-#: a finished run's training loss "still fell" after its eval's best by about this share (the
-#: Forecast contract's 1%), its medians over this many points compared
-RECENT_FALL = 0.01
-RECENT_POINTS = 5
 #: how far another label's probability must lead the one shown before to replace it
 LABEL_HYSTERESIS = 0.1
 #: the odds at which a run is first called stopped (plateaued or overfitting): 3 to 2. At even
@@ -79,8 +81,6 @@ LABEL_HYSTERESIS = 0.1
 #: (0.73, finding 0.62 of the stopped cuts; the held-out half, not used to choose it: 0.87 and
 #: 0.62). The rules read the probabilities, never the label, so no action moves with it
 STOPPED_LABEL_MIN = 0.6
-#: evaluations an eval series needs before it is judged (two points have no trend to read)
-MIN_EVALS = 3
 #: P(hung) rises from 0 at this many report intervals without a step advance ...
 HUNG_FROM = 5.0
 #: ... to 1 at this many
@@ -88,19 +88,6 @@ HUNG_TO = 15.0
 #: and is 0 before this much silence, whatever the interval (a run reporting every few seconds
 #: that pauses for a checkpoint or an evaluation is not hung)
 HUNG_MIN_S = 300.0
-
-
-class SeriesLike(Protocol):
-    """What the state reads of a series: its points and which way is better."""
-
-    @property
-    def steps(self) -> Sequence[int] | Sequence[float]: ...
-
-    @property
-    def values(self) -> Sequence[float]: ...
-
-    @property
-    def direction(self) -> Direction: ...
 
 
 def best_point(series: SeriesLike) -> tuple[int | None, float | None, int, int]:
@@ -197,54 +184,6 @@ IMPROVING_AT_END_NOTE = (
     "at its end, not stalled: {metric} was at its best at the last evaluation (a longer run may "
     "have gained more)"
 )
-
-
-def _fell_since(history: tuple[Sequence[float], Sequence[float]], step: float) -> float:
-    """How sure it is that the training loss fell by more than ``RECENT_FALL`` since ``step``: its
-    median over the last points up to ``step`` against its median over the last points now, a
-    ramp from half to one and a half times the threshold (noise on either side of it)."""
-    steps = np.asarray(history[0], dtype=float)
-    vals = np.asarray(history[1], dtype=float)
-    ok = np.isfinite(steps) & np.isfinite(vals)
-    steps, vals = steps[ok], vals[ok]
-    before = vals[steps <= step][-RECENT_POINTS:]
-    after = vals[steps > step][-RECENT_POINTS:]
-    if before.size == 0 or after.size == 0:
-        return 0.0
-    then = float(np.median(before))
-    if then == 0.0:
-        return 0.0
-    fell = (then - float(np.median(after))) / abs(then)
-    return float(np.clip((fell - 0.5 * RECENT_FALL) / RECENT_FALL, 0.0, 1.0))
-
-
-def _improved_since(series: SeriesLike, step: float) -> float:
-    """How sure it is that ``series`` got better by more than ``RECENT_FALL`` after ``step``: its
-    median over its last evaluations up to ``step`` against its median over its last evaluations,
-    on the same ramp as ``_fell_since`` (its direction read: a score rises)."""
-    pts = [
-        (float(x), float(v)) for x, v in zip(series.steps, series.values, strict=False) if math.isfinite(v)
-    ]
-    before = [v for x, v in pts if x <= step][-MIN_EVALS:]
-    after = [v for x, v in pts if x > step][-MIN_EVALS:]
-    if not before or not after:
-        return 0.0
-    then, end = float(np.median(before)), float(np.median(after))
-    if then == 0.0:
-        return 0.0
-    better = (end - then if series.direction is Direction.HIGHER else then - end) / abs(then)
-    return float(np.clip((better - 0.5 * RECENT_FALL) / RECENT_FALL, 0.0, 1.0))
-
-
-def _rose_above_best(series: SeriesLike, best: float | None) -> float:
-    """How sure it is that the series ended worse than its best by more than ``RECENT_FALL``: its
-    median over its last evaluations against the best, on the same ramp as ``_fell_since``."""
-    vals = np.asarray([v for v in series.values if math.isfinite(v)], dtype=float)
-    if best is None or best == 0.0 or vals.size == 0:
-        return 0.0
-    end = float(np.median(vals[-MIN_EVALS:]))
-    worse = (best - end if series.direction is Direction.HIGHER else end - best) / abs(best)
-    return float(np.clip((worse - 0.5 * RECENT_FALL) / RECENT_FALL, 0.0, 1.0))
 
 
 def _hung(idle_s: float | None, interval_s: float | None) -> float:
@@ -370,7 +309,7 @@ def learning_state(
             # at its end every P(plateau) is 1: whether the task's score stopped with the judged
             # series is read off its record since the judged series' best (a classifier's eval
             # loss turned at step 1,200 while its accuracy rose to its best at the last evaluation)
-            q = min(p_eval, 1.0 - _improved_since(evals[task], best_step))
+            q = min(p_eval, 1.0 - improved_since(evals[task], best_step))
         elif task is not None:
             q = series_fc[task].plateau_probability
         if q < p_eval:
@@ -441,8 +380,8 @@ def _overfit_odds(
         # a run at its last step has nothing left to forecast (every P(plateau) is 1): whether its
         # training loss still fell is read off its record since the eval's best, and the eval
         # counts as past its best when it ended above it by the threshold, not by noise
-        train_falls = max(train_falls, _fell_since(train_history, best_step))
-        past_best = _rose_above_best(series, best_value)
+        train_falls = max(train_falls, fell_since(train_history, best_step))
+        past_best = rose_above_best(series, best_value)
     return train_falls * past_best
 
 
