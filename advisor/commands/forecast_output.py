@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +18,7 @@ import numpy as np
 from advisor.commands.forecast_checkpoint import best_lines
 from advisor.commands.forecast_outcome import decay_end_step, series_direction, stuck_for
 from advisor.commands.number_text import num as _num
-from advisor.forecast._prep import report_noise
+from advisor.forecast._prep import DROPPED_WARNING, report_noise
 from advisor.forecast.core import ends_at_decay, holds_trend
 from advisor.forecast.jump import JUMP_WARNING
 from advisor.forecast.state import (
@@ -315,7 +315,7 @@ def render_text(outcome: Outcome) -> str:
             )
     warnings = [
         *curve.warnings,
-        *fc.warnings,
+        *(w for w in fc.warnings if not _told_by_the_file(w, curve.warnings, curve.metric)),
         *(outcome.state.warnings if outcome.state else ()),
         *_series_warnings(outcome.state, curve.metric),
     ]
@@ -323,6 +323,15 @@ def render_text(outcome: Outcome) -> str:
         lines.append("  warnings")
         lines += [f"    - {warning}" for warning in warnings]
     return "\n".join(lines)
+
+
+def _told_by_the_file(warning: str, file_warnings: Sequence[str], metric: str) -> bool:
+    """The forecast's count of the points it dropped, when the file's reading already counted as
+    many non-finite values of the series (a run gone NaN read "25 non-finite loss values" and
+    "dropped 25 point(s) ..." for one fact). The JSON keeps both lists as they are."""
+    suffix = f" non-finite {metric} values"
+    counts = (w.removesuffix(suffix) for w in file_warnings if w.endswith(suffix))
+    return any(warning == DROPPED_WARNING.format(n=n) for n in counts)
 
 
 def _best_of_shown(curve: Any, judged: str | None) -> tuple[float, float] | None:

@@ -307,7 +307,7 @@ def prepare(
     ok = np.isfinite(s) & np.isfinite(v) & (s >= 0)
     n_bad = int(n - ok.sum())
     if n_bad:
-        warnings.append(f"dropped {n_bad} point(s) with a non-finite or negative step, or a non-finite loss")
+        warnings.append(DROPPED_WARNING.format(n=n_bad))
 
     # Restart segments: given by the caller, or detected on the raw order of finite steps.
     idx = np.nonzero(ok)[0]
@@ -528,6 +528,9 @@ def report_noise(y: FloatArray) -> float:
     return 1.4826 * fast_median(np.abs(y[1:] - y[:-1])) / math.sqrt(2.0)
 
 
+#: the forecast's count of the points it could not read (a reader that counted them already may
+#: leave it out: ``advisor.commands.forecast_output``)
+DROPPED_WARNING = "dropped {n} point(s) with a non-finite or negative step, or a non-finite loss"
 #: a value this many times the series' median magnitude is an overflow, not a loss
 OVERFLOW_FACTOR = 1e4
 

@@ -726,6 +726,23 @@ def test_a_cut_before_a_divergence_neither_warns_of_it_nor_calls_the_last_finite
     assert "50 non-finite loss values" in got["input"]["warnings"]
 
 
+def test_a_run_gone_nan_is_warned_of_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The file's reading counts the non-finite values and the forecast the points it dropped:
+    one fact, printed once (the JSON keeps both lists as they are)."""
+    rows = ["step,loss"] + [
+        f"{s},{'nan' if s > 3000 else 2 + 3 * (s / 100) ** -0.5}" for s in range(10, 3501, 10)
+    ]
+    path = tmp_path / "nan.csv"
+    path.write_text("\n".join(rows) + "\n")
+    assert main(["forecast", str(path), "--total-steps", "5000"]) == 0
+    out = capsys.readouterr().out
+    assert "50 non-finite loss values" in out and "dropped 50 point(s)" not in out
+    assert main(["forecast", str(path), "--total-steps", "5000", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert "50 non-finite loss values" in got["input"]["warnings"]
+    assert any(w.startswith("dropped 50 point(s)") for w in got["warnings"])
+
+
 def test_a_noisy_loss_says_how_much_its_reports_scatter_and_a_smooth_one_does_not(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
