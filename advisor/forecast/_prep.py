@@ -520,6 +520,10 @@ def fast_median(a: FloatArray) -> float:
     return 0.5 * float(part[k] + np.max(part[:k]))
 
 
+#: the standard error of a median of k reports is this times one report's sd / sqrt(k) (sqrt(pi/2))
+MEDIAN_SE = 1.2533
+
+
 def report_noise(y: FloatArray) -> float:
     """The noise of one report: a robust sd from first differences (a trend barely moves them, a
     spike inflates one or two only). 0 for fewer than two points."""

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from advisor.forecast._prep import report_noise
+from advisor.forecast._prep import MEDIAN_SE, report_noise
 from advisor.series import Direction
 
 __all__ = ["MIN_EVALS", "RECENT_FALL", "SeriesLike", "fell_since", "improved_since", "rose_above_best"]
@@ -20,8 +20,6 @@ __all__ = ["MIN_EVALS", "RECENT_FALL", "SeriesLike", "fell_since", "improved_sin
 #: Forecast contract's 1%), its medians over this many points compared
 RECENT_FALL = 0.01
 RECENT_POINTS = 5
-#: the standard error of a median of k reports is this times one report's sd / sqrt(k)
-_MEDIAN_SE = 1.2533
 #: evaluations an eval series needs before it is judged (two points have no trend to read)
 MIN_EVALS = 3
 
@@ -103,5 +101,5 @@ def _clear_change(change: float, noise: float, n_before: int, n_after: int) -> f
     ``n_after`` reports, one report's relative noise ``noise``) is a change of more than
     ``RECENT_FALL``: a ramp from half to one and a half times the threshold, moved up by two
     standard errors of the medians' difference, so that noise alone reads as no change."""
-    se = _MEDIAN_SE * noise * math.sqrt(1.0 / n_before + 1.0 / n_after)
+    se = MEDIAN_SE * noise * math.sqrt(1.0 / n_before + 1.0 / n_after)
     return float(np.clip((change - 2.0 * se - 0.5 * RECENT_FALL) / RECENT_FALL, 0.0, 1.0))

@@ -27,17 +27,15 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
-from advisor.forecast._prep import Prepared, fast_median, report_noise, reports_of, row_medians
+from advisor.forecast._prep import MEDIAN_SE, Prepared, fast_median, report_noise, reports_of, row_medians
 
 __all__ = ["FINE_BLOCKS", "JUMP_WARNING", "after_jump", "collapsed", "jump_start"]
 
 FloatArray = NDArray[np.float64]
 
-#: the standard error of a median of k reports is this times sigma / sqrt(k); a collapsed level
-#: stands this many of its standard errors above the best; and a run whose trend brings it back
-#: under this many times its best by its end is recovering (the lower end of the ramp that weighs
-#: how far above its best it stands)
-_MEDIAN_SE = 1.2533
+#: a collapsed level stands this many of its standard errors (``MEDIAN_SE``) above the best; and
+#: a run whose trend brings it back under this many times its best by its end is recovering (the
+#: lower end of the ramp that weighs how far above its best it stands)
 _CLEAR_Z = 3.0
 _BACK_UNDER = 1.5
 #: where a run started and its best are read off medians of this many blocks of its history
@@ -73,8 +71,8 @@ class _Reading:
         standard error), from the reports' noise: read only once the ratios call for it (the
         noise is the costly part, and most forecasts never get here)."""
         sigma = report_noise(y)
-        level_se = _MEDIAN_SE * sigma / math.sqrt(k)
-        spread = math.hypot(level_se, _MEDIAN_SE * sigma / math.sqrt(self.fine))
+        level_se = MEDIAN_SE * sigma / math.sqrt(k)
+        spread = math.hypot(level_se, MEDIAN_SE * sigma / math.sqrt(self.fine))
         return (self.last - self.best) / max(spread, 1e-300), level_se
 
 
