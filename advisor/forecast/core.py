@@ -365,9 +365,11 @@ def _run(
         half_t = cal.Z80 * turn.sd
         mean_f = mean
         mean = (1.0 - w) * mean + w * turn.mean
-        # the rise may stop at any report: its low end reaches down to where the series stands
-        # smoothed now (the branch itself starts higher, where the trend stands)
-        lo = min((1.0 - w) * lo + w * min(turn.mean - half_t, level), mean)
+        # the rise may stop at any report: its low end reaches down to where the trend stands
+        # now, less one report's scatter (reaching to the median of the last reports, which
+        # lags a rise by two evaluations, an eval loss rising 0.045 an evaluation read
+        # "1.306 .. 1.732" beside a last evaluation of 1.401)
+        lo = min((1.0 - w) * lo + w * min(turn.mean - half_t, turn.now - cal.Z80 * turn.scatter), mean)
         # the upper end is the mixture's own 90% quantile: a blend of the two branches' ends drew
         # it in to where the rise stops (0.968 beside a last eval of 0.942 on an eval loss rising
         # to 1.09), while the rising branch, as sure as its weight, reaches on up

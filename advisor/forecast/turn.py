@@ -15,8 +15,8 @@ The rising branch is that trend continued in log-step from where it stands at th
 ``MAX_REACH``, the reach at which the interval's own extrapolation is held), with the trend's own
 uncertainty and the scatter of one more report about it (the larger of the window's residuals and
 the whole series' point-to-point noise: four evals that happen to lie on a line leave two degrees
-of freedom and an error far too small); its low end reaches down to the smoothed level (the rise
-may stop at any report, see ``core``), and its
+of freedom and an error far too small); its low end reaches down to where the trend stands now,
+less one report's scatter (the rise may stop at any report, see ``core``), and its
 P(plateau) counts the rise as "less than 1% improvement left", as the contract says.
 """
 
@@ -61,6 +61,10 @@ class Turn:
     sd: float
     plateau: float
     slope_t: float
+    #: where the trend stands at the last point, and the scatter of one report about it: the rise
+    #: may stop at any report, so an end reads about there at the least
+    now: float
+    scatter: float
 
 
 def rising_branch(steps: FloatArray, values: FloatArray, horizon: float | None, level: float) -> Turn | None:
@@ -103,4 +107,6 @@ def rising_branch(steps: FloatArray, values: FloatArray, horizon: float | None, 
     anchor = float(y.mean()) + slope * (float(x[-1]) - float(x.mean()))
     threshold = IMPROVEMENT * abs(level)
     plateau = float(ndtr((threshold + rise + anchor - level) / sd))
-    return Turn(weight=weight, mean=anchor + rise, sd=sd, plateau=plateau, slope_t=t)
+    return Turn(
+        weight=weight, mean=anchor + rise, sd=sd, plateau=plateau, slope_t=t, now=anchor, scatter=scatter
+    )
