@@ -61,7 +61,7 @@ class Prepared:
 def reports_of(prep: Prepared, part: slice) -> Prepared:
     """``prep`` with its per-report arrays cut to ``part`` (steps, values, times, learning rates,
     epochs, restart segments), the rest as it was: the history after a jump (``jump.after_jump``)
-    and before a blow-up (``divergence.recovered_floor``) are read as runs of their own."""
+    and before a blow-up (``divergence.recovered_end``) are read as runs of their own."""
 
     def cut(a: Any) -> Any:
         return None if a is None else a[part]

@@ -29,7 +29,7 @@ from advisor.forecast._prep import (
     trend_level,
     trend_scatter,
 )
-from advisor.forecast.divergence import divergence_probability, recovered_floor
+from advisor.forecast.divergence import divergence_probability, recovered_end
 from advisor.forecast.ensemble import Parts, estimate
 from advisor.forecast.epoch_terms import epoch_boundaries_ahead, epoch_step_expected
 from advisor.forecast.eta import eta_interval, last_stall_note
@@ -413,11 +413,15 @@ def _run(
         level = trend_level(prep.steps, prep.values, k)
         mean, lo, hi = level, level - half, level + half
     if not at_end and prep.n_nonfinite_trailing:
-        # a run that blew up into NaN: its lower end is no lower than its history before the
-        # blow-up says (``recovered_floor``), not the 0 the fits across the climb reached down to
-        floor = recovered_floor(prep, lambda before: _fitted_p10(before, horizon, training_loss))
-        if floor is not None:
-            lo = min(max(lo, floor), mean)
+        # a run that blew up into NaN: had it recovered, it ends no better than its history
+        # before the blow-up says (``recovered_end``), neither its mean nor its lower end (the
+        # fits across the climb reached down to 0)
+        recovered = recovered_end(prep, lambda before: _fitted_end(before, horizon, training_loss))
+        if recovered is not None:
+            if recovered[0] is not None:
+                mean = max(mean, recovered[0])
+                hi = max(hi, mean)
+            lo = min(max(lo, recovered[1]), mean)
     peak = _peak_lr_warning(prep, parts, horizon, at_end)
     if peak is not None:
         warnings.append(peak)
@@ -444,16 +448,18 @@ def _run(
     return fc, parts
 
 
-def _fitted_p10(prep: Prepared, horizon: float | None, training_loss: bool) -> float | None:
-    """The lower end of the 80% interval the curve families give for ``prep`` at ``horizon``,
-    read as ``_run`` reads it (a training loss's end held at its level, never below 0 for a loss
+def _fitted_end(prep: Prepared, horizon: float | None, training_loss: bool) -> tuple[float, float] | None:
+    """(mean, lower end of the 80% interval) the curve families give for ``prep`` at ``horizon``,
+    read as ``_run`` reads them (a training loss's end held at its level, never below 0 for a loss
     never negative); None when the fit has no finite answer."""
     parts = estimate(prep, horizon, [], training_loss=training_loss)
     mean = min(parts.mean, parts.level) if training_loss else parts.mean
     if not (math.isfinite(mean) and math.isfinite(parts.sd)):
         return None
     lo = mean - cal.Z80 * parts.sd
-    return max(lo, 0.0) if float(np.min(prep.values)) >= 0.0 else lo
+    if float(np.min(prep.values)) >= 0.0:
+        return max(mean, 0.0), max(lo, 0.0)
+    return mean, lo
 
 
 def forecast(

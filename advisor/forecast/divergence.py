@@ -112,20 +112,26 @@ def before_blowup(prep: Prepared) -> int | None:
     return i
 
 
-def recovered_floor(prep: Prepared, fitted_p10: Callable[[Prepared], float | None]) -> float | None:
-    """The lower end of the 80% interval a run that ended non-finite can have (None: no bound
-    beyond the fits' own): the lower end the fits give from its reports before the blow-up
-    (``before_blowup``; ``fitted_p10`` fits a prefix of ``prep``), had it recovered and gone on
-    as it was going, or, with fewer than ``_BEFORE_BLOWUP_MIN`` reports to fit, the lowest value
-    it reached. Not below either: the blow-up only adds ways to end higher."""
+def recovered_end(
+    prep: Prepared, fitted_end: Callable[[Prepared], tuple[float, float] | None]
+) -> tuple[float | None, float] | None:
+    """(mean, lower end of the 80% interval) of where a run that ended non-finite would end had it
+    recovered and gone on as it was going, read by the fits on its reports before the blow-up
+    (``before_blowup``; ``fitted_end`` fits a prefix of ``prep``); with fewer than
+    ``_BEFORE_BLOWUP_MIN`` reports to fit, (None, the lowest value it reached). None: no bound
+    beyond the fits' own. Its forecast ends at neither below these: the blow-up only adds ways to
+    end higher, and the fits across the climb read it as anything (a run that blew up at step 900
+    read "final 0.2703 (80%: 0.2703 .. 8.556)", its mean below the floor its history set)."""
     cut = before_blowup(prep)
     if cut is None or cut == prep.values.size or cut == 0:
         return None  # no finite climb in the fits (or nothing before it): their own interval stands
     lowest = float(np.min(prep.values[:cut]))
     if cut < _BEFORE_BLOWUP_MIN:
-        return lowest
-    p10 = fitted_p10(_prefix(prep, cut))
-    return p10 if p10 is not None and math.isfinite(p10) else lowest
+        return None, lowest
+    fitted = fitted_end(_prefix(prep, cut))
+    if fitted is None or not all(math.isfinite(v) for v in fitted):
+        return None, lowest
+    return fitted
 
 
 def _prefix(prep: Prepared, end: int) -> Prepared:

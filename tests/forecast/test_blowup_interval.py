@@ -68,3 +68,30 @@ def test_a_run_that_went_nan_without_a_climb_keeps_the_fits_own_interval() -> No
         training_loss=True,
     )
     assert fc.final_loss == plain.final_loss
+
+
+def test_the_mean_of_a_run_that_blew_up_is_not_below_what_its_history_before_says() -> None:
+    """An outside trial's run at a constant learning rate: a loss falling from 2 to 1 by step 880,
+    then climbing to 20 and NaN from step 1,100, no total told. The fits across the climb put the
+    end at 0.27, below the lower end its history before the blow-up set, so the mean sat on p10
+    ("0.2703 (80%: 0.2703 .. 8.556)"). Had it recovered, it ends where that history goes, at
+    neither below."""
+    steps = [float(s) for s in range(0, 1600, 20)]
+    losses = [
+        2.0 * (s / 100 + 1) ** -0.3
+        if s < 900
+        else (2.0 * 10**-0.3 * math.exp((s - 900) / 60) if s < 1100 else math.nan)
+        for s in steps
+    ]
+    lrs = [1e-3] * len(steps)
+    fc = forecast(steps, losses, learning_rates=lrs, training_loss=True)
+    before = [i for i, s in enumerate(steps) if s < 900]
+    clean = forecast(
+        [steps[i] for i in before],
+        [losses[i] for i in before],
+        learning_rates=[lrs[i] for i in before],
+        training_loss=True,
+    )
+    assert fc.divergence_probability > 0.9
+    assert fc.final_loss.p10 < fc.final_loss.mean <= fc.final_loss.p90
+    assert fc.final_loss.mean >= clean.final_loss.mean - 1e-9
