@@ -27,8 +27,9 @@ quota / 3600.
   release is for) + ``gpu_hours_saved_overheads`` (lost work, checkpoints and restarts avoided while
   runs learned; negative when added). ``gpu_hours_saved_learning`` is the rest of what was freed:
   GPU-hours of runs *still learning* not spent (work cut short, or not reached by the end of the
-  replay). It is a cost, not a saving, and is not in ``gpu_hours_saved``: counted in, a row that
-  cut more healthy runs read as saving more (``savings``).
+  replay; negative when the row's runs got further by then, work not lost or quota freed letting
+  them start sooner). It is a cost, not a saving, and is not in ``gpu_hours_saved``: counted in, a
+  row that cut more healthy runs read as saving more (``savings``).
 - ``lost_work_gpu_hours``: progress thrown away by preemptions and node failures (recomputed).
 - ``checkpoint_overhead_gpu_hours``: GPU time spent saving checkpoints (blocking saves).
 - JCT: ``jct_mean_s`` / ``jct_p95_s`` from submission until the job *completes*; a released or
