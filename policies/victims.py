@@ -14,7 +14,9 @@ notice (``../shared/reference/kueue.md`` §3.4). This follows Kueue's classic pr
   ``classicalPreemptions`` does, with borrowing (cohort victims by ``borrowWithinCohort`` only)
   and without (``reclaimWithinCohort`` victims too, its own queue's bringing it within nominal);
 * candidates are ordered as in ``CandidatesOrdering``: other ClusterQueues first, lower effective
-  priority (``priority + priority-boost``) first, most recently admitted first, then name (for UID);
+  priority (``priority + priority-boost``) first, most recently admitted first, then the
+  Workload's UID (Kueue's own tie-break: a batch admitted in the same second ties on time; name
+  where no UID is known, as in the simulator);
 * targets are added greedily until the preemptor fits, then dropped in reverse order when not
   needed. A preemptor that cannot fit even so preempts nobody.
 
@@ -80,6 +82,7 @@ def _candidates(
             c[0].cluster_queue == cq.name,
             effective_priority(c[0]),
             -(c[0].admitted_at if c[0].admitted_at is not None else float("-inf")),
+            c[0].uid,
             c[0].namespace,
             c[0].name,
         )
@@ -240,6 +243,7 @@ def first_in_line(cluster: ClusterView, *, per_queue: int = 1) -> list[WorkloadV
             key=lambda w: (
                 effective_priority(w),
                 -(w.admitted_at if w.admitted_at is not None else float("-inf")),
+                w.uid,
                 w.namespace,
                 w.name,
             )

@@ -205,6 +205,7 @@ class Workload:
             priority_boost=self.priority_boost,
             interruptions=interruptions(dict(self.evictions_by_reason)),
             past_admitted_seconds=self.past_execution_seconds,
+            uid=self.uid,
         )
 
 

@@ -273,6 +273,9 @@ class WorkloadView:
     past_admitted_seconds: float = 0.0
     """Seconds it held an admission before the current one (Kueue's
     ``accumulatedPastExecutionTimeSeconds``): with ``admitted_at``, its own exposure."""
+    uid: str = ""
+    """Its ``metadata.uid``: Kueue orders preemption candidates tied on priority and admission
+    time by it (``CandidatesOrdering``), and a batch admitted in the same second (a sweep) ties."""
 
 
 def latest_report(sample_time: float | None, unreadable_at: float | None) -> float | None:

@@ -10,7 +10,7 @@ from policy_builders import HOUR, T0, cluster, job, policy
 
 from advisor.model import ActionKind, CheckpointState, ClusterQueueView, WorkloadView
 from policies import decide
-from policies.victims import can_be_preempted
+from policies.victims import can_be_preempted, first_in_line, predict_victims
 
 
 def _wl(
@@ -119,3 +119,37 @@ def test_a_fresh_checkpoint_asks_for_a_tick_when_it_turns_stale() -> None:
     assert d.recheck_at == pytest.approx(T0 - 4 * 60 + 600)
     stale = job(checkpoint=CheckpointState(last_time=T0 - 40 * 60, cost_seconds=30.0))
     assert [a.kind for a in decide(stale, c, p, now=T0).actions] == [ActionKind.BOOST_PRIORITY]
+
+
+def test_workloads_admitted_in_the_same_second_are_ordered_by_uid_as_kueue_orders_them() -> None:
+    """A platform trial's sweep: v1, v2 and v3 at one priority, admitted in the same second, and
+    a high-priority workload pending that needs one of them out. Kueue's ``CandidatesOrdering``
+    breaks the tie by Workload UID; the predictor broke it by name, checkpointed v2, and Kueue
+    preempted v3 (its whole run lost)."""
+
+    def tied(name: str, uid: str) -> WorkloadView:
+        return WorkloadView(
+            namespace="team-b",
+            name=name,
+            cluster_queue="cq",
+            gpus=8,
+            priority=100,
+            admitted=True,
+            admitted_at=T0 - HOUR,
+            job=f"team-b/{name}",
+            uid=uid,
+        )
+
+    runs = [tied("v2", "e4b768d0-0000"), tied("v3", "b6e64748-0000")]
+    urgent = WorkloadView(
+        namespace="team-b",
+        name="h2",
+        cluster_queue="cq",
+        gpus=8,
+        priority=1000,
+        created_at=T0 - 60,
+        job="team-b/h2",
+    )
+    c = cluster([_cq(usage=16, within_cluster_queue="LowerPriority")], [*runs, urgent])
+    assert [w.name for w in predict_victims(c)] == ["v3"]
+    assert [w.name for w in first_in_line(c)] == ["v3"]
