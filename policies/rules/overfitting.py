@@ -73,6 +73,40 @@ def best_checkpoint_text(state: LearningState, metric: str | None = None) -> str
     return f"best {name}{shown} at step {step} ({since} evaluation(s) ago)"
 
 
+def past_best_keep(state: LearningState, series: str) -> tuple[str, bool | None]:
+    """(what to keep, whether to checkpoint first: None as the policy says) for a release of a run
+    whose eval ``series`` is past its best.
+
+    Its weights now are past that best, and a save of them may rotate out (``save_total_limit``)
+    the checkpoint worth keeping, so none is taken; unless the run state reads a task's score
+    beside the series (``LearningState.task_metric``) whose best came later: an eval loss turned up
+    from over-confidence while the accuracy went on rising. Then the later checkpoint is named
+    too, and when the score's best is its latest evaluation the weights now are that best, saved
+    first as the policy saves before any release (``quotaRelease.checkpointFirst``). A platform
+    trial's run, its eval loss best at step 3,070 and its accuracy best (0.954) at the latest
+    evaluation, was released with no save, told to keep step 3,070 (accuracy 0.77)."""
+    own = state.judgement(series)
+    step = own.best_step if own is not None else None
+    keep = (
+        f"keep the checkpoint of step {step} (the best evaluation; if none was saved there, the "
+        "best-evaluated one saved)"
+    )
+    task = state.task_metric
+    score = state.judgement(task) if task is not None and task != series else None
+    if score is None or score.best_step is None or step is None or score.best_step <= step:
+        return f"{keep}; no checkpoint taken (its weights are past the best evaluation)", False
+    value = "" if score.best_value is None else f" {score.best_value:.4g}"
+    if score.evals_since_best == 0:
+        return (
+            f"keep the checkpoint of step {step} (the best {series}) or one of the weights now (the "
+            f"best {task},{value} at step {score.best_step}, its latest evaluation)"
+        ), None
+    return (
+        f"keep the checkpoint of step {step} (the best {series}) or of step {score.best_step} (the best "
+        f"{task},{value}); no checkpoint taken (its weights are past both)"
+    ), False
+
+
 def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
     out = Outcome()
     job = ctx.job
@@ -137,10 +171,10 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
         out.advice, out.severity = "overfitting", 5
         return out
     final = ActionKind.STOP if rule.action == STOP else ActionKind.RELEASE_QUOTA
-    # no save first: the weights now are past the best evaluation, and a new save of them may
-    # rotate out (``save_total_limit``) the checkpoint the reason tells the user to keep
-    why = f"overfitting: {numbers}; {keep}; no checkpoint taken (its weights are past the best evaluation)"
-    release(ctx, out, rule=NAME, final=final, why=why, since=since, checkpoint_first=False)
+    # no save first (``past_best_keep``), unless a task's score read beside it is at its best now
+    keep, first = past_best_keep(state, metric)
+    why = f"overfitting: {numbers}; {keep}"
+    release(ctx, out, rule=NAME, final=final, why=why, since=since, checkpoint_first=first)
     out.advice = "overfitting:stop" if final is ActionKind.STOP else "overfitting:release"
     out.severity = 5
     return out

@@ -73,7 +73,7 @@ from policies.rules.base import (
     undirected,
     waiting_text,
 )
-from policies.rules.overfitting import best_checkpoint_text
+from policies.rules.overfitting import best_checkpoint_text, past_best_keep
 from policies.rules.release import in_flight, release
 from policies.spec import RECOMMEND, STOP, PlateauRule
 
@@ -297,12 +297,9 @@ def evaluate(ctx: Context, rule: PlateauRule) -> Outcome:
         # checkpoint to keep
         state = job.learning_state
         assert state is not None
-        best = state.judgement(series)
-        numbers += (
-            f"; keep the checkpoint of step {best.best_step if best is not None else '?'} (the best "
-            "evaluation); no checkpoint taken (its weights are past the best evaluation)"
-        )
-        first, lost = False, None
+        keep, first = past_best_keep(state, series)
+        numbers += f"; {keep}"
+        lost = None
     elif job.learning_state is not None and job.learning_state.label == "diverging":
         # the run state calls it diverging (a non-finite evaluation beside a finite training
         # loss, which the divergence rule does not judge): its weights may be non-finite, and a

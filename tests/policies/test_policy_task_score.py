@@ -76,3 +76,40 @@ def test_the_plateau_rule_holds_while_the_task_score_still_improves() -> None:
     # a window open when the score turns up again: the dissent quotes the score's odds
     dissent = _released(PLATEAU, _state(cer_plateau=0.10, **flat))
     assert any(r.startswith("plateau: P(plateau)=0.10: one forecast disagrees") for r in dissent.reasons)  # type: ignore[attr-defined]
+
+
+def _score_best(cer_best: int, since: int) -> LearningState:
+    """The state of ``_state`` whose task score stopped too (P(plateau) 0.99) with its own best at
+    step ``cer_best``, ``since`` evaluations ago."""
+    state = _state(cer_plateau=0.99)
+    cer = EvalJudgement(best_step=cer_best, best_value=0.081, evals_since_best=since, overfitting=0.0)
+    return dataclasses.replace(state, judgements={**state.judgements, "eval_cer": cer})
+
+
+def test_a_release_past_the_eval_loss_best_saves_first_when_the_task_score_is_at_its_best_now() -> None:
+    """A platform trial's run: its eval loss best at step 3,070 and rising, its accuracy at its best
+    at the latest evaluation. The release went out with no save, telling the user to keep step
+    3,070: the weights the task's score rated best were lost with the quota."""
+    for rule_policy, saves in ((OVERFITTING, True), (PLATEAU, False)):
+        d = _released(rule_policy, _score_best(8000, 0))
+        kinds = [a.kind for a in d.actions]  # type: ignore[attr-defined]
+        # a save first (the release waits on it), as the policy saves before any release: the
+        # plateau sample here says checkpointFirst: false, and is obeyed
+        assert (ActionKind.CHECKPOINT in kinds) is saves, (rule_policy, kinds)
+        text = " ".join(a.reason for a in d.actions)  # type: ignore[attr-defined]
+        assert "keep the checkpoint of step 5500 (the best eval_loss) or one of the weights now" in text
+        assert "the best eval_cer, 0.081 at step 8000" in text
+        assert "no checkpoint taken" not in text
+
+
+def test_a_release_past_both_bests_names_both_and_saves_nothing() -> None:
+    d = _released(OVERFITTING, _score_best(6500, 3))
+    assert ActionKind.CHECKPOINT not in [a.kind for a in d.actions]  # type: ignore[attr-defined]
+    (release,) = [a for a in d.actions if a.kind is ActionKind.RELEASE_QUOTA]  # type: ignore[attr-defined]
+    both = "keep the checkpoint of step 5500 (the best eval_loss) or of step 6500 (the best eval_cer"
+    assert both in release.reason
+    assert "no checkpoint taken (its weights are past both)" in release.reason
+    # a score whose best came no later than the loss's: the loss's best alone, no save
+    d = _released(OVERFITTING, _score_best(5000, 6))
+    (release,) = [a for a in d.actions if a.kind is ActionKind.RELEASE_QUOTA]  # type: ignore[attr-defined]
+    assert "keep the checkpoint of step 5500 (the best evaluation" in release.reason
