@@ -48,6 +48,7 @@ from advisor.commands.compare_cells import (
     lr_unknown,
     mixed_scales,
     run_notes,
+    stale_metric,
     state_cell,
 )
 from advisor.commands.compare_files import ENDED, IMPROVING, TOTAL, file_status, log_files
@@ -289,10 +290,13 @@ def run(args: argparse.Namespace) -> int:
                 broken.add(ref)
                 continue
             by_checkpoint.add(ref)
-        elif kept is not None and _ended(st):
+        elif kept is not None and (_ended(st) or stale_metric(st, metric)):
             # a run at its end gives its best checkpoint: its last one, which FINAL describes, was
             # one of the evaluations that best was chosen from (the better of the two, each drawn
-            # with its scatter, gave the noisier of two runs on one curve a second chance)
+            # with its scatter, gave the noisier of two runs on one curve a second chance). So does
+            # a run that stopped evaluating the metric long ago: its FINAL is a forecast from the
+            # evaluations it left behind (a platform trial's run came first on one from step 4,100
+            # of 24,000, the same curve as a run forecast to end far worse)
             at_end.add(ref)
         if drawn is not None and (ref in by_checkpoint or ref in at_end):
             # its outcome is that checkpoint alone, drawn as it is expected to score
@@ -402,6 +406,12 @@ def run(args: argparse.Namespace) -> int:
         )
     if broken:
         print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")
+    stale = [ref for ref, st, _ in ranked if ref in at_end and not _ended(st)]
+    if stale:
+        print(
+            f"stopped evaluating {metric} long before its last step, ranked by its best checkpoint "
+            f"alone (its FINAL is forecast from the evaluations it left behind): {', '.join(stale)}"
+        )
     if any(r["improvingAtEnd"] for r in result):
         print(f"finished, improving: a run {IMPROVING_AT_END}")
     missing = [r["run"] for r in result if r["final"] is None]

@@ -10,7 +10,7 @@ from typing import Any
 
 from advisor.commands.compare_files import ENDED, IMPROVING, TOTAL
 from advisor.forecast.core import ends_at_decay
-from advisor.forecast.state import ended_reading
+from advisor.forecast.state import STALE_NOTE, ended_reading, stale_in
 
 __all__ = [
     "IMPROVING_AT_END",
@@ -74,9 +74,19 @@ def run_notes(status: Mapping[str, Any], from_file: bool) -> list[str]:
         notes.append(
             "learning rates unknown: final and its interval assume the LR anneals by the total steps"
         )
+    for w in (status.get("learningState") or {}).get("warnings") or []:
+        if isinstance(w, str) and STALE_NOTE in w:
+            notes.append(f"{w.split(': judged by')[0]}: ranked by its best checkpoint alone")
     if from_file and TOTAL in status and status[TOTAL] is None:
         notes.append(f"no total steps in the log: final is {final_at(status)} (pass --total-steps N)")
     return notes
+
+
+def stale_metric(status: Mapping[str, Any], metric: str) -> bool:
+    """Whether the run stopped evaluating ``metric`` long before its last step (its state's
+    warning, ``advisor.forecast.state.stale_note``): its FINAL is a forecast from evaluations it
+    left behind, and only its best checkpoint is a model it is known to give."""
+    return stale_in((status.get("learningState") or {}).get("warnings") or [], metric)
 
 
 def lr_unknown(status: Mapping[str, Any]) -> bool:

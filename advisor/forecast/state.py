@@ -186,6 +186,42 @@ IMPROVING_AT_END_NOTE = (
 )
 
 
+#: evaluations missed in a row after which an eval series no longer speaks for the run: its last
+#: evaluation is this many of its usual intervals behind the training loss's last step
+STALE_EVALS = 3
+
+
+def stale_note(name: str, steps: Sequence[float], train_step: float | None) -> str | None:
+    """Why eval series ``name`` (evaluated at ``steps``) no longer speaks for a run whose training
+    loss is at ``train_step``, or None. A run that stopped evaluating (an eval loop switched off,
+    an eval set that vanished) is judged on the evaluations it made: a platform trial's run,
+    evaluated to step 4,100 and trained on past 24,000, read "overfitting" and ranked best of its
+    sweep by a final forecast from those 4,100 steps. ``STALE_EVALS`` usual intervals (their
+    median) behind the training loss, the series stands aside and the run is judged by its
+    training loss, as before its first evaluations."""
+    if train_step is None or len(steps) < 2 or not math.isfinite(train_step):
+        return None
+    gaps = np.diff(np.asarray(steps, dtype=float))
+    usual = float(np.median(gaps[gaps > 0])) if np.any(gaps > 0) else 0.0
+    behind = train_step - float(steps[-1])
+    if usual <= 0.0 or behind <= STALE_EVALS * usual:
+        return None
+    return (
+        f"{name}{STALE_NOTE} {float(steps[-1]):,.0f}, {behind:,.0f} steps ago "
+        f"({behind / usual:.0f} times its usual interval): judged by the training loss"
+    )
+
+
+#: how ``stale_note`` says it, after the series' name
+STALE_NOTE = " has not been evaluated since step"
+
+
+def stale_in(warnings: Sequence[object], name: str) -> bool:
+    """Whether a run state's ``warnings`` say eval series ``name`` stopped being evaluated
+    (``stale_note``): its final forecast is read off evaluations the run left behind."""
+    return any(isinstance(w, str) and w.startswith(name + STALE_NOTE) for w in warnings)
+
+
 def _hung(idle_s: float | None, interval_s: float | None) -> float:
     if idle_s is None or idle_s < HUNG_MIN_S:
         return 0.0
@@ -234,6 +270,11 @@ def learning_state(
     )
     if metric is not None and metric != "loss" and judged is None:
         warnings.append(f"metric {metric!r} not reported; judged by the training loss")
+    train_step = None if train is None else train.last_step
+    stale = None if judged is None else stale_note(judged, evals[judged].steps, train_step)
+    if stale is not None:
+        warnings.append(stale)
+        judged = None
     p_hung = _hung(idle_s, report_interval_s)
     finished = train is not None and at_last_step(train)
     p_div = train.divergence_probability if train is not None else 0.0

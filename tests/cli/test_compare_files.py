@@ -701,3 +701,32 @@ def test_a_finished_run_whose_eval_converged_through_noise_is_not_read_overfitti
     _sweep_run(tmp_path / "overfit.json", overfit=True)
     assert cli.main(["forecast", str(tmp_path / "overfit.json"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["state"]["label"] == "overfitting"
+
+
+def test_a_run_that_stopped_evaluating_is_ranked_by_its_best_checkpoint_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A platform trial's run stopped evaluating at step 4,100 of 24,000 and came first of its
+    sweep on a final eval loss forecast from those 4,100 steps, beside the same curve evaluated to
+    the end. Its state now says the series stopped and judges it by the training loss; compare
+    ranks it by the checkpoint it is known to give, and says why."""
+    history: list[dict[str, float]] = []
+    for s in range(10, 6001, 10):
+        history.append({"step": s, "loss": 0.3 + 2 * math.exp(-s / 600), "learning_rate": 1e-4})
+        if s % 200 == 0 and s <= 1400:
+            history.append({"step": s, "eval_loss": 0.5 + 0.3 * math.exp(-s / 300)})
+    (tmp_path / "stopped.json").write_text(json.dumps({"log_history": history, "max_steps": 8000}))
+    _sweep_run(tmp_path / "other.json", overfit=False, seed=1)
+    assert cli.main(["forecast", str(tmp_path / "stopped.json")]) == 0
+    out = capsys.readouterr().out
+    assert "eval_loss has not been evaluated since step 1,400, 4,600 steps ago" in out
+    assert "judged by the training loss" in out
+    args = ["compare", str(tmp_path / "stopped.json"), str(tmp_path / "other.json")]
+    assert cli.main([*args, "-o", "json"]) == 0
+    rows = {Path(r["run"]).name: r for r in json.loads(capsys.readouterr().out)}
+    stopped = rows["stopped.json"]
+    kept = stopped["bestTrend"] if stopped["bestTrend"] is not None else stopped["bestValue"]
+    assert stopped["gives"] == kept
+    assert any("ranked by its best checkpoint alone" in n for n in stopped["notes"])
+    assert cli.main(args) == 0
+    assert "stopped evaluating eval_loss long before its last step" in capsys.readouterr().out

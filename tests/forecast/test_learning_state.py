@@ -532,3 +532,24 @@ def test_a_score_is_never_forecast_below_the_bottom_of_its_scale() -> None:
     assert "would be near 0 (" in fc.warnings[0]
     free = turned_back(negated, [0.5, -0.2, 0.1])
     assert (free.final_loss.mean, free.final_loss.p10) == (-0.05, -0.08)
+
+
+def test_an_eval_series_that_stopped_being_evaluated_stands_aside_for_the_training_loss() -> None:
+    """A platform trial's run, as a curve: evaluated every 100 steps to step 1,400 (its eval loss past its
+    best at 1,000 and rising), then trained on to step 3,000 with no evaluation. Judged on those
+    evaluations it read "overfitting" at every later step, with no word that they had stopped.
+    Three usual intervals behind, the series stands aside: the run is judged by its training loss,
+    and the state says why."""
+    ts, ty, es, ey = run(0)
+    evals = {"eval_loss": Series(list(es[es <= 1400]), list(ey[es <= 1400]))}
+    recent = learning_state(
+        forecast(ts[ts <= 1500], ty[ts <= 1500], total_steps=TOTAL), evals, total_steps=TOTAL
+    )
+    assert recent.metric == "eval_loss" and not any("not been evaluated" in w for w in recent.warnings)
+    late = learning_state(forecast(ts, ty, total_steps=TOTAL), evals, total_steps=TOTAL)
+    assert late.metric is None
+    assert late.label != "overfitting" and late.probabilities["overfitting"] == 0.0
+    (note,) = [w for w in late.warnings if "not been evaluated" in w]
+    assert (
+        "since step 1,400, 1,600 steps ago (16 times its usual interval): judged by the training loss" in note
+    )
