@@ -4,13 +4,14 @@ Why a policy decision and not the actuator's: without it a job whose Workload ca
 a fresh release attempt (and a Warning Event) at every evaluation, about 120 an hour, because the
 failed attempt left the rule's condition as it was. So the engine holds an action back when
 
-* it was found **impossible** on this job as it stands (no Workload, no permission, not
-  supported by the job's API): not tried again until ``JobView.version`` changes (a Workload
-  appeared, the job's spec changed), or for BACKOFF_MAX_S. The adapter stamps each attempt with the
-  version it saw. The hour: what made it impossible may change outside the job (an admin binds the
-  act role again after a 403): held until the job changed, a plateaued run kept its quota for good
-  after its permission came back, through a failover and a restart. Once an hour is the longest
-  wait of a failing action too, so such a job gets at most one attempt, and one Warning, an hour;
+* it was found **impossible** on this job as it stands (no Workload, a write the API server finds
+  invalid, not supported by the job's API): not tried again until ``JobView.version`` changes (a
+  Workload appeared, the job's spec changed), or for BACKOFF_MAX_S. The adapter stamps each
+  attempt with the version it saw. The hour: what made it impossible may change outside the job:
+  held until the job changed, a plateaued run kept its quota for good, through a failover and a
+  restart. Once an hour is the longest wait of a failing action too, so such a job gets at most
+  one attempt, and one Warning, an hour. A 403 is no such finding: a permission is the
+  installation's and comes back with the act role, so the adapter records it **failed**, below;
 * it **failed** recently: the next attempt of that kind waits ``base * 2**(n-1)`` after the
   n-th failure in a row (capped), so a job gets at most one failed attempt, and at most one
   Warning Event, per backoff window. A checkpoint request that **timed out** unanswered counts

@@ -99,8 +99,13 @@ _NEEDS_A_RUNNING_JOB = DISRUPTIVE_KINDS | {ActionKind.CHECKPOINT, ActionKind.BOO
 #: kinds whose effect is a deactivated Workload
 _RELEASES = frozenset({ActionKind.RELEASE_QUOTA, ActionKind.STOP})
 
-#: API statuses that say the action cannot work on this job as it stands (forbidden, invalid)
-_IMPOSSIBLE_STATUS = frozenset({400, 403, 405, 422})
+#: API statuses that say the action cannot work on this job as it stands (invalid, unsupported).
+#: Not a 403: a permission is the installation's, not the job's, and comes back with the act role
+#: bound again (a ``helm upgrade`` swaps the ClusterRole for a moment). Held for an hour as
+#: impossible, a preemption victim's checkpoint waited out 55 minutes after the grant was back,
+#: and the job lost 8,456 steps to Kueue 1.5 minutes after; a 403 is a failure, tried again
+#: after the failures' backoff (1, 2, 4 ... minutes, ``policies.retries``)
+_IMPOSSIBLE_STATUS = frozenset({400, 405, 422})
 
 
 #: the outcomes of an attempt whose write reached the API server (a Workload, pod or job patched)
