@@ -120,10 +120,20 @@ class JobEvents:
             lost = max(job.step - saved, 0)
             work = f"its last checkpoint known is at step {saved:,}, {lost:,} steps before its last report"
         at = f"{s.evicted_at:.0f}" if s.evicted_at is not None else "unknown"
+        # a deactivated Workload (a release's, or an admin's spec.active=false) is not queued
+        # again: it waits for a resume, not for quota (after the advisor's own release it read
+        # "it waits to be admitted again")
+        deactivated = s.workload_active is False or why.startswith("Deactivated")
+        waits = (
+            f"it is deactivated and waits to be resumed (trainjob-advisor resume -n {job.namespace} "
+            f"{job.name}), not for quota"
+            if deactivated
+            else "it waits to be admitted again"
+        )
         self.post(
             job,
             body,
             "Evicted",
-            f"Kueue evicted its Workload ({why}); it waits to be admitted again; {work}",
+            f"Kueue evicted its Workload ({why}); {waits}; {work}",
             request_id=f"eviction-{at}",
         )

@@ -157,3 +157,17 @@ def test_the_eviction_event_says_why_and_what_work_the_run_will_redo() -> None:
     assert "last checkpoint known is at step 2,000, 400 steps before its last report" in posted[1]["message"]
     assert posted[0]["dedupe_key"] == "eviction-1234/Evicted"  # a restarted controller's post is refused
     assert posted[0]["involved"]["uid"] == "u1"
+    assert "it waits to be admitted again" in posted[0]["message"]
+    # after a release (a platform trial's: "it waits to be admitted again" beside QuotaReleased)
+    released = LifecycleSignals(
+        has_workload=True,
+        workload_active=False,
+        evicted=True,
+        eviction="Deactivated: The workload is deactivated",
+        evicted_at=1300.0,
+    )
+    events.evicted(dataclasses.replace(job, signals=released), {"metadata": {"uid": "u1"}})
+    assert (
+        "it is deactivated and waits to be resumed (trainjob-advisor resume -n ml run), not for quota"
+        in (posted[-1]["message"])
+    )
