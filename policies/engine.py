@@ -107,7 +107,8 @@ def judge(job: JobView, policy: Policy, now: float) -> tuple[bool, str]:
         # is read against the curve's asymptote, a stricter test than its own last step
         done = job.step / job.total_steps
         if done < s.min_progress:
-            return False, f"progress {done:.0%} < minProgress {s.min_progress:.0%}"
+            # three digits: rounded to whole percents, 1.7% read "progress 2% < minProgress 2%"
+            return False, f"progress {done * 100:.3g}% < minProgress {s.min_progress * 100:.3g}%"
     return True, ""
 
 

@@ -83,9 +83,14 @@ def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
             and isinstance(series.get("bestValue"), int | float)
             else ""
         )
+        # numbers as the rest of the page gives them ("smoothed level now 1.592415" stood beside
+        # four-digit values)
+        now, p = series.get("current"), series.get("plateauProbability")
+        now_text = f"{now:.4g}" if isinstance(now, int | float) else "unknown"
+        p_text = f"{p:.2f}" if isinstance(p, int | float) else "unknown"
         lines.append(
-            f"  {name:<13} final {_iv(series.get('final'))}; smoothed level now {series.get('current')}; "
-            f"P(plateau) {series.get('plateauProbability')}{direction}{own_best}"
+            f"  {name:<13} final {_iv(series.get('final'))}; smoothed level now {now_text}; "
+            f"P(plateau) {p_text}{direction}{own_best}"
         )
     lines += [f"  warning       {w}" for w in st.get("warnings") or []]
     return lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -223,6 +224,9 @@ def test_explain_a_fine_tune_judged_by_its_eval_loss(
     best = "judged by     eval_loss; best 0.5 at step 400 (the checkpoint to keep), 7 evaluation(s) since"
     assert best in text
     assert "eval_loss     final " in text and "lower is better" in text and "smoothed level now" in text
+    # its numbers as the page gives the others (a trial read "smoothed level now 1.592415")
+    level = next(x for x in text.splitlines() if "smoothed level now" in x)
+    assert re.search(r"smoothed level now \d\.\d{1,4}; P\(plateau\) \d\.\d\d", level), level
     # the STATE a stall rule gave (its window shorter than the run state's): explain says whose it is,
     # and shows no ETA for a hung run
     hung = {**status, "state": "hung"}

@@ -556,7 +556,7 @@ def test_a_run_that_hangs_before_min_progress_is_still_released() -> None:
     early = job(step=300, total_steps=9000, last_step_change=T0 - 40 * 60, last_sample_time=T0 - 10)
     d = decide(early, CV, p, now=T0)
     assert kinds(d) == [ActionKind.RELEASE_QUOTA] and d.advice == "hung"
-    assert any("no judgement yet: progress 3% < minProgress 10%" in r for r in d.reasons)
+    assert any("no judgement yet: progress 3.33% < minProgress 10%" in r for r in d.reasons)
     young = dataclasses.replace(early, started_at=T0 - 5 * 60)  # minRuntime (15m here) still holds
     assert kinds(decide(young, CV, p, now=T0)) == []
 
