@@ -384,10 +384,14 @@ def _foreign(doc: object) -> bool:
     return group != GROUP
 
 
-def policies_from_text(text: str, *, skipped: list[str] | None = None) -> list[Policy]:
+def policies_from_text(
+    text: str, *, skipped: list[str] | None = None, loaded: list[Policy] | None = None
+) -> list[Policy]:
     """Every AdvisorPolicy in YAML/JSON text (see ``load_policies``). Given a ``skipped`` list,
     documents of other API groups (a TrainJob, a runtime, RBAC in the same manifests folder) are
-    left out and their kinds appended to it, rather than reported as invalid policies."""
+    left out and their kinds appended to it, rather than reported as invalid policies. Given a
+    ``loaded`` list, the policies that load are appended to it even when others in the text do
+    not (``policy validate`` warns of them beside the errors)."""
     docs = _parse_text(text)
     if skipped is not None:
         skipped.extend(_foreign_kind(d) for d in docs if _foreign(d))
@@ -401,6 +405,8 @@ def policies_from_text(text: str, *, skipped: list[str] | None = None) -> list[P
             continue
         try:
             policies.append(load_policy(doc))
+            if loaded is not None:
+                loaded.append(policies[-1])
         except PolicyError as exc:
             prefix = f"[{i}]" if len(docs) > 1 else ""
             errors.extend((f"{prefix}.{p}" if prefix and p else prefix + p, r) for p, r in exc.errors)

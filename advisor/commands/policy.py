@@ -15,9 +15,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.cli import CommandError
+
+if TYPE_CHECKING:
+    from policies.spec import Policy
 
 __all__ = ["register", "run", "state_value"]
 
@@ -114,11 +117,8 @@ def _read_state(path: str) -> str:
 
 
 def _validate(files: list[str]) -> int:
-    from advisor.series import likely_directed_spelling
     from policies import PolicyError
-    from policies.lint import metric_notes, never_acts, risk_warnings, unit_slips
     from policies.loader import policies_from_text, read_policy_file
-    from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
 
     failed = False
     defined: dict[str, str] = {}  # policy name -> the file that defines it first
@@ -138,13 +138,18 @@ def _validate(files: list[str]) -> int:
             failed = True
             print(f"{path}: {exc.errors[0][1]}")
             continue
+        loaded: list[Policy] = []
         try:
             others: list[str] = []
-            policies = policies_from_text(text, skipped=others)
+            policies = policies_from_text(text, skipped=others, loaded=loaded)
         except PolicyError as exc:
             failed = True
             for field, reason in exc.errors:
                 print(f"{path}: {field}: {reason}" if field else f"{path}: {reason}")
+            # the file's valid policies get their warnings too: fixed for its errors alone, it
+            # read OK the next time with a misspelt metric that had been there all along
+            for p in loaded:
+                _warn(path, p)
             continue
         if not policies:
             # a TrainJob or a runtime beside the policies: not a policy file; an empty one is
@@ -165,20 +170,7 @@ def _validate(files: list[str]) -> int:
         skipped = f" (skipped: {', '.join(others)})" if others else ""
         print(f"{path}: OK: {names}{skipped}")
         for p in policies:
-            for field, why in [*never_acts(p), *unit_slips(p), *risk_warnings(p), *metric_notes(p)]:
-                print(f"{path}: warning: policy {p.name}: {field}: {why}")
-            for field, metric in undirected_metrics(p):
-                near = difflib.get_close_matches(metric, list(p.metric_directions), n=1)
-                hint = f"did you mean {near[0]} (spec.metricDirections names it)? else " if near else ""
-                spelt = None if near else likely_directed_spelling(metric)
-                if spelt is not None:
-                    # a typo of a metric the trainer reports: adding it to metricDirections, as
-                    # the rest of the line says, would make a rule judge a series no job reports
-                    hint = f"did you mean {spelt}? else "
-                why = f"{metric} is never judged: {hint}{NO_DIRECTION}"
-                print(f"{path}: warning: policy {p.name}: {field}: {why}")
-            for field, why in direction_warnings(p):
-                print(f"{path}: warning: policy {p.name}: {field}: {why}")
+            _warn(path, p)
     if held and not defined and not failed:
         path, kinds = held[0]
         rest = len(held) - 1
@@ -187,6 +179,28 @@ def _validate(files: list[str]) -> int:
         raise CommandError(f"{path}: no AdvisorPolicy in the file{holds}{more}")
     failed |= _say_held(held)
     return 1 if failed else 0
+
+
+def _warn(path: str, p: Policy) -> None:
+    """Each warning ``policy validate`` gives of a valid policy ``p`` of file ``path``."""
+    from advisor.series import likely_directed_spelling
+    from policies.lint import metric_notes, never_acts, risk_warnings, unit_slips
+    from policies.rules.base import NO_DIRECTION, direction_warnings, undirected_metrics
+
+    for field, why in [*never_acts(p), *unit_slips(p), *risk_warnings(p), *metric_notes(p)]:
+        print(f"{path}: warning: policy {p.name}: {field}: {why}")
+    for field, metric in undirected_metrics(p):
+        near = difflib.get_close_matches(metric, list(p.metric_directions), n=1)
+        hint = f"did you mean {near[0]} (spec.metricDirections names it)? else " if near else ""
+        spelt = None if near else likely_directed_spelling(metric)
+        if spelt is not None:
+            # a typo of a metric the trainer reports: adding it to metricDirections, as the rest
+            # of the line says, would make a rule judge a series no job reports
+            hint = f"did you mean {spelt}? else "
+        why = f"{metric} is never judged: {hint}{NO_DIRECTION}"
+        print(f"{path}: warning: policy {p.name}: {field}: {why}")
+    for field, why in direction_warnings(p):
+        print(f"{path}: warning: policy {p.name}: {field}: {why}")
 
 
 def _say_held(held: list[tuple[str, list[str]]]) -> bool:

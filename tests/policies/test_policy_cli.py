@@ -691,3 +691,32 @@ spec:
         )
         assert main(["policy", "validate", str(path)]) == 0
         assert ("selects no job" not in capsys.readouterr().out) is satisfiable, expressions
+
+
+def test_validate_warns_of_the_valid_policies_of_a_file_with_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A platform trial's file of several policies, some invalid: only the errors were printed, and
+    the misspelt metric of a valid one beside them showed only once the errors were fixed."""
+    doc = """
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: typo}
+spec:
+  rules:
+    overfitting: {probability: 0.8, for: 10m, metric: eval_acuracy}
+---
+apiVersion: advisor.trainjob-advisor.io/v1alpha1
+kind: AdvisorPolicy
+metadata: {name: broken}
+spec:
+  rules:
+    plateau: {probability: 1.7, for: 10m}
+"""
+    path = tmp_path / "two.yaml"
+    path.write_text(doc)
+    assert main(["policy", "validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "[1].spec.rules.plateau.probability" in out
+    assert "warning: policy typo: spec.rules.overfitting.metric: eval_acuracy is never judged" in out
+    assert "OK" not in out
