@@ -67,9 +67,14 @@ def _sets(sets: tuple[str, ...]) -> list[str]:
     return [arg for value in sets for arg in ("--set", value)]
 
 
-def helm_template(*sets: str, release: str = "trainjob-advisor") -> list[dict[str, Any]]:
-    """``helm template`` of the chart with ``--set`` values ``sets``; skips when there is no helm."""
-    out = _helm("template", release, str(CHART), "--namespace", NAMESPACE, *_sets(sets))
+def helm_template(
+    *sets: str, release: str = "trainjob-advisor", api_versions: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
+    """``helm template`` of the chart with ``--set`` values ``sets``, for a cluster that serves
+    ``api_versions`` too (``--api-versions``: helm template asks no cluster); skips when there is
+    no helm."""
+    served = [arg for v in api_versions for arg in ("--api-versions", v)]
+    out = _helm("template", release, str(CHART), "--namespace", NAMESPACE, *served, *_sets(sets))
     return [d for d in yaml.safe_load_all(out) if d]
 
 

@@ -172,6 +172,23 @@ def test_writes_outside_the_binding_are_refused(
             ),
         ),
         "read secrets": lambda: core.list_namespaced_secret(ns),
+        # allowed verbs, fields outside what mode Apply writes: held by the act component's
+        # ValidatingAdmissionPolicies (manifests/components/act/field-guard.yaml)
+        "swap a pod's image": lambda: core.patch_namespaced_pod(
+            "rbac-pod", ns, {"spec": {"containers": [{"name": "c", "image": "evil.example/x:1"}]}}
+        ),
+        "relabel a pod": lambda: core.patch_namespaced_pod(
+            "rbac-pod", ns, {"metadata": {"labels": {"jobset.sigs.k8s.io/jobset-name": "other"}}}
+        ),
+        "annotate a pod beyond the advisor's keys": lambda: core.patch_namespaced_pod(
+            "rbac-pod", ns, {"metadata": {"annotations": {"team": "x"}}}
+        ),
+        "move a Workload to another queue": lambda: custom.patch_namespaced_custom_object(
+            *KUEUE, ns, "workloads", "rbac-wl", {"spec": {"queueName": "other"}}
+        ),
+        "raise a Workload's priority": lambda: custom.patch_namespaced_custom_object(
+            *KUEUE, ns, "workloads", "rbac-wl", {"spec": {"active": False, "priority": 1000000}}
+        ),
         "create a ConfigMap": lambda: core.create_namespaced_config_map(
             ns, client.V1ConfigMap.from_dict({"metadata": {"name": "x"}, "data": {"a": "b"}})
         ),

@@ -313,6 +313,14 @@ def test_helm_install_upgrade_and_uninstall_keep_every_users_object(
     args = upgraded.spec.template.spec.containers[0].args
     assert "--recommend-only" not in args and "--priority-boost" in args
     assert snapshot() == before
+    # with the writes, the policies that hold them to their fields, for this release's identity
+    admission = client.AdmissionregistrationV1Api(admin_api)
+    sa = f"system:serviceaccount:{namespace}:{name}-trainjob-advisor"
+    for kind in ("pods", "workloads"):
+        vap = admission.read_validating_admission_policy(f"{name}-trainjob-advisor-{kind}")
+        assert [c.expression for c in vap.spec.match_conditions] == [f"request.userInfo.username == '{sa}'"]
+        binding = admission.read_validating_admission_policy_binding(f"{name}-trainjob-advisor-{kind}")
+        assert binding.spec.policy_name == vap.metadata.name and binding.spec.validation_actions == ["Deny"]
     ext = client.ApiextensionsV1Api(admin_api)
     for crd in ("trainjobforecasts", "advisorpolicies"):
         served = ext.read_custom_resource_definition(f"{crd}.{GROUP}")
@@ -321,6 +329,11 @@ def test_helm_install_upgrade_and_uninstall_keep_every_users_object(
 
     tools.release("uninstall", name, namespace)
     assert not client.AppsV1Api(admin_api).list_namespaced_deployment(namespace).items
+    assert not [
+        p.metadata.name
+        for p in admission.list_validating_admission_policy().items
+        if p.metadata.name.startswith(f"{name}-")
+    ]
     assert snapshot() == before  # TrainJob, forecast and policy untouched; the CRDs stay
     custom.delete_cluster_custom_object(GROUP, VERSION, "advisorpolicies", policy["metadata"]["name"])
 
