@@ -14,7 +14,7 @@ from policies.victims import can_be_preempted, first_in_line, predict_victims
 
 
 def _wl(
-    name: str, prio: int, cq: str = "cq", *, admitted: bool = True, at: float = T0 - HOUR
+    name: str, prio: int, cq: str = "cq", *, admitted: bool = True, at: float = T0 - HOUR, uid: str = ""
 ) -> WorkloadView:
     return WorkloadView(
         namespace="team-a",
@@ -24,7 +24,9 @@ def _wl(
         priority=prio,
         admitted=admitted,
         admitted_at=at if admitted else None,
+        created_at=None if admitted else T0 - 60,
         job=f"team-a/{name}",
+        uid=uid,
     )
 
 
@@ -127,29 +129,8 @@ def test_workloads_admitted_in_the_same_second_are_ordered_by_uid_as_kueue_order
     breaks the tie by Workload UID; the predictor broke it by name, checkpointed v2, and Kueue
     preempted v3 (its whole run lost)."""
 
-    def tied(name: str, uid: str) -> WorkloadView:
-        return WorkloadView(
-            namespace="team-b",
-            name=name,
-            cluster_queue="cq",
-            gpus=8,
-            priority=100,
-            admitted=True,
-            admitted_at=T0 - HOUR,
-            job=f"team-b/{name}",
-            uid=uid,
-        )
-
-    runs = [tied("v2", "e4b768d0-0000"), tied("v3", "b6e64748-0000")]
-    urgent = WorkloadView(
-        namespace="team-b",
-        name="h2",
-        cluster_queue="cq",
-        gpus=8,
-        priority=1000,
-        created_at=T0 - 60,
-        job="team-b/h2",
-    )
+    runs = [_wl("v2", 100, uid="e4b768d0-0000"), _wl("v3", 100, uid="b6e64748-0000")]
+    urgent = _wl("h2", 1000, admitted=False)
     c = cluster([_cq(usage=16, within_cluster_queue="LowerPriority")], [*runs, urgent])
     assert [w.name for w in predict_victims(c)] == ["v3"]
     assert [w.name for w in first_in_line(c)] == ["v3"]
