@@ -87,10 +87,46 @@ def run(args: argparse.Namespace) -> int:
         )
     print(f"Workload {ns}/{workload.name} of {args.kind} {ns}/{name} reactivated; Kueue will requeue it")
     labels = (job.get("metadata") or {}).get("labels") or {}
-    note = _judged_again(api, args.kind, ns, name, labels, recorded=recorded)
-    if note:
-        print(note)
+    status = _forecast_status(api, ns, name)
+    for note in (
+        _restarts_from(status),
+        _judged_again(api, args.kind, ns, name, labels, status, recorded=recorded),
+    ):
+        if note:
+            print(note)
     return 0
+
+
+def _forecast_status(api: Any, ns: str, name: str) -> Mapping[str, Any]:
+    """The job's TrainJobForecast status, or nothing (the notes it feeds are a courtesy: the
+    reactivation is done)."""
+    try:
+        obj = api.get_forecast(ns, name)
+    except Exception:
+        return {}
+    status = (obj or {}).get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def _restarts_from(status: Mapping[str, Any]) -> str | None:
+    """Where the run starts again, as far as the advisor knows its checkpoints: a run released
+    with no save (an overfitting release takes none) restarts from scratch, and after a resume
+    its forecast read the previous run's figures for a while, with no word of it (a platform
+    trial)."""
+    if not status:
+        return None
+    step = (status.get("progress") or {}).get("step")
+    saved = (status.get("checkpoint") or {}).get("lastStep")
+    at = f" (it had reported step {step:,})" if isinstance(step, int) else ""
+    if saved is None:
+        return (
+            f"note: no checkpoint of this run is known to the advisor{at}: it starts again from its "
+            "trainer's last save if it made one, else from step 0; its forecast follows once it reports"
+        )
+    return (
+        f"note: its last checkpoint known to the advisor is at step {saved:,}{at}: the run starts "
+        "again from there if its trainer resumes from its last save"
+    )
 
 
 def _record_resume(api: Any, kind: str, ns: str, name: str) -> bool:
@@ -111,16 +147,19 @@ def _record_resume(api: Any, kind: str, ns: str, name: str) -> bool:
 
 
 def _judged_again(
-    api: Any, kind: str, ns: str, name: str, labels: Mapping[str, str], *, recorded: bool = True
+    api: Any,
+    kind: str,
+    ns: str,
+    name: str,
+    labels: Mapping[str, str],
+    status: Mapping[str, Any],
+    *,
+    recorded: bool = True,
 ) -> str | None:
-    """What happens next when a policy released the run: it is judged again once it runs, and a
-    run that still does not learn is released again after the policy's cooldown; unless the job
-    already carries the releasing policy's exempt label, which is then said instead of suggested."""
-    try:
-        obj = api.get_forecast(ns, name)
-    except Exception:  # the note is a courtesy: the reactivation is done
-        return None
-    status = (obj or {}).get("status") or {}
+    """What happens next when a policy released the run (``status``: its TrainJobForecast's): it
+    is judged again once it runs, and a run that still does not learn is released again after the
+    policy's cooldown; unless the job already carries the releasing policy's exempt label, which
+    is then said instead of suggested."""
     released = [
         a
         for a in status.get("actions") or []

@@ -371,6 +371,9 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
     assert wl["spec"]["active"] is True and api.events[-1]["reason"] == "Resumed"
     out = capsys.readouterr().out
     assert "note: policy plateau-release released it (plateau)" in out and "released again" in out
+    # where it starts again, as far as the advisor knows (a platform trial's run released with no
+    # save restarted from scratch, its forecast reading the previous run's figures, unsaid)
+    assert "note: no checkpoint of this run is known to the advisor: it starts again from" in out
     # the resume is recorded on the job: the policies' cooldown runs from it (a run resumed 24
     # minutes after its release was released again 61 s later, though the note promised a cooldown)
     (patch,) = [c for c in api.log if c[0] == "patch_job"]
@@ -382,9 +385,11 @@ def test_resume_reactivates_the_workload(api: CliApi, capsys: pytest.CaptureFixt
     # already exempt: said, not suggested again
     api.jobs["team-a/llm"]["metadata"]["labels"] = {"advisor.trainjob-advisor.io/exempt": "true"}
     wl["spec"]["active"] = False
+    api.items[-1]["status"] |= {"progress": {"step": 5200}, "checkpoint": {"lastStep": 4000}}
     assert cli.main(["resume", "team-a/llm"]) == 0
     out = capsys.readouterr().out
     assert "kubectl label" not in out and "the exempt label of plateau-release" in out, out
+    assert "its last checkpoint known to the advisor is at step 4,000 (it had reported step 5,200)" in out
 
 
 def test_resume_refuses_a_finished_job_or_workload(api: CliApi, capsys: pytest.CaptureFixture[str]) -> None:
