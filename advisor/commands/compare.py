@@ -275,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
     overfit_out: set[str] = set()
     by_checkpoint: set[str] = set()
     at_end: set[str] = set()
+    stale: set[str] = set()  # of at_end: runs that stopped evaluating the metric, not ended
     usable: list[tuple[str, tuple[float, float, float], float | None]] = []
     # each best checkpoint as it is expected to score on fresh data (the trend at its step), not
     # as measured: its evaluation is the luckiest of its run's (``kept_draw``)
@@ -298,6 +299,8 @@ def run(args: argparse.Namespace) -> int:
             # evaluations it left behind (a platform trial's run came first on one from step 4,100
             # of 24,000, the same curve as a run forecast to end far worse)
             at_end.add(ref)
+            if not _ended(st):
+                stale.add(ref)
         if drawn is not None and (ref in by_checkpoint or ref in at_end):
             # its outcome is that checkpoint alone, drawn as it is expected to score
             usable.append((ref, (drawn[0], drawn[0] - _Z90 * drawn[1], drawn[0] + _Z90 * drawn[1]), None))
@@ -406,11 +409,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if broken:
         print(f"not ranked, diverging: {', '.join(r['run'] for r in result if r['run'] in broken)}")
-    stale = [ref for ref, st, _ in ranked if ref in at_end and not _ended(st)]
     if stale:
         print(
             f"stopped evaluating {metric} long before its last step, ranked by its best checkpoint "
-            f"alone (its FINAL is forecast from the evaluations it left behind): {', '.join(stale)}"
+            f"alone (its FINAL is forecast from the evaluations it left behind): "
+            f"{', '.join(r['run'] for r in result if r['run'] in stale)}"
         )
     if any(r["improvingAtEnd"] for r in result):
         print(f"finished, improving: a run {IMPROVING_AT_END}")
