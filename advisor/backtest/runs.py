@@ -41,7 +41,8 @@ from pathlib import Path
 import numpy as np
 
 from advisor.backtest.errors import BadRunError, RunError
-from advisor.forecast._prep import average_repeats, looks_unsorted
+from advisor.forecast._prep import looks_unsorted
+from advisor.forecast.robust import average_repeats
 from advisor.series import Direction, direction_of
 from advisor.sources.files import LoadedCurve, ParsedLog, SourceError, parse_log
 from advisor.sources.loaded_curve import NotALog

@@ -18,9 +18,10 @@ import numpy as np
 from advisor.commands.forecast_checkpoint import best_lines
 from advisor.commands.forecast_outcome import decay_end_step, series_direction, stuck_for
 from advisor.commands.number_text import num as _num
-from advisor.forecast._prep import DROPPED_WARNING, report_noise
+from advisor.forecast._prep import DROPPED_WARNING
 from advisor.forecast.core import ends_at_decay, holds_trend
 from advisor.forecast.jump import JUMP_WARNING
+from advisor.forecast.robust import report_noise
 from advisor.forecast.state import (
     IMPROVING_AT_END_NOTE,
     at_last_step,

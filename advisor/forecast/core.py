@@ -17,24 +17,17 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
-from advisor.forecast._prep import (
-    Prepared,
-    prepare,
-    progress_reports,
-    report_noise,
-    smoothed_level,
-    trend_level,
-    trend_scatter,
-)
+from advisor.forecast._prep import Prepared, prepare, progress_reports
 from advisor.forecast.divergence import divergence_probability, recovered_end
 from advisor.forecast.ensemble import Parts, estimate
 from advisor.forecast.epoch_terms import epoch_boundaries_ahead, epoch_step_expected
 from advisor.forecast.eta import eta_interval, last_stall_note
+from advisor.forecast.final_value import floored, mixture_p90, plateau_at
 from advisor.forecast.jump import JUMP_WARNING, after_jump, jump_start
 from advisor.forecast.plateau import local_trend
+from advisor.forecast.robust import report_noise, smoothed_level, trend_level, trend_scatter
 from advisor.forecast.schedule import held_at_peak, implied_end
 from advisor.forecast.turn import rising_branch
 from advisor.model import Forecast, Interval
@@ -172,57 +165,6 @@ def _whole_steps(total: float | None) -> int | None:
     return None if total is None else math.floor(total + 0.5)
 
 
-def _plateau_at(mean: float, sd: float, level: float, training_loss: bool, never_negative: bool) -> float:
-    """P(the end lies within 1% below ``level``, or above it) for an end ~ N(``mean``, ``sd``).
-
-    ``never_negative``: the series has never been below 0 (a loss, an error rate), whose end is
-    not either. At a level of 0 the 1% band is empty and the end can only lie at or above the
-    level: no improvement is left, a plateau for certain. Read off the normal, half its mass lay
-    below 0, and a constant zero loss (a 0/1 series at 0) read P(plateau) 0.5, the uninformed
-    answer, as if a series that has not moved said nothing."""
-    thresh = level - 0.01 * abs(level)
-    if never_negative and thresh <= 0.0:
-        return 1.0
-    plateau = float(ndtr((mean - thresh) / sd)) if sd > 0 else float(mean >= thresh)
-    if training_loss and sd > 0:
-        # the training loss does not end above its level by more than the threshold short of a
-        # divergence (reported apart): the final value's upper tail beyond that is no evidence of a
-        # plateau, only of a wide interval, and counted as such it put P(plateau) near 0.4 on
-        # histories whose interval was wide but whose drop still to come was large
-        ceiling = float(ndtr((level + 0.01 * abs(level) - mean) / sd))
-        if ceiling > 1e-12:
-            plateau = min(max((ceiling - (1.0 - plateau)) / ceiling, 0.0), 1.0)
-    return plateau
-
-
-def _floored(final: Interval, never_negative: bool) -> Interval:
-    """The final interval of a series never below 0 (a loss, an error rate), held at or above 0.
-
-    The families' own end is read so where it is made, but more is mixed into the interval after
-    that: a rising branch's low end reaches down to its trend less its spread, which for a 0/1
-    series rising from 0 lies below 0 (an error rate read 0.24, 80%: -0.06 .. 0.61), and the end
-    of a finished run is its trend's level give or take one report's scatter. Neither knows the
-    series cannot go there; this is the one place the final numbers are held to it, whatever
-    path made them."""
-    if not never_negative:
-        return final
-    return Interval(mean=max(final.mean, 0.0), p10=max(final.p10, 0.0), p90=max(final.p90, 0.0))
-
-
-def _mixture_p90(m1: float, s1: float, m2: float, s2: float, w2: float) -> float:
-    """The 90% quantile of (1 - w2) N(m1, s1) + w2 N(m2, s2), by bisection."""
-    s1, s2 = max(s1, 1e-300), max(s2, 1e-300)
-    lo = min(m1 + cal.Z80 * s1, m2 + cal.Z80 * s2)
-    hi = max(m1 + cal.Z80 * s1, m2 + cal.Z80 * s2)
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if (1.0 - w2) * float(ndtr((mid - m1) / s1)) + w2 * float(ndtr((mid - m2) / s2)) < 0.9:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
-
-
 def _run(
     steps: Any,
     values: Any,
@@ -329,13 +271,13 @@ def _run(
     lo, hi = mean - half, mean + half
     # a series never below 0 (a loss, an error rate) does not end below 0: the falling families'
     # own end and interval are read so here (P(plateau) and the rising branch's mixture read them),
-    # and the final interval once more after everything mixed into it (``_floored``)
+    # and the final interval once more after everything mixed into it (``final_value.floored``)
     never_negative = float(np.min(prep.values)) >= 0.0
     if never_negative:
         lo = max(lo, 0.0)
         mean = max(mean, 0.0)
     level = parts.level
-    plateau = _plateau_at(mean, sd, level, training_loss, never_negative)
+    plateau = plateau_at(mean, sd, level, training_loss, never_negative)
     if n < NO_TREND_POINTS:
         # a symmetric interval round the current level put it at Phi(0.01 level / sd), 0.52 on two
         # evaluations of an accuracy clearly rising: a number that read as computed, and was none
@@ -373,7 +315,7 @@ def _run(
         # the upper end is the mixture's own 90% quantile: a blend of the two branches' ends drew
         # it in to where the rise stops (0.968 beside a last eval of 0.942 on an eval loss rising
         # to 1.09), while the rising branch, as sure as its weight, reaches on up
-        hi = max(_mixture_p90(mean_f, (hi - mean_f) / cal.Z80, turn.mean, turn.sd, w), mean)
+        hi = max(mixture_p90(mean_f, (hi - mean_f) / cal.Z80, turn.mean, turn.sd, w), mean)
         plateau = (1.0 - w) * plateau + w * turn.plateau
         if w >= 0.5:
             # what the falling families said of their own fit (an LR decay read off a steeper
@@ -431,7 +373,7 @@ def _run(
     if stalled is not None:
         warnings.append(stalled)
     fc = Forecast(
-        final_loss=_floored(Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)), never_negative),
+        final_loss=floored(Interval(mean=mean, p10=min(lo, mean), p90=max(hi, mean)), never_negative),
         plateau_probability=min(max(float(plateau), 0.0), 1.0),
         divergence_probability=divergence_probability(prep, training_loss, horizon),
         eta_seconds=eta,

@@ -17,8 +17,9 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import ndtr
 
-from advisor.forecast._prep import Prepared, report_noise, reports_of, smoothed_level
+from advisor.forecast._prep import Prepared, reports_of
 from advisor.forecast.jump import collapsed
+from advisor.forecast.robust import report_noise, smoothed_level
 
 #: a last report this many noise units below the recent peak: the loss is coming back down
 _RECOVERED_Z = 4.0

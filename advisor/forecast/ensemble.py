@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from advisor.forecast import calibration as cal
 from advisor.forecast import epochs as epoch_track
-from advisor.forecast._prep import Prepared, downsample, fast_median, report_noise, smoothed_level
+from advisor.forecast._prep import Prepared
 from advisor.forecast.epoch_terms import (
     EPOCH_NOTE_SHARE,
     epoch_boundaries,
@@ -30,6 +30,7 @@ from advisor.forecast.epoch_terms import (
 )
 from advisor.forecast.families import FAMILIES, Family
 from advisor.forecast.fit_engine import fit_all_robust
+from advisor.forecast.robust import downsample, fast_median, report_noise, smoothed_level
 from advisor.forecast.schedule import infer_future, lr_law_family
 from advisor.forecast.turn import UNKNOWN_REACH
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from advisor.forecast._prep import fast_median
+from advisor.forecast.robust import fast_median
 
 FloatArray = NDArray[np.float64]
 

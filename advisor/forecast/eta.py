@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from advisor.forecast._prep import fast_median, row_medians
+from advisor.forecast.robust import fast_median, row_medians
 from advisor.model import Interval
 
 FloatArray = NDArray[np.float64]

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from advisor.forecast._prep import MEDIAN_SE, report_noise
+from advisor.forecast.robust import MEDIAN_SE, report_noise
 from advisor.series import Direction
 
 __all__ = ["MIN_EVALS", "RECENT_FALL", "SeriesLike", "fell_since", "improved_since", "rose_above_best"]

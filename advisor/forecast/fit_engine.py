@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from advisor.forecast._prep import fast_median
 from advisor.forecast.families import Family, FloatArray
+from advisor.forecast.robust import fast_median
 
 _HUBER_K = 1.5
 

@@ -27,7 +27,8 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
-from advisor.forecast._prep import MEDIAN_SE, Prepared, fast_median, report_noise, reports_of, row_medians
+from advisor.forecast._prep import Prepared, reports_of
+from advisor.forecast.robust import MEDIAN_SE, fast_median, report_noise, row_medians
 
 __all__ = ["FINE_BLOCKS", "JUMP_WARNING", "after_jump", "collapsed", "jump_start"]
 

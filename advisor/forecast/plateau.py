@@ -47,7 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.special import ndtr
 
-from advisor.forecast._prep import report_noise
+from advisor.forecast.robust import report_noise
 
 FloatArray = NDArray[np.float64]
 

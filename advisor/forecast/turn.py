@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 from scipy.special import ndtr
 
 from advisor.forecast import calibration as cal
-from advisor.forecast._prep import report_noise
+from advisor.forecast.robust import report_noise
 
 FloatArray = NDArray[np.float64]
 

@@ -72,7 +72,7 @@ def test_an_eval_series_ends_with_its_runs_training() -> None:
 
 def test_an_end_level_stays_within_the_values_it_was_read_from() -> None:
     """A precision logged as 0, 0.5 or 1: its trend carried to the last step passed 1 (1.083)."""
-    from advisor.forecast._prep import trend_level
+    from advisor.forecast.robust import trend_level
 
     steps = np.arange(100, 1001, 100.0)
     values = np.array([0.0, 0.5, 0.0, 0.5, 0.5, 0.0, 0.5, 1.0, 1.0, 1.0])
