@@ -24,6 +24,7 @@ __all__ = [
     "Direction",
     "direction_of",
     "eval_series_name",
+    "eval_step_span",
     "evaluation_noise",
     "is_eval_name",
     "is_saved_step",
@@ -157,6 +158,20 @@ def is_saved_step(step: float, save_steps: int, last_step: float) -> bool:
     checkpoint named to the user is one of these: an evaluation between two saves has no weights
     on disk to keep."""
     return step == last_step or (step > 0 and float(step) % save_steps == 0)
+
+
+def eval_step_span(step: int, made_after: int | None, *, prose: bool = True) -> str:
+    """Where an evaluation was made, as the advice names it: ``at step 3000`` at its own step,
+    and ``between steps 2951 and 3021`` when the job reports no eval step and it came with the
+    report at step 3021, the one before being at step 2950
+    (``advisor.core.evals.EvalSeries.made_after``); ``step 3000`` / ``steps 2951-3021`` when not
+    ``prose``. A trainer evaluating and saving at step 3,000 was told to keep "the checkpoint of
+    step 3071", a step it saved nothing at."""
+    if made_after is None or made_after >= step:
+        return f"at step {step}" if prose else f"step {step}"
+    if prose:
+        return f"between steps {made_after + 1} and {step}"
+    return f"steps {made_after + 1}-{step}"
 
 
 def primary_eval(

@@ -7,7 +7,7 @@ job's status pastes in as it is, so a rule that names an eval metric can be expl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from advisor.core.codec import forecast_from_dict
@@ -65,6 +65,7 @@ def interval_entry(v: Any, path: str) -> Interval:
 
 #: the keys of one eval series in a learning state (``TrainJobForecast.status.learningState``)
 _SERIES_KEYS = (
+    "bestMadeAfter",
     "bestStep",
     "bestValue",
     "current",
@@ -76,6 +77,13 @@ _SERIES_KEYS = (
     "plateauProbability",
     "points",
 )
+
+
+def _made_after(data: Mapping[str, Any], path: str) -> int | None:
+    """``bestMadeAfter``: absent (written before it was kept, or the best evaluation is at its own
+    step) or an integer."""
+    v = data.get("bestMadeAfter")
+    return None if v is None else integer(v, f"{path}.bestMadeAfter")
 
 
 def _series_judgement(v: Any, path: str) -> EvalJudgement | None:
@@ -91,6 +99,7 @@ def _series_judgement(v: Any, path: str) -> EvalJudgement | None:
         best_value=None if best_value is None else number(best_value, f"{path}.bestValue"),
         evals_since_best=integer(data.get("evalsSinceBest", 0), f"{path}.evalsSinceBest"),
         overfitting=number(p, f"{path}.overfittingProbability"),
+        best_made_after=_made_after(data, path),
     )
 
 
@@ -120,6 +129,7 @@ def _series_forecast(v: Any, path: str) -> tuple[Forecast, str | None]:
 
 
 _LEARNING_KEYS = (
+    "bestMadeAfter",
     "bestNoise",
     "bestStep",
     "bestTrend",
@@ -180,6 +190,7 @@ def learning_state(v: Any, path: str) -> LearningState:
         best_step=None if best is None else integer(best, f"{path}.bestStep"),
         best_value=None if best_value is None else number(best_value, f"{path}.bestValue"),
         evals_since_best=integer(data.get("evalsSinceBest", 0), f"{path}.evalsSinceBest"),
+        best_made_after=_made_after(data, path),
         series=series,
         best_noise=0.0 if data.get("bestNoise") is None else number(data["bestNoise"], f"{path}.bestNoise"),
         best_trend=None if data.get("bestTrend") is None else number(data["bestTrend"], f"{path}.bestTrend"),

@@ -53,6 +53,7 @@ from advisor.commands.compare_cells import (
 )
 from advisor.commands.compare_files import ENDED, IMPROVING, TOTAL, file_status, log_files
 from advisor.commands.compare_status import (
+    best_made_after,
     best_of,
     chosen_metric,
     higher_is_better,
@@ -328,6 +329,7 @@ def run(args: argparse.Namespace) -> int:
             "finalLoss": None if train is None else {"mean": train[0], "p10": train[1], "p90": train[2]},
             "probabilityBest": probs.get(ref),
             "bestStep": best_of(st, metric)[0],
+            "bestMadeAfter": best_made_after(st, metric),
             "bestValue": kept_value(st, metric),
             # what the best checkpoint is expected to score on fresh data: GIVES and P(BEST) read
             # it (None: no trend known, the measured value is read)

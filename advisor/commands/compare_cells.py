@@ -11,6 +11,7 @@ from typing import Any
 from advisor.commands.compare_files import ENDED, IMPROVING, TOTAL
 from advisor.forecast.core import ends_at_decay
 from advisor.forecast.state import STALE_NOTE, ended_reading, stale_in
+from advisor.series import eval_step_span
 
 __all__ = [
     "IMPROVING_AT_END",
@@ -104,4 +105,4 @@ def best_cell(row: Mapping[str, Any]) -> str:
     value (``-``: none known, e.g. a TrainJobForecast judged by another eval metric)."""
     if row["bestStep"] is None or row["bestValue"] is None:
         return "-"
-    return f"step {row['bestStep']}: {row['bestValue']:.4g}"
+    return f"{eval_step_span(row['bestStep'], row.get('bestMadeAfter'), prose=False)}: {row['bestValue']:.4g}"

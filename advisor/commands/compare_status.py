@@ -155,6 +155,14 @@ def best_of(status: Mapping[str, Any], metric: str) -> tuple[int | None, float |
     return step, float(value) if isinstance(value, int | float) else None
 
 
+def best_made_after(status: Mapping[str, Any], metric: str) -> int | None:
+    """The step after which the best evaluation ``best_of`` names was made, when the job reports no
+    eval step (``learningState.bestMadeAfter``; None: at its own step, or unknown)."""
+    state = status.get("learningState") or {}
+    after = state.get("bestMadeAfter") if BESTS not in status and state.get("metric") == metric else None
+    return after if isinstance(after, int) and not isinstance(after, bool) else None
+
+
 def kept_value(status: Mapping[str, Any], metric: str) -> float | None:
     """The value of the run's best checkpoint of ``metric`` (a checkpoint it can keep)."""
     return best_of(status, metric)[1]

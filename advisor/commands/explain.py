@@ -16,6 +16,7 @@ from typing import Any
 
 from advisor.cli import CommandError, require_extra
 from advisor.model import HELD_DETAIL
+from advisor.series import eval_step_span
 
 __all__ = ["explain_lines", "register", "run"]
 
@@ -44,6 +45,12 @@ def _iv(d: Mapping[str, Any] | None, fmt: str = "{:.4g}") -> str:
     return f"{fmt.format(d['mean'])} (80% interval {fmt.format(d['p10'])} .. {fmt.format(d['p90'])})"
 
 
+def _span(entry: Mapping[str, Any]) -> str:
+    """Where a status entry's best evaluation was made (``bestStep``, ``bestMadeAfter``)."""
+    after = entry.get("bestMadeAfter")
+    return eval_step_span(int(entry["bestStep"]), after if isinstance(after, int) else None)
+
+
 def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
     """The run state from all its series: its probabilities, the series it is judged by with its
     best step (the checkpoint worth keeping), and each eval series' forecast final value. When the
@@ -63,7 +70,7 @@ def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
     metric = st.get("metric")
     if metric:
         best = (
-            f"; best {st.get('bestValue'):.4g} at step {st.get('bestStep')} (the checkpoint to keep), "
+            f"; best {st.get('bestValue'):.4g} {_span(st)} (the checkpoint to keep), "
             f"{st.get('evalsSinceBest', 0)} evaluation(s) since"
             if st.get("bestStep") is not None and isinstance(st.get("bestValue"), int | float)
             else ""
@@ -77,7 +84,7 @@ def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
         direction = f", {series['direction']} is better" if series.get("direction") else ""
         # another series' own best: the checkpoint an overfitting rule naming it would keep
         own_best = (
-            f"; best {series['bestValue']:.4g} at step {series['bestStep']}"
+            f"; best {series['bestValue']:.4g} {_span(series)}"
             if name != metric
             and series.get("bestStep") is not None
             and isinstance(series.get("bestValue"), int | float)

@@ -15,6 +15,7 @@ from typing import Any
 
 from advisor.controller.jobs import JOB_KINDS, TRAINJOB
 from advisor.model import JobView, Phase
+from advisor.series import eval_step_span
 
 __all__ = ["JobEvents"]
 
@@ -71,8 +72,9 @@ class JobEvents:
             return
         detail = ""
         if state.metric is not None and state.best_step is not None:
+            where = eval_step_span(state.best_step, state.best_made_after)
             detail = (
-                f"; best {state.metric} {state.best_value:.4g} at step {state.best_step}"
+                f"; best {state.metric} {state.best_value:.4g} {where}"
                 f" ({state.evals_since_best} evaluation{'' if state.evals_since_best == 1 else 's'} ago)"
             )
         probs = state.probabilities

@@ -221,6 +221,7 @@ def learning_state_dict(state: LearningState | None) -> dict[str, Any] | None:
         "metric": state.metric,
         **({"taskMetric": state.task_metric} if state.task_metric else {}),
         "bestStep": state.best_step,
+        **({"bestMadeAfter": state.best_made_after} if state.best_made_after is not None else {}),
         "bestValue": _num(state.best_value),
         "evalsSinceBest": state.evals_since_best,
         "bestNoise": _num(state.best_noise),
@@ -249,6 +250,7 @@ def _judgement_dict(j: EvalJudgement | None) -> dict[str, Any]:
         return {}
     return {
         "bestStep": j.best_step,
+        **({"bestMadeAfter": j.best_made_after} if j.best_made_after is not None else {}),
         "bestValue": _num(j.best_value),
         "evalsSinceBest": j.evals_since_best,
         "overfittingProbability": _num(j.overfitting, 4),

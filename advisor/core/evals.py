@@ -40,11 +40,19 @@ _MAX_WATCHED = 64
 
 @dataclass(slots=True)
 class EvalSeries:
-    """One eval metric: parallel lists of steps and values (NaN where it was not finite)."""
+    """One eval metric: parallel lists of steps and values (NaN where it was not finite).
+
+    ``made_after``, parallel too: the step of the report before the one that carried each
+    evaluation, when it was behind it (None: unknown, or the report's step is the evaluation's
+    own). A live job reports no eval step: an evaluation lands at the first report after it, so
+    it was made after that earlier report and by the step it is kept at. A trainer evaluating
+    at step 3,000 and reporting every 70 steps had its best evaluation kept at step 3,071, and
+    the advice named a checkpoint of step 3,071 where the one saved was 3,000."""
 
     direction: Direction
     steps: list[int] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    made_after: list[int | None] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -70,6 +78,7 @@ class EvalHistory:
 
     __slots__ = (
         "_last_seen",
+        "_last_step",
         "_overrides",
         "_series",
         "dropped",
@@ -87,6 +96,10 @@ class EvalHistory:
         self.max_series = max_series
         self._series: dict[str, EvalSeries] = {}
         self._last_seen: dict[str, float] = {}
+        #: the step of the latest sample seen, with or without an evaluation (``made_after``); not
+        #: persisted (it moves with every report, and the stored evals are rewritten only when they
+        #: change): a restored history sets it to its latest point's step (``seen_up_to``)
+        self._last_step: int | None = None
         #: the governing policy's ``metricDirections`` (canonical eval names -> direction)
         self._overrides: dict[str, str] = {}
         #: points thinned away, metrics beyond the series cap, names with no direction, NaN values
@@ -123,6 +136,11 @@ class EvalHistory:
         return tuple(out)
 
     # ----------------------------------------------------------------------------------- update
+    def seen_up_to(self, step: int | None) -> None:
+        """The step of the latest report a restored history holds: the next evaluation was made
+        after it (``EvalSeries.made_after``)."""
+        self._last_step = step
+
     def set_overrides(self, overrides: Mapping[str, str]) -> bool:
         """Take the governing policy's ``metricDirections`` (metric name -> ``lower``/``higher``).
 
@@ -157,6 +175,7 @@ class EvalHistory:
         """Record the sample's evaluation if it is a new one; returns the points appended."""
         if sample.step is None or sample.step < 0:
             return 0
+        before, self._last_step = self._last_step, int(sample.step)
         evals = self._evals_of(sample)
         if not evals:
             return 0
@@ -170,12 +189,13 @@ class EvalHistory:
                     self._last_seen[name] = value
         if not new:
             return 0
+        after = before if before is not None and before < sample.step else None
         added = 0
         for name, value in evals.items():
-            added += self._record(name, int(sample.step), value)
+            added += self._record(name, int(sample.step), value, after)
         return added
 
-    def _record(self, name: str, step: int, value: float) -> int:
+    def _record(self, name: str, step: int, value: float, after: int | None = None) -> int:
         series = self._series.get(name)
         if series is None:
             direction = direction_of(name, self._overrides)
@@ -196,9 +216,10 @@ class EvalHistory:
             # the run went back to an earlier checkpoint: the evaluations of the abandoned attempt
             # after it are superseded by the ones the resumed run will make
             keep = next(i for i, s in enumerate(series.steps) if s >= step)
-            del series.steps[keep:], series.values[keep:]
+            del series.steps[keep:], series.values[keep:], series.made_after[keep:]
         series.steps.append(step)
         series.values.append(value)
+        series.made_after.append(after)
         if len(series) > self.max_points:
             self._thin(series)
         return 1
@@ -211,6 +232,7 @@ class EvalHistory:
         self.dropped += n - len(keep)
         series.steps = [series.steps[i] for i in keep]
         series.values = [series.values[i] for i in keep]
+        series.made_after = [series.made_after[i] for i in keep]
 
     # ----------------------------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:
@@ -222,6 +244,7 @@ class EvalHistory:
                     "direction": s.direction.value,
                     "steps": list(s.steps),
                     "values": [v if math.isfinite(v) else None for v in s.values],
+                    "madeAfter": list(s.made_after),
                 }
                 for name, s in self._series.items()
             },
@@ -253,13 +276,20 @@ class EvalHistory:
                 continue
             series = EvalSeries(direction)
             last = -1
-            for step, value in zip(entry.get("steps") or [], entry.get("values") or [], strict=False):
+            steps, values = entry.get("steps") or [], entry.get("values") or []
+            # written before ``made_after`` was kept (or damaged): unknown for every point
+            afters = entry.get("madeAfter")
+            if not isinstance(afters, list) or len(afters) != len(steps):
+                afters = [None] * len(steps)
+            for step, value, after in zip(steps, values, afters, strict=False):
                 s = finite_or_none(step)
                 if s is None or int(s) <= last:
                     continue
                 v = finite_or_none(value)
+                a = finite_or_none(after)
                 series.steps.append(int(s))
                 series.values.append(math.nan if v is None else v)
+                series.made_after.append(int(a) if a is not None and 0 <= a < s else None)
                 last = int(s)
             hist._series[str(name)] = series
         seen = data.get("lastSeen")

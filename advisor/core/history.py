@@ -438,6 +438,11 @@ class History:
         interleaved = data.get("interleaved")
         hist.interleaved = interleaved if isinstance(interleaved, int) and interleaved > 0 else 0
         hist.evals = EvalHistory.from_dict(data.get("evals"))
+        # the latest report it holds, a loss or an evaluation: a later evaluation was made after it
+        latest = [p.step for p in hist._points[-1:]] + [
+            s.steps[-1] for name in hist.evals.names if (s := hist.evals.series(name)) is not None and s.steps
+        ]
+        hist.evals.seen_up_to(max(latest) if latest else None)
         if len(hist._points) > hist.max_points:
             hist._thin()
         return hist

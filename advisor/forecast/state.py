@@ -107,6 +107,18 @@ def best_point(series: SeriesLike) -> tuple[int | None, float | None, int, int]:
     return int(series.steps[best_i]), float(values[best_i]), len(values) - 1 - best_i, finite
 
 
+def best_made_after(series: SeriesLike, since_best: int) -> int | None:
+    """The step after which the best evaluation of ``series`` was made, when the report that
+    carried it came later (``advisor.core.evals.EvalSeries.made_after``; a series read from a
+    file has its evaluations at their own steps, and none)."""
+    afters = getattr(series, "made_after", None)
+    i = len(series.values) - 1 - since_best
+    if not afters or len(afters) != len(series.values) or not 0 <= i < len(afters):
+        return None
+    after = afters[i]
+    return int(after) if isinstance(after, int) else None
+
+
 def best_checkpoint(series: SeriesLike) -> tuple[int, float] | None:
     """(step, value) where ``series`` was best, the checkpoint worth keeping when a run is judged
     by it; None below ``MIN_EVALS`` finite evaluations, the fewest the run state judges by. Public
@@ -394,6 +406,9 @@ def learning_state(
         best_noise=0.0 if judged is None or p_eval is None else evaluation_noise(evals[judged].values),
         best_trend=None if trend is None else trend[0],
         best_trend_sd=0.0 if trend is None else trend[1],
+        best_made_after=None
+        if judged is None or best_step is None
+        else best_made_after(evals[judged], since_best),
         warnings=tuple(warnings),
         directions={name: str(evals[name].direction) for name in series_fc if name in evals},
         judgements=judgements,
@@ -446,6 +461,7 @@ def _judge_eval(
         best_value=best_value,
         evals_since_best=since_best,
         overfitting=float(np.clip(rest * fc.plateau_probability * over, 0.0, 1.0)),
+        best_made_after=best_made_after(series, since_best),
     )
 
 

@@ -160,6 +160,10 @@ class EvalJudgement:
     best_value: float | None
     evals_since_best: int
     overfitting: float
+    best_made_after: int | None = None
+    """The step of the report before the one that carried the best evaluation, when it was
+    behind ``best_step`` (``advisor.core.evals.EvalSeries.made_after``): the evaluation was made
+    after it and by ``best_step``. None: ``best_step`` is the evaluation's own step, or unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +194,9 @@ class LearningState:
     series (``compare`` ranks by it)."""
     best_trend_sd: float = 0.0
     """The sd of ``best_trend`` as an estimate of the trend there (0: unknown)."""
+    best_made_after: int | None = None
+    """``EvalJudgement.best_made_after`` of the judged series: its best evaluation was made after
+    this step and by ``best_step`` (None: at ``best_step``, or unknown)."""
     warnings: tuple[str, ...] = ()
     directions: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     """Which way each forecast series improves (``"lower"`` / ``"higher"``), by name: what
@@ -215,6 +222,7 @@ class LearningState:
                 best_value=self.best_value,
                 evals_since_best=self.evals_since_best,
                 overfitting=self.probabilities.get("overfitting", 0.0),
+                best_made_after=self.best_made_after,
             )
         return found
 

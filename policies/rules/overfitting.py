@@ -21,6 +21,7 @@ however often the run is looked at.
 from __future__ import annotations
 
 from advisor.model import ActionKind, EvalJudgement, LearningState
+from advisor.series import eval_step_span
 from policies.rules.base import (
     NO_DIRECTION,
     Context,
@@ -70,7 +71,17 @@ def best_checkpoint_text(state: LearningState, metric: str | None = None) -> str
     j = state.judgement(name) or state.judgement()
     step, value, since = (j.best_step, j.best_value, j.evals_since_best) if j is not None else (None, None, 0)
     shown = "" if value is None else f" {value:.4g}"
-    return f"best {name}{shown} at step {step} ({since} evaluation(s) ago)"
+    where = f"at step {step}" if step is None or j is None else eval_step_span(step, j.best_made_after)
+    return f"best {name}{shown} {where} ({since} evaluation(s) ago)"
+
+
+def checkpoint_of(judgement: EvalJudgement) -> str:
+    """``of step 3000``, or ``saved between steps 2951 and 3021`` when the job reports no eval
+    step (``advisor.series.eval_step_span``): the checkpoint a reason tells the user to keep."""
+    step = judgement.best_step
+    if step is None or judgement.best_made_after is None:
+        return f"of step {step}"
+    return f"saved {eval_step_span(step, judgement.best_made_after)}"
 
 
 def past_best_keep(state: LearningState, series: str) -> tuple[str, bool | None]:
@@ -87,9 +98,10 @@ def past_best_keep(state: LearningState, series: str) -> tuple[str, bool | None]
     evaluation, was released with no save, told to keep step 3,070 (accuracy 0.77)."""
     own = state.judgement(series)
     step = own.best_step if own is not None else None
+    at = checkpoint_of(own) if own is not None else f"of step {step}"
     keep = (
-        f"keep the checkpoint of step {step} (the best evaluation; if none was saved there, the "
-        "best-evaluated one saved)"
+        f"keep the checkpoint {at} (the best evaluation; if none was saved there, the best-evaluated "
+        "one saved)"
     )
     task = state.task_metric
     score = state.judgement(task) if task is not None and task != series else None
@@ -98,11 +110,11 @@ def past_best_keep(state: LearningState, series: str) -> tuple[str, bool | None]
     value = "" if score.best_value is None else f" {score.best_value:.4g}"
     if score.evals_since_best == 0:
         return (
-            f"keep the checkpoint of step {step} (the best {series}) or one of the weights now (the "
+            f"keep the checkpoint {at} (the best {series}) or one of the weights now (the "
             f"best {task},{value} at step {score.best_step}, its latest evaluation)"
         ), None
     return (
-        f"keep the checkpoint of step {step} (the best {series}) or of step {score.best_step} (the best "
+        f"keep the checkpoint {at} (the best {series}) or {checkpoint_of(score)} (the best "
         f"{task},{value}); no checkpoint taken (its weights are past both)"
     ), False
 
@@ -157,7 +169,7 @@ def evaluate(ctx: Context, rule: OverfittingRule) -> Outcome:
     # the job does not report (a trainer saving every 100 steps and evaluating every 50 had none
     # at step 350), so the reason says what to keep then
     keep = (
-        f"keep the checkpoint of step {judgement.best_step} (the best evaluation; if none was saved "
+        f"keep the checkpoint {checkpoint_of(judgement)} (the best evaluation; if none was saved "
         f"there, the best-evaluated one saved)"
     )
     if rule.action == RECOMMEND:

@@ -1,6 +1,7 @@
 """An evaluation reaches the replayed controller at the step it was taken at, also when no loss was
 logged at that step (Lightning validates at an epoch's last step, between its every-50-steps loss
-logs): the back-test names the same best step as ``forecast`` and the log."""
+logs): the back-test names the same best step as ``forecast`` and the log, as the end of the span
+a controller told no eval step names."""
 
 from __future__ import annotations
 
@@ -97,9 +98,15 @@ def test_the_backtest_names_the_best_evaluation_step_the_log_and_forecast_name(
     assert main(["backtest", str(path), "--policy", str(PLATEAU), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     reasons = [d["reason"] or "" for row in rows for d in row.get("decisions", [])]
-    named = {
-        int(s.replace(",", "")) for r in reasons for s in re.findall(r"best \w+ \S+ at step ([\d,]+)", r)
+    # the replayed controller is told no eval step: the best evaluation came with the report at its
+    # step, and was made after the report before it (a loss log 50 steps back at most)
+    spans = {
+        (int(a.replace(",", "")), int(b.replace(",", "")))
+        for r in reasons
+        for a, b in re.findall(r"best \w+ \S+ between steps ([\d,]+) and ([\d,]+)", r)
     }
-    assert named == {best}
+    assert len(spans) == 1
+    ((after, by),) = spans
+    assert by == best and best - 50 < after <= best
     assert main(["forecast", str(path)]) == 0
     assert f"best evaluation step {best:,}" in capsys.readouterr().out

@@ -221,7 +221,12 @@ def test_explain_a_fine_tune_judged_by_its_eval_loss(
     assert cli.main(["explain", "ft", "-n", "a", "--plot", str(out)]) == 0
     text = capsys.readouterr().out
     assert "run state     overfitting (" in text
-    best = "judged by     eval_loss; best 0.5 at step 400 (the checkpoint to keep), 7 evaluation(s) since"
+    # the evaluation came with the report at step 400, the one before it at step 390: the job says
+    # no more of when it was made
+    best = (
+        "judged by     eval_loss; best 0.5 between steps 391 and 400 (the checkpoint to keep), "
+        "7 evaluation(s) since"
+    )
     assert best in text
     assert "eval_loss     final " in text and "lower is better" in text and "smoothed level now" in text
     # its numbers as the page gives the others (a trial read "smoothed level now 1.592415")
@@ -598,3 +603,35 @@ def test_a_refused_watch_is_logged_without_its_traceback() -> None:
     finally:
         root.handlers[:] = saved[0]
         root.setLevel(saved[1])
+
+
+def test_compare_names_a_best_checkpoint_reported_late_by_the_steps_it_was_made_between(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A platform trial: BEST CHECKPOINT read "step 3071" where the trainer had evaluated and saved
+    at step 3,000 and reported the evaluation at step 3,071. The job reports no eval step: the
+    table names the steps the evaluation was made between, and the JSON carries the lower one."""
+    import dataclasses
+
+    late = dataclasses.replace(_eval_judged(0.50, 0.47, 0.53, "learning", 3071), best_made_after=3001)
+    fake = CliApi(
+        [
+            tjf("a", "late", mean=0.40, p10=0.38, p90=0.42, state=late),
+            tjf(
+                "a",
+                "own",
+                mean=0.41,
+                p10=0.39,
+                p90=0.43,
+                state=_eval_judged(0.52, 0.5, 0.54, "learning", 3000),
+            ),
+        ]
+    )
+    monkeypatch.setattr(cliutil, "cluster_api", lambda args: fake)
+    assert cli.main(["compare", "late", "own", "-n", "a", "-o", "json"]) == 0
+    rows = {d["run"]: d for d in json.loads(capsys.readouterr().out)}
+    assert rows["a/late"]["bestStep"] == 3071 and rows["a/late"]["bestMadeAfter"] == 3001
+    assert rows["a/own"]["bestStep"] == 3000 and rows["a/own"]["bestMadeAfter"] is None
+    assert cli.main(["compare", "late", "own", "-n", "a"]) == 0
+    out = capsys.readouterr().out
+    assert "steps 3002-3071: 0.47" in out and "step 3000: 0.5" in out

@@ -186,6 +186,49 @@ class TestPersistence:
         assert e.dropped == 0
 
 
+class TestWhenAnEvaluationWasMade:
+    """A live job reports no eval step: its evaluation lands at the first report after it, so it
+    was made after the report before that one. A trainer evaluating at steps 500, 1000, ... and
+    reporting every 70 steps had its evaluations kept at 518, 1029, ...; the advice named the
+    checkpoint of step 3071 where the one saved was 3000."""
+
+    def test_an_evaluation_carried_by_a_later_report_was_made_after_the_one_before(self) -> None:
+        h = History()
+        value = None
+        for step in range(18, 1100, 70):  # reports at 18, 88, ..., 508, 578, ...
+            if step > 500 and value is None:
+                value = 0.9  # the evaluation at step 500 rides the report at step 508
+            h.append(ev(step, loss=1.0 / step, **({} if value is None else {"eval_loss": value})))
+        s = h.evals.series("eval_loss")
+        assert s is not None and s.steps == [508] and s.made_after == [438]
+
+    def test_an_evaluation_logged_at_a_step_already_reported_is_at_its_own_step(self) -> None:
+        """HF logs the training loss and then the evaluation at the same step: nothing is hedged."""
+        h = History()
+        for step in (10, 20, 30):
+            h.append(ev(step, loss=1.0 / step))
+        h.append(ev(30, loss=None, eval_loss=0.7))
+        s = h.evals.series("eval_loss")
+        assert s is not None and s.steps == [30] and s.made_after == [None]
+
+    def test_it_survives_a_restore_and_a_restored_history_bounds_the_next_evaluation(self) -> None:
+        h = History()
+        for step in (10, 20, 30):
+            h.append(ev(step, loss=1.0 / step, **({"eval_loss": 0.8} if step == 30 else {})))
+        back = History.from_dict(json.loads(json.dumps(h.to_dict())))
+        assert back.evals.series("eval_loss").made_after == [20]  # type: ignore[union-attr]
+        back.append(ev(45, loss=0.02, eval_loss=0.7))
+        assert back.evals.series("eval_loss").made_after == [20, 30]  # type: ignore[union-attr]
+
+    def test_a_history_stored_before_it_was_kept_reads_unknown(self) -> None:
+        data = {"series": {"eval_loss": {"direction": "lower", "steps": [100, 200], "values": [0.9, 0.8]}}}
+        s = EvalHistory.from_dict(data).series("eval_loss")
+        assert s is not None and s.made_after == [None, None]
+        damaged = {"series": {"eval_loss": {**data["series"]["eval_loss"], "madeAfter": [50, 250]}}}
+        s = EvalHistory.from_dict(damaged).series("eval_loss")
+        assert s is not None and s.made_after == [50, None]  # not behind its own step: unknown
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -203,5 +246,8 @@ def test_any_eval_stream_stays_bounded_ordered_and_serialisable(
         s = e.series(name)
         assert s is not None and len(s) <= 17
         assert s.steps == sorted(set(s.steps))
+        # each evaluation made after a report behind the one that carried it, or at its own step
+        assert len(s.made_after) == len(s.steps)
+        assert all(a is None or 0 <= a < step for a, step in zip(s.made_after, s.steps, strict=True))
     json.dumps(e.to_dict(), allow_nan=False)
     assert EvalHistory.from_dict(json.loads(json.dumps(e.to_dict()))).to_dict() == e.to_dict()

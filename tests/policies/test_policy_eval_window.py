@@ -199,3 +199,17 @@ def _past_best_reads(j: object) -> float | None:
     from policies.rules.plateau import _past_best
 
     return _past_best(j.learning_state, "", "eval_loss")  # type: ignore[attr-defined]
+
+
+def test_a_best_evaluation_reported_late_is_named_by_the_steps_it_was_made_between() -> None:
+    """A platform trial: evaluations ran at steps 500, 1000, ... and reached the controller with
+    the next report (518, 1029, ..., 3071). Every reason said "keep the checkpoint of step 3071";
+    the trainer had saved checkpoint-3000. The job reports no eval step: the reason names the steps
+    the evaluation was made between, the report before it and the one that carried it."""
+    late = dataclasses.replace(learning(eval_forecast(1100), p_overfit=0.95), best_made_after=740)
+    view = {"forecast": forecast(plateau=0.05)}
+    state = {"overfitting.since": T0 - HOUR, OVERFITTING_OPENED_ON: 1000.0}
+    d = decide(job(learning_state=late, rule_state=state, **view), cluster(), OVERFITTING, now=T0)
+    (act,) = [a for a in d.actions if a.kind is ActionKind.RELEASE_QUOTA]
+    assert "keep the checkpoint saved between steps 741 and 800 (the best evaluation" in act.reason
+    assert "best eval_loss 0.55 between steps 741 and 800 (3 evaluation(s) ago)" in act.reason

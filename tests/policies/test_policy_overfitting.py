@@ -248,6 +248,20 @@ def test_a_series_judged_on_its_own_travels_through_the_status_and_back() -> Non
     noisy = dataclasses.replace(original, best_noise=0.004)
     assert learning_state_dict(noisy)["bestNoise"] == 0.004  # type: ignore[index]
     assert _learning_state(learning_state_dict(noisy), "job.learningState").best_noise == 0.004
+    # and where a best evaluation reported late was made (the job reports no eval step)
+    late = dataclasses.replace(
+        original,
+        best_made_after=740,
+        judgements={
+            "eval_accuracy": dataclasses.replace(original.judgements["eval_accuracy"], best_made_after=760)
+        },
+    )
+    data = learning_state_dict(late)
+    assert data is not None and data["bestMadeAfter"] == 740
+    assert data["series"]["eval_accuracy"]["bestMadeAfter"] == 760
+    back = _learning_state(data, "job.learningState")
+    assert back.best_made_after == 740 and back.judgements == late.judgements
+    assert "bestMadeAfter" not in learning_state_dict(original)  # type: ignore[operator]
 
 
 def test_an_overfitting_release_takes_no_checkpoint_of_the_weights_past_the_best() -> None:
