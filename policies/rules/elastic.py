@@ -58,6 +58,27 @@ def _competitors(ctx: Context) -> list[WorkloadView]:
     ]
 
 
+def outside_quota(ctx: Context) -> str | None:
+    """Why the job's GPUs are not charged to a Kueue queue's quota (None: they are), so that the
+    queue's unused quota says nothing of GPUs it may take or give back.
+
+    Free GPUs are read as a ClusterQueue's unused quota. A job in none has no such measure; a job
+    with a queue-name label but no Workload (Kueue's ``kubeflow.org/pytorchjob`` integration is
+    off by default) runs beside that quota: grown into it, its new GPUs were not charged there
+    either, and Kueue admitted another team's 48-GPU Workload into the same "free" GPUs (a
+    platform trial: 104 GPUs of running work on a 64-GPU queue). Shrunk for a pending Workload,
+    it frees nothing that Workload's queue counts."""
+    job = ctx.job
+    if job.cluster_queue is None:
+        return "in no Kueue ClusterQueue (free GPUs are read as a queue's unused quota)"
+    if job.signals is not None and not job.signals.has_workload:
+        return (
+            f"no Kueue Workload: its GPUs are not charged to {job.cluster_queue}'s quota, whose unused part "
+            "Kueue gives to other work"
+        )
+    return None
+
+
 def model(ctx: Context, rule: ElasticRule) -> ThroughputModel | None:
     return fit_throughput(ctx.job.throughput, prior_serial=rule.prior_serial_fraction)
 
@@ -73,6 +94,9 @@ def grow_target(ctx: Context, rule: ElasticRule, *, need_factor: float | None = 
     _, hi = bounds(ctx, rule)
     if job.nodes >= hi:
         return job.nodes, f"already at the maximum of {hi} nodes"
+    outside = outside_quota(ctx)
+    if outside is not None:
+        return job.nodes, outside
     competitors = _competitors(ctx)
     if competitors:
         w = competitors[0]
@@ -185,7 +209,7 @@ def evaluate(ctx: Context, rule: ElasticRule) -> Outcome:
         out.reasons.append(f"{NAME}: bounds empty (min {lo} > max {hi}); not scaling")
         return out
     gpn = gpus_per_node(ctx)
-    if rule.shrink_when_starving and job.nodes > lo:
+    if rule.shrink_when_starving and job.nodes > lo and outside_quota(ctx) is None:
         cq_free = free_gpus(ctx.cluster, job.cluster_queue)
         starving = [w for w in _competitors(ctx) if w.gpus > cq_free]
         # only a workload this shrink can make room for: one that would still not fit after it

@@ -53,22 +53,53 @@ def test_grows_into_idle_quota_while_it_pays() -> None:
 def test_a_pytorchjob_kueue_admits_is_not_resized() -> None:
     """Kueue stops and requeues a running job whose pod counts no longer match its admitted
     Workload and has no elastic Workloads for PyTorchJob: the rule says so instead of growing
-    it. The same PyTorchJob without a Workload grows; a TrainJob with one is resized through a
-    requeue of its own (deactivate, patch, reactivate)."""
+    it. A TrainJob with one is resized through a requeue of its own (deactivate, patch,
+    reactivate); a job whose view says nothing of a Workload (a pasted job state) is read as
+    Kueue's."""
     q = ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)
     queued = dataclasses.replace(
         _elastic_job(), kind="PyTorchJob", signals=LifecycleSignals(has_workload=True)
     )
     d = decide(queued, cluster([q]), policy(ELASTIC), now=T0)
     assert d.actions == () and any("not resizing a PyTorchJob Kueue admits" in r for r in d.reasons)
-    alone = dataclasses.replace(_elastic_job(), kind="PyTorchJob")
-    assert [a.kind for a in decide(alone, cluster([q]), policy(ELASTIC), now=T0).actions] == [
+    unknown = dataclasses.replace(_elastic_job(), kind="PyTorchJob")
+    assert [a.kind for a in decide(unknown, cluster([q]), policy(ELASTIC), now=T0).actions] == [
         ActionKind.SCALE
     ]
     trainjob = dataclasses.replace(_elastic_job(), signals=LifecycleSignals(has_workload=True))
     assert [a.kind for a in decide(trainjob, cluster([q]), policy(ELASTIC), now=T0).actions] == [
         ActionKind.SCALE
     ]
+
+
+def test_a_job_whose_gpus_no_queue_charges_is_not_grown_into_or_shrunk_for_that_queue() -> None:
+    """A platform trial: a PyTorchJob with a queue-name label but no Workload (Kueue's
+    ``kubeflow.org/pytorchjob`` integration is off by default) was grown from 3 to 5 nodes into
+    its ClusterQueue's 48 "free" GPUs, which Kueue then gave to another team's Workload: 104 GPUs
+    of running work on a 64-GPU queue. Its GPUs are not charged to the queue, so the queue's
+    unused quota is not its to grow into, and a shrink frees nothing a pending Workload there
+    could be admitted with. A job in no queue at all says so, not "0 GPUs free"."""
+    q = ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)
+    beside = dataclasses.replace(
+        _elastic_job(), kind="PyTorchJob", signals=LifecycleSignals(has_workload=False)
+    )
+    d = decide(beside, cluster([q]), policy(ELASTIC), now=T0)
+    assert d.actions == ()
+    assert any("no Kueue Workload: its GPUs are not charged to cq's quota" in r for r in d.reasons)
+    nowhere = dataclasses.replace(beside, cluster_queue=None, queue_name=None)
+    d = decide(nowhere, cluster([q]), policy(ELASTIC), now=T0)
+    assert d.actions == () and any("in no Kueue ClusterQueue" in r for r in d.reasons)
+    assert not any("GPUs free" in r for r in d.reasons)
+    # the queue full and a higher-priority Workload pending: no shrink of a job it does not count
+    full = ClusterQueueView(name="cq", nominal_gpus=32, usage_gpus=32)
+    starving = WorkloadView(
+        namespace="x", name="big", cluster_queue="cq", gpus=12, priority=5, admitted=False
+    )
+    big = job(nodes=4, gpus=32, min_nodes=1, max_nodes=8, throughput=((4, 3.0),))
+    counted = decide(big, cluster([full], [starving]), policy(ELASTIC), now=T0)
+    assert [a.kind for a in counted.actions] == [ActionKind.SCALE]
+    uncounted = dataclasses.replace(big, signals=LifecycleSignals(has_workload=False))
+    assert decide(uncounted, cluster([full], [starving]), policy(ELASTIC), now=T0).actions == ()
 
 
 def test_no_growth_that_spares_less_time_than_its_save() -> None:
