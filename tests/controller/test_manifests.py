@@ -184,9 +184,9 @@ def test_kustomizations_list_every_manifest_and_deployment_has_probes() -> None:
         _kustomization_resources(overlay, listed)
         # the writes of mode Apply: the apply overlay's only, never the recommend-only install's
         folders = (
-            ("crds", "rbac", "deploy", "components/act")
+            ("namespace", "crds", "rbac", "deploy", "components/act")
             if overlay.name == "apply"
-            else ("crds", "rbac", "deploy")
+            else ("namespace", "crds", "rbac", "deploy")
         )
         on_disk = {
             p.resolve() for d in folders for p in (ROOT / d).glob("*.yaml") if p.name != "kustomization.yaml"
@@ -237,3 +237,18 @@ def test_the_samples_folder_applies_as_one_set() -> None:
             key = (str(d.get("kind")), str(meta.get("namespace", "")), str(meta.get("name")))
             assert key not in seen, f"{path.name} and {seen[key]} both define {key}"
             seen[key] = path.name
+
+
+def test_deleting_the_controller_leaves_its_namespace() -> None:
+    """A platform trial: the documented kustomize uninstall (``kubectl delete -k manifests/deploy``)
+    deleted the whole namespace, the Lease and evidence ConfigMap the docs say stay among what went,
+    and the documented move to Helm then failed ("namespace ... is being terminated"). The
+    Namespace is its own kustomization, which the base lists; deploy and rbac list none."""
+    for folder in ("deploy", "rbac", "components/act"):
+        kust = yaml.safe_load((ROOT / folder / "kustomization.yaml").read_text())
+        kinds = {d.get("kind") for res in kust.get("resources", []) for d in docs(ROOT / folder / res)}
+        assert "Namespace" not in kinds, folder
+    (ns,) = docs(ROOT / "namespace" / "namespace.yaml")
+    assert ns["kind"] == "Namespace" and ns["metadata"]["name"] == "trainjob-advisor-system"
+    base = yaml.safe_load((ROOT / "base" / "kustomization.yaml").read_text())
+    assert "../namespace" in base["resources"]
