@@ -166,6 +166,25 @@ class ClusterApi:
             log.warning("discovery of %s failed: %s", group, getattr(exc, "reason", None) or exc)
             return None
 
+    def may(self, verb: str, group: str, resource: str, subresource: str = "") -> bool | None:
+        """Whether this identity may ``verb`` the resource in every namespace (a
+        SelfSubjectAccessReview, which every authenticated user may create); None: not known."""
+        from kubernetes import client
+
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(
+                resource_attributes=client.V1ResourceAttributes(
+                    verb=verb, group=group, resource=resource, subresource=subresource or None
+                )
+            )
+        )
+        try:
+            out = client.AuthorizationV1Api(self.api_client).create_self_subject_access_review(review)
+        except Exception as exc:  # the caller says nothing of what it cannot know; the log says why
+            log.debug("access review of %s %s/%s failed: %s", verb, group, resource, exc)
+            return None
+        return bool(out.status.allowed) if out.status is not None else None
+
     # ---------------------------------------------------------------- TrainJobForecast objects
     def list_forecasts(self, namespace: str | None = None) -> list[dict[str, Any]]:
         if namespace:

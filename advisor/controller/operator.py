@@ -38,6 +38,7 @@ import kopf
 
 from advisor.controller.api import ClusterApi
 from advisor.controller.engine import Engine
+from advisor.controller.grants import leftover_warning, leftover_writes
 from advisor.controller.http_endpoints import serve_http
 from advisor.controller.initial_listing import list_saved, prime
 from advisor.controller.jobs import PYTORCHJOB, TRAINJOB
@@ -176,6 +177,10 @@ async def run_operator(
         else _identity()
     )
     log.info("%s", startup_line(options))
+    if options.engine.recommend_only:
+        leftover = leftover_warning(await asyncio.to_thread(leftover_writes, api))
+        if leftover is not None:
+            log.warning("%s", leftover)
     if options.watch_kueue:
         if options.kueue_version is None:
             log.info("Kueue: %s", await asyncio.to_thread(api.discover_kueue))

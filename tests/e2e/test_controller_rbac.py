@@ -218,3 +218,28 @@ def test_writes_outside_the_binding_are_refused(
     assert codes == dict.fromkeys(refused, 403)
     admin = client.CustomObjectsApi(control_plane.api_client(control_plane.admin_kubeconfig))
     assert admin.get_namespaced_custom_object(*KUEUE, ns, "workloads", "rbac-wl")  # still there
+
+
+def test_the_apply_writes_an_identity_holds_are_found_by_access_review(
+    control_plane: cp.ControlPlane, controller_api: Any
+) -> None:
+    """A recommend-only controller says at start which of Apply's writes its identity still holds
+    (``advisor.controller.grants``): the act component's, left behind when an install goes back
+    from the apply overlay with ``kubectl apply -k``. Asked of the real API server: the identity
+    bound to the act component holds them; a ServiceAccount bound to nothing holds none."""
+    from advisor.controller.grants import leftover_warning, leftover_writes
+
+    found = leftover_writes(ClusterApi(controller_api))
+    assert "patch pods" in found and "patch workloads (kueue.x-k8s.io)" in found
+    assert "patch pytorchjobs/scale (kubeflow.org)" in found
+    assert "patch trainjobs (trainer.kubeflow.org)" not in found  # the opt-in resize component's
+    assert "kubectl delete -k manifests/components/act" in str(leftover_warning(found))
+    nobody = control_plane.api_client(control_plane.admin_kubeconfig)
+    try:
+        nobody.set_default_header("Impersonate-User", "system:serviceaccount:default:nobody")
+        nobody.set_default_header("Impersonate-Group", "system:authenticated")
+        api = ClusterApi(nobody)
+        assert api.may("get", "", "namespaces") is False  # answered, and refused
+        assert leftover_writes(api) == [] and leftover_warning([]) is None
+    finally:
+        nobody.close()
