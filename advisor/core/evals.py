@@ -80,6 +80,7 @@ class EvalHistory:
         "_last_seen",
         "_last_step",
         "_overrides",
+        "_restart",
         "_series",
         "dropped",
         "ignored",
@@ -100,6 +101,9 @@ class EvalHistory:
         #: persisted (it moves with every report, and the stored evals are rewritten only when they
         #: change): a restored history sets it to its latest point's step (``seen_up_to``)
         self._last_step: int | None = None
+        #: the step a run went back to (a resume from an earlier checkpoint, or from scratch) while
+        #: evaluations past it are kept: those belong to the attempt it abandoned (``current``)
+        self._restart: int | None = None
         #: the governing policy's ``metricDirections`` (canonical eval names -> direction)
         self._overrides: dict[str, str] = {}
         #: points thinned away, metrics beyond the series cap, names with no direction, NaN values
@@ -122,6 +126,26 @@ class EvalHistory:
     def series(self, name: str) -> EvalSeries | None:
         return self._series.get(name)
 
+    def current(self, name: str) -> EvalSeries | None:
+        """Series ``name`` as the run that goes on now made it: after the run went back to an
+        earlier step (``restarted_at``), the evaluations past that step are the abandoned
+        attempt's and are left out until the resumed run evaluates (then they are dropped). A run
+        released past its best eval and resumed from scratch read "plateaued, P(plateau) 100%"
+        on its previous attempt's evaluations at 1% progress (a platform trial), and a policy
+        could have released it again on them."""
+        series = self._series.get(name)
+        if series is None or self._restart is None or not series.steps or series.steps[-1] <= self._restart:
+            return series
+        keep = sum(1 for step in series.steps if step <= self._restart)
+        return EvalSeries(
+            series.direction, series.steps[:keep], series.values[:keep], series.made_after[:keep]
+        )
+
+    @property
+    def restarted_at_step(self) -> int | None:
+        """The step the run went back to while its abandoned attempt's evaluations are kept."""
+        return self._restart
+
     def __len__(self) -> int:
         return sum(len(s) for s in self._series.values())
 
@@ -136,6 +160,27 @@ class EvalHistory:
         return tuple(out)
 
     # ----------------------------------------------------------------------------------- update
+    def restarted_at(self, step: int) -> None:
+        """The run went back to ``step`` (``History.append``'s ``restart``): evaluations past it
+        are its abandoned attempt's (``current``)."""
+        if any(s.steps and s.steps[-1] > step for s in self._series.values()):
+            self._restart = step if self._restart is None else min(self._restart, step)
+        self._last_step = step
+
+    def restart_withdrawn(self) -> None:
+        """The step back was no restart (a garbled report taken back, a second writer, a step
+        that keeps going back): the evaluations past it stand."""
+        self._restart = None
+
+    def _drop_abandoned(self) -> None:
+        """The resumed run evaluates: the abandoned attempt's evaluations go."""
+        if self._restart is None:
+            return
+        for series in self._series.values():
+            keep = sum(1 for step in series.steps if step <= self._restart)
+            del series.steps[keep:], series.values[keep:], series.made_after[keep:]
+        self._restart = None
+
     def seen_up_to(self, step: int | None) -> None:
         """The step of the latest report a restored history holds: the next evaluation was made
         after it (``EvalSeries.made_after``)."""
@@ -190,6 +235,7 @@ class EvalHistory:
         if not new:
             return 0
         after = before if before is not None and before < sample.step else None
+        self._drop_abandoned()
         added = 0
         for name, value in evals.items():
             added += self._record(name, int(sample.step), value, after)
@@ -249,6 +295,7 @@ class EvalHistory:
                 for name, s in self._series.items()
             },
             "lastSeen": {k: (v if math.isfinite(v) else None) for k, v in self._last_seen.items()},
+            "restartedAt": self._restart,
             "dropped": self.dropped,
             "ignored": self.ignored,
             "undirected": self.undirected,
@@ -297,6 +344,8 @@ class EvalHistory:
             if len(hist._last_seen) < _MAX_WATCHED:
                 v = finite_or_none(value)
                 hist._last_seen[str(name)] = math.nan if v is None else v
+        restart = finite_or_none(data.get("restartedAt"))
+        hist._restart = int(restart) if restart is not None and restart >= 0 else None
         for attr in ("dropped", "ignored", "undirected", "nonfinite"):
             v = finite_or_none(data.get(attr))
             setattr(hist, attr, int(v) if v is not None and v >= 0 else 0)

@@ -252,6 +252,7 @@ class History:
             self._segments.pop()
             self.restarts -= 1
             self.last_taken_back = 1 + alternating
+            self.evals.restart_withdrawn()
             if self._since_glitch <= GLITCH_AGAIN and not alternating:
                 # a garbled report again, a report or two after the last: a second writer (told
                 # apart as such after a restore, which forgets that it was one); its next lower
@@ -293,9 +294,11 @@ class History:
                         # the run's earlier steps back were counted as restarts when they came
                         self.restarts = max(0, self.restarts - (run - 1))
                         outcome = "malformed"
+                        self.evals.restart_withdrawn()
                     else:
                         self.restarts += 1
                         outcome = "restart"
+                        self.evals.restarted_at(point.step)
         self._low_before = False
         self._since_glitch += 1
         pts.append(point)

@@ -191,7 +191,7 @@ def eval_fingerprint(rec: JobRecord) -> tuple[Any, ...]:
     evals = rec.history.evals
     parts: list[Any] = [rec.total_steps, tuple(sorted(evals.overrides.items())), rec.declared_metric]
     for name in evals.names:
-        s = evals.series(name)
+        s = evals.current(name)
         if s is not None:
             parts.append(
                 (
@@ -215,7 +215,7 @@ def record_learning_state(rec: JobRecord, now: float | None) -> LearningState:
     from advisor.forecast.state import at_last_step, learning_state
 
     evals = rec.history.evals
-    series = {name: s for name in evals.names if (s := evals.series(name)) is not None}
+    series = {name: s for name in evals.names if (s := evals.current(name)) is not None}
     since = rec.last_step_change
     if since is not None and rec.phase is Phase.RUNNING and rec.running_again_at is not None:
         # idle since it runs again at the latest: a run resumed a second ago is starting, not

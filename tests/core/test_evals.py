@@ -229,6 +229,46 @@ class TestWhenAnEvaluationWasMade:
         assert s is not None and s.made_after == [50, None]  # not behind its own step: unknown
 
 
+class TestARunThatWentBack:
+    """A run resumed from an earlier checkpoint, or from scratch, abandons the evaluations its
+    previous attempt made past that step: they are left out of what the run is judged by at once,
+    and dropped when the resumed run evaluates. A run released past its best and resumed from
+    scratch read "plateaued, P(plateau) 100%" on its previous attempt's evaluations."""
+
+    @staticmethod
+    def _evaluated_to(step: int) -> History:
+        h = History()
+        for s in range(10, step + 1, 10):
+            evals = {"eval_loss": 0.5 + abs(s - 300) / 1000} if s % 100 == 0 else {}
+            h.append(ev(s, loss=1.0 / s, **evals))
+        return h
+
+    def test_from_scratch_the_abandoned_evaluations_are_left_out_then_dropped(self) -> None:
+        h = self._evaluated_to(1000)
+        assert h.append(ev(1010, loss=0.01, time=1010.0)) == "appended"
+        assert h.append(ev(20, loss=2.0, time=1020.0)) == "restart"
+        assert h.evals.current("eval_loss") is not None and h.evals.current("eval_loss").steps == []  # type: ignore[union-attr]
+        assert len(h.evals.series("eval_loss")) == 10  # type: ignore[arg-type]  # kept, not yet dropped
+        back = History.from_dict(json.loads(json.dumps(h.to_dict())))
+        assert back.evals.restarted_at_step == 20 and back.evals.current("eval_loss").steps == []  # type: ignore[union-attr]
+        for s in range(30, 101, 10):
+            h.append(ev(s, loss=1.5, time=1000.0 + s, **({"eval_loss": 0.9} if s == 100 else {})))
+        s = h.evals.series("eval_loss")
+        assert s is not None and s.steps == [100] and s.values == [0.9] and h.evals.restarted_at_step is None
+
+    def test_from_a_checkpoint_the_evaluations_before_it_stand(self) -> None:
+        h = self._evaluated_to(1000)
+        assert h.append(ev(600, loss=0.02, time=2000.0)) == "restart"
+        current = h.evals.current("eval_loss")
+        assert current is not None and current.steps == [100, 200, 300, 400, 500, 600]
+
+    def test_a_garbled_step_back_taken_back_keeps_every_evaluation(self) -> None:
+        h = self._evaluated_to(1000)
+        h.append(ev(100, loss=0.5, time=1005.0))  # a stray "100" after 1000
+        h.append(ev(1500, loss=0.01, time=1010.0))  # many report gaps past where the run stood
+        assert h.evals.restarted_at_step is None and len(h.evals.current("eval_loss")) == 10  # type: ignore[arg-type]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
