@@ -326,7 +326,7 @@ class Actuator(RequestClosing):
         if stopped is not None:
             # decided before a restart, for a job that has stopped running since (preempted,
             # queued, suspended, done): what a new decision would not do, a resumed one does not
-            detail = f"not carried out after the restart: the job is {stopped}"
+            detail = f"not carried out after the restart: {stopped}"
             self.pending[job.key].pop(rid, None)
             self.core.update_action(job.key, rid, "impossible", detail=detail)
             self._outcome_settled(job, rid, entry, "impossible", detail, resumed=True)
@@ -372,7 +372,13 @@ class Actuator(RequestClosing):
             self.pending[job.key][rid] = entry = entry.awaiting()
         else:
             self.pending[job.key].pop(rid, None)
-            self.core.update_action(job.key, rid, result.outcome, detail=result.detail if failed else None)
+            # a disruptive action a restart carried out disrupted the job now, not when it was
+            # decided: its cooldown runs from now (a resumed resize was followed 63 ms later by
+            # another, the first one's decision being older than the cooldown)
+            at = time.time() if resumed and kind in DISRUPTIVE_KINDS else None
+            self.core.update_action(
+                job.key, rid, result.outcome, detail=result.detail if failed else None, at=at
+            )
         self._outcome_settled(job, rid, entry, result.outcome, result.detail, resumed=resumed)
         reason = _EVENT_REASONS[kind] if not failed else f"{_EVENT_REASONS[kind]}Failed"
         impossible = result.outcome == "impossible"

@@ -163,6 +163,16 @@ def _scale(api: Any, job: JobView, params: Mapping[str, Any], workload: Workload
     if not isinstance(target, int | float) or isinstance(target, bool) or target < 1:
         return Outcome("impossible", f"scale needs a positive target node count, got {target!r}")
     nodes = int(target)
+    decided_at = params.get("from_nodes")
+    if isinstance(decided_at, int) and not isinstance(decided_at, bool) and decided_at != job.nodes:
+        # resized since the decision (a person, while a restarted controller was down): the
+        # decision read another job, and carried out it overwrote their setting (a platform
+        # trial: 2 -> 4 decided, a person set 3, the restart wrote 4)
+        return Outcome(
+            "impossible",
+            f"the job was resized since the decision ({decided_at} -> {job.nodes} node(s)): not "
+            f"resized to {nodes}; the next decision reads it as it is",
+        )
     if job.kind == PYTORCHJOB.kind:
         lo = job.min_nodes if job.min_nodes is not None else 1
         hi = job.max_nodes if job.max_nodes is not None else nodes

@@ -416,11 +416,14 @@ class AdvisorCore:
         """``(request id, time)`` of ``policy``'s capped actions within the hour before ``now``."""
         return self._caps.recent(policy, now)
 
-    def update_action(self, key: str, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
-        """Set an action's outcome; a checkpoint request that failed (or cannot work) is no longer
-        pending: it will not be acknowledged, and it is not a timeout either."""
+    def update_action(
+        self, key: str, request_id: str, outcome: str, *, detail: str | None = None, at: float | None = None
+    ) -> bool:
+        """Set an action's outcome (``at``: when a restart carried it out, see ``set_outcome``); a
+        checkpoint request that failed (or cannot work) is no longer pending: it will not be
+        acknowledged, and it is not a timeout either."""
         rec = self._records.get(key)
-        if rec is None or not set_outcome(rec, request_id, outcome, detail=detail):
+        if rec is None or not set_outcome(rec, request_id, outcome, detail=detail, at=at):
             return False
         if outcome in ("failed", "impossible") and rec.checkpoint.pending_request == request_id:
             rec.checkpoint = dataclasses.replace(rec.checkpoint, pending_request=None, pending_since=None)

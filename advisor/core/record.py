@@ -401,13 +401,19 @@ def drop_pending_request(rec: JobRecord, why: str) -> None:
     rec.checkpoint = dataclasses.replace(cp, pending_request=None, pending_since=None)
 
 
-def set_outcome(rec: JobRecord, request_id: str, outcome: str, *, detail: str | None = None) -> bool:
-    """Set the outcome (and detail) of the job's latest action with ``request_id``."""
+def set_outcome(
+    rec: JobRecord, request_id: str, outcome: str, *, detail: str | None = None, at: float | None = None
+) -> bool:
+    """Set the outcome (and detail) of the job's latest action with ``request_id``; ``at``: when it
+    was carried out, if later than it was decided (a restart finished it), from which its cooldown
+    runs."""
     for i in range(len(rec.actions) - 1, -1, -1):
         if rec.actions[i].request_id == request_id:
             changed = dataclasses.replace(rec.actions[i], outcome=outcome)
             if detail is not None:
                 changed = dataclasses.replace(changed, detail=detail)
+            if at is not None and at > changed.time:
+                changed = dataclasses.replace(changed, time=at)
             rec.actions[i] = changed
             return True
     return False

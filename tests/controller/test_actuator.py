@@ -113,6 +113,54 @@ def test_a_restart_between_record_and_patch_finishes_exactly_once() -> None:
     assert rec is not None and [(a.request_id, a.outcome) for a in rec.actions] == [(rid, "done")]
 
 
+def _crash_after_recording(s: Setup, action: Action) -> tuple[AdvisorCore, Actuator, str]:
+    """Record ``action`` and die before carrying it out; a new process restores what was kept."""
+    crashed = Actuator(s.api, s.core, s.persist)
+    s.actuator = crashed
+    crashed.finish = lambda *a, **k: None  # type: ignore[method-assign]
+    decision = Decision(job=KEY, policy="p", mode=Mode.APPLY, actions=(action,))
+    crashed.execute(s.core.view(s.job), decision, body=s.body, workload=s.wl, now=NOW)
+    core2 = AdvisorCore()
+    core2.restore(KEY, s.saved_core)
+    fresh = Actuator(s.api, core2, s.persist)
+    fresh.restore_pending(KEY, s.saved_pending)
+    (rid,) = s.saved_pending
+    return core2, fresh, rid
+
+
+def test_a_resize_recorded_before_a_restart_is_dropped_if_the_job_was_resized_since() -> None:
+    """A platform trial: 2 -> 4 nodes decided and recorded, the controller killed, a person set
+    the job to 3 nodes, and the restarted controller wrote 4 over their setting."""
+    s = Setup()
+    s.api.workloads.clear()  # not queued by Kueue
+    s.job = JobView(namespace="team-a", name="llm", kind="PyTorchJob", nodes=2, min_nodes=1, max_nodes=4)
+    grow = Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 4, "from_nodes": 2})
+    core2, fresh, rid = _crash_after_recording(s, grow)
+    resized = JobView(namespace="team-a", name="llm", kind="PyTorchJob", nodes=3, min_nodes=1, max_nodes=4)
+    out = fresh.finish(core2.view(resized), rid, body=s.body, workload=None, resumed=True)
+    assert out is not None and out.outcome == "impossible"
+    assert "resized since the decision (2 -> 3 node(s))" in out.detail
+    assert s.api.mutations() == []
+
+
+def test_a_resize_a_restart_carries_out_starts_its_cooldown_then(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its decision older than the cooldown, the resumed resize was followed 63 ms later by
+    another: the disruption is when it is carried out."""
+    import advisor.controller.actuator as actuator_module
+
+    s = Setup()
+    s.api.workloads.clear()
+    s.job = JobView(namespace="team-a", name="llm", kind="PyTorchJob", nodes=2, min_nodes=1, max_nodes=4)
+    grow = Action(ActionKind.SCALE, "elastic", "grow", {"nodes": 4, "from_nodes": 2})
+    core2, fresh, rid = _crash_after_recording(s, grow)
+    decided = core2.record(KEY).actions[-1].time  # type: ignore[union-attr]
+    monkeypatch.setattr(actuator_module.time, "time", lambda: decided + 90.0)  # restarted 90 s later
+    out = fresh.finish(core2.view(s.job), rid, body=s.body, workload=None, resumed=True)
+    assert out is not None and out.outcome == "done"
+    (action,) = core2.record(KEY).actions  # type: ignore[union-attr]
+    assert action.outcome == "done" and action.time == decided + 90.0
+
+
 def test_a_release_of_a_workload_preempted_since_the_decision_is_not_written() -> None:
     """Decided while it ran; Kueue preempted it before the patch (its Workload waits in the queue
     without quota): deactivated, it would drop out of the queue until someone resumed it."""
