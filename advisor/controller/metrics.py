@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from advisor.controller.render import judged_forecast, shows_eta
 from advisor.controller.summary import HORIZONS, NOT_LEARNING, QueueSummary
 from advisor.forecast.core import holds_trend
-from advisor.model import LEARNING_LABELS, JobView, Phase
+from advisor.model import LEARNING_LABELS, ActionKind, JobView, Phase
 
 __all__ = ["Metrics"]
 
@@ -37,6 +37,10 @@ _JOB = ("namespace", "kind", "job")
 #: latency buckets (seconds) of the update pipeline, wide enough that an overloaded controller
 #: still lands in a finite bucket
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+#: what the controller writes besides the actions on jobs (``api_writes`` / ``write_errors`` kinds)
+WRITE_KINDS = ("event", "trainjobforecast-status", "advisorpolicy-status")
 
 
 class Metrics:
@@ -194,6 +198,14 @@ class Metrics:
             ("queue", "horizon"),
             registry=r,
         )
+        # every write counter with each kind it counts at 0 from the start: a series that appears
+        # only at its first failure gives rate() and increase() nothing to compare it with, and an
+        # alert on it misses that first failure (a platform trial found them absent until then)
+        for kind in (*WRITE_KINDS, *(k.value for k in ActionKind if k is not ActionKind.RECOMMEND)):
+            self.write_errors.labels(kind)
+            self.api_writes.labels(kind)
+        for form in ("full", "delta"):
+            self.status_writes.labels(form)
 
     # ---------------------------------------------------------------------------------- per job
     def observe_job(self, view: JobView, *, state: str | None = None) -> None:

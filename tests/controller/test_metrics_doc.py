@@ -49,3 +49,15 @@ def test_no_created_series_is_served() -> None:
     served = generate_latest(m.registry).decode()
     assert "trainjob_advisor_actions_total{" in served
     assert "_created" not in served
+
+
+def test_the_write_counters_are_served_at_zero_before_their_first_increment() -> None:
+    """A series that appears at its first failure gives ``rate()`` nothing to compare it with, and
+    an alert on it misses that failure (a platform trial found the error counters absent)."""
+    from prometheus_client import generate_latest
+
+    served = generate_latest(Metrics().registry).decode()
+    for kind in ("event", "trainjobforecast-status", "advisorpolicy-status", "release-quota", "scale"):
+        assert f'trainjob_advisor_api_write_errors_total{{kind="{kind}"}} 0.0' in served, kind
+        assert f'trainjob_advisor_api_writes_total{{kind="{kind}"}} 0.0' in served, kind
+    assert 'trainjob_advisor_status_writes_total{form="delta"} 0.0' in served
