@@ -19,7 +19,7 @@ import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
 from advisor.controller.metrics import Metrics
-from tests.charts.render import MANIFESTS, helm_template, of_kind
+from tests.charts.render import MANIFESTS, NAMESPACE, helm_template, of_kind
 
 #: labels Prometheus (and prometheus-operator's relabelling) attach to every scraped series
 TARGET_LABELS = {"job", "namespace", "instance", "pod", "service", "endpoint", "container"}
@@ -104,3 +104,36 @@ def test_the_dashboards_joins_of_per_job_series_match_on_the_whole_job_identity(
             on = {label.strip() for label in group.split(",")}
             assert identity <= on, f"{expr!r}: on({group}) leaves {sorted(identity - on)} out"
     assert joins  # the judged-series panel joins two per-job metrics
+
+
+def test_the_shipped_alerts_read_metrics_and_labels_the_controller_serves() -> None:
+    """``metrics.prometheusRule``: each alert's expression names served metrics only, and matches
+    or groups by labels they carry, or by the scrape's ``namespace`` where the series carry none
+    of their own (the controller's health gauges), which selects the release. Off by default."""
+    assert of_kind(helm_template(), "PrometheusRule") == []
+    (rule,) = of_kind(
+        helm_template("metrics.prometheusRule.enabled=true", "metrics.prometheusRule.gpusNotLearning=4"),
+        "PrometheusRule",
+    )
+    exported = exported_labels()
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert {a["alert"] for a in alerts} >= {"TrainJobAdvisorNoLeader", "TrainJobAdvisorAPIUnreachable"}
+    for alert in alerts:
+        expr = alert["expr"]
+        names = re.findall(r"trainjob_advisor_\w+", expr)
+        assert names and all(n in exported for n in names), expr
+        carried = set().union(*(exported[n] for n in names))
+        matched = set(re.findall(r"[{,]\s*(\w+)\s*(?:=~|!~|!=|=)", expr))
+        grouped = {
+            label.strip()
+            for group in re.findall(r"\b(?:by|on|without|ignoring)\s*\(([^)]*)\)", expr)
+            for label in group.split(",")
+            if label.strip()
+        }
+        assert grouped <= carried, expr
+        # the release's namespace, as the scrape sets it on series that carry no namespace of their own
+        assert matched == {"namespace"} and "namespace" not in carried, expr
+        assert f'namespace="{NAMESPACE}"' in expr
+        assert alert["labels"]["severity"] in ("warning", "info") and alert["annotations"]["summary"]
+    (gpus,) = [a for a in alerts if a["alert"] == "TrainJobAdvisorGPUsNotLearning"]
+    assert gpus["expr"].endswith(">= 4")
