@@ -457,6 +457,15 @@ def compat_crds(go: Go) -> list[dict[str, Any]]:
 
 def service_monitor_crd(go: Go) -> dict[str, Any]:
     """prometheus-operator's ServiceMonitor CRD, for the chart's optional ServiceMonitor."""
+    return _prometheus_operator_crd(go, "servicemonitors")
+
+
+def prometheus_rule_crd(go: Go) -> dict[str, Any]:
+    """prometheus-operator's PrometheusRule CRD, for the chart's optional alerts."""
+    return _prometheus_operator_crd(go, "prometheusrules")
+
+
+def _prometheus_operator_crd(go: Go, plural: str) -> dict[str, Any]:
     (crd,) = module_crds(
         go,
         [
@@ -464,7 +473,7 @@ def service_monitor_crd(go: Go) -> dict[str, Any]:
                 "github.com/prometheus-operator/prometheus-operator",
                 PROMETHEUS_OPERATOR,
                 "example/prometheus-operator-crd",
-                "monitoring.coreos.com_servicemonitors.yaml",
+                f"monitoring.coreos.com_{plural}.yaml",
             )
         ],
     )

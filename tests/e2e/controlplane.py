@@ -53,6 +53,7 @@ from k8sbuild import (  # noqa: E402
     find_go,
     load_yaml_docs,
     local_manifests,
+    prometheus_rule_crd,
     service_monitor_crd,
     upstream_crds,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "find_go",
     "local_manifests",
     "pid_alive",
+    "prometheus_rule_crd",
     "service_monitor_crd",
     "start_control_plane",
     "terminate_group",

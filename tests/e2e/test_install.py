@@ -188,23 +188,33 @@ def test_the_save_window_check_is_the_kustomize_components_on_request(tools: Too
 def test_the_service_monitor_is_rendered_on_request_and_accepted_by_prometheus_operators_crd(
     tools: Tools, control_plane: cp.ControlPlane
 ) -> None:
+    """The ServiceMonitor and the alerts (PrometheusRule), each on request, accepted by
+    prometheus-operator's CRDs."""
     assert not by_kind(tools.helm_template(namespace=NS), "ServiceMonitor")
-    objects = tools.helm_template({"metrics": {"serviceMonitor": {"enabled": True}}}, namespace=NS)
+    assert not by_kind(tools.helm_template(namespace=NS), "PrometheusRule")
+    objects = tools.helm_template(
+        {"metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}}}, namespace=NS
+    )
     (monitor,) = by_kind(objects, "ServiceMonitor")
+    (rule,) = by_kind(objects, "PrometheusRule")
     (service,) = by_kind(objects, "Service")
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
     try:
-        crd = cp.service_monitor_crd(cp.find_go())
+        crds = [cp.service_monitor_crd(cp.find_go()), cp.prometheus_rule_crd(cp.find_go())]
     except cp.HarnessError as exc:  # the module proxy refused prometheus-operator's module
-        pytest.skip(f"no ServiceMonitor CRD to check against: {exc}")
-    control_plane.apply(crd)  # a cluster with prometheus-operator installed
+        pytest.skip(f"no prometheus-operator CRDs to check against: {exc}")
+    control_plane.apply(crds)  # a cluster with prometheus-operator installed
     try:
         out = tools.server_side_dry_run(objects)
         assert out.count("(server dry run)") == len(objects), out
         assert f"servicemonitor.monitoring.coreos.com/{monitor['metadata']['name']}" in out, out
+        assert f"prometheusrule.monitoring.coreos.com/{rule['metadata']['name']}" in out, out
     finally:
-        control_plane.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", crd["metadata"]["name"])
+        for crd in crds:
+            control_plane.delete(
+                "apiextensions.k8s.io/v1", "CustomResourceDefinition", crd["metadata"]["name"]
+            )
 
 
 def test_the_chart_and_the_kustomize_install_deploy_the_same_controller(tools: Tools) -> None:
