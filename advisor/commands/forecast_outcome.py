@@ -107,7 +107,8 @@ def outcome_of(
     the eval metric the trainer kept its best model by, judged by default (``learning_state``)."""
     from advisor.forecast.path import forecast_path
 
-    series = {name: _Series(e.steps, e.values, directions[name]) for name, e in evals.items()}
+    # the run state reads each series as the run that went on made it (``LoadedCurve.resumed``)
+    series = {name: _Series(*_kept(e), directions[name]) for name, e in evals.items()}
     judged: str | None = None
     if train is not None and train.steps and full.metric != "loss":
         # an eval metric of a run with a training loss (--metric eval_...): forecast as the run
@@ -115,7 +116,7 @@ def outcome_of(
         trained = _training_forecast(train, total)
         fc, path = _eval_view(curve, train, trained, total, plot)
         train_fc: Forecast | None = trained
-        series[full.metric] = _Series(curve.steps, curve.values, series_direction(full.metric))
+        series[full.metric] = _Series(*_kept(curve), series_direction(full.metric))
     else:
         fc, path = forecast_path(
             curve.steps,
@@ -143,7 +144,7 @@ def outcome_of(
         # a log of eval metrics alone: the forecast series is judged as the eval series it is (a
         # rise past its best is a stopped run, not a divergence), with no training loss beside it
         judged, train_fc = full.metric, None
-        series[judged] = _Series(curve.steps, curve.values, series_direction(judged))
+        series[judged] = _Series(*_kept(curve), series_direction(judged))
     idle, interval = stuck_for(history)
     state = learning_state(
         train_fc,
@@ -251,6 +252,12 @@ def stuck_for(curve: LoadedCurve) -> tuple[float | None, float | None]:
     return max(times[-1] - times[first], 0.0), interval
 
 
+def _kept(curve: LoadedCurve) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(steps, values) of ``curve`` without a resumed run's abandoned attempts."""
+    kept = curve.resumed()
+    return kept.steps, kept.values
+
+
 @dataclass(frozen=True)
 class _Series:
     steps: tuple[float, ...]
@@ -283,7 +290,7 @@ def trainer_at(trainer: TrainerChoice, outcome: Outcome, cut: float) -> tuple[Tr
         return unknown, (
             f"the trainer's best checkpoint in the file was chosen after step {cut:,.0f}: left out, as {why}"
         )
-    best = best_saved_checkpoint(_Series(seen.steps, seen.values, direction), trainer.save_steps, math.inf)
+    best = best_saved_checkpoint(_Series(*_kept(seen), direction), trainer.save_steps, math.inf)
     if best is None:
         return unknown, f"the trainer had saved no evaluated checkpoint by step {cut:,.0f}"
     step, value = best
@@ -304,7 +311,7 @@ def saved_best_of(outcome: Outcome, full: LoadedCurve, truncated: bool) -> tuple
     seen = outcome.curve if outcome.curve.metric == state.metric else (outcome.evals or {}).get(state.metric)
     if seen is None:
         return None
-    series = _Series(seen.steps, seen.values, series_direction(state.metric))
+    series = _Series(*_kept(seen), series_direction(state.metric))
     return best_saved_checkpoint(series, trainer.save_steps, last_saved_step(full, truncated))
 
 

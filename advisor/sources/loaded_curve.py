@@ -149,6 +149,35 @@ class LoadedCurve:
             warnings=warnings if said in warnings else (*warnings, said),
         )
 
+    def resumed(self) -> LoadedCurve:
+        """The series as the run that went on made it: at each step back (a resume from an earlier
+        checkpoint), the points at or past the step it resumed at belong to the attempt it
+        abandoned and are left out, as the forecast joins a resumed history and as the controller
+        judges a run that went back. Read whole, a resumed run's best evaluation was counted
+        "9 evaluations ago" with the lost attempt's; a history whose steps go back more often than
+        restarts do is no resumed run (``in_step_order``) and is left as it is."""
+        back = sum(1 for a, b in itertools.pairwise(self.steps) if b < a)
+        if not back or looks_unsorted(back + 1, len(self.steps)):
+            return self
+        keep: list[int] = []
+        for i, step in enumerate(self.steps):
+            if keep and step <= self.steps[keep[-1]]:
+                while keep and self.steps[keep[-1]] >= step:
+                    keep.pop()
+            keep.append(i)
+
+        def pick(series: tuple[float, ...] | None) -> tuple[float, ...] | None:
+            return None if series is None else tuple(series[i] for i in keep)
+
+        return replace(
+            self,
+            steps=tuple(self.steps[i] for i in keep),
+            values=tuple(self.values[i] for i in keep),
+            times=pick(self.times),
+            learning_rates=pick(self.learning_rates),
+            epochs=pick(self.epochs),
+        )
+
     def as_curve(self) -> Curve:
         """The shared ``Curve`` type, with a new segment wherever the step goes backwards."""
         segments = (0, *(i for i in range(1, len(self.steps)) if self.steps[i] < self.steps[i - 1]))

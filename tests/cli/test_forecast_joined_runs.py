@@ -42,3 +42,30 @@ def test_forecast_reads_a_resumed_lightning_run_as_one_run(
     assert cli.main(["forecast", str(tmp_path / "lightning_logs"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["last_step"] == 5999 and out["n_points"] == 120  # no step read twice
+
+
+def test_a_resumed_runs_state_reads_its_evaluations_without_the_abandoned_attempts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log of a run trained to step 2,000, then resumed from its checkpoint at 600: its best
+    evaluation (step 800) had been counted "9 evaluations ago" with the lost attempt's 1,000 to
+    2,000. Read as the run that went on made it, as the forecast joins it and the controller
+    judges a run that went back: 2 evaluations ago (1,000 and 1,200)."""
+    import math
+
+    from advisor.sources import load_curve
+
+    rows = ["step,loss,eval_loss"]
+    for steps in (range(10, 2001, 10), range(610, 1201, 10)):
+        for s in steps:
+            ev = f"{0.5 + 0.3 * ((s - 800) / 800) ** 2:.4f}" if s % 200 == 0 else ""
+            rows.append(f"{s},{2.0 * math.exp(-s / 500) + 0.3:.4f},{ev}")
+    path = tmp_path / "resumed.csv"
+    path.write_text("\n".join(rows) + "\n")
+    assert cli.main(["forecast", str(path)]) == 0
+    assert "best evaluation step 800 (eval_loss 0.5, 2 evaluations ago" in capsys.readouterr().out
+    evals = load_curve(path, metric="eval_loss")
+    kept = evals.resumed()
+    assert list(kept.steps) == [200, 400, 600, 800, 1000, 1200] and len(evals) == 13
+    sorted_once = load_curve(path, metric="loss").in_step_order()
+    assert sorted_once.resumed().steps[-1] == 1200
