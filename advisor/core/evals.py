@@ -57,6 +57,18 @@ class EvalSeries:
     def __len__(self) -> int:
         return len(self.steps)
 
+    def count_to(self, step: int) -> int:
+        """How many points lie at or before ``step`` (the points are in step order)."""
+        return sum(1 for s in self.steps if s <= step)
+
+    def prefix(self, n: int) -> EvalSeries:
+        """A copy of the first ``n`` points."""
+        return EvalSeries(self.direction, self.steps[:n], self.values[:n], self.made_after[:n])
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` points (the parallel lists together)."""
+        del self.steps[n:], self.values[n:], self.made_after[n:]
+
     def best_index(self) -> int | None:
         """Index of the best finite value (the earliest of equals), or None."""
         best: int | None = None
@@ -136,10 +148,7 @@ class EvalHistory:
         series = self._series.get(name)
         if series is None or self._restart is None or not series.steps or series.steps[-1] <= self._restart:
             return series
-        keep = sum(1 for step in series.steps if step <= self._restart)
-        return EvalSeries(
-            series.direction, series.steps[:keep], series.values[:keep], series.made_after[:keep]
-        )
+        return series.prefix(series.count_to(self._restart))
 
     @property
     def restarted_at_step(self) -> int | None:
@@ -165,7 +174,6 @@ class EvalHistory:
         are its abandoned attempt's (``current``)."""
         if any(s.steps and s.steps[-1] > step for s in self._series.values()):
             self._restart = step if self._restart is None else min(self._restart, step)
-        self._last_step = step
 
     def restart_withdrawn(self) -> None:
         """The step back was no restart (a garbled report taken back, a second writer, a step
@@ -177,8 +185,7 @@ class EvalHistory:
         if self._restart is None:
             return
         for series in self._series.values():
-            keep = sum(1 for step in series.steps if step <= self._restart)
-            del series.steps[keep:], series.values[keep:], series.made_after[keep:]
+            series.truncate(series.count_to(self._restart))
         self._restart = None
 
     def seen_up_to(self, step: int | None) -> None:
@@ -261,8 +268,7 @@ class EvalHistory:
                 return 0
             # the run went back to an earlier checkpoint: the evaluations of the abandoned attempt
             # after it are superseded by the ones the resumed run will make
-            keep = next(i for i, s in enumerate(series.steps) if s >= step)
-            del series.steps[keep:], series.values[keep:], series.made_after[keep:]
+            series.truncate(series.count_to(step - 1))
         series.steps.append(step)
         series.values.append(value)
         series.made_after.append(after)

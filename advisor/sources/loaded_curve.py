@@ -133,20 +133,23 @@ class LoadedCurve:
         if not looks_unsorted(back + 1, len(self.steps)):
             return self
         order = sorted(range(len(self.steps)), key=self.steps.__getitem__)
-
-        def pick(series: tuple[float, ...] | None) -> tuple[float, ...] | None:
-            return None if series is None else tuple(series[i] for i in order)
-
         said = f"step goes backwards {back} times in the file, more often than restarts do: sorted by step"
         warnings = tuple(said if _BACKWARDS.fullmatch(w) else w for w in self.warnings)
+        return replace(self._picked(order), warnings=warnings if said in warnings else (*warnings, said))
+
+    def _picked(self, rows: Sequence[int]) -> LoadedCurve:
+        """The history of the points at ``rows``, in that order, every per-point field alike."""
+
+        def pick(series: tuple[float, ...] | None) -> tuple[float, ...] | None:
+            return None if series is None else tuple(series[i] for i in rows)
+
         return replace(
             self,
-            steps=tuple(self.steps[i] for i in order),
-            values=tuple(self.values[i] for i in order),
+            steps=tuple(self.steps[i] for i in rows),
+            values=tuple(self.values[i] for i in rows),
             times=pick(self.times),
             learning_rates=pick(self.learning_rates),
             epochs=pick(self.epochs),
-            warnings=warnings if said in warnings else (*warnings, said),
         )
 
     def resumed(self) -> LoadedCurve:
@@ -165,18 +168,7 @@ class LoadedCurve:
                 while keep and self.steps[keep[-1]] >= step:
                     keep.pop()
             keep.append(i)
-
-        def pick(series: tuple[float, ...] | None) -> tuple[float, ...] | None:
-            return None if series is None else tuple(series[i] for i in keep)
-
-        return replace(
-            self,
-            steps=tuple(self.steps[i] for i in keep),
-            values=tuple(self.values[i] for i in keep),
-            times=pick(self.times),
-            learning_rates=pick(self.learning_rates),
-            epochs=pick(self.epochs),
-        )
+        return self._picked(keep)
 
     def as_curve(self) -> Curve:
         """The shared ``Curve`` type, with a new segment wherever the step goes backwards."""
