@@ -300,6 +300,7 @@ def _advice_text(advice: str, decision: Decision | None, state: str) -> str:
         and decision.mode is Mode.RECOMMEND
         and ":" in advice
         and not advice.endswith(":held")
+        and not advice.startswith("scaled:")  # a resize done before the policy recommended only
     ):
         text = f"{advice} (recommended)"
     elif decision is not None and decision.mode is Mode.RECOMMEND and advice in _ADVICE_STATES:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 
-from advisor.model import WorkloadView
+from advisor.model import ActionKind, WorkloadView
 from policies.index import cluster_index
 from policies.quota import effective_priority, free_gpus
-from policies.rules.base import Context, Outcome, dur, pct, propose_scale
+from policies.rules.base import Context, Outcome, dur, last_record, pct, propose_scale
 from policies.rules.checkpoint import blocking_cost
 from policies.spec import ElasticRule
 from policies.throughput import ThroughputModel, fit_throughput
@@ -193,6 +193,31 @@ def shrink_target(ctx: Context, rule: ElasticRule, lo: int) -> tuple[int, str]:
 
 
 def evaluate(ctx: Context, rule: ElasticRule) -> Outcome:
+    out = _judge(ctx, rule)
+    if not out.advice:
+        out.advice = _resting_advice(ctx)
+        out.severity = 1 if out.advice else 0
+    return out
+
+
+def _resting_advice(ctx: Context) -> str:
+    """ADVICE of an elastic job the rule leaves as it is, where ``continue`` would hide what the
+    rule did or cannot do (a platform trial: right after a resize, and on a PyTorchJob Kueue
+    admits, the table read ``continue`` and only the reasons told): ``scaled:5`` for the policy's
+    cooldown after a resize to 5 nodes, ``fixed-size (Kueue)`` for a job the rule never resizes.
+    The lowest severity: any other rule's advice wins."""
+    job = ctx.job
+    if job.max_nodes is None or not job.active or not job.admitted:
+        return ""
+    if job.kind == PYTORCHJOB_KIND and job.signals is not None and job.signals.has_workload:
+        return "fixed-size (Kueue)"
+    last = last_record(job, {ActionKind.SCALE})
+    if last is not None and last.outcome == "done" and ctx.now - last.time < ctx.policy.safety.cooldown:
+        return f"scaled:{job.nodes}"
+    return ""
+
+
+def _judge(ctx: Context, rule: ElasticRule) -> Outcome:
     out = Outcome()
     job, fc = ctx.job, ctx.forecast
     if not job.active or not job.admitted:

@@ -239,6 +239,42 @@ def test_scaling_respects_cooldown_and_recommend_mode() -> None:
     ]
 
 
+def test_advice_says_a_resize_was_done_for_the_cooldown_after_it() -> None:
+    """A platform trial: right after a shrink the table read ``continue``, and the resize was only
+    in the job's actions and Events. ADVICE reads ``scaled:N`` for the policy's cooldown after a
+    done resize (not a failed one), then ``continue`` again; any other rule's advice wins."""
+    c = cluster([ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=40)])
+    shrunk = _big_plateaued(
+        nodes=5,
+        throughput=((8, amdahl(8)), (5, amdahl(5))),
+        actions=(record(ActionKind.SCALE, T0 - 600, rule="elastic", outcome="done"),),
+    )
+    p = policy(ELASTIC, safety={"cooldown": "30m"})
+    d = decide(shrunk, c, p, now=T0)
+    assert d.actions == () and d.advice == "scaled:5"
+    assert decide(shrunk, c, p, now=T0 + 1200 + 1).advice == "continue"
+    failed = dataclasses.replace(
+        shrunk, actions=(record(ActionKind.SCALE, T0 - 600, rule="elastic", outcome="failed"),)
+    )
+    assert decide(failed, c, p, now=T0).advice == "continue"
+    # a rule with something to say wins: the plateau rule's window, open on the plateaued run
+    both = policy(
+        {**ELASTIC, "plateau": {"probability": 0.8, "for": "1h", "action": "Release"}},
+        safety={"cooldown": "30m"},
+    )
+    assert decide(shrunk, c, both, now=T0).advice == "plateau?"
+
+
+def test_advice_says_a_pytorchjob_kueue_admits_keeps_its_size() -> None:
+    q = ClusterQueueView(name="cq", nominal_gpus=64, usage_gpus=16)
+    queued = dataclasses.replace(
+        _elastic_job(), kind="PyTorchJob", signals=LifecycleSignals(has_workload=True)
+    )
+    assert decide(queued, cluster([q]), policy(ELASTIC), now=T0).advice == "fixed-size (Kueue)"
+    fixed = dataclasses.replace(_elastic_job(), max_nodes=None)
+    assert decide(fixed, cluster([q]), policy(ELASTIC), now=T0).advice == "continue"
+
+
 # --- deadlines -----------------------------------------------------------------------------------
 
 
