@@ -239,6 +239,125 @@ def test_a_pytorchjob_reporting_through_its_annotation_gets_a_forecast(pytorchjo
         controller.close()
 
 
+def _elastic_pytorchjob(name: str, workers: int) -> dict[str, Any]:
+    """A worker-only elastic PyTorchJob (``elasticPolicy`` 1..``workers``), 8 GPUs a worker, in no queue."""
+    container = {
+        "name": "pytorch",
+        "image": "trainer:latest",
+        "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}},
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {
+            "elasticPolicy": {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": workers},
+            "pytorchReplicaSpecs": {
+                "Worker": {
+                    "replicas": workers,
+                    "restartPolicy": "OnFailure",
+                    "template": {"spec": {"containers": [container]}},
+                }
+            },
+        },
+    }
+
+
+def _running(workers: int) -> dict[str, Any]:
+    """The status the training-operator writes on a running PyTorchJob."""
+    at = rfc3339(time.time())
+    condition = {"status": "True", "lastUpdateTime": at, "lastTransitionTime": at, "message": ""}
+    return {
+        "status": {
+            "conditions": [
+                {**condition, "type": "Created", "reason": "PyTorchJobCreated"},
+                {**condition, "type": "Running", "reason": "PyTorchJobRunning"},
+            ],
+            "replicaStatuses": {"Worker": {"active": workers}},
+            "startTime": at,
+        }
+    }
+
+
+def test_an_elastic_pytorchjob_that_stopped_learning_is_shrunk_through_its_scale_subresource(
+    pytorchjobs: cp.ControlPlane,
+) -> None:
+    """An Apply policy's elastic rule on a plateaued PyTorchJob: the Worker replicas shrink through
+    the scale subresource (the act identity's grant), the job gets a Scaled Event, and ADVICE says
+    ``scaled:N`` for the cooldown after (it read ``continue`` the moment the resize was done: a
+    platform trial)."""
+    plane = pytorchjobs
+    api = custom(plane)
+    name = "elastic-flat"
+    api.create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", _elastic_pytorchjob(name, 4))
+    api.patch_namespaced_custom_object_status("kubeflow.org", "v1", NS, "pytorchjobs", name, _running(4))
+    policy = {
+        "apiVersion": "advisor.trainjob-advisor.io/v1alpha1",
+        "kind": "AdvisorPolicy",
+        "metadata": {"name": "compat-elastic"},
+        "spec": {
+            "mode": "Apply",
+            "selector": {"namespaces": [NS], "kinds": ["PyTorchJob"]},
+            "safety": {
+                "minRuntime": "0s",
+                "minProgress": 0,
+                "minSteps": 0,
+                "minForecastPoints": 5,
+                "cooldown": "30m",
+            },
+            # at most one node fewer: after it the rule has nothing more to want (the reports
+            # of this test do not slow down with fewer workers, which a second shrink would read)
+            "rules": {"elastic": {"minNodes": 3, "shrinkPlateauProbability": 0.8, "maxShrinkSlowdown": 1.5}},
+        },
+    }
+    plane.apply(policy)
+    controller = Controller(plane, NS, watch_pytorchjobs=True)
+    try:
+        start = time.time() - 40 * 30.0
+        for i in range(40):
+            step = 2_000 + 500 * i  # flat since long before the first report, far from its end
+            annotation = encode_progress(
+                step, time=start + 30.0 * i, total_steps=400_000, loss=2.0 + 0.002 * ((-1) ** i)
+            )
+            api.patch_namespaced_custom_object(
+                "kubeflow.org",
+                "v1",
+                NS,
+                "pytorchjobs",
+                name,
+                {"metadata": {"annotations": {"advisor.trainjob-advisor.io/progress": annotation}}},
+            )
+            time.sleep(0.2)
+
+        def workers() -> int | None:
+            job = api.get_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", name)
+            n = int(job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"])
+            return n if n < 4 else None
+
+        shrunk = wait_for(workers, "the plateaued PyTorchJob's workers to shrink", timeout=90)
+        assert shrunk == 3
+        # what the training-operator writes once the workers restart at the new size
+        api.patch_namespaced_custom_object_status(
+            "kubeflow.org", "v1", NS, "pytorchjobs", name, _running(shrunk)
+        )
+
+        def advised() -> dict[str, Any] | None:
+            status = forecast_progress(plane, name)
+            return status if status and status["summary"]["advice"] == f"scaled:{shrunk}" else None
+
+        status = wait_for(advised, f"ADVICE scaled:{shrunk}", timeout=60)
+        assert [(a["kind"], a["outcome"]) for a in status["actions"]] == [("scale", "done")]
+        events = client.CoreV1Api(plane.api_client()).list_namespaced_event(
+            NS, field_selector=f"involvedObject.name={name}"
+        )
+        assert [e.reason for e in events.items if e.reason == "Scaled"] == ["Scaled"]
+    finally:
+        controller.close()
+        api.delete_cluster_custom_object(
+            "advisor.trainjob-advisor.io", "v1alpha1", "advisorpolicies", "compat-elastic"
+        )
+
+
 def workload_v1beta1(plane: cp.ControlPlane, job: dict[str, Any], *, active: bool = True) -> str:
     """A v1beta1 Workload for ``job``, admitted to ClusterQueue cq-v1 (status written as Kueue would)."""
     meta = job["metadata"]
