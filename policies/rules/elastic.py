@@ -234,7 +234,19 @@ def _judge(ctx: Context, rule: ElasticRule) -> Outcome:
         out.reasons.append(f"{NAME}: bounds empty (min {lo} > max {hi}); not scaling")
         return out
     gpn = gpus_per_node(ctx)
-    if rule.shrink_when_starving and job.nodes > lo and outside_quota(ctx) is None:
+    outside = outside_quota(ctx)
+    if rule.shrink_when_starving and job.nodes > lo and outside is not None:
+        cq_free = free_gpus(ctx.cluster, job.cluster_queue)
+        starving = [w for w in _competitors(ctx) if w.gpus > cq_free]
+        if starving:
+            # said with the workload it would have been for (a platform trial read only the
+            # general "no Kueue Workload" reason beside a Workload pending in its queue)
+            w = starving[0]
+            out.reasons.append(
+                f"{NAME}: not shrinking for {w.namespace}/{w.name} ({w.gpus} GPUs pending): {outside}; "
+                "a shrink frees nothing that queue counts"
+            )
+    if rule.shrink_when_starving and job.nodes > lo and outside is None:
         cq_free = free_gpus(ctx.cluster, job.cluster_queue)
         starving = [w for w in _competitors(ctx) if w.gpus > cq_free]
         # only a workload this shrink can make room for: one that would still not fit after it

@@ -99,7 +99,9 @@ def test_a_job_whose_gpus_no_queue_charges_is_not_grown_into_or_shrunk_for_that_
     counted = decide(big, cluster([full], [starving]), policy(ELASTIC), now=T0)
     assert [a.kind for a in counted.actions] == [ActionKind.SCALE]
     uncounted = dataclasses.replace(big, signals=LifecycleSignals(has_workload=False))
-    assert decide(uncounted, cluster([full], [starving]), policy(ELASTIC), now=T0).actions == ()
+    d = decide(uncounted, cluster([full], [starving]), policy(ELASTIC), now=T0)
+    assert d.actions == ()
+    assert any("not shrinking for x/big (12 GPUs pending): no Kueue Workload" in r for r in d.reasons)
 
 
 def test_no_growth_that_spares_less_time_than_its_save() -> None:
