@@ -39,7 +39,7 @@ from _curves import BenchCurve, load_all  # noqa: E402
 
 from advisor.forecast import calibration as cal  # noqa: E402
 from advisor.forecast import forecast_with_parts  # noqa: E402
-from advisor.forecast.ensemble import interval_scale  # noqa: E402
+from advisor.forecast.interval import interval_scale  # noqa: E402
 
 #: the benchmark's cuts, one per remaining fraction in ``cal.REM_KNOTS`` (rem = 1 - cut)
 CUTS = tuple(round(1.0 - r, 3) for r in cal.REM_KNOTS)
@@ -52,7 +52,7 @@ def truth(c: BenchCurve) -> float:
 
 
 def scale_of(parts: Mapping[str, Any]) -> float:
-    """The interval's scale, as the forecaster builds it before ``Q`` (``ensemble.interval_scale``)."""
+    """The interval's scale, as the forecaster builds it before ``Q`` (``interval.interval_scale``)."""
     return interval_scale(
         parts["spread"], parts["drop"], parts["holdout_err"], parts["reach"], parts["level"]
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.controller.jobs import JOB_KINDS
-from advisor.controller.kueue import KueueClient
+from advisor.controller.kueue_client import KueueClient
 from advisor.protocol import GROUP, VERSION
 
 __all__ = [
@@ -151,14 +151,14 @@ class ClusterApi:
 
     def discover_kueue(self) -> str:
         """Point the Kueue client at the version the server serves (v1beta2, else v1beta1); say which."""
-        from advisor.controller.kueue import discover_version
+        from advisor.controller.kueue_client import discover_version
 
         self.kueue.version, why = discover_version(self.api_client)
         return why
 
     def serves(self, group: str, version: str) -> bool | None:
         """Whether the API server serves ``group/version`` (None: discovery failed)."""
-        from advisor.controller.kueue import served_versions
+        from advisor.controller.kueue_client import served_versions
 
         try:
             return version in served_versions(self.api_client, group)

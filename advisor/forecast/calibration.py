@@ -40,7 +40,7 @@ sparse eval series (a fine-tune evaluating a handful of times) spends its first 
 ``SMALL_N`` points, and there the fixed 2-3% of the level held the outcome only now and then (on
 the tuning half's fine-tunes all eval cut points together were covered 0.17 of the time, 0.47 once
 their learning rates were passed, 0.78 with this rule and 0.74 with the drop weighting of
-``core._drop_shrink`` as well): with three to seven points the families' predictions spread over
+``interval.drop_shrink`` as well): with three to seven points the families' predictions spread over
 tens of percent, and the error follows them. The scale is the one above without its
 holdout term (no tail to hold out), and the multiplier is its split-conformal 80% quantile on the
 tuning half's short histories (3-7 points), the finite-sample rule that keeps the 80% promise for a
@@ -111,7 +111,7 @@ Q_SMALL = 0.38
 Q_SMALL_SCHEDULE = 1.06
 
 #: the predicted drop of a short schedule-path history is weighted by how well the families agree
-#: on it (``core._drop_shrink``) only once less than this fraction of the run is left: before, the
+#: on it (``interval.drop_shrink``) only once less than this fraction of the run is left: before, the
 #: loss is in its fast first fall and the families already under-predict it (chosen on the tuning
 #: half: all four tuning-half histories the weighting changed at a tenth of the run got worse, the
 #: later cuts better; the value lies between the benchmark's cuts at a tenth and a fifth of the run)
@@ -135,7 +135,7 @@ SKIP_MAX = 0.25
 #: the last fraction of the observed steps scores each family's extrapolation
 HOLDOUT = 0.4
 #: the farthest horizon, in units of the current step, the interval's extrapolation term grows to
-#: (``ensemble.reach_of``): its growth with the reach is measured out to a tenth of the run (the
+#: (``interval.reach_of``): its growth with the reach is measured out to a tenth of the run (the
 #: last of ``REM_KNOTS``) and the benchmarks' forecasts reach 14 times the current step at most;
 #: a decade past that, nothing measures it, and carried on it put a loss near 2 at 3.5e24 told a
 #: total of 1e30 steps. Farther horizons are read with this one's reach

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from advisor.controller.kueue import (
-    KueueClient,
     parse_cluster_queue,
     parse_local_queue,
     parse_quantity,
     parse_workload,
 )
+from advisor.controller.kueue_client import KueueClient
 from tests.controller.fakes import workload
 
 

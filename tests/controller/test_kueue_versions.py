@@ -9,11 +9,10 @@ import pytest
 
 from advisor.controller.kueue import (
     KUEUE_VERSION,
-    choose_version,
-    discover_version,
     parse_cluster_queue,
     parse_workload,
 )
+from advisor.controller.kueue_client import choose_version, discover_version
 from tests.controller.fakes import workload
 
 

@@ -251,7 +251,7 @@ def test_an_extreme_horizon_keeps_the_interval_within_what_the_families_say(nois
         far = forecast(s, y, total_steps=10**9).final_loss
         assert far.p10 <= truth <= far.p90
     from advisor.forecast import calibration as cal
-    from advisor.forecast.ensemble import reach_of
+    from advisor.forecast.interval import reach_of
 
     # within the measured range, as it was: linear in the steps ahead
     assert reach_of(10.0) == pytest.approx(9.0 * (1.0 - cal.HOLDOUT) / cal.HOLDOUT)

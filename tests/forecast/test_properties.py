@@ -120,13 +120,13 @@ def test_the_asymptote_of_a_handful_of_points_reaches_up_to_where_the_run_stands
 
 
 def test_the_drop_is_weighted_by_how_well_the_families_agree_on_it() -> None:
-    from advisor.forecast.ensemble import _drop_shrink
+    from advisor.forecast.interval import drop_shrink
 
-    assert _drop_shrink(0.05, 0.0) == 1.0
-    assert _drop_shrink(0.05, 0.05) == 0.5
-    assert _drop_shrink(-0.02, 0.0) == 1.0  # a predicted rise is weighted alike
-    assert _drop_shrink(0.0, 0.0) == 1.0
-    assert 0.0 < _drop_shrink(0.01, 0.1) < 0.02
+    assert drop_shrink(0.05, 0.0) == 1.0
+    assert drop_shrink(0.05, 0.05) == 0.5
+    assert drop_shrink(-0.02, 0.0) == 1.0  # a predicted rise is weighted alike
+    assert drop_shrink(0.0, 0.0) == 1.0
+    assert 0.0 < drop_shrink(0.01, 0.1) < 0.02
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
