@@ -82,6 +82,13 @@ class SavedStatuses:
             if ref is not None:
                 self._owners[key] = str(ref["uid"])
                 self._owner_kinds[key] = str(ref.get("kind") or "")
+            job = status.get("job")
+            if isinstance(job, Mapping) and job.get("uid"):
+                # the job the status was written for: the ownerReference stays the first run's
+                # when a job of the same name was made again while the controller ran
+                self._owners[key] = str(job["uid"])
+                if job.get("kind"):
+                    self._owner_kinds[key] = str(job["kind"])
             if any(
                 isinstance(c, Mapping) and c.get("type") == JOB_DELETED and c.get("status") == "True"
                 for c in status.get("conditions") or ()

@@ -195,6 +195,7 @@ class ForecastStore:
         generation of the object's spec as the API server last returned it. A write whose
         response shows a newer generation (the spec was edited since) is followed at once by a
         small patch carrying it, so the status never claims a generation it did not see."""
+        status = _with_job_uid(status, owner)
         how, sent = self._write(key, owner, status)
         if how != "unchanged" and self._generation.get(key) != sent:
             self._write(key, owner, status)
@@ -370,3 +371,14 @@ def _evals_text(history: Mapping[str, Any] | None) -> str | None:
 def _escape(token: str) -> str:
     """A JSON pointer token (RFC 6901)."""
     return token.replace("~", "~0").replace("/", "~1")
+
+
+def _with_job_uid(status: Mapping[str, Any], owner: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``status`` naming, in ``job.uid``, the job it is written for. The object's ownerReference
+    cannot say it: a job deleted and made again under its name while the controller runs finds the
+    old run's TrainJobForecast (where no garbage collector removed it yet) and keeps its owner, and
+    a restart read the new run's status as the deleted run's and dropped its history and actions."""
+    uid, job = owner.get("uid"), status.get("job")
+    if not uid or not isinstance(job, Mapping) or job.get("uid") == uid:
+        return status
+    return {**status, "job": {**job, "uid": str(uid)}}

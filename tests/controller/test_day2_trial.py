@@ -333,3 +333,37 @@ def test_a_policy_change_that_abandons_a_pending_release_is_recorded_once(
     again.enqueue("job", "MODIFIED", trainjob(step=20, loss="1.0", updated=iso(T0 + 50)))
     again.step(T0 + 60)
     assert len([ev for ev in api.events if ev["reason"] == "ReleaseCancelled"]) == 1
+
+
+def test_a_job_made_again_while_the_controller_runs_keeps_its_history_across_a_restart() -> None:
+    """Deleted and made again under its name while the controller ran, the job found the old run's
+    TrainJobForecast (no garbage collector had removed it: ``--cascade=orphan``, a GC backlog) and
+    its ownerReference stayed the old run's uid. A restart then read the new run's status as the
+    deleted run's: its history and its checkpoint request were dropped and its actions counted in
+    the policy's ``fromDeletedJobs``."""
+    api = FakeApi()
+    api.add_policy(APPLY)
+    api.workloads[WL] = workload()
+    api.pods["team-a/jobset.sigs.k8s.io/jobset-name=llm"] = ["llm-node-0-0"]
+    first = _checkpointing(api)
+    first.enqueue("policy", "ADDED", api.get_policy("pol-d"))
+    first.enqueue("workload", "ADDED", api.workloads[WL])
+    first.enqueue("job", "ADDED", trainjob(uid="uid-old", step=10, loss="1.0", updated=iso(T0)))
+    first.step(T0)
+    first.enqueue("job", "DELETED", trainjob(uid="uid-old", step=10, loss="1.0", updated=iso(T0)))
+    first.step(T0 + 5)
+    for i in range(1, 6):
+        first.enqueue(
+            "job", "MODIFIED", trainjob(uid="uid-new", step=10 * i, loss="2.0", updated=iso(T0 + 10 * i))
+        )
+        first.step(T0 + 10 * i + 1)
+    assert (
+        api.forecasts[KEY]["metadata"]["ownerReferences"][0]["uid"] == "uid-old"
+    )  # as the API server keeps it
+    second = _start(api, {KEY: "uid-new"}, T0 + 70)
+    second.enqueue("job", "ADDED", trainjob(uid="uid-new", step=60, loss="2.0", updated=iso(T0 + 70)))
+    second.step(T0 + 71)
+    rec = second.core.record(KEY)
+    assert rec is not None and len(rec.history) == 6  # the new run's five reports kept, and this one
+    assert second.actuator.pending_for(KEY)  # its own checkpoint request still awaited
+    assert _figures(api)[-1]["fromDeletedJobs"]["actionsByKind"] == {"checkpoint": 1}  # the old run's alone
