@@ -32,6 +32,14 @@ DEADLINE_ANNOTATION = f"{GROUP}/deadline"
 #: annotation ``trainjob-advisor resume`` writes on the job it resumed (RFC 3339): the policies'
 #: cooldown runs from it, so that a run its user asked back gets a full cooldown before a release
 RESUMED_ANNOTATION = f"{GROUP}/resumed-at"
+
+#: on the advisor's two CRDs: the generation of their schemas, raised whenever a field is added,
+#: changed or removed (tests/controller/test_crd_generation.py records each file's digest). Helm
+#: never upgrades its ``crds/``: a controller run on older CRDs wrote fields the API server pruned
+#: without a word (a policy's last valid generation, the job a status was written for), so the
+#: controller compares the installed generation with its own at start (``controller.crd_check``)
+CRD_SCHEMA_ANNOTATION = f"{GROUP}/schema-generation"
+CRD_SCHEMA_GENERATION = 2
 #: default label that exempts a job from every policy
 DEFAULT_EXEMPT_LABEL = f"{GROUP}/exempt"
 #: PyTorchJob (Trainer v1) annotation where our training helper writes progress JSON

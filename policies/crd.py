@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from advisor.model import Mode
-from advisor.protocol import GROUP, VERSION
+from advisor.protocol import CRD_SCHEMA_ANNOTATION, CRD_SCHEMA_GENERATION, GROUP, VERSION
 from policies.fields import (
     DURATION_PATTERN,
     MAX_DURATION,
@@ -298,7 +298,10 @@ def crd_manifest() -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "metadata": {
+            "name": f"{PLURAL}.{GROUP}",
+            "annotations": {CRD_SCHEMA_ANNOTATION: str(CRD_SCHEMA_GENERATION)},
+        },
         "spec": {
             "group": GROUP,
             "scope": "Cluster",
@@ -360,7 +363,7 @@ def crd_manifest() -> dict[str, Any]:
 
 HEADER = (
     "# Generated from policies/spec.py by `trainjob-advisor policy crd`; do not edit by hand.\n"
-    "# tests/policies/test_crd.py fails when this file and the model disagree.\n"
+    "# tests/policies/test_policy_crd.py fails when this file and the model disagree.\n"
 )
 
 

@@ -32,6 +32,10 @@ class EngineConfig:
     #: evaluate every AdvisorPolicy as if its mode were Recommend, whatever it says: a cluster-wide
     #: safety rail for a first install (manifests/overlays/recommend-only, the chart's default)
     recommend_only: bool = False
+    #: why every policy is evaluated as Recommend, and what lifts it, as the policies' RecommendOnly
+    #: condition says it (None: the flag's; installed CRDs older than the controller hold Apply too:
+    #: ``crd_check``)
+    recommend_only_why: tuple[str, str] | None = None
     #: export per-job series (labels namespace and name); off: only per-queue and controller series
     job_metrics: bool = True
     #: progress points kept per job before the older half is thinned: bounds each job's memory and

@@ -85,7 +85,13 @@ class Engine(JobIntake):
         self.workloads = self.index.workloads  # what the index holds, read by the commands' tests
         self.cluster_queues = self.index.cluster_queues
         self.local_queues = self.index.local_queues
-        self.book = PolicyBook(api, self.metrics, recommend_only=cfg.recommend_only, shard=cfg.status_shard)
+        self.book = PolicyBook(
+            api,
+            self.metrics,
+            recommend_only=cfg.recommend_only,
+            recommend_only_why=cfg.recommend_only_why,
+            shard=cfg.status_shard,
+        )
         self.book.namespaces = self.index.known_namespaces  # for the JobsSelected condition
         self.policies = (
             self.book.policies

@@ -37,6 +37,7 @@ from typing import Any
 import kopf
 
 from advisor.controller.api import ClusterApi
+from advisor.controller.crd_check import installed_crd, outdated_crds, outdated_line
 from advisor.controller.engine import Engine
 from advisor.controller.grants import leftover_warning, leftover_writes
 from advisor.controller.http_endpoints import serve_http
@@ -155,6 +156,28 @@ def _worker(engine: Engine, stop: threading.Event, tick_s: float) -> None:
         stop.wait(max(0.0, tick_s - (time.monotonic() - started)))
 
 
+async def _held_for_old_crds(api: ClusterApi, options: OperatorOptions) -> OperatorOptions:
+    """``options``, recommend-only when the installed CRDs are older than this controller
+    (``crd_check``), with the ERROR line that says so; unchanged when they could not be read."""
+    try:
+        found = await asyncio.to_thread(outdated_crds, installed_crd(api.api_client))
+    except Exception as exc:
+        why = getattr(exc, "reason", None) or exc
+        log.warning("could not read the advisor's CRDs to compare their schema generation (%s)", why)
+        return options
+    if not found:
+        return options
+    log.error("%s", outdated_line(found, recommend_only=options.engine.recommend_only))
+    if options.engine.recommend_only:
+        return options
+    why = (
+        "the installed CRDs are older than the controller (its log says which)",
+        "once they are upgraded and the controller restarts",
+    )
+    engine = dataclasses.replace(options.engine, recommend_only=True, recommend_only_why=why)
+    return dataclasses.replace(options, engine=engine)
+
+
 async def run_operator(
     options: OperatorOptions,
     *,
@@ -177,6 +200,7 @@ async def run_operator(
         else _identity()
     )
     log.info("%s", startup_line(options))
+    options = await _held_for_old_crds(api, options)
     if options.engine.recommend_only:
         leftover = leftover_warning(await asyncio.to_thread(leftover_writes, api))
         if leftover is not None:

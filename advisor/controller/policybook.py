@@ -62,6 +62,7 @@ class PolicyBook:
         metrics: Metrics,
         *,
         recommend_only: bool = False,
+        recommend_only_why: tuple[str, str] | None = None,
         shard: str = DEFAULT_SHARD,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -72,6 +73,8 @@ class PolicyBook:
         self.clock = clock
         #: the cluster-wide safety rail (``run --recommend-only``): every policy evaluated as Recommend
         self.recommend_only = recommend_only
+        #: why, and what lifts it (``EngineConfig.recommend_only_why``; None: the flag's)
+        self.recommend_only_why = recommend_only_why
         self.policies: dict[str, Any] = {}
         self.errors: dict[str, str] = {}
         self.hours: dict[str, float] = {}  # GPU-hours flagged non-learning, per policy
@@ -328,6 +331,7 @@ class PolicyBook:
             holding=self.holding.get(name),
             policy=self.policies.get(name),
             recommend_only=self.recommend_only,
+            why=self.recommend_only_why,
         )
         return conditions_patch(
             conditions,

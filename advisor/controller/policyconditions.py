@@ -24,7 +24,12 @@ __all__ = ["conditions_patch", "validity_conditions"]
 
 
 def validity_conditions(
-    *, error: str | None, holding: str | None, policy: Any, recommend_only: bool
+    *,
+    error: str | None,
+    holding: str | None,
+    policy: Any,
+    recommend_only: bool,
+    why: tuple[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """``Valid`` and ``RecommendOnly`` of a policy whose loader ``error`` (None: valid) leaves
     its jobs ``holding`` (what governs them meanwhile), ``policy`` what is evaluated for it (the
@@ -47,8 +52,9 @@ def validity_conditions(
                 "message": "the controller evaluates the policy in its spec.mode",
             },
         ]
+    said, lifted = why or ("the controller runs with --recommend-only", "once the controller runs without it")
     held = (
-        f"; its spec.mode {policy.mode.value} takes effect once the controller runs without it"
+        f"; its spec.mode {policy.mode.value} takes effect {lifted}"
         if policy is not None and policy.mode is not Mode.RECOMMEND
         else ""
     )
@@ -68,11 +74,9 @@ def validity_conditions(
             "type": "RecommendOnly",
             "status": "True",
             "reason": "ControllerRecommendOnly",
-            "message": f"the controller runs with --recommend-only: {what} evaluated as Recommend "
-            f"and changes no job{held}"
+            "message": f"{said}: {what} evaluated as Recommend and changes no job{held}"
             if what is not None
-            else "the controller runs with --recommend-only; nothing of the invalid policy is "
-            "evaluated (see Valid)",
+            else f"{said}; nothing of the invalid policy is evaluated (see Valid)",
         },
     ]
 

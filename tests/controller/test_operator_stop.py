@@ -44,6 +44,7 @@ def _run(
     monkeypatch.setattr(operator, "ClusterApi", _Api)
     monkeypatch.setattr(operator, "list_saved", lambda *a: [])
     monkeypatch.setattr(operator, "prime", lambda *a: True)
+    monkeypatch.setattr(operator, "installed_crd", lambda api_client: lambda name: None)
     monkeypatch.setattr(operator, "resync_policies", lambda *a, **k: None)
     monkeypatch.setattr(operator.kopf, "operator", kopf_run)
     opts = OperatorOptions(metrics_port=None, watch_kueue=False, watch_pytorchjobs=False, **options)

@@ -69,6 +69,18 @@ def test_recommend_only_says_what_is_held_back_and_what_is_evaluated() -> None:
     assert "nothing of the invalid policy is evaluated" in nothing["RecommendOnly"]["message"]
 
 
+def test_recommend_only_held_for_older_crds_says_so_and_what_lifts_it() -> None:
+    why = ("the installed CRDs are older than the controller", "once they are upgraded")
+    held = _by_type(
+        validity_conditions(error=None, holding=None, policy=_policy(), recommend_only=True, why=why)
+    )["RecommendOnly"]["message"]
+    assert held == (
+        "the installed CRDs are older than the controller: the policy is evaluated as Recommend and "
+        "changes no job; its spec.mode Apply takes effect once they are upgraded"
+    )
+    assert "--recommend-only" not in held
+
+
 def test_an_unchanged_verdict_writes_nothing_and_a_changed_one_only_moves_its_own_time() -> None:
     valid = validity_conditions(error=None, holding=None, policy=_policy(), recommend_only=False)
     reach = {"type": "JobsSelected", "status": "True", "reason": "JobsSelected", "message": "2 jobs"}

@@ -23,6 +23,7 @@ from controller_harness import ADVISOR, MERGE, Controller, wait_for
 from kubernetes import client
 
 from advisor.cli import main as cli
+from advisor.protocol import CRD_SCHEMA_ANNOTATION, CRD_SCHEMA_GENERATION
 from advisor.sources.progress_annotation import encode_progress
 
 NS = "compat"
@@ -107,6 +108,42 @@ def forecast_progress(plane: cp.ControlPlane, name: str, step: int | None = None
     status: dict[str, Any] = tjf.get("status") or {}
     progress = status.get("progress") or {}
     return status if progress and (step is None or progress.get("step") == step) else None
+
+
+def test_a_controller_on_crds_older_than_it_says_so_and_holds_apply(
+    plane: cp.ControlPlane, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``helm upgrade`` leaves the CRDs as they were (Helm never upgrades its ``crds/``), and the API
+    server dropped every status field the old schemas lacked without a word (a platform trial).
+    A controller started on a TrainJobForecast CRD of an older schema generation says so in an
+    ERROR line with the upgrade command, and evaluates every policy as Recommend; on current CRDs
+    it keeps its mode."""
+    ext = client.ApiextensionsV1Api(plane.api_client())
+    name = f"trainjobforecasts.{ADVISOR[0]}"
+
+    def annotate(value: str) -> None:
+        ext.patch_custom_resource_definition(
+            name, {"metadata": {"annotations": {CRD_SCHEMA_ANNOTATION: value}}}
+        )
+
+    annotate(str(CRD_SCHEMA_GENERATION - 1))
+    try:
+        controller = Controller(plane, NS)
+        try:
+            assert controller.engine is not None and controller.engine.book.recommend_only
+            assert f"{name} has schema generation {CRD_SCHEMA_GENERATION - 1}" in caplog.text
+            assert "kubectl apply --server-side --force-conflicts -k manifests/crds" in caplog.text
+        finally:
+            controller.close()
+    finally:
+        annotate(str(CRD_SCHEMA_GENERATION))
+    caplog.clear()
+    controller = Controller(plane, NS)
+    try:
+        assert controller.engine is not None and not controller.engine.book.recommend_only
+        assert "older than this controller" not in caplog.text
+    finally:
+        controller.close()
 
 
 def test_without_kueue_trainer_2_2_progress_becomes_a_forecast(plane: cp.ControlPlane) -> None:
