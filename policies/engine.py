@@ -286,7 +286,10 @@ def evaluate_rules(
         judge_reason=judge_reason,
         forecast=fc,
         forecast_reason=fc_reason,
-        blocked=blocked_by_rate(job, cluster, policy, now) if apply else None,
+        # in Recommend mode too: a cooldown or cap that real actions started (an earlier Apply, a
+        # resume) holds what Apply would do, and the recommendation says so (a Recommend trial read
+        # "plateau:release (recommended)" where Apply, seconds later, read "plateau:held")
+        blocked=blocked_by_rate(job, cluster, policy, now),
     )
     outcomes: list[tuple[str, Outcome]] = []
     for name, module, attr in RULES:

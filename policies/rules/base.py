@@ -119,9 +119,7 @@ class Outcome:
 def propose_scale(out: Outcome, ctx: Context, rule: str, *, nodes: int, reason: str) -> None:
     """Propose resizing the job to ``nodes``: the real action in Apply mode when nothing holds it
     back, otherwise a recommendation saying what Apply would do (and what held it back)."""
-    if not ctx.apply:
-        out.act(ActionKind.RECOMMEND, rule, "would " + reason, would=ActionKind.SCALE.value, nodes=nodes)
-    elif ctx.blocked:
+    if ctx.blocked:
         out.act(
             ActionKind.RECOMMEND,
             rule,
@@ -130,6 +128,8 @@ def propose_scale(out: Outcome, ctx: Context, rule: str, *, nodes: int, reason: 
             nodes=nodes,
             held=ctx.blocked,
         )
+    elif not ctx.apply:
+        out.act(ActionKind.RECOMMEND, rule, "would " + reason, would=ActionKind.SCALE.value, nodes=nodes)
     else:
         out.act(ActionKind.SCALE, rule, reason, nodes=nodes, from_nodes=ctx.job.nodes)
 

@@ -113,12 +113,14 @@ def release(
             # one asked for already (in Apply mode, before the policy turned to Recommend) is
             # still awaited: said so, not as a save yet to ask for
             after = " after the checkpoint already requested" if cp.pending_request else " after a checkpoint"
+        held = f"; held back: {ctx.blocked}" if ctx.blocked else ""
         out.act(
             ActionKind.RECOMMEND,
             rule,
-            f"would {verb}{after}: {why}",
+            f"would {verb}{after}{held}: {why}",
             would=final.value,
             after="checkpoint" if after else None,
+            **({"held": ctx.blocked} if ctx.blocked else {}),
         )
         return True
     request = _own_request(job, rule, since)

@@ -299,3 +299,25 @@ def test_continue_names_the_judged_eval_metrics_plateau_probability_beside_the_t
     d = decide(calm, c, p, now=T0)
     said = next(r for r in d.reasons if r.startswith("continue:"))
     assert "eval_loss P(plateau) 0.62, training loss P(plateau) 0.00" in said, d.reasons
+
+
+@pytest.mark.parametrize("name", [n for n in IDS if SCENARIOS[n][4]])
+def test_a_recommend_policy_says_what_a_real_cooldown_or_cap_would_hold(name: str) -> None:
+    """A platform trial: a job in the cooldown a real release started (then resumed) read
+    ``plateau:release (recommended)`` under Recommend and ``plateau:held`` under Apply seconds
+    later, so a Recommend trial overstated what Apply would do. Recommendations start no cooldown
+    of their own; real actions' cooldown and cap are said as Apply would hold them."""
+    recent = (record(ActionKind.SCALE, T0 - 300, outcome="done", policy="other"),)
+    j, c, p = build(name, mode="Recommend", actions=recent, safety={"cooldown": "10m"})
+    d = decide(j, c, p, now=T0)
+    assert {a.kind for a in d.actions} <= {ActionKind.RECOMMEND, ActionKind.CHECKPOINT}
+    held = [a for a in d.actions if a.params.get("held")]
+    assert held and all("held back: cooldown" in a.reason for a in held), [a.reason for a in d.actions]
+    assert d.advice.endswith(":held"), d.advice
+    j, c, p = build(name, mode="Recommend", safety={"maxActionsPerHour": 3})
+    capped = dataclasses.replace(c, policy_action_times={"p": (T0 - 3000, T0 - 100, T0 - 10)})
+    assert any("cap of 3" in a.reason for a in decide(j, capped, p, now=T0).actions)
+    # recommendations alone hold nothing: each one would be the first Apply made
+    said = (record(ActionKind.RELEASE_QUOTA, T0 - 300, outcome="recommended", policy="p"),)
+    j, c, p = build(name, mode="Recommend", actions=said, safety={"cooldown": "10m"})
+    assert not any(a.params.get("held") for a in decide(j, c, p, now=T0).actions)
