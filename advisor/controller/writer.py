@@ -31,6 +31,12 @@ from typing import Any
 
 from advisor.controller.retry import Backoff, is_retryable
 
+#: a status write unanswered this long (seconds) says the API server does not answer, before the
+#: write times out: a hung server (connections accepted, nothing answered) was noticed only when
+#: the first write failed, 30 s on, and meanwhile the jobs' silence counted as theirs: a stall rule
+#: with ``for: 1m`` decided to release a healthy job (a platform trial). Writes take milliseconds
+SLOW_WRITE_S = 5.0
+
 __all__ = ["StatusWriter", "WriteStats"]
 
 log = logging.getLogger(__name__)
@@ -100,6 +106,8 @@ class StatusWriter:
         self._unreachable_since: float | None = None
         self._sight_since: float | None = None
         self._in_flight: set[str] = set()
+        #: when each write in flight started (``SLOW_WRITE_S``)
+        self._started: dict[str, float] = {}
         self._tokens = float(self.burst)
         self._refilled_at: float | None = None
         self._workers = workers
@@ -157,8 +165,15 @@ class StatusWriter:
 
     @property
     def unreachable_since(self) -> float | None:
-        """Since when writes have failed transiently with no answer from the server between."""
-        return self._unreachable_since
+        """Since when writes have failed transiently with no answer from the server between, or
+        since a write still in flight began, once it has waited ``SLOW_WRITE_S`` for an answer."""
+        since = self._unreachable_since
+        if self._started:  # the common case, lock-free
+            with self._lock:
+                oldest = min(self._started.values(), default=None)
+            if oldest is not None and time.time() - oldest >= SLOW_WRITE_S:
+                since = oldest if since is None else min(since, oldest)
+        return since
 
     @property
     def sight_since(self) -> float | None:
@@ -221,10 +236,13 @@ class StatusWriter:
         began = time.time()
         if self._on_stage is not None:
             self._on_stage("writer_wait", began - item.queued)
+        with self._lock:
+            self._started[key] = began
         try:
             self._write(key, item.payload)
         except Exception as exc:
             with self._lock:
+                self._started.pop(key, None)
                 self.stats.errors += 1
                 failures = self._failures.get(key, 0)
                 self._failures[key] = failures + 1
@@ -234,7 +252,9 @@ class StatusWriter:
                     failed_at = time.time()
                     self._transient_failed_at = max(self._transient_failed_at, failed_at)
                     if self._unreachable_since is None:
-                        self._unreachable_since = failed_at
+                        # from when the unanswered write began (a hung server's time-out comes
+                        # late; ``unreachable_since`` said so from SLOW_WRITE_S on)
+                        self._unreachable_since = began
                 else:
                     self._transient.discard(key)
                 # keep the newest data if something newer arrived meanwhile; retry after a backoff
@@ -254,6 +274,12 @@ class StatusWriter:
         if self._on_stage is not None:
             self._on_stage("write", time.time() - began)
         with self._lock:
+            self._started.pop(key, None)
+            answered = time.time()
+            if answered - began >= SLOW_WRITE_S and self._unreachable_since is None:
+                # the server answers after a break that only this write's wait measured: the
+                # jobs' silence counts from now, as after a failed write (``sight_since``)
+                self._sight_since = answered
             self.stats.writes += 1
             self._failures.pop(key, None)
             self._blocked_until.pop(key, None)

@@ -215,3 +215,57 @@ def test_a_slow_api_server_gets_the_newest_data_not_a_queue_of_stale_writes() ->
     w.close()
     assert [p for _, p in started[2:]] == [9] * 5  # each later write carried the newest render
     assert len(started) == 7  # for 50 renders
+
+
+def test_a_write_the_server_does_not_answer_makes_it_unreachable_before_it_times_out(
+    monkeypatch: Any,
+) -> None:
+    """A platform trial: with the API server hung (connections accepted, nothing answered), the
+    first status write failed only at its 30 s read timeout, and until then the jobs' silence was
+    theirs: a stall rule with ``for: 1m`` decided to release a healthy job. A write unanswered for
+    ``SLOW_WRITE_S`` makes the server unreachable from when it began; its late answer marks when
+    sight came back, as after a failed write; a quick write says nothing."""
+    import threading
+
+    import advisor.controller.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "SLOW_WRITE_S", 0.2)
+    release = threading.Event()
+
+    def hung(key: str, payload: Any) -> None:
+        release.wait(5)
+
+    w = StatusWriter(hung, min_interval_s=0, max_per_second=100, workers=1)
+    try:
+        before = time.time()
+        w.submit("a", {"x": 1}, observed_at=before)
+        w.flush(before)
+        assert w.unreachable_since is None  # in flight, not yet unanswered long
+        time.sleep(0.3)
+        since = w.unreachable_since
+        assert since is not None and before <= since <= before + 0.2
+        release.set()
+        deadline = time.time() + 5
+        while w.sight_since is None and time.time() < deadline:
+            time.sleep(0.01)
+        assert w.unreachable_since is None and w.sight_since is not None and w.sight_since >= since + 0.2
+    finally:
+        w.close()
+    quick = StatusWriter(Sink(), min_interval_s=0, max_per_second=100, workers=0)
+    quick.submit("a", {"x": 1}, observed_at=time.time())
+    quick.flush(time.time())
+    assert quick.unreachable_since is None and quick.sight_since is None
+
+
+def test_an_unanswered_write_that_times_out_counts_the_outage_from_its_start() -> None:
+    began = time.time()
+
+    def timing_out(key: str, payload: Any) -> None:
+        time.sleep(0.05)
+        raise TimeoutError("read timed out")
+
+    w = StatusWriter(timing_out, min_interval_s=0, max_per_second=100, workers=0)
+    w.submit("a", {"x": 1}, observed_at=began)
+    w.flush(began)
+    since = w.unreachable_since
+    assert since is not None and began <= since <= began + 0.04
