@@ -224,18 +224,23 @@ def _pytorchjob(name: str) -> dict[str, Any]:
     }
 
 
+def _annotate_progress(plane: cp.ControlPlane, name: str, annotation: str) -> None:
+    """One progress report on PyTorchJob ``name``, in the annotation the training helper writes."""
+    custom(plane).patch_namespaced_custom_object(
+        "kubeflow.org",
+        "v1",
+        NS,
+        "pytorchjobs",
+        name,
+        {"metadata": {"annotations": {"advisor.trainjob-advisor.io/progress": annotation}}},
+    )
+
+
 def _report_annotation(plane: cp.ControlPlane, name: str) -> None:
     now = time.time()
     for i, step in enumerate(range(100, 600, 100)):
         annotation = encode_progress(step, time=now - 60 * (5 - i), total_steps=1000, loss=loss(step))
-        custom(plane).patch_namespaced_custom_object(
-            "kubeflow.org",
-            "v1",
-            NS,
-            "pytorchjobs",
-            name,
-            {"metadata": {"annotations": {"advisor.trainjob-advisor.io/progress": annotation}}},
-        )
+        _annotate_progress(plane, name, annotation)
 
 
 def test_pytorchjobs_installed_after_the_controller_started_are_watched(plane: cp.ControlPlane) -> None:
@@ -356,14 +361,7 @@ def test_an_elastic_pytorchjob_that_stopped_learning_is_shrunk_through_its_scale
             annotation = encode_progress(
                 step, time=start + 30.0 * i, total_steps=400_000, loss=2.0 + 0.002 * ((-1) ** i)
             )
-            api.patch_namespaced_custom_object(
-                "kubeflow.org",
-                "v1",
-                NS,
-                "pytorchjobs",
-                name,
-                {"metadata": {"annotations": {"advisor.trainjob-advisor.io/progress": annotation}}},
-            )
+            _annotate_progress(plane, name, annotation)
             time.sleep(0.2)
 
         def workers() -> int | None:
