@@ -168,7 +168,7 @@ class StatusWriter:
         """Since when writes have failed transiently with no answer from the server between, or
         since a write still in flight began, once it has waited ``SLOW_WRITE_S`` for an answer."""
         since = self._unreachable_since
-        if self._started:  # the common case, lock-free
+        if self._started:  # nothing in flight: no lock to take
             with self._lock:
                 oldest = min(self._started.values(), default=None)
             if oldest is not None and time.time() - oldest >= SLOW_WRITE_S:
