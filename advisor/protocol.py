@@ -39,7 +39,12 @@ RESUMED_ANNOTATION = f"{GROUP}/resumed-at"
 #: without a word (a policy's last valid generation, the job a status was written for), so the
 #: controller compares the installed generation with its own at start (``controller.crd_check``)
 CRD_SCHEMA_ANNOTATION = f"{GROUP}/schema-generation"
-CRD_SCHEMA_GENERATION = 2
+CRD_SCHEMA_GENERATION = 3
+#: the oldest installed generation Apply runs on: every status field whose loss would change what
+#: the controller does is in it (2: ``lastValid``, ``job``). A generation between this and
+#: ``CRD_SCHEMA_GENERATION`` lacks only fields for people (3 added ``recentActions[].at``): a
+#: WARNING says so, and nothing is held
+CRD_SCHEMA_REQUIRED = 2
 #: default label that exempts a job from every policy
 DEFAULT_EXEMPT_LABEL = f"{GROUP}/exempt"
 #: PyTorchJob (Trainer v1) annotation where our training helper writes progress JSON

@@ -272,7 +272,8 @@ def _bare_status_schema() -> dict[str, Any]:
                     "required": ["requestId", "time"],
                     "properties": {
                         "requestId": {"type": "string"},
-                        "time": {"type": "number", "description": "Unix seconds"},
+                        "time": {"type": "number", "description": "Unix seconds (read back)"},
+                        "at": {"type": "string", "format": "date-time", "description": "That time, RFC 3339"},
                     },
                 },
             },

@@ -8,26 +8,54 @@ Each CRD carries its schema generation (``CRD_SCHEMA_ANNOTATION``); the controll
 start, and one older than its own (or none: installed before the annotation) is said in an
 ERROR line, with the command that upgrades them, and Apply is held (the controller runs as with
 ``--recommend-only``) until they are upgraded and it restarts. Forecasts go on: their fields the
-old schema lacks are lost, but nothing acts on what cannot be kept.
+old schema lacks are lost, but nothing acts on what cannot be kept. A generation that lacks only
+fields for people (at or above ``CRD_SCHEMA_REQUIRED``) is said in a WARNING, and nothing is held:
+an upgrade should not stop Apply for a timestamp's format.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from advisor.protocol import CRD_SCHEMA_ANNOTATION, CRD_SCHEMA_GENERATION, GROUP
+from advisor.protocol import CRD_SCHEMA_ANNOTATION, CRD_SCHEMA_GENERATION, CRD_SCHEMA_REQUIRED, GROUP
 
-__all__ = ["ADVISOR_CRDS", "UPGRADE_COMMAND", "installed_crd", "outdated_crds", "outdated_line"]
+__all__ = [
+    "ADVISOR_CRDS",
+    "UPGRADE_COMMAND",
+    "Outdated",
+    "holds_apply",
+    "installed_crd",
+    "outdated_crds",
+    "outdated_line",
+]
 
 ADVISOR_CRDS: tuple[str, ...] = (f"advisorpolicies.{GROUP}", f"trainjobforecasts.{GROUP}")
 UPGRADE_COMMAND = "kubectl apply --server-side --force-conflicts -k manifests/crds"
 
 
-def outdated_crds(read: Callable[[str], Mapping[str, Any] | None]) -> list[str]:
-    """What is out of date, one phrase per CRD (empty: both are current). ``read``: a CRD by
+class Outdated(NamedTuple):
+    """One installed CRD older than this controller."""
+
+    #: what is out of date, as the log line says it
+    phrase: str
+    #: the installed generation (None: no annotation, installed before there was one)
+    generation: int | None
+
+    @property
+    def holds_apply(self) -> bool:
+        """Whether it lacks a field whose loss changes what the controller does."""
+        return self.generation is None or self.generation < CRD_SCHEMA_REQUIRED
+
+
+def holds_apply(found: list[Outdated]) -> bool:
+    return any(o.holds_apply for o in found)
+
+
+def outdated_crds(read: Callable[[str], Mapping[str, Any] | None]) -> list[Outdated]:
+    """What is out of date, one entry per CRD (empty: both are current). ``read``: a CRD by
     name, None when it is not installed (kopf then waits for it, and says so)."""
-    found: list[str] = []
+    found: list[Outdated] = []
     for name in ADVISOR_CRDS:
         crd = read(name)
         if crd is None:
@@ -39,14 +67,28 @@ def outdated_crds(read: Callable[[str], Mapping[str, Any] | None]) -> list[str]:
         except ValueError:
             generation = None
         if generation is None:
-            found.append(f"{name} has no schema generation (installed before {CRD_SCHEMA_GENERATION})")
+            found.append(
+                Outdated(f"{name} has no schema generation (installed before {CRD_SCHEMA_GENERATION})", None)
+            )
         elif generation < CRD_SCHEMA_GENERATION:
-            found.append(f"{name} has schema generation {generation}")
+            found.append(Outdated(f"{name} has schema generation {generation}", generation))
     return found
 
 
-def outdated_line(found: list[str], *, recommend_only: bool) -> str:
-    """The ERROR line for ``found`` (``outdated_crds``)."""
+def outdated_line(found: list[Outdated], *, recommend_only: bool) -> str:
+    """The log line for ``found`` (``outdated_crds``): an ERROR's when ``holds_apply(found)``,
+    else a WARNING's."""
+    phrases = "; ".join(o.phrase for o in found)
+    head = (
+        f"the installed CRDs are older than this controller (schema generation {CRD_SCHEMA_GENERATION}): "
+        f"{phrases}."
+    )
+    upgrade = f"Upgrade them from this release: {UPGRADE_COMMAND}"
+    if not holds_apply(found):
+        return (
+            f"{head} The API server drops the status fields they lack, which are for people only "
+            f"(the RFC 3339 time of a policy's recent actions); nothing is held. {upgrade}"
+        )
     held = (
         ""
         if recommend_only
@@ -54,10 +96,8 @@ def outdated_line(found: list[str], *, recommend_only: bool) -> str:
         "the controller restarts"
     )
     return (
-        f"the installed CRDs are older than this controller (schema generation "
-        f"{CRD_SCHEMA_GENERATION}): {'; '.join(found)}. The API server drops the status fields "
-        f"they lack (a policy's last valid generation among them){held}. Upgrade them from this "
-        f"release: {UPGRADE_COMMAND}"
+        f"{head} The API server drops the status fields they lack (a policy's last valid "
+        f"generation among them){held}. {upgrade}"
     )
 
 

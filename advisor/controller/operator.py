@@ -37,7 +37,7 @@ from typing import Any
 import kopf
 
 from advisor.controller.api import ClusterApi
-from advisor.controller.crd_check import installed_crd, outdated_crds, outdated_line
+from advisor.controller.crd_check import holds_apply, installed_crd, outdated_crds, outdated_line
 from advisor.controller.engine import Engine
 from advisor.controller.grants import leftover_warning, leftover_writes
 from advisor.controller.http_endpoints import serve_http
@@ -157,8 +157,9 @@ def _worker(engine: Engine, stop: threading.Event, tick_s: float) -> None:
 
 
 async def _held_for_old_crds(api: ClusterApi, options: OperatorOptions) -> OperatorOptions:
-    """``options``, recommend-only when the installed CRDs are older than this controller
-    (``crd_check``), with the ERROR line that says so; unchanged when they could not be read."""
+    """``options``, recommend-only when the installed CRDs lack a field Apply needs (``crd_check``),
+    with the ERROR line that says so; unchanged (a WARNING) when they lack only fields for people,
+    or when they could not be read."""
     try:
         found = await asyncio.to_thread(outdated_crds, installed_crd(api.api_client))
     except Exception as exc:
@@ -166,6 +167,9 @@ async def _held_for_old_crds(api: ClusterApi, options: OperatorOptions) -> Opera
         log.warning("could not read the advisor's CRDs to compare their schema generation (%s)", why)
         return options
     if not found:
+        return options
+    if not holds_apply(found):
+        log.warning("%s", outdated_line(found, recommend_only=options.engine.recommend_only))
         return options
     log.error("%s", outdated_line(found, recommend_only=options.engine.recommend_only))
     if options.engine.recommend_only:

@@ -37,6 +37,7 @@ from advisor.controller.policystatus import (
     shard_patch,
     watched_namespaces,
 )
+from advisor.controller.render import iso
 from advisor.model import ActionRecord, Decision, Mode
 from advisor.protocol import GROUP, VERSION
 from policies.rules.release import Abandoned
@@ -51,6 +52,13 @@ CONFLICT_ATTEMPTS = 3
 
 def _is_conflict(exc: BaseException) -> bool:
     return getattr(exc, "status", None) == 409
+
+
+def _recent_action(request_id: str, t: float) -> dict[str, Any]:
+    """One entry of ``status.recentActions``: ``time`` (Unix seconds) is what a controller reads
+    back, ``at`` the same moment in RFC 3339, as ``kubectl describe`` shows every other time (a
+    float epoch read ``1.796682402357e+09`` there)."""
+    return {"requestId": request_id, "time": round(t, 3), "at": iso(t)}
 
 
 class PolicyBook:
@@ -258,9 +266,7 @@ class PolicyBook:
         actions = list(actions)
         kept = self._newest(name, actions)
         try:
-            self.api.patch_policy_status(
-                name, {"recentActions": [{"requestId": rid, "time": round(t, 3)} for rid, t in kept]}
-            )
+            self.api.patch_policy_status(name, {"recentActions": [_recent_action(rid, t) for rid, t in kept]})
         except Exception:
             self.metrics.write_errors.labels("advisorpolicy-status").inc()
             raise

@@ -29,7 +29,8 @@ controller already persists, so that a restart does not reset them:
   from the status when the controller starts, like the GPU-hours; a job deleted while no
   controller ran is carried over at the next start, once its absence from the initial job listing
   shows (``SavedStatuses.gone``);
-* ``recentActions``: the request id and time of the policy's capped (disruptive) actions of the last hour,
+* ``recentActions``: the request id and time (``time``, Unix seconds, read back; ``at``, RFC 3339,
+  for people) of the policy's capped (disruptive) actions of the last hour,
   written *before* each such action's mutation, also when a restarted controller resumes an
   action it finds recorded in a TrainJobForecast but not here, so that ``maxActionsPerHour``
   holds across a controller restart (and across the deletion of a job whose log held the action);

@@ -11,8 +11,14 @@ from typing import Any
 import pytest
 import yaml
 
-from advisor.controller.crd_check import ADVISOR_CRDS, UPGRADE_COMMAND, outdated_crds, outdated_line
-from advisor.protocol import CRD_SCHEMA_ANNOTATION, CRD_SCHEMA_GENERATION
+from advisor.controller.crd_check import (
+    ADVISOR_CRDS,
+    UPGRADE_COMMAND,
+    holds_apply,
+    outdated_crds,
+    outdated_line,
+)
+from advisor.protocol import CRD_SCHEMA_ANNOTATION, CRD_SCHEMA_GENERATION, CRD_SCHEMA_REQUIRED
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ("manifests/crds/advisorpolicy.yaml", "manifests/crds/trainjobforecast.yaml")
@@ -20,8 +26,8 @@ FILES = ("manifests/crds/advisorpolicy.yaml", "manifests/crds/trainjobforecast.y
 #: change of either file's spec without a new generation fails here (raise
 #: ``advisor.protocol.CRD_SCHEMA_GENERATION``, the annotation in both files, and record both digests)
 RECORDED = {
-    "manifests/crds/advisorpolicy.yaml": (2, "90a7ba247295ecf2"),
-    "manifests/crds/trainjobforecast.yaml": (2, "f3e58ffcfac2ef0a"),
+    "manifests/crds/advisorpolicy.yaml": (3, "4e05967a65ffeb3c"),
+    "manifests/crds/trainjobforecast.yaml": (3, "f3e58ffcfac2ef0a"),
 }
 
 
@@ -63,16 +69,35 @@ def test_current_crds_are_not_outdated_and_missing_ones_are_left_to_kopf() -> No
     assert outdated_crds(_installed(newer)) == []  # a newer schema keeps every field this one writes
 
 
-def test_older_or_unannotated_crds_are_named_with_the_upgrade_command() -> None:
+def test_crds_older_than_apply_needs_or_unannotated_are_named_and_hold_apply() -> None:
     policies, forecasts = ADVISOR_CRDS
-    found = outdated_crds(_installed({policies: None, forecasts: str(CRD_SCHEMA_GENERATION - 1)}))
-    assert found == [
+    found = outdated_crds(_installed({policies: None, forecasts: str(CRD_SCHEMA_REQUIRED - 1)}))
+    assert [o.phrase for o in found] == [
         f"{policies} has no schema generation (installed before {CRD_SCHEMA_GENERATION})",
-        f"{forecasts} has schema generation {CRD_SCHEMA_GENERATION - 1}",
+        f"{forecasts} has schema generation {CRD_SCHEMA_REQUIRED - 1}",
     ]
-    assert outdated_crds(_installed({policies: "garbled"})) == [
-        f"{policies} has no schema generation (installed before {CRD_SCHEMA_GENERATION})"
-    ]
+    assert [o.holds_apply for o in found] == [True, True] and holds_apply(found)
+    garbled = outdated_crds(_installed({policies: "garbled"}))
+    assert [o.phrase for o in garbled] == [found[0].phrase]
     line = outdated_line(found, recommend_only=False)
     assert UPGRADE_COMMAND in line and "Apply is held" in line and "last valid generation" in line
     assert "Apply is held" not in outdated_line(found, recommend_only=True)
+
+
+def test_crds_that_lack_only_fields_for_people_are_named_and_hold_nothing() -> None:
+    """Generation 3 added only ``recentActions[].at`` (an RFC 3339 copy of ``time``): on generation
+    2 the API server drops it, and Apply loses nothing it reads back."""
+    assert CRD_SCHEMA_REQUIRED < CRD_SCHEMA_GENERATION
+    policies, forecasts = ADVISOR_CRDS
+    older = {policies: str(CRD_SCHEMA_REQUIRED), forecasts: str(CRD_SCHEMA_GENERATION)}
+    found = outdated_crds(_installed(older))
+    assert [(o.phrase, o.holds_apply) for o in found] == [
+        (f"{policies} has schema generation {CRD_SCHEMA_REQUIRED}", False)
+    ]
+    assert not holds_apply(found)
+    line = outdated_line(found, recommend_only=False)
+    assert UPGRADE_COMMAND in line and "nothing is held" in line and "Apply is held" not in line
+    # one CRD Apply cannot run on holds it, whatever the other
+    mixed = {policies: str(CRD_SCHEMA_REQUIRED), forecasts: str(CRD_SCHEMA_REQUIRED - 1)}
+    both = outdated_crds(_installed(mixed))
+    assert holds_apply(both) and "Apply is held" in outdated_line(both, recommend_only=False)

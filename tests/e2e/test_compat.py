@@ -10,6 +10,7 @@ The tests run in file order: the no-Kueue one before ``kueue_v1beta1`` installs 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 import time
@@ -23,7 +24,7 @@ from controller_harness import ADVISOR, MERGE, Controller, wait_for
 from kubernetes import client
 
 from advisor.cli import main as cli
-from advisor.protocol import CRD_SCHEMA_ANNOTATION, CRD_SCHEMA_GENERATION
+from advisor.protocol import CRD_SCHEMA_ANNOTATION, CRD_SCHEMA_GENERATION, CRD_SCHEMA_REQUIRED
 from advisor.sources.progress_annotation import encode_progress
 
 NS = "compat"
@@ -115,9 +116,10 @@ def test_a_controller_on_crds_older_than_it_says_so_and_holds_apply(
 ) -> None:
     """``helm upgrade`` leaves the CRDs as they were (Helm never upgrades its ``crds/``), and the API
     server dropped every status field the old schemas lacked without a word (a platform trial).
-    A controller started on a TrainJobForecast CRD of an older schema generation says so in an
-    ERROR line with the upgrade command, and evaluates every policy as Recommend; on current CRDs
-    it keeps its mode."""
+    A controller started on a TrainJobForecast CRD of a schema generation older than Apply needs
+    says so in an ERROR line with the upgrade command, and evaluates every policy as Recommend; on
+    one that lacks only fields for people it says so in a WARNING and keeps its mode; on current
+    CRDs it says nothing."""
     ext = client.ApiextensionsV1Api(plane.api_client())
     name = f"trainjobforecasts.{ADVISOR[0]}"
 
@@ -126,24 +128,30 @@ def test_a_controller_on_crds_older_than_it_says_so_and_holds_apply(
             name, {"metadata": {"annotations": {CRD_SCHEMA_ANNOTATION: value}}}
         )
 
-    annotate(str(CRD_SCHEMA_GENERATION - 1))
-    try:
+    def started_on(generation: int) -> tuple[bool, list[logging.LogRecord]]:
+        """Whether a controller started on ``generation`` held Apply, and its CRD log records."""
+        caplog.clear()
+        annotate(str(generation))
         controller = Controller(plane, NS)
         try:
-            assert controller.engine is not None and controller.engine.book.recommend_only
-            assert f"{name} has schema generation {CRD_SCHEMA_GENERATION - 1}" in caplog.text
-            assert "kubectl apply --server-side --force-conflicts -k manifests/crds" in caplog.text
+            assert controller.engine is not None
+            said = [r for r in caplog.records if "older than this controller" in r.getMessage()]
+            return controller.engine.book.recommend_only, said
         finally:
             controller.close()
-    finally:
-        annotate(str(CRD_SCHEMA_GENERATION))
-    caplog.clear()
-    controller = Controller(plane, NS)
+
     try:
-        assert controller.engine is not None and not controller.engine.book.recommend_only
-        assert "older than this controller" not in caplog.text
+        held, said = started_on(CRD_SCHEMA_REQUIRED - 1)
+        assert held and [r.levelno for r in said] == [logging.ERROR]
+        assert f"{name} has schema generation {CRD_SCHEMA_REQUIRED - 1}" in said[0].getMessage()
+        assert "kubectl apply --server-side --force-conflicts -k manifests/crds" in said[0].getMessage()
+        if CRD_SCHEMA_REQUIRED < CRD_SCHEMA_GENERATION:
+            held, said = started_on(CRD_SCHEMA_GENERATION - 1)
+            assert not held and [r.levelno for r in said] == [logging.WARNING]
+            assert "nothing is held" in said[0].getMessage()
     finally:
-        controller.close()
+        held, said = started_on(CRD_SCHEMA_GENERATION)
+    assert not held and said == []
 
 
 def test_without_kueue_trainer_2_2_progress_becomes_a_forecast(plane: cp.ControlPlane) -> None:
