@@ -17,9 +17,13 @@ from advisor.series import Direction
 __all__ = ["MIN_EVALS", "RECENT_FALL", "SeriesLike", "fell_since", "improved_since", "rose_above_best"]
 
 #: a finished run's training loss "still fell" after its eval's best by about this share (the
-#: Forecast contract's 1%), its medians over this many points compared
-RECENT_FALL = 0.01
+#: Forecast contract's 1%), its medians over at least this many points compared, and over a
+#: quarter of the reports since the best when there are more (up to ``RECENT_POINTS_MAX``): five
+#: reports of a fine-tune's training loss, noisy by 8%, could not tell a 9% fall over a thousand
+#: steps from none, and the run read "plateaued" where its eval loss had climbed half again
 RECENT_POINTS = 5
+RECENT_POINTS_MAX = 25
+RECENT_FALL = 0.01
 #: evaluations an eval series needs before it is judged (two points have no trend to read)
 MIN_EVALS = 3
 
@@ -39,14 +43,20 @@ class SeriesLike(Protocol):
 
 def fell_since(history: tuple[Sequence[float], Sequence[float]], step: float) -> float:
     """How sure it is that the training loss fell by more than ``RECENT_FALL`` since ``step``: its
-    median over the last points up to ``step`` against its median over the last points now, a
-    ramp from half to one and a half times the threshold (noise on either side of it)."""
+    median over the first points after ``step`` (the last up to it, when too few came after)
+    against its median over the last points now (as many as ``RECENT_POINTS`` says), a ramp from
+    half to one and a half times the threshold (noise on either side of it)."""
     steps = np.asarray(history[0], dtype=float)
     vals = np.asarray(history[1], dtype=float)
     ok = np.isfinite(steps) & np.isfinite(vals)
     steps, vals = steps[ok], vals[ok]
-    before = vals[steps <= step][-RECENT_POINTS:]
-    after = vals[steps > step][-RECENT_POINTS:]
+    later = vals[steps > step]
+    k = min(max(RECENT_POINTS, later.size // 4), RECENT_POINTS_MAX)
+    # with enough reports since ``step`` the level then is read from the first ones after it, not
+    # from those before it, which would count a loss still falling into the best as a fall after
+    # it (the two windows never overlap)
+    before = later[:k] if later.size >= 2 * k else vals[steps <= step][-k:]
+    after = later[-k:]
     if before.size == 0 or after.size == 0:
         return 0.0
     then = float(np.median(before))

@@ -257,6 +257,29 @@ def test_a_finished_run_whose_eval_climbed_while_its_training_loss_fell_is_overf
     assert abs(ev.final_loss.mean - ey[-1]) < abs(float(np.median(ey[-5:])) - ey[-1])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_finished_run_is_read_off_a_noisy_training_loss_over_enough_of_its_reports(seed: int) -> None:
+    """A fine-tune's training loss logged every 10 steps is noisy by about 8%: five reports either
+    side of a thousand steps tell a fall since the eval's best from noise only past 13%. Read over
+    a quarter of the reports since the best (up to 25), a 20% fall reads as one, and the finished
+    run whose eval loss climbed half again is overfitting; a loss that fell only *into* the best
+    and stayed flat after it is not (the level then is read after the best, not before it)."""
+    rng = np.random.default_rng(seed)
+    ts = np.arange(10, 2001, 10.0)
+    es = np.arange(100, 2001, 100.0)
+    ey = 1.2 + 0.5 * ((es - 900) / 1000) ** 2 + rng.normal(0, 0.005, es.size)
+    series = {"eval_loss": Series(list(es), list(ey))}
+    level = np.where(ts < 900, 0.25 + 0.5 * (900 - ts) / 900, 0.25 - 0.05 * (ts - 900) / 1100)
+    falling = level + rng.normal(0, 0.02, ts.size)  # 20% lower at the end than at the best
+    fc = forecast(ts, falling, total_steps=2000, training_loss=True)
+    st = learning_state(fc, series, total_steps=2000, train_history=(list(ts), list(falling)))
+    assert st.label == "overfitting" and st.best_step == 900
+    flat_after = np.where(ts < 900, 0.25 + 0.5 * (900 - ts) / 900, 0.25) + rng.normal(0, 0.02, ts.size)
+    fc = forecast(ts, flat_after, total_steps=2000, training_loss=True)
+    st = learning_state(fc, series, total_steps=2000, train_history=(list(ts), list(flat_after)))
+    assert st.label == "plateaued" and st.probabilities["overfitting"] < 0.5
+
+
 def test_a_falling_eval_is_learning_even_when_train_is_flat() -> None:
     es = np.arange(100, 1001, 100.0)
     ev = list(2.0 - 0.15 * np.arange(es.size))
