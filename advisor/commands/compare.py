@@ -172,6 +172,20 @@ def _ended(status: Mapping[str, Any]) -> bool:
     return bool(status.get(ENDED)) or status.get("state") == "finished"
 
 
+def _ending(status: Mapping[str, Any]) -> str | None:
+    """How a run stands for ranking: its STATE, or, for a live job whose STATE is a lifecycle phase
+    (finished, suspended, ...), the learning state it was last judged in: a TrainJobForecast of a
+    run that ended overfitting or diverging reads ``finished`` (one released for it
+    ``suspended``), where a log of the same run reads ``overfitting`` / ``diverging``."""
+    state = status.get("state")
+    if state in ("overfitting", "diverging"):
+        return str(state)
+    label = (status.get("learningState") or {}).get("label")
+    if state not in (None, "learning", "plateaued", "hung") and label in ("overfitting", "diverging"):
+        return str(label)
+    return state if isinstance(state, str) else None
+
+
 def _kept(drawn: tuple[float, float] | None) -> float | None:
     """The value a run's best checkpoint is ranked by (``kept_draw``'s centre), None: none."""
     return None if drawn is None else drawn[0]
@@ -284,10 +298,10 @@ def run(args: argparse.Namespace) -> int:
     for ref, st, iv in ranked:
         drawn = draws[ref]
         kept = None if drawn is None else drawn[0]
-        if metric == "loss" and st.get("state") == "overfitting":
+        if metric == "loss" and _ending(st) == "overfitting":
             overfit_out.add(ref)
             continue
-        if st.get("state") == "diverging":
+        if _ending(st) == "diverging":
             if kept is None:
                 broken.add(ref)
                 continue

@@ -66,7 +66,9 @@ class JobEvents:
     def learning_state_changed(self, job: JobView, body: Mapping[str, Any], previous: str | None) -> None:
         """One Event when a run enters a learning state other than learning, or returns to learning
         from one (the label STATE shows); a Warning for the states that call for a look
-        (overfitting, diverging, hung)."""
+        (overfitting, diverging, hung). The status board posts it mid-run only
+        (``statusboard._mid_run``), and not for a ``hung`` that is the stall rule's verdict (that
+        rule's own Events tell it)."""
         state = job.learning_state
         if state is None:
             return

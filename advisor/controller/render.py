@@ -144,7 +144,13 @@ def classify(
         return str(named)
     fc = view.forecast
     pct = percent(view)
-    if view.last_step_change is not None and view.active and now - view.last_step_change > hung_after_s:
+    # silence is counted from the later of the last step and this admission: a run resumed after a
+    # release (or re-admitted after a preemption) has not advanced since its eviction, and read
+    # "hung" from the second it was admitted again (its Workload counted among the GPUs not learning)
+    silent_since = view.last_step_change
+    if silent_since is not None and view.admitted_at is not None:
+        silent_since = max(silent_since, view.admitted_at)
+    if silent_since is not None and view.active and now - silent_since > hung_after_s:
         return "hung"
     if view.learning_state is not None:
         # the run-level judgement from all its series (advisor.forecast.state), the same one the

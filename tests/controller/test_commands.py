@@ -635,3 +635,34 @@ def test_compare_names_a_best_checkpoint_reported_late_by_the_steps_it_was_made_
     assert cli.main(["compare", "late", "own", "-n", "a"]) == 0
     out = capsys.readouterr().out
     assert "steps 3002-3071: 0.47" in out and "step 3000: 0.5" in out
+
+
+@pytest.mark.parametrize("phase", ["finished", "suspended"])
+def test_compare_reads_how_a_finished_or_released_run_ended_not_its_phase(
+    phase: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once a job ends (or is released) its STATE is the phase, and its learning state keeps the
+    judgement: a run that diverged to NaN read P(BEST) 10%, and one released for overfitting was
+    named best at 100% by its training loss, where the same runs' logs read "not ranked"."""
+    diverged = tjf(
+        "a", "blew-up", mean=0.2, p10=0.1, p90=0.3, state=_eval_judged(7.0, 1.8, 22.0, "diverging", 300)
+    )
+    overfit = tjf(
+        "a",
+        "overfit",
+        mean=0.01,
+        p10=0.005,
+        p90=0.02,
+        state=_eval_judged(0.92, 0.85, 0.99, "overfitting", 300),
+    )
+    healthy = tjf("a", "healthy", mean=0.40, p10=0.38, p90=0.42)
+    for item in (diverged, overfit):
+        item["status"]["state"] = phase
+    monkeypatch.setattr(cliutil, "cluster_api", lambda args: CliApi([diverged, overfit, healthy]))
+    assert cli.main(["compare", "a/blew-up", "a/overfit", "a/healthy", "--metric", "loss", "-o", "json"]) == 0
+    data = {d["run"]: d for d in json.loads(capsys.readouterr().out)}
+    assert data["a/healthy"]["probabilityBest"] == pytest.approx(1.0)
+    assert data["a/blew-up"]["probabilityBest"] is None and data["a/overfit"]["probabilityBest"] is None
+    assert cli.main(["compare", "a/blew-up", "a/overfit", "a/healthy", "--metric", "loss"]) == 0
+    out = capsys.readouterr().out
+    assert "not ranked, diverging: a/blew-up" in out and "not ranked, overfitting: a/overfit" in out

@@ -87,6 +87,14 @@ def test_classification() -> None:
     assert classify(view(forecast=None), now=NOW) == "unknown"
 
 
+def test_a_run_admitted_again_is_not_hung_until_it_stays_silent_that_long_after_admission() -> None:
+    """A run resumed (or re-admitted after a preemption) has not advanced since its eviction: its
+    silence counts from this admission, not from its last step before the release (it read "hung"
+    from the second Kueue admitted it again, counted among the GPUs not learning)."""
+    assert classify(view(last_step_change=NOW - 3600, admitted_at=NOW - 5), now=NOW) != "hung"
+    assert classify(view(last_step_change=NOW - 3600, admitted_at=NOW - 1000), now=NOW) == "hung"
+
+
 def test_the_state_never_contradicts_a_policy_that_calls_the_run_hung_or_diverging() -> None:
     """A stall rule with a shorter ``for`` than the learning state's hung window: STATE says hung
     with ADVICE, and the ETA forecast before the step stopped is not shown as if it held."""
