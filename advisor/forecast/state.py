@@ -32,6 +32,7 @@ the state, the plateau rule and the divergence rule agree by construction.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -430,8 +431,9 @@ def _overfit_odds(
     # alone) has stopped improving, and nothing says whether it fits its data better
     train_falls = 1.0 - train.plateau_probability if train is not None else 0.0
     # overfitting is the eval metric past its best while the training loss falls: an eval series
-    # whose latest point is its best has flattened, not turned
-    past_best = 1.0 if since_best > 0 else 0.0
+    # whose latest point is its best has flattened, not turned; unless it beat the best before it
+    # by no more than one evaluation's scatter (``new_best_within_noise``)
+    past_best = 1.0 if since_best > 0 else new_best_within_noise(series)
     if train is not None and at_last_step(train) and train_history is not None and best_step is not None:
         # a run at its last step has nothing left to forecast (every P(plateau) is 1): whether its
         # training loss still fell is read off its record since the eval's best, and the eval
@@ -439,6 +441,33 @@ def _overfit_odds(
         train_falls = max(train_falls, fell_since(train_history, best_step))
         past_best = rose_above_best(series, best_value)
     return train_falls * past_best
+
+
+#: the recent evaluations whose steps the wrong way ``new_best_within_noise`` reads
+RECENT_SCATTER = 8
+
+
+def new_best_within_noise(series: SeriesLike) -> float:
+    """How far the latest evaluation of ``series``, its best, is a best by noise alone: 1 when it
+    beat the best before it by at most the median step its recent evaluations took the wrong way,
+    0 from twice that on, a ramp between. An eval loss flat within 0.4% while the training loss
+    fell made a new best by chance every few evaluations, and each one flipped the run from
+    overfitting to plateaued and back (a LearningState Event each, and the two rules' windows
+    taking turns); a series still improving by more than its noise (a smooth curve converging)
+    reads 0."""
+    lower = series.direction is Direction.LOWER
+    values = [float(v) if lower else -float(v) for v in series.values if math.isfinite(v)]
+    if len(values) < MIN_EVALS + 1:
+        return 0.0
+    gain = min(values[:-1]) - values[-1]
+    # the scatter is read off its recent steps the wrong way (an improving series moves the wrong
+    # way by noise alone): a smooth eval loss making ever smaller new bests has none, and second
+    # differences read a converging curve's bends as noise
+    recent = values[-RECENT_SCATTER:]
+    worse = [b - a for a, b in itertools.pairwise(recent) if b > a]
+    if gain <= 0.0 or not worse:
+        return 0.0
+    return float(np.clip(2.0 - gain / float(np.median(worse)), 0.0, 1.0))
 
 
 def _judge_eval(

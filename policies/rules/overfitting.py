@@ -99,6 +99,10 @@ def past_best_keep(state: LearningState, series: str) -> tuple[str, bool | None]
     own = state.judgement(series)
     step = own.best_step if own is not None else None
     at = checkpoint_of(own) if own is not None else f"of step {step}"
+    if own is not None and own.evals_since_best == 0:
+        # its latest evaluation is its best, by noise alone: the weights now are that best, saved
+        # first as the policy saves before any release
+        return f"keep the checkpoint {at} (the best evaluation, the latest: the weights now)", None
     keep = (
         f"keep the checkpoint {at} (the best evaluation; if none was saved there, the best-evaluated "
         "one saved)"

@@ -118,13 +118,15 @@ def judged_series(ctx: Context, metric: str) -> tuple[Forecast | None, str, str]
 
 
 def _past_best(state: LearningState | None, metric: str, series: str) -> float | None:
-    """P(overfitting) of an eval series ``series`` that is past its best, at least as likely
-    overfitting as not and evaluated since its best (None: the training loss, or not past it),
-    as the overfitting rule judging by ``metric`` reads it."""
+    """P(overfitting) of an eval series ``series`` that is past its best (or at a best by noise
+    alone, ``state.new_best_within_noise``), at least as likely overfitting as not (None: the
+    training loss, or not past it), as the overfitting rule judging by ``metric`` reads it. Read
+    whether or not an evaluation came since the best: a flat eval series' chance new bests handed
+    the run to this rule and back, and ADVICE read ``plateau?`` under STATE ``overfitting``."""
     if series == TRAIN_SERIES or state is None:
         return None
     j = state.judgement(series)
-    if j is None or j.best_step is None or j.evals_since_best < 1:
+    if j is None or j.best_step is None:
         return None
     p = overfitting_odds(state, metric, series, j.overfitting)
     return p if p >= 0.5 else None

@@ -14,7 +14,7 @@ from advisor.core import AdvisorCore
 from advisor.forecast import forecast
 from advisor.forecast.eval_forecast import forecast_series, lr_at
 from advisor.forecast.state import learning_state
-from advisor.model import LEARNING_LABELS, JobView, ProgressSample
+from advisor.model import LEARNING_LABELS, JobView, LearningState, ProgressSample
 from advisor.series import Direction
 
 TOTAL = 3000
@@ -278,6 +278,31 @@ def test_a_finished_run_is_read_off_a_noisy_training_loss_over_enough_of_its_rep
     fc = forecast(ts, flat_after, total_steps=2000, training_loss=True)
     st = learning_state(fc, series, total_steps=2000, train_history=(list(ts), list(flat_after)))
     assert st.label == "plateaued" and st.probabilities["overfitting"] < 0.5
+
+
+def test_a_flat_eval_series_that_makes_a_new_best_by_noise_alone_still_overfits() -> None:
+    """An eval loss flat within 0.4% while the training loss falls overfits, whether or not its
+    latest evaluation happens to be a new best: one by less than the steps its evaluations take
+    the wrong way is noise (a live run flipped overfitting -> plateaued -> overfitting at each such
+    best, a LearningState Event each). A new best by far more than that is the series improving."""
+    rng = np.random.default_rng(3)
+    ts = np.arange(10, 2401, 10.0)
+    ty = 0.3 + 1.5 * np.exp(-ts / 900) + rng.normal(0, 0.01, ts.size)
+    es = np.arange(100, 2401, 100.0)
+    flat = np.where(es < 900, 1.1 + 0.6 * (900 - es) / 800, 1.1) + rng.normal(0, 0.004, es.size)
+    fc = forecast(ts, ty, total_steps=3000, training_loss=True)
+
+    def state_with_last(value: float) -> LearningState:
+        ey = [*flat[:-1], value]
+        return learning_state(fc, {"eval_loss": Series(list(es), ey)}, total_steps=3000)
+
+    past = state_with_last(float(np.max(flat[8:-1])))
+    assert past.evals_since_best > 0 and past.label == "overfitting"
+    by_noise = state_with_last(float(np.min(flat[:-1])) - 0.001)
+    assert by_noise.evals_since_best == 0 and by_noise.label == "overfitting"
+    assert by_noise.probabilities["overfitting"] == pytest.approx(past.probabilities["overfitting"], abs=0.25)
+    improving = state_with_last(float(np.min(flat[:-1])) - 0.03)
+    assert improving.evals_since_best == 0 and improving.probabilities["overfitting"] == 0.0
 
 
 def test_a_falling_eval_is_learning_even_when_train_is_flat() -> None:

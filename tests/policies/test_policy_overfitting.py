@@ -274,6 +274,23 @@ def test_an_overfitting_release_takes_no_checkpoint_of_the_weights_past_the_best
     assert "no checkpoint taken" in d.actions[0].reason and "step 1200" in d.actions[0].reason
 
 
+def test_a_best_by_noise_is_released_with_a_save_and_not_by_the_plateau_rule() -> None:
+    """A flat eval series whose latest evaluation is a new best by noise alone still overfits: the
+    weights now are that best, so the release saves them first as the policy says, and the plateau
+    rule leaves the run to the overfitting rule as it does one past its best (ADVICE read
+    ``plateau?`` under STATE ``overfitting`` at each such best)."""
+    at_best = eval_state({"eval_loss": EVAL_FC}, overfitting=0.95, best_step=2400, evals_since_best=0)
+    pol = policy(
+        {"overfitting": {"for": "0s", "action": "Release"}, "plateau": {"for": "0s", "probability": 0.7}}
+    )
+    view = job(forecast=forecast(plateau=0.05), learning_state=at_best, rule_state=OPEN_OVERFITTING)
+    d = decide(view, cluster(), pol, now=T0)
+    assert [a.kind for a in d.actions] == [ActionKind.CHECKPOINT]
+    assert d.actions[0].rule == "overfitting" and "step 2400" in d.actions[0].reason
+    assert "the weights now" in d.actions[0].reason and "no checkpoint taken" not in d.actions[0].reason
+    assert any("left to the overfitting rule" in r for r in d.reasons)
+
+
 def test_a_release_of_a_job_without_a_kueue_workload_is_a_recommendation_not_a_save() -> None:
     import dataclasses
 
