@@ -51,7 +51,43 @@ def _span(entry: Mapping[str, Any]) -> str:
     return eval_step_span(int(entry["bestStep"]), after if isinstance(after, int) else None)
 
 
-def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
+def _not_evaluated_since(series: Mapping[str, Any], step: float | None) -> str:
+    """A note for an eval series the run stopped reporting (``STALE_EVALS`` of its usual intervals
+    behind the run's step, the interval read as its last step over its points): a metric reported
+    only mid-run (eval_bleu, last at step 1,760 of 2,900) was shown with a forecast as if live."""
+    from advisor.forecast.state import STALE_EVALS
+
+    last, points = series.get("lastStep"), series.get("points")
+    if (
+        step is None
+        or not isinstance(last, int | float)
+        or not isinstance(points, int)
+        or points < 2
+        or last <= 0
+    ):
+        return ""
+    usual = float(last) / points
+    behind = float(step) - float(last)
+    if behind <= STALE_EVALS * usual:
+        return ""
+    return f"; not evaluated since step {float(last):,.0f}, {behind:,.0f} steps ago"
+
+
+def _keep_text(st: Mapping[str, Any]) -> str:
+    """What the judged series' best is to the user: the checkpoint to keep, unless the task's score
+    read beside it (``taskMetric``) was best later: then both are named, as the release reason and
+    ``forecast`` name them (a classifier's eval loss was best at step 900, its accuracy 0.905 there
+    and 0.943 at step 1,900, and this line called step 900 the one to keep)."""
+    task = st.get("taskMetric")
+    own = (st.get("series") or {}).get(task) if isinstance(task, str) else None
+    later = own is not None and isinstance(own.get("bestStep"), int) and own["bestStep"] > st["bestStep"]
+    if not later or own is None:
+        return "the checkpoint to keep"
+    value = f" {own['bestValue']:.4g}" if isinstance(own.get("bestValue"), int | float) else ""
+    return f"the checkpoint to keep by it; or by {task}, best{value} {_span(own)}"
+
+
+def _learning_lines(st: Mapping[str, Any], shown: str = "", step: float | None = None) -> list[str]:
     """The run state from all its series: its probabilities, the series it is judged by with its
     best step (the checkpoint worth keeping), and each eval series' forecast final value. When the
     STATE shown is the governing policy's verdict (``hung``, ``diverging``: a stall rule may act on
@@ -70,7 +106,7 @@ def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
     metric = st.get("metric")
     if metric:
         best = (
-            f"; best {st.get('bestValue'):.4g} {_span(st)} (the checkpoint to keep), "
+            f"; best {st.get('bestValue'):.4g} {_span(st)} ({_keep_text(st)}), "
             f"{st.get('evalsSinceBest', 0)} evaluation(s) since"
             if st.get("bestStep") is not None and isinstance(st.get("bestValue"), int | float)
             else ""
@@ -97,7 +133,7 @@ def _learning_lines(st: Mapping[str, Any], shown: str = "") -> list[str]:
         p_text = f"{p:.2f}" if isinstance(p, int | float) else "unknown"
         lines.append(
             f"  {name:<13} final {_iv(series.get('final'))}; smoothed level now {now_text}; "
-            f"P(plateau) {p_text}{direction}{own_best}"
+            f"P(plateau) {p_text}{direction}{own_best}{_not_evaluated_since(series, step)}"
         )
     lines += [f"  warning       {w}" for w in st.get("warnings") or []]
     return lines
@@ -202,7 +238,12 @@ def explain_lines(ns: str, name: str, status: Mapping[str, Any], *, now: float |
             "too few progress samples",
         )
         lines.append(f"  forecast      none yet: {why}")
-    lines += _learning_lines(status.get("learningState") or {}, str(status.get("state") or ""))
+    step = (status.get("progress") or {}).get("step")
+    lines += _learning_lines(
+        status.get("learningState") or {},
+        str(status.get("state") or ""),
+        float(step) if isinstance(step, int | float) else None,
+    )
     if rec.get("policy"):
         lines.append(f"  policy        {rec['policy']} (mode {rec.get('mode') or '-'})")
     else:

@@ -666,3 +666,64 @@ def test_compare_reads_how_a_finished_or_released_run_ended_not_its_phase(
     assert cli.main(["compare", "a/blew-up", "a/overfit", "a/healthy", "--metric", "loss"]) == 0
     out = capsys.readouterr().out
     assert "not ranked, diverging: a/blew-up" in out and "not ranked, overfitting: a/overfit" in out
+
+
+def test_explain_names_the_task_scores_later_best_beside_the_judged_series_best() -> None:
+    """A classifier judged by its eval loss (best at step 900) whose accuracy kept improving to
+    step 1,900: explain called step 900 "the checkpoint to keep" alone, where the release reason
+    and ``forecast`` name both checkpoints."""
+    from advisor.commands.explain import _learning_lines
+
+    st: dict[str, Any] = {
+        "label": "overfitting",
+        "probabilities": {"overfitting": 0.9},
+        "metric": "eval_loss",
+        "taskMetric": "eval_accuracy",
+        "bestStep": 900,
+        "bestValue": 0.2865,
+        "evalsSinceBest": 11,
+        "series": {
+            "eval_loss": {
+                "final": {"mean": 0.37, "p10": 0.36, "p90": 0.38},
+                "bestStep": 900,
+                "bestValue": 0.2865,
+            },
+            "eval_accuracy": {
+                "final": {"mean": 0.94, "p10": 0.93, "p90": 0.95},
+                "bestStep": 1900,
+                "bestValue": 0.943,
+            },
+        },
+    }
+    judged = next(line for line in _learning_lines(st) if line.startswith("  judged by"))
+    assert (
+        "at step 900 (the checkpoint to keep by it; or by eval_accuracy, best 0.943 at step 1900)" in judged
+    )
+    earlier = {
+        **st,
+        "series": {**st["series"], "eval_accuracy": {**st["series"]["eval_accuracy"], "bestStep": 800}},
+    }
+    judged = next(line for line in _learning_lines(earlier) if line.startswith("  judged by"))
+    assert "at step 900 (the checkpoint to keep), 11 evaluation(s) since" in judged
+
+
+def test_explain_notes_an_eval_series_the_run_stopped_reporting() -> None:
+    """A metric reported only mid-run (eval_bleu, evaluated every 220 steps to step 1,760 of a run at
+    step 2,900) was shown with a forecast as if live; one still reported is not noted."""
+    from advisor.commands.explain import _learning_lines
+
+    final = {"mean": 8.1, "p10": 7.6, "p90": 8.7}
+    st: dict[str, Any] = {
+        "label": "learning",
+        "probabilities": {"learning": 0.9},
+        "metric": "eval_loss",
+        "series": {
+            "eval_loss": {"final": final, "lastStep": 2900, "points": 29},
+            "eval_bleu": {"final": final, "lastStep": 1760, "points": 8},
+        },
+    }
+    lines = _learning_lines(st, "learning", 2900.0)
+    bleu = next(line for line in lines if line.startswith("  eval_bleu"))
+    loss = next(line for line in lines if line.startswith("  eval_loss"))
+    assert bleu.endswith("; not evaluated since step 1,760, 1,140 steps ago") and "not evaluated" not in loss
+    assert "not evaluated" not in "".join(_learning_lines(st, "learning", None))
