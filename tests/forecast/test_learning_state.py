@@ -280,6 +280,24 @@ def test_a_finished_run_is_read_off_a_noisy_training_loss_over_enough_of_its_rep
     assert st.label == "plateaued" and st.probabilities["overfitting"] < 0.5
 
 
+def test_a_fall_since_the_best_is_read_over_a_quarter_of_the_reports_since() -> None:
+    """Over 40 draws of a training loss noisy by 8% that falls 12% in the 110 reports after the
+    eval's best, five reports either side told the fall in 27; a quarter of the reports since (up
+    to 25), read from the first after the best, tells it in 30 or more. A loss flat after the best,
+    however steeply it fell into it, reads no fall."""
+    from advisor.forecast.finished_record import fell_since
+
+    ts = np.arange(10, 2001, 10.0)
+    told = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        level = np.where(ts < 900, 0.25 + 0.5 * (900 - ts) / 900, 0.25 - 0.12 * 0.25 * (ts - 900) / 1100)
+        told += fell_since((list(ts), list(level + rng.normal(0, 0.02, ts.size))), 900) >= 0.5
+        flat = np.where(ts < 900, 0.25 + 0.5 * (900 - ts) / 900, 0.25) + rng.normal(0, 0.02, ts.size)
+        assert fell_since((list(ts), list(flat)), 900) < 0.5
+    assert told >= 30
+
+
 def test_a_flat_eval_series_that_makes_a_new_best_by_noise_alone_still_overfits() -> None:
     """An eval loss flat within 0.4% while the training loss falls overfits, whether or not its
     latest evaluation happens to be a new best: one by less than the steps its evaluations take
