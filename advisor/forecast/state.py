@@ -432,7 +432,7 @@ def _overfit_odds(
     train_falls = 1.0 - train.plateau_probability if train is not None else 0.0
     # overfitting is the eval metric past its best while the training loss falls: an eval series
     # whose latest point is its best has flattened, not turned; unless it beat the best before it
-    # by no more than one evaluation's scatter (``new_best_within_noise``)
+    # by no more than the noise of its recent evaluations (``new_best_within_noise``)
     past_best = 1.0 if since_best > 0 else new_best_within_noise(series)
     if train is not None and at_last_step(train) and train_history is not None and best_step is not None:
         # a run at its last step has nothing left to forecast (every P(plateau) is 1): whether its
